@@ -1,0 +1,183 @@
+//! `cestore ingest`: validate a release as the reference does, store each file
+//! once, and record the snapshot.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::path::Path;
+
+use super::{host_name, user_name, Provenance, Report, TOOL_VERSION};
+use crate::catalogue::{IngestEvent, NewSnapshot};
+use crate::error::{Error, Result};
+use crate::manifest::{Manifest, SCHEMA_VERSION};
+use crate::policy::{self, Rejection};
+use crate::source::{Source, WalkError};
+use crate::store::objects::{check_object, ObjectState};
+use crate::store::{LockMode, ObjectKey, Store};
+
+/// What to ingest.
+pub struct IngestOptions<'a> {
+    /// The release's source directory.
+    pub source: &'a Path,
+    /// The version its `plugin.json` must carry.
+    pub version: &'a str,
+}
+
+/// What an ingest did.
+#[derive(Debug, serde::Serialize)]
+pub struct IngestStats {
+    /// The source directory, absolute.
+    pub source: String,
+    /// The store, absolute.
+    pub store: String,
+    /// Whether the snapshot was already recorded before this ingest.
+    pub already_present: bool,
+    /// Distinct objects written by this ingest.
+    pub new_objects: u64,
+    /// Distinct objects found already stored.
+    pub reused_objects: u64,
+    /// Bytes written to new objects.
+    pub bytes_written: u64,
+}
+
+/// The report of `cestore ingest`.
+#[derive(Debug, serde::Serialize)]
+pub struct IngestReport {
+    /// The reference's provenance fields.
+    pub provenance: Provenance,
+    /// What the ingest did.
+    pub ingest: IngestStats,
+}
+
+impl Report for IngestReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        let p = &self.provenance;
+        let s = &self.ingest;
+        writeln!(w, "{}", p.manifest_digest)?;
+        writeln!(
+            w,
+            "{} {}: {} files, {} bytes; {}: {} new objects ({} bytes), {} reused",
+            p.name,
+            p.version,
+            p.file_count,
+            p.total_bytes,
+            if s.already_present { "already stored" } else { "stored" },
+            s.new_objects,
+            s.bytes_written,
+            s.reused_objects
+        )
+    }
+}
+
+/// Where each distinct object of the release stands during an ingest.
+enum Pending {
+    Reused,
+    Staged(String),
+}
+
+/// Validates and stores a release.
+pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestReport> {
+    if !policy::is_exact_version(opts.version) {
+        return Err(Rejection::VersionNotExact {
+            version: opts.version.to_string(),
+        }
+        .into());
+    }
+    let source = Source::open(opts.source)?;
+    let mut store = Store::open(store_root, LockMode::Shared, true)?;
+    let mut work = store.work_dir("ingest")?;
+    let mut pending: HashMap<ObjectKey, Pending> = HashMap::new();
+    let mut bytes_staged = 0u64;
+    let walked = source
+        .walk(opts.version, |file| -> Result<()> {
+            let key = ObjectKey {
+                id: file.id,
+                executable: file.executable,
+            };
+            if pending.contains_key(&key) {
+                return Ok(());
+            }
+            let state = match check_object(&store, &key, file.data.len() as u64)? {
+                ObjectState::Intact => Pending::Reused,
+                ObjectState::Missing => {
+                    bytes_staged += file.data.len() as u64;
+                    Pending::Staged(work.stage(&key, file.data)?)
+                }
+                ObjectState::Damaged(why) => {
+                    return Err(Error::Integrity(format!(
+                        "object '{}' for '{}' {why}; run `cestore verify --repair-from {}`",
+                        store.object_path(&key).display(),
+                        file.path,
+                        opts.source.display()
+                    )))
+                }
+            };
+            pending.insert(key, state);
+            Ok(())
+        })
+        .map_err(|e| match e {
+            WalkError::Rejected(r) => Error::Rejected(r),
+            WalkError::Visitor(e) => e,
+        })?;
+
+    let mut new_objects = 0;
+    let mut reused_objects = 0;
+    let mut bytes_written = 0;
+    for (key, state) in &pending {
+        match state {
+            Pending::Reused => reused_objects += 1,
+            Pending::Staged(name) => {
+                if work.publish(&store, name, key)? {
+                    new_objects += 1;
+                } else {
+                    reused_objects += 1;
+                }
+            }
+        }
+    }
+    if new_objects > 0 {
+        bytes_written = bytes_staged;
+        store.sync()?;
+    }
+    let manifest = Manifest::new(walked.entries);
+    let digest = manifest.digest;
+    let already_present = store.catalogue().has_snapshot(&digest)?;
+    let event = IngestEvent {
+        digest,
+        at: String::new(),
+        source: source.root().display().to_string(),
+        host: host_name(),
+        user: user_name(),
+        tool_version: TOOL_VERSION.to_string(),
+        new_objects,
+        reused_objects,
+    };
+    store.catalogue_mut().record_ingest(
+        &NewSnapshot {
+            name: policy::PLUGIN_NAME,
+            version: opts.version,
+            digest,
+            manifest: &manifest.bytes,
+            entries: &manifest.entries,
+        },
+        &event,
+    )?;
+    drop(work);
+    Ok(IngestReport {
+        provenance: Provenance {
+            name: policy::PLUGIN_NAME.to_string(),
+            version: opts.version.to_string(),
+            manifest_schema_version: i64::from(SCHEMA_VERSION),
+            manifest_digest: digest,
+            file_count: manifest.entries.len() as i64,
+            total_bytes: walked.total_bytes as i64,
+        },
+        ingest: IngestStats {
+            source: source.root().display().to_string(),
+            store: store.root().display().to_string(),
+            already_present,
+            new_objects: new_objects as u64,
+            reused_objects: reused_objects as u64,
+            bytes_written,
+        },
+    })
+}

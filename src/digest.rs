@@ -1,0 +1,205 @@
+//! SHA-256 identities: one type per kind of digest, never bare hex strings.
+//!
+//! An [`ObjectId`] names one file content in the object store; a
+//! [`ManifestDigest`] names one snapshot (the SHA-256 of its canonical
+//! manifest). Both print as 64 lowercase hex characters. A [`DigestPrefix`]
+//! is what a user may type to name a snapshot: 1 to 64 hex characters.
+
+use std::fmt;
+use std::str::FromStr;
+
+use sha2::{Digest as _, Sha256};
+
+/// Why a string is not a digest or a digest prefix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseDigestError {
+    /// The string has the wrong number of characters.
+    #[error("a SHA-256 digest has 64 hex characters, '{0}' has {1}")]
+    Length(String, usize),
+    /// The string holds a character that is not lowercase or uppercase hex.
+    #[error("'{0}' is not hexadecimal")]
+    NotHex(String),
+}
+
+fn hex_value(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Writes `bytes` as lowercase hex into `out`.
+pub fn encode_hex(bytes: &[u8], out: &mut String) {
+    for b in bytes {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 0x0f)] as char);
+    }
+}
+
+fn parse_hex32(s: &str) -> Result<[u8; 32], ParseDigestError> {
+    if s.len() != 64 {
+        return Err(ParseDigestError::Length(s.to_string(), s.len()));
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in s.as_bytes().chunks_exact(2).enumerate() {
+        let hi = hex_value(pair[0]).ok_or_else(|| ParseDigestError::NotHex(s.to_string()))?;
+        let lo = hex_value(pair[1]).ok_or_else(|| ParseDigestError::NotHex(s.to_string()))?;
+        out[i] = (hi << 4) | lo;
+    }
+    Ok(out)
+}
+
+macro_rules! sha256_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name([u8; 32]);
+
+        impl $name {
+            /// Wraps raw digest bytes.
+            pub const fn from_bytes(bytes: [u8; 32]) -> Self {
+                Self(bytes)
+            }
+
+            /// The raw digest bytes.
+            pub const fn as_bytes(&self) -> &[u8; 32] {
+                &self.0
+            }
+
+            /// The SHA-256 of `data`.
+            pub fn of(data: &[u8]) -> Self {
+                Self(Sha256::digest(data).into())
+            }
+
+            /// The 64-character lowercase hex form.
+            pub fn to_hex(&self) -> String {
+                let mut s = String::with_capacity(64);
+                encode_hex(&self.0, &mut s);
+                s
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.to_hex())
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.to_hex())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = ParseDigestError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                parse_hex32(s).map(Self)
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.to_hex())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+sha256_id!(
+    /// The SHA-256 of one file's bytes: the key of an object in the store.
+    ObjectId
+);
+sha256_id!(
+    /// The SHA-256 of a snapshot's canonical manifest: the snapshot's identity.
+    ManifestDigest
+);
+
+/// A user-typed digest or unique prefix of one: 1 to 64 hex characters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DigestPrefix(String);
+
+impl DigestPrefix {
+    /// The prefix in lowercase.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The full digest, when the prefix is all 64 characters.
+    pub fn full(&self) -> Option<ManifestDigest> {
+        self.0.parse().ok()
+    }
+}
+
+impl FromStr for DigestPrefix {
+    type Err = ParseDigestError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let s = s.strip_prefix("sha256:").unwrap_or(s);
+        if s.is_empty() || s.len() > 64 {
+            return Err(ParseDigestError::Length(s.to_string(), s.len()));
+        }
+        if !s.bytes().all(|c| hex_value(c).is_some()) {
+            return Err(ParseDigestError::NotHex(s.to_string()));
+        }
+        Ok(DigestPrefix(s.to_ascii_lowercase()))
+    }
+}
+
+impl fmt::Display for DigestPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A streaming SHA-256 hasher that yields an [`ObjectId`].
+#[derive(Default, Clone)]
+pub struct ObjectHasher(Sha256);
+
+impl ObjectHasher {
+    /// Feeds bytes to the hash.
+    pub fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+
+    /// The digest of everything fed so far.
+    pub fn finish(self) -> ObjectId {
+        ObjectId(self.0.finalize().into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip() {
+        let id = ObjectId::of(b"abc");
+        assert_eq!(
+            id.to_hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(id.to_hex().parse::<ObjectId>().unwrap(), id);
+        assert_eq!(id.to_hex().to_uppercase().parse::<ObjectId>().unwrap(), id);
+    }
+
+    #[test]
+    fn bad_digests_are_refused() {
+        assert!(matches!("abc".parse::<ObjectId>(), Err(ParseDigestError::Length(..))));
+        let not_hex = "g".repeat(64);
+        assert!(matches!(not_hex.parse::<ManifestDigest>(), Err(ParseDigestError::NotHex(_))));
+        assert!("".parse::<DigestPrefix>().is_err());
+        assert!("xyz".parse::<DigestPrefix>().is_err());
+        assert_eq!("sha256:AB".parse::<DigestPrefix>().unwrap().as_str(), "ab");
+    }
+}

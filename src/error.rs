@@ -1,0 +1,161 @@
+//! The library's error type and the exit code each kind of error maps to.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | integrity: `verify` found a problem, a tree differs from its snapshot, or a damaged object was refused |
+//! | 2 | usage: the command line is wrong |
+//! | 3 | rejected input: the tree, version or arms break a rule |
+//! | 4 | not found: no such snapshot, view, store or path |
+//! | 5 | ambiguous: a digest prefix names several snapshots |
+//! | 6 | conflict: the destination exists, or views still use a snapshot |
+//! | 7 | store failure: I/O, the catalogue, or the store's own layout |
+//!
+//! The table is repeated in `docs/exit-codes.md`.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::policy::Rejection;
+
+/// Anything a cestore command can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input broke one of the reference's rules.
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
+    /// The request is malformed in a way the argument parser cannot see.
+    #[error("{0}")]
+    Usage(String),
+    /// No snapshot's digest starts with the prefix.
+    #[error("no snapshot in the store matches '{prefix}'")]
+    UnknownDigest {
+        /// The prefix as given.
+        prefix: String,
+    },
+    /// Several snapshots' digests start with the prefix.
+    #[error("'{prefix}' is ambiguous: it matches {} snapshots ({})", .matches.len(), .matches.join(", "))]
+    AmbiguousDigest {
+        /// The prefix as given.
+        prefix: String,
+        /// The digests it matches.
+        matches: Vec<String>,
+    },
+    /// Something named on the command line does not exist.
+    #[error("{what} not found: '{}'", .path.display())]
+    NotFound {
+        /// What kind of thing was looked for.
+        what: &'static str,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// The request would overwrite or orphan something.
+    #[error("{0}")]
+    Conflict(String),
+    /// The store's content no longer matches its catalogue.
+    #[error("{0}")]
+    Integrity(String),
+    /// A check found problems; the report says which.
+    #[error("{0}")]
+    ProblemsFound(String),
+    /// A filesystem operation failed.
+    #[error("could not {op} '{}'", .path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The path it was done to.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: io::Error,
+    },
+    /// A catalogue operation failed.
+    #[error("could not {op} in the catalogue '{}'", .path.display())]
+    Catalogue {
+        /// What was being done.
+        op: &'static str,
+        /// The catalogue file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The catalogue was written by a newer cestore.
+    #[error("the catalogue '{}' has schema version {found}, newer than this cestore's {supported}; it is left untouched", .path.display())]
+    CatalogueTooNew {
+        /// The catalogue file.
+        path: PathBuf,
+        /// Its schema version.
+        found: i64,
+        /// The newest this build knows.
+        supported: i64,
+    },
+    /// The store directory is not usable as a store.
+    #[error("the store '{}' {reason}", .path.display())]
+    BadStore {
+        /// The store directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// A library result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The process exit code for this error (see the module docs).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::ProblemsFound(_) | Error::Integrity(_) => 1,
+            Error::Usage(_) => 2,
+            Error::Rejected(_) => 3,
+            Error::UnknownDigest { .. } | Error::NotFound { .. } => 4,
+            Error::AmbiguousDigest { .. } => 5,
+            Error::Conflict(_) => 6,
+            Error::Io { .. }
+            | Error::Catalogue { .. }
+            | Error::CatalogueTooNew { .. }
+            | Error::BadStore { .. } => 7,
+        }
+    }
+
+    /// A stable name for the kind of error, for JSON output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::ProblemsFound(_) => "problems-found",
+            Error::Integrity(_) => "integrity",
+            Error::Usage(_) => "usage",
+            Error::Rejected(_) => "rejected",
+            Error::UnknownDigest { .. } => "unknown-digest",
+            Error::NotFound { .. } => "not-found",
+            Error::AmbiguousDigest { .. } => "ambiguous-digest",
+            Error::Conflict(_) => "conflict",
+            Error::Io { .. } => "io",
+            Error::Catalogue { .. } => "catalogue",
+            Error::CatalogueTooNew { .. } => "catalogue-too-new",
+            Error::BadStore { .. } => "bad-store",
+        }
+    }
+
+    /// Wraps an I/O error with the operation and path it came from.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Error {
+        Error::Io {
+            op,
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+}
+
+/// Adds "could not {op} '{path}'" context to I/O results.
+pub trait IoContext<T> {
+    /// Maps the error to [`Error::Io`].
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T, E: Into<io::Error>> IoContext<T> for std::result::Result<T, E> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|e| Error::io(op, path, e))
+    }
+}

@@ -1,0 +1,219 @@
+//! The canonical manifest: the exact bytes whose SHA-256 is a snapshot's identity.
+//!
+//! The bytes are what Python's
+//! `json.dumps({"schema_version": 1, "files": entries}, sort_keys=True, separators=(",", ":"))`
+//! writes for the reference implementation's entries, so that digests made by
+//! the reference and by cestore agree byte for byte:
+//!
+//! ```text
+//! {"files":[{"executable":false,"path":"...","sha256":"<64 hex>","size":N},...],"schema_version":1}
+//! ```
+//!
+//! Keys are sorted; there is no white space; strings use Python's
+//! `ensure_ascii` escaping (see [`write_json_string`]). Entries keep the order
+//! of the reference's walk (see `docs/format.md`), which is not a sort by path.
+
+use std::fmt;
+
+use crate::digest::{ManifestDigest, ObjectId};
+
+/// The manifest schema version this crate writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One file of a snapshot, as the canonical manifest lists it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// Whether any execute bit was set on the source file.
+    pub executable: bool,
+    /// The path relative to the plugin root, `/`-separated.
+    pub path: String,
+    /// The SHA-256 of the file's bytes.
+    pub sha256: ObjectId,
+    /// The file's length in bytes.
+    pub size: u64,
+}
+
+/// Appends `s` to `out` as a JSON string literal, escaped as Python's
+/// `json.dumps(..., ensure_ascii=True)` does.
+///
+/// `"` and `\` get a backslash; `\n`, `\r`, `\t`, `\b` and `\f` their short
+/// escapes; every other character outside 0x20..=0x7E (0x7F included) becomes
+/// `\uXXXX` in lowercase hex, as a UTF-16 surrogate pair above U+FFFF.
+pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    for c in s.chars() {
+        match c {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            '\n' => out.extend_from_slice(b"\\n"),
+            '\r' => out.extend_from_slice(b"\\r"),
+            '\t' => out.extend_from_slice(b"\\t"),
+            '\u{8}' => out.extend_from_slice(b"\\b"),
+            '\u{c}' => out.extend_from_slice(b"\\f"),
+            ' '..='~' => out.push(c as u8),
+            _ => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    push_u_escape(out, *unit);
+                }
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+fn push_u_escape(out: &mut Vec<u8>, unit: u16) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(b"\\u");
+    for shift in [12, 8, 4, 0] {
+        out.push(HEX[usize::from((unit >> shift) & 0xf)]);
+    }
+}
+
+/// Encodes entries as the canonical manifest bytes.
+pub fn canonical_bytes(entries: &[Entry]) -> Vec<u8> {
+    // 120 bytes covers the fixed part of one entry plus a short path.
+    let mut out = Vec::with_capacity(32 + entries.len() * 120);
+    out.extend_from_slice(b"{\"files\":[");
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"executable\":");
+        out.extend_from_slice(if e.executable { b"true" } else { b"false" });
+        out.extend_from_slice(b",\"path\":");
+        write_json_string(&mut out, &e.path);
+        out.extend_from_slice(b",\"sha256\":\"");
+        out.extend_from_slice(e.sha256.to_hex().as_bytes());
+        out.extend_from_slice(b"\",\"size\":");
+        out.extend_from_slice(e.size.to_string().as_bytes());
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],\"schema_version\":");
+    out.extend_from_slice(SCHEMA_VERSION.to_string().as_bytes());
+    out.push(b'}');
+    out
+}
+
+/// A decoded canonical manifest together with its bytes and digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manifest {
+    /// The files, in manifest order.
+    pub entries: Vec<Entry>,
+    /// The canonical bytes.
+    pub bytes: Vec<u8>,
+    /// The SHA-256 of `bytes`.
+    pub digest: ManifestDigest,
+}
+
+/// Why bytes are not a canonical manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The bytes are not JSON of the manifest's shape.
+    #[error("not a manifest: {0}")]
+    Shape(#[from] serde_json::Error),
+    /// The schema version is not one this crate reads.
+    #[error("manifest schema version {0} is not supported (this cestore reads {SCHEMA_VERSION})")]
+    Schema(u64),
+    /// The bytes parse but are not the canonical encoding of what they hold.
+    #[error("manifest bytes are not in canonical form")]
+    NotCanonical,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    files: Vec<Entry>,
+    schema_version: u64,
+}
+
+impl Manifest {
+    /// Builds the manifest of `entries`.
+    pub fn new(entries: Vec<Entry>) -> Manifest {
+        let bytes = canonical_bytes(&entries);
+        let digest = ManifestDigest::of(&bytes);
+        Manifest {
+            entries,
+            bytes,
+            digest,
+        }
+    }
+
+    /// Decodes manifest bytes, refusing any that are not canonical.
+    pub fn parse(bytes: &[u8]) -> Result<Manifest, ManifestError> {
+        let wire: Wire = serde_json::from_slice(bytes)?;
+        if wire.schema_version != u64::from(SCHEMA_VERSION) {
+            return Err(ManifestError::Schema(wire.schema_version));
+        }
+        let manifest = Manifest::new(wire.files);
+        if manifest.bytes != bytes {
+            return Err(ManifestError::NotCanonical);
+        }
+        Ok(manifest)
+    }
+
+    /// The number of bytes in all files together.
+    pub fn total_bytes(&self) -> u64 {
+        self.entries.iter().map(|e| e.size).sum()
+    }
+}
+
+impl fmt::Display for Manifest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn esc(s: &str) -> String {
+        let mut out = Vec::new();
+        write_json_string(&mut out, s);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn escapes_like_python_ensure_ascii() {
+        assert_eq!(esc("a b"), r#""a b""#);
+        assert_eq!(esc("q\"b\\"), r#""q\"b\\""#);
+        assert_eq!(esc("\n\r\t\u{8}\u{c}"), r#""\n\r\t\b\f""#);
+        assert_eq!(esc("\u{1}\u{1f}\u{7f}"), r#""\u0001\u001f\u007f""#);
+        assert_eq!(esc("é"), r#""\u00e9""#);
+        assert_eq!(esc("\u{fffd}"), r#""\ufffd""#);
+        assert_eq!(esc("𝄞"), r#""\ud834\udd1e""#);
+        assert_eq!(esc("/"), r#""/""#);
+    }
+
+    #[test]
+    fn encodes_sorted_compact() {
+        let e = Entry {
+            executable: true,
+            path: "skills/a b/x".into(),
+            sha256: ObjectId::of(b""),
+            size: 0,
+        };
+        let bytes = canonical_bytes(&[e]);
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            "{\"files\":[{\"executable\":true,\"path\":\"skills/a b/x\",\"sha256\":\
+             \"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",\"size\":0}],\
+             \"schema_version\":1}"
+        );
+    }
+
+    #[test]
+    fn parse_round_trips_and_refuses_non_canonical() {
+        let m = Manifest::new(vec![Entry {
+            executable: false,
+            path: "skills/é/\"x\"".into(),
+            sha256: ObjectId::of(b"x"),
+            size: 1,
+        }]);
+        assert_eq!(Manifest::parse(&m.bytes).unwrap(), m);
+        let spaced = String::from_utf8(m.bytes.clone()).unwrap().replace(",", ", ");
+        assert!(matches!(Manifest::parse(spaced.as_bytes()), Err(ManifestError::NotCanonical)));
+    }
+}

@@ -1,0 +1,403 @@
+//! The reference implementation's rules for a plugin release, as pure functions.
+//!
+//! Everything here decides; nothing here touches the filesystem. The walk in
+//! [`crate::source`] asks these functions in the same order as the reference
+//! (`runtime_mounts.py`) does, so that cestore accepts and rejects exactly the
+//! trees the reference does, and reports the first broken rule the reference
+//! would report.
+
+use std::io;
+use std::path::PathBuf;
+
+/// The plugin name a release's `plugin.json` must carry.
+pub const PLUGIN_NAME: &str = "compound-engineering";
+/// The most files one release may hold.
+pub const MAX_FILES: usize = 2_048;
+/// The most bytes one file may hold.
+pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
+/// The most bytes all files together may hold.
+pub const MAX_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
+/// The most bytes a file's relative path may hold, in UTF-8.
+pub const MAX_PATH_BYTES: usize = 1_024;
+/// The top-level directories walked, in this order; only `skills` is required.
+pub const PLUGIN_DIRS: [&str; 3] = ["skills", "scripts", "assets"];
+/// The manifest directory.
+pub const MANIFEST_DIR: &str = ".claude-plugin";
+/// The manifests taken from [`MANIFEST_DIR`], in this order; the first is required.
+pub const MANIFESTS: [&str; 2] = ["plugin.json", "marketplace.json"];
+/// The skills every release must hold, checked in this order.
+pub const REQUIRED_SKILLS: [&str; 3] = ["ce-plan", "ce-work", "ce-code-review"];
+
+const FORBIDDEN_PARTS: [&str; 10] = [
+    ".git",
+    ".github",
+    ".ssh",
+    ".aws",
+    "test",
+    "tests",
+    "doc",
+    "docs",
+    "node_modules",
+    "__pycache__",
+];
+const SECRET_EXACT_NAMES: [&str; 8] = [
+    ".env",
+    ".npmrc",
+    ".netrc",
+    ".pypirc",
+    "credentials",
+    "credentials.json",
+    "secrets",
+    "secrets.json",
+];
+const SECRET_NAME_MARKERS: [&str; 5] = ["secret", "credential", "private-key", "private_key", "token"];
+const SECRET_SUFFIXES: [&str; 5] = [".pem", ".key", ".p12", ".pfx", ".kdbx"];
+
+/// Whether the reference silently drops an entry with this name.
+///
+/// The reference tests every part of the relative path; a walk that never
+/// descends into a dropped directory only needs to test each new name. The
+/// name is lowercased with full Unicode case mapping, as Python's `str.lower`.
+pub fn is_forbidden_name(name: &str) -> bool {
+    let lowered = name.to_lowercase();
+    let lowered = lowered.as_str();
+    FORBIDDEN_PARTS.contains(&lowered)
+        || SECRET_EXACT_NAMES.contains(&lowered)
+        || lowered.starts_with(".env.")
+        || lowered.starts_with(".npmrc.")
+        || SECRET_SUFFIXES.iter().any(|s| lowered.ends_with(s))
+        || SECRET_NAME_MARKERS.iter().any(|m| lowered.contains(m))
+}
+
+/// Whether `version` is an exact semantic version: `MAJOR.MINOR.PATCH`, with
+/// an optional `-prerelease` and `+build`, as the reference's pattern says.
+///
+/// The numbers have no leading zeros; pre-release and build identifiers are
+/// non-empty runs of ASCII letters, digits and `-`, separated by dots.
+pub fn is_exact_version(version: &str) -> bool {
+    let (head, build) = match version.split_once('+') {
+        Some((head, build)) => (head, Some(build)),
+        None => (version, None),
+    };
+    let (core, pre) = match head.split_once('-') {
+        Some((core, pre)) => (core, Some(pre)),
+        None => (head, None),
+    };
+    let numbers: Vec<&str> = core.split('.').collect();
+    numbers.len() == 3
+        && numbers.iter().all(|n| is_numeric_identifier(n))
+        && pre.is_none_or(is_dotted_identifiers)
+        && build.is_none_or(is_dotted_identifiers)
+}
+
+fn is_numeric_identifier(n: &str) -> bool {
+    match n.as_bytes() {
+        [b'0'] => true,
+        [first, rest @ ..] => (b'1'..=b'9').contains(first) && rest.iter().all(u8::is_ascii_digit),
+        [] => false,
+    }
+}
+
+fn is_dotted_identifiers(s: &str) -> bool {
+    s.split('.').all(|id| {
+        !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+    })
+}
+
+/// A reason the reference would refuse a plugin release; one variant per rule.
+///
+/// Each message reads as the reference's does and names the path involved.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejection {
+    /// `--version` is not an exact semantic version.
+    #[error("--version must be an exact semantic version (aliases and ranges are forbidden): '{version}'")]
+    VersionNotExact {
+        /// The version as given.
+        version: String,
+    },
+    /// The source directory cannot be examined.
+    #[error("Compound Engineering plugin source is unavailable: {path}: {source}", path = .path.display())]
+    SourceUnavailable {
+        /// The source as given, made absolute.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The source is a symlink, not a directory, or reached through a symlink.
+    #[error("Compound Engineering plugin source must be a real directory: {}", .path.display())]
+    SourceNotRealDirectory {
+        /// The source as given, made absolute.
+        path: PathBuf,
+    },
+    /// `.claude-plugin` cannot be examined.
+    #[error("Compound Engineering plugin manifest directory is unavailable: {path}: {source}", path = .path.display())]
+    ManifestDirUnavailable {
+        /// The manifest directory.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// `.claude-plugin` is a symlink or not a directory.
+    #[error("Compound Engineering plugin manifest directory must be real: {}", .path.display())]
+    ManifestDirNotReal {
+        /// The manifest directory.
+        path: PathBuf,
+    },
+    /// `.claude-plugin/plugin.json` does not exist.
+    #[error("Compound Engineering plugin manifest is missing: {}", .path.display())]
+    ManifestMissing {
+        /// Where the manifest should be.
+        path: PathBuf,
+    },
+    /// `skills/` does not exist.
+    #[error("Compound Engineering plugin skills directory is missing: {}", .path.display())]
+    SkillsMissing {
+        /// Where the skills directory should be.
+        path: PathBuf,
+    },
+    /// An entry's existence could not be checked.
+    #[error("Compound Engineering plugin entry is unavailable: {path}: {source}", path = .path.display())]
+    ExistenceUnknown {
+        /// The entry.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// `skills/`, `scripts/` or `assets/` cannot be examined.
+    #[error("Compound Engineering plugin component is unreadable: {path}: {source}", path = .path.display())]
+    ComponentUnreadable {
+        /// The component directory.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// `skills/`, `scripts/` or `assets/` is a symlink or not a directory.
+    #[error("Compound Engineering plugin component must be a real directory: {}", .path.display())]
+    ComponentNotRealDirectory {
+        /// The component directory.
+        path: PathBuf,
+    },
+    /// A directory in the tree cannot be listed.
+    #[error("Compound Engineering plugin directory is unreadable: {path}: {source}", path = .path.display())]
+    DirectoryUnreadable {
+        /// The directory.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// An entry in the tree cannot be examined.
+    #[error("Compound Engineering plugin entry is unreadable: {path}: {source}", path = .path.display())]
+    EntryUnreadable {
+        /// The entry.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// An entry in the tree is a symlink.
+    #[error("Compound Engineering plugin entries must not be symlinks: {}", .path.display())]
+    Symlink {
+        /// The symlink.
+        path: PathBuf,
+    },
+    /// An entry in the tree is neither a directory nor a regular file.
+    #[error("Compound Engineering plugin entries must be regular files: {}", .path.display())]
+    NotRegularEntry {
+        /// The entry.
+        path: PathBuf,
+    },
+    /// A relative path is not valid UTF-8.
+    #[error("Compound Engineering plugin path is not valid UTF-8: {}", .path.display())]
+    PathNotUtf8 {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A relative path is longer than [`MAX_PATH_BYTES`].
+    #[error("Compound Engineering plugin path exceeds the byte limit ({MAX_PATH_BYTES} bytes, this one has {bytes}): {}", .path.display())]
+    PathTooLong {
+        /// The file.
+        path: PathBuf,
+        /// Its relative path's length in bytes.
+        bytes: usize,
+    },
+    /// The tree holds more than [`MAX_FILES`] files.
+    #[error("Compound Engineering plugin exceeds the file-count limit ({MAX_FILES} files) at: {}", .path.display())]
+    TooManyFiles {
+        /// The first file past the limit.
+        path: PathBuf,
+    },
+    /// A file cannot be examined or opened.
+    #[error("Compound Engineering plugin file is unreadable: {path}: {source}", path = .path.display())]
+    FileUnreadable {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// A manifest file is a symlink or not a regular file.
+    #[error("Compound Engineering plugin file must be regular and non-symlink: {}", .path.display())]
+    FileNotRegular {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file is larger than [`MAX_FILE_BYTES`].
+    #[error("Compound Engineering plugin file exceeds the per-file limit ({MAX_FILE_BYTES} bytes): {}", .path.display())]
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file opened is not the file examined.
+    #[error("Compound Engineering plugin file changed during validation: {}", .path.display())]
+    ChangedDuringValidation {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file changed while it was read.
+    #[error("Compound Engineering plugin file changed while being copied: {}", .path.display())]
+    ChangedWhileCopying {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The files together are larger than [`MAX_TOTAL_BYTES`].
+    #[error("Compound Engineering plugin exceeds the total byte limit ({MAX_TOTAL_BYTES} bytes) at: {}", .path.display())]
+    TooManyBytes {
+        /// The first file past the limit.
+        path: PathBuf,
+    },
+    /// `plugin.json` is not valid JSON (as Python's `json.loads` reads it).
+    #[error("Compound Engineering plugin manifest is invalid: {path}: {reason}", path = .path.display())]
+    ManifestInvalid {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `plugin.json` is not an object named `compound-engineering`.
+    #[error("CE comparator requires the compound-engineering plugin manifest: {}", .path.display())]
+    NotCompoundEngineering {
+        /// The manifest.
+        path: PathBuf,
+    },
+    /// `plugin.json`'s version is not the one asked for.
+    #[error("Compound Engineering plugin version mismatch: expected {expected}, got {got}: {path}", path = .path.display())]
+    VersionMismatch {
+        /// The manifest.
+        path: PathBuf,
+        /// The version asked for.
+        expected: String,
+        /// The manifest's version, as Python's `repr` shows it.
+        got: String,
+    },
+    /// A required skill's `SKILL.md` is not among the files.
+    #[error("Compound Engineering plugin is missing required skill: {skill}: {}", .path.display())]
+    MissingSkill {
+        /// The skill's name.
+        skill: &'static str,
+        /// Where its `SKILL.md` should be.
+        path: PathBuf,
+    },
+    /// The tree nests deeper than the reference can walk.
+    #[error("Compound Engineering plugin nests too deep ({depth} directories): {}", .path.display())]
+    TooDeep {
+        /// The directory past the limit.
+        path: PathBuf,
+        /// Its depth.
+        depth: usize,
+    },
+}
+
+impl Rejection {
+    /// A stable identifier of the rule broken, for JSON output and scripts.
+    pub fn rule(&self) -> &'static str {
+        use Rejection::*;
+        match self {
+            VersionNotExact { .. } => "version-not-exact",
+            SourceUnavailable { .. } => "source-unavailable",
+            SourceNotRealDirectory { .. } => "source-not-real-directory",
+            ManifestDirUnavailable { .. } => "manifest-dir-unavailable",
+            ManifestDirNotReal { .. } => "manifest-dir-not-real",
+            ManifestMissing { .. } => "manifest-missing",
+            SkillsMissing { .. } => "skills-missing",
+            ExistenceUnknown { .. } => "entry-unavailable",
+            ComponentUnreadable { .. } => "component-unreadable",
+            ComponentNotRealDirectory { .. } => "component-not-real-directory",
+            DirectoryUnreadable { .. } => "directory-unreadable",
+            EntryUnreadable { .. } => "entry-unreadable",
+            Symlink { .. } => "symlink",
+            NotRegularEntry { .. } => "not-regular-file",
+            PathNotUtf8 { .. } => "path-not-utf8",
+            PathTooLong { .. } => "path-too-long",
+            TooManyFiles { .. } => "too-many-files",
+            FileUnreadable { .. } => "file-unreadable",
+            FileNotRegular { .. } => "file-not-regular",
+            FileTooLarge { .. } => "file-too-large",
+            ChangedDuringValidation { .. } => "changed-during-validation",
+            ChangedWhileCopying { .. } => "changed-while-copying",
+            TooManyBytes { .. } => "too-many-bytes",
+            ManifestInvalid { .. } => "manifest-invalid",
+            NotCompoundEngineering { .. } => "not-compound-engineering",
+            VersionMismatch { .. } => "version-mismatch",
+            MissingSkill { .. } => "missing-skill",
+            TooDeep { .. } => "too-deep",
+        }
+    }
+
+    /// The path the rule was broken at, where there is one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        use Rejection::*;
+        match self {
+            VersionNotExact { .. } => None,
+            SourceUnavailable { path, .. }
+            | SourceNotRealDirectory { path }
+            | ManifestDirUnavailable { path, .. }
+            | ManifestDirNotReal { path }
+            | ManifestMissing { path }
+            | SkillsMissing { path }
+            | ExistenceUnknown { path, .. }
+            | ComponentUnreadable { path, .. }
+            | ComponentNotRealDirectory { path }
+            | DirectoryUnreadable { path, .. }
+            | EntryUnreadable { path, .. }
+            | Symlink { path }
+            | NotRegularEntry { path }
+            | PathNotUtf8 { path }
+            | PathTooLong { path, .. }
+            | TooManyFiles { path }
+            | FileUnreadable { path, .. }
+            | FileNotRegular { path }
+            | FileTooLarge { path }
+            | ChangedDuringValidation { path }
+            | ChangedWhileCopying { path }
+            | TooManyBytes { path }
+            | ManifestInvalid { path, .. }
+            | NotCompoundEngineering { path }
+            | VersionMismatch { path, .. }
+            | MissingSkill { path, .. }
+            | TooDeep { path, .. } => Some(path),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_versions() {
+        for ok in ["0.0.0", "1.2.3", "10.20.30", "1.0.0-alpha", "1.0.0-a.b-c.01", "1.0.0+build.7", "1.0.0-rc.1+x", "1.0.0--", "2.0.0-0"] {
+            assert!(is_exact_version(ok), "{ok}");
+        }
+        for bad in ["", "1", "1.0", "v1.0.0", "01.0.0", "1.00.0", "1.0.0-", "1.0.0+", "1.0.0-a..b", "1.0.0 ", " 1.0.0", "^1.0.0", "~1.0.0", "1.0.x", "1.0.0+a+b", "1.0.0-é", "１.0.0", "1.0.0\n"] {
+            assert!(!is_exact_version(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn forbidden_names() {
+        for name in ["tests", "TEST", "docs", ".git", "node_modules", ".env", ".env.local", ".NPMRC.bak", "api-token.txt", "KEY.PEM", "my_secret.md", "Credentials.json", "id.p12", "private_key.txt", "x.kdbx", "TO\u{212a}EN"] {
+            assert!(is_forbidden_name(name), "{name}");
+        }
+        for name in ["SKILL.md", "testing", "doc.md", ".envrc", "env", "keys", "pem", "tok-en"] {
+            assert!(!is_forbidden_name(name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,604 @@
+//! Reading a plugin release from a source directory, through directory handles.
+//!
+//! [`Source::open`] checks the source as the reference's
+//! `_validated_runtime_root` does, and [`Source::walk`] visits the release in
+//! the reference's order (`_plugin_files` with `_build_ce_plugin_snapshot`):
+//!
+//! 1. `.claude-plugin/plugin.json` (required), then `.claude-plugin/marketplace.json`;
+//! 2. `skills/` (required), `scripts/`, `assets/`, each depth first, every
+//!    directory's entries sorted by name as Python sorts `str` (code points).
+//!
+//! Each file is checked the moment it is reached: its path length, the file
+//! count, its size, its identity while it is read, and the running total. So the
+//! first rule broken is the one the reference reports.
+//!
+//! # Safer than the reference
+//!
+//! Every directory is opened with `openat(O_DIRECTORY | O_NOFOLLOW)` relative
+//! to its parent's handle, and every file with `openat(O_NOFOLLOW | O_NONBLOCK)`;
+//! the open handle is then `fstat`ed and compared with what the walk saw. A
+//! component swapped for a symlink mid-walk therefore fails the walk instead of
+//! leading it outside the tree, and a FIFO can never block it.
+//!
+//! # Limits
+//!
+//! The reference walks with path strings and Python recursion; cestore keeps
+//! two of its side effects so that both refuse the same trees: a directory
+//! nested more than [`MAX_WALK_DEPTH`] levels below `skills/` (Python's
+//! recursion limit, as measured through the oracle) and an absolute path of
+//! `PATH_MAX` bytes or more (`ENAMETOOLONG`).
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
+
+use crate::digest::{ObjectHasher, ObjectId};
+use crate::manifest::Entry;
+use crate::policy::{self, Rejection};
+
+/// How deep below a top-level directory the reference can walk before
+/// Python's recursion limit stops it (measured: 986 nested directories pass,
+/// 987 raise `RecursionError`).
+pub const MAX_WALK_DEPTH: usize = 986;
+
+/// Linux's `PATH_MAX`: a path of this many bytes or more fails with `ENAMETOOLONG`.
+const PATH_MAX: usize = 4096;
+
+/// One file of a release, handed to the walk's visitor as it is read.
+pub struct SourceFile<'a> {
+    /// The path relative to the plugin root.
+    pub path: &'a str,
+    /// Whether any execute bit is set.
+    pub executable: bool,
+    /// The file's bytes.
+    pub data: &'a [u8],
+    /// The SHA-256 of `data`.
+    pub id: ObjectId,
+}
+
+/// What a complete walk found.
+#[derive(Debug)]
+pub struct Walked {
+    /// The manifest entries, in manifest order.
+    pub entries: Vec<Entry>,
+    /// The bytes of all files together.
+    pub total_bytes: u64,
+}
+
+/// An error from a walk: the tree broke a rule, or the visitor failed.
+#[derive(Debug)]
+pub enum WalkError<E> {
+    /// The tree broke one of the reference's rules.
+    Rejected(Rejection),
+    /// The visitor returned an error.
+    Visitor(E),
+}
+
+impl<E> From<Rejection> for WalkError<E> {
+    fn from(r: Rejection) -> Self {
+        WalkError::Rejected(r)
+    }
+}
+
+/// A validated source directory, held open.
+pub struct Source {
+    root: PathBuf,
+    fd: OwnedFd,
+}
+
+impl Source {
+    /// Opens `path` as a release source: a real directory reached by no symlink hop.
+    pub fn open(path: &Path) -> Result<Source, Rejection> {
+        let root = absolute_like_python(path);
+        let unavailable = |source| Rejection::SourceUnavailable {
+            path: root.clone(),
+            source,
+        };
+        let lstat = rustix::fs::lstat(&root).map_err(|e| unavailable(e.into()))?;
+        let resolved = std::fs::canonicalize(&root).map_err(unavailable)?;
+        if FileType::from_raw_mode(lstat.st_mode) != FileType::Directory || resolved != root {
+            return Err(Rejection::SourceNotRealDirectory { path: root });
+        }
+        let fd = open_dir(rustix::fs::CWD, &root).map_err(|e| unavailable(e.into()))?;
+        let opened = rustix::fs::fstat(&fd).map_err(|e| unavailable(e.into()))?;
+        if !same_inode(&opened, &lstat) {
+            return Err(Rejection::SourceNotRealDirectory { path: root });
+        }
+        Ok(Source { root, fd })
+    }
+
+    /// The source's absolute path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Walks the release, checking every rule, and hands each file to `visit`.
+    ///
+    /// `version` is the version `plugin.json` must carry; it must already
+    /// have passed [`policy::is_exact_version`].
+    pub fn walk<E, F>(&self, version: &str, visit: F) -> Result<Walked, WalkError<E>>
+    where
+        F: FnMut(&SourceFile<'_>) -> Result<(), E>,
+    {
+        let mut walker = Walker {
+            root: &self.root,
+            entries: Vec::new(),
+            total_bytes: 0,
+            plugin_json: None,
+            buf: Vec::with_capacity(policy::MAX_FILE_BYTES as usize + 1),
+            visit,
+        };
+        walker.manifests(self.fd.as_fd())?;
+        walker.components(self.fd.as_fd())?;
+        walker.check_release(version)?;
+        Ok(Walked {
+            entries: walker.entries,
+            total_bytes: walker.total_bytes,
+        })
+    }
+}
+
+struct Walker<'r, F> {
+    root: &'r Path,
+    entries: Vec<Entry>,
+    total_bytes: u64,
+    plugin_json: Option<Vec<u8>>,
+    buf: Vec<u8>,
+    visit: F,
+}
+
+impl<F, E> Walker<'_, F>
+where
+    F: FnMut(&SourceFile<'_>) -> Result<(), E>,
+{
+    fn full(&self, rel: &[u8]) -> PathBuf {
+        self.root.join(OsStr::from_bytes(rel))
+    }
+
+    /// The length of the absolute path of `rel`, as the reference would build it.
+    fn abs_len(&self, rel: &[u8]) -> usize {
+        self.root.as_os_str().len() + 1 + rel.len()
+    }
+
+    fn manifests(&mut self, root: BorrowedFd<'_>) -> Result<(), WalkError<E>> {
+        let dir_rel = policy::MANIFEST_DIR.as_bytes();
+        let dir_path = self.full(dir_rel);
+        let unavailable = |source: io::Error| Rejection::ManifestDirUnavailable {
+            path: dir_path.clone(),
+            source,
+        };
+        let meta = statat_checked(root, dir_rel, self.abs_len(dir_rel), false)
+            .map_err(|e| unavailable(e.into()))?;
+        if FileType::from_raw_mode(meta.st_mode) != FileType::Directory {
+            return Err(Rejection::ManifestDirNotReal { path: dir_path }.into());
+        }
+        let dir = open_dir(root, policy::MANIFEST_DIR).map_err(|e| unavailable(e.into()))?;
+        check_same_dir(&dir, &meta, &dir_path)?;
+        for (i, name) in policy::MANIFESTS.iter().enumerate() {
+            let rel = format!("{}/{}", policy::MANIFEST_DIR, name);
+            let exists = python_exists(dir.as_fd(), name.as_bytes(), self.abs_len(rel.as_bytes()))
+                .map_err(|source| Rejection::ExistenceUnknown {
+                    path: self.full(rel.as_bytes()),
+                    source,
+                })?;
+            if !exists {
+                if i == 0 {
+                    return Err(Rejection::ManifestMissing {
+                        path: self.full(rel.as_bytes()),
+                    }
+                    .into());
+                }
+                continue;
+            }
+            self.file(dir.as_fd(), name.as_bytes(), rel.as_bytes(), None)?;
+        }
+        Ok(())
+    }
+
+    fn components(&mut self, root: BorrowedFd<'_>) -> Result<(), WalkError<E>> {
+        let skills = policy::PLUGIN_DIRS[0].as_bytes();
+        let exists = python_exists(root, skills, self.abs_len(skills)).map_err(|source| {
+            Rejection::ExistenceUnknown {
+                path: self.full(skills),
+                source,
+            }
+        })?;
+        if !exists {
+            return Err(Rejection::SkillsMissing {
+                path: self.full(skills),
+            }
+            .into());
+        }
+        for name in policy::PLUGIN_DIRS {
+            let rel = name.as_bytes();
+            let path = self.full(rel);
+            let exists = python_exists(root, rel, self.abs_len(rel)).map_err(|source| {
+                Rejection::ExistenceUnknown {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
+            if !exists {
+                continue;
+            }
+            let meta = statat_checked(root, rel, self.abs_len(rel), false).map_err(|e| {
+                Rejection::ComponentUnreadable {
+                    path: path.clone(),
+                    source: e.into(),
+                }
+            })?;
+            if FileType::from_raw_mode(meta.st_mode) != FileType::Directory {
+                return Err(Rejection::ComponentNotRealDirectory { path }.into());
+            }
+            self.directory(root, rel, rel, &meta, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Opens and walks one directory whose `lstat` the caller already has.
+    fn directory(
+        &mut self,
+        parent: BorrowedFd<'_>,
+        name: &[u8],
+        rel: &[u8],
+        meta: &Stat,
+        depth: usize,
+    ) -> Result<(), WalkError<E>> {
+        if depth > MAX_WALK_DEPTH {
+            return Err(Rejection::TooDeep {
+                path: self.full(rel),
+                depth,
+            }
+            .into());
+        }
+        let unreadable = |e: Errno| Rejection::DirectoryUnreadable {
+            path: self.full(rel),
+            source: e.into(),
+        };
+        if self.abs_len(rel) >= PATH_MAX {
+            return Err(unreadable(Errno::NAMETOOLONG).into());
+        }
+        let dir = open_dir(parent, name).map_err(unreadable)?;
+        check_same_dir(&dir, meta, &self.full(rel))?;
+        let names = list_sorted(dir.as_fd()).map_err(unreadable)?;
+        let mut child_rel = rel.to_vec();
+        for child in names {
+            if policy::is_forbidden_name(&String::from_utf8_lossy(&child)) {
+                continue;
+            }
+            child_rel.truncate(rel.len());
+            child_rel.push(b'/');
+            child_rel.extend_from_slice(&child);
+            let meta = statat_checked(dir.as_fd(), &child, self.abs_len(&child_rel), false)
+                .map_err(|e| Rejection::EntryUnreadable {
+                    path: self.full(&child_rel),
+                    source: e.into(),
+                })?;
+            match FileType::from_raw_mode(meta.st_mode) {
+                FileType::Symlink => {
+                    return Err(Rejection::Symlink {
+                        path: self.full(&child_rel),
+                    }
+                    .into())
+                }
+                FileType::Directory => {
+                    self.directory(dir.as_fd(), &child, &child_rel, &meta, depth + 1)?
+                }
+                FileType::RegularFile => self.file(dir.as_fd(), &child, &child_rel, Some(meta))?,
+                _ => {
+                    return Err(Rejection::NotRegularEntry {
+                        path: self.full(&child_rel),
+                    }
+                    .into())
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks, reads, hashes and hands over one file, in the reference's order.
+    fn file(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        rel: &[u8],
+        seen: Option<Stat>,
+    ) -> Result<(), WalkError<E>> {
+        let path_text =
+            std::str::from_utf8(rel).map_err(|_| Rejection::PathNotUtf8 { path: self.full(rel) })?;
+        if rel.len() > policy::MAX_PATH_BYTES {
+            return Err(Rejection::PathTooLong {
+                path: self.full(rel),
+                bytes: rel.len(),
+            }
+            .into());
+        }
+        if self.entries.len() >= policy::MAX_FILES {
+            return Err(Rejection::TooManyFiles { path: self.full(rel) }.into());
+        }
+        let executable = self.read_bounded(dir, name, rel, seen)?;
+        let size = self.buf.len() as u64;
+        self.total_bytes += size;
+        if self.total_bytes > policy::MAX_TOTAL_BYTES {
+            return Err(Rejection::TooManyBytes { path: self.full(rel) }.into());
+        }
+        let mut hasher = ObjectHasher::default();
+        hasher.update(&self.buf);
+        let id = hasher.finish();
+        if rel == b".claude-plugin/plugin.json" {
+            self.plugin_json = Some(self.buf.clone());
+        }
+        (self.visit)(&SourceFile {
+            path: path_text,
+            executable,
+            data: &self.buf,
+            id,
+        })
+        .map_err(WalkError::Visitor)?;
+        self.entries.push(Entry {
+            executable,
+            path: path_text.to_string(),
+            sha256: id,
+            size,
+        });
+        Ok(())
+    }
+
+    /// Reads one stable regular file into `self.buf`: the reference's
+    /// `_bounded_plugin_bytes`. Returns whether it is executable.
+    fn read_bounded(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        rel: &[u8],
+        seen: Option<Stat>,
+    ) -> Result<bool, Rejection> {
+        let root = self.root;
+        let path = || root.join(OsStr::from_bytes(rel));
+        let unreadable = |e: io::Error| Rejection::FileUnreadable {
+            path: path(),
+            source: e,
+        };
+        let before = match seen {
+            Some(meta) => meta,
+            None => statat_checked(dir, name, root.as_os_str().len() + 1 + rel.len(), false)
+                .map_err(|e| unreadable(e.into()))?,
+        };
+        if FileType::from_raw_mode(before.st_mode) != FileType::RegularFile {
+            return Err(Rejection::FileNotRegular { path: path() });
+        }
+        if before.st_size as u64 > policy::MAX_FILE_BYTES {
+            return Err(Rejection::FileTooLarge { path: path() });
+        }
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        )
+        .map_err(|e| unreadable(e.into()))?;
+        let opened = rustix::fs::fstat(&fd).map_err(|e| unreadable(e.into()))?;
+        if !same_inode(&opened, &before)
+            || FileType::from_raw_mode(opened.st_mode) != FileType::RegularFile
+        {
+            return Err(Rejection::ChangedDuringValidation { path: path() });
+        }
+        let limit = policy::MAX_FILE_BYTES as usize + 1;
+        self.buf.clear();
+        read_up_to(&fd, &mut self.buf, limit).map_err(unreadable)?;
+        let after = rustix::fs::fstat(&fd).map_err(|e| unreadable(e.into()))?;
+        if self.buf.len() as u64 > policy::MAX_FILE_BYTES {
+            return Err(Rejection::FileTooLarge { path: path() });
+        }
+        if identity(&opened) != identity(&after) || self.buf.len() as u64 != after.st_size as u64 {
+            return Err(Rejection::ChangedWhileCopying { path: path() });
+        }
+        Ok(before.st_mode & 0o111 != 0)
+    }
+
+    /// The checks the reference makes once every file is read.
+    fn check_release(&self, version: &str) -> Result<(), Rejection> {
+        let manifest_path = self.full(b".claude-plugin/plugin.json");
+        let bytes = self.plugin_json.as_deref().unwrap_or_default();
+        crate::pyjson::check_plugin_manifest(bytes, version).map_err(|problem| {
+            use crate::pyjson::ManifestProblem;
+            match problem {
+                ManifestProblem::Invalid(err) => Rejection::ManifestInvalid {
+                    path: manifest_path.clone(),
+                    reason: err.to_string(),
+                },
+                ManifestProblem::NotCompoundEngineering => {
+                    Rejection::NotCompoundEngineering {
+                        path: manifest_path.clone(),
+                    }
+                }
+                ManifestProblem::VersionMismatch { expected, got } => Rejection::VersionMismatch {
+                    path: manifest_path.clone(),
+                    expected,
+                    got,
+                },
+            }
+        })?;
+        for skill in policy::REQUIRED_SKILLS {
+            let rel = format!("skills/{skill}/SKILL.md");
+            if !self.entries.iter().any(|e| e.path == rel) {
+                return Err(Rejection::MissingSkill {
+                    skill,
+                    path: self.full(rel.as_bytes()),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `Path.expanduser().absolute()` as Python's pathlib spells it: `~` expanded
+/// from `$HOME`, made absolute against the working directory, `.` and empty
+/// components dropped, `..` kept.
+fn absolute_like_python(path: &Path) -> PathBuf {
+    let mut expanded = PathBuf::new();
+    let bytes = path.as_os_str().as_bytes();
+    if bytes == b"~" || bytes.starts_with(b"~/") {
+        if let Some(home) = std::env::var_os("HOME") {
+            expanded.push(home);
+            expanded.push(OsStr::from_bytes(bytes[1..].trim_ascii_start_matches_slash()));
+        } else {
+            expanded.push(path);
+        }
+    } else {
+        expanded.push(path);
+    }
+    let absolute = if expanded.is_absolute() {
+        expanded
+    } else {
+        std::env::current_dir().unwrap_or_default().join(expanded)
+    };
+    let mut out = PathBuf::new();
+    for c in absolute.components() {
+        match c {
+            Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+trait TrimSlash {
+    fn trim_ascii_start_matches_slash(&self) -> &[u8];
+}
+
+impl TrimSlash for [u8] {
+    fn trim_ascii_start_matches_slash(&self) -> &[u8] {
+        let n = self.iter().take_while(|b| **b == b'/').count();
+        &self[n..]
+    }
+}
+
+/// Opens a directory without following a symlink in its last component.
+pub(crate) fn open_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<OwnedFd, Errno> {
+    rustix::fs::openat(
+        dir,
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// `fstatat`, failing as the reference's path-based call would for a path of
+/// `PATH_MAX` bytes or more.
+fn statat_checked(dir: BorrowedFd<'_>, name: &[u8], abs_len: usize, follow: bool) -> Result<Stat, Errno> {
+    if abs_len >= PATH_MAX {
+        return Err(Errno::NAMETOOLONG);
+    }
+    let flags = if follow {
+        AtFlags::empty()
+    } else {
+        AtFlags::SYMLINK_NOFOLLOW
+    };
+    rustix::fs::statat(dir, name, flags)
+}
+
+/// Python's `Path.exists()`: follows symlinks, is false for `ENOENT`,
+/// `ENOTDIR`, `EBADF` and `ELOOP`, and fails for any other error.
+fn python_exists(dir: BorrowedFd<'_>, name: &[u8], abs_len: usize) -> io::Result<bool> {
+    match statat_checked(dir, name, abs_len, true) {
+        Ok(_) => Ok(true),
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::BADF | Errno::LOOP) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn check_same_dir<E>(dir: &OwnedFd, seen: &Stat, path: &Path) -> Result<(), WalkError<E>> {
+    let opened = rustix::fs::fstat(dir).map_err(|e| Rejection::DirectoryUnreadable {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })?;
+    if !same_inode(&opened, seen) {
+        return Err(Rejection::ChangedDuringValidation {
+            path: path.to_path_buf(),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+fn same_inode(a: &Stat, b: &Stat) -> bool {
+    a.st_dev == b.st_dev && a.st_ino == b.st_ino
+}
+
+fn identity(s: &Stat) -> (u64, u64, i64, i128) {
+    let mtime_ns = i128::from(s.st_mtime) * 1_000_000_000 + s.st_mtime_nsec as i128;
+    (s.st_dev, s.st_ino, s.st_size, mtime_ns)
+}
+
+/// Reads until end of file or until `buf` holds `limit` bytes.
+fn read_up_to(fd: &OwnedFd, buf: &mut Vec<u8>, limit: usize) -> io::Result<()> {
+    buf.resize(limit, 0);
+    let mut filled = 0;
+    while filled < limit {
+        match rustix::io::read(fd, &mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(Errno::INTR) => continue,
+            Err(e) => {
+                buf.truncate(filled);
+                return Err(e.into());
+            }
+        }
+    }
+    buf.truncate(filled);
+    Ok(())
+}
+
+/// Lists a directory's names (without `.` and `..`) in Python's `str` order.
+fn list_sorted(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(name.to_vec());
+        }
+    }
+    if names.iter().all(|n| std::str::from_utf8(n).is_ok()) {
+        // For valid UTF-8, byte order is code point order.
+        names.sort_unstable();
+    } else {
+        names.sort_by_cached_key(|n| python_code_points(n));
+    }
+    Ok(names)
+}
+
+/// The code points Python sees for a file name: UTF-8 decoded with
+/// `surrogateescape`, so each undecodable byte `b` becomes `U+DC00 + b`.
+fn python_code_points(name: &[u8]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(name.len());
+    for chunk in name.utf8_chunks() {
+        out.extend(chunk.valid().chars().map(u32::from));
+        out.extend(chunk.invalid().iter().map(|b| 0xDC00 + u32::from(*b)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_order_puts_surrogates_among_bmp() {
+        let mut names: Vec<Vec<u8>> = vec![b"\xff".to_vec(), "\u{e000}".into(), b"a".to_vec(), "\u{10000}".into()];
+        names.sort_by_cached_key(|n| python_code_points(n));
+        assert_eq!(names, vec![b"a".to_vec(), b"\xff".to_vec(), "\u{e000}".into(), "\u{10000}".into()]);
+    }
+
+    #[test]
+    fn absolute_drops_dot_keeps_dotdot() {
+        assert_eq!(absolute_like_python(Path::new("/a/./b//c/")), PathBuf::from("/a/b/c"));
+        assert_eq!(absolute_like_python(Path::new("/a/../b")), PathBuf::from("/a/../b"));
+    }
+}

@@ -1,0 +1,276 @@
+//! Objects: naming, staging in a work directory, and publishing without overwrite.
+
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, Stat};
+use rustix::io::Errno;
+
+use super::{Store, OBJECTS_DIR, TMP_DIR};
+use crate::digest::ObjectId;
+use crate::error::{Error, IoContext, Result};
+
+/// An object's identity: its content hash and whether it is executable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// The SHA-256 of the bytes.
+    pub id: ObjectId,
+    /// Whether the object is stored at mode 0555 (else 0444).
+    pub executable: bool,
+}
+
+impl ObjectKey {
+    /// The object's path relative to `objects/`: `ab/<62 hex>[.x]`.
+    pub fn rel_path(&self) -> String {
+        let hex = self.id.to_hex();
+        let mut s = String::with_capacity(68);
+        s.push_str(&hex[..2]);
+        s.push('/');
+        s.push_str(&hex[2..]);
+        if self.executable {
+            s.push_str(".x");
+        }
+        s
+    }
+
+    /// The file name inside the shard directory.
+    pub fn file_name(&self) -> String {
+        let hex = self.id.to_hex();
+        if self.executable {
+            format!("{}.x", &hex[2..])
+        } else {
+            hex[2..].to_string()
+        }
+    }
+
+    /// The mode the object is stored at.
+    pub fn mode(&self) -> u32 {
+        if self.executable {
+            0o555
+        } else {
+            0o444
+        }
+    }
+
+    /// Parses `ab` and `<62 hex>[.x]` back into a key.
+    pub fn from_parts(shard: &str, name: &str) -> Option<ObjectKey> {
+        let (rest, executable) = match name.strip_suffix(".x") {
+            Some(rest) => (rest, true),
+            None => (name, false),
+        };
+        let id = format!("{shard}{rest}").parse().ok()?;
+        let key = ObjectKey { id, executable };
+        (key.file_name() == name && shard.len() == 2).then_some(key)
+    }
+}
+
+/// Creates the 256 shard directories of a new objects directory.
+pub(super) fn create_shards(store: BorrowedFd<'_>, root: &Path) -> Result<()> {
+    for b in 0..=255u8 {
+        let shard = format!("{OBJECTS_DIR}/{b:02x}");
+        match rustix::fs::mkdirat(store, shard.as_str(), Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(Error::io("create an object shard", root.join(&shard), e)),
+        }
+    }
+    Ok(())
+}
+
+/// What is at an object's path.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ObjectState {
+    /// Nothing.
+    Missing,
+    /// A regular file with the expected size and mode.
+    Intact,
+    /// Something else: a wrong size, a wrong mode, or not a regular file.
+    Damaged(String),
+}
+
+/// Checks cheaply (one `fstatat`) that an object has the expected size and mode.
+pub fn check_object(store: &Store, key: &ObjectKey, size: u64) -> Result<ObjectState> {
+    match rustix::fs::statat(store.objects(), key.rel_path().as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(judge(&st, key, size)),
+        Err(Errno::NOENT) => Ok(ObjectState::Missing),
+        Err(e) => Err(Error::io("examine an object", store.object_path(key), e)),
+    }
+}
+
+/// Compares an object's `stat` with what the catalogue says it must be.
+pub fn judge(st: &Stat, key: &ObjectKey, size: u64) -> ObjectState {
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return ObjectState::Damaged("is not a regular file".into());
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode != key.mode() {
+        return ObjectState::Damaged(format!("has mode {mode:04o}, not {:04o}", key.mode()));
+    }
+    if st.st_size as u64 != size {
+        return ObjectState::Damaged(format!("has {} bytes, not {size}", st.st_size));
+    }
+    ObjectState::Intact
+}
+
+/// A directory under `tmp/` where one operation stages its files, locked
+/// exclusively while the operation lives and removed when it ends.
+pub struct WorkDir {
+    path: PathBuf,
+    name: String,
+    fd: OwnedFd,
+    tmp: OwnedFd,
+    staged: u64,
+}
+
+static WORK_DIRS: AtomicU64 = AtomicU64::new(0);
+
+impl WorkDir {
+    /// Creates a new locked work directory for the operation `op`.
+    pub(super) fn create(store: &Store, op: &str) -> Result<WorkDir> {
+        let tmp_path = store.root().join(TMP_DIR);
+        let tmp = crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the store's tmp directory", &tmp_path)?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "{op}-{}-{nanos:09}-{}",
+            std::process::id(),
+            WORK_DIRS.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = tmp_path.join(&name);
+        rustix::fs::mkdirat(&tmp, name.as_str(), Mode::from_raw_mode(0o700)).ctx("create a work directory", &path)?;
+        let fd = crate::source::open_dir(tmp.as_fd(), name.as_str()).ctx("open a work directory", &path)?;
+        rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).ctx("lock a work directory", &path)?;
+        Ok(WorkDir {
+            path,
+            name,
+            fd,
+            tmp,
+            staged: 0,
+        })
+    }
+
+    /// The work directory's absolute path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The work directory's handle.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Writes `data` to a new file in the work directory at the object's mode,
+    /// and returns the file's name there.
+    pub fn stage(&mut self, key: &ObjectKey, data: &[u8]) -> Result<String> {
+        let name = format!("{}{}", key.id, if key.executable { ".x" } else { "" });
+        let fd = rustix::fs::openat(
+            &self.fd,
+            name.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o400),
+        )
+        .map_err(|e| Error::io("create a staged object", self.path.join(&name), e))?;
+        let mut file = std::fs::File::from(fd);
+        file.write_all(data)
+            .map_err(|e| Error::io("write a staged object", self.path.join(&name), e))?;
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(key.mode()))
+            .map_err(|e| Error::io("set a staged object's mode", self.path.join(&name), e))?;
+        self.staged += 1;
+        Ok(name)
+    }
+
+    /// Moves a staged file into `objects/` without overwriting. Returns
+    /// `false` when the object was already stored (the staged copy is dropped).
+    pub fn publish(&self, store: &Store, staged: &str, key: &ObjectKey) -> Result<bool> {
+        let dest = key.rel_path();
+        let result = rustix::fs::renameat_with(
+            &self.fd,
+            staged,
+            store.objects(),
+            dest.as_str(),
+            RenameFlags::NOREPLACE,
+        );
+        let result = match result {
+            // Filesystems without RENAME_NOREPLACE: link never overwrites either.
+            Err(Errno::INVAL) | Err(Errno::NOSYS) => rustix::fs::linkat(
+                &self.fd,
+                staged,
+                store.objects(),
+                dest.as_str(),
+                AtFlags::empty(),
+            )
+            .and_then(|()| rustix::fs::unlinkat(&self.fd, staged, AtFlags::empty())),
+            Err(Errno::NOENT) => {
+                // A shard directory removed by hand: recreate it and retry once.
+                create_shards(store.dir(), store.root())?;
+                rustix::fs::renameat_with(
+                    &self.fd,
+                    staged,
+                    store.objects(),
+                    dest.as_str(),
+                    RenameFlags::NOREPLACE,
+                )
+            }
+            other => other,
+        };
+        match result {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) => {
+                let _ = rustix::fs::unlinkat(&self.fd, staged, AtFlags::empty());
+                Ok(false)
+            }
+            Err(e) => Err(Error::io("publish an object", store.object_path(key), e)),
+        }
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = remove_tree_at(self.tmp.as_fd(), &self.name);
+    }
+}
+
+/// Removes a directory tree relative to `parent`, giving write permission to
+/// its directories only: files are never chmod-ed, since a file may be a hard
+/// link that shares its mode with an object and every other view.
+pub fn remove_tree_at(parent: BorrowedFd<'_>, name: &str) -> std::io::Result<()> {
+    let name = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+    remove_tree_inner(parent, &name)
+}
+
+fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::Result<()> {
+    let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+        if st.st_mode & 0o700 != 0o700 {
+            rustix::fs::chmodat(parent, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
+        }
+        let dir = crate::source::open_dir(parent, name)?;
+        let mut names = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&dir)? {
+            let entry = entry?;
+            let n = entry.file_name();
+            if n.to_bytes() != b"." && n.to_bytes() != b".." {
+                names.push(n.to_owned());
+            }
+        }
+        for n in &names {
+            remove_tree_inner(dir.as_fd(), n)?;
+        }
+        match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    } else {
+        match rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
