@@ -463,7 +463,7 @@ impl Catalogue {
         self.conn
             .execute(
                 &format!(
-                    "INSERT INTO views (path, snapshot_id, kind, method, linked, copied, created_at)
+                    "INSERT OR REPLACE INTO views (path, snapshot_id, kind, method, linked, copied, created_at)
                      SELECT ?1, id, ?3, ?4, ?5, ?6, {NOW} FROM snapshots WHERE digest = ?2"
                 ),
                 params![

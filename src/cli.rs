@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use crate::cmd::{self, Report};
 use crate::error::{Error, Result};
 use crate::store;
+use crate::view;
 
 /// A content-addressed snapshot store for pinned plugin releases.
 ///
@@ -56,6 +57,35 @@ pub enum Command {
         #[arg(long, conflicts_with = "files")]
         manifest: bool,
     },
+    /// Materialise a frozen read-only view of a snapshot at a new path.
+    Checkout {
+        /// A manifest digest or unique prefix.
+        digest: String,
+        /// Where to put the view; it must not exist.
+        dest: PathBuf,
+        /// How to make the files: hard links with copies where a link is
+        /// refused (auto), hard links only, copies, or reflinks.
+        #[arg(long, value_enum, default_value = "auto")]
+        method: view::Method,
+        /// Fail rather than copy where a hard link is refused.
+        #[arg(long)]
+        require_hardlinks: bool,
+    },
+    /// Remove a view made by checkout; never changes a file's mode.
+    Discard {
+        /// The view's path.
+        dest: PathBuf,
+        /// Remove a path that is not a recorded view, provided that it is
+        /// exactly this snapshot.
+        #[arg(long, value_name = "DIGEST")]
+        force: Option<String>,
+    },
+    /// Print the path of the snapshot's shared frozen view in the store,
+    /// making it once when absent.
+    Path {
+        /// A manifest digest or unique prefix.
+        digest: String,
+    },
 }
 
 /// Runs the parsed command line, writing its report to `out`. Returns the exit code.
@@ -83,6 +113,28 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             };
             emit(cli, out, &cmd::show::show(&root, &opts)?)
         }
+        Command::Checkout {
+            digest,
+            dest,
+            method,
+            require_hardlinks,
+        } => {
+            let opts = cmd::checkout::CheckoutOptions {
+                digest,
+                dest,
+                method: *method,
+                require_hardlinks: *require_hardlinks,
+            };
+            emit(cli, out, &cmd::checkout::checkout(&root, &opts)?)
+        }
+        Command::Discard { dest, force } => {
+            let opts = cmd::discard::DiscardOptions {
+                dest,
+                force_digest: force.as_deref(),
+            };
+            emit(cli, out, &cmd::discard::discard(&root, &opts)?)
+        }
+        Command::Path { digest } => emit(cli, out, &cmd::path::path(&root, digest)?),
     }
 }
 

@@ -15,6 +15,7 @@
 //! - [`source`]: the walk of a source tree through directory handles;
 //! - [`store`]: the object store, its lock and work directories;
 //! - [`catalogue`]: the SQLite catalogue;
+//! - [`view`]: frozen views made by hard links, and [`tree`]: auditing a tree;
 //! - [`cmd`]: one module per command;
 //! - [`cli`]: the command line.
 
@@ -28,5 +29,7 @@ pub mod policy;
 pub mod pyjson;
 pub mod source;
 pub mod store;
+pub mod tree;
+pub mod view;
 
 pub use error::{Error, Result};

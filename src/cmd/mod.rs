@@ -1,7 +1,10 @@
 //! One module per command. Each takes options, returns a report, and leaves
 //! the choice between human and JSON output to the caller.
 
+pub mod checkout;
+pub mod discard;
 pub mod ingest;
+pub mod path;
 pub mod show;
 
 use std::io::{self, Write};

@@ -1,0 +1,118 @@
+//! `cestore checkout`: materialise a frozen view of a snapshot at a new path.
+
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::path::Path;
+
+use super::{resolve, Report};
+use crate::catalogue::ViewRow;
+use crate::digest::ManifestDigest;
+use crate::error::{Error, IoContext, Result};
+use crate::store::{objects::remove_tree_at, LockMode, Store};
+use crate::view::{self, Built, Method};
+
+/// What to check out, and where.
+pub struct CheckoutOptions<'a> {
+    /// A digest or unique prefix.
+    pub digest: &'a str,
+    /// The view's path, which must not exist.
+    pub dest: &'a Path,
+    /// How to make the files.
+    pub method: Method,
+    /// Fail instead of copying where a hard link is refused.
+    pub require_hardlinks: bool,
+}
+
+/// The report of `cestore checkout`.
+#[derive(Debug, serde::Serialize)]
+pub struct CheckoutReport {
+    /// The snapshot checked out.
+    pub manifest_digest: ManifestDigest,
+    /// The view's absolute path.
+    pub view: String,
+    /// The method asked for.
+    pub requested_method: Method,
+    /// What building the view did.
+    #[serde(flatten)]
+    pub built: Built,
+}
+
+impl Report for CheckoutReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.view)?;
+        writeln!(
+            w,
+            "{}: {} linked, {} copied, {} directories",
+            self.manifest_digest, self.built.linked, self.built.copied, self.built.directories
+        )?;
+        for (why, n) in &self.built.copy_reasons {
+            writeln!(w, "  copied {n}: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks out a snapshot as a new frozen view and records it.
+pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), opts.digest)?;
+    let (parent, name) = view::split_dest(opts.dest)?;
+    let dest = parent.join(&name);
+    if rustix::fs::lstat(&dest).is_ok() {
+        return Err(Error::Conflict(format!(
+            "the destination '{}' already exists; a view is only made at a new path",
+            dest.display()
+        )));
+    }
+    let store_real = std::fs::canonicalize(store.root()).ctx("resolve the store path", store.root())?;
+    if dest.starts_with(&store_real) {
+        return Err(Error::Conflict(format!(
+            "the destination '{}' lies inside the store '{}'; use `cestore path` for a view inside the store",
+            dest.display(),
+            store_real.display()
+        )));
+    }
+    let entries = store.catalogue().files(&digest)?;
+    view::check_objects(&store, &entries)?;
+    let method = match (opts.method, opts.require_hardlinks) {
+        (Method::Auto, true) => Method::Hardlink,
+        (m, _) => m,
+    };
+    let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent).ctx("open the destination's parent", &parent)?;
+    let tmp = view::temp_name(name.as_os_str());
+    let tmp_path = parent.join(&tmp);
+    // A marker in the store names the temporary view, so that gc can remove
+    // it if this process dies before publishing.
+    let work = store.work_dir("checkout")?;
+    std::fs::write(work.path().join("target"), tmp_path.as_os_str().as_encoded_bytes())
+        .ctx("write a checkout marker", work.path())?;
+    let built = view::build(&store, &entries, parent_fd.as_fd(), &tmp, &dest, method)
+        .and_then(|built| {
+            view::publish(parent_fd.as_fd(), &tmp, name.as_os_str(), &dest)?;
+            Ok(built)
+        });
+    let built = match built {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = remove_tree_at(parent_fd.as_fd(), &tmp);
+            return Err(e);
+        }
+    };
+    let row = ViewRow {
+        path: dest.to_string_lossy().into_owned(),
+        digest,
+        kind: "checkout".into(),
+        method: built.method().into(),
+        linked: built.linked as i64,
+        copied: built.copied as i64,
+        created_at: String::new(),
+    };
+    store.catalogue().add_view(&row)?;
+    drop(work);
+    Ok(CheckoutReport {
+        manifest_digest: digest,
+        view: row.path,
+        requested_method: opts.method,
+        built,
+    })
+}

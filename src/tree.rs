@@ -1,0 +1,259 @@
+//! Auditing a directory tree against a snapshot's manifest.
+//!
+//! [`scan`] reads every entry under a directory through directory handles
+//! (never following a symlink) and hashes every regular file; [`compare`]
+//! lists each way the tree differs from a manifest: a missing or extra file,
+//! changed bytes, a flipped exec bit, a symlink or other non-file in place of a
+//! file, and an extra directory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+use crate::digest::{ObjectHasher, ObjectId};
+use crate::error::{Error, IoContext, Result};
+use crate::manifest::Entry;
+
+/// What a scan found at one relative path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// A regular file.
+    File {
+        /// The SHA-256 of its bytes.
+        sha256: ObjectId,
+        /// Its length.
+        size: u64,
+        /// Whether any execute bit is set.
+        executable: bool,
+    },
+    /// A directory.
+    Directory,
+    /// A symlink.
+    Symlink,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+/// Every entry under a directory, by relative path.
+pub type Scan = BTreeMap<String, Found>;
+
+/// Reads and hashes everything under `root`.
+pub fn scan(root: &Path) -> Result<Scan> {
+    let fd = crate::source::open_dir(rustix::fs::CWD, root).ctx("open the tree", root)?;
+    let mut out = Scan::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    scan_dir(fd.as_fd(), "", root, &mut out, &mut buf)?;
+    Ok(out)
+}
+
+fn scan_dir(dir: BorrowedFd<'_>, prefix: &str, root: &Path, out: &mut Scan, buf: &mut [u8]) -> Result<()> {
+    let here = root.join(prefix);
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir).ctx("list a directory", &here)? {
+        let entry = entry.ctx("list a directory", &here)?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(name.to_vec());
+        }
+    }
+    names.sort();
+    for name in names {
+        let text = String::from_utf8_lossy(&name);
+        let rel = if prefix.is_empty() {
+            text.into_owned()
+        } else {
+            format!("{prefix}/{text}")
+        };
+        let path = root.join(&rel);
+        let name = OsStr::from_bytes(&name);
+        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ctx("examine an entry", &path)?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => {
+                let sub = crate::source::open_dir(dir, name).ctx("open a directory", &path)?;
+                out.insert(rel.clone(), Found::Directory);
+                scan_dir(sub.as_fd(), &rel, root, out, buf)?;
+            }
+            FileType::RegularFile => {
+                let fd = rustix::fs::openat(
+                    dir,
+                    name,
+                    OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .ctx("open a file", &path)?;
+                let (sha256, size) = hash_fd(&fd, buf).ctx("read a file", &path)?;
+                out.insert(
+                    rel,
+                    Found::File {
+                        sha256,
+                        size,
+                        executable: st.st_mode & 0o111 != 0,
+                    },
+                );
+            }
+            FileType::Symlink => {
+                out.insert(rel, Found::Symlink);
+            }
+            _ => {
+                out.insert(rel, Found::Other);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Hashes everything readable from `fd`.
+pub fn hash_fd<Fd: AsFd>(fd: Fd, buf: &mut [u8]) -> std::io::Result<(ObjectId, u64)> {
+    let mut hasher = ObjectHasher::default();
+    let mut size = 0u64;
+    loop {
+        match rustix::io::read(&fd, &mut *buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                size += n as u64;
+            }
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((hasher.finish(), size))
+}
+
+/// One way a tree differs from a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Difference {
+    /// A file of the snapshot is absent.
+    Missing {
+        /// The relative path.
+        path: String,
+    },
+    /// A file the snapshot does not have.
+    ExtraFile {
+        /// The relative path.
+        path: String,
+    },
+    /// A directory the snapshot does not have (empty, or holding only extras).
+    ExtraDirectory {
+        /// The relative path.
+        path: String,
+    },
+    /// A file's bytes differ.
+    ContentChanged {
+        /// The relative path.
+        path: String,
+        /// The snapshot's SHA-256.
+        expected: ObjectId,
+        /// The tree's SHA-256.
+        found: ObjectId,
+    },
+    /// A file's exec bit differs.
+    ExecChanged {
+        /// The relative path.
+        path: String,
+        /// Whether the snapshot's file is executable.
+        expected: bool,
+    },
+    /// A symlink where the snapshot has a file, or anywhere at all.
+    Symlink {
+        /// The relative path.
+        path: String,
+    },
+    /// Something that is neither a file nor a directory, or a directory where
+    /// the snapshot has a file.
+    NotAFile {
+        /// The relative path.
+        path: String,
+    },
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Difference::Missing { path } => write!(f, "missing file: {path}"),
+            Difference::ExtraFile { path } => write!(f, "extra file: {path}"),
+            Difference::ExtraDirectory { path } => write!(f, "extra directory: {path}"),
+            Difference::ContentChanged { path, expected, found } => {
+                write!(f, "content changed: {path} (expected {expected}, found {found})")
+            }
+            Difference::ExecChanged { path, expected } => write!(
+                f,
+                "exec bit changed: {path} (expected {})",
+                if *expected { "executable" } else { "not executable" }
+            ),
+            Difference::Symlink { path } => write!(f, "symlink: {path}"),
+            Difference::NotAFile { path } => write!(f, "not a regular file: {path}"),
+        }
+    }
+}
+
+/// Lists every difference between a scanned tree and a manifest.
+pub fn compare(scan: &Scan, entries: &[Entry]) -> Vec<Difference> {
+    let mut diffs = Vec::new();
+    let mut expected_dirs = BTreeSet::new();
+    let mut expected_files = BTreeSet::new();
+    for e in entries {
+        expected_files.insert(e.path.as_str());
+        let mut end = 0;
+        while let Some(i) = e.path[end..].find('/') {
+            end += i;
+            expected_dirs.insert(&e.path[..end]);
+            end += 1;
+        }
+        let path = e.path.clone();
+        match scan.get(&e.path) {
+            None => diffs.push(Difference::Missing { path }),
+            Some(Found::Symlink) => diffs.push(Difference::Symlink { path }),
+            Some(Found::Directory | Found::Other) => diffs.push(Difference::NotAFile { path }),
+            Some(Found::File {
+                sha256,
+                size: _,
+                executable,
+            }) => {
+                if *sha256 != e.sha256 {
+                    diffs.push(Difference::ContentChanged {
+                        path: path.clone(),
+                        expected: e.sha256,
+                        found: *sha256,
+                    });
+                }
+                if *executable != e.executable {
+                    diffs.push(Difference::ExecChanged {
+                        path,
+                        expected: e.executable,
+                    });
+                }
+            }
+        }
+    }
+    for (path, found) in scan {
+        if expected_files.contains(path.as_str()) {
+            continue;
+        }
+        let path = path.clone();
+        match found {
+            Found::Directory if expected_dirs.contains(path.as_str()) => {}
+            Found::Directory => diffs.push(Difference::ExtraDirectory { path }),
+            Found::File { .. } => diffs.push(Difference::ExtraFile { path }),
+            Found::Symlink => diffs.push(Difference::Symlink { path }),
+            Found::Other => diffs.push(Difference::NotAFile { path }),
+        }
+    }
+    diffs
+}
+
+/// Checks that `root` is exactly the snapshot `entries` describe.
+pub fn matches(root: &Path, entries: &[Entry]) -> Result<Vec<Difference>> {
+    if !root.is_dir() {
+        return Err(Error::NotFound {
+            what: "tree",
+            path: root.to_path_buf(),
+        });
+    }
+    Ok(compare(&scan(root)?, entries))
+}

@@ -1,0 +1,311 @@
+//! Views: frozen read-only trees of a snapshot, made by hard links to objects.
+//!
+//! A view is built in a temporary directory beside its destination and
+//! published with one `rename`, so no half-built view is ever visible. Each
+//! file is a hard link to its object (the `.x` object when executable), or a
+//! copy where a link cannot serve (`EXDEV`, `EMLINK`, `EPERM`); a zero-length
+//! file is always a fresh file, never a link. Directories end at 0555, files
+//! at 0444 or 0555, as the reference's staged snapshot.
+//!
+//! # Limits
+//!
+//! A hard link shares its inode with the store: a `chmod` or a write through a
+//! view changes the object. Objects are checked (size and mode) before every
+//! build, and a view is removed by giving write permission to its directories
+//! only, never to its files.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+
+use crate::error::{Error, IoContext, Result};
+use crate::manifest::Entry;
+use crate::store::objects::{check_object, ObjectState};
+use crate::store::{ObjectKey, Store};
+
+/// How a view's files are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Hard links, with copies where a link is refused.
+    Auto,
+    /// Hard links only.
+    Hardlink,
+    /// Copies only.
+    Copy,
+    /// Reflinks (copy-on-write clones), with copies where the filesystem has none.
+    Reflink,
+}
+
+/// What building a view did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Built {
+    /// Files made by hard link.
+    pub linked: u64,
+    /// Files made by copy or reflink (zero-length files included).
+    pub copied: u64,
+    /// Why files were copied rather than linked, with counts.
+    pub copy_reasons: BTreeMap<String, u64>,
+    /// Directories made.
+    pub directories: u64,
+}
+
+impl Built {
+    /// A one-word summary of the method actually used.
+    pub fn method(&self) -> &'static str {
+        match (self.linked, self.copied) {
+            (_, 0) => "hardlink",
+            (0, _) => "copy",
+            _ => "mixed",
+        }
+    }
+
+    fn copied_because(&mut self, reason: &str) {
+        self.copied += 1;
+        *self.copy_reasons.entry(reason.to_string()).or_default() += 1;
+    }
+}
+
+/// Checks that every object a view needs is present with its recorded size
+/// and mode. A changed object must never be handed out.
+pub fn check_objects(store: &Store, entries: &[Entry]) -> Result<()> {
+    let mut seen = HashSet::new();
+    for e in entries.iter().filter(|e| e.size > 0) {
+        let key = ObjectKey {
+            id: e.sha256,
+            executable: e.executable,
+        };
+        if !seen.insert(key) {
+            continue;
+        }
+        let problem = match check_object(store, &key, e.size)? {
+            ObjectState::Intact => continue,
+            ObjectState::Missing => "is missing".to_string(),
+            ObjectState::Damaged(why) => why,
+        };
+        return Err(Error::Integrity(format!(
+            "object '{}' (for '{}') {problem}; refusing to hand it out. Run `cestore verify` to see every affected snapshot",
+            store.object_path(&key).display(),
+            e.path
+        )));
+    }
+    Ok(())
+}
+
+/// Builds a view of `entries` in the new directory `name` under `parent`, and
+/// leaves every directory at 0555. The caller publishes it with a rename.
+pub fn build(
+    store: &Store,
+    entries: &[Entry],
+    parent: BorrowedFd<'_>,
+    name: &str,
+    display: &Path,
+    method: Method,
+) -> Result<Built> {
+    rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)).ctx("create a view directory", display)?;
+    let root = crate::source::open_dir(parent, name).ctx("open a view directory", display)?;
+    let mut built = Built::default();
+    let mut dirs: Vec<String> = Vec::new();
+    let mut made: HashSet<String> = HashSet::new();
+    let cross_device = method != Method::Copy && !same_device(store.objects(), root.as_fd())?;
+    for e in entries {
+        ensure_parents(root.as_fd(), &e.path, &mut made, &mut dirs, display)?;
+        let key = ObjectKey {
+            id: e.sha256,
+            executable: e.executable,
+        };
+        let target = display.join(&e.path);
+        if e.size == 0 {
+            create_empty(root.as_fd(), &e.path, key.mode()).ctx("create an empty file", &target)?;
+            built.copied_because("empty file");
+            continue;
+        }
+        let src = key.rel_path();
+        match method {
+            Method::Copy => {
+                copy_object(store, &src, root.as_fd(), &e.path, key.mode(), false, &target)?;
+                built.copied_because("copy requested");
+            }
+            Method::Reflink => {
+                let cloned = copy_object(store, &src, root.as_fd(), &e.path, key.mode(), true, &target)?;
+                built.copied_because(if cloned { "reflink" } else { "reflink unsupported" });
+            }
+            Method::Hardlink | Method::Auto => {
+                let linked = if cross_device {
+                    Err(Errno::XDEV)
+                } else {
+                    rustix::fs::linkat(store.objects(), src.as_str(), root.as_fd(), e.path.as_str(), AtFlags::empty())
+                };
+                match linked {
+                    Ok(()) => built.linked += 1,
+                    Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM)) if method == Method::Auto => {
+                        copy_object(store, &src, root.as_fd(), &e.path, key.mode(), false, &target)?;
+                        built.copied_because(link_refusal(err));
+                    }
+                    Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM)) => {
+                        return Err(Error::Conflict(format!(
+                            "could not hard-link '{}' to '{}' ({}); hard links were required",
+                            target.display(),
+                            store.object_path(&key).display(),
+                            link_refusal(err)
+                        )))
+                    }
+                    Err(err) => return Err(Error::io("hard-link a file into the view", target, err)),
+                }
+            }
+        }
+    }
+    built.directories = dirs.len() as u64 + 1;
+    freeze(root.as_fd(), &mut dirs, display)?;
+    Ok(built)
+}
+
+fn link_refusal(err: Errno) -> &'static str {
+    match err {
+        Errno::XDEV => "EXDEV: the view is on another filesystem",
+        Errno::MLINK => "EMLINK: the object has too many links",
+        _ => "EPERM: the filesystem refused the link",
+    }
+}
+
+fn same_device(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> Result<bool> {
+    let sa = rustix::fs::fstat(a).ctx("examine the objects directory", "objects")?;
+    let sb = rustix::fs::fstat(b).ctx("examine the view directory", "view")?;
+    Ok(sa.st_dev == sb.st_dev)
+}
+
+fn ensure_parents(
+    root: BorrowedFd<'_>,
+    path: &str,
+    made: &mut HashSet<String>,
+    dirs: &mut Vec<String>,
+    display: &Path,
+) -> Result<()> {
+    let mut end = 0;
+    while let Some(i) = path[end..].find('/') {
+        end += i;
+        let dir = &path[..end];
+        if !made.contains(dir) {
+            rustix::fs::mkdirat(root, dir, Mode::from_raw_mode(0o755))
+                .ctx("create a view directory", display.join(dir))?;
+            made.insert(dir.to_string());
+            dirs.push(dir.to_string());
+        }
+        end += 1;
+    }
+    Ok(())
+}
+
+fn create_empty(root: BorrowedFd<'_>, path: &str, mode: u32) -> std::io::Result<()> {
+    let fd = rustix::fs::openat(
+        root,
+        path,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o400),
+    )?;
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
+    Ok(())
+}
+
+/// Copies (or clones) an object into a view. Returns whether it was cloned.
+fn copy_object(
+    store: &Store,
+    src: &str,
+    root: BorrowedFd<'_>,
+    path: &str,
+    mode: u32,
+    try_clone: bool,
+    target: &Path,
+) -> Result<bool> {
+    let object = rustix::fs::openat(
+        store.objects(),
+        src,
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+    )
+    .ctx("open an object", store.root().join("objects").join(src))?;
+    let dest: OwnedFd = rustix::fs::openat(
+        root,
+        path,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o600),
+    )
+    .ctx("create a file in the view", target)?;
+    let cloned = try_clone && rustix::fs::ioctl_ficlone(&dest, &object).is_ok();
+    if !cloned {
+        let mut from = std::fs::File::from(object);
+        let mut to = std::fs::File::from(dest.try_clone().ctx("duplicate a file handle", target)?);
+        std::io::copy(&mut from, &mut to).ctx("copy an object into the view", target)?;
+    }
+    rustix::fs::fchmod(&dest, Mode::from_raw_mode(mode)).ctx("set a view file's mode", target)?;
+    Ok(cloned)
+}
+
+/// Sets every directory of a view to 0555, deepest first, then the root.
+fn freeze(root: BorrowedFd<'_>, dirs: &mut [String], display: &Path) -> Result<()> {
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
+    for d in dirs.iter() {
+        rustix::fs::chmodat(root, d.as_str(), Mode::from_raw_mode(0o555), AtFlags::empty())
+            .ctx("freeze a view directory", display.join(d))?;
+    }
+    rustix::fs::fchmod(root, Mode::from_raw_mode(0o555)).ctx("freeze a view", display)
+}
+
+/// Moves a built view from `tmp` to `dest` in the same directory, refusing to
+/// replace anything at `dest`.
+pub fn publish(parent: BorrowedFd<'_>, tmp: &str, dest: &OsStr, display: &Path) -> Result<()> {
+    match rustix::fs::renameat_with(parent, tmp, parent, dest, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(Errno::INVAL | Errno::NOSYS) => {
+            // No RENAME_NOREPLACE here: check, then rename (a narrow race).
+            match rustix::fs::statat(parent, dest, AtFlags::SYMLINK_NOFOLLOW) {
+                Err(Errno::NOENT) => rustix::fs::renameat(parent, tmp, parent, dest).ctx("publish the view", display),
+                _ => Err(Error::Conflict(format!("'{}' already exists", display.display()))),
+            }
+        }
+        Err(Errno::EXIST | Errno::NOTEMPTY) => {
+            Err(Error::Conflict(format!("'{}' already exists", display.display())))
+        }
+        Err(e) => Err(Error::io("publish the view", display, e)),
+    }
+}
+
+/// Splits a destination into its (existing) parent directory and final name,
+/// both absolute, without resolving the final component.
+pub fn split_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {
+    let abs = std::path::absolute(dest).ctx("resolve the destination", dest)?;
+    let name = abs
+        .file_name()
+        .filter(|n| *n != OsStr::new("..") && *n != OsStr::new("."))
+        .ok_or_else(|| Error::Usage(format!("'{}' does not name a directory to create", dest.display())))?
+        .to_owned();
+    let parent = abs.parent().unwrap_or(Path::new("/"));
+    let parent = std::fs::canonicalize(parent).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::NotFound {
+            what: "destination's parent directory",
+            path: parent.to_path_buf(),
+        },
+        _ => Error::io("resolve the destination's parent", parent, e),
+    })?;
+    Ok((parent, PathBuf::from(name)))
+}
+
+/// A unique temporary name for building `name` beside it.
+pub fn temp_name(name: &OsStr) -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let short: String = String::from_utf8_lossy(name.as_bytes()).chars().take(40).collect();
+    format!(
+        ".{short}.cestore-tmp-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
