@@ -80,11 +80,104 @@ pub enum Command {
         #[arg(long, value_name = "DIGEST")]
         force: Option<String>,
     },
+    /// List the snapshots in the store.
+    List {
+        /// Only this version.
+        #[arg(long)]
+        version: Option<String>,
+        /// Only this plugin name.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// List ingest events: when, from where, by whom, with which cestore.
+    Log {
+        /// Only this snapshot's events (a digest or unique prefix).
+        digest: Option<String>,
+    },
+    /// List the snapshots that contain a content or a path.
+    Find {
+        /// A file content's SHA-256.
+        #[arg(long, value_name = "SHA256", conflicts_with = "path", required_unless_present = "path")]
+        object: Option<String>,
+        /// A path relative to the plugin root, e.g. skills/ce-plan/SKILL.md.
+        #[arg(long)]
+        path: Option<String>,
+    },
+    /// Re-hash objects and check the catalogue; or, with --tree, audit a
+    /// directory against a snapshot. Exits 1 on any problem.
+    Verify {
+        /// Snapshots to check (digests or unique prefixes); all when none.
+        digests: Vec<String>,
+        /// Audit this directory against the one snapshot named.
+        #[arg(long, value_name = "DIR")]
+        tree: Option<PathBuf>,
+        /// Restore damaged or missing objects from files in this directory
+        /// whose SHA-256 matches.
+        #[arg(long, value_name = "DIR", conflicts_with = "tree")]
+        repair_from: Option<PathBuf>,
+    },
+    /// List the files added, removed, or changed in content or exec bit
+    /// between two snapshots.
+    Diff {
+        /// The earlier snapshot.
+        a: String,
+        /// The later snapshot.
+        b: String,
+    },
+    /// Forget a snapshot; refuses while views of it are recorded.
+    Rm {
+        /// A digest or unique prefix.
+        digest: String,
+        /// Forget it even though views are recorded (the views stay on disk).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove objects no snapshot uses, stale temporary files and orphan
+    /// shared views.
+    Gc {
+        /// Only report what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Print the path of the snapshot's shared frozen view in the store,
     /// making it once when absent.
     Path {
         /// A manifest digest or unique prefix.
         digest: String,
+    },
+    /// Print the read-only mounts one benchmark arm's sandbox gets.
+    ///
+    /// The CE arms (ce_workflow, ce_workflow_direct, ce_review) get the plugin
+    /// view at /opt/compound-engineering-plugin and need --view or --digest;
+    /// any other arm gets none. With --gitnexus-root, the seven GitNexus
+    /// runtime mounts follow, for every arm.
+    ///
+    /// Output: text by default; the JSON report with --json or --format json
+    /// (the same object either way); bubblewrap arguments with --format bwrap,
+    /// as in `bwrap $(cestore mounts --arm ARM --view DIR --format bwrap) ...`,
+    /// which cannot be combined with --json. Errors are printed as JSON only
+    /// with --json.
+    Mounts {
+        /// The benchmark arm.
+        #[arg(long)]
+        arm: String,
+        /// The plugin view directory to mount for a CE arm.
+        #[arg(long, value_name = "PATH", conflicts_with = "digest")]
+        view: Option<PathBuf>,
+        /// A manifest digest or unique prefix: mount the snapshot's shared view
+        /// in the store (made by `cestore path`).
+        #[arg(long, value_name = "DIGEST")]
+        digest: Option<String>,
+        /// A harness root holding gitnexus/ and gitnexus-shared/: add the
+        /// pinned GitNexus runtime's mounts, checked as the reference checks them.
+        #[arg(long, value_name = "ROOT")]
+        gitnexus_root: Option<PathBuf>,
+        /// The version the GitNexus runtime's package.json must carry.
+        #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
+        gitnexus_version: String,
+        /// Print the JSON report or bubblewrap arguments [default: text, or json with --json].
+        #[arg(long, value_enum)]
+        format: Option<cmd::mounts::Format>,
     },
 }
 
@@ -135,13 +228,69 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             emit(cli, out, &cmd::discard::discard(&root, &opts)?)
         }
         Command::Path { digest } => emit(cli, out, &cmd::path::path(&root, digest)?),
+        Command::List { version, name } => emit(
+            cli,
+            out,
+            &cmd::list::list(&root, version.as_deref(), name.as_deref())?,
+        ),
+        Command::Log { digest } => emit(cli, out, &cmd::list::log(&root, digest.as_deref())?),
+        Command::Find { object, path } => {
+            let query = match (object, path) {
+                (Some(o), _) => cmd::list::FindQuery::Object(o),
+                (None, Some(p)) => cmd::list::FindQuery::Path(p),
+                (None, None) => return Err(Error::Usage("find needs --object or --path".into())),
+            };
+            emit(cli, out, &cmd::list::find(&root, &query)?)
+        }
+        Command::Verify {
+            digests,
+            tree,
+            repair_from,
+        } => {
+            if let Some(dir) = tree {
+                let [digest] = digests.as_slice() else {
+                    return Err(Error::Usage("verify --tree DIR takes exactly one DIGEST".into()));
+                };
+                return emit(cli, out, &cmd::verify::verify_tree(&root, dir, digest)?);
+            }
+            let opts = cmd::verify::VerifyOptions {
+                digests,
+                repair_from: repair_from.as_deref(),
+                progress: !cli.json,
+            };
+            emit(cli, out, &cmd::verify::verify(&root, &opts)?)
+        }
+        Command::Diff { a, b } => emit(cli, out, &cmd::diff::diff(&root, a, b)?),
+        Command::Rm { digest, force } => emit(cli, out, &cmd::gc::rm(&root, digest, *force)?),
+        Command::Gc { dry_run } => emit(cli, out, &cmd::gc::gc(&root, *dry_run, !cli.json)?),
+        Command::Mounts {
+            arm,
+            view,
+            digest,
+            gitnexus_root,
+            gitnexus_version,
+            format,
+        } => {
+            let opts = cmd::mounts::MountsOptions {
+                arm,
+                view: cmd::mounts::ViewSource::from_args(view.as_deref(), digest.as_deref()),
+                gitnexus_root: gitnexus_root.as_deref(),
+                gitnexus_version,
+                format: *format,
+                json: cli.json,
+            };
+            let report = cmd::mounts::mounts(&root, &opts)?;
+            write_report(report.is_json(), out, &report)
+                .map_err(|e| Error::io("write the report", "<stdout>", e))?;
+            Ok(0)
+        }
     }
 }
 
 /// Writes a report in the form the command line asked for.
 fn emit<R: Report>(cli: &Cli, out: &mut dyn Write, report: &R) -> Result<u8> {
     write_report(cli.json, out, report).map_err(|e| Error::io("write the report", "<stdout>", e))?;
-    Ok(0)
+    Ok(report.exit_code())
 }
 
 /// Writes a report as JSON (with `"ok": true`) or as text.
@@ -153,7 +302,8 @@ pub fn write_report<R: Report>(json: bool, out: &mut dyn Write, report: &R) -> i
             #[serde(flatten)]
             report: &'a R,
         }
-        serde_json::to_writer(&mut *out, &Envelope { ok: true, report })?;
+        let ok = report.exit_code() == 0;
+        serde_json::to_writer(&mut *out, &Envelope { ok, report })?;
         writeln!(out)?;
     } else {
         report.human(out)?;

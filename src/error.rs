@@ -24,6 +24,9 @@ pub enum Error {
     /// The input broke one of the reference's rules.
     #[error(transparent)]
     Rejected(#[from] Rejection),
+    /// The GitNexus runtime or the arm's mounts broke one of the reference's rules.
+    #[error(transparent)]
+    GitNexus(#[from] crate::gitnexus::GitNexusError),
     /// The request is malformed in a way the argument parser cannot see.
     #[error("{0}")]
     Usage(String),
@@ -109,7 +112,7 @@ impl Error {
         match self {
             Error::ProblemsFound(_) | Error::Integrity(_) => 1,
             Error::Usage(_) => 2,
-            Error::Rejected(_) => 3,
+            Error::Rejected(_) | Error::GitNexus(_) => 3,
             Error::UnknownDigest { .. } | Error::NotFound { .. } => 4,
             Error::AmbiguousDigest { .. } => 5,
             Error::Conflict(_) => 6,
@@ -126,7 +129,7 @@ impl Error {
             Error::ProblemsFound(_) => "problems-found",
             Error::Integrity(_) => "integrity",
             Error::Usage(_) => "usage",
-            Error::Rejected(_) => "rejected",
+            Error::Rejected(_) | Error::GitNexus(_) => "rejected",
             Error::UnknownDigest { .. } => "unknown-digest",
             Error::NotFound { .. } => "not-found",
             Error::AmbiguousDigest { .. } => "ambiguous-digest",

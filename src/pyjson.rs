@@ -147,6 +147,10 @@ pub enum ManifestProblem {
 }
 
 /// Decodes `bytes` exactly like Python 3.11's `json.loads(bytes.decode("utf-8"))`.
+///
+/// # Errors
+///
+/// A [`LoadError`] whenever that Python expression raises, with Python's message.
 pub fn loads(bytes: &[u8]) -> Result<Value, LoadError> {
     parse_text(decode_utf8(bytes)?)
 }
@@ -157,6 +161,10 @@ pub fn loads(bytes: &[u8]) -> Result<Value, LoadError> {
 /// translates `\r\n` and lone `\r` to `\n`; that never changes what is
 /// accepted but does change the character positions in error messages, so it
 /// is reproduced here.
+///
+/// # Errors
+///
+/// The [`ManifestProblem`] the reference would raise, with its message.
 pub fn check_plugin_manifest(bytes: &[u8], version: &str) -> Result<(), ManifestProblem> {
     let text = decode_utf8(bytes).map_err(ManifestProblem::Invalid)?;
     let manifest = parse_text(&universal_newlines(text)).map_err(ManifestProblem::Invalid)?;
@@ -307,12 +315,19 @@ fn push_repr_code_point(out: &mut String, cp: u32, quote: char) {
         Some('\t') => out.push_str("\\t"),
         Some('\n') => out.push_str("\\n"),
         Some('\r') => out.push_str("\\r"),
-        Some(c) if c < ' ' || c == '\x7f' => out.push_str(&format!("\\x{cp:02x}")),
+        Some(c) if c < ' ' || c == '\x7f' => push_hex_escape(out, 'x', 2, cp),
         Some(c) if c.is_ascii() || is_printable(c) => out.push(c),
-        _ if cp <= 0xff => out.push_str(&format!("\\x{cp:02x}")),
-        _ if cp <= 0xffff => out.push_str(&format!("\\u{cp:04x}")),
-        _ => out.push_str(&format!("\\U{cp:08x}")),
+        _ if cp <= 0xff => push_hex_escape(out, 'x', 2, cp),
+        _ if cp <= 0xffff => push_hex_escape(out, 'u', 4, cp),
+        _ => push_hex_escape(out, 'U', 8, cp),
     }
+}
+
+/// Appends `\<letter>` and `cp` as `width` lowercase hex digits.
+fn push_hex_escape(out: &mut String, letter: char, width: usize, cp: u32) {
+    out.push('\\');
+    out.push(letter);
+    out.push_str(&format!("{cp:0width$x}"));
 }
 
 /// Python's `str.isprintable()` for one non-ASCII character, via Rust's equivalent table.

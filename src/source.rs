@@ -440,7 +440,7 @@ where
 /// `Path.expanduser().absolute()` as Python's pathlib spells it: `~` expanded
 /// from `$HOME`, made absolute against the working directory, `.` and empty
 /// components dropped, `..` kept.
-fn absolute_like_python(path: &Path) -> PathBuf {
+pub(crate) fn absolute_like_python(path: &Path) -> PathBuf {
     let mut expanded = PathBuf::new();
     let bytes = path.as_os_str().as_bytes();
     if bytes == b"~" || bytes.starts_with(b"~/") {

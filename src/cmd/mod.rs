@@ -2,10 +2,15 @@
 //! the choice between human and JSON output to the caller.
 
 pub mod checkout;
+pub mod diff;
 pub mod discard;
+pub mod gc;
 pub mod ingest;
+pub mod list;
+pub mod mounts;
 pub mod path;
 pub mod show;
+pub mod verify;
 
 use std::io::{self, Write};
 
@@ -17,6 +22,11 @@ use crate::error::{Error, Result};
 pub trait Report: serde::Serialize {
     /// Writes the report for a person to read.
     fn human(&self, w: &mut dyn Write) -> io::Result<()>;
+
+    /// The exit code the report calls for: 0 unless it found problems.
+    fn exit_code(&self) -> u8 {
+        0
+    }
 }
 
 /// The reference's six provenance fields, exactly as it names them.
@@ -77,13 +87,26 @@ pub fn host_name() -> String {
         .into_owned()
 }
 
-/// The user name, for ingest events: `$USER`, `$LOGNAME`, else the uid.
+/// The user name, for ingest events: `$USER`, `$LOGNAME`, the name
+/// `/etc/passwd` gives the uid, else the uid.
 pub fn user_name() -> String {
+    let uid = rustix::process::getuid().as_raw();
     std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
         .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| format!("uid {}", rustix::process::getuid().as_raw()))
+        .or_else(|| passwd_name(uid))
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+fn passwd_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?;
+        (id.parse::<u32>().ok()? == uid).then(|| name.to_string())
+    })
 }
 
 /// This build's version, for ingest events.

@@ -1,0 +1,274 @@
+//! `cestore rm` and `cestore gc`: forget snapshots, then sweep what nothing uses.
+//!
+//! gc is a mark and sweep from the catalogue, never from link counts. Live are
+//! the objects of every recorded snapshot (which includes every snapshot with
+//! a recorded view, since `rm` refuses those unless forced) and the shared
+//! views of recorded snapshots. Ingests and checkouts in flight hold the
+//! store's shared lock and gc its exclusive one, so nothing is published
+//! between the mark and the sweep. `--dry-run` plans under the shared lock.
+
+use std::collections::HashSet;
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::AtFlags;
+
+use super::verify::{list_objects, read_names, stale_work_dirs};
+use super::{resolve, Report};
+use crate::digest::ManifestDigest;
+use crate::error::{Error, IoContext, Result};
+use crate::progress::Progress;
+use crate::store::objects::remove_tree_at;
+use crate::store::{LockMode, ObjectKey, Store, TMP_DIR, VIEWS_DIR};
+
+/// The report of `cestore rm`.
+#[derive(Debug, serde::Serialize)]
+pub struct RmReport {
+    /// The snapshot forgotten.
+    pub manifest_digest: ManifestDigest,
+    /// The view records dropped with it (only with `--force`).
+    pub views_forgotten: Vec<String>,
+}
+
+impl Report for RmReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "forgot {}; `cestore gc` frees its objects", self.manifest_digest)?;
+        for v in &self.views_forgotten {
+            writeln!(w, "  view no longer recorded (left on disk): {v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Forgets a snapshot; refuses while views of it are recorded unless `force`.
+pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let cat = store.catalogue();
+    let digest = resolve(cat, digest)?;
+    let views: Vec<String> = cat.views(Some(&digest))?.into_iter().map(|v| v.path).collect();
+    if !views.is_empty() && !force {
+        return Err(Error::Conflict(format!(
+            "{digest} has {} recorded views ({}); discard them first, or pass --force",
+            views.len(),
+            views.join(", ")
+        )));
+    }
+    let err = |source| Error::Catalogue {
+        op: "forget a snapshot",
+        path: cat.path().to_path_buf(),
+        source,
+    };
+    let hex = digest.to_hex();
+    cat.conn()
+        .execute_batch("BEGIN IMMEDIATE")
+        .map_err(err)?;
+    let result = cat
+        .conn()
+        .execute(
+            "DELETE FROM views WHERE snapshot_id = (SELECT id FROM snapshots WHERE digest = ?1)",
+            [&hex],
+        )
+        .and_then(|_| cat.conn().execute("DELETE FROM snapshots WHERE digest = ?1", [&hex]))
+        .and_then(|_| cat.conn().execute_batch("COMMIT"));
+    if let Err(e) = result {
+        let _ = cat.conn().execute_batch("ROLLBACK");
+        return Err(err(e));
+    }
+    Ok(RmReport {
+        manifest_digest: digest,
+        views_forgotten: if force { views } else { Vec::new() },
+    })
+}
+
+/// What gc removes (or, with `--dry-run`, would remove).
+#[derive(Debug, Default, serde::Serialize)]
+pub struct GcReport {
+    /// Whether this was only a plan.
+    pub dry_run: bool,
+    /// Objects that no snapshot uses.
+    pub objects: Vec<String>,
+    /// Their bytes.
+    pub bytes_freed: u64,
+    /// Stale work directories and half-built views.
+    pub temporary: Vec<String>,
+    /// Shared views of snapshots no longer recorded.
+    pub shared_views: Vec<String>,
+    /// Objects kept.
+    pub objects_kept: u64,
+}
+
+impl Report for GcReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        let verb = if self.dry_run { "would remove" } else { "removed" };
+        for o in &self.objects {
+            writeln!(w, "{verb} object {o}")?;
+        }
+        for t in &self.temporary {
+            writeln!(w, "{verb} temporary {t}")?;
+        }
+        for v in &self.shared_views {
+            writeln!(w, "{verb} shared view {v}")?;
+        }
+        writeln!(
+            w,
+            "{verb} {} objects ({} bytes), {} temporary entries, {} shared views; kept {} objects",
+            self.objects.len(),
+            self.bytes_freed,
+            self.temporary.len(),
+            self.shared_views.len(),
+            self.objects_kept
+        )
+    }
+}
+
+/// The mark: what is live, and what the sweep would remove.
+struct GcPlan {
+    objects: Vec<(PathBuf, u64)>,
+    work_dirs: Vec<(String, Option<PathBuf>)>,
+    shared_views: Vec<String>,
+    kept: u64,
+}
+
+fn plan(store: &Store) -> Result<GcPlan> {
+    let cat = store.catalogue();
+    let mut live: HashSet<ObjectKey> = HashSet::new();
+    let mut stmt = cat
+        .conn()
+        .prepare("SELECT DISTINCT sha256, executable FROM files WHERE size > 0")
+        .map_err(|source| Error::Catalogue {
+            op: "mark live objects",
+            path: cat.path().to_path_buf(),
+            source,
+        })?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(|source| Error::Catalogue {
+            op: "mark live objects",
+            path: cat.path().to_path_buf(),
+            source,
+        })?;
+    for (hex, executable) in rows {
+        let id = hex
+            .parse()
+            .map_err(|_| Error::Integrity(format!("the catalogue holds a malformed object id '{hex}'")))?;
+        live.insert(ObjectKey { id, executable });
+    }
+    let mut objects = Vec::new();
+    let mut kept = 0;
+    for (path, key) in list_objects(store)? {
+        if key.is_some_and(|k| live.contains(&k)) {
+            kept += 1;
+            continue;
+        }
+        let size = rustix::fs::lstat(&path).map(|s| s.st_size as u64).unwrap_or(0);
+        objects.push((path, size));
+    }
+    let work_dirs = stale_work_dirs(store)?
+        .into_iter()
+        .map(|l| (l.name, l.target))
+        .collect();
+    let views_path = store.root().join(VIEWS_DIR);
+    let views = crate::source::open_dir(store.dir(), VIEWS_DIR).ctx("open the views directory", &views_path)?;
+    let mut shared_views = Vec::new();
+    for name in read_names(views.as_fd(), &views_path)? {
+        let known = match name.parse::<ManifestDigest>() {
+            Ok(d) => cat.has_snapshot(&d)?,
+            Err(_) => false,
+        };
+        if !known {
+            shared_views.push(name);
+        }
+    }
+    Ok(GcPlan {
+        objects,
+        work_dirs,
+        shared_views,
+        kept,
+    })
+}
+
+/// Removes everything no snapshot uses: objects, stale temporary files and
+/// shared views of forgotten snapshots.
+pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> {
+    let mode = if dry_run { LockMode::Shared } else { LockMode::Exclusive };
+    let store = Store::open(store_root, mode, false)?;
+    let plan = plan(&store)?;
+    let mut report = GcReport {
+        dry_run,
+        objects_kept: plan.kept,
+        ..GcReport::default()
+    };
+    let tmp_path = store.root().join(TMP_DIR);
+    for (name, target) in &plan.work_dirs {
+        report.temporary.push(tmp_path.join(name).to_string_lossy().into_owned());
+        if let Some(t) = target.as_ref().filter(|t| rustix::fs::lstat(*t).is_ok()) {
+            report.temporary.push(t.to_string_lossy().into_owned());
+        }
+    }
+    let views_path = store.root().join(VIEWS_DIR);
+    report.shared_views = plan
+        .shared_views
+        .iter()
+        .map(|n| views_path.join(n).to_string_lossy().into_owned())
+        .collect();
+    report.bytes_freed = plan.objects.iter().map(|(_, s)| s).sum();
+    report.objects = plan.objects.iter().map(|(p, _)| p.to_string_lossy().into_owned()).collect();
+    if dry_run {
+        return Ok(report);
+    }
+    apply(&store, &plan, progress)?;
+    Ok(report)
+}
+
+/// The sweep, under the exclusive lock.
+fn apply(store: &Store, plan: &GcPlan, progress: bool) -> Result<()> {
+    let mut bar = Progress::new("gc", plan.objects.len() as u64, progress);
+    for (path, size) in &plan.objects {
+        match rustix::fs::unlink(path) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            // A stray directory under objects/ is removed as a tree.
+            Err(rustix::io::Errno::ISDIR) => {
+                let _ = std::fs::remove_dir_all(path);
+            }
+            Err(e) => return Err(Error::io("remove an object", path, e)),
+        }
+        bar.add(1, *size);
+    }
+    let tmp_path = store.root().join(TMP_DIR);
+    let tmp = crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
+    for (name, target) in &plan.work_dirs {
+        if let Some(t) = target {
+            remove_checkout_leftover(t)?;
+        }
+        remove_tree_at(tmp.as_fd(), name).ctx("remove a temporary directory", tmp_path.join(name))?;
+    }
+    let views_path = store.root().join(VIEWS_DIR);
+    let views = crate::source::open_dir(store.dir(), VIEWS_DIR).ctx("open the views directory", &views_path)?;
+    for name in &plan.shared_views {
+        let _ = store
+            .catalogue()
+            .remove_view(&views_path.join(name).to_string_lossy());
+        remove_tree_at(views.as_fd(), name).ctx("remove a shared view", views_path.join(name))?;
+    }
+    Ok(())
+}
+
+/// Removes a half-built view named by a checkout marker, only if its name
+/// is one checkout makes.
+fn remove_checkout_leftover(target: &Path) -> Result<()> {
+    let (Some(parent), Some(name)) = (target.parent(), target.file_name().and_then(|n| n.to_str())) else {
+        return Ok(());
+    };
+    if !name.starts_with('.') || !name.contains(".cestore-tmp-") {
+        return Ok(());
+    }
+    let Ok(parent_fd) = crate::source::open_dir(rustix::fs::CWD, parent) else {
+        return Ok(());
+    };
+    if rustix::fs::statat(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW).is_err() {
+        return Ok(());
+    }
+    remove_tree_at(parent_fd.as_fd(), name).ctx("remove a half-built view", target)
+}

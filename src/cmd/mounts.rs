@@ -1,0 +1,313 @@
+//! `cestore mounts`: the read-only mounts one benchmark arm's sandbox gets.
+//!
+//! The arm rules are the reference's `ce_plugin_mounts_for_arm` and
+//! `ce_plugin_dir_for_arm` (`runtime_mounts.py`):
+//!
+//! - the arms in [`CE_ARMS`] (an exact set: `ce_other` is not one of them) get
+//!   one read-only mount of the staged plugin view at [`SANDBOX_CE_PLUGIN`],
+//!   and that path as their plugin directory; without a view they are refused;
+//! - every other arm gets no plugin mount and no plugin directory (a view
+//!   given for it is still checked, then ignored).
+//!
+//! With a GitNexus harness root, the seven GitNexus runtime mounts
+//! ([`crate::gitnexus::trusted_runtime_mounts`]) follow, for every arm: the
+//! reference's `trusted_gitnexus_runtime_mounts` takes no arm, so the runtime
+//! is the same for all of them.
+
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::Report;
+use crate::error::{Error, Result};
+use crate::gitnexus::{self, GitNexusError, ReadOnlyMount};
+use crate::source::absolute_like_python;
+
+/// The arms that see the Compound Engineering plugin (`CE_ARMS`).
+pub const CE_ARMS: [&str; 3] = ["ce_workflow", "ce_workflow_direct", "ce_review"];
+/// Where the plugin is mounted, and Claude's plugin directory (`SANDBOX_CE_PLUGIN`).
+pub const SANDBOX_CE_PLUGIN: &str = "/opt/compound-engineering-plugin";
+
+/// How the mounts are printed (`--format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The mount report as one JSON object (what `--json` prints).
+    Json,
+    /// bubblewrap arguments: `--ro-bind SOURCE TARGET` per mount, on one line.
+    Bwrap,
+}
+
+/// Where the plugin view comes from.
+#[derive(Clone, Copy, Debug)]
+pub enum ViewSource<'a> {
+    /// No view was given.
+    None,
+    /// A view directory.
+    Path(&'a Path),
+    /// A snapshot digest or unique prefix: its shared view in the store.
+    Digest(&'a str),
+}
+
+impl<'a> ViewSource<'a> {
+    /// From `--view` and `--digest`, which the parser keeps apart.
+    pub fn from_args(view: Option<&'a Path>, digest: Option<&'a str>) -> ViewSource<'a> {
+        match (view, digest) {
+            (Some(p), _) => ViewSource::Path(p),
+            (None, Some(d)) => ViewSource::Digest(d),
+            (None, None) => ViewSource::None,
+        }
+    }
+}
+
+/// What to compute.
+pub struct MountsOptions<'a> {
+    /// The benchmark arm.
+    pub arm: &'a str,
+    /// The plugin view, if any.
+    pub view: ViewSource<'a>,
+    /// The harness root holding `gitnexus/` and `gitnexus-shared/`, if any.
+    pub gitnexus_root: Option<&'a Path>,
+    /// The version the GitNexus runtime must carry.
+    pub gitnexus_version: &'a str,
+    /// `--format`, if given.
+    pub format: Option<Format>,
+    /// The global `--json`.
+    pub json: bool,
+}
+
+/// How the report is written, from `--format` and `--json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Text for people.
+    Text,
+    /// The JSON report.
+    Json,
+    /// bubblewrap arguments.
+    Bwrap,
+}
+
+impl Output {
+    /// `--format` wins; without it `--json` picks JSON and otherwise text.
+    /// `--format bwrap --json` asks for two forms at once and is refused.
+    pub fn choose(format: Option<Format>, json: bool) -> Result<Output> {
+        match (format, json) {
+            (Some(Format::Bwrap), true) => Err(Error::Usage(
+                "--format bwrap prints bubblewrap arguments, not JSON; drop --json or use --format json".into(),
+            )),
+            (Some(Format::Bwrap), false) => Ok(Output::Bwrap),
+            (Some(Format::Json), _) | (None, true) => Ok(Output::Json),
+            (None, false) => Ok(Output::Text),
+        }
+    }
+}
+
+/// The report of `cestore mounts`.
+#[derive(Debug, serde::Serialize)]
+pub struct MountsReport {
+    /// The arm.
+    pub arm: String,
+    /// Claude's plugin directory in the sandbox, for CE arms only.
+    pub plugin_dir: Option<&'static str>,
+    /// The mounts, plugin first, then the GitNexus runtime's.
+    pub mounts: Vec<ReadOnlyMount>,
+    /// How the report is to be written.
+    #[serde(skip)]
+    pub output: Output,
+}
+
+impl MountsReport {
+    /// Whether the report is to be written as JSON.
+    pub fn is_json(&self) -> bool {
+        self.output == Output::Json
+    }
+
+    /// The bubblewrap arguments: `--ro-bind SOURCE TARGET` per mount.
+    pub fn bwrap_args(&self) -> Vec<&[u8]> {
+        self.mounts
+            .iter()
+            .flat_map(|m| {
+                [
+                    &b"--ro-bind"[..],
+                    m.source.as_os_str().as_bytes(),
+                    m.target.as_bytes(),
+                ]
+            })
+            .collect()
+    }
+}
+
+impl Report for MountsReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        if self.output == Output::Bwrap {
+            let words: Vec<Vec<u8>> = self.bwrap_args().into_iter().map(shell_quote).collect();
+            w.write_all(&words.join(&b' '))?;
+            return writeln!(w);
+        }
+        writeln!(w, "arm:        {}", self.arm)?;
+        writeln!(w, "plugin_dir: {}", self.plugin_dir.unwrap_or("-"))?;
+        writeln!(w, "mounts:     {}", self.mounts.len())?;
+        for m in &self.mounts {
+            writeln!(w, "  {} -> {} (read-only)", m.source.display(), m.target)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the reference exposes the plugin to this arm (exact match).
+pub fn is_ce_arm(arm: &str) -> bool {
+    CE_ARMS.contains(&arm)
+}
+
+/// The plugin mounts for an arm (`ce_plugin_mounts_for_arm`): the view for a
+/// CE arm, none for any other; a CE arm without a view is refused.
+pub fn ce_plugin_mounts_for_arm(
+    arm: &str,
+    view: Option<&Path>,
+) -> Result<Vec<ReadOnlyMount>, GitNexusError> {
+    if !is_ce_arm(arm) {
+        return Ok(Vec::new());
+    }
+    let view = view.ok_or_else(|| GitNexusError::CeArmWithoutPlugin {
+        arm: arm.to_owned(),
+    })?;
+    Ok(vec![ReadOnlyMount {
+        source: view.to_path_buf(),
+        target: SANDBOX_CE_PLUGIN.to_owned(),
+    }])
+}
+
+/// Claude's plugin directory for an arm (`ce_plugin_dir_for_arm`).
+pub fn ce_plugin_dir_for_arm(
+    arm: &str,
+    view: Option<&Path>,
+) -> Result<Option<&'static str>, GitNexusError> {
+    ce_plugin_mounts_for_arm(arm, view)?;
+    Ok(is_ce_arm(arm).then_some(SANDBOX_CE_PLUGIN))
+}
+
+/// Computes an arm's mounts.
+pub fn mounts(store_root: &Path, opts: &MountsOptions<'_>) -> Result<MountsReport> {
+    let output = Output::choose(opts.format, opts.json)?;
+    let view = match opts.view {
+        ViewSource::None => None,
+        ViewSource::Path(p) => Some(view_dir(p)?),
+        ViewSource::Digest(d) => Some(shared_view(store_root, d)?),
+    };
+    let plugin_dir = ce_plugin_dir_for_arm(opts.arm, view.as_deref())?;
+    let mut mounts = ce_plugin_mounts_for_arm(opts.arm, view.as_deref())?;
+    if let Some(root) = opts.gitnexus_root {
+        mounts.extend(gitnexus::trusted_runtime_mounts(
+            root,
+            opts.gitnexus_version,
+        )?);
+    }
+    if output == Output::Json {
+        if let Some(m) = mounts.iter().find(|m| m.source.to_str().is_none()) {
+            return Err(Error::Usage(format!(
+                "mount source '{}' is not UTF-8, which JSON cannot carry; use --format bwrap",
+                m.source.display()
+            )));
+        }
+    }
+    Ok(MountsReport {
+        arm: opts.arm.to_owned(),
+        plugin_dir,
+        mounts,
+        output,
+    })
+}
+
+/// A view directory given by path: made absolute, and it must be a directory.
+fn view_dir(path: &Path) -> Result<PathBuf> {
+    let path = absolute_like_python(path);
+    if !path.is_dir() {
+        return Err(Error::NotFound {
+            what: "view directory",
+            path,
+        });
+    }
+    Ok(path)
+}
+
+/// A snapshot's shared view in the store (`STORE/views/<digest>`), which
+/// `cestore path` makes; it must already exist.
+fn shared_view(store_root: &Path, digest: &str) -> Result<PathBuf> {
+    use crate::store::{LockMode, Store, VIEWS_DIR};
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = super::resolve(store.catalogue(), digest)?;
+    let path = store.root().join(VIEWS_DIR).join(digest.to_hex());
+    if !path.is_dir() {
+        return Err(Error::NotFound {
+            what: "shared view (make it with `cestore path <digest>`)",
+            path,
+        });
+    }
+    Ok(path)
+}
+
+/// One word quoted for a POSIX shell: left bare when it holds only
+/// characters no shell treats specially, else in single quotes.
+fn shell_quote(word: &[u8]) -> Vec<u8> {
+    let bare = |b: &u8| b.is_ascii_alphanumeric() || b"@%+=:,./_-".contains(b);
+    if !word.is_empty() && word.iter().all(bare) {
+        return word.to_vec();
+    }
+    let mut out = vec![b'\''];
+    for &b in word {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(b);
+        }
+    }
+    out.push(b'\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arm_rules_follow_the_exact_set() {
+        let view = Path::new("/v");
+        for arm in CE_ARMS {
+            assert_eq!(
+                ce_plugin_dir_for_arm(arm, Some(view)).ok(),
+                Some(Some(SANDBOX_CE_PLUGIN))
+            );
+            assert!(ce_plugin_mounts_for_arm(arm, None).is_err());
+        }
+        for arm in ["baseline", "gitnexus", "ce_other", "CE_REVIEW", ""] {
+            assert_eq!(ce_plugin_dir_for_arm(arm, None).ok(), Some(None));
+            assert!(ce_plugin_mounts_for_arm(arm, Some(view)).is_ok_and(|m| m.is_empty()));
+        }
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote(b"/opt/x-1.2_3"), b"/opt/x-1.2_3");
+        assert_eq!(shell_quote(b""), b"''");
+        assert_eq!(shell_quote(b"a b"), b"'a b'");
+        assert_eq!(shell_quote(b"it's"), b"'it'\\''s'");
+    }
+
+    #[test]
+    fn format_and_json() {
+        assert_eq!(Output::choose(None, false).ok(), Some(Output::Text));
+        assert_eq!(Output::choose(None, true).ok(), Some(Output::Json));
+        assert_eq!(
+            Output::choose(Some(Format::Json), false).ok(),
+            Some(Output::Json)
+        );
+        assert_eq!(
+            Output::choose(Some(Format::Json), true).ok(),
+            Some(Output::Json)
+        );
+        assert_eq!(
+            Output::choose(Some(Format::Bwrap), false).ok(),
+            Some(Output::Bwrap)
+        );
+        assert!(Output::choose(Some(Format::Bwrap), true).is_err());
+    }
+}

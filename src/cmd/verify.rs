@@ -1,0 +1,540 @@
+//! `cestore verify`: re-hash the store and check the catalogue against itself,
+//! or audit a directory tree against a snapshot (`--tree`).
+//!
+//! Problems come in two severities: `corruption` (a snapshot can no longer be
+//! handed out exactly: a missing, changed or re-moded object, disagreeing
+//! catalogue rows, a damaged database) and `garbage` (leftovers that lose
+//! nothing: orphan objects, stale temporary files, stale view records).
+//! Either makes the command exit 1.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{self, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
+
+use super::{resolve, Report};
+use crate::digest::{ManifestDigest, ObjectId};
+use crate::error::{Error, IoContext, Result};
+use crate::manifest::{Entry, Manifest};
+use crate::progress::Progress;
+use crate::store::objects::{judge, ObjectState};
+use crate::store::{LockMode, ObjectKey, Store, OBJECTS_DIR, TMP_DIR, VIEWS_DIR};
+use crate::tree::{self, Difference};
+
+/// How bad a problem is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// A snapshot can no longer be handed out exactly.
+    Corruption,
+    /// A leftover that loses nothing; `gc` removes it.
+    Garbage,
+}
+
+/// One problem `verify` found.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Problem {
+    /// What kind of problem, e.g. `object-content`, `orphan-object`.
+    pub kind: &'static str,
+    /// How bad it is.
+    pub severity: Severity,
+    /// The path involved.
+    pub path: String,
+    /// What is wrong.
+    pub detail: String,
+    /// The snapshots affected.
+    pub snapshots: Vec<ManifestDigest>,
+    /// The recorded views affected.
+    pub views: Vec<String>,
+}
+
+/// The report of `cestore verify`.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct VerifyReport {
+    /// Snapshots checked.
+    pub snapshots_checked: u64,
+    /// Objects re-hashed.
+    pub objects_checked: u64,
+    /// Bytes re-hashed.
+    pub bytes_hashed: u64,
+    /// Objects restored from `--repair-from`.
+    pub repaired: Vec<String>,
+    /// Everything found wrong.
+    pub problems: Vec<Problem>,
+}
+
+impl Report for VerifyReport {
+    fn exit_code(&self) -> u8 {
+        u8::from(!self.problems.is_empty())
+    }
+
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for r in &self.repaired {
+            writeln!(w, "repaired: {r}")?;
+        }
+        for p in &self.problems {
+            writeln!(w, "{} ({:?}): {}: {}", p.kind, p.severity, p.path, p.detail)?;
+            for s in &p.snapshots {
+                writeln!(w, "  affects snapshot {s}")?;
+            }
+            for v in &p.views {
+                writeln!(w, "  affects view {v}")?;
+            }
+        }
+        if !self.problems.is_empty() {
+            let corrupt = self.problems.iter().filter(|p| p.severity == Severity::Corruption).count();
+            writeln!(
+                w,
+                "{} problems ({} corruption, {} garbage); `cestore gc` removes garbage",
+                self.problems.len(),
+                corrupt,
+                self.problems.len() - corrupt
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What to verify.
+pub struct VerifyOptions<'a> {
+    /// The snapshots to check; all when empty.
+    pub digests: &'a [String],
+    /// A source tree to restore damaged objects from.
+    pub repair_from: Option<&'a Path>,
+    /// Whether a progress line may be drawn.
+    pub progress: bool,
+}
+
+/// Verifies the store, or the named snapshots.
+pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let cat = store.catalogue();
+    let mut report = VerifyReport::default();
+    let all = opts.digests.is_empty();
+
+    let integrity: Vec<String> = cat
+        .conn()
+        .prepare("PRAGMA integrity_check")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(|source| Error::Catalogue {
+            op: "run the integrity check",
+            path: cat.path().to_path_buf(),
+            source,
+        })?;
+    if integrity != ["ok"] {
+        report.problems.push(problem(
+            "catalogue-integrity",
+            Severity::Corruption,
+            cat.path(),
+            integrity.join("; "),
+        ));
+    }
+
+    let digests: Vec<ManifestDigest> = if all {
+        cat.snapshots(None, None)?.into_iter().map(|s| s.digest).collect()
+    } else {
+        opts.digests.iter().map(|d| resolve(cat, d)).collect::<Result<_>>()?
+    };
+    let views = cat.views(None)?;
+    let mut views_of: HashMap<ManifestDigest, Vec<String>> = HashMap::new();
+    for v in &views {
+        views_of.entry(v.digest).or_default().push(v.path.clone());
+    }
+
+    // Which snapshots use each object, and the size it must have.
+    let mut users: BTreeMap<ObjectKey, (u64, BTreeSet<ManifestDigest>, String)> = BTreeMap::new();
+    for digest in &digests {
+        let entries = cat.files(digest)?;
+        check_rows(&store, digest, &entries, &mut report)?;
+        for e in entries.iter().filter(|e| e.size > 0) {
+            let key = ObjectKey {
+                id: e.sha256,
+                executable: e.executable,
+            };
+            let slot = users.entry(key).or_insert_with(|| (e.size, BTreeSet::new(), e.path.clone()));
+            slot.1.insert(*digest);
+        }
+        report.snapshots_checked += 1;
+    }
+
+    let damaged = check_objects(&store, &users, opts.progress, &mut report);
+    for (key, kind, detail) in damaged {
+        let (_, snaps, _) = &users[&key];
+        report.problems.push(Problem {
+            kind,
+            severity: Severity::Corruption,
+            path: store.object_path(&key).to_string_lossy().into_owned(),
+            detail,
+            snapshots: snaps.iter().copied().collect(),
+            views: snaps.iter().flat_map(|d| views_of.get(d).cloned().unwrap_or_default()).collect(),
+        });
+    }
+
+    if let Some(dir) = opts.repair_from {
+        repair(&store, dir, &users, &mut report)?;
+    }
+
+    if all {
+        find_orphans(&store, &users, &mut report)?;
+    }
+    find_leftovers(&store, &mut report)?;
+    for v in &views {
+        if rustix::fs::lstat(v.path.as_str()).is_err() {
+            report.problems.push(Problem {
+                kind: "stale-view-record",
+                severity: Severity::Garbage,
+                path: v.path.clone(),
+                detail: "the recorded view no longer exists; `cestore discard` forgets it".into(),
+                snapshots: vec![v.digest],
+                views: vec![v.path.clone()],
+            });
+        }
+    }
+    Ok(report)
+}
+
+fn problem(kind: &'static str, severity: Severity, path: &Path, detail: String) -> Problem {
+    Problem {
+        kind,
+        severity,
+        path: path.to_string_lossy().into_owned(),
+        detail,
+        snapshots: Vec::new(),
+        views: Vec::new(),
+    }
+}
+
+/// Checks that a snapshot's rows agree with each other and with its manifest.
+fn check_rows(store: &Store, digest: &ManifestDigest, entries: &[Entry], report: &mut VerifyReport) -> Result<()> {
+    let cat = store.catalogue();
+    let row = cat.snapshot(digest)?;
+    let bytes = cat.manifest_bytes(digest)?;
+    let mut wrong = Vec::new();
+    match Manifest::parse(&bytes) {
+        Err(e) => wrong.push(format!("the stored manifest does not parse: {e}")),
+        Ok(m) => {
+            if m.digest != *digest {
+                wrong.push(format!("the stored manifest hashes to {}, not to its digest", m.digest));
+            }
+            if m.entries != entries {
+                wrong.push("the file rows differ from the stored manifest".to_string());
+            }
+        }
+    }
+    if row.file_count != entries.len() as i64 {
+        wrong.push(format!("file_count is {} but {} file rows exist", row.file_count, entries.len()));
+    }
+    let total: u64 = entries.iter().map(|e| e.size).sum();
+    if row.total_bytes != total as i64 {
+        wrong.push(format!("total_bytes is {} but the files add up to {total}", row.total_bytes));
+    }
+    for w in wrong {
+        report.problems.push(Problem {
+            kind: "catalogue-mismatch",
+            severity: Severity::Corruption,
+            path: cat.path().to_string_lossy().into_owned(),
+            detail: w,
+            snapshots: vec![*digest],
+            views: Vec::new(),
+        });
+    }
+    Ok(())
+}
+
+type Damage = (ObjectKey, &'static str, String);
+
+/// Re-hashes every object in `users` on all cores; returns the damaged ones.
+fn check_objects(
+    store: &Store,
+    users: &BTreeMap<ObjectKey, (u64, BTreeSet<ManifestDigest>, String)>,
+    progress: bool,
+    report: &mut VerifyReport,
+) -> Vec<Damage> {
+    let work: Vec<(ObjectKey, u64)> = users.iter().map(|(k, (size, _, _))| (*k, *size)).collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let damaged = Mutex::new(Vec::new());
+    let bar = Mutex::new(Progress::new("verify", work.len() as u64, progress));
+    let hashed = std::sync::atomic::AtomicU64::new(0);
+    let objects = store.objects();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut buf = vec![0u8; 256 * 1024];
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((key, size)) = work.get(i) else { break };
+                    let found = check_one(objects, key, *size, &mut buf);
+                    hashed.fetch_add(*size, std::sync::atomic::Ordering::Relaxed);
+                    if let Some((kind, detail)) = found {
+                        if let Ok(mut d) = damaged.lock() {
+                            d.push((*key, kind, detail));
+                        }
+                    }
+                    if let Ok(mut b) = bar.lock() {
+                        b.add(1, *size);
+                    }
+                }
+            });
+        }
+    });
+    report.objects_checked = work.len() as u64;
+    report.bytes_hashed = hashed.into_inner();
+    let mut damaged = damaged.into_inner().unwrap_or_default();
+    damaged.sort_by_key(|d| d.0);
+    damaged
+}
+
+fn check_one(objects: std::os::fd::BorrowedFd<'_>, key: &ObjectKey, size: u64, buf: &mut [u8]) -> Option<(&'static str, String)> {
+    let rel = key.rel_path();
+    let fd = match rustix::fs::openat(
+        objects,
+        rel.as_str(),
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Some(("missing-object", "the object is missing".into())),
+        Err(e) => return Some(("unreadable-object", format!("cannot be opened: {e}"))),
+    };
+    let st = match rustix::fs::fstat(&fd) {
+        Ok(st) => st,
+        Err(e) => return Some(("unreadable-object", format!("cannot be examined: {e}"))),
+    };
+    if let ObjectState::Damaged(why) = judge(&st, key, size) {
+        let kind = if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_mode & 0o7777 != key.mode() {
+            "object-mode"
+        } else {
+            "object-size"
+        };
+        return Some((kind, format!("the object {why}")));
+    }
+    match tree::hash_fd(&fd, buf) {
+        Ok((id, _)) if id == key.id => None,
+        Ok((id, _)) => Some(("object-content", format!("the object's bytes hash to {id}"))),
+        Err(e) => Some(("unreadable-object", format!("cannot be read: {e}"))),
+    }
+}
+
+/// Restores damaged or missing objects from files in `dir` that hash right.
+fn repair(
+    store: &Store,
+    dir: &Path,
+    users: &BTreeMap<ObjectKey, (u64, BTreeSet<ManifestDigest>, String)>,
+    report: &mut VerifyReport,
+) -> Result<()> {
+    let broken: Vec<ObjectKey> = report
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Corruption)
+        .filter_map(|p| users.keys().find(|k| store.object_path(k).to_string_lossy() == p.path).copied())
+        .collect();
+    if broken.is_empty() {
+        return Ok(());
+    }
+    let scan = tree::scan(dir)?;
+    let mut by_id: HashMap<ObjectId, PathBuf> = HashMap::new();
+    for (rel, found) in &scan {
+        if let tree::Found::File { sha256, .. } = found {
+            by_id.entry(*sha256).or_insert_with(|| dir.join(rel));
+        }
+    }
+    let mut work = store.work_dir("repair")?;
+    for key in broken {
+        let Some(src) = by_id.get(&key.id) else { continue };
+        let data = std::fs::read(src).ctx("read a repair source", src)?;
+        if ObjectId::of(&data) != key.id {
+            continue;
+        }
+        let staged = work.stage(&key, &data)?;
+        // Replacing the damaged object is intended here: views that still
+        // link the damaged inode keep it, and verify names them.
+        let dest = key.rel_path();
+        rustix::fs::renameat(work.fd(), staged.as_str(), store.objects(), dest.as_str())
+            .ctx("restore an object", store.object_path(&key))?;
+        let path = store.object_path(&key).to_string_lossy().into_owned();
+        report.problems.retain(|p| p.path != path);
+        report.repaired.push(format!("{path} from {}", src.display()));
+    }
+    store.sync()
+}
+
+/// Lists files under `objects/` that no checked snapshot uses.
+fn find_orphans(
+    store: &Store,
+    users: &BTreeMap<ObjectKey, (u64, BTreeSet<ManifestDigest>, String)>,
+    report: &mut VerifyReport,
+) -> Result<()> {
+    for (path, key) in list_objects(store)? {
+        let orphan = match key {
+            Some(k) => !users.contains_key(&k),
+            None => true,
+        };
+        if orphan {
+            report.problems.push(problem(
+                "orphan-object",
+                Severity::Garbage,
+                &path,
+                if key.is_some() {
+                    "no snapshot uses this object".into()
+                } else {
+                    "not an object name".into()
+                },
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every file under `objects/`, with its key when its name is one.
+pub fn list_objects(store: &Store) -> Result<Vec<(PathBuf, Option<ObjectKey>)>> {
+    let mut out = Vec::new();
+    let root = store.root().join(OBJECTS_DIR);
+    for shard in read_names(store.objects(), &root)? {
+        let shard_path = root.join(&shard);
+        let fd = match crate::source::open_dir(store.objects(), shard.as_str()) {
+            Ok(fd) => fd,
+            Err(_) => {
+                out.push((shard_path, None));
+                continue;
+            }
+        };
+        for name in read_names(fd.as_fd(), &shard_path)? {
+            let key = ObjectKey::from_parts(&shard, &name);
+            out.push((shard_path.join(&name), key));
+        }
+    }
+    Ok(out)
+}
+
+/// The names in a directory, sorted, without `.` and `..`.
+pub fn read_names(dir: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir).ctx("list a directory", path)? {
+        let entry = entry.ctx("list a directory", path)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name != "." && name != ".." {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// A work directory under `tmp/` and whether its owner is gone.
+pub struct Leftover {
+    /// The work directory's name.
+    pub name: String,
+    /// The temporary view it names, for a checkout.
+    pub target: Option<PathBuf>,
+}
+
+/// Lists work directories whose owner has died (their flock is free).
+pub fn stale_work_dirs(store: &Store) -> Result<Vec<Leftover>> {
+    let tmp_path = store.root().join(TMP_DIR);
+    let tmp = crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
+    let mut out = Vec::new();
+    for name in read_names(tmp.as_fd(), &tmp_path)? {
+        let stale = match crate::source::open_dir(tmp.as_fd(), name.as_str()) {
+            Ok(fd) => rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_ok(),
+            Err(_) => true,
+        };
+        if stale {
+            let target = std::fs::read(tmp_path.join(&name).join("target"))
+                .ok()
+                .map(|b| PathBuf::from(String::from_utf8_lossy(&b).into_owned()));
+            out.push(Leftover { name, target });
+        }
+    }
+    Ok(out)
+}
+
+fn find_leftovers(store: &Store, report: &mut VerifyReport) -> Result<()> {
+    for left in stale_work_dirs(store)? {
+        let path = store.root().join(TMP_DIR).join(&left.name);
+        report.problems.push(problem(
+            "leftover-temporary",
+            Severity::Garbage,
+            &path,
+            "left by an operation that did not finish".into(),
+        ));
+        if let Some(t) = left.target.filter(|t| rustix::fs::lstat(t).is_ok()) {
+            report.problems.push(problem(
+                "leftover-temporary",
+                Severity::Garbage,
+                &t,
+                "a half-built view left by a checkout that did not finish".into(),
+            ));
+        }
+    }
+    let views_path = store.root().join(VIEWS_DIR);
+    let views = crate::source::open_dir(store.dir(), VIEWS_DIR).ctx("open the views directory", &views_path)?;
+    for name in read_names(views.as_fd(), &views_path)? {
+        let known = name
+            .parse::<ManifestDigest>()
+            .ok()
+            .map(|d| store.catalogue().has_snapshot(&d))
+            .transpose()?
+            .unwrap_or(false);
+        let is_dir = rustix::fs::statat(&views, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+        if !known || !is_dir {
+            report.problems.push(problem(
+                "orphan-shared-view",
+                Severity::Garbage,
+                &views_path.join(&name),
+                "no snapshot in the catalogue has this shared view".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The report of `cestore verify --tree`.
+#[derive(Debug, serde::Serialize)]
+pub struct TreeReport {
+    /// The tree audited.
+    pub tree: String,
+    /// The snapshot it was compared with.
+    pub manifest_digest: ManifestDigest,
+    /// Every difference; none means the tree is exactly the snapshot.
+    pub differences: Vec<Difference>,
+}
+
+impl Report for TreeReport {
+    fn exit_code(&self) -> u8 {
+        u8::from(!self.differences.is_empty())
+    }
+
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for d in &self.differences {
+            writeln!(w, "{d}")?;
+        }
+        if !self.differences.is_empty() {
+            writeln!(
+                w,
+                "{} differs from {} in {} ways",
+                self.tree,
+                self.manifest_digest,
+                self.differences.len()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Audits a directory against a snapshot.
+pub fn verify_tree(store_root: &Path, dir: &Path, digest: &str) -> Result<TreeReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), digest)?;
+    let entries = store.catalogue().files(&digest)?;
+    let differences = tree::matches(dir, &entries)?;
+    Ok(TreeReport {
+        tree: dir.to_string_lossy().into_owned(),
+        manifest_digest: digest,
+        differences,
+    })
+}

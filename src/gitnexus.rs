@@ -1,0 +1,525 @@
+//! The pinned GitNexus runtime's read-only mounts, checked as the reference checks them.
+//!
+//! [`trusted_runtime_mounts`] reproduces the reference's
+//! `trusted_gitnexus_runtime_mounts` (`runtime_mounts.py`) for a harness root
+//! holding `gitnexus/` and `gitnexus-shared/`:
+//!
+//! 1. both roots are real directories reached by no symlink hop
+//!    (`_validated_runtime_root`: `expanduser().absolute()`, `lstat`, and
+//!    `resolve(strict=True)` must give the same path back);
+//! 2. the seven [`COMPONENTS`], in the reference's order, are each a real file
+//!    or directory reached by no symlink hop (`_validated_runtime_component`);
+//! 3. `dist/cli/index.js` is a regular file, not a symlink;
+//! 4. the runtime's `package.json` (read as Python's `read_text()` then
+//!    `json.loads` read it) carries the pinned `version`;
+//! 5. `node_modules/gitnexus-shared` is a symlink that resolves to the shared root;
+//! 6. the shared `package.json` is named `gitnexus-shared`.
+//!
+//! The first broken rule is the one reported, as in the reference. The
+//! reference raises a `SandboxError` for each; a few of its failures escape as
+//! other exceptions (an `AttributeError` when `package.json` is not an object,
+//! a `FileNotFoundError` for a dangling `gitnexus-shared` link); cestore
+//! refuses the same layouts, each with its own [`GitNexusError`] variant.
+//!
+//! [`GitNexusError`] also carries the one arm rule the reference enforces
+//! while preparing mounts ([`GitNexusError::CeArmWithoutPlugin`]), so that
+//! every refused mount set exits with the same code.
+
+use std::fmt;
+use std::fs::FileType;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::pyjson::{self, Value};
+use crate::source::absolute_like_python;
+
+/// The GitNexus version the reference pins (`PINNED_GITNEXUS_VERSION`).
+pub const PINNED_VERSION: &str = "1.6.9";
+/// Where the runtime is mounted in the sandbox (`SANDBOX_GITNEXUS`).
+pub const SANDBOX_GITNEXUS: &str = "/opt/gitnexus";
+/// Where the shared package is mounted in the sandbox (`SANDBOX_GITNEXUS_SHARED`).
+pub const SANDBOX_GITNEXUS_SHARED: &str = "/opt/gitnexus-shared";
+/// The runtime's directory inside the harness root.
+pub const RUNTIME_DIR: &str = "gitnexus";
+/// The shared package's directory inside the harness root.
+pub const SHARED_DIR: &str = "gitnexus-shared";
+/// The name the shared package's `package.json` must carry.
+pub const SHARED_PACKAGE_NAME: &str = "gitnexus-shared";
+
+/// One of the two runtime roots inside the harness root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Root {
+    /// `HARNESS/gitnexus`, mounted at [`SANDBOX_GITNEXUS`].
+    Runtime,
+    /// `HARNESS/gitnexus-shared`, mounted at [`SANDBOX_GITNEXUS_SHARED`].
+    Shared,
+}
+
+impl Root {
+    /// The root's directory name inside the harness root.
+    pub fn dir_name(self) -> &'static str {
+        match self {
+            Root::Runtime => RUNTIME_DIR,
+            Root::Shared => SHARED_DIR,
+        }
+    }
+
+    /// Where the root's components are mounted in the sandbox.
+    pub fn sandbox_path(self) -> &'static str {
+        match self {
+            Root::Runtime => SANDBOX_GITNEXUS,
+            Root::Shared => SANDBOX_GITNEXUS_SHARED,
+        }
+    }
+}
+
+/// The reference's label for a root, as its messages spell it.
+impl fmt::Display for Root {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Root::Runtime => "pinned GitNexus runtime",
+            Root::Shared => "pinned GitNexus shared runtime",
+        })
+    }
+}
+
+/// What a component must be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A real directory.
+    Directory,
+    /// A real regular file.
+    File,
+}
+
+/// The word the reference's messages use for a kind.
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Directory => "directory",
+            Kind::File => "file",
+        })
+    }
+}
+
+/// The components mounted, in the reference's order: the root each lives
+/// in, its path relative to that root (and to the root's sandbox path), and
+/// what it must be.
+pub const COMPONENTS: [(Root, &str, Kind); 7] = [
+    (Root::Runtime, "dist", Kind::Directory),
+    (Root::Runtime, "package.json", Kind::File),
+    (Root::Runtime, "node_modules", Kind::Directory),
+    (Root::Runtime, "vendor", Kind::Directory),
+    (Root::Shared, "dist", Kind::Directory),
+    (Root::Shared, "package.json", Kind::File),
+    (Root::Runtime, "hooks/claude", Kind::Directory),
+];
+
+/// One read-only bind mount: a host path shown at a sandbox path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadOnlyMount {
+    /// The host path.
+    pub source: PathBuf,
+    /// The path inside the sandbox.
+    pub target: String,
+}
+
+/// Serialized as `{"source", "target", "read_only": true}`; fails for a
+/// source that is not UTF-8, as `Path` does.
+impl serde::Serialize for ReadOnlyMount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut m = s.serialize_struct("ReadOnlyMount", 3)?;
+        m.serialize_field("source", &self.source)?;
+        m.serialize_field("target", &self.target)?;
+        m.serialize_field("read_only", &true)?;
+        m.end()
+    }
+}
+
+/// Why a mount set was refused; one variant per rule, messages as the reference's.
+#[derive(Debug, thiserror::Error)]
+pub enum GitNexusError {
+    /// A CE arm was asked for without a staged plugin view.
+    #[error("ce_* arm has no staged Compound Engineering plugin: {arm}")]
+    CeArmWithoutPlugin {
+        /// The arm.
+        arm: String,
+    },
+    /// A runtime root cannot be examined.
+    #[error("{root} is unavailable: {path}: {source}", path = .path.display())]
+    RootUnavailable {
+        /// Which root.
+        root: Root,
+        /// Its absolute path.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// A runtime root is a symlink, not a directory, or reached through a symlink.
+    #[error("{root} must be a real directory: {}", .path.display())]
+    RootNotRealDirectory {
+        /// Which root.
+        root: Root,
+        /// Its absolute path.
+        path: PathBuf,
+    },
+    /// A component cannot be examined.
+    #[error("pinned GitNexus runtime component is unavailable: {path}: {source}", path = .path.display())]
+    ComponentUnavailable {
+        /// The component.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// A component is a symlink, of the wrong kind, or reached through a symlink.
+    #[error("pinned GitNexus runtime component must be a real {kind}: {}", .path.display())]
+    ComponentNotReal {
+        /// The component.
+        path: PathBuf,
+        /// What it must be.
+        kind: Kind,
+    },
+    /// `dist/cli/index.js` cannot be examined.
+    #[error("pinned GitNexus runtime metadata is invalid: {path}: {source}", path = .path.display())]
+    EntrypointUnavailable {
+        /// The entrypoint.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The runtime's `package.json` cannot be read, is not JSON, or is not an object.
+    #[error("pinned GitNexus runtime metadata is invalid: {path}: {reason}", path = .path.display())]
+    RuntimeMetadataInvalid {
+        /// The `package.json`.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// `dist/cli/index.js` is a symlink or not a regular file.
+    #[error("pinned GitNexus runtime entrypoint must be regular and non-symlink: {}", .path.display())]
+    EntrypointNotRegular {
+        /// The entrypoint.
+        path: PathBuf,
+    },
+    /// The runtime's `package.json` carries another version.
+    #[error("pinned GitNexus runtime version drifted: expected {expected}, got {got}")]
+    VersionDrifted {
+        /// The pinned version.
+        expected: String,
+        /// Python `repr()` of the `version` value, or "None" when absent.
+        got: String,
+    },
+    /// `node_modules/gitnexus-shared` is not a symlink.
+    #[error("pinned GitNexus runtime has an unexpected gitnexus-shared dependency: {} is not a symlink", .path.display())]
+    SharedLinkNotSymlink {
+        /// The link's path.
+        path: PathBuf,
+    },
+    /// `node_modules/gitnexus-shared` cannot be examined or resolved (dangling, a loop).
+    #[error("pinned GitNexus runtime has an unexpected gitnexus-shared dependency: {path}: {source}", path = .path.display())]
+    SharedLinkUnresolvable {
+        /// The link's path.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// `node_modules/gitnexus-shared` resolves somewhere other than the shared root.
+    #[error(
+        "pinned GitNexus runtime has an unexpected gitnexus-shared dependency: {} resolves to {}, not {}",
+        .path.display(), .resolved.display(), .expected.display()
+    )]
+    SharedLinkElsewhere {
+        /// The link's path.
+        path: PathBuf,
+        /// Where it resolves.
+        resolved: PathBuf,
+        /// The shared root.
+        expected: PathBuf,
+    },
+    /// The shared `package.json` cannot be read, is not JSON, or is not an object.
+    #[error("pinned GitNexus shared runtime metadata is invalid: {path}: {reason}", path = .path.display())]
+    SharedMetadataInvalid {
+        /// The `package.json`.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The shared `package.json` is not named `gitnexus-shared`.
+    #[error("pinned GitNexus shared runtime has an unexpected package identity: expected name 'gitnexus-shared', got {got}")]
+    SharedIdentity {
+        /// Python `repr()` of the `name` value, or "None" when absent.
+        got: String,
+    },
+}
+
+impl GitNexusError {
+    /// A stable identifier of the rule broken, for scripts.
+    pub fn rule(&self) -> &'static str {
+        use GitNexusError::*;
+        match self {
+            CeArmWithoutPlugin { .. } => "ce-arm-without-plugin",
+            RootUnavailable { .. } => "gitnexus-root-unavailable",
+            RootNotRealDirectory { .. } => "gitnexus-root-not-real-directory",
+            ComponentUnavailable { .. } => "gitnexus-component-unavailable",
+            ComponentNotReal { .. } => "gitnexus-component-not-real",
+            EntrypointUnavailable { .. } => "gitnexus-entrypoint-unavailable",
+            RuntimeMetadataInvalid { .. } => "gitnexus-metadata-invalid",
+            EntrypointNotRegular { .. } => "gitnexus-entrypoint-not-regular",
+            VersionDrifted { .. } => "gitnexus-version-drifted",
+            SharedLinkNotSymlink { .. } => "gitnexus-shared-link-not-symlink",
+            SharedLinkUnresolvable { .. } => "gitnexus-shared-link-unresolvable",
+            SharedLinkElsewhere { .. } => "gitnexus-shared-link-elsewhere",
+            SharedMetadataInvalid { .. } => "gitnexus-shared-metadata-invalid",
+            SharedIdentity { .. } => "gitnexus-shared-identity",
+        }
+    }
+}
+
+/// The seven read-only mounts of the pinned GitNexus runtime under
+/// `harness_root`, in the reference's order, after every check the
+/// reference makes (see the module docs). `pinned_version` is the version the
+/// runtime's `package.json` must carry (the reference pins [`PINNED_VERSION`]).
+pub fn trusted_runtime_mounts(
+    harness_root: &Path,
+    pinned_version: &str,
+) -> Result<Vec<ReadOnlyMount>, GitNexusError> {
+    let harness = absolute_like_python(harness_root);
+    let runtime = validated_root(&harness, Root::Runtime)?;
+    let shared = validated_root(&harness, Root::Shared)?;
+    let mounts = COMPONENTS
+        .iter()
+        .map(|&(root, relative, kind)| {
+            let base = if root == Root::Runtime {
+                &runtime
+            } else {
+                &shared
+            };
+            validated_component(
+                base,
+                relative,
+                &format!("{}/{relative}", root.sandbox_path()),
+                kind,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let [dist, package, node_modules, _, _, shared_package, _] = component_sources(&mounts);
+
+    // The reference lstats the entrypoint and loads package.json in one `try`.
+    let entrypoint = dist.join("cli").join("index.js");
+    let entry_type = std::fs::symlink_metadata(&entrypoint)
+        .map_err(|source| GitNexusError::EntrypointUnavailable {
+            path: entrypoint.clone(),
+            source,
+        })?
+        .file_type();
+    let package_json =
+        read_json_object(package).map_err(|reason| GitNexusError::RuntimeMetadataInvalid {
+            path: package.to_path_buf(),
+            reason,
+        })?;
+    if !entry_type.is_file() {
+        return Err(GitNexusError::EntrypointNotRegular { path: entrypoint });
+    }
+    if !is_str(package_json.get("version"), pinned_version) {
+        return Err(GitNexusError::VersionDrifted {
+            expected: pinned_version.to_owned(),
+            got: py_repr(package_json.get("version")),
+        });
+    }
+
+    check_shared_link(&node_modules.join(SHARED_PACKAGE_NAME), &shared)?;
+
+    let shared_json = read_json_object(shared_package).map_err(|reason| {
+        GitNexusError::SharedMetadataInvalid {
+            path: shared_package.to_path_buf(),
+            reason,
+        }
+    })?;
+    if !is_str(shared_json.get("name"), SHARED_PACKAGE_NAME) {
+        return Err(GitNexusError::SharedIdentity {
+            got: py_repr(shared_json.get("name")),
+        });
+    }
+    Ok(mounts)
+}
+
+/// The sources of the seven mounts, by position.
+fn component_sources(mounts: &[ReadOnlyMount]) -> [&Path; 7] {
+    std::array::from_fn(|i| mounts[i].source.as_path())
+}
+
+/// `_validated_runtime_root`: `HARNESS/<dir>` must be a real directory reached
+/// by no symlink hop.
+fn validated_root(harness: &Path, root: Root) -> Result<PathBuf, GitNexusError> {
+    let path = absolute_like_python(&harness.join(root.dir_name()));
+    let (file_type, resolved) =
+        lstat_and_resolve(&path).map_err(|source| GitNexusError::RootUnavailable {
+            root,
+            path: path.clone(),
+            source,
+        })?;
+    if !file_type.is_dir() || resolved != path {
+        return Err(GitNexusError::RootNotRealDirectory { root, path });
+    }
+    Ok(path)
+}
+
+/// `_validated_runtime_component`: `root/relative` must be a real `kind`
+/// reached by no symlink hop.
+fn validated_component(
+    root: &Path,
+    relative: &str,
+    target: &str,
+    kind: Kind,
+) -> Result<ReadOnlyMount, GitNexusError> {
+    let source = root.join(relative);
+    let (file_type, resolved) =
+        lstat_and_resolve(&source).map_err(|e| GitNexusError::ComponentUnavailable {
+            path: source.clone(),
+            source: e,
+        })?;
+    let expected_type = match kind {
+        Kind::Directory => file_type.is_dir(),
+        Kind::File => file_type.is_file(),
+    };
+    if !expected_type || resolved != source {
+        return Err(GitNexusError::ComponentNotReal { path: source, kind });
+    }
+    Ok(ReadOnlyMount {
+        source,
+        target: target.to_owned(),
+    })
+}
+
+/// The path's own type (`lstat`, so a symlink is a symlink) and where it
+/// resolves (`resolve(strict=True)`), or the first error of the two.
+fn lstat_and_resolve(path: &Path) -> io::Result<(FileType, PathBuf)> {
+    let file_type = std::fs::symlink_metadata(path)?.file_type();
+    Ok((file_type, std::fs::canonicalize(path)?))
+}
+
+/// `node_modules/gitnexus-shared` must be a symlink resolving to the shared root.
+fn check_shared_link(link: &Path, shared: &Path) -> Result<(), GitNexusError> {
+    // Python's `is_symlink()` is false when lstat fails with ENOENT, ENOTDIR,
+    // EBADF or ELOOP, and raises for any other error.
+    let is_symlink = match std::fs::symlink_metadata(link) {
+        Ok(meta) => meta.file_type().is_symlink(),
+        Err(e) if is_python_ignored(&e) => false,
+        Err(source) => {
+            return Err(GitNexusError::SharedLinkUnresolvable {
+                path: link.to_path_buf(),
+                source,
+            })
+        }
+    };
+    if !is_symlink {
+        return Err(GitNexusError::SharedLinkNotSymlink {
+            path: link.to_path_buf(),
+        });
+    }
+    let resolved =
+        std::fs::canonicalize(link).map_err(|source| GitNexusError::SharedLinkUnresolvable {
+            path: link.to_path_buf(),
+            source,
+        })?;
+    if resolved != shared {
+        return Err(GitNexusError::SharedLinkElsewhere {
+            path: link.to_path_buf(),
+            resolved,
+            expected: shared.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// The errors Python's `Path.is_symlink()` and `exists()` treat as "no".
+fn is_python_ignored(e: &io::Error) -> bool {
+    use rustix::io::Errno;
+    matches!(
+        e.raw_os_error().map(Errno::from_raw_os_error),
+        Some(Errno::NOENT | Errno::NOTDIR | Errno::BADF | Errno::LOOP)
+    )
+}
+
+/// Reads a JSON file as the reference does (`json.loads(path.read_text())`)
+/// and requires an object (the reference then calls `.get` on it). The error
+/// is the reason, for the caller's message.
+fn read_json_object(path: &Path) -> Result<Value, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let value = loads_read_text(&bytes).map_err(|e| e.to_string())?;
+    match value {
+        Value::Object(_) => Ok(value),
+        // The reference fails with AttributeError: '<type>' object has no attribute 'get'.
+        _ => Err("the top level is not a JSON object".to_owned()),
+    }
+}
+
+/// `json.loads(text)` where `text` is what `Path.read_text()` returns: UTF-8
+/// decoded, then `\r\n` and lone `\r` turned into `\n` (universal newlines).
+/// Bytes that are not UTF-8 go to [`pyjson::loads`] untouched, so its decode
+/// error names the position in the file.
+fn loads_read_text(bytes: &[u8]) -> Result<Value, pyjson::LoadError> {
+    if std::str::from_utf8(bytes).is_err() {
+        return pyjson::loads(bytes);
+    }
+    let mut text = Vec::with_capacity(bytes.len());
+    let mut rest = bytes.iter().peekable();
+    while let Some(&b) = rest.next() {
+        if b == b'\r' {
+            rest.next_if_eq(&&b'\n');
+            text.push(b'\n');
+        } else {
+            text.push(b);
+        }
+    }
+    pyjson::loads(&text)
+}
+
+/// Whether a JSON value is the string `expected` (Python `==`).
+fn is_str(value: Option<&Value>, expected: &str) -> bool {
+    matches!(value, Some(Value::Str(s)) if s.eq_str(expected))
+}
+
+/// Python's `repr()` of `dict.get`'s result.
+fn py_repr(value: Option<&Value>) -> String {
+    value.map_or_else(|| "None".to_owned(), Value::py_repr)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_text_translates_newlines_before_parsing() {
+        let err = loads_read_text(b"{\r\n\r\n  x").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "Expecting property name enclosed in double quotes: line 3 column 3 (char 5)"
+        );
+        let err = loads_read_text(b"{\"a\": 1,\r\xff}")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("position 9"), "{err}");
+    }
+
+    #[test]
+    fn components_are_in_reference_order() {
+        let targets: Vec<String> = COMPONENTS
+            .iter()
+            .map(|(root, rel, _)| format!("{}/{rel}", root.sandbox_path()))
+            .collect();
+        assert_eq!(
+            targets,
+            [
+                "/opt/gitnexus/dist",
+                "/opt/gitnexus/package.json",
+                "/opt/gitnexus/node_modules",
+                "/opt/gitnexus/vendor",
+                "/opt/gitnexus-shared/dist",
+                "/opt/gitnexus-shared/package.json",
+                "/opt/gitnexus/hooks/claude",
+            ]
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! A progress line on stderr for long work, shown only on a terminal.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// A counter drawn as one updating line on stderr, at most ten times a second.
+pub struct Progress {
+    label: &'static str,
+    total: u64,
+    done: u64,
+    bytes: u64,
+    last: Option<Instant>,
+    enabled: bool,
+}
+
+impl Progress {
+    /// A progress line for `total` items, drawn only when `enabled` and stderr is a terminal.
+    pub fn new(label: &'static str, total: u64, enabled: bool) -> Progress {
+        Progress {
+            label,
+            total,
+            done: 0,
+            bytes: 0,
+            last: None,
+            enabled: enabled && rustix::termios::isatty(std::io::stderr()),
+        }
+    }
+
+    /// Counts `n` items of `bytes` bytes done.
+    pub fn add(&mut self, n: u64, bytes: u64) {
+        self.done += n;
+        self.bytes += bytes;
+        if !self.enabled {
+            return;
+        }
+        let now = Instant::now();
+        if self.last.is_some_and(|t| now - t < Duration::from_millis(100)) && self.done < self.total {
+            return;
+        }
+        self.last = Some(now);
+        let pct = if self.total == 0 { 100 } else { self.done * 100 / self.total };
+        let width = 30usize;
+        let filled = (pct as usize * width / 100).min(width);
+        let _ = write!(
+            std::io::stderr().lock(),
+            "\r{} [{}{}] {}/{} ({} MiB)",
+            self.label,
+            "#".repeat(filled),
+            " ".repeat(width - filled),
+            self.done,
+            self.total,
+            self.bytes >> 20
+        );
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if self.enabled && self.last.is_some() {
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+        }
+    }
+}
