@@ -80,6 +80,36 @@ pub enum Command {
         #[arg(long, value_name = "DIGEST")]
         force: Option<String>,
     },
+    /// Stage a run: check the arms as the reference does, ingest the release
+    /// (instant when stored), make its view, and print every arm's mounts.
+    Stage {
+        /// A benchmark arm; repeat for each arm of the run.
+        #[arg(long = "arm", value_name = "ARM", required = true)]
+        arms: Vec<String>,
+        /// The CE plugin release's source directory.
+        #[arg(long, value_name = "DIR", conflicts_with = "digest")]
+        plugin_dir: Option<PathBuf>,
+        /// The exact version the release's plugin.json must carry.
+        #[arg(long, value_name = "X.Y.Z", conflicts_with = "digest")]
+        plugin_version: Option<String>,
+        /// A snapshot already in the store, instead of a source directory.
+        #[arg(long)]
+        digest: Option<String>,
+        /// Check the view out here (it must not exist); without it the
+        /// store's shared view is used.
+        #[arg(long, value_name = "DEST")]
+        dest: Option<PathBuf>,
+        /// How to make the view's files.
+        #[arg(long, value_enum, default_value = "auto")]
+        method: view::Method,
+        /// The harness root holding gitnexus/ and gitnexus-shared/: adds the
+        /// pinned GitNexus runtime's mounts to every arm.
+        #[arg(long, value_name = "ROOT")]
+        gitnexus_root: Option<PathBuf>,
+        /// The version the GitNexus runtime's package.json must carry.
+        #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
+        gitnexus_version: String,
+    },
     /// List the snapshots in the store.
     List {
         /// Only this version.
@@ -228,6 +258,34 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             emit(cli, out, &cmd::discard::discard(&root, &opts)?)
         }
         Command::Path { digest } => emit(cli, out, &cmd::path::path(&root, digest)?),
+        Command::Stage {
+            arms,
+            plugin_dir,
+            plugin_version,
+            digest,
+            dest,
+            method,
+            gitnexus_root,
+            gitnexus_version,
+        } => {
+            let release = match (plugin_dir, plugin_version, digest) {
+                (_, _, Some(d)) => cmd::stage::Release::Digest(d),
+                (None, None, None) => cmd::stage::Release::None,
+                (dir, version, None) => cmd::stage::Release::Source {
+                    dir: dir.as_deref(),
+                    version: version.as_deref(),
+                },
+            };
+            let opts = cmd::stage::StageOptions {
+                arms,
+                release,
+                dest: dest.as_deref(),
+                method: *method,
+                gitnexus_root: gitnexus_root.as_deref(),
+                gitnexus_version,
+            };
+            emit(cli, out, &cmd::stage::stage(&root, &opts)?)
+        }
         Command::List { version, name } => emit(
             cli,
             out,
@@ -323,6 +381,9 @@ pub fn error_json(err: &Error) -> serde_json::Value {
         if let Some(p) = r.path() {
             e["path"] = p.to_string_lossy().into();
         }
+    }
+    if let Error::GitNexus(g) = err {
+        e["rule"] = g.rule().into();
     }
     if let Error::Io { path, .. } = err {
         e["path"] = path.to_string_lossy().into();

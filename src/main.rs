@@ -33,7 +33,11 @@ fn report(args: &Cli, err: anyhow::Error) -> ExitCode {
             let _ = writeln!(out, "{}", cli::error_json(e));
         }
     }
-    let _ = writeln!(std::io::stderr().lock(), "cestore: error: {err:#}");
+    let message = match err.downcast_ref::<cestore::Error>() {
+        Some(e) => cli::error_chain(e),
+        None => format!("{err:#}"),
+    };
+    let _ = writeln!(std::io::stderr().lock(), "cestore: error: {message}");
     ExitCode::from(code)
 }
 

@@ -295,6 +295,12 @@ pub enum Rejection {
         /// Where its `SKILL.md` should be.
         path: PathBuf,
     },
+    /// Plugin inputs were given but no arm sees the plugin.
+    #[error("--plugin-dir, --plugin-version and --digest require at least one ce_* arm (ce_workflow, ce_workflow_direct, ce_review)")]
+    PluginInputsWithoutCeArm,
+    /// A CE arm was selected without saying which release it sees.
+    #[error("ce_* arms require both --plugin-dir and --plugin-version, or a --digest already in the store")]
+    CeArmWithoutPluginInputs,
     /// The tree nests deeper than the reference can walk.
     #[error("Compound Engineering plugin nests too deep ({depth} directories): {}", .path.display())]
     TooDeep {
@@ -338,6 +344,8 @@ impl Rejection {
             VersionMismatch { .. } => "version-mismatch",
             MissingSkill { .. } => "missing-skill",
             TooDeep { .. } => "too-deep",
+            PluginInputsWithoutCeArm => "plugin-inputs-without-ce-arm",
+            CeArmWithoutPluginInputs => "ce-arm-without-plugin-inputs",
         }
     }
 
@@ -345,7 +353,7 @@ impl Rejection {
     pub fn path(&self) -> Option<&std::path::Path> {
         use Rejection::*;
         match self {
-            VersionNotExact { .. } => None,
+            VersionNotExact { .. } | PluginInputsWithoutCeArm | CeArmWithoutPluginInputs => None,
             SourceUnavailable { path, .. }
             | SourceNotRealDirectory { path }
             | ManifestDirUnavailable { path, .. }

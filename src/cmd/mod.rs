@@ -10,6 +10,7 @@ pub mod list;
 pub mod mounts;
 pub mod path;
 pub mod show;
+pub mod stage;
 pub mod verify;
 
 use std::io::{self, Write};
