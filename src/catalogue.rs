@@ -380,7 +380,9 @@ impl Catalogue {
         rows.into_iter()
             .map(|(path, sha, size, executable)| {
                 let sha256 = sha.parse::<ObjectId>().map_err(|_| {
-                    Error::Integrity(format!("the catalogue holds a malformed object id '{sha}' for '{path}'"))
+                    Error::Integrity(format!(
+                        "the catalogue holds a malformed object id '{sha}' for '{path}'"
+                    ))
                 })?;
                 Ok(Entry {
                     executable,
@@ -419,7 +421,10 @@ impl Catalogue {
     }
 
     /// The first and last ingest times and the number of ingests of a snapshot.
-    pub fn ingest_summary(&self, digest: &ManifestDigest) -> Result<(Option<String>, Option<String>, i64)> {
+    pub fn ingest_summary(
+        &self,
+        digest: &ManifestDigest,
+    ) -> Result<(Option<String>, Option<String>, i64)> {
         self.conn
             .query_row(
                 "SELECT min(at), max(at), count(*) FROM ingests WHERE digest = ?1",

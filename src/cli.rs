@@ -127,7 +127,12 @@ pub enum Command {
     /// List the snapshots that contain a content or a path.
     Find {
         /// A file content's SHA-256.
-        #[arg(long, value_name = "SHA256", conflicts_with = "path", required_unless_present = "path")]
+        #[arg(
+            long,
+            value_name = "SHA256",
+            conflicts_with = "path",
+            required_unless_present = "path"
+        )]
         object: Option<String>,
         /// A path relative to the plugin root, e.g. skills/ce-plan/SKILL.md.
         #[arg(long)]
@@ -307,7 +312,9 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         } => {
             if let Some(dir) = tree {
                 let [digest] = digests.as_slice() else {
-                    return Err(Error::Usage("verify --tree DIR takes exactly one DIGEST".into()));
+                    return Err(Error::Usage(
+                        "verify --tree DIR takes exactly one DIGEST".into(),
+                    ));
                 };
                 return emit(cli, out, &cmd::verify::verify_tree(&root, dir, digest)?);
             }
@@ -347,7 +354,8 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
 
 /// Writes a report in the form the command line asked for.
 fn emit<R: Report>(cli: &Cli, out: &mut dyn Write, report: &R) -> Result<u8> {
-    write_report(cli.json, out, report).map_err(|e| Error::io("write the report", "<stdout>", e))?;
+    write_report(cli.json, out, report)
+        .map_err(|e| Error::io("write the report", "<stdout>", e))?;
     Ok(report.exit_code())
 }
 

@@ -195,9 +195,15 @@ mod tests {
 
     #[test]
     fn bad_digests_are_refused() {
-        assert!(matches!("abc".parse::<ObjectId>(), Err(ParseDigestError::Length(..))));
+        assert!(matches!(
+            "abc".parse::<ObjectId>(),
+            Err(ParseDigestError::Length(..))
+        ));
         let not_hex = "g".repeat(64);
-        assert!(matches!(not_hex.parse::<ManifestDigest>(), Err(ParseDigestError::NotHex(_))));
+        assert!(matches!(
+            not_hex.parse::<ManifestDigest>(),
+            Err(ParseDigestError::NotHex(_))
+        ));
         assert!("".parse::<DigestPrefix>().is_err());
         assert!("xyz".parse::<DigestPrefix>().is_err());
         assert_eq!("sha256:AB".parse::<DigestPrefix>().unwrap().as_str(), "ab");

@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
 use cestore::cli::{self, Cli};
+use clap::Parser;
 
 fn main() -> ExitCode {
     let args = Cli::parse();

@@ -213,7 +213,12 @@ mod tests {
             size: 1,
         }]);
         assert_eq!(Manifest::parse(&m.bytes).unwrap(), m);
-        let spaced = String::from_utf8(m.bytes.clone()).unwrap().replace(",", ", ");
-        assert!(matches!(Manifest::parse(spaced.as_bytes()), Err(ManifestError::NotCanonical)));
+        let spaced = String::from_utf8(m.bytes.clone())
+            .unwrap()
+            .replace(",", ", ");
+        assert!(matches!(
+            Manifest::parse(spaced.as_bytes()),
+            Err(ManifestError::NotCanonical)
+        ));
     }
 }

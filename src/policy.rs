@@ -50,7 +50,13 @@ const SECRET_EXACT_NAMES: [&str; 8] = [
     "secrets",
     "secrets.json",
 ];
-const SECRET_NAME_MARKERS: [&str; 5] = ["secret", "credential", "private-key", "private_key", "token"];
+const SECRET_NAME_MARKERS: [&str; 5] = [
+    "secret",
+    "credential",
+    "private-key",
+    "private_key",
+    "token",
+];
 const SECRET_SUFFIXES: [&str; 5] = [".pem", ".key", ".p12", ".pfx", ".kdbx"];
 
 /// Whether the reference silently drops an entry with this name.
@@ -99,9 +105,8 @@ fn is_numeric_identifier(n: &str) -> bool {
 }
 
 fn is_dotted_identifiers(s: &str) -> bool {
-    s.split('.').all(|id| {
-        !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
-    })
+    s.split('.')
+        .all(|id| !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
 }
 
 /// A reason the reference would refuse a plugin release; one variant per rule.
@@ -391,20 +396,68 @@ mod tests {
 
     #[test]
     fn exact_versions() {
-        for ok in ["0.0.0", "1.2.3", "10.20.30", "1.0.0-alpha", "1.0.0-a.b-c.01", "1.0.0+build.7", "1.0.0-rc.1+x", "1.0.0--", "2.0.0-0"] {
+        for ok in [
+            "0.0.0",
+            "1.2.3",
+            "10.20.30",
+            "1.0.0-alpha",
+            "1.0.0-a.b-c.01",
+            "1.0.0+build.7",
+            "1.0.0-rc.1+x",
+            "1.0.0--",
+            "2.0.0-0",
+        ] {
             assert!(is_exact_version(ok), "{ok}");
         }
-        for bad in ["", "1", "1.0", "v1.0.0", "01.0.0", "1.00.0", "1.0.0-", "1.0.0+", "1.0.0-a..b", "1.0.0 ", " 1.0.0", "^1.0.0", "~1.0.0", "1.0.x", "1.0.0+a+b", "1.0.0-é", "１.0.0", "1.0.0\n"] {
+        for bad in [
+            "",
+            "1",
+            "1.0",
+            "v1.0.0",
+            "01.0.0",
+            "1.00.0",
+            "1.0.0-",
+            "1.0.0+",
+            "1.0.0-a..b",
+            "1.0.0 ",
+            " 1.0.0",
+            "^1.0.0",
+            "~1.0.0",
+            "1.0.x",
+            "1.0.0+a+b",
+            "1.0.0-é",
+            "１.0.0",
+            "1.0.0\n",
+        ] {
             assert!(!is_exact_version(bad), "{bad:?}");
         }
     }
 
     #[test]
     fn forbidden_names() {
-        for name in ["tests", "TEST", "docs", ".git", "node_modules", ".env", ".env.local", ".NPMRC.bak", "api-token.txt", "KEY.PEM", "my_secret.md", "Credentials.json", "id.p12", "private_key.txt", "x.kdbx", "TO\u{212a}EN"] {
+        for name in [
+            "tests",
+            "TEST",
+            "docs",
+            ".git",
+            "node_modules",
+            ".env",
+            ".env.local",
+            ".NPMRC.bak",
+            "api-token.txt",
+            "KEY.PEM",
+            "my_secret.md",
+            "Credentials.json",
+            "id.p12",
+            "private_key.txt",
+            "x.kdbx",
+            "TO\u{212a}EN",
+        ] {
             assert!(is_forbidden_name(name), "{name}");
         }
-        for name in ["SKILL.md", "testing", "doc.md", ".envrc", "env", "keys", "pem", "tok-en"] {
+        for name in [
+            "SKILL.md", "testing", "doc.md", ".envrc", "env", "keys", "pem", "tok-en",
+        ] {
             assert!(!is_forbidden_name(name), "{name}");
         }
     }

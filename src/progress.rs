@@ -34,11 +34,15 @@ impl Progress {
             return;
         }
         let now = Instant::now();
-        if self.last.is_some_and(|t| now - t < Duration::from_millis(100)) && self.done < self.total {
+        if self
+            .last
+            .is_some_and(|t| now - t < Duration::from_millis(100))
+            && self.done < self.total
+        {
             return;
         }
         self.last = Some(now);
-        let pct = if self.total == 0 { 100 } else { self.done * 100 / self.total };
+        let pct = (self.done * 100).checked_div(self.total).unwrap_or(100);
         let width = 30usize;
         let filled = (pct as usize * width / 100).min(width);
         let _ = write!(

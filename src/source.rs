@@ -309,8 +309,9 @@ where
         rel: &[u8],
         seen: Option<Stat>,
     ) -> Result<(), WalkError<E>> {
-        let path_text =
-            std::str::from_utf8(rel).map_err(|_| Rejection::PathNotUtf8 { path: self.full(rel) })?;
+        let path_text = std::str::from_utf8(rel).map_err(|_| Rejection::PathNotUtf8 {
+            path: self.full(rel),
+        })?;
         if rel.len() > policy::MAX_PATH_BYTES {
             return Err(Rejection::PathTooLong {
                 path: self.full(rel),
@@ -319,13 +320,19 @@ where
             .into());
         }
         if self.entries.len() >= policy::MAX_FILES {
-            return Err(Rejection::TooManyFiles { path: self.full(rel) }.into());
+            return Err(Rejection::TooManyFiles {
+                path: self.full(rel),
+            }
+            .into());
         }
         let executable = self.read_bounded(dir, name, rel, seen)?;
         let size = self.buf.len() as u64;
         self.total_bytes += size;
         if self.total_bytes > policy::MAX_TOTAL_BYTES {
-            return Err(Rejection::TooManyBytes { path: self.full(rel) }.into());
+            return Err(Rejection::TooManyBytes {
+                path: self.full(rel),
+            }
+            .into());
         }
         let mut hasher = ObjectHasher::default();
         hasher.update(&self.buf);
@@ -412,11 +419,9 @@ where
                     path: manifest_path.clone(),
                     reason: err.to_string(),
                 },
-                ManifestProblem::NotCompoundEngineering => {
-                    Rejection::NotCompoundEngineering {
-                        path: manifest_path.clone(),
-                    }
-                }
+                ManifestProblem::NotCompoundEngineering => Rejection::NotCompoundEngineering {
+                    path: manifest_path.clone(),
+                },
                 ManifestProblem::VersionMismatch { expected, got } => Rejection::VersionMismatch {
                     path: manifest_path.clone(),
                     expected,
@@ -446,7 +451,9 @@ pub(crate) fn absolute_like_python(path: &Path) -> PathBuf {
     if bytes == b"~" || bytes.starts_with(b"~/") {
         if let Some(home) = std::env::var_os("HOME") {
             expanded.push(home);
-            expanded.push(OsStr::from_bytes(bytes[1..].trim_ascii_start_matches_slash()));
+            expanded.push(OsStr::from_bytes(
+                bytes[1..].trim_ascii_start_matches_slash(),
+            ));
         } else {
             expanded.push(path);
         }
@@ -480,7 +487,10 @@ impl TrimSlash for [u8] {
 }
 
 /// Opens a directory without following a symlink in its last component.
-pub(crate) fn open_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<OwnedFd, Errno> {
+pub(crate) fn open_dir<P: rustix::path::Arg>(
+    dir: BorrowedFd<'_>,
+    path: P,
+) -> Result<OwnedFd, Errno> {
     rustix::fs::openat(
         dir,
         path,
@@ -491,7 +501,12 @@ pub(crate) fn open_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Re
 
 /// `fstatat`, failing as the reference's path-based call would for a path of
 /// `PATH_MAX` bytes or more.
-fn statat_checked(dir: BorrowedFd<'_>, name: &[u8], abs_len: usize, follow: bool) -> Result<Stat, Errno> {
+fn statat_checked(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    abs_len: usize,
+    follow: bool,
+) -> Result<Stat, Errno> {
     if abs_len >= PATH_MAX {
         return Err(Errno::NAMETOOLONG);
     }
@@ -591,14 +606,33 @@ mod tests {
 
     #[test]
     fn python_order_puts_surrogates_among_bmp() {
-        let mut names: Vec<Vec<u8>> = vec![b"\xff".to_vec(), "\u{e000}".into(), b"a".to_vec(), "\u{10000}".into()];
+        let mut names: Vec<Vec<u8>> = vec![
+            b"\xff".to_vec(),
+            "\u{e000}".into(),
+            b"a".to_vec(),
+            "\u{10000}".into(),
+        ];
         names.sort_by_cached_key(|n| python_code_points(n));
-        assert_eq!(names, vec![b"a".to_vec(), b"\xff".to_vec(), "\u{e000}".into(), "\u{10000}".into()]);
+        assert_eq!(
+            names,
+            vec![
+                b"a".to_vec(),
+                b"\xff".to_vec(),
+                "\u{e000}".into(),
+                "\u{10000}".into()
+            ]
+        );
     }
 
     #[test]
     fn absolute_drops_dot_keeps_dotdot() {
-        assert_eq!(absolute_like_python(Path::new("/a/./b//c/")), PathBuf::from("/a/b/c"));
-        assert_eq!(absolute_like_python(Path::new("/a/../b")), PathBuf::from("/a/../b"));
+        assert_eq!(
+            absolute_like_python(Path::new("/a/./b//c/")),
+            PathBuf::from("/a/b/c")
+        );
+        assert_eq!(
+            absolute_like_python(Path::new("/a/../b")),
+            PathBuf::from("/a/../b")
+        );
     }
 }

@@ -50,7 +50,13 @@ pub fn scan(root: &Path) -> Result<Scan> {
     Ok(out)
 }
 
-fn scan_dir(dir: BorrowedFd<'_>, prefix: &str, root: &Path, out: &mut Scan, buf: &mut [u8]) -> Result<()> {
+fn scan_dir(
+    dir: BorrowedFd<'_>,
+    prefix: &str,
+    root: &Path,
+    out: &mut Scan,
+    buf: &mut [u8],
+) -> Result<()> {
     let here = root.join(prefix);
     let mut names = Vec::new();
     for entry in rustix::fs::Dir::read_from(dir).ctx("list a directory", &here)? {
@@ -70,7 +76,8 @@ fn scan_dir(dir: BorrowedFd<'_>, prefix: &str, root: &Path, out: &mut Scan, buf:
         };
         let path = root.join(&rel);
         let name = OsStr::from_bytes(&name);
-        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ctx("examine an entry", &path)?;
+        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            .ctx("examine an entry", &path)?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => {
                 let sub = crate::source::open_dir(dir, name).ctx("open a directory", &path)?;
@@ -178,13 +185,24 @@ impl std::fmt::Display for Difference {
             Difference::Missing { path } => write!(f, "missing file: {path}"),
             Difference::ExtraFile { path } => write!(f, "extra file: {path}"),
             Difference::ExtraDirectory { path } => write!(f, "extra directory: {path}"),
-            Difference::ContentChanged { path, expected, found } => {
-                write!(f, "content changed: {path} (expected {expected}, found {found})")
+            Difference::ContentChanged {
+                path,
+                expected,
+                found,
+            } => {
+                write!(
+                    f,
+                    "content changed: {path} (expected {expected}, found {found})"
+                )
             }
             Difference::ExecChanged { path, expected } => write!(
                 f,
                 "exec bit changed: {path} (expected {})",
-                if *expected { "executable" } else { "not executable" }
+                if *expected {
+                    "executable"
+                } else {
+                    "not executable"
+                }
             ),
             Difference::Symlink { path } => write!(f, "symlink: {path}"),
             Difference::NotAFile { path } => write!(f, "not a regular file: {path}"),

@@ -107,7 +107,8 @@ pub fn build(
     display: &Path,
     method: Method,
 ) -> Result<Built> {
-    rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)).ctx("create a view directory", display)?;
+    rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))
+        .ctx("create a view directory", display)?;
     let root = crate::source::open_dir(parent, name).ctx("open a view directory", display)?;
     let mut built = Built::default();
     let mut dirs: Vec<String> = Vec::new();
@@ -128,23 +129,59 @@ pub fn build(
         let src = key.rel_path();
         match method {
             Method::Copy => {
-                copy_object(store, &src, root.as_fd(), &e.path, key.mode(), false, &target)?;
+                copy_object(
+                    store,
+                    &src,
+                    root.as_fd(),
+                    &e.path,
+                    key.mode(),
+                    false,
+                    &target,
+                )?;
                 built.copied_because("copy requested");
             }
             Method::Reflink => {
-                let cloned = copy_object(store, &src, root.as_fd(), &e.path, key.mode(), true, &target)?;
-                built.copied_because(if cloned { "reflink" } else { "reflink unsupported" });
+                let cloned = copy_object(
+                    store,
+                    &src,
+                    root.as_fd(),
+                    &e.path,
+                    key.mode(),
+                    true,
+                    &target,
+                )?;
+                built.copied_because(if cloned {
+                    "reflink"
+                } else {
+                    "reflink unsupported"
+                });
             }
             Method::Hardlink | Method::Auto => {
                 let linked = if cross_device {
                     Err(Errno::XDEV)
                 } else {
-                    rustix::fs::linkat(store.objects(), src.as_str(), root.as_fd(), e.path.as_str(), AtFlags::empty())
+                    rustix::fs::linkat(
+                        store.objects(),
+                        src.as_str(),
+                        root.as_fd(),
+                        e.path.as_str(),
+                        AtFlags::empty(),
+                    )
                 };
                 match linked {
                     Ok(()) => built.linked += 1,
-                    Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM)) if method == Method::Auto => {
-                        copy_object(store, &src, root.as_fd(), &e.path, key.mode(), false, &target)?;
+                    Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM))
+                        if method == Method::Auto =>
+                    {
+                        copy_object(
+                            store,
+                            &src,
+                            root.as_fd(),
+                            &e.path,
+                            key.mode(),
+                            false,
+                            &target,
+                        )?;
                         built.copied_because(link_refusal(err));
                     }
                     Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM)) => {
@@ -155,7 +192,9 @@ pub fn build(
                             link_refusal(err)
                         )))
                     }
-                    Err(err) => return Err(Error::io("hard-link a file into the view", target, err)),
+                    Err(err) => {
+                        return Err(Error::io("hard-link a file into the view", target, err))
+                    }
                 }
             }
         }
@@ -250,8 +289,13 @@ fn copy_object(
 fn freeze(root: BorrowedFd<'_>, dirs: &mut [String], display: &Path) -> Result<()> {
     dirs.sort_by_key(|d| std::cmp::Reverse(d.matches('/').count()));
     for d in dirs.iter() {
-        rustix::fs::chmodat(root, d.as_str(), Mode::from_raw_mode(0o555), AtFlags::empty())
-            .ctx("freeze a view directory", display.join(d))?;
+        rustix::fs::chmodat(
+            root,
+            d.as_str(),
+            Mode::from_raw_mode(0o555),
+            AtFlags::empty(),
+        )
+        .ctx("freeze a view directory", display.join(d))?;
     }
     rustix::fs::fchmod(root, Mode::from_raw_mode(0o555)).ctx("freeze a view", display)
 }
@@ -264,13 +308,19 @@ pub fn publish(parent: BorrowedFd<'_>, tmp: &str, dest: &OsStr, display: &Path) 
         Err(Errno::INVAL | Errno::NOSYS) => {
             // No RENAME_NOREPLACE here: check, then rename (a narrow race).
             match rustix::fs::statat(parent, dest, AtFlags::SYMLINK_NOFOLLOW) {
-                Err(Errno::NOENT) => rustix::fs::renameat(parent, tmp, parent, dest).ctx("publish the view", display),
-                _ => Err(Error::Conflict(format!("'{}' already exists", display.display()))),
+                Err(Errno::NOENT) => {
+                    rustix::fs::renameat(parent, tmp, parent, dest).ctx("publish the view", display)
+                }
+                _ => Err(Error::Conflict(format!(
+                    "'{}' already exists",
+                    display.display()
+                ))),
             }
         }
-        Err(Errno::EXIST | Errno::NOTEMPTY) => {
-            Err(Error::Conflict(format!("'{}' already exists", display.display())))
-        }
+        Err(Errno::EXIST | Errno::NOTEMPTY) => Err(Error::Conflict(format!(
+            "'{}' already exists",
+            display.display()
+        ))),
         Err(e) => Err(Error::io("publish the view", display, e)),
     }
 }
@@ -282,7 +332,12 @@ pub fn split_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {
     let name = abs
         .file_name()
         .filter(|n| *n != OsStr::new("..") && *n != OsStr::new("."))
-        .ok_or_else(|| Error::Usage(format!("'{}' does not name a directory to create", dest.display())))?
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "'{}' does not name a directory to create",
+                dest.display()
+            ))
+        })?
         .to_owned();
     let parent = abs.parent().unwrap_or(Path::new("/"));
     let parent = std::fs::canonicalize(parent).map_err(|e| match e.kind() {
@@ -302,7 +357,10 @@ pub fn temp_name(name: &OsStr) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let short: String = String::from_utf8_lossy(name.as_bytes()).chars().take(40).collect();
+    let short: String = String::from_utf8_lossy(name.as_bytes())
+        .chars()
+        .take(40)
+        .collect();
     format!(
         ".{short}.cestore-tmp-{}-{nanos}-{}",
         std::process::id(),

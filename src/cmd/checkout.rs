@@ -64,7 +64,8 @@ pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<Checkou
             dest.display()
         )));
     }
-    let store_real = std::fs::canonicalize(store.root()).ctx("resolve the store path", store.root())?;
+    let store_real =
+        std::fs::canonicalize(store.root()).ctx("resolve the store path", store.root())?;
     if dest.starts_with(&store_real) {
         return Err(Error::Conflict(format!(
             "the destination '{}' lies inside the store '{}'; use `cestore path` for a view inside the store",
@@ -78,16 +79,20 @@ pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<Checkou
         (Method::Auto, true) => Method::Hardlink,
         (m, _) => m,
     };
-    let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent).ctx("open the destination's parent", &parent)?;
+    let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent)
+        .ctx("open the destination's parent", &parent)?;
     let tmp = view::temp_name(name.as_os_str());
     let tmp_path = parent.join(&tmp);
     // A marker in the store names the temporary view, so that gc can remove
     // it if this process dies before publishing.
     let work = store.work_dir("checkout")?;
-    std::fs::write(work.path().join("target"), tmp_path.as_os_str().as_encoded_bytes())
-        .ctx("write a checkout marker", work.path())?;
-    let built = view::build(&store, &entries, parent_fd.as_fd(), &tmp, &dest, method)
-        .and_then(|built| {
+    std::fs::write(
+        work.path().join("target"),
+        tmp_path.as_os_str().as_encoded_bytes(),
+    )
+    .ctx("write a checkout marker", work.path())?;
+    let built =
+        view::build(&store, &entries, parent_fd.as_fd(), &tmp, &dest, method).and_then(|built| {
             view::publish(parent_fd.as_fd(), &tmp, name.as_os_str(), &dest)?;
             Ok(built)
         });

@@ -65,9 +65,9 @@ impl Report for DiffReport {
             match c {
                 Change::Added { path, .. } => writeln!(w, "A  {path}")?,
                 Change::Removed { path, .. } => writeln!(w, "D  {path}")?,
-                Change::Content { path, exec_changed, .. } => {
-                    writeln!(w, "M{} {path}", if *exec_changed { "x" } else { " " })?
-                }
+                Change::Content {
+                    path, exec_changed, ..
+                } => writeln!(w, "M{} {path}", if *exec_changed { "x" } else { " " })?,
                 Change::Exec { path, executable } => {
                     writeln!(w, "X  {path} ({})", if *executable { "+x" } else { "-x" })?
                 }

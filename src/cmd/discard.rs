@@ -33,7 +33,11 @@ pub struct DiscardReport {
 
 impl Report for DiscardReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        let what = if self.removed { "removed" } else { "forgot (already gone)" };
+        let what = if self.removed {
+            "removed"
+        } else {
+            "forgot (already gone)"
+        };
         writeln!(w, "{what} {} ({})", self.view, self.manifest_digest)
     }
 }
@@ -50,7 +54,8 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
         (Some(row), _) => (row.digest, true),
         (None, None) => {
             return Err(Error::NotFound {
-                what: "recorded view (pass --force DIGEST to remove a tree that matches a snapshot)",
+                what:
+                    "recorded view (pass --force DIGEST to remove a tree that matches a snapshot)",
                 path: dest,
             })
         }
@@ -70,10 +75,11 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
         }
     };
     if exists {
-        let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent).ctx("open the view's parent", &parent)?;
-        let name = name.to_str().ok_or_else(|| {
-            Error::Usage(format!("'{}' is not a UTF-8 path", dest.display()))
-        })?;
+        let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent)
+            .ctx("open the view's parent", &parent)?;
+        let name = name
+            .to_str()
+            .ok_or_else(|| Error::Usage(format!("'{}' is not a UTF-8 path", dest.display())))?;
         remove_tree_at(parent_fd.as_fd(), name).ctx("remove the view", &dest)?;
     }
     if recorded {

@@ -33,7 +33,11 @@ pub struct RmReport {
 
 impl Report for RmReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        writeln!(w, "forgot {}; `cestore gc` frees its objects", self.manifest_digest)?;
+        writeln!(
+            w,
+            "forgot {}; `cestore gc` frees its objects",
+            self.manifest_digest
+        )?;
         for v in &self.views_forgotten {
             writeln!(w, "  view no longer recorded (left on disk): {v}")?;
         }
@@ -46,7 +50,11 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
     let store = Store::open(store_root, LockMode::Shared, false)?;
     let cat = store.catalogue();
     let digest = resolve(cat, digest)?;
-    let views: Vec<String> = cat.views(Some(&digest))?.into_iter().map(|v| v.path).collect();
+    let views: Vec<String> = cat
+        .views(Some(&digest))?
+        .into_iter()
+        .map(|v| v.path)
+        .collect();
     if !views.is_empty() && !force {
         return Err(Error::Conflict(format!(
             "{digest} has {} recorded views ({}); discard them first, or pass --force",
@@ -60,16 +68,17 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
         source,
     };
     let hex = digest.to_hex();
-    cat.conn()
-        .execute_batch("BEGIN IMMEDIATE")
-        .map_err(err)?;
+    cat.conn().execute_batch("BEGIN IMMEDIATE").map_err(err)?;
     let result = cat
         .conn()
         .execute(
             "DELETE FROM views WHERE snapshot_id = (SELECT id FROM snapshots WHERE digest = ?1)",
             [&hex],
         )
-        .and_then(|_| cat.conn().execute("DELETE FROM snapshots WHERE digest = ?1", [&hex]))
+        .and_then(|_| {
+            cat.conn()
+                .execute("DELETE FROM snapshots WHERE digest = ?1", [&hex])
+        })
         .and_then(|_| cat.conn().execute_batch("COMMIT"));
     if let Err(e) = result {
         let _ = cat.conn().execute_batch("ROLLBACK");
@@ -100,7 +109,11 @@ pub struct GcReport {
 
 impl Report for GcReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        let verb = if self.dry_run { "would remove" } else { "removed" };
+        let verb = if self.dry_run {
+            "would remove"
+        } else {
+            "removed"
+        };
         for o in &self.objects {
             writeln!(w, "{verb} object {o}")?;
         }
@@ -150,9 +163,9 @@ fn plan(store: &Store) -> Result<GcPlan> {
             source,
         })?;
     for (hex, executable) in rows {
-        let id = hex
-            .parse()
-            .map_err(|_| Error::Integrity(format!("the catalogue holds a malformed object id '{hex}'")))?;
+        let id = hex.parse().map_err(|_| {
+            Error::Integrity(format!("the catalogue holds a malformed object id '{hex}'"))
+        })?;
         live.insert(ObjectKey { id, executable });
     }
     let mut objects = Vec::new();
@@ -162,7 +175,9 @@ fn plan(store: &Store) -> Result<GcPlan> {
             kept += 1;
             continue;
         }
-        let size = rustix::fs::lstat(&path).map(|s| s.st_size as u64).unwrap_or(0);
+        let size = rustix::fs::lstat(&path)
+            .map(|s| s.st_size as u64)
+            .unwrap_or(0);
         objects.push((path, size));
     }
     let work_dirs = stale_work_dirs(store)?
@@ -170,7 +185,8 @@ fn plan(store: &Store) -> Result<GcPlan> {
         .map(|l| (l.name, l.target))
         .collect();
     let views_path = store.root().join(VIEWS_DIR);
-    let views = crate::source::open_dir(store.dir(), VIEWS_DIR).ctx("open the views directory", &views_path)?;
+    let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
+        .ctx("open the views directory", &views_path)?;
     let mut shared_views = Vec::new();
     for name in read_names(views.as_fd(), &views_path)? {
         let known = match name.parse::<ManifestDigest>() {
@@ -192,7 +208,11 @@ fn plan(store: &Store) -> Result<GcPlan> {
 /// Removes everything no snapshot uses: objects, stale temporary files and
 /// shared views of forgotten snapshots.
 pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> {
-    let mode = if dry_run { LockMode::Shared } else { LockMode::Exclusive };
+    let mode = if dry_run {
+        LockMode::Shared
+    } else {
+        LockMode::Exclusive
+    };
     let store = Store::open(store_root, mode, false)?;
     let plan = plan(&store)?;
     let mut report = GcReport {
@@ -202,7 +222,9 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
     };
     let tmp_path = store.root().join(TMP_DIR);
     for (name, target) in &plan.work_dirs {
-        report.temporary.push(tmp_path.join(name).to_string_lossy().into_owned());
+        report
+            .temporary
+            .push(tmp_path.join(name).to_string_lossy().into_owned());
         if let Some(t) = target.as_ref().filter(|t| rustix::fs::lstat(*t).is_ok()) {
             report.temporary.push(t.to_string_lossy().into_owned());
         }
@@ -214,7 +236,11 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
         .map(|n| views_path.join(n).to_string_lossy().into_owned())
         .collect();
     report.bytes_freed = plan.objects.iter().map(|(_, s)| s).sum();
-    report.objects = plan.objects.iter().map(|(p, _)| p.to_string_lossy().into_owned()).collect();
+    report.objects = plan
+        .objects
+        .iter()
+        .map(|(p, _)| p.to_string_lossy().into_owned())
+        .collect();
     if dry_run {
         return Ok(report);
     }
@@ -237,15 +263,18 @@ fn apply(store: &Store, plan: &GcPlan, progress: bool) -> Result<()> {
         bar.add(1, *size);
     }
     let tmp_path = store.root().join(TMP_DIR);
-    let tmp = crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
+    let tmp =
+        crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
     for (name, target) in &plan.work_dirs {
         if let Some(t) = target {
             remove_checkout_leftover(t)?;
         }
-        remove_tree_at(tmp.as_fd(), name).ctx("remove a temporary directory", tmp_path.join(name))?;
+        remove_tree_at(tmp.as_fd(), name)
+            .ctx("remove a temporary directory", tmp_path.join(name))?;
     }
     let views_path = store.root().join(VIEWS_DIR);
-    let views = crate::source::open_dir(store.dir(), VIEWS_DIR).ctx("open the views directory", &views_path)?;
+    let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
+        .ctx("open the views directory", &views_path)?;
     for name in &plan.shared_views {
         let _ = store
             .catalogue()
@@ -258,7 +287,8 @@ fn apply(store: &Store, plan: &GcPlan, progress: bool) -> Result<()> {
 /// Removes a half-built view named by a checkout marker, only if its name
 /// is one checkout makes.
 fn remove_checkout_leftover(target: &Path) -> Result<()> {
-    let (Some(parent), Some(name)) = (target.parent(), target.file_name().and_then(|n| n.to_str())) else {
+    let (Some(parent), Some(name)) = (target.parent(), target.file_name().and_then(|n| n.to_str()))
+    else {
         return Ok(());
     };
     if !name.starts_with('.') || !name.contains(".cestore-tmp-") {

@@ -60,7 +60,11 @@ impl Report for IngestReport {
             p.version,
             p.file_count,
             p.total_bytes,
-            if s.already_present { "already stored" } else { "stored" },
+            if s.already_present {
+                "already stored"
+            } else {
+                "stored"
+            },
             s.new_objects,
             s.bytes_written,
             s.reused_objects

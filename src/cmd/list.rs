@@ -52,7 +52,14 @@ impl Report for LogReport {
             writeln!(
                 w,
                 "{}  {}  {}  {}@{}  {}  new {} reused {}",
-                e.at, e.digest, e.source, e.user, e.host, e.tool_version, e.new_objects, e.reused_objects
+                e.at,
+                e.digest,
+                e.source,
+                e.user,
+                e.host,
+                e.tool_version,
+                e.new_objects,
+                e.reused_objects
             )?;
         }
         Ok(())
@@ -158,7 +165,8 @@ pub fn find(store_root: &Path, query: &FindQuery<'_>) -> Result<FindReport> {
     let matches = rows
         .into_iter()
         .map(|(d, version, path, sha, size, executable)| {
-            let bad = |what: &str| Error::Integrity(format!("the catalogue holds a malformed {what}"));
+            let bad =
+                |what: &str| Error::Integrity(format!("the catalogue holds a malformed {what}"));
             Ok(FindHit {
                 manifest_digest: d.parse().map_err(|_| bad("digest"))?,
                 version,

@@ -65,7 +65,11 @@ impl Provenance {
     pub fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "name:                    {}", self.name)?;
         writeln!(w, "version:                 {}", self.version)?;
-        writeln!(w, "manifest_schema_version: {}", self.manifest_schema_version)?;
+        writeln!(
+            w,
+            "manifest_schema_version: {}",
+            self.manifest_schema_version
+        )?;
         writeln!(w, "manifest_digest:         {}", self.manifest_digest)?;
         writeln!(w, "file_count:              {}", self.file_count)?;
         writeln!(w, "total_bytes:             {}", self.total_bytes)

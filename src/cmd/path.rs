@@ -36,7 +36,8 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
     let digest = resolve(store.catalogue(), digest)?;
     let hex = digest.to_hex();
     let path = store.root().join(VIEWS_DIR).join(&hex);
-    let views = crate::source::open_dir(store.dir(), VIEWS_DIR).ctx("open the views directory", path.parent().unwrap_or(&path))?;
+    let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
+        .ctx("open the views directory", path.parent().unwrap_or(&path))?;
     match rustix::fs::statat(&views, hex.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
             return Ok(PathReport {
@@ -58,7 +59,13 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
     view::check_objects(&store, &entries)?;
     let work = store.work_dir("path")?;
     let built = view::build(&store, &entries, work.fd(), "view", &path, Method::Auto)?;
-    let created = match rustix::fs::renameat_with(work.fd(), "view", &views, hex.as_str(), RenameFlags::NOREPLACE) {
+    let created = match rustix::fs::renameat_with(
+        work.fd(),
+        "view",
+        &views,
+        hex.as_str(),
+        RenameFlags::NOREPLACE,
+    ) {
         Ok(()) => true,
         // Another process published it first: theirs is the view.
         Err(Errno::EXIST | Errno::NOTEMPTY) => false,

@@ -39,12 +39,24 @@ impl Report for ShowReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         self.provenance.human(w)?;
         let none = "-".to_string();
-        writeln!(w, "first_ingested_at:       {}", self.first_ingested_at.as_ref().unwrap_or(&none))?;
-        writeln!(w, "last_ingested_at:        {}", self.last_ingested_at.as_ref().unwrap_or(&none))?;
+        writeln!(
+            w,
+            "first_ingested_at:       {}",
+            self.first_ingested_at.as_ref().unwrap_or(&none)
+        )?;
+        writeln!(
+            w,
+            "last_ingested_at:        {}",
+            self.last_ingested_at.as_ref().unwrap_or(&none)
+        )?;
         writeln!(w, "ingest_count:            {}", self.ingest_count)?;
         writeln!(w, "views:                   {}", self.views.len())?;
         for v in &self.views {
-            writeln!(w, "  {} ({}, {}, {})", v.path, v.kind, v.method, v.created_at)?;
+            writeln!(
+                w,
+                "  {} ({}, {}, {})",
+                v.path, v.kind, v.method, v.created_at
+            )?;
         }
         if let Some(files) = &self.files {
             writeln!(w, "files:")?;
@@ -94,7 +106,11 @@ pub fn show(store_root: &Path, opts: &ShowOptions<'_>) -> Result<ShowReport> {
         last_ingested_at: last,
         ingest_count: count,
         views: cat.views(Some(&digest))?,
-        files: if opts.files { Some(cat.files(&digest)?) } else { None },
+        files: if opts.files {
+            Some(cat.files(&digest)?)
+        } else {
+            None
+        },
     })
 }
 

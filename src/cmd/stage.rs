@@ -115,7 +115,13 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
                 dir: Some(dir),
                 version: Some(version),
             } => {
-                let done = ingest(store_root, &IngestOptions { source: dir, version })?;
+                let done = ingest(
+                    store_root,
+                    &IngestOptions {
+                        source: dir,
+                        version,
+                    },
+                )?;
                 report.ingest = Some(done.ingest);
                 done.provenance.manifest_digest.to_hex()
             }
@@ -139,11 +145,17 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
             }
             None => {
                 let done = super::path::path(store_root, &digest)?;
-                (done.manifest_digest, done.path.to_string_lossy().into_owned(), "shared")
+                (
+                    done.manifest_digest,
+                    done.path.to_string_lossy().into_owned(),
+                    "shared",
+                )
             }
         };
         let store = Store::open(store_root, LockMode::Shared, false)?;
-        let row = store.catalogue().snapshot(&resolve(store.catalogue(), &digest.to_hex())?)?;
+        let row = store
+            .catalogue()
+            .snapshot(&resolve(store.catalogue(), &digest.to_hex())?)?;
         report.provenance = Some(Provenance::from(&row));
         report.view = Some(view);
         report.view_kind = Some(kind);

@@ -85,7 +85,11 @@ impl Report for VerifyReport {
             }
         }
         if !self.problems.is_empty() {
-            let corrupt = self.problems.iter().filter(|p| p.severity == Severity::Corruption).count();
+            let corrupt = self
+                .problems
+                .iter()
+                .filter(|p| p.severity == Severity::Corruption)
+                .count();
             writeln!(
                 w,
                 "{} problems ({} corruption, {} garbage); `cestore gc` removes garbage",
@@ -134,9 +138,15 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
     }
 
     let digests: Vec<ManifestDigest> = if all {
-        cat.snapshots(None, None)?.into_iter().map(|s| s.digest).collect()
+        cat.snapshots(None, None)?
+            .into_iter()
+            .map(|s| s.digest)
+            .collect()
     } else {
-        opts.digests.iter().map(|d| resolve(cat, d)).collect::<Result<_>>()?
+        opts.digests
+            .iter()
+            .map(|d| resolve(cat, d))
+            .collect::<Result<_>>()?
     };
     let views = cat.views(None)?;
     let mut views_of: HashMap<ManifestDigest, Vec<String>> = HashMap::new();
@@ -154,7 +164,9 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
                 id: e.sha256,
                 executable: e.executable,
             };
-            let slot = users.entry(key).or_insert_with(|| (e.size, BTreeSet::new(), e.path.clone()));
+            let slot = users
+                .entry(key)
+                .or_insert_with(|| (e.size, BTreeSet::new(), e.path.clone()));
             slot.1.insert(*digest);
         }
         report.snapshots_checked += 1;
@@ -169,7 +181,10 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
             path: store.object_path(&key).to_string_lossy().into_owned(),
             detail,
             snapshots: snaps.iter().copied().collect(),
-            views: snaps.iter().flat_map(|d| views_of.get(d).cloned().unwrap_or_default()).collect(),
+            views: snaps
+                .iter()
+                .flat_map(|d| views_of.get(d).cloned().unwrap_or_default())
+                .collect(),
         });
     }
 
@@ -208,7 +223,12 @@ fn problem(kind: &'static str, severity: Severity, path: &Path, detail: String) 
 }
 
 /// Checks that a snapshot's rows agree with each other and with its manifest.
-fn check_rows(store: &Store, digest: &ManifestDigest, entries: &[Entry], report: &mut VerifyReport) -> Result<()> {
+fn check_rows(
+    store: &Store,
+    digest: &ManifestDigest,
+    entries: &[Entry],
+    report: &mut VerifyReport,
+) -> Result<()> {
     let cat = store.catalogue();
     let row = cat.snapshot(digest)?;
     let bytes = cat.manifest_bytes(digest)?;
@@ -217,7 +237,10 @@ fn check_rows(store: &Store, digest: &ManifestDigest, entries: &[Entry], report:
         Err(e) => wrong.push(format!("the stored manifest does not parse: {e}")),
         Ok(m) => {
             if m.digest != *digest {
-                wrong.push(format!("the stored manifest hashes to {}, not to its digest", m.digest));
+                wrong.push(format!(
+                    "the stored manifest hashes to {}, not to its digest",
+                    m.digest
+                ));
             }
             if m.entries != entries {
                 wrong.push("the file rows differ from the stored manifest".to_string());
@@ -225,11 +248,18 @@ fn check_rows(store: &Store, digest: &ManifestDigest, entries: &[Entry], report:
         }
     }
     if row.file_count != entries.len() as i64 {
-        wrong.push(format!("file_count is {} but {} file rows exist", row.file_count, entries.len()));
+        wrong.push(format!(
+            "file_count is {} but {} file rows exist",
+            row.file_count,
+            entries.len()
+        ));
     }
     let total: u64 = entries.iter().map(|e| e.size).sum();
     if row.total_bytes != total as i64 {
-        wrong.push(format!("total_bytes is {} but the files add up to {total}", row.total_bytes));
+        wrong.push(format!(
+            "total_bytes is {} but the files add up to {total}",
+            row.total_bytes
+        ));
     }
     for w in wrong {
         report.problems.push(Problem {
@@ -254,7 +284,9 @@ fn check_objects(
     report: &mut VerifyReport,
 ) -> Vec<Damage> {
     let work: Vec<(ObjectKey, u64)> = users.iter().map(|(k, (size, _, _))| (*k, *size)).collect();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let damaged = Mutex::new(Vec::new());
     let bar = Mutex::new(Progress::new("verify", work.len() as u64, progress));
@@ -266,7 +298,9 @@ fn check_objects(
                 let mut buf = vec![0u8; 256 * 1024];
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some((key, size)) = work.get(i) else { break };
+                    let Some((key, size)) = work.get(i) else {
+                        break;
+                    };
                     let found = check_one(objects, key, *size, &mut buf);
                     hashed.fetch_add(*size, std::sync::atomic::Ordering::Relaxed);
                     if let Some((kind, detail)) = found {
@@ -288,7 +322,12 @@ fn check_objects(
     damaged
 }
 
-fn check_one(objects: std::os::fd::BorrowedFd<'_>, key: &ObjectKey, size: u64, buf: &mut [u8]) -> Option<(&'static str, String)> {
+fn check_one(
+    objects: std::os::fd::BorrowedFd<'_>,
+    key: &ObjectKey,
+    size: u64,
+    buf: &mut [u8],
+) -> Option<(&'static str, String)> {
     let rel = key.rel_path();
     let fd = match rustix::fs::openat(
         objects,
@@ -297,7 +336,9 @@ fn check_one(objects: std::os::fd::BorrowedFd<'_>, key: &ObjectKey, size: u64, b
         Mode::empty(),
     ) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) => return Some(("missing-object", "the object is missing".into())),
+        Err(rustix::io::Errno::NOENT) => {
+            return Some(("missing-object", "the object is missing".into()))
+        }
         Err(e) => return Some(("unreadable-object", format!("cannot be opened: {e}"))),
     };
     let st = match rustix::fs::fstat(&fd) {
@@ -305,7 +346,9 @@ fn check_one(objects: std::os::fd::BorrowedFd<'_>, key: &ObjectKey, size: u64, b
         Err(e) => return Some(("unreadable-object", format!("cannot be examined: {e}"))),
     };
     if let ObjectState::Damaged(why) = judge(&st, key, size) {
-        let kind = if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile && st.st_mode & 0o7777 != key.mode() {
+        let kind = if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+            && st.st_mode & 0o7777 != key.mode()
+        {
             "object-mode"
         } else {
             "object-size"
@@ -330,7 +373,12 @@ fn repair(
         .problems
         .iter()
         .filter(|p| p.severity == Severity::Corruption)
-        .filter_map(|p| users.keys().find(|k| store.object_path(k).to_string_lossy() == p.path).copied())
+        .filter_map(|p| {
+            users
+                .keys()
+                .find(|k| store.object_path(k).to_string_lossy() == p.path)
+                .copied()
+        })
         .collect();
     if broken.is_empty() {
         return Ok(());
@@ -344,7 +392,9 @@ fn repair(
     }
     let mut work = store.work_dir("repair")?;
     for key in broken {
-        let Some(src) = by_id.get(&key.id) else { continue };
+        let Some(src) = by_id.get(&key.id) else {
+            continue;
+        };
         let data = std::fs::read(src).ctx("read a repair source", src)?;
         if ObjectId::of(&data) != key.id {
             continue;
@@ -357,7 +407,9 @@ fn repair(
             .ctx("restore an object", store.object_path(&key))?;
         let path = store.object_path(&key).to_string_lossy().into_owned();
         report.problems.retain(|p| p.path != path);
-        report.repaired.push(format!("{path} from {}", src.display()));
+        report
+            .repaired
+            .push(format!("{path} from {}", src.display()));
     }
     store.sync()
 }
@@ -435,7 +487,8 @@ pub struct Leftover {
 /// Lists work directories whose owner has died (their flock is free).
 pub fn stale_work_dirs(store: &Store) -> Result<Vec<Leftover>> {
     let tmp_path = store.root().join(TMP_DIR);
-    let tmp = crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
+    let tmp =
+        crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
     let mut out = Vec::new();
     for name in read_names(tmp.as_fd(), &tmp_path)? {
         let stale = match crate::source::open_dir(tmp.as_fd(), name.as_str()) {
@@ -471,7 +524,8 @@ fn find_leftovers(store: &Store, report: &mut VerifyReport) -> Result<()> {
         }
     }
     let views_path = store.root().join(VIEWS_DIR);
-    let views = crate::source::open_dir(store.dir(), VIEWS_DIR).ctx("open the views directory", &views_path)?;
+    let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
+        .ctx("open the views directory", &views_path)?;
     for name in read_names(views.as_fd(), &views_path)? {
         let known = name
             .parse::<ManifestDigest>()

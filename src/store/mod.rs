@@ -146,7 +146,12 @@ impl Store {
         .or_else(|e| {
             // A read-only store can still be read under a read-only lock file.
             if e == Errno::ROFS || e == Errno::ACCESS {
-                rustix::fs::openat(&dir, LOCK_FILE, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+                rustix::fs::openat(
+                    &dir,
+                    LOCK_FILE,
+                    OFlags::RDONLY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
             } else {
                 Err(e)
             }

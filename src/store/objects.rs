@@ -91,7 +91,11 @@ pub enum ObjectState {
 
 /// Checks cheaply (one `fstatat`) that an object has the expected size and mode.
 pub fn check_object(store: &Store, key: &ObjectKey, size: u64) -> Result<ObjectState> {
-    match rustix::fs::statat(store.objects(), key.rel_path().as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+    match rustix::fs::statat(
+        store.objects(),
+        key.rel_path().as_str(),
+        AtFlags::SYMLINK_NOFOLLOW,
+    ) {
         Ok(st) => Ok(judge(&st, key, size)),
         Err(Errno::NOENT) => Ok(ObjectState::Missing),
         Err(e) => Err(Error::io("examine an object", store.object_path(key), e)),
@@ -129,7 +133,8 @@ impl WorkDir {
     /// Creates a new locked work directory for the operation `op`.
     pub(super) fn create(store: &Store, op: &str) -> Result<WorkDir> {
         let tmp_path = store.root().join(TMP_DIR);
-        let tmp = crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the store's tmp directory", &tmp_path)?;
+        let tmp = crate::source::open_dir(store.dir(), TMP_DIR)
+            .ctx("open the store's tmp directory", &tmp_path)?;
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
@@ -140,9 +145,12 @@ impl WorkDir {
             WORK_DIRS.fetch_add(1, Ordering::Relaxed)
         );
         let path = tmp_path.join(&name);
-        rustix::fs::mkdirat(&tmp, name.as_str(), Mode::from_raw_mode(0o700)).ctx("create a work directory", &path)?;
-        let fd = crate::source::open_dir(tmp.as_fd(), name.as_str()).ctx("open a work directory", &path)?;
-        rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).ctx("lock a work directory", &path)?;
+        rustix::fs::mkdirat(&tmp, name.as_str(), Mode::from_raw_mode(0o700))
+            .ctx("create a work directory", &path)?;
+        let fd = crate::source::open_dir(tmp.as_fd(), name.as_str())
+            .ctx("open a work directory", &path)?;
+        rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
+            .ctx("lock a work directory", &path)?;
         Ok(WorkDir {
             path,
             name,
