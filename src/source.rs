@@ -130,7 +130,8 @@ impl Source {
             entries: Vec::new(),
             total_bytes: 0,
             plugin_json: None,
-            buf: Vec::with_capacity(policy::MAX_FILE_BYTES as usize + 1),
+            buf: Vec::new(),
+            len: 0,
             visit,
         };
         walker.manifests(self.fd.as_fd())?;
@@ -148,7 +149,10 @@ struct Walker<'r, F> {
     entries: Vec<Entry>,
     total_bytes: u64,
     plugin_json: Option<Vec<u8>>,
+    /// The read buffer: allocated once at 2 MiB + 1, reused for every file.
     buf: Vec<u8>,
+    /// How much of `buf` the current file filled.
+    len: usize,
     visit: F,
 }
 
@@ -326,7 +330,8 @@ where
             .into());
         }
         let executable = self.read_bounded(dir, name, rel, seen)?;
-        let size = self.buf.len() as u64;
+        let data = &self.buf[..self.len];
+        let size = data.len() as u64;
         self.total_bytes += size;
         if self.total_bytes > policy::MAX_TOTAL_BYTES {
             return Err(Rejection::TooManyBytes {
@@ -335,15 +340,15 @@ where
             .into());
         }
         let mut hasher = ObjectHasher::default();
-        hasher.update(&self.buf);
+        hasher.update(data);
         let id = hasher.finish();
         if rel == b".claude-plugin/plugin.json" {
-            self.plugin_json = Some(self.buf.clone());
+            self.plugin_json = Some(data.to_vec());
         }
         (self.visit)(&SourceFile {
             path: path_text,
             executable,
-            data: &self.buf,
+            data,
             id,
         })
         .map_err(WalkError::Visitor)?;
@@ -396,13 +401,12 @@ where
             return Err(Rejection::ChangedDuringValidation { path: path() });
         }
         let limit = policy::MAX_FILE_BYTES as usize + 1;
-        self.buf.clear();
-        read_up_to(&fd, &mut self.buf, limit).map_err(unreadable)?;
+        self.len = read_up_to(&fd, &mut self.buf, limit).map_err(unreadable)?;
         let after = rustix::fs::fstat(&fd).map_err(|e| unreadable(e.into()))?;
-        if self.buf.len() as u64 > policy::MAX_FILE_BYTES {
+        if self.len as u64 > policy::MAX_FILE_BYTES {
             return Err(Rejection::FileTooLarge { path: path() });
         }
-        if identity(&opened) != identity(&after) || self.buf.len() as u64 != after.st_size as u64 {
+        if identity(&opened) != identity(&after) || self.len as u64 != after.st_size as u64 {
             return Err(Rejection::ChangedWhileCopying { path: path() });
         }
         Ok(before.st_mode & 0o111 != 0)
@@ -551,23 +555,23 @@ fn identity(s: &Stat) -> (u64, u64, i64, i128) {
     (s.st_dev, s.st_ino, s.st_size, mtime_ns)
 }
 
-/// Reads until end of file or until `buf` holds `limit` bytes.
-fn read_up_to(fd: &OwnedFd, buf: &mut Vec<u8>, limit: usize) -> io::Result<()> {
-    buf.resize(limit, 0);
+/// Reads until end of file or until `limit` bytes, into the front of `buf`
+/// (which is grown to `limit` once and then reused without clearing).
+/// Returns how many bytes were read.
+fn read_up_to(fd: &OwnedFd, buf: &mut Vec<u8>, limit: usize) -> io::Result<usize> {
+    if buf.len() < limit {
+        buf.resize(limit, 0);
+    }
     let mut filled = 0;
     while filled < limit {
-        match rustix::io::read(fd, &mut buf[filled..]) {
+        match rustix::io::read(fd, &mut buf[filled..limit]) {
             Ok(0) => break,
             Ok(n) => filled += n,
             Err(Errno::INTR) => continue,
-            Err(e) => {
-                buf.truncate(filled);
-                return Err(e.into());
-            }
+            Err(e) => return Err(e.into()),
         }
     }
-    buf.truncate(filled);
-    Ok(())
+    Ok(filled)
 }
 
 /// Lists a directory's names (without `.` and `..`) in Python's `str` order.
