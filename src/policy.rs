@@ -462,3 +462,118 @@ mod tests {
         }
     }
 }
+
+/// Why a manifest received from elsewhere (a registry, a bundle) could not
+/// have come from a tree the reference accepts; one variant per rule.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestRuleError {
+    /// A path is empty, absolute, or has an empty, `.` or `..` component.
+    #[error("manifest path '{0}' is not a plain relative path")]
+    BadPath(String),
+    /// A path lies outside `.claude-plugin/{plugin,marketplace}.json`, `skills/`, `scripts/` and `assets/`.
+    #[error("manifest path '{0}' is outside the files the reference keeps")]
+    NotKept(String),
+    /// A path has a component the reference's filter drops.
+    #[error("manifest path '{0}' has a component the reference drops")]
+    Forbidden(String),
+    /// A path is longer than [`MAX_PATH_BYTES`].
+    #[error("manifest path '{0}' exceeds the byte limit ({MAX_PATH_BYTES} bytes)")]
+    PathTooLong(String),
+    /// More than [`MAX_FILES`] entries.
+    #[error("manifest lists {0} files, more than {MAX_FILES}")]
+    TooManyFiles(usize),
+    /// A file larger than [`MAX_FILE_BYTES`].
+    #[error("manifest file '{0}' exceeds the per-file limit ({MAX_FILE_BYTES} bytes)")]
+    FileTooLarge(String),
+    /// All files together larger than [`MAX_TOTAL_BYTES`].
+    #[error("manifest files exceed the total byte limit ({MAX_TOTAL_BYTES} bytes)")]
+    TooManyBytes,
+    /// The entries are not in the reference's walk order, or a path repeats.
+    #[error("manifest entries are not in the reference's order at '{0}'")]
+    Order(String),
+    /// A path is both a file and a directory.
+    #[error("manifest path '{0}' is both a file and a directory")]
+    FileAndDirectory(String),
+    /// `plugin.json` is not the first entry.
+    #[error("manifest does not start with .claude-plugin/plugin.json")]
+    NoPluginJson,
+    /// A required skill is missing.
+    #[error("manifest is missing required skill: {0}")]
+    MissingSkill(&'static str),
+}
+
+/// The key that orders entries as the reference's walk does: the manifests
+/// first, then `skills`, `scripts`, `assets`, then component by component.
+pub fn walk_order_key(path: &str) -> (u8, usize, Vec<&str>) {
+    if let Some(i) = MANIFESTS.iter().position(|m| {
+        path.strip_prefix(MANIFEST_DIR)
+            .and_then(|r| r.strip_prefix('/'))
+            == Some(m)
+    }) {
+        return (0, i, Vec::new());
+    }
+    let mut parts = path.split('/');
+    let top = parts.next().unwrap_or_default();
+    let i = PLUGIN_DIRS
+        .iter()
+        .position(|d| *d == top)
+        .unwrap_or(usize::MAX);
+    (1, i, parts.collect())
+}
+
+/// Checks that manifest entries could have come from a tree the reference
+/// accepts: plain kept paths, no dropped names, the bounds, the walk order,
+/// `plugin.json` first and the required skills present. The content of
+/// `plugin.json` is checked separately, once its bytes are at hand.
+pub fn check_manifest_entries(entries: &[crate::manifest::Entry]) -> Result<(), ManifestRuleError> {
+    use ManifestRuleError as E;
+    if entries.len() > MAX_FILES {
+        return Err(E::TooManyFiles(entries.len()));
+    }
+    let mut total = 0u64;
+    for e in entries {
+        let p = e.path.as_str();
+        if p.is_empty()
+            || p.starts_with('/')
+            || p.split('/').any(|c| c.is_empty() || c == "." || c == "..")
+        {
+            return Err(E::BadPath(p.into()));
+        }
+        let (class, top, rest) = walk_order_key(p);
+        if class == 1 && (top == usize::MAX || rest.is_empty()) {
+            return Err(E::NotKept(p.into()));
+        }
+        if class == 1 && rest.iter().any(|c| is_forbidden_name(c)) {
+            return Err(E::Forbidden(p.into()));
+        }
+        if p.len() > MAX_PATH_BYTES {
+            return Err(E::PathTooLong(p.into()));
+        }
+        if e.size > MAX_FILE_BYTES {
+            return Err(E::FileTooLarge(p.into()));
+        }
+        total += e.size;
+    }
+    if total > MAX_TOTAL_BYTES {
+        return Err(E::TooManyBytes);
+    }
+    for pair in entries.windows(2) {
+        let (a, b) = (&pair[0].path, &pair[1].path);
+        if walk_order_key(a) >= walk_order_key(b) {
+            return Err(E::Order(b.clone()));
+        }
+        if b.starts_with(a.as_str()) && b.as_bytes().get(a.len()) == Some(&b'/') {
+            return Err(E::FileAndDirectory(a.clone()));
+        }
+    }
+    if entries.first().map(|e| e.path.as_str()) != Some(".claude-plugin/plugin.json") {
+        return Err(E::NoPluginJson);
+    }
+    for skill in REQUIRED_SKILLS {
+        let want = format!("skills/{skill}/SKILL.md");
+        if !entries.iter().any(|e| e.path == want) {
+            return Err(E::MissingSkill(skill));
+        }
+    }
+    Ok(())
+}

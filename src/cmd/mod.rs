@@ -1,6 +1,7 @@
 //! One module per command. Each takes options, returns a report, and leaves
 //! the choice between human and JSON output to the caller.
 
+pub mod adopt;
 pub mod checkout;
 pub mod diff;
 pub mod discard;
