@@ -76,8 +76,14 @@ pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<Checkou
     let entries = store.catalogue().files(&digest)?;
     view::check_objects(&store, &entries)?;
     let method = match (opts.method, opts.require_hardlinks) {
-        (Method::Auto, true) => Method::Hardlink,
-        (m, _) => m,
+        (Method::Auto | Method::Hardlink, true) => Method::Hardlink,
+        (m @ (Method::Copy | Method::Reflink), true) => {
+            return Err(Error::Usage(format!(
+                "--require-hardlinks cannot be met with --method {}",
+                if m == Method::Copy { "copy" } else { "reflink" }
+            )))
+        }
+        (m, false) => m,
     };
     let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent)
         .ctx("open the destination's parent", &parent)?;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::AtFlags;
 
-use super::verify::{list_objects, read_names, stale_work_dirs};
+use super::verify::{is_temp_view, list_objects, read_names, stale_work_dirs};
 use super::{resolve, Report};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
@@ -189,6 +189,10 @@ fn plan(store: &Store) -> Result<GcPlan> {
         .ctx("open the views directory", &views_path)?;
     let mut shared_views = Vec::new();
     for name in read_names(views.as_fd(), &views_path)? {
+        if is_temp_view(&name) {
+            // A view being built; a marker under tmp/ names it.
+            continue;
+        }
         let known = match name.parse::<ManifestDigest>() {
             Ok(d) => cat.has_snapshot(&d)?,
             Err(_) => false,
@@ -291,7 +295,7 @@ fn remove_checkout_leftover(target: &Path) -> Result<()> {
     else {
         return Ok(());
     };
-    if !name.starts_with('.') || !name.contains(".cestore-tmp-") {
+    if !is_temp_view(name) {
         return Ok(());
     }
     let Ok(parent_fd) = crate::source::open_dir(rustix::fs::CWD, parent) else {

@@ -3,6 +3,8 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use std::os::fd::AsFd;
+
 use rustix::fs::{AtFlags, FileType, RenameFlags};
 use rustix::io::Errno;
 
@@ -10,7 +12,7 @@ use super::{resolve, Report};
 use crate::catalogue::ViewRow;
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
-use crate::store::{LockMode, Store, VIEWS_DIR};
+use crate::store::{objects::remove_tree_at, LockMode, Store, VIEWS_DIR};
 use crate::view::{self, Method};
 
 /// The report of `cestore path`.
@@ -57,19 +59,32 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
     }
     let entries = store.catalogue().files(&digest)?;
     view::check_objects(&store, &entries)?;
+    // Build beside the final name, so that the rename keeps the parent (a
+    // directory moved to another parent needs write permission on itself,
+    // which a frozen view no longer has). A marker in the store names the
+    // temporary view, so that gc can remove it if this process dies.
+    let tmp = view::temp_name(std::ffi::OsStr::new(&hex));
     let work = store.work_dir("path")?;
-    let built = view::build(&store, &entries, work.fd(), "view", &path, Method::Auto)?;
-    let created = match rustix::fs::renameat_with(
-        work.fd(),
-        "view",
-        &views,
-        hex.as_str(),
-        RenameFlags::NOREPLACE,
-    ) {
+    std::fs::write(work.path().join("target"), path.with_file_name(&tmp).as_os_str().as_encoded_bytes())
+        .ctx("write a path marker", work.path())?;
+    let built = match view::build(&store, &entries, views.as_fd(), &tmp, &path, Method::Auto) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = remove_tree_at(views.as_fd(), &tmp);
+            return Err(e);
+        }
+    };
+    let created = match rustix::fs::renameat_with(&views, tmp.as_str(), &views, hex.as_str(), RenameFlags::NOREPLACE) {
         Ok(()) => true,
         // Another process published it first: theirs is the view.
-        Err(Errno::EXIST | Errno::NOTEMPTY) => false,
-        Err(e) => return Err(Error::io("publish the shared view", &path, e)),
+        Err(Errno::EXIST | Errno::NOTEMPTY) => {
+            remove_tree_at(views.as_fd(), &tmp).ctx("remove a redundant view", path.with_file_name(&tmp))?;
+            false
+        }
+        Err(e) => {
+            let _ = remove_tree_at(views.as_fd(), &tmp);
+            return Err(Error::io("publish the shared view", &path, e));
+        }
     };
     if created {
         store.catalogue().add_view(&ViewRow {

@@ -476,6 +476,11 @@ pub fn read_names(dir: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<Vec<S
     Ok(names)
 }
 
+/// Whether a name is that of a view still being built (see `view::temp_name`).
+pub fn is_temp_view(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".cestore-tmp-")
+}
+
 /// A work directory under `tmp/` and whether its owner is gone.
 pub struct Leftover {
     /// The work directory's name.
@@ -527,6 +532,10 @@ fn find_leftovers(store: &Store, report: &mut VerifyReport) -> Result<()> {
     let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
         .ctx("open the views directory", &views_path)?;
     for name in read_names(views.as_fd(), &views_path)? {
+        if is_temp_view(&name) {
+            // A view being built; a marker under tmp/ names it.
+            continue;
+        }
         let known = name
             .parse::<ManifestDigest>()
             .ok()

@@ -1,0 +1,914 @@
+//! `cestore mounts`: the arm rules, the GitNexus runtime check (against the
+//! reference oracle where it is present), the output forms, and a real
+//! bubblewrap sandbox over the printed arguments.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+use crate::util::{self, assert_exit, assert_ok, chmod, write, TestEnv};
+
+const CE_ARMS: [&str; 3] = ["ce_workflow", "ce_workflow_direct", "ce_review"];
+/// Arms the reference gives no plugin: `CE_ARMS` is an exact set.
+const OTHER_ARMS: [&str; 5] = [
+    "baseline",
+    "gitnexus",
+    "ce_other",
+    "CE_REVIEW",
+    "ce_review ",
+];
+const PLUGIN_TARGET: &str = "/opt/compound-engineering-plugin";
+
+/// The seven targets, in the reference's order.
+const GITNEXUS_TARGETS: [&str; 7] = [
+    "/opt/gitnexus/dist",
+    "/opt/gitnexus/package.json",
+    "/opt/gitnexus/node_modules",
+    "/opt/gitnexus/vendor",
+    "/opt/gitnexus-shared/dist",
+    "/opt/gitnexus-shared/package.json",
+    "/opt/gitnexus/hooks/claude",
+];
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+/// `cestore mounts ARGS --json`, which must succeed.
+fn mounts_json(env: &TestEnv, args: &[&OsStr]) -> Value {
+    let mut all = vec![os("mounts")];
+    all.extend_from_slice(args);
+    all.push(os("--json"));
+    env.json(all)
+}
+
+/// The `(source, target)` pairs of a report's mounts, checking `read_only`.
+fn pairs(report: &Value) -> Vec<(String, String)> {
+    report["mounts"]
+        .as_array()
+        .expect("mounts array")
+        .iter()
+        .map(|m| {
+            assert_eq!(m["read_only"], json!(true), "{m}");
+            (
+                m["source"].as_str().expect("source").to_string(),
+                m["target"].as_str().expect("target").to_string(),
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// The arm rules
+// ---------------------------------------------------------------------------
+
+#[test]
+fn ce_arms_get_the_view_at_the_plugin_dir() {
+    let env = TestEnv::new();
+    let view = env.path("view");
+    fs::create_dir(&view).unwrap();
+    for arm in CE_ARMS {
+        let report = mounts_json(
+            &env,
+            &[os("--arm"), os(arm), os("--view"), view.as_os_str()],
+        );
+        assert_eq!(report["ok"], json!(true));
+        assert_eq!(report["arm"], json!(arm));
+        assert_eq!(report["plugin_dir"], json!(PLUGIN_TARGET));
+        assert_eq!(
+            pairs(&report),
+            [(
+                view.to_str().unwrap().to_string(),
+                PLUGIN_TARGET.to_string()
+            )]
+        );
+    }
+}
+
+#[test]
+fn ce_arms_without_a_view_are_rejected() {
+    let env = TestEnv::new();
+    for arm in CE_ARMS {
+        let out = env.run(["mounts", "--arm", arm]);
+        let stderr = assert_exit(&out, 3);
+        assert!(
+            stderr.contains("ce_* arm has no staged Compound Engineering plugin"),
+            "{stderr}"
+        );
+        let out = env.run(["mounts", "--arm", arm, "--json"]);
+        assert_exit(&out, 3);
+        let err = util::parse_json(&out);
+        assert_eq!(err["ok"], json!(false));
+        assert_eq!(err["error"]["kind"], json!("rejected"));
+    }
+}
+
+#[test]
+fn other_arms_get_nothing_with_or_without_a_view() {
+    let env = TestEnv::new();
+    let view = env.path("view");
+    fs::create_dir(&view).unwrap();
+    for arm in OTHER_ARMS {
+        for with_view in [false, true] {
+            let mut args = vec![os("--arm"), os(arm)];
+            if with_view {
+                args.extend([os("--view"), view.as_os_str()]);
+            }
+            let report = mounts_json(&env, &args);
+            assert_eq!(report["arm"], json!(arm));
+            assert_eq!(report["plugin_dir"], Value::Null, "{arm}");
+            assert_eq!(report["mounts"], json!([]), "{arm}");
+        }
+    }
+}
+
+#[test]
+fn a_missing_view_is_not_found() {
+    let env = TestEnv::new();
+    let missing = env.path("no-such-view");
+    let out = env.run([
+        os("mounts"),
+        os("--arm"),
+        os("ce_review"),
+        os("--view"),
+        missing.as_os_str(),
+    ]);
+    assert_exit(&out, 4);
+    let file = env.path("a-file");
+    write(&file, "x");
+    let out = env.run([
+        os("mounts"),
+        os("--arm"),
+        os("ce_review"),
+        os("--view"),
+        file.as_os_str(),
+    ]);
+    assert_exit(&out, 4);
+}
+
+#[test]
+fn a_relative_view_is_made_absolute() {
+    let env = TestEnv::new();
+    fs::create_dir(env.path("view")).unwrap();
+    let out = env
+        .cmd([
+            "mounts",
+            "--arm",
+            "ce_workflow",
+            "--view",
+            "./view/",
+            "--json",
+        ])
+        .current_dir(env.dir.path())
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let report = util::parse_json(&out);
+    assert_eq!(pairs(&report)[0].0, env.path("view").to_str().unwrap());
+}
+
+#[test]
+fn digest_names_the_shared_view_made_by_path() {
+    let env = TestEnv::new();
+    let plugin = env.path("plugin");
+    util::minimal_plugin(&plugin, "1.0.0");
+    let digest = env.ingest_digest(&plugin, "1.0.0");
+    let prefix = &digest[..12];
+
+    // Before `cestore path` there is no shared view.
+    let out = env.run(["mounts", "--arm", "ce_review", "--digest", prefix]);
+    let stderr = assert_exit(&out, 4);
+    assert!(stderr.contains("cestore path"), "{stderr}");
+
+    assert_ok(&env.run(["path", &digest]));
+    let report = mounts_json(
+        &env,
+        &[os("--arm"), os("ce_review"), os("--digest"), os(prefix)],
+    );
+    let store = fs::canonicalize(&env.store).unwrap();
+    let expected = store.join("views").join(&digest);
+    assert_eq!(
+        pairs(&report),
+        [(
+            expected.to_str().unwrap().to_string(),
+            PLUGIN_TARGET.to_string()
+        )]
+    );
+
+    let out = env.run(["mounts", "--arm", "ce_review", "--digest", "ffffffffffff"]);
+    assert_exit(&out, 4);
+}
+
+#[test]
+fn view_and_digest_are_exclusive() {
+    let env = TestEnv::new();
+    let out = env.run([
+        "mounts",
+        "--arm",
+        "ce_review",
+        "--view",
+        "/",
+        "--digest",
+        "ab",
+    ]);
+    assert_exit(&out, 2);
+}
+
+// ---------------------------------------------------------------------------
+// Output forms
+// ---------------------------------------------------------------------------
+
+#[test]
+fn format_json_is_the_json_report_with_or_without_json() {
+    let env = TestEnv::new();
+    let view = env.path("view");
+    fs::create_dir(&view).unwrap();
+    let h = env.path("harness");
+    good_harness(&h);
+    let base = [
+        os("mounts"),
+        os("--arm"),
+        os("ce_review"),
+        os("--view"),
+        view.as_os_str(),
+        os("--gitnexus-root"),
+        h.as_os_str(),
+    ];
+    let run = |extra: &[&str]| {
+        let out = env.run(base.iter().copied().chain(extra.iter().map(|s| os(s))));
+        assert_ok(&out);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let with_json = run(&["--json"]);
+    assert_eq!(run(&["--format", "json"]), with_json);
+    assert_eq!(run(&["--format", "json", "--json"]), with_json);
+    let report: Value = serde_json::from_str(&with_json).unwrap();
+    assert_eq!(report.as_object().unwrap().len(), 4, "{report}");
+
+    let text = run(&[]);
+    assert!(
+        text.contains("plugin_dir: /opt/compound-engineering-plugin"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{} -> {PLUGIN_TARGET} (read-only)",
+            view.display()
+        )),
+        "{text}"
+    );
+
+    let bwrap = run(&["--format", "bwrap"]);
+    let words: Vec<&str> = bwrap.split_whitespace().collect();
+    assert_eq!(words.len(), 3 * 8, "{bwrap}");
+    assert_eq!(bwrap.lines().count(), 1);
+    assert_eq!(
+        &words[..3],
+        ["--ro-bind", view.to_str().unwrap(), PLUGIN_TARGET]
+    );
+    for (triple, target) in words[3..].chunks(3).zip(GITNEXUS_TARGETS) {
+        assert_eq!(triple[0], "--ro-bind");
+        assert_eq!(triple[2], target);
+    }
+
+    let out = env.run(
+        base.iter()
+            .copied()
+            .chain([os("--format"), os("bwrap"), os("--json")]),
+    );
+    assert_exit(&out, 2);
+}
+
+#[test]
+fn bwrap_words_are_shell_quoted() {
+    let env = TestEnv::new();
+    let view = env.path("a view's dir");
+    fs::create_dir(&view).unwrap();
+    let out = env.run([
+        os("mounts"),
+        os("--arm"),
+        os("ce_review"),
+        os("--view"),
+        view.as_os_str(),
+        os("--format"),
+        os("bwrap"),
+    ]);
+    assert_ok(&out);
+    let line = String::from_utf8(out.stdout).unwrap();
+    // Read back by a real shell, the words are the original arguments.
+    let echoed = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for w in {}; do printf '%s\\n' \"$w\"; done",
+            line.trim_end()
+        ))
+        .output()
+        .unwrap();
+    assert_ok(&echoed);
+    let words: Vec<String> = String::from_utf8(echoed.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(words, ["--ro-bind", view.to_str().unwrap(), PLUGIN_TARGET]);
+}
+
+#[test]
+fn no_mounts_print_an_empty_bwrap_line() {
+    let env = TestEnv::new();
+    let out = env.run(["mounts", "--arm", "baseline", "--format", "bwrap"]);
+    assert_ok(&out);
+    assert_eq!(out.stdout, b"\n");
+}
+
+// ---------------------------------------------------------------------------
+// The GitNexus runtime, against the oracle
+// ---------------------------------------------------------------------------
+
+/// A harness root holding a GitNexus layout the reference accepts.
+fn good_harness(h: &Path) {
+    let rt = h.join("gitnexus");
+    let sh = h.join("gitnexus-shared");
+    write(&rt.join("dist/cli/index.js"), "#!/usr/bin/env node\n");
+    write(
+        &rt.join("package.json"),
+        r#"{"name": "gitnexus", "version": "1.6.9"}"#,
+    );
+    write(&rt.join("node_modules/other/index.js"), "");
+    write(&rt.join("vendor/README"), "");
+    write(&rt.join("hooks/claude/hook.sh"), "");
+    write(&sh.join("dist/index.js"), "");
+    write(
+        &sh.join("package.json"),
+        r#"{"name": "gitnexus-shared", "version": "1.6.9"}"#,
+    );
+    symlink(
+        "../../gitnexus-shared",
+        rt.join("node_modules/gitnexus-shared"),
+    )
+    .unwrap();
+}
+
+/// Moves `path` aside and puts a symlink to it in its place.
+fn replace_with_symlink(path: &Path) {
+    let aside = path.with_extension("real");
+    fs::rename(path, &aside).unwrap();
+    symlink(&aside, path).unwrap();
+}
+
+/// What cestore must answer for a layout: accept, or reject saying this.
+#[derive(Debug)]
+enum Expect {
+    Accept,
+    Reject(&'static str),
+}
+
+/// A layout: a name, how to break the good one, and the committed answer.
+type Case = (&'static str, fn(&Path), Expect);
+
+fn cases() -> Vec<Case> {
+    use Expect::{Accept, Reject};
+    vec![
+        ("good", |_| {}, Accept),
+        (
+            "missing vendor",
+            |h| fs::remove_dir_all(h.join("gitnexus/vendor")).unwrap(),
+            Reject("pinned GitNexus runtime component is unavailable"),
+        ),
+        (
+            "missing hooks/claude",
+            |h| fs::remove_dir_all(h.join("gitnexus/hooks")).unwrap(),
+            Reject("pinned GitNexus runtime component is unavailable"),
+        ),
+        (
+            "missing shared dist",
+            |h| fs::remove_dir_all(h.join("gitnexus-shared/dist")).unwrap(),
+            Reject("pinned GitNexus runtime component is unavailable"),
+        ),
+        (
+            "symlinked vendor",
+            |h| replace_with_symlink(&h.join("gitnexus/vendor")),
+            Reject("pinned GitNexus runtime component must be a real directory"),
+        ),
+        (
+            "symlinked package.json",
+            |h| replace_with_symlink(&h.join("gitnexus/package.json")),
+            Reject("pinned GitNexus runtime component must be a real file"),
+        ),
+        (
+            "symlinked hooks parent",
+            |h| replace_with_symlink(&h.join("gitnexus/hooks")),
+            Reject("pinned GitNexus runtime component must be a real directory"),
+        ),
+        (
+            "package.json is a directory",
+            |h| {
+                fs::remove_file(h.join("gitnexus-shared/package.json")).unwrap();
+                fs::create_dir(h.join("gitnexus-shared/package.json")).unwrap();
+            },
+            Reject("pinned GitNexus runtime component must be a real file"),
+        ),
+        (
+            "symlinked runtime root",
+            |h| replace_with_symlink(&h.join("gitnexus")),
+            Reject("pinned GitNexus runtime must be a real directory"),
+        ),
+        (
+            "symlinked shared root",
+            |h| replace_with_symlink(&h.join("gitnexus-shared")),
+            Reject("pinned GitNexus shared runtime must be a real directory"),
+        ),
+        (
+            "missing runtime root",
+            |h| fs::remove_dir_all(h.join("gitnexus")).unwrap(),
+            Reject("pinned GitNexus runtime is unavailable"),
+        ),
+        (
+            "version drift",
+            |h| write(&h.join("gitnexus/package.json"), r#"{"version": "1.7.0"}"#),
+            Reject("pinned GitNexus runtime version drifted: expected 1.6.9, got '1.7.0'"),
+        ),
+        (
+            "version missing",
+            |h| write(&h.join("gitnexus/package.json"), "{}"),
+            Reject("expected 1.6.9, got None"),
+        ),
+        (
+            "version a number",
+            |h| write(&h.join("gitnexus/package.json"), r#"{"version": 1.69}"#),
+            Reject("expected 1.6.9, got 1.69"),
+        ),
+        (
+            "duplicate version key, last wins",
+            |h| {
+                write(
+                    &h.join("gitnexus/package.json"),
+                    r#"{"version": "1.7.0", "version": "1.6.9"}"#,
+                )
+            },
+            Accept,
+        ),
+        (
+            "CRLF package.json",
+            |h| {
+                write(
+                    &h.join("gitnexus/package.json"),
+                    "{\r\n\"version\": \"1.6.9\"\r\n}\r\n",
+                )
+            },
+            Accept,
+        ),
+        (
+            "invalid package.json",
+            |h| write(&h.join("gitnexus/package.json"), r#"{"version": "1.6.9""#),
+            Reject("pinned GitNexus runtime metadata is invalid"),
+        ),
+        (
+            "package.json not UTF-8",
+            |h| {
+                write(
+                    &h.join("gitnexus/package.json"),
+                    b"{\"version\": \"1.6.9\xff\"}",
+                )
+            },
+            Reject("pinned GitNexus runtime metadata is invalid"),
+        ),
+        (
+            "package.json with a BOM",
+            |h| {
+                write(
+                    &h.join("gitnexus/package.json"),
+                    b"\xef\xbb\xbf{\"version\": \"1.6.9\"}",
+                )
+            },
+            Reject("pinned GitNexus runtime metadata is invalid"),
+        ),
+        (
+            "package.json not an object",
+            |h| write(&h.join("gitnexus/package.json"), r#"["1.6.9"]"#),
+            Reject("pinned GitNexus runtime metadata is invalid"),
+        ),
+        (
+            "missing gitnexus-shared link",
+            |h| fs::remove_file(h.join("gitnexus/node_modules/gitnexus-shared")).unwrap(),
+            Reject("pinned GitNexus runtime has an unexpected gitnexus-shared dependency"),
+        ),
+        (
+            "gitnexus-shared link elsewhere",
+            |h| {
+                let link = h.join("gitnexus/node_modules/gitnexus-shared");
+                fs::remove_file(&link).unwrap();
+                fs::create_dir(h.join("impostor")).unwrap();
+                symlink("../../impostor", &link).unwrap();
+            },
+            Reject("pinned GitNexus runtime has an unexpected gitnexus-shared dependency"),
+        ),
+        (
+            "gitnexus-shared link to the shared dist",
+            |h| {
+                let link = h.join("gitnexus/node_modules/gitnexus-shared");
+                fs::remove_file(&link).unwrap();
+                symlink("../../gitnexus-shared/dist", &link).unwrap();
+            },
+            Reject("pinned GitNexus runtime has an unexpected gitnexus-shared dependency"),
+        ),
+        (
+            "gitnexus-shared absolute link",
+            |h| {
+                let link = h.join("gitnexus/node_modules/gitnexus-shared");
+                fs::remove_file(&link).unwrap();
+                symlink(h.join("gitnexus-shared"), &link).unwrap();
+            },
+            Accept,
+        ),
+        (
+            "gitnexus-shared link dangling",
+            |h| {
+                let link = h.join("gitnexus/node_modules/gitnexus-shared");
+                fs::remove_file(&link).unwrap();
+                symlink("../../nowhere", &link).unwrap();
+            },
+            Reject("pinned GitNexus runtime has an unexpected gitnexus-shared dependency"),
+        ),
+        (
+            "gitnexus-shared a real directory",
+            |h| {
+                let link = h.join("gitnexus/node_modules/gitnexus-shared");
+                fs::remove_file(&link).unwrap();
+                write(&link.join("package.json"), r#"{"name": "gitnexus-shared"}"#);
+            },
+            Reject("pinned GitNexus runtime has an unexpected gitnexus-shared dependency"),
+        ),
+        (
+            "wrong shared package name",
+            |h| {
+                write(
+                    &h.join("gitnexus-shared/package.json"),
+                    r#"{"name": "gitnexus-shared-fork"}"#,
+                )
+            },
+            Reject("pinned GitNexus shared runtime has an unexpected package identity"),
+        ),
+        (
+            "shared package name missing",
+            |h| write(&h.join("gitnexus-shared/package.json"), "{}"),
+            Reject("pinned GitNexus shared runtime has an unexpected package identity"),
+        ),
+        (
+            "invalid shared package.json",
+            |h| write(&h.join("gitnexus-shared/package.json"), "nope"),
+            Reject("pinned GitNexus shared runtime metadata is invalid"),
+        ),
+        (
+            "missing entrypoint",
+            |h| fs::remove_file(h.join("gitnexus/dist/cli/index.js")).unwrap(),
+            Reject("pinned GitNexus runtime metadata is invalid"),
+        ),
+        (
+            "symlinked entrypoint",
+            |h| replace_with_symlink(&h.join("gitnexus/dist/cli/index.js")),
+            Reject("pinned GitNexus runtime entrypoint must be regular and non-symlink"),
+        ),
+        (
+            "entrypoint a directory",
+            |h| {
+                fs::remove_file(h.join("gitnexus/dist/cli/index.js")).unwrap();
+                fs::create_dir(h.join("gitnexus/dist/cli/index.js")).unwrap();
+            },
+            Reject("pinned GitNexus runtime entrypoint must be regular and non-symlink"),
+        ),
+        // The reference lstats dist/cli/index.js by path, so a symlinked
+        // dist/cli on the way is followed; cestore agrees.
+        (
+            "symlinked dist/cli",
+            |h| replace_with_symlink(&h.join("gitnexus/dist/cli")),
+            Accept,
+        ),
+        // Checks run in the reference's order: the first broken rule is reported.
+        (
+            "version drift and wrong shared name",
+            |h| {
+                write(&h.join("gitnexus/package.json"), r#"{"version": "1.7.0"}"#);
+                write(&h.join("gitnexus-shared/package.json"), "{}");
+            },
+            Reject("version drifted"),
+        ),
+        (
+            "missing entrypoint and invalid package.json",
+            |h| {
+                fs::remove_file(h.join("gitnexus/dist/cli/index.js")).unwrap();
+                write(&h.join("gitnexus/package.json"), "{");
+            },
+            Reject("index.js"),
+        ),
+    ]
+}
+
+/// The oracle's answer for a harness root; `None` when it is absent.
+fn oracle_gitnexus(harness: &Path) -> Option<Value> {
+    let oracle = util::oracle()?;
+    let out = Command::new("python3")
+        .arg(oracle)
+        .arg("gitnexus-mounts")
+        .arg(harness)
+        .output()
+        .expect("run python3 oracle");
+    Some(serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "oracle output is not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }))
+}
+
+/// cestore's answer: the mounts, or the exit code and stderr.
+fn cestore_gitnexus(
+    env: &TestEnv,
+    harness: &Path,
+    extra: &[&str],
+) -> Result<Vec<(String, String)>, (i32, String)> {
+    let mut args = vec![
+        os("mounts"),
+        os("--arm"),
+        os("baseline"),
+        os("--gitnexus-root"),
+        harness.as_os_str(),
+        os("--json"),
+    ];
+    args.extend(extra.iter().map(|s| os(s)));
+    let out = env.run(args);
+    match out.status.code() {
+        Some(0) => Ok(pairs(&util::parse_json(&out))),
+        code => Err((
+            code.unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )),
+    }
+}
+
+/// Builds one case's layout in a fresh directory, checks cestore's committed
+/// answer, and compares with the oracle when it is present. Returns whether
+/// the oracle was consulted.
+fn check_case(name: &str, mutate: fn(&Path), expect: &Expect) -> bool {
+    let env = TestEnv::new();
+    let h = env.path("harness");
+    good_harness(&h);
+    mutate(&h);
+    let ours = cestore_gitnexus(&env, &h, &[]);
+    match (expect, &ours) {
+        (Expect::Accept, Ok(mounts)) => {
+            let expected: Vec<(String, String)> = GITNEXUS_TARGETS
+                .iter()
+                .map(|t| {
+                    let (root, rel) = t.strip_prefix("/opt/").unwrap().split_once('/').unwrap();
+                    (
+                        h.join(root).join(rel).to_str().unwrap().to_string(),
+                        t.to_string(),
+                    )
+                })
+                .collect();
+            assert_eq!(mounts, &expected, "{name}");
+        }
+        (Expect::Reject(text), Err((code, stderr))) => {
+            assert_eq!(*code, 3, "{name}: {stderr}");
+            assert!(
+                stderr.contains(text),
+                "{name}: expected {text:?} in {stderr}"
+            );
+        }
+        _ => panic!("{name}: expected {expect:?}, cestore said {ours:?}"),
+    }
+    let Some(oracle) = oracle_gitnexus(&h) else {
+        return false;
+    };
+    if oracle["ok"] == json!(true) {
+        let theirs: Vec<(String, String)> = oracle["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["source"].as_str().unwrap().to_string(),
+                    m["target"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            ours.as_ref().ok(),
+            Some(&theirs),
+            "{name}: the oracle accepts"
+        );
+    } else {
+        assert!(
+            ours.is_err(),
+            "{name}: the oracle rejects with {oracle}, cestore accepts"
+        );
+    }
+    true
+}
+
+#[test]
+fn gitnexus_layouts_agree_with_the_reference() {
+    let mut consulted = 0;
+    let cases = cases();
+    for (name, mutate, expect) in &cases {
+        consulted += usize::from(check_case(name, *mutate, expect));
+    }
+    if consulted == 0 {
+        eprintln!(
+            "gitnexus_layouts_agree_with_the_reference: ../shared/reference/oracle.py is absent; \
+             checked cestore's committed answers only"
+        );
+    } else {
+        assert_eq!(consulted, cases.len());
+    }
+}
+
+#[test]
+fn gitnexus_harness_root_reached_through_a_symlink_is_rejected() {
+    let env = TestEnv::new();
+    let real = env.path("real-harness");
+    good_harness(&real);
+    let link = env.path("harness-link");
+    symlink(&real, &link).unwrap();
+    let stderr = cestore_gitnexus(&env, &link, &[]).expect_err("a symlinked harness root");
+    assert_eq!(stderr.0, 3);
+    assert!(
+        stderr
+            .1
+            .contains("pinned GitNexus runtime must be a real directory"),
+        "{}",
+        stderr.1
+    );
+    if let Some(oracle) = oracle_gitnexus(&link) {
+        assert_eq!(oracle["ok"], json!(false), "{oracle}");
+    }
+}
+
+#[test]
+fn gitnexus_pinned_version_can_be_changed() {
+    let env = TestEnv::new();
+    let h = env.path("harness");
+    good_harness(&h);
+    write(&h.join("gitnexus/package.json"), r#"{"version": "1.7.0"}"#);
+    assert_eq!(
+        cestore_gitnexus(&env, &h, &["--gitnexus-version", "1.7.0"]).map(|m| m.len()),
+        Ok(7)
+    );
+    let err = cestore_gitnexus(&env, &h, &[]).expect_err("drifted");
+    assert!(err.1.contains("expected 1.6.9, got '1.7.0'"), "{}", err.1);
+    // --gitnexus-version means nothing without --gitnexus-root.
+    assert_exit(
+        &env.run(["mounts", "--arm", "baseline", "--gitnexus-version", "1.7.0"]),
+        2,
+    );
+}
+
+#[test]
+fn gitnexus_mounts_follow_the_plugin_mount_for_every_arm() {
+    let env = TestEnv::new();
+    let h = env.path("harness");
+    good_harness(&h);
+    let view = env.path("view");
+    fs::create_dir(&view).unwrap();
+    for arm in CE_ARMS.iter().chain(&OTHER_ARMS) {
+        let report = mounts_json(
+            &env,
+            &[
+                os("--arm"),
+                os(arm),
+                os("--view"),
+                view.as_os_str(),
+                os("--gitnexus-root"),
+                h.as_os_str(),
+            ],
+        );
+        let targets: Vec<String> = pairs(&report).into_iter().map(|(_, t)| t).collect();
+        let gitnexus: Vec<String> = GITNEXUS_TARGETS.iter().map(|t| t.to_string()).collect();
+        if CE_ARMS.contains(arm) {
+            assert_eq!(targets[0], PLUGIN_TARGET);
+            assert_eq!(targets[1..], gitnexus[..], "{arm}");
+        } else {
+            assert_eq!(targets, gitnexus, "{arm}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A real sandbox
+// ---------------------------------------------------------------------------
+
+/// The file the stand-in view holds, and its content.
+const VIEW_FILE: (&str, &str) = ("skills/ce-plan/SKILL.md", "# ce-plan\nplan the work\n");
+
+/// Builds the directory mounted as the plugin view: a frozen stand-in
+/// (0555 directories, 0444 files). Swap this for a real `cestore checkout`
+/// view to run the sandbox test over one.
+fn sandbox_view(env: &TestEnv) -> PathBuf {
+    let view = env.path("view");
+    write(
+        &view.join(".claude-plugin/plugin.json"),
+        r#"{"name": "compound-engineering", "version": "1.0.0"}"#,
+    );
+    write(&view.join(VIEW_FILE.0), VIEW_FILE.1);
+    freeze(&view);
+    view
+}
+
+/// Makes a tree read-only: 0444 files, 0555 directories.
+fn freeze(dir: &Path) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            freeze(&path);
+        } else {
+            chmod(&path, 0o444);
+        }
+    }
+    chmod(dir, 0o555);
+}
+
+/// Makes a frozen tree removable again.
+fn thaw(dir: &Path) {
+    chmod(dir, 0o755);
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            thaw(&path);
+        }
+    }
+}
+
+/// Whether bubblewrap is installed and can make a sandbox here.
+fn bwrap_works() -> Result<(), String> {
+    match Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "true"])
+        .output()
+    {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "`bwrap --ro-bind / / true` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Err(format!("bwrap is not runnable: {e}")),
+    }
+}
+
+#[test]
+fn bwrap_sandbox_sees_the_view_read_only() {
+    if let Err(reason) = bwrap_works() {
+        eprintln!("skipping bwrap_sandbox_sees_the_view_read_only: {reason}");
+        return;
+    }
+    let env = TestEnv::new();
+    let view = sandbox_view(&env);
+    let out = env.run([
+        os("mounts"),
+        os("--arm"),
+        os("ce_review"),
+        os("--view"),
+        view.as_os_str(),
+        os("--format"),
+        os("bwrap"),
+    ]);
+    assert_ok(&out);
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let args: Vec<&str> = printed.split_whitespace().collect();
+    assert_eq!(args.len(), 3);
+
+    let sandbox = |cmd: &[&str]| {
+        Command::new("bwrap")
+            .args(["--ro-bind", "/", "/", "--tmpfs", "/opt"])
+            .args(&args)
+            .args(["--dev", "/dev", "--proc", "/proc"])
+            .args(cmd)
+            .output()
+            .expect("run bwrap")
+    };
+    let file = format!("{PLUGIN_TARGET}/{}", VIEW_FILE.0);
+    let read = sandbox(&["cat", &file]);
+    assert_ok(&read);
+    assert_eq!(String::from_utf8_lossy(&read.stdout), VIEW_FILE.1);
+
+    let create = sandbox(&["sh", "-c", &format!("echo x > {PLUGIN_TARGET}/new")]);
+    assert!(
+        !create.status.success(),
+        "creating a file in the view succeeded"
+    );
+    let overwrite = sandbox(&["sh", "-c", &format!("echo x > {file}")]);
+    assert!(
+        !overwrite.status.success(),
+        "overwriting a view file succeeded"
+    );
+    assert!(!view.join("new").exists());
+    assert_eq!(
+        fs::read_to_string(view.join(VIEW_FILE.0)).unwrap(),
+        VIEW_FILE.1
+    );
+    thaw(&view);
+}

@@ -1,0 +1,1600 @@
+//! Views: `checkout`, `discard` and `path` against the real filesystem.
+//!
+//! * `checkout_matches_reference_staging`: a view is the reference's staged
+//!   snapshot (same entries, bytes, `st_mode & 0o7777`), checked against the
+//!   reference's own `_build_ce_plugin_snapshot` when `../shared` is present.
+//! * `views_share_inodes_across_releases`, `empty_files_are_fresh`: what a
+//!   view links, and what it does not.
+//! * `exdev_copies_across_filesystems`, `emlink_copies_at_the_link_limit`:
+//!   real `EXDEV` and `EMLINK`, no simulation.
+//! * `discard_*`, `tampered_*`, `concurrent_path_*`, `checkout_publishes_*`,
+//!   `bad_requests`: the rest of the contract.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::gen;
+use crate::util::{
+    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, write, TestEnv,
+};
+
+// ---------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------
+
+/// A test directory (canonical path) with a store; removed on drop even
+/// though views leave read-only directories behind.
+struct Env {
+    t: TestEnv,
+    base: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let t = TestEnv::new();
+        let base = t.dir.path().canonicalize().expect("canonical temp dir");
+        Env { t, base }
+    }
+
+    fn at(&self, rel: &str) -> PathBuf {
+        self.base.join(rel)
+    }
+
+    fn store(&self) -> &Path {
+        &self.t.store
+    }
+
+    fn run<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.t.run(args)
+    }
+
+    fn ingest(&self, dir: &Path, version: &str) -> String {
+        self.t.ingest_digest(dir, version)
+    }
+
+    /// `cestore checkout DIGEST DEST --json EXTRA...`.
+    fn checkout(&self, digest: &str, dest: &Path, extra: &[&str]) -> Output {
+        let mut args: Vec<&OsStr> = vec![
+            OsStr::new("checkout"),
+            OsStr::new(digest),
+            dest.as_os_str(),
+            OsStr::new("--json"),
+        ];
+        args.extend(extra.iter().map(OsStr::new));
+        self.run(args)
+    }
+
+    /// A checkout that must succeed; returns its JSON report.
+    fn checkout_ok(&self, digest: &str, dest: &Path, extra: &[&str]) -> Value {
+        let out = self.checkout(digest, dest, extra);
+        assert_ok(&out);
+        let report = parse_json(&out);
+        assert_eq!(report["ok"], true, "{report}");
+        report
+    }
+
+    fn discard(&self, dest: &Path, force: Option<&str>) -> Output {
+        let mut args: Vec<&OsStr> = vec![
+            OsStr::new("discard"),
+            dest.as_os_str(),
+            OsStr::new("--json"),
+        ];
+        if let Some(d) = force {
+            args.push(OsStr::new("--force"));
+            args.push(OsStr::new(d));
+        }
+        self.run(args)
+    }
+
+    fn show(&self, digest: &str) -> Value {
+        self.t.json(["show", digest, "--json"])
+    }
+
+    /// The snapshot's files, from `show --files --json`.
+    fn files(&self, digest: &str) -> Vec<FileEntry> {
+        let v = self.t.json(["show", digest, "--files", "--json"]);
+        v["files"]
+            .as_array()
+            .expect("files array")
+            .iter()
+            .map(|f| FileEntry {
+                path: f["path"].as_str().expect("path").to_string(),
+                sha256: f["sha256"].as_str().expect("sha256").to_string(),
+                size: f["size"].as_u64().expect("size"),
+                executable: f["executable"].as_bool().expect("executable"),
+            })
+            .collect()
+    }
+
+    /// The recorded views' paths of a snapshot, from `show --json`.
+    fn views(&self, digest: &str) -> Vec<(String, String)> {
+        self.show(digest)["views"]
+            .as_array()
+            .expect("views array")
+            .iter()
+            .map(|v| {
+                (
+                    v["path"].as_str().expect("view path").to_string(),
+                    v["kind"].as_str().expect("view kind").to_string(),
+                )
+            })
+            .collect()
+    }
+
+    fn object(&self, sha256: &str, executable: bool) -> PathBuf {
+        object_path(self.store(), sha256, executable)
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        gen::remove_tree(&self.base);
+    }
+}
+
+/// One file of a snapshot as `show --files --json` lists it.
+#[derive(Clone, Debug)]
+struct FileEntry {
+    path: String,
+    sha256: String,
+    size: u64,
+    executable: bool,
+}
+
+fn object_path(store: &Path, sha256: &str, executable: bool) -> PathBuf {
+    let name = format!("{}{}", &sha256[2..], if executable { ".x" } else { "" });
+    store.join("objects").join(&sha256[..2]).join(name)
+}
+
+fn sha_hex(data: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(data))
+}
+
+/// What a walk found at one relative path (symlinks are never followed).
+#[derive(Clone, PartialEq, Eq)]
+enum Node {
+    Dir { mode: u32 },
+    File { mode: u32, bytes: Vec<u8> },
+    Symlink,
+    Other,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Node::Dir { mode } => write!(f, "dir {mode:04o}"),
+            Node::File { mode, bytes } => write!(
+                f,
+                "file {mode:04o} {} bytes sha {}",
+                bytes.len(),
+                &sha_hex(bytes)[..12]
+            ),
+            Node::Symlink => write!(f, "symlink"),
+            Node::Other => write!(f, "other"),
+        }
+    }
+}
+
+/// Every entry under `root` (the root itself as ""), by relative path.
+fn walk(root: &Path) -> BTreeMap<String, Node> {
+    fn inner(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Node>) {
+        let mut names: Vec<_> = fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+            .map(|e| e.expect("dir entry").file_name())
+            .collect();
+        names.sort();
+        for name in names {
+            let text = name.to_str().expect("UTF-8 name in a view").to_string();
+            let rel = if prefix.is_empty() {
+                text
+            } else {
+                format!("{prefix}/{text}")
+            };
+            let path = dir.join(&name);
+            let meta = fs::symlink_metadata(&path).expect("lstat");
+            let mode = meta.mode() & 0o7777;
+            let ft = meta.file_type();
+            if ft.is_dir() {
+                out.insert(rel.clone(), Node::Dir { mode });
+                inner(&path, &rel, out);
+            } else if ft.is_file() {
+                let bytes =
+                    fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+                out.insert(rel, Node::File { mode, bytes });
+            } else if ft.is_symlink() {
+                out.insert(rel, Node::Symlink);
+            } else {
+                out.insert(rel, Node::Other);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    let meta =
+        fs::symlink_metadata(root).unwrap_or_else(|e| panic!("lstat {}: {e}", root.display()));
+    assert!(meta.is_dir(), "{} is not a directory", root.display());
+    out.insert(
+        String::new(),
+        Node::Dir {
+            mode: meta.mode() & 0o7777,
+        },
+    );
+    inner(root, "", &mut out);
+    out
+}
+
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').map(move |(i, _)| &path[..i])
+}
+
+/// Asserts a view is exactly the snapshot `files` describe: those files with
+/// those bytes, 0444/0555 files, 0555 directories (only the needed ones), no
+/// symlinks. Returns the walk.
+fn assert_view_is(view: &Path, files: &[FileEntry]) -> BTreeMap<String, Node> {
+    let tree = walk(view);
+    let mut dirs: BTreeSet<&str> = BTreeSet::from([""]);
+    for f in files {
+        dirs.extend(ancestors(&f.path));
+    }
+    let wanted: BTreeSet<&str> = files
+        .iter()
+        .map(|f| f.path.as_str())
+        .chain(dirs.iter().copied())
+        .collect();
+    let found: BTreeSet<&str> = tree.keys().map(String::as_str).collect();
+    assert_eq!(
+        found.difference(&wanted).collect::<Vec<_>>(),
+        Vec::<&&str>::new(),
+        "extra entries in view {}",
+        view.display()
+    );
+    assert_eq!(
+        wanted.difference(&found).collect::<Vec<_>>(),
+        Vec::<&&str>::new(),
+        "missing entries in view {}",
+        view.display()
+    );
+    for d in &dirs {
+        assert_eq!(
+            tree[*d],
+            Node::Dir { mode: 0o555 },
+            "directory '{d}' of {}",
+            view.display()
+        );
+    }
+    for f in files {
+        match &tree[&f.path] {
+            Node::File { mode, bytes } => {
+                let want = if f.executable { 0o555 } else { 0o444 };
+                assert_eq!(*mode, want, "mode of '{}' in {}", f.path, view.display());
+                assert_eq!(bytes.len() as u64, f.size, "size of '{}'", f.path);
+                assert_eq!(sha_hex(bytes), f.sha256, "bytes of '{}'", f.path);
+            }
+            other => panic!(
+                "'{}' in {} is {other:?}, not a file",
+                f.path,
+                view.display()
+            ),
+        }
+    }
+    tree
+}
+
+/// Names in `parent` that look like a checkout's temporary directory.
+fn tmp_siblings(parent: &Path) -> Vec<String> {
+    fs::read_dir(parent)
+        .expect("read parent")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".cestore-tmp-"))
+        .collect()
+}
+
+fn exists(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok()
+}
+
+fn ino(path: &Path) -> u64 {
+    fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("lstat {}: {e}", path.display()))
+        .ino()
+}
+
+fn nlink(path: &Path) -> u64 {
+    fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("lstat {}: {e}", path.display()))
+        .nlink()
+}
+
+fn mode_of(path: &Path) -> u32 {
+    fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("lstat {}: {e}", path.display()))
+        .mode()
+        & 0o7777
+}
+
+/// Gives the owner write permission on every directory under `root`
+/// (`find ROOT -type d -exec chmod u+w {} +`), never touching a file.
+fn chmod_dirs_writable(root: &Path) {
+    let meta = fs::symlink_metadata(root).expect("lstat");
+    if !meta.is_dir() {
+        return;
+    }
+    chmod(root, (meta.mode() & 0o7777) | 0o200);
+    for entry in fs::read_dir(root).expect("read dir") {
+        chmod_dirs_writable(&entry.expect("entry").path());
+    }
+}
+
+/// A copy of a tree that keeps modes (`cp -a`).
+fn cp_a(from: &Path, to: &Path) {
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .output()
+        .expect("run cp");
+    assert!(
+        out.status.success(),
+        "cp -a failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Checks every object in the store: mode 0444 (0555 for `.x`) and bytes
+/// that hash to its name. Returns how many objects there are.
+fn assert_objects_intact(store: &Path) -> usize {
+    let mut n = 0;
+    for shard in fs::read_dir(store.join("objects")).expect("read objects") {
+        let shard = shard.expect("shard");
+        let shard_name = shard.file_name().to_string_lossy().into_owned();
+        for obj in fs::read_dir(shard.path()).expect("read shard") {
+            let obj = obj.expect("object");
+            let name = obj.file_name().to_string_lossy().into_owned();
+            let (hex, exec) = match name.strip_suffix(".x") {
+                Some(h) => (h.to_string(), true),
+                None => (name.clone(), false),
+            };
+            let path = obj.path();
+            let want = if exec { 0o555 } else { 0o444 };
+            assert_eq!(mode_of(&path), want, "mode of object {}", path.display());
+            let bytes = fs::read(&path).expect("read object");
+            assert_eq!(
+                sha_hex(&bytes),
+                format!("{shard_name}{hex}"),
+                "bytes of object {}",
+                path.display()
+            );
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Writes a plugin tree: `(path, bytes, mode)`.
+fn write_tree(root: &Path, files: &[(String, Vec<u8>, u32)]) {
+    for (rel, bytes, mode) in files {
+        let p = root.join(rel);
+        write(&p, bytes);
+        chmod(&p, *mode);
+    }
+}
+
+fn plugin_json(version: &str) -> Vec<u8> {
+    format!(r#"{{"name": "compound-engineering", "version": "{version}"}}"#).into_bytes()
+}
+
+fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
+    let mut rng = gen::Rng::new(seed);
+    let mut buf = vec![0u8; n];
+    rng.fill(&mut buf);
+    buf
+}
+
+/// A hand-made tree covering non-ASCII names, exec bits, empty files, deep
+/// directories, scripts/ and assets/, shared bytes, and noise the seed filters.
+/// Returns the files and the set of paths the snapshot must hold.
+fn rich_tree(version: &str, salt: u64) -> (Vec<(String, Vec<u8>, u32)>, BTreeSet<String>) {
+    let script = b"#!/bin/sh\necho hello\n".to_vec();
+    let skill = b"# ce-plan\n".to_vec();
+    let mut keep: Vec<(&str, Vec<u8>, u32)> = vec![
+        (".claude-plugin/plugin.json", plugin_json(version), 0o644),
+        (
+            ".claude-plugin/marketplace.json",
+            b"{\"plugins\": []}\n".to_vec(),
+            0o600,
+        ),
+        ("skills/ce-plan/SKILL.md", skill.clone(), 0o644),
+        ("skills/ce-work/SKILL.md", b"# ce-work\n".to_vec(), 0o644),
+        (
+            "skills/ce-code-review/SKILL.md",
+            b"# ce-code-review\n".to_vec(),
+            0o444,
+        ),
+        (
+            "skills/ce-plan/références/çà-日本語.md",
+            "Ünïcødé ✓\n".as_bytes().to_vec(),
+            0o644,
+        ),
+        (
+            "skills/ce-work/emoji-🦀.txt",
+            "🦀\n".as_bytes().to_vec(),
+            0o644,
+        ),
+        (
+            "skills/ce-work/name with spaces.md",
+            b"spaces\n".to_vec(),
+            0o644,
+        ),
+        ("skills/ce-work/empty.md", Vec::new(), 0o644),
+        (
+            "skills/ce-work/deep/a/b/c/d/e/f/leaf.txt",
+            b"leaf\n".to_vec(),
+            0o644,
+        ),
+        (
+            "skills/ce-work/deep/a/sibling.txt",
+            b"sibling\n".to_vec(),
+            0o600,
+        ),
+        ("scripts/run.sh", script.clone(), 0o755),
+        ("scripts/plain-copy-of-run.sh", script.clone(), 0o644),
+        ("scripts/owner-only", b"owner x\n".to_vec(), 0o700),
+        ("scripts/other-x", b"other x\n".to_vec(), 0o641),
+        ("scripts/group-x", b"group x\n".to_vec(), 0o654),
+        ("scripts/setuid", b"setuid\n".to_vec(), 0o4755),
+        ("scripts/readonly", b"ro\n".to_vec(), 0o400),
+        ("scripts/empty-exec", Vec::new(), 0o755),
+        ("scripts/sub dir/ŝcript.py", b"print('x')\n".to_vec(), 0o750),
+        ("assets/logo.bin", random_bytes(salt, 100_000), 0o644),
+        ("assets/Ωmega/ñ/data.json", b"{\"a\": 1}\n".to_vec(), 0o644),
+        ("assets/dup-of-skill.md", skill, 0o644),
+        ("assets/.hidden", b"hidden but allowed\n".to_vec(), 0o644),
+    ];
+    let salt_text = format!("salt {salt}\n").into_bytes();
+    keep.push(("assets/salt.txt", salt_text, 0o644));
+    let noise: Vec<(&str, Vec<u8>, u32)> = vec![
+        ("README.md", b"top level, not allowed\n".to_vec(), 0o644),
+        ("docs/index.md", b"docs\n".to_vec(), 0o644),
+        ("src/main.rs", b"fn main() {}\n".to_vec(), 0o644),
+        (".github/workflows/ci.yml", b"on: push\n".to_vec(), 0o644),
+        (
+            ".claude-plugin/notes.txt",
+            b"not an allowed manifest\n".to_vec(),
+            0o644,
+        ),
+        ("skills/ce-work/tests/test_x.py", b"noise\n".to_vec(), 0o644),
+        ("skills/ce-work/Docs/readme.md", b"noise\n".to_vec(), 0o644),
+        ("skills/ce-work/.env", b"SECRET=1\n".to_vec(), 0o600),
+        ("skills/ce-work/.env.local", b"SECRET=1\n".to_vec(), 0o600),
+        ("skills/ce-work/api-token.txt", b"t\n".to_vec(), 0o600),
+        ("skills/ce-work/server.PEM", b"k\n".to_vec(), 0o600),
+        ("skills/ce-work/__pycache__/x.pyc", b"\0\0".to_vec(), 0o644),
+        (
+            "skills/ce-work/node_modules/pkg/index.js",
+            b"x\n".to_vec(),
+            0o644,
+        ),
+        (
+            "skills/.git/HEAD",
+            b"ref: refs/heads/main\n".to_vec(),
+            0o644,
+        ),
+        (
+            "skills/ce-work/only-noise/.npmrc",
+            b"token\n".to_vec(),
+            0o600,
+        ),
+        ("scripts/credentials.json", b"{}\n".to_vec(), 0o600),
+        ("assets/my-secret.bin", b"s\n".to_vec(), 0o644),
+        ("assets/test/fixture.txt", b"noise\n".to_vec(), 0o644),
+    ];
+    let expected = keep.iter().map(|(p, _, _)| p.to_string()).collect();
+    let files = keep
+        .into_iter()
+        .chain(noise)
+        .map(|(p, b, m)| (p.to_string(), b, m))
+        .collect();
+    (files, expected)
+}
+
+/// A small tree: the minimal plugin plus `extra` files.
+fn small_tree(root: &Path, version: &str, extra: &[(&str, &[u8], u32)]) {
+    minimal_plugin(root, version);
+    for (rel, bytes, mode) in extra {
+        let p = root.join(rel);
+        write(&p, bytes);
+        chmod(&p, *mode);
+    }
+}
+
+/// The reference package directory beside the repository, when present.
+fn reference_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference");
+    dir.join("workflow_bench/runtime_mounts.py")
+        .is_file()
+        .then_some(dir)
+}
+
+/// Runs the reference's own staging (`_build_ce_plugin_snapshot`) on `src`
+/// under `parent`; returns the staged root and the reference's digest.
+fn reference_stage(
+    reference: &Path,
+    src: &Path,
+    version: &str,
+    parent: &Path,
+) -> (PathBuf, String) {
+    const CODE: &str = "\
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from workflow_bench import runtime_mounts as rm
+cfg = rm.validate_ce_plugin_inputs(('ce_workflow',), Path(sys.argv[2]), sys.argv[3])
+snap = rm._build_ce_plugin_snapshot(cfg, Path(sys.argv[4]))
+print(snap.root)
+print(snap.manifest_digest)
+";
+    fs::create_dir_all(parent).expect("create reference parent");
+    let out = Command::new("python3")
+        .arg("-B")
+        .arg("-c")
+        .arg(CODE)
+        .arg(reference)
+        .arg(src)
+        .arg(version)
+        .arg(parent)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success(),
+        "reference staging failed for {}:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("UTF-8 reference output");
+    let mut lines = text.lines();
+    let root = PathBuf::from(lines.next().expect("staged root"));
+    let digest = lines.next().expect("reference digest").to_string();
+    (root, digest)
+}
+
+/// Asserts a view matches the source tree: every file's bytes, and 0555
+/// exactly when the source had any exec bit.
+fn assert_view_matches_source(view: &BTreeMap<String, Node>, src: &Path) {
+    for (rel, node) in view {
+        if let Node::File { mode, bytes } = node {
+            let sp = src.join(rel);
+            let src_bytes =
+                fs::read(&sp).unwrap_or_else(|e| panic!("read source {}: {e}", sp.display()));
+            assert!(
+                src_bytes == *bytes,
+                "bytes of '{rel}' differ from the source"
+            );
+            let exec = mode_of(&sp) & 0o111 != 0;
+            assert_eq!(
+                *mode,
+                if exec { 0o555 } else { 0o444 },
+                "mode of '{rel}' (source {:04o})",
+                mode_of(&sp)
+            );
+        }
+    }
+}
+
+/// A filesystem other than the one holding `base`: `/dev/shm` when it is one,
+/// else a tmpfs mounted on `base/mnt` when root. `None` (with the reason) when
+/// neither is possible.
+enum OtherFs {
+    Shm(tempfile::TempDir),
+    Mounted(PathBuf),
+}
+
+impl OtherFs {
+    fn find(base: &Path) -> Result<OtherFs, String> {
+        let dev = fs::metadata(base).expect("stat base").dev();
+        let shm = Path::new("/dev/shm");
+        if let Ok(meta) = fs::metadata(shm) {
+            if meta.is_dir() && meta.dev() != dev {
+                if let Ok(dir) = tempfile::Builder::new()
+                    .prefix("cestore-it-xdev-")
+                    .tempdir_in(shm)
+                {
+                    return Ok(OtherFs::Shm(dir));
+                }
+            }
+        }
+        if !rustix::process::geteuid().is_root() {
+            return Err(
+                "/dev/shm is unusable or on the same filesystem, and mounting a tmpfs needs root"
+                    .into(),
+            );
+        }
+        let mnt = base.join("mnt");
+        fs::create_dir_all(&mnt).expect("create mount point");
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64m", "tmpfs"])
+            .arg(&mnt)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {
+                if fs::metadata(&mnt).expect("stat mount").dev() == dev {
+                    return Err(
+                        "mount -t tmpfs succeeded but the mount point has the same st_dev".into(),
+                    );
+                }
+                Ok(OtherFs::Mounted(mnt))
+            }
+            Ok(o) => Err(format!(
+                "mount -t tmpfs failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            )),
+            Err(e) => Err(format!("cannot run mount: {e}")),
+        }
+    }
+
+    fn dir(&self) -> PathBuf {
+        match self {
+            OtherFs::Shm(d) => d.path().canonicalize().expect("canonical shm dir"),
+            OtherFs::Mounted(p) => p.clone(),
+        }
+    }
+}
+
+impl Drop for OtherFs {
+    fn drop(&mut self) {
+        match self {
+            OtherFs::Shm(d) => gen::remove_tree(d.path()),
+            OtherFs::Mounted(p) => {
+                let _ = Command::new("umount").arg(&*p).status();
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 1. A checkout is the reference's staged snapshot
+// ---------------------------------------------------------------------------
+
+#[test]
+fn checkout_matches_reference_staging() {
+    let env = Env::new();
+    let reference = reference_dir();
+    if reference.is_none() {
+        eprintln!(
+            "checkout_matches_reference_staging: ../shared/reference/workflow_bench is not present; \
+             skipping the comparison with the reference's staged tree (checking against the source only)"
+        );
+    }
+
+    // (source dir, version, expected file set when known)
+    let mut cases: Vec<(PathBuf, String, Option<BTreeSet<String>>)> = Vec::new();
+    for (i, version) in ["2.3.4-rc.1+build.5", "0.0.1"].iter().enumerate() {
+        let src = env.at(&format!("rich-{i}"));
+        let (files, expected) = rich_tree(version, 77 + i as u64);
+        write_tree(&src, &files);
+        // An empty directory is not part of a snapshot.
+        fs::create_dir_all(src.join("skills/ce-work/empty-dir")).expect("mkdir");
+        fs::create_dir_all(src.join("assets/empty/nested")).expect("mkdir");
+        cases.push((src, version.to_string(), Some(expected)));
+    }
+    // A few of the generator's accepted trees, kept small.
+    let mut seed = 0x7715_0000u64;
+    let mut picked = 0;
+    while picked < 3 && seed < 0x7715_0000 + 60 {
+        let root = env.at(&format!("gen-{seed:x}/tree"));
+        let case = gen::plugin_tree(seed, &root);
+        seed += 1;
+        if case.broken.is_none()
+            && case.dir == root
+            && case.files <= 300
+            && case.bytes <= 4 * gen::MIB
+        {
+            eprintln!(
+                "checkout_matches_reference_staging: seed {:#x}: {}",
+                case.seed, case.description
+            );
+            cases.push((root, case.version.clone(), None));
+            picked += 1;
+        }
+    }
+    assert!(picked > 0, "no small accepted generator tree in 60 seeds");
+
+    for (i, (src, version, expected)) in cases.iter().enumerate() {
+        let digest = env.ingest(src, version);
+        let dest = env.at(&format!("view-{i}"));
+        let report = env.checkout_ok(&digest, &dest, &[]);
+        let files = env.files(&digest);
+        let tree = assert_view_is(&dest, &files);
+        assert!(!tree
+            .values()
+            .any(|n| matches!(n, Node::Symlink | Node::Other)));
+        assert_view_matches_source(&tree, src);
+
+        // The report adds up.
+        let empties = files.iter().filter(|f| f.size == 0).count() as u64;
+        let dirs = tree
+            .values()
+            .filter(|n| matches!(n, Node::Dir { .. }))
+            .count() as u64;
+        assert_eq!(report["manifest_digest"], digest.as_str());
+        assert_eq!(report["view"], dest.to_str().unwrap());
+        assert_eq!(report["requested_method"], "auto");
+        assert_eq!(report["linked"], files.len() as u64 - empties, "{report}");
+        assert_eq!(report["copied"], empties, "{report}");
+        assert_eq!(report["directories"], dirs, "{report}");
+        if empties > 0 {
+            assert_eq!(report["copy_reasons"]["empty file"], empties, "{report}");
+        }
+        assert_eq!(
+            report["copy_reasons"].as_object().unwrap().len(),
+            usize::from(empties > 0),
+            "{report}"
+        );
+
+        if let Some(expected) = expected {
+            let got: BTreeSet<String> = files.iter().map(|f| f.path.clone()).collect();
+            assert_eq!(&got, expected, "file set of {}", src.display());
+        }
+
+        if let Some(reference) = &reference {
+            let (staged, ref_digest) =
+                reference_stage(reference, src, version, &env.at(&format!("ref-{i}")));
+            assert_eq!(
+                ref_digest,
+                digest,
+                "the reference's digest for {}",
+                src.display()
+            );
+            let ref_tree = walk(&staged);
+            let view_keys: Vec<&String> = tree.keys().collect();
+            let ref_keys: Vec<&String> = ref_tree.keys().collect();
+            assert_eq!(
+                view_keys,
+                ref_keys,
+                "entries of the view vs the reference's staged tree ({})",
+                src.display()
+            );
+            for (rel, node) in &tree {
+                assert_eq!(
+                    node, &ref_tree[rel],
+                    "'{rel}' in the view vs the reference's staged tree"
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 2. Releases share inodes; the exec bit is part of an object's identity
+// ---------------------------------------------------------------------------
+
+#[test]
+fn views_share_inodes_across_releases() {
+    let env = Env::new();
+    let same: &[u8] = b"same bytes, two modes\n";
+    let extra: &[(&str, &[u8], u32)] = &[
+        ("scripts/tool.sh", same, 0o755),
+        ("assets/tool.txt", same, 0o644),
+        ("assets/common.bin", b"common to both releases\n", 0o644),
+        ("skills/ce-work/nested/deeper/note.md", b"note\n", 0o600),
+    ];
+    let (a, b) = (env.at("rel-a"), env.at("rel-b"));
+    small_tree(&a, "1.0.0", extra);
+    small_tree(&b, "1.0.1", extra);
+    let da = env.ingest(&a, "1.0.0");
+    let db = env.ingest(&b, "1.0.1");
+    assert_ne!(da, db);
+    let (va, vb) = (env.at("view-a"), env.at("view-b"));
+    env.checkout_ok(&da, &va, &[]);
+    env.checkout_ok(&db, &vb, &[]);
+    let files_a = env.files(&da);
+    let files_b = env.files(&db);
+    assert_view_is(&va, &files_a);
+    assert_view_is(&vb, &files_b);
+
+    let by_path_b: BTreeMap<&str, &FileEntry> =
+        files_b.iter().map(|f| (f.path.as_str(), f)).collect();
+    let mut common = 0;
+    for f in &files_a {
+        let g = by_path_b[f.path.as_str()];
+        let (ia, ib) = (ino(&va.join(&f.path)), ino(&vb.join(&f.path)));
+        if f.path == ".claude-plugin/plugin.json" {
+            assert_ne!(f.sha256, g.sha256);
+            assert_ne!(ia, ib, "the differing file must not share an inode");
+            assert_eq!(ia, ino(&env.object(&f.sha256, false)));
+            assert_eq!(ib, ino(&env.object(&g.sha256, false)));
+            continue;
+        }
+        assert_eq!(f.sha256, g.sha256);
+        assert_eq!(
+            ia, ib,
+            "'{}' must share its inode across the two views",
+            f.path
+        );
+        assert_eq!(
+            ia,
+            ino(&env.object(&f.sha256, f.executable)),
+            "'{}' must be its object",
+            f.path
+        );
+        common += 1;
+    }
+    assert_eq!(common, files_a.len() - 1);
+
+    // The same bytes, executable and not: two objects, two inodes, two modes.
+    let tool_sh = files_a
+        .iter()
+        .find(|f| f.path == "scripts/tool.sh")
+        .unwrap();
+    let tool_txt = files_a
+        .iter()
+        .find(|f| f.path == "assets/tool.txt")
+        .unwrap();
+    assert_eq!(tool_sh.sha256, tool_txt.sha256);
+    assert!(tool_sh.executable && !tool_txt.executable);
+    let (ox, o) = (
+        env.object(&tool_sh.sha256, true),
+        env.object(&tool_sh.sha256, false),
+    );
+    assert!(ox.to_string_lossy().ends_with(".x"));
+    assert_ne!(ino(&ox), ino(&o));
+    assert_eq!(mode_of(&ox), 0o555);
+    assert_eq!(mode_of(&o), 0o444);
+    assert_eq!(mode_of(&va.join("scripts/tool.sh")), 0o555);
+    assert_eq!(mode_of(&va.join("assets/tool.txt")), 0o444);
+    assert_eq!(ino(&va.join("scripts/tool.sh")), ino(&ox));
+    assert_eq!(ino(&va.join("assets/tool.txt")), ino(&o));
+    // The object plus one link from each view.
+    assert_eq!(nlink(&ox), 3);
+    assert_eq!(nlink(&o), 3);
+}
+
+// ---------------------------------------------------------------------------
+// 3. A zero-length file is a fresh file
+// ---------------------------------------------------------------------------
+
+#[test]
+fn empty_files_are_fresh() {
+    let env = Env::new();
+    let src = env.at("src");
+    small_tree(
+        &src,
+        "1.0.0",
+        &[
+            ("skills/ce-work/empty.md", b"", 0o644),
+            ("scripts/empty.sh", b"", 0o755),
+        ],
+    );
+    let d = env.ingest(&src, "1.0.0");
+    let (v1, v2) = (env.at("v1"), env.at("v2"));
+    let r1 = env.checkout_ok(&d, &v1, &[]);
+    env.checkout_ok(&d, &v2, &[]);
+    assert_eq!(r1["copy_reasons"]["empty file"], 2, "{r1}");
+    for (rel, mode) in [
+        ("skills/ce-work/empty.md", 0o444),
+        ("scripts/empty.sh", 0o555),
+    ] {
+        let (a, b) = (v1.join(rel), v2.join(rel));
+        assert_ne!(
+            ino(&a),
+            ino(&b),
+            "'{rel}' must be a fresh file in each view"
+        );
+        assert_eq!(nlink(&a), 1, "'{rel}'");
+        assert_eq!(nlink(&b), 1, "'{rel}'");
+        assert_eq!(mode_of(&a), mode);
+        assert_eq!(mode_of(&b), mode);
+        assert_eq!(fs::metadata(&a).unwrap().len(), 0);
+    }
+    // The non-empty files are still links.
+    assert_eq!(
+        ino(&v1.join("skills/ce-plan/SKILL.md")),
+        ino(&v2.join("skills/ce-plan/SKILL.md"))
+    );
+}
+
+// ---------------------------------------------------------------------------
+// 4. EXDEV for real
+// ---------------------------------------------------------------------------
+
+#[test]
+fn exdev_copies_across_filesystems() {
+    let env = Env::new();
+    let other = match OtherFs::find(&env.base) {
+        Ok(o) => o,
+        Err(why) => {
+            eprintln!("skipping exdev_copies_across_filesystems: {why}");
+            return;
+        }
+    };
+    let parent = other.dir();
+    let src = env.at("src");
+    small_tree(
+        &src,
+        "1.0.0",
+        &[
+            ("scripts/run.sh", b"#!/bin/sh\n", 0o755),
+            ("assets/blob.bin", &random_bytes(4, 50_000), 0o644),
+            ("skills/ce-work/empty.md", b"", 0o644),
+        ],
+    );
+    let d = env.ingest(&src, "1.0.0");
+    let files = env.files(&d);
+    let nonempty = files.iter().filter(|f| f.size > 0).count() as u64;
+
+    let dest = parent.join("view");
+    let report = env.checkout_ok(&d, &dest, &["--method", "auto"]);
+    assert_eq!(report["linked"], 0, "{report}");
+    assert_eq!(report["copied"], files.len() as u64, "{report}");
+    let reasons = report["copy_reasons"].as_object().unwrap();
+    let exdev: Vec<_> = reasons
+        .iter()
+        .filter(|(k, _)| k.contains("EXDEV"))
+        .collect();
+    assert_eq!(exdev.len(), 1, "{report}");
+    assert_eq!(exdev[0].1, nonempty, "{report}");
+    assert_eq!(reasons["empty file"], 1, "{report}");
+    assert_view_is(&dest, &files);
+    for f in &files {
+        assert_eq!(nlink(&dest.join(&f.path)), 1, "'{}' is a copy", f.path);
+    }
+    assert!(tmp_siblings(&parent).is_empty());
+
+    for extra in [&["--require-hardlinks"][..], &["--method", "hardlink"][..]] {
+        let dest2 = parent.join("view-hl");
+        let out = env.checkout(&d, &dest2, extra);
+        let err = assert_exit(&out, 6);
+        assert!(err.contains("EXDEV"), "{err}");
+        assert!(!exists(&dest2), "a failed checkout must leave no DEST");
+        assert_eq!(
+            tmp_siblings(&parent),
+            Vec::<String>::new(),
+            "no temporary sibling may remain"
+        );
+    }
+    // Only the successful checkout is recorded.
+    let views = env.views(&d);
+    assert_eq!(
+        views,
+        vec![(dest.to_string_lossy().into_owned(), "checkout".to_string())]
+    );
+    assert_ok(&env.discard(&dest, None));
+    assert!(!exists(&dest));
+    assert_objects_intact(env.store());
+}
+
+// ---------------------------------------------------------------------------
+// 5. EMLINK for real
+// ---------------------------------------------------------------------------
+
+#[test]
+fn emlink_copies_at_the_link_limit() {
+    let env = Env::new();
+    let fstype = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(&env.base)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if fstype.contains("tmpfs")
+        || fstype.contains("btrfs")
+        || fstype.contains("overlay")
+        || fstype.contains("xfs")
+    {
+        eprintln!("skipping emlink_copies_at_the_link_limit: the temp dir is on {fstype}, with no reachable link limit");
+        return;
+    }
+    let src = env.at("src");
+    let hot: &[u8] = b"the object that reaches its link limit\n";
+    small_tree(
+        &src,
+        "1.0.0",
+        &[
+            ("assets/hot.txt", hot, 0o644),
+            ("assets/cold.txt", b"cold\n", 0o644),
+        ],
+    );
+    let d = env.ingest(&src, "1.0.0");
+    let files = env.files(&d);
+    let object = env.object(&sha_hex(hot), false);
+    assert!(object.is_file());
+
+    let start = Instant::now();
+    let scratch = env.at("links");
+    fs::create_dir(&scratch).expect("mkdir scratch");
+    let mut hit = None;
+    for i in 0..70_000u32 {
+        match fs::hard_link(&object, scratch.join(i.to_string())) {
+            Ok(()) => {}
+            Err(e) if rustix::io::Errno::from_io_error(&e) == Some(rustix::io::Errno::MLINK) => {
+                hit = Some(i);
+                break;
+            }
+            Err(e) => {
+                fs::remove_dir_all(&scratch).expect("remove scratch links");
+                eprintln!("skipping emlink_copies_at_the_link_limit: link() failed with {e} after {i} links ({fstype})");
+                return;
+            }
+        }
+    }
+    let Some(made) = hit else {
+        fs::remove_dir_all(&scratch).expect("remove scratch links");
+        eprintln!("skipping emlink_copies_at_the_link_limit: no link limit within 70,000 links ({fstype})");
+        return;
+    };
+    let limit = nlink(&object);
+    eprintln!(
+        "emlink: {made} scratch links, nlink {limit} ({fstype}), {:?}",
+        start.elapsed()
+    );
+
+    let dest = env.at("view");
+    let report = env.checkout_ok(&d, &dest, &["--method", "auto"]);
+    let reasons = report["copy_reasons"].as_object().unwrap();
+    let emlink: Vec<_> = reasons
+        .iter()
+        .filter(|(k, _)| k.contains("EMLINK"))
+        .collect();
+    assert_eq!(emlink.len(), 1, "{report}");
+    assert_eq!(emlink[0].1, 1, "{report}");
+    assert_eq!(report["copied"], 1, "{report}");
+    assert_eq!(report["linked"], files.len() as u64 - 1, "{report}");
+    assert_view_is(&dest, &files);
+    assert_ne!(ino(&dest.join("assets/hot.txt")), ino(&object));
+    assert_eq!(nlink(&dest.join("assets/hot.txt")), 1);
+    assert_eq!(
+        ino(&dest.join("assets/cold.txt")),
+        ino(&env.object(&sha_hex(b"cold\n"), false))
+    );
+
+    let dest2 = env.at("view-hl");
+    let err = assert_exit(&env.checkout(&d, &dest2, &["--require-hardlinks"]), 6);
+    assert!(err.contains("EMLINK"), "{err}");
+    assert!(!exists(&dest2));
+    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
+
+    fs::remove_dir_all(&scratch).expect("remove scratch links");
+    // Below the limit again: the file is linked.
+    let dest3 = env.at("view-after");
+    let report = env.checkout_ok(&d, &dest3, &["--require-hardlinks"]);
+    assert_eq!(report["copied"], 0, "{report}");
+    assert_eq!(ino(&dest3.join("assets/hot.txt")), ino(&object));
+    assert_objects_intact(env.store());
+    eprintln!("emlink: done in {:?}", start.elapsed());
+}
+
+// ---------------------------------------------------------------------------
+// 6. Discard
+// ---------------------------------------------------------------------------
+
+#[test]
+fn discard_leaves_objects_unchanged() {
+    let env = Env::new();
+    let src = env.at("src");
+    let same: &[u8] = b"shared bytes\n";
+    small_tree(
+        &src,
+        "1.0.0",
+        &[
+            ("scripts/a.sh", same, 0o755),
+            ("assets/a.txt", same, 0o644),
+            ("assets/deep/er/b.bin", &random_bytes(6, 10_000), 0o644),
+            ("skills/ce-work/empty.md", b"", 0o644),
+        ],
+    );
+    let d = env.ingest(&src, "1.0.0");
+    let files = env.files(&d);
+    let view = env.at("view");
+    env.checkout_ok(&d, &view, &[]);
+    assert_view_is(&view, &files);
+    assert_eq!(env.views(&d).len(), 1);
+
+    chmod_dirs_writable(&view);
+    let out = env.discard(&view, None);
+    assert_ok(&out);
+    let report = parse_json(&out);
+    assert_eq!(report["recorded"], true, "{report}");
+    assert_eq!(report["removed"], true, "{report}");
+    assert_eq!(report["manifest_digest"], d.as_str());
+    assert!(!exists(&view));
+    assert!(
+        env.views(&d).is_empty(),
+        "a discarded view must not be listed"
+    );
+    let n = assert_objects_intact(env.store());
+    assert!(n >= files.iter().filter(|f| f.size > 0).count() - 1);
+    // The store still serves the snapshot.
+    let again = env.at("again");
+    env.checkout_ok(&d, &again, &[]);
+    assert_view_is(&again, &files);
+}
+
+#[test]
+fn discard_refuses_unrecorded_paths() {
+    let env = Env::new();
+    let src = env.at("src");
+    small_tree(&src, "1.0.0", &[("scripts/a.sh", b"#!/bin/sh\n", 0o755)]);
+    let d = env.ingest(&src, "1.0.0");
+    let files = env.files(&d);
+
+    // Not a recorded view: refused, left alone.
+    let plain = env.at("plain");
+    write(&plain.join("keep.txt"), "keep me\n");
+    let err = assert_exit(&env.discard(&plain, None), 4);
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(fs::read(plain.join("keep.txt")).unwrap(), b"keep me\n");
+    // Forced, but the tree is not the snapshot: refused too.
+    assert_exit(&env.discard(&plain, Some(&d)), 6);
+    assert!(plain.join("keep.txt").is_file());
+
+    let view = env.at("view");
+    env.checkout_ok(&d, &view, &[]);
+
+    // An exact copy of a view: removed with --force.
+    let copy = env.at("copy");
+    cp_a(&view, &copy);
+    assert_view_is(&copy, &files);
+    let err = assert_exit(&env.discard(&copy, None), 4);
+    assert!(!err.is_empty());
+    assert!(exists(&copy));
+    let out = env.discard(&copy, Some(&d[..12]));
+    assert_ok(&out);
+    let report = parse_json(&out);
+    assert_eq!(report["recorded"], false, "{report}");
+    assert_eq!(report["removed"], true, "{report}");
+    assert!(!exists(&copy));
+
+    // A copy with one byte changed (same size, same mode): refused.
+    let copy2 = env.at("copy2");
+    cp_a(&view, &copy2);
+    let victim = copy2.join("skills/ce-plan/SKILL.md");
+    assert_ne!(ino(&victim), ino(&view.join("skills/ce-plan/SKILL.md")));
+    let mut bytes = fs::read(&victim).unwrap();
+    chmod(&victim, 0o644);
+    bytes[0] ^= 0x01;
+    fs::write(&victim, &bytes).unwrap();
+    chmod(&victim, 0o444);
+    let err = assert_exit(&env.discard(&copy2, Some(&d)), 6);
+    assert!(err.contains("skills/ce-plan/SKILL.md"), "{err}");
+    assert!(victim.is_file(), "a refused discard must leave the tree");
+    assert_eq!(fs::read(&victim).unwrap(), bytes);
+
+    // The recorded view is untouched by all of this.
+    assert_view_is(&view, &files);
+    assert_eq!(env.views(&d).len(), 1);
+    assert_objects_intact(env.store());
+}
+
+// ---------------------------------------------------------------------------
+// 7. A tampered object is never handed out
+// ---------------------------------------------------------------------------
+
+#[test]
+fn tampered_objects_are_refused() {
+    let env = Env::new();
+    let src = env.at("src");
+    let data: &[u8] = b"data that will be tampered with\n";
+    let script: &[u8] = b"#!/bin/sh\necho tampered later\n";
+    small_tree(
+        &src,
+        "1.0.0",
+        &[
+            ("assets/data.txt", data, 0o644),
+            ("scripts/run.sh", script, 0o755),
+        ],
+    );
+    let d = env.ingest(&src, "1.0.0");
+    let a = env.at("a");
+    env.checkout_ok(&d, &a, &[]);
+    let data_obj = env.object(&sha_hex(data), false);
+    let script_obj = env.object(&sha_hex(script), true);
+
+    // A chmod through the view changes the shared object's mode.
+    let through = a.join("assets/data.txt");
+    chmod(&through, mode_of(&through) | 0o200);
+    assert_eq!(
+        mode_of(&data_obj),
+        0o644,
+        "the object shares the view file's inode"
+    );
+    let b = env.at("b");
+    let err = assert_exit(&env.checkout(&d, &b, &[]), 1);
+    assert!(
+        err.contains(&data_obj.display().to_string()),
+        "message must name the object: {err}"
+    );
+    assert!(err.contains("cestore verify"), "{err}");
+    assert!(!exists(&b), "no DEST after a refused checkout");
+    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
+    // The shared view is refused too.
+    let err = assert_exit(&env.run(["path", d.as_str()]), 1);
+    assert!(err.contains("cestore verify"), "{err}");
+    assert_eq!(fs::read_dir(env.store().join("views")).unwrap().count(), 0);
+    // Put back: served again.
+    chmod(&through, 0o444);
+    env.checkout_ok(&d, &b, &[]);
+
+    // Truncation through the view (made writable first, then read-only again).
+    let through = a.join("scripts/run.sh");
+    chmod(&through, 0o755);
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&through)
+        .unwrap()
+        .set_len(3)
+        .unwrap();
+    chmod(&through, 0o555);
+    assert_eq!(fs::metadata(&script_obj).unwrap().len(), 3);
+    let c = env.at("c");
+    let err = assert_exit(&env.checkout(&d, &c, &[]), 1);
+    assert!(
+        err.contains(&script_obj.display().to_string()),
+        "message must name the object: {err}"
+    );
+    assert!(err.contains("cestore verify"), "{err}");
+    assert!(!exists(&c));
+    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
+    // --json carries the same verdict.
+    let out = env.checkout(&d, &c, &[]);
+    assert_exit(&out, 1);
+    let v = parse_json(&out);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error"]["kind"], "integrity", "{v}");
+    assert!(!exists(&c));
+}
+
+// ---------------------------------------------------------------------------
+// 8. Concurrent `cestore path`
+// ---------------------------------------------------------------------------
+
+#[test]
+fn concurrent_path_makes_one_view() {
+    let env = Env::new();
+    let src = env.at("src");
+    let mut extra: Vec<(String, Vec<u8>, u32)> = Vec::new();
+    for i in 0..60 {
+        extra.push((
+            format!("assets/d{}/f{i}.txt", i % 7),
+            format!("file {i}\n").into_bytes(),
+            0o644,
+        ));
+    }
+    minimal_plugin(&src, "1.0.0");
+    write_tree(&src, &extra);
+    let d = env.ingest(&src, "1.0.0");
+    let files = env.files(&d);
+
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            env.t
+                .cmd(["path", d.as_str(), "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn cestore path")
+        })
+        .collect();
+    let outs: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("wait"))
+        .collect();
+    let mut paths = BTreeSet::new();
+    let mut created = 0;
+    for out in &outs {
+        assert_ok(out);
+        let v = parse_json(out);
+        assert_eq!(v["ok"], true);
+        assert_eq!(v["manifest_digest"], d.as_str());
+        paths.insert(v["path"].as_str().unwrap().to_string());
+        if v["created"] == true {
+            created += 1;
+        } else {
+            assert_eq!(v["created"], false, "{v}");
+        }
+    }
+    assert_eq!(paths.len(), 1, "all must print the same path: {paths:?}");
+    assert_eq!(created, 1, "exactly one call makes the view");
+    let path = PathBuf::from(paths.into_iter().next().unwrap());
+    let views_dir = env.store().join("views");
+    assert_eq!(
+        path.canonicalize().unwrap(),
+        views_dir.join(&d).canonicalize().unwrap()
+    );
+    let entries: Vec<String> = fs::read_dir(&views_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, vec![d.clone()]);
+    let tmp: Vec<String> = fs::read_dir(env.store().join("tmp"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(tmp, Vec::<String>::new(), "tmp/ must be empty afterwards");
+    let views = env.views(&d);
+    assert_eq!(views.len(), 1, "{views:?}");
+    assert_eq!(views[0].1, "shared");
+    assert_view_is(&path, &files);
+    // A later call finds it.
+    let v = env.t.json(["path", d.as_str(), "--json"]);
+    assert_eq!(v["created"], false);
+    assert_eq!(env.views(&d).len(), 1);
+}
+
+// ---------------------------------------------------------------------------
+// 9. Atomic publication
+// ---------------------------------------------------------------------------
+
+#[test]
+fn checkout_publishes_atomically() {
+    let env = Env::new();
+    let src = env.at("src");
+    minimal_plugin(&src, "1.0.0");
+    let mut extra: Vec<(String, Vec<u8>, u32)> = Vec::new();
+    for i in 0..1200 {
+        extra.push((
+            format!("assets/g{}/h{}/f{i}.txt", i % 13, i % 5),
+            format!("file number {i}\n").into_bytes(),
+            if i % 9 == 0 { 0o755 } else { 0o644 },
+        ));
+    }
+    write_tree(&src, &extra);
+    let d = env.ingest(&src, "1.0.0");
+    let files = env.files(&d);
+    let parent = env.at("out");
+    fs::create_dir(&parent).unwrap();
+
+    // While a checkout runs, DEST is either absent or complete.
+    let dest = parent.join("view");
+    let mut child = env
+        .t
+        .cmd(["checkout", d.as_str()])
+        .arg(&dest)
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn checkout");
+    let mut saw_tmp = false;
+    let mut saw_dest_running = false;
+    let mut checked = false;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let done = child.try_wait().expect("try_wait").is_some();
+        if !tmp_siblings(&parent).is_empty() {
+            saw_tmp = true;
+        }
+        if !checked && exists(&dest) {
+            // The first sight of DEST: it must already be whole and frozen.
+            checked = true;
+            saw_dest_running = !done;
+            assert_eq!(mode_of(&dest), 0o555, "a published view is already frozen");
+            let n = walk(&dest)
+                .values()
+                .filter(|n| matches!(n, Node::File { .. }))
+                .count();
+            assert_eq!(n, files.len(), "a published view is complete");
+        }
+        if done {
+            break;
+        }
+        assert!(Instant::now() < deadline, "checkout did not finish");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    eprintln!("checkout_publishes_atomically: saw the temporary sibling: {saw_tmp}; saw DEST before exit: {saw_dest_running}");
+    assert_view_is(&dest, &files);
+    assert_eq!(
+        tmp_siblings(&parent),
+        Vec::<String>::new(),
+        "no temporary sibling after success"
+    );
+
+    // A checkout refused for integrity leaves neither DEST nor a sibling.
+    let victim = files.iter().find(|f| f.size > 0 && !f.executable).unwrap();
+    let obj = env.object(&victim.sha256, false);
+    chmod(&obj, 0o644);
+    let dest2 = parent.join("view2");
+    assert_exit(&env.checkout(&d, &dest2, &[]), 1);
+    assert!(!exists(&dest2));
+    assert_eq!(tmp_siblings(&parent), Vec::<String>::new());
+    chmod(&obj, 0o444);
+
+    // A checkout that fails half-way (a hard link refused across filesystems)
+    // removes its temporary tree.
+    if let Ok(other) = OtherFs::find(&env.base) {
+        let p = other.dir();
+        let dest3 = p.join("view3");
+        assert_exit(&env.checkout(&d, &dest3, &["--method", "hardlink"]), 6);
+        assert!(!exists(&dest3));
+        assert_eq!(tmp_siblings(&p), Vec::<String>::new());
+    }
+    // A checkout to an existing DEST leaves the other tree alone.
+    let err = assert_exit(&env.checkout(&d, &dest, &[]), 6);
+    assert!(err.contains("exists"), "{err}");
+    assert_eq!(tmp_siblings(&parent), Vec::<String>::new());
+    assert_eq!(env.views(&d).len(), 1);
+
+    // Four checkouts racing for one DEST: exactly one wins, the others are
+    // refused (exit 6) and leave nothing behind.
+    let race = parent.join("race");
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            env.t
+                .cmd(["checkout", d.as_str()])
+                .arg(&race)
+                .arg("--json")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn checkout")
+        })
+        .collect();
+    let codes: Vec<Option<i32>> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().expect("wait").status.code())
+        .collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == Some(0)).count(),
+        1,
+        "{codes:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| **c == Some(6)).count(),
+        3,
+        "{codes:?}"
+    );
+    assert_view_is(&race, &files);
+    assert_eq!(tmp_siblings(&parent), Vec::<String>::new());
+    let recorded: Vec<_> = env
+        .views(&d)
+        .into_iter()
+        .filter(|(p, _)| p.ends_with("/race"))
+        .collect();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    // No checkout marker is left in the store either.
+    assert_eq!(fs::read_dir(env.store().join("tmp")).unwrap().count(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// 10. Bad requests
+// ---------------------------------------------------------------------------
+
+#[test]
+fn bad_requests() {
+    let env = Env::new();
+    let src = env.at("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest(&src, "1.0.0");
+
+    // DEST exists: a directory, a file, a dangling symlink.
+    let dir = env.at("exists-dir");
+    write(&dir.join("mine.txt"), "mine\n");
+    let err = assert_exit(&env.checkout(&d, &dir, &[]), 6);
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(fs::read(dir.join("mine.txt")).unwrap(), b"mine\n");
+    let file = env.at("exists-file");
+    write(&file, "x");
+    assert_exit(&env.checkout(&d, &file, &[]), 6);
+    assert_eq!(fs::read(&file).unwrap(), b"x");
+    let link = env.at("exists-link");
+    std::os::unix::fs::symlink(env.at("nowhere"), &link).unwrap();
+    assert_exit(&env.checkout(&d, &link, &[]), 6);
+    assert!(!exists(&env.at("nowhere")));
+
+    // DEST inside the store, directly or through a symlinked parent.
+    for inside in [
+        env.store().join("my-view"),
+        env.store().join("views/my-view"),
+        env.store().join("objects/ab/v"),
+    ] {
+        let err = assert_exit(&env.checkout(&d, &inside, &[]), 6);
+        assert!(err.contains("inside the store"), "{err}");
+        assert!(!exists(&inside));
+    }
+    let store_link = env.at("store-link");
+    std::os::unix::fs::symlink(env.store(), &store_link).unwrap();
+    assert_exit(&env.checkout(&d, &store_link.join("sneaky"), &[]), 6);
+    assert!(!exists(&env.store().join("sneaky")));
+
+    // Unknown digest, and a prefix nothing matches.
+    let unknown = if d.starts_with('0') {
+        "1".repeat(64)
+    } else {
+        "0".repeat(64)
+    };
+    let err = assert_exit(&env.checkout(&unknown, &env.at("u1"), &[]), 4);
+    assert!(err.contains(&unknown), "{err}");
+    assert!(!exists(&env.at("u1")));
+    assert_exit(&env.checkout(&unknown[..6], &env.at("u2"), &[]), 4);
+    // Not a digest at all.
+    assert_exit(&env.checkout("not-hex", &env.at("u3"), &[]), 2);
+    // DEST's parent does not exist.
+    assert_exit(&env.checkout(&d, &env.at("no/such/parent/v"), &[]), 4);
+
+    // An ambiguous prefix: ingest versions until two digests share a first hex char.
+    let mut by_first: BTreeMap<char, String> = BTreeMap::new();
+    by_first.insert(d.chars().next().unwrap(), d.clone());
+    let mut clash = None;
+    for patch in 1..=17 {
+        let version = format!("1.0.{patch}");
+        let s = env.at(&format!("src-{patch}"));
+        minimal_plugin(&s, &version);
+        let dn = env.ingest(&s, &version);
+        let c = dn.chars().next().unwrap();
+        if let Some(prev) = by_first.insert(c, dn.clone()) {
+            clash = Some((c, prev, dn));
+            break;
+        }
+    }
+    let (c, one, two) = clash.expect("pigeonhole: 17 digests share a first hex character");
+    let dest = env.at("ambiguous");
+    let err = assert_exit(&env.checkout(&c.to_string(), &dest, &[]), 5);
+    assert!(err.contains(&one) && err.contains(&two), "{err}");
+    assert!(!exists(&dest));
+    // A longer prefix that tells them apart works.
+    let n = (1..64).find(|&n| one[..n] != two[..n]).unwrap();
+    env.checkout_ok(&one[..n], &dest, &[]);
+    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------
+// Unprivileged `cestore path`
+// ---------------------------------------------------------------------------
+
+/// `cestore path` as an ordinary user. Runs only as root (it drops to uid
+/// 65534 with `setpriv`).
+#[test]
+fn path_works_for_an_unprivileged_user() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping path_works_for_an_unprivileged_user: run as root (it drops privileges itself)");
+        return;
+    }
+    let env = Env::new();
+    chmod(&env.base, 0o755);
+    let src = env.at("src");
+    minimal_plugin(&src, "1.0.0");
+    let chown = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&env.base)
+        .status()
+        .expect("chown");
+    assert!(chown.success());
+    let as_nobody = |args: &[&OsStr]| -> Output {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(util::bin())
+            .args(args)
+            .arg("--store")
+            .arg(env.store())
+            .env_remove("CESTORE_DIR")
+            .output()
+            .expect("run setpriv")
+    };
+    let out = as_nobody(&[
+        OsStr::new("ingest"),
+        src.as_os_str(),
+        OsStr::new("--version"),
+        OsStr::new("1.0.0"),
+        OsStr::new("--json"),
+    ]);
+    assert_ok(&out);
+    let d = parse_json(&out)["provenance"]["manifest_digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = as_nobody(&[OsStr::new("path"), OsStr::new(&d), OsStr::new("--json")]);
+    assert_ok(&out);
+    assert_eq!(parse_json(&out)["created"], true);
+}
