@@ -1,0 +1,275 @@
+//! Criterion benchmarks of cestore's hot paths, on trees the benchmark makes.
+//!
+//! Shapes: a release at the reference's bounds (2,048 files, 16 MiB), the
+//! shape of a real release (about 400 files, 5 MB, 30 executables, a few
+//! repeated files), and a scaling series of 16, 128, 512 and 2,048 files of
+//! 8 KiB. Run with `cargo bench --bench store`.
+
+// criterion_group! and criterion_main! define undocumented functions.
+#![allow(missing_docs)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use cestore::cmd::checkout::{checkout, CheckoutOptions};
+use cestore::cmd::ingest::{ingest, IngestOptions};
+use cestore::cmd::{discard, path, show, verify};
+use cestore::digest::ObjectId;
+use cestore::manifest::{canonical_bytes, Entry};
+use cestore::view::Method;
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+
+const VERSION: &str = "1.0.0";
+
+/// A deterministic byte stream (xorshift), so trees are the same every run.
+fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn put(root: &Path, rel: &str, data: &[u8], exec: bool) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    fs::write(&p, data).expect("write");
+    if exec {
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+}
+
+/// Writes a release of `files` files (the plugin.json and three SKILL.md
+/// included) with `size(i)` bytes each; `exec(i)` marks executables under
+/// scripts/, and `same(i)` repeats an earlier file's bytes.
+fn tree(
+    root: &Path,
+    files: usize,
+    size: impl Fn(usize) -> usize,
+    exec: impl Fn(usize) -> bool,
+    same: impl Fn(usize) -> Option<usize>,
+) {
+    let manifest = format!(r#"{{"name":"compound-engineering","version":"{VERSION}"}}"#);
+    put(
+        root,
+        ".claude-plugin/plugin.json",
+        manifest.as_bytes(),
+        false,
+    );
+    for s in ["ce-plan", "ce-work", "ce-code-review"] {
+        put(
+            root,
+            &format!("skills/{s}/SKILL.md"),
+            format!("# {s}\n").as_bytes(),
+            false,
+        );
+    }
+    for i in 4..files {
+        let seed = same(i).unwrap_or(i) as u64;
+        let data = bytes(seed, size(i));
+        let rel = if exec(i) {
+            format!("scripts/tool{i:04}.sh")
+        } else {
+            format!("skills/s{:02}/d{}/f{i:04}.md", i % 40, (i / 40) % 5)
+        };
+        put(root, &rel, &data, exec(i));
+    }
+}
+
+fn bounds_tree(root: &Path) {
+    // 2,044 files sharing what remains of 16 MiB after the four small ones.
+    let small = 51 + 3 * 12;
+    let per = (16 * 1024 * 1024 - small) / 2044;
+    tree(root, 2048, |_| per, |_| false, |_| None);
+}
+
+fn real_tree(root: &Path) {
+    tree(
+        root,
+        400,
+        |i| 4_000 + (i * 7_919) % 20_000,
+        |i| i % 13 == 0,
+        |i| (i % 50 == 7).then_some(8),
+    );
+}
+
+fn scaling_tree(root: &Path, files: usize) {
+    tree(root, files, |_| 8 * 1024, |_| false, |_| None);
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    src: PathBuf,
+    store: PathBuf,
+    digest: String,
+}
+
+fn fixture(make: impl Fn(&Path)) -> Fixture {
+    let dir = tempfile::tempdir_in(
+        std::env::var_os("CESTORE_BENCH_DIR").unwrap_or_else(|| "/var/tmp".into()),
+    )
+    .expect("tempdir");
+    let src = dir.path().join("src");
+    make(&src);
+    let store = dir.path().join("store");
+    let report = ingest(
+        &store,
+        &IngestOptions {
+            source: &src,
+            version: VERSION,
+        },
+    )
+    .expect("ingest");
+    Fixture {
+        digest: report.provenance.manifest_digest.to_hex(),
+        _dir: dir,
+        src,
+        store,
+    }
+}
+
+fn shapes() -> Vec<(String, Fixture)> {
+    let mut out = vec![
+        ("bounds".to_string(), fixture(bounds_tree)),
+        ("real".to_string(), fixture(real_tree)),
+    ];
+    for n in [16, 128, 512, 2048] {
+        out.push((format!("scale-{n}"), fixture(|r| scaling_tree(r, n))));
+    }
+    out
+}
+
+fn bench_manifest(c: &mut Criterion) {
+    let entries: Vec<Entry> = (0..2048u32)
+        .map(|i| Entry {
+            executable: i % 13 == 0,
+            path: format!("skills/s{:02}/dé{}/f{i:04}.md", i % 40, (i / 40) % 5),
+            sha256: ObjectId::of(&i.to_le_bytes()),
+            size: 8192,
+        })
+        .collect();
+    c.bench_function("manifest/encode-2048", |b| {
+        b.iter(|| canonical_bytes(&entries))
+    });
+}
+
+fn bench_store(c: &mut Criterion) {
+    let shapes = shapes();
+    let mut g = c.benchmark_group("store");
+    g.sample_size(10);
+    for (name, f) in &shapes {
+        g.bench_function(format!("ingest-warm/{name}"), |b| {
+            b.iter(|| {
+                ingest(
+                    &f.store,
+                    &IngestOptions {
+                        source: &f.src,
+                        version: VERSION,
+                    },
+                )
+                .expect("ingest")
+            })
+        });
+        g.bench_function(format!("ingest-cold/{name}"), |b| {
+            b.iter_batched(
+                || tempfile::tempdir_in(f.store.parent().expect("parent")).expect("tempdir"),
+                |fresh| {
+                    ingest(
+                        &fresh.path().join("s"),
+                        &IngestOptions {
+                            source: &f.src,
+                            version: VERSION,
+                        },
+                    )
+                    .expect("ingest")
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        for (label, method) in [("hardlink", Method::Hardlink), ("copy", Method::Copy)] {
+            g.bench_function(format!("checkout-{label}/{name}"), |b| {
+                b.iter_batched(
+                    || {
+                        f.store
+                            .parent()
+                            .expect("parent")
+                            .join(format!("view-{}", std::process::id()))
+                    },
+                    |dest| {
+                        let opts = CheckoutOptions {
+                            digest: &f.digest,
+                            dest: &dest,
+                            method,
+                            require_hardlinks: false,
+                        };
+                        checkout(&f.store, &opts).expect("checkout");
+                        discard::discard(
+                            &f.store,
+                            &discard::DiscardOptions {
+                                dest: &dest,
+                                force_digest: None,
+                            },
+                        )
+                        .expect("discard");
+                    },
+                    BatchSize::PerIteration,
+                )
+            });
+        }
+        path::path(&f.store, &f.digest).expect("path");
+        g.bench_function(format!("path-existing/{name}"), |b| {
+            b.iter(|| path::path(&f.store, &f.digest).expect("path"))
+        });
+        g.bench_function(format!("verify/{name}"), |b| {
+            let opts = verify::VerifyOptions {
+                digests: &[],
+                repair_from: None,
+                progress: false,
+            };
+            b.iter(|| verify::verify(&f.store, &opts).expect("verify"))
+        });
+    }
+    g.finish();
+}
+
+fn bench_show(c: &mut Criterion) {
+    let one = fixture(|r| scaling_tree(r, 16));
+    let many = fixture(|r| scaling_tree(r, 16));
+    // 999 more releases that differ in one file each.
+    for i in 0..999 {
+        put(
+            &many.src,
+            "skills/ce-plan/SKILL.md",
+            format!("# release {i}\n").as_bytes(),
+            false,
+        );
+        ingest(
+            &many.store,
+            &IngestOptions {
+                source: &many.src,
+                version: VERSION,
+            },
+        )
+        .expect("ingest");
+    }
+    let mut g = c.benchmark_group("show");
+    for (name, f) in [("1-snapshot", &one), ("1000-snapshots", &many)] {
+        let opts = show::ShowOptions {
+            digest: &f.digest,
+            files: true,
+        };
+        g.bench_function(name, |b| {
+            b.iter(|| show::show(&f.store, &opts).expect("show"))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_manifest, bench_store, bench_show);
+criterion_main!(benches);
