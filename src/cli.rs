@@ -214,6 +214,62 @@ pub enum Command {
         #[arg(long, value_enum)]
         format: Option<cmd::mounts::Format>,
     },
+    /// Publish a stored snapshot to an OCI registry as
+    /// REGISTRY/REPOSITORY:sha256-<digest>, uploading only the blobs it lacks.
+    ///
+    /// Credentials come from CESTORE_REGISTRY_TOKEN, or CESTORE_REGISTRY_USER and
+    /// CESTORE_REGISTRY_PASSWORD, or $DOCKER_CONFIG/config.json (else
+    /// ~/.docker/config.json); never from the command line. See docs/remote.md.
+    Push {
+        /// A manifest digest or unique prefix.
+        digest: String,
+        /// REGISTRY/REPOSITORY, e.g. registry.example/cestore/ce.
+        remote: String,
+        /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
+        #[arg(long)]
+        plain_http: bool,
+        /// Transfers in flight at once.
+        #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+        jobs: u16,
+        /// The most layers one image manifest lists; more distinct files than
+        /// this are pushed as an OCI index of several manifests.
+        #[arg(long, value_name = "N", default_value_t = crate::remote::oci::DEFAULT_MAX_LAYERS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+        max_layers: u32,
+    },
+    /// Take a snapshot from an OCI registry into the store, checking the
+    /// manifest digest, the ingest rules and every blob's hash first.
+    Pull {
+        /// REGISTRY/REPOSITORY:sha256-<digest>, REGISTRY/REPOSITORY:TAG, or
+        /// REGISTRY/REPOSITORY@sha256:<manifest digest or OCI manifest digest>.
+        reference: String,
+        /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
+        #[arg(long)]
+        plain_http: bool,
+        /// Transfers in flight at once.
+        #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+        jobs: u16,
+    },
+    /// Write a snapshot to one portable bundle file: a tar of the canonical
+    /// manifest and the objects, optionally zstd-compressed.
+    Export {
+        /// A manifest digest or unique prefix.
+        digest: String,
+        /// The bundle to write; it must not exist [default: <digest>.tar or <digest>.tar.zst].
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Compress the bundle with zstd.
+        #[arg(long)]
+        zstd: bool,
+    },
+    /// Take a snapshot from a bundle made by export (tar or tar+zstd, told
+    /// apart by their first bytes), checking every hash first.
+    Import {
+        /// The bundle, or - for standard input.
+        file: PathBuf,
+        /// The manifest digest the bundle must hold (64 hex).
+        #[arg(long, value_name = "DIGEST")]
+        digest: Option<String>,
+    },
 }
 
 /// Runs the parsed command line, writing its report to `out`. Returns the exit code.
@@ -348,6 +404,61 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             write_report(report.is_json(), out, &report)
                 .map_err(|e| Error::io("write the report", "<stdout>", e))?;
             Ok(0)
+        }
+        Command::Push {
+            digest,
+            remote,
+            plain_http,
+            jobs,
+            max_layers,
+        } => {
+            let opts = cmd::push::PushOptions {
+                digest,
+                remote,
+                remote_options: crate::remote::Options {
+                    plain_http: *plain_http,
+                    max_layers: *max_layers as usize,
+                    push: true,
+                },
+                jobs: usize::from(*jobs),
+                progress: !cli.json,
+            };
+            emit(cli, out, &cmd::push::push(&root, &opts)?)
+        }
+        Command::Pull {
+            reference,
+            plain_http,
+            jobs,
+        } => {
+            let opts = cmd::pull::PullOptions {
+                reference,
+                remote_options: crate::remote::Options {
+                    plain_http: *plain_http,
+                    ..crate::remote::Options::default()
+                },
+                jobs: usize::from(*jobs),
+                progress: !cli.json,
+            };
+            emit(cli, out, &cmd::pull::pull(&root, &opts)?)
+        }
+        Command::Export {
+            digest,
+            output,
+            zstd,
+        } => {
+            let opts = cmd::bundle::ExportOptions {
+                digest,
+                output: output.as_deref(),
+                zstd: *zstd,
+            };
+            emit(cli, out, &cmd::bundle::export(&root, &opts)?)
+        }
+        Command::Import { file, digest } => {
+            let opts = cmd::bundle::ImportOptions {
+                file,
+                digest: digest.as_deref(),
+            };
+            emit(cli, out, &cmd::bundle::import(&root, &opts)?)
         }
     }
 }

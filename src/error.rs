@@ -10,6 +10,7 @@
 //! | 5 | ambiguous: a digest prefix names several snapshots |
 //! | 6 | conflict: the destination exists, or views still use a snapshot |
 //! | 7 | store failure: I/O, the catalogue, or the store's own layout |
+//! | 8 | remote failure: a registry could not be reached, refused the credentials, or answered something unusable |
 //!
 //! The table is repeated in `docs/exit-codes.md`.
 
@@ -93,6 +94,9 @@ pub enum Error {
         /// The newest this build knows.
         supported: i64,
     },
+    /// A remote (registry) failed, refused, or answered something unusable.
+    #[error(transparent)]
+    Remote(#[from] crate::remote::RemoteError),
     /// The store directory is not usable as a store.
     #[error("the store '{}' {reason}", .path.display())]
     BadStore {
@@ -120,6 +124,7 @@ impl Error {
             | Error::Catalogue { .. }
             | Error::CatalogueTooNew { .. }
             | Error::BadStore { .. } => 7,
+            Error::Remote(r) => r.exit_code(),
         }
     }
 
@@ -138,6 +143,7 @@ impl Error {
             Error::Catalogue { .. } => "catalogue",
             Error::CatalogueTooNew { .. } => "catalogue-too-new",
             Error::BadStore { .. } => "bad-store",
+            Error::Remote(r) => r.kind(),
         }
     }
 

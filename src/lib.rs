@@ -16,6 +16,7 @@
 //! - [`store`]: the object store, its lock and work directories;
 //! - [`catalogue`]: the SQLite catalogue;
 //! - [`view`]: frozen views made by hard links, and [`tree`]: auditing a tree;
+//! - [`remote`]: pushing to and pulling from registries (OCI);
 //! - [`cmd`]: one module per command;
 //! - [`cli`]: the command line.
 
@@ -29,6 +30,7 @@ pub mod manifest;
 pub mod policy;
 pub mod progress;
 pub mod pyjson;
+pub mod remote;
 pub mod source;
 pub mod store;
 pub mod tree;

@@ -104,7 +104,7 @@ impl Source {
         if FileType::from_raw_mode(lstat.st_mode) != FileType::Directory || resolved != root {
             return Err(Rejection::SourceNotRealDirectory { path: root });
         }
-        let fd = open_dir(rustix::fs::CWD, &root).map_err(|e| unavailable(e.into()))?;
+        let fd = open_path_dir(rustix::fs::CWD, &root).map_err(|e| unavailable(e.into()))?;
         let opened = rustix::fs::fstat(&fd).map_err(|e| unavailable(e.into()))?;
         if !same_inode(&opened, &lstat) {
             return Err(Rejection::SourceNotRealDirectory { path: root });
@@ -181,7 +181,7 @@ where
         if FileType::from_raw_mode(meta.st_mode) != FileType::Directory {
             return Err(Rejection::ManifestDirNotReal { path: dir_path }.into());
         }
-        let dir = open_dir(root, policy::MANIFEST_DIR).map_err(|e| unavailable(e.into()))?;
+        let dir = open_path_dir(root, policy::MANIFEST_DIR).map_err(|e| unavailable(e.into()))?;
         check_same_dir(&dir, &meta, &dir_path)?;
         for (i, name) in policy::MANIFESTS.iter().enumerate() {
             let rel = format!("{}/{}", policy::MANIFEST_DIR, name);
@@ -503,6 +503,17 @@ pub(crate) fn open_dir<P: rustix::path::Arg>(
     )
 }
 
+/// Opens a directory for lookups only (`O_PATH`): like the reference's path
+/// lookups, it needs search permission on the directory, not read permission.
+fn open_path_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<OwnedFd, Errno> {
+    rustix::fs::openat(
+        dir,
+        path,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
 /// `fstatat`, failing as the reference's path-based call would for a path of
 /// `PATH_MAX` bytes or more.
 fn statat_checked(
@@ -577,7 +588,9 @@ fn read_up_to(fd: &OwnedFd, buf: &mut Vec<u8>, limit: usize) -> io::Result<usize
 /// Lists a directory's names (without `.` and `..`) in Python's `str` order.
 fn list_sorted(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
     let mut names = Vec::new();
-    for entry in rustix::fs::Dir::read_from(dir)? {
+    // A duplicate of the handle, not a re-open of ".", so that listing needs
+    // read permission only, as the reference's `scandir` does.
+    for entry in rustix::fs::Dir::new(rustix::io::dup(dir)?)? {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
         if name != b"." && name != b".." {

@@ -97,7 +97,8 @@ pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestRepor
                 id: file.id,
                 executable: file.executable,
             };
-            if pending.contains_key(&key) {
+            // A zero-length file is never an object: views make it fresh.
+            if file.data.is_empty() || pending.contains_key(&key) {
                 return Ok(());
             }
             let state = match check_object(&store, &key, file.data.len() as u64)? {

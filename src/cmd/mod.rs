@@ -2,6 +2,7 @@
 //! the choice between human and JSON output to the caller.
 
 pub mod adopt;
+pub mod bundle;
 pub mod checkout;
 pub mod diff;
 pub mod discard;
@@ -10,6 +11,8 @@ pub mod ingest;
 pub mod list;
 pub mod mounts;
 pub mod path;
+pub mod pull;
+pub mod push;
 pub mod show;
 pub mod stage;
 pub mod verify;

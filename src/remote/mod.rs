@@ -1,0 +1,277 @@
+//! Remotes: where snapshots are pushed to and pulled from.
+//!
+//! The commands (`cestore push` and `cestore pull`) see only the [`Remote`]
+//! trait and the engine-neutral transfers in [`transfer`]. An engine stores
+//! two kinds of thing:
+//!
+//! - **blobs**, keyed by their SHA-256: every object of a snapshot (file
+//!   contents, the empty content included) and the canonical manifest bytes
+//!   themselves, whose SHA-256 is the snapshot's digest;
+//! - **a record** that names a snapshot (for OCI, an image manifest or index
+//!   and its tag), written last, so that a snapshot becomes visible only once
+//!   every blob it needs is there.
+//!
+//! The one engine today is [`oci`], the OCI distribution API that container
+//! registries speak. Another engine (an S3 bucket, say) would implement
+//! [`Remote`] and be chosen by [`open`] from the address's scheme, without
+//! touching the commands.
+
+pub mod oci;
+pub mod transfer;
+
+use crate::digest::{ManifestDigest, ObjectId};
+use crate::error::{Error, Result};
+use crate::manifest::Manifest;
+use crate::store::ObjectKey;
+
+/// A remote failed or answered something this cestore cannot use.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    /// The request could not be made or its answer could not be read.
+    #[error("{method} {url} failed")]
+    Transport {
+        /// The HTTP method.
+        method: String,
+        /// The URL.
+        url: String,
+        /// What the client said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The remote answered with an unexpected status.
+    #[error("{method} {url} answered {status}{}", fmt_detail(.detail))]
+    Status {
+        /// The HTTP method.
+        method: String,
+        /// The URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The remote's own explanation, when it gave one.
+        detail: String,
+    },
+    /// The remote refused the credentials, or none were found.
+    #[error("authentication to {registry} failed: {reason}")]
+    Auth {
+        /// The registry's host.
+        registry: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The remote has no such snapshot.
+    #[error("{0} not found on the remote")]
+    NotFound(String),
+    /// The remote answered something malformed or not made by cestore.
+    #[error("{0}")]
+    Protocol(String),
+}
+
+fn fmt_detail(detail: &str) -> String {
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(": {detail}")
+    }
+}
+
+impl RemoteError {
+    /// The exit code: 4 for a snapshot the remote lacks, else 8.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RemoteError::NotFound(_) => 4,
+            _ => 8,
+        }
+    }
+
+    /// A stable name for the kind of error, for JSON output.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RemoteError::NotFound(_) => "not-found",
+            _ => "remote",
+        }
+    }
+}
+
+/// How to reach a remote.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Speak plain HTTP instead of HTTPS (loopback and insecure registries).
+    pub plain_http: bool,
+    /// The most layers one OCI image manifest may list before cestore falls
+    /// back to an index of several manifests.
+    pub max_layers: usize,
+    /// Whether the remote will be written to (asks for push access).
+    pub push: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            plain_http: false,
+            max_layers: oci::DEFAULT_MAX_LAYERS,
+            push: false,
+        }
+    }
+}
+
+/// Which snapshot of a remote is meant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SnapshotRef {
+    /// A tag, e.g. `sha256-<hex>` (the snapshot's digest) or any other name.
+    Tag(String),
+    /// A SHA-256 in hex: the remote record's own digest (for OCI, the image
+    /// manifest's or index's), or the snapshot's digest.
+    Digest(String),
+}
+
+/// The snapshot's digest a tag names, when the tag is `sha256-<hex>`.
+pub fn tag_digest(tag: &str) -> Option<ManifestDigest> {
+    tag.strip_prefix("sha256-")?.parse().ok()
+}
+
+/// The tag a snapshot is published under: `sha256-<hex>`.
+pub fn snapshot_tag(digest: &ManifestDigest) -> String {
+    format!("sha256-{digest}")
+}
+
+/// One distinct object of an outgoing snapshot.
+#[derive(Clone, Debug)]
+pub struct OutgoingObject {
+    /// Its key (content and exec bit).
+    pub key: ObjectKey,
+    /// Its size; zero for the empty content, which has no object in the store.
+    pub size: u64,
+    /// The first path in manifest order that uses it.
+    pub path: String,
+}
+
+/// A snapshot on its way to a remote.
+#[derive(Clone, Debug)]
+pub struct Outgoing<'a> {
+    /// The canonical manifest.
+    pub manifest: &'a Manifest,
+    /// The release version, for annotations.
+    pub version: &'a str,
+    /// Its distinct objects (content and exec bit), in manifest order of
+    /// first use, the empty content included.
+    pub objects: Vec<OutgoingObject>,
+}
+
+impl<'a> Outgoing<'a> {
+    /// Lays out a manifest's distinct objects in manifest order of first use.
+    pub fn new(manifest: &'a Manifest, version: &'a str) -> Outgoing<'a> {
+        let mut seen = std::collections::HashSet::new();
+        let objects = manifest
+            .entries
+            .iter()
+            .filter_map(|e| {
+                let key = ObjectKey {
+                    id: e.sha256,
+                    executable: e.executable,
+                };
+                seen.insert(key).then(|| OutgoingObject {
+                    key,
+                    size: e.size,
+                    path: e.path.clone(),
+                })
+            })
+            .collect();
+        Outgoing {
+            manifest,
+            version,
+            objects,
+        }
+    }
+}
+
+/// What a remote published.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Published {
+    /// The full reference the snapshot can be pulled by, e.g.
+    /// `127.0.0.1:5000/cestore/ce:sha256-<hex>`.
+    pub reference: String,
+    /// The digest of the record published (for OCI, the image manifest's or
+    /// index's), `sha256:<hex>`.
+    pub remote_digest: String,
+    /// The record's media type.
+    pub media_type: String,
+    /// How many image manifests hold the layers (1 unless an index was needed).
+    pub manifests: usize,
+    /// How many layers the image manifests list together.
+    pub layers: usize,
+}
+
+/// A snapshot a remote offers: its canonical manifest bytes, not yet trusted.
+#[derive(Clone, Debug)]
+pub struct Incoming {
+    /// The canonical manifest bytes as the remote served them.
+    pub manifest_bytes: Vec<u8>,
+    /// The snapshot digest the remote's record claims; `adopt` checks the
+    /// bytes against it.
+    pub snapshot: ManifestDigest,
+    /// Where it came from, for the ingest event, e.g.
+    /// `oci://127.0.0.1:5000/cestore/ce@sha256:<hex>`.
+    pub source: String,
+    /// The digest of the remote's record, `sha256:<hex>`.
+    pub remote_digest: String,
+    /// The record's media type.
+    pub media_type: String,
+    /// How many image manifests the record has.
+    pub manifests: usize,
+    /// The blobs the record lists (the objects it keeps alive on the remote).
+    pub blobs: std::collections::BTreeSet<ObjectId>,
+}
+
+/// A place snapshots are pushed to and pulled from.
+///
+/// Blob operations may run on several threads at once. Every method returns
+/// the crate's [`Error`]: [`Error::Remote`] for a failing or refusing remote,
+/// [`Error::Integrity`] for data that does not hash to what it should.
+pub trait Remote: Sync {
+    /// The remote's address, e.g. `oci://127.0.0.1:5000/cestore/ce`.
+    fn location(&self) -> String;
+
+    /// Whether the remote holds the blob with this SHA-256.
+    fn has_blob(&self, id: &ObjectId) -> Result<bool>;
+
+    /// Uploads one blob whose SHA-256 is `id`.
+    fn put_blob(&self, id: &ObjectId, data: &[u8]) -> Result<()>;
+
+    /// Downloads one blob; reads at most `max` bytes (more is an error). The
+    /// caller checks the hash.
+    fn get_blob(&self, id: &ObjectId, max: u64) -> Result<Vec<u8>>;
+
+    /// Publishes the record that names the snapshot, once every blob is there.
+    fn publish(&self, snapshot: &Outgoing<'_>) -> Result<Published>;
+
+    /// Finds the snapshot a reference names and returns its manifest bytes.
+    fn resolve(&self, reference: &SnapshotRef) -> Result<Incoming>;
+}
+
+/// Opens a remote from an address such as `REGISTRY/REPOSITORY`,
+/// `REGISTRY/REPOSITORY:TAG` or `REGISTRY/REPOSITORY@sha256:<hex>` (an
+/// `oci://` prefix is allowed), and returns it with the snapshot reference the
+/// address carries, when it carries one.
+pub fn open(address: &str, opts: &Options) -> Result<(Box<dyn Remote>, Option<SnapshotRef>)> {
+    let rest = address.strip_prefix("oci://").unwrap_or(address);
+    if let Some((scheme, _)) = rest.split_once("://") {
+        return Err(Error::Usage(format!(
+            "'{address}': the remote scheme '{scheme}' is not supported (only OCI registries, as REGISTRY/REPOSITORY)"
+        )));
+    }
+    let (addr, reference) = oci::Address::parse(rest)?;
+    Ok((Box::new(oci::OciRemote::new(addr, opts)?), reference))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip() {
+        let d = ManifestDigest::of(b"x");
+        assert_eq!(tag_digest(&snapshot_tag(&d)), Some(d));
+        assert_eq!(tag_digest("latest"), None);
+        assert_eq!(tag_digest("sha256-abc"), None);
+    }
+}

@@ -1,0 +1,273 @@
+//! Registry credentials and `WWW-Authenticate` challenges.
+//!
+//! Credentials come from the environment or from the Docker/OCI client
+//! configuration, never from the command line:
+//!
+//! 1. `CESTORE_REGISTRY_TOKEN`: a bearer token sent as is;
+//! 2. `CESTORE_REGISTRY_USER` and `CESTORE_REGISTRY_PASSWORD`;
+//! 3. `auths.<registry>.auth` (base64 of `user:password`, or `username` and
+//!    `password`) in `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+//!
+//! Nothing is sent until the registry asks: a `401` with `Basic` gets the user
+//! and password; one with `Bearer realm=…,service=…,scope=…` gets a token from
+//! the realm (with the user and password when there are some, anonymously
+//! otherwise).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use base64::Engine as _;
+
+/// Credentials for one registry.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum Credentials {
+    /// None: anonymous access only.
+    #[default]
+    None,
+    /// A user name and password (or identity token used as a password).
+    Basic {
+        /// The user name.
+        user: String,
+        /// The password.
+        password: String,
+    },
+    /// A bearer token, sent as is.
+    Token(String),
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Credentials::None => f.write_str("None"),
+            Credentials::Basic { user, .. } => write!(f, "Basic({user}, <redacted>)"),
+            Credentials::Token(_) => f.write_str("Token(<redacted>)"),
+        }
+    }
+}
+
+impl Credentials {
+    /// The `Authorization` value for Basic authentication, when there is a user.
+    pub fn basic_header(&self) -> Option<String> {
+        match self {
+            Credentials::Basic { user, password } => Some(format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+            )),
+            _ => None,
+        }
+    }
+
+    /// Where the credentials came from, for error messages.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Credentials::None => "no credentials",
+            Credentials::Basic { .. } => "a user and password",
+            Credentials::Token(_) => "a bearer token",
+        }
+    }
+}
+
+/// Finds the credentials for `registry` (a host, with its port when it has one).
+pub fn lookup(registry: &str) -> Credentials {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    if let Some(token) = var("CESTORE_REGISTRY_TOKEN") {
+        return Credentials::Token(token);
+    }
+    if let (Some(user), Some(password)) = (
+        var("CESTORE_REGISTRY_USER"),
+        var("CESTORE_REGISTRY_PASSWORD"),
+    ) {
+        return Credentials::Basic { user, password };
+    }
+    let path = var("DOCKER_CONFIG")
+        .map(|d| PathBuf::from(d).join("config.json"))
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".docker/config.json")));
+    path.and_then(|p| std::fs::read(p).ok())
+        .and_then(|bytes| from_docker_config(&bytes, registry))
+        .unwrap_or_default()
+}
+
+/// The host a Docker config `auths` key names: without scheme and path.
+fn auths_key_host(key: &str) -> &str {
+    let key = key
+        .strip_prefix("https://")
+        .or_else(|| key.strip_prefix("http://"))
+        .unwrap_or(key);
+    key.split('/').next().unwrap_or(key)
+}
+
+/// Reads the credentials for `registry` from a Docker config file's bytes.
+pub fn from_docker_config(bytes: &[u8], registry: &str) -> Option<Credentials> {
+    let config: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let auths = config.get("auths")?.as_object()?;
+    let docker_hub = ["docker.io", "registry-1.docker.io", "index.docker.io"];
+    let matches = |host: &str| {
+        host == registry || (docker_hub.contains(&host) && docker_hub.contains(&registry))
+    };
+    let entry = auths
+        .iter()
+        .find(|(k, _)| matches(auths_key_host(k)))
+        .map(|(_, v)| v)?;
+    if let Some(token) = entry.get("registrytoken").and_then(|v| v.as_str()) {
+        return Some(Credentials::Token(token.to_string()));
+    }
+    let (user, password) = match entry.get("auth").and_then(|v| v.as_str()) {
+        Some(auth) if !auth.is_empty() => {
+            let decoded = base64::engine::general_purpose::STANDARD
+                .decode(auth.trim())
+                .ok()?;
+            let text = String::from_utf8(decoded).ok()?;
+            let (u, p) = text.split_once(':')?;
+            (u.to_string(), p.to_string())
+        }
+        _ => (
+            entry.get("username")?.as_str()?.to_string(),
+            entry.get("password")?.as_str()?.to_string(),
+        ),
+    };
+    Some(Credentials::Basic { user, password })
+}
+
+/// One `WWW-Authenticate` challenge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Challenge {
+    /// The scheme, lowercased: `basic` or `bearer`.
+    pub scheme: String,
+    /// Its parameters, keys lowercased.
+    pub params: BTreeMap<String, String>,
+}
+
+/// Parses a `WWW-Authenticate` value such as
+/// `Bearer realm="https://auth.example/token",service="reg",scope="repository:a/b:pull"`.
+pub fn parse_challenge(header: &str) -> Option<Challenge> {
+    let header = header.trim();
+    let (scheme, rest) = match header.split_once(char::is_whitespace) {
+        Some((s, r)) => (s, r),
+        None => (header, ""),
+    };
+    if scheme.is_empty() {
+        return None;
+    }
+    let mut params = BTreeMap::new();
+    let mut chars = rest.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace() || *c == ',') {
+            chars.next();
+        }
+        let mut key = String::new();
+        while let Some(&c) = chars.peek() {
+            if c == '=' || c == ',' {
+                break;
+            }
+            key.push(c);
+            chars.next();
+        }
+        if key.trim().is_empty() {
+            break;
+        }
+        if chars.next() != Some('=') {
+            // A token68 form (e.g. `Basic abc==`) carries no parameters we use.
+            break;
+        }
+        let mut value = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some(n) = chars.next() {
+                            value.push(n);
+                        }
+                    }
+                    '"' => break,
+                    _ => value.push(c),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == ',' {
+                    break;
+                }
+                value.push(c);
+                chars.next();
+            }
+            value = value.trim().to_string();
+        }
+        params.insert(key.trim().to_ascii_lowercase(), value);
+    }
+    Some(Challenge {
+        scheme: scheme.to_ascii_lowercase(),
+        params,
+    })
+}
+
+/// Percent-encodes a query parameter value.
+pub fn query_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_bearer_and_basic_challenges() {
+        let c = parse_challenge(
+            r#"Bearer realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:samalba/my-app:pull,push""#,
+        )
+        .unwrap();
+        assert_eq!(c.scheme, "bearer");
+        assert_eq!(c.params["realm"], "https://auth.docker.io/token");
+        assert_eq!(c.params["service"], "registry.docker.io");
+        assert_eq!(c.params["scope"], "repository:samalba/my-app:pull,push");
+        let b = parse_challenge(r#"Basic realm="Registry Realm""#).unwrap();
+        assert_eq!(b.scheme, "basic");
+        assert_eq!(b.params["realm"], "Registry Realm");
+        let bare = parse_challenge("Basic").unwrap();
+        assert!(bare.params.is_empty());
+        let unquoted = parse_challenge("Bearer realm=https://x/t, service=s").unwrap();
+        assert_eq!(unquoted.params["realm"], "https://x/t");
+        assert_eq!(unquoted.params["service"], "s");
+    }
+
+    #[test]
+    fn reads_docker_config_auths() {
+        let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3:cret");
+        let config = format!(
+            r#"{{"auths":{{"https://reg.example:5000/v2/":{{"auth":"{auth}"}},"other":{{"username":"bob","password":"pw"}}}}}}"#
+        );
+        assert_eq!(
+            from_docker_config(config.as_bytes(), "reg.example:5000"),
+            Some(Credentials::Basic {
+                user: "alice".into(),
+                password: "s3:cret".into()
+            })
+        );
+        assert_eq!(
+            from_docker_config(config.as_bytes(), "other"),
+            Some(Credentials::Basic {
+                user: "bob".into(),
+                password: "pw".into()
+            })
+        );
+        assert_eq!(from_docker_config(config.as_bytes(), "nowhere"), None);
+        let hub = format!(r#"{{"auths":{{"https://index.docker.io/v1/":{{"auth":"{auth}"}}}}}}"#);
+        assert!(from_docker_config(hub.as_bytes(), "registry-1.docker.io").is_some());
+    }
+
+    #[test]
+    fn escapes_query_values() {
+        assert_eq!(
+            query_escape("repository:a/b:pull,push"),
+            "repository%3Aa%2Fb%3Apull%2Cpush"
+        );
+    }
+}

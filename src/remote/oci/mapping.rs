@@ -1,0 +1,370 @@
+//! The mapping of a snapshot onto OCI image manifests, serialised by hand so
+//! that the same snapshot always gives the same bytes (and so the same
+//! digests): fixed key order, no white space, no timestamps.
+//!
+//! See `docs/remote.md` for the mapping in prose.
+
+use std::collections::BTreeMap;
+
+use crate::digest::ObjectId;
+use crate::remote::{Outgoing, RemoteError};
+
+/// The OCI image manifest media type.
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The OCI image index media type.
+pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
+/// The artifact type of a cestore snapshot.
+pub const ARTIFACT_TYPE: &str = "application/vnd.cestore.snapshot.v1";
+/// The config's media type: the config blob is the canonical manifest.
+pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.cestore.manifest.v1+json";
+/// A layer's media type: one file content, raw bytes.
+pub const LAYER_MEDIA_TYPE: &str = "application/vnd.cestore.file.v1";
+/// The layer annotation naming a path that uses the content.
+pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
+/// The layer annotation carrying the exec bit, `"true"` or `"false"`.
+pub const EXECUTABLE_ANNOTATION: &str = "dev.cestore.executable";
+/// The manifest annotation carrying the snapshot's digest in hex.
+pub const SNAPSHOT_ANNOTATION: &str = "dev.cestore.snapshot";
+/// The annotation numbering the parts of an index, `"i/n"`.
+pub const PART_ANNOTATION: &str = "dev.cestore.part";
+/// The manifest annotation carrying the release version.
+pub const VERSION_ANNOTATION: &str = "org.opencontainers.image.version";
+/// The largest manifest the CNCF distribution registry accepts (and most
+/// hosted registries): 4 MiB.
+pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// What a push publishes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// One image manifest, tagged.
+    Single(Vec<u8>),
+    /// Several image manifests, each pushed by digest, then an index of them, tagged.
+    Index {
+        /// The image manifests.
+        parts: Vec<Vec<u8>>,
+        /// The index.
+        index: Vec<u8>,
+        /// How many layers the parts list together.
+        layers: usize,
+    },
+}
+
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    // serde_json writes a &str without error into a Vec; the escaping is
+    // fixed, so the bytes are reproducible.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+fn push_digest(out: &mut Vec<u8>, id: &ObjectId) {
+    out.extend_from_slice(b"\"sha256:");
+    out.extend_from_slice(id.to_hex().as_bytes());
+    out.push(b'"');
+}
+
+fn push_annotations(out: &mut Vec<u8>, annotations: &BTreeMap<&str, String>) {
+    out.extend_from_slice(b"\"annotations\":{");
+    for (i, (k, v)) in annotations.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_str(out, k);
+        out.push(b':');
+        push_str(out, v);
+    }
+    out.push(b'}');
+}
+
+/// One layer descriptor per distinct object, in manifest order of first use.
+pub fn layers(outgoing: &Outgoing<'_>) -> Vec<Vec<u8>> {
+    outgoing
+        .objects
+        .iter()
+        .map(|o| {
+            let mut out = Vec::with_capacity(200 + o.path.len());
+            out.extend_from_slice(b"{\"mediaType\":");
+            push_str(&mut out, LAYER_MEDIA_TYPE);
+            out.extend_from_slice(b",\"digest\":");
+            push_digest(&mut out, &o.key.id);
+            out.extend_from_slice(b",\"size\":");
+            out.extend_from_slice(o.size.to_string().as_bytes());
+            out.push(b',');
+            let annotations = BTreeMap::from([
+                (EXECUTABLE_ANNOTATION, o.key.executable.to_string()),
+                (TITLE_ANNOTATION, o.path.clone()),
+            ]);
+            push_annotations(&mut out, &annotations);
+            out.push(b'}');
+            out
+        })
+        .collect()
+}
+
+fn manifest_annotations<'a>(
+    outgoing: &Outgoing<'_>,
+    part: Option<(usize, usize)>,
+) -> BTreeMap<&'a str, String> {
+    let mut a = BTreeMap::from([
+        (SNAPSHOT_ANNOTATION, outgoing.manifest.digest.to_hex()),
+        (VERSION_ANNOTATION, outgoing.version.to_string()),
+    ]);
+    if let Some((i, n)) = part {
+        a.insert(PART_ANNOTATION, format!("{i}/{n}"));
+    }
+    a
+}
+
+/// An image manifest holding `layers`, whose config is the canonical manifest.
+pub fn image_manifest(
+    outgoing: &Outgoing<'_>,
+    layers: &[Vec<u8>],
+    part: Option<(usize, usize)>,
+) -> Vec<u8> {
+    let m = outgoing.manifest;
+    let mut out = Vec::with_capacity(512 + layers.iter().map(|l| l.len() + 1).sum::<usize>());
+    out.extend_from_slice(b"{\"schemaVersion\":2,\"mediaType\":");
+    push_str(&mut out, MANIFEST_MEDIA_TYPE);
+    out.extend_from_slice(b",\"artifactType\":");
+    push_str(&mut out, ARTIFACT_TYPE);
+    out.extend_from_slice(b",\"config\":{\"mediaType\":");
+    push_str(&mut out, CONFIG_MEDIA_TYPE);
+    out.extend_from_slice(b",\"digest\":");
+    push_digest(&mut out, &ObjectId::from_bytes(*m.digest.as_bytes()));
+    out.extend_from_slice(b",\"size\":");
+    out.extend_from_slice(m.bytes.len().to_string().as_bytes());
+    out.extend_from_slice(b"},\"layers\":[");
+    for (i, l) in layers.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(l);
+    }
+    out.extend_from_slice(b"],");
+    push_annotations(&mut out, &manifest_annotations(outgoing, part));
+    out.push(b'}');
+    out
+}
+
+/// An index of the image manifests `parts`.
+pub fn index(outgoing: &Outgoing<'_>, parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512 + parts.len() * 300);
+    out.extend_from_slice(b"{\"schemaVersion\":2,\"mediaType\":");
+    push_str(&mut out, INDEX_MEDIA_TYPE);
+    out.extend_from_slice(b",\"artifactType\":");
+    push_str(&mut out, ARTIFACT_TYPE);
+    out.extend_from_slice(b",\"manifests\":[");
+    let n = parts.len();
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"mediaType\":");
+        push_str(&mut out, MANIFEST_MEDIA_TYPE);
+        out.extend_from_slice(b",\"artifactType\":");
+        push_str(&mut out, ARTIFACT_TYPE);
+        out.extend_from_slice(b",\"digest\":");
+        push_digest(&mut out, &ObjectId::of(p));
+        out.extend_from_slice(b",\"size\":");
+        out.extend_from_slice(p.len().to_string().as_bytes());
+        out.push(b',');
+        push_annotations(
+            &mut out,
+            &BTreeMap::from([(PART_ANNOTATION, format!("{}/{n}", i + 1))]),
+        );
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],");
+    push_annotations(&mut out, &manifest_annotations(outgoing, None));
+    out.push(b'}');
+    out
+}
+
+/// Decides between one image manifest and an index: one manifest when it
+/// lists at most `max_layers` layers and stays within `max_bytes`, else an
+/// index of manifests that each do.
+pub fn plan(outgoing: &Outgoing<'_>, max_layers: usize, max_bytes: usize) -> Plan {
+    let layers = layers(outgoing);
+    let max_layers = max_layers.max(1);
+    if layers.len() <= max_layers {
+        let single = image_manifest(outgoing, &layers, None);
+        if single.len() <= max_bytes {
+            return Plan::Single(single);
+        }
+    }
+    // The part annotation is at most a few dozen bytes; 1 KiB of slack covers it.
+    let overhead = image_manifest(outgoing, &[], None).len() + 1024;
+    let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut current: Vec<Vec<u8>> = Vec::new();
+    let mut bytes = overhead;
+    for l in layers {
+        if !current.is_empty() && (current.len() >= max_layers || bytes + l.len() + 1 > max_bytes) {
+            groups.push(std::mem::take(&mut current));
+            bytes = overhead;
+        }
+        bytes += l.len() + 1;
+        current.push(l);
+    }
+    if !current.is_empty() || groups.is_empty() {
+        groups.push(current);
+    }
+    let n = groups.len();
+    let layer_count = groups.iter().map(Vec::len).sum();
+    let parts: Vec<Vec<u8>> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| image_manifest(outgoing, g, Some((i + 1, n))))
+        .collect();
+    let index = index(outgoing, &parts);
+    Plan::Index {
+        parts,
+        index,
+        layers: layer_count,
+    }
+}
+
+/// A descriptor as read from a registry.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct Descriptor {
+    /// Its media type.
+    #[serde(rename = "mediaType", default)]
+    pub media_type: String,
+    /// `sha256:<hex>`.
+    pub digest: String,
+    /// Its size.
+    pub size: u64,
+    /// Its annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// An image manifest or an index, as read from a registry.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct Document {
+    /// Must be 2.
+    #[serde(rename = "schemaVersion")]
+    pub schema_version: u32,
+    /// The media type, when the document names it.
+    #[serde(rename = "mediaType", default)]
+    pub media_type: Option<String>,
+    /// An image manifest's config.
+    #[serde(default)]
+    pub config: Option<Descriptor>,
+    /// An image manifest's layers.
+    #[serde(default)]
+    pub layers: Vec<Descriptor>,
+    /// An index's manifests.
+    #[serde(default)]
+    pub manifests: Option<Vec<Descriptor>>,
+}
+
+impl Document {
+    /// Parses a manifest or index, checking its schema version.
+    pub fn parse(bytes: &[u8]) -> Result<Document, RemoteError> {
+        let doc: Document = serde_json::from_slice(bytes).map_err(|e| {
+            RemoteError::Protocol(format!("the registry's manifest is not valid JSON: {e}"))
+        })?;
+        if doc.schema_version != 2 {
+            return Err(RemoteError::Protocol(format!(
+                "the registry's manifest has schemaVersion {}, not 2",
+                doc.schema_version
+            )));
+        }
+        Ok(doc)
+    }
+
+    /// Whether this is an index.
+    pub fn is_index(&self) -> bool {
+        self.manifests.is_some() || self.media_type.as_deref() == Some(INDEX_MEDIA_TYPE)
+    }
+}
+
+/// Parses `sha256:<hex>`.
+pub fn parse_digest(s: &str) -> Result<ObjectId, RemoteError> {
+    s.strip_prefix("sha256:")
+        .and_then(|h| h.parse().ok())
+        .ok_or_else(|| RemoteError::Protocol(format!("'{s}' is not a sha256 digest")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Entry, Manifest};
+
+    fn manifest(n: usize) -> Manifest {
+        let mut entries = vec![Entry {
+            executable: false,
+            path: ".claude-plugin/plugin.json".into(),
+            sha256: ObjectId::of(b"{}"),
+            size: 2,
+        }];
+        for i in 0..n {
+            let body = format!("file {i}");
+            entries.push(Entry {
+                executable: i % 2 == 0,
+                path: format!("skills/s/f{i:04}"),
+                sha256: ObjectId::of(body.as_bytes()),
+                size: body.len() as u64,
+            });
+        }
+        Manifest::new(entries)
+    }
+
+    #[test]
+    fn single_manifest_is_reproducible_and_parses() {
+        let m = manifest(3);
+        let out = Outgoing::new(&m, "1.0.0");
+        let a = plan(&out, 1000, MAX_MANIFEST_BYTES);
+        let b = plan(&out, 1000, MAX_MANIFEST_BYTES);
+        assert_eq!(a, b);
+        let Plan::Single(bytes) = a else {
+            panic!("expected one manifest")
+        };
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.starts_with("{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"artifactType\":\"application/vnd.cestore.snapshot.v1\",\"config\":{"));
+        assert!(!text.contains("created"));
+        let doc = Document::parse(&bytes).unwrap();
+        assert!(!doc.is_index());
+        let config = doc.config.unwrap();
+        assert_eq!(
+            parse_digest(&config.digest).unwrap().to_hex(),
+            m.digest.to_hex()
+        );
+        assert_eq!(config.size, m.bytes.len() as u64);
+        assert_eq!(doc.layers.len(), 4);
+        assert_eq!(
+            doc.layers[1].annotations[TITLE_ANNOTATION],
+            "skills/s/f0000"
+        );
+        assert_eq!(doc.layers[1].annotations[EXECUTABLE_ANNOTATION], "true");
+        let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["annotations"][SNAPSHOT_ANNOTATION], m.digest.to_hex());
+    }
+
+    #[test]
+    fn falls_back_to_an_index_by_count_and_by_size() {
+        let m = manifest(29);
+        let out = Outgoing::new(&m, "1.0.0");
+        let Plan::Index {
+            parts,
+            index,
+            layers,
+        } = plan(&out, 10, MAX_MANIFEST_BYTES)
+        else {
+            panic!("expected an index")
+        };
+        assert_eq!(parts.len(), 3);
+        assert_eq!(layers, 30);
+        let doc = Document::parse(&index).unwrap();
+        assert!(doc.is_index());
+        let listed = doc.manifests.unwrap();
+        assert_eq!(listed.len(), 3);
+        for (d, p) in listed.iter().zip(&parts) {
+            assert_eq!(parse_digest(&d.digest).unwrap(), ObjectId::of(p));
+            assert!(Document::parse(p).unwrap().layers.len() <= 10);
+        }
+        let Plan::Index { parts, .. } = plan(&out, 1000, 3000) else {
+            panic!("expected an index")
+        };
+        assert!(parts.len() > 1);
+        assert!(parts.iter().all(|p| p.len() <= 3000));
+    }
+}

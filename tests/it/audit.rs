@@ -1,0 +1,1959 @@
+//! Auditing: `show`, `list`, `log`, `find`, `diff`, `verify` (store and
+//! `--tree`), `rm` and `gc`, run as an auditor would run them (docs/audit.md).
+//!
+//! * `manifest_bytes_hash_to_the_digest`: `show --manifest` piped to SHA-256
+//!   (in process and through the real `sha256sum`) is the digest, for 20
+//!   generated trees; the manifest is also checked against Python's
+//!   `json.dumps` of the entries the generator wrote.
+//! * `show_*`, `list_log_and_find_*`: the catalogue queries.
+//! * `verify_finds_*`, `verify_clean_*`, `verify_repair_*`: one test per kind
+//!   of damage, each naming the right snapshots and views.
+//! * `verify_tree_*`: one test per kind of difference.
+//! * `gc_*`, `rm_*`: what gc removes and keeps, and gc racing ingests.
+//! * `diff_lists_exactly_the_changes`: diff against the changes made.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use cestore::digest::ManifestDigest;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::util::{self, assert_exit, assert_ok, chmod, parse_json, write, TestEnv};
+
+// ---------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------
+
+/// A test directory (canonical path) with a store inside; removed on drop
+/// even though views leave read-only directories behind.
+struct Env {
+    t: TestEnv,
+    base: PathBuf,
+}
+
+impl Env {
+    fn new() -> Env {
+        let mut t = TestEnv::new();
+        let base = t.dir.path().canonicalize().expect("canonical temp dir");
+        t.store = base.join("store");
+        Env { t, base }
+    }
+
+    fn at(&self, rel: &str) -> PathBuf {
+        self.base.join(rel)
+    }
+
+    fn store(&self) -> &Path {
+        &self.t.store
+    }
+
+    fn run<I, S>(&self, args: I) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.t.run(args)
+    }
+
+    fn json<I, S>(&self, args: I) -> Value
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let v = self.t.json(args);
+        assert_eq!(v["ok"], true, "{v}");
+        v
+    }
+
+    fn ingest(&self, dir: &Path, version: &str) -> String {
+        self.t.ingest_digest(dir, version)
+    }
+
+    /// Writes `release` at `rel` and ingests it.
+    fn add(&self, release: &Release, rel: &str) -> String {
+        let src = self.at(rel);
+        release.write(&src);
+        self.ingest(&src, &release.version)
+    }
+
+    /// The snapshot's files, from `show --files --json`.
+    fn files(&self, digest: &str) -> Vec<FileRow> {
+        let v = self.json(["show", digest, "--files", "--json"]);
+        v["files"]
+            .as_array()
+            .expect("files array")
+            .iter()
+            .map(|f| FileRow {
+                path: f["path"].as_str().expect("path").to_string(),
+                sha256: f["sha256"].as_str().expect("sha256").to_string(),
+                size: f["size"].as_u64().expect("size"),
+                executable: f["executable"].as_bool().expect("executable"),
+            })
+            .collect()
+    }
+
+    /// The file row at `path` of a snapshot.
+    fn file(&self, digest: &str, path: &str) -> FileRow {
+        self.files(digest)
+            .into_iter()
+            .find(|f| f.path == path)
+            .unwrap_or_else(|| panic!("{path} is not in {digest}"))
+    }
+
+    fn object(&self, f: &FileRow) -> PathBuf {
+        object_path(self.store(), &f.sha256, f.executable)
+    }
+
+    fn checkout(&self, digest: &str, dest: &Path) {
+        let out = self.run([
+            OsStr::new("checkout"),
+            OsStr::new(digest),
+            dest.as_os_str(),
+            OsStr::new("--json"),
+        ]);
+        assert_ok(&out);
+    }
+
+    /// `verify --json EXTRA...`: the exit code (0 or 1) and the report.
+    fn verify(&self, extra: &[&str]) -> (i32, Value) {
+        let mut args = vec!["verify", "--json"];
+        args.extend_from_slice(extra);
+        let out = self.run(&args);
+        let code = out.status.code().expect("exit code");
+        assert!(
+            code == 0 || code == 1,
+            "verify exited {code}\nstdout:\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v = parse_json(&out);
+        assert_eq!(v["ok"], code == 0, "{v}");
+        (code, v)
+    }
+
+    /// A human-mode `verify` that must be clean: exit 0, nothing on stdout.
+    fn verify_clean(&self, extra: &[&str]) {
+        let mut args = vec!["verify"];
+        args.extend_from_slice(extra);
+        let out = self.run(&args);
+        assert_exit(&out, 0);
+        assert!(
+            out.stdout.is_empty(),
+            "verify printed on a clean store:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+
+    /// `verify --tree DIR DIGEST --json`: the exit code and the differences.
+    fn verify_tree(&self, dir: &Path, digest: &str) -> (i32, Value) {
+        let out = self.run([
+            OsStr::new("verify"),
+            OsStr::new("--tree"),
+            dir.as_os_str(),
+            OsStr::new(digest),
+            OsStr::new("--json"),
+        ]);
+        let code = out.status.code().expect("exit code");
+        assert!(
+            code == 0 || code == 1,
+            "verify --tree exited {code}: {out:?}"
+        );
+        let v = parse_json(&out);
+        assert_eq!(v["ok"], code == 0, "{v}");
+        let full = v["manifest_digest"].as_str().expect("manifest_digest");
+        assert!(full.len() == 64 && full.starts_with(digest), "{v}");
+        (code, v["differences"].clone())
+    }
+
+    fn digests_listed(&self) -> Vec<String> {
+        self.json(["list", "--json"])["snapshots"]
+            .as_array()
+            .expect("snapshots array")
+            .iter()
+            .map(|s| s["digest"].as_str().expect("digest").to_string())
+            .collect()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        remove_tree(&self.base);
+    }
+}
+
+/// Removes a tree, first giving its directories write permission.
+fn remove_tree(path: &Path) {
+    fn unlock(path: &Path) {
+        let Ok(meta) = fs::symlink_metadata(path) else {
+            return;
+        };
+        if meta.is_dir() {
+            let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o700));
+            if let Ok(entries) = fs::read_dir(path) {
+                for entry in entries.flatten() {
+                    unlock(&entry.path());
+                }
+            }
+        }
+    }
+    unlock(path);
+    let _ = fs::remove_dir_all(path);
+}
+
+/// One file of a snapshot as `show --files --json` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct FileRow {
+    path: String,
+    sha256: String,
+    size: u64,
+    executable: bool,
+}
+
+impl FileRow {
+    /// The object key, `(sha256, executable)`.
+    fn key(&self) -> (String, bool) {
+        (self.sha256.clone(), self.executable)
+    }
+}
+
+fn object_path(store: &Path, sha256: &str, executable: bool) -> PathBuf {
+    let name = format!("{}{}", &sha256[2..], if executable { ".x" } else { "" });
+    store.join("objects").join(&sha256[..2]).join(name)
+}
+
+fn sha_hex(data: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(data))
+}
+
+fn mode_of(path: &Path) -> u32 {
+    fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("stat {}: {e}", path.display()))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// The distinct objects (non-empty files) of a set of snapshot files, with sizes.
+fn objects_of<'a>(files: impl IntoIterator<Item = &'a FileRow>) -> BTreeMap<(String, bool), u64> {
+    files
+        .into_iter()
+        .filter(|f| f.size > 0)
+        .map(|f| (f.key(), f.size))
+        .collect()
+}
+
+/// A JSON array of strings as a set.
+fn str_set(v: &Value) -> BTreeSet<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not an array: {v}"))
+        .iter()
+        .map(|x| x.as_str().expect("string").to_string())
+        .collect()
+}
+
+fn set<const N: usize>(items: [&str; N]) -> BTreeSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+fn problems(report: &Value) -> &Vec<Value> {
+    report["problems"].as_array().expect("problems array")
+}
+
+/// The one problem of `kind` at `path`; panics unless there is exactly one.
+fn problem<'a>(report: &'a Value, kind: &str, path: &str) -> &'a Value {
+    let found: Vec<&Value> = problems(report)
+        .iter()
+        .filter(|p| p["kind"] == kind && p["path"] == path)
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected one {kind} problem at {path}:\n{report:#}"
+    );
+    found[0]
+}
+
+/// The problems' kinds, sorted.
+fn kinds(report: &Value) -> Vec<String> {
+    let mut k: Vec<String> = problems(report)
+        .iter()
+        .map(|p| p["kind"].as_str().expect("kind").to_string())
+        .collect();
+    k.sort();
+    k
+}
+
+/// Runs one SQL statement on the store's catalogue with Python's `sqlite3`
+/// module; returns the row count it reports.
+fn python_sql(store: &Path, sql: &str, params: &[&str]) -> i64 {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3, sys\n\
+             c = sqlite3.connect(sys.argv[1])\n\
+             cur = c.execute(sys.argv[2], sys.argv[3:])\n\
+             c.commit()\n\
+             print(cur.rowcount)\n\
+             c.close()\n",
+        )
+        .arg(store.join("catalogue.sqlite"))
+        .arg(sql)
+        .args(params)
+        .output()
+        .expect("run python3");
+    assert_ok(&out);
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("row count")
+}
+
+/// Makes an object writable, flips one bit of its first byte, restores its mode.
+fn flip_byte(object: &Path) {
+    let mode = mode_of(object);
+    chmod(object, mode | 0o200);
+    let mut bytes = fs::read(object).expect("read object");
+    bytes[0] ^= 0x01;
+    fs::write(object, &bytes).expect("write object");
+    chmod(object, mode);
+    assert_eq!(mode_of(object), mode);
+}
+
+/// Makes an object writable, drops its last byte, restores its mode.
+fn truncate_object(object: &Path) {
+    let mode = mode_of(object);
+    chmod(object, mode | 0o200);
+    let len = fs::metadata(object).expect("stat object").len();
+    assert!(len >= 2, "object too short to truncate");
+    fs::OpenOptions::new()
+        .write(true)
+        .open(object)
+        .expect("open object")
+        .set_len(len - 1)
+        .expect("truncate object");
+    chmod(object, mode);
+    assert_eq!(mode_of(object), mode);
+}
+
+/// Copies a view into a fresh, writable tree: directories 0755, files 0644
+/// or 0755 as their exec bit says. Never touches the view itself.
+fn writable_copy(src: &Path, dst: &Path) {
+    fs::create_dir(dst).expect("create copy root");
+    chmod(dst, 0o755);
+    let mut names: Vec<_> = fs::read_dir(src)
+        .expect("read view dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    names.sort();
+    for name in names {
+        let (from, to) = (src.join(&name), dst.join(&name));
+        let meta = fs::symlink_metadata(&from).expect("stat view entry");
+        if meta.is_dir() {
+            writable_copy(&from, &to);
+        } else {
+            assert!(meta.is_file(), "unexpected entry {}", from.display());
+            fs::write(&to, fs::read(&from).expect("read view file")).expect("write copy");
+            chmod(
+                &to,
+                if meta.permissions().mode() & 0o111 != 0 {
+                    0o755
+                } else {
+                    0o644
+                },
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Releases
+// ---------------------------------------------------------------------------
+
+/// A plugin release to write: every file's bytes and mode, by relative path.
+#[derive(Clone, Debug)]
+struct Release {
+    version: String,
+    files: BTreeMap<String, (Vec<u8>, u32)>,
+}
+
+impl Release {
+    /// The smallest accepted release at `version`.
+    fn new(version: &str) -> Release {
+        let mut r = Release {
+            version: version.to_string(),
+            files: BTreeMap::new(),
+        };
+        r.add(
+            ".claude-plugin/plugin.json",
+            format!(r#"{{"name": "compound-engineering", "version": "{version}"}}"#),
+            false,
+        );
+        for skill in ["ce-plan", "ce-work", "ce-code-review"] {
+            r.add(
+                &format!("skills/{skill}/SKILL.md"),
+                format!("# {skill}\n"),
+                false,
+            );
+        }
+        r
+    }
+
+    fn add(&mut self, path: &str, bytes: impl AsRef<[u8]>, executable: bool) {
+        let mode = if executable { 0o755 } else { 0o644 };
+        self.add_mode(path, bytes, mode);
+    }
+
+    fn add_mode(&mut self, path: &str, bytes: impl AsRef<[u8]>, mode: u32) {
+        self.files
+            .insert(path.to_string(), (bytes.as_ref().to_vec(), mode));
+    }
+
+    fn set_exec(&mut self, path: &str, executable: bool) {
+        let slot = self.files.get_mut(path).expect("file in release");
+        slot.1 = if executable { 0o755 } else { 0o644 };
+    }
+
+    fn executable(&self, path: &str) -> bool {
+        self.files[path].1 & 0o111 != 0
+    }
+
+    /// Writes the release into a new directory `root`.
+    fn write(&self, root: &Path) {
+        fs::create_dir_all(root).expect("create release root");
+        for (path, (bytes, mode)) in &self.files {
+            let p = root.join(path);
+            write(&p, bytes);
+            chmod(&p, *mode);
+        }
+    }
+
+    /// The manifest entries, in the reference's walk order.
+    fn entries(&self) -> Vec<Value> {
+        let mut paths: Vec<&String> = self.files.keys().collect();
+        paths.sort_by(|a, b| manifest_key(a).cmp(&manifest_key(b)));
+        paths
+            .into_iter()
+            .map(|p| {
+                let (bytes, mode) = &self.files[p];
+                json!({
+                    "executable": mode & 0o111 != 0,
+                    "path": p,
+                    "sha256": sha_hex(bytes),
+                    "size": bytes.len(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Sort key of the reference's walk: the manifests, then skills, scripts,
+/// assets, each depth first with names in code point order.
+fn manifest_key(path: &str) -> (usize, Vec<&str>) {
+    let top = path.split('/').next().unwrap_or("");
+    let rank = match (top, path) {
+        (_, ".claude-plugin/plugin.json") => 0,
+        (_, ".claude-plugin/marketplace.json") => 1,
+        ("skills", _) => 2,
+        ("scripts", _) => 3,
+        ("assets", _) => 4,
+        _ => panic!("{path} is not a kept path"),
+    };
+    (rank, path.split('/').collect())
+}
+
+/// splitmix64.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// Name pieces: non-ASCII (composed, decomposed, astral), quotes, backslash,
+/// spaces, control characters, and prefixes of each other (`a`, `a-b`). None
+/// can make a name the filter drops.
+const SYLLABLES: [&str; 18] = [
+    "a", "-b", "_c", "ka", "zu", "mé", "e\u{301}", "名前", "o\"q", "x'y", "r b", "ñ", "ß", "🎵",
+    "a\\b", "t\tab", "\u{7f}", "Ω",
+];
+
+const MODES: [u32; 8] = [0o644, 0o644, 0o755, 0o744, 0o654, 0o645, 0o600, 0o700];
+
+fn random_name(rng: &mut Rng) -> String {
+    let n = 1 + rng.below(3);
+    (0..n).map(|_| *rng.pick(&SYLLABLES)).collect()
+}
+
+/// A release with 6 to 16 extra files of random names, bytes and modes.
+fn random_release(seed: u64, version: &str) -> Release {
+    let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xA0D1_7E57);
+    let mut r = Release::new(version);
+    if rng.below(3) == 0 {
+        r.add(
+            ".claude-plugin/marketplace.json",
+            r#"{"plugins": []}"#,
+            false,
+        );
+    }
+    let want = 6 + rng.below(11) as usize;
+    let mut contents: Vec<Vec<u8>> = Vec::new();
+    let mut made = 0;
+    while made < want {
+        let mut path = rng.pick(&["skills", "scripts", "assets"]).to_string();
+        for _ in 0..rng.below(3) {
+            path.push_str("/d-");
+            path.push_str(&random_name(&mut rng));
+        }
+        path.push_str("/f-");
+        path.push_str(&random_name(&mut rng));
+        if rng.below(2) == 0 {
+            path.push_str(".md");
+        }
+        if r.files.contains_key(&path) {
+            continue;
+        }
+        let bytes = if !contents.is_empty() && rng.below(5) == 0 {
+            rng.pick(&contents).clone()
+        } else if rng.below(8) == 0 {
+            Vec::new()
+        } else {
+            let len = rng.below(300) as usize;
+            (0..len).map(|_| rng.next() as u8).collect()
+        };
+        contents.push(bytes.clone());
+        let mode = *rng.pick(&MODES);
+        r.add_mode(&path, bytes, mode);
+        made += 1;
+    }
+    r
+}
+
+/// Two releases that share most files: `skills/shared/s.md`,
+/// `scripts/tool.sh` and the required skills are in both; `skills/a/a.md`
+/// and plugin.json 1.0.0 only in A; `skills/b/b.md` and plugin.json 1.0.1
+/// only in B.
+struct Pair {
+    env: Env,
+    a: String,
+    b: String,
+    src_a: PathBuf,
+}
+
+const ONLY_A: &str = "skills/a/a.md";
+const SHARED: &str = "skills/shared/s.md";
+const SHARED_EXEC: &str = "scripts/tool.sh";
+
+fn pair() -> Pair {
+    pair_with(false)
+}
+
+/// [`pair`], with an empty `skills/a/empty.md` in A when `empty` is set.
+fn pair_with(empty: bool) -> Pair {
+    let env = Env::new();
+    let mut ra = Release::new("1.0.0");
+    ra.add(SHARED, "shared between A and B\n".repeat(20), false);
+    ra.add(SHARED_EXEC, "#!/bin/sh\necho shared tool\n", true);
+    ra.add(ONLY_A, "only in release A\n".repeat(10), false);
+    if empty {
+        ra.add("skills/a/empty.md", "", false);
+    }
+    let mut rb = Release::new("1.0.1");
+    rb.add(SHARED, "shared between A and B\n".repeat(20), false);
+    rb.add(SHARED_EXEC, "#!/bin/sh\necho shared tool\n", true);
+    rb.add("skills/b/b.md", "only in release B\n".repeat(10), false);
+    let src_a = env.at("src-a");
+    let a = env.add(&ra, "src-a");
+    let b = env.add(&rb, "src-b");
+    Pair { env, a, b, src_a }
+}
+
+// ---------------------------------------------------------------------------
+// 1. show --manifest | sha256sum
+// ---------------------------------------------------------------------------
+
+#[test]
+fn manifest_bytes_hash_to_the_digest() {
+    let env = Env::new();
+    let mut expected_lists = Vec::new();
+    let mut digests = Vec::new();
+    for seed in 0..20u64 {
+        let release = random_release(seed, &format!("1.{seed}.0"));
+        let d = env.add(&release, &format!("src-{seed}"));
+
+        // In process.
+        let out = env.run(["show", &d, "--manifest"]);
+        assert_ok(&out);
+        assert!(out.stdout.is_ascii(), "seed {seed}: manifest is not ASCII");
+        assert_eq!(
+            ManifestDigest::of(&out.stdout).to_hex(),
+            d,
+            "seed {seed}: the manifest bytes do not hash to the digest"
+        );
+
+        // Through the real sha256sum.
+        let piped = Command::new("sh")
+            .arg("-c")
+            .arg(r#""$0" show "$1" --manifest --store "$2" | sha256sum"#)
+            .arg(util::bin())
+            .arg(&d)
+            .arg(env.store())
+            .env_remove("CESTORE_DIR")
+            .output()
+            .expect("run sh");
+        assert_ok(&piped);
+        let text = String::from_utf8_lossy(&piped.stdout);
+        assert_eq!(
+            text.split_whitespace().next(),
+            Some(d.as_str()),
+            "seed {seed}: sha256sum printed {text:?}"
+        );
+
+        // The manifest lists exactly the files written, in walk order.
+        let manifest: Value = serde_json::from_slice(&out.stdout).expect("manifest is JSON");
+        let expected = release.entries();
+        assert_eq!(
+            manifest["files"],
+            Value::Array(expected.clone()),
+            "seed {seed}"
+        );
+        assert_eq!(manifest["schema_version"], 1);
+
+        // The JSON form carries the same bytes.
+        let j = env.json(["show", &d, "--manifest", "--json"]);
+        assert_eq!(j["manifest_digest"], d.as_str());
+        assert_eq!(
+            j["canonical_manifest"]
+                .as_str()
+                .expect("canonical_manifest"),
+            String::from_utf8(out.stdout).expect("ASCII")
+        );
+        expected_lists.push(Value::Array(expected));
+        digests.push(d);
+    }
+    assert_eq!(
+        digests.iter().collect::<BTreeSet<_>>().len(),
+        20,
+        "20 trees, 20 digests"
+    );
+
+    // Python's json.dumps of the entries written gives the same digests.
+    let mut py = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import hashlib, json, sys\n\
+             for files in json.load(sys.stdin):\n\
+             \x20   m = json.dumps({'schema_version': 1, 'files': files}, sort_keys=True, separators=(',', ':'))\n\
+             \x20   print(hashlib.sha256(m.encode('ascii')).hexdigest())\n",
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    py.stdin
+        .take()
+        .expect("stdin")
+        .write_all(Value::Array(expected_lists).to_string().as_bytes())
+        .expect("write to python3");
+    let out = py.wait_with_output().expect("python3 output");
+    assert_ok(&out);
+    let python: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(python, digests);
+}
+
+// ---------------------------------------------------------------------------
+// 2. show
+// ---------------------------------------------------------------------------
+
+#[test]
+fn show_reports_provenance_ingests_views_and_files() {
+    let env = Env::new();
+    let mut release = Release::new("2.0.0");
+    release.add("skills/a-b/y", "y\n", true);
+    release.add("skills/a/x", "x\n", false);
+    release.add("scripts/run.sh", "#!/bin/sh\n", true);
+    release.add("assets/empty", "", false);
+    let src1 = env.at("src1");
+    let src2 = env.at("src2");
+    release.write(&src1);
+    release.write(&src2);
+    let d = env.ingest(&src1, "2.0.0");
+    assert_eq!(env.ingest(&src2, "2.0.0"), d, "same tree, same digest");
+
+    let v = env.json(["show", &d, "--json"]);
+    let total: usize = release.files.values().map(|(b, _)| b.len()).sum();
+    assert_eq!(
+        v["provenance"],
+        json!({
+            "name": "compound-engineering",
+            "version": "2.0.0",
+            "manifest_schema_version": 1,
+            "manifest_digest": d,
+            "file_count": release.files.len(),
+            "total_bytes": total,
+        })
+    );
+    assert_eq!(v["ingest_count"], 2, "{v}");
+    let log = env.json(["log", &d, "--json"]);
+    let ats: Vec<&str> = log["ingests"]
+        .as_array()
+        .expect("ingests")
+        .iter()
+        .map(|e| e["at"].as_str().expect("at"))
+        .collect();
+    assert_eq!(ats.len(), 2);
+    assert_eq!(v["first_ingested_at"], ats[0]);
+    assert_eq!(v["last_ingested_at"], ats[1]);
+    assert!(ats[0] <= ats[1]);
+    assert_eq!(v["views"], json!([]));
+    assert!(v.get("files").is_none(), "files only with --files: {v}");
+
+    // A third ingest counts too.
+    env.ingest(&src1, "2.0.0");
+    assert_eq!(env.json(["show", &d, "--json"])["ingest_count"], 3);
+
+    // A live view is listed, in JSON and for people.
+    let view = env.at("view");
+    env.checkout(&d, &view);
+    let v = env.json(["show", &d, "--json"]);
+    let views = v["views"].as_array().expect("views");
+    assert_eq!(views.len(), 1, "{v}");
+    assert_eq!(views[0]["path"], s(&view));
+    assert_eq!(views[0]["kind"], "checkout");
+    let out = env.run(["show", &d]);
+    assert_ok(&out);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    for line in [
+        "name:                    compound-engineering".to_string(),
+        "version:                 2.0.0".to_string(),
+        "manifest_schema_version: 1".to_string(),
+        format!("manifest_digest:         {d}"),
+        format!("file_count:              {}", release.files.len()),
+        format!("total_bytes:             {total}"),
+        format!(
+            "first_ingested_at:       {}",
+            v["first_ingested_at"].as_str().unwrap()
+        ),
+        format!(
+            "last_ingested_at:        {}",
+            v["last_ingested_at"].as_str().unwrap()
+        ),
+        "ingest_count:            3".to_string(),
+        "views:                   1".to_string(),
+    ] {
+        assert!(
+            human.lines().any(|l| l == line),
+            "no line {line:?} in:\n{human}"
+        );
+    }
+    assert!(
+        human.contains(&format!("  {} (checkout,", view.display())),
+        "{human}"
+    );
+
+    // Discarded, it is no longer listed.
+    assert_ok(&env.run([
+        OsStr::new("discard"),
+        view.as_os_str(),
+        OsStr::new("--json"),
+    ]));
+    assert_eq!(env.json(["show", &d, "--json"])["views"], json!([]));
+    let human = String::from_utf8_lossy(&env.run(["show", &d]).stdout).into_owned();
+    assert!(
+        human.lines().any(|l| l == "views:                   0"),
+        "{human}"
+    );
+
+    // --files: manifest order, not path order.
+    let expected: Vec<&str> = vec![
+        ".claude-plugin/plugin.json",
+        "skills/a/x",
+        "skills/a-b/y",
+        "skills/ce-code-review/SKILL.md",
+        "skills/ce-plan/SKILL.md",
+        "skills/ce-work/SKILL.md",
+        "scripts/run.sh",
+        "assets/empty",
+    ];
+    let files = env.files(&d);
+    let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, expected);
+    let rows: Vec<Value> = files
+        .iter()
+        .map(|f| json!({"executable": f.executable, "path": f.path, "sha256": f.sha256, "size": f.size}))
+        .collect();
+    assert_eq!(rows, release.entries());
+    let out = env.run(["show", &d, "--files"]);
+    assert_ok(&out);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    let listed: Vec<&str> = human
+        .lines()
+        .skip_while(|l| *l != "files:")
+        .skip(1)
+        .map(|l| l.rsplit(' ').next().expect("path"))
+        .collect();
+    assert_eq!(listed, expected, "{human}");
+    let x = human.find(" skills/a/x\n").expect("skills/a/x listed");
+    let y = human.find(" skills/a-b/y\n").expect("skills/a-b/y listed");
+    assert!(x < y, "skills/a/x must come before skills/a-b/y:\n{human}");
+    assert!(
+        human.contains(&format!("{} x        2 skills/a-b/y", sha_hex(b"y\n"))),
+        "{human}"
+    );
+
+    // A unique prefix works; an unknown one exits 4.
+    let v = env.json(["show", &d[..6], "--json"]);
+    assert_eq!(v["provenance"]["manifest_digest"], d.as_str());
+    let other = "0123456789abcdef"
+        .chars()
+        .find(|c| !d.starts_with(*c))
+        .expect("some other first character")
+        .to_string();
+    let err = assert_exit(&env.run(["show", &other]), 4);
+    assert!(err.contains("no snapshot"), "{err}");
+    let out = env.run(["show", &other, "--json"]);
+    assert_exit(&out, 4);
+    assert_eq!(parse_json(&out)["error"]["kind"], "unknown-digest");
+    let unknown = format!("{other}{}", &d[1..]);
+    assert_exit(&env.run(["show", &unknown]), 4);
+    assert_exit(&env.run(["show", &unknown, "--files"]), 4);
+    assert_exit(&env.run(["show", &unknown, "--manifest"]), 4);
+}
+
+#[test]
+fn show_ambiguous_prefix_exits_5() {
+    let env = Env::new();
+    let src = env.at("src");
+    let mut by_first: BTreeMap<char, Vec<String>> = BTreeMap::new();
+    let mut shared = None;
+    for i in 0..17 {
+        let release = Release::new(&format!("3.0.{i}"));
+        remove_tree(&src);
+        release.write(&src);
+        let d = env.ingest(&src, &release.version);
+        let first = d.chars().next().expect("digest");
+        let slot = by_first.entry(first).or_default();
+        slot.push(d);
+        if slot.len() == 2 {
+            shared = Some(first);
+            break;
+        }
+    }
+    let first = shared.expect("17 digests share a first hex character");
+    let both = by_first[&first].clone();
+    let prefix = first.to_string();
+
+    let out = env.run(["show", &prefix]);
+    let err = assert_exit(&out, 5);
+    assert!(out.stdout.is_empty());
+    for d in &both {
+        assert!(err.contains(d.as_str()), "{d} not named in: {err}");
+    }
+    let out = env.run(["show", &prefix, "--json"]);
+    assert_exit(&out, 5);
+    assert_eq!(parse_json(&out)["error"]["kind"], "ambiguous-digest");
+    assert_exit(&env.run(["show", &prefix, "--manifest"]), 5);
+    assert_exit(&env.run(["log", &prefix]), 5);
+    assert_exit(&env.run(["verify", &prefix]), 5);
+
+    // The shortest distinguishing prefix of each works.
+    let common = both[0]
+        .chars()
+        .zip(both[1].chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    for d in &both {
+        let v = env.json(["show", &d[..=common], "--json"]);
+        assert_eq!(v["provenance"]["manifest_digest"], d.as_str());
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 3. list, log, find
+// ---------------------------------------------------------------------------
+
+#[test]
+fn list_log_and_find_answer_from_the_catalogue() {
+    let env = Env::new();
+    // A 1.0.0; B and C both 1.1.0 with other files. "ab" bytes are in A
+    // (plain) and B (executable) only; the path skills/a/ab.md is in A and C.
+    let mut ra = Release::new("1.0.0");
+    ra.add("skills/a/ab.md", "in A and B\n", false);
+    ra.add("skills/common/c.md", "common\n", false);
+    let mut rb = Release::new("1.1.0");
+    rb.add("scripts/ab.sh", "in A and B\n", true);
+    rb.add("skills/common/c.md", "common\n", false);
+    let mut rc = Release::new("1.1.0");
+    rc.add("skills/a/ab.md", "C's own ab.md\n", false);
+    rc.add("skills/common/c.md", "common\n", false);
+
+    let user = "auditor-7";
+    let ingest = |rel: &str, r: &Release| -> String {
+        let src = env.at(rel);
+        if !src.exists() {
+            r.write(&src);
+        }
+        let out = env
+            .t
+            .cmd([
+                OsStr::new("ingest"),
+                src.as_os_str(),
+                OsStr::new("--version"),
+                OsStr::new(&r.version),
+                OsStr::new("--json"),
+            ])
+            .env("USER", user)
+            .output()
+            .expect("run ingest");
+        assert_ok(&out);
+        parse_json(&out)["provenance"]["manifest_digest"]
+            .as_str()
+            .expect("digest")
+            .to_string()
+    };
+    let a = ingest("src-a", &ra);
+    let b = ingest("src-b", &rb);
+    let c = ingest("src-c", &rc);
+    let a2 = ingest("src-a2", &ra);
+    assert_eq!(a, a2);
+
+    // list, with filters.
+    assert_eq!(env.digests_listed(), vec![a.clone(), b.clone(), c.clone()]);
+    let listed = |args: &[&str]| -> Vec<String> {
+        let mut full = vec!["list", "--json"];
+        full.extend_from_slice(args);
+        env.json(&full)["snapshots"]
+            .as_array()
+            .expect("snapshots")
+            .iter()
+            .map(|s| s["digest"].as_str().expect("digest").to_string())
+            .collect()
+    };
+    assert_eq!(listed(&["--version", "1.1.0"]), vec![b.clone(), c.clone()]);
+    assert_eq!(listed(&["--version", "1.0.0"]), vec![a.clone()]);
+    assert_eq!(listed(&["--version", "9.9.9"]), Vec::<String>::new());
+    assert_eq!(listed(&["--name", "compound-engineering"]).len(), 3);
+    assert_eq!(listed(&["--name", "other-plugin"]), Vec::<String>::new());
+    assert_eq!(
+        listed(&["--version", "1.1.0", "--name", "compound-engineering"]),
+        vec![b.clone(), c.clone()]
+    );
+    let v = env.json(["list", "--version", "1.1.0", "--json"]);
+    for s in v["snapshots"].as_array().unwrap() {
+        assert_eq!(s["version"], "1.1.0");
+        assert_eq!(s["name"], "compound-engineering");
+    }
+    let out = env.run(["list", "--version", "1.1.0"]);
+    assert_ok(&out);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = human.lines().collect();
+    assert_eq!(lines.len(), 2, "{human}");
+    assert!(
+        lines[0].starts_with(&b) && lines[1].starts_with(&c),
+        "{human}"
+    );
+
+    // log: every ingest, with source, host, user and tool version.
+    let host = fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("hostname")
+        .trim()
+        .to_string();
+    let tool = format!("cestore {}", env!("CARGO_PKG_VERSION"));
+    let v = env.json(["log", "--json"]);
+    let events = v["ingests"].as_array().expect("ingests");
+    let expected = [(&a, "src-a"), (&b, "src-b"), (&c, "src-c"), (&a, "src-a2")];
+    assert_eq!(events.len(), expected.len(), "{v}");
+    for (e, (d, src)) in events.iter().zip(expected) {
+        assert_eq!(e["digest"], d.as_str(), "{e}");
+        assert_eq!(e["source"], s(&env.at(src)), "{e}");
+        assert_eq!(e["host"], host.as_str(), "{e}");
+        assert_eq!(e["user"], user, "{e}");
+        assert_eq!(e["tool_version"], tool.as_str(), "{e}");
+    }
+    assert_eq!(
+        events[3]["new_objects"], 0,
+        "a repeat ingest stores nothing"
+    );
+    assert!(events[0]["new_objects"].as_i64().unwrap() > 0);
+    let ats: Vec<&str> = events.iter().map(|e| e["at"].as_str().unwrap()).collect();
+    assert!(ats.windows(2).all(|w| w[0] <= w[1]), "{ats:?}");
+    let v = env.json(["log", &a[..8], "--json"]);
+    let sources: Vec<&str> = v["ingests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["source"].as_str().unwrap())
+        .collect();
+    assert_eq!(sources, vec![s(&env.at("src-a")), s(&env.at("src-a2"))]);
+    let out = env.run(["log", &b]);
+    assert_ok(&out);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(human.lines().count(), 1, "{human}");
+    for part in [
+        b.clone(),
+        s(&env.at("src-b")),
+        format!("{user}@{host}"),
+        tool.clone(),
+    ] {
+        assert!(human.contains(&part), "{part:?} not in {human}");
+    }
+
+    // find --object: exactly the snapshots holding that content.
+    let found = |args: &[&str]| -> Vec<(String, String, bool)> {
+        let mut full = vec!["find", "--json"];
+        full.extend_from_slice(args);
+        env.json(&full)["matches"]
+            .as_array()
+            .expect("matches")
+            .iter()
+            .map(|m| {
+                (
+                    m["manifest_digest"].as_str().unwrap().to_string(),
+                    m["path"].as_str().unwrap().to_string(),
+                    m["executable"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let ab = sha_hex(b"in A and B\n");
+    assert_eq!(
+        found(&["--object", &ab]),
+        vec![
+            (a.clone(), "skills/a/ab.md".to_string(), false),
+            (b.clone(), "scripts/ab.sh".to_string(), true),
+        ]
+    );
+    let plugin_110 = sha_hex(rb.files[".claude-plugin/plugin.json"].0.as_slice());
+    let hits: BTreeSet<String> = found(&["--object", &plugin_110])
+        .into_iter()
+        .map(|h| h.0)
+        .collect();
+    assert_eq!(hits, set([&b, &c]));
+    let c_only = sha_hex(b"C's own ab.md\n");
+    assert_eq!(
+        found(&["--object", &c_only]),
+        vec![(c.clone(), "skills/a/ab.md".to_string(), false)]
+    );
+    assert_eq!(
+        found(&["--object", &sha_hex(b"in no snapshot")]),
+        Vec::new()
+    );
+    let common: BTreeSet<String> = found(&["--object", &sha_hex(b"common\n")])
+        .into_iter()
+        .map(|h| h.0)
+        .collect();
+    assert_eq!(common, set([&a, &b, &c]));
+    let v = env.json(["find", "--object", &ab, "--json"]);
+    assert_eq!(v["matches"][0]["sha256"], ab.as_str());
+    assert_eq!(v["matches"][0]["version"], "1.0.0");
+    assert_eq!(v["matches"][1]["version"], "1.1.0");
+
+    // find --path: exactly the snapshots with that path, whatever its bytes.
+    assert_eq!(
+        found(&["--path", "skills/a/ab.md"]),
+        vec![
+            (a.clone(), "skills/a/ab.md".to_string(), false),
+            (c.clone(), "skills/a/ab.md".to_string(), false),
+        ]
+    );
+    assert_eq!(
+        found(&["--path", "scripts/ab.sh"]),
+        vec![(b.clone(), "scripts/ab.sh".to_string(), true)]
+    );
+    assert_eq!(found(&["--path", "skills/nowhere.md"]), Vec::new());
+    let out = env.run(["find", "--path", "skills/a/ab.md"]);
+    assert_ok(&out);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(human.lines().count(), 2, "{human}");
+    assert!(human.contains(&a) && human.contains(&c) && !human.contains(&b));
+}
+
+// ---------------------------------------------------------------------------
+// 4. verify: one test per kind of damage
+// ---------------------------------------------------------------------------
+
+#[test]
+fn verify_clean_store_is_silent() {
+    let p = pair();
+    let env = &p.env;
+    env.verify_clean(&[]);
+    env.verify_clean(&[&p.a]);
+    env.verify_clean(&[&p.a[..10], &p.b]);
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 0);
+    assert_eq!(v["problems"], json!([]));
+    assert_eq!(v["repaired"], json!([]));
+    assert_eq!(v["snapshots_checked"], 2);
+    let all: Vec<FileRow> = env.files(&p.a).into_iter().chain(env.files(&p.b)).collect();
+    let objects = objects_of(&all);
+    assert_eq!(v["objects_checked"], objects.len());
+    assert_eq!(v["bytes_hashed"], objects.values().sum::<u64>());
+    let (code, v) = env.verify(&[&p.b]);
+    assert_eq!(code, 0);
+    assert_eq!(v["snapshots_checked"], 1);
+    assert_eq!(v["objects_checked"], objects_of(&env.files(&p.b)).len());
+}
+
+#[test]
+fn verify_is_clean_after_ingesting_empty_files() {
+    // Zero-length files (plain and executable) in an undamaged store: verify
+    // must be silent, gc must find nothing to remove, and a repeat ingest
+    // must store nothing new.
+    let env = Env::new();
+    let mut r = Release::new("1.0.0");
+    r.add("skills/ce-plan/empty.md", "", false);
+    r.add("scripts/empty.sh", "", true);
+    let src = env.at("src");
+    r.write(&src);
+    let d = env.ingest(&src, "1.0.0");
+    assert_eq!(env.files(&d).iter().filter(|f| f.size == 0).count(), 2);
+    env.verify_clean(&[]);
+    let v = env.json(["gc", "--dry-run", "--json"]);
+    assert_eq!(v["objects"], json!([]), "gc would remove: {v}");
+    env.json(["gc", "--json"]);
+    let again = env.t.ingest(&src, "1.0.0");
+    assert_eq!(again["ingest"]["already_present"], true);
+    assert_eq!(again["ingest"]["new_objects"], 0, "{again}");
+    env.verify_clean(&[]);
+    let view = env.at("view");
+    env.checkout(&d, &view);
+    assert_eq!(fs::read(view.join("scripts/empty.sh")).unwrap(), b"");
+    assert_eq!(mode_of(&view.join("scripts/empty.sh")), 0o555);
+}
+
+#[test]
+fn verify_finds_a_flipped_byte() {
+    let p = pair();
+    let env = &p.env;
+    let only_a = env.object(&env.file(&p.a, ONLY_A));
+    let shared = env.object(&env.file(&p.a, SHARED));
+    flip_byte(&only_a);
+    flip_byte(&shared);
+
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&v), vec!["object-content", "object-content"], "{v:#}");
+    let pa = problem(&v, "object-content", &s(&only_a));
+    assert_eq!(pa["severity"], "corruption");
+    assert_eq!(str_set(&pa["snapshots"]), set([&p.a]));
+    assert_eq!(pa["views"], json!([]));
+    let ps = problem(&v, "object-content", &s(&shared));
+    assert_eq!(str_set(&ps["snapshots"]), set([&p.a, &p.b]));
+
+    // Verifying B alone finds only the shared object, for B only.
+    let (code, v) = env.verify(&[&p.b]);
+    assert_eq!(code, 1);
+    assert_eq!(problems(&v).len(), 1, "{v:#}");
+    let ps = problem(&v, "object-content", &s(&shared));
+    assert_eq!(str_set(&ps["snapshots"]), set([&p.b]));
+
+    // People see the same.
+    let out = env.run(["verify"]);
+    assert_exit(&out, 1);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(human.contains(&format!("object-content (Corruption): {}", s(&only_a))));
+    assert!(human.contains(&format!("affects snapshot {}", p.b)));
+    assert!(
+        human.contains("2 problems (2 corruption, 0 garbage)"),
+        "{human}"
+    );
+}
+
+#[test]
+fn verify_finds_a_truncated_object() {
+    let p = pair();
+    let env = &p.env;
+    let only_a = env.object(&env.file(&p.a, ONLY_A));
+    let shared = env.object(&env.file(&p.a, SHARED_EXEC));
+    truncate_object(&only_a);
+    truncate_object(&shared);
+    assert_eq!(mode_of(&shared), 0o555);
+
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&v), vec!["object-size", "object-size"], "{v:#}");
+    let pa = problem(&v, "object-size", &s(&only_a));
+    assert_eq!(pa["severity"], "corruption");
+    assert_eq!(str_set(&pa["snapshots"]), set([&p.a]));
+    let ps = problem(&v, "object-size", &s(&shared));
+    assert_eq!(str_set(&ps["snapshots"]), set([&p.a, &p.b]));
+}
+
+#[test]
+fn verify_finds_a_deleted_object() {
+    let p = pair();
+    let env = &p.env;
+    let only_a = env.object(&env.file(&p.a, ONLY_A));
+    let shared = env.object(&env.file(&p.a, SHARED));
+    fs::remove_file(&only_a).expect("delete object");
+    fs::remove_file(&shared).expect("delete object");
+
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&v), vec!["missing-object", "missing-object"], "{v:#}");
+    let pa = problem(&v, "missing-object", &s(&only_a));
+    assert_eq!(pa["severity"], "corruption");
+    assert_eq!(str_set(&pa["snapshots"]), set([&p.a]));
+    let ps = problem(&v, "missing-object", &s(&shared));
+    assert_eq!(str_set(&ps["snapshots"]), set([&p.a, &p.b]));
+}
+
+#[test]
+fn verify_finds_a_chmod_through_a_view() {
+    let p = pair();
+    let env = &p.env;
+    let view_a = env.at("view-a");
+    let view_b = env.at("view-b");
+    env.checkout(&p.a, &view_a);
+    env.checkout(&p.b, &view_b);
+    env.verify_clean(&[]);
+    let only_a = env.object(&env.file(&p.a, ONLY_A));
+    let shared = env.object(&env.file(&p.a, SHARED));
+
+    // chmod u+w on the view's files: the same inodes as the objects.
+    let file_a = view_a.join(ONLY_A);
+    chmod(&file_a, mode_of(&file_a) | 0o200);
+    let file_b = view_b.join(SHARED);
+    chmod(&file_b, mode_of(&file_b) | 0o200);
+    assert_eq!(mode_of(&only_a), 0o644, "the view's file is the object");
+    assert_eq!(mode_of(&shared), 0o644, "the view's file is the object");
+
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&v), vec!["object-mode", "object-mode"], "{v:#}");
+    let pa = problem(&v, "object-mode", &s(&only_a));
+    assert_eq!(pa["severity"], "corruption");
+    assert_eq!(str_set(&pa["snapshots"]), set([&p.a]));
+    assert_eq!(str_set(&pa["views"]), set([&s(&view_a)]));
+    let ps = problem(&v, "object-mode", &s(&shared));
+    assert_eq!(str_set(&ps["snapshots"]), set([&p.a, &p.b]));
+    assert_eq!(str_set(&ps["views"]), set([&s(&view_a), &s(&view_b)]));
+
+    let out = env.run(["verify"]);
+    assert_exit(&out, 1);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        human.contains(&format!("affects view {}", view_a.display())),
+        "{human}"
+    );
+}
+
+#[test]
+fn verify_finds_a_leftover_temporary_file() {
+    let p = pair();
+    let env = &p.env;
+    let leftover = env.store().join("tmp/ingest-999999-x");
+    write(&leftover.join("partial"), "half an object");
+    // A work directory whose owner is alive (holds its flock) is not garbage.
+    let live = env.store().join("tmp/ingest-1-live");
+    fs::create_dir(&live).expect("create live work dir");
+    let held = fs::File::open(&live).expect("open live work dir");
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&v), vec!["leftover-temporary"], "{v:#}");
+    let pl = problem(&v, "leftover-temporary", &s(&leftover));
+    assert_eq!(pl["severity"], "garbage");
+    let out = env.run(["verify"]);
+    assert_exit(&out, 1);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        human.contains("1 problems (0 corruption, 1 garbage)"),
+        "{human}"
+    );
+    drop(held);
+}
+
+#[test]
+fn verify_finds_an_orphan_object() {
+    let p = pair();
+    let env = &p.env;
+    let bytes = b"no snapshot uses these bytes\n";
+    let orphan = object_path(env.store(), &sha_hex(bytes), false);
+    fs::write(&orphan, bytes).expect("write orphan");
+    chmod(&orphan, 0o444);
+
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 1);
+    assert_eq!(kinds(&v), vec!["orphan-object"], "{v:#}");
+    let po = problem(&v, "orphan-object", &s(&orphan));
+    assert_eq!(po["severity"], "garbage");
+    assert_eq!(po["snapshots"], json!([]));
+    // Orphans are a whole-store check; a named snapshot is still clean.
+    env.verify_clean(&[&p.a]);
+}
+
+#[test]
+fn verify_finds_a_catalogue_row_pointing_at_a_missing_object() {
+    let p = pair();
+    let env = &p.env;
+    let original = env.file(&p.a, ONLY_A);
+    let bogus = sha_hex(b"bytes the store never held");
+    let n = python_sql(
+        env.store(),
+        "UPDATE files SET sha256 = ? WHERE path = ? \
+         AND snapshot_id = (SELECT id FROM snapshots WHERE digest = ?)",
+        &[&bogus, ONLY_A, &p.a],
+    );
+    assert_eq!(n, 1, "one row updated");
+    assert_eq!(env.file(&p.a, ONLY_A).sha256, bogus);
+    // The stored manifest is untouched: it still hashes to the digest.
+    let out = env.run(["show", &p.a, "--manifest"]);
+    assert_eq!(ManifestDigest::of(&out.stdout).to_hex(), p.a);
+
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 1);
+    let missing = object_path(env.store(), &bogus, false);
+    let pm = problem(&v, "missing-object", &s(&missing));
+    assert_eq!(pm["severity"], "corruption");
+    assert_eq!(str_set(&pm["snapshots"]), set([&p.a]));
+    let catalogue = s(&env.store().join("catalogue.sqlite"));
+    let pc = problem(&v, "catalogue-mismatch", &catalogue);
+    assert_eq!(pc["severity"], "corruption");
+    assert_eq!(str_set(&pc["snapshots"]), set([&p.a]));
+    assert!(
+        pc["detail"]
+            .as_str()
+            .unwrap()
+            .contains("differ from the stored manifest"),
+        "{pc}"
+    );
+    // The object the row named before is now used by no row.
+    let po = problem(&v, "orphan-object", &s(&env.object(&original)));
+    assert_eq!(po["severity"], "garbage");
+    assert_eq!(
+        kinds(&v),
+        vec!["catalogue-mismatch", "missing-object", "orphan-object"],
+        "{v:#}"
+    );
+    for pr in problems(&v) {
+        assert!(
+            !str_set(&pr["snapshots"]).contains(&p.b),
+            "B is unaffected: {pr}"
+        );
+    }
+    let (code, v) = env.verify(&[&p.b]);
+    assert_eq!((code, v["problems"].clone()), (0, json!([])));
+}
+
+#[test]
+fn verify_repair_restores_from_the_source_tree() {
+    let p = pair();
+    let env = &p.env;
+    let only_a = env.object(&env.file(&p.a, ONLY_A));
+    let shared = env.object(&env.file(&p.a, SHARED_EXEC));
+    let good_a = fs::read(&only_a).expect("read object");
+    let good_shared = fs::read(&shared).expect("read object");
+    flip_byte(&only_a);
+    flip_byte(&shared);
+    assert_eq!(env.verify(&[]).0, 1);
+
+    let out = env.run([
+        OsStr::new("verify"),
+        OsStr::new("--repair-from"),
+        p.src_a.as_os_str(),
+        OsStr::new("--json"),
+    ]);
+    assert_exit(&out, 0);
+    let v = parse_json(&out);
+    assert_eq!(v["ok"], true, "{v:#}");
+    assert_eq!(v["problems"], json!([]), "{v:#}");
+    let repaired: Vec<&str> = v["repaired"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(repaired.len(), 2, "{v:#}");
+    assert!(repaired.iter().any(|r| r.starts_with(&s(&only_a))));
+    assert!(repaired.iter().any(|r| r.starts_with(&s(&shared))));
+    assert_eq!(fs::read(&only_a).unwrap(), good_a);
+    assert_eq!(fs::read(&shared).unwrap(), good_shared);
+    assert_eq!(mode_of(&only_a), 0o444);
+    assert_eq!(mode_of(&shared), 0o555);
+    env.verify_clean(&[]);
+}
+
+// ---------------------------------------------------------------------------
+// 5. verify --tree: one test per kind of difference
+// ---------------------------------------------------------------------------
+
+/// A snapshot checked out, and a fresh writable copy of its view per call.
+struct TreeCase {
+    p: Pair,
+    view: PathBuf,
+    n: std::cell::Cell<u32>,
+}
+
+impl TreeCase {
+    fn new() -> TreeCase {
+        let p = pair_with(true);
+        let view = p.env.at("view");
+        p.env.checkout(&p.a, &view);
+        TreeCase {
+            p,
+            view,
+            n: std::cell::Cell::new(0),
+        }
+    }
+
+    fn copy(&self) -> PathBuf {
+        self.n.set(self.n.get() + 1);
+        let dst = self.p.env.at(&format!("copy-{}", self.n.get()));
+        writable_copy(&self.view, &dst);
+        dst
+    }
+
+    /// Asserts `verify --tree` finds exactly `expected` in `dir`.
+    fn expect(&self, dir: &Path, expected: Value) {
+        let (code, diffs) = self.p.env.verify_tree(dir, &self.p.a);
+        assert_eq!(diffs, expected);
+        assert_eq!(code, 1);
+    }
+}
+
+#[test]
+fn verify_tree_accepts_the_view_and_a_faithful_copy() {
+    let c = TreeCase::new();
+    let (code, diffs) = c.p.env.verify_tree(&c.view, &c.p.a);
+    assert_eq!((code, diffs), (0, json!([])));
+    let copy = c.copy();
+    let (code, diffs) = c.p.env.verify_tree(&copy, &c.p.a[..12]);
+    assert_eq!((code, diffs), (0, json!([])));
+    let out = c.p.env.run([
+        OsStr::new("verify"),
+        OsStr::new("--tree"),
+        copy.as_os_str(),
+        OsStr::new(&c.p.a),
+    ]);
+    assert_exit(&out, 0);
+    assert!(out.stdout.is_empty());
+    // Against the other snapshot, the copy differs.
+    let (code, _) = c.p.env.verify_tree(&copy, &c.p.b);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn verify_tree_finds_an_extra_file() {
+    let c = TreeCase::new();
+    let copy = c.copy();
+    write(&copy.join("skills/ce-plan/extra.md"), "extra\n");
+    c.expect(
+        &copy,
+        json!([{"kind": "extra-file", "path": "skills/ce-plan/extra.md"}]),
+    );
+    let out = c.p.env.run([
+        OsStr::new("verify"),
+        OsStr::new("--tree"),
+        copy.as_os_str(),
+        OsStr::new(&c.p.a),
+    ]);
+    assert_exit(&out, 1);
+    let human = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        human.contains("extra file: skills/ce-plan/extra.md"),
+        "{human}"
+    );
+}
+
+#[test]
+fn verify_tree_finds_a_missing_file() {
+    let c = TreeCase::new();
+    let copy = c.copy();
+    fs::remove_file(copy.join(SHARED)).expect("remove");
+    c.expect(&copy, json!([{"kind": "missing", "path": SHARED}]));
+    // The empty file counts too.
+    let copy = c.copy();
+    fs::remove_file(copy.join("skills/a/empty.md")).expect("remove");
+    c.expect(
+        &copy,
+        json!([{"kind": "missing", "path": "skills/a/empty.md"}]),
+    );
+}
+
+#[test]
+fn verify_tree_finds_changed_bytes() {
+    let c = TreeCase::new();
+    let copy = c.copy();
+    let expected = c.p.env.file(&c.p.a, ONLY_A).sha256;
+    fs::write(copy.join(ONLY_A), "changed\n").expect("write");
+    c.expect(
+        &copy,
+        json!([{
+            "kind": "content-changed",
+            "path": ONLY_A,
+            "expected": expected,
+            "found": sha_hex(b"changed\n"),
+        }]),
+    );
+}
+
+#[test]
+fn verify_tree_finds_a_flipped_exec_bit() {
+    let c = TreeCase::new();
+    let copy = c.copy();
+    chmod(&copy.join(ONLY_A), 0o755);
+    c.expect(
+        &copy,
+        json!([{"kind": "exec-changed", "path": ONLY_A, "expected": false}]),
+    );
+    let copy = c.copy();
+    chmod(&copy.join(SHARED_EXEC), 0o644);
+    c.expect(
+        &copy,
+        json!([{"kind": "exec-changed", "path": SHARED_EXEC, "expected": true}]),
+    );
+}
+
+#[test]
+fn verify_tree_finds_a_symlink_in_place_of_a_file() {
+    let c = TreeCase::new();
+    let copy = c.copy();
+    // Even a symlink to the right bytes is refused.
+    let target = c.p.env.at("same-bytes.md");
+    fs::copy(copy.join(SHARED), &target).expect("copy");
+    fs::remove_file(copy.join(SHARED)).expect("remove");
+    symlink(&target, copy.join(SHARED)).expect("symlink");
+    c.expect(&copy, json!([{"kind": "symlink", "path": SHARED}]));
+}
+
+#[test]
+fn verify_tree_finds_an_extra_empty_directory() {
+    let c = TreeCase::new();
+    let copy = c.copy();
+    fs::create_dir(copy.join("skills/ce-work/empty")).expect("mkdir");
+    c.expect(
+        &copy,
+        json!([{"kind": "extra-directory", "path": "skills/ce-work/empty"}]),
+    );
+}
+
+#[test]
+fn verify_tree_finds_a_directory_in_place_of_a_file() {
+    let c = TreeCase::new();
+    let copy = c.copy();
+    fs::remove_file(copy.join(ONLY_A)).expect("remove");
+    fs::create_dir(copy.join(ONLY_A)).expect("mkdir");
+    c.expect(&copy, json!([{"kind": "not-a-file", "path": ONLY_A}]));
+}
+
+// ---------------------------------------------------------------------------
+// 6. rm and gc
+// ---------------------------------------------------------------------------
+
+#[test]
+fn gc_after_rm_removes_exactly_the_unused_objects() {
+    let p = pair();
+    let env = &p.env;
+    let files_a = env.files(&p.a);
+    let files_b = env.files(&p.b);
+    let objects_a = objects_of(&files_a);
+    let objects_b = objects_of(&files_b);
+    let gone: BTreeMap<(String, bool), u64> = objects_a
+        .iter()
+        .filter(|(k, _)| !objects_b.contains_key(*k))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    assert!(gone.len() >= 2 && gone.len() < objects_a.len(), "{gone:?}");
+    let gone_paths: BTreeSet<String> = gone
+        .keys()
+        .map(|(sha, x)| s(&object_path(env.store(), sha, *x)))
+        .collect();
+    let gone_bytes: u64 = gone.values().sum();
+
+    // Nothing to collect before rm.
+    let v = env.json(["gc", "--dry-run", "--json"]);
+    assert_eq!(v["objects"], json!([]));
+    let v = env.json(["rm", &p.a, "--json"]);
+    assert_eq!(v["manifest_digest"], p.a.as_str());
+    assert_eq!(env.digests_listed(), vec![p.b.clone()]);
+    assert_exit(&env.run(["show", &p.a]), 4);
+
+    // The dry run reports the set and removes nothing.
+    let dry = env.json(["gc", "--dry-run", "--json"]);
+    assert_eq!(dry["dry_run"], true);
+    assert_eq!(str_set(&dry["objects"]), gone_paths);
+    assert_eq!(dry["bytes_freed"], gone_bytes);
+    assert_eq!(dry["objects_kept"], objects_b.len());
+    for path in &gone_paths {
+        assert!(Path::new(path).exists(), "dry run removed {path}");
+    }
+
+    let v = env.json(["gc", "--json"]);
+    assert_eq!(v["dry_run"], false);
+    assert_eq!(str_set(&v["objects"]), gone_paths);
+    assert_eq!(v["bytes_freed"], gone_bytes);
+    assert_eq!(v["objects_kept"], objects_b.len());
+    assert_eq!(v["temporary"], json!([]));
+    assert_eq!(v["shared_views"], json!([]));
+    for path in &gone_paths {
+        assert!(!Path::new(path).exists(), "gc left {path}");
+    }
+    for (sha, x) in objects_b.keys() {
+        assert!(object_path(env.store(), sha, *x).exists());
+    }
+
+    let again = env.json(["gc", "--json"]);
+    assert_eq!(again["objects"], json!([]));
+    assert_eq!(again["bytes_freed"], 0);
+    assert_eq!(again["objects_kept"], objects_b.len());
+    env.verify_clean(&[]);
+    let out = env.run(["gc"]);
+    assert_ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("removed 0 objects (0 bytes)"));
+}
+
+#[test]
+fn rm_refuses_while_a_view_is_recorded() {
+    let p = pair();
+    let env = &p.env;
+    let files_a = env.files(&p.a);
+    let view = env.at("view-a");
+    env.checkout(&p.a, &view);
+
+    let err = assert_exit(&env.run(["rm", &p.a]), 6);
+    assert!(err.contains(&s(&view)), "{err}");
+    let out = env.run(["rm", &p.a, "--json"]);
+    assert_exit(&out, 6);
+    assert_eq!(parse_json(&out)["error"]["kind"], "conflict");
+    assert_eq!(env.digests_listed(), vec![p.a.clone(), p.b.clone()]);
+
+    // gc keeps every object of a snapshot with a recorded view.
+    let v = env.json(["gc", "--json"]);
+    assert_eq!(v["objects"], json!([]));
+    for f in files_a.iter().filter(|f| f.size > 0) {
+        assert!(env.object(f).exists(), "{} removed", f.path);
+    }
+    let (code, diffs) = env.verify_tree(&view, &p.a);
+    assert_eq!((code, diffs), (0, json!([])));
+
+    // --force forgets the snapshot and its view record; the view stays.
+    let v = env.json(["rm", &p.a, "--force", "--json"]);
+    assert_eq!(v["views_forgotten"], json!([s(&view)]));
+    assert_eq!(env.digests_listed(), vec![p.b.clone()]);
+    let v = env.json(["gc", "--json"]);
+    assert!(!v["objects"].as_array().unwrap().is_empty(), "{v}");
+    for f in &files_a {
+        let bytes = fs::read(view.join(&f.path)).expect("view file readable after gc");
+        assert_eq!(sha_hex(&bytes), f.sha256, "{}", f.path);
+    }
+    env.verify_clean(&[]);
+}
+
+#[test]
+fn gc_removes_leftovers_and_orphan_shared_views() {
+    let p = pair();
+    let env = &p.env;
+    // A live shared view of B, which gc must keep.
+    let out = env.run(["path", &p.b]);
+    assert_ok(&out);
+    let live_view = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(live_view.is_dir(), "{}", live_view.display());
+
+    let leftover = env.store().join("tmp/ingest-999999-x");
+    write(&leftover.join("partial"), "half an object");
+    let held_dir = env.store().join("tmp/ingest-1-live");
+    fs::create_dir(&held_dir).expect("create live work dir");
+    let held = fs::File::open(&held_dir).expect("open live work dir");
+    rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).expect("flock");
+    let unknown = sha_hex(b"a digest no snapshot has");
+    let orphan_view = env.store().join("views").join(&unknown);
+    write(&orphan_view.join("skills/x.md"), "x");
+    let bytes = b"orphan object\n";
+    let orphan = object_path(env.store(), &sha_hex(bytes), true);
+    fs::write(&orphan, bytes).expect("write orphan");
+    chmod(&orphan, 0o555);
+
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        kinds(&v),
+        vec!["leftover-temporary", "orphan-object", "orphan-shared-view"],
+        "{v:#}"
+    );
+    assert!(problems(&v).iter().all(|p| p["severity"] == "garbage"));
+
+    let dry = env.json(["gc", "--dry-run", "--json"]);
+    let v = env.json(["gc", "--json"]);
+    for r in [&dry, &v] {
+        assert_eq!(str_set(&r["temporary"]), set([&s(&leftover)]), "{r}");
+        assert_eq!(str_set(&r["shared_views"]), set([&s(&orphan_view)]), "{r}");
+        assert_eq!(str_set(&r["objects"]), set([&s(&orphan)]), "{r}");
+        assert_eq!(r["bytes_freed"], bytes.len());
+    }
+    assert!(!leftover.exists());
+    assert!(!orphan_view.exists());
+    assert!(!orphan.exists());
+    assert!(held_dir.is_dir(), "gc removed a live work directory");
+    assert!(live_view.is_dir(), "gc removed a live shared view");
+    drop(held);
+    // Unlocked, it is a leftover like any other.
+    let v = env.json(["gc", "--json"]);
+    assert_eq!(str_set(&v["temporary"]), set([&s(&held_dir)]));
+    env.verify_clean(&[]);
+}
+
+// ---------------------------------------------------------------------------
+// 7. gc racing ingests
+// ---------------------------------------------------------------------------
+
+/// Round `k`, release `j`: 30 files shared by every release, one shared by
+/// the round (and by the round's decoy), one of its own.
+fn race_release(k: usize, j: usize) -> Release {
+    let mut r = Release::new(&format!("4.{k}.{j}"));
+    for i in 0..30 {
+        r.add(
+            &format!("skills/lib/f{i:02}.md"),
+            format!("shared file {i}\n").repeat(40),
+            i % 7 == 0,
+        );
+    }
+    r.add(
+        "skills/x/carry.md",
+        format!("carried by round {k}\n"),
+        false,
+    );
+    r.add("skills/x/own.md", format!("own to {k}.{j}\n"), false);
+    r
+}
+
+#[test]
+fn gc_racing_ingests_loses_nothing() {
+    let env = Env::new();
+    let mut kept = BTreeSet::new();
+    for k in 0..5 {
+        for j in 0..3 {
+            race_release(k, j).write(&env.at(&format!("r-{k}-{j}")));
+        }
+        // A decoy with the round's shared files, ingested then forgotten, so
+        // gc wants to remove exactly what the round's ingests reuse.
+        let mut decoy = race_release(k, 9);
+        decoy.version = format!("9.{k}.0");
+        decoy.add(
+            ".claude-plugin/plugin.json",
+            format!(r#"{{"name": "compound-engineering", "version": "9.{k}.0"}}"#),
+            false,
+        );
+        let d = env.add(&decoy, &format!("decoy-{k}"));
+        env.json(["rm", &d, "--json"]);
+
+        let mut children = Vec::new();
+        for slot in 0..4 {
+            // gc starts first, second, third or last in turn.
+            let mut cmd = if slot == k % 4 {
+                env.t.cmd(["gc", "--json"])
+            } else {
+                let j = if slot < k % 4 { slot } else { slot - 1 };
+                let src = env.at(&format!("r-{k}-{j}"));
+                env.t.cmd([
+                    OsStr::new("ingest"),
+                    src.as_os_str(),
+                    OsStr::new("--version"),
+                    OsStr::new(&format!("4.{k}.{j}")),
+                    OsStr::new("--json"),
+                ])
+            };
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            children.push((slot == k % 4, cmd.spawn().expect("spawn")));
+        }
+        for (is_gc, child) in children {
+            let out = child.wait_with_output().expect("wait");
+            assert_ok(&out);
+            let v = parse_json(&out);
+            assert_eq!(v["ok"], true, "{v}");
+            if !is_gc {
+                let d = v["provenance"]["manifest_digest"]
+                    .as_str()
+                    .expect("digest")
+                    .to_string();
+                kept.insert(d);
+            }
+        }
+        // Nothing is lost: no corruption whatever gc did.
+        let (_, v) = env.verify(&[]);
+        let corrupt: Vec<&Value> = problems(&v)
+            .iter()
+            .filter(|p| p["severity"] != "garbage")
+            .collect();
+        assert!(corrupt.is_empty(), "round {k}: {v:#}");
+    }
+    assert_eq!(kept.len(), 15);
+    let listed: BTreeSet<String> = env.digests_listed().into_iter().collect();
+    assert_eq!(listed, kept);
+
+    let (_, v) = env.verify(&[]);
+    assert!(
+        problems(&v).iter().all(|p| p["severity"] == "garbage"),
+        "{v:#}"
+    );
+    env.json(["gc", "--json"]);
+    env.verify_clean(&[]);
+    for (i, d) in kept.iter().enumerate() {
+        let view = env.at(&format!("co-{i}"));
+        env.checkout(d, &view);
+        let (code, diffs) = env.verify_tree(&view, d);
+        assert_eq!((code, diffs), (0, json!([])), "{d}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 8. diff
+// ---------------------------------------------------------------------------
+
+/// The changes between two releases, as `diff --json` should list them.
+fn expected_changes(a: &Release, b: &Release) -> Vec<Value> {
+    let paths: BTreeSet<&String> = a.files.keys().chain(b.files.keys()).collect();
+    let mut out = Vec::new();
+    for path in paths {
+        match (a.files.get(path), b.files.get(path)) {
+            (Some((bytes, _)), None) => out.push(json!({
+                "change": "removed", "path": path, "sha256": sha_hex(bytes),
+            })),
+            (None, Some((bytes, _))) => out.push(json!({
+                "change": "added", "path": path, "sha256": sha_hex(bytes),
+            })),
+            (Some((x, _)), Some((y, _))) if x != y => out.push(json!({
+                "change": "content", "path": path, "from": sha_hex(x), "to": sha_hex(y),
+                "exec_changed": a.executable(path) != b.executable(path),
+            })),
+            (Some(_), Some(_)) if a.executable(path) != b.executable(path) => out.push(json!({
+                "change": "exec", "path": path, "executable": b.executable(path),
+            })),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn diff_lists_exactly_the_changes() {
+    let env = Env::new();
+    for seed in [3u64, 11, 42] {
+        let a = random_release(100 + seed, "5.0.0");
+        let mut b = a.clone();
+        let mut rng = Rng(seed);
+        let mut extra: Vec<String> = a
+            .files
+            .keys()
+            .filter(|p| {
+                p.starts_with("scripts/") || p.starts_with("assets/") || {
+                    p.starts_with("skills/") && !p.ends_with("/SKILL.md")
+                }
+            })
+            .cloned()
+            .collect();
+        assert!(extra.len() >= 6, "seed {seed}: too few files");
+        let mut take = || extra.remove(rng.below(extra.len() as u64) as usize);
+        let removed = take();
+        let content = [take(), take()];
+        let flipped = take();
+        let both = take();
+        b.files.remove(&removed);
+        for p in &content {
+            b.files.get_mut(p).unwrap().0.extend_from_slice(b" changed");
+        }
+        let was = b.executable(&flipped);
+        b.set_exec(&flipped, !was);
+        b.files
+            .get_mut(&both)
+            .unwrap()
+            .0
+            .extend_from_slice(b" both");
+        let was = b.executable(&both);
+        b.set_exec(&both, !was);
+        b.add("skills/new/added-1.md", format!("new {seed}\n"), false);
+        b.add("assets/added-2.bin", format!("new 2 {seed}\n"), true);
+
+        let da = env.add(&a, &format!("a-{seed}"));
+        let db = env.add(&b, &format!("b-{seed}"));
+        let expected = expected_changes(&a, &b);
+        let count = |c: &str| expected.iter().filter(|e| e["change"] == c).count();
+        assert_eq!(
+            (
+                count("added"),
+                count("removed"),
+                count("content"),
+                count("exec")
+            ),
+            (2, 1, 3, 1),
+            "seed {seed}: {expected:#?}"
+        );
+
+        let v = env.json(["diff", &da, &db, "--json"]);
+        assert_eq!(v["from"], da.as_str());
+        assert_eq!(v["to"], db.as_str());
+        let changes = v["changes"].as_array().expect("changes").clone();
+        let paths: Vec<&str> = changes
+            .iter()
+            .map(|c| c["path"].as_str().unwrap())
+            .collect();
+        assert!(
+            paths.windows(2).all(|w| w[0] < w[1]),
+            "changes by path: {paths:?}"
+        );
+        let by_path = |list: &[Value]| -> BTreeMap<String, Value> {
+            list.iter()
+                .map(|c| (c["path"].as_str().unwrap().to_string(), c.clone()))
+                .collect()
+        };
+        assert_eq!(by_path(&changes), by_path(&expected), "seed {seed}");
+        assert_eq!(changes.len(), 7);
+
+        // Reversed, and against itself.
+        let back = env.json(["diff", &db, &da, "--json"]);
+        assert_eq!(
+            by_path(back["changes"].as_array().unwrap()),
+            by_path(&expected_changes(&b, &a))
+        );
+        assert_eq!(
+            env.json(["diff", &da, &da[..10], "--json"])["changes"],
+            json!([])
+        );
+
+        // People see one line per change.
+        let out = env.run(["diff", &da, &db]);
+        assert_ok(&out);
+        let human = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(human.lines().count(), 7, "{human}");
+        let exec_now = if b.executable(&flipped) { "+x" } else { "-x" };
+        for line in [
+            format!("D  {removed}"),
+            format!("M  {}", content[0]),
+            format!("M  {}", content[1]),
+            format!("X  {flipped} ({exec_now})"),
+            format!("Mx {both}"),
+            "A  skills/new/added-1.md".to_string(),
+            "A  assets/added-2.bin".to_string(),
+        ] {
+            assert!(human.lines().any(|l| l == line), "no {line:?} in:\n{human}");
+        }
+    }
+    assert_exit(&env.run(["diff", "0000000", "1111111"]), 4);
+}
