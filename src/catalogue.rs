@@ -134,8 +134,8 @@ impl Catalogue {
         cat.conn
             .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
             .map_err(|e| err("set pragmas", e))?;
-        // Each command is a short-lived process: leave checkpoints to SQLite's
-        // automatic ones instead of paying for one at every close.
+        // Each command is a short-lived process: rather than a checkpoint at
+        // every close, the log is folded in once it grows (see `Drop`).
         cat.conn
             .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(|e| err("configure checkpoints", e))?;
@@ -505,6 +505,23 @@ impl Catalogue {
     /// The underlying connection, for the commands that query it directly.
     pub fn conn(&self) -> &Connection {
         &self.conn
+    }
+}
+
+/// Past this size the write-ahead log is folded into the database when a
+/// catalogue is closed: every process that opens the catalogue first reads
+/// the whole log, so a short log keeps every command fast.
+const WAL_FOLD_BYTES: u64 = 256 * 1024;
+
+impl Drop for Catalogue {
+    fn drop(&mut self) {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        let long = std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_FOLD_BYTES);
+        if long {
+            // Best effort: a busy or read-only catalogue keeps its log.
+            let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+        }
     }
 }
 
