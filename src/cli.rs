@@ -215,7 +215,7 @@ pub enum Command {
         format: Option<cmd::mounts::Format>,
     },
     /// Publish a stored snapshot to an OCI registry as
-    /// REGISTRY/REPOSITORY:sha256-<digest>, uploading only the blobs it lacks.
+    /// REGISTRY/REPOSITORY:sha256-DIGEST, uploading only the blobs it lacks.
     ///
     /// Credentials come from CESTORE_REGISTRY_TOKEN, or CESTORE_REGISTRY_USER and
     /// CESTORE_REGISTRY_PASSWORD, or $DOCKER_CONFIG/config.json (else
@@ -239,8 +239,9 @@ pub enum Command {
     /// Take a snapshot from an OCI registry into the store, checking the
     /// manifest digest, the ingest rules and every blob's hash first.
     Pull {
-        /// REGISTRY/REPOSITORY:sha256-<digest>, REGISTRY/REPOSITORY:TAG, or
-        /// REGISTRY/REPOSITORY@sha256:<manifest digest or OCI manifest digest>.
+        /// REGISTRY/REPOSITORY:sha256-DIGEST, REGISTRY/REPOSITORY:TAG, or
+        /// REGISTRY/REPOSITORY@sha256:HEX (the snapshot's digest or the OCI
+        /// manifest's).
         reference: String,
         /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
         #[arg(long)]
@@ -254,7 +255,7 @@ pub enum Command {
     Export {
         /// A manifest digest or unique prefix.
         digest: String,
-        /// The bundle to write; it must not exist [default: <digest>.tar or <digest>.tar.zst].
+        /// The bundle to write; it must not exist [default: DIGEST.tar or DIGEST.tar.zst].
         #[arg(short = 'o', long = "output", value_name = "FILE")]
         output: Option<PathBuf>,
         /// Compress the bundle with zstd.

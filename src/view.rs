@@ -25,7 +25,7 @@ use rustix::io::Errno;
 
 use crate::error::{Error, IoContext, Result};
 use crate::manifest::Entry;
-use crate::store::objects::{check_object, ObjectState};
+use crate::store::objects::{judge, ObjectState};
 use crate::store::{ObjectKey, Store};
 
 /// How a view's files are made.
@@ -71,34 +71,58 @@ impl Built {
     }
 }
 
-/// Checks that every object a view needs is present with its recorded size
-/// and mode. A changed object must never be handed out.
-pub fn check_objects(store: &Store, entries: &[Entry]) -> Result<()> {
-    let mut seen = HashSet::new();
-    for e in entries.iter().filter(|e| e.size > 0) {
+/// The objects directory, as the threads that build a view share it.
+#[derive(Clone, Copy)]
+struct Objects<'a> {
+    fd: BorrowedFd<'a>,
+    root: &'a Path,
+}
+
+impl<'a> Objects<'a> {
+    fn of(store: &'a Store) -> Objects<'a> {
+        Objects {
+            fd: store.objects(),
+            root: store.root(),
+        }
+    }
+
+    fn path(&self, key: &ObjectKey) -> PathBuf {
+        self.root.join("objects").join(key.rel_path())
+    }
+
+    /// Checks one object's size and mode with one `fstatat`.
+    fn check(&self, e: &Entry) -> Result<()> {
         let key = ObjectKey {
             id: e.sha256,
             executable: e.executable,
         };
-        if !seen.insert(key) {
-            continue;
-        }
-        let problem = match check_object(store, &key, e.size)? {
-            ObjectState::Intact => continue,
-            ObjectState::Missing => "is missing".to_string(),
-            ObjectState::Damaged(why) => why,
-        };
-        return Err(Error::Integrity(format!(
+        let problem =
+            match rustix::fs::statat(self.fd, key.rel_path().as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => match judge(&st, &key, e.size) {
+                    ObjectState::Intact => return Ok(()),
+                    ObjectState::Missing => "is missing".to_string(),
+                    ObjectState::Damaged(why) => why,
+                },
+                Err(Errno::NOENT) => "is missing".to_string(),
+                Err(err) => return Err(Error::io("examine an object", self.path(&key), err)),
+            };
+        Err(Error::Integrity(format!(
             "object '{}' (for '{}') {problem}; refusing to hand it out. Run `cestore verify` to see every affected snapshot",
-            store.object_path(&key).display(),
+            self.path(&key).display(),
             e.path
-        )));
+        )))
     }
-    Ok(())
 }
+
+/// Below this many files a view is built on one thread.
+const PARALLEL_FILES: usize = 256;
 
 /// Builds a view of `entries` in the new directory `name` under `parent`, and
 /// leaves every directory at 0555. The caller publishes it with a rename.
+///
+/// Directories are made first; then the files are linked (or copied) on all
+/// cores, each object's size and mode checked just before its first use. A
+/// damaged object fails the build, so it is never handed out.
 pub fn build(
     store: &Store,
     entries: &[Entry],
@@ -110,98 +134,151 @@ pub fn build(
     rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))
         .ctx("create a view directory", display)?;
     let root = crate::source::open_dir(parent, name).ctx("open a view directory", display)?;
-    let mut built = Built::default();
     let mut dirs: Vec<String> = Vec::new();
     let mut made: HashSet<String> = HashSet::new();
-    let cross_device = method != Method::Copy && !same_device(store.objects(), root.as_fd())?;
     for e in entries {
         ensure_parents(root.as_fd(), &e.path, &mut made, &mut dirs, display)?;
-        let key = ObjectKey {
-            id: e.sha256,
-            executable: e.executable,
-        };
-        let target = display.join(&e.path);
-        if e.size == 0 {
-            create_empty(root.as_fd(), &e.path, key.mode()).ctx("create an empty file", &target)?;
-            built.copied_because("empty file");
-            continue;
-        }
-        let src = key.rel_path();
-        match method {
-            Method::Copy => {
-                copy_object(
-                    store,
-                    &src,
-                    root.as_fd(),
-                    &e.path,
-                    key.mode(),
-                    false,
-                    &target,
-                )?;
-                built.copied_because("copy requested");
-            }
-            Method::Reflink => {
-                let cloned = copy_object(
-                    store,
-                    &src,
-                    root.as_fd(),
-                    &e.path,
-                    key.mode(),
-                    true,
-                    &target,
-                )?;
-                built.copied_because(if cloned {
-                    "reflink"
-                } else {
-                    "reflink unsupported"
-                });
-            }
-            Method::Hardlink | Method::Auto => {
-                let linked = if cross_device {
-                    Err(Errno::XDEV)
-                } else {
-                    rustix::fs::linkat(
-                        store.objects(),
-                        src.as_str(),
-                        root.as_fd(),
-                        e.path.as_str(),
-                        AtFlags::empty(),
-                    )
-                };
-                match linked {
-                    Ok(()) => built.linked += 1,
-                    Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM))
-                        if method == Method::Auto =>
-                    {
-                        copy_object(
-                            store,
-                            &src,
-                            root.as_fd(),
-                            &e.path,
-                            key.mode(),
-                            false,
-                            &target,
-                        )?;
-                        built.copied_because(link_refusal(err));
-                    }
-                    Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM)) => {
-                        return Err(Error::Conflict(format!(
-                            "could not hard-link '{}' to '{}' ({}); hard links were required",
-                            target.display(),
-                            store.object_path(&key).display(),
-                            link_refusal(err)
-                        )))
-                    }
-                    Err(err) => {
-                        return Err(Error::io("hard-link a file into the view", target, err))
-                    }
-                }
-            }
+    }
+    let cross_device = method != Method::Copy && !same_device(store.objects(), root.as_fd())?;
+    let job = Job {
+        objects: Objects::of(store),
+        root: root.as_fd(),
+        display,
+        method,
+        cross_device,
+    };
+    let threads = if entries.len() < PARALLEL_FILES {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(4)
+    };
+    let chunk = entries.len().div_ceil(threads).max(1);
+    let parts: Vec<Result<Built>> = if threads == 1 {
+        vec![job.run(entries)]
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = entries
+                .chunks(chunk)
+                .map(|part| s.spawn(move || job.run(part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Integrity("a view-building thread panicked".into()))
+                    })
+                })
+                .collect()
+        })
+    };
+    let mut built = Built::default();
+    for part in parts {
+        let part = part?;
+        built.linked += part.linked;
+        built.copied += part.copied;
+        for (why, n) in part.copy_reasons {
+            *built.copy_reasons.entry(why).or_default() += n;
         }
     }
     built.directories = dirs.len() as u64 + 1;
     freeze(root.as_fd(), &mut dirs, display)?;
     Ok(built)
+}
+
+/// What every thread building a view shares.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    objects: Objects<'a>,
+    root: BorrowedFd<'a>,
+    display: &'a Path,
+    method: Method,
+    cross_device: bool,
+}
+
+impl Job<'_> {
+    /// Makes the files of `entries`, whose directories exist.
+    fn run(&self, entries: &[Entry]) -> Result<Built> {
+        let mut built = Built::default();
+        let mut checked = HashSet::new();
+        for e in entries {
+            let key = ObjectKey {
+                id: e.sha256,
+                executable: e.executable,
+            };
+            let target = self.display.join(&e.path);
+            if e.size == 0 {
+                create_empty(self.root, &e.path, key.mode())
+                    .ctx("create an empty file", &target)?;
+                built.copied_because("empty file");
+                continue;
+            }
+            if checked.insert(key) {
+                self.objects.check(e)?;
+            }
+            let src = key.rel_path();
+            let copy = |clone| {
+                copy_object(
+                    self.objects,
+                    &src,
+                    self.root,
+                    &e.path,
+                    key.mode(),
+                    clone,
+                    &target,
+                )
+            };
+            match self.method {
+                Method::Copy => {
+                    copy(false)?;
+                    built.copied_because("copy requested");
+                }
+                Method::Reflink => {
+                    let cloned = copy(true)?;
+                    built.copied_because(if cloned {
+                        "reflink"
+                    } else {
+                        "reflink unsupported"
+                    });
+                }
+                Method::Hardlink | Method::Auto => {
+                    let linked = if self.cross_device {
+                        Err(Errno::XDEV)
+                    } else {
+                        rustix::fs::linkat(
+                            self.objects.fd,
+                            src.as_str(),
+                            self.root,
+                            e.path.as_str(),
+                            AtFlags::empty(),
+                        )
+                    };
+                    match linked {
+                        Ok(()) => built.linked += 1,
+                        Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM))
+                            if self.method == Method::Auto =>
+                        {
+                            copy(false)?;
+                            built.copied_because(link_refusal(err));
+                        }
+                        Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM)) => {
+                            return Err(Error::Conflict(format!(
+                                "could not hard-link '{}' to '{}' ({}); hard links were required",
+                                target.display(),
+                                self.objects.path(&key).display(),
+                                link_refusal(err)
+                            )))
+                        }
+                        Err(err) => {
+                            return Err(Error::io("hard-link a file into the view", target, err))
+                        }
+                    }
+                }
+            }
+        }
+        Ok(built)
+    }
 }
 
 fn link_refusal(err: Errno) -> &'static str {
@@ -253,7 +330,7 @@ fn create_empty(root: BorrowedFd<'_>, path: &str, mode: u32) -> std::io::Result<
 
 /// Copies (or clones) an object into a view. Returns whether it was cloned.
 fn copy_object(
-    store: &Store,
+    objects: Objects<'_>,
     src: &str,
     root: BorrowedFd<'_>,
     path: &str,
@@ -262,12 +339,12 @@ fn copy_object(
     target: &Path,
 ) -> Result<bool> {
     let object = rustix::fs::openat(
-        store.objects(),
+        objects.fd,
         src,
         OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
         Mode::empty(),
     )
-    .ctx("open an object", store.root().join("objects").join(src))?;
+    .ctx("open an object", objects.root.join("objects").join(src))?;
     let dest: OwnedFd = rustix::fs::openat(
         root,
         path,

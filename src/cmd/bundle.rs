@@ -16,7 +16,7 @@
 //! snapshot always gives the same archive, byte for byte. Import reads the
 //! bundle as a stream, checks that it is exactly the archive its own contents
 //! give (so a damaged byte anywhere, padding included, is refused), and hands
-//! the manifest and objects to [`adopt`](super::adopt::adopt), which checks
+//! the manifest and objects to [`adopt`](super::adopt), which checks
 //! the rules and every hash before anything enters the store.
 
 use std::collections::BTreeMap;
@@ -40,8 +40,9 @@ pub const DIGEST_ENTRY: &str = "manifest.sha256";
 pub const OBJECTS_PREFIX: &str = "objects/";
 /// The zstd frame magic number, as it starts a compressed bundle.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
-/// The zstd level export uses.
-const ZSTD_LEVEL: i32 = 19;
+/// The zstd level export uses: zstd's default. On 16 MiB of text it takes a
+/// fraction of a second; level 19 made the file a fifth smaller in 40 s.
+const ZSTD_LEVEL: i32 = 3;
 /// The largest manifest entry import reads.
 const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 const BLOCK: usize = 512;

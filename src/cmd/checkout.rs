@@ -74,7 +74,6 @@ pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<Checkou
         )));
     }
     let entries = store.catalogue().files(&digest)?;
-    view::check_objects(&store, &entries)?;
     let method = match (opts.method, opts.require_hardlinks) {
         (Method::Auto | Method::Hardlink, true) => Method::Hardlink,
         (m @ (Method::Copy | Method::Reflink), true) => {

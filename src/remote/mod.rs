@@ -28,12 +28,14 @@ use crate::store::ObjectKey;
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
     /// The request could not be made or its answer could not be read.
-    #[error("{method} {url} failed")]
+    #[error("{method} {url} failed{hint}")]
     Transport {
         /// The HTTP method.
         method: String,
         /// The URL.
         url: String,
+        /// A likely cause, when one is known (empty otherwise).
+        hint: &'static str,
         /// What the client said.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,

@@ -36,9 +36,19 @@ fn transport(
     url: &str,
     e: impl std::error::Error + Send + Sync + 'static,
 ) -> RemoteError {
+    // A TLS handshake answered in plain HTTP reads as a corrupt TLS record.
+    let text = e.to_string();
+    let hint = if url.starts_with("https://")
+        && (text.contains("InvalidContentType") || text.contains("corrupt message"))
+    {
+        " (the registry speaks plain HTTP? pass --plain-http for a loopback or insecure registry)"
+    } else {
+        ""
+    };
     RemoteError::Transport {
         method: method.to_string(),
         url: url.to_string(),
+        hint,
         source: Box::new(e),
     }
 }
