@@ -137,7 +137,10 @@ impl Catalogue {
         // Each command is a short-lived process: rather than a checkpoint at
         // every close, the log is folded in once it grows (see `Drop`).
         cat.conn
-            .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
             .map_err(|e| err("configure checkpoints", e))?;
         cat.migrate()?;
         Ok(cat)

@@ -64,8 +64,11 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
     // temporary view, so that gc can remove it if this process dies.
     let tmp = view::temp_name(std::ffi::OsStr::new(&hex));
     let work = store.work_dir("path")?;
-    std::fs::write(work.path().join("target"), path.with_file_name(&tmp).as_os_str().as_encoded_bytes())
-        .ctx("write a path marker", work.path())?;
+    std::fs::write(
+        work.path().join("target"),
+        path.with_file_name(&tmp).as_os_str().as_encoded_bytes(),
+    )
+    .ctx("write a path marker", work.path())?;
     let built = match view::build(&store, &entries, views.as_fd(), &tmp, &path, Method::Auto) {
         Ok(b) => b,
         Err(e) => {
@@ -73,11 +76,18 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
             return Err(e);
         }
     };
-    let created = match rustix::fs::renameat_with(&views, tmp.as_str(), &views, hex.as_str(), RenameFlags::NOREPLACE) {
+    let created = match rustix::fs::renameat_with(
+        &views,
+        tmp.as_str(),
+        &views,
+        hex.as_str(),
+        RenameFlags::NOREPLACE,
+    ) {
         Ok(()) => true,
         // Another process published it first: theirs is the view.
         Err(Errno::EXIST | Errno::NOTEMPTY) => {
-            remove_tree_at(views.as_fd(), &tmp).ctx("remove a redundant view", path.with_file_name(&tmp))?;
+            remove_tree_at(views.as_fd(), &tmp)
+                .ctx("remove a redundant view", path.with_file_name(&tmp))?;
             false
         }
         Err(e) => {

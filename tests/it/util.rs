@@ -177,7 +177,9 @@ pub fn oracle_snapshot(dir: &Path, version: &str) -> Option<serde_json::Value> {
 /// Prints why a test that needs the oracle is skipping.
 pub fn skip_without_oracle(test: &str) -> bool {
     if oracle().is_none() {
-        eprintln!("skipping {test}: ../shared/reference/oracle.py is not present beside this checkout");
+        eprintln!(
+            "skipping {test}: ../shared/reference/oracle.py is not present beside this checkout"
+        );
         return true;
     }
     false

@@ -1,0 +1,946 @@
+//! Push, pull, export and import against a real registry.
+//!
+//! The registry tests need `CESTORE_TEST_REGISTRY` (`127.0.0.1:PORT` of a
+//! registry started by `scripts/registry start DIR`), some also
+//! `CESTORE_TEST_REGISTRY_DIR` (that DIR, to tamper with stored blobs) or
+//! `CESTORE_TEST_ORAS_PY` (a Python with the `oras` package). `.ci/run` sets all
+//! three; elsewhere these tests print why they skip.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+fn env_var(name: &str, test: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            // `.ci/run` sets these: in CI a missing one is a failure, not a skip.
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{test}: {name} is not set, and CI must run the remote tests"
+            );
+            eprintln!(
+                "skipping {test}: {name} is not set (scripts/registry start DIR, as .ci/run does)"
+            );
+            None
+        }
+    }
+}
+
+fn registry(test: &str) -> Option<String> {
+    env_var("CESTORE_TEST_REGISTRY", test)
+}
+
+/// A repository no other test (or earlier run) uses.
+fn repo(registry: &str, test: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "{registry}/cestore-it/{}-{}-{nanos}",
+        test.replace('_', "-"),
+        std::process::id()
+    )
+}
+
+/// Bytes that differ for every (salt, index).
+fn noise(salt: u64, index: u64, len: usize) -> Vec<u8> {
+    let mut x = salt
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .wrapping_add(index.wrapping_mul(0xbf58_476d_1ce4_e5b9))
+        | 1;
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// A unique salt per call, so that tests never share blob contents by accident.
+fn salt() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(7)
+        ^ (u64::from(std::process::id()) << 32)
+}
+
+/// A release with `extra` generated files besides the minimal plugin: some
+/// executable, some empty, some sharing a content, one content both
+/// executable and not.
+fn plugin(root: &Path, version: &str, extra: usize, salt: u64) {
+    minimal_plugin(root, version);
+    for i in 0..extra {
+        let path = if i % 5 == 4 {
+            root.join(format!("scripts/gen/tool{i:04}.sh"))
+        } else {
+            root.join(format!("skills/gen/file{i:04}.md"))
+        };
+        let data = match i % 7 {
+            3 => Vec::new(),
+            5 => b"shared content\n".to_vec(),
+            _ => noise(salt, i as u64, 100 + i * 13),
+        };
+        write(&path, &data);
+        if i % 5 == 4 {
+            chmod(&path, 0o755);
+        }
+    }
+    // The same bytes as a plain file and as an executable.
+    write(&root.join("skills/gen/same.txt"), format!("same {salt}\n"));
+    write(&root.join("scripts/same.sh"), format!("same {salt}\n"));
+    chmod(&root.join("scripts/same.sh"), 0o755);
+}
+
+/// A release at the bounds: 2,048 files and 16 MiB in all.
+fn bounds_plugin(root: &Path, salt: u64) {
+    minimal_plugin(root, "1.0.0");
+    let small: u64 = walk(root).values().map(|d| d.len() as u64).sum();
+    let files = 2048 - 4;
+    let total: u64 = 16 * 1024 * 1024 - small;
+    let each = total / files as u64;
+    for i in 0..files {
+        let len = if i == files - 1 {
+            total - each * (files as u64 - 1)
+        } else {
+            each
+        };
+        write(
+            &root.join(format!("skills/bulk/d{:02}/f{i:04}.md", i % 32)),
+            noise(salt, i as u64, len as usize),
+        );
+    }
+}
+
+/// Every file under `root`, by relative path.
+fn walk(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn go(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in fs::read_dir(dir).expect("read dir") {
+            let e = e.expect("dir entry");
+            let p = e.path();
+            if e.file_type().expect("file type").is_dir() {
+                go(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).expect("under root");
+                out.insert(
+                    rel.to_string_lossy().into_owned(),
+                    fs::read(&p).expect("read file"),
+                );
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    go(root, root, &mut out);
+    out
+}
+
+fn push(env: &TestEnv, digest: &str, target: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["push", digest, target, "--plain-http", "--json"];
+    args.extend_from_slice(extra);
+    env.json(args)
+}
+
+fn pull(env: &TestEnv, reference: &str) -> serde_json::Value {
+    env.json(["pull", reference, "--plain-http", "--json"])
+}
+
+/// Checks out `digest` and audits the view against the snapshot; returns the view.
+fn checkout_and_verify(env: &TestEnv, digest: &str) -> PathBuf {
+    let view = env.path("view");
+    env.json([
+        OsStr::new("checkout"),
+        OsStr::new(digest),
+        view.as_os_str(),
+        OsStr::new("--json"),
+    ]);
+    let report = env.json([
+        OsStr::new("verify"),
+        OsStr::new("--tree"),
+        view.as_os_str(),
+        OsStr::new(digest),
+        OsStr::new("--json"),
+    ]);
+    assert_eq!(report["differences"], serde_json::json!([]), "{report}");
+    view
+}
+
+/// Asserts that the store holds no snapshot and no object.
+fn assert_store_empty(env: &TestEnv) {
+    if !env.store.exists() {
+        return;
+    }
+    let list = env.json(["list", "--json"]);
+    assert_eq!(
+        list["snapshots"].as_array().map(Vec::len),
+        Some(0),
+        "the store holds a snapshot: {list}"
+    );
+    let objects = env.store.join("objects");
+    if objects.exists() {
+        for shard in fs::read_dir(&objects).expect("read objects") {
+            let shard = shard.expect("shard").path();
+            let n = fs::read_dir(&shard).expect("read shard").count();
+            assert_eq!(n, 0, "objects were published in {}", shard.display());
+        }
+    }
+}
+
+fn distinct_contents(env: &TestEnv, digest: &str) -> BTreeSet<String> {
+    let show = env.json(["show", digest, "--files", "--json"]);
+    show["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| f["sha256"].as_str().expect("sha256").to_string())
+        .collect()
+}
+
+fn head_status(url: &str) -> u16 {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    agent
+        .head(url)
+        .header(
+            "Accept",
+            "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json",
+        )
+        .call()
+        .expect("HEAD the registry")
+        .status()
+        .as_u16()
+}
+
+fn manifest_url(target: &str, reference: &str) -> String {
+    let (registry, repository) = target.split_once('/').expect("registry/repository");
+    format!("http://{registry}/v2/{repository}/manifests/{reference}")
+}
+
+#[test]
+fn push_then_pull_into_an_empty_store_checks_out_the_same_tree() {
+    let Some(reg) = registry("push_then_pull") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    plugin(&src, "1.2.3", 40, salt());
+    let digest = a.ingest_digest(&src, "1.2.3");
+    let target = repo(&reg, "round-trip");
+
+    let pushed = push(&a, &digest, &target, &[]);
+    assert_eq!(pushed["manifest_digest"], digest.as_str());
+    assert_eq!(pushed["reference"], format!("{target}:sha256-{digest}"));
+    assert_eq!(
+        pushed["media_type"],
+        "application/vnd.oci.image.manifest.v1+json"
+    );
+    assert_eq!(pushed["blobs_uploaded"], pushed["blobs_total"]);
+    assert_eq!(pushed["blobs_present"], 0);
+    let contents = distinct_contents(&a, &digest);
+    // One blob per distinct content, plus the canonical manifest.
+    assert_eq!(pushed["blobs_total"], contents.len() as u64 + 1);
+
+    let b = TestEnv::new();
+    let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
+    assert_eq!(pulled["provenance"]["manifest_digest"], digest.as_str());
+    assert_eq!(pulled["provenance"]["version"], "1.2.3");
+    assert_eq!(pulled["ingest"]["already_present"], false);
+    let remote_digest = pushed["remote_digest"].as_str().expect("remote digest");
+    let source = format!("oci://{target}@{remote_digest}");
+    assert_eq!(pulled["ingest"]["source"], source.as_str());
+    let files = b.json(["show", &digest, "--files", "--json"]);
+    let nonempty: BTreeSet<&str> = files["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter(|f| f["size"] != 0)
+        .filter_map(|f| f["sha256"].as_str())
+        .collect();
+    assert_eq!(pulled["pull"]["blobs_fetched"], nonempty.len() as u64);
+    let log = b.json(["log", "--json"]);
+    assert!(log.to_string().contains(&source), "{log}");
+
+    let view = checkout_and_verify(&b, &digest);
+    assert_eq!(walk(&view), walk(&src), "the view differs from the release");
+
+    // A second pull fetches nothing; the other reference forms name the same snapshot.
+    let again = pull(&b, &format!("{target}@sha256:{digest}"));
+    assert_eq!(again["pull"]["blobs_fetched"], 0);
+    assert_eq!(again["ingest"]["already_present"], true);
+    let c = TestEnv::new();
+    let by_manifest = pull(&c, &format!("{target}@{remote_digest}"));
+    assert_eq!(
+        by_manifest["provenance"]["manifest_digest"],
+        digest.as_str()
+    );
+}
+
+#[test]
+fn a_repush_uploads_nothing_and_publishes_the_same_manifest() {
+    let Some(reg) = registry("repush") else {
+        return;
+    };
+    let env = TestEnv::new();
+    let src = env.path("src");
+    plugin(&src, "1.0.0", 25, salt());
+    let digest = env.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "repush");
+    let first = push(&env, &digest, &target, &[]);
+    assert!(first["blobs_uploaded"].as_u64() > Some(0));
+    let second = push(&env, &digest, &target, &["--jobs", "8"]);
+    assert_eq!(second["blobs_uploaded"], 0, "{second}");
+    assert_eq!(second["bytes_uploaded"], 0);
+    assert_eq!(second["blobs_present"], first["blobs_total"]);
+    assert_eq!(second["remote_digest"], first["remote_digest"]);
+}
+
+#[test]
+fn two_releases_sharing_files_upload_the_shared_blobs_once() {
+    let Some(reg) = registry("shared_blobs") else {
+        return;
+    };
+    let env = TestEnv::new();
+    let s = salt();
+    let one = env.path("one");
+    let two = env.path("two");
+    plugin(&one, "1.0.0", 30, s);
+    plugin(&two, "1.0.1", 30, s);
+    write(&two.join("skills/gen/new-in-two.md"), noise(s, 999, 500));
+    write(&two.join("skills/gen/file0000.md"), noise(s, 1000, 300));
+    let d1 = env.ingest_digest(&one, "1.0.0");
+    let d2 = env.ingest_digest(&two, "1.0.1");
+    let c1 = distinct_contents(&env, &d1);
+    let c2 = distinct_contents(&env, &d2);
+    let target = repo(&reg, "shared");
+    let p1 = push(&env, &d1, &target, &[]);
+    assert_eq!(p1["blobs_uploaded"], c1.len() as u64 + 1);
+    let p2 = push(&env, &d2, &target, &[]);
+    let only_two = c2.difference(&c1).count() as u64;
+    let shared = c2.intersection(&c1).count() as u64;
+    assert!(
+        only_two >= 3 && shared > 10,
+        "{only_two} new, {shared} shared"
+    );
+    // The new contents and the second release's own manifest.
+    assert_eq!(p2["blobs_uploaded"], only_two + 1, "{p2}");
+    assert_eq!(p2["blobs_present"], shared, "{p2}");
+}
+
+#[test]
+fn a_tampered_blob_is_refused_and_nothing_enters_the_store() {
+    let Some(reg) = registry("tampered_blob") else {
+        return;
+    };
+    let Some(dir) = env_var("CESTORE_TEST_REGISTRY_DIR", "tampered_blob") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    plugin(&src, "1.0.0", 10, salt());
+    let victim = noise(salt(), 4242, 4000);
+    write(&src.join("skills/gen/victim.md"), &victim);
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "tampered");
+    push(&a, &digest, &target, &[]);
+
+    let hex = {
+        use sha2::Digest as _;
+        let h = sha2::Sha256::digest(&victim);
+        h.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    let blob = Path::new(&dir).join(format!(
+        "docker/registry/v2/blobs/sha256/{}/{hex}/data",
+        &hex[..2]
+    ));
+    let mut bad = fs::read(&blob).expect("read the stored blob");
+    assert_eq!(bad, victim);
+    bad[1234] ^= 0x01;
+    fs::write(&blob, &bad).expect("tamper with the blob");
+
+    let b = TestEnv::new();
+    let out = b.run([
+        "pull",
+        &format!("{target}:sha256-{digest}"),
+        "--plain-http",
+        "--json",
+    ]);
+    let stderr = assert_exit(&out, 1);
+    assert!(
+        stderr.contains("victim.md") && stderr.contains("hashes to"),
+        "{stderr}"
+    );
+    assert_eq!(parse_json(&out)["error"]["kind"], "integrity");
+    assert_store_empty(&b);
+}
+
+#[test]
+fn a_tag_that_names_another_snapshot_is_refused() {
+    let Some(reg) = registry("lying_tag") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    plugin(&src, "1.0.0", 5, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "lying");
+    push(&a, &digest, &target, &[]);
+    // Copy the manifest under the tag of a snapshot it is not, by raw HTTP.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let media = "application/vnd.oci.image.manifest.v1+json";
+    let bytes = agent
+        .get(&manifest_url(&target, &format!("sha256-{digest}")))
+        .header("Accept", media)
+        .call()
+        .expect("GET manifest")
+        .body_mut()
+        .read_to_vec()
+        .expect("read manifest");
+    let fake = "ab".repeat(32);
+    let put = agent
+        .put(&manifest_url(&target, &format!("sha256-{fake}")))
+        .header("Content-Type", media)
+        .send(&bytes[..])
+        .expect("PUT manifest");
+    assert_eq!(put.status().as_u16(), 201);
+    let b = TestEnv::new();
+    let out = b.run(["pull", &format!("{target}:sha256-{fake}"), "--plain-http"]);
+    let stderr = assert_exit(&out, 1);
+    assert!(stderr.contains(&fake), "{stderr}");
+    assert_store_empty(&b);
+}
+
+#[test]
+fn a_killed_push_leaves_no_visible_tag() {
+    let Some(reg) = registry("killed_push") else {
+        return;
+    };
+    let storage = std::env::var("CESTORE_TEST_REGISTRY_DIR").ok();
+    let env = TestEnv::new();
+    let src = env.path("src");
+    plugin(&src, "1.0.0", 400, salt());
+    let digest = env.ingest_digest(&src, "1.0.0");
+    let mut killed_mid_push = 0;
+    for attempt in 0..3 {
+        let target = repo(&reg, &format!("killed-{attempt}"));
+        let repository = target.split_once('/').expect("repository").1;
+        let mut child = env
+            .cmd(["push", &digest, &target, "--plain-http", "--jobs", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn push");
+        // Kill once the registry has linked a first blob into the repository
+        // (or after a short delay, without access to its storage).
+        let layers = storage.as_ref().map(|d| {
+            Path::new(d).join(format!(
+                "docker/registry/v2/repositories/{repository}/_layers/sha256"
+            ))
+        });
+        let start = Instant::now();
+        loop {
+            if child.try_wait().expect("poll push").is_some() {
+                break;
+            }
+            let seen = match &layers {
+                Some(l) => fs::read_dir(l).is_ok_and(|mut d| d.next().is_some()),
+                None => start.elapsed() > Duration::from_millis(150 * (attempt + 1)),
+            };
+            if seen || start.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let finished = child.try_wait().expect("poll push");
+        if finished.is_none() {
+            child.kill().expect("SIGKILL the push");
+            killed_mid_push += 1;
+        }
+        let status = child.wait().expect("wait for push");
+        let tag = manifest_url(&target, &format!("sha256-{digest}"));
+        let visible = head_status(&tag);
+        if status.success() {
+            assert_eq!(visible, 200);
+        } else {
+            assert_eq!(visible, 404, "a killed push left its tag visible");
+            // A later push completes, reusing what the killed one uploaded.
+            let done = push(&env, &digest, &target, &[]);
+            assert_eq!(head_status(&tag), 200);
+            assert_eq!(
+                done["blobs_present"].as_u64().unwrap_or(0)
+                    + done["blobs_uploaded"].as_u64().unwrap_or(0),
+                done["blobs_total"].as_u64().unwrap_or(1)
+            );
+        }
+    }
+    assert!(killed_mid_push > 0, "no push was killed mid-way");
+}
+
+#[test]
+fn many_files_fall_back_to_an_index_and_pull_back_equal() {
+    let Some(reg) = registry("index_fallback") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    minimal_plugin(&src, "2.0.0");
+    let s = salt();
+    for i in 0..26 {
+        write(
+            &src.join(format!("skills/many/f{i:02}.md")),
+            noise(s, i, 64 + i as usize),
+        );
+    }
+    let digest = a.ingest_digest(&src, "2.0.0");
+    let target = repo(&reg, "index");
+    let pushed = push(&a, &digest, &target, &["--max-layers", "10"]);
+    assert_eq!(
+        pushed["media_type"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+    assert_eq!(pushed["layers"], 30);
+    assert_eq!(pushed["manifests"], 3);
+
+    let b = TestEnv::new();
+    let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
+    assert_eq!(pulled["pull"]["manifests"], 3);
+    assert_eq!(pulled["pull"]["blobs_fetched"], 30);
+    let view = checkout_and_verify(&b, &digest);
+    assert_eq!(walk(&view), walk(&src));
+
+    // The index's own digest is a reference too.
+    let c = TestEnv::new();
+    let remote_digest = pushed["remote_digest"].as_str().expect("remote digest");
+    let again = pull(&c, &format!("{target}@{remote_digest}"));
+    assert_eq!(again["provenance"]["manifest_digest"], digest.as_str());
+}
+
+#[test]
+fn oras_pulls_what_cestore_pushed() {
+    let Some(reg) = registry("oras_interop") else {
+        return;
+    };
+    let Some(python) = env_var("CESTORE_TEST_ORAS_PY", "oras_interop") else {
+        return;
+    };
+    let env = TestEnv::new();
+    let src = env.path("src");
+    plugin(&src, "3.1.4", 20, salt());
+    let digest = env.ingest_digest(&src, "3.1.4");
+    let target = repo(&reg, "oras");
+    let pushed = push(&env, &digest, &target, &[]);
+    let out_dir = env.path("oras-out");
+    let script = r#"
+import sys, oras.client
+host, target, outdir = sys.argv[1:4]
+client = oras.client.OrasClient(hostname=host, insecure=True)
+for path in client.pull(target=target, outdir=outdir):
+    print(path)
+"#;
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(script)
+        .arg(&reg)
+        .arg(format!("{target}:sha256-{digest}"))
+        .arg(&out_dir)
+        .output()
+        .expect("run oras-py");
+    assert_ok(&out);
+    let pulled = walk(&out_dir);
+    let release = walk(&src);
+    // One file per layer, named by its title annotation, equal to the release's file.
+    assert_eq!(pulled.len() as u64, pushed["layers"].as_u64().unwrap_or(0));
+    for (path, data) in &pulled {
+        assert_eq!(
+            release.get(path),
+            Some(data),
+            "oras wrote '{path}' unlike the release"
+        );
+    }
+    // Every distinct content of the release arrived.
+    let contents =
+        |m: &BTreeMap<String, Vec<u8>>| -> BTreeSet<Vec<u8>> { m.values().cloned().collect() };
+    assert_eq!(contents(&pulled), contents(&release));
+}
+
+#[test]
+fn pulling_a_missing_tag_or_over_the_wrong_protocol_fails_clearly() {
+    let Some(reg) = registry("pull_errors") else {
+        return;
+    };
+    let env = TestEnv::new();
+    let target = repo(&reg, "missing");
+    let out = env.run([
+        "pull",
+        &format!("{target}:sha256-{}", "0".repeat(64)),
+        "--plain-http",
+        "--json",
+    ]);
+    assert_exit(&out, 4);
+    assert_eq!(parse_json(&out)["error"]["kind"], "not-found");
+    // HTTPS to a plain-HTTP registry: a remote error, exit 8.
+    let out = env.run(["pull", &format!("{target}:latest"), "--json"]);
+    assert_exit(&out, 8);
+    assert_eq!(parse_json(&out)["error"]["kind"], "remote");
+    // A pull needs a tag or digest; a push takes none.
+    assert_exit(&env.run(["pull", &target, "--plain-http"]), 2);
+    assert_store_empty(&env);
+}
+
+fn export(env: &TestEnv, digest: &str, file: &Path, zstd: bool) -> serde_json::Value {
+    let mut args = vec![
+        OsStr::new("export"),
+        OsStr::new(digest),
+        OsStr::new("-o"),
+        file.as_os_str(),
+        OsStr::new("--json"),
+    ];
+    if zstd {
+        args.push(OsStr::new("--zstd"));
+    }
+    env.json(args)
+}
+
+#[test]
+fn export_then_import_round_trips_plain_and_zstd() {
+    let a = TestEnv::new();
+    let src = a.path("src");
+    plugin(&src, "1.0.0", 30, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    for zstd in [false, true] {
+        let file = a.path(if zstd { "b.tar.zst" } else { "b.tar" });
+        let report = export(&a, &digest, &file, zstd);
+        assert_eq!(report["format"], if zstd { "tar+zstd" } else { "tar" });
+        // The same snapshot gives the same bundle, byte for byte.
+        let twin = a.path(if zstd { "twin.tar.zst" } else { "twin.tar" });
+        export(&a, &digest, &twin, zstd);
+        assert_eq!(
+            fs::read(&file).expect("bundle"),
+            fs::read(&twin).expect("twin")
+        );
+        // An existing file is never overwritten.
+        let out = a.run([
+            OsStr::new("export"),
+            OsStr::new(&digest),
+            OsStr::new("-o"),
+            file.as_os_str(),
+        ]);
+        assert_exit(&out, 6);
+
+        let b = TestEnv::new();
+        let imported = b.json([
+            OsStr::new("import"),
+            file.as_os_str(),
+            OsStr::new("--digest"),
+            OsStr::new(&digest),
+            OsStr::new("--json"),
+        ]);
+        assert_eq!(imported["provenance"]["manifest_digest"], digest.as_str());
+        assert_eq!(imported["bundle"]["format"], report["format"]);
+        assert!(imported["ingest"]["source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("bundle:")));
+        let view = checkout_and_verify(&b, &digest);
+        assert_eq!(walk(&view), walk(&src));
+    }
+    // A plain tar is a tar any tool reads.
+    let listing = Command::new("tar")
+        .arg("tf")
+        .arg(a.path("b.tar"))
+        .output()
+        .expect("run tar");
+    assert_ok(&listing);
+    let names = String::from_utf8_lossy(&listing.stdout).into_owned();
+    let mut lines = names.lines();
+    assert_eq!(lines.next(), Some("manifest.json"));
+    assert_eq!(lines.next(), Some("manifest.sha256"));
+    assert!(lines.all(|l| l.starts_with("objects/")));
+}
+
+#[test]
+fn a_bundle_with_one_flipped_byte_is_refused_and_the_store_stays_empty() {
+    let a = TestEnv::new();
+    let src = a.path("src");
+    plugin(&src, "1.0.0", 8, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    for zstd in [false, true] {
+        let file = a.path(if zstd { "b.tar.zst" } else { "b.tar" });
+        export(&a, &digest, &file, zstd);
+        let good = fs::read(&file).expect("bundle");
+        // Positions spread over the whole file: headers, data, padding, end blocks.
+        let mut positions: BTreeSet<usize> = (0..good.len()).step_by(good.len() / 50 + 1).collect();
+        positions.extend([
+            0,
+            3,
+            100,
+            148,
+            257,
+            512,
+            600,
+            good.len() / 2,
+            good.len() - 1,
+        ]);
+        for pos in positions {
+            let mut bad = good.clone();
+            bad[pos] ^= 0x20;
+            let damaged = a.path("damaged");
+            fs::write(&damaged, &bad).expect("write damaged bundle");
+            let b = TestEnv::new();
+            let out = b.run([
+                OsStr::new("import"),
+                damaged.as_os_str(),
+                OsStr::new("--json"),
+            ]);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "flipping byte {pos} of the {} bundle: {}",
+                if zstd { "zstd" } else { "tar" },
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(parse_json(&out)["error"]["kind"], "integrity");
+            assert_store_empty(&b);
+        }
+    }
+}
+
+/// Push and pull times of a release at the bounds (2,048 files, 16 MiB), cold
+/// and warm. Run with the release build:
+/// `cargo test --release --test it -- --ignored --nocapture at_the_bounds`.
+#[test]
+#[ignore = "a measurement, not a check: run it by name"]
+fn push_and_pull_times_at_the_bounds() {
+    let Some(reg) = registry("at_the_bounds") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    bounds_plugin(&src, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "bounds");
+    let b = TestEnv::new();
+    let timed = |what: &str, env: &TestEnv, args: &[&str]| {
+        let start = Instant::now();
+        let report = env.json(args);
+        let secs = start.elapsed().as_secs_f64();
+        eprintln!("{what}: {secs:.2} s  {report}");
+    };
+    let reference = format!("{target}:sha256-{digest}");
+    timed(
+        "push cold",
+        &a,
+        &["push", &digest, &target, "--plain-http", "--json"],
+    );
+    timed(
+        "push warm",
+        &a,
+        &["push", &digest, &target, "--plain-http", "--json"],
+    );
+    timed(
+        "pull cold",
+        &b,
+        &["pull", &reference, "--plain-http", "--json"],
+    );
+    timed(
+        "pull warm",
+        &b,
+        &["pull", &reference, "--plain-http", "--json"],
+    );
+}
+
+/// A stub in front of the registry that demands credentials: `basic` asks for
+/// Basic authentication; `bearer` sends clients to its token endpoint, which
+/// wants Basic authentication and hands out a token the proxy then requires.
+const AUTH_PROXY: &str = r#"
+import base64, http.client, http.server, itertools, json, sys, threading
+mode, upstream = sys.argv[1], sys.argv[2]
+GOOD = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+tokens, counter = set(), itertools.count()
+
+class Proxy(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def reply(self, status, headers=(), body=b""):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+    def handle_one(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        auth = self.headers.get("Authorization", "")
+        host = self.headers.get("Host")
+        if self.path.startswith("/token"):
+            if auth != GOOD:
+                return self.reply(401, body=b'{"details":"bad credentials"}')
+            t = "tok-%d" % next(counter)
+            tokens.add(t)
+            return self.reply(200, [("Content-Type", "application/json")], json.dumps({"token": t}).encode())
+        if mode == "basic":
+            ok = auth == GOOD
+            challenge = 'Basic realm="stub"'
+        else:
+            ok = auth.startswith("Bearer ") and auth[7:] in tokens
+            challenge = 'Bearer realm="http://%s/token",service="stub",scope="repository:x:pull"' % host
+        if not ok:
+            return self.reply(401, [("WWW-Authenticate", challenge), ("Content-Type", "application/json")],
+                              b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}')
+        conn = http.client.HTTPConnection(upstream)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("authorization", "content-length")}
+        headers["Content-Length"] = str(len(body))
+        conn.request(self.command, self.path, body=body, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        keep = [(k, v) for k, v in resp.getheaders() if k.lower() not in ("content-length", "transfer-encoding", "connection")]
+        if self.command == "HEAD":
+            self.send_response(resp.status)
+            for k, v in keep:
+                self.send_header(k, v)
+            self.send_header("Content-Length", resp.getheader("Content-Length") or "0")
+            self.end_headers()
+        else:
+            self.reply(resp.status, keep, data)
+        conn.close()
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = handle_one
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    def handle_error(self, request, client_address):
+        pass  # a client closing its kept-alive connection is not news
+
+server = Server(("127.0.0.1", 0), Proxy)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+/// The stub proxy, killed when dropped.
+struct AuthProxy {
+    child: std::process::Child,
+    address: String,
+}
+
+impl AuthProxy {
+    fn start(mode: &str, upstream: &str) -> AuthProxy {
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(AUTH_PROXY)
+            .arg(mode)
+            .arg(upstream)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the auth proxy");
+        let mut line = String::new();
+        let stdout = child.stdout.take().expect("proxy stdout");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
+            .expect("read the proxy's port");
+        AuthProxy {
+            child,
+            address: format!("127.0.0.1:{}", line.trim()),
+        }
+    }
+}
+
+impl Drop for AuthProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs cestore with only the credentials given (no ambient ones).
+fn run_with(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = env.cmd(args);
+    for k in [
+        "CESTORE_REGISTRY_TOKEN",
+        "CESTORE_REGISTRY_USER",
+        "CESTORE_REGISTRY_PASSWORD",
+    ] {
+        cmd.env_remove(k);
+    }
+    cmd.env("HOME", env.path("home"));
+    cmd.env("DOCKER_CONFIG", env.path("no-docker-config"));
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run cestore")
+}
+
+#[test]
+fn credentials_answer_basic_and_bearer_challenges() {
+    let Some(reg) = registry("registry_auth") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    plugin(&src, "1.0.0", 6, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    for mode in ["basic", "bearer"] {
+        let proxy = AuthProxy::start(mode, &reg);
+        let target = repo(&proxy.address, &format!("auth-{mode}"));
+        let push_args = ["push", &digest, &target, "--plain-http", "--json"];
+
+        // No credentials, then wrong ones: refused, exit 8.
+        let out = run_with(&a, &push_args, &[]);
+        let stderr = assert_exit(&out, 8);
+        assert!(stderr.contains("authentication"), "{mode}: {stderr}");
+        assert_eq!(parse_json(&out)["error"]["kind"], "remote");
+        let wrong = [
+            ("CESTORE_REGISTRY_USER", "alice"),
+            ("CESTORE_REGISTRY_PASSWORD", "wrong"),
+        ];
+        assert_exit(&run_with(&a, &push_args, &wrong), 8);
+
+        // The environment's user and password.
+        let good = [
+            ("CESTORE_REGISTRY_USER", "alice"),
+            ("CESTORE_REGISTRY_PASSWORD", "s3cret"),
+        ];
+        let out = run_with(&a, &push_args, &good);
+        assert_ok(&out);
+        assert_eq!(parse_json(&out)["blobs_present"], 0);
+
+        // A Docker config file's auths entry.
+        let b = TestEnv::new();
+        let config_dir = b.path("docker");
+        let auth = {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode("alice:s3cret")
+        };
+        write(
+            &config_dir.join("config.json"),
+            format!(
+                r#"{{"auths":{{"http://{}":{{"auth":"{auth}"}}}}}}"#,
+                proxy.address
+            ),
+        );
+        let reference = format!("{target}:sha256-{digest}");
+        let config = config_dir.to_string_lossy().into_owned();
+        let out = run_with(
+            &b,
+            &["pull", &reference, "--plain-http", "--json"],
+            &[("DOCKER_CONFIG", &config)],
+        );
+        assert_ok(&out);
+        assert_eq!(
+            parse_json(&out)["provenance"]["manifest_digest"],
+            digest.as_str()
+        );
+    }
+}
