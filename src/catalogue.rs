@@ -23,7 +23,13 @@ use crate::error::{Error, Result};
 use crate::manifest::Entry;
 
 /// The migrations, in order; migration `i` brings the schema to version `i + 1`.
-const MIGRATIONS: &[(&str, &str)] = &[("0001_init", include_str!("../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_init", include_str!("../migrations/0001_init.sql")),
+    (
+        "0002_view_identity",
+        include_str!("../migrations/0002_view_identity.sql"),
+    ),
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -108,6 +114,10 @@ pub struct ViewRow {
     pub copied: i64,
     /// When it was made (UTC, RFC 3339).
     pub created_at: String,
+    /// The device and inode of the view's root directory, to tell the view
+    /// from whatever may later stand at its path.
+    #[serde(skip)]
+    pub root_id: Option<(u64, u64)>,
 }
 
 /// The SQL expression for "now" as RFC 3339 UTC with milliseconds.
@@ -128,6 +138,10 @@ impl Catalogue {
             conn,
             path: path.to_path_buf(),
         };
+        // Read-only checks first: a catalogue this build must refuse is left
+        // byte for byte as it was.
+        let found = Self::user_version(&cat.conn).map_err(|e| err("read the schema version", e))?;
+        cat.check_not_newer(found)?;
         cat.conn
             .pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| err("switch to WAL mode", e))?;
@@ -452,7 +466,7 @@ impl Catalogue {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT v.path, s.digest, v.kind, v.method, v.linked, v.copied, v.created_at
+                "SELECT v.path, s.digest, v.kind, v.method, v.linked, v.copied, v.created_at, v.root_dev, v.root_ino
                  FROM views v JOIN snapshots s ON s.id = v.snapshot_id
                  WHERE (?1 IS NULL OR s.digest = ?1) ORDER BY v.created_at, v.path",
             )
@@ -467,7 +481,7 @@ impl Catalogue {
     pub fn view(&self, path: &str) -> Result<Option<ViewRow>> {
         self.conn
             .query_row(
-                "SELECT v.path, s.digest, v.kind, v.method, v.linked, v.copied, v.created_at
+                "SELECT v.path, s.digest, v.kind, v.method, v.linked, v.copied, v.created_at, v.root_dev, v.root_ino
                  FROM views v JOIN snapshots s ON s.id = v.snapshot_id WHERE v.path = ?1",
                 [path],
                 view_row,
@@ -481,8 +495,8 @@ impl Catalogue {
         self.conn
             .execute(
                 &format!(
-                    "INSERT OR REPLACE INTO views (path, snapshot_id, kind, method, linked, copied, created_at)
-                     SELECT ?1, id, ?3, ?4, ?5, ?6, {NOW} FROM snapshots WHERE digest = ?2"
+                    "INSERT OR REPLACE INTO views (path, snapshot_id, kind, method, linked, copied, created_at, root_dev, root_ino)
+                     SELECT ?1, id, ?3, ?4, ?5, ?6, {NOW}, ?7, ?8 FROM snapshots WHERE digest = ?2"
                 ),
                 params![
                     view.path,
@@ -490,7 +504,9 @@ impl Catalogue {
                     view.kind,
                     view.method,
                     view.linked,
-                    view.copied
+                    view.copied,
+                    view.root_id.map(|(dev, _)| dev as i64),
+                    view.root_id.map(|(_, ino)| ino as i64)
                 ],
             )
             .map_err(self.err("record a view"))
@@ -503,6 +519,26 @@ impl Catalogue {
             .execute("DELETE FROM views WHERE path = ?1", [path])
             .map(|n| n > 0)
             .map_err(self.err("forget a view"))
+    }
+
+    /// Every object some snapshot uses (zero-length files use none).
+    pub fn live_objects(&self) -> Result<std::collections::HashSet<crate::store::ObjectKey>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT DISTINCT sha256, executable FROM files WHERE size > 0")
+            .map_err(self.err("prepare the live-object query"))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(self.err("list live objects"))?;
+        rows.into_iter()
+            .map(|(hex, executable)| {
+                let id = hex.parse().map_err(|_| {
+                    Error::Integrity(format!("the catalogue holds a malformed object id '{hex}'"))
+                })?;
+                Ok(crate::store::ObjectKey { id, executable })
+            })
+            .collect()
     }
 
     /// The underlying connection, for the commands that query it directly.
@@ -556,5 +592,9 @@ fn view_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ViewRow> {
         linked: r.get(4)?,
         copied: r.get(5)?,
         created_at: r.get(6)?,
+        root_id: match (r.get::<_, Option<i64>>(7)?, r.get::<_, Option<i64>>(8)?) {
+            (Some(dev), Some(ino)) => Some((dev as u64, ino as u64)),
+            _ => None,
+        },
     })
 }

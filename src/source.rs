@@ -101,6 +101,15 @@ impl Source {
         };
         let lstat = rustix::fs::lstat(&root).map_err(|e| unavailable(e.into()))?;
         let resolved = std::fs::canonicalize(&root).map_err(unavailable)?;
+        // POSIX keeps exactly two leading slashes as a root of their own, and
+        // so does Python's pathlib; `resolve()` then drops one, so the
+        // reference finds the path changed and refuses it.
+        let raw = path.as_os_str().as_bytes();
+        if raw.starts_with(b"//") && !raw.starts_with(b"///") {
+            let mut shown = std::ffi::OsString::from("/");
+            shown.push(root.as_os_str());
+            return Err(Rejection::SourceNotRealDirectory { path: shown.into() });
+        }
         if FileType::from_raw_mode(lstat.st_mode) != FileType::Directory || resolved != root {
             return Err(Rejection::SourceNotRealDirectory { path: root });
         }

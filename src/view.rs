@@ -402,6 +402,13 @@ pub fn publish(parent: BorrowedFd<'_>, tmp: &str, dest: &OsStr, display: &Path) 
     }
 }
 
+/// The device and inode of the directory at `path`, without following a symlink.
+pub fn root_id(path: &Path) -> Option<(u64, u64)> {
+    rustix::fs::lstat(path)
+        .ok()
+        .map(|st| (st.st_dev, st.st_ino))
+}
+
 /// Splits a destination into its (existing) parent directory and final name,
 /// both absolute, without resolving the final component.
 pub fn split_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {

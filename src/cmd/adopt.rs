@@ -174,6 +174,7 @@ where
             staged.push((work.stage(&w.key, &data)?, w.key));
         }
     }
+    work.note_publishing(staged.iter().map(|(_, key)| key))?;
     let mut new_objects = 0u64;
     for (name, key) in &staged {
         if work.publish(&store, name, key)? {

@@ -116,6 +116,7 @@ pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<Checkou
         linked: built.linked as i64,
         copied: built.copied as i64,
         created_at: String::new(),
+        root_id: view::root_id(&dest),
     };
     store.catalogue().add_view(&row)?;
     drop(work);

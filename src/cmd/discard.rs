@@ -51,6 +51,15 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
     let row = store.catalogue().view(&dest_text)?;
     let exists = rustix::fs::lstat(&dest).is_ok();
     let (digest, recorded) = match (&row, opts.force_digest) {
+        (Some(row), _) if exists && row.root_id.is_some() && view::root_id(&dest) != row.root_id => {
+            return Err(Error::Conflict(format!(
+                "'{}' is no longer the view checkout made (its root directory was replaced); not removed. \
+                 Check it with `cestore verify --tree {} {}`",
+                dest.display(),
+                dest.display(),
+                row.digest
+            )))
+        }
         (Some(row), _) => (row.digest, true),
         (None, None) => {
             return Err(Error::NotFound {

@@ -7,20 +7,19 @@
 //! store's shared lock and gc its exclusive one, so nothing is published
 //! between the mark and the sweep. `--dry-run` plans under the shared lock.
 
-use std::collections::HashSet;
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::AtFlags;
 
-use super::verify::{is_temp_view, list_objects, read_names, stale_work_dirs};
+use super::verify::{in_flight_objects, is_temp_view, list_objects, read_names, stale_work_dirs};
 use super::{resolve, Report};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
 use crate::store::objects::remove_tree_at;
-use crate::store::{LockMode, ObjectKey, Store, TMP_DIR, VIEWS_DIR};
+use crate::store::{LockMode, Store, TMP_DIR, VIEWS_DIR};
 
 /// The report of `cestore rm`.
 #[derive(Debug, serde::Serialize)]
@@ -145,33 +144,16 @@ struct GcPlan {
 
 fn plan(store: &Store) -> Result<GcPlan> {
     let cat = store.catalogue();
-    let mut live: HashSet<ObjectKey> = HashSet::new();
-    let mut stmt = cat
-        .conn()
-        .prepare("SELECT DISTINCT sha256, executable FROM files WHERE size > 0")
-        .map_err(|source| Error::Catalogue {
-            op: "mark live objects",
-            path: cat.path().to_path_buf(),
-            source,
-        })?;
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)))
-        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-        .map_err(|source| Error::Catalogue {
-            op: "mark live objects",
-            path: cat.path().to_path_buf(),
-            source,
-        })?;
-    for (hex, executable) in rows {
-        let id = hex.parse().map_err(|_| {
-            Error::Integrity(format!("the catalogue holds a malformed object id '{hex}'"))
-        })?;
-        live.insert(ObjectKey { id, executable });
-    }
+    // Objects first, then what operations in flight publish, then the
+    // catalogue: an object published meanwhile is found in one or the other.
+    // (Under gc's exclusive lock nothing is in flight; `--dry-run` shares.)
+    let listed = list_objects(store)?;
+    let in_flight = in_flight_objects(store)?;
+    let live = cat.live_objects()?;
     let mut objects = Vec::new();
     let mut kept = 0;
-    for (path, key) in list_objects(store)? {
-        if key.is_some_and(|k| live.contains(&k)) {
+    for (path, key) in listed {
+        if key.is_some_and(|k| live.contains(&k) || in_flight.contains(&k)) {
             kept += 1;
             continue;
         }

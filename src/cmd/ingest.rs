@@ -88,6 +88,15 @@ pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestRepor
     }
     let source = Source::open(opts.source)?;
     let mut store = Store::open(store_root, LockMode::Shared, true)?;
+    if let Ok(real) = std::fs::canonicalize(store.root()) {
+        if real.starts_with(source.root()) {
+            return Err(Error::Conflict(format!(
+                "the store '{}' lies inside the source '{}'; it would be ingested into itself",
+                real.display(),
+                source.root().display()
+            )));
+        }
+    }
     let mut work = store.work_dir("ingest")?;
     let mut pending: HashMap<ObjectKey, Pending> = HashMap::new();
     let mut bytes_staged = 0u64;
@@ -127,6 +136,12 @@ pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestRepor
     let mut new_objects = 0;
     let mut reused_objects = 0;
     let mut bytes_written = 0;
+    work.note_publishing(
+        pending
+            .iter()
+            .filter(|(_, state)| matches!(state, Pending::Staged(_)))
+            .map(|(key, _)| key),
+    )?;
     for (key, state) in &pending {
         match state {
             Pending::Reused => reused_objects += 1,

@@ -42,11 +42,26 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
         .ctx("open the views directory", path.parent().unwrap_or(&path))?;
     match rustix::fs::statat(&views, hex.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+            // A process killed between publishing and recording leaves an
+            // unrecorded view: record it now, so that rm and gc respect it.
+            let text = path.to_string_lossy();
+            if store.catalogue().view(&text)?.is_none() {
+                store.catalogue().add_view(&ViewRow {
+                    path: text.into_owned(),
+                    digest,
+                    kind: "shared".into(),
+                    method: "unknown".into(),
+                    linked: 0,
+                    copied: 0,
+                    created_at: String::new(),
+                    root_id: Some((st.st_dev, st.st_ino)),
+                })?;
+            }
             return Ok(PathReport {
                 manifest_digest: digest,
                 path,
                 created: false,
-            })
+            });
         }
         Ok(_) => {
             return Err(Error::Integrity(format!(
@@ -104,6 +119,7 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
             linked: built.linked as i64,
             copied: built.copied as i64,
             created_at: String::new(),
+            root_id: view::root_id(&path),
         })?;
     }
     drop(work);

@@ -193,7 +193,7 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
     }
 
     if all {
-        find_orphans(&store, &users, &mut report)?;
+        find_orphans(&store, &mut report)?;
     }
     find_leftovers(&store, &mut report)?;
     for v in &views {
@@ -414,15 +414,19 @@ fn repair(
     store.sync()
 }
 
-/// Lists files under `objects/` that no checked snapshot uses.
-fn find_orphans(
-    store: &Store,
-    users: &BTreeMap<ObjectKey, (u64, BTreeSet<ManifestDigest>, String)>,
-    report: &mut VerifyReport,
-) -> Result<()> {
-    for (path, key) in list_objects(store)? {
+/// Lists files under `objects/` that no snapshot uses and no operation in
+/// flight is publishing.
+///
+/// The order matters: the objects are listed first, then the lists of
+/// operations in flight, then the catalogue, so that an object published
+/// meanwhile is found in one or the other.
+fn find_orphans(store: &Store, report: &mut VerifyReport) -> Result<()> {
+    let objects = list_objects(store)?;
+    let in_flight = in_flight_objects(store)?;
+    let live = store.catalogue().live_objects()?;
+    for (path, key) in objects {
         let orphan = match key {
-            Some(k) => !users.contains_key(&k),
+            Some(k) => !live.contains(&k) && !in_flight.contains(&k),
             None => true,
         };
         if orphan {
@@ -439,6 +443,34 @@ fn find_orphans(
         }
     }
     Ok(())
+}
+
+/// The objects that live operations (their work directories still locked)
+/// are publishing.
+pub fn in_flight_objects(store: &Store) -> Result<std::collections::HashSet<ObjectKey>> {
+    let tmp_path = store.root().join(TMP_DIR);
+    let tmp =
+        crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
+    let mut out = std::collections::HashSet::new();
+    for name in read_names(tmp.as_fd(), &tmp_path)? {
+        let live = crate::source::open_dir(tmp.as_fd(), name.as_str())
+            .is_ok_and(|fd| rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_err());
+        if !live {
+            continue;
+        }
+        let Ok(list) = std::fs::read_to_string(
+            tmp_path
+                .join(&name)
+                .join(crate::store::objects::PUBLISHING_LIST),
+        ) else {
+            continue;
+        };
+        out.extend(list.lines().filter_map(|l| {
+            let (shard, file) = l.split_once('/')?;
+            ObjectKey::from_parts(shard, file)
+        }));
+    }
+    Ok(out)
 }
 
 /// Every file under `objects/`, with its key when its name is one.

@@ -107,7 +107,12 @@ pub struct Store {
 impl Store {
     /// Opens the store at `root`, creating it when `create` is set, and takes its lock.
     pub fn open(root: &Path, mode: LockMode, create: bool) -> Result<Store> {
-        let root = std::path::absolute(root).ctx("resolve the store path", root)?;
+        // Normalised, so that a trailing slash cannot make `lstat` follow a
+        // symlinked store.
+        let root: PathBuf = std::path::absolute(root)
+            .ctx("resolve the store path", root)?
+            .components()
+            .collect();
         match rustix::fs::lstat(&root) {
             Ok(st) => match FileType::from_raw_mode(st.st_mode) {
                 FileType::Directory => {}

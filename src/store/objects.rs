@@ -129,6 +129,9 @@ pub struct WorkDir {
 
 static WORK_DIRS: AtomicU64 = AtomicU64::new(0);
 
+/// The file in a work directory that lists the objects it is publishing.
+pub const PUBLISHING_LIST: &str = "publishing";
+
 impl WorkDir {
     /// Creates a new locked work directory for the operation `op`.
     pub(super) fn create(store: &Store, op: &str) -> Result<WorkDir> {
@@ -188,6 +191,19 @@ impl WorkDir {
             .map_err(|e| Error::io("set a staged object's mode", self.path.join(&name), e))?;
         self.staged += 1;
         Ok(name)
+    }
+
+    /// Records, before they are published, the objects this operation is
+    /// about to move into `objects/`: until its catalogue commit they are
+    /// live only through this list, which `verify` and `gc --dry-run` read.
+    pub fn note_publishing<'k>(&self, keys: impl Iterator<Item = &'k ObjectKey>) -> Result<()> {
+        let mut list = String::new();
+        for k in keys {
+            list.push_str(&k.rel_path());
+            list.push('\n');
+        }
+        std::fs::write(self.path.join(PUBLISHING_LIST), list)
+            .ctx("write the list of objects in flight", &self.path)
     }
 
     /// Moves a staged file into `objects/` without overwriting. Returns

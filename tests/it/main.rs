@@ -2,3 +2,12 @@
 //! in a fresh temporary directory.
 
 mod util;
+
+mod audit;
+mod conformance;
+mod gen;
+mod hardening;
+mod mounts;
+mod remote;
+mod rules;
+mod views;

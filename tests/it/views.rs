@@ -401,10 +401,13 @@ fn random_bytes(seed: u64, n: usize) -> Vec<u8> {
     buf
 }
 
+/// A file to write: its relative path, bytes and mode.
+type TreeFile = (String, Vec<u8>, u32);
+
 /// A hand-made tree covering non-ASCII names, exec bits, empty files, deep
 /// directories, scripts/ and assets/, shared bytes, and noise the seed filters.
 /// Returns the files and the set of paths the snapshot must hold.
-fn rich_tree(version: &str, salt: u64) -> (Vec<(String, Vec<u8>, u32)>, BTreeSet<String>) {
+fn rich_tree(version: &str, salt: u64) -> (Vec<TreeFile>, BTreeSet<String>) {
     let script = b"#!/bin/sh\necho hello\n".to_vec();
     let skill = b"# ce-plan\n".to_vec();
     let mut keep: Vec<(&str, Vec<u8>, u32)> = vec![
