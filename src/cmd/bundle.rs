@@ -2,7 +2,10 @@
 //! for machines without a registry.
 //!
 //! A bundle is a POSIX ustar archive, optionally compressed as one zstd
-//! frame (with its content checksum), holding in this order:
+//! frame (with its content checksum) followed by one zstd skippable frame
+//! holding `CSTS` and the SHA-256 of the compressed frame (decoders skip it;
+//! import requires it, so that a flipped byte that would still decompress to
+//! the same archive is refused too). The archive holds, in this order:
 //!
 //! ```text
 //! manifest.json          the canonical manifest bytes (mode 0444)
@@ -40,6 +43,15 @@ pub const DIGEST_ENTRY: &str = "manifest.sha256";
 pub const OBJECTS_PREFIX: &str = "objects/";
 /// The zstd frame magic number, as it starts a compressed bundle.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// The magic number of the zstd skippable frame that seals a compressed bundle.
+const SEAL_MAGIC: [u8; 4] = [0x50, 0x2a, 0x4d, 0x18];
+/// The seal frame's content: a tag and the SHA-256 of the compressed frame.
+const SEAL_TAG: &[u8; 4] = b"CSTS";
+/// The seal frame's length: magic, length, tag, digest.
+const SEAL_LEN: usize = 4 + 4 + 4 + 32;
+/// The largest compressed bundle import reads (a release is at most 16 MiB).
+const MAX_COMPRESSED_BYTES: u64 = 64 * 1024 * 1024;
+
 /// The zstd level export uses: zstd's default. On 16 MiB of text it takes a
 /// fraction of a second; level 19 made the file a fifth smaller in 40 s.
 const ZSTD_LEVEL: i32 = 3;
@@ -366,6 +378,13 @@ fn write_bundle(
                 .ctx("start compressing the bundle", tmp)?;
             let count = write_archive(&mut enc, manifest, objects)?;
             enc.finish().ctx("finish compressing the bundle", tmp)?;
+            let sealed = out.hasher.clone().finish();
+            let mut seal = Vec::with_capacity(SEAL_LEN);
+            seal.extend_from_slice(&SEAL_MAGIC);
+            seal.extend_from_slice(&((SEAL_LEN - 8) as u32).to_le_bytes());
+            seal.extend_from_slice(SEAL_TAG);
+            seal.extend_from_slice(sealed.as_bytes());
+            out.write_all(&seal).ctx("seal the bundle", tmp)?;
             count
         }
     };
@@ -380,6 +399,35 @@ fn write_bundle(
         .map_err(|e| Error::io("write the bundle", tmp, e.into_error()))?;
     file.sync_all().ctx("sync the bundle", tmp)?;
     Ok((count, bytes, hasher.finish()))
+}
+
+/// Reads a compressed bundle whole, checks its seal, and returns the
+/// compressed frame without the seal.
+fn unseal<R: Read>(raw: R, label: &str) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    raw.take(MAX_COMPRESSED_BYTES + 1)
+        .read_to_end(&mut data)
+        .ctx("read the bundle", label)?;
+    if data.len() as u64 > MAX_COMPRESSED_BYTES {
+        return Err(damaged(format!(
+            "it is larger than {MAX_COMPRESSED_BYTES} bytes"
+        )));
+    }
+    let Some(cut) = data.len().checked_sub(SEAL_LEN) else {
+        return Err(damaged("it is too short to hold its seal"));
+    };
+    let seal = &data[cut..];
+    let expected_len = ((SEAL_LEN - 8) as u32).to_le_bytes();
+    if seal[..4] != SEAL_MAGIC || seal[4..8] != expected_len || &seal[8..12] != SEAL_TAG {
+        return Err(damaged(
+            "its seal (the trailing skippable frame) is missing or changed",
+        ));
+    }
+    if ObjectId::of(&data[..cut]).as_bytes()[..] != seal[12..] {
+        return Err(damaged("its compressed bytes do not hash to its seal"));
+    }
+    data.truncate(cut);
+    Ok(data)
 }
 
 fn damaged(why: impl std::fmt::Display) -> Error {
@@ -449,10 +497,13 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     let chained = io::Cursor::new(magic).chain(raw);
     let tar_stream: Box<dyn Read> = match format {
         Format::Tar => Box::new(chained),
-        Format::TarZstd => Box::new(
-            zstd::stream::read::Decoder::new(chained)
-                .ctx("start decompressing the bundle", &label)?,
-        ),
+        Format::TarZstd => {
+            let frame = unseal(chained, &label)?;
+            Box::new(
+                zstd::stream::read::Decoder::new(io::Cursor::new(frame))
+                    .ctx("start decompressing the bundle", &label)?,
+            )
+        }
     };
     let mut reader = HashingReader {
         inner: tar_stream,
