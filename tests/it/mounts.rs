@@ -10,7 +10,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::util::{self, assert_exit, assert_ok, chmod, write, TestEnv};
+use crate::util::{self, assert_exit, assert_ok, write, TestEnv};
 
 const CE_ARMS: [&str; 3] = ["ce_workflow", "ce_workflow_direct", "ce_review"];
 /// Arms the reference gives no plugin: `CE_ARMS` is an exact set.
@@ -806,42 +806,16 @@ fn gitnexus_mounts_follow_the_plugin_mount_for_every_arm() {
 /// The file the stand-in view holds, and its content.
 const VIEW_FILE: (&str, &str) = ("skills/ce-plan/SKILL.md", "# ce-plan\nplan the work\n");
 
-/// Builds the directory mounted as the plugin view: a frozen stand-in
-/// (0555 directories, 0444 files). Swap this for a real `cestore checkout`
-/// view to run the sandbox test over one.
+/// Ingests a small release and checks out a real view of it: the directory
+/// the sandbox mounts.
 fn sandbox_view(env: &TestEnv) -> PathBuf {
+    let src = env.path("src");
+    util::minimal_plugin(&src, "1.0.0");
+    write(&src.join(VIEW_FILE.0), VIEW_FILE.1);
+    let digest = env.ingest_digest(&src, "1.0.0");
     let view = env.path("view");
-    write(
-        &view.join(".claude-plugin/plugin.json"),
-        r#"{"name": "compound-engineering", "version": "1.0.0"}"#,
-    );
-    write(&view.join(VIEW_FILE.0), VIEW_FILE.1);
-    freeze(&view);
+    assert_ok(&env.run([os("checkout"), os(&digest), view.as_os_str()]));
     view
-}
-
-/// Makes a tree read-only: 0444 files, 0555 directories.
-fn freeze(dir: &Path) {
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            freeze(&path);
-        } else {
-            chmod(&path, 0o444);
-        }
-    }
-    chmod(dir, 0o555);
-}
-
-/// Makes a frozen tree removable again.
-fn thaw(dir: &Path) {
-    chmod(dir, 0o755);
-    for entry in fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            thaw(&path);
-        }
-    }
 }
 
 /// Whether bubblewrap is installed and can make a sandbox here.
@@ -910,5 +884,5 @@ fn bwrap_sandbox_sees_the_view_read_only() {
         fs::read_to_string(view.join(VIEW_FILE.0)).unwrap(),
         VIEW_FILE.1
     );
-    thaw(&view);
+    assert_ok(&env.run([os("discard"), view.as_os_str()]));
 }
