@@ -124,7 +124,6 @@ pub struct WorkDir {
     name: String,
     fd: OwnedFd,
     tmp: OwnedFd,
-    staged: u64,
 }
 
 static WORK_DIRS: AtomicU64 = AtomicU64::new(0);
@@ -159,7 +158,6 @@ impl WorkDir {
             name,
             fd,
             tmp,
-            staged: 0,
         })
     }
 
@@ -176,21 +174,23 @@ impl WorkDir {
     /// Writes `data` to a new file in the work directory at the object's mode,
     /// and returns the file's name there.
     pub fn stage(&mut self, key: &ObjectKey, data: &[u8]) -> Result<String> {
-        let name = format!("{}{}", key.id, if key.executable { ".x" } else { "" });
-        let fd = rustix::fs::openat(
-            &self.fd,
-            name.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::from_raw_mode(0o400),
-        )
-        .map_err(|e| Error::io("create a staged object", self.path.join(&name), e))?;
-        let mut file = std::fs::File::from(fd);
-        file.write_all(data)
-            .map_err(|e| Error::io("write a staged object", self.path.join(&name), e))?;
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(key.mode()))
-            .map_err(|e| Error::io("set a staged object's mode", self.path.join(&name), e))?;
-        self.staged += 1;
-        Ok(name)
+        stage_at(self.fd.as_fd(), &self.path, "", key, data)
+    }
+
+    /// A subdirectory `s<i>` where one thread stages objects; staging on
+    /// several threads into several directories spreads the filesystem's
+    /// work over the cores.
+    pub fn stager(&self, i: usize) -> Result<Stager> {
+        let sub = format!("s{i}");
+        let path = self.path.join(&sub);
+        rustix::fs::mkdirat(&self.fd, sub.as_str(), Mode::from_raw_mode(0o700))
+            .ctx("create a staging directory", &path)?;
+        let fd = crate::source::open_dir(self.fd.as_fd(), sub.as_str()).ctx("open a staging directory", &path)?;
+        Ok(Stager {
+            fd,
+            prefix: format!("{sub}/"),
+            path,
+        })
     }
 
     /// Records, before they are published, the objects this operation is
@@ -249,6 +249,39 @@ impl WorkDir {
             Err(e) => Err(Error::io("publish an object", store.object_path(key), e)),
         }
     }
+}
+
+/// A staging subdirectory of a work directory, for one thread.
+pub struct Stager {
+    fd: OwnedFd,
+    prefix: String,
+    path: PathBuf,
+}
+
+impl Stager {
+    /// Writes `data` to a new file at the object's mode; returns its name
+    /// relative to the work directory, for [`WorkDir::publish`].
+    pub fn stage(&self, key: &ObjectKey, data: &[u8]) -> Result<String> {
+        stage_at(self.fd.as_fd(), &self.path, &self.prefix, key, data)
+    }
+}
+
+/// Writes one staged object into `dir` and returns `prefix` + its name.
+fn stage_at(dir: BorrowedFd<'_>, dir_path: &Path, prefix: &str, key: &ObjectKey, data: &[u8]) -> Result<String> {
+    let name = format!("{}{}", key.id, if key.executable { ".x" } else { "" });
+    let fd = rustix::fs::openat(
+        dir,
+        name.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o400),
+    )
+    .map_err(|e| Error::io("create a staged object", dir_path.join(&name), e))?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(data)
+        .map_err(|e| Error::io("write a staged object", dir_path.join(&name), e))?;
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(key.mode()))
+        .map_err(|e| Error::io("set a staged object's mode", dir_path.join(&name), e))?;
+    Ok(format!("{prefix}{name}"))
 }
 
 impl Drop for WorkDir {
