@@ -2,9 +2,9 @@
 //! once, and record the snapshot.
 
 use std::collections::HashMap;
-use std::sync::{mpsc, Mutex};
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::{mpsc, Mutex};
 
 use super::{host_name, user_name, Provenance, Report, TOOL_VERSION};
 use crate::catalogue::{IngestEvent, NewSnapshot};
@@ -98,7 +98,9 @@ fn walk_and_stage(
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get().saturating_sub(1))
         .clamp(1, 3);
-    let stagers = (0..threads).map(|i| work.stager(i)).collect::<Result<Vec<_>>>()?;
+    let stagers = (0..threads)
+        .map(|i| work.stager(i))
+        .collect::<Result<Vec<_>>>()?;
     let (tx, rx) = mpsc::sync_channel::<(ObjectKey, Vec<u8>)>(STAGING_QUEUE);
     let rx = Mutex::new(rx);
     std::thread::scope(|s| {
@@ -162,7 +164,10 @@ fn walk_and_stage(
         drop(tx);
         let mut staged = Vec::new();
         for w in workers {
-            staged.extend(w.join().map_err(|_| Error::Integrity("a staging thread panicked".into()))??);
+            staged.extend(
+                w.join()
+                    .map_err(|_| Error::Integrity("a staging thread panicked".into()))??,
+            );
         }
         let walked = walked.map_err(|e| match e {
             WalkError::Rejected(r) => Error::Rejected(r),

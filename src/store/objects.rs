@@ -185,7 +185,8 @@ impl WorkDir {
         let path = self.path.join(&sub);
         rustix::fs::mkdirat(&self.fd, sub.as_str(), Mode::from_raw_mode(0o700))
             .ctx("create a staging directory", &path)?;
-        let fd = crate::source::open_dir(self.fd.as_fd(), sub.as_str()).ctx("open a staging directory", &path)?;
+        let fd = crate::source::open_dir(self.fd.as_fd(), sub.as_str())
+            .ctx("open a staging directory", &path)?;
         Ok(Stager {
             fd,
             prefix: format!("{sub}/"),
@@ -267,7 +268,13 @@ impl Stager {
 }
 
 /// Writes one staged object into `dir` and returns `prefix` + its name.
-fn stage_at(dir: BorrowedFd<'_>, dir_path: &Path, prefix: &str, key: &ObjectKey, data: &[u8]) -> Result<String> {
+fn stage_at(
+    dir: BorrowedFd<'_>,
+    dir_path: &Path,
+    prefix: &str,
+    key: &ObjectKey,
+    data: &[u8],
+) -> Result<String> {
     let name = format!("{}{}", key.id, if key.executable { ".x" } else { "" });
     let fd = rustix::fs::openat(
         dir,

@@ -24,7 +24,7 @@ use cestore::digest::ManifestDigest;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::util::{self, assert_exit, assert_ok, chmod, parse_json, write, TestEnv};
+use crate::util::{self, assert_exit, assert_ok, chmod, parse_json, remove_tree, write, TestEnv};
 
 // ---------------------------------------------------------------------------
 // Harness
@@ -185,25 +185,6 @@ impl Drop for Env {
     fn drop(&mut self) {
         remove_tree(&self.base);
     }
-}
-
-/// Removes a tree, first giving its directories write permission.
-fn remove_tree(path: &Path) {
-    fn unlock(path: &Path) {
-        let Ok(meta) = fs::symlink_metadata(path) else {
-            return;
-        };
-        if meta.is_dir() {
-            let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o700));
-            if let Ok(entries) = fs::read_dir(path) {
-                for entry in entries.flatten() {
-                    unlock(&entry.path());
-                }
-            }
-        }
-    }
-    unlock(path);
-    let _ = fs::remove_dir_all(path);
 }
 
 /// One file of a snapshot as `show --files --json` lists it.

@@ -89,7 +89,7 @@ impl Drop for Scratch {
             eprintln!("kept {}", dir.keep().display());
             return;
         }
-        gen::remove_tree(&self.base);
+        util::remove_tree(&self.base);
         drop(dir);
     }
 }

@@ -2316,23 +2316,3 @@ pub fn plugin_tree(seed: u64, root: &Path) -> Case {
         bytes: g.bytes,
     }
 }
-
-/// Makes everything under `path` writable again (without following
-/// symlinks) so the directory can be removed, then removes it.
-pub fn remove_tree(path: &Path) {
-    fn unlock(path: &Path) {
-        let Ok(meta) = fs::symlink_metadata(path) else {
-            return;
-        };
-        if meta.is_dir() {
-            let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o700));
-            if let Ok(entries) = fs::read_dir(path) {
-                for entry in entries.flatten() {
-                    unlock(&entry.path());
-                }
-            }
-        }
-    }
-    unlock(path);
-    let _ = fs::remove_dir_all(path);
-}

@@ -39,7 +39,7 @@ use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write as _};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{symlink, MetadataExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -51,7 +51,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, write, TestEnv,
+    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, remove_tree, write, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -378,25 +378,6 @@ impl Drop for Env {
     fn drop(&mut self) {
         remove_tree(&self.base);
     }
-}
-
-/// Removes a tree, first giving its directories write permission.
-fn remove_tree(path: &Path) {
-    fn unlock(path: &Path) {
-        let Ok(meta) = fs::symlink_metadata(path) else {
-            return;
-        };
-        if meta.is_dir() {
-            let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o700));
-            if let Ok(entries) = fs::read_dir(path) {
-                for entry in entries.flatten() {
-                    unlock(&entry.path());
-                }
-            }
-        }
-    }
-    unlock(path);
-    let _ = fs::remove_dir_all(path);
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]

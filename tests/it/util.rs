@@ -184,3 +184,23 @@ pub fn skip_without_oracle(test: &str) -> bool {
     }
     false
 }
+
+/// Removes a tree that may hold read-only or unsearchable directories,
+/// first giving its directories (never its files) write permission.
+pub fn remove_tree(path: &Path) {
+    fn unlock(path: &Path) {
+        let Ok(meta) = fs::symlink_metadata(path) else {
+            return;
+        };
+        if meta.is_dir() {
+            let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o700));
+            if let Ok(entries) = fs::read_dir(path) {
+                for entry in entries.flatten() {
+                    unlock(&entry.path());
+                }
+            }
+        }
+    }
+    unlock(path);
+    let _ = fs::remove_dir_all(path);
+}

@@ -140,7 +140,7 @@ impl Env {
 
 impl Drop for Env {
     fn drop(&mut self) {
-        gen::remove_tree(&self.base);
+        util::remove_tree(&self.base);
     }
 }
 
@@ -657,7 +657,7 @@ impl OtherFs {
 impl Drop for OtherFs {
     fn drop(&mut self) {
         match self {
-            OtherFs::Shm(d) => gen::remove_tree(d.path()),
+            OtherFs::Shm(d) => util::remove_tree(d.path()),
             OtherFs::Mounted(p) => {
                 let _ = Command::new("umount").arg(&*p).status();
             }
