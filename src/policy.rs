@@ -317,6 +317,26 @@ pub enum Rejection {
 }
 
 impl Rejection {
+    /// The rejection for a `plugin.json` (at `path`) that fails the check.
+    pub fn from_manifest_problem(
+        problem: crate::pyjson::ManifestProblem,
+        path: PathBuf,
+    ) -> Rejection {
+        use crate::pyjson::ManifestProblem;
+        match problem {
+            ManifestProblem::Invalid(err) => Rejection::ManifestInvalid {
+                path,
+                reason: err.to_string(),
+            },
+            ManifestProblem::NotCompoundEngineering => Rejection::NotCompoundEngineering { path },
+            ManifestProblem::VersionMismatch { expected, got } => Rejection::VersionMismatch {
+                path,
+                expected,
+                got,
+            },
+        }
+    }
+
     /// A stable identifier of the rule broken, for JSON output and scripts.
     pub fn rule(&self) -> &'static str {
         use Rejection::*;

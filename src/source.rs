@@ -425,23 +425,8 @@ where
     fn check_release(&self, version: &str) -> Result<(), Rejection> {
         let manifest_path = self.full(b".claude-plugin/plugin.json");
         let bytes = self.plugin_json.as_deref().unwrap_or_default();
-        crate::pyjson::check_plugin_manifest(bytes, version).map_err(|problem| {
-            use crate::pyjson::ManifestProblem;
-            match problem {
-                ManifestProblem::Invalid(err) => Rejection::ManifestInvalid {
-                    path: manifest_path.clone(),
-                    reason: err.to_string(),
-                },
-                ManifestProblem::NotCompoundEngineering => Rejection::NotCompoundEngineering {
-                    path: manifest_path.clone(),
-                },
-                ManifestProblem::VersionMismatch { expected, got } => Rejection::VersionMismatch {
-                    path: manifest_path.clone(),
-                    expected,
-                    got,
-                },
-            }
-        })?;
+        crate::pyjson::check_plugin_manifest(bytes, version)
+            .map_err(|problem| Rejection::from_manifest_problem(problem, manifest_path))?;
         for skill in policy::REQUIRED_SKILLS {
             let rel = format!("skills/{skill}/SKILL.md");
             if !self.entries.iter().any(|e| e.path == rel) {
@@ -594,11 +579,12 @@ fn read_up_to(fd: &OwnedFd, buf: &mut Vec<u8>, limit: usize) -> io::Result<usize
     Ok(filled)
 }
 
-/// Lists a directory's names (without `.` and `..`) in Python's `str` order.
-fn list_sorted(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
+/// Lists a directory's names, without `.` and `..`, in no particular order.
+///
+/// It reads through a duplicate of the handle, not a re-open of ".", so that
+/// listing needs read permission only, as the reference's `scandir` does.
+pub(crate) fn list_names(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
     let mut names = Vec::new();
-    // A duplicate of the handle, not a re-open of ".", so that listing needs
-    // read permission only, as the reference's `scandir` does.
     for entry in rustix::fs::Dir::new(rustix::io::dup(dir)?)? {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
@@ -606,6 +592,12 @@ fn list_sorted(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
             names.push(name.to_vec());
         }
     }
+    Ok(names)
+}
+
+/// Lists a directory's names (without `.` and `..`) in Python's `str` order.
+fn list_sorted(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
+    let mut names = list_names(dir)?;
     if names.iter().all(|n| std::str::from_utf8(n).is_ok()) {
         // For valid UTF-8, byte order is code point order.
         names.sort_unstable();

@@ -58,14 +58,7 @@ fn scan_dir(
     buf: &mut [u8],
 ) -> Result<()> {
     let here = root.join(prefix);
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::read_from(dir).ctx("list a directory", &here)? {
-        let entry = entry.ctx("list a directory", &here)?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(name.to_vec());
-        }
-    }
+    let mut names = crate::source::list_names(dir).ctx("list a directory", &here)?;
     names.sort();
     for name in names {
         let text = String::from_utf8_lossy(&name);

@@ -436,18 +436,12 @@ pub fn split_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {
 
 /// A unique temporary name for building `name` beside it.
 pub fn temp_name(name: &OsStr) -> String {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
     let short: String = String::from_utf8_lossy(name.as_bytes())
         .chars()
         .take(40)
         .collect();
     format!(
-        ".{short}.cestore-tmp-{}-{nanos}-{}",
-        std::process::id(),
-        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ".{short}.cestore-tmp-{}",
+        crate::store::objects::unique_suffix()
     )
 }

@@ -10,12 +10,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::ingest::{IngestReport, IngestStats};
-use super::{host_name, user_name, Provenance, TOOL_VERSION};
-use crate::catalogue::{IngestEvent, NewSnapshot};
+use super::ingest::{publish_and_record, IngestReport, Staged};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, Result};
-use crate::manifest::{Manifest, SCHEMA_VERSION};
+use crate::manifest::Manifest;
 use crate::policy::{self, Rejection};
 use crate::pyjson::{self, Value};
 use crate::store::objects::{check_object, ObjectState};
@@ -167,64 +165,25 @@ where
 
     let mut work = store.work_dir("adopt")?;
     let mut staged = Vec::new();
-    let mut bytes_written = 0;
+    let mut bytes = 0;
     for w in &wanted {
         if let Some(data) = delivered.remove(&w.key) {
-            bytes_written += data.len() as u64;
+            bytes += data.len() as u64;
             staged.push((work.stage(&w.key, &data)?, w.key));
         }
     }
-    work.note_publishing(staged.iter().map(|(_, key)| key))?;
-    let mut new_objects = 0u64;
-    for (name, key) in &staged {
-        if work.publish(&store, name, key)? {
-            new_objects += 1;
-        } else {
-            reused += 1;
-        }
-    }
-    if new_objects > 0 {
-        store.sync()?;
-    }
-    let already_present = store.catalogue().has_snapshot(&manifest.digest)?;
-    store.catalogue_mut().record_ingest(
-        &NewSnapshot {
-            name: policy::PLUGIN_NAME,
+    publish_and_record(
+        &mut store,
+        work,
+        Staged {
+            manifest: &manifest,
             version: &version,
-            digest: manifest.digest,
-            manifest: &manifest.bytes,
-            entries: &manifest.entries,
+            source,
+            objects: staged,
+            reused,
+            bytes,
         },
-        &IngestEvent {
-            digest: manifest.digest,
-            at: String::new(),
-            source: source.to_string(),
-            host: host_name(),
-            user: user_name(),
-            tool_version: TOOL_VERSION.to_string(),
-            new_objects: new_objects as i64,
-            reused_objects: reused as i64,
-        },
-    )?;
-    drop(work);
-    Ok(IngestReport {
-        provenance: Provenance {
-            name: policy::PLUGIN_NAME.to_string(),
-            version,
-            manifest_schema_version: i64::from(SCHEMA_VERSION),
-            manifest_digest: manifest.digest,
-            file_count: manifest.entries.len() as i64,
-            total_bytes: manifest.total_bytes() as i64,
-        },
-        ingest: IngestStats {
-            source: source.to_string(),
-            store: store.root().display().to_string(),
-            already_present,
-            new_objects,
-            reused_objects: reused,
-            bytes_written: if new_objects > 0 { bytes_written } else { 0 },
-        },
-    })
+    )
 }
 
 /// Checks `plugin.json` as an ingest does and returns its version.
@@ -260,19 +219,7 @@ fn check_plugin_json(
         .ok_or_else(|| {
             AdoptError::NoVersion(value.get("version").map_or("None".into(), Value::py_repr))
         })?;
-    pyjson::check_plugin_manifest(&bytes, &version).map_err(|problem| match problem {
-        pyjson::ManifestProblem::Invalid(e) => Rejection::ManifestInvalid {
-            path: path.clone(),
-            reason: e.to_string(),
-        },
-        pyjson::ManifestProblem::NotCompoundEngineering => {
-            Rejection::NotCompoundEngineering { path: path.clone() }
-        }
-        pyjson::ManifestProblem::VersionMismatch { expected, got } => Rejection::VersionMismatch {
-            path: path.clone(),
-            expected,
-            got,
-        },
-    })?;
+    pyjson::check_plugin_manifest(&bytes, &version)
+        .map_err(|problem| Rejection::from_manifest_problem(problem, path))?;
     Ok(version)
 }

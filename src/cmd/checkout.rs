@@ -91,11 +91,7 @@ pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<Checkou
     // A marker in the store names the temporary view, so that gc can remove
     // it if this process dies before publishing.
     let work = store.work_dir("checkout")?;
-    std::fs::write(
-        work.path().join("target"),
-        tmp_path.as_os_str().as_encoded_bytes(),
-    )
-    .ctx("write a checkout marker", work.path())?;
+    work.mark_target(&tmp_path)?;
     let built =
         view::build(&store, &entries, parent_fd.as_fd(), &tmp, &dest, method).and_then(|built| {
             view::publish(parent_fd.as_fd(), &tmp, name.as_os_str(), &dest)?;

@@ -13,12 +13,12 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::AtFlags;
 
-use super::verify::{in_flight_objects, is_temp_view, list_objects, read_names, stale_work_dirs};
+use super::verify::{in_flight_objects, is_temp_view, list_objects, read_names};
 use super::{resolve, Report};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
-use crate::store::objects::remove_tree_at;
+use crate::store::objects::{remove_tree_at, work_dirs};
 use crate::store::{LockMode, Store, TMP_DIR, VIEWS_DIR};
 
 /// The report of `cestore rm`.
@@ -162,9 +162,13 @@ fn plan(store: &Store) -> Result<GcPlan> {
             .unwrap_or(0);
         objects.push((path, size));
     }
-    let work_dirs = stale_work_dirs(store)?
+    let work_dirs = work_dirs(store)?
         .into_iter()
-        .map(|l| (l.name, l.target))
+        .filter(|w| !w.live)
+        .map(|w| {
+            let target = w.target();
+            (w.name, target)
+        })
         .collect();
     let views_path = store.root().join(VIEWS_DIR);
     let views = crate::source::open_dir(store.dir(), VIEWS_DIR)

@@ -202,71 +202,104 @@ pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestRepor
     let work = store.work_dir("ingest")?;
     let (walked, pending, bytes_staged) = walk_and_stage(&store, &work, &source, opts)?;
 
-    let mut new_objects = 0;
-    let mut reused_objects = 0;
-    let mut bytes_written = 0;
-    work.note_publishing(
-        pending
-            .iter()
-            .filter(|(_, state)| matches!(state, Pending::Staged(_)))
-            .map(|(key, _)| key),
-    )?;
-    for (key, state) in &pending {
+    let manifest = Manifest::new(walked.entries);
+    let mut staged = Vec::new();
+    let mut reused = 0;
+    for (key, state) in pending {
         match state {
-            Pending::Reused => reused_objects += 1,
-            Pending::Staged(name) => {
-                if work.publish(&store, name, key)? {
-                    new_objects += 1;
-                } else {
-                    reused_objects += 1;
-                }
-            }
+            Pending::Reused => reused += 1,
+            Pending::Staged(name) => staged.push((name, key)),
+        }
+    }
+    publish_and_record(
+        &mut store,
+        work,
+        Staged {
+            manifest: &manifest,
+            version: opts.version,
+            source: &source.root().display().to_string(),
+            objects: staged,
+            reused,
+            bytes: bytes_staged,
+        },
+    )
+}
+
+/// What an ingest (or an adoption) has staged, ready to become a snapshot.
+pub(crate) struct Staged<'a> {
+    /// The snapshot's manifest.
+    pub manifest: &'a Manifest,
+    /// The release version.
+    pub version: &'a str,
+    /// Where it came from, for the ingest event.
+    pub source: &'a str,
+    /// The staged objects: their names in the work directory, and keys.
+    pub objects: Vec<(String, ObjectKey)>,
+    /// Distinct objects found already stored.
+    pub reused: u64,
+    /// The bytes of the staged objects.
+    pub bytes: u64,
+}
+
+/// The common end of ingest and adopt: lists the staged objects as in flight,
+/// publishes them without overwriting, makes them durable with one `syncfs`,
+/// and records the snapshot and its ingest event in one transaction.
+pub(crate) fn publish_and_record(
+    store: &mut Store,
+    work: WorkDir,
+    s: Staged<'_>,
+) -> Result<IngestReport> {
+    work.note_publishing(s.objects.iter().map(|(_, key)| key))?;
+    let mut new_objects = 0u64;
+    let mut reused = s.reused;
+    for (name, key) in &s.objects {
+        if work.publish(store, name, key)? {
+            new_objects += 1;
+        } else {
+            reused += 1;
         }
     }
     if new_objects > 0 {
-        bytes_written = bytes_staged;
         store.sync()?;
     }
-    let manifest = Manifest::new(walked.entries);
-    let digest = manifest.digest;
+    let digest = s.manifest.digest;
     let already_present = store.catalogue().has_snapshot(&digest)?;
-    let event = IngestEvent {
-        digest,
-        at: String::new(),
-        source: source.root().display().to_string(),
-        host: host_name(),
-        user: user_name(),
-        tool_version: TOOL_VERSION.to_string(),
-        new_objects,
-        reused_objects,
-    };
     store.catalogue_mut().record_ingest(
         &NewSnapshot {
             name: policy::PLUGIN_NAME,
-            version: opts.version,
+            version: s.version,
             digest,
-            manifest: &manifest.bytes,
-            entries: &manifest.entries,
+            manifest: &s.manifest.bytes,
+            entries: &s.manifest.entries,
         },
-        &event,
+        &IngestEvent {
+            digest,
+            at: String::new(),
+            source: s.source.to_string(),
+            host: host_name(),
+            user: user_name(),
+            tool_version: TOOL_VERSION.to_string(),
+            new_objects: new_objects as i64,
+            reused_objects: reused as i64,
+        },
     )?;
     drop(work);
     Ok(IngestReport {
         provenance: Provenance {
             name: policy::PLUGIN_NAME.to_string(),
-            version: opts.version.to_string(),
+            version: s.version.to_string(),
             manifest_schema_version: i64::from(SCHEMA_VERSION),
             manifest_digest: digest,
-            file_count: manifest.entries.len() as i64,
-            total_bytes: walked.total_bytes as i64,
+            file_count: s.manifest.entries.len() as i64,
+            total_bytes: s.manifest.total_bytes() as i64,
         },
         ingest: IngestStats {
-            source: source.root().display().to_string(),
+            source: s.source.to_string(),
             store: store.root().display().to_string(),
             already_present,
-            new_objects: new_objects as u64,
-            reused_objects: reused_objects as u64,
-            bytes_written,
+            new_objects,
+            reused_objects: reused,
+            bytes_written: if new_objects > 0 { s.bytes } else { 0 },
         },
     })
 }

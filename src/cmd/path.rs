@@ -79,11 +79,7 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
     // temporary view, so that gc can remove it if this process dies.
     let tmp = view::temp_name(std::ffi::OsStr::new(&hex));
     let work = store.work_dir("path")?;
-    std::fs::write(
-        work.path().join("target"),
-        path.with_file_name(&tmp).as_os_str().as_encoded_bytes(),
-    )
-    .ctx("write a path marker", work.path())?;
+    work.mark_target(&path.with_file_name(&tmp))?;
     let built = match view::build(&store, &entries, views.as_fd(), &tmp, &path, Method::Auto) {
         Ok(b) => b,
         Err(e) => {

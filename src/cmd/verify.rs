@@ -13,14 +13,14 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::{resolve, Report};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::manifest::{Entry, Manifest};
 use crate::progress::Progress;
-use crate::store::objects::{judge, ObjectState};
+use crate::store::objects::{judge, work_dirs, ObjectState};
 use crate::store::{LockMode, ObjectKey, Store, OBJECTS_DIR, TMP_DIR, VIEWS_DIR};
 use crate::tree::{self, Difference};
 
@@ -173,6 +173,7 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
     }
 
     let damaged = check_objects(&store, &users, opts.progress, &mut report);
+    let broken: Vec<ObjectKey> = damaged.iter().map(|(key, _, _)| *key).collect();
     for (key, kind, detail) in damaged {
         let (_, snaps, _) = &users[&key];
         report.problems.push(Problem {
@@ -189,7 +190,7 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
     }
 
     if let Some(dir) = opts.repair_from {
-        repair(&store, dir, &users, &mut report)?;
+        repair(&store, dir, &broken, &mut report)?;
     }
 
     if all {
@@ -366,20 +367,9 @@ fn check_one(
 fn repair(
     store: &Store,
     dir: &Path,
-    users: &BTreeMap<ObjectKey, (u64, BTreeSet<ManifestDigest>, String)>,
+    broken: &[ObjectKey],
     report: &mut VerifyReport,
 ) -> Result<()> {
-    let broken: Vec<ObjectKey> = report
-        .problems
-        .iter()
-        .filter(|p| p.severity == Severity::Corruption)
-        .filter_map(|p| {
-            users
-                .keys()
-                .find(|k| store.object_path(k).to_string_lossy() == p.path)
-                .copied()
-        })
-        .collect();
     if broken.is_empty() {
         return Ok(());
     }
@@ -391,7 +381,7 @@ fn repair(
         }
     }
     let mut work = store.work_dir("repair")?;
-    for key in broken {
+    for key in broken.iter().copied() {
         let Some(src) = by_id.get(&key.id) else {
             continue;
         };
@@ -448,29 +438,11 @@ fn find_orphans(store: &Store, report: &mut VerifyReport) -> Result<()> {
 /// The objects that live operations (their work directories still locked)
 /// are publishing.
 pub fn in_flight_objects(store: &Store) -> Result<std::collections::HashSet<ObjectKey>> {
-    let tmp_path = store.root().join(TMP_DIR);
-    let tmp =
-        crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
-    let mut out = std::collections::HashSet::new();
-    for name in read_names(tmp.as_fd(), &tmp_path)? {
-        let live = crate::source::open_dir(tmp.as_fd(), name.as_str())
-            .is_ok_and(|fd| rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_err());
-        if !live {
-            continue;
-        }
-        let Ok(list) = std::fs::read_to_string(
-            tmp_path
-                .join(&name)
-                .join(crate::store::objects::PUBLISHING_LIST),
-        ) else {
-            continue;
-        };
-        out.extend(list.lines().filter_map(|l| {
-            let (shard, file) = l.split_once('/')?;
-            ObjectKey::from_parts(shard, file)
-        }));
-    }
-    Ok(out)
+    Ok(work_dirs(store)?
+        .iter()
+        .filter(|w| w.live)
+        .flat_map(|w| w.publishing())
+        .collect())
 }
 
 /// Every file under `objects/`, with its key when its name is one.
@@ -496,14 +468,11 @@ pub fn list_objects(store: &Store) -> Result<Vec<(PathBuf, Option<ObjectKey>)>> 
 
 /// The names in a directory, sorted, without `.` and `..`.
 pub fn read_names(dir: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<Vec<String>> {
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::read_from(dir).ctx("list a directory", path)? {
-        let entry = entry.ctx("list a directory", path)?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name != "." && name != ".." {
-            names.push(name);
-        }
-    }
+    let mut names: Vec<String> = crate::source::list_names(dir)
+        .ctx("list a directory", path)?
+        .into_iter()
+        .map(|n| String::from_utf8_lossy(&n).into_owned())
+        .collect();
     names.sort();
     Ok(names)
 }
@@ -513,37 +482,8 @@ pub fn is_temp_view(name: &str) -> bool {
     name.starts_with('.') && name.contains(".cestore-tmp-")
 }
 
-/// A work directory under `tmp/` and whether its owner is gone.
-pub struct Leftover {
-    /// The work directory's name.
-    pub name: String,
-    /// The temporary view it names, for a checkout.
-    pub target: Option<PathBuf>,
-}
-
-/// Lists work directories whose owner has died (their flock is free).
-pub fn stale_work_dirs(store: &Store) -> Result<Vec<Leftover>> {
-    let tmp_path = store.root().join(TMP_DIR);
-    let tmp =
-        crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
-    let mut out = Vec::new();
-    for name in read_names(tmp.as_fd(), &tmp_path)? {
-        let stale = match crate::source::open_dir(tmp.as_fd(), name.as_str()) {
-            Ok(fd) => rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_ok(),
-            Err(_) => true,
-        };
-        if stale {
-            let target = std::fs::read(tmp_path.join(&name).join("target"))
-                .ok()
-                .map(|b| PathBuf::from(String::from_utf8_lossy(&b).into_owned()));
-            out.push(Leftover { name, target });
-        }
-    }
-    Ok(out)
-}
-
 fn find_leftovers(store: &Store, report: &mut VerifyReport) -> Result<()> {
-    for left in stale_work_dirs(store)? {
+    for left in work_dirs(store)?.into_iter().filter(|w| !w.live) {
         let path = store.root().join(TMP_DIR).join(&left.name);
         report.problems.push(problem(
             "leftover-temporary",
@@ -551,7 +491,7 @@ fn find_leftovers(store: &Store, report: &mut VerifyReport) -> Result<()> {
             &path,
             "left by an operation that did not finish".into(),
         ));
-        if let Some(t) = left.target.filter(|t| rustix::fs::lstat(t).is_ok()) {
+        if let Some(t) = left.target().filter(|t| rustix::fs::lstat(t).is_ok()) {
             report.problems.push(problem(
                 "leftover-temporary",
                 Severity::Garbage,

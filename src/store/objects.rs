@@ -126,10 +126,25 @@ pub struct WorkDir {
     tmp: OwnedFd,
 }
 
-static WORK_DIRS: AtomicU64 = AtomicU64::new(0);
+/// A suffix no other name made by this machine's processes shares:
+/// `<pid>-<nanoseconds>-<counter>`.
+pub fn unique_suffix() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{nanos:09}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
 
 /// The file in a work directory that lists the objects it is publishing.
 pub const PUBLISHING_LIST: &str = "publishing";
+/// The file in a work directory that names the temporary view it is building.
+pub const TARGET_MARKER: &str = "target";
 
 impl WorkDir {
     /// Creates a new locked work directory for the operation `op`.
@@ -137,15 +152,7 @@ impl WorkDir {
         let tmp_path = store.root().join(TMP_DIR);
         let tmp = crate::source::open_dir(store.dir(), TMP_DIR)
             .ctx("open the store's tmp directory", &tmp_path)?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let name = format!(
-            "{op}-{}-{nanos:09}-{}",
-            std::process::id(),
-            WORK_DIRS.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = format!("{op}-{}", unique_suffix());
         let path = tmp_path.join(&name);
         rustix::fs::mkdirat(&tmp, name.as_str(), Mode::from_raw_mode(0o700))
             .ctx("create a work directory", &path)?;
@@ -207,6 +214,16 @@ impl WorkDir {
             .ctx("write the list of objects in flight", &self.path)
     }
 
+    /// Records the temporary view this operation builds (outside the work
+    /// directory), so that gc can remove it if the operation dies.
+    pub fn mark_target(&self, view: &Path) -> Result<()> {
+        std::fs::write(
+            self.path.join(TARGET_MARKER),
+            view.as_os_str().as_encoded_bytes(),
+        )
+        .ctx("write a view marker", &self.path)
+    }
+
     /// Moves a staged file into `objects/` without overwriting. Returns
     /// `false` when the object was already stored (the staged copy is dropped).
     pub fn publish(&self, store: &Store, staged: &str, key: &ObjectKey) -> Result<bool> {
@@ -250,6 +267,61 @@ impl WorkDir {
             Err(e) => Err(Error::io("publish an object", store.object_path(key), e)),
         }
     }
+}
+
+/// A work directory found under `tmp/`, and whether its operation still runs.
+pub struct FoundWorkDir {
+    /// Its name under `tmp/`.
+    pub name: String,
+    /// Whether its exclusive flock is still held (its operation is alive).
+    pub live: bool,
+    path: PathBuf,
+}
+
+impl FoundWorkDir {
+    /// The temporary view its operation was building, if it names one.
+    pub fn target(&self) -> Option<PathBuf> {
+        let bytes = std::fs::read(self.path.join(TARGET_MARKER)).ok()?;
+        Some(PathBuf::from(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// The objects its operation listed before publishing them.
+    pub fn publishing(&self) -> Vec<ObjectKey> {
+        let Ok(list) = std::fs::read_to_string(self.path.join(PUBLISHING_LIST)) else {
+            return Vec::new();
+        };
+        list.lines()
+            .filter_map(|l| {
+                let (shard, file) = l.split_once('/')?;
+                ObjectKey::from_parts(shard, file)
+            })
+            .collect()
+    }
+}
+
+/// Every work directory under `tmp/`, sorted by name, each with whether its
+/// operation is alive: a live operation holds its directory's flock.
+pub fn work_dirs(store: &Store) -> Result<Vec<FoundWorkDir>> {
+    let tmp_path = store.root().join(TMP_DIR);
+    let tmp =
+        crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
+    let mut names =
+        crate::source::list_names(tmp.as_fd()).ctx("list the tmp directory", &tmp_path)?;
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            let live = crate::source::open_dir(tmp.as_fd(), name.as_slice()).is_ok_and(|fd| {
+                rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_err()
+            });
+            let name = String::from_utf8_lossy(&name).into_owned();
+            FoundWorkDir {
+                path: tmp_path.join(&name),
+                name,
+                live,
+            }
+        })
+        .collect())
 }
 
 /// A staging subdirectory of a work directory, for one thread.
@@ -316,16 +388,9 @@ fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::
             rustix::fs::chmodat(parent, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
         }
         let dir = crate::source::open_dir(parent, name)?;
-        let mut names = Vec::new();
-        for entry in rustix::fs::Dir::read_from(&dir)? {
-            let entry = entry?;
-            let n = entry.file_name();
-            if n.to_bytes() != b"." && n.to_bytes() != b".." {
-                names.push(n.to_owned());
-            }
-        }
-        for n in &names {
-            remove_tree_inner(dir.as_fd(), n)?;
+        for n in crate::source::list_names(dir.as_fd())? {
+            let n = std::ffi::CString::new(n).map_err(std::io::Error::other)?;
+            remove_tree_inner(dir.as_fd(), &n)?;
         }
         match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
