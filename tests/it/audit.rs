@@ -34,19 +34,15 @@ use crate::util::{self, assert_exit, assert_ok, chmod, parse_json, remove_tree, 
 /// even though views leave read-only directories behind.
 struct Env {
     t: TestEnv,
-    base: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
-        let mut t = TestEnv::new();
-        let base = t.dir.path().canonicalize().expect("canonical temp dir");
-        t.store = base.join("store");
-        Env { t, base }
+        Env { t: TestEnv::new() }
     }
 
     fn at(&self, rel: &str) -> PathBuf {
-        self.base.join(rel)
+        self.t.base.join(rel)
     }
 
     fn store(&self) -> &Path {
@@ -178,12 +174,6 @@ impl Env {
             .iter()
             .map(|s| s["digest"].as_str().expect("digest").to_string())
             .collect()
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        remove_tree(&self.base);
     }
 }
 

@@ -51,7 +51,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, remove_tree, write, TestEnv,
+    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, write, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -222,15 +222,11 @@ fn text(out: &Output) -> String {
 /// drop even though views leave read-only directories behind.
 struct Env {
     t: TestEnv,
-    base: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
-        let mut t = TestEnv::new();
-        let base = t.dir.path().canonicalize().expect("canonical temp dir");
-        t.store = base.join("store");
-        Env { t, base }
+        Env { t: TestEnv::new() }
     }
 
     /// An environment whose store lives at `store` (e.g. on a tmpfs).
@@ -241,7 +237,7 @@ impl Env {
     }
 
     fn at(&self, rel: &str) -> PathBuf {
-        self.base.join(rel)
+        self.t.base.join(rel)
     }
 
     fn store(&self) -> &Path {
@@ -371,12 +367,6 @@ impl Env {
             .iter()
             .map(|v| v["path"].as_str().expect("path").to_string())
             .collect()
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        remove_tree(&self.base);
     }
 }
 
@@ -2178,7 +2168,7 @@ fn read_only_store_fails_clearly() {
     assert!(stderr.contains("Read-only file system"), "{stderr}");
     assert!(!exists(&dest));
     assert_eq!(
-        names_in(&env.base)
+        names_in(&env.t.base)
             .iter()
             .filter(|n| n.contains("cestore-tmp"))
             .count(),

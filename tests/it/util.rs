@@ -9,9 +9,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A fresh temporary directory with a store inside it.
+/// A fresh temporary directory with a store inside it, removed on drop even
+/// when views or tests left read-only directories in it.
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
+    /// The directory's canonical path.
+    pub base: PathBuf,
     pub store: PathBuf,
 }
 
@@ -21,13 +24,14 @@ impl TestEnv {
             .prefix("cestore-it-")
             .tempdir()
             .expect("create temp dir");
-        let store = dir.path().join("store");
-        TestEnv { dir, store }
+        let base = dir.path().canonicalize().expect("canonical temp dir");
+        let store = base.join("store");
+        TestEnv { dir, base, store }
     }
 
     /// A path inside the test's directory.
     pub fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
+        self.base.join(rel)
     }
 
     /// A `cestore` command with `--store` set to this test's store.
@@ -80,6 +84,12 @@ impl TestEnv {
             .as_str()
             .expect("digest in report")
             .to_string()
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        remove_tree(&self.base);
     }
 }
 

@@ -34,18 +34,15 @@ use crate::util::{
 /// though views leave read-only directories behind.
 struct Env {
     t: TestEnv,
-    base: PathBuf,
 }
 
 impl Env {
     fn new() -> Env {
-        let t = TestEnv::new();
-        let base = t.dir.path().canonicalize().expect("canonical temp dir");
-        Env { t, base }
+        Env { t: TestEnv::new() }
     }
 
     fn at(&self, rel: &str) -> PathBuf {
-        self.base.join(rel)
+        self.t.base.join(rel)
     }
 
     fn store(&self) -> &Path {
@@ -135,12 +132,6 @@ impl Env {
 
     fn object(&self, sha256: &str, executable: bool) -> PathBuf {
         object_path(self.store(), sha256, executable)
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        util::remove_tree(&self.base);
     }
 }
 
@@ -914,7 +905,7 @@ fn empty_files_are_fresh() {
 #[test]
 fn exdev_copies_across_filesystems() {
     let env = Env::new();
-    let other = match OtherFs::find(&env.base) {
+    let other = match OtherFs::find(&env.t.base) {
         Ok(o) => o,
         Err(why) => {
             eprintln!("skipping exdev_copies_across_filesystems: {why}");
@@ -986,7 +977,7 @@ fn emlink_copies_at_the_link_limit() {
     let env = Env::new();
     let fstype = Command::new("stat")
         .args(["-f", "-c", "%T"])
-        .arg(&env.base)
+        .arg(&env.t.base)
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
@@ -1065,7 +1056,7 @@ fn emlink_copies_at_the_link_limit() {
     let err = assert_exit(&env.checkout(&d, &dest2, &["--require-hardlinks"]), 6);
     assert!(err.contains("EMLINK"), "{err}");
     assert!(!exists(&dest2));
-    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
+    assert_eq!(tmp_siblings(&env.t.base), Vec::<String>::new());
 
     fs::remove_dir_all(&scratch).expect("remove scratch links");
     // Below the limit again: the file is linked.
@@ -1219,7 +1210,7 @@ fn tampered_objects_are_refused() {
     );
     assert!(err.contains("cestore verify"), "{err}");
     assert!(!exists(&b), "no DEST after a refused checkout");
-    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
+    assert_eq!(tmp_siblings(&env.t.base), Vec::<String>::new());
     // The shared view is refused too.
     let err = assert_exit(&env.run(["path", d.as_str()]), 1);
     assert!(err.contains("cestore verify"), "{err}");
@@ -1247,7 +1238,7 @@ fn tampered_objects_are_refused() {
     );
     assert!(err.contains("cestore verify"), "{err}");
     assert!(!exists(&c));
-    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
+    assert_eq!(tmp_siblings(&env.t.base), Vec::<String>::new());
     // --json carries the same verdict.
     let out = env.checkout(&d, &c, &[]);
     assert_exit(&out, 1);
@@ -1416,7 +1407,7 @@ fn checkout_publishes_atomically() {
 
     // A checkout that fails half-way (a hard link refused across filesystems)
     // removes its temporary tree.
-    if let Ok(other) = OtherFs::find(&env.base) {
+    if let Ok(other) = OtherFs::find(&env.t.base) {
         let p = other.dir();
         let dest3 = p.join("view3");
         assert_exit(&env.checkout(&d, &dest3, &["--method", "hardlink"]), 6);
@@ -1549,7 +1540,7 @@ fn bad_requests() {
     // A longer prefix that tells them apart works.
     let n = (1..64).find(|&n| one[..n] != two[..n]).unwrap();
     env.checkout_ok(&one[..n], &dest, &[]);
-    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
+    assert_eq!(tmp_siblings(&env.t.base), Vec::<String>::new());
 }
 
 // ---------------------------------------------------------------------------
@@ -1565,12 +1556,12 @@ fn path_works_for_an_unprivileged_user() {
         return;
     }
     let env = Env::new();
-    chmod(&env.base, 0o755);
+    chmod(&env.t.base, 0o755);
     let src = env.at("src");
     minimal_plugin(&src, "1.0.0");
     let chown = Command::new("chown")
         .args(["-R", "65534:65534"])
-        .arg(&env.base)
+        .arg(&env.t.base)
         .status()
         .expect("chown");
     assert!(chown.success());
