@@ -29,6 +29,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0002_view_identity",
         include_str!("../migrations/0002_view_identity.sql"),
     ),
+    (
+        "0003_event_kind",
+        include_str!("../migrations/0003_event_kind.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -74,6 +78,9 @@ pub struct NewSnapshot<'a> {
     pub manifest: &'a [u8],
     /// The entries `manifest` encodes.
     pub entries: &'a [Entry],
+    /// When it was first ingested, when that is known from elsewhere (a
+    /// recovered row); now when `None`.
+    pub first_ingested_at: Option<&'a str>,
 }
 
 /// One ingest event.
@@ -81,6 +88,9 @@ pub struct NewSnapshot<'a> {
 pub struct IngestEvent {
     /// The snapshot ingested.
     pub digest: ManifestDigest,
+    /// What happened: `ingest`, `recovered` (a row rebuilt by `cestore
+    /// recover` from a manifest on disk) or `repair`.
+    pub event: String,
     /// When (UTC, RFC 3339).
     pub at: String,
     /// The source directory or remote.
@@ -125,13 +135,45 @@ const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
 impl Catalogue {
     /// Opens (creating when absent) and migrates the catalogue at `path`.
-    pub fn open(path: &Path) -> Result<Catalogue> {
+    ///
+    /// A catalogue that is missing, empty, unreadable or without a schema is
+    /// refused before anything is written when `holds_data` (asked only
+    /// then) says the store holds objects or manifests: such a catalogue does
+    /// not know them.
+    pub fn open(path: &Path, holds_data: impl FnOnce() -> Result<bool>) -> Result<Catalogue> {
+        let mut holds_data = Some(holds_data);
+        let mut answer = None;
+        let mut allow_new = move || -> Result<bool> {
+            if let Some(f) = holds_data.take() {
+                answer = Some(!f()?);
+            }
+            Ok(answer.unwrap_or(false))
+        };
         let err = |op, source| Error::Catalogue {
             op,
             path: path.to_path_buf(),
             source,
         };
-        let conn = Connection::open(path).map_err(|e| err("open the database", e))?;
+        let lost = |reason: &str| Error::CatalogueLost {
+            path: path.to_path_buf(),
+            reason: reason.to_string(),
+        };
+        let reason = match probe(path) {
+            Probe::Missing => Some("is missing"),
+            Probe::Empty => Some("is empty"),
+            Probe::NotSqlite => Some("is not an SQLite database"),
+            Probe::Sqlite => None,
+        };
+        if let Some(reason) = reason {
+            if !allow_new()? {
+                return Err(lost(reason));
+            }
+        }
+        let conn = match Connection::open(path) {
+            Ok(c) => c,
+            Err(e) if allow_new()? => return Err(err("open the database", e)),
+            Err(e) => return Err(lost(&format!("cannot be opened ({e})"))),
+        };
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| err("set the busy timeout", e))?;
         let mut cat = Catalogue {
@@ -140,8 +182,20 @@ impl Catalogue {
         };
         // Read-only checks first: a catalogue this build must refuse is left
         // byte for byte as it was.
-        let found = Self::user_version(&cat.conn).map_err(|e| err("read the schema version", e))?;
+        let found = match Self::user_version(&cat.conn) {
+            Ok(v) => v,
+            Err(e) if allow_new()? => return Err(err("read the schema version", e)),
+            Err(e) => return Err(lost(&format!("cannot be read ({e})"))),
+        };
+        if found < 0 {
+            return Err(lost(&format!("has a damaged schema version ({found})")));
+        }
         cat.check_not_newer(found)?;
+        if found == 0 && !allow_new()? {
+            return Err(lost(
+                "holds no schema (it is new, was emptied, or lost its write-ahead log)",
+            ));
+        }
         cat.conn
             .pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| err("switch to WAL mode", e))?;
@@ -160,16 +214,6 @@ impl Catalogue {
         Ok(cat)
     }
 
-    /// Opens an existing catalogue without creating or migrating anything.
-    pub fn open_existing(path: &Path) -> Result<Catalogue> {
-        if !path.exists() {
-            return Err(Error::NotFound {
-                what: "catalogue",
-                path: path.to_path_buf(),
-            });
-        }
-        Catalogue::open(path)
-    }
 
     fn err(&self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + '_ {
         move |source| Error::Catalogue {
@@ -199,7 +243,7 @@ impl Catalogue {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(err("begin the migration"))?;
         let found = Self::user_version(&tx).map_err(err("read the schema version"))?;
-        if found > SCHEMA_VERSION {
+        if !(0..=SCHEMA_VERSION).contains(&found) {
             drop(tx);
             return self.check_not_newer(found);
         }
@@ -260,7 +304,7 @@ impl Catalogue {
                 &format!(
                     "INSERT OR IGNORE INTO snapshots
                      (digest, name, version, schema_version, file_count, total_bytes, manifest, first_ingested_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, {NOW})"
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(?8, {NOW}))"
                 ),
                 params![
                     snap.digest.to_hex(),
@@ -270,43 +314,30 @@ impl Catalogue {
                     snap.entries.len() as i64,
                     snap.entries.iter().map(|e| e.size).sum::<u64>() as i64,
                     snap.manifest,
+                    snap.first_ingested_at,
                 ],
             )
             .map_err(err("record the snapshot"))?
             == 1;
         if inserted {
             let id = tx.last_insert_rowid();
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT INTO files (snapshot_id, seq, path, sha256, size, executable)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(err("prepare the file rows"))?;
-            for (seq, e) in snap.entries.iter().enumerate() {
-                stmt.execute(params![
-                    id,
-                    seq as i64,
-                    e.path,
-                    e.sha256.to_hex(),
-                    e.size as i64,
-                    e.executable
-                ])
-                .map_err(err("record a file row"))?;
-            }
+            insert_files(&tx, id, snap.entries).map_err(err("record a file row"))?;
         }
         tx.execute(
             &format!(
-                "INSERT INTO ingests (digest, at, source, host, user, tool_version, new_objects, reused_objects)
-                 VALUES (?1, {NOW}, ?2, ?3, ?4, ?5, ?6, ?7)"
+                "INSERT INTO ingests (digest, event, at, source, host, user, tool_version, new_objects, reused_objects)
+                 VALUES (?1, ?2, coalesce(nullif(?9, ''), {NOW}), ?3, ?4, ?5, ?6, ?7, ?8)"
             ),
             params![
                 event.digest.to_hex(),
+                event.event,
                 event.source,
                 event.host,
                 event.user,
                 event.tool_version,
                 event.new_objects,
-                event.reused_objects
+                event.reused_objects,
+                event.at,
             ],
         )
         .map_err(err("record the ingest event"))?;
@@ -426,7 +457,7 @@ impl Catalogue {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT digest, at, source, host, user, tool_version, new_objects, reused_objects
+                "SELECT digest, event, at, source, host, user, tool_version, new_objects, reused_objects
                  FROM ingests WHERE (?1 IS NULL OR digest = ?1) ORDER BY id",
             )
             .map_err(self.err("prepare the ingest log"))?;
@@ -434,13 +465,14 @@ impl Catalogue {
         stmt.query_map([hex], |r| {
             Ok(IngestEvent {
                 digest: parse_digest_col(r, 0)?,
-                at: r.get(1)?,
-                source: r.get(2)?,
-                host: r.get(3)?,
-                user: r.get(4)?,
-                tool_version: r.get(5)?,
-                new_objects: r.get(6)?,
-                reused_objects: r.get(7)?,
+                event: r.get(1)?,
+                at: r.get(2)?,
+                source: r.get(3)?,
+                host: r.get(4)?,
+                user: r.get(5)?,
+                tool_version: r.get(6)?,
+                new_objects: r.get(7)?,
+                reused_objects: r.get(8)?,
             })
         })
         .and_then(|rows| rows.collect())
@@ -490,9 +522,20 @@ impl Catalogue {
             .map_err(self.err("look up a view"))
     }
 
-    /// Records a view.
-    pub fn add_view(&self, view: &ViewRow) -> Result<()> {
-        self.conn
+    /// Records a view of a recorded snapshot, and returns that snapshot's
+    /// row, read in the same transaction. Fails, recording nothing, when the
+    /// snapshot is no longer recorded (a concurrent `rm` forgot it).
+    pub fn add_view(&mut self, view: &ViewRow) -> Result<SnapshotRow> {
+        let path = self.path.clone();
+        let err = |op| {
+            let path = path.clone();
+            move |source| Error::Catalogue { op, path, source }
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err("begin recording a view"))?;
+        let inserted = tx
             .execute(
                 &format!(
                     "INSERT OR REPLACE INTO views (path, snapshot_id, kind, method, linked, copied, created_at, root_dev, root_ino)
@@ -509,8 +552,185 @@ impl Catalogue {
                     view.root_id.map(|(_, ino)| ino as i64)
                 ],
             )
-            .map_err(self.err("record a view"))
+            .map_err(err("record a view"))?;
+        if inserted != 1 {
+            return Err(Error::Conflict(format!(
+                "{} was removed from the store while the view '{}' was being made; the view was not kept",
+                view.digest, view.path
+            )));
+        }
+        let row = tx
+            .query_row(
+                "SELECT digest, name, version, schema_version, file_count, total_bytes, first_ingested_at
+                 FROM snapshots WHERE digest = ?1",
+                [view.digest.to_hex()],
+                snapshot_row,
+            )
+            .map_err(err("read a snapshot"))?;
+        tx.commit().map_err(err("commit a view"))?;
+        Ok(row)
+    }
+
+    /// Forgets a snapshot and, with `force`, its view records, in one
+    /// transaction; without `force`, refuses while views of it are recorded.
+    /// Returns the view records forgotten.
+    pub fn remove_snapshot(&mut self, digest: &ManifestDigest, force: bool) -> Result<Vec<String>> {
+        let path = self.path.clone();
+        let err = |op| {
+            let path = path.clone();
+            move |source| Error::Catalogue { op, path, source }
+        };
+        let hex = digest.to_hex();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err("begin forgetting a snapshot"))?;
+        let views: Vec<String> = tx
+            .prepare(
+                "SELECT v.path FROM views v JOIN snapshots s ON s.id = v.snapshot_id
+                 WHERE s.digest = ?1 ORDER BY v.path",
+            )
+            .and_then(|mut stmt| stmt.query_map([&hex], |r| r.get(0))?.collect())
+            .map_err(err("list a snapshot's views"))?;
+        if !views.is_empty() && !force {
+            return Err(Error::Conflict(format!(
+                "{digest} has {} recorded {} ({}); discard {} first, or pass --force",
+                views.len(),
+                if views.len() == 1 { "view" } else { "views" },
+                views.join(", "),
+                if views.len() == 1 { "it" } else { "them" },
+            )));
+        }
+        tx.execute(
+            "DELETE FROM views WHERE snapshot_id = (SELECT id FROM snapshots WHERE digest = ?1)",
+            [&hex],
+        )
+        .map_err(err("forget a snapshot's views"))?;
+        let removed = tx
+            .execute("DELETE FROM snapshots WHERE digest = ?1", [&hex])
+            .map_err(err("forget a snapshot"))?;
+        if removed == 0 {
+            return Err(Error::UnknownDigest { prefix: hex });
+        }
+        tx.commit().map_err(err("commit forgetting a snapshot"))?;
+        Ok(views)
+    }
+
+    /// Whether the rows recorded for a snapshot are exactly those of its
+    /// manifest: the stored manifest bytes, the file rows and their sums.
+    /// Rows that cannot be read do not match.
+    pub fn rows_match(&self, manifest: &crate::manifest::Manifest) -> bool {
+        let digest = &manifest.digest;
+        let (Ok(row), Ok(bytes), Ok(files)) = (
+            self.snapshot(digest),
+            self.manifest_bytes(digest),
+            self.files(digest),
+        ) else {
+            return false;
+        };
+        bytes == manifest.bytes
+            && files == manifest.entries
+            && row.file_count == manifest.entries.len() as i64
+            && row.total_bytes == manifest.total_bytes() as i64
+    }
+
+    /// Rewrites a recorded snapshot's manifest bytes, sums and file rows
+    /// from its manifest, keeping its name, version and history.
+    pub fn rewrite_rows(&mut self, manifest: &crate::manifest::Manifest) -> Result<()> {
+        let path = self.path.clone();
+        let err = |op| {
+            let path = path.clone();
+            move |source| Error::Catalogue { op, path, source }
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err("begin rewriting a snapshot's rows"))?;
+        let id: i64 = tx
+            .query_row(
+                "SELECT id FROM snapshots WHERE digest = ?1",
+                [manifest.digest.to_hex()],
+                |r| r.get(0),
+            )
+            .map_err(err("find a snapshot"))?;
+        tx.execute(
+            "UPDATE snapshots SET manifest = ?2, file_count = ?3, total_bytes = ?4, schema_version = ?5 WHERE id = ?1",
+            params![
+                id,
+                manifest.bytes,
+                manifest.entries.len() as i64,
+                manifest.total_bytes() as i64,
+                crate::manifest::SCHEMA_VERSION
+            ],
+        )
+        .map_err(err("rewrite a snapshot's row"))?;
+        tx.execute("DELETE FROM files WHERE snapshot_id = ?1", [id])
+            .map_err(err("forget a snapshot's file rows"))?;
+        insert_files(&tx, id, &manifest.entries).map_err(err("record a file row"))?;
+        tx.commit().map_err(err("commit the rewritten rows"))
+    }
+
+    /// Adds one event to the ingest log as it is (its time included).
+    pub fn add_event(&self, event: &IngestEvent) -> Result<()> {
+        self.conn
+            .execute(
+                &format!(
+                    "INSERT INTO ingests (digest, event, at, source, host, user, tool_version, new_objects, reused_objects)
+                     VALUES (?1, ?2, coalesce(nullif(?3, ''), {NOW}), ?4, ?5, ?6, ?7, ?8, ?9)"
+                ),
+                params![
+                    event.digest.to_hex(),
+                    event.event,
+                    event.at,
+                    event.source,
+                    event.host,
+                    event.user,
+                    event.tool_version,
+                    event.new_objects,
+                    event.reused_objects,
+                ],
+            )
             .map(|_| ())
+            .map_err(self.err("record an event"))
+    }
+
+    /// Reads whatever rows a damaged catalogue still gives, read-only: its
+    /// snapshots' summaries, its ingest log and its views. A table that
+    /// cannot be read gives nothing.
+    pub fn salvage(path: &Path) -> Salvage {
+        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let Ok(conn) = Connection::open_with_flags(path, flags) else {
+            return Salvage::default();
+        };
+        let cat = Catalogue {
+            conn,
+            path: path.to_path_buf(),
+        };
+        Salvage {
+            snapshots: cat.snapshots(None, None).unwrap_or_default(),
+            ingests: cat.ingests(None).unwrap_or_default(),
+            views: cat.views(None).unwrap_or_default(),
+        }
+    }
+
+    /// What SQLite's integrity check finds wrong; nothing when the
+    /// database is sound.
+    pub fn integrity_problems(&self) -> Result<Vec<String>> {
+        let answers: Vec<String> = self
+            .conn
+            .prepare("PRAGMA integrity_check")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .map_err(self.err("run the integrity check"))?;
+        Ok(if answers == ["ok"] { Vec::new() } else { answers })
+    }
+
+    /// Folds the write-ahead log into the database file, so that the file
+    /// alone holds every committed snapshot. Best effort: a reader that
+    /// holds the log past the busy timeout leaves it for a later command.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .map_err(self.err("fold the write-ahead log into the catalogue"))
     }
 
     /// Forgets a view. Returns whether one was recorded.
@@ -544,6 +764,62 @@ impl Catalogue {
     /// The underlying connection, for the commands that query it directly.
     pub fn conn(&self) -> &Connection {
         &self.conn
+    }
+}
+
+/// What a damaged catalogue still gives (see [`Catalogue::salvage`]).
+#[derive(Debug, Default)]
+pub struct Salvage {
+    /// The snapshots' summaries.
+    pub snapshots: Vec<SnapshotRow>,
+    /// The ingest log.
+    pub ingests: Vec<IngestEvent>,
+    /// The recorded views.
+    pub views: Vec<ViewRow>,
+}
+
+/// Inserts a snapshot's file rows, in manifest order.
+fn insert_files(tx: &rusqlite::Transaction<'_>, id: i64, entries: &[Entry]) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare_cached(
+        "INSERT INTO files (snapshot_id, seq, path, sha256, size, executable)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for (seq, e) in entries.iter().enumerate() {
+        stmt.execute(params![
+            id,
+            seq as i64,
+            e.path,
+            e.sha256.to_hex(),
+            e.size as i64,
+            e.executable
+        ])?;
+    }
+    Ok(())
+}
+
+/// What a catalogue file looks like before SQLite opens it.
+enum Probe {
+    Missing,
+    Empty,
+    NotSqlite,
+    Sqlite,
+}
+
+/// Looks at a catalogue file's first bytes without opening it as a database.
+fn probe(path: &Path) -> Probe {
+    use std::io::Read;
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return if rustix::fs::lstat(path).is_ok() {
+            Probe::NotSqlite
+        } else {
+            Probe::Missing
+        };
+    };
+    let mut header = [0u8; 16];
+    match file.read(&mut header) {
+        Ok(0) => Probe::Empty,
+        Ok(16) if &header == b"SQLite format 3\0" => Probe::Sqlite,
+        _ => Probe::NotSqlite,
     }
 }
 

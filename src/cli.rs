@@ -30,6 +30,12 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Use a store owned by another user or writable by group or others
+    /// (also CESTORE_TRUST_STORE=1); whoever can write a store decides what
+    /// its views show.
+    #[arg(long, global = true)]
+    pub trust_store: bool,
+
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
@@ -174,6 +180,12 @@ pub enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Rebuild the catalogue from the manifests kept in the store: after the
+    /// catalogue was lost, emptied or damaged, or disagrees with them.
+    ///
+    /// An unusable catalogue is set aside (renamed, never deleted) and what
+    /// it still holds is salvaged. Nothing else is removed.
+    Recover,
     /// Print the path of the snapshot's shared frozen view in the store,
     /// making it once when absent.
     Path {
@@ -276,6 +288,9 @@ pub enum Command {
 /// Runs the parsed command line, writing its report to `out`. Returns the exit code.
 pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     let root = store::locate(cli.store.as_deref())?;
+    if cli.trust_store {
+        store::trust_any_store();
+    }
     match &cli.command {
         Command::Ingest { dir, version } => {
             let opts = cmd::ingest::IngestOptions {
@@ -384,6 +399,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         }
         Command::Diff { a, b } => emit(cli, out, &cmd::diff::diff(&root, a, b)?),
         Command::Rm { digest, force } => emit(cli, out, &cmd::gc::rm(&root, digest, *force)?),
+        Command::Recover => emit(cli, out, &cmd::recover::recover(&root)?),
         Command::Gc { dry_run } => emit(cli, out, &cmd::gc::gc(&root, *dry_run, !cli.json)?),
         Command::Mounts {
             arm,

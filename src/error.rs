@@ -74,7 +74,7 @@ pub enum Error {
         source: io::Error,
     },
     /// A catalogue operation failed.
-    #[error("could not {op} in the catalogue '{}'", .path.display())]
+    #[error("could not {op} in the catalogue '{}'{}", .path.display(), recover_hint(.source))]
     Catalogue {
         /// What was being done.
         op: &'static str,
@@ -94,6 +94,15 @@ pub enum Error {
         /// The newest this build knows.
         supported: i64,
     },
+    /// The catalogue is missing, empty or unreadable, but the store holds
+    /// objects or manifests: using it would forget what the store holds.
+    #[error("the catalogue '{}' {reason}, but the store holds objects or manifests; nothing was changed. `cestore recover` rebuilds the catalogue from the manifests in the store", .path.display())]
+    CatalogueLost {
+        /// The catalogue file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A remote (registry) failed, refused, or answered something unusable.
     #[error(transparent)]
     Remote(#[from] crate::remote::RemoteError),
@@ -105,6 +114,16 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+}
+
+/// For a catalogue SQLite finds damaged, the command that rebuilds it.
+fn recover_hint(e: &rusqlite::Error) -> &'static str {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            " (the catalogue is damaged; `cestore recover` rebuilds it from the manifests in the store)"
+        }
+        _ => "",
+    }
 }
 
 /// A library result.
@@ -123,6 +142,7 @@ impl Error {
             Error::Io { .. }
             | Error::Catalogue { .. }
             | Error::CatalogueTooNew { .. }
+            | Error::CatalogueLost { .. }
             | Error::BadStore { .. } => 7,
             Error::Remote(r) => r.exit_code(),
         }
@@ -142,6 +162,7 @@ impl Error {
             Error::Io { .. } => "io",
             Error::Catalogue { .. } => "catalogue",
             Error::CatalogueTooNew { .. } => "catalogue-too-new",
+            Error::CatalogueLost { .. } => "catalogue-lost",
             Error::BadStore { .. } => "bad-store",
             Error::Remote(r) => r.kind(),
         }

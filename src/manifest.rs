@@ -34,6 +34,16 @@ pub struct Entry {
     pub size: u64,
 }
 
+impl Entry {
+    /// The key of the object that holds this file's bytes.
+    pub fn key(&self) -> crate::store::ObjectKey {
+        crate::store::ObjectKey {
+            id: self.sha256,
+            executable: self.executable,
+        }
+    }
+}
+
 /// Appends `s` to `out` as a JSON string literal, escaped as Python's
 /// `json.dumps(..., ensure_ascii=True)` does.
 ///
@@ -151,6 +161,13 @@ impl Manifest {
             return Err(ManifestError::NotCanonical);
         }
         Ok(manifest)
+    }
+
+    /// Decodes the entries of manifest bytes without requiring the
+    /// canonical form: for reading what a damaged manifest still says.
+    pub fn parse_entries_leniently(bytes: &[u8]) -> Result<Vec<Entry>, ManifestError> {
+        let wire: Wire = serde_json::from_slice(bytes)?;
+        Ok(wire.files)
     }
 
     /// The number of bytes in all files together.

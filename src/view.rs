@@ -402,6 +402,20 @@ pub fn publish(parent: BorrowedFd<'_>, tmp: &str, dest: &OsStr, display: &Path) 
     }
 }
 
+/// Removes a view just published whose record could not be made, and
+/// returns the error that stopped it; a view nothing records is one gc could
+/// strip of its objects.
+pub fn unpublish(parent: BorrowedFd<'_>, name: &OsStr, dest: &Path, cause: Error) -> Error {
+    match crate::store::objects::remove_tree_at(parent, name) {
+        Ok(()) => cause,
+        Err(e) => Error::Integrity(format!(
+            "{}; the unrecorded view '{}' could not be removed either ({e}); remove it by hand",
+            crate::cli::error_chain(&cause),
+            dest.display()
+        )),
+    }
+}
+
 /// The device and inode of the directory at `path`, without following a symlink.
 pub fn root_id(path: &Path) -> Option<(u64, u64)> {
     rustix::fs::lstat(path)

@@ -54,7 +54,7 @@ impl Report for CheckoutReport {
 
 /// Checks out a snapshot as a new frozen view and records it.
 pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
     let (parent, name) = view::split_dest(opts.dest)?;
     let dest = parent.join(&name);
@@ -114,7 +114,9 @@ pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<Checkou
         created_at: String::new(),
         root_id: view::root_id(&dest),
     };
-    store.catalogue().add_view(&row)?;
+    if let Err(e) = store.catalogue_mut().add_view(&row) {
+        return Err(view::unpublish(parent_fd.as_fd(), name.as_os_str(), &dest, e));
+    }
     drop(work);
     Ok(CheckoutReport {
         manifest_digest: digest,

@@ -11,7 +11,8 @@ use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::AtFlags;
+use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
 
 use super::verify::{in_flight_objects, is_temp_view, list_objects, read_names};
 use super::{resolve, Report};
@@ -46,46 +47,17 @@ impl Report for RmReport {
 
 /// Forgets a snapshot; refuses while views of it are recorded unless `force`.
 pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
-    let cat = store.catalogue();
-    let digest = resolve(cat, digest)?;
-    let views: Vec<String> = cat
-        .views(Some(&digest))?
-        .into_iter()
-        .map(|v| v.path)
-        .collect();
-    if !views.is_empty() && !force {
-        return Err(Error::Conflict(format!(
-            "{digest} has {} recorded views ({}); discard them first, or pass --force",
-            views.len(),
-            views.join(", ")
-        )));
-    }
-    let err = |source| Error::Catalogue {
-        op: "forget a snapshot",
-        path: cat.path().to_path_buf(),
-        source,
-    };
-    let hex = digest.to_hex();
-    cat.conn().execute_batch("BEGIN IMMEDIATE").map_err(err)?;
-    let result = cat
-        .conn()
-        .execute(
-            "DELETE FROM views WHERE snapshot_id = (SELECT id FROM snapshots WHERE digest = ?1)",
-            [&hex],
-        )
-        .and_then(|_| {
-            cat.conn()
-                .execute("DELETE FROM snapshots WHERE digest = ?1", [&hex])
-        })
-        .and_then(|_| cat.conn().execute_batch("COMMIT"));
-    if let Err(e) = result {
-        let _ = cat.conn().execute_batch("ROLLBACK");
-        return Err(err(e));
-    }
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), digest)?;
+    let views = store.catalogue_mut().remove_snapshot(&digest, force)?;
+    // The manifest goes after the catalogue row: until then gc keeps the
+    // snapshot's objects, and a crash in between leaves a manifest that
+    // `cestore recover` records again rather than objects a view needs.
+    store.remove_manifest(&digest)?;
+    let _ = store.catalogue().checkpoint();
     Ok(RmReport {
         manifest_digest: digest,
-        views_forgotten: if force { views } else { Vec::new() },
+        views_forgotten: views,
     })
 }
 
@@ -100,8 +72,11 @@ pub struct GcReport {
     pub bytes_freed: u64,
     /// Stale work directories and half-built views.
     pub temporary: Vec<String>,
-    /// Shared views of snapshots no longer recorded.
+    /// Shared views of snapshots no longer recorded, and anything else
+    /// than a directory where a shared view belongs.
     pub shared_views: Vec<String>,
+    /// Records of views whose directory no longer exists.
+    pub stale_view_records: Vec<String>,
     /// Objects kept.
     pub objects_kept: u64,
 }
@@ -122,14 +97,23 @@ impl Report for GcReport {
         for v in &self.shared_views {
             writeln!(w, "{verb} shared view {v}")?;
         }
+        let forget = if self.dry_run { "would forget" } else { "forgot" };
+        for v in &self.stale_view_records {
+            writeln!(w, "{forget} the record of the vanished view {v}")?;
+        }
         writeln!(
             w,
-            "{verb} {} objects ({} bytes), {} temporary entries, {} shared views; kept {} objects",
-            self.objects.len(),
-            self.bytes_freed,
-            self.temporary.len(),
-            self.shared_views.len(),
-            self.objects_kept
+            "{verb} {}, {}, {}; {forget} {}; kept {}",
+            count(self.objects.len() as u64, "object", "objects")
+                + &format!(" ({})", count(self.bytes_freed, "byte", "bytes")),
+            count(self.temporary.len() as u64, "temporary entry", "temporary entries"),
+            count(self.shared_views.len() as u64, "shared view", "shared views"),
+            count(
+                self.stale_view_records.len() as u64,
+                "stale view record",
+                "stale view records"
+            ),
+            count(self.objects_kept, "object", "objects"),
         )
     }
 }
@@ -139,6 +123,7 @@ struct GcPlan {
     objects: Vec<(PathBuf, u64)>,
     work_dirs: Vec<(String, Option<PathBuf>)>,
     shared_views: Vec<String>,
+    stale_views: Vec<String>,
     kept: u64,
 }
 
@@ -149,7 +134,8 @@ fn plan(store: &Store) -> Result<GcPlan> {
     // (Under gc's exclusive lock nothing is in flight; `--dry-run` shares.)
     let listed = list_objects(store)?;
     let in_flight = in_flight_objects(store)?;
-    let live = cat.live_objects()?;
+    let mut live = cat.live_objects()?;
+    live.extend(store.manifest_objects()?);
     let mut objects = Vec::new();
     let mut kept = 0;
     for (path, key) in listed {
@@ -183,14 +169,23 @@ fn plan(store: &Store) -> Result<GcPlan> {
             Ok(d) => cat.has_snapshot(&d)?,
             Err(_) => false,
         };
-        if !known {
+        let is_dir = rustix::fs::statat(&views, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+        if !known || !is_dir {
             shared_views.push(name);
         }
     }
+    let stale_views = cat
+        .views(None)?
+        .into_iter()
+        .filter(|v| rustix::fs::lstat(v.path.as_str()).is_err_and(|e| e == Errno::NOENT))
+        .map(|v| v.path)
+        .collect();
     Ok(GcPlan {
         objects,
         work_dirs,
         shared_views,
+        stale_views,
         kept,
     })
 }
@@ -225,6 +220,7 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
         .iter()
         .map(|n| views_path.join(n).to_string_lossy().into_owned())
         .collect();
+    report.stale_view_records = plan.stale_views.clone();
     report.bytes_freed = plan.objects.iter().map(|(_, s)| s).sum();
     report.objects = plan
         .objects
@@ -238,15 +234,20 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
     Ok(report)
 }
 
+/// `n` and the noun, singular or plural as `n` asks.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// The sweep, under the exclusive lock.
 fn apply(store: &Store, plan: &GcPlan, progress: bool) -> Result<()> {
     let mut bar = Progress::new("gc", plan.objects.len() as u64, progress);
     for (path, size) in &plan.objects {
         match rustix::fs::unlink(path) {
-            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+            Ok(()) | Err(Errno::NOENT) => {}
             // A stray directory under objects/ is removed as a tree.
-            Err(rustix::io::Errno::ISDIR) => {
-                let _ = std::fs::remove_dir_all(path);
+            Err(Errno::ISDIR) => {
+                std::fs::remove_dir_all(path).ctx("remove a stray directory", path)?
             }
             Err(e) => return Err(Error::io("remove an object", path, e)),
         }
@@ -266,10 +267,13 @@ fn apply(store: &Store, plan: &GcPlan, progress: bool) -> Result<()> {
     let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
         .ctx("open the views directory", &views_path)?;
     for name in &plan.shared_views {
-        let _ = store
+        store
             .catalogue()
-            .remove_view(&views_path.join(name).to_string_lossy());
+            .remove_view(&views_path.join(name).to_string_lossy())?;
         remove_tree_at(views.as_fd(), name).ctx("remove a shared view", views_path.join(name))?;
+    }
+    for path in &plan.stale_views {
+        store.catalogue().remove_view(path)?;
     }
     Ok(())
 }

@@ -249,7 +249,8 @@ pub(crate) fn publish_and_record(
     work: WorkDir,
     s: Staged<'_>,
 ) -> Result<IngestReport> {
-    work.note_publishing(s.objects.iter().map(|(_, key)| key))?;
+    let digest = s.manifest.digest;
+    work.note_publishing(s.objects.iter().map(|(_, key)| key), &digest)?;
     let mut new_objects = 0u64;
     let mut reused = s.reused;
     for (name, key) in &s.objects {
@@ -259,10 +260,10 @@ pub(crate) fn publish_and_record(
             reused += 1;
         }
     }
-    if new_objects > 0 {
+    let new_manifest = store.write_manifest(&work, s.manifest)?;
+    if new_objects > 0 || new_manifest {
         store.sync()?;
     }
-    let digest = s.manifest.digest;
     let already_present = store.catalogue().has_snapshot(&digest)?;
     store.catalogue_mut().record_ingest(
         &NewSnapshot {
@@ -271,9 +272,11 @@ pub(crate) fn publish_and_record(
             digest,
             manifest: &s.manifest.bytes,
             entries: &s.manifest.entries,
+            first_ingested_at: None,
         },
         &IngestEvent {
             digest,
+            event: "ingest".into(),
             at: String::new(),
             source: s.source.to_string(),
             host: host_name(),
@@ -284,6 +287,11 @@ pub(crate) fn publish_and_record(
         },
     )?;
     drop(work);
+    if !already_present {
+        // The command has succeeded; a log still held by a reader is folded
+        // in by a later command.
+        let _ = store.catalogue().checkpoint();
+    }
     Ok(IngestReport {
         provenance: Provenance {
             name: policy::PLUGIN_NAME.to_string(),

@@ -13,6 +13,7 @@ pub mod mounts;
 pub mod path;
 pub mod pull;
 pub mod push;
+pub mod recover;
 pub mod show;
 pub mod stage;
 pub mod verify;

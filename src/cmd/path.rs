@@ -34,7 +34,7 @@ impl Report for PathReport {
 
 /// Returns the shared view of a snapshot, making it once if it is absent.
 pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
     let hex = digest.to_hex();
     let path = store.root().join(VIEWS_DIR).join(&hex);
@@ -46,7 +46,7 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
             // unrecorded view: record it now, so that rm and gc respect it.
             let text = path.to_string_lossy();
             if store.catalogue().view(&text)?.is_none() {
-                store.catalogue().add_view(&ViewRow {
+                store.catalogue_mut().add_view(&ViewRow {
                     path: text.into_owned(),
                     digest,
                     kind: "shared".into(),
@@ -107,7 +107,7 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
         }
     };
     if created {
-        store.catalogue().add_view(&ViewRow {
+        let row = ViewRow {
             path: path.to_string_lossy().into_owned(),
             digest,
             kind: "shared".into(),
@@ -116,7 +116,10 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
             copied: built.copied as i64,
             created_at: String::new(),
             root_id: view::root_id(&path),
-        })?;
+        };
+        if let Err(e) = store.catalogue_mut().add_view(&row) {
+            return Err(view::unpublish(views.as_fd(), hex.as_ref(), &path, e));
+        }
     }
     drop(work);
     Ok(PathReport {

@@ -17,7 +17,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::{resolve, Report};
 use crate::digest::{ManifestDigest, ObjectId};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{IoContext, Result};
 use crate::manifest::{Entry, Manifest};
 use crate::progress::Progress;
 use crate::store::objects::{judge, work_dirs, ObjectState};
@@ -119,16 +119,8 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
     let mut report = VerifyReport::default();
     let all = opts.digests.is_empty();
 
-    let integrity: Vec<String> = cat
-        .conn()
-        .prepare("PRAGMA integrity_check")
-        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
-        .map_err(|source| Error::Catalogue {
-            op: "run the integrity check",
-            path: cat.path().to_path_buf(),
-            source,
-        })?;
-    if integrity != ["ok"] {
+    let integrity = cat.integrity_problems()?;
+    if !integrity.is_empty() {
         report.problems.push(problem(
             "catalogue-integrity",
             Severity::Corruption,
@@ -194,6 +186,7 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
     }
 
     if all {
+        check_manifests(&store, &digests, &mut report)?;
         find_orphans(&store, &mut report)?;
     }
     find_leftovers(&store, &mut report)?;
@@ -413,7 +406,8 @@ fn repair(
 fn find_orphans(store: &Store, report: &mut VerifyReport) -> Result<()> {
     let objects = list_objects(store)?;
     let in_flight = in_flight_objects(store)?;
-    let live = store.catalogue().live_objects()?;
+    let mut live = store.catalogue().live_objects()?;
+    live.extend(store.manifest_objects()?);
     for (path, key) in objects {
         let orphan = match key {
             Some(k) => !live.contains(&k) && !in_flight.contains(&k),
@@ -431,6 +425,69 @@ fn find_orphans(store: &Store, report: &mut VerifyReport) -> Result<()> {
                 },
             ));
         }
+    }
+    Ok(())
+}
+
+/// Checks the manifests on disk against the catalogue: each recorded
+/// snapshot has its manifest, intact, and each manifest is recorded (or being
+/// recorded by an operation in flight).
+fn check_manifests(
+    store: &Store,
+    recorded: &[ManifestDigest],
+    report: &mut VerifyReport,
+) -> Result<()> {
+    let in_flight: std::collections::HashSet<ManifestDigest> = work_dirs(store)?
+        .iter()
+        .filter(|w| w.live)
+        .filter_map(|w| w.publishing_manifest())
+        .collect();
+    let recorded: std::collections::HashSet<ManifestDigest> = recorded.iter().copied().collect();
+    let mut on_disk = std::collections::HashSet::new();
+    for found in store.list_manifests()? {
+        let Some(digest) = found.digest else {
+            report.problems.push(problem(
+                "stray-manifest",
+                Severity::Corruption,
+                &found.path,
+                "not a manifest's name; nothing reads it: remove it by hand".into(),
+            ));
+            continue;
+        };
+        on_disk.insert(digest);
+        if let Err(e) = store.read_manifest(&digest) {
+            report.problems.push(Problem {
+                kind: "damaged-manifest",
+                severity: Severity::Corruption,
+                path: found.path.to_string_lossy().into_owned(),
+                detail: format!(
+                    "{}; `cestore recover` rewrites it from the catalogue",
+                    crate::cli::error_chain(&e)
+                ),
+                snapshots: vec![digest],
+                views: Vec::new(),
+            });
+        }
+        if !recorded.contains(&digest) && !in_flight.contains(&digest) {
+            report.problems.push(Problem {
+                kind: "unrecorded-manifest",
+                severity: Severity::Corruption,
+                path: found.path.to_string_lossy().into_owned(),
+                detail: "the catalogue does not record this snapshot; `cestore recover` records it again (gc keeps its objects)".into(),
+                snapshots: vec![digest],
+                views: Vec::new(),
+            });
+        }
+    }
+    for digest in recorded.iter().filter(|d| !on_disk.contains(d)) {
+        report.problems.push(Problem {
+            kind: "missing-manifest",
+            severity: Severity::Corruption,
+            path: store.manifest_path(digest).to_string_lossy().into_owned(),
+            detail: "the snapshot's manifest file is missing; `cestore recover` writes it from the catalogue".into(),
+            snapshots: vec![*digest],
+            views: Vec::new(),
+        });
     }
     Ok(())
 }
@@ -466,16 +523,7 @@ pub fn list_objects(store: &Store) -> Result<Vec<(PathBuf, Option<ObjectKey>)>> 
     Ok(out)
 }
 
-/// The names in a directory, sorted, without `.` and `..`.
-pub fn read_names(dir: std::os::fd::BorrowedFd<'_>, path: &Path) -> Result<Vec<String>> {
-    let mut names: Vec<String> = crate::source::list_names(dir)
-        .ctx("list a directory", path)?
-        .into_iter()
-        .map(|n| String::from_utf8_lossy(&n).into_owned())
-        .collect();
-    names.sort();
-    Ok(names)
-}
+pub use crate::store::read_names;
 
 /// Whether a name is that of a view still being built (see `view::temp_name`).
 pub fn is_temp_view(name: &str) -> bool {

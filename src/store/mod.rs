@@ -5,7 +5,9 @@
 //! ```text
 //! STORE/
 //! ├── .lock                  flock: shared for writers, exclusive for gc
-//! ├── catalogue.sqlite       the catalogue (plus -wal and -shm)
+//! ├── catalogue.sqlite       the catalogue (plus -wal and -shm), an index
+//! ├── manifests/
+//! │   └── ab/<64 hex>        every snapshot's canonical manifest, by digest
 //! ├── objects/
 //! │   ├── 00/ … ff/          256 shards, by the first byte of the SHA-256
 //! │   │   ├── <62 hex>       a non-executable file's bytes, mode 0444
@@ -24,9 +26,26 @@
 //!
 //! Objects are written to a work directory under `tmp/`, renamed into
 //! `objects/` with `RENAME_NOREPLACE` (an existing object counts as stored and
-//! is never overwritten), made durable by one `syncfs`, and only then recorded
-//! in the catalogue. A killed operation leaves at most its work directory and
-//! objects no snapshot names; `gc` removes both.
+//! is never overwritten), the snapshot's manifest is written to `manifests/`,
+//! both are made durable by one `syncfs`, and only then is the snapshot
+//! recorded in the catalogue. A killed operation leaves at most its work
+//! directory, objects no snapshot names, and a manifest `cestore recover`
+//! records; `gc` removes the first two.
+//!
+//! The catalogue is an index of the manifests on disk. A store whose
+//! catalogue is missing, empty or unreadable while `objects/` or `manifests/`
+//! hold data is refused untouched (exit 7) until `cestore recover` rebuilds
+//! the catalogue from the manifests; gc marks live every object a manifest on
+//! disk names, whatever the catalogue says. After a command adds or removes a
+//! snapshot, the write-ahead log is folded into `catalogue.sqlite`, so that a
+//! copy of that file alone holds every snapshot.
+//!
+//! # Trust
+//!
+//! The store's root is made `0755`. As git does for repositories, a store
+//! whose root or `objects/` is owned by another user, or writable by group or
+//! others, is refused unless `--trust-store` or `CESTORE_TRUST_STORE=1` says
+//! otherwise: whoever can write there decides what every view shows.
 //!
 //! # Concurrency
 //!
@@ -42,10 +61,14 @@
 //! `checkout` checks each object's size and mode cheaply, and `verify`
 //! re-hashes everything.
 
+pub mod manifests;
 pub mod objects;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use rustix::fs::{FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
@@ -53,6 +76,7 @@ use rustix::io::Errno;
 use crate::catalogue::Catalogue;
 use crate::error::{Error, IoContext, Result};
 
+pub use manifests::MANIFESTS_DIR;
 pub use objects::{ObjectKey, WorkDir};
 
 /// The catalogue's file name inside the store.
@@ -64,6 +88,114 @@ pub const TMP_DIR: &str = "tmp";
 /// The shared views' parent inside the store.
 pub const VIEWS_DIR: &str = "views";
 const LOCK_FILE: &str = ".lock";
+
+/// Whether this process trusts stores that other users own or can write.
+static TRUST_ANY_STORE: AtomicBool = AtomicBool::new(false);
+
+/// Trusts, for the rest of this process, stores owned by another user or
+/// writable by group or others (`--trust-store`).
+pub fn trust_any_store() {
+    TRUST_ANY_STORE.store(true, Ordering::Relaxed);
+}
+
+fn trusts_any_store() -> bool {
+    TRUST_ANY_STORE.load(Ordering::Relaxed)
+        || std::env::var_os("CESTORE_TRUST_STORE").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Refuses a store directory that another user owns or others can write.
+fn check_trust(st: &rustix::fs::Stat, path: &Path) -> Result<()> {
+    if trusts_any_store() {
+        return Ok(());
+    }
+    let me = rustix::process::geteuid().as_raw();
+    let why = if st.st_uid != me {
+        format!("is owned by uid {}, not by this user (uid {me})", st.st_uid)
+    } else if st.st_mode & 0o022 != 0 {
+        format!(
+            "is writable by {} (mode {:04o})",
+            if st.st_mode & 0o020 != 0 { "its group" } else { "others" },
+            st.st_mode & 0o7777
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Error::BadStore {
+        path: path.to_path_buf(),
+        reason: format!(
+            "{why}; whoever can write there decides what every view shows. \
+             If you trust it, pass --trust-store or set CESTORE_TRUST_STORE=1"
+        ),
+    })
+}
+
+/// Takes the store's lock, saying on stderr after a second of waiting who
+/// holds it.
+fn take_lock(lock: &OwnedFd, mode: LockMode, path: &Path) -> Result<()> {
+    let (blocking, polling) = match mode {
+        LockMode::Shared => (
+            FlockOperation::LockShared,
+            FlockOperation::NonBlockingLockShared,
+        ),
+        LockMode::Exclusive => (
+            FlockOperation::LockExclusive,
+            FlockOperation::NonBlockingLockExclusive,
+        ),
+    };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(1) {
+        match rustix::fs::flock(lock, polling) {
+            Ok(()) => return Ok(()),
+            Err(Errno::WOULDBLOCK) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(Error::io("lock the store", path, e)),
+        }
+    }
+    let holders = lock_holders(lock);
+    eprintln!(
+        "cestore: waiting for the store lock held by {}",
+        if holders.is_empty() {
+            "another process".to_string()
+        } else {
+            let pids: Vec<String> = holders.iter().map(u32::to_string).collect();
+            format!(
+                "{} {}",
+                if pids.len() == 1 { "pid" } else { "pids" },
+                pids.join(", ")
+            )
+        }
+    );
+    rustix::fs::flock(lock, blocking).ctx("lock the store", path)
+}
+
+/// The processes holding a lock on the lock file's inode, from `/proc/locks`.
+fn lock_holders(lock: &OwnedFd) -> Vec<u32> {
+    let (Ok(st), Ok(locks)) = (
+        rustix::fs::fstat(lock),
+        std::fs::read_to_string("/proc/locks"),
+    ) else {
+        return Vec::new();
+    };
+    let dev = rustix::fs::major(st.st_dev);
+    let minor = rustix::fs::minor(st.st_dev);
+    let want = format!(":{:02x}:{}", minor, st.st_ino);
+    let mut pids: Vec<u32> = locks
+        .lines()
+        .filter(|l| !l.contains("->"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+            let (pid, id) = (f.get(4)?, f.get(5)?);
+            let (maj, rest) = id.split_once(':')?;
+            (u32::from_str_radix(maj, 16).ok()? == dev && format!(":{rest}") == want)
+                .then(|| pid.parse().ok())
+                .flatten()
+        })
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    pids.retain(|p| *p != std::process::id());
+    pids
+}
 
 /// How a command holds the store's lock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +227,100 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
     ))
 }
 
+/// Resolves, checks (creating when asked) and locks the store directory.
+fn open_locked(root: &Path, mode: LockMode, create: bool) -> Result<(PathBuf, OwnedFd, OwnedFd)> {
+    // Normalised, so that a trailing slash cannot make `lstat` follow a
+    // symlinked store.
+    let root: PathBuf = std::path::absolute(root)
+        .ctx("resolve the store path", root)?
+        .components()
+        .collect();
+    match rustix::fs::lstat(&root) {
+        Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+            FileType::Directory => check_trust(&st, &root)?,
+            FileType::Symlink => {
+                return Err(Error::BadStore {
+                    path: root,
+                    reason: "is a symlink; name the real directory".into(),
+                })
+            }
+            _ => {
+                return Err(Error::BadStore {
+                    path: root,
+                    reason: "is not a directory".into(),
+                })
+            }
+        },
+        Err(Errno::NOENT) if create => {
+            std::fs::create_dir_all(&root).ctx("create the store directory", &root)?;
+            // Whatever the umask: a store others can write is a store they control.
+            rustix::fs::chmod(&root, Mode::from_raw_mode(0o755))
+                .ctx("set the store directory's mode", &root)?;
+        }
+        Err(Errno::NOENT) => {
+            return Err(Error::NotFound {
+                what: "store",
+                path: root,
+            })
+        }
+        Err(e) => return Err(Error::io("examine the store directory", &root, e)),
+    }
+    let dir = crate::source::open_dir(rustix::fs::CWD, &root)
+        .ctx("open the store directory", &root)?;
+    let lock = rustix::fs::openat(
+        &dir,
+        LOCK_FILE,
+        OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o644),
+    )
+    .or_else(|e| {
+        // A read-only store can still be read under a read-only lock file.
+        if e == Errno::ROFS || e == Errno::ACCESS {
+            rustix::fs::openat(
+                &dir,
+                LOCK_FILE,
+                OFlags::RDONLY | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+        } else {
+            Err(e)
+        }
+    })
+    .ctx("open the store lock", root.join(LOCK_FILE))?;
+    take_lock(&lock, mode, &root.join(LOCK_FILE))?;
+    Ok((root, dir, lock))
+}
+
+/// Renames a catalogue and its log files aside, as `catalogue.sqlite.damaged-<suffix>`.
+fn set_aside(catalogue: &Path) -> Result<PathBuf> {
+    let mut aside = catalogue.as_os_str().to_owned();
+    aside.push(format!(".damaged-{}", objects::unique_suffix()));
+    let aside = PathBuf::from(aside);
+    for ext in ["", "-wal", "-shm"] {
+        let mut from = catalogue.as_os_str().to_owned();
+        from.push(ext);
+        let mut to = aside.as_os_str().to_owned();
+        to.push(ext);
+        match std::fs::rename(&from, &to) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("set the damaged catalogue aside", from, e)),
+        }
+    }
+    Ok(aside)
+}
+
+/// The names in a directory, sorted, without `.` and `..`.
+pub fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<String>> {
+    let mut names: Vec<String> = crate::source::list_names(dir)
+        .ctx("list a directory", path)?
+        .into_iter()
+        .map(|n| String::from_utf8_lossy(&n).into_owned())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// An open store, holding its lock for as long as it lives.
 pub struct Store {
     root: PathBuf,
@@ -107,68 +333,46 @@ pub struct Store {
 impl Store {
     /// Opens the store at `root`, creating it when `create` is set, and takes its lock.
     pub fn open(root: &Path, mode: LockMode, create: bool) -> Result<Store> {
-        // Normalised, so that a trailing slash cannot make `lstat` follow a
-        // symlinked store.
-        let root: PathBuf = std::path::absolute(root)
-            .ctx("resolve the store path", root)?
-            .components()
-            .collect();
-        match rustix::fs::lstat(&root) {
-            Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-                FileType::Directory => {}
-                FileType::Symlink => {
-                    return Err(Error::BadStore {
-                        path: root,
-                        reason: "is a symlink; name the real directory".into(),
-                    })
-                }
-                _ => {
-                    return Err(Error::BadStore {
-                        path: root,
-                        reason: "is not a directory".into(),
-                    })
-                }
-            },
-            Err(Errno::NOENT) if create => {
-                std::fs::create_dir_all(&root).ctx("create the store directory", &root)?;
-            }
-            Err(Errno::NOENT) => {
-                return Err(Error::NotFound {
-                    what: "store",
-                    path: root,
-                })
-            }
-            Err(e) => return Err(Error::io("examine the store directory", &root, e)),
-        }
-        let dir = crate::source::open_dir(rustix::fs::CWD, &root)
-            .ctx("open the store directory", &root)?;
-        let lock = rustix::fs::openat(
-            &dir,
-            LOCK_FILE,
-            OFlags::RDWR | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::from_raw_mode(0o644),
-        )
-        .or_else(|e| {
-            // A read-only store can still be read under a read-only lock file.
-            if e == Errno::ROFS || e == Errno::ACCESS {
-                rustix::fs::openat(
-                    &dir,
-                    LOCK_FILE,
-                    OFlags::RDONLY | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-            } else {
-                Err(e)
-            }
-        })
-        .ctx("open the store lock", root.join(LOCK_FILE))?;
-        let op = match mode {
-            LockMode::Shared => FlockOperation::LockShared,
-            LockMode::Exclusive => FlockOperation::LockExclusive,
+        let (root, dir, lock) = open_locked(root, mode, create)?;
+        let catalogue_path = root.join(CATALOGUE_FILE);
+        let catalogue = Catalogue::open(&catalogue_path, || {
+            manifests::holds_data(dir.as_fd(), &root)
+        })?;
+        Store::assemble(root, dir, lock, catalogue, create)
+    }
+
+    /// Opens the store for `cestore recover`, under the exclusive lock. A
+    /// catalogue SQLite cannot use or finds damaged, or any catalogue when
+    /// `set_aside_anyway`, is set aside (renamed, never deleted) and replaced
+    /// by a new one; the set-aside file's path is returned.
+    pub fn open_for_recovery(
+        root: &Path,
+        set_aside_anyway: bool,
+    ) -> Result<(Store, Option<PathBuf>)> {
+        let (root, dir, lock) = open_locked(root, LockMode::Exclusive, false)?;
+        let catalogue_path = root.join(CATALOGUE_FILE);
+        let sound = !set_aside_anyway
+            && Catalogue::open(&catalogue_path, || Ok(false))
+                .and_then(|c| c.integrity_problems())
+                .is_ok_and(|problems| problems.is_empty());
+        let aside = if sound {
+            None
+        } else {
+            Some(set_aside(&catalogue_path)?)
         };
-        rustix::fs::flock(&lock, op).ctx("lock the store", root.join(LOCK_FILE))?;
+        let catalogue = Catalogue::open(&catalogue_path, || Ok(false))?;
+        Ok((Store::assemble(root, dir, lock, catalogue, true)?, aside))
+    }
+
+    fn assemble(
+        root: PathBuf,
+        dir: OwnedFd,
+        lock: OwnedFd,
+        catalogue: Catalogue,
+        create: bool,
+    ) -> Result<Store> {
         if create {
-            for sub in [OBJECTS_DIR, TMP_DIR, VIEWS_DIR] {
+            for sub in [OBJECTS_DIR, MANIFESTS_DIR, TMP_DIR, VIEWS_DIR] {
                 match rustix::fs::mkdirat(&dir, sub, Mode::from_raw_mode(0o755)) {
                     Ok(()) if sub == OBJECTS_DIR => objects::create_shards(dir.as_fd(), &root)?,
                     Ok(()) | Err(Errno::EXIST) => {}
@@ -178,14 +382,51 @@ impl Store {
         }
         let objects = crate::source::open_dir(dir.as_fd(), OBJECTS_DIR)
             .ctx("open the objects directory", root.join(OBJECTS_DIR))?;
-        let catalogue = Catalogue::open(&root.join(CATALOGUE_FILE))?;
-        Ok(Store {
+        let st = rustix::fs::fstat(&objects).ctx("examine the objects directory", root.join(OBJECTS_DIR))?;
+        check_trust(&st, &root.join(OBJECTS_DIR))?;
+        let store = Store {
             root,
             dir,
             objects,
             _lock: lock,
             catalogue,
-        })
+        };
+        store.backfill_manifests()?;
+        Ok(store)
+    }
+
+    /// Writes the manifest of every recorded snapshot into a store made
+    /// before manifests were kept on disk (one without `manifests/`).
+    fn backfill_manifests(&self) -> Result<()> {
+        match rustix::fs::mkdirat(&self.dir, MANIFESTS_DIR, Mode::from_raw_mode(0o755)) {
+            Err(Errno::EXIST) => return Ok(()),
+            // A read-only store cannot change; it is read as it is.
+            Err(Errno::ROFS | Errno::ACCESS | Errno::PERM) => return Ok(()),
+            Err(e) => {
+                return Err(Error::io(
+                    "create the manifests directory",
+                    self.root.join(MANIFESTS_DIR),
+                    e,
+                ))
+            }
+            Ok(()) => {}
+        }
+        let snapshots = self.catalogue.snapshots(None, None)?;
+        if snapshots.is_empty() {
+            return Ok(());
+        }
+        let work = self.work_dir("backfill")?;
+        for s in &snapshots {
+            let bytes = self.catalogue.manifest_bytes(&s.digest)?;
+            let manifest = crate::manifest::Manifest::parse(&bytes).map_err(|e| {
+                Error::Integrity(format!(
+                    "the catalogue's manifest of {} is damaged: {e}; run `cestore verify`",
+                    s.digest
+                ))
+            })?;
+            self.write_manifest(&work, &manifest)?;
+        }
+        self.sync()
     }
 
     /// The store's absolute path.

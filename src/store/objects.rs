@@ -9,7 +9,7 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, S
 use rustix::io::Errno;
 
 use super::{Store, OBJECTS_DIR, TMP_DIR};
-use crate::digest::ObjectId;
+use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, IoContext, Result};
 
 /// An object's identity: its content hash and whether it is executable.
@@ -143,6 +143,8 @@ pub fn unique_suffix() -> String {
 
 /// The file in a work directory that lists the objects it is publishing.
 pub const PUBLISHING_LIST: &str = "publishing";
+/// The line of a publishing list that names the manifest being published.
+const MANIFEST_LINE: &str = "manifest ";
 /// The file in a work directory that names the temporary view it is building.
 pub const TARGET_MARKER: &str = "target";
 
@@ -204,8 +206,12 @@ impl WorkDir {
     /// Records, before they are published, the objects this operation is
     /// about to move into `objects/`: until its catalogue commit they are
     /// live only through this list, which `verify` and `gc --dry-run` read.
-    pub fn note_publishing<'k>(&self, keys: impl Iterator<Item = &'k ObjectKey>) -> Result<()> {
-        let mut list = String::new();
+    pub fn note_publishing<'k>(
+        &self,
+        keys: impl Iterator<Item = &'k ObjectKey>,
+        manifest: &ManifestDigest,
+    ) -> Result<()> {
+        let mut list = format!("{MANIFEST_LINE}{manifest}\n");
         for k in keys {
             list.push_str(&k.rel_path());
             list.push('\n');
@@ -283,6 +289,13 @@ impl FoundWorkDir {
     pub fn target(&self) -> Option<PathBuf> {
         let bytes = std::fs::read(self.path.join(TARGET_MARKER)).ok()?;
         Some(PathBuf::from(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+
+    /// The manifest its operation listed before publishing it.
+    pub fn publishing_manifest(&self) -> Option<ManifestDigest> {
+        let list = std::fs::read_to_string(self.path.join(PUBLISHING_LIST)).ok()?;
+        list.lines()
+            .find_map(|l| l.strip_prefix(MANIFEST_LINE)?.parse().ok())
     }
 
     /// The objects its operation listed before publishing them.
@@ -372,8 +385,12 @@ impl Drop for WorkDir {
 /// Removes a directory tree relative to `parent`, giving write permission to
 /// its directories only: files are never chmod-ed, since a file may be a hard
 /// link that shares its mode with an object and every other view.
-pub fn remove_tree_at(parent: BorrowedFd<'_>, name: &str) -> std::io::Result<()> {
-    let name = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+pub fn remove_tree_at(
+    parent: BorrowedFd<'_>,
+    name: impl AsRef<std::ffi::OsStr>,
+) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(name.as_ref().as_bytes()).map_err(std::io::Error::other)?;
     remove_tree_inner(parent, &name)
 }
 

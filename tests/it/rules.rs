@@ -216,7 +216,7 @@ fn store_state(env: &TestEnv) -> StoreState {
     }
     let catalogue = env.store.join("catalogue.sqlite");
     let snapshots = if catalogue.exists() {
-        Catalogue::open_existing(&catalogue)
+        Catalogue::open(&catalogue, || Ok(false))
             .expect("open the catalogue")
             .snapshots(None, None)
             .expect("list snapshots")

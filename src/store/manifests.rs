@@ -1,0 +1,235 @@
+//! Manifests on disk: every snapshot's canonical manifest, as a file named by
+//! its digest, beside the objects.
+//!
+//! ```text
+//! STORE/manifests/
+//! └── ab/
+//!     └── <64 hex>     the canonical manifest bytes; their SHA-256 is the name
+//! ```
+//!
+//! The catalogue is an index; these files are the store's own record of what
+//! it holds. A manifest is made durable (by the same `syncfs` as its objects)
+//! before the catalogue records its snapshot, and removed only after the
+//! catalogue has forgotten it. So gc, which marks live every object that a
+//! manifest on disk names, never deletes an object of a snapshot that a lost
+//! or damaged catalogue no longer lists, and `cestore recover` rebuilds the
+//! catalogue's rows from these files.
+
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+use std::path::PathBuf;
+
+use rustix::fs::{AtFlags, Mode, RenameFlags};
+use rustix::io::Errno;
+
+use super::{ObjectKey, Store, WorkDir};
+use crate::digest::ManifestDigest;
+use crate::error::{Error, IoContext, Result};
+use crate::manifest::Manifest;
+
+/// The manifests directory's name inside the store.
+pub const MANIFESTS_DIR: &str = "manifests";
+
+/// A manifest's path relative to `manifests/`: `ab/<64 hex>`.
+pub fn rel_path(digest: &ManifestDigest) -> String {
+    let hex = digest.to_hex();
+    format!("{}/{hex}", &hex[..2])
+}
+
+/// A manifest file found under `manifests/`.
+#[derive(Debug)]
+pub struct FoundManifest {
+    /// Its absolute path.
+    pub path: PathBuf,
+    /// The digest its name claims, when the name is one.
+    pub digest: Option<ManifestDigest>,
+}
+
+impl Store {
+    /// The absolute path of a snapshot's manifest file.
+    pub fn manifest_path(&self, digest: &ManifestDigest) -> PathBuf {
+        self.root().join(MANIFESTS_DIR).join(rel_path(digest))
+    }
+
+    /// Writes a snapshot's manifest into `manifests/` through the work
+    /// directory, never overwriting. Returns whether it was new. Durable only
+    /// after the next [`Store::sync`].
+    pub fn write_manifest(&self, work: &WorkDir, manifest: &Manifest) -> Result<bool> {
+        let hex = manifest.digest.to_hex();
+        let dest = self.manifest_path(&manifest.digest);
+        match rustix::fs::mkdirat(
+            self.dir(),
+            format!("{MANIFESTS_DIR}/{}", &hex[..2]).as_str(),
+            Mode::from_raw_mode(0o755),
+        ) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(Error::io("create a manifest shard", dest, e)),
+        }
+        let staged = format!("manifest-{hex}");
+        write_read_only(&work.path().join(&staged), &manifest.bytes)?;
+        let rel = rel_path(&manifest.digest);
+        let manifests = crate::source::open_dir(self.dir(), MANIFESTS_DIR)
+            .ctx("open the manifests directory", self.root().join(MANIFESTS_DIR))?;
+        match rustix::fs::renameat_with(
+            work.fd(),
+            staged.as_str(),
+            &manifests,
+            rel.as_str(),
+            RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) => {
+                let _ = rustix::fs::unlinkat(work.fd(), staged.as_str(), AtFlags::empty());
+                self.heal_manifest(manifest)?;
+                Ok(false)
+            }
+            Err(Errno::INVAL | Errno::NOSYS) => {
+                match rustix::fs::linkat(
+                    work.fd(),
+                    staged.as_str(),
+                    &manifests,
+                    rel.as_str(),
+                    AtFlags::empty(),
+                ) {
+                    Ok(()) | Err(Errno::EXIST) => Ok(true),
+                    Err(e) => Err(Error::io("publish a manifest", dest, e)),
+                }
+            }
+            Err(e) => Err(Error::io("publish a manifest", dest, e)),
+        }
+    }
+
+    /// Replaces a manifest file whose bytes no longer hash to its name with
+    /// the right bytes (published beside it, then renamed over it).
+    fn heal_manifest(&self, manifest: &Manifest) -> Result<()> {
+        let path = self.manifest_path(&manifest.digest);
+        if std::fs::read(&path).is_ok_and(|b| b == manifest.bytes) {
+            return Ok(());
+        }
+        let tmp = path.with_extension("repair");
+        let _ = std::fs::remove_file(&tmp);
+        write_read_only(&tmp, &manifest.bytes)?;
+        std::fs::rename(&tmp, &path).ctx("replace a damaged manifest", &path)
+    }
+
+    /// Removes a snapshot's manifest file, after the catalogue forgot it.
+    pub fn remove_manifest(&self, digest: &ManifestDigest) -> Result<()> {
+        let path = self.manifest_path(digest);
+        match rustix::fs::unlink(&path) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(Error::io("remove a manifest", path, e)),
+        }
+    }
+
+    /// Reads a snapshot's manifest file and checks that its bytes are the
+    /// canonical manifest of that digest.
+    pub fn read_manifest(&self, digest: &ManifestDigest) -> Result<Manifest> {
+        let path = self.manifest_path(digest);
+        let bytes = std::fs::read(&path).ctx("read a manifest", &path)?;
+        let manifest = Manifest::parse(&bytes).map_err(|e| {
+            Error::Integrity(format!("the manifest '{}' is damaged: {e}", path.display()))
+        })?;
+        if manifest.digest != *digest {
+            return Err(Error::Integrity(format!(
+                "the manifest '{}' hashes to {}, not to its name",
+                path.display(),
+                manifest.digest
+            )));
+        }
+        Ok(manifest)
+    }
+
+    /// Every file under `manifests/`, sorted by path.
+    pub fn list_manifests(&self) -> Result<Vec<FoundManifest>> {
+        let root = self.root().join(MANIFESTS_DIR);
+        let dir = match crate::source::open_dir(self.dir(), MANIFESTS_DIR) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("open the manifests directory", root, e)),
+        };
+        let mut out = Vec::new();
+        for shard in super::read_names(dir.as_fd(), &root)? {
+            let shard_path = root.join(&shard);
+            let Ok(fd) = crate::source::open_dir(dir.as_fd(), shard.as_str()) else {
+                out.push(FoundManifest {
+                    path: shard_path,
+                    digest: None,
+                });
+                continue;
+            };
+            for name in super::read_names(fd.as_fd(), &shard_path)? {
+                let digest = name
+                    .parse::<ManifestDigest>()
+                    .ok()
+                    .filter(|d| d.to_hex()[..2] == shard);
+                out.push(FoundManifest {
+                    path: shard_path.join(&name),
+                    digest,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every object that some manifest on disk names. A manifest whose bytes
+    /// no longer match its name still keeps its objects live, as far as it
+    /// can be read: deleting is the one thing that cannot be undone.
+    pub fn manifest_objects(&self) -> Result<HashSet<ObjectKey>> {
+        let mut live = HashSet::new();
+        for found in self.list_manifests()? {
+            let Ok(bytes) = std::fs::read(&found.path) else {
+                continue;
+            };
+            if let Ok(entries) = Manifest::parse_entries_leniently(&bytes) {
+                live.extend(entries.iter().filter(|e| e.size > 0).map(|e| e.key()));
+            }
+        }
+        Ok(live)
+    }
+
+    /// Whether `objects/` or `manifests/` holds anything: a store that has
+    /// held snapshots, whatever its catalogue says.
+    pub fn holds_data(&self) -> Result<bool> {
+        holds_data(self.dir(), self.root())
+    }
+}
+
+/// Writes a new file at mode 0444, as objects are: a manifest never changes.
+fn write_read_only(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .ctx("write a manifest", path)
+}
+
+/// Whether the store directory's `objects/` or `manifests/` holds any file.
+pub(super) fn holds_data(store: std::os::fd::BorrowedFd<'_>, root: &std::path::Path) -> Result<bool> {
+    for top in [super::OBJECTS_DIR, MANIFESTS_DIR] {
+        let dir = match crate::source::open_dir(store, top) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => continue,
+            Err(e) => return Err(Error::io("open a store directory", root.join(top), e)),
+        };
+        for shard in crate::source::list_names(dir.as_fd()).ctx("list a store directory", root.join(top))? {
+            match crate::source::open_dir(dir.as_fd(), shard.as_slice()) {
+                Ok(fd) => {
+                    if !crate::source::list_names(fd.as_fd())
+                        .ctx("list a store directory", root.join(top))?
+                        .is_empty()
+                    {
+                        return Ok(true);
+                    }
+                }
+                // Anything else than a directory in there is data too.
+                Err(_) => return Ok(true),
+            }
+        }
+    }
+    Ok(false)
+}
+
