@@ -285,8 +285,12 @@ impl Catalogue {
     }
 
     /// Records an ingest: the snapshot and its files when new, and the event
-    /// always, in one transaction. Returns whether the snapshot was new.
-    pub fn record_ingest(&mut self, snap: &NewSnapshot<'_>, event: &IngestEvent) -> Result<bool> {
+    /// always, in one transaction.
+    pub fn record_ingest(
+        &mut self,
+        snap: &NewSnapshot<'_>,
+        event: &IngestEvent,
+    ) -> Result<RecordedIngest> {
         let path = self.path.clone();
         let err = |op| {
             let path = path.clone();
@@ -341,8 +345,50 @@ impl Catalogue {
             ],
         )
         .map_err(err("record the ingest event"))?;
+        let event_id = tx.last_insert_rowid();
         tx.commit().map_err(err("commit the ingest"))?;
-        Ok(inserted)
+        Ok(RecordedIngest {
+            new_snapshot: inserted,
+            event_id,
+        })
+    }
+
+    /// Takes back an ingest whose command then failed: its event, and the
+    /// snapshot too when that ingest recorded it and nothing else uses it
+    /// yet (no view, no other event). `forget` runs, inside the same
+    /// transaction, when the snapshot goes. Returns whether it went.
+    pub fn undo_ingest(
+        &mut self,
+        digest: &ManifestDigest,
+        done: &RecordedIngest,
+        forget: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
+        let path = self.path.clone();
+        let err = |op| {
+            let path = path.clone();
+            move |source| Error::Catalogue { op, path, source }
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err("begin taking back an ingest"))?;
+        tx.execute("DELETE FROM ingests WHERE id = ?1", [done.event_id])
+            .map_err(err("take back an ingest event"))?;
+        let forgotten = done.new_snapshot
+            && tx
+                .execute(
+                    "DELETE FROM snapshots WHERE digest = ?1
+                     AND NOT EXISTS (SELECT 1 FROM views v WHERE v.snapshot_id = snapshots.id)
+                     AND NOT EXISTS (SELECT 1 FROM ingests i WHERE i.digest = ?1)",
+                    [digest.to_hex()],
+                )
+                .map_err(err("take back a snapshot"))?
+                == 1;
+        if forgotten {
+            forget()?;
+        }
+        tx.commit().map_err(err("commit taking back an ingest"))?;
+        Ok(forgotten)
     }
 
     /// Resolves a digest or unique prefix to one snapshot's digest.
@@ -573,8 +619,14 @@ impl Catalogue {
 
     /// Forgets a snapshot and, with `force`, its view records, in one
     /// transaction; without `force`, refuses while views of it are recorded.
+    /// `forget` runs inside the transaction, after the rows are deleted.
     /// Returns the view records forgotten.
-    pub fn remove_snapshot(&mut self, digest: &ManifestDigest, force: bool) -> Result<Vec<String>> {
+    pub fn remove_snapshot(
+        &mut self,
+        digest: &ManifestDigest,
+        force: bool,
+        forget: impl FnOnce() -> Result<()>,
+    ) -> Result<Vec<String>> {
         let path = self.path.clone();
         let err = |op| {
             let path = path.clone();
@@ -612,6 +664,7 @@ impl Catalogue {
         if removed == 0 {
             return Err(Error::UnknownDigest { prefix: hex });
         }
+        forget()?;
         tx.commit().map_err(err("commit forgetting a snapshot"))?;
         Ok(views)
     }
@@ -724,6 +777,36 @@ impl Catalogue {
         Ok(if answers == ["ok"] { Vec::new() } else { answers })
     }
 
+    /// Runs `f` under the catalogue's write lock if the snapshot is not
+    /// recorded, so that nothing records it meanwhile; `None` when it is.
+    pub fn while_unrecorded<T>(
+        &mut self,
+        digest: &ManifestDigest,
+        f: impl FnOnce() -> Result<T>,
+    ) -> Result<Option<T>> {
+        let path = self.path.clone();
+        let err = |op| {
+            let path = path.clone();
+            move |source| Error::Catalogue { op, path, source }
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err("take the write lock"))?;
+        let recorded = tx
+            .query_row(
+                "SELECT 1 FROM snapshots WHERE digest = ?1",
+                [digest.to_hex()],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(err("look up a snapshot"))?
+            .is_some();
+        let done = if recorded { None } else { Some(f()?) };
+        tx.commit().map_err(err("release the write lock"))?;
+        Ok(done)
+    }
+
     /// Folds the write-ahead log into the database file, so that the file
     /// alone holds every committed snapshot. Best effort: a reader that
     /// holds the log past the busy timeout leaves it for a later command.
@@ -765,6 +848,15 @@ impl Catalogue {
     pub fn conn(&self) -> &Connection {
         &self.conn
     }
+}
+
+/// What [`Catalogue::record_ingest`] recorded.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecordedIngest {
+    /// Whether the snapshot was new.
+    pub new_snapshot: bool,
+    /// The event's row id.
+    pub event_id: i64,
 }
 
 /// What a damaged catalogue still gives (see [`Catalogue::salvage`]).

@@ -115,6 +115,14 @@ pub enum Command {
         /// The version the GitNexus runtime's package.json must carry.
         #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
         gitnexus_version: String,
+        /// Refuse an arm that is neither a ce_* arm nor given with
+        /// --known-arm (a typo such as ce_reviw otherwise silently gets no
+        /// plugin, as in the reference).
+        #[arg(long)]
+        strict_arms: bool,
+        /// A non-CE arm --strict-arms accepts; repeat for each.
+        #[arg(long = "known-arm", value_name = "ARM", requires = "strict_arms")]
+        known_arms: Vec<String>,
     },
     /// List the snapshots in the store.
     List {
@@ -344,6 +352,8 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             method,
             gitnexus_root,
             gitnexus_version,
+            strict_arms,
+            known_arms,
         } => {
             let release = match (plugin_dir, plugin_version, digest) {
                 (_, _, Some(d)) => cmd::stage::Release::Digest(d),
@@ -360,6 +370,8 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
                 method: *method,
                 gitnexus_root: gitnexus_root.as_deref(),
                 gitnexus_version,
+                strict_arms: *strict_arms,
+                known_arms,
             };
             emit(cli, out, &cmd::stage::stage(&root, &opts)?)
         }

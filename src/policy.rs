@@ -303,6 +303,12 @@ pub enum Rejection {
     /// Plugin inputs were given but no arm sees the plugin.
     #[error("--plugin-dir, --plugin-version and --digest require at least one ce_* arm (ce_workflow, ce_workflow_direct, ce_review)")]
     PluginInputsWithoutCeArm,
+    /// With `--strict-arms`, an arm that is neither a CE arm nor a known one.
+    #[error("unknown arm '{arm}': it is neither a ce_* arm (ce_workflow, ce_workflow_direct, ce_review) nor one given with --known-arm")]
+    UnknownArm {
+        /// The arm as given.
+        arm: String,
+    },
     /// A CE arm was selected without saying which release it sees.
     #[error("ce_* arms require both --plugin-dir and --plugin-version, or a --digest already in the store")]
     CeArmWithoutPluginInputs,
@@ -371,6 +377,7 @@ impl Rejection {
             TooDeep { .. } => "too-deep",
             PluginInputsWithoutCeArm => "plugin-inputs-without-ce-arm",
             CeArmWithoutPluginInputs => "ce-arm-without-plugin-inputs",
+            UnknownArm { .. } => "unknown-arm",
         }
     }
 
@@ -378,7 +385,10 @@ impl Rejection {
     pub fn path(&self) -> Option<&std::path::Path> {
         use Rejection::*;
         match self {
-            VersionNotExact { .. } | PluginInputsWithoutCeArm | CeArmWithoutPluginInputs => None,
+            VersionNotExact { .. }
+            | PluginInputsWithoutCeArm
+            | CeArmWithoutPluginInputs
+            | UnknownArm { .. } => None,
             SourceUnavailable { path, .. }
             | SourceNotRealDirectory { path }
             | ManifestDirUnavailable { path, .. }

@@ -402,6 +402,22 @@ pub fn publish(parent: BorrowedFd<'_>, tmp: &str, dest: &OsStr, display: &Path) 
     }
 }
 
+/// Splits a destination into its absolute parent and name lexically, without
+/// resolving anything: for naming a view whose parent no longer exists.
+pub fn lexical_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {
+    let abs: PathBuf = std::path::absolute(dest)
+        .ctx("resolve the destination", dest)?
+        .components()
+        .collect();
+    match (abs.parent(), abs.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent.to_path_buf(), PathBuf::from(name))),
+        _ => Err(Error::Usage(format!(
+            "'{}' does not name a directory",
+            dest.display()
+        ))),
+    }
+}
+
 /// Removes a view just published whose record could not be made, and
 /// returns the error that stopped it; a view nothing records is one gc could
 /// strip of its objects.

@@ -2,10 +2,10 @@
 
 use std::io::{self, Write};
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{resolve, Report};
-use crate::catalogue::ViewRow;
+use crate::catalogue::{SnapshotRow, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{objects::remove_tree_at, LockMode, Store};
@@ -35,6 +35,9 @@ pub struct CheckoutReport {
     /// What building the view did.
     #[serde(flatten)]
     pub built: Built,
+    /// The snapshot's row, read when the view was recorded.
+    #[serde(skip)]
+    pub snapshot: SnapshotRow,
 }
 
 impl Report for CheckoutReport {
@@ -56,36 +59,75 @@ impl Report for CheckoutReport {
 pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
-    let (parent, name) = view::split_dest(opts.dest)?;
-    let dest = parent.join(&name);
-    if rustix::fs::lstat(&dest).is_ok() {
-        return Err(Error::Conflict(format!(
-            "the destination '{}' already exists; a view is only made at a new path",
-            dest.display()
-        )));
-    }
-    let store_real =
-        std::fs::canonicalize(store.root()).ctx("resolve the store path", store.root())?;
-    if dest.starts_with(&store_real) {
-        return Err(Error::Conflict(format!(
-            "the destination '{}' lies inside the store '{}'; use `cestore path` for a view inside the store",
-            dest.display(),
-            store_real.display()
-        )));
-    }
-    let entries = store.catalogue().files(&digest)?;
-    let method = match (opts.method, opts.require_hardlinks) {
-        (Method::Auto | Method::Hardlink, true) => Method::Hardlink,
-        (m @ (Method::Copy | Method::Reflink), true) => {
-            return Err(Error::Usage(format!(
-                "--require-hardlinks cannot be met with --method {}",
-                if m == Method::Copy { "copy" } else { "reflink" }
-            )))
+    let dest = Destination::check(&store, opts.dest)?;
+    let method = effective_method(opts.method, opts.require_hardlinks)?;
+    let mut report = checkout_into(&mut store, digest, &dest, method)?;
+    report.requested_method = opts.method;
+    Ok(report)
+}
+
+/// Where a new view goes: an existing parent directory and a name not yet
+/// taken there, outside the store.
+pub struct Destination {
+    parent: PathBuf,
+    name: PathBuf,
+}
+
+impl Destination {
+    /// Checks a destination: its parent exists, nothing is at it yet, and it
+    /// lies outside the store.
+    pub fn check(store: &Store, dest: &Path) -> Result<Destination> {
+        let (parent, name) = view::split_dest(dest)?;
+        let dest = parent.join(&name);
+        if rustix::fs::lstat(&dest).is_ok() {
+            return Err(Error::Conflict(format!(
+                "the destination '{}' already exists; a view is only made at a new path",
+                dest.display()
+            )));
         }
-        (m, false) => m,
-    };
-    let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent)
-        .ctx("open the destination's parent", &parent)?;
+        let store_real =
+            std::fs::canonicalize(store.root()).ctx("resolve the store path", store.root())?;
+        if dest.starts_with(&store_real) {
+            return Err(Error::Conflict(format!(
+                "the destination '{}' lies inside the store '{}'; use `cestore path` for a view inside the store",
+                dest.display(),
+                store_real.display()
+            )));
+        }
+        Ok(Destination { parent, name })
+    }
+
+    /// The destination's absolute path.
+    pub fn path(&self) -> PathBuf {
+        self.parent.join(&self.name)
+    }
+}
+
+/// The method a checkout uses, given whether hard links are required.
+pub fn effective_method(method: Method, require_hardlinks: bool) -> Result<Method> {
+    match (method, require_hardlinks) {
+        (Method::Auto | Method::Hardlink, true) => Ok(Method::Hardlink),
+        (m @ (Method::Copy | Method::Reflink), true) => Err(Error::Usage(format!(
+            "--require-hardlinks cannot be met with --method {}",
+            if m == Method::Copy { "copy" } else { "reflink" }
+        ))),
+        (m, false) => Ok(m),
+    }
+}
+
+/// Checks out a snapshot of an open store at a checked destination, and
+/// records the view; a view that cannot be recorded is removed again.
+pub fn checkout_into(
+    store: &mut Store,
+    digest: ManifestDigest,
+    dest: &Destination,
+    method: Method,
+) -> Result<CheckoutReport> {
+    let entries = store.catalogue().files(&digest)?;
+    let (parent, name) = (&dest.parent, &dest.name);
+    let dest = dest.path();
+    let parent_fd = crate::source::open_dir(rustix::fs::CWD, parent)
+        .ctx("open the destination's parent", parent)?;
     let tmp = view::temp_name(name.as_os_str());
     let tmp_path = parent.join(&tmp);
     // A marker in the store names the temporary view, so that gc can remove
@@ -93,7 +135,7 @@ pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<Checkou
     let work = store.work_dir("checkout")?;
     work.mark_target(&tmp_path)?;
     let built =
-        view::build(&store, &entries, parent_fd.as_fd(), &tmp, &dest, method).and_then(|built| {
+        view::build(store, &entries, parent_fd.as_fd(), &tmp, &dest, method).and_then(|built| {
             view::publish(parent_fd.as_fd(), &tmp, name.as_os_str(), &dest)?;
             Ok(built)
         });
@@ -114,14 +156,16 @@ pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<Checkou
         created_at: String::new(),
         root_id: view::root_id(&dest),
     };
-    if let Err(e) = store.catalogue_mut().add_view(&row) {
-        return Err(view::unpublish(parent_fd.as_fd(), name.as_os_str(), &dest, e));
-    }
+    let snapshot = match store.catalogue_mut().add_view(&row) {
+        Ok(s) => s,
+        Err(e) => return Err(view::unpublish(parent_fd.as_fd(), name.as_os_str(), &dest, e)),
+    };
     drop(work);
     Ok(CheckoutReport {
         manifest_digest: digest,
         view: row.path,
-        requested_method: opts.method,
+        requested_method: method,
         built,
+        snapshot,
     })
 }

@@ -43,15 +43,32 @@ impl Report for DiscardReport {
 }
 
 /// Removes a view: directories get write permission, files are never chmod-ed.
+///
+/// A recorded view whose directory is already gone, by another discard or by
+/// the removal of its parents, is forgotten. The store's shared views are
+/// refused: sandboxes may have them mounted, and only gc removes them.
 pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
-    let (parent, name) = view::split_dest(opts.dest)?;
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    let (parent, name) = match view::split_dest(opts.dest) {
+        Ok(split) => split,
+        // The parent is gone: a record can still name the path.
+        Err(Error::NotFound { .. }) => view::lexical_dest(opts.dest)?,
+        Err(e) => return Err(e),
+    };
     let dest = parent.join(&name);
     let dest_text = dest.to_string_lossy().into_owned();
     let row = store.catalogue().view(&dest_text)?;
-    let exists = rustix::fs::lstat(&dest).is_ok();
+    let found = view::root_id(&dest);
+    let shared_dir = store.root().join(crate::store::VIEWS_DIR);
+    if row.as_ref().is_some_and(|r| r.kind == "shared") || dest.starts_with(&shared_dir) {
+        return Err(Error::Conflict(format!(
+            "'{}' is a shared view of the store, which running sandboxes may have mounted; \
+             discard never removes one: `cestore gc` does, once `cestore rm` has forgotten its snapshot",
+            dest.display()
+        )));
+    }
     let (digest, recorded) = match (&row, opts.force_digest) {
-        (Some(row), _) if exists && row.root_id.is_some() && view::root_id(&dest) != row.root_id => {
+        (Some(row), _) if found.is_some() && row.root_id.is_some() && found != row.root_id => {
             return Err(Error::Conflict(format!(
                 "'{}' is no longer the view checkout made (its root directory was replaced); not removed. \
                  Check it with `cestore verify --tree {} {}`",
@@ -63,13 +80,18 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
         (Some(row), _) => (row.digest, true),
         (None, None) => {
             return Err(Error::NotFound {
-                what:
-                    "recorded view (pass --force DIGEST to remove a tree that matches a snapshot)",
+                what: "recorded view",
                 path: dest,
             })
         }
         (None, Some(d)) => {
             let digest = resolve(store.catalogue(), d)?;
+            if found.is_none() {
+                return Err(Error::NotFound {
+                    what: "directory",
+                    path: dest,
+                });
+            }
             let entries = store.catalogue().files(&digest)?;
             let diffs = crate::tree::matches(&dest, &entries)?;
             if !diffs.is_empty() {
@@ -83,21 +105,22 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
             (digest, false)
         }
     };
-    if exists {
+    if found.is_some() {
         let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent)
             .ctx("open the view's parent", &parent)?;
-        let name = name
-            .to_str()
-            .ok_or_else(|| Error::Usage(format!("'{}' is not a UTF-8 path", dest.display())))?;
-        remove_tree_at(parent_fd.as_fd(), name).ctx("remove the view", &dest)?;
+        remove_tree_at(parent_fd.as_fd(), &name).ctx("remove the view", &dest)?;
     }
-    if recorded {
-        store.catalogue().remove_view(&dest_text)?;
-    }
+    // Of two discards of one view, the one that forgets its record removed
+    // it; the other finds it already gone.
+    let removed = if recorded {
+        store.catalogue_mut().remove_view(&dest_text)? && found.is_some()
+    } else {
+        true
+    };
     Ok(DiscardReport {
         view: dest_text,
         manifest_digest: digest,
         recorded,
-        removed: exists,
+        removed,
     })
 }

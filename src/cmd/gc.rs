@@ -49,11 +49,14 @@ impl Report for RmReport {
 pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
-    let views = store.catalogue_mut().remove_snapshot(&digest, force)?;
-    // The manifest goes after the catalogue row: until then gc keeps the
-    // snapshot's objects, and a crash in between leaves a manifest that
-    // `cestore recover` records again rather than objects a view needs.
-    store.remove_manifest(&digest)?;
+    let manifest = store.manifest_path(&digest);
+    // The manifest goes inside the transaction that forgets the row, so
+    // that no ingest of the same snapshot records it in between; a crash
+    // before the commit leaves a recorded snapshot whose manifest
+    // `cestore recover` writes again.
+    let views = store.catalogue_mut().remove_snapshot(&digest, force, || {
+        crate::store::manifests::remove_file(&manifest)
+    })?;
     let _ = store.catalogue().checkpoint();
     Ok(RmReport {
         manifest_digest: digest,

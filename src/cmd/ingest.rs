@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{mpsc, Mutex};
 
 use super::{host_name, user_name, Provenance, Report, TOOL_VERSION};
-use crate::catalogue::{IngestEvent, NewSnapshot};
+use crate::catalogue::{IngestEvent, NewSnapshot, RecordedIngest};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, Rejection};
@@ -38,6 +38,9 @@ pub struct IngestStats {
     pub reused_objects: u64,
     /// Bytes written to new objects.
     pub bytes_written: u64,
+    /// What the catalogue recorded, for taking the ingest back.
+    #[serde(skip)]
+    pub recorded: RecordedIngest,
 }
 
 /// The report of `cestore ingest`.
@@ -182,14 +185,29 @@ fn walk_and_stage(
 
 /// Validates and stores a release.
 pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestReport> {
+    let source = open_source(opts)?;
+    let mut store = Store::open(store_root, LockMode::Shared, true)?;
+    ingest_into(&mut store, &source, opts)
+}
+
+/// Checks the version and opens the release's source directory: what an
+/// ingest checks before it opens the store.
+pub fn open_source(opts: &IngestOptions<'_>) -> Result<Source> {
     if !policy::is_exact_version(opts.version) {
         return Err(Rejection::VersionNotExact {
             version: opts.version.to_string(),
         }
         .into());
     }
-    let source = Source::open(opts.source)?;
-    let mut store = Store::open(store_root, LockMode::Shared, true)?;
+    Ok(Source::open(opts.source)?)
+}
+
+/// Validates and stores a release in an open store.
+pub fn ingest_into(
+    store: &mut Store,
+    source: &Source,
+    opts: &IngestOptions<'_>,
+) -> Result<IngestReport> {
     if let Ok(real) = std::fs::canonicalize(store.root()) {
         if real.starts_with(source.root()) {
             return Err(Error::Conflict(format!(
@@ -200,7 +218,7 @@ pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestRepor
         }
     }
     let work = store.work_dir("ingest")?;
-    let (walked, pending, bytes_staged) = walk_and_stage(&store, &work, &source, opts)?;
+    let (walked, pending, bytes_staged) = walk_and_stage(store, &work, source, opts)?;
 
     let manifest = Manifest::new(walked.entries);
     let mut staged = Vec::new();
@@ -212,7 +230,7 @@ pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestRepor
         }
     }
     publish_and_record(
-        &mut store,
+        store,
         work,
         Staged {
             manifest: &manifest,
@@ -223,6 +241,61 @@ pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestRepor
             bytes: bytes_staged,
         },
     )
+}
+
+/// Takes back an ingest whose command then failed (see
+/// [`crate::catalogue::Catalogue::undo_ingest`]), with the snapshot's
+/// manifest when the snapshot goes too.
+pub fn undo_ingest(store: &mut Store, report: &IngestReport) -> Result<()> {
+    let digest = report.provenance.manifest_digest;
+    let manifest = store.manifest_path(&digest);
+    let forgotten = store.catalogue_mut().undo_ingest(
+        &digest,
+        &report.ingest.recorded,
+        || crate::store::manifests::remove_file(&manifest),
+    )?;
+    if forgotten {
+        let _ = store.catalogue().checkpoint();
+    }
+    Ok(())
+}
+
+/// Makes what was published durable and records the snapshot and its
+/// event; returns whether the snapshot was already recorded.
+fn record(
+    store: &mut Store,
+    s: &Staged<'_>,
+    sync: bool,
+    new_objects: u64,
+    reused: u64,
+) -> Result<(bool, RecordedIngest)> {
+    if sync {
+        store.sync()?;
+    }
+    let digest = s.manifest.digest;
+    let already_present = store.catalogue().has_snapshot(&digest)?;
+    let recorded = store.catalogue_mut().record_ingest(
+        &NewSnapshot {
+            name: policy::PLUGIN_NAME,
+            version: s.version,
+            digest,
+            manifest: &s.manifest.bytes,
+            entries: &s.manifest.entries,
+            first_ingested_at: None,
+        },
+        &IngestEvent {
+            digest,
+            event: "ingest".into(),
+            at: String::new(),
+            source: s.source.to_string(),
+            host: host_name(),
+            user: user_name(),
+            tool_version: TOOL_VERSION.to_string(),
+            new_objects: new_objects as i64,
+            reused_objects: reused as i64,
+        },
+    )?;
+    Ok((already_present, recorded))
 }
 
 /// What an ingest (or an adoption) has staged, ready to become a snapshot.
@@ -261,31 +334,24 @@ pub(crate) fn publish_and_record(
         }
     }
     let new_manifest = store.write_manifest(&work, s.manifest)?;
-    if new_objects > 0 || new_manifest {
+    let recorded = record(store, &s, new_objects > 0 || new_manifest, new_objects, reused);
+    let (already_present, recorded) = match recorded {
+        Ok(r) => r,
+        Err(e) => {
+            // A failed command leaves no manifest for `recover` to revive,
+            // unless another ingest of the same snapshot recorded it
+            // meanwhile. Best effort: what is left is a sound snapshot.
+            if new_manifest {
+                let _ = store.forget_unrecorded_manifest(&digest);
+            }
+            return Err(e);
+        }
+    };
+    // Another ingest of the same snapshot that failed may have taken the
+    // manifest back just before this one recorded it.
+    if store.write_manifest(&work, s.manifest)? {
         store.sync()?;
     }
-    let already_present = store.catalogue().has_snapshot(&digest)?;
-    store.catalogue_mut().record_ingest(
-        &NewSnapshot {
-            name: policy::PLUGIN_NAME,
-            version: s.version,
-            digest,
-            manifest: &s.manifest.bytes,
-            entries: &s.manifest.entries,
-            first_ingested_at: None,
-        },
-        &IngestEvent {
-            digest,
-            event: "ingest".into(),
-            at: String::new(),
-            source: s.source.to_string(),
-            host: host_name(),
-            user: user_name(),
-            tool_version: TOOL_VERSION.to_string(),
-            new_objects: new_objects as i64,
-            reused_objects: reused as i64,
-        },
-    )?;
     drop(work);
     if !already_present {
         // The command has succeeded; a log still held by a reader is folded
@@ -308,6 +374,7 @@ pub(crate) fn publish_and_record(
             new_objects,
             reused_objects: reused,
             bytes_written: if new_objects > 0 { s.bytes } else { 0 },
+            recorded,
         },
     })
 }

@@ -9,7 +9,7 @@ use rustix::fs::{AtFlags, FileType, RenameFlags};
 use rustix::io::Errno;
 
 use super::{resolve, Report};
-use crate::catalogue::ViewRow;
+use crate::catalogue::{SnapshotRow, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{objects::remove_tree_at, LockMode, Store, VIEWS_DIR};
@@ -24,6 +24,9 @@ pub struct PathReport {
     pub path: PathBuf,
     /// Whether this call made the view.
     pub created: bool,
+    /// The snapshot's row.
+    #[serde(skip)]
+    pub snapshot: SnapshotRow,
 }
 
 impl Report for PathReport {
@@ -36,6 +39,12 @@ impl Report for PathReport {
 pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
+    shared_view(&mut store, digest)
+}
+
+/// Returns the shared view of a snapshot of an open store, making it once
+/// if it is absent.
+pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathReport> {
     let hex = digest.to_hex();
     let path = store.root().join(VIEWS_DIR).join(&hex);
     let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
@@ -45,7 +54,7 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
             // A process killed between publishing and recording leaves an
             // unrecorded view: record it now, so that rm and gc respect it.
             let text = path.to_string_lossy();
-            if store.catalogue().view(&text)?.is_none() {
+            let snapshot = if store.catalogue().view(&text)?.is_none() {
                 store.catalogue_mut().add_view(&ViewRow {
                     path: text.into_owned(),
                     digest,
@@ -55,12 +64,15 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
                     copied: 0,
                     created_at: String::new(),
                     root_id: Some((st.st_dev, st.st_ino)),
-                })?;
-            }
+                })?
+            } else {
+                store.catalogue().snapshot(&digest)?
+            };
             return Ok(PathReport {
                 manifest_digest: digest,
                 path,
                 created: false,
+                snapshot,
             });
         }
         Ok(_) => {
@@ -80,7 +92,7 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
     let tmp = view::temp_name(std::ffi::OsStr::new(&hex));
     let work = store.work_dir("path")?;
     work.mark_target(&path.with_file_name(&tmp))?;
-    let built = match view::build(&store, &entries, views.as_fd(), &tmp, &path, Method::Auto) {
+    let built = match view::build(store, &entries, views.as_fd(), &tmp, &path, Method::Auto) {
         Ok(b) => b,
         Err(e) => {
             let _ = remove_tree_at(views.as_fd(), &tmp);
@@ -106,7 +118,7 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
             return Err(Error::io("publish the shared view", &path, e));
         }
     };
-    if created {
+    let snapshot = if created {
         let row = ViewRow {
             path: path.to_string_lossy().into_owned(),
             digest,
@@ -117,14 +129,18 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
             created_at: String::new(),
             root_id: view::root_id(&path),
         };
-        if let Err(e) = store.catalogue_mut().add_view(&row) {
-            return Err(view::unpublish(views.as_fd(), hex.as_ref(), &path, e));
+        match store.catalogue_mut().add_view(&row) {
+            Ok(snapshot) => snapshot,
+            Err(e) => return Err(view::unpublish(views.as_fd(), hex.as_ref(), &path, e)),
         }
-    }
+    } else {
+        store.catalogue().snapshot(&digest)?
+    };
     drop(work);
     Ok(PathReport {
         manifest_digest: digest,
         path,
         created,
+        snapshot,
     })
 }

@@ -9,8 +9,9 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::checkout::{checkout, CheckoutOptions};
-use super::ingest::{ingest, IngestOptions, IngestStats};
+use super::checkout::{checkout_into, effective_method, Destination};
+use super::ingest::{ingest_into, open_source, undo_ingest, IngestOptions, IngestStats};
+use super::path::shared_view;
 use super::mounts::{ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, is_ce_arm};
 use super::{resolve, Provenance, Report};
 use crate::error::Result;
@@ -20,6 +21,7 @@ use crate::store::{LockMode, Store};
 use crate::view::Method;
 
 /// Which release a CE arm sees.
+#[derive(Clone, Copy)]
 pub enum Release<'a> {
     /// No release was named.
     None,
@@ -48,6 +50,10 @@ pub struct StageOptions<'a> {
     pub gitnexus_root: Option<&'a Path>,
     /// The version the GitNexus runtime must carry.
     pub gitnexus_version: &'a str,
+    /// Refuse an arm that is neither a CE arm nor in `known_arms`.
+    pub strict_arms: bool,
+    /// The non-CE arms `strict_arms` accepts.
+    pub known_arms: &'a [String],
 }
 
 /// One arm's sandbox inputs.
@@ -96,12 +102,30 @@ impl Report for StageReport {
 }
 
 /// Applies the reference's preflight, stages the release and computes every arm's mounts.
+///
+/// Every input is checked before anything changes: the arms, the release
+/// inputs, the GitNexus runtime and the destination. What fails after a
+/// change takes that change back: a failed view takes back the ingest that
+/// preceded it, so a failed stage leaves no view, record or event.
 pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> {
     let has_ce_arm = opts.arms.iter().any(|a| is_ce_arm(a));
     let supplied = !matches!(opts.release, Release::None);
     if !has_ce_arm && supplied {
         return Err(Rejection::PluginInputsWithoutCeArm.into());
     }
+    if opts.strict_arms {
+        if let Some(arm) = opts
+            .arms
+            .iter()
+            .find(|a| !is_ce_arm(a) && !opts.known_arms.contains(a))
+        {
+            return Err(Rejection::UnknownArm { arm: arm.clone() }.into());
+        }
+    }
+    let gitnexus = match opts.gitnexus_root {
+        Some(root) => gitnexus::trusted_runtime_mounts(root, opts.gitnexus_version)?,
+        None => Vec::new(),
+    };
     let mut report = StageReport {
         provenance: None,
         view: None,
@@ -110,60 +134,61 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
         arms: Vec::new(),
     };
     if has_ce_arm {
-        let digest = match opts.release {
+        let source = match opts.release {
             Release::Source {
                 dir: Some(dir),
                 version: Some(version),
             } => {
-                let done = ingest(
-                    store_root,
-                    &IngestOptions {
-                        source: dir,
-                        version,
-                    },
-                )?;
-                report.ingest = Some(done.ingest);
-                done.provenance.manifest_digest.to_hex()
+                let ingest = IngestOptions {
+                    source: dir,
+                    version,
+                };
+                Some((open_source(&ingest)?, ingest))
             }
-            Release::Digest(d) => d.to_string(),
+            Release::Digest(_) => None,
             Release::None | Release::Source { .. } => {
                 return Err(Rejection::CeArmWithoutPluginInputs.into())
             }
         };
-        let (digest, view, kind) = match opts.dest {
-            Some(dest) => {
-                let done = checkout(
-                    store_root,
-                    &CheckoutOptions {
-                        digest: &digest,
-                        dest,
-                        method: opts.method,
-                        require_hardlinks: false,
-                    },
-                )?;
-                (done.manifest_digest, done.view, "checkout")
+        let mut store = Store::open(store_root, LockMode::Shared, source.is_some())?;
+        let dest = opts
+            .dest
+            .map(|d| Destination::check(&store, d))
+            .transpose()?;
+        let method = effective_method(opts.method, false)?;
+        let (digest, ingested) = match (&source, opts.release) {
+            (Some((source, ingest)), _) => {
+                let done = ingest_into(&mut store, source, ingest)?;
+                (done.provenance.manifest_digest, Some(done))
             }
-            None => {
-                let done = super::path::path(store_root, &digest)?;
+            (None, Release::Digest(d)) => (resolve(store.catalogue(), d)?, None),
+            (None, _) => return Err(Rejection::CeArmWithoutPluginInputs.into()),
+        };
+        let viewed = match &dest {
+            Some(dest) => checkout_into(&mut store, digest, dest, method)
+                .map(|done| (done.snapshot, done.view, "checkout")),
+            None => shared_view(&mut store, digest).map(|done| {
                 (
-                    done.manifest_digest,
+                    done.snapshot,
                     done.path.to_string_lossy().into_owned(),
                     "shared",
                 )
+            }),
+        };
+        let (snapshot, view, kind) = match viewed {
+            Ok(v) => v,
+            Err(e) => {
+                if let Some(done) = &ingested {
+                    undo_ingest(&mut store, done)?;
+                }
+                return Err(e);
             }
         };
-        let store = Store::open(store_root, LockMode::Shared, false)?;
-        let row = store
-            .catalogue()
-            .snapshot(&resolve(store.catalogue(), &digest.to_hex())?)?;
-        report.provenance = Some(Provenance::from(&row));
+        report.provenance = Some(Provenance::from(&snapshot));
         report.view = Some(view);
         report.view_kind = Some(kind);
+        report.ingest = ingested.map(|done| done.ingest);
     }
-    let gitnexus = match opts.gitnexus_root {
-        Some(root) => gitnexus::trusted_runtime_mounts(root, opts.gitnexus_version)?,
-        None => Vec::new(),
-    };
     let view = report.view.as_deref().map(Path::new);
     for arm in opts.arms {
         let mut mounts = ce_plugin_mounts_for_arm(arm, view)?;

@@ -112,13 +112,15 @@ impl Store {
         std::fs::rename(&tmp, &path).ctx("replace a damaged manifest", &path)
     }
 
-    /// Removes a snapshot's manifest file, after the catalogue forgot it.
-    pub fn remove_manifest(&self, digest: &ManifestDigest) -> Result<()> {
+
+    /// Removes a snapshot's manifest unless the catalogue records the
+    /// snapshot, deciding under the catalogue's write lock so that no ingest
+    /// records it in between. Returns whether it was removed.
+    pub fn forget_unrecorded_manifest(&mut self, digest: &ManifestDigest) -> Result<bool> {
         let path = self.manifest_path(digest);
-        match rustix::fs::unlink(&path) {
-            Ok(()) | Err(Errno::NOENT) => Ok(()),
-            Err(e) => Err(Error::io("remove a manifest", path, e)),
-        }
+        self.catalogue_mut()
+            .while_unrecorded(digest, || remove_file(&path))
+            .map(|done| done.is_some())
     }
 
     /// Reads a snapshot's manifest file and checks that its bytes are the
@@ -191,6 +193,15 @@ impl Store {
     /// held snapshots, whatever its catalogue says.
     pub fn holds_data(&self) -> Result<bool> {
         holds_data(self.dir(), self.root())
+    }
+}
+
+/// Removes a manifest file; one already gone is no error. Callers decide,
+/// under the catalogue's write lock, that nothing records its snapshot.
+pub fn remove_file(path: &std::path::Path) -> Result<()> {
+    match rustix::fs::unlink(path) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(Error::io("remove a manifest", path, e)),
     }
 }
 

@@ -395,28 +395,41 @@ pub fn remove_tree_at(
 }
 
 fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::Result<()> {
+    // Another process removing the same tree at once is not an error: what
+    // it removed first is simply gone.
+    let gone = |r: rustix::io::Result<()>| match r {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(std::io::Error::from(e)),
+    };
     let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(Errno::NOENT) => return Ok(()),
         Err(e) => return Err(e.into()),
     };
-    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
-        if st.st_mode & 0o700 != 0o700 {
-            rustix::fs::chmodat(parent, name, Mode::from_raw_mode(0o700), AtFlags::empty())?;
-        }
-        let dir = crate::source::open_dir(parent, name)?;
-        for n in crate::source::list_names(dir.as_fd())? {
-            let n = std::ffi::CString::new(n).map_err(std::io::Error::other)?;
-            remove_tree_inner(dir.as_fd(), &n)?;
-        }
-        match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
-            Ok(()) | Err(Errno::NOENT) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    } else {
-        match rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
-            Ok(()) | Err(Errno::NOENT) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        return gone(rustix::fs::unlinkat(parent, name, AtFlags::empty()));
     }
+    if st.st_mode & 0o700 != 0o700 {
+        gone(rustix::fs::chmodat(
+            parent,
+            name,
+            Mode::from_raw_mode(0o700),
+            AtFlags::empty(),
+        ))?;
+    }
+    let dir = match crate::source::open_dir(parent, name) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let names = match crate::source::list_names(dir.as_fd()) {
+        Ok(names) => names,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    for n in names {
+        let n = std::ffi::CString::new(n).map_err(std::io::Error::other)?;
+        remove_tree_inner(dir.as_fd(), &n)?;
+    }
+    gone(rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR))
 }

@@ -1995,7 +1995,7 @@ fn corrupt_catalogue_is_refused_and_kept() {
         let out = run_within(cmd, LONG, &what);
         let stderr = assert_exit(&out, 7);
         let v = parse_json(&out);
-        assert_eq!(v["error"]["kind"], "catalogue", "{what}: {v}");
+        assert_eq!(v["error"]["kind"], "catalogue-lost", "{what}: {v}");
         assert!(
             stderr.contains(&*catalogue(env.store()).to_string_lossy()),
             "{what}: {stderr}"
