@@ -255,6 +255,11 @@ pub enum Command {
         /// this are pushed as an OCI index of several manifests.
         #[arg(long, value_name = "N", default_value_t = crate::remote::oci::DEFAULT_MAX_LAYERS as u32, value_parser = clap::value_parser!(u32).range(1..))]
         max_layers: u32,
+        /// Seconds without progress on a registry connection (no byte sent or
+        /// received) before giving up with exit 8; connecting waits at most
+        /// 10 s, or SECS when shorter.
+        #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        timeout: u64,
     },
     /// Take a snapshot from an OCI registry into the store, checking the
     /// manifest digest, the ingest rules and every blob's hash first.
@@ -269,6 +274,11 @@ pub enum Command {
         /// Transfers in flight at once.
         #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
         jobs: u16,
+        /// Seconds without progress on a registry connection (no byte sent or
+        /// received) before giving up with exit 8; connecting waits at most
+        /// 10 s, or SECS when shorter.
+        #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        timeout: u64,
     },
     /// Write a snapshot to one portable bundle file: a tar of the canonical
     /// manifest and the objects, optionally zstd-compressed.
@@ -440,6 +450,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             plain_http,
             jobs,
             max_layers,
+            timeout,
         } => {
             let opts = cmd::push::PushOptions {
                 digest,
@@ -448,6 +459,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
                     plain_http: *plain_http,
                     max_layers: *max_layers as usize,
                     push: true,
+                    timeouts: crate::remote::oci::client::Timeouts::from_secs(*timeout),
                 },
                 jobs: usize::from(*jobs),
                 progress: !cli.json,
@@ -458,11 +470,13 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             reference,
             plain_http,
             jobs,
+            timeout,
         } => {
             let opts = cmd::pull::PullOptions {
                 reference,
                 remote_options: crate::remote::Options {
                     plain_http: *plain_http,
+                    timeouts: crate::remote::oci::client::Timeouts::from_secs(*timeout),
                     ..crate::remote::Options::default()
                 },
                 jobs: usize::from(*jobs),

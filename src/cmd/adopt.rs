@@ -3,21 +3,28 @@
 //!
 //! The manifest must be canonical and pass the same rules as an ingest
 //! ([`policy::check_manifest_entries`] and the `plugin.json` check); every blob
-//! must hash to its key and have its recorded size. Only then does anything
-//! enter the store, through the same staging, no-overwrite publishing and
+//! must hash to its key and have its recorded size. The manifest and its
+//! bounds are checked before any object is read; each object is then streamed
+//! into a file of the store's work directory and hashed on the way, so memory
+//! stays bounded by a buffer, never by what a source declares. Only then does
+//! anything enter the store, through the same no-overwrite publishing and
 //! single `syncfs` as an ingest.
 
 use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
 use std::path::Path;
+use std::sync::Mutex;
+
+use rustix::fs::{Mode, OFlags};
 
 use super::ingest::{publish_and_record, IngestReport, Staged};
-use crate::digest::{ManifestDigest, ObjectId};
-use crate::error::{Error, Result};
+use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
+use crate::error::{Error, IoContext, Result};
 use crate::manifest::Manifest;
 use crate::policy::{self, Rejection};
 use crate::pyjson::{self, Value};
 use crate::store::objects::{check_object, ObjectState};
-use crate::store::{LockMode, ObjectKey, Store};
+use crate::store::{LockMode, ObjectKey, Store, WorkDir};
 
 /// Why received data cannot become a snapshot.
 #[derive(Debug, thiserror::Error)]
@@ -81,9 +88,105 @@ pub struct Wanted {
     pub path: String,
 }
 
+/// Where the objects of an adoption are staged while they arrive: files in
+/// the store's work directory, written as they are read and hashed on the
+/// way, so that memory never holds more than a buffer of any object.
+pub struct Staging<'w> {
+    work: &'w WorkDir,
+    staged: Mutex<BTreeMap<ObjectKey, String>>,
+}
+
+/// The most bytes of an object read from a source per read call.
+const STAGE_BUFFER: usize = 64 * 1024;
+
+impl Staging<'_> {
+    /// Streams one wanted object from `src` into a new file in the work
+    /// directory, hashing as it goes. Reads at most one byte more than the
+    /// manifest's size, and refuses a blob of another size or hash. A failed
+    /// read becomes the error `read_error` makes of it.
+    pub fn stage(
+        &self,
+        w: &Wanted,
+        src: &mut dyn Read,
+        read_error: &dyn Fn(io::Error) -> Error,
+    ) -> Result<()> {
+        let name = w.key.file_name();
+        let path = self.work.path().join(&name);
+        let fd = rustix::fs::openat(
+            self.work.fd(),
+            name.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o400),
+        )
+        .map_err(|e| Error::io("create a staged object", &path, e))?;
+        let mut file = std::fs::File::from(fd);
+        let mut hasher = ObjectHasher::default();
+        let mut buf = vec![0u8; STAGE_BUFFER];
+        let mut src = src.take(w.size.saturating_add(1));
+        let mut found = 0u64;
+        loop {
+            let n = match src.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(read_error(e)),
+            };
+            found += n as u64;
+            if found > w.size {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            file.write_all(&buf[..n])
+                .ctx("write a staged object", &path)?;
+        }
+        if found != w.size {
+            return Err(AdoptError::BlobSize {
+                path: w.path.clone(),
+                expected: w.size,
+                found,
+            }
+            .into());
+        }
+        let id = hasher.finish();
+        if id != w.key.id {
+            return Err(AdoptError::BlobHash {
+                path: w.path.clone(),
+                expected: w.key.id,
+                found: id,
+            }
+            .into());
+        }
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(w.key.mode()))
+            .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
+        let mut staged = self
+            .staged
+            .lock()
+            .map_err(|_| Error::Integrity("a staging thread panicked".into()))?;
+        staged.insert(w.key, name);
+        Ok(())
+    }
+
+    /// Stages `to` as a copy of the object staged under `from` (the same
+    /// content with the other exec bit), hashing the copy again.
+    pub fn copy(&self, from: &ObjectKey, to: &Wanted) -> Result<()> {
+        let path = self.work.path().join(from.file_name());
+        let mut file = std::fs::File::open(&path).ctx("read a staged object", &path)?;
+        self.stage(to, &mut file, &|e| {
+            Error::io("read a staged object", &path, e)
+        })
+    }
+
+    /// The name in the work directory of a staged object.
+    fn name(&self, key: &ObjectKey) -> Option<String> {
+        self.staged.lock().ok()?.get(key).cloned()
+    }
+}
+
 /// Adopts a snapshot: checks `manifest_bytes` (against `expected` when
-/// given), asks `fetch` for the objects the store lacks, checks every blob,
-/// and records the snapshot with an ingest event whose source is `source`.
+/// given) and the bounds before anything else, then lets `fetch` stream the
+/// objects the store lacks into a work directory (it is called even when
+/// none is wanted, so that a bundle is read to its end), and records the
+/// snapshot with an ingest event whose source is `source`.
 pub fn adopt<F>(
     store_root: &Path,
     manifest_bytes: &[u8],
@@ -92,7 +195,7 @@ pub fn adopt<F>(
     fetch: F,
 ) -> Result<IngestReport>
 where
-    F: FnOnce(&[Wanted]) -> Result<Vec<(ObjectKey, Vec<u8>)>>,
+    F: FnOnce(&[Wanted], &Staging<'_>) -> Result<()>,
 {
     let manifest = Manifest::parse(manifest_bytes).map_err(AdoptError::from)?;
     if let Some(expected) = expected {
@@ -133,45 +236,23 @@ where
             }
         }
     }
-    let blobs = if wanted.is_empty() {
-        Vec::new()
-    } else {
-        fetch(&wanted)?
+    let work = store.work_dir("adopt")?;
+    let staging = Staging {
+        work: &work,
+        staged: Mutex::new(BTreeMap::new()),
     };
-    let mut delivered: BTreeMap<ObjectKey, Vec<u8>> = blobs.into_iter().collect();
-    for w in &wanted {
-        let data = delivered
-            .get(&w.key)
-            .ok_or(AdoptError::BlobMissing(w.key.id))?;
-        if data.len() as u64 != w.size {
-            return Err(AdoptError::BlobSize {
-                path: w.path.clone(),
-                expected: w.size,
-                found: data.len() as u64,
-            }
-            .into());
-        }
-        let found = ObjectId::of(data);
-        if found != w.key.id {
-            return Err(AdoptError::BlobHash {
-                path: w.path.clone(),
-                expected: w.key.id,
-                found,
-            }
-            .into());
-        }
-    }
-    let version = check_plugin_json(&store, &manifest, &delivered)?;
-
-    let mut work = store.work_dir("adopt")?;
-    let mut staged = Vec::new();
+    fetch(&wanted, &staging)?;
+    let mut staged = Vec::with_capacity(wanted.len());
     let mut bytes = 0;
     for w in &wanted {
-        if let Some(data) = delivered.remove(&w.key) {
-            bytes += data.len() as u64;
-            staged.push((work.stage(&w.key, &data)?, w.key));
-        }
+        let name = staging
+            .name(&w.key)
+            .ok_or(AdoptError::BlobMissing(w.key.id))?;
+        bytes += w.size;
+        staged.push((name, w.key));
     }
+    let version = check_plugin_json(&store, &manifest, &staging)?;
+    drop(staging);
     publish_and_record(
         &mut store,
         work,
@@ -187,24 +268,24 @@ where
 }
 
 /// Checks `plugin.json` as an ingest does and returns its version.
-fn check_plugin_json(
-    store: &Store,
-    manifest: &Manifest,
-    delivered: &BTreeMap<ObjectKey, Vec<u8>>,
-) -> Result<String> {
+fn check_plugin_json(store: &Store, manifest: &Manifest, staging: &Staging<'_>) -> Result<String> {
     let entry = &manifest.entries[0];
     let key = ObjectKey {
         id: entry.sha256,
         executable: entry.executable,
     };
-    let bytes = match delivered.get(&key) {
-        Some(b) => b.clone(),
-        None if entry.size == 0 => Vec::new(),
-        None => {
-            let path = store.object_path(&key);
-            std::fs::read(&path).map_err(|e| Error::io("read an object", path, e))?
-        }
+    let path = match staging.name(&key) {
+        Some(name) => Some(staging.work.path().join(name)),
+        None if entry.size == 0 => None,
+        None => Some(store.object_path(&key)),
     };
+    let mut bytes = Vec::new();
+    if let Some(path) = path {
+        // The manifest's bounds hold for it: at most one file's bytes, and one more.
+        std::fs::File::open(&path)
+            .and_then(|f| f.take(policy::MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .ctx("read an object", &path)?;
+    }
     let path = Path::new(".claude-plugin/plugin.json").to_path_buf();
     let value = pyjson::loads(&bytes).map_err(|e| Rejection::ManifestInvalid {
         path: path.clone(),

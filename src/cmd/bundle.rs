@@ -17,14 +17,17 @@
 //! Objects are sorted by name; zero-length files have no object. Every header
 //! has uid, gid and mtime 0 and empty user and group names, so the same
 //! snapshot always gives the same archive, byte for byte. Import reads the
-//! bundle as a stream, checks that it is exactly the archive its own contents
-//! give (so a damaged byte anywhere, padding included, is refused), and hands
-//! the manifest and objects to [`adopt`](super::adopt), which checks
-//! the rules and every hash before anything enters the store.
+//! bundle as a stream: it checks the manifest and its bounds (through
+//! [`adopt`](super::adopt)) before it reads any object, checks that every
+//! header, padding and the end are the bytes export writes (so a damaged byte
+//! anywhere is refused), streams each object the store lacks into its work
+//! directory while hashing it, and stops at the archive's end: it reads
+//! nothing after the end blocks but one probe byte and, in a compressed
+//! bundle, the seal.
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::adopt::{adopt, AdoptError};
@@ -49,7 +52,8 @@ const SEAL_MAGIC: [u8; 4] = [0x50, 0x2a, 0x4d, 0x18];
 const SEAL_TAG: &[u8; 4] = b"CSTS";
 /// The seal frame's length: magic, length, tag, digest.
 const SEAL_LEN: usize = 4 + 4 + 4 + 32;
-/// The largest compressed bundle import reads (a release is at most 16 MiB).
+/// The most compressed bytes import reads (a release is at most 16 MiB, so
+/// its archive at most about 18 MiB before compression).
 const MAX_COMPRESSED_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The zstd level export uses: zstd's default. On 16 MiB of text it takes a
@@ -170,22 +174,6 @@ impl<W: Write> Write for HashingWriter<W> {
     }
 }
 
-/// A reader that hashes and counts what passes through it.
-struct HashingReader<R> {
-    inner: R,
-    hasher: ObjectHasher,
-    bytes: u64,
-}
-
-impl<R: Read> Read for HashingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.bytes += n as u64;
-        Ok(n)
-    }
-}
-
 /// The entry name of an object.
 fn object_entry(key: &ObjectKey) -> String {
     format!(
@@ -195,31 +183,16 @@ fn object_entry(key: &ObjectKey) -> String {
     )
 }
 
-/// Parses an object's entry name.
-fn parse_object_entry(name: &str) -> Option<ObjectKey> {
-    let rest = name.strip_prefix(OBJECTS_PREFIX)?;
-    let (hex, executable) = match rest.strip_suffix(".x") {
-        Some(h) => (h, true),
-        None => (rest, false),
-    };
-    if hex.bytes().any(|b| b.is_ascii_uppercase()) {
-        return None;
-    }
-    Some(ObjectKey {
-        id: hex.parse().ok()?,
-        executable,
-    })
-}
-
 fn digest_entry(digest: &ManifestDigest) -> Vec<u8> {
     format!("{digest}  {MANIFEST_ENTRY}\n").into_bytes()
 }
 
-/// Writes one entry: a ustar header with fixed fields, the data, the padding.
-fn write_entry(w: &mut dyn Write, name: &str, mode: u32, data: &[u8]) -> io::Result<()> {
+/// The ustar header export writes for an entry: fixed fields but the name,
+/// the mode and the size.
+fn header(name: &str, mode: u32, size: u64) -> io::Result<tar::Header> {
     let mut h = tar::Header::new_ustar();
     h.set_path(name)?;
-    h.set_size(data.len() as u64);
+    h.set_size(size);
     h.set_mode(mode);
     h.set_uid(0);
     h.set_gid(0);
@@ -230,6 +203,12 @@ fn write_entry(w: &mut dyn Write, name: &str, mode: u32, data: &[u8]) -> io::Res
     h.set_device_major(0)?;
     h.set_device_minor(0)?;
     h.set_cksum();
+    Ok(h)
+}
+
+/// Writes one entry: a ustar header with fixed fields, the data, the padding.
+fn write_entry(w: &mut dyn Write, name: &str, mode: u32, data: &[u8]) -> io::Result<()> {
+    let h = header(name, mode, data.len() as u64)?;
     w.write_all(h.as_bytes())?;
     w.write_all(data)?;
     let pad = (BLOCK - data.len() % BLOCK) % BLOCK;
@@ -401,64 +380,196 @@ fn write_bundle(
     Ok((count, bytes, hasher.finish()))
 }
 
-/// Reads a compressed bundle whole, checks its seal, and returns the
-/// compressed frame without the seal.
-fn unseal<R: Read>(raw: R, label: &str) -> Result<Vec<u8>> {
-    let mut data = Vec::new();
-    raw.take(MAX_COMPRESSED_BYTES + 1)
-        .read_to_end(&mut data)
-        .ctx("read the bundle", label)?;
-    if data.len() as u64 > MAX_COMPRESSED_BYTES {
-        return Err(damaged(format!(
-            "it is larger than {MAX_COMPRESSED_BYTES} bytes"
-        )));
+/// A buffered reader that hashes exactly the bytes its consumer consumes:
+/// the zstd decoder consumes its frame and nothing after it, so the hash is
+/// the SHA-256 of the frame the seal records.
+struct SealReader<R> {
+    inner: BufReader<R>,
+    hasher: ObjectHasher,
+}
+
+impl<R: Read> Read for SealReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = {
+            let available = self.fill_buf()?;
+            let n = available.len().min(buf.len());
+            buf[..n].copy_from_slice(&available[..n]);
+            n
+        };
+        self.consume(n);
+        Ok(n)
     }
-    let Some(cut) = data.len().checked_sub(SEAL_LEN) else {
-        return Err(damaged("it is too short to hold its seal"));
-    };
-    let seal = &data[cut..];
-    let expected_len = ((SEAL_LEN - 8) as u32).to_le_bytes();
-    if seal[..4] != SEAL_MAGIC || seal[4..8] != expected_len || &seal[8..12] != SEAL_TAG {
-        return Err(damaged(
-            "its seal (the trailing skippable frame) is missing or changed",
-        ));
+}
+
+impl<R: Read> io::BufRead for SealReader<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
     }
-    if ObjectId::of(&data[..cut]).as_bytes()[..] != seal[12..] {
-        return Err(damaged("its compressed bytes do not hash to its seal"));
+
+    fn consume(&mut self, amt: usize) {
+        let buffered = self.inner.buffer();
+        self.hasher.update(&buffered[..amt.min(buffered.len())]);
+        self.inner.consume(amt);
     }
-    data.truncate(cut);
-    Ok(data)
+}
+
+/// The archive stream of a bundle: the file itself, or its zstd frame decoded.
+enum Body<R: Read> {
+    Tar(R),
+    Zstd(zstd::stream::read::Decoder<'static, SealReader<R>>),
+}
+
+impl<R: Read> Read for Body<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Body::Tar(r) => r.read(buf),
+            Body::Zstd(d) => d.read(buf),
+        }
+    }
+}
+
+impl<R: Read> Body<R> {
+    /// Checks what follows the archive's end blocks without reading more
+    /// than a few bytes: nothing in a plain tar; in a compressed bundle, the
+    /// end of the zstd frame (its content checksum is checked there) and then
+    /// exactly the seal, which must hold the SHA-256 of the frame.
+    fn finish(self) -> Result<()> {
+        match self {
+            Body::Tar(mut r) => {
+                let mut probe = [0u8; 1];
+                if read_full(&mut r, &mut probe)? != 0 {
+                    return Err(damaged("it holds data after the archive's end"));
+                }
+                Ok(())
+            }
+            Body::Zstd(mut d) => {
+                // One more byte from the decoder: the frame must end here.
+                // The decoder produces at most one block to answer, so data
+                // hidden after the archive is never decompressed in full.
+                let mut probe = [0u8; 1];
+                if read_full(&mut d, &mut probe)? != 0 {
+                    return Err(damaged(
+                        "its compressed frame holds data after the archive's end",
+                    ));
+                }
+                let mut rest = d.finish();
+                let frame = rest.hasher.clone().finish();
+                let mut seal = Vec::with_capacity(SEAL_LEN + 1);
+                (&mut rest)
+                    .take(SEAL_LEN as u64 + 1)
+                    .read_to_end(&mut seal)
+                    .map_err(damaged)?;
+                let expected_len = ((SEAL_LEN - 8) as u32).to_le_bytes();
+                if seal.len() != SEAL_LEN
+                    || seal[..4] != SEAL_MAGIC
+                    || seal[4..8] != expected_len
+                    || &seal[8..12] != SEAL_TAG
+                {
+                    return Err(damaged(
+                        "its seal (the skippable frame right after the compressed frame, and the file's end) is missing or changed",
+                    ));
+                }
+                if seal[12..] != frame.as_bytes()[..] {
+                    return Err(damaged("its compressed bytes do not hash to its seal"));
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 fn damaged(why: impl std::fmt::Display) -> Error {
     Error::Integrity(format!("the bundle is damaged: {why}"))
 }
 
-/// Reads one entry's data, refusing more than `max` bytes.
-fn read_entry<R: Read>(entry: &mut tar::Entry<'_, R>, max: u64) -> Result<Vec<u8>> {
-    let size = entry.header().size().map_err(damaged)?;
-    if size > max {
+/// Reads until `buf` is full or the stream ends; returns the bytes read.
+fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(damaged(e)),
+        }
+    }
+    Ok(got)
+}
+
+/// Reads one 512-byte header block, which must be there.
+fn read_header(r: &mut dyn Read, what: &str) -> Result<[u8; BLOCK]> {
+    let mut block = [0u8; BLOCK];
+    if read_full(r, &mut block)? != BLOCK {
+        return Err(damaged(format!("it ends before {what}")));
+    }
+    Ok(block)
+}
+
+/// Reads and checks the zero padding after an entry of `size` bytes.
+fn read_padding(r: &mut dyn Read, size: u64, name: &str) -> Result<()> {
+    let pad = (BLOCK - (size % BLOCK as u64) as usize) % BLOCK;
+    let mut block = [0u8; BLOCK];
+    if read_full(r, &mut block[..pad])? != pad || block[..pad].iter().any(|&b| b != 0) {
+        return Err(damaged(format!("the padding after '{name}' is changed")));
+    }
+    Ok(())
+}
+
+/// Checks a header block against the one export writes for this entry.
+fn check_header(block: &[u8; BLOCK], name: &str, mode: u32, size: u64) -> Result<()> {
+    let canonical = header(name, mode, size).map_err(damaged)?;
+    if block[..] != canonical.as_bytes()[..] {
         return Err(damaged(format!(
-            "entry is {size} bytes, more than the {max} expected"
+            "the header of '{name}' is not the one `cestore export` writes (another name, size, mode or a changed byte)"
         )));
     }
-    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    entry.read_to_end(&mut data).map_err(damaged)?;
-    if data.len() as u64 != size {
-        return Err(damaged("an entry is cut short"));
+    Ok(())
+}
+
+/// Reads a small entry (the manifest, the digest): its header, its data
+/// (at most `max` bytes, checked before anything is read) and its padding.
+fn read_small_entry(r: &mut dyn Read, name: &str, max: u64) -> Result<Vec<u8>> {
+    let block = read_header(r, name)?;
+    let size = tar::Header::from_byte_slice(&block)
+        .entry_size()
+        .map_err(|_| damaged(format!("the header of '{name}' holds no size")))?;
+    if size > max {
+        return Err(damaged(format!(
+            "'{name}' is declared as {size} bytes, more than the {max} it can be"
+        )));
     }
+    check_header(&block, name, 0o444, size)?;
+    let mut data = vec![0u8; usize::try_from(size).map_err(damaged)?];
+    if read_full(r, &mut data)? != data.len() {
+        return Err(damaged(format!("'{name}' is cut short")));
+    }
+    read_padding(r, size, name)?;
     Ok(data)
 }
 
-fn entry_name<R: Read>(entry: &tar::Entry<'_, R>) -> Result<String> {
-    if entry.header().entry_type() != tar::EntryType::Regular {
-        return Err(damaged("an entry is not a regular file"));
+/// Reads an object the store already holds: hashes it without keeping it.
+fn check_object_entry(r: &mut dyn Read, key: &ObjectKey, size: u64, name: &str) -> Result<()> {
+    let mut out = HashingWriter {
+        inner: io::sink(),
+        hasher: ObjectHasher::default(),
+        bytes: 0,
+    };
+    io::copy(&mut r.take(size), &mut out).map_err(damaged)?;
+    if out.bytes != size {
+        return Err(damaged(format!("'{name}' is cut short")));
     }
-    let path = entry.path().map_err(damaged)?;
-    Ok(path.to_string_lossy().into_owned())
+    let found = out.hasher.finish();
+    if found != key.id {
+        return Err(damaged(format!("'{name}' hashes to {found}")));
+    }
+    Ok(())
 }
 
-/// Reads a bundle, checks it, and adopts its snapshot into the store.
+/// Reads a bundle as a stream, checks it, and adopts its snapshot into the
+/// store. The manifest and its bounds are checked before any object is read;
+/// each object the store lacks is streamed into its work directory and
+/// hashed on the way; every header, padding and the end must be the bytes
+/// `cestore export` writes, and reading stops at the archive's end.
 pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportReport> {
     let expected = match opts.digest {
         Some(d) => Some(
@@ -495,54 +606,58 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         Format::Tar
     };
     let chained = io::Cursor::new(magic).chain(raw);
-    let tar_stream: Box<dyn Read> = match format {
-        Format::Tar => Box::new(chained),
+    let mut body = match format {
+        Format::Tar => Body::Tar(Box::new(chained) as Box<dyn Read>),
         Format::TarZstd => {
-            let frame = unseal(chained, &label)?;
-            Box::new(
-                zstd::stream::read::Decoder::new(io::Cursor::new(frame))
-                    .ctx("start decompressing the bundle", &label)?,
+            let sealed = SealReader {
+                inner: BufReader::new(Box::new(chained.take(MAX_COMPRESSED_BYTES)) as Box<dyn Read>),
+                hasher: ObjectHasher::default(),
+            };
+            Body::Zstd(
+                zstd::stream::read::Decoder::with_buffer(sealed)
+                    .ctx("start decompressing the bundle", &label)?
+                    .single_frame(),
             )
         }
     };
-    let mut reader = HashingReader {
-        inner: tar_stream,
-        hasher: ObjectHasher::default(),
-        bytes: 0,
-    };
-    let (manifest, objects) = read_archive(&mut reader, expected)?;
-    // The rest of the stream (the end blocks, anything after them) counts too.
-    io::copy(&mut reader, &mut io::sink()).map_err(damaged)?;
-    let HashingReader { hasher, bytes, .. } = reader;
-    let mut canonical = HashingWriter {
-        inner: io::sink(),
-        hasher: ObjectHasher::default(),
-        bytes: 0,
-    };
-    write_archive(
-        &mut canonical,
-        &manifest,
-        objects
-            .iter()
-            .map(|(k, d)| Ok((*k, std::borrow::Cow::Borrowed(&d[..])))),
-    )?;
-    if canonical.bytes != bytes || canonical.hasher.finish() != hasher.finish() {
-        return Err(damaged(
-            "it is not the archive `cestore export` writes for its own contents (a changed byte in a header, the padding or the end)",
-        ));
+    // The manifest, its digest, and the snapshot they describe.
+    let bytes = read_small_entry(&mut body, MANIFEST_ENTRY, MAX_MANIFEST_BYTES)?;
+    let manifest = Manifest::parse(&bytes).map_err(AdoptError::from)?;
+    let recorded = read_small_entry(&mut body, DIGEST_ENTRY, 256)?;
+    if recorded != digest_entry(&manifest.digest) {
+        return Err(damaged(format!(
+            "{MANIFEST_ENTRY} hashes to {}, which {DIGEST_ENTRY} does not record",
+            manifest.digest
+        )));
     }
+    let objects = objects_of(&manifest);
     let count = objects.len() as u64;
-    let mut objects = objects;
+    // `adopt` checks the manifest and its bounds before it asks for objects.
     let ingest = adopt(
         store_root,
         &manifest.bytes,
         expected,
         &format!("bundle:{label}"),
-        |wanted| {
-            Ok(wanted
-                .iter()
-                .filter_map(|w| objects.remove(&w.key).map(|d| (w.key, d)))
-                .collect())
+        |wanted, staging| {
+            let wanted: BTreeMap<ObjectKey, &super::adopt::Wanted> =
+                wanted.iter().map(|w| (w.key, w)).collect();
+            for (key, size) in &objects {
+                let name = object_entry(key);
+                let block = read_header(&mut body, &name)?;
+                check_header(&block, &name, key.mode(), *size)?;
+                match wanted.get(key) {
+                    Some(w) => staging.stage(w, &mut (&mut body).take(*size), &damaged)?,
+                    None => check_object_entry(&mut body, key, *size, &name)?,
+                }
+                read_padding(&mut body, *size, &name)?;
+            }
+            let mut end = [0u8; 2 * BLOCK];
+            if read_full(&mut body, &mut end)? != end.len() || end.iter().any(|&b| b != 0) {
+                return Err(damaged(
+                    "it does not end with the two zero blocks after its manifest's objects",
+                ));
+            }
+            body.finish()
         },
     )?;
     Ok(ImportReport {
@@ -553,68 +668,4 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             objects: count,
         },
     })
-}
-
-/// Reads the manifest, the digest and the objects from the archive stream.
-fn read_archive<R: Read>(
-    reader: R,
-    expected: Option<ManifestDigest>,
-) -> Result<(Manifest, BTreeMap<ObjectKey, Vec<u8>>)> {
-    let mut archive = tar::Archive::new(reader);
-    let mut entries = archive.entries().map_err(damaged)?;
-    let mut next =
-        || -> Result<Option<tar::Entry<'_, R>>> { entries.next().transpose().map_err(damaged) };
-    let mut first = next()?.ok_or_else(|| damaged("it holds no entries"))?;
-    if entry_name(&first)? != MANIFEST_ENTRY {
-        return Err(damaged(format!("its first entry is not {MANIFEST_ENTRY}")));
-    }
-    let bytes = read_entry(&mut first, MAX_MANIFEST_BYTES)?;
-    drop(first);
-    let manifest = Manifest::parse(&bytes).map_err(AdoptError::from)?;
-    let mut second = next()?.ok_or_else(|| damaged(format!("{DIGEST_ENTRY} is missing")))?;
-    if entry_name(&second)? != DIGEST_ENTRY {
-        return Err(damaged(format!("its second entry is not {DIGEST_ENTRY}")));
-    }
-    let recorded = read_entry(&mut second, 256)?;
-    drop(second);
-    if recorded != digest_entry(&manifest.digest) {
-        return Err(damaged(format!(
-            "{MANIFEST_ENTRY} hashes to {}, which {DIGEST_ENTRY} does not record",
-            manifest.digest
-        )));
-    }
-    if let Some(expected) = expected {
-        if manifest.digest != expected {
-            return Err(AdoptError::DigestMismatch {
-                expected,
-                found: manifest.digest,
-            }
-            .into());
-        }
-    }
-    let sizes = objects_of(&manifest);
-    let mut objects = BTreeMap::new();
-    while let Some(mut entry) = next()? {
-        let name = entry_name(&entry)?;
-        let key = parse_object_entry(&name)
-            .ok_or_else(|| damaged(format!("unexpected entry '{name}'")))?;
-        let size = *sizes
-            .get(&key)
-            .ok_or_else(|| damaged(format!("'{name}' is not an object of its manifest")))?;
-        let data = read_entry(&mut entry, size)?;
-        if data.len() as u64 != size {
-            return Err(damaged(format!(
-                "'{name}' has {} bytes, not {size}",
-                data.len()
-            )));
-        }
-        let found = ObjectId::of(&data);
-        if found != key.id {
-            return Err(damaged(format!("'{name}' hashes to {found}")));
-        }
-        if objects.insert(key, data).is_some() {
-            return Err(damaged(format!("'{name}' appears twice")));
-        }
-    }
-    Ok((manifest, objects))
 }

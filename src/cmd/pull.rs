@@ -80,7 +80,7 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
         &incoming.manifest_bytes,
         Some(incoming.snapshot),
         &incoming.source,
-        |wanted| {
+        |wanted, staging| {
             if let Some(w) = wanted.iter().find(|w| !incoming.blobs.contains(&w.key.id)) {
                 return Err(RemoteError::Protocol(format!(
                     "the registry's manifest lists no layer sha256:{} for '{}'",
@@ -88,10 +88,8 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
                 ))
                 .into());
             }
-            let (blobs, stats) =
-                transfer::fetch(remote.as_ref(), wanted, opts.jobs, opts.progress)?;
-            fetched = stats;
-            Ok(blobs)
+            fetched = transfer::fetch(remote.as_ref(), wanted, opts.jobs, opts.progress, staging)?;
+            Ok(())
         },
     )?;
     Ok(PullReport {

@@ -60,6 +60,21 @@ pub enum RemoteError {
         /// What went wrong.
         reason: String,
     },
+    /// The remote did not connect or answer in time.
+    #[error("the registry {registry} did not answer in time ({request}: connect timeout {connect} s, idle timeout {idle} s; --timeout SECS sets them)")]
+    Timeout {
+        /// The registry's host.
+        registry: String,
+        /// The request that timed out, `METHOD URL`.
+        request: String,
+        /// The connect timeout, in seconds.
+        connect: u64,
+        /// The idle timeout, in seconds.
+        idle: u64,
+        /// What the client said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The remote has no such snapshot.
     #[error("{0} not found on the remote")]
     NotFound(String),
@@ -104,6 +119,8 @@ pub struct Options {
     pub max_layers: usize,
     /// Whether the remote will be written to (asks for push access).
     pub push: bool,
+    /// How long to wait on the remote.
+    pub timeouts: oci::client::Timeouts,
 }
 
 impl Default for Options {
@@ -112,6 +129,7 @@ impl Default for Options {
             plain_http: false,
             max_layers: oci::DEFAULT_MAX_LAYERS,
             push: false,
+            timeouts: oci::client::Timeouts::default(),
         }
     }
 }
@@ -243,11 +261,29 @@ pub trait Remote: Sync {
     /// caller checks the hash.
     fn get_blob(&self, id: &ObjectId, max: u64) -> Result<Vec<u8>>;
 
+    /// Opens one blob for reading, as the remote sends it. A failed read is an
+    /// [`io::Error`](std::io::Error) whose inner error is a [`RemoteError`]
+    /// (see [`read_error`]). The caller bounds what it reads and checks the hash.
+    fn open_blob(&self, id: &ObjectId) -> Result<Box<dyn std::io::Read + Send + '_>>;
+
     /// Publishes the record that names the snapshot, once every blob is there.
     fn publish(&self, snapshot: &Outgoing<'_>) -> Result<Published>;
 
     /// Finds the snapshot a reference names and returns its manifest bytes.
     fn resolve(&self, reference: &SnapshotRef) -> Result<Incoming>;
+}
+
+/// The error a failed read of a blob (from [`Remote::open_blob`]) stands for.
+pub fn read_error(e: std::io::Error) -> Error {
+    if e.get_ref().is_some_and(|inner| inner.is::<RemoteError>()) {
+        if let Some(Ok(remote)) = e.into_inner().map(|inner| inner.downcast::<RemoteError>()) {
+            return Error::Remote(*remote);
+        }
+        return Error::Remote(RemoteError::Protocol("a blob could not be read".into()));
+    }
+    Error::Remote(RemoteError::Protocol(format!(
+        "a blob could not be read: {e}"
+    )))
 }
 
 /// Opens a remote from an address such as `REGISTRY/REPOSITORY`,

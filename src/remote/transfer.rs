@@ -1,5 +1,6 @@
 //! Engine-neutral transfers: push a snapshot's blobs then its record, and
-//! fetch the blobs a pull lacks, several at a time.
+//! fetch the blobs a pull lacks, several at a time, each streamed into the
+//! store's work directory as it arrives.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
@@ -8,11 +9,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use super::{Outgoing, Published, Remote};
-use crate::cmd::adopt::{AdoptError, Wanted};
+use crate::cmd::adopt::{Staging, Wanted};
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
-use crate::store::{ObjectKey, Store};
+use crate::store::Store;
 
 /// What a push transferred.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -127,57 +128,36 @@ fn read_object(path: &std::path::Path, id: &ObjectId, size: u64) -> Result<Vec<u
     Ok(data)
 }
 
-/// Blobs by the key of the object they are for.
-pub type Blobs = Vec<(ObjectKey, Vec<u8>)>;
-
-/// Fetches the blobs for `wanted` (`jobs` at a time), checking each one's
-/// size and hash as it arrives, and returns them by key.
+/// Fetches the blobs for `wanted` (`jobs` at a time), streaming each one
+/// into `staging`, which checks its size and hash as it arrives.
 pub fn fetch(
     remote: &dyn Remote,
     wanted: &[Wanted],
     jobs: usize,
     progress: bool,
-) -> Result<(Blobs, FetchStats)> {
+    staging: &Staging<'_>,
+) -> Result<FetchStats> {
     // The same content wanted executable and not is fetched once.
     let mut by_id: BTreeMap<ObjectId, Vec<&Wanted>> = BTreeMap::new();
     for w in wanted {
         by_id.entry(w.key.id).or_default().push(w);
     }
     let list: Vec<&Vec<&Wanted>> = by_id.values().collect();
-    let blobs = parallel(&list, jobs, "pull", progress, |ws| {
+    let sizes = parallel(&list, jobs, "pull", progress, |ws| {
         let w = ws[0];
-        let data = remote.get_blob(&w.key.id, w.size)?;
-        if data.len() as u64 != w.size {
-            return Err(AdoptError::BlobSize {
-                path: w.path.clone(),
-                expected: w.size,
-                found: data.len() as u64,
-            }
-            .into());
+        let mut body = remote.open_blob(&w.key.id)?;
+        staging.stage(w, &mut body, &super::read_error)?;
+        for other in &ws[1..] {
+            staging.copy(&w.key, other)?;
         }
-        let found = ObjectId::of(&data);
-        if found != w.key.id {
-            return Err(AdoptError::BlobHash {
-                path: w.path.clone(),
-                expected: w.key.id,
-                found,
-            }
-            .into());
-        }
-        Ok(Some(data))
+        Ok(Some(w.size))
     })?;
     let mut stats = FetchStats::default();
-    let mut out = Vec::with_capacity(wanted.len());
-    for (ws, data) in list.into_iter().zip(blobs) {
-        let data = data.unwrap_or_default();
+    for size in sizes {
         stats.blobs_fetched += 1;
-        stats.bytes_fetched += data.len() as u64;
-        for w in &ws[1..] {
-            out.push((w.key, data.clone()));
-        }
-        out.push((ws[0].key, data));
+        stats.bytes_fetched += size.unwrap_or(0);
     }
-    Ok((out, stats))
+    Ok(stats)
 }
 
 /// Something a job can report the size of, for the progress line.
@@ -188,12 +168,6 @@ trait Sized64 {
 impl Sized64 for Option<u64> {
     fn bytes(&self) -> u64 {
         self.unwrap_or(0)
-    }
-}
-
-impl Sized64 for Option<Vec<u8>> {
-    fn bytes(&self) -> u64 {
-        self.as_ref().map_or(0, |d| d.len() as u64)
     }
 }
 

@@ -32,12 +32,12 @@ fn env_var(name: &str, test: &str) -> Option<String> {
     }
 }
 
-fn registry(test: &str) -> Option<String> {
+pub(crate) fn registry(test: &str) -> Option<String> {
     env_var("CESTORE_TEST_REGISTRY", test)
 }
 
 /// A repository no other test (or earlier run) uses.
-fn repo(registry: &str, test: &str) -> String {
+pub(crate) fn repo(registry: &str, test: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -50,7 +50,7 @@ fn repo(registry: &str, test: &str) -> String {
 }
 
 /// Bytes that differ for every (salt, index).
-fn noise(salt: u64, index: u64, len: usize) -> Vec<u8> {
+pub(crate) fn noise(salt: u64, index: u64, len: usize) -> Vec<u8> {
     let mut x = salt
         .wrapping_mul(0x9e37_79b9_7f4a_7c15)
         .wrapping_add(index.wrapping_mul(0xbf58_476d_1ce4_e5b9))
@@ -67,7 +67,7 @@ fn noise(salt: u64, index: u64, len: usize) -> Vec<u8> {
 }
 
 /// A unique salt per call, so that tests never share blob contents by accident.
-fn salt() -> u64 {
+pub(crate) fn salt() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -222,7 +222,7 @@ fn head_status(url: &str) -> u16 {
         .as_u16()
 }
 
-fn manifest_url(target: &str, reference: &str) -> String {
+pub(crate) fn manifest_url(target: &str, reference: &str) -> String {
     let (registry, repository) = target.split_once('/').expect("registry/repository");
     format!("http://{registry}/v2/{repository}/manifests/{reference}")
 }

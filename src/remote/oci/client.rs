@@ -13,8 +13,6 @@ use super::auth::{self, Credentials};
 use crate::digest::ObjectId;
 use crate::remote::RemoteError;
 
-/// How long to wait for a connection.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one request may take, start to end.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 /// The most bytes of an error body kept for the message.
@@ -29,6 +27,62 @@ pub struct Client {
     creds: Credentials,
     push: bool,
     authorization: Mutex<Option<String>>,
+    timeouts: Timeouts,
+}
+
+/// How long the client waits on a registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// For a connection (name lookup, TCP, TLS).
+    pub connect: Duration,
+    /// For each read or write once connected: the most time without progress.
+    pub idle: Duration,
+}
+
+impl Timeouts {
+    /// The default connect timeout.
+    pub const DEFAULT_CONNECT: Duration = Duration::from_secs(10);
+    /// The default idle timeout.
+    pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
+
+    /// Timeouts for `--timeout SECS`: an idle timeout of `secs`, and a
+    /// connect timeout of the default or `secs`, whichever is shorter.
+    pub fn from_secs(secs: u64) -> Timeouts {
+        let idle = Duration::from_secs(secs.max(1));
+        Timeouts {
+            connect: idle.min(Self::DEFAULT_CONNECT),
+            idle,
+        }
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Self::DEFAULT_CONNECT,
+            idle: Self::DEFAULT_IDLE,
+        }
+    }
+}
+
+/// Whether a client error is a timeout.
+fn is_timeout(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::Timeout(_) => true,
+        ureq::Error::Io(io) => io_is_timeout(io),
+        _ => false,
+    }
+}
+
+/// Whether a read error is a timeout, as the client reports them.
+fn io_is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    ) || e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+        .is_some_and(is_timeout)
 }
 
 fn transport(
@@ -88,10 +142,14 @@ impl Client {
         plain_http: bool,
         creds: Credentials,
         push: bool,
+        timeouts: Timeouts,
     ) -> Client {
         let config = Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_resolve(Some(timeouts.connect))
+            .timeout_connect(Some(timeouts.connect))
+            .timeout_per_read(Some(timeouts.idle))
+            .timeout_per_write(Some(timeouts.idle))
             .timeout_global(Some(REQUEST_TIMEOUT))
             .max_idle_connections_per_host(64)
             .user_agent(concat!("cestore/", env!("CARGO_PKG_VERSION")))
@@ -108,6 +166,39 @@ impl Client {
             creds,
             push,
             authorization: Mutex::new(authorization),
+            timeouts,
+        }
+    }
+
+    /// The error for a request that failed: a timeout names the registry
+    /// and the limit it broke.
+    fn failed(&self, method: &Method, url: &str, e: ureq::Error) -> RemoteError {
+        if is_timeout(&e) {
+            return self.timed_out(method, url, e);
+        }
+        transport(method, url, e)
+    }
+
+    /// The error for a failed read of an answer's body.
+    fn read_failed(&self, method: &Method, url: &str, e: std::io::Error) -> RemoteError {
+        if io_is_timeout(&e) {
+            return self.timed_out(method, url, e);
+        }
+        transport(method, url, e)
+    }
+
+    fn timed_out(
+        &self,
+        method: &Method,
+        url: &str,
+        e: impl std::error::Error + Send + Sync + 'static,
+    ) -> RemoteError {
+        RemoteError::Timeout {
+            registry: self.registry.clone(),
+            request: format!("{method} {url}"),
+            connect: self.timeouts.connect.as_secs(),
+            idle: self.timeouts.idle.as_secs(),
+            source: Box::new(e),
         }
     }
 
@@ -149,11 +240,11 @@ impl Client {
                 Some(data) => builder
                     .body(data)
                     .map_err(|e| transport(&method, url, e))
-                    .and_then(|r| self.agent.run(r).map_err(|e| transport(&method, url, e))),
+                    .and_then(|r| self.agent.run(r).map_err(|e| self.failed(&method, url, e))),
                 None => builder
                     .body(())
                     .map_err(|e| transport(&method, url, e))
-                    .and_then(|r| self.agent.run(r).map_err(|e| transport(&method, url, e))),
+                    .and_then(|r| self.agent.run(r).map_err(|e| self.failed(&method, url, e))),
             }?;
             if resp.status() != 401 || answered {
                 return Ok(resp);
@@ -245,7 +336,7 @@ impl Client {
         let mut resp = self
             .agent
             .run(request)
-            .map_err(|e| transport(&method, &url, e))?;
+            .map_err(|e| self.failed(&method, &url, e))?;
         if resp.status() != 200 {
             let status = resp.status().as_u16();
             let detail = error_detail(&mut resp);
@@ -264,7 +355,7 @@ impl Client {
             .as_reader()
             .take(1 << 20)
             .read_to_end(&mut bytes)
-            .map_err(|e| transport(&method, &url, e))?;
+            .map_err(|e| self.read_failed(&method, &url, e))?;
         let v: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| fail(format!("the token service's answer is not JSON: {e}")))?;
         v.get("token")
@@ -360,8 +451,23 @@ impl Client {
             .as_reader()
             .take(size.saturating_add(1))
             .read_to_end(&mut data)
-            .map_err(|e| transport(&Method::GET, &url, e))?;
+            .map_err(|e| self.read_failed(&Method::GET, &url, e))?;
         Ok(data)
+    }
+
+    /// Opens a blob for streaming. A failed read is an [`std::io::Error`]
+    /// whose inner error is the [`RemoteError`] it stands for.
+    pub fn open_blob(&self, id: &ObjectId) -> Result<BlobReader<'_>, RemoteError> {
+        let url = self.url(&format!("blobs/sha256:{id}"));
+        let resp = self.send(Method::GET, &url, &[], None)?;
+        if resp.status() != 200 {
+            return Err(self.unexpected(&Method::GET, &url, resp));
+        }
+        Ok(BlobReader {
+            client: self,
+            url,
+            body: resp.into_body().into_reader(),
+        })
     }
 
     /// Fetches a manifest or index by tag or digest; `None` when the registry
@@ -388,7 +494,7 @@ impl Client {
             .as_reader()
             .take(max as u64 + 1)
             .read_to_end(&mut data)
-            .map_err(|e| transport(&Method::GET, &url, e))?;
+            .map_err(|e| self.read_failed(&Method::GET, &url, e))?;
         if data.len() > max {
             return Err(RemoteError::Protocol(format!(
                 "the manifest at {url} is larger than {max} bytes"
@@ -427,5 +533,20 @@ impl Client {
             }
         }
         Ok(())
+    }
+}
+
+/// A blob's body as the registry sends it.
+pub struct BlobReader<'c> {
+    client: &'c Client,
+    url: String,
+    body: ureq::BodyReader<'static>,
+}
+
+impl Read for BlobReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.body
+            .read(buf)
+            .map_err(|e| std::io::Error::other(self.client.read_failed(&Method::GET, &self.url, e)))
     }
 }

@@ -254,6 +254,9 @@ pub struct Document {
     /// An index's manifests.
     #[serde(default)]
     pub manifests: Option<Vec<Descriptor>>,
+    /// Its annotations.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl Document {

@@ -127,6 +127,7 @@ impl OciRemote {
             opts.plain_http,
             creds,
             opts.push,
+            opts.timeouts,
         );
         Ok(OciRemote {
             address,
@@ -145,6 +146,163 @@ impl OciRemote {
             "{}/{}{sep}{reference}",
             self.address.registry, self.address.repository
         )
+    }
+
+    /// Fetches the config blob (the canonical manifest) and checks its hash,
+    /// its size when the record names one, and its bounds.
+    fn fetch_config(&self, config_id: &ObjectId, size: Option<u64>) -> Result<Vec<u8>> {
+        let max = size.unwrap_or(MAX_CONFIG_BYTES);
+        if max > MAX_CONFIG_BYTES {
+            return Err(RemoteError::Protocol(format!(
+                "the config is {max} bytes, more than a snapshot's manifest can be"
+            ))
+            .into());
+        }
+        let bytes = self.client.get_blob(config_id, max)?;
+        if bytes.len() as u64 > max
+            || size.is_some_and(|s| s != bytes.len() as u64)
+            || ObjectId::of(&bytes) != *config_id
+        {
+            return Err(Error::Integrity(format!(
+                "the registry's config blob sha256:{config_id} does not hash to its digest"
+            )));
+        }
+        let manifest = crate::manifest::Manifest::parse(&bytes)
+            .map_err(crate::cmd::adopt::AdoptError::from)?;
+        crate::policy::check_manifest_entries(&manifest.entries)
+            .map_err(crate::cmd::adopt::AdoptError::from)?;
+        Ok(bytes)
+    }
+
+    /// Resolves an index: the snapshot it names and its config first (the
+    /// canonical manifest, checked against the bounds), then each distinct
+    /// manifest it lists, one at a time, keeping only the layers' digests.
+    /// A snapshot of at most [`MAX_FILES`](crate::policy::MAX_FILES) files
+    /// needs at most that many manifests (each lists one layer or more), so
+    /// an index listing more is refused, and memory holds one manifest at a
+    /// time, whatever the index lists.
+    #[allow(clippy::type_complexity)]
+    fn resolve_index(
+        &self,
+        doc: Document,
+        promised: Option<crate::digest::ManifestDigest>,
+    ) -> Result<(
+        crate::digest::ManifestDigest,
+        Vec<u8>,
+        BTreeSet<ObjectId>,
+        usize,
+    )> {
+        let listed = doc.manifests.unwrap_or_default();
+        if listed.is_empty() {
+            return Err(
+                RemoteError::Protocol("the registry's index lists no manifests".into()).into(),
+            );
+        }
+        if listed.len() > crate::policy::MAX_FILES {
+            return Err(RemoteError::Protocol(format!(
+                "the index lists {} manifests, more than a snapshot of at most {} files can need",
+                listed.len(),
+                crate::policy::MAX_FILES
+            ))
+            .into());
+        }
+        let annotated = match doc.annotations.get(mapping::SNAPSHOT_ANNOTATION) {
+            Some(hex) => Some(hex.parse::<crate::digest::ManifestDigest>().map_err(|_| {
+                RemoteError::Protocol(format!(
+                    "the index's {} annotation '{hex}' is not a digest",
+                    mapping::SNAPSHOT_ANNOTATION
+                ))
+            })?),
+            None => None,
+        };
+        let snapshot = match (promised, annotated) {
+            (Some(p), Some(a)) if p != a => {
+                return Err(Error::Integrity(format!(
+                    "the tag sha256-{p} names an index of snapshot {a}"
+                )))
+            }
+            (Some(d), _) | (None, Some(d)) => d,
+            (None, None) => {
+                return Err(RemoteError::Protocol(format!(
+                    "the index names no snapshot (no {} annotation)",
+                    mapping::SNAPSHOT_ANNOTATION
+                ))
+                .into())
+            }
+        };
+        let config_id = ObjectId::from_bytes(*snapshot.as_bytes());
+        let manifest_bytes = self.fetch_config(&config_id, None)?;
+        let files: BTreeSet<ObjectId> = crate::manifest::Manifest::parse(&manifest_bytes)
+            .map_err(crate::cmd::adopt::AdoptError::from)?
+            .entries
+            .iter()
+            .map(|e| e.sha256)
+            .collect();
+        let mut distinct = BTreeSet::new();
+        let mut blobs = BTreeSet::new();
+        for d in &listed {
+            let id = mapping::parse_digest(&d.digest)?;
+            if !distinct.insert(id) {
+                continue;
+            }
+            if distinct.len() > files.len() {
+                return Err(RemoteError::Protocol(format!(
+                    "the index lists {} distinct manifests for a snapshot of {} distinct contents",
+                    distinct.len(),
+                    files.len()
+                ))
+                .into());
+            }
+            let part = self.fetch_document(&d.digest)?.ok_or_else(|| {
+                RemoteError::Protocol(format!(
+                    "the index lists manifest {} that the registry does not have",
+                    d.digest
+                ))
+            })?;
+            if ObjectId::of(&part) != id {
+                return Err(Error::Integrity(format!(
+                    "the registry served a manifest for {} that hashes to sha256:{}",
+                    d.digest,
+                    ObjectId::of(&part)
+                )));
+            }
+            let part = Document::parse(&part)?;
+            if part.is_index() {
+                return Err(RemoteError::Protocol(
+                    "the index lists another index; cestore writes one level only".into(),
+                )
+                .into());
+            }
+            let c = check_config(&part)?;
+            if mapping::parse_digest(&c.digest)? != config_id
+                || c.size != manifest_bytes.len() as u64
+            {
+                return Err(RemoteError::Protocol(format!(
+                    "the index's manifest {} names another config ({}) than snapshot {snapshot}",
+                    d.digest, c.digest
+                ))
+                .into());
+            }
+            if part.layers.is_empty() {
+                return Err(RemoteError::Protocol(format!(
+                    "the index's manifest {} lists no layers",
+                    d.digest
+                ))
+                .into());
+            }
+            for l in &part.layers {
+                let layer = mapping::parse_digest(&l.digest)?;
+                if !files.contains(&layer) {
+                    return Err(RemoteError::Protocol(format!(
+                        "the index's manifest {} lists layer {} that is no file of snapshot {snapshot}",
+                        d.digest, l.digest
+                    ))
+                    .into());
+                }
+                blobs.insert(layer);
+            }
+        }
+        Ok((snapshot, manifest_bytes, blobs, distinct.len()))
     }
 
     fn fetch_document(&self, reference: &str) -> Result<Option<Vec<u8>>> {
@@ -172,6 +330,10 @@ impl Remote for OciRemote {
 
     fn get_blob(&self, id: &ObjectId, max: u64) -> Result<Vec<u8>> {
         Ok(self.client.get_blob(id, max)?)
+    }
+
+    fn open_blob(&self, id: &ObjectId) -> Result<Box<dyn std::io::Read + Send + '_>> {
+        Ok(Box::new(self.client.open_blob(id)?))
     }
 
     fn publish(&self, snapshot: &Outgoing<'_>) -> Result<Published> {
@@ -254,110 +416,72 @@ impl Remote for OciRemote {
             }
         }
         let doc = Document::parse(&bytes)?;
-        let (media_type, parts) = if doc.is_index() {
-            let listed = doc.manifests.unwrap_or_default();
-            if listed.is_empty() {
-                return Err(RemoteError::Protocol(
-                    "the registry's index lists no manifests".into(),
-                )
-                .into());
-            }
-            let mut parts = Vec::with_capacity(listed.len());
-            for d in &listed {
-                let id = mapping::parse_digest(&d.digest)?;
-                let part = self.fetch_document(&d.digest)?.ok_or_else(|| {
-                    RemoteError::Protocol(format!(
-                        "the index lists manifest {} that the registry does not have",
-                        d.digest
-                    ))
-                })?;
-                if ObjectId::of(&part) != id {
-                    return Err(Error::Integrity(format!(
-                        "the registry served a manifest for {} that hashes to sha256:{}",
-                        d.digest,
-                        ObjectId::of(&part)
-                    )));
-                }
-                let part = Document::parse(&part)?;
-                if part.is_index() {
-                    return Err(RemoteError::Protocol(
-                        "the index lists another index; cestore writes one level only".into(),
-                    )
-                    .into());
-                }
-                parts.push(part);
-            }
-            (mapping::INDEX_MEDIA_TYPE, parts)
+        let (media_type, manifests, snapshot, manifest_bytes, blobs) = if doc.is_index() {
+            let (snapshot, manifest_bytes, blobs, parts) = self.resolve_index(doc, promised)?;
+            (
+                mapping::INDEX_MEDIA_TYPE,
+                parts,
+                snapshot,
+                manifest_bytes,
+                blobs,
+            )
         } else {
-            (mapping::MANIFEST_MEDIA_TYPE, vec![doc])
-        };
-        let mut config: Option<mapping::Descriptor> = None;
-        let mut blobs = BTreeSet::new();
-        for part in &parts {
-            let c = part.config.as_ref().ok_or_else(|| {
-                RemoteError::Protocol("the registry's manifest has no config".into())
-            })?;
-            if c.media_type != mapping::CONFIG_MEDIA_TYPE {
-                return Err(RemoteError::Protocol(format!(
-                    "not a cestore snapshot: the config's media type is '{}', not '{}'",
-                    c.media_type,
-                    mapping::CONFIG_MEDIA_TYPE
-                ))
-                .into());
-            }
-            match &config {
-                Some(first) if first.digest != c.digest || first.size != c.size => {
-                    return Err(RemoteError::Protocol(format!(
-                        "the index's manifests name different configs ({} and {})",
-                        first.digest, c.digest
-                    ))
-                    .into())
-                }
-                Some(_) => {}
-                None => config = Some(c.clone()),
-            }
-            for l in &part.layers {
+            let config = check_config(&doc)?;
+            let config_id = mapping::parse_digest(&config.digest)?;
+            let snapshot = crate::digest::ManifestDigest::from_bytes(*config_id.as_bytes());
+            check_promise(promised, snapshot)?;
+            let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
+            let mut blobs = BTreeSet::new();
+            for l in &doc.layers {
                 blobs.insert(mapping::parse_digest(&l.digest)?);
             }
-        }
-        let Some(config) = config else {
-            return Err(
-                RemoteError::Protocol("the registry's manifest has no config".into()).into(),
-            );
+            (
+                mapping::MANIFEST_MEDIA_TYPE,
+                1,
+                snapshot,
+                manifest_bytes,
+                blobs,
+            )
         };
-        let config_id = mapping::parse_digest(&config.digest)?;
-        let snapshot = crate::digest::ManifestDigest::from_bytes(*config_id.as_bytes());
-        if let Some(promised) = promised {
-            if promised != snapshot {
-                return Err(Error::Integrity(format!(
-                    "the tag sha256-{promised} names a manifest whose config is snapshot {snapshot}"
-                )));
-            }
-        }
-        if config.size > MAX_CONFIG_BYTES {
-            return Err(RemoteError::Protocol(format!(
-                "the config is {} bytes, more than a snapshot's manifest can be",
-                config.size
-            ))
-            .into());
-        }
-        let manifest_bytes = self.client.get_blob(&config_id, config.size)?;
-        if manifest_bytes.len() as u64 != config.size || ObjectId::of(&manifest_bytes) != config_id
-        {
-            return Err(Error::Integrity(format!(
-                "the registry's config blob {} does not hash to its digest",
-                config.digest
-            )));
-        }
         Ok(Incoming {
             manifest_bytes,
             snapshot,
             source: format!("{}@sha256:{top}", self.location()),
             remote_digest: format!("sha256:{top}"),
             media_type: media_type.into(),
-            manifests: parts.len(),
+            manifests,
             blobs,
         })
+    }
+}
+
+/// An image manifest's config descriptor, which must be a cestore manifest.
+fn check_config(part: &Document) -> Result<&mapping::Descriptor> {
+    let c = part
+        .config
+        .as_ref()
+        .ok_or_else(|| RemoteError::Protocol("the registry's manifest has no config".into()))?;
+    if c.media_type != mapping::CONFIG_MEDIA_TYPE {
+        return Err(RemoteError::Protocol(format!(
+            "not a cestore snapshot: the config's media type is '{}', not '{}'",
+            c.media_type,
+            mapping::CONFIG_MEDIA_TYPE
+        ))
+        .into());
+    }
+    Ok(c)
+}
+
+/// Checks that the snapshot a tag promises is the one its record names.
+fn check_promise(
+    promised: Option<crate::digest::ManifestDigest>,
+    snapshot: crate::digest::ManifestDigest,
+) -> Result<()> {
+    match promised {
+        Some(p) if p != snapshot => Err(Error::Integrity(format!(
+            "the tag sha256-{p} names a manifest whose config is snapshot {snapshot}"
+        ))),
+        _ => Ok(()),
     }
 }
 
