@@ -174,15 +174,21 @@ impl Catalogue {
             Err(e) if allow_new()? => return Err(err("open the database", e)),
             Err(e) => return Err(lost(&format!("cannot be opened ({e})"))),
         };
+        // Each command is a short-lived process: rather than a checkpoint at
+        // every close, the log is folded in once it grows (see `Drop`). Set
+        // before anything is read, so that closing a catalogue this open
+        // refuses never writes to it.
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )
+        .map_err(|e| err("configure checkpoints", e))?;
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| err("set the busy timeout", e))?;
-        let mut cat = Catalogue {
-            conn,
-            path: path.to_path_buf(),
-        };
-        // Read-only checks first: a catalogue this build must refuse is left
-        // byte for byte as it was.
-        let found = match Self::user_version(&cat.conn) {
+        // Read-only checks first, before there is a `Catalogue` to fold its
+        // log on drop: a catalogue this build must refuse is left byte for
+        // byte as it was.
+        let found = match Self::user_version(&conn) {
             Ok(v) => v,
             Err(e) if allow_new()? => return Err(err("read the schema version", e)),
             Err(e) => return Err(lost(&format!("cannot be read ({e})"))),
@@ -190,30 +196,31 @@ impl Catalogue {
         if found < 0 {
             return Err(lost(&format!("has a damaged schema version ({found})")));
         }
-        cat.check_not_newer(found)?;
+        if found > SCHEMA_VERSION {
+            return Err(Error::CatalogueTooNew {
+                path: path.to_path_buf(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
         if found == 0 && !allow_new()? {
             return Err(lost(
                 "holds no schema (it is new, was emptied, or lost its write-ahead log)",
             ));
         }
+        let mut cat = Catalogue {
+            conn,
+            path: path.to_path_buf(),
+        };
         cat.conn
             .pragma_update(None, "journal_mode", "WAL")
             .map_err(|e| err("switch to WAL mode", e))?;
         cat.conn
             .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
             .map_err(|e| err("set pragmas", e))?;
-        // Each command is a short-lived process: rather than a checkpoint at
-        // every close, the log is folded in once it grows (see `Drop`).
-        cat.conn
-            .set_db_config(
-                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-                true,
-            )
-            .map_err(|e| err("configure checkpoints", e))?;
         cat.migrate()?;
         Ok(cat)
     }
-
 
     fn err(&self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + '_ {
         move |source| Error::Catalogue {
@@ -751,7 +758,8 @@ impl Catalogue {
     /// snapshots' summaries, its ingest log and its views. A table that
     /// cannot be read gives nothing.
     pub fn salvage(path: &Path) -> Salvage {
-        let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let flags =
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let Ok(conn) = Connection::open_with_flags(path, flags) else {
             return Salvage::default();
         };
@@ -774,7 +782,11 @@ impl Catalogue {
             .prepare("PRAGMA integrity_check")
             .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
             .map_err(self.err("run the integrity check"))?;
-        Ok(if answers == ["ok"] { Vec::new() } else { answers })
+        Ok(if answers == ["ok"] {
+            Vec::new()
+        } else {
+            answers
+        })
     }
 
     /// Runs `f` under the catalogue's write lock if the snapshot is not
@@ -871,7 +883,11 @@ pub struct Salvage {
 }
 
 /// Inserts a snapshot's file rows, in manifest order.
-fn insert_files(tx: &rusqlite::Transaction<'_>, id: i64, entries: &[Entry]) -> rusqlite::Result<()> {
+fn insert_files(
+    tx: &rusqlite::Transaction<'_>,
+    id: i64,
+    entries: &[Entry],
+) -> rusqlite::Result<()> {
     let mut stmt = tx.prepare_cached(
         "INSERT INTO files (snapshot_id, seq, path, sha256, size, executable)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

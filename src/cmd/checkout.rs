@@ -158,7 +158,14 @@ pub fn checkout_into(
     };
     let snapshot = match store.catalogue_mut().add_view(&row) {
         Ok(s) => s,
-        Err(e) => return Err(view::unpublish(parent_fd.as_fd(), name.as_os_str(), &dest, e)),
+        Err(e) => {
+            return Err(view::unpublish(
+                parent_fd.as_fd(),
+                name.as_os_str(),
+                &dest,
+                e,
+            ))
+        }
     };
     drop(work);
     Ok(CheckoutReport {

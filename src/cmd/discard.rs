@@ -80,7 +80,8 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
         (Some(row), _) => (row.digest, true),
         (None, None) => {
             return Err(Error::NotFound {
-                what: "recorded view",
+                what:
+                    "recorded view (pass --force DIGEST to remove a tree that matches a snapshot)",
                 path: dest,
             })
         }

@@ -100,7 +100,11 @@ impl Report for GcReport {
         for v in &self.shared_views {
             writeln!(w, "{verb} shared view {v}")?;
         }
-        let forget = if self.dry_run { "would forget" } else { "forgot" };
+        let forget = if self.dry_run {
+            "would forget"
+        } else {
+            "forgot"
+        };
         for v in &self.stale_view_records {
             writeln!(w, "{forget} the record of the vanished view {v}")?;
         }
@@ -109,8 +113,16 @@ impl Report for GcReport {
             "{verb} {}, {}, {}; {forget} {}; kept {}",
             count(self.objects.len() as u64, "object", "objects")
                 + &format!(" ({})", count(self.bytes_freed, "byte", "bytes")),
-            count(self.temporary.len() as u64, "temporary entry", "temporary entries"),
-            count(self.shared_views.len() as u64, "shared view", "shared views"),
+            count(
+                self.temporary.len() as u64,
+                "temporary entry",
+                "temporary entries"
+            ),
+            count(
+                self.shared_views.len() as u64,
+                "shared view",
+                "shared views"
+            ),
             count(
                 self.stale_view_records.len() as u64,
                 "stale view record",

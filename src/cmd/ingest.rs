@@ -249,11 +249,11 @@ pub fn ingest_into(
 pub fn undo_ingest(store: &mut Store, report: &IngestReport) -> Result<()> {
     let digest = report.provenance.manifest_digest;
     let manifest = store.manifest_path(&digest);
-    let forgotten = store.catalogue_mut().undo_ingest(
-        &digest,
-        &report.ingest.recorded,
-        || crate::store::manifests::remove_file(&manifest),
-    )?;
+    let forgotten = store
+        .catalogue_mut()
+        .undo_ingest(&digest, &report.ingest.recorded, || {
+            crate::store::manifests::remove_file(&manifest)
+        })?;
     if forgotten {
         let _ = store.catalogue().checkpoint();
     }
@@ -334,7 +334,13 @@ pub(crate) fn publish_and_record(
         }
     }
     let new_manifest = store.write_manifest(&work, s.manifest)?;
-    let recorded = record(store, &s, new_objects > 0 || new_manifest, new_objects, reused);
+    let recorded = record(
+        store,
+        &s,
+        new_objects > 0 || new_manifest,
+        new_objects,
+        reused,
+    );
     let (already_present, recorded) = match recorded {
         Ok(r) => r,
         Err(e) => {

@@ -165,7 +165,10 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<RecoverReport
                     None => {
                         report.problems.push(Unrecovered {
                             path: found.path.display().to_string(),
-                            detail: format!("{}; it still keeps its objects from gc", crate::cli::error_chain(&e)),
+                            detail: format!(
+                                "{}; it still keeps its objects from gc",
+                                crate::cli::error_chain(&e)
+                            ),
                         });
                         continue;
                     }

@@ -68,8 +68,10 @@ impl Store {
         let staged = format!("manifest-{hex}");
         write_read_only(&work.path().join(&staged), &manifest.bytes)?;
         let rel = rel_path(&manifest.digest);
-        let manifests = crate::source::open_dir(self.dir(), MANIFESTS_DIR)
-            .ctx("open the manifests directory", self.root().join(MANIFESTS_DIR))?;
+        let manifests = crate::source::open_dir(self.dir(), MANIFESTS_DIR).ctx(
+            "open the manifests directory",
+            self.root().join(MANIFESTS_DIR),
+        )?;
         match rustix::fs::renameat_with(
             work.fd(),
             staged.as_str(),
@@ -111,7 +113,6 @@ impl Store {
         write_read_only(&tmp, &manifest.bytes)?;
         std::fs::rename(&tmp, &path).ctx("replace a damaged manifest", &path)
     }
-
 
     /// Removes a snapshot's manifest unless the catalogue records the
     /// snapshot, deciding under the catalogue's write lock so that no ingest
@@ -219,14 +220,19 @@ fn write_read_only(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
 }
 
 /// Whether the store directory's `objects/` or `manifests/` holds any file.
-pub(super) fn holds_data(store: std::os::fd::BorrowedFd<'_>, root: &std::path::Path) -> Result<bool> {
+pub(super) fn holds_data(
+    store: std::os::fd::BorrowedFd<'_>,
+    root: &std::path::Path,
+) -> Result<bool> {
     for top in [super::OBJECTS_DIR, MANIFESTS_DIR] {
         let dir = match crate::source::open_dir(store, top) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => continue,
             Err(e) => return Err(Error::io("open a store directory", root.join(top), e)),
         };
-        for shard in crate::source::list_names(dir.as_fd()).ctx("list a store directory", root.join(top))? {
+        for shard in
+            crate::source::list_names(dir.as_fd()).ctx("list a store directory", root.join(top))?
+        {
             match crate::source::open_dir(dir.as_fd(), shard.as_slice()) {
                 Ok(fd) => {
                     if !crate::source::list_names(fd.as_fd())
@@ -243,4 +249,3 @@ pub(super) fn holds_data(store: std::os::fd::BorrowedFd<'_>, root: &std::path::P
     }
     Ok(false)
 }
-

@@ -114,7 +114,11 @@ fn check_trust(st: &rustix::fs::Stat, path: &Path) -> Result<()> {
     } else if st.st_mode & 0o022 != 0 {
         format!(
             "is writable by {} (mode {:04o})",
-            if st.st_mode & 0o020 != 0 { "its group" } else { "others" },
+            if st.st_mode & 0o020 != 0 {
+                "its group"
+            } else {
+                "others"
+            },
             st.st_mode & 0o7777
         )
     } else {
@@ -265,8 +269,8 @@ fn open_locked(root: &Path, mode: LockMode, create: bool) -> Result<(PathBuf, Ow
         }
         Err(e) => return Err(Error::io("examine the store directory", &root, e)),
     }
-    let dir = crate::source::open_dir(rustix::fs::CWD, &root)
-        .ctx("open the store directory", &root)?;
+    let dir =
+        crate::source::open_dir(rustix::fs::CWD, &root).ctx("open the store directory", &root)?;
     let lock = rustix::fs::openat(
         &dir,
         LOCK_FILE,
@@ -382,7 +386,8 @@ impl Store {
         }
         let objects = crate::source::open_dir(dir.as_fd(), OBJECTS_DIR)
             .ctx("open the objects directory", root.join(OBJECTS_DIR))?;
-        let st = rustix::fs::fstat(&objects).ctx("examine the objects directory", root.join(OBJECTS_DIR))?;
+        let st = rustix::fs::fstat(&objects)
+            .ctx("examine the objects directory", root.join(OBJECTS_DIR))?;
         check_trust(&st, &root.join(OBJECTS_DIR))?;
         let store = Store {
             root,

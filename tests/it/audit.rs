@@ -1320,7 +1320,9 @@ fn verify_finds_a_catalogue_row_pointing_at_a_missing_object() {
     // on disk still names it: it is live, not an orphan for gc to take.
     let original_path = s(&env.object(&original));
     assert!(
-        !problems(&v).iter().any(|pr| pr["path"] == original_path.as_str()),
+        !problems(&v)
+            .iter()
+            .any(|pr| pr["path"] == original_path.as_str()),
         "{v:#}"
     );
     assert_eq!(

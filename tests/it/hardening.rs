@@ -66,12 +66,12 @@ const LONG: Duration = Duration::from_secs(180);
 // ---------------------------------------------------------------------------
 
 /// Whether the long variants run (`CESTORE_STRESS=1`).
-fn stress() -> bool {
+pub(crate) fn stress() -> bool {
     std::env::var_os("CESTORE_STRESS").is_some_and(|v| v == "1")
 }
 
 /// `ci` normally, `long` with `CESTORE_STRESS=1`.
-fn scale(ci: usize, long: usize) -> usize {
+pub(crate) fn scale(ci: usize, long: usize) -> usize {
     if stress() {
         long
     } else {
@@ -1793,12 +1793,12 @@ fn hostile_plugin_json() {
 // ---------------------------------------------------------------------------
 
 /// A tmpfs mounted for one test, unmounted on drop (also on panic).
-struct Tmpfs {
-    at: PathBuf,
+pub(crate) struct Tmpfs {
+    pub(crate) at: PathBuf,
 }
 
 impl Tmpfs {
-    fn mount(at: &Path, opts: &str) -> Result<Tmpfs, String> {
+    pub(crate) fn mount(at: &Path, opts: &str) -> Result<Tmpfs, String> {
         fs::create_dir_all(at).map_err(|e| e.to_string())?;
         let out = Command::new("mount")
             .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
@@ -1823,7 +1823,7 @@ impl Tmpfs {
     }
 
     /// Free bytes for an unprivileged writer.
-    fn free(&self) -> u64 {
+    pub(crate) fn free(&self) -> u64 {
         let st = rustix::fs::statvfs(&self.at).expect("statvfs");
         st.f_bavail * st.f_frsize
     }
@@ -2069,7 +2069,7 @@ fn newer_catalogue_is_refused_and_left_untouched() {
 }
 
 /// Mounts a tmpfs for a test, or prints why the test skips.
-fn tmpfs_or_skip(test: &str, at: &Path, opts: &str) -> Option<Tmpfs> {
+pub(crate) fn tmpfs_or_skip(test: &str, at: &Path, opts: &str) -> Option<Tmpfs> {
     match Tmpfs::mount(at, opts) {
         Ok(m) => Some(m),
         Err(e) => {

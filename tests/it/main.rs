@@ -9,6 +9,7 @@ mod conformance;
 mod gen;
 mod hardening;
 mod mounts;
+mod recovery;
 mod remote;
 mod rules;
 mod views;

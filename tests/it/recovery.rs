@@ -1,0 +1,629 @@
+//! Nothing lost: a lost or damaged catalogue never empties the store, views
+//! are recorded or removed, concurrent commands never orphan a view, and the
+//! store refuses what it cannot trust.
+//!
+//! The race tests run 20 rounds, and 200 with `CESTORE_STRESS=1`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write as _;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::hardening::{scale, tmpfs_or_skip};
+use crate::util::{assert_exit, assert_ok, minimal_plugin, parse_json, write, TestEnv};
+
+/// Two releases ingested and a view checked out: a store after normal use.
+struct Used {
+    env: TestEnv,
+    a: String,
+    b: String,
+    view: PathBuf,
+}
+
+fn used_store() -> Used {
+    let env = TestEnv::new();
+    let ra = env.path("ra");
+    minimal_plugin(&ra, "1.0.0");
+    write(&ra.join("skills/ce-plan/notes.md"), "a\n".repeat(5000));
+    let rb = env.path("rb");
+    minimal_plugin(&rb, "1.1.0");
+    write(&rb.join("scripts/run.sh"), "#!/bin/sh\necho b\n");
+    fs::set_permissions(rb.join("scripts/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let a = env.ingest_digest(&ra, "1.0.0");
+    let b = env.ingest_digest(&rb, "1.1.0");
+    let view = env.path("view");
+    assert_ok(&env.run(["checkout", a.as_str(), view.to_str().unwrap()]));
+    Used { env, a, b, view }
+}
+
+/// Every object file under the store, with its size.
+fn objects(store: &Path) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for shard in fs::read_dir(store.join("objects")).unwrap() {
+        let shard = shard.unwrap();
+        for f in fs::read_dir(shard.path()).unwrap() {
+            let f = f.unwrap();
+            out.insert(
+                format!(
+                    "{}/{}",
+                    shard.file_name().to_string_lossy(),
+                    f.file_name().to_string_lossy()
+                ),
+                f.metadata().unwrap().len(),
+            );
+        }
+    }
+    out
+}
+
+/// The catalogue's files and the SHA-256 of their bytes.
+fn catalogue_files(store: &Path) -> BTreeMap<String, String> {
+    ["catalogue.sqlite", "catalogue.sqlite-wal"]
+        .iter()
+        .filter_map(|n| {
+            fs::read(store.join(n))
+                .ok()
+                .map(|b| (n.to_string(), sha_hex(&b)))
+        })
+        .collect()
+}
+
+fn listed(env: &TestEnv) -> Vec<String> {
+    let v = env.json(["list", "--json"]);
+    v["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s.get("manifest_digest")
+                .or_else(|| s.get("digest"))
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+/// One kind of damage, named, applied to a store.
+type Damage = (String, Box<dyn Fn(&Path)>);
+
+/// The kinds of damage the acceptance names, each applied to a copy.
+fn damages() -> Vec<Damage> {
+    let mut out: Vec<Damage> = vec![
+        (
+            "catalogue deleted".into(),
+            Box::new(|s: &Path| fs::remove_file(s.join("catalogue.sqlite")).unwrap()),
+        ),
+        (
+            "catalogue emptied".into(),
+            Box::new(|s: &Path| fs::write(s.join("catalogue.sqlite"), b"").unwrap()),
+        ),
+        (
+            "wal deleted".into(),
+            Box::new(|s: &Path| {
+                let _ = fs::remove_file(s.join("catalogue.sqlite-wal"));
+            }),
+        ),
+        (
+            "wal replaced with random bytes".into(),
+            Box::new(|s: &Path| {
+                let bytes: Vec<u8> = (0..300_000u32)
+                    .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+                    .collect();
+                fs::write(s.join("catalogue.sqlite-wal"), bytes).unwrap();
+            }),
+        ),
+    ];
+    for i in 0..20u64 {
+        out.push((
+            format!("byte flipped at offset {}", flip_offset(i)),
+            Box::new(move |s: &Path| {
+                let p = s.join("catalogue.sqlite");
+                let mut b = fs::read(&p).unwrap();
+                let at = (flip_offset(i) as usize).min(b.len() - 1);
+                b[at] ^= 0xff;
+                fs::write(&p, b).unwrap();
+            }),
+        ));
+    }
+    out
+}
+
+/// The header's fields first (schema cookie, user version, page size), then
+/// offsets spread over the pages.
+fn flip_offset(i: u64) -> u64 {
+    const HEADER: [u64; 8] = [0, 16, 18, 28, 40, 56, 60, 100];
+    match HEADER.get(i as usize) {
+        Some(&o) => o,
+        None => 4096 + (i - 8) * 3001,
+    }
+}
+
+fn copy_store(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn a_damaged_catalogue_is_refused_untouched_or_recovered_and_gc_keeps_every_object() {
+    let u = used_store();
+    let pristine = u.env.path("pristine");
+    copy_store(&u.env.store, &pristine);
+    let before = objects(&pristine);
+    let mut refused = 0;
+    for (what, damage) in damages() {
+        let _ = Command::new("rm").arg("-rf").arg(&u.env.store).status();
+        copy_store(&pristine, &u.env.store);
+        damage(&u.env.store);
+        let damaged = catalogue_files(&u.env.store);
+
+        let out = u.env.run(["list", "--json"]);
+        match out.status.code() {
+            Some(7) => {
+                refused += 1;
+                let v = parse_json(&out);
+                assert_eq!(v["ok"], false, "{what}");
+                let message = v["error"]["message"].as_str().unwrap();
+                assert!(message.contains("cestore recover"), "{what}: {message}");
+                assert_eq!(
+                    catalogue_files(&u.env.store),
+                    damaged,
+                    "{what}: a refused catalogue was changed"
+                );
+            }
+            Some(0) => {}
+            other => panic!("{what}: list exited {other:?}"),
+        }
+        // gc, whatever it makes of the catalogue, takes no object a
+        // manifest on disk names.
+        let gc = u.env.run(["gc", "--json"]);
+        assert!(matches!(gc.status.code(), Some(0 | 7)), "{what}: gc {gc:?}");
+        assert_eq!(objects(&u.env.store), before, "{what}: gc lost objects");
+
+        let out = u.env.run(["recover", "--json"]);
+        assert_ok(&out);
+        let mut got = listed(&u.env);
+        got.sort();
+        let mut want = vec![u.a.clone(), u.b.clone()];
+        want.sort();
+        assert_eq!(got, want, "{what}: snapshots after recover");
+        assert_ok(&u.env.run(["gc"]));
+        assert_eq!(
+            objects(&u.env.store),
+            before,
+            "{what}: objects after recover and gc"
+        );
+        let v = u.env.run(["verify", "--json"]);
+        assert_ok(&v);
+        let tree = u
+            .env
+            .run(["verify", "--tree", u.view.to_str().unwrap(), u.a.as_str()]);
+        assert_ok(&tree);
+    }
+    assert!(
+        refused >= 3,
+        "deleted, emptied and unreadable catalogues are refused"
+    );
+}
+
+#[test]
+fn recover_rebuilds_versions_times_and_a_recovered_event() {
+    let u = used_store();
+    let shown = u.env.json(["show", u.a.as_str(), "--json"]);
+    fs::remove_file(u.env.store.join("catalogue.sqlite")).unwrap();
+    let _ = fs::remove_file(u.env.store.join("catalogue.sqlite-wal"));
+    let _ = fs::remove_file(u.env.store.join("catalogue.sqlite-shm"));
+    let r = u.env.json(["recover", "--json"]);
+    assert_eq!(r["recovered"].as_array().unwrap().len(), 2, "{r}");
+    let again = u.env.json(["show", u.a.as_str(), "--json"]);
+    assert_eq!(again["provenance"], shown["provenance"]);
+    let log = u.env.json(["log", u.a.as_str(), "--json"]);
+    let events: Vec<&str> = log["ingests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["recovered"]);
+    // A second recover finds nothing to do.
+    let r = u.env.json(["recover", "--json"]);
+    assert_eq!(r["recovered"], Value::Array(vec![]));
+}
+
+#[test]
+fn the_catalogue_file_alone_holds_every_snapshot() {
+    let u = used_store();
+    let copy = u.env.path("copy");
+    fs::create_dir(&copy).unwrap();
+    fs::copy(
+        u.env.store.join("catalogue.sqlite"),
+        copy.join("catalogue.sqlite"),
+    )
+    .unwrap();
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute('select count(*) from snapshots').fetchone()[0])")
+        .arg(copy.join("catalogue.sqlite"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2");
+}
+
+#[test]
+fn a_store_without_manifests_gets_them_from_its_catalogue() {
+    let u = used_store();
+    let dir = u.env.store.join("manifests");
+    let status = Command::new("rm").arg("-rf").arg(&dir).status().unwrap();
+    assert!(status.success());
+    assert_ok(&u.env.run(["list"]));
+    for d in [&u.a, &u.b] {
+        let f = dir.join(&d[..2]).join(d);
+        let bytes = fs::read(&f).unwrap();
+        assert_eq!(sha_hex(&bytes), *d);
+        assert_eq!(fs::metadata(&f).unwrap().mode() & 0o777, 0o444);
+    }
+}
+
+fn sha_hex(data: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn rm_after_a_manifest_went_missing_and_gc_still_keep_objects_other_snapshots_use() {
+    let u = used_store();
+    // rm, then gc: the removed snapshot's own objects go, the others stay.
+    assert_exit(&u.env.run(["rm", u.b.as_str()]), 0);
+    assert!(!u
+        .env
+        .store
+        .join("manifests")
+        .join(&u.b[..2])
+        .join(&u.b)
+        .exists());
+    assert_ok(&u.env.run(["gc"]));
+    assert_ok(&u.env.run(["verify"]));
+    assert_ok(
+        &u.env
+            .run(["verify", "--tree", u.view.to_str().unwrap(), u.a.as_str()]),
+    );
+}
+
+/// A checkout whose record cannot be made (the catalogue refuses view rows)
+/// leaves nothing at its destination.
+#[test]
+fn a_view_that_cannot_be_recorded_is_removed() {
+    let u = used_store();
+    let trigger = "CREATE TRIGGER refuse_views BEFORE INSERT ON views \
+                   BEGIN SELECT RAISE(FAIL, 'views refused'); END;";
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.close()")
+        .arg(u.env.store.join("catalogue.sqlite"))
+        .arg(trigger)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let dest = u.env.path("refused");
+    let out = u
+        .env
+        .run(["checkout", u.b.as_str(), dest.to_str().unwrap(), "--json"]);
+    assert_exit(&out, 7);
+    assert!(!dest.exists(), "a view nobody records was left at {dest:?}");
+    assert_eq!(leftovers(&u.env.base), Vec::<String>::new());
+    let out = u.env.run(["path", u.b.as_str(), "--json"]);
+    assert_exit(&out, 7);
+    assert!(!u.env.store.join("views").join(&u.b).exists());
+    let out = u.env.run([
+        "stage",
+        "--arm",
+        "ce_review",
+        "--digest",
+        u.b.as_str(),
+        "--dest",
+        dest.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_exit(&out, 7);
+    assert!(!dest.exists());
+}
+
+/// Half-built views (`.NAME.cestore-tmp-…`) left in a directory.
+fn leftovers(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            n.contains(".cestore-tmp-").then_some(n)
+        })
+        .collect()
+}
+
+/// On a full disk a checkout fails at its record and takes its view back.
+#[test]
+fn a_checkout_on_a_full_disk_leaves_no_view() {
+    let test = "a_checkout_on_a_full_disk_leaves_no_view";
+    let probe = TestEnv::new();
+    let Some(mnt) = tmpfs_or_skip(test, &probe.path("fill"), "size=20m") else {
+        return;
+    };
+    let mut env = TestEnv::new();
+    env.store = mnt.at.join("store");
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    for i in 0..300 {
+        write(
+            &src.join(format!("skills/ce-plan/f{i:03}.md")),
+            format!("{i}\n"),
+        );
+    }
+    let d = env.ingest_digest(&src, "1.0.0");
+    // Fill the disk in steps; at each, a checkout inside the tmpfs either
+    // works and is recorded, or fails and leaves nothing.
+    let filler = mnt.at.join("filler");
+    let mut failed = 0;
+    for free_kib in [8u64, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024] {
+        let _ = fs::remove_file(&filler);
+        let fill = mnt.free().saturating_sub(free_kib * 1024);
+        let mut f = fs::File::create(&filler).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        let mut left = fill;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            if f.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+            left -= n as u64;
+        }
+        drop(f);
+        let dest = mnt.at.join(format!("view-{free_kib}"));
+        let out = env.run(["checkout", d.as_str(), dest.to_str().unwrap(), "--json"]);
+        let code = out.status.code();
+        let views = {
+            let _ = fs::remove_file(&filler);
+            env.json(["show", d.as_str(), "--json"])["views"].clone()
+        };
+        let recorded = views
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["path"] == dest.to_str().unwrap());
+        match code {
+            Some(0) => assert!(recorded, "{free_kib} KiB: a made view is recorded"),
+            Some(7) => {
+                failed += 1;
+                assert!(!dest.exists(), "{free_kib} KiB: the failed view was left");
+                assert!(!recorded);
+            }
+            other => panic!("{free_kib} KiB: checkout exited {other:?}: {out:?}"),
+        }
+        assert_eq!(leftovers(&mnt.at), Vec::<String>::new());
+    }
+    assert!(failed > 0, "some fill level makes the checkout fail");
+}
+
+fn spawn(env: &TestEnv, args: &[&str]) -> std::process::Child {
+    env.cmd(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A small spread of delays from a seed, without a generator crate.
+fn delay(round: usize) -> Duration {
+    Duration::from_micros(((round as u64).wrapping_mul(7919) % 12) * 1000)
+}
+
+#[test]
+fn rm_racing_checkout_or_stage_never_leaves_an_unrecorded_view() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    for i in 0..200 {
+        write(
+            &src.join(format!("skills/ce-plan/f{i:03}.md")),
+            format!("{i}\n"),
+        );
+    }
+    let rounds = scale(20, 200);
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    for round in 0..rounds {
+        let d = env.ingest_digest(&src, "1.0.0");
+        let dest = env.path(&format!("v{round}"));
+        let racer: Vec<String> = if round % 2 == 0 {
+            vec!["checkout".into(), d.clone(), dest.display().to_string()]
+        } else {
+            vec![
+                "stage".into(),
+                "--arm".into(),
+                "ce_review".into(),
+                "--digest".into(),
+                d.clone(),
+                "--dest".into(),
+                dest.display().to_string(),
+            ]
+        };
+        let args: Vec<&str> = racer.iter().map(String::as_str).collect();
+        let child = spawn(&env, &args);
+        std::thread::sleep(delay(round));
+        let rm = env.run(["rm", d.as_str()]);
+        let made: Output = child.wait_with_output().unwrap();
+        let key = format!(
+            "{} {:?} / rm {:?}",
+            racer[0],
+            made.status.code(),
+            rm.status.code()
+        );
+        *outcomes.entry(key.clone()).or_default() += 1;
+        match (made.status.code(), rm.status.code()) {
+            // The view came first: rm refused while it is recorded.
+            (Some(0), Some(6)) => {
+                assert!(dest.exists(), "{key}");
+                let out = env.run(["discard", dest.to_str().unwrap()]);
+                assert_ok(&out);
+            }
+            // rm came first: the checkout failed and left nothing.
+            (Some(code), Some(0)) if code != 0 => {
+                assert!(!dest.exists(), "{key}: a view was left: {made:?}");
+            }
+            _ => panic!("{key}\n{made:?}\n{rm:?}"),
+        }
+        assert_eq!(leftovers(&env.base), Vec::<String>::new());
+        // Forget it if this round left it recorded; exit 4 when rm already did.
+        let out = env.run(["rm", "--force", d.as_str()]);
+        assert!(matches!(out.status.code(), Some(0 | 4)), "{out:?}");
+        assert_ok(&env.run(["gc"]));
+    }
+    eprintln!("rm racing a view, {rounds} rounds: {outcomes:?}");
+}
+
+#[test]
+fn concurrent_discards_of_one_view_both_succeed_and_forget_it_once() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    for i in 0..300 {
+        write(
+            &src.join(format!("skills/ce-plan/f{i:03}.md")),
+            format!("{i}\n"),
+        );
+    }
+    let d = env.ingest_digest(&src, "1.0.0");
+    let rounds = scale(20, 200);
+    for round in 0..rounds {
+        let dest = env.path(&format!("v{round}"));
+        assert_ok(&env.run(["checkout", d.as_str(), dest.to_str().unwrap()]));
+        let a = spawn(&env, &["discard", dest.to_str().unwrap(), "--json"]);
+        let b = spawn(&env, &["discard", dest.to_str().unwrap(), "--json"]);
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        assert_ok(&a);
+        assert_ok(&b);
+        let removed = [&a, &b]
+            .iter()
+            .filter(|o| parse_json(o)["removed"] == true)
+            .count();
+        assert_eq!(removed, 1, "round {round}: one of the two removed it");
+        assert!(!dest.exists());
+        let shown = env.json(["show", d.as_str(), "--json"]);
+        assert_eq!(shown["views"], Value::Array(vec![]), "round {round}");
+    }
+}
+
+/// Runs cestore through `sh -c` with a umask.
+fn with_umask(env: &TestEnv, umask: &str, args: &str) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("umask {umask}; exec \"$0\" {args} --store \"$1\"",))
+        .arg(crate::util::bin())
+        .arg(&env.store)
+        .env_remove("CESTORE_DIR")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_store_root_is_0755_whatever_the_umask() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let out = with_umask(
+        &env,
+        "000",
+        &format!("ingest {} --version 1.0.0", src.display()),
+    );
+    assert_ok(&out);
+    assert_eq!(fs::metadata(&env.store).unwrap().mode() & 0o7777, 0o755);
+    assert_eq!(
+        fs::metadata(env.store.join("objects")).unwrap().mode() & 0o7777,
+        0o755
+    );
+}
+
+#[test]
+fn a_store_others_can_write_or_own_is_refused_unless_trusted() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
+    for (what, dir, mode) in [
+        ("a world-writable root", env.store.clone(), 0o777),
+        ("a group-writable root", env.store.clone(), 0o775),
+        (
+            "a world-writable objects/",
+            env.store.join("objects"),
+            0o757,
+        ),
+    ] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(mode)).unwrap();
+        let out = env.run(["show", d.as_str(), "--json"]);
+        let stderr = assert_exit(&out, 7);
+        assert!(stderr.contains("--trust-store"), "{what}: {stderr}");
+        assert!(stderr.contains("CESTORE_TRUST_STORE=1"), "{what}: {stderr}");
+        assert_eq!(parse_json(&out)["error"]["kind"], "bad-store", "{what}");
+        assert_ok(&env.run(["show", d.as_str(), "--trust-store"]));
+        let out = env
+            .cmd(["show", d.as_str()])
+            .env("CESTORE_TRUST_STORE", "1")
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    if rustix::process::geteuid().is_root() {
+        let status = Command::new("chown")
+            .arg("65534:65534")
+            .arg(&env.store)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let stderr = assert_exit(&env.run(["show", d.as_str()]), 7);
+        assert!(stderr.contains("is owned by uid 65534"), "{stderr}");
+        assert_ok(&env.run(["show", d.as_str(), "--trust-store"]));
+    } else {
+        eprintln!("not checking a foreign owner: not running as root");
+    }
+}
+
+#[test]
+fn a_command_waiting_for_the_lock_says_who_holds_it() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let Ok(mut holder) = Command::new("flock")
+        .arg("--exclusive")
+        .arg(env.store.join(".lock"))
+        .args(["sleep", "3"])
+        .spawn()
+    else {
+        eprintln!("skipping: `flock` is not installed");
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let out = env.run(["show", d.as_str()]);
+    let _ = holder.wait();
+    assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "cestore: waiting for the store lock held by pid {}",
+            holder.id()
+        )),
+        "{stderr}"
+    );
+}
