@@ -291,12 +291,14 @@ impl Catalogue {
             .map_err(self.err("look up a snapshot"))
     }
 
-    /// Records an ingest: the snapshot and its files when new, and the event
-    /// always, in one transaction.
+    /// Records an ingest: the snapshot and its files when new, the event
+    /// always, and `repairs` (events of objects it mended), in one
+    /// transaction.
     pub fn record_ingest(
         &mut self,
         snap: &NewSnapshot<'_>,
         event: &IngestEvent,
+        repairs: &[IngestEvent],
     ) -> Result<RecordedIngest> {
         let path = self.path.clone();
         let err = |op| {
@@ -334,25 +336,11 @@ impl Catalogue {
             let id = tx.last_insert_rowid();
             insert_files(&tx, id, snap.entries).map_err(err("record a file row"))?;
         }
-        tx.execute(
-            &format!(
-                "INSERT INTO ingests (digest, event, at, source, host, user, tool_version, new_objects, reused_objects)
-                 VALUES (?1, ?2, coalesce(nullif(?9, ''), {NOW}), ?3, ?4, ?5, ?6, ?7, ?8)"
-            ),
-            params![
-                event.digest.to_hex(),
-                event.event,
-                event.source,
-                event.host,
-                event.user,
-                event.tool_version,
-                event.new_objects,
-                event.reused_objects,
-                event.at,
-            ],
-        )
-        .map_err(err("record the ingest event"))?;
+        insert_event(&tx, event).map_err(err("record the ingest event"))?;
         let event_id = tx.last_insert_rowid();
+        for repair in repairs {
+            insert_event(&tx, repair).map_err(err("record a repair event"))?;
+        }
         tx.commit().map_err(err("commit the ingest"))?;
         Ok(RecordedIngest {
             new_snapshot: inserted,
@@ -732,26 +720,7 @@ impl Catalogue {
 
     /// Adds one event to the ingest log as it is (its time included).
     pub fn add_event(&self, event: &IngestEvent) -> Result<()> {
-        self.conn
-            .execute(
-                &format!(
-                    "INSERT INTO ingests (digest, event, at, source, host, user, tool_version, new_objects, reused_objects)
-                     VALUES (?1, ?2, coalesce(nullif(?3, ''), {NOW}), ?4, ?5, ?6, ?7, ?8, ?9)"
-                ),
-                params![
-                    event.digest.to_hex(),
-                    event.event,
-                    event.at,
-                    event.source,
-                    event.host,
-                    event.user,
-                    event.tool_version,
-                    event.new_objects,
-                    event.reused_objects,
-                ],
-            )
-            .map(|_| ())
-            .map_err(self.err("record an event"))
+        insert_event(&self.conn, event).map_err(self.err("record an event"))
     }
 
     /// Reads whatever rows a damaged catalogue still gives, read-only: its
@@ -880,6 +849,26 @@ pub struct Salvage {
     pub ingests: Vec<IngestEvent>,
     /// The recorded views.
     pub views: Vec<ViewRow>,
+}
+
+/// Inserts one event into the ingest log; an empty `at` means now.
+fn insert_event(conn: &Connection, event: &IngestEvent) -> rusqlite::Result<()> {
+    conn.prepare_cached(&format!(
+        "INSERT INTO ingests (digest, event, at, source, host, user, tool_version, new_objects, reused_objects)
+         VALUES (?1, ?2, coalesce(nullif(?3, ''), {NOW}), ?4, ?5, ?6, ?7, ?8, ?9)"
+    ))?
+    .execute(params![
+        event.digest.to_hex(),
+        event.event,
+        event.at,
+        event.source,
+        event.host,
+        event.user,
+        event.tool_version,
+        event.new_objects,
+        event.reused_objects,
+    ])
+    .map(|_| ())
 }
 
 /// Inserts a snapshot's file rows, in manifest order.

@@ -19,13 +19,14 @@ use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
-use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::error::{Error, IoContext, Result};
 use crate::manifest::Entry;
-use crate::store::objects::{judge, ObjectState};
+use crate::store::objects::{holds_its_bytes, judge, restore_mode, ObjectState};
 use crate::store::{ObjectKey, Store};
 
 /// How a view's files are made.
@@ -51,6 +52,9 @@ pub struct Built {
     pub copied: u64,
     /// Why files were copied rather than linked, with counts.
     pub copy_reasons: BTreeMap<String, u64>,
+    /// Objects whose mode had drifted while their bytes were intact, set
+    /// back before they were handed out (with what was wrong).
+    pub modes_restored: Vec<String>,
     /// Directories made.
     pub directories: u64,
 }
@@ -90,8 +94,10 @@ impl<'a> Objects<'a> {
         self.root.join("objects").join(key.rel_path())
     }
 
-    /// Checks one object's size and mode with one `fstatat`.
-    fn check(&self, e: &Entry) -> Result<()> {
+    /// Checks one object's size and mode with one `fstatat`. An object
+    /// whose mode drifted is set back after its bytes are re-hashed, and
+    /// reported in `healed`; one whose bytes changed is refused.
+    fn check(&self, e: &Entry, healed: &Mutex<Vec<String>>) -> Result<()> {
         let key = ObjectKey {
             id: e.sha256,
             executable: e.executable,
@@ -101,6 +107,17 @@ impl<'a> Objects<'a> {
                 Ok(st) => match judge(&st, &key, e.size) {
                     ObjectState::Intact => return Ok(()),
                     ObjectState::Missing => "is missing".to_string(),
+                    ObjectState::Damaged(why)
+                        if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
+                            && st.st_size as u64 == e.size
+                            && holds_its_bytes(self.fd, &self.path(&key), &key, e.size)? =>
+                    {
+                        restore_mode(self.fd, &self.path(&key), &key)?;
+                        if let Ok(mut h) = healed.lock() {
+                            h.push(format!("{} ({why})", self.path(&key).display()));
+                        }
+                        return Ok(());
+                    }
                     ObjectState::Damaged(why) => why,
                 },
                 Err(Errno::NOENT) => "is missing".to_string(),
@@ -140,12 +157,14 @@ pub fn build(
         ensure_parents(root.as_fd(), &e.path, &mut made, &mut dirs, display)?;
     }
     let cross_device = method != Method::Copy && !same_device(store.objects(), root.as_fd())?;
+    let healed = Mutex::new(Vec::new());
     let job = Job {
         objects: Objects::of(store),
         root: root.as_fd(),
         display,
         method,
         cross_device,
+        healed: &healed,
     };
     let threads = if entries.len() < PARALLEL_FILES {
         1
@@ -183,6 +202,8 @@ pub fn build(
         }
     }
     built.directories = dirs.len() as u64 + 1;
+    built.modes_restored = healed.into_inner().unwrap_or_default();
+    built.modes_restored.sort();
     freeze(root.as_fd(), &mut dirs, display)?;
     Ok(built)
 }
@@ -195,6 +216,7 @@ struct Job<'a> {
     display: &'a Path,
     method: Method,
     cross_device: bool,
+    healed: &'a Mutex<Vec<String>>,
 }
 
 impl Job<'_> {
@@ -215,7 +237,7 @@ impl Job<'_> {
                 continue;
             }
             if checked.insert(key) {
-                self.objects.check(e)?;
+                self.objects.check(e, self.healed)?;
             }
             let src = key.rel_path();
             let copy = |clone| {

@@ -261,6 +261,7 @@ where
             version: &version,
             source,
             objects: staged,
+            drifted: Vec::new(),
             reused,
             bytes,
         },

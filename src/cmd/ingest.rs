@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, Rejection};
 use crate::source::{Source, WalkError, Walked};
-use crate::store::objects::{check_object, ObjectState};
+use crate::store::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
 use crate::store::{LockMode, ObjectKey, Store, WorkDir};
 
 /// What to ingest.
@@ -38,6 +38,8 @@ pub struct IngestStats {
     pub reused_objects: u64,
     /// Bytes written to new objects.
     pub bytes_written: u64,
+    /// Stored objects found drifted and repaired from the source.
+    pub repaired: Vec<Repaired>,
     /// What the catalogue recorded, for taking the ingest back.
     #[serde(skip)]
     pub recorded: RecordedIngest,
@@ -72,7 +74,15 @@ impl Report for IngestReport {
             s.new_objects,
             s.bytes_written,
             s.reused_objects
-        )
+        )?;
+        for r in &s.repaired {
+            let how = match r.repair {
+                "mode" => "its mode was set back",
+                _ => "its bytes were replaced by the source's",
+            };
+            writeln!(w, "repaired {}: it {}; {how}", r.object, r.was)?;
+        }
+        Ok(())
     }
 }
 
@@ -80,6 +90,42 @@ impl Report for IngestReport {
 enum Pending {
     Reused,
     Staged(String),
+    /// Stored, with its bytes intact but its mode drifted (a view made
+    /// writable with `chmod -R` changes the object it links).
+    ModeDrifted(String),
+    /// Stored with other bytes: the source's are staged to replace them.
+    Replacing(String, String),
+}
+
+/// How an ingest mends an object it found drifted.
+#[derive(Debug)]
+pub enum Mend {
+    /// Its mode is set back.
+    Mode,
+    /// The source's bytes, staged under this name, are renamed over it.
+    Bytes(String),
+}
+
+/// An object an ingest found drifted, and how it mends it.
+#[derive(Debug)]
+pub struct Drifted {
+    /// The object.
+    pub key: ObjectKey,
+    /// What was wrong with it.
+    pub was: String,
+    /// How it is mended.
+    pub mend: Mend,
+}
+
+/// One object an ingest repaired, as reported.
+#[derive(Debug, serde::Serialize)]
+pub struct Repaired {
+    /// The object's absolute path.
+    pub object: String,
+    /// `mode` (set back) or `bytes` (replaced by the source's).
+    pub repair: &'static str,
+    /// What was wrong with it.
+    pub was: String,
 }
 
 /// How many files may wait for a staging thread: bounds the memory held
@@ -144,21 +190,28 @@ fn walk_and_stage(
             if file.data.is_empty() || pending.contains_key(&key) {
                 return Ok(());
             }
-            let state = match check_object(store, &key, file.data.len() as u64)? {
+            let size = file.data.len() as u64;
+            let mut stage = || {
+                bytes_staged += size;
+                // A closed queue means a staging thread failed; its error is reported below.
+                let _ = tx.send((key, file.data.to_vec()));
+            };
+            // The source is at hand: a drifted object is mended from it, at
+            // publishing time, so that a rejected tree changes nothing.
+            let state = match check_object(store, &key, size)? {
                 ObjectState::Intact => Pending::Reused,
                 ObjectState::Missing => {
-                    bytes_staged += file.data.len() as u64;
-                    // A closed queue means a staging thread failed; its error is reported below.
-                    let _ = tx.send((key, file.data.to_vec()));
+                    stage();
                     Pending::Staged(String::new())
                 }
+                ObjectState::Damaged(why)
+                    if holds_its_bytes(store.objects(), &store.object_path(&key), &key, size)? =>
+                {
+                    Pending::ModeDrifted(why)
+                }
                 ObjectState::Damaged(why) => {
-                    return Err(Error::Integrity(format!(
-                        "object '{}' for '{}' {why}; run `cestore verify --repair-from {}`",
-                        store.object_path(&key).display(),
-                        file.path,
-                        opts.source.display()
-                    )))
+                    stage();
+                    Pending::Replacing(String::new(), why)
                 }
             };
             pending.insert(key, state);
@@ -177,7 +230,11 @@ fn walk_and_stage(
             WalkError::Visitor(e) => e,
         })?;
         for (key, name) in staged {
-            pending.insert(key, Pending::Staged(name));
+            let state = match pending.remove(&key) {
+                Some(Pending::Replacing(_, why)) => Pending::Replacing(name, why),
+                _ => Pending::Staged(name),
+            };
+            pending.insert(key, state);
         }
         Ok((walked, pending, bytes_staged))
     })
@@ -222,13 +279,25 @@ pub fn ingest_into(
 
     let manifest = Manifest::new(walked.entries);
     let mut staged = Vec::new();
+    let mut drifted = Vec::new();
     let mut reused = 0;
     for (key, state) in pending {
         match state {
             Pending::Reused => reused += 1,
             Pending::Staged(name) => staged.push((name, key)),
+            Pending::ModeDrifted(was) => drifted.push(Drifted {
+                key,
+                was,
+                mend: Mend::Mode,
+            }),
+            Pending::Replacing(name, was) => drifted.push(Drifted {
+                key,
+                was,
+                mend: Mend::Bytes(name),
+            }),
         }
     }
+    drifted.sort_by_key(|d| d.key);
     publish_and_record(
         store,
         work,
@@ -237,6 +306,7 @@ pub fn ingest_into(
             version: opts.version,
             source: &source.root().display().to_string(),
             objects: staged,
+            drifted,
             reused,
             bytes: bytes_staged,
         },
@@ -268,12 +338,31 @@ fn record(
     sync: bool,
     new_objects: u64,
     reused: u64,
+    repaired: &[Repaired],
 ) -> Result<(bool, RecordedIngest)> {
     if sync {
         store.sync()?;
     }
     let digest = s.manifest.digest;
     let already_present = store.catalogue().has_snapshot(&digest)?;
+    let event = |event: &str, source: String, new_objects: u64, reused: u64| IngestEvent {
+        digest,
+        event: event.into(),
+        at: String::new(),
+        source,
+        host: host_name(),
+        user: user_name(),
+        tool_version: TOOL_VERSION.to_string(),
+        new_objects: new_objects as i64,
+        reused_objects: reused as i64,
+    };
+    let repairs: Vec<IngestEvent> = repaired
+        .iter()
+        .map(|r| {
+            let source = format!("{} ({}; {} from {})", r.object, r.was, r.repair, s.source);
+            event("repair", source, 0, 0)
+        })
+        .collect();
     let recorded = store.catalogue_mut().record_ingest(
         &NewSnapshot {
             name: policy::PLUGIN_NAME,
@@ -283,17 +372,8 @@ fn record(
             entries: &s.manifest.entries,
             first_ingested_at: None,
         },
-        &IngestEvent {
-            digest,
-            event: "ingest".into(),
-            at: String::new(),
-            source: s.source.to_string(),
-            host: host_name(),
-            user: user_name(),
-            tool_version: TOOL_VERSION.to_string(),
-            new_objects: new_objects as i64,
-            reused_objects: reused as i64,
-        },
+        &event("ingest", s.source.to_string(), new_objects, reused),
+        &repairs,
     )?;
     Ok((already_present, recorded))
 }
@@ -308,6 +388,8 @@ pub(crate) struct Staged<'a> {
     pub source: &'a str,
     /// The staged objects: their names in the work directory, and keys.
     pub objects: Vec<(String, ObjectKey)>,
+    /// Stored objects found drifted, to mend before recording.
+    pub drifted: Vec<Drifted>,
     /// Distinct objects found already stored.
     pub reused: u64,
     /// The bytes of the staged objects.
@@ -333,14 +415,24 @@ pub(crate) fn publish_and_record(
             reused += 1;
         }
     }
+    let mut repaired = Vec::new();
+    for d in &s.drifted {
+        match &d.mend {
+            Mend::Mode => restore_mode(store.objects(), &store.object_path(&d.key), &d.key)?,
+            Mend::Bytes(name) => work.replace(store, name, &d.key)?,
+        }
+        repaired.push(Repaired {
+            object: store.object_path(&d.key).display().to_string(),
+            repair: match d.mend {
+                Mend::Mode => "mode",
+                Mend::Bytes(_) => "bytes",
+            },
+            was: d.was.clone(),
+        });
+    }
     let new_manifest = store.write_manifest(&work, s.manifest)?;
-    let recorded = record(
-        store,
-        &s,
-        new_objects > 0 || new_manifest,
-        new_objects,
-        reused,
-    );
+    let sync = new_objects > 0 || new_manifest || !repaired.is_empty();
+    let recorded = record(store, &s, sync, new_objects, reused, &repaired);
     let (already_present, recorded) = match recorded {
         Ok(r) => r,
         Err(e) => {
@@ -380,6 +472,7 @@ pub(crate) fn publish_and_record(
             new_objects,
             reused_objects: reused,
             bytes_written: if new_objects > 0 { s.bytes } else { 0 },
+            repaired,
             recorded,
         },
     })

@@ -221,6 +221,7 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<RecoverReport
                 new_objects: 0,
                 reused_objects: 0,
             },
+            &[],
         )?;
         report.recovered.push(digest);
     }

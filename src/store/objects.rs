@@ -102,6 +102,55 @@ pub fn check_object(store: &Store, key: &ObjectKey, size: u64) -> Result<ObjectS
     }
 }
 
+/// Whether an object is a regular file of `size` bytes whose bytes hash to
+/// its name, whatever its mode: a drifted mode can then be set back.
+pub fn holds_its_bytes(
+    objects: BorrowedFd<'_>,
+    path: &Path,
+    key: &ObjectKey,
+    size: u64,
+) -> Result<bool> {
+    use std::io::Read;
+    let fd = match rustix::fs::openat(
+        objects,
+        key.rel_path().as_str(),
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT | Errno::LOOP | Errno::ACCESS | Errno::NXIO) => return Ok(false),
+        Err(e) => return Err(Error::io("open an object", path, e)),
+    };
+    let st = rustix::fs::fstat(&fd).ctx("examine an object", path)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_size as u64 != size {
+        return Ok(false);
+    }
+    let mut file = std::fs::File::from(fd);
+    let mut hasher = crate::digest::ObjectHasher::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut read = 0u64;
+    loop {
+        let n = file.read(&mut buf).ctx("read an object", path)?;
+        if n == 0 {
+            break;
+        }
+        read += n as u64;
+        hasher.update(&buf[..n]);
+    }
+    Ok(read == size && hasher.finish() == key.id)
+}
+
+/// Sets an object back to the mode its key gives it.
+pub fn restore_mode(objects: BorrowedFd<'_>, path: &Path, key: &ObjectKey) -> Result<()> {
+    rustix::fs::chmodat(
+        objects,
+        key.rel_path().as_str(),
+        Mode::from_raw_mode(key.mode()),
+        AtFlags::empty(),
+    )
+    .ctx("restore an object's mode", path)
+}
+
 /// Compares an object's `stat` with what the catalogue says it must be.
 pub fn judge(st: &Stat, key: &ObjectKey, size: u64) -> ObjectState {
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
@@ -228,6 +277,13 @@ impl WorkDir {
             view.as_os_str().as_encoded_bytes(),
         )
         .ctx("write a view marker", &self.path)
+    }
+
+    /// Moves a staged file over an object whose bytes changed: the store's
+    /// path then holds the right bytes again (views keep the old inode).
+    pub fn replace(&self, store: &Store, staged: &str, key: &ObjectKey) -> Result<()> {
+        rustix::fs::renameat(&self.fd, staged, store.objects(), key.rel_path().as_str())
+            .ctx("replace a damaged object", store.object_path(key))
     }
 
     /// Moves a staged file into `objects/` without overwriting. Returns
