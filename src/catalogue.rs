@@ -47,12 +47,14 @@ pub struct Catalogue {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SnapshotRow {
     /// The manifest digest.
+    #[serde(rename = "manifest_digest")]
     pub digest: ManifestDigest,
     /// The plugin name.
     pub name: String,
     /// The release version.
     pub version: String,
     /// The manifest schema version.
+    #[serde(rename = "manifest_schema_version")]
     pub schema_version: i64,
     /// The number of files.
     pub file_count: i64,
@@ -80,6 +82,7 @@ pub struct NewSnapshot<'a> {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct IngestEvent {
     /// The snapshot ingested.
+    #[serde(rename = "manifest_digest")]
     pub digest: ManifestDigest,
     /// When (UTC, RFC 3339).
     pub at: String,
@@ -103,6 +106,7 @@ pub struct ViewRow {
     /// The view's absolute path.
     pub path: String,
     /// The snapshot it shows.
+    #[serde(rename = "manifest_digest")]
     pub digest: ManifestDigest,
     /// `checkout` or `shared`.
     pub kind: String,

@@ -187,22 +187,37 @@ pub enum Command {
     /// any other arm gets none. With --gitnexus-root, the seven GitNexus
     /// runtime mounts follow, for every arm.
     ///
+    /// --view DIR must be a view cestore recorded (by checkout or stage) or a
+    /// snapshot's shared view; the report gives its manifest digest, and with
+    /// --digest D as well the view must be of D. --digest D alone mounts D's
+    /// shared view (made by `cestore path`). --unchecked mounts any directory,
+    /// with no digest.
+    ///
     /// Output: text by default; the JSON report with --json or --format json
-    /// (the same object either way); bubblewrap arguments with --format bwrap,
-    /// as in `bwrap $(cestore mounts --arm ARM --view DIR --format bwrap) ...`,
-    /// which cannot be combined with --json. Errors are printed as JSON only
-    /// with --json.
+    /// (the same object either way); bubblewrap arguments with --format
+    /// bwrap0, each followed by a NUL byte, for `bwrap --args FD`, as in
+    /// `bwrap --args 3 ... 3< <(cestore mounts --arm ARM --view DIR --format bwrap0)`;
+    /// or with --format bwrap, shell-quoted on one line, for a shell's `eval`
+    /// (never an unquoted `$(...)`, which splits paths with spaces). Neither
+    /// bwrap form can be combined with --json. Errors are printed as JSON
+    /// only with --json.
     Mounts {
         /// The benchmark arm.
         #[arg(long)]
         arm: String,
-        /// The plugin view directory to mount for a CE arm.
-        #[arg(long, value_name = "PATH", conflicts_with = "digest")]
+        /// The plugin view directory to mount for a CE arm: a view cestore
+        /// recorded, or a shared view (see --unchecked).
+        #[arg(long, value_name = "PATH")]
         view: Option<PathBuf>,
-        /// A manifest digest or unique prefix: mount the snapshot's shared view
-        /// in the store (made by `cestore path`).
+        /// A manifest digest or unique prefix: with --view, the snapshot the
+        /// view must show; alone, mount the snapshot's shared view in the store
+        /// (made by `cestore path`).
         #[arg(long, value_name = "DIGEST")]
         digest: Option<String>,
+        /// Mount --view as it is, without checking that cestore made it; the
+        /// report then has no digest.
+        #[arg(long, requires = "view", conflicts_with = "digest")]
+        unchecked: bool,
         /// A harness root holding gitnexus/ and gitnexus-shared/: add the
         /// pinned GitNexus runtime's mounts, checked as the reference checks them.
         #[arg(long, value_name = "ROOT")]
@@ -210,7 +225,8 @@ pub enum Command {
         /// The version the GitNexus runtime's package.json must carry.
         #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
         gitnexus_version: String,
-        /// Print the JSON report or bubblewrap arguments [default: text, or json with --json].
+        /// Print the JSON report or bubblewrap arguments (bwrap0: NUL-separated,
+        /// for `bwrap --args FD`) [default: text, or json with --json].
         #[arg(long, value_enum)]
         format: Option<cmd::mounts::Format>,
     },
@@ -389,13 +405,18 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             arm,
             view,
             digest,
+            unchecked,
             gitnexus_root,
             gitnexus_version,
             format,
         } => {
             let opts = cmd::mounts::MountsOptions {
                 arm,
-                view: cmd::mounts::ViewSource::from_args(view.as_deref(), digest.as_deref()),
+                view: cmd::mounts::ViewSource::from_args(
+                    view.as_deref(),
+                    digest.as_deref(),
+                    *unchecked,
+                ),
                 gitnexus_root: gitnexus_root.as_deref(),
                 gitnexus_version,
                 format: *format,
@@ -504,11 +525,51 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     }
     if let Error::GitNexus(g) = err {
         e["rule"] = g.rule().into();
+        if let crate::gitnexus::GitNexusError::RootUnavailable { path, .. } = g {
+            e["path"] = path.to_string_lossy().into();
+        }
     }
-    if let Error::Io { path, .. } = err {
-        e["path"] = path.to_string_lossy().into();
+    match err {
+        Error::Io { path, .. }
+        | Error::NotFound { path, .. }
+        | Error::Absent { path, .. }
+        | Error::Catalogue { path, .. }
+        | Error::CatalogueTooNew { path, .. }
+        | Error::BadStore { path, .. } => {
+            e["path"] = json_path(path).into();
+        }
+        _ => {}
     }
     serde_json::json!({ "ok": false, "error": e })
+}
+
+/// The one-line message of a command line the parser refused: its first
+/// paragraph on one line, without the `error: ` prefix.
+pub fn usage_message(err: &clap::Error) -> String {
+    if err.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return "no command given; see `cestore --help` for the commands".into();
+    }
+    let text = err.render().to_string();
+    let first: Vec<&str> = text
+        .trim_start()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let first = first.join(" ");
+    let first = first.strip_prefix("error: ").unwrap_or(&first);
+    format!("{first}; see --help")
+}
+
+/// A path as JSON carries it: absolute, unless it names a stream (`<stdout>`).
+fn json_path(path: &std::path::Path) -> String {
+    if path.as_os_str().as_encoded_bytes().starts_with(b"<") {
+        return path.to_string_lossy().into_owned();
+    }
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// An error and its sources, joined by ": ".

@@ -6,7 +6,7 @@
 //! | 1 | integrity: `verify` found a problem, a tree differs from its snapshot, or a damaged object was refused |
 //! | 2 | usage: the command line is wrong |
 //! | 3 | rejected input: the tree, version or arms break a rule |
-//! | 4 | not found: no such snapshot, view, store or path |
+//! | 4 | not found: no such snapshot, view, store or path; a directory named on the command line that does not exist |
 //! | 5 | ambiguous: a digest prefix names several snapshots |
 //! | 6 | conflict: the destination exists, or views still use a snapshot |
 //! | 7 | store failure: I/O, the catalogue, or the store's own layout |
@@ -52,6 +52,15 @@ pub enum Error {
         what: &'static str,
         /// Where it was looked for.
         path: PathBuf,
+    },
+    /// A path named on the command line is not what the command needs: the
+    /// message is a sentence naming it and the next step.
+    #[error("{message}")]
+    Absent {
+        /// The path looked at.
+        path: PathBuf,
+        /// What is missing there, and what to do.
+        message: String,
     },
     /// The request would overwrite or orphan something.
     #[error("{0}")]
@@ -116,8 +125,9 @@ impl Error {
         match self {
             Error::ProblemsFound(_) | Error::Integrity(_) => 1,
             Error::Usage(_) => 2,
+            _ if self.is_missing_named_path() => 4,
             Error::Rejected(_) | Error::GitNexus(_) => 3,
-            Error::UnknownDigest { .. } | Error::NotFound { .. } => 4,
+            Error::UnknownDigest { .. } | Error::NotFound { .. } | Error::Absent { .. } => 4,
             Error::AmbiguousDigest { .. } => 5,
             Error::Conflict(_) => 6,
             Error::Io { .. }
@@ -134,9 +144,10 @@ impl Error {
             Error::ProblemsFound(_) => "problems-found",
             Error::Integrity(_) => "integrity",
             Error::Usage(_) => "usage",
+            _ if self.is_missing_named_path() => "not-found",
             Error::Rejected(_) | Error::GitNexus(_) => "rejected",
             Error::UnknownDigest { .. } => "unknown-digest",
-            Error::NotFound { .. } => "not-found",
+            Error::NotFound { .. } | Error::Absent { .. } => "not-found",
             Error::AmbiguousDigest { .. } => "ambiguous-digest",
             Error::Conflict(_) => "conflict",
             Error::Io { .. } => "io",
@@ -144,6 +155,28 @@ impl Error {
             Error::CatalogueTooNew { .. } => "catalogue-too-new",
             Error::BadStore { .. } => "bad-store",
             Error::Remote(r) => r.kind(),
+        }
+    }
+
+    /// Whether this is a rule's refusal of a directory named on the command
+    /// line (a release source, a GitNexus harness root) only because it does
+    /// not exist: that is `not-found`, though the JSON still names the rule.
+    pub fn is_missing_named_path(&self) -> bool {
+        let missing = |e: &io::Error| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            )
+        };
+        match self {
+            Error::Rejected(Rejection::SourceUnavailable { source, .. }) => missing(source),
+            // `ROOT/gitnexus` is missing: not-found when ROOT itself is.
+            Error::GitNexus(crate::gitnexus::GitNexusError::RootUnavailable {
+                source,
+                path,
+                ..
+            }) => missing(source) && path.parent().is_some_and(|root| !root.exists()),
+            _ => false,
         }
     }
 
