@@ -46,6 +46,15 @@ pub enum Command {
         #[arg(long, value_name = "X.Y.Z")]
         version: String,
     },
+    /// Validate a plugin release as ingest does and print its manifest
+    /// digest, storing nothing (no store is opened or created).
+    Digest {
+        /// The release's source directory.
+        dir: PathBuf,
+        /// The exact version its plugin.json must carry (X.Y.Z).
+        #[arg(long, value_name = "X.Y.Z")]
+        version: String,
+    },
     /// Show what the store knows about a snapshot.
     Show {
         /// A manifest digest or unique prefix.
@@ -231,7 +240,8 @@ pub enum Command {
         format: Option<cmd::mounts::Format>,
     },
     /// Publish a stored snapshot to an OCI registry as
-    /// REGISTRY/REPOSITORY:sha256-DIGEST, uploading only the blobs it lacks.
+    /// REGISTRY/REPOSITORY:sha256-DIGEST, uploading only the blobs it lacks;
+    /// with REGISTRY/REPOSITORY:TAG, under TAG (e.g. 3.23.1) as well.
     ///
     /// Credentials come from CESTORE_REGISTRY_TOKEN, or CESTORE_REGISTRY_USER and
     /// CESTORE_REGISTRY_PASSWORD, or $DOCKER_CONFIG/config.json (else
@@ -239,7 +249,8 @@ pub enum Command {
     Push {
         /// A manifest digest or unique prefix.
         digest: String,
-        /// REGISTRY/REPOSITORY, e.g. registry.example/cestore/ce.
+        /// REGISTRY/REPOSITORY, e.g. registry.example/cestore/ce, or
+        /// REGISTRY/REPOSITORY:TAG to publish under a human tag too.
         remote: String,
         /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
         #[arg(long)]
@@ -286,12 +297,20 @@ pub enum Command {
         /// The manifest digest the bundle must hold (64 hex).
         #[arg(long, value_name = "DIGEST")]
         digest: Option<String>,
+        /// Only verify the bundle (every hash, its form, the ingest rules):
+        /// store nothing, and open no store.
+        #[arg(long)]
+        check: bool,
     },
 }
 
 /// Runs the parsed command line, writing its report to `out`. Returns the exit code.
 pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
-    let root = store::locate(cli.store.as_deref())?;
+    let root = match &cli.command {
+        // The one command that needs no store.
+        Command::Digest { .. } => PathBuf::new(),
+        _ => store::locate(cli.store.as_deref())?,
+    };
     match &cli.command {
         Command::Ingest { dir, version } => {
             let opts = cmd::ingest::IngestOptions {
@@ -300,6 +319,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             };
             emit(cli, out, &cmd::ingest::ingest(&root, &opts)?)
         }
+        Command::Digest { dir, version } => emit(cli, out, &cmd::digest::digest(dir, version)?),
         Command::Show {
             digest,
             files,
@@ -475,10 +495,15 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             };
             emit(cli, out, &cmd::bundle::export(&root, &opts)?)
         }
-        Command::Import { file, digest } => {
+        Command::Import {
+            file,
+            digest,
+            check,
+        } => {
             let opts = cmd::bundle::ImportOptions {
                 file,
                 digest: digest.as_deref(),
+                check: *check,
             };
             emit(cli, out, &cmd::bundle::import(&root, &opts)?)
         }

@@ -37,8 +37,8 @@ pub enum Error {
         /// The prefix as given.
         prefix: String,
     },
-    /// Several snapshots' digests start with the prefix.
-    #[error("'{prefix}' is ambiguous: it matches {} snapshots ({})", .matches.len(), .matches.join(", "))]
+    /// Several snapshots' digests (or stored contents' SHA-256s) start with the prefix.
+    #[error("'{prefix}' is ambiguous: it matches {} digests ({}); give more of the digest", .matches.len(), .matches.join(", "))]
     AmbiguousDigest {
         /// The prefix as given.
         prefix: String,

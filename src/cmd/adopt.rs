@@ -161,7 +161,7 @@ where
             .into());
         }
     }
-    let version = check_plugin_json(&store, &manifest, &delivered)?;
+    let version = check_plugin_json(Some(&store), &manifest, &delivered)?;
 
     let mut work = store.work_dir("adopt")?;
     let mut staged = Vec::new();
@@ -186,9 +186,10 @@ where
     )
 }
 
-/// Checks `plugin.json` as an ingest does and returns its version.
-fn check_plugin_json(
-    store: &Store,
+/// Checks `plugin.json` as an ingest does and returns its version; its
+/// bytes come from `delivered`, else from the store when one is given.
+pub(crate) fn check_plugin_json(
+    store: Option<&Store>,
     manifest: &Manifest,
     delivered: &BTreeMap<ObjectKey, Vec<u8>>,
 ) -> Result<String> {
@@ -201,6 +202,7 @@ fn check_plugin_json(
         Some(b) => b.clone(),
         None if entry.size == 0 => Vec::new(),
         None => {
+            let store = store.ok_or(AdoptError::BlobMissing(key.id))?;
             let path = store.object_path(&key);
             std::fs::read(&path).map_err(|e| Error::io("read an object", path, e))?
         }

@@ -102,10 +102,10 @@ impl Report for ExportReport {
         writeln!(w, "{}", self.file)?;
         writeln!(
             w,
-            "{}: {} objects, {} bytes ({}), sha256 {}",
+            "{}: {}, {} ({}), sha256 {}",
             self.manifest_digest,
-            self.objects,
-            self.bytes,
+            super::counted(self.objects, "object", "objects"),
+            super::counted(self.bytes, "byte", "bytes"),
             match self.format {
                 Format::Tar => "tar",
                 Format::TarZstd => "tar+zstd",
@@ -121,6 +121,8 @@ pub struct ImportOptions<'a> {
     pub file: &'a Path,
     /// The digest the bundle must hold, when known.
     pub digest: Option<&'a str>,
+    /// Only verify the bundle: open no store and record nothing.
+    pub check: bool,
 }
 
 /// What an import read.
@@ -132,21 +134,32 @@ pub struct BundleStats {
     pub format: Format,
     /// The objects it held.
     pub objects: u64,
+    /// The snapshot it holds.
+    pub manifest_digest: ManifestDigest,
 }
 
 /// The report of `cestore import`.
 #[derive(Debug, serde::Serialize)]
 pub struct ImportReport {
-    /// What entered the store.
+    /// What entered the store; absent with `--check`, which stores nothing.
     #[serde(flatten)]
-    pub ingest: IngestReport,
+    pub ingest: Option<IngestReport>,
     /// What was read.
     pub bundle: BundleStats,
 }
 
 impl Report for ImportReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        self.ingest.human(w)
+        match &self.ingest {
+            Some(ingest) => ingest.human(w),
+            None => writeln!(
+                w,
+                "{}: a sound bundle of {} ({}); not imported",
+                self.bundle.file,
+                self.bundle.manifest_digest,
+                super::counted(self.bundle.objects, "object", "objects")
+            ),
+        }
     }
 }
 
@@ -431,6 +444,20 @@ fn unseal<R: Read>(raw: R, label: &str) -> Result<Vec<u8>> {
 }
 
 fn damaged(why: impl std::fmt::Display) -> Error {
+    // A reader's message may quote the bundle's bytes: keep one short line
+    // of printable text.
+    let why: String = why
+        .to_string()
+        .chars()
+        .map(|c| {
+            if c.is_control() || c == '\u{fffd}' {
+                '?'
+            } else {
+                c
+            }
+        })
+        .take(200)
+        .collect();
     Error::Integrity(format!("the bundle is damaged: {why}"))
 }
 
@@ -484,15 +511,20 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         })?;
         (abs.display().to_string(), Box::new(BufReader::new(file)))
     };
-    let mut magic = Vec::with_capacity(4);
+    // The first block tells a tar (its ustar magic) from a zstd frame.
+    let mut magic = Vec::with_capacity(512);
     (&mut raw)
-        .take(4)
+        .take(512)
         .read_to_end(&mut magic)
         .ctx("read the bundle", &label)?;
-    let format = if magic == ZSTD_MAGIC {
+    let format = if magic.starts_with(&ZSTD_MAGIC) {
         Format::TarZstd
-    } else {
+    } else if magic.get(257..262) == Some(b"ustar") {
         Format::Tar
+    } else {
+        return Err(Error::Usage(format!(
+            "'{label}' is not a bundle: it is neither a tar archive nor zstd-compressed; make one with `cestore export`"
+        )));
     };
     let chained = io::Cursor::new(magic).chain(raw);
     let tar_stream: Box<dyn Read> = match format {
@@ -532,12 +564,34 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         ));
     }
     let count = objects.len() as u64;
+    let bundle = BundleStats {
+        file: label,
+        format,
+        objects: count,
+        manifest_digest: manifest.digest,
+    };
+    if opts.check {
+        // What an import checks before it stores anything, with no store.
+        crate::policy::check_manifest_entries(&manifest.entries)
+            .map_err(super::adopt::AdoptError::from)?;
+        if let Some(key) = objects_of(&manifest)
+            .keys()
+            .find(|k| !objects.contains_key(k))
+        {
+            return Err(super::adopt::AdoptError::BlobMissing(key.id).into());
+        }
+        super::adopt::check_plugin_json(None, &manifest, &objects)?;
+        return Ok(ImportReport {
+            ingest: None,
+            bundle,
+        });
+    }
     let mut objects = objects;
     let ingest = adopt(
         store_root,
         &manifest.bytes,
         expected,
-        &format!("bundle:{label}"),
+        &format!("bundle:{}", bundle.file),
         |wanted| {
             Ok(wanted
                 .iter()
@@ -546,12 +600,8 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         },
     )?;
     Ok(ImportReport {
-        ingest,
-        bundle: BundleStats {
-            file: label,
-            format,
-            objects: count,
-        },
+        ingest: Some(ingest),
+        bundle,
     })
 }
 

@@ -56,8 +56,8 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
         .collect();
     if !views.is_empty() && !force {
         return Err(Error::Conflict(format!(
-            "{digest} has {} recorded views ({}); discard them first, or pass --force",
-            views.len(),
+            "{digest} has {} ({}); discard them first, or pass --force",
+            super::counted(views.len(), "recorded view", "recorded views"),
             views.join(", ")
         )));
     }
@@ -124,12 +124,12 @@ impl Report for GcReport {
         }
         writeln!(
             w,
-            "{verb} {} objects ({} bytes), {} temporary entries, {} shared views; kept {} objects",
-            self.objects.len(),
-            self.bytes_freed,
-            self.temporary.len(),
-            self.shared_views.len(),
-            self.objects_kept
+            "{verb} {} ({}), {}, {}; kept {}",
+            super::counted(self.objects.len(), "object", "objects"),
+            super::counted(self.bytes_freed, "byte", "bytes"),
+            super::counted(self.temporary.len(), "temporary entry", "temporary entries"),
+            super::counted(self.shared_views.len(), "shared view", "shared views"),
+            super::counted(self.objects_kept, "object", "objects")
         )
     }
 }

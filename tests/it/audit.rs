@@ -1256,7 +1256,7 @@ fn verify_finds_a_leftover_temporary_file() {
     assert_exit(&out, 1);
     let human = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        human.contains("1 problems (0 corruption, 1 garbage)"),
+        human.contains("1 problem (0 corruption, 1 garbage)"),
         "{human}"
     );
     drop(held);

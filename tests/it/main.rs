@@ -7,6 +7,7 @@ mod audit;
 mod conformance;
 mod gen;
 mod hardening;
+mod json;
 mod mounts;
 mod remote;
 mod rules;

@@ -1055,7 +1055,8 @@ fn a_view_must_be_one_cestore_recorded() {
     assert_eq!(util::parse_json(&out)["manifest_digest"], json!(other));
 
     // A view whose root directory was replaced is no longer that view.
-    util::remove_tree(&view);
+    // Moved aside, so that the new directory cannot reuse its inode.
+    fs::rename(&view, env.path("moved-aside")).unwrap();
     fs::create_dir(&view).unwrap();
     let out = mounts(&[os("--view"), view.as_os_str()]);
     assert_exit(&out, 6);
