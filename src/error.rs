@@ -68,9 +68,6 @@ pub enum Error {
     /// The store's content no longer matches its catalogue.
     #[error("{0}")]
     Integrity(String),
-    /// A check found problems; the report says which.
-    #[error("{0}")]
-    ProblemsFound(String),
     /// A filesystem operation failed.
     #[error("could not {op} '{}'", .path.display())]
     Io {
@@ -123,7 +120,7 @@ impl Error {
     /// The process exit code for this error (see the module docs).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::ProblemsFound(_) | Error::Integrity(_) => 1,
+            Error::Integrity(_) => 1,
             Error::Usage(_) => 2,
             _ if self.is_missing_named_path() => 4,
             Error::Rejected(_) | Error::GitNexus(_) => 3,
@@ -141,7 +138,6 @@ impl Error {
     /// A stable name for the kind of error, for JSON output.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::ProblemsFound(_) => "problems-found",
             Error::Integrity(_) => "integrity",
             Error::Usage(_) => "usage",
             _ if self.is_missing_named_path() => "not-found",

@@ -522,7 +522,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     } else if magic.get(257..262) == Some(b"ustar") {
         Format::Tar
     } else {
-        return Err(Error::Usage(format!(
+        return Err(Error::Integrity(format!(
             "'{label}' is not a bundle: it is neither a tar archive nor zstd-compressed; make one with `cestore export`"
         )));
     };

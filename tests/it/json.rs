@@ -920,12 +920,6 @@ fn every_failure_prints_one_json_error_object() {
             ],
         ),
         case(
-            "not a bundle",
-            2,
-            "usage",
-            &[os("import"), text.as_os_str()],
-        ),
-        case(
             "--unchecked without --view",
             2,
             "usage",
@@ -1201,6 +1195,12 @@ fn every_failure_prints_one_json_error_object() {
             ],
         ),
         case(
+            "not a bundle",
+            1,
+            "integrity",
+            &[os("import"), text.as_os_str()],
+        ),
+        case(
             "tampered bundle",
             1,
             "integrity",
@@ -1218,6 +1218,34 @@ fn every_failure_prints_one_json_error_object() {
             7,
             "bad-store",
             &[os("list"), os("--store"), store_file.as_os_str()],
+        ),
+        case(
+            "unwritable destination",
+            7,
+            "io",
+            &[os("checkout"), os(&d), os("/sys/cestore-view")],
+        ),
+        // remote failures (8): nothing listens on port 1.
+        case(
+            "unreachable registry (push)",
+            8,
+            "remote",
+            &[
+                os("push"),
+                os(&d),
+                os("127.0.0.1:1/cestore/ce"),
+                os("--plain-http"),
+            ],
+        ),
+        case(
+            "unreachable registry (pull)",
+            8,
+            "remote",
+            &[
+                os("pull"),
+                os("127.0.0.1:1/cestore/ce:1.0.0"),
+                os("--plain-http"),
+            ],
         ),
     ];
     // `--store` given twice is refused; cases that name their own store get only theirs.

@@ -4,6 +4,7 @@
 mod util;
 
 mod audit;
+mod cli;
 mod conformance;
 mod gen;
 mod hardening;
