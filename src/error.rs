@@ -3,11 +3,11 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | integrity: `verify` found a problem, a tree differs from its snapshot, or a damaged object was refused |
+//! | 1 | integrity: damage or a mismatch (a damaged object or bundle, a file that is not a bundle, a view of another snapshot); `verify` found a problem |
 //! | 2 | usage: the command line is wrong |
-//! | 3 | rejected input: the tree, version or arms break a rule |
-//! | 4 | not found: no such snapshot, view, store or path; a directory named on the command line that does not exist |
-//! | 5 | ambiguous: a digest prefix names several snapshots |
+//! | 3 | rejected input: the tree, version, arms or GitNexus runtime break a rule |
+//! | 4 | not found: no such snapshot, view, store or path; a directory named on the command line that does not exist, even where a rule checks it |
+//! | 5 | ambiguous: a digest prefix names several snapshots (or contents) |
 //! | 6 | conflict: the destination exists, or views still use a snapshot |
 //! | 7 | store failure: I/O, the catalogue, or the store's own layout |
 //! | 8 | remote failure: a registry could not be reached, refused the credentials, or answered something unusable |

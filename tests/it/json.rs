@@ -1256,6 +1256,14 @@ fn every_failure_prints_one_json_error_object() {
         }
     }
     assert!(cases.len() >= 30, "{} cases", cases.len());
+    // Every (code, kind) of docs/exit-codes.md is exercised, and no other.
+    let mut covered: std::collections::BTreeSet<(u8, String)> =
+        cases.iter().map(|c| (c.code, c.kind.to_string())).collect();
+    covered.extend([
+        (7, "catalogue".to_string()),
+        (7, "catalogue-too-new".to_string()),
+    ]);
+    assert_eq!(covered, documented_kinds());
     let before = util_state(&env);
     for c in &cases {
         check_case(c, &["--json"]);
@@ -1385,4 +1393,114 @@ fn object_of(store: &Path, file: &Path) -> PathBuf {
     use sha2::{Digest, Sha256};
     let hex = format!("{:x}", Sha256::digest(fs::read(file).unwrap()));
     store.join("objects").join(&hex[..2]).join(&hex[2..])
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PushOut {
+    ok: bool,
+    manifest_digest: String,
+    reference: String,
+    tag_reference: Option<String>,
+    remote_digest: String,
+    media_type: String,
+    manifests: u64,
+    layers: u64,
+    blobs_total: u64,
+    blobs_uploaded: u64,
+    blobs_present: u64,
+    bytes_uploaded: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PullStatsOut {
+    source: String,
+    remote_digest: String,
+    media_type: String,
+    manifests: u64,
+    blobs_fetched: u64,
+    bytes_fetched: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PullOut {
+    ok: bool,
+    provenance: Provenance,
+    ingest: IngestStats,
+    pull: PullStatsOut,
+}
+
+/// Needs a registry (`CESTORE_TEST_REGISTRY`, as `.ci/run` starts one).
+#[test]
+fn push_and_pull_fit_the_documented_schema() {
+    let Some(reg) = std::env::var("CESTORE_TEST_REGISTRY")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run the remote tests"
+        );
+        eprintln!(
+            "skipping push_and_pull_fit_the_documented_schema: CESTORE_TEST_REGISTRY is not set"
+        );
+        return;
+    };
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.as_nanos());
+    let repo = format!("{reg}/cestore-it/json-{}-{nanos}", std::process::id());
+    let target = format!("{repo}:1.0.0");
+    let push: PushOut = run_typed(&env, &[os("push"), os(&d), os(&target), os("--plain-http")]);
+    assert!(push.ok && push.manifest_digest == d);
+    assert_eq!(push.reference, format!("{repo}:sha256-{d}"));
+    assert_eq!(push.tag_reference.as_deref(), Some(target.as_str()));
+    assert!(push.remote_digest.starts_with("sha256:") && !push.media_type.is_empty());
+    assert!(push.manifests == 1 && push.layers > 0);
+    assert_eq!(push.blobs_uploaded + push.blobs_present, push.blobs_total);
+    assert!(push.bytes_uploaded > 0);
+
+    let other = TestEnv::new();
+    let pull: PullOut = run_typed(&other, &[os("pull"), os(&target), os("--plain-http")]);
+    assert!(pull.ok && pull.provenance.manifest_digest == d);
+    assert!(pull.ingest.source.starts_with("oci://"));
+    absolute(&pull.ingest.store);
+    assert_eq!(pull.pull.remote_digest, push.remote_digest);
+    assert!(pull.pull.source.starts_with("oci://") && pull.pull.manifests == 1);
+    assert!(
+        pull.pull.blobs_fetched > 0
+            && pull.pull.bytes_fetched > 0
+            && !pull.pull.media_type.is_empty()
+    );
+}
+
+/// The `(code, kind)` pairs the table of docs/exit-codes.md lists.
+fn documented_kinds() -> std::collections::BTreeSet<(u8, String)> {
+    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/exit-codes.md"))
+        .expect("docs/exit-codes.md");
+    let mut kinds = std::collections::BTreeSet::new();
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (Some(code), Some(kind)) = (cells.get(1), cells.get(2)) else {
+            continue;
+        };
+        let Ok(code) = code.parse::<u8>() else {
+            continue;
+        };
+        for k in kind
+            .split(',')
+            .map(|k| k.trim().trim_matches('`'))
+            .filter(|k| !k.is_empty())
+        {
+            kinds.insert((code, k.to_string()));
+        }
+    }
+    // A registry's missing tag is not-found too; the table row 4 lists it once.
+    kinds
 }
