@@ -19,14 +19,22 @@ use crate::view;
 /// Ingest a release once, check out frozen read-only views of it instantly,
 /// and audit any run by its manifest digest.
 #[derive(Debug, Parser)]
-#[command(name = "cestore", version, max_term_width = 100)]
+#[command(
+    name = "cestore",
+    version,
+    max_term_width = 100,
+    after_help = "Exit codes: 0 success, 1 integrity, 2 usage, 3 rejected, 4 not found, \
+                  5 ambiguous, 6 conflict, 7 store failure, 8 remote failure \
+                  (docs/exit-codes.md; JSON: docs/json.md)."
+)]
 pub struct Cli {
     /// The store directory [default: $CESTORE_DIR, else $XDG_DATA_HOME/cestore,
     /// else ~/.local/share/cestore]
     #[arg(long, global = true, value_name = "STORE")]
     pub store: Option<PathBuf>,
 
-    /// Print one JSON object instead of text.
+    /// Print one JSON object on stdout instead of text, for every outcome,
+    /// command-line errors included (see docs/json.md).
     #[arg(long, global = true)]
     pub json: bool,
 
@@ -134,8 +142,13 @@ pub enum Command {
         digest: Option<String>,
     },
     /// List the snapshots that contain a content or a path.
+    ///
+    /// --path takes an exact path, a directory (skills/ce-plan or
+    /// skills/ce-plan/: every file below it), or a glob when it holds * or ?:
+    /// `*` matches within one path component, `?` one character, and a `**`
+    /// component any number of components (skills/**/SKILL.md).
     Find {
-        /// A file content's SHA-256.
+        /// A file content's SHA-256, or a prefix only one stored content has.
         #[arg(
             long,
             value_name = "SHA256",
@@ -143,8 +156,9 @@ pub enum Command {
             required_unless_present = "path"
         )]
         object: Option<String>,
-        /// A path relative to the plugin root, e.g. skills/ce-plan/SKILL.md.
-        #[arg(long)]
+        /// A path relative to the plugin root (skills/ce-plan/SKILL.md), a
+        /// directory (skills/ce-plan/), or a glob ('skills/*/SKILL.md').
+        #[arg(long, value_name = "PATH|DIR|GLOB")]
         path: Option<String>,
     },
     /// Re-hash objects and check the catalogue; or, with --tree, audit a

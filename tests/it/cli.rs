@@ -262,6 +262,31 @@ fn help_and_version_still_work_with_json() {
     assert!(stderr.contains("--version <X.Y.Z>"), "{stderr}");
 }
 
+/// `cestore --help` names every exit code of docs/exit-codes.md, and no other.
+#[test]
+fn help_lists_the_documented_exit_codes() {
+    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/exit-codes.md"))
+        .unwrap();
+    let documented: Vec<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(' ').next())
+        .filter(|c| c.parse::<u8>().is_ok())
+        .map(String::from)
+        .collect();
+    assert_eq!(documented, ["0", "1", "2", "3", "4", "5", "6", "7", "8"]);
+    let out = Command::new(util::bin()).arg("--help").output().unwrap();
+    assert_ok(&out);
+    let help = stdout(&out).replace('\n', " ");
+    let line = &help[help.find("Exit codes:").expect("exit codes in --help")..];
+    let listed: Vec<String> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| w.len() == 1)
+        .map(String::from)
+        .collect();
+    assert_eq!(listed, documented, "{line}");
+}
+
 #[test]
 fn messages_name_the_thing_and_the_next_step() {
     let env = TestEnv::new();
