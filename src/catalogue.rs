@@ -51,12 +51,14 @@ pub struct Catalogue {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SnapshotRow {
     /// The manifest digest.
+    #[serde(rename = "manifest_digest")]
     pub digest: ManifestDigest,
     /// The plugin name.
     pub name: String,
     /// The release version.
     pub version: String,
     /// The manifest schema version.
+    #[serde(rename = "manifest_schema_version")]
     pub schema_version: i64,
     /// The number of files.
     pub file_count: i64,
@@ -87,6 +89,7 @@ pub struct NewSnapshot<'a> {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct IngestEvent {
     /// The snapshot ingested.
+    #[serde(rename = "manifest_digest")]
     pub digest: ManifestDigest,
     /// What happened: `ingest`, `recovered` (a row rebuilt by `cestore
     /// recover` from a manifest on disk) or `repair`.
@@ -113,6 +116,7 @@ pub struct ViewRow {
     /// The view's absolute path.
     pub path: String,
     /// The snapshot it shows.
+    #[serde(rename = "manifest_digest")]
     pub digest: ManifestDigest,
     /// `checkout` or `shared`.
     pub kind: String,
@@ -970,4 +974,98 @@ fn view_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ViewRow> {
             _ => None,
         },
     })
+}
+
+/// Which files [`Catalogue::files_matching`] selects.
+pub enum FileFilter<'a> {
+    /// The files with this content.
+    Object(ObjectId),
+    /// The file at this exact path, and every file below it as a directory.
+    PathOrUnder(&'a str),
+    /// Every file whose path starts with this text.
+    PathStartsWith(&'a str),
+}
+
+/// One file of one snapshot, as [`Catalogue::files_matching`] returns it.
+#[derive(Clone, Debug)]
+pub struct FileHit {
+    /// The snapshot.
+    pub digest: ManifestDigest,
+    /// Its version.
+    pub version: String,
+    /// The file.
+    pub entry: Entry,
+}
+
+/// File searches, for `cestore find`.
+impl Catalogue {
+    /// The distinct file contents whose SHA-256 starts with `prefix` (lowercase
+    /// hex), at most `limit` of them, in order.
+    pub fn objects_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT DISTINCT sha256 FROM files
+                 WHERE sha256 >= ?1 AND sha256 < ?1 || 'g' ORDER BY sha256 LIMIT ?2",
+            )
+            .map_err(self.err("prepare an object lookup"))?;
+        stmt.query_map(params![prefix, limit as i64], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("look up an object prefix"))
+    }
+
+    /// The files of every snapshot that `filter` selects, by snapshot (oldest
+    /// first) then manifest order.
+    pub fn files_matching(&self, filter: &FileFilter<'_>) -> Result<Vec<FileHit>> {
+        let (clause, value) = match filter {
+            FileFilter::Object(id) => ("f.sha256 = ?1", id.to_hex()),
+            FileFilter::PathOrUnder(p) => (
+                "(f.path = ?1 OR substr(f.path, 1, length(?1) + 1) = ?1 || '/')",
+                (*p).to_owned(),
+            ),
+            FileFilter::PathStartsWith(p) => {
+                ("substr(f.path, 1, length(?1)) = ?1", (*p).to_owned())
+            }
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT s.digest, s.version, f.path, f.sha256, f.size, f.executable
+                 FROM files f JOIN snapshots s ON s.id = f.snapshot_id
+                 WHERE {clause} ORDER BY s.first_ingested_at, s.digest, f.seq"
+            ))
+            .map_err(self.err("prepare the file search"))?;
+        let rows = stmt
+            .query_map([value], |r| {
+                Ok((
+                    parse_digest_col(r, 0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, bool>(5)?,
+                ))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(self.err("search the files"))?;
+        rows.into_iter()
+            .map(|(digest, version, path, sha, size, executable)| {
+                let sha256 = sha.parse::<ObjectId>().map_err(|_| {
+                    Error::Integrity(format!(
+                        "the catalogue holds a malformed object id '{sha}' for '{path}'"
+                    ))
+                })?;
+                Ok(FileHit {
+                    digest,
+                    version,
+                    entry: Entry {
+                        executable,
+                        path,
+                        sha256,
+                        size: size as u64,
+                    },
+                })
+            })
+            .collect()
+    }
 }

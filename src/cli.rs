@@ -19,14 +19,22 @@ use crate::view;
 /// Ingest a release once, check out frozen read-only views of it instantly,
 /// and audit any run by its manifest digest.
 #[derive(Debug, Parser)]
-#[command(name = "cestore", version, max_term_width = 100)]
+#[command(
+    name = "cestore",
+    version,
+    max_term_width = 100,
+    after_help = "Exit codes: 0 success, 1 integrity, 2 usage, 3 rejected, 4 not found, \
+                  5 ambiguous, 6 conflict, 7 store failure, 8 remote failure \
+                  (docs/exit-codes.md; JSON: docs/json.md)."
+)]
 pub struct Cli {
     /// The store directory [default: $CESTORE_DIR, else $XDG_DATA_HOME/cestore,
     /// else ~/.local/share/cestore]
     #[arg(long, global = true, value_name = "STORE")]
     pub store: Option<PathBuf>,
 
-    /// Print one JSON object instead of text.
+    /// Print one JSON object on stdout instead of text, for every outcome,
+    /// command-line errors included (see docs/json.md).
     #[arg(long, global = true)]
     pub json: bool,
 
@@ -46,6 +54,15 @@ pub struct Cli {
 pub enum Command {
     /// Validate a plugin release as the reference does, and store it.
     Ingest {
+        /// The release's source directory.
+        dir: PathBuf,
+        /// The exact version its plugin.json must carry (X.Y.Z).
+        #[arg(long, value_name = "X.Y.Z")]
+        version: String,
+    },
+    /// Validate a plugin release as ingest does and print its manifest
+    /// digest, storing nothing (no store is opened or created).
+    Digest {
         /// The release's source directory.
         dir: PathBuf,
         /// The exact version its plugin.json must carry (X.Y.Z).
@@ -139,8 +156,13 @@ pub enum Command {
         digest: Option<String>,
     },
     /// List the snapshots that contain a content or a path.
+    ///
+    /// --path takes an exact path, a directory (skills/ce-plan or
+    /// skills/ce-plan/: every file below it), or a glob when it holds * or ?:
+    /// `*` matches within one path component, `?` one character, and a `**`
+    /// component any number of components (skills/**/SKILL.md).
     Find {
-        /// A file content's SHA-256.
+        /// A file content's SHA-256, or a prefix only one stored content has.
         #[arg(
             long,
             value_name = "SHA256",
@@ -148,8 +170,9 @@ pub enum Command {
             required_unless_present = "path"
         )]
         object: Option<String>,
-        /// A path relative to the plugin root, e.g. skills/ce-plan/SKILL.md.
-        #[arg(long)]
+        /// A path relative to the plugin root (skills/ce-plan/SKILL.md), a
+        /// directory (skills/ce-plan/), or a glob ('skills/*/SKILL.md').
+        #[arg(long, value_name = "PATH|DIR|GLOB")]
         path: Option<String>,
     },
     /// Re-hash objects and check the catalogue; or, with --tree, audit a
@@ -207,22 +230,37 @@ pub enum Command {
     /// any other arm gets none. With --gitnexus-root, the seven GitNexus
     /// runtime mounts follow, for every arm.
     ///
+    /// --view DIR must be a view cestore recorded (by checkout or stage) or a
+    /// snapshot's shared view; the report gives its manifest digest, and with
+    /// --digest D as well the view must be of D. --digest D alone mounts D's
+    /// shared view (made by `cestore path`). --unchecked mounts any directory,
+    /// with no digest.
+    ///
     /// Output: text by default; the JSON report with --json or --format json
-    /// (the same object either way); bubblewrap arguments with --format bwrap,
-    /// as in `bwrap $(cestore mounts --arm ARM --view DIR --format bwrap) ...`,
-    /// which cannot be combined with --json. Errors are printed as JSON only
-    /// with --json.
+    /// (the same object either way); bubblewrap arguments with --format
+    /// bwrap0, each followed by a NUL byte, for `bwrap --args FD`, as in
+    /// `bwrap --args 3 ... 3< <(cestore mounts --arm ARM --view DIR --format bwrap0)`;
+    /// or with --format bwrap, shell-quoted on one line, for a shell's `eval`
+    /// (never an unquoted `$(...)`, which splits paths with spaces). Neither
+    /// bwrap form can be combined with --json. Errors are printed as JSON
+    /// only with --json.
     Mounts {
         /// The benchmark arm.
         #[arg(long)]
         arm: String,
-        /// The plugin view directory to mount for a CE arm.
-        #[arg(long, value_name = "PATH", conflicts_with = "digest")]
+        /// The plugin view directory to mount for a CE arm: a view cestore
+        /// recorded, or a shared view (see --unchecked).
+        #[arg(long, value_name = "PATH")]
         view: Option<PathBuf>,
-        /// A manifest digest or unique prefix: mount the snapshot's shared view
-        /// in the store (made by `cestore path`).
+        /// A manifest digest or unique prefix: with --view, the snapshot the
+        /// view must show; alone, mount the snapshot's shared view in the store
+        /// (made by `cestore path`).
         #[arg(long, value_name = "DIGEST")]
         digest: Option<String>,
+        /// Mount --view as it is, without checking that cestore made it; the
+        /// report then has no digest.
+        #[arg(long, requires = "view", conflicts_with = "digest")]
+        unchecked: bool,
         /// A harness root holding gitnexus/ and gitnexus-shared/: add the
         /// pinned GitNexus runtime's mounts, checked as the reference checks them.
         #[arg(long, value_name = "ROOT")]
@@ -230,12 +268,14 @@ pub enum Command {
         /// The version the GitNexus runtime's package.json must carry.
         #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
         gitnexus_version: String,
-        /// Print the JSON report or bubblewrap arguments [default: text, or json with --json].
+        /// Print the JSON report or bubblewrap arguments (bwrap0: NUL-separated,
+        /// for `bwrap --args FD`) [default: text, or json with --json].
         #[arg(long, value_enum)]
         format: Option<cmd::mounts::Format>,
     },
     /// Publish a stored snapshot to an OCI registry as
-    /// REGISTRY/REPOSITORY:sha256-DIGEST, uploading only the blobs it lacks.
+    /// REGISTRY/REPOSITORY:sha256-DIGEST, uploading only the blobs it lacks;
+    /// with REGISTRY/REPOSITORY:TAG, under TAG (e.g. 3.23.1) as well.
     ///
     /// Credentials come from CESTORE_REGISTRY_TOKEN, or CESTORE_REGISTRY_USER and
     /// CESTORE_REGISTRY_PASSWORD, or $DOCKER_CONFIG/config.json (else
@@ -243,7 +283,8 @@ pub enum Command {
     Push {
         /// A manifest digest or unique prefix.
         digest: String,
-        /// REGISTRY/REPOSITORY, e.g. registry.example/cestore/ce.
+        /// REGISTRY/REPOSITORY, e.g. registry.example/cestore/ce, or
+        /// REGISTRY/REPOSITORY:TAG to publish under a human tag too.
         remote: String,
         /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
         #[arg(long)]
@@ -300,12 +341,20 @@ pub enum Command {
         /// The manifest digest the bundle must hold (64 hex).
         #[arg(long, value_name = "DIGEST")]
         digest: Option<String>,
+        /// Only verify the bundle (every hash, its form, the ingest rules):
+        /// store nothing, and open no store.
+        #[arg(long)]
+        check: bool,
     },
 }
 
 /// Runs the parsed command line, writing its report to `out`. Returns the exit code.
 pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
-    let root = store::locate(cli.store.as_deref())?;
+    let root = match &cli.command {
+        // The one command that needs no store.
+        Command::Digest { .. } => PathBuf::new(),
+        _ => store::locate(cli.store.as_deref())?,
+    };
     if cli.trust_store {
         store::trust_any_store();
     }
@@ -317,6 +366,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             };
             emit(cli, out, &cmd::ingest::ingest(&root, &opts)?)
         }
+        Command::Digest { dir, version } => emit(cli, out, &cmd::digest::digest(dir, version)?),
         Command::Show {
             digest,
             files,
@@ -427,13 +477,18 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             arm,
             view,
             digest,
+            unchecked,
             gitnexus_root,
             gitnexus_version,
             format,
         } => {
             let opts = cmd::mounts::MountsOptions {
                 arm,
-                view: cmd::mounts::ViewSource::from_args(view.as_deref(), digest.as_deref()),
+                view: cmd::mounts::ViewSource::from_args(
+                    view.as_deref(),
+                    digest.as_deref(),
+                    *unchecked,
+                ),
                 gitnexus_root: gitnexus_root.as_deref(),
                 gitnexus_version,
                 format: *format,
@@ -496,10 +551,15 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             };
             emit(cli, out, &cmd::bundle::export(&root, &opts)?)
         }
-        Command::Import { file, digest } => {
+        Command::Import {
+            file,
+            digest,
+            check,
+        } => {
             let opts = cmd::bundle::ImportOptions {
                 file,
                 digest: digest.as_deref(),
+                check: *check,
             };
             emit(cli, out, &cmd::bundle::import(&root, &opts)?)
         }
@@ -546,11 +606,51 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     }
     if let Error::GitNexus(g) = err {
         e["rule"] = g.rule().into();
+        if let crate::gitnexus::GitNexusError::RootUnavailable { path, .. } = g {
+            e["path"] = path.to_string_lossy().into();
+        }
     }
-    if let Error::Io { path, .. } = err {
-        e["path"] = path.to_string_lossy().into();
+    match err {
+        Error::Io { path, .. }
+        | Error::NotFound { path, .. }
+        | Error::Absent { path, .. }
+        | Error::Catalogue { path, .. }
+        | Error::CatalogueTooNew { path, .. }
+        | Error::BadStore { path, .. } => {
+            e["path"] = json_path(path).into();
+        }
+        _ => {}
     }
     serde_json::json!({ "ok": false, "error": e })
+}
+
+/// The one-line message of a command line the parser refused: its first
+/// paragraph on one line, without the `error: ` prefix.
+pub fn usage_message(err: &clap::Error) -> String {
+    if err.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return "no command given; see `cestore --help` for the commands".into();
+    }
+    let text = err.render().to_string();
+    let first: Vec<&str> = text
+        .trim_start()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let first = first.join(" ");
+    let first = first.strip_prefix("error: ").unwrap_or(&first);
+    format!("{first}; see --help")
+}
+
+/// A path as JSON carries it: absolute, unless it names a stream (`<stdout>`).
+fn json_path(path: &std::path::Path) -> String {
+    if path.as_os_str().as_encoded_bytes().starts_with(b"<") {
+        return path.to_string_lossy().into_owned();
+    }
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// An error and its sources, joined by ": ".

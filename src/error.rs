@@ -3,11 +3,11 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | integrity: `verify` found a problem, a tree differs from its snapshot, or a damaged object was refused |
+//! | 1 | integrity: damage or a mismatch (a damaged object or bundle, a file that is not a bundle, a view of another snapshot); `verify` found a problem |
 //! | 2 | usage: the command line is wrong |
-//! | 3 | rejected input: the tree, version or arms break a rule |
-//! | 4 | not found: no such snapshot, view, store or path |
-//! | 5 | ambiguous: a digest prefix names several snapshots |
+//! | 3 | rejected input: the tree, version, arms or GitNexus runtime break a rule |
+//! | 4 | not found: no such snapshot, view, store or path; a directory named on the command line that does not exist, even where a rule checks it |
+//! | 5 | ambiguous: a digest prefix names several snapshots (or contents) |
 //! | 6 | conflict: the destination exists, or views still use a snapshot |
 //! | 7 | store failure: I/O, the catalogue, or the store's own layout |
 //! | 8 | remote failure: a registry could not be reached, refused the credentials, or answered something unusable |
@@ -37,8 +37,8 @@ pub enum Error {
         /// The prefix as given.
         prefix: String,
     },
-    /// Several snapshots' digests start with the prefix.
-    #[error("'{prefix}' is ambiguous: it matches {} snapshots ({})", .matches.len(), .matches.join(", "))]
+    /// Several snapshots' digests (or stored contents' SHA-256s) start with the prefix.
+    #[error("'{prefix}' is ambiguous: it matches {} digests ({}); give more of the digest", .matches.len(), .matches.join(", "))]
     AmbiguousDigest {
         /// The prefix as given.
         prefix: String,
@@ -53,15 +53,21 @@ pub enum Error {
         /// Where it was looked for.
         path: PathBuf,
     },
+    /// A path named on the command line is not what the command needs: the
+    /// message is a sentence naming it and the next step.
+    #[error("{message}")]
+    Absent {
+        /// The path looked at.
+        path: PathBuf,
+        /// What is missing there, and what to do.
+        message: String,
+    },
     /// The request would overwrite or orphan something.
     #[error("{0}")]
     Conflict(String),
     /// The store's content no longer matches its catalogue.
     #[error("{0}")]
     Integrity(String),
-    /// A check found problems; the report says which.
-    #[error("{0}")]
-    ProblemsFound(String),
     /// A filesystem operation failed.
     #[error("could not {op} '{}'", .path.display())]
     Io {
@@ -133,10 +139,11 @@ impl Error {
     /// The process exit code for this error (see the module docs).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::ProblemsFound(_) | Error::Integrity(_) => 1,
+            Error::Integrity(_) => 1,
             Error::Usage(_) => 2,
+            _ if self.is_missing_named_path() => 4,
             Error::Rejected(_) | Error::GitNexus(_) => 3,
-            Error::UnknownDigest { .. } | Error::NotFound { .. } => 4,
+            Error::UnknownDigest { .. } | Error::NotFound { .. } | Error::Absent { .. } => 4,
             Error::AmbiguousDigest { .. } => 5,
             Error::Conflict(_) => 6,
             Error::Io { .. }
@@ -151,12 +158,12 @@ impl Error {
     /// A stable name for the kind of error, for JSON output.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::ProblemsFound(_) => "problems-found",
             Error::Integrity(_) => "integrity",
             Error::Usage(_) => "usage",
+            _ if self.is_missing_named_path() => "not-found",
             Error::Rejected(_) | Error::GitNexus(_) => "rejected",
             Error::UnknownDigest { .. } => "unknown-digest",
-            Error::NotFound { .. } => "not-found",
+            Error::NotFound { .. } | Error::Absent { .. } => "not-found",
             Error::AmbiguousDigest { .. } => "ambiguous-digest",
             Error::Conflict(_) => "conflict",
             Error::Io { .. } => "io",
@@ -165,6 +172,28 @@ impl Error {
             Error::CatalogueLost { .. } => "catalogue-lost",
             Error::BadStore { .. } => "bad-store",
             Error::Remote(r) => r.kind(),
+        }
+    }
+
+    /// Whether this is a rule's refusal of a directory named on the command
+    /// line (a release source, a GitNexus harness root) only because it does
+    /// not exist: that is `not-found`, though the JSON still names the rule.
+    pub fn is_missing_named_path(&self) -> bool {
+        let missing = |e: &io::Error| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            )
+        };
+        match self {
+            Error::Rejected(Rejection::SourceUnavailable { source, .. }) => missing(source),
+            // `ROOT/gitnexus` is missing: not-found when ROOT itself is.
+            Error::GitNexus(crate::gitnexus::GitNexusError::RootUnavailable {
+                source,
+                path,
+                ..
+            }) => missing(source) && path.parent().is_some_and(|root| !root.exists()),
+            _ => false,
         }
     }
 

@@ -114,8 +114,8 @@ fn is_dotted_identifiers(s: &str) -> bool {
 /// Each message reads as the reference's does and names the path involved.
 #[derive(Debug, thiserror::Error)]
 pub enum Rejection {
-    /// `--version` is not an exact semantic version.
-    #[error("--version must be an exact semantic version (aliases and ranges are forbidden): '{version}'")]
+    /// The version asked for (`--version`, `--plugin-version`) is not an exact semantic version.
+    #[error("the version '{version}' is not an exact semantic version: give MAJOR.MINOR.PATCH, with an optional -PRERELEASE and +BUILD (aliases and ranges are forbidden)")]
     VersionNotExact {
         /// The version as given.
         version: String,

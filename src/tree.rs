@@ -261,9 +261,19 @@ pub fn compare(scan: &Scan, entries: &[Entry]) -> Vec<Difference> {
 /// Checks that `root` is exactly the snapshot `entries` describe.
 pub fn matches(root: &Path, entries: &[Entry]) -> Result<Vec<Difference>> {
     if !root.is_dir() {
-        return Err(Error::NotFound {
-            what: "tree",
-            path: root.to_path_buf(),
+        let path = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+        if root.exists() {
+            return Err(Error::Usage(format!(
+                "'{}' is not a directory; give the path of a view or tree",
+                path.display()
+            )));
+        }
+        return Err(Error::Absent {
+            message: format!(
+                "no directory at '{}'; give the path of a view or tree",
+                path.display()
+            ),
+            path,
         });
     }
     Ok(compare(&scan(root)?, entries))

@@ -287,8 +287,13 @@ fn check_plugin_json(store: &Store, manifest: &Manifest, staging: &Staging<'_>) 
             .and_then(|f| f.take(policy::MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
             .ctx("read an object", &path)?;
     }
+    plugin_version(&bytes)
+}
+
+/// Checks `plugin.json`'s bytes as an ingest does and returns its version.
+pub fn plugin_version(bytes: &[u8]) -> Result<String> {
     let path = Path::new(".claude-plugin/plugin.json").to_path_buf();
-    let value = pyjson::loads(&bytes).map_err(|e| Rejection::ManifestInvalid {
+    let value = pyjson::loads(bytes).map_err(|e| Rejection::ManifestInvalid {
         path: path.clone(),
         reason: e.to_string(),
     })?;
@@ -301,7 +306,7 @@ fn check_plugin_json(store: &Store, manifest: &Manifest, staging: &Staging<'_>) 
         .ok_or_else(|| {
             AdoptError::NoVersion(value.get("version").map_or("None".into(), Value::py_repr))
         })?;
-    pyjson::check_plugin_manifest(&bytes, &version)
+    pyjson::check_plugin_manifest(bytes, &version)
         .map_err(|problem| Rejection::from_manifest_problem(problem, path))?;
     Ok(version)
 }

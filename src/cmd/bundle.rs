@@ -125,6 +125,8 @@ pub struct ImportOptions<'a> {
     pub file: &'a Path,
     /// The digest the bundle must hold, when known.
     pub digest: Option<&'a str>,
+    /// Only verify the bundle: open no store and record nothing.
+    pub check: bool,
 }
 
 /// What an import read.
@@ -136,21 +138,32 @@ pub struct BundleStats {
     pub format: Format,
     /// The objects it held.
     pub objects: u64,
+    /// The snapshot it holds.
+    pub manifest_digest: ManifestDigest,
 }
 
 /// The report of `cestore import`.
 #[derive(Debug, serde::Serialize)]
 pub struct ImportReport {
-    /// What entered the store.
+    /// What entered the store; absent with `--check`, which stores nothing.
     #[serde(flatten)]
-    pub ingest: IngestReport,
+    pub ingest: Option<IngestReport>,
     /// What was read.
     pub bundle: BundleStats,
 }
 
 impl Report for ImportReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        self.ingest.human(w)
+        match &self.ingest {
+            Some(ingest) => ingest.human(w),
+            None => writeln!(
+                w,
+                "{}: a sound bundle of {} ({}); not imported",
+                self.bundle.file,
+                self.bundle.manifest_digest,
+                super::counted(self.bundle.objects, "object", "objects")
+            ),
+        }
     }
 }
 
@@ -479,6 +492,20 @@ impl<R: Read> Body<R> {
 }
 
 fn damaged(why: impl std::fmt::Display) -> Error {
+    // A reader's message may quote the bundle's bytes: keep one short line
+    // of printable text.
+    let why: String = why
+        .to_string()
+        .chars()
+        .map(|c| {
+            if c.is_control() || c == '\u{fffd}' {
+                '?'
+            } else {
+                c
+            }
+        })
+        .take(200)
+        .collect();
     Error::Integrity(format!("the bundle is damaged: {why}"))
 }
 
@@ -595,15 +622,20 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         })?;
         (abs.display().to_string(), Box::new(BufReader::new(file)))
     };
-    let mut magic = Vec::with_capacity(4);
+    // The first block tells a tar (its ustar magic) from a zstd frame.
+    let mut magic = Vec::with_capacity(BLOCK);
     (&mut raw)
-        .take(4)
+        .take(BLOCK as u64)
         .read_to_end(&mut magic)
         .ctx("read the bundle", &label)?;
-    let format = if magic == ZSTD_MAGIC {
+    let format = if magic.starts_with(&ZSTD_MAGIC) {
         Format::TarZstd
-    } else {
+    } else if magic.get(257..262) == Some(b"ustar") {
         Format::Tar
+    } else {
+        return Err(Error::Integrity(format!(
+            "'{label}' is not a bundle: it is neither a tar archive nor zstd-compressed; make one with `cestore export`"
+        )));
     };
     let chained = io::Cursor::new(magic).chain(raw);
     let mut body = match format {
@@ -631,41 +663,83 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         )));
     }
     let objects = objects_of(&manifest);
-    let count = objects.len() as u64;
+    let bundle = BundleStats {
+        file: label,
+        format,
+        objects: objects.len() as u64,
+        manifest_digest: manifest.digest,
+    };
+    // Reads the objects, in the archive's order, and its end: `take` gets
+    // each object whose bytes the caller keeps, `check_object_entry` hashes
+    // the others.
+    let read_objects = |take: &mut dyn FnMut(&ObjectKey, &mut dyn Read) -> Result<bool>| {
+        for (key, size) in &objects {
+            let name = object_entry(key);
+            let block = read_header(&mut body, &name)?;
+            check_header(&block, &name, key.mode(), *size)?;
+            if !take(key, &mut (&mut body).take(*size))? {
+                check_object_entry(&mut body, key, *size, &name)?;
+            }
+            read_padding(&mut body, *size, &name)?;
+        }
+        let mut end = [0u8; 2 * BLOCK];
+        if read_full(&mut body, &mut end)? != end.len() || end.iter().any(|&b| b != 0) {
+            return Err(damaged(
+                "it does not end with the two zero blocks after its manifest's objects",
+            ));
+        }
+        body.finish()
+    };
+    if opts.check {
+        // What an import checks before it stores anything, with no store.
+        if let Some(expected) = expected.filter(|e| *e != manifest.digest) {
+            return Err(AdoptError::DigestMismatch {
+                expected,
+                found: manifest.digest,
+            }
+            .into());
+        }
+        crate::policy::check_manifest_entries(&manifest.entries).map_err(AdoptError::from)?;
+        let plugin = manifest.entries[0].key();
+        let mut plugin_json = Vec::new();
+        read_objects(&mut |key, data| {
+            if *key != plugin {
+                return Ok(false);
+            }
+            let mut hashing = HashingWriter {
+                inner: &mut plugin_json,
+                hasher: ObjectHasher::default(),
+                bytes: 0,
+            };
+            io::copy(data, &mut hashing).map_err(damaged)?;
+            if hashing.hasher.finish() != key.id {
+                return Err(damaged(format!("'{}' hashes to another digest", object_entry(key))));
+            }
+            Ok(true)
+        })?;
+        super::adopt::plugin_version(&plugin_json)?;
+        return Ok(ImportReport {
+            ingest: None,
+            bundle,
+        });
+    }
     // `adopt` checks the manifest and its bounds before it asks for objects.
     let ingest = adopt(
         store_root,
         &manifest.bytes,
         expected,
-        &format!("bundle:{label}"),
+        &format!("bundle:{}", bundle.file),
         |wanted, staging| {
             let wanted: BTreeMap<ObjectKey, &super::adopt::Wanted> =
                 wanted.iter().map(|w| (w.key, w)).collect();
-            for (key, size) in &objects {
-                let name = object_entry(key);
-                let block = read_header(&mut body, &name)?;
-                check_header(&block, &name, key.mode(), *size)?;
-                match wanted.get(key) {
-                    Some(w) => staging.stage(w, &mut (&mut body).take(*size), &damaged)?,
-                    None => check_object_entry(&mut body, key, *size, &name)?,
-                }
-                read_padding(&mut body, *size, &name)?;
-            }
-            let mut end = [0u8; 2 * BLOCK];
-            if read_full(&mut body, &mut end)? != end.len() || end.iter().any(|&b| b != 0) {
-                return Err(damaged(
-                    "it does not end with the two zero blocks after its manifest's objects",
-                ));
-            }
-            body.finish()
+            read_objects(&mut |key, data| match wanted.get(key) {
+                Some(w) => staging.stage(w, data, &damaged).map(|()| true),
+                None => Ok(false),
+            })
         },
     )?;
     Ok(ImportReport {
-        ingest,
-        bundle: BundleStats {
-            file: label,
-            format,
-            objects: count,
-        },
+        ingest: Some(ingest),
+        bundle,
     })
 }

@@ -45,8 +45,11 @@ impl Report for CheckoutReport {
         writeln!(w, "{}", self.view)?;
         writeln!(
             w,
-            "{}: {} linked, {} copied, {} directories",
-            self.manifest_digest, self.built.linked, self.built.copied, self.built.directories
+            "{}: {} linked, {} copied, {}",
+            self.manifest_digest,
+            self.built.linked,
+            self.built.copied,
+            super::counted(self.built.directories, "directory", "directories")
         )?;
         for (why, n) in &self.built.copy_reasons {
             writeln!(w, "  copied {n}: {why}")?;

@@ -79,9 +79,11 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
         }
         (Some(row), _) => (row.digest, true),
         (None, None) => {
-            return Err(Error::NotFound {
-                what:
-                    "recorded view (pass --force DIGEST to remove a tree that matches a snapshot)",
+            return Err(Error::Absent {
+                message: format!(
+                    "'{}' is not a recorded view; to remove a tree that is exactly a snapshot, pass --force DIGEST",
+                    dest.display()
+                ),
                 path: dest,
             })
         }
@@ -97,9 +99,9 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
             let diffs = crate::tree::matches(&dest, &entries)?;
             if !diffs.is_empty() {
                 return Err(Error::Conflict(format!(
-                    "'{}' is not a recorded view and differs from {digest} in {} ways (first: {}); not removed",
+                    "'{}' is not a recorded view and differs from {digest} in {} (first: {}); not removed",
                     dest.display(),
-                    diffs.len(),
+                    super::counted(diffs.len(), "way", "ways"),
                     diffs[0]
                 )));
             }

@@ -110,25 +110,17 @@ impl Report for GcReport {
         }
         writeln!(
             w,
-            "{verb} {}, {}, {}; {forget} {}; kept {}",
-            count(self.objects.len() as u64, "object", "objects")
-                + &format!(" ({})", count(self.bytes_freed, "byte", "bytes")),
-            count(
-                self.temporary.len() as u64,
-                "temporary entry",
-                "temporary entries"
-            ),
-            count(
-                self.shared_views.len() as u64,
-                "shared view",
-                "shared views"
-            ),
-            count(
-                self.stale_view_records.len() as u64,
+            "{verb} {} ({}), {}, {}; {forget} {}; kept {}",
+            super::counted(self.objects.len(), "object", "objects"),
+            super::counted(self.bytes_freed, "byte", "bytes"),
+            super::counted(self.temporary.len(), "temporary entry", "temporary entries"),
+            super::counted(self.shared_views.len(), "shared view", "shared views"),
+            super::counted(
+                self.stale_view_records.len(),
                 "stale view record",
                 "stale view records"
             ),
-            count(self.objects_kept, "object", "objects"),
+            super::counted(self.objects_kept, "object", "objects")
         )
     }
 }
@@ -247,11 +239,6 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
     }
     apply(&store, &plan, progress)?;
     Ok(report)
-}
-
-/// `n` and the noun, singular or plural as `n` asks.
-pub fn count(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The sweep, under the exclusive lock.

@@ -61,18 +61,18 @@ impl Report for IngestReport {
         writeln!(w, "{}", p.manifest_digest)?;
         writeln!(
             w,
-            "{} {}: {} files, {} bytes; {}: {} new objects ({} bytes), {} reused",
+            "{} {}: {}, {}; {}: {} ({}), {} reused",
             p.name,
             p.version,
-            p.file_count,
-            p.total_bytes,
+            super::counted(p.file_count, "file", "files"),
+            super::counted(p.total_bytes, "byte", "bytes"),
             if s.already_present {
                 "already stored"
             } else {
                 "stored"
             },
-            s.new_objects,
-            s.bytes_written,
+            super::counted(s.new_objects, "new object", "new objects"),
+            super::counted(s.bytes_written, "byte", "bytes"),
             s.reused_objects
         )?;
         for r in &s.repaired {

@@ -5,6 +5,7 @@ pub mod adopt;
 pub mod bundle;
 pub mod checkout;
 pub mod diff;
+pub mod digest;
 pub mod discard;
 pub mod gc;
 pub mod ingest;
@@ -87,6 +88,13 @@ pub fn resolve(cat: &Catalogue, text: &str) -> Result<ManifestDigest> {
         .parse()
         .map_err(|e| Error::Usage(format!("'{text}' is not a digest or digest prefix: {e}")))?;
     cat.resolve(&prefix)
+}
+
+/// A count and its noun in the number the count calls for: `1 file`, `2 files`.
+pub fn counted(n: impl std::fmt::Display, one: &str, many: &str) -> String {
+    let n = n.to_string();
+    let noun = if n == "1" { one } else { many };
+    format!("{n} {noun}")
 }
 
 /// The host name, for ingest events.

@@ -9,6 +9,11 @@
 //! - every other arm gets no plugin mount and no plugin directory (a view
 //!   given for it is still checked, then ignored).
 //!
+//! A view given with `--view` must be one cestore made: a view recorded by
+//! `checkout` or `stage`, or a snapshot's shared view; its manifest digest is
+//! reported, and checked against `--digest` when both are given. `--unchecked`
+//! mounts any directory, with no digest.
+//!
 //! With a GitNexus harness root, the seven GitNexus runtime mounts
 //! ([`crate::gitnexus::trusted_runtime_mounts`]) follow, for every arm: the
 //! reference's `trusted_gitnexus_runtime_mounts` takes no arm, so the runtime
@@ -19,6 +24,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::Report;
+use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 use crate::gitnexus::{self, GitNexusError, ReadOnlyMount};
 use crate::source::absolute_like_python;
@@ -33,8 +39,11 @@ pub const SANDBOX_CE_PLUGIN: &str = "/opt/compound-engineering-plugin";
 pub enum Format {
     /// The mount report as one JSON object (what `--json` prints).
     Json,
-    /// bubblewrap arguments: `--ro-bind SOURCE TARGET` per mount, on one line.
+    /// bubblewrap arguments: `--ro-bind SOURCE TARGET` per mount, on one
+    /// line, each word quoted for a POSIX shell.
     Bwrap,
+    /// bubblewrap arguments, each followed by a NUL byte, for `bwrap --args FD`.
+    Bwrap0,
 }
 
 /// Where the plugin view comes from.
@@ -42,17 +51,31 @@ pub enum Format {
 pub enum ViewSource<'a> {
     /// No view was given.
     None,
-    /// A view directory.
-    Path(&'a Path),
+    /// A view directory cestore made, optionally checked against an expected
+    /// snapshot (a digest or unique prefix).
+    Recorded {
+        /// The view directory.
+        path: &'a Path,
+        /// The snapshot it must show, if given.
+        expect: Option<&'a str>,
+    },
+    /// Any directory, taken as it is: no check and no digest.
+    Unchecked(&'a Path),
     /// A snapshot digest or unique prefix: its shared view in the store.
     Digest(&'a str),
 }
 
 impl<'a> ViewSource<'a> {
-    /// From `--view` and `--digest`, which the parser keeps apart.
-    pub fn from_args(view: Option<&'a Path>, digest: Option<&'a str>) -> ViewSource<'a> {
+    /// From `--view`, `--digest` and `--unchecked` (the parser keeps
+    /// `--unchecked` from `--digest` and requires `--view` with it).
+    pub fn from_args(
+        view: Option<&'a Path>,
+        digest: Option<&'a str>,
+        unchecked: bool,
+    ) -> ViewSource<'a> {
         match (view, digest) {
-            (Some(p), _) => ViewSource::Path(p),
+            (Some(p), _) if unchecked => ViewSource::Unchecked(p),
+            (Some(path), expect) => ViewSource::Recorded { path, expect },
             (None, Some(d)) => ViewSource::Digest(d),
             (None, None) => ViewSource::None,
         }
@@ -82,19 +105,22 @@ pub enum Output {
     Text,
     /// The JSON report.
     Json,
-    /// bubblewrap arguments.
+    /// bubblewrap arguments, shell-quoted on one line.
     Bwrap,
+    /// bubblewrap arguments, NUL-terminated.
+    Bwrap0,
 }
 
 impl Output {
     /// `--format` wins; without it `--json` picks JSON and otherwise text.
-    /// `--format bwrap --json` asks for two forms at once and is refused.
+    /// `--format bwrap --json` (or `bwrap0`) asks for two forms at once and is refused.
     pub fn choose(format: Option<Format>, json: bool) -> Result<Output> {
         match (format, json) {
-            (Some(Format::Bwrap), true) => Err(Error::Usage(
-                "--format bwrap prints bubblewrap arguments, not JSON; drop --json or use --format json".into(),
+            (Some(Format::Bwrap | Format::Bwrap0), true) => Err(Error::Usage(
+                "--format bwrap and bwrap0 print bubblewrap arguments, not JSON; drop --json or use --format json".into(),
             )),
             (Some(Format::Bwrap), false) => Ok(Output::Bwrap),
+            (Some(Format::Bwrap0), false) => Ok(Output::Bwrap0),
             (Some(Format::Json), _) | (None, true) => Ok(Output::Json),
             (None, false) => Ok(Output::Text),
         }
@@ -108,6 +134,8 @@ pub struct MountsReport {
     pub arm: String,
     /// Claude's plugin directory in the sandbox, for CE arms only.
     pub plugin_dir: Option<&'static str>,
+    /// The snapshot the view shows; null without a view or with `--unchecked`.
+    pub manifest_digest: Option<ManifestDigest>,
     /// The mounts, plugin first, then the GitNexus runtime's.
     pub mounts: Vec<ReadOnlyMount>,
     /// How the report is to be written.
@@ -138,13 +166,27 @@ impl MountsReport {
 
 impl Report for MountsReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        if self.output == Output::Bwrap {
-            let words: Vec<Vec<u8>> = self.bwrap_args().into_iter().map(shell_quote).collect();
-            w.write_all(&words.join(&b' '))?;
-            return writeln!(w);
+        match self.output {
+            Output::Bwrap => {
+                let words: Vec<Vec<u8>> = self.bwrap_args().into_iter().map(shell_quote).collect();
+                w.write_all(&words.join(&b' '))?;
+                return writeln!(w);
+            }
+            Output::Bwrap0 => {
+                for arg in self.bwrap_args() {
+                    w.write_all(arg)?;
+                    w.write_all(b"\0")?;
+                }
+                return Ok(());
+            }
+            Output::Text | Output::Json => {}
         }
         writeln!(w, "arm:        {}", self.arm)?;
         writeln!(w, "plugin_dir: {}", self.plugin_dir.unwrap_or("-"))?;
+        match &self.manifest_digest {
+            Some(d) => writeln!(w, "digest:     {d}")?,
+            None => writeln!(w, "digest:     -")?,
+        }
         writeln!(w, "mounts:     {}", self.mounts.len())?;
         for m in &self.mounts {
             writeln!(w, "  {} -> {} (read-only)", m.source.display(), m.target)?;
@@ -188,10 +230,17 @@ pub fn ce_plugin_dir_for_arm(
 /// Computes an arm's mounts.
 pub fn mounts(store_root: &Path, opts: &MountsOptions<'_>) -> Result<MountsReport> {
     let output = Output::choose(opts.format, opts.json)?;
-    let view = match opts.view {
-        ViewSource::None => None,
-        ViewSource::Path(p) => Some(view_dir(p)?),
-        ViewSource::Digest(d) => Some(shared_view(store_root, d)?),
+    let (view, manifest_digest) = match opts.view {
+        ViewSource::None => (None, None),
+        ViewSource::Unchecked(p) => (Some(view_dir(p)?), None),
+        ViewSource::Recorded { path, expect } => {
+            let (path, digest) = recorded_view(store_root, path, expect)?;
+            (Some(path), Some(digest))
+        }
+        ViewSource::Digest(d) => {
+            let (path, digest) = shared_view(store_root, d)?;
+            (Some(path), Some(digest))
+        }
     };
     let plugin_dir = ce_plugin_dir_for_arm(opts.arm, view.as_deref())?;
     let mut mounts = ce_plugin_mounts_for_arm(opts.arm, view.as_deref())?;
@@ -212,6 +261,7 @@ pub fn mounts(store_root: &Path, opts: &MountsOptions<'_>) -> Result<MountsRepor
     Ok(MountsReport {
         arm: opts.arm.to_owned(),
         plugin_dir,
+        manifest_digest,
         mounts,
         output,
     })
@@ -221,28 +271,93 @@ pub fn mounts(store_root: &Path, opts: &MountsOptions<'_>) -> Result<MountsRepor
 fn view_dir(path: &Path) -> Result<PathBuf> {
     let path = absolute_like_python(path);
     if !path.is_dir() {
-        return Err(Error::NotFound {
-            what: "view directory",
+        return Err(Error::Absent {
+            message: format!("no view directory at '{}'", path.display()),
             path,
         });
     }
     Ok(path)
 }
 
+/// A view directory that cestore made: a recorded view whose root is still
+/// the directory recorded, or a snapshot's shared view. Returns its path as
+/// recorded and its snapshot, which must be `expect` when that is given.
+fn recorded_view(
+    store_root: &Path,
+    path: &Path,
+    expect: Option<&str>,
+) -> Result<(PathBuf, ManifestDigest)> {
+    use crate::store::{LockMode, Store, VIEWS_DIR};
+    let shown = view_dir(path)?;
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let (parent, name) = crate::view::split_dest(&shown)?;
+    let dest = parent.join(&name);
+    let row = store.catalogue().view(&dest.to_string_lossy())?;
+    let digest = match row {
+        Some(row) => {
+            if row.root_id.is_some() && crate::view::root_id(&dest) != row.root_id {
+                return Err(Error::Conflict(format!(
+                    "'{}' was recorded as a view of {}, but its root directory has been replaced since; \
+                     check it with `cestore verify --tree {} {}`, or make a new view",
+                    dest.display(),
+                    row.digest,
+                    dest.display(),
+                    row.digest
+                )));
+            }
+            row.digest
+        }
+        None => {
+            // A shared view that was published but not yet recorded.
+            let views = std::fs::canonicalize(store.root().join(VIEWS_DIR)).ok();
+            let shared = name
+                .to_str()
+                .and_then(|n| n.parse::<ManifestDigest>().ok())
+                .filter(|_| views.as_deref() == Some(parent.as_path()));
+            match shared {
+                Some(d) if store.catalogue().has_snapshot(&d)? => d,
+                _ => {
+                    return Err(Error::Absent {
+                        message: format!(
+                            "'{}' is not a view cestore recorded; make one with `cestore checkout` \
+                             or `cestore path`, or pass --unchecked to mount a tree cestore did not make",
+                            dest.display()
+                        ),
+                        path: dest,
+                    })
+                }
+            }
+        }
+    };
+    if let Some(expect) = expect {
+        let expected = super::resolve(store.catalogue(), expect)?;
+        if expected != digest {
+            return Err(Error::Integrity(format!(
+                "'{}' is a view of {digest}, not of {expected} as --digest expects",
+                dest.display()
+            )));
+        }
+    }
+    Ok((dest, digest))
+}
+
 /// A snapshot's shared view in the store (`STORE/views/<digest>`), which
 /// `cestore path` makes; it must already exist.
-fn shared_view(store_root: &Path, digest: &str) -> Result<PathBuf> {
+fn shared_view(store_root: &Path, digest: &str) -> Result<(PathBuf, ManifestDigest)> {
     use crate::store::{LockMode, Store, VIEWS_DIR};
     let store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = super::resolve(store.catalogue(), digest)?;
     let path = store.root().join(VIEWS_DIR).join(digest.to_hex());
     if !path.is_dir() {
-        return Err(Error::NotFound {
-            what: "shared view (make it with `cestore path <digest>`)",
+        return Err(Error::Absent {
+            message: format!(
+                "{digest} has no shared view at '{}' yet; make it with `cestore path {digest}`",
+                path.display()
+            ),
             path,
         });
     }
-    Ok(path)
+    Ok((path, digest))
 }
 
 /// One word quoted for a POSIX shell: left bare when it holds only
@@ -309,5 +424,10 @@ mod tests {
             Some(Output::Bwrap)
         );
         assert!(Output::choose(Some(Format::Bwrap), true).is_err());
+        assert_eq!(
+            Output::choose(Some(Format::Bwrap0), false).ok(),
+            Some(Output::Bwrap0)
+        );
+        assert!(Output::choose(Some(Format::Bwrap0), true).is_err());
     }
 }

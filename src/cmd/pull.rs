@@ -58,8 +58,10 @@ impl Report for PullReport {
         self.ingest.human(w)?;
         writeln!(
             w,
-            "pulled from {}: {} blobs fetched ({} bytes)",
-            self.pull.source, self.pull.fetched.blobs_fetched, self.pull.fetched.bytes_fetched
+            "pulled from {}: {} fetched ({})",
+            self.pull.source,
+            super::counted(self.pull.fetched.blobs_fetched, "blob", "blobs"),
+            super::counted(self.pull.fetched.bytes_fetched, "byte", "bytes")
         )
     }
 }

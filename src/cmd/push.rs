@@ -11,7 +11,7 @@ use std::path::Path;
 use super::{resolve, Report};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
-use crate::remote::{self, transfer, Outgoing, Published};
+use crate::remote::{self, transfer, Outgoing, Published, SnapshotRef};
 use crate::store::{LockMode, Store};
 
 /// What to push, and where.
@@ -46,19 +46,21 @@ impl Report for PushReport {
         let s = &self.stats;
         let p = &self.published;
         writeln!(w, "{}", p.reference)?;
+        if let Some(tagged) = &p.tag_reference {
+            writeln!(w, "{tagged}")?;
+        }
         writeln!(
             w,
-            "{}: {} blobs uploaded ({} bytes), {} already present; {} layers in {} {}",
+            "{}: {} uploaded ({}), {} already present; {} in {}",
             p.remote_digest,
-            s.blobs_uploaded,
-            s.bytes_uploaded,
+            super::counted(s.blobs_uploaded, "blob", "blobs"),
+            super::counted(s.bytes_uploaded, "byte", "bytes"),
             s.blobs_present,
-            p.layers,
-            p.manifests,
+            super::counted(p.layers, "layer", "layers"),
             if p.manifests == 1 {
-                "manifest"
+                "1 manifest".to_string()
             } else {
-                "manifests under an index"
+                format!("{} manifests under an index", p.manifests)
             }
         )
     }
@@ -84,13 +86,29 @@ pub fn push(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
     let mut remote_options = opts.remote_options.clone();
     remote_options.push = true;
     let (remote, reference) = remote::open(opts.remote, &remote_options)?;
-    if reference.is_some() {
-        return Err(Error::Usage(format!(
-            "'{}': push takes REGISTRY/REPOSITORY without a tag or digest; the tag is always sha256-<digest>",
-            opts.remote
-        )));
-    }
-    let outgoing = Outgoing::new(&manifest, &row.version);
+    // A human tag is published beside the digest tag; a digest tag must be
+    // this snapshot's own.
+    let tag = match reference {
+        None => None,
+        Some(SnapshotRef::Tag(t)) => match remote::tag_digest(&t) {
+            None => Some(t),
+            Some(d) if d == digest => None,
+            Some(d) => {
+                return Err(Error::Usage(format!(
+                    "'{}': the tag names the snapshot {d}, not {digest}; give a human tag such as 3.23.1, or none",
+                    opts.remote
+                )))
+            }
+        },
+        Some(SnapshotRef::Digest(_)) => {
+            return Err(Error::Usage(format!(
+                "'{}': push takes REGISTRY/REPOSITORY or REGISTRY/REPOSITORY:TAG, not a digest; the digest tag sha256-<digest> is always published",
+                opts.remote
+            )))
+        }
+    };
+    let mut outgoing = Outgoing::new(&manifest, &row.version);
+    outgoing.tag = tag;
     let (stats, published) =
         transfer::push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;
     Ok(PushReport {

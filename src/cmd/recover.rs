@@ -22,14 +22,12 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
 
-use super::gc::count;
 use super::{host_name, user_name, Report, TOOL_VERSION};
 use crate::catalogue::{Catalogue, IngestEvent, NewSnapshot, ViewRow};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::policy;
-use crate::pyjson::{self, Value};
 use crate::store::{Store, VIEWS_DIR};
 
 /// One thing recovery could not mend.
@@ -91,18 +89,18 @@ impl Report for RecoverReport {
         writeln!(
             w,
             "{} recorded; {} recovered, {} rewritten, {} written, {} recorded again, {} salvaged{}",
-            count(self.snapshots, "snapshot", "snapshots"),
-            count(self.recovered.len() as u64, "snapshot", "snapshots"),
-            count(self.rewritten.len() as u64, "snapshot", "snapshots"),
-            count(self.manifests_written.len() as u64, "manifest", "manifests"),
-            count(self.views_recorded.len() as u64, "view", "views"),
-            count(self.events_salvaged, "event", "events"),
+            super::counted(self.snapshots, "snapshot", "snapshots"),
+            super::counted(self.recovered.len() as u64, "snapshot", "snapshots"),
+            super::counted(self.rewritten.len() as u64, "snapshot", "snapshots"),
+            super::counted(self.manifests_written.len() as u64, "manifest", "manifests"),
+            super::counted(self.views_recorded.len() as u64, "view", "views"),
+            super::counted(self.events_salvaged, "event", "events"),
             if self.problems.is_empty() {
                 String::new()
             } else {
                 format!(
                     "; {} not recovered",
-                    count(self.problems.len() as u64, "problem", "problems")
+                    super::counted(self.problems.len() as u64, "problem", "problems")
                 )
             }
         )
@@ -303,15 +301,7 @@ fn plugin_version(store: &Store, manifest: &Manifest) -> std::result::Result<Str
     if ObjectId::of(&bytes) != entry.sha256 {
         return Err(format!("the object '{}' is damaged", path.display()));
     }
-    let value = pyjson::loads(&bytes).map_err(|e| format!("plugin.json: {e}"))?;
-    match value.get("version") {
-        Some(Value::Str(s)) => s
-            .as_str()
-            .filter(|v| policy::is_exact_version(v))
-            .map(str::to_string)
-            .ok_or_else(|| "plugin.json carries no exact version".to_string()),
-        _ => Err("plugin.json carries no version".into()),
-    }
+    super::adopt::plugin_version(&bytes).map_err(|e| crate::cli::error_chain(&e))
 }
 
 /// A file's modification time as RFC 3339 UTC with milliseconds.

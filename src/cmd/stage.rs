@@ -92,7 +92,12 @@ impl Report for StageReport {
             _ => writeln!(w, "no ce_* arm: nothing staged")?,
         }
         for a in &self.arms {
-            writeln!(w, "{}: {} mounts", a.arm, a.mounts.len())?;
+            writeln!(
+                w,
+                "{}: {}",
+                a.arm,
+                super::counted(a.mounts.len(), "mount", "mounts")
+            )?;
             for m in &a.mounts {
                 writeln!(w, "  {} -> {} (read-only)", m.source.display(), m.target)?;
             }

@@ -92,8 +92,8 @@ impl Report for VerifyReport {
                 .count();
             writeln!(
                 w,
-                "{} problems ({} corruption, {} garbage); `cestore gc` removes garbage",
-                self.problems.len(),
+                "{} ({} corruption, {} garbage); `cestore gc` removes garbage",
+                super::counted(self.problems.len(), "problem", "problems"),
                 corrupt,
                 self.problems.len() - corrupt
             )?;
@@ -599,10 +599,10 @@ impl Report for TreeReport {
         if !self.differences.is_empty() {
             writeln!(
                 w,
-                "{} differs from {} in {} ways",
+                "{} differs from {} in {}",
                 self.tree,
                 self.manifest_digest,
-                self.differences.len()
+                super::counted(self.differences.len(), "way", "ways")
             )?;
         }
         Ok(())
@@ -616,7 +616,10 @@ pub fn verify_tree(store_root: &Path, dir: &Path, digest: &str) -> Result<TreeRe
     let entries = store.catalogue().files(&digest)?;
     let differences = tree::matches(dir, &entries)?;
     Ok(TreeReport {
-        tree: dir.to_string_lossy().into_owned(),
+        tree: std::path::absolute(dir)
+            .unwrap_or_else(|_| dir.to_path_buf())
+            .to_string_lossy()
+            .into_owned(),
         manifest_digest: digest,
         differences,
     })

@@ -175,6 +175,9 @@ pub struct Outgoing<'a> {
     /// Its distinct objects (content and exec bit), in manifest order of
     /// first use, the empty content included.
     pub objects: Vec<OutgoingObject>,
+    /// A human tag (e.g. `3.23.1`) to publish the record under as well as
+    /// its digest tag.
+    pub tag: Option<String>,
 }
 
 impl<'a> Outgoing<'a> {
@@ -200,6 +203,7 @@ impl<'a> Outgoing<'a> {
             manifest,
             version,
             objects,
+            tag: None,
         }
     }
 }
@@ -219,6 +223,9 @@ pub struct Published {
     pub manifests: usize,
     /// How many layers the image manifests list together.
     pub layers: usize,
+    /// The full reference under the human tag, when one was given, e.g.
+    /// `127.0.0.1:5000/cestore/ce:3.23.1`.
+    pub tag_reference: Option<String>,
 }
 
 /// A snapshot a remote offers: its canonical manifest bytes, not yet trusted.

@@ -172,7 +172,7 @@ impl Env {
             .as_array()
             .expect("snapshots array")
             .iter()
-            .map(|s| s["digest"].as_str().expect("digest").to_string())
+            .map(|s| s["manifest_digest"].as_str().expect("digest").to_string())
             .collect()
     }
 }
@@ -923,7 +923,7 @@ fn list_log_and_find_answer_from_the_catalogue() {
             .as_array()
             .expect("snapshots")
             .iter()
-            .map(|s| s["digest"].as_str().expect("digest").to_string())
+            .map(|s| s["manifest_digest"].as_str().expect("digest").to_string())
             .collect()
     };
     assert_eq!(listed(&["--version", "1.1.0"]), vec![b.clone(), c.clone()]);
@@ -961,7 +961,7 @@ fn list_log_and_find_answer_from_the_catalogue() {
     let expected = [(&a, "src-a"), (&b, "src-b"), (&c, "src-c"), (&a, "src-a2")];
     assert_eq!(events.len(), expected.len(), "{v}");
     for (e, (d, src)) in events.iter().zip(expected) {
-        assert_eq!(e["digest"], d.as_str(), "{e}");
+        assert_eq!(e["manifest_digest"], d.as_str(), "{e}");
         assert_eq!(e["source"], s(&env.at(src)), "{e}");
         assert_eq!(e["host"], host.as_str(), "{e}");
         assert_eq!(e["user"], user, "{e}");
@@ -1256,7 +1256,7 @@ fn verify_finds_a_leftover_temporary_file() {
     assert_exit(&out, 1);
     let human = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        human.contains("1 problems (0 corruption, 1 garbage)"),
+        human.contains("1 problem (0 corruption, 1 garbage)"),
         "{human}"
     );
     drop(held);

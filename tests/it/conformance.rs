@@ -468,8 +468,7 @@ fn differential(seed: u64, oracle: &Oracle, keep: bool) -> Result<Outcome, Strin
         return fail("cestore ingest did not print one JSON value", both());
     };
     let cestore_ok = c.code == Some(0) && cv["ok"] == Value::Bool(true);
-    let cestore_rejected =
-        c.code == Some(3) && cv["ok"] == Value::Bool(false) && cv["error"]["kind"] == "rejected";
+    let cestore_rejected = refused_by_rule(c.code, &cv);
 
     let intent = match (&case.broken, oracle_ok) {
         (None, false) => Some(format!(
@@ -505,7 +504,7 @@ fn differential(seed: u64, oracle: &Oracle, keep: bool) -> Result<Outcome, Strin
         if cestore_ok {
             return fail("DISAGREE: the oracle rejects, cestore accepts", both());
         }
-        return fail("DISAGREE: the oracle rejects, cestore neither accepts nor rejects (exit 3, kind \"rejected\")", both());
+        return fail("DISAGREE: the oracle rejects, cestore neither accepts nor rejects (exit 3, kind \"rejected\", or exit 4 for a missing source)", both());
     }
     if !cestore_ok {
         if cestore_rejected {
@@ -676,6 +675,18 @@ fn live_differential() {
     }
 }
 
+/// Whether cestore refused the tree under one of the reference's rules:
+/// exit 3 (`rejected`), or exit 4 (`not-found`) for a source directory that
+/// does not exist, which still names its rule (docs/exit-codes.md).
+fn refused_by_rule(code: Option<i32>, v: &Value) -> bool {
+    v["ok"] == Value::Bool(false)
+        && match code {
+            Some(3) => v["error"]["kind"] == "rejected",
+            Some(4) => v["error"]["kind"] == "not-found" && v["error"]["rule"].is_string(),
+            _ => false,
+        }
+}
+
 fn table_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/oracle-table.json")
 }
@@ -721,10 +732,7 @@ fn pinned_table() {
         };
         match entry["digest"].as_str() {
             None => {
-                if c.code == Some(3)
-                    && cv["ok"] == Value::Bool(false)
-                    && cv["error"]["kind"] == "rejected"
-                {
+                if refused_by_rule(c.code, &cv) {
                     Ok(false)
                 } else {
                     Err(format!(

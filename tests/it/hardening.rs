@@ -314,7 +314,7 @@ impl Env {
             .as_array()
             .expect("snapshots")
             .iter()
-            .map(|s| s["digest"].as_str().expect("digest").to_string())
+            .map(|s| s["manifest_digest"].as_str().expect("digest").to_string())
             .collect()
     }
 

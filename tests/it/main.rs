@@ -5,9 +5,11 @@ mod util;
 
 mod audit;
 mod bounds;
+mod cli;
 mod conformance;
 mod gen;
 mod hardening;
+mod json;
 mod mounts;
 mod recovery;
 mod remote;

@@ -74,7 +74,13 @@ fn ce_arms_get_the_view_at_the_plugin_dir() {
     for arm in CE_ARMS {
         let report = mounts_json(
             &env,
-            &[os("--arm"), os(arm), os("--view"), view.as_os_str()],
+            &[
+                os("--arm"),
+                os(arm),
+                os("--view"),
+                view.as_os_str(),
+                os("--unchecked"),
+            ],
         );
         assert_eq!(report["ok"], json!(true));
         assert_eq!(report["arm"], json!(arm));
@@ -116,7 +122,7 @@ fn other_arms_get_nothing_with_or_without_a_view() {
         for with_view in [false, true] {
             let mut args = vec![os("--arm"), os(arm)];
             if with_view {
-                args.extend([os("--view"), view.as_os_str()]);
+                args.extend([os("--view"), view.as_os_str(), os("--unchecked")]);
             }
             let report = mounts_json(&env, &args);
             assert_eq!(report["arm"], json!(arm));
@@ -161,6 +167,7 @@ fn a_relative_view_is_made_absolute() {
             "ce_workflow",
             "--view",
             "./view/",
+            "--unchecked",
             "--json",
         ])
         .current_dir(env.dir.path())
@@ -204,7 +211,7 @@ fn digest_names_the_shared_view_made_by_path() {
 }
 
 #[test]
-fn view_and_digest_are_exclusive() {
+fn unchecked_excludes_digest_and_needs_a_view() {
     let env = TestEnv::new();
     let out = env.run([
         "mounts",
@@ -214,7 +221,10 @@ fn view_and_digest_are_exclusive() {
         "/",
         "--digest",
         "ab",
+        "--unchecked",
     ]);
+    assert_exit(&out, 2);
+    let out = env.run(["mounts", "--arm", "ce_review", "--unchecked"]);
     assert_exit(&out, 2);
 }
 
@@ -235,6 +245,7 @@ fn format_json_is_the_json_report_with_or_without_json() {
         os("ce_review"),
         os("--view"),
         view.as_os_str(),
+        os("--unchecked"),
         os("--gitnexus-root"),
         h.as_os_str(),
     ];
@@ -247,7 +258,8 @@ fn format_json_is_the_json_report_with_or_without_json() {
     assert_eq!(run(&["--format", "json"]), with_json);
     assert_eq!(run(&["--format", "json", "--json"]), with_json);
     let report: Value = serde_json::from_str(&with_json).unwrap();
-    assert_eq!(report.as_object().unwrap().len(), 4, "{report}");
+    assert_eq!(report.as_object().unwrap().len(), 5, "{report}");
+    assert_eq!(report["manifest_digest"], Value::Null, "{report}");
 
     let text = run(&[]);
     assert!(
@@ -294,6 +306,7 @@ fn bwrap_words_are_shell_quoted() {
         os("ce_review"),
         os("--view"),
         view.as_os_str(),
+        os("--unchecked"),
         os("--format"),
         os("bwrap"),
     ]);
@@ -784,6 +797,7 @@ fn gitnexus_mounts_follow_the_plugin_mount_for_every_arm() {
                 os(arm),
                 os("--view"),
                 view.as_os_str(),
+                os("--unchecked"),
                 os("--gitnexus-root"),
                 h.as_os_str(),
             ],
@@ -885,4 +899,165 @@ fn bwrap_sandbox_sees_the_view_read_only() {
         VIEW_FILE.1
     );
     assert_ok(&env.run([os("discard"), view.as_os_str()]));
+}
+
+/// Ingests a small release at `version` from `src` and checks out a view of
+/// it at `view`; returns the digest.
+fn checked_out(env: &TestEnv, src: &Path, version: &str, view: &Path) -> String {
+    util::minimal_plugin(src, version);
+    write(&src.join(VIEW_FILE.0), VIEW_FILE.1);
+    let digest = env.ingest_digest(src, version);
+    assert_ok(&env.run([os("checkout"), os(&digest), view.as_os_str()]));
+    digest
+}
+
+#[test]
+fn bwrap0_arguments_survive_a_space_and_a_quote() {
+    if let Err(reason) = bwrap_works() {
+        eprintln!("skipping bwrap0_arguments_survive_a_space_and_a_quote: {reason}");
+        return;
+    }
+    let env = TestEnv::new();
+    let view = env.path("run 1/it's the \"view\"");
+    fs::create_dir(env.path("run 1")).unwrap();
+    checked_out(&env, &env.path("src"), "1.0.0", &view);
+    let out = env.run([
+        os("mounts"),
+        os("--arm"),
+        os("ce_review"),
+        os("--view"),
+        view.as_os_str(),
+        os("--format"),
+        os("bwrap0"),
+    ]);
+    assert_ok(&out);
+    let args_file = env.path("bwrap-args");
+    fs::write(&args_file, &out.stdout).unwrap();
+    let words: Vec<&[u8]> = out.stdout.split(|b| *b == 0).collect();
+    assert_eq!(
+        words,
+        [
+            &b"--ro-bind"[..],
+            view.to_str().unwrap().as_bytes(),
+            PLUGIN_TARGET.as_bytes(),
+            b""
+        ]
+    );
+
+    // `bwrap --args 3` reads the arguments from descriptor 3.
+    let sandbox = |cmd: &str| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "exec bwrap --ro-bind / / --tmpfs /opt --args 3 --dev /dev --proc /proc {cmd} 3<\"$1\""
+            ))
+            .arg("sh")
+            .arg(&args_file)
+            .output()
+            .expect("run bwrap")
+    };
+    let file = format!("{PLUGIN_TARGET}/{}", VIEW_FILE.0);
+    let read = sandbox(&format!("cat {file}"));
+    assert_ok(&read);
+    assert_eq!(String::from_utf8_lossy(&read.stdout), VIEW_FILE.1);
+    let write_new = sandbox(&format!("sh -c 'echo x > {PLUGIN_TARGET}/new'"));
+    assert!(
+        !write_new.status.success(),
+        "creating a file in the view succeeded"
+    );
+    let overwrite = sandbox(&format!("sh -c 'echo x > {file}'"));
+    assert!(
+        !overwrite.status.success(),
+        "overwriting a view file succeeded"
+    );
+    assert!(!view.join("new").exists());
+    assert_eq!(
+        fs::read_to_string(view.join(VIEW_FILE.0)).unwrap(),
+        VIEW_FILE.1
+    );
+}
+
+#[test]
+fn no_mounts_print_no_bwrap0_arguments() {
+    let env = TestEnv::new();
+    let out = env.run(["mounts", "--arm", "baseline", "--format", "bwrap0"]);
+    assert_ok(&out);
+    assert!(out.stdout.is_empty(), "{:?}", out.stdout);
+    let out = env.run([
+        "mounts", "--arm", "baseline", "--format", "bwrap0", "--json",
+    ]);
+    assert_exit(&out, 2);
+    assert_eq!(util::parse_json(&out)["error"]["kind"], "usage");
+}
+
+#[test]
+fn a_view_must_be_one_cestore_recorded() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    let view = env.path("view");
+    let digest = checked_out(&env, &src, "1.0.0", &view);
+    let mounts = |extra: &[&OsStr]| {
+        let mut args = vec![os("mounts"), os("--arm"), os("ce_review")];
+        args.extend_from_slice(extra);
+        args.push(os("--json"));
+        env.run(args)
+    };
+
+    // A recorded view: its digest is reported.
+    let out = mounts(&[os("--view"), view.as_os_str()]);
+    assert_ok(&out);
+    let report = util::parse_json(&out);
+    assert_eq!(report["manifest_digest"], json!(digest), "{report}");
+    assert_eq!(
+        pairs(&report),
+        [(view.to_str().unwrap().into(), PLUGIN_TARGET.into())]
+    );
+
+    // A directory cestore did not make: /etc, and the unfiltered release.
+    for dir in [Path::new("/etc"), src.as_path()] {
+        let out = mounts(&[os("--view"), dir.as_os_str()]);
+        let stderr = assert_exit(&out, 4);
+        let err = util::parse_json(&out);
+        assert_eq!(err["error"]["kind"], "not-found", "{err}");
+        assert_eq!(err["error"]["path"], json!(dir), "{err}");
+        assert!(stderr.contains("--unchecked"), "{stderr}");
+        // --unchecked takes it as it is, with no digest.
+        let out = mounts(&[os("--view"), dir.as_os_str(), os("--unchecked")]);
+        assert_ok(&out);
+        assert_eq!(util::parse_json(&out)["manifest_digest"], Value::Null);
+    }
+
+    // --digest checks the view against an expected snapshot (a prefix works).
+    let out = mounts(&[
+        os("--view"),
+        view.as_os_str(),
+        os("--digest"),
+        os(&digest[..10]),
+    ]);
+    assert_ok(&out);
+    let other_src = env.path("other");
+    util::minimal_plugin(&other_src, "2.0.0");
+    let other = env.ingest_digest(&other_src, "2.0.0");
+    let out = mounts(&[os("--view"), view.as_os_str(), os("--digest"), os(&other)]);
+    let stderr = assert_exit(&out, 1);
+    let err = util::parse_json(&out);
+    assert_eq!(err["error"]["kind"], "integrity", "{err}");
+    assert!(
+        stderr.contains(&digest) && stderr.contains(&other),
+        "{stderr}"
+    );
+
+    // A shared view is one cestore made.
+    let shared = env.json(["path", &other, "--json"]);
+    let shared = shared["path"].as_str().unwrap().to_string();
+    let out = mounts(&[os("--view"), os(&shared)]);
+    assert_ok(&out);
+    assert_eq!(util::parse_json(&out)["manifest_digest"], json!(other));
+
+    // A view whose root directory was replaced is no longer that view.
+    // Moved aside, so that the new directory cannot reuse its inode.
+    fs::rename(&view, env.path("moved-aside")).unwrap();
+    fs::create_dir(&view).unwrap();
+    let out = mounts(&[os("--view"), view.as_os_str()]);
+    assert_exit(&out, 6);
 }

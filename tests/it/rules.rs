@@ -269,14 +269,20 @@ fn rejects_as(
     at: Option<&Path>,
 ) -> Rejected {
     let before = store_state(env);
+    // A source that does not exist is not-found (4), still under its rule.
+    let (code, kind) = if rule == "source-unavailable" && !Path::new(dir).exists() {
+        (4, "not-found")
+    } else {
+        (3, "rejected")
+    };
     let out = ingest(env, who, dir, version);
-    let stderr = assert_exit(&out, 3);
+    let stderr = assert_exit(&out, code);
     let json = parse_json(&out);
     let err = json["error"].clone();
     let context = format!("tree {dir:?} at {version:?}: {json}\nstderr: {stderr}");
     assert_eq!(json["ok"], Value::Bool(false), "{context}");
-    assert_eq!(err["code"], 3, "{context}");
-    assert_eq!(err["kind"], "rejected", "{context}");
+    assert_eq!(err["code"], code, "{context}");
+    assert_eq!(err["kind"], kind, "{context}");
     assert_eq!(err["rule"], rule, "{context}");
     assert!(stderr.starts_with("cestore: error: "), "{context}");
     let message = err["message"].as_str().expect("message");

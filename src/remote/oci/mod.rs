@@ -343,12 +343,17 @@ impl Remote for OciRemote {
             Plan::Single(bytes) => {
                 self.client
                     .put_manifest(&tag, mapping::MANIFEST_MEDIA_TYPE, &bytes)?;
+                if let Some(human) = &snapshot.tag {
+                    self.client
+                        .put_manifest(human, mapping::MANIFEST_MEDIA_TYPE, &bytes)?;
+                }
                 Ok(Published {
                     reference,
                     remote_digest: format!("sha256:{}", ObjectId::of(&bytes)),
                     media_type: mapping::MANIFEST_MEDIA_TYPE.into(),
                     manifests: 1,
                     layers: snapshot.objects.len(),
+                    tag_reference: snapshot.tag.as_ref().map(|t| self.full(t)),
                 })
             }
             Plan::Index {
@@ -365,12 +370,17 @@ impl Remote for OciRemote {
                 }
                 self.client
                     .put_manifest(&tag, mapping::INDEX_MEDIA_TYPE, &index)?;
+                if let Some(human) = &snapshot.tag {
+                    self.client
+                        .put_manifest(human, mapping::INDEX_MEDIA_TYPE, &index)?;
+                }
                 Ok(Published {
                     reference,
                     remote_digest: format!("sha256:{}", ObjectId::of(&index)),
                     media_type: mapping::INDEX_MEDIA_TYPE.into(),
                     manifests: parts.len(),
                     layers,
+                    tag_reference: snapshot.tag.as_ref().map(|t| self.full(t)),
                 })
             }
         }

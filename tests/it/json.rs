@@ -1,0 +1,1506 @@
+//! The JSON contract (`docs/json.md`): every command's `--json` output parsed
+//! into structs that refuse unknown fields, so that a field added, renamed or
+//! dropped fails here first; and a table of failing invocations, each of which
+//! must print exactly one JSON error object with the documented code and kind.
+
+// Every field is declared to pin the schema, read or not.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use crate::util::{self, assert_ok, minimal_plugin, write, TestEnv};
+
+// ---------------------------------------------------------------------------
+// The schema, as docs/json.md gives it
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Provenance {
+    name: String,
+    version: String,
+    manifest_schema_version: i64,
+    manifest_digest: String,
+    file_count: u64,
+    total_bytes: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestStats {
+    source: String,
+    store: String,
+    already_present: bool,
+    new_objects: u64,
+    reused_objects: u64,
+    bytes_written: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestOut {
+    ok: bool,
+    provenance: Provenance,
+    ingest: IngestStats,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DigestOut {
+    ok: bool,
+    provenance: Provenance,
+    source: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewOut {
+    path: String,
+    manifest_digest: String,
+    kind: String,
+    method: String,
+    linked: u64,
+    copied: u64,
+    created_at: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileOut {
+    path: String,
+    sha256: String,
+    size: u64,
+    executable: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShowOut {
+    ok: bool,
+    provenance: Provenance,
+    first_ingested_at: Option<String>,
+    last_ingested_at: Option<String>,
+    ingest_count: u64,
+    views: Vec<ViewOut>,
+    files: Option<Vec<FileOut>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestOut {
+    ok: bool,
+    manifest_digest: String,
+    canonical_manifest: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckoutOut {
+    ok: bool,
+    manifest_digest: String,
+    view: String,
+    requested_method: String,
+    linked: u64,
+    copied: u64,
+    copy_reasons: BTreeMap<String, u64>,
+    directories: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PathOut {
+    ok: bool,
+    manifest_digest: String,
+    path: String,
+    created: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotOut {
+    manifest_digest: String,
+    name: String,
+    version: String,
+    manifest_schema_version: i64,
+    file_count: u64,
+    total_bytes: u64,
+    first_ingested_at: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListOut {
+    ok: bool,
+    snapshots: Vec<SnapshotOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventOut {
+    manifest_digest: String,
+    at: String,
+    source: String,
+    host: String,
+    user: String,
+    tool_version: String,
+    new_objects: u64,
+    reused_objects: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LogOut {
+    ok: bool,
+    ingests: Vec<EventOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HitOut {
+    manifest_digest: String,
+    version: String,
+    path: String,
+    sha256: String,
+    size: u64,
+    executable: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FindOut {
+    ok: bool,
+    matches: Vec<HitOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "change", rename_all = "kebab-case")]
+enum ChangeOut {
+    Added {
+        path: String,
+        sha256: String,
+    },
+    Removed {
+        path: String,
+        sha256: String,
+    },
+    Content {
+        path: String,
+        from: String,
+        to: String,
+        exec_changed: bool,
+    },
+    Exec {
+        path: String,
+        executable: bool,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiffOut {
+    ok: bool,
+    from: String,
+    to: String,
+    changes: Vec<ChangeOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProblemOut {
+    kind: String,
+    severity: String,
+    path: String,
+    detail: String,
+    snapshots: Vec<String>,
+    views: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifyOut {
+    ok: bool,
+    snapshots_checked: u64,
+    objects_checked: u64,
+    bytes_hashed: u64,
+    repaired: Vec<String>,
+    problems: Vec<ProblemOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "kind", rename_all = "kebab-case")]
+enum DifferenceOut {
+    Missing {
+        path: String,
+    },
+    ExtraFile {
+        path: String,
+    },
+    ExtraDirectory {
+        path: String,
+    },
+    ContentChanged {
+        path: String,
+        expected: String,
+        found: String,
+    },
+    ExecChanged {
+        path: String,
+        expected: bool,
+    },
+    Symlink {
+        path: String,
+    },
+    NotAFile {
+        path: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TreeOut {
+    ok: bool,
+    tree: String,
+    manifest_digest: String,
+    differences: Vec<DifferenceOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MountOut {
+    source: String,
+    target: String,
+    read_only: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MountsOut {
+    ok: bool,
+    arm: String,
+    plugin_dir: Option<String>,
+    manifest_digest: Option<String>,
+    mounts: Vec<MountOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArmOut {
+    arm: String,
+    plugin_dir: Option<String>,
+    mounts: Vec<MountOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StageOut {
+    ok: bool,
+    provenance: Option<Provenance>,
+    view: Option<String>,
+    view_kind: Option<String>,
+    ingest: Option<IngestStats>,
+    arms: Vec<ArmOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportOut {
+    ok: bool,
+    manifest_digest: String,
+    file: String,
+    format: String,
+    objects: u64,
+    bytes: u64,
+    sha256: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BundleOut {
+    file: String,
+    format: String,
+    objects: u64,
+    manifest_digest: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportOut {
+    ok: bool,
+    provenance: Option<Provenance>,
+    ingest: Option<IngestStats>,
+    bundle: BundleOut,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DiscardOut {
+    ok: bool,
+    view: String,
+    manifest_digest: String,
+    recorded: bool,
+    removed: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GcOut {
+    ok: bool,
+    dry_run: bool,
+    objects: Vec<String>,
+    bytes_freed: u64,
+    temporary: Vec<String>,
+    shared_views: Vec<String>,
+    objects_kept: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RmOut {
+    ok: bool,
+    manifest_digest: String,
+    views_forgotten: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorBody {
+    code: u8,
+    kind: String,
+    message: String,
+    rule: Option<String>,
+    path: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ErrorOut {
+    ok: bool,
+    error: ErrorBody,
+}
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+/// Stdout as exactly one JSON object, then as `T`.
+fn one_object<T: DeserializeOwned>(out: &Output, what: &str) -> T {
+    let mut values =
+        serde_json::Deserializer::from_slice(&out.stdout).into_iter::<serde_json::Value>();
+    let first = match values.next() {
+        Some(Ok(v)) => v,
+        other => panic!(
+            "{what}: stdout is not one JSON object ({other:?}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    };
+    assert!(
+        values.next().is_none(),
+        "{what}: more than one JSON value on stdout:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(first.is_object(), "{what}: not an object: {first}");
+    serde_json::from_value(first.clone())
+        .unwrap_or_else(|e| panic!("{what}: does not fit the documented schema ({e}): {first}"))
+}
+
+/// Runs a command that must succeed with `--json` and parses it as `T`.
+fn run_typed<T: DeserializeOwned>(env: &TestEnv, args: &[&OsStr]) -> T {
+    let mut all = args.to_vec();
+    all.push(os("--json"));
+    let out = env.run(&all);
+    assert_ok(&out);
+    one_object(&out, &format!("{args:?}"))
+}
+
+fn absolute(path: &str) {
+    assert!(Path::new(path).is_absolute(), "not absolute: {path}");
+}
+
+fn is_digest(s: &str) {
+    assert!(
+        s.len() == 64
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+        "not a digest: {s}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Every command's output fits its schema
+// ---------------------------------------------------------------------------
+
+#[test]
+fn every_command_fits_the_documented_schema() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    write(&src.join("scripts/run.sh"), "#!/bin/sh\n");
+    util::chmod(&src.join("scripts/run.sh"), 0o755);
+
+    let ingest: IngestOut = run_typed(
+        &env,
+        &[os("ingest"), src.as_os_str(), os("--version"), os("1.0.0")],
+    );
+    assert!(ingest.ok && !ingest.ingest.already_present);
+    absolute(&ingest.ingest.source);
+    absolute(&ingest.ingest.store);
+    let d = ingest.provenance.manifest_digest.clone();
+    is_digest(&d);
+    assert_eq!(ingest.provenance.name, "compound-engineering");
+    assert_eq!(ingest.provenance.manifest_schema_version, 1);
+    assert_eq!(ingest.provenance.file_count, 5);
+    assert!(ingest.ingest.new_objects + ingest.ingest.reused_objects > 0);
+    assert!(ingest.ingest.bytes_written > 0 && ingest.provenance.total_bytes > 0);
+
+    // digest: the same provenance, and nothing stored.
+    let no_store = env.path("no-store");
+    let out = Command::new(util::bin())
+        .args([
+            os("digest"),
+            src.as_os_str(),
+            os("--version"),
+            os("1.0.0"),
+            os("--json"),
+        ])
+        .arg("--store")
+        .arg(&no_store)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let digest: DigestOut = one_object(&out, "digest");
+    assert!(digest.ok);
+    assert_eq!(digest.provenance.manifest_digest, d);
+    assert_eq!(digest.provenance.version, ingest.provenance.version);
+    assert_eq!(digest.provenance.file_count, ingest.provenance.file_count);
+    assert_eq!(digest.provenance.total_bytes, ingest.provenance.total_bytes);
+    absolute(&digest.source);
+    assert!(!no_store.exists(), "digest made a store");
+
+    let view = env.path("view");
+    let checkout: CheckoutOut = run_typed(&env, &[os("checkout"), os(&d), view.as_os_str()]);
+    assert!(checkout.ok);
+    assert_eq!(checkout.manifest_digest, d);
+    absolute(&checkout.view);
+    assert_eq!(checkout.requested_method, "auto");
+    assert_eq!(checkout.linked + checkout.copied, 5);
+    assert!(checkout.directories > 0 && checkout.copy_reasons.values().all(|n| *n > 0));
+
+    let path: PathOut = run_typed(&env, &[os("path"), os(&d[..12])]);
+    assert!(path.ok && path.created);
+    absolute(&path.path);
+    assert_eq!(path.manifest_digest, d);
+
+    let show: ShowOut = run_typed(&env, &[os("show"), os(&d), os("--files")]);
+    assert!(show.ok && show.ingest_count == 1);
+    assert_eq!(show.provenance.manifest_digest, d);
+    assert!(show.first_ingested_at.is_some() && show.last_ingested_at.is_some());
+    assert_eq!(show.views.len(), 2);
+    for v in &show.views {
+        absolute(&v.path);
+        assert_eq!(v.manifest_digest, d);
+        assert!(["checkout", "shared"].contains(&v.kind.as_str()), "{v:?}");
+        assert!(!v.method.is_empty() && !v.created_at.is_empty() && v.linked + v.copied == 5);
+    }
+    let files = show.files.expect("--files lists the files");
+    assert_eq!(files.len(), 5);
+    assert!(files
+        .iter()
+        .any(|f| f.executable && f.path == "scripts/run.sh"));
+    assert!(files.iter().all(|f| f.sha256.len() == 64 && f.size > 0));
+    let show: ShowOut = run_typed(&env, &[os("show"), os(&d)]);
+    assert!(show.files.is_none());
+
+    let manifest: ManifestOut = run_typed(&env, &[os("show"), os(&d), os("--manifest")]);
+    assert!(manifest.ok && manifest.canonical_manifest.starts_with("{\"files\":["));
+    assert_eq!(manifest.manifest_digest, d);
+
+    let list: ListOut = run_typed(&env, &[os("list")]);
+    assert!(list.ok);
+    let [s] = list.snapshots.as_slice() else {
+        panic!("{list:?}")
+    };
+    assert_eq!(
+        (
+            s.manifest_digest.as_str(),
+            s.name.as_str(),
+            s.version.as_str()
+        ),
+        (d.as_str(), "compound-engineering", "1.0.0")
+    );
+    assert_eq!((s.manifest_schema_version, s.file_count), (1, 5));
+    assert!(s.total_bytes > 0 && !s.first_ingested_at.is_empty());
+
+    let log: LogOut = run_typed(&env, &[os("log"), os(&d[..8])]);
+    let [e] = log.ingests.as_slice() else {
+        panic!("{log:?}")
+    };
+    assert!(log.ok);
+    assert_eq!(e.manifest_digest, d);
+    absolute(&e.source);
+    assert!(!e.at.is_empty() && !e.host.is_empty() && !e.user.is_empty());
+    assert!(e.tool_version.starts_with("cestore ") && e.new_objects + e.reused_objects > 0);
+
+    let find: FindOut = run_typed(&env, &[os("find"), os("--path"), os("scripts/")]);
+    assert!(find.ok);
+    let [h] = find.matches.as_slice() else {
+        panic!("{find:?}")
+    };
+    assert_eq!(
+        (h.manifest_digest.as_str(), h.version.as_str()),
+        (d.as_str(), "1.0.0")
+    );
+    assert_eq!(h.path, "scripts/run.sh");
+    assert!(h.executable && h.size == 10 && h.sha256.len() == 64);
+
+    // A second release, for diff.
+    let src2 = env.path("src2");
+    minimal_plugin(&src2, "1.1.0");
+    write(&src2.join("scripts/run.sh"), "#!/bin/sh\n");
+    write(&src2.join("skills/ce-plan/SKILL.md"), "# changed\n");
+    write(&src2.join("assets/new.txt"), "new\n");
+    let d2 = env.ingest_digest(&src2, "1.1.0");
+    let diff: DiffOut = run_typed(&env, &[os("diff"), os(&d), os(&d2)]);
+    assert!(diff.ok && diff.from == d && diff.to == d2);
+    let kinds: Vec<&str> = diff
+        .changes
+        .iter()
+        .map(|c| match c {
+            ChangeOut::Added { .. } => "added",
+            ChangeOut::Removed { .. } => "removed",
+            ChangeOut::Content { .. } => "content",
+            ChangeOut::Exec { .. } => "exec",
+        })
+        .collect();
+    for k in ["added", "content", "exec"] {
+        assert!(kinds.contains(&k), "{k} missing from {diff:?}");
+    }
+
+    let tree: TreeOut = run_typed(
+        &env,
+        &[os("verify"), os("--tree"), view.as_os_str(), os(&d)],
+    );
+    assert!(tree.ok && tree.differences.is_empty() && tree.manifest_digest == d);
+    absolute(&tree.tree);
+    // A relative --tree is reported absolute, with its differences.
+    let out = env
+        .cmd(["verify", "--tree", "view", &d2, "--json"])
+        .current_dir(&env.base)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let tree: TreeOut = one_object(&out, "verify --tree view D2");
+    assert!(!tree.ok && !tree.differences.is_empty());
+    assert_eq!(Path::new(&tree.tree), view);
+    assert!(tree
+        .differences
+        .iter()
+        .any(|d| matches!(d, DifferenceOut::ContentChanged { .. })));
+
+    let verify: VerifyOut = run_typed(&env, &[os("verify")]);
+    assert!(verify.ok && verify.problems.is_empty() && verify.repaired.is_empty());
+    assert_eq!(verify.snapshots_checked, 2);
+    assert!(verify.objects_checked > 0 && verify.bytes_hashed > 0);
+
+    let mounts: MountsOut = run_typed(
+        &env,
+        &[
+            os("mounts"),
+            os("--arm"),
+            os("ce_review"),
+            os("--view"),
+            view.as_os_str(),
+        ],
+    );
+    assert!(mounts.ok && mounts.arm == "ce_review");
+    assert_eq!(mounts.manifest_digest.as_deref(), Some(d.as_str()));
+    assert_eq!(
+        mounts.plugin_dir.as_deref(),
+        Some("/opt/compound-engineering-plugin")
+    );
+    let [m] = mounts.mounts.as_slice() else {
+        panic!("{mounts:?}")
+    };
+    absolute(&m.source);
+    assert!(m.read_only && m.target == "/opt/compound-engineering-plugin");
+    let mounts: MountsOut = run_typed(&env, &[os("mounts"), os("--arm"), os("baseline")]);
+    assert!(
+        mounts.plugin_dir.is_none() && mounts.manifest_digest.is_none() && mounts.mounts.is_empty()
+    );
+
+    let stage: StageOut = run_typed(
+        &env,
+        &[
+            os("stage"),
+            os("--arm"),
+            os("ce_review"),
+            os("--arm"),
+            os("baseline"),
+            os("--digest"),
+            os(&d),
+        ],
+    );
+    assert!(stage.ok);
+    assert_eq!(
+        stage
+            .provenance
+            .as_ref()
+            .map(|p| p.manifest_digest.as_str()),
+        Some(d.as_str())
+    );
+    absolute(stage.view.as_deref().expect("a view"));
+    assert_eq!(stage.view_kind.as_deref(), Some("shared"));
+    assert!(stage.ingest.is_none());
+    assert_eq!(stage.arms.len(), 2);
+    for a in &stage.arms {
+        for m in &a.mounts {
+            absolute(&m.source);
+        }
+        assert_eq!(a.plugin_dir.is_some(), a.arm == "ce_review", "{a:?}");
+    }
+    let dest = env.path("staged");
+    let stage: StageOut = run_typed(
+        &env,
+        &[
+            os("stage"),
+            os("--arm"),
+            os("ce_workflow"),
+            os("--plugin-dir"),
+            src.as_os_str(),
+            os("--plugin-version"),
+            os("1.0.0"),
+            os("--dest"),
+            dest.as_os_str(),
+        ],
+    );
+    let stats = stage
+        .ingest
+        .expect("stage from a source reports its ingest");
+    absolute(&stats.source);
+    assert!(stats.already_present);
+    assert_eq!(stage.view_kind.as_deref(), Some("checkout"));
+
+    let bundle = env.path("b.tar.zst");
+    let export: ExportOut = run_typed(
+        &env,
+        &[
+            os("export"),
+            os(&d),
+            os("-o"),
+            bundle.as_os_str(),
+            os("--zstd"),
+        ],
+    );
+    assert!(export.ok && export.manifest_digest == d && export.format == "tar+zstd");
+    absolute(&export.file);
+    assert!(export.objects == 5 && export.bytes > 0 && export.sha256.len() == 64);
+
+    let check: ImportOut = run_typed(&env, &[os("import"), os("--check"), bundle.as_os_str()]);
+    assert!(check.ok && check.provenance.is_none() && check.ingest.is_none());
+    assert_eq!(check.bundle.manifest_digest, d);
+    assert_eq!(
+        (check.bundle.format.as_str(), check.bundle.objects),
+        ("tar+zstd", 5)
+    );
+    absolute(&check.bundle.file);
+    let import: ImportOut = run_typed(&env, &[os("import"), bundle.as_os_str()]);
+    assert!(import.ok);
+    assert_eq!(import.provenance.expect("provenance").manifest_digest, d);
+    assert!(import.ingest.expect("ingest").already_present);
+
+    let discard: DiscardOut = run_typed(&env, &[os("discard"), view.as_os_str()]);
+    assert!(discard.ok && discard.recorded && discard.removed && discard.manifest_digest == d);
+    absolute(&discard.view);
+
+    let rm: RmOut = run_typed(&env, &[os("rm"), os(&d), os("--force")]);
+    assert!(rm.ok && rm.manifest_digest == d);
+    assert!(!rm.views_forgotten.is_empty());
+    rm.views_forgotten.iter().for_each(|p| absolute(p));
+
+    let gc: GcOut = run_typed(&env, &[os("gc"), os("--dry-run")]);
+    assert!(gc.ok && gc.dry_run && !gc.objects.is_empty() && gc.bytes_freed > 0);
+    gc.objects
+        .iter()
+        .chain(&gc.shared_views)
+        .chain(&gc.temporary)
+        .for_each(|p| absolute(p));
+    let gc: GcOut = run_typed(&env, &[os("gc")]);
+    assert!(gc.ok && !gc.dry_run && gc.objects_kept > 0);
+}
+
+#[test]
+fn a_report_with_problems_fits_its_schema() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let view = env.path("view");
+    assert_ok(&env.run([os("checkout"), os(&d), view.as_os_str()]));
+    // A chmod through the view changes the shared inode's mode.
+    util::chmod(&view.join("skills/ce-plan/SKILL.md"), 0o644);
+    let out = env.run(["verify", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let verify: VerifyOut = one_object(&out, "verify");
+    assert!(!verify.ok);
+    let p = verify.problems.first().expect("a problem");
+    absolute(&p.path);
+    assert!(!p.kind.is_empty() && !p.severity.is_empty() && !p.detail.is_empty());
+    assert_eq!(p.snapshots, [d]);
+    assert_eq!(p.views, [view.to_str().unwrap()]);
+    util::chmod(&view.join("skills/ce-plan/SKILL.md"), 0o444);
+}
+
+// ---------------------------------------------------------------------------
+// Every failure answers with one JSON error object
+// ---------------------------------------------------------------------------
+
+/// One failing invocation: its arguments (with `--store`), and the code,
+/// kind and rule it must report.
+struct Case {
+    name: &'static str,
+    args: Vec<OsString>,
+    code: u8,
+    kind: &'static str,
+    rule: Option<&'static str>,
+}
+
+fn case(name: &'static str, code: u8, kind: &'static str, args: &[&OsStr]) -> Case {
+    Case {
+        name,
+        args: args.iter().map(|a| a.to_os_string()).collect(),
+        code,
+        kind,
+        rule: None,
+    }
+}
+
+fn ruled(mut c: Case, rule: &'static str) -> Case {
+    c.rule = Some(rule);
+    c
+}
+
+/// Ingests releases until two digests share their first hex digit; returns
+/// that digit and the two digests.
+fn ambiguous_pair(env: &TestEnv) -> (String, String, String) {
+    let mut seen: BTreeMap<char, String> = BTreeMap::new();
+    for patch in 0..17 {
+        let version = format!("9.0.{patch}");
+        let src = env.path(&format!("amb-{patch}"));
+        minimal_plugin(&src, &version);
+        let d = env.ingest_digest(&src, &version);
+        let first = d.chars().next().unwrap();
+        if let Some(other) = seen.insert(first, d.clone()) {
+            return (first.to_string(), other, d);
+        }
+    }
+    unreachable!("17 digests over 16 hex digits always share one")
+}
+
+#[test]
+fn every_failure_prints_one_json_error_object() {
+    let env = TestEnv::new();
+    let store = env.store.clone();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let other_src = env.path("other");
+    minimal_plugin(&other_src, "2.0.0");
+    let other = env.ingest_digest(&other_src, "2.0.0");
+    let (amb, _, _) = ambiguous_pair(&env);
+    let view = env.path("view");
+    assert_ok(&env.run([os("checkout"), os(&d), view.as_os_str()]));
+    let replaced = env.path("replaced");
+    assert_ok(&env.run([os("checkout"), os(&d), replaced.as_os_str()]));
+    // Moved aside, so that the new directory cannot reuse its inode.
+    fs::rename(&replaced, env.path("moved-aside")).unwrap();
+    fs::create_dir(&replaced).unwrap();
+
+    let missing = env.path("missing");
+    let text = env.path("notes.txt");
+    write(&text, "not a bundle\n");
+    let link = env.path("link");
+    symlink(&src, &link).unwrap();
+    let no_skills = env.path("no-skills");
+    write(
+        &no_skills.join(".claude-plugin/plugin.json"),
+        r#"{"name": "compound-engineering", "version": "1.0.0"}"#,
+    );
+    let empty_harness = env.path("harness");
+    fs::create_dir(&empty_harness).unwrap();
+    let bundle = env.path("bundle.tar");
+    assert_ok(&env.run([os("export"), os(&d), os("-o"), bundle.as_os_str()]));
+    let tampered = env.path("tampered.tar");
+    let mut bytes = fs::read(&bundle).unwrap();
+    // Flip a byte of one object's data.
+    let at = bytes
+        .windows(10)
+        .position(|w| w == b"# ce-plan\n")
+        .expect("the object's bytes in the bundle");
+    bytes[at + 2] ^= 0x20;
+    fs::write(&tampered, &bytes).unwrap();
+    let store_file = env.path("store-file");
+    write(&store_file, "x");
+    let inside = src.join("nested-store");
+
+    let mut cases = vec![
+        // usage (2): the parser's refusals and the requests it cannot see.
+        case(
+            "unknown flag",
+            2,
+            "usage",
+            &[os("stage"), os("--arm"), os("ce_review"), os("--bogus")],
+        ),
+        case(
+            "missing --version",
+            2,
+            "usage",
+            &[os("ingest"), src.as_os_str()],
+        ),
+        case(
+            "conflicting flags",
+            2,
+            "usage",
+            &[os("show"), os(&d), os("--files"), os("--manifest")],
+        ),
+        case(
+            "bad value",
+            2,
+            "usage",
+            &[
+                os("checkout"),
+                os(&d),
+                missing.as_os_str(),
+                os("--method"),
+                os("teleport"),
+            ],
+        ),
+        case(
+            "out of range",
+            2,
+            "usage",
+            &[
+                os("push"),
+                os(&d),
+                os("127.0.0.1:1/r"),
+                os("--jobs"),
+                os("0"),
+            ],
+        ),
+        case("no command", 2, "usage", &[]),
+        case("unknown command", 2, "usage", &[os("frobnicate")]),
+        case("malformed digest", 2, "usage", &[os("show"), os("xyz!")]),
+        case(
+            "--tree without a digest",
+            2,
+            "usage",
+            &[os("verify"), os("--tree"), view.as_os_str()],
+        ),
+        case(
+            "bwrap and json",
+            2,
+            "usage",
+            &[
+                os("mounts"),
+                os("--arm"),
+                os("baseline"),
+                os("--format"),
+                os("bwrap"),
+            ],
+        ),
+        case(
+            "--unchecked without --view",
+            2,
+            "usage",
+            &[
+                os("mounts"),
+                os("--arm"),
+                os("ce_review"),
+                os("--unchecked"),
+            ],
+        ),
+        case(
+            "--tree on a file",
+            2,
+            "usage",
+            &[os("verify"), os("--tree"), text.as_os_str(), os(&d)],
+        ),
+        // rejected (3): a rule of the reference.
+        ruled(
+            case(
+                "inexact version",
+                3,
+                "rejected",
+                &[os("ingest"), src.as_os_str(), os("--version"), os("1.x")],
+            ),
+            "version-not-exact",
+        ),
+        ruled(
+            case(
+                "symlinked source",
+                3,
+                "rejected",
+                &[os("ingest"), link.as_os_str(), os("--version"), os("1.0.0")],
+            ),
+            "source-not-real-directory",
+        ),
+        ruled(
+            case(
+                "no skills",
+                3,
+                "rejected",
+                &[
+                    os("ingest"),
+                    no_skills.as_os_str(),
+                    os("--version"),
+                    os("1.0.0"),
+                ],
+            ),
+            "skills-missing",
+        ),
+        ruled(
+            case(
+                "ce arm without a view",
+                3,
+                "rejected",
+                &[os("mounts"), os("--arm"), os("ce_review")],
+            ),
+            "ce-arm-without-plugin",
+        ),
+        ruled(
+            case(
+                "plugin inputs without a ce arm",
+                3,
+                "rejected",
+                &[
+                    os("stage"),
+                    os("--arm"),
+                    os("baseline"),
+                    os("--plugin-dir"),
+                    src.as_os_str(),
+                    os("--plugin-version"),
+                    os("1.0.0"),
+                ],
+            ),
+            "plugin-inputs-without-ce-arm",
+        ),
+        ruled(
+            case(
+                "harness without a runtime",
+                3,
+                "rejected",
+                &[
+                    os("mounts"),
+                    os("--arm"),
+                    os("baseline"),
+                    os("--gitnexus-root"),
+                    empty_harness.as_os_str(),
+                ],
+            ),
+            "gitnexus-root-unavailable",
+        ),
+        // not found (4).
+        ruled(
+            case(
+                "missing source",
+                4,
+                "not-found",
+                &[
+                    os("ingest"),
+                    missing.as_os_str(),
+                    os("--version"),
+                    os("1.0.0"),
+                ],
+            ),
+            "source-unavailable",
+        ),
+        ruled(
+            case(
+                "missing digest source",
+                4,
+                "not-found",
+                &[
+                    os("digest"),
+                    missing.as_os_str(),
+                    os("--version"),
+                    os("1.0.0"),
+                ],
+            ),
+            "source-unavailable",
+        ),
+        ruled(
+            case(
+                "missing harness root",
+                4,
+                "not-found",
+                &[
+                    os("mounts"),
+                    os("--arm"),
+                    os("baseline"),
+                    os("--gitnexus-root"),
+                    missing.as_os_str(),
+                ],
+            ),
+            "gitnexus-root-unavailable",
+        ),
+        case(
+            "unknown digest",
+            4,
+            "unknown-digest",
+            &[os("show"), os(&"0".repeat(64))],
+        ),
+        case(
+            "unknown prefix",
+            4,
+            "unknown-digest",
+            &[os("checkout"), os("0000000000"), missing.as_os_str()],
+        ),
+        case(
+            "missing store",
+            4,
+            "not-found",
+            &[os("list"), os("--store"), missing.as_os_str()],
+        ),
+        case(
+            "not a recorded view",
+            4,
+            "not-found",
+            &[os("discard"), src.as_os_str()],
+        ),
+        case(
+            "mounts of /etc",
+            4,
+            "not-found",
+            &[
+                os("mounts"),
+                os("--arm"),
+                os("ce_review"),
+                os("--view"),
+                os("/etc"),
+            ],
+        ),
+        case(
+            "no shared view",
+            4,
+            "not-found",
+            &[
+                os("mounts"),
+                os("--arm"),
+                os("ce_review"),
+                os("--digest"),
+                os(&other),
+            ],
+        ),
+        case(
+            "missing tree",
+            4,
+            "not-found",
+            &[os("verify"), os("--tree"), missing.as_os_str(), os(&d)],
+        ),
+        case(
+            "missing bundle",
+            4,
+            "not-found",
+            &[os("import"), missing.as_os_str()],
+        ),
+        case(
+            "missing dest parent",
+            4,
+            "not-found",
+            &[os("checkout"), os(&d), missing.join("x").as_os_str()],
+        ),
+        // ambiguous (5).
+        case(
+            "ambiguous show",
+            5,
+            "ambiguous-digest",
+            &[os("show"), os(&amb)],
+        ),
+        case(
+            "ambiguous checkout",
+            5,
+            "ambiguous-digest",
+            &[os("checkout"), os(&amb), missing.as_os_str()],
+        ),
+        case("ambiguous rm", 5, "ambiguous-digest", &[os("rm"), os(&amb)]),
+        case(
+            "ambiguous log",
+            5,
+            "ambiguous-digest",
+            &[os("log"), os(&amb)],
+        ),
+        case(
+            "ambiguous diff",
+            5,
+            "ambiguous-digest",
+            &[os("diff"), os(&amb), os(&d)],
+        ),
+        // conflict (6).
+        case(
+            "dest exists",
+            6,
+            "conflict",
+            &[os("checkout"), os(&d), view.as_os_str()],
+        ),
+        case("views recorded", 6, "conflict", &[os("rm"), os(&d)]),
+        case(
+            "store inside the source",
+            6,
+            "conflict",
+            &[
+                os("ingest"),
+                src.as_os_str(),
+                os("--version"),
+                os("1.0.0"),
+                os("--store"),
+                inside.as_os_str(),
+            ],
+        ),
+        case(
+            "replaced view",
+            6,
+            "conflict",
+            &[
+                os("mounts"),
+                os("--arm"),
+                os("ce_review"),
+                os("--view"),
+                replaced.as_os_str(),
+            ],
+        ),
+        // integrity (1): damage, and a view of another snapshot.
+        case(
+            "view of another snapshot",
+            1,
+            "integrity",
+            &[
+                os("mounts"),
+                os("--arm"),
+                os("ce_review"),
+                os("--view"),
+                view.as_os_str(),
+                os("--digest"),
+                os(&other),
+            ],
+        ),
+        case(
+            "not a bundle",
+            1,
+            "integrity",
+            &[os("import"), text.as_os_str()],
+        ),
+        case(
+            "tampered bundle",
+            1,
+            "integrity",
+            &[os("import"), tampered.as_os_str()],
+        ),
+        case(
+            "tampered bundle, checked",
+            1,
+            "integrity",
+            &[os("import"), os("--check"), tampered.as_os_str()],
+        ),
+        // store failures (7).
+        case(
+            "store is a file",
+            7,
+            "bad-store",
+            &[os("list"), os("--store"), store_file.as_os_str()],
+        ),
+        case(
+            "unwritable destination",
+            7,
+            "io",
+            &[os("checkout"), os(&d), os("/sys/cestore-view")],
+        ),
+        // remote failures (8): nothing listens on port 1.
+        case(
+            "unreachable registry (push)",
+            8,
+            "remote",
+            &[
+                os("push"),
+                os(&d),
+                os("127.0.0.1:1/cestore/ce"),
+                os("--plain-http"),
+            ],
+        ),
+        case(
+            "unreachable registry (pull)",
+            8,
+            "remote",
+            &[
+                os("pull"),
+                os("127.0.0.1:1/cestore/ce:1.0.0"),
+                os("--plain-http"),
+            ],
+        ),
+    ];
+    // `--store` given twice is refused; cases that name their own store get only theirs.
+    for c in &mut cases {
+        if !c.args.iter().any(|a| a == "--store") {
+            c.args.push("--store".into());
+            c.args.push(store.clone().into_os_string());
+        }
+    }
+    assert!(cases.len() >= 30, "{} cases", cases.len());
+    // Every (code, kind) of docs/exit-codes.md is exercised, and no other.
+    let mut covered: std::collections::BTreeSet<(u8, String)> =
+        cases.iter().map(|c| (c.code, c.kind.to_string())).collect();
+    covered.extend([
+        (7, "catalogue".to_string()),
+        (7, "catalogue-too-new".to_string()),
+    ]);
+    assert_eq!(covered, documented_kinds());
+    let before = util_state(&env);
+    for c in &cases {
+        check_case(c, &["--json"]);
+        // `--json` anywhere on the line, first included.
+        check_case(c, &[]);
+    }
+    assert_eq!(
+        util_state(&env),
+        before,
+        "a failed command changed the store"
+    );
+
+    // A damaged object and a corrupt or too-new catalogue, last: they spoil the store.
+    let object = object_of(&env.store, &src.join("skills/ce-plan/SKILL.md"));
+    util::chmod(&object, 0o644);
+    fs::write(&object, "damaged\n").unwrap();
+    util::chmod(&object, 0o444);
+    let dest = env.path("dest");
+    check_case(
+        &case(
+            "damaged object",
+            1,
+            "integrity",
+            &[
+                os("checkout"),
+                os(&d),
+                dest.as_os_str(),
+                os("--store"),
+                store.as_os_str(),
+            ],
+        ),
+        &["--json"],
+    );
+    assert!(!dest.exists());
+
+    let too_new = rusqlite::Connection::open(env.store.join("catalogue.sqlite")).unwrap();
+    too_new.pragma_update(None, "user_version", 99).unwrap();
+    drop(too_new);
+    check_case(
+        &case(
+            "catalogue too new",
+            7,
+            "catalogue-too-new",
+            &[os("list"), os("--store"), store.as_os_str()],
+        ),
+        &["--json"],
+    );
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = fs::remove_file(env.store.join(format!("catalogue.sqlite{suffix}")));
+    }
+    write(&env.store.join("catalogue.sqlite"), vec![0x5a; 8192]);
+    check_case(
+        &case(
+            "corrupt catalogue",
+            7,
+            "catalogue",
+            &[os("list"), os("--store"), store.as_os_str()],
+        ),
+        &["--json"],
+    );
+}
+
+/// Runs one case with `--json` placed first (`lead`) or last, and checks the
+/// one JSON object, the exit code and stderr.
+fn check_case(c: &Case, lead: &[&str]) {
+    let mut cmd = Command::new(util::bin());
+    cmd.env_remove("CESTORE_DIR");
+    if lead.is_empty() {
+        cmd.args(&c.args).arg("--json");
+    } else {
+        cmd.args(lead).args(&c.args);
+    }
+    let out = cmd.output().expect("run cestore");
+    let what = format!("{} ({:?})", c.name, c.args);
+    assert_eq!(
+        out.status.code(),
+        Some(i32::from(c.code)),
+        "{what}: exit status\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err: ErrorOut = one_object(&out, &what);
+    assert!(!err.ok, "{what}");
+    assert_eq!(err.error.code, c.code, "{what}");
+    assert_eq!(err.error.kind, c.kind, "{what}: {err:?}");
+    assert!(
+        !err.error.message.is_empty() && !err.error.message.contains('\n'),
+        "{what}: {err:?}"
+    );
+    if let Some(rule) = c.rule {
+        assert_eq!(err.error.rule.as_deref(), Some(rule), "{what}");
+    }
+    if let Some(p) = &err.error.path {
+        absolute(p);
+    }
+    assert!(!out.stderr.is_empty(), "{what}: nothing on stderr");
+}
+
+/// The store's object files, and what `list`, `log` and `show` report.
+fn util_state(env: &TestEnv) -> (Vec<PathBuf>, String, String, Vec<String>) {
+    let mut files = Vec::new();
+    let mut stack = vec![env.store.join("objects")];
+    while let Some(dir) = stack.pop() {
+        for e in fs::read_dir(&dir).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                files.push(e.path());
+            }
+        }
+    }
+    files.sort();
+    let text = |args: &[&str]| String::from_utf8(env.run(args).stdout).unwrap();
+    let list = text(&["list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let shown = listed["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| text(&["show", s["manifest_digest"].as_str().unwrap(), "--json"]))
+        .collect();
+    (files, list, text(&["log", "--json"]), shown)
+}
+
+/// The store object holding `file`'s content (not executable).
+fn object_of(store: &Path, file: &Path) -> PathBuf {
+    use sha2::{Digest, Sha256};
+    let hex = format!("{:x}", Sha256::digest(fs::read(file).unwrap()));
+    store.join("objects").join(&hex[..2]).join(&hex[2..])
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PushOut {
+    ok: bool,
+    manifest_digest: String,
+    reference: String,
+    tag_reference: Option<String>,
+    remote_digest: String,
+    media_type: String,
+    manifests: u64,
+    layers: u64,
+    blobs_total: u64,
+    blobs_uploaded: u64,
+    blobs_present: u64,
+    bytes_uploaded: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PullStatsOut {
+    source: String,
+    remote_digest: String,
+    media_type: String,
+    manifests: u64,
+    blobs_fetched: u64,
+    bytes_fetched: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PullOut {
+    ok: bool,
+    provenance: Provenance,
+    ingest: IngestStats,
+    pull: PullStatsOut,
+}
+
+/// Needs a registry (`CESTORE_TEST_REGISTRY`, as `.ci/run` starts one).
+#[test]
+fn push_and_pull_fit_the_documented_schema() {
+    let Some(reg) = std::env::var("CESTORE_TEST_REGISTRY")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI must run the remote tests"
+        );
+        eprintln!(
+            "skipping push_and_pull_fit_the_documented_schema: CESTORE_TEST_REGISTRY is not set"
+        );
+        return;
+    };
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.as_nanos());
+    let repo = format!("{reg}/cestore-it/json-{}-{nanos}", std::process::id());
+    let target = format!("{repo}:1.0.0");
+    let push: PushOut = run_typed(&env, &[os("push"), os(&d), os(&target), os("--plain-http")]);
+    assert!(push.ok && push.manifest_digest == d);
+    assert_eq!(push.reference, format!("{repo}:sha256-{d}"));
+    assert_eq!(push.tag_reference.as_deref(), Some(target.as_str()));
+    assert!(push.remote_digest.starts_with("sha256:") && !push.media_type.is_empty());
+    assert!(push.manifests == 1 && push.layers > 0);
+    assert_eq!(push.blobs_uploaded + push.blobs_present, push.blobs_total);
+    assert!(push.bytes_uploaded > 0);
+
+    let other = TestEnv::new();
+    let pull: PullOut = run_typed(&other, &[os("pull"), os(&target), os("--plain-http")]);
+    assert!(pull.ok && pull.provenance.manifest_digest == d);
+    assert!(pull.ingest.source.starts_with("oci://"));
+    absolute(&pull.ingest.store);
+    assert_eq!(pull.pull.remote_digest, push.remote_digest);
+    assert!(pull.pull.source.starts_with("oci://") && pull.pull.manifests == 1);
+    assert!(
+        pull.pull.blobs_fetched > 0
+            && pull.pull.bytes_fetched > 0
+            && !pull.pull.media_type.is_empty()
+    );
+}
+
+/// The `(code, kind)` pairs the table of docs/exit-codes.md lists.
+fn documented_kinds() -> std::collections::BTreeSet<(u8, String)> {
+    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/exit-codes.md"))
+        .expect("docs/exit-codes.md");
+    let mut kinds = std::collections::BTreeSet::new();
+    for line in doc.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let (Some(code), Some(kind)) = (cells.get(1), cells.get(2)) else {
+            continue;
+        };
+        let Ok(code) = code.parse::<u8>() else {
+            continue;
+        };
+        for k in kind
+            .split(',')
+            .map(|k| k.trim().trim_matches('`'))
+            .filter(|k| !k.is_empty())
+        {
+            kinds.insert((code, k.to_string()));
+        }
+    }
+    // A registry's missing tag is not-found too; the table row 4 lists it once.
+    kinds
+}
