@@ -59,20 +59,42 @@ const SECRET_NAME_MARKERS: [&str; 5] = [
 ];
 const SECRET_SUFFIXES: [&str; 5] = [".pem", ".key", ".p12", ".pfx", ".kdbx"];
 
-/// Whether the reference silently drops an entry with this name.
+/// Why the reference leaves an entry out of a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeftOut {
+    /// A forbidden part: `.git`, `tests`, `docs`, `node_modules` and the like.
+    ForbiddenPart,
+    /// A name that may hold a secret: `.env`, `*.pem`, `*token*` and the like.
+    Secret,
+    /// Not in the allowlist: at the root, anything but `.claude-plugin/`,
+    /// `skills/`, `scripts/` and `assets/`; in `.claude-plugin/`, anything but
+    /// `plugin.json` and `marketplace.json`.
+    OutsideAllowlist,
+}
+
+/// Why the reference silently drops an entry with this name, if it does.
 ///
 /// The reference tests every part of the relative path; a walk that never
 /// descends into a dropped directory only needs to test each new name. The
 /// name is lowercased with full Unicode case mapping, as Python's `str.lower`.
-pub fn is_forbidden_name(name: &str) -> bool {
+pub fn left_out_reason(name: &str) -> Option<LeftOut> {
     let lowered = name.to_lowercase();
     let lowered = lowered.as_str();
-    FORBIDDEN_PARTS.contains(&lowered)
-        || SECRET_EXACT_NAMES.contains(&lowered)
+    if FORBIDDEN_PARTS.contains(&lowered) {
+        return Some(LeftOut::ForbiddenPart);
+    }
+    let secret = SECRET_EXACT_NAMES.contains(&lowered)
         || lowered.starts_with(".env.")
         || lowered.starts_with(".npmrc.")
         || SECRET_SUFFIXES.iter().any(|s| lowered.ends_with(s))
-        || SECRET_NAME_MARKERS.iter().any(|m| lowered.contains(m))
+        || SECRET_NAME_MARKERS.iter().any(|m| lowered.contains(m));
+    secret.then_some(LeftOut::Secret)
+}
+
+/// Whether the reference silently drops an entry with this name.
+pub fn is_forbidden_name(name: &str) -> bool {
+    left_out_reason(name).is_some()
 }
 
 /// Whether `version` is an exact semantic version: `MAJOR.MINOR.PATCH`, with

@@ -39,7 +39,7 @@ use rustix::io::Errno;
 
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::manifest::Entry;
-use crate::policy::{self, Rejection};
+use crate::policy::{self, LeftOut, Rejection};
 
 /// How deep below a top-level directory the reference can walk before
 /// Python's recursion limit stops it (measured: 986 nested directories pass,
@@ -68,6 +68,10 @@ pub struct Walked {
     pub entries: Vec<Entry>,
     /// The bytes of all files together.
     pub total_bytes: u64,
+    /// The entries the reference leaves out, with why, by their paths
+    /// relative to the root (a directory left out counts once, whatever it
+    /// holds). Sorted.
+    pub left_out: Vec<(LeftOut, String)>,
 }
 
 /// An error from a walk: the tree broke a rule, or the visitor failed.
@@ -126,6 +130,34 @@ impl Source {
         &self.root
     }
 
+    /// The entries at the root and in `.claude-plugin/` that the allowlist
+    /// leaves out. Best effort: the reference never lists these
+    /// directories, so one that cannot be listed gives nothing.
+    fn outside_allowlist(&self) -> Vec<(LeftOut, String)> {
+        let mut out = Vec::new();
+        let mut names_in = |rel: &str, allowed: &[&str]| {
+            let Ok(dir) = open_dir(rustix::fs::CWD, self.root.join(rel)) else {
+                return;
+            };
+            for name in list_names(dir.as_fd()).unwrap_or_default() {
+                let name = String::from_utf8_lossy(&name).into_owned();
+                if !allowed.contains(&name.as_str()) {
+                    let path = if rel.is_empty() {
+                        name
+                    } else {
+                        format!("{rel}/{name}")
+                    };
+                    out.push((LeftOut::OutsideAllowlist, path));
+                }
+            }
+        };
+        let mut top = policy::PLUGIN_DIRS.to_vec();
+        top.push(policy::MANIFEST_DIR);
+        names_in("", &top);
+        names_in(policy::MANIFEST_DIR, &policy::MANIFESTS);
+        out
+    }
+
     /// Walks the release, checking every rule, and hands each file to `visit`.
     ///
     /// `version` is the version `plugin.json` must carry; it must already
@@ -137,6 +169,7 @@ impl Source {
         let mut walker = Walker {
             root: &self.root,
             entries: Vec::new(),
+            left_out: Vec::new(),
             total_bytes: 0,
             plugin_json: None,
             buf: Vec::new(),
@@ -146,9 +179,13 @@ impl Source {
         walker.manifests(self.fd.as_fd())?;
         walker.components(self.fd.as_fd())?;
         walker.check_release(version)?;
+        let mut left_out = walker.left_out;
+        left_out.extend(self.outside_allowlist());
+        left_out.sort();
         Ok(Walked {
             entries: walker.entries,
             total_bytes: walker.total_bytes,
+            left_out,
         })
     }
 }
@@ -156,6 +193,7 @@ impl Source {
 struct Walker<'r, F> {
     root: &'r Path,
     entries: Vec<Entry>,
+    left_out: Vec<(LeftOut, String)>,
     total_bytes: u64,
     plugin_json: Option<Vec<u8>>,
     /// The read buffer: allocated once at 2 MiB + 1, reused for every file.
@@ -281,7 +319,11 @@ where
         let names = list_sorted(dir.as_fd()).map_err(unreadable)?;
         let mut child_rel = rel.to_vec();
         for child in names {
-            if policy::is_forbidden_name(&String::from_utf8_lossy(&child)) {
+            if let Some(why) = policy::left_out_reason(&String::from_utf8_lossy(&child)) {
+                let mut path = String::from_utf8_lossy(rel).into_owned();
+                path.push('/');
+                path.push_str(&String::from_utf8_lossy(&child));
+                self.left_out.push((why, path));
                 continue;
             }
             child_rel.truncate(rel.len());

@@ -262,6 +262,7 @@ where
             source,
             objects: staged,
             drifted: Vec::new(),
+            left_out: Vec::new(),
             reused,
             bytes,
         },

@@ -713,7 +713,10 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             };
             io::copy(data, &mut hashing).map_err(damaged)?;
             if hashing.hasher.finish() != key.id {
-                return Err(damaged(format!("'{}' hashes to another digest", object_entry(key))));
+                return Err(damaged(format!(
+                    "'{}' hashes to another digest",
+                    object_entry(key)
+                )));
             }
             Ok(true)
         })?;

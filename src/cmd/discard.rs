@@ -23,22 +23,25 @@ pub struct DiscardOptions<'a> {
 pub struct DiscardReport {
     /// The view's absolute path.
     pub view: String,
-    /// The snapshot it showed.
-    pub manifest_digest: ManifestDigest,
-    /// Whether it was a recorded view (else it was forced).
+    /// The snapshot it showed; `null` when nothing was there to discard.
+    pub manifest_digest: Option<ManifestDigest>,
+    /// Whether it was a recorded view (else it was forced, or gone).
     pub recorded: bool,
-    /// Whether the directory was still there to remove.
+    /// Whether this call removed it (else it was already gone).
     pub removed: bool,
 }
 
 impl Report for DiscardReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        let what = if self.removed {
-            "removed"
-        } else {
-            "forgot (already gone)"
-        };
-        writeln!(w, "{what} {} ({})", self.view, self.manifest_digest)
+        match (self.manifest_digest, self.removed) {
+            (Some(d), true) => writeln!(w, "removed {} ({d})", self.view),
+            (Some(d), false) => writeln!(w, "forgot {} ({d}): already gone", self.view),
+            (None, _) => writeln!(
+                w,
+                "nothing to discard at {}: no view is there or recorded (already gone)",
+                self.view
+            ),
+        }
     }
 }
 
@@ -78,6 +81,16 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
             )))
         }
         (Some(row), _) => (row.digest, true),
+        // Nothing there and nothing recorded: another discard got there
+        // first, or it never was. Discarding is idempotent.
+        (None, None) if found.is_none() => {
+            return Ok(DiscardReport {
+                view: dest_text,
+                manifest_digest: None,
+                recorded: false,
+                removed: false,
+            })
+        }
         (None, None) => {
             return Err(Error::Absent {
                 message: format!(
@@ -122,7 +135,7 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
     };
     Ok(DiscardReport {
         view: dest_text,
-        manifest_digest: digest,
+        manifest_digest: Some(digest),
         recorded,
         removed,
     })

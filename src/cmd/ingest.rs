@@ -10,7 +10,7 @@ use super::{host_name, user_name, Provenance, Report, TOOL_VERSION};
 use crate::catalogue::{IngestEvent, NewSnapshot, RecordedIngest};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
-use crate::policy::{self, Rejection};
+use crate::policy::{self, LeftOut, Rejection};
 use crate::source::{Source, WalkError, Walked};
 use crate::store::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
 use crate::store::{LockMode, ObjectKey, Store, WorkDir};
@@ -40,6 +40,9 @@ pub struct IngestStats {
     pub bytes_written: u64,
     /// Stored objects found drifted and repaired from the source.
     pub repaired: Vec<Repaired>,
+    /// What the reference's filters left out of the snapshot (a directory
+    /// counts once); the digest does not depend on it.
+    pub left_out: Vec<LeftOutEntry>,
     /// What the catalogue recorded, for taking the ingest back.
     #[serde(skip)]
     pub recorded: RecordedIngest,
@@ -75,6 +78,28 @@ impl Report for IngestReport {
             super::counted(s.bytes_written, "byte", "bytes"),
             s.reused_objects
         )?;
+        if !s.left_out.is_empty() {
+            let count = |why| s.left_out.iter().filter(|e| e.reason == why).count();
+            writeln!(
+                w,
+                "left out: {}, {}, {} (the reference's filters; `--json` lists them)",
+                super::counted(
+                    count(LeftOut::Secret),
+                    "possible secret",
+                    "possible secrets"
+                ),
+                super::counted(
+                    count(LeftOut::ForbiddenPart),
+                    "forbidden part",
+                    "forbidden parts"
+                ),
+                super::counted(
+                    count(LeftOut::OutsideAllowlist),
+                    "entry outside the allowlist",
+                    "entries outside the allowlist"
+                ),
+            )?;
+        }
         for r in &s.repaired {
             let how = match r.repair {
                 "mode" => "its mode was set back",
@@ -115,6 +140,15 @@ pub struct Drifted {
     pub was: String,
     /// How it is mended.
     pub mend: Mend,
+}
+
+/// An entry of the source the snapshot leaves out, and why.
+#[derive(Debug, serde::Serialize)]
+pub struct LeftOutEntry {
+    /// Its path relative to the source.
+    pub path: String,
+    /// Which filter left it out.
+    pub reason: LeftOut,
 }
 
 /// One object an ingest repaired, as reported.
@@ -275,9 +309,9 @@ pub fn ingest_into(
         }
     }
     let work = store.work_dir("ingest")?;
-    let (walked, pending, bytes_staged) = walk_and_stage(store, &work, source, opts)?;
+    let (mut walked, pending, bytes_staged) = walk_and_stage(store, &work, source, opts)?;
 
-    let manifest = Manifest::new(walked.entries);
+    let manifest = Manifest::new(std::mem::take(&mut walked.entries));
     let mut staged = Vec::new();
     let mut drifted = Vec::new();
     let mut reused = 0;
@@ -309,6 +343,7 @@ pub fn ingest_into(
             drifted,
             reused,
             bytes: bytes_staged,
+            left_out: walked.left_out,
         },
     )
 }
@@ -390,6 +425,8 @@ pub(crate) struct Staged<'a> {
     pub objects: Vec<(String, ObjectKey)>,
     /// Stored objects found drifted, to mend before recording.
     pub drifted: Vec<Drifted>,
+    /// What the source's filters left out.
+    pub left_out: Vec<(LeftOut, String)>,
     /// Distinct objects found already stored.
     pub reused: u64,
     /// The bytes of the staged objects.
@@ -473,6 +510,11 @@ pub(crate) fn publish_and_record(
             reused_objects: reused,
             bytes_written: if new_objects > 0 { s.bytes } else { 0 },
             repaired,
+            left_out: s
+                .left_out
+                .into_iter()
+                .map(|(reason, path)| LeftOutEntry { path, reason })
+                .collect(),
             recorded,
         },
     })

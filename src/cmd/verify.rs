@@ -62,20 +62,51 @@ pub struct VerifyReport {
     pub bytes_hashed: u64,
     /// Objects restored from `--repair-from`.
     pub repaired: Vec<String>,
-    /// Everything found wrong.
+    /// Recorded views that still link the damaged bytes of an object
+    /// `--repair-from` restored (a hard link keeps the old inode).
+    pub stale_views: Vec<StaleView>,
+    /// Everything found: damage (`corruption`) and leftovers for gc
+    /// (`garbage`).
     pub problems: Vec<Problem>,
 }
 
+/// A view that still links damaged bytes after a repair, and how to renew it.
+#[derive(Debug, serde::Serialize)]
+pub struct StaleView {
+    /// The view.
+    pub view: String,
+    /// The snapshot it shows.
+    pub manifest_digest: ManifestDigest,
+    /// The commands that renew it.
+    pub renew: String,
+}
+
+impl VerifyReport {
+    fn damage(&self) -> impl Iterator<Item = &Problem> {
+        self.problems
+            .iter()
+            .filter(|p| p.severity == Severity::Corruption)
+    }
+}
+
 impl Report for VerifyReport {
+    /// 1 for damage or inconsistency; leftovers for gc alone are no failure.
     fn exit_code(&self) -> u8 {
-        u8::from(!self.problems.is_empty())
+        u8::from(self.damage().next().is_some())
     }
 
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         for r in &self.repaired {
             writeln!(w, "repaired: {r}")?;
         }
-        for p in &self.problems {
+        for v in &self.stale_views {
+            writeln!(
+                w,
+                "the view {} still links damaged bytes; renew it: {}",
+                v.view, v.renew
+            )?;
+        }
+        for p in self.damage() {
             writeln!(w, "{} ({:?}): {}: {}", p.kind, p.severity, p.path, p.detail)?;
             for s in &p.snapshots {
                 writeln!(w, "  affects snapshot {s}")?;
@@ -84,18 +115,27 @@ impl Report for VerifyReport {
                 writeln!(w, "  affects view {v}")?;
             }
         }
-        if !self.problems.is_empty() {
-            let corrupt = self
-                .problems
+        let damaged = self.damage().count();
+        if damaged > 0 {
+            writeln!(w, "{}", super::counted(damaged, "problem", "problems"))?;
+        }
+        let mut garbage: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in self
+            .problems
+            .iter()
+            .filter(|p| p.severity == Severity::Garbage)
+        {
+            *garbage.entry(p.kind).or_default() += 1;
+        }
+        if !garbage.is_empty() {
+            let kinds: Vec<String> = garbage
                 .iter()
-                .filter(|p| p.severity == Severity::Corruption)
-                .count();
+                .map(|(kind, n)| format!("{n} {kind}"))
+                .collect();
             writeln!(
                 w,
-                "{} ({} corruption, {} garbage); `cestore gc` removes garbage",
-                super::counted(self.problems.len(), "problem", "problems"),
-                corrupt,
-                self.problems.len() - corrupt
+                "garbage for `cestore gc`: {} (`--json` lists them)",
+                kinds.join(", ")
             )?;
         }
         Ok(())
@@ -374,6 +414,7 @@ fn repair(
         }
     }
     let mut work = store.work_dir("repair")?;
+    let mut old_inodes: HashMap<(u64, u64), ObjectKey> = HashMap::new();
     for key in broken.iter().copied() {
         let Some(src) = by_id.get(&key.id) else {
             continue;
@@ -384,7 +425,15 @@ fn repair(
         }
         let staged = work.stage(&key, &data)?;
         // Replacing the damaged object is intended here: views that still
-        // link the damaged inode keep it, and verify names them.
+        // link the damaged inode keep it, and are named for renewal.
+        let old = rustix::fs::statat(
+            store.objects(),
+            key.rel_path().as_str(),
+            AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .ok()
+        .map(|st| (st.st_dev, st.st_ino));
+        old_inodes.extend(old.map(|id| (id, key)));
         let dest = key.rel_path();
         rustix::fs::renameat(work.fd(), staged.as_str(), store.objects(), dest.as_str())
             .ctx("restore an object", store.object_path(&key))?;
@@ -394,7 +443,48 @@ fn repair(
             .repaired
             .push(format!("{path} from {}", src.display()));
     }
-    store.sync()
+    store.sync()?;
+    report.stale_views = stale_views(store, &old_inodes)?;
+    Ok(())
+}
+
+/// The recorded views with a file that is still one of `old_inodes`.
+fn stale_views(
+    store: &Store,
+    old_inodes: &HashMap<(u64, u64), ObjectKey>,
+) -> Result<Vec<StaleView>> {
+    if old_inodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: BTreeSet<ObjectKey> = old_inodes.values().copied().collect();
+    let mut stale = Vec::new();
+    for view in store.catalogue().views(None)? {
+        let entries = store.catalogue().files(&view.digest)?;
+        let holds_old = entries.iter().filter(|e| keys.contains(&e.key())).any(|e| {
+            rustix::fs::lstat(Path::new(&view.path).join(&e.path))
+                .is_ok_and(|st| old_inodes.contains_key(&(st.st_dev, st.st_ino)))
+        });
+        if holds_old {
+            let renew = if view.kind == "shared" {
+                format!(
+                    "`cestore rm --force {d}`, `cestore gc`, then ingest the release again and `cestore path {d}`",
+                    d = view.digest
+                )
+            } else {
+                format!(
+                    "`cestore discard {v}` then `cestore checkout {d} {v}`",
+                    v = view.path,
+                    d = view.digest
+                )
+            };
+            stale.push(StaleView {
+                view: view.path,
+                manifest_digest: view.digest,
+                renew,
+            });
+        }
+    }
+    Ok(stale)
 }
 
 /// Lists files under `objects/` that no snapshot uses and no operation in

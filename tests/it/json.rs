@@ -42,6 +42,23 @@ struct IngestStats {
     new_objects: u64,
     reused_objects: u64,
     bytes_written: u64,
+    repaired: Vec<RepairedOut>,
+    left_out: Vec<LeftOutOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepairedOut {
+    object: String,
+    repair: String,
+    was: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeftOutOut {
+    path: String,
+    reason: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,6 +129,7 @@ struct CheckoutOut {
     copied: u64,
     copy_reasons: BTreeMap<String, u64>,
     directories: u64,
+    modes_restored: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -146,6 +164,7 @@ struct ListOut {
 #[serde(deny_unknown_fields)]
 struct EventOut {
     manifest_digest: String,
+    event: String,
     at: String,
     source: String,
     host: String,
@@ -231,6 +250,7 @@ struct VerifyOut {
     objects_checked: u64,
     bytes_hashed: u64,
     repaired: Vec<String>,
+    stale_views: Vec<StaleViewOut>,
     problems: Vec<ProblemOut>,
 }
 
@@ -344,7 +364,7 @@ struct ImportOut {
 struct DiscardOut {
     ok: bool,
     view: String,
-    manifest_digest: String,
+    manifest_digest: Option<String>,
     recorded: bool,
     removed: bool,
 }
@@ -358,7 +378,38 @@ struct GcOut {
     bytes_freed: u64,
     temporary: Vec<String>,
     shared_views: Vec<String>,
+    stale_view_records: Vec<String>,
     objects_kept: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecoverOut {
+    ok: bool,
+    store: String,
+    set_aside: Option<String>,
+    recovered: Vec<String>,
+    rewritten: Vec<String>,
+    manifests_written: Vec<String>,
+    views_recorded: Vec<String>,
+    events_salvaged: u64,
+    snapshots: u64,
+    problems: Vec<UnrecoveredOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnrecoveredOut {
+    path: String,
+    detail: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StaleViewOut {
+    view: String,
+    manifest_digest: String,
+    renew: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -721,8 +772,12 @@ fn every_command_fits_the_documented_schema() {
     assert!(import.ingest.expect("ingest").already_present);
 
     let discard: DiscardOut = run_typed(&env, &[os("discard"), view.as_os_str()]);
-    assert!(discard.ok && discard.recorded && discard.removed && discard.manifest_digest == d);
+    assert!(discard.ok && discard.recorded && discard.removed);
+    assert_eq!(discard.manifest_digest.as_deref(), Some(d.as_str()));
     absolute(&discard.view);
+    // A second discard finds it gone: exit 0, nothing removed.
+    let again: DiscardOut = run_typed(&env, &[os("discard"), view.as_os_str()]);
+    assert!(again.ok && !again.recorded && !again.removed && again.manifest_digest.is_none());
 
     let rm: RmOut = run_typed(&env, &[os("rm"), os(&d), os("--force")]);
     assert!(rm.ok && rm.manifest_digest == d);
@@ -738,6 +793,16 @@ fn every_command_fits_the_documented_schema() {
         .for_each(|p| absolute(p));
     let gc: GcOut = run_typed(&env, &[os("gc")]);
     assert!(gc.ok && !gc.dry_run && gc.objects_kept > 0);
+    gc.stale_view_records.iter().for_each(|p| absolute(p));
+
+    let recover: RecoverOut = run_typed(&env, &[os("recover")]);
+    assert!(recover.ok && recover.problems.is_empty() && recover.set_aside.is_none());
+    absolute(&recover.store);
+    assert!(recover.recovered.is_empty() && recover.rewritten.is_empty());
+    assert_eq!(recover.events_salvaged, 0);
+    assert!(recover.snapshots >= 1);
+    recover.views_recorded.iter().for_each(|p| absolute(p));
+    recover.manifests_written.iter().for_each(|d| is_digest(d));
 }
 
 #[test]
@@ -1262,6 +1327,7 @@ fn every_failure_prints_one_json_error_object() {
     covered.extend([
         (7, "catalogue".to_string()),
         (7, "catalogue-too-new".to_string()),
+        (7, "catalogue-lost".to_string()),
     ]);
     assert_eq!(covered, documented_kinds());
     let before = util_state(&env);
@@ -1317,10 +1383,23 @@ fn every_failure_prints_one_json_error_object() {
     write(&env.store.join("catalogue.sqlite"), vec![0x5a; 8192]);
     check_case(
         &case(
-            "corrupt catalogue",
+            "corrupt catalogue beside objects",
+            7,
+            "catalogue-lost",
+            &[os("list"), os("--store"), store.as_os_str()],
+        ),
+        &["--json"],
+    );
+    // A store that holds nothing: its unreadable catalogue is a plain
+    // catalogue error.
+    let bare = env.path("bare");
+    write(&bare.join("catalogue.sqlite"), vec![0x5a; 8192]);
+    check_case(
+        &case(
+            "corrupt catalogue of an empty store",
             7,
             "catalogue",
-            &[os("list"), os("--store"), store.as_os_str()],
+            &[os("list"), os("--store"), bare.as_os_str()],
         ),
         &["--json"],
     );

@@ -7,6 +7,7 @@ mod audit;
 mod bounds;
 mod cli;
 mod conformance;
+mod contract;
 mod gen;
 mod hardening;
 mod json;

@@ -1,0 +1,485 @@
+//! The CLI's contract with a harness: a failed `stage` leaves nothing, stale
+//! view records can be cleared, shared views are not discarded, drifted
+//! objects are mended from their source, and `verify` tells damage from
+//! garbage.
+
+use std::fs;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::util::{
+    assert_exit, assert_ok, minimal_plugin, parse_json, remove_tree, write, TestEnv,
+};
+
+/// A harness root holding a GitNexus runtime at `version`.
+fn harness(h: &Path, version: &str) {
+    let rt = h.join("gitnexus");
+    let sh = h.join("gitnexus-shared");
+    write(&rt.join("dist/cli/index.js"), "#!/usr/bin/env node\n");
+    write(
+        &rt.join("package.json"),
+        format!(r#"{{"name": "gitnexus", "version": "{version}"}}"#),
+    );
+    write(&rt.join("node_modules/other/index.js"), "");
+    write(&rt.join("vendor/README"), "");
+    write(&rt.join("hooks/claude/hook.sh"), "");
+    write(&sh.join("dist/index.js"), "");
+    write(
+        &sh.join("package.json"),
+        format!(r#"{{"name": "gitnexus-shared", "version": "{version}"}}"#),
+    );
+    symlink(
+        "../../gitnexus-shared",
+        rt.join("node_modules/gitnexus-shared"),
+    )
+    .unwrap();
+}
+
+fn events(env: &TestEnv) -> Vec<Value> {
+    if !env.store.exists() {
+        return Vec::new();
+    }
+    env.json(["log", "--json"])["ingests"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn stage(env: &TestEnv, release: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "stage",
+        "--json",
+        "--arm",
+        "ce_review",
+        "--plugin-dir",
+        release.to_str().unwrap(),
+        "--plugin-version",
+        "1.0.0",
+    ];
+    args.extend_from_slice(extra);
+    env.run(args)
+}
+
+fn views_dir_entries(env: &TestEnv) -> Vec<String> {
+    fs::read_dir(env.store.join("views"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_failed_stage_leaves_no_view_no_record_and_no_event() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    minimal_plugin(&release, "1.0.0");
+    let wrong = env.path("wrong-harness");
+    harness(&wrong, "0.0.1");
+    fs::create_dir(env.path("run9")).unwrap();
+    let dest = env.path("run9/ce");
+    let dest_s = dest.to_str().unwrap().to_string();
+
+    // A GitNexus runtime at another version: refused before anything changes.
+    let gn = wrong.to_str().unwrap();
+    let out = stage(&env, &release, &["--dest", &dest_s, "--gitnexus-root", gn]);
+    assert_exit(&out, 3);
+    assert_eq!(parse_json(&out)["error"]["kind"], "rejected");
+    assert!(!dest.exists(), "a refused stage made its view");
+    let out = stage(&env, &release, &["--gitnexus-root", gn]);
+    assert_exit(&out, 3);
+    assert_eq!(views_dir_entries(&env), Vec::<String>::new());
+    assert_eq!(events(&env), Vec::<Value>::new());
+
+    // A destination whose parent is missing, and one that exists.
+    let orphan = env.path("nowhere/ce");
+    let out = stage(&env, &release, &["--dest", orphan.to_str().unwrap()]);
+    assert_exit(&out, 4);
+    fs::create_dir(env.path("taken")).unwrap();
+    let out = stage(
+        &env,
+        &release,
+        &["--dest", env.path("taken").to_str().unwrap()],
+    );
+    assert_exit(&out, 6);
+    assert_eq!(
+        events(&env),
+        Vec::<Value>::new(),
+        "a failed stage recorded an event"
+    );
+
+    // The retry, with everything right, works at once.
+    let good = env.path("harness");
+    harness(&good, "1.6.9");
+    let out = stage(
+        &env,
+        &release,
+        &["--dest", &dest_s, "--gitnexus-root", good.to_str().unwrap()],
+    );
+    assert_ok(&out);
+    let v = parse_json(&out);
+    assert_eq!(v["view"], dest_s.as_str());
+    assert_eq!(events(&env).len(), 1);
+}
+
+#[test]
+fn a_stage_whose_view_fails_takes_its_ingest_back() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    minimal_plugin(&release, "1.0.0");
+    // The store exists (so that the catalogue can refuse view rows) but
+    // does not hold the release yet.
+    let other = env.path("other");
+    minimal_plugin(&other, "2.0.0");
+    env.ingest(&other, "2.0.0");
+    let trigger = "CREATE TRIGGER refuse_views BEFORE INSERT ON views \
+                   BEGIN SELECT RAISE(FAIL, 'views refused'); END;";
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.close()")
+        .arg(env.store.join("catalogue.sqlite"))
+        .arg(trigger)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let before = events(&env);
+    let dest = env.path("view");
+    let out = stage(&env, &release, &["--dest", dest.to_str().unwrap()]);
+    assert_exit(&out, 7);
+    assert!(!dest.exists());
+    assert_eq!(
+        events(&env),
+        before,
+        "the failed stage's ingest event stayed"
+    );
+    let list = env.json(["list", "--json"]);
+    assert_eq!(list["snapshots"].as_array().unwrap().len(), 1, "{list}");
+    // gc takes what the taken-back ingest stored; the other release stays.
+    assert_ok(&env.run(["gc"]));
+    assert_ok(&env.run(["verify"]));
+}
+
+#[test]
+fn a_stale_view_record_is_forgotten_by_discard_or_gc_whatever_happened_to_its_parents() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    minimal_plugin(&release, "1.0.0");
+    let d = env.ingest_digest(&release, "1.0.0");
+    for (round, clear) in ["discard", "gc"].iter().enumerate() {
+        let run = env.path(&format!("runs/r{round}"));
+        fs::create_dir_all(&run).unwrap();
+        let view = run.join("ce-plugin");
+        assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
+        remove_tree(&run);
+        let v = env.run(["verify", "--json"]);
+        assert_ok(&v);
+        let report = parse_json(&v);
+        assert!(
+            report["problems"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["kind"] == "stale-view-record" && p["severity"] == "garbage"),
+            "{report}"
+        );
+        assert_exit(&env.run(["rm", d.as_str()]), 6);
+        match *clear {
+            "discard" => {
+                let out = env.run(["discard", view.to_str().unwrap(), "--json"]);
+                assert_ok(&out);
+                let v = parse_json(&out);
+                assert_eq!(v["recorded"], true, "{v}");
+                assert_eq!(v["removed"], false, "{v}");
+            }
+            _ => {
+                let out = env.run(["gc", "--json"]);
+                assert_ok(&out);
+                let v = parse_json(&out);
+                assert_eq!(
+                    v["stale_view_records"],
+                    serde_json::json!([view.to_str().unwrap()]),
+                    "{v}"
+                );
+            }
+        }
+        let shown = env.json(["show", d.as_str(), "--json"]);
+        assert_eq!(shown["views"], serde_json::json!([]), "{clear}");
+    }
+    assert_ok(&env.run(["rm", d.as_str()]));
+}
+
+#[test]
+fn discard_refuses_the_shared_view() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    minimal_plugin(&release, "1.0.0");
+    let d = env.ingest_digest(&release, "1.0.0");
+    let shared = env.json(["path", d.as_str(), "--json"])["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = env.run(["discard", shared.as_str(), "--json"]);
+    let stderr = assert_exit(&out, 6);
+    assert!(stderr.contains("cestore gc"), "{stderr}");
+    assert!(Path::new(&shared).join("skills/ce-plan/SKILL.md").is_file());
+    let out = env.run(["discard", shared.as_str(), "--force", d.as_str()]);
+    assert_exit(&out, 6);
+    assert!(Path::new(&shared).is_dir());
+}
+
+#[test]
+fn strict_arms_refuse_a_typo_that_the_reference_lets_through() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    minimal_plugin(&release, "1.0.0");
+    let base = [
+        "stage",
+        "--json",
+        "--plugin-dir",
+        release.to_str().unwrap(),
+        "--plugin-version",
+        "1.0.0",
+        "--arm",
+        "ce_review",
+        "--arm",
+        "ce_reviw",
+    ];
+    // The reference's default: an unknown arm gets no plugin.
+    let out = env.run(base);
+    assert_ok(&out);
+    let v = parse_json(&out);
+    assert_eq!(v["arms"][1]["mounts"], serde_json::json!([]));
+    let mut strict = base.to_vec();
+    strict.push("--strict-arms");
+    let out = env.run(&strict);
+    assert_exit(&out, 3);
+    let v = parse_json(&out);
+    assert_eq!(v["error"]["rule"], "unknown-arm", "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("ce_reviw"));
+    strict.extend(["--known-arm", "ce_reviw"]);
+    assert_ok(&env.run(&strict));
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().mode() & 0o7777
+}
+
+/// Gives every directory and file of a tree write permission, as `chmod -R
+/// u+w` does: through a view's hard links, that changes the objects.
+fn chmod_r_u_w(path: &Path) {
+    let status = Command::new("chmod")
+        .arg("-R")
+        .arg("u+w")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn object_of(env: &TestEnv, view: &Path, rel: &str) -> PathBuf {
+    let ino = fs::metadata(view.join(rel)).unwrap().ino();
+    walk_objects(&env.store.join("objects"))
+        .into_iter()
+        .find(|p| fs::metadata(p).unwrap().ino() == ino)
+        .unwrap()
+}
+
+fn walk_objects(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for shard in fs::read_dir(dir).unwrap() {
+        for f in fs::read_dir(shard.unwrap().path()).unwrap() {
+            out.push(f.unwrap().path());
+        }
+    }
+    out
+}
+
+#[test]
+fn ingest_mends_objects_a_writable_view_let_drift() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    minimal_plugin(&release, "1.0.0");
+    let d = env.ingest_digest(&release, "1.0.0");
+    let view = env.path("view");
+    assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
+    let skill = object_of(&env, &view, "skills/ce-plan/SKILL.md");
+    chmod_r_u_w(&view);
+    assert_eq!(
+        mode(&skill),
+        0o644,
+        "chmod -R through the view reached the object"
+    );
+
+    // Re-ingesting the source mends every mode, and says so.
+    let report = env.ingest(&release, "1.0.0");
+    let repaired = report["ingest"]["repaired"].as_array().unwrap();
+    assert_eq!(repaired.len(), 4, "{report}");
+    assert!(repaired.iter().all(|r| r["repair"] == "mode"), "{report}");
+    assert_eq!(mode(&skill), 0o444);
+    let log = env.json(["log", d.as_str(), "--json"]);
+    let repairs = log["ingests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "repair")
+        .count();
+    assert_eq!(repairs, 4, "{log}");
+
+    // Bytes changed through the (again writable) view are replaced from the source.
+    chmod_r_u_w(&view);
+    fs::write(view.join("skills/ce-plan/SKILL.md"), "# tampered\n").unwrap();
+    let report = env.ingest(&release, "1.0.0");
+    let repaired = report["ingest"]["repaired"].as_array().unwrap();
+    assert!(
+        repaired
+            .iter()
+            .any(|r| r["repair"] == "bytes" && r["object"] == skill.to_str().unwrap()),
+        "{report}"
+    );
+    assert_eq!(fs::read(&skill).unwrap(), b"# ce-plan\n");
+    assert_eq!(mode(&skill), 0o444);
+    assert_ok(&env.run(["verify"]));
+}
+
+#[test]
+fn checkout_sets_a_drifted_mode_back_and_refuses_changed_bytes() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    minimal_plugin(&release, "1.0.0");
+    let d = env.ingest_digest(&release, "1.0.0");
+    let view = env.path("view");
+    assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
+    let skill = object_of(&env, &view, "skills/ce-plan/SKILL.md");
+    fs::set_permissions(
+        view.join("skills/ce-plan/SKILL.md"),
+        fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    let second = env.path("second");
+    let out = env.run(["checkout", d.as_str(), second.to_str().unwrap(), "--json"]);
+    assert_ok(&out);
+    let v = parse_json(&out);
+    let restored = v["modes_restored"].as_array().unwrap();
+    assert_eq!(restored.len(), 1, "{v}");
+    assert!(restored[0]
+        .as_str()
+        .unwrap()
+        .starts_with(skill.to_str().unwrap()));
+    assert_eq!(mode(&skill), 0o444);
+
+    // Same size, other bytes: refused, never handed out.
+    fs::set_permissions(
+        view.join("skills/ce-plan/SKILL.md"),
+        fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    fs::write(view.join("skills/ce-plan/SKILL.md"), "# ce-PLAN\n").unwrap();
+    let third = env.path("third");
+    let out = env.run(["checkout", d.as_str(), third.to_str().unwrap(), "--json"]);
+    assert_exit(&out, 1);
+    assert!(!third.exists());
+}
+
+#[test]
+fn verify_tells_damage_from_garbage_and_names_views_to_renew() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    minimal_plugin(&release, "1.0.0");
+    let other = env.path("other");
+    minimal_plugin(&other, "2.0.0");
+    write(&other.join("skills/only-here.md"), "only in 2.0.0\n");
+    let d = env.ingest_digest(&release, "1.0.0");
+    let d2 = env.ingest_digest(&other, "2.0.0");
+
+    // Garbage alone: one summary line, exit 0.
+    assert_ok(&env.run(["rm", d2.as_str()]));
+    let out = env.run(["verify"]);
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("garbage for `cestore gc`: "), "{text}");
+    assert!(text.contains("orphan-object"), "{text}");
+    assert_ok(&env.run(["gc"]));
+
+    // Damage: exit 1; after --repair-from, the view that still links the
+    // damaged inode is named, with the commands that renew it.
+    let view = env.path("view");
+    assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
+    let object = object_of(&env, &view, "skills/ce-plan/SKILL.md");
+    fs::set_permissions(&object, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(&object, "# ce-PLAN\n").unwrap();
+    fs::set_permissions(&object, fs::Permissions::from_mode(0o444)).unwrap();
+    assert_exit(&env.run(["verify"]), 1);
+    let out = env.run([
+        "verify",
+        "--repair-from",
+        release.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_ok(&out);
+    let v = parse_json(&out);
+    let stale = v["stale_views"].as_array().unwrap();
+    assert_eq!(stale.len(), 1, "{v}");
+    assert_eq!(stale[0]["view"], view.to_str().unwrap());
+    let renew = stale[0]["renew"].as_str().unwrap();
+    assert!(
+        renew.contains("cestore discard") && renew.contains("cestore checkout"),
+        "{renew}"
+    );
+}
+
+#[test]
+fn ingest_reports_what_the_filters_left_out_and_the_digest_does_not_change() {
+    let env = TestEnv::new();
+    let plain = env.path("plain");
+    minimal_plugin(&plain, "1.0.0");
+    let d = env.ingest_digest(&plain, "1.0.0");
+    let busy = env.path("busy");
+    minimal_plugin(&busy, "1.0.0");
+    write(&busy.join("skills/ce-plan/.env"), "KEY=1\n");
+    write(&busy.join("skills/ce-plan/tests/t.md"), "t\n");
+    write(&busy.join("skills/ce-plan/api-token.txt"), "t\n");
+    write(&busy.join("README.md"), "readme\n");
+    write(&busy.join("docs/guide.md"), "guide\n");
+    write(&busy.join(".claude-plugin/extra.json"), "{}\n");
+    let report = env.ingest(&busy, "1.0.0");
+    assert_eq!(report["provenance"]["manifest_digest"], d.as_str());
+    let left: Vec<(String, String)> = report["ingest"]["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap().to_string(),
+                e["path"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("forbidden-part", "skills/ce-plan/tests"),
+        ("secret", "skills/ce-plan/.env"),
+        ("secret", "skills/ce-plan/api-token.txt"),
+        ("outside-allowlist", ".claude-plugin/extra.json"),
+        ("outside-allowlist", "README.md"),
+        ("outside-allowlist", "docs"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    let mut want = want;
+    want.sort();
+    let mut left = left;
+    left.sort();
+    assert_eq!(left, want);
+    let out = env.run(["ingest", busy.to_str().unwrap(), "--version", "1.0.0"]);
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(
+            "left out: 2 possible secrets, 1 forbidden part, 3 entries outside the allowlist"
+        ),
+        "{text}"
+    );
+}
