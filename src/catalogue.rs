@@ -110,6 +110,41 @@ pub struct IngestEvent {
     pub reused_objects: i64,
 }
 
+/// Where a snapshot was first ingested: the fields of its first ingest
+/// event, carried with the snapshot through registries and bundles so that
+/// a pulled or imported snapshot keeps them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Origin {
+    /// When (UTC, RFC 3339).
+    pub at: String,
+    /// The host name.
+    pub host: String,
+    /// The user name.
+    pub user: String,
+    /// The source directory.
+    pub source: String,
+    /// The cestore version that ingested it.
+    pub tool_version: String,
+}
+
+impl Origin {
+    /// The event that records this origin for `digest` in another store.
+    pub fn event(&self, digest: ManifestDigest) -> IngestEvent {
+        IngestEvent {
+            digest,
+            event: "origin".into(),
+            at: self.at.clone(),
+            source: self.source.clone(),
+            host: self.host.clone(),
+            user: self.user.clone(),
+            tool_version: self.tool_version.clone(),
+            new_objects: 0,
+            reused_objects: 0,
+        }
+    }
+}
+
 /// A view recorded in the catalogue.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ViewRow {
@@ -296,11 +331,13 @@ impl Catalogue {
     }
 
     /// Records an ingest: the snapshot and its files when new, the event
-    /// always, and `repairs` (events of objects it mended), in one
-    /// transaction.
+    /// always, `origin` (where an adopted snapshot was first ingested) before
+    /// it when the snapshot is new, and `repairs` (events of objects it
+    /// mended) after it, in one transaction.
     pub fn record_ingest(
         &mut self,
         snap: &NewSnapshot<'_>,
+        origin: Option<&IngestEvent>,
         event: &IngestEvent,
         repairs: &[IngestEvent],
     ) -> Result<RecordedIngest> {
@@ -339,6 +376,9 @@ impl Catalogue {
         if inserted {
             let id = tx.last_insert_rowid();
             insert_files(&tx, id, snap.entries).map_err(err("record a file row"))?;
+        }
+        if let Some(origin) = origin.filter(|_| inserted) {
+            insert_event(&tx, origin).map_err(err("record where the snapshot came from"))?;
         }
         insert_event(&tx, event).map_err(err("record the ingest event"))?;
         let event_id = tx.last_insert_rowid();
@@ -522,6 +562,28 @@ impl Catalogue {
         })
         .and_then(|rows| rows.collect())
         .map_err(self.err("read the ingest log"))
+    }
+
+    /// Where a snapshot was first ingested: its earliest `ingest` or
+    /// `origin` event.
+    pub fn origin(&self, digest: &ManifestDigest) -> Result<Option<Origin>> {
+        self.conn
+            .query_row(
+                "SELECT at, host, user, source, tool_version FROM ingests
+                 WHERE digest = ?1 AND event IN ('ingest', 'origin') ORDER BY id LIMIT 1",
+                [digest.to_hex()],
+                |r| {
+                    Ok(Origin {
+                        at: r.get(0)?,
+                        host: r.get(1)?,
+                        user: r.get(2)?,
+                        source: r.get(3)?,
+                        tool_version: r.get(4)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(self.err("read where a snapshot came from"))
     }
 
     /// The first and last ingest times and the number of ingests of a snapshot.

@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use rustix::fs::{Mode, OFlags};
 
 use super::ingest::{publish_and_record, IngestReport, Staged};
+use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::manifest::Manifest;
@@ -182,16 +183,28 @@ impl Staging<'_> {
     }
 }
 
+/// How a snapshot arrives: the event it is recorded with, and where it was
+/// first ingested when its carrier says.
+pub struct Arrival<'a> {
+    /// `pull` or `import`.
+    pub event: &'static str,
+    /// Where it came from, e.g. `oci://…` or `bundle:/…`.
+    pub source: &'a str,
+    /// Its first ingest, recorded before the arrival when the store did not
+    /// hold the snapshot yet.
+    pub origin: Option<&'a Origin>,
+}
+
 /// Adopts a snapshot: checks `manifest_bytes` (against `expected` when
 /// given) and the bounds before anything else, then lets `fetch` stream the
 /// objects the store lacks into a work directory (it is called even when
 /// none is wanted, so that a bundle is read to its end), and records the
-/// snapshot with an ingest event whose source is `source`.
+/// snapshot with an event as `arrival` says.
 pub fn adopt<F>(
     store_root: &Path,
     manifest_bytes: &[u8],
     expected: Option<ManifestDigest>,
-    source: &str,
+    arrival: &Arrival<'_>,
     fetch: F,
 ) -> Result<IngestReport>
 where
@@ -259,7 +272,9 @@ where
         Staged {
             manifest: &manifest,
             version: &version,
-            source,
+            event: arrival.event,
+            source: arrival.source,
+            origin: arrival.origin,
             objects: staged,
             drifted: Vec::new(),
             left_out: Vec::new(),

@@ -10,6 +10,8 @@
 //! ```text
 //! manifest.json          the canonical manifest bytes (mode 0444)
 //! manifest.sha256        "<64 hex>  manifest.json\n", the snapshot's digest
+//! origin.json            optional: where the snapshot was first ingested,
+//!                        {at, host, user, source, tool_version} (0444)
 //! objects/<64 hex>       one per non-executable object, by SHA-256 (0444)
 //! objects/<64 hex>.x     one per executable object (0555)
 //! ```
@@ -30,9 +32,10 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::adopt::{adopt, AdoptError};
+use super::adopt::{adopt, AdoptError, Arrival};
 use super::ingest::IngestReport;
 use super::{resolve, Report};
+use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::manifest::Manifest;
@@ -42,6 +45,10 @@ use crate::store::{LockMode, ObjectKey, Store};
 pub const MANIFEST_ENTRY: &str = "manifest.json";
 /// The digest entry's name.
 pub const DIGEST_ENTRY: &str = "manifest.sha256";
+/// The optional entry that says where the snapshot was first ingested.
+pub const ORIGIN_ENTRY: &str = "origin.json";
+/// The most bytes the origin entry may declare.
+const MAX_ORIGIN_BYTES: u64 = 64 * 1024;
 /// The objects' directory inside a bundle.
 pub const OBJECTS_PREFIX: &str = "objects/";
 /// The zstd frame magic number, as it starts a compressed bundle.
@@ -232,11 +239,16 @@ fn write_entry(w: &mut dyn Write, name: &str, mode: u32, data: &[u8]) -> io::Res
 fn write_archive<'a>(
     w: &mut dyn Write,
     manifest: &Manifest,
+    origin: Option<&Origin>,
     objects: impl Iterator<Item = Result<(ObjectKey, std::borrow::Cow<'a, [u8]>)>>,
 ) -> Result<u64> {
     let werr = |e| Error::io("write the bundle", "<bundle>", e);
     write_entry(w, MANIFEST_ENTRY, 0o444, &manifest.bytes).map_err(werr)?;
     write_entry(w, DIGEST_ENTRY, 0o444, &digest_entry(&manifest.digest)).map_err(werr)?;
+    if let Some(origin) = origin {
+        let json = serde_json::to_vec(origin).map_err(|e| werr(e.into()))?;
+        write_entry(w, ORIGIN_ENTRY, 0o444, &json).map_err(werr)?;
+    }
     let mut count = 0;
     for o in objects {
         let (key, data) = o?;
@@ -340,6 +352,8 @@ fn write_bundle(
     tmp: &Path,
     format: Format,
 ) -> Result<(u64, u64, ObjectId)> {
+    let origin = store.catalogue().origin(&manifest.digest)?;
+    let origin = origin.as_ref();
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -362,13 +376,13 @@ fn write_bundle(
         Ok((key, std::borrow::Cow::Owned(data)))
     });
     let count = match format {
-        Format::Tar => write_archive(&mut out, manifest, objects)?,
+        Format::Tar => write_archive(&mut out, manifest, origin, objects)?,
         Format::TarZstd => {
             let mut enc = zstd::stream::write::Encoder::new(&mut out, ZSTD_LEVEL)
                 .ctx("start compressing the bundle", tmp)?;
             enc.include_checksum(true)
                 .ctx("start compressing the bundle", tmp)?;
-            let count = write_archive(&mut enc, manifest, objects)?;
+            let count = write_archive(&mut enc, manifest, origin, objects)?;
             enc.finish().ctx("finish compressing the bundle", tmp)?;
             let sealed = out.hasher.clone().finish();
             let mut seal = Vec::with_capacity(SEAL_LEN);
@@ -557,6 +571,24 @@ fn check_header(block: &[u8; BLOCK], name: &str, mode: u32, size: u64) -> Result
 /// (at most `max` bytes, checked before anything is read) and its padding.
 fn read_small_entry(r: &mut dyn Read, name: &str, max: u64) -> Result<Vec<u8>> {
     let block = read_header(r, name)?;
+    read_small_entry_after(r, &block, name, max)
+}
+
+/// The name a header block gives, as far as it is text.
+fn entry_name_of(block: &[u8; BLOCK]) -> String {
+    let name = &block[..100];
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    String::from_utf8_lossy(&name[..end]).into_owned()
+}
+
+/// Reads the data of a small entry whose header block is already read.
+fn read_small_entry_after(
+    r: &mut dyn Read,
+    block: &[u8; BLOCK],
+    name: &str,
+    max: u64,
+) -> Result<Vec<u8>> {
+    let block = *block;
     let size = tar::Header::from_byte_slice(&block)
         .entry_size()
         .map_err(|_| damaged(format!("the header of '{name}' holds no size")))?;
@@ -662,6 +694,16 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             manifest.digest
         )));
     }
+    // The next header is the optional origin entry's, or the first object's.
+    let next = read_header(&mut body, "its objects")?;
+    let (origin, mut pending) = if entry_name_of(&next) == ORIGIN_ENTRY {
+        let data = read_small_entry_after(&mut body, &next, ORIGIN_ENTRY, MAX_ORIGIN_BYTES)?;
+        let origin: Origin = serde_json::from_slice(&data)
+            .map_err(|e| damaged(format!("'{ORIGIN_ENTRY}' is not an origin: {e}")))?;
+        (Some(origin), None)
+    } else {
+        (None, Some(next))
+    };
     let objects = objects_of(&manifest);
     let bundle = BundleStats {
         file: label,
@@ -675,7 +717,10 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     let read_objects = |take: &mut dyn FnMut(&ObjectKey, &mut dyn Read) -> Result<bool>| {
         for (key, size) in &objects {
             let name = object_entry(key);
-            let block = read_header(&mut body, &name)?;
+            let block = match pending.take() {
+                Some(block) => block,
+                None => read_header(&mut body, &name)?,
+            };
             check_header(&block, &name, key.mode(), *size)?;
             if !take(key, &mut (&mut body).take(*size))? {
                 check_object_entry(&mut body, key, *size, &name)?;
@@ -683,7 +728,16 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             read_padding(&mut body, *size, &name)?;
         }
         let mut end = [0u8; 2 * BLOCK];
-        if read_full(&mut body, &mut end)? != end.len() || end.iter().any(|&b| b != 0) {
+        let start = match pending.take() {
+            Some(block) => {
+                end[..BLOCK].copy_from_slice(&block);
+                BLOCK
+            }
+            None => 0,
+        };
+        if start + read_full(&mut body, &mut end[start..])? != end.len()
+            || end.iter().any(|&b| b != 0)
+        {
             return Err(damaged(
                 "it does not end with the two zero blocks after its manifest's objects",
             ));
@@ -731,7 +785,11 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         store_root,
         &manifest.bytes,
         expected,
-        &format!("bundle:{}", bundle.file),
+        &Arrival {
+            event: "import",
+            source: &format!("bundle:{}", bundle.file),
+            origin: origin.as_ref(),
+        },
         |wanted, staging| {
             let wanted: BTreeMap<ObjectKey, &super::adopt::Wanted> =
                 wanted.iter().map(|w| (w.key, w)).collect();

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{mpsc, Mutex};
 
 use super::{host_name, user_name, Provenance, Report, TOOL_VERSION};
-use crate::catalogue::{IngestEvent, NewSnapshot, RecordedIngest};
+use crate::catalogue::{IngestEvent, NewSnapshot, Origin, RecordedIngest};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
@@ -338,7 +338,9 @@ pub fn ingest_into(
         Staged {
             manifest: &manifest,
             version: opts.version,
+            event: "ingest",
             source: &source.root().display().to_string(),
+            origin: None,
             objects: staged,
             drifted,
             reused,
@@ -407,7 +409,8 @@ fn record(
             entries: &s.manifest.entries,
             first_ingested_at: None,
         },
-        &event("ingest", s.source.to_string(), new_objects, reused),
+        s.origin.map(|o| o.event(digest)).as_ref(),
+        &event(s.event, s.source.to_string(), new_objects, reused),
         &repairs,
     )?;
     Ok((already_present, recorded))
@@ -419,8 +422,12 @@ pub(crate) struct Staged<'a> {
     pub manifest: &'a Manifest,
     /// The release version.
     pub version: &'a str,
-    /// Where it came from, for the ingest event.
+    /// What the event is: `ingest`, `pull` or `import`.
+    pub event: &'static str,
+    /// Where it came from, for the event.
     pub source: &'a str,
+    /// Where an adopted snapshot was first ingested, when its carrier says.
+    pub origin: Option<&'a Origin>,
     /// The staged objects: their names in the work directory, and keys.
     pub objects: Vec<(String, ObjectKey)>,
     /// Stored objects found drifted, to mend before recording.

@@ -81,7 +81,11 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
         store_root,
         &incoming.manifest_bytes,
         Some(incoming.snapshot),
-        &incoming.source,
+        &super::adopt::Arrival {
+            event: "pull",
+            source: &incoming.source,
+            origin: incoming.origin.as_ref(),
+        },
         |wanted, staging| {
             if let Some(w) = wanted.iter().find(|w| !incoming.blobs.contains(&w.key.id)) {
                 return Err(RemoteError::Protocol(format!(

@@ -108,6 +108,7 @@ pub fn push(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
         }
     };
     let mut outgoing = Outgoing::new(&manifest, &row.version);
+    outgoing.origin = store.catalogue().origin(&digest)?;
     outgoing.tag = tag;
     let (stats, published) =
         transfer::push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;

@@ -208,6 +208,7 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<RecoverReport
                 entries: &manifest.entries,
                 first_ingested_at: first.as_deref(),
             },
+            None,
             &IngestEvent {
                 digest,
                 event: "recovered".into(),

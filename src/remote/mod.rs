@@ -178,6 +178,8 @@ pub struct Outgoing<'a> {
     /// A human tag (e.g. `3.23.1`) to publish the record under as well as
     /// its digest tag.
     pub tag: Option<String>,
+    /// Where the snapshot was first ingested, carried as an annotation.
+    pub origin: Option<crate::catalogue::Origin>,
 }
 
 impl<'a> Outgoing<'a> {
@@ -204,6 +206,7 @@ impl<'a> Outgoing<'a> {
             version,
             objects,
             tag: None,
+            origin: None,
         }
     }
 }
@@ -247,6 +250,8 @@ pub struct Incoming {
     pub manifests: usize,
     /// The blobs the record lists (the objects it keeps alive on the remote).
     pub blobs: std::collections::BTreeSet<ObjectId>,
+    /// Where the snapshot was first ingested, when the record says.
+    pub origin: Option<crate::catalogue::Origin>,
 }
 
 /// A place snapshots are pushed to and pulled from.

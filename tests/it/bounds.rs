@@ -634,7 +634,7 @@ fn a_registry_that_never_answers_times_out_with_exit_8_naming_it() {
     // A push to it gives up the same way.
     let digest = before.0.clone();
     let digest: serde_json::Value = serde_json::from_str(&digest).expect("snapshots");
-    let digest = digest[0]["digest"]
+    let digest = digest[0]["manifest_digest"]
         .as_str()
         .expect("a snapshot's digest")
         .to_string();

@@ -359,7 +359,7 @@ fn counts_agree_in_number() {
     util::chmod(&view.join("skills/ce-plan/SKILL.md"), 0o644);
     let out = env.run(["verify"]);
     assert_exit(&out, 1);
-    assert!(stdout(&out).contains("1 problem ("), "{}", stdout(&out));
+    assert!(stdout(&out).contains("\n1 problem\n"), "{}", stdout(&out));
     assert!(!stdout(&out).contains("1 problems"), "{}", stdout(&out));
     util::chmod(&view.join("skills/ce-plan/SKILL.md"), 0o444);
     let extra = env.path("extra");

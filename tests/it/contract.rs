@@ -483,3 +483,71 @@ fn ingest_reports_what_the_filters_left_out_and_the_digest_does_not_change() {
         "{text}"
     );
 }
+
+/// The events of one snapshot, as (event, at, host, source) tuples.
+fn history(env: &TestEnv, d: &str) -> Vec<(String, String, String, String)> {
+    env.json(["log", d, "--json"])["ingests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let f = |k: &str| e[k].as_str().unwrap().to_string();
+            (f("event"), f("at"), f("host"), f("source"))
+        })
+        .collect()
+}
+
+#[test]
+fn an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested() {
+    let first = TestEnv::new();
+    let release = first.path("release");
+    minimal_plugin(&release, "1.0.0");
+    let d = first.ingest_digest(&release, "1.0.0");
+    let original = history(&first, &d);
+    assert_eq!(original.len(), 1);
+    assert_eq!(original[0].0, "ingest");
+
+    // Through a bundle, plain and compressed.
+    for (n, zstd) in [(0, false), (1, true)] {
+        let bundle = first.path(&format!("b{n}.tar"));
+        let mut args = vec!["export", d.as_str(), "-o", bundle.to_str().unwrap()];
+        if zstd {
+            args.push("--zstd");
+        }
+        assert_ok(&first.run(&args));
+        let second = TestEnv::new();
+        assert_ok(&second.run(["import", bundle.to_str().unwrap()]));
+        let got = history(&second, &d);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0, "origin");
+        assert_eq!(got[0].1, original[0].1);
+        assert_eq!(got[0].2, original[0].2);
+        assert_eq!(got[0].3, original[0].3);
+        assert_eq!(got[1].0, "import");
+        assert!(got[1].3.starts_with("bundle:"), "{got:?}");
+        // Importing again adds an import event, not another origin.
+        assert_ok(&second.run(["import", bundle.to_str().unwrap()]));
+        assert_eq!(history(&second, &d).len(), 3);
+        assert_ok(&second.run(["import", "--check", bundle.to_str().unwrap()]));
+    }
+
+    // Through a registry.
+    let Some(registry) =
+        crate::remote::registry("an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested")
+    else {
+        return;
+    };
+    let repo = crate::remote::repo(&registry, "origin");
+    assert_ok(&first.run(["push", d.as_str(), repo.as_str(), "--plain-http"]));
+    let third = TestEnv::new();
+    let reference = format!("{repo}:sha256-{d}");
+    assert_ok(&third.run(["pull", reference.as_str(), "--plain-http"]));
+    let got = history(&third, &d);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].0, "origin");
+    assert_eq!(got[0].1, original[0].1);
+    assert_eq!(got[0].2, original[0].2);
+    assert_eq!(got[0].3, original[0].3);
+    assert_eq!(got[1].0, "pull");
+    assert!(got[1].3.starts_with("oci://"), "{got:?}");
+}

@@ -2556,7 +2556,8 @@ fn tampered_objects_are_never_handed_out_silently() {
     write_through(&va.join("skills/lib/shared.md"), shared_text);
     env.verify_clean("bytes put back");
 
-    // 2. A chmod through view B: never handed out again.
+    // 2. A chmod through view B, the bytes intact: a checkout re-hashes the
+    // object and sets its mode back before it hands it out, and says so.
     let through = vb.join("scripts/run.sh");
     let script_row = env
         .files(&b)
@@ -2566,19 +2567,6 @@ fn tampered_objects_are_never_handed_out_silently() {
     let script_obj = env.object(&script_row);
     chmod(&through, 0o755);
     assert_eq!(mode_of(&script_obj), 0o755);
-    let vd = env.at("view-d");
-    for digest in [&a, &b] {
-        let err = assert_exit(&env.checkout(digest, &vd), 1);
-        assert!(err.contains(&s(&script_obj)), "{err}");
-        assert!(!exists(&vd));
-    }
-    // The shared view of A is not made from it either; B's exists already and is served as is.
-    let err = assert_exit(&env.run(["path", a.as_str()]), 1);
-    assert!(err.contains("cestore verify"), "{err}");
-    assert!(!exists(&env.store().join("views").join(&a)));
-    // Nor does a stage or an ingest reuse it.
-    let out = env.ingest_out(&a_src, "1.0.0");
-    assert_exit(&out, 1);
     let (code, v) = env.verify();
     assert_eq!(code, 1);
     let p = problems(&v)
@@ -2595,10 +2583,55 @@ fn tampered_objects_are_never_handed_out_silently() {
             .any(|x| x == s(&vb).as_str()),
         "{p}"
     );
-    chmod(&through, 0o555);
-    env.verify_clean("mode put back");
-    assert_ok(&env.checkout(&a, &vd));
+    let vd = env.at("view-d");
+    let co = env.checkout(&a, &vd);
+    assert_ok(&co);
+    let restored = parse_json(&co)["modes_restored"].clone();
+    assert!(
+        restored
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap().starts_with(&s(&script_obj))),
+        "{restored}"
+    );
+    assert_eq!(mode_of(&script_obj), 0o555);
+    env.verify_clean("mode set back by a checkout");
     assert_eq!(env.verify_tree(&vd, &a).0, 0);
+
+    // 2b. A chmod and other bytes: never handed out, by checkout, path or stage.
+    chmod(&through, 0o755);
+    let mut evil = fs::read(&through).unwrap();
+    evil[0] ^= 0x20;
+    write_through(&through, &evil);
+    let vf = env.at("view-f");
+    for digest in [&a, &b] {
+        let err = assert_exit(&env.checkout(digest, &vf), 1);
+        assert!(err.contains(&s(&script_obj)), "{err}");
+        assert!(!exists(&vf));
+    }
+    // The shared view of A is not made from it either; B's exists already and is served as is.
+    let err = assert_exit(&env.run(["path", a.as_str()]), 1);
+    assert!(err.contains("cestore verify"), "{err}");
+    assert!(!exists(&env.store().join("views").join(&a)));
+    // An ingest of the source replaces the object's bytes from the source.
+    let out = env.ingest_out(&a_src, "1.0.0");
+    assert_ok(&out);
+    let repaired = parse_json(&out)["ingest"]["repaired"].clone();
+    assert!(
+        repaired
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["object"] == s(&script_obj).as_str() && r["repair"] == "bytes"),
+        "{repaired}"
+    );
+    assert_eq!(mode_of(&script_obj), 0o555);
+    // View B still links the damaged inode: it differs from its snapshot.
+    assert_eq!(env.verify_tree(&vb, &b).0, 1);
+    env.verify_clean("object replaced by an ingest");
+    assert_ok(&env.checkout(&a, &vf));
+    assert_eq!(env.verify_tree(&vf, &a).0, 0);
 
     // 3. An object swapped for a symlink to a file of the same size: never
     // followed, never handed out.

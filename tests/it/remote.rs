@@ -667,6 +667,8 @@ fn export_then_import_round_trips_plain_and_zstd() {
     let mut lines = names.lines();
     assert_eq!(lines.next(), Some("manifest.json"));
     assert_eq!(lines.next(), Some("manifest.sha256"));
+    // Where the snapshot was first ingested, then the objects.
+    assert_eq!(lines.next(), Some("origin.json"));
     assert!(lines.all(|l| l.starts_with("objects/")));
 }
 

@@ -29,6 +29,9 @@ pub const SNAPSHOT_ANNOTATION: &str = "dev.cestore.snapshot";
 pub const PART_ANNOTATION: &str = "dev.cestore.part";
 /// The manifest annotation carrying the release version.
 pub const VERSION_ANNOTATION: &str = "org.opencontainers.image.version";
+/// The annotation that carries where the snapshot was first ingested, as a
+/// JSON object `{at, host, user, source, tool_version}`.
+pub const ORIGIN_ANNOTATION: &str = "dev.cestore.origin";
 /// The largest manifest the CNCF distribution registry accepts (and most
 /// hosted registries): 4 MiB.
 pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
@@ -107,6 +110,11 @@ fn manifest_annotations<'a>(
         (SNAPSHOT_ANNOTATION, outgoing.manifest.digest.to_hex()),
         (VERSION_ANNOTATION, outgoing.version.to_string()),
     ]);
+    if let Some(origin) = &outgoing.origin {
+        if let Ok(json) = serde_json::to_string(origin) {
+            a.insert(ORIGIN_ANNOTATION, json);
+        }
+    }
     if let Some((i, n)) = part {
         a.insert(PART_ANNOTATION, format!("{i}/{n}"));
     }
@@ -260,6 +268,12 @@ pub struct Document {
 }
 
 impl Document {
+    /// Where the snapshot was first ingested, when the document says; an
+    /// annotation that does not parse says nothing.
+    pub fn origin(&self) -> Option<crate::catalogue::Origin> {
+        serde_json::from_str(self.annotations.get(ORIGIN_ANNOTATION)?).ok()
+    }
+
     /// Parses a manifest or index, checking its schema version.
     pub fn parse(bytes: &[u8]) -> Result<Document, RemoteError> {
         let doc: Document = serde_json::from_slice(bytes).map_err(|e| {

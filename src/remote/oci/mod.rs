@@ -426,6 +426,7 @@ impl Remote for OciRemote {
             }
         }
         let doc = Document::parse(&bytes)?;
+        let origin = doc.origin();
         let (media_type, manifests, snapshot, manifest_bytes, blobs) = if doc.is_index() {
             let (snapshot, manifest_bytes, blobs, parts) = self.resolve_index(doc, promised)?;
             (
@@ -461,6 +462,7 @@ impl Remote for OciRemote {
             media_type: media_type.into(),
             manifests,
             blobs,
+            origin,
         })
     }
 }
