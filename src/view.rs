@@ -445,7 +445,7 @@ pub fn lexical_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {
 /// strip of its objects.
 pub fn unpublish(parent: BorrowedFd<'_>, name: &OsStr, dest: &Path, cause: Error) -> Error {
     match crate::store::objects::remove_tree_at(parent, name) {
-        Ok(()) => cause,
+        Ok(_) => cause,
         Err(e) => Error::Integrity(format!(
             "{}; the unrecorded view '{}' could not be removed either ({e}); remove it by hand",
             crate::cli::error_chain(&cause),

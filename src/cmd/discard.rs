@@ -121,18 +121,20 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
             (digest, false)
         }
     };
-    if found.is_some() {
-        let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent)
-            .ctx("open the view's parent", &parent)?;
-        remove_tree_at(parent_fd.as_fd(), &name).ctx("remove the view", &dest)?;
-    }
-    // Of two discards of one view, the one that forgets its record removed
-    // it; the other finds it already gone.
-    let removed = if recorded {
-        store.catalogue_mut().remove_view(&dest_text)? && found.is_some()
-    } else {
-        true
+    // Of two discards of one view, the one whose removal takes the view's
+    // root removed it; the other finds it already gone. The record is
+    // forgotten once, by whichever gets there first.
+    let removed = match found {
+        Some(_) => {
+            let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent)
+                .ctx("open the view's parent", &parent)?;
+            remove_tree_at(parent_fd.as_fd(), &name).ctx("remove the view", &dest)?
+        }
+        None => false,
     };
+    if recorded {
+        store.catalogue_mut().remove_view(&dest_text)?;
+    }
     Ok(DiscardReport {
         view: dest_text,
         manifest_digest: Some(digest),

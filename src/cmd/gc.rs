@@ -131,6 +131,7 @@ struct GcPlan {
     work_dirs: Vec<(String, Option<PathBuf>)>,
     shared_views: Vec<String>,
     stale_views: Vec<String>,
+    manifests: Vec<PathBuf>,
     kept: u64,
 }
 
@@ -142,7 +143,13 @@ fn plan(store: &Store) -> Result<GcPlan> {
     let listed = list_objects(store)?;
     let in_flight = in_flight_objects(store)?;
     let mut live = cat.live_objects()?;
-    live.extend(store.manifest_objects()?);
+    let recorded = cat
+        .snapshots(None, None)?
+        .into_iter()
+        .map(|s| s.digest)
+        .collect();
+    let scan = store.scan_manifests(&recorded)?;
+    live.extend(scan.live_objects);
     let mut objects = Vec::new();
     let mut kept = 0;
     for (path, key) in listed {
@@ -193,6 +200,7 @@ fn plan(store: &Store) -> Result<GcPlan> {
         work_dirs,
         shared_views,
         stale_views,
+        manifests: scan.abandoned.into_iter().map(|(_, p)| p).collect(),
         kept,
     })
 }
@@ -221,6 +229,11 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
             report.temporary.push(t.to_string_lossy().into_owned());
         }
     }
+    report.temporary.extend(
+        plan.manifests
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned()),
+    );
     let views_path = store.root().join(VIEWS_DIR);
     report.shared_views = plan
         .shared_views
@@ -243,6 +256,11 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
 
 /// The sweep, under the exclusive lock.
 fn apply(store: &Store, plan: &GcPlan, progress: bool) -> Result<()> {
+    // Abandoned manifests first: a crash later leaves objects nothing names
+    // (garbage), never a manifest whose objects are gone.
+    for path in &plan.manifests {
+        crate::store::manifests::remove_file(path)?;
+    }
     let mut bar = Progress::new("gc", plan.objects.len() as u64, progress);
     for (path, size) in &plan.objects {
         match rustix::fs::unlink(path) {
@@ -296,5 +314,7 @@ fn remove_checkout_leftover(target: &Path) -> Result<()> {
     if rustix::fs::statat(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW).is_err() {
         return Ok(());
     }
-    remove_tree_at(parent_fd.as_fd(), name).ctx("remove a half-built view", target)
+    remove_tree_at(parent_fd.as_fd(), name)
+        .map(|_| ())
+        .ctx("remove a half-built view", target)
 }

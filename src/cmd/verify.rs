@@ -226,8 +226,7 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
     }
 
     if all {
-        check_manifests(&store, &digests, &mut report)?;
-        find_orphans(&store, &mut report)?;
+        find_orphans(&store, &digests, &mut report)?;
     }
     find_leftovers(&store, &mut report)?;
     for v in &views {
@@ -493,11 +492,17 @@ fn stale_views(
 /// The order matters: the objects are listed first, then the lists of
 /// operations in flight, then the catalogue, so that an object published
 /// meanwhile is found in one or the other.
-fn find_orphans(store: &Store, report: &mut VerifyReport) -> Result<()> {
+fn find_orphans(
+    store: &Store,
+    recorded: &[ManifestDigest],
+    report: &mut VerifyReport,
+) -> Result<()> {
     let objects = list_objects(store)?;
     let in_flight = in_flight_objects(store)?;
     let mut live = store.catalogue().live_objects()?;
-    live.extend(store.manifest_objects()?);
+    let scan = store.scan_manifests(&recorded.iter().copied().collect())?;
+    check_manifests(&scan, store, report);
+    live.extend(scan.live_objects);
     for (path, key) in objects {
         let orphan = match key {
             Some(k) => !live.contains(&k) && !in_flight.contains(&k),
@@ -523,63 +528,62 @@ fn find_orphans(store: &Store, report: &mut VerifyReport) -> Result<()> {
 /// snapshot has its manifest, intact, and each manifest is recorded (or being
 /// recorded by an operation in flight).
 fn check_manifests(
+    scan: &crate::store::manifests::ManifestScan,
     store: &Store,
-    recorded: &[ManifestDigest],
     report: &mut VerifyReport,
-) -> Result<()> {
-    let in_flight: std::collections::HashSet<ManifestDigest> = work_dirs(store)?
-        .iter()
-        .filter(|w| w.live)
-        .filter_map(|w| w.publishing_manifest())
-        .collect();
-    let recorded: std::collections::HashSet<ManifestDigest> = recorded.iter().copied().collect();
-    let mut on_disk = std::collections::HashSet::new();
-    for found in store.list_manifests()? {
-        let Some(digest) = found.digest else {
-            report.problems.push(problem(
-                "stray-manifest",
-                Severity::Corruption,
-                &found.path,
-                "not a manifest's name; nothing reads it: remove it by hand".into(),
-            ));
-            continue;
-        };
-        on_disk.insert(digest);
-        if let Err(e) = store.read_manifest(&digest) {
-            report.problems.push(Problem {
-                kind: "damaged-manifest",
-                severity: Severity::Corruption,
-                path: found.path.to_string_lossy().into_owned(),
-                detail: format!(
-                    "{}; `cestore recover` rewrites it from the catalogue",
-                    crate::cli::error_chain(&e)
-                ),
-                snapshots: vec![digest],
-                views: Vec::new(),
-            });
-        }
-        if !recorded.contains(&digest) && !in_flight.contains(&digest) {
-            report.problems.push(Problem {
-                kind: "unrecorded-manifest",
-                severity: Severity::Corruption,
-                path: found.path.to_string_lossy().into_owned(),
-                detail: "the catalogue does not record this snapshot; `cestore recover` records it again (gc keeps its objects)".into(),
-                snapshots: vec![digest],
-                views: Vec::new(),
-            });
-        }
+) {
+    for path in &scan.stray {
+        report.problems.push(problem(
+            "stray-manifest",
+            Severity::Corruption,
+            path,
+            "not a manifest's name; nothing reads it: remove it by hand".into(),
+        ));
     }
-    for digest in recorded.iter().filter(|d| !on_disk.contains(d)) {
-        report.problems.push(Problem {
-            kind: "missing-manifest",
-            severity: Severity::Corruption,
-            path: store.manifest_path(digest).to_string_lossy().into_owned(),
-            detail: "the snapshot's manifest file is missing; `cestore recover` writes it from the catalogue".into(),
-            snapshots: vec![*digest],
-            views: Vec::new(),
-        });
+    let with = |kind, severity, path: &Path, detail: String, digest: &ManifestDigest| Problem {
+        kind,
+        severity,
+        path: path.to_string_lossy().into_owned(),
+        detail,
+        snapshots: vec![*digest],
+        views: Vec::new(),
+    };
+    for (digest, path, why) in &scan.damaged {
+        report.problems.push(with(
+            "damaged-manifest",
+            Severity::Corruption,
+            path,
+            format!("{why}; `cestore recover` rewrites it from the catalogue"),
+            digest,
+        ));
     }
-    Ok(())
+    for (digest, path) in &scan.unrecorded {
+        report.problems.push(with(
+            "unrecorded-manifest",
+            Severity::Corruption,
+            path,
+            "the catalogue does not record this snapshot; `cestore recover` records it again (gc keeps its objects)".into(),
+            digest,
+        ));
+    }
+    for (digest, path) in &scan.abandoned {
+        report.problems.push(with(
+            "leftover-manifest",
+            Severity::Garbage,
+            path,
+            "published by an operation that did not finish, and never recorded".into(),
+            digest,
+        ));
+    }
+    for digest in &scan.missing {
+        report.problems.push(with(
+            "missing-manifest",
+            Severity::Corruption,
+            &store.manifest_path(digest),
+            "the snapshot's manifest file is missing; `cestore recover` writes it from the catalogue".into(),
+            digest,
+        ));
+    }
 }
 
 /// The objects that live operations (their work directories still locked)

@@ -36,6 +36,25 @@ pub fn rel_path(digest: &ManifestDigest) -> String {
     format!("{}/{hex}", &hex[..2])
 }
 
+/// The manifests on disk, sorted out (see [`Store::scan_manifests`]).
+#[derive(Debug, Default)]
+pub struct ManifestScan {
+    /// Every object a manifest that stays names.
+    pub live_objects: HashSet<ObjectKey>,
+    /// Manifests an operation that did not finish published and nothing
+    /// records: garbage, with the objects only they name.
+    pub abandoned: Vec<(ManifestDigest, PathBuf)>,
+    /// Manifests nothing records or is recording: a row the catalogue lost,
+    /// which `cestore recover` records again.
+    pub unrecorded: Vec<(ManifestDigest, PathBuf)>,
+    /// Manifests whose bytes are not what their name says, and why.
+    pub damaged: Vec<(ManifestDigest, PathBuf, String)>,
+    /// Files whose names are not manifests' names.
+    pub stray: Vec<PathBuf>,
+    /// Recorded snapshots without a manifest file.
+    pub missing: Vec<ManifestDigest>,
+}
+
 /// A manifest file found under `manifests/`.
 #[derive(Debug)]
 pub struct FoundManifest {
@@ -174,20 +193,60 @@ impl Store {
         Ok(out)
     }
 
-    /// Every object that some manifest on disk names. A manifest whose bytes
-    /// no longer match its name still keeps its objects live, as far as it
-    /// can be read: deleting is the one thing that cannot be undone.
-    pub fn manifest_objects(&self) -> Result<HashSet<ObjectKey>> {
-        let mut live = HashSet::new();
-        for found in self.list_manifests()? {
-            let Ok(bytes) = std::fs::read(&found.path) else {
-                continue;
-            };
-            if let Ok(entries) = Manifest::parse_entries_leniently(&bytes) {
-                live.extend(entries.iter().filter(|e| e.size > 0).map(|e| e.key()));
+    /// Reads every manifest on disk and sorts it out against `recorded`
+    /// (the snapshots the catalogue records) and the work directories:
+    /// which keep objects live, which a killed operation left, which the
+    /// catalogue lost. A manifest whose bytes no longer match its name still
+    /// keeps what it names live, as far as it can be read: deleting is the
+    /// one thing that cannot be undone.
+    pub fn scan_manifests(&self, recorded: &HashSet<ManifestDigest>) -> Result<ManifestScan> {
+        let mut in_flight = HashSet::new();
+        let mut left_by_dead = HashSet::new();
+        for w in super::objects::work_dirs(self)? {
+            if let Some(d) = w.publishing_manifest() {
+                if w.live {
+                    in_flight.insert(d);
+                } else {
+                    left_by_dead.insert(d);
+                }
             }
         }
-        Ok(live)
+        let mut scan = ManifestScan::default();
+        let mut on_disk = HashSet::new();
+        for found in self.list_manifests()? {
+            let Some(digest) = found.digest else {
+                scan.stray.push(found.path);
+                continue;
+            };
+            on_disk.insert(digest);
+            let known = recorded.contains(&digest) || in_flight.contains(&digest);
+            if !known && left_by_dead.contains(&digest) {
+                scan.abandoned.push((digest, found.path));
+                continue;
+            }
+            if let Err(e) = self.read_manifest(&digest) {
+                scan.damaged
+                    .push((digest, found.path.clone(), crate::cli::error_chain(&e)));
+            }
+            if let Ok(entries) = std::fs::read(&found.path)
+                .map_err(|_| ())
+                .and_then(|b| Manifest::parse_entries_leniently(&b).map_err(|_| ()))
+            {
+                scan.live_objects
+                    .extend(entries.iter().filter(|e| e.size > 0).map(|e| e.key()));
+            }
+            if !known {
+                scan.unrecorded.push((digest, found.path));
+            }
+        }
+        let mut missing: Vec<ManifestDigest> = recorded
+            .iter()
+            .filter(|d| !on_disk.contains(d))
+            .copied()
+            .collect();
+        missing.sort();
+        scan.missing = missing;
+        Ok(scan)
     }
 
     /// Whether `objects/` or `manifests/` holds anything: a store that has

@@ -440,26 +440,29 @@ impl Drop for WorkDir {
 
 /// Removes a directory tree relative to `parent`, giving write permission to
 /// its directories only: files are never chmod-ed, since a file may be a hard
-/// link that shares its mode with an object and every other view.
+/// link that shares its mode with an object and every other view. Returns
+/// whether this call removed `name` itself (another process removing the same
+/// tree at once may have got there first).
 pub fn remove_tree_at(
     parent: BorrowedFd<'_>,
     name: impl AsRef<std::ffi::OsStr>,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     use std::os::unix::ffi::OsStrExt;
     let name = std::ffi::CString::new(name.as_ref().as_bytes()).map_err(std::io::Error::other)?;
     remove_tree_inner(parent, &name)
 }
 
-fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::Result<()> {
+fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::Result<bool> {
     // Another process removing the same tree at once is not an error: what
     // it removed first is simply gone.
     let gone = |r: rustix::io::Result<()>| match r {
-        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Ok(()) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
         Err(e) => Err(std::io::Error::from(e)),
     };
     let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
-        Err(Errno::NOENT) => return Ok(()),
+        Err(Errno::NOENT) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
     if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
@@ -475,12 +478,12 @@ fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::
     }
     let dir = match crate::source::open_dir(parent, name) {
         Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(()),
+        Err(Errno::NOENT) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
     let names = match crate::source::list_names(dir.as_fd()) {
         Ok(names) => names,
-        Err(Errno::NOENT) => return Ok(()),
+        Err(Errno::NOENT) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
     for n in names {

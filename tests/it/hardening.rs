@@ -791,7 +791,11 @@ fn killed_ingests_leave_a_consistent_store() {
             mid += 1;
         }
         let (_, v) = env.verify();
-        let kinds = only_garbage(&v, &["leftover-temporary", "orphan-object"], &context);
+        let kinds = only_garbage(
+            &v,
+            &["leftover-temporary", "leftover-manifest", "orphan-object"],
+            &context,
+        );
         leftovers += usize::from(kinds.contains("leftover-temporary"));
         orphans += usize::from(kinds.contains("orphan-object"));
         // Every leftover is a work directory under tmp/.
