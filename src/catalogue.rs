@@ -872,7 +872,7 @@ impl Catalogue {
     }
 
     /// Every object some snapshot uses (zero-length files use none).
-    pub fn live_objects(&self) -> Result<std::collections::HashSet<crate::store::ObjectKey>> {
+    pub fn live_objects(&self) -> Result<std::collections::HashSet<crate::digest::ObjectKey>> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT DISTINCT sha256, executable FROM files WHERE size > 0")
@@ -886,14 +886,9 @@ impl Catalogue {
                 let id = hex.parse().map_err(|_| {
                     Error::Integrity(format!("the catalogue holds a malformed object id '{hex}'"))
                 })?;
-                Ok(crate::store::ObjectKey { id, executable })
+                Ok(crate::digest::ObjectKey { id, executable })
             })
             .collect()
-    }
-
-    /// The underlying connection, for the commands that query it directly.
-    pub fn conn(&self) -> &Connection {
-        &self.conn
     }
 }
 

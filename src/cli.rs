@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::cmd::{self, Report};
+pub use crate::error::error_chain;
 use crate::error::{Error, Result};
 use crate::store;
 use crate::view;
@@ -651,19 +652,4 @@ fn json_path(path: &std::path::Path) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .to_string_lossy()
         .into_owned()
-}
-
-/// An error and its sources, joined by ": ".
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut s = err.to_string();
-    let mut source = err.source();
-    while let Some(e) = source {
-        let text = e.to_string();
-        if !s.ends_with(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        source = e.source();
-    }
-    s
 }

@@ -178,6 +178,57 @@ impl ObjectHasher {
     }
 }
 
+/// An object's identity: its content hash and whether it is executable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// The SHA-256 of the bytes.
+    pub id: ObjectId,
+    /// Whether the object is stored at mode 0555 (else 0444).
+    pub executable: bool,
+}
+
+impl ObjectKey {
+    /// The object's name: `<64 hex>`, with `.x` when it is executable.
+    pub fn name(&self) -> String {
+        let mut s = self.id.to_hex();
+        if self.executable {
+            s.push_str(".x");
+        }
+        s
+    }
+
+    /// The object's path relative to `objects/`: `ab/<62 hex>[.x]`.
+    pub fn rel_path(&self) -> String {
+        let name = self.name();
+        format!("{}/{}", &name[..2], &name[2..])
+    }
+
+    /// The file name inside the shard directory: `<62 hex>[.x]`.
+    pub fn file_name(&self) -> String {
+        self.name()[2..].to_string()
+    }
+
+    /// The mode the object is stored at.
+    pub fn mode(&self) -> u32 {
+        if self.executable {
+            0o555
+        } else {
+            0o444
+        }
+    }
+
+    /// Parses `ab` and `<62 hex>[.x]` back into a key.
+    pub fn from_parts(shard: &str, name: &str) -> Option<ObjectKey> {
+        let (rest, executable) = match name.strip_suffix(".x") {
+            Some(rest) => (rest, true),
+            None => (name, false),
+        };
+        let id = format!("{shard}{rest}").parse().ok()?;
+        let key = ObjectKey { id, executable };
+        (key.file_name() == name && shard.len() == 2).then_some(key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -218,3 +218,18 @@ impl<T, E: Into<io::Error>> IoContext<T> for std::result::Result<T, E> {
         self.map_err(|e| Error::io(op, path, e))
     }
 }
+
+/// An error and its sources, joined by ": ".
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut s = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        let text = e.to_string();
+        if !s.ends_with(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        source = e.source();
+    }
+    s
+}

@@ -12,6 +12,7 @@
 //! - [`manifest`]: the canonical manifest encoding;
 //! - [`policy`]: the reference's rules, as pure functions;
 //! - [`pyjson`]: Python's `json.loads`, for the `plugin.json` check;
+//! - [`fsutil`]: directory-handle helpers;
 //! - [`source`]: the walk of a source tree through directory handles;
 //! - [`store`]: the object store, its lock and work directories;
 //! - [`catalogue`]: the SQLite catalogue;
@@ -25,6 +26,7 @@ pub mod cli;
 pub mod cmd;
 pub mod digest;
 pub mod error;
+pub mod fsutil;
 pub mod gitnexus;
 pub mod manifest;
 pub mod policy;

@@ -36,8 +36,8 @@ pub struct Entry {
 
 impl Entry {
     /// The key of the object that holds this file's bytes.
-    pub fn key(&self) -> crate::store::ObjectKey {
-        crate::store::ObjectKey {
+    pub fn key(&self) -> crate::digest::ObjectKey {
+        crate::digest::ObjectKey {
             id: self.sha256,
             executable: self.executable,
         }

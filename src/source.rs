@@ -38,6 +38,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use crate::digest::{ObjectHasher, ObjectId};
+use crate::fsutil::{list_names, open_dir};
 use crate::manifest::Entry;
 use crate::policy::{self, LeftOut, Rejection};
 
@@ -526,19 +527,6 @@ impl TrimSlash for [u8] {
     }
 }
 
-/// Opens a directory without following a symlink in its last component.
-pub(crate) fn open_dir<P: rustix::path::Arg>(
-    dir: BorrowedFd<'_>,
-    path: P,
-) -> Result<OwnedFd, Errno> {
-    rustix::fs::openat(
-        dir,
-        path,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
 /// Opens a directory for lookups only (`O_PATH`): like the reference's path
 /// lookups, it needs search permission on the directory, not read permission.
 fn open_path_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<OwnedFd, Errno> {
@@ -619,22 +607,6 @@ fn read_up_to(fd: &OwnedFd, buf: &mut Vec<u8>, limit: usize) -> io::Result<usize
         }
     }
     Ok(filled)
-}
-
-/// Lists a directory's names, without `.` and `..`, in no particular order.
-///
-/// It reads through a duplicate of the handle, not a re-open of ".", so that
-/// listing needs read permission only, as the reference's `scandir` does.
-pub(crate) fn list_names(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
-    let mut names = Vec::new();
-    for entry in rustix::fs::Dir::new(rustix::io::dup(dir)?)? {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(name.to_vec());
-        }
-    }
-    Ok(names)
 }
 
 /// Lists a directory's names (without `.` and `..`) in Python's `str` order.

@@ -43,7 +43,7 @@ pub type Scan = BTreeMap<String, Found>;
 
 /// Reads and hashes everything under `root`.
 pub fn scan(root: &Path) -> Result<Scan> {
-    let fd = crate::source::open_dir(rustix::fs::CWD, root).ctx("open the tree", root)?;
+    let fd = crate::fsutil::open_dir(rustix::fs::CWD, root).ctx("open the tree", root)?;
     let mut out = Scan::new();
     let mut buf = vec![0u8; 256 * 1024];
     scan_dir(fd.as_fd(), "", root, &mut out, &mut buf)?;
@@ -58,7 +58,7 @@ fn scan_dir(
     buf: &mut [u8],
 ) -> Result<()> {
     let here = root.join(prefix);
-    let mut names = crate::source::list_names(dir).ctx("list a directory", &here)?;
+    let mut names = crate::fsutil::list_names(dir).ctx("list a directory", &here)?;
     names.sort();
     for name in names {
         let text = String::from_utf8_lossy(&name);
@@ -73,7 +73,7 @@ fn scan_dir(
             .ctx("examine an entry", &path)?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::Directory => {
-                let sub = crate::source::open_dir(dir, name).ctx("open a directory", &path)?;
+                let sub = crate::fsutil::open_dir(dir, name).ctx("open a directory", &path)?;
                 out.insert(rel.clone(), Found::Directory);
                 scan_dir(sub.as_fd(), &rel, root, out, buf)?;
             }

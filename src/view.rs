@@ -98,10 +98,7 @@ impl<'a> Objects<'a> {
     /// whose mode drifted is set back after its bytes are re-hashed, and
     /// reported in `healed`; one whose bytes changed is refused.
     fn check(&self, e: &Entry, healed: &Mutex<Vec<String>>) -> Result<()> {
-        let key = ObjectKey {
-            id: e.sha256,
-            executable: e.executable,
-        };
+        let key = e.key();
         let problem =
             match rustix::fs::statat(self.fd, key.rel_path().as_str(), AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(st) => match judge(&st, &key, e.size) {
@@ -150,7 +147,7 @@ pub fn build(
 ) -> Result<Built> {
     rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))
         .ctx("create a view directory", display)?;
-    let root = crate::source::open_dir(parent, name).ctx("open a view directory", display)?;
+    let root = crate::fsutil::open_dir(parent, name).ctx("open a view directory", display)?;
     let mut dirs: Vec<String> = Vec::new();
     let mut made: HashSet<String> = HashSet::new();
     for e in entries {
@@ -225,10 +222,7 @@ impl Job<'_> {
         let mut built = Built::default();
         let mut checked = HashSet::new();
         for e in entries {
-            let key = ObjectKey {
-                id: e.sha256,
-                executable: e.executable,
-            };
+            let key = e.key();
             let target = self.display.join(&e.path);
             if e.size == 0 {
                 create_empty(self.root, &e.path, key.mode())
@@ -444,11 +438,11 @@ pub fn lexical_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {
 /// returns the error that stopped it; a view nothing records is one gc could
 /// strip of its objects.
 pub fn unpublish(parent: BorrowedFd<'_>, name: &OsStr, dest: &Path, cause: Error) -> Error {
-    match crate::store::objects::remove_tree_at(parent, name) {
+    match crate::fsutil::remove_tree_at(parent, name) {
         Ok(_) => cause,
         Err(e) => Error::Integrity(format!(
             "{}; the unrecorded view '{}' could not be removed either ({e}); remove it by hand",
-            crate::cli::error_chain(&cause),
+            crate::error::error_chain(&cause),
             dest.display()
         )),
     }

@@ -225,10 +225,7 @@ where
 
     let mut needed: BTreeMap<ObjectKey, (u64, String)> = BTreeMap::new();
     for e in manifest.entries.iter().filter(|e| e.size > 0) {
-        let key = ObjectKey {
-            id: e.sha256,
-            executable: e.executable,
-        };
+        let key = e.key();
         needed.entry(key).or_insert((e.size, e.path.clone()));
     }
     let mut wanted = Vec::new();
@@ -287,10 +284,7 @@ where
 /// Checks `plugin.json` as an ingest does and returns its version.
 fn check_plugin_json(store: &Store, manifest: &Manifest, staging: &Staging<'_>) -> Result<String> {
     let entry = &manifest.entries[0];
-    let key = ObjectKey {
-        id: entry.sha256,
-        executable: entry.executable,
-    };
+    let key = entry.key();
     let path = match staging.name(&key) {
         Some(name) => Some(staging.work.path().join(name)),
         None if entry.size == 0 => None,

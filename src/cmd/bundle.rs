@@ -196,11 +196,7 @@ impl<W: Write> Write for HashingWriter<W> {
 
 /// The entry name of an object.
 fn object_entry(key: &ObjectKey) -> String {
-    format!(
-        "{OBJECTS_PREFIX}{}{}",
-        key.id,
-        if key.executable { ".x" } else { "" }
-    )
+    format!("{OBJECTS_PREFIX}{}", key.name())
 }
 
 fn digest_entry(digest: &ManifestDigest) -> Vec<u8> {
@@ -265,15 +261,7 @@ fn objects_of(manifest: &Manifest) -> BTreeMap<ObjectKey, u64> {
         .entries
         .iter()
         .filter(|e| e.size > 0)
-        .map(|e| {
-            (
-                ObjectKey {
-                    id: e.sha256,
-                    executable: e.executable,
-                },
-                e.size,
-            )
-        })
+        .map(|e| (e.key(), e.size))
         .collect()
 }
 

@@ -8,7 +8,8 @@ use super::{resolve, Report};
 use crate::catalogue::{SnapshotRow, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
-use crate::store::{objects::remove_tree_at, LockMode, Store};
+use crate::fsutil::remove_tree_at;
+use crate::store::{LockMode, Store};
 use crate::view::{self, Built, Method};
 
 /// What to check out, and where.
@@ -129,7 +130,7 @@ pub fn checkout_into(
     let entries = store.catalogue().files(&digest)?;
     let (parent, name) = (&dest.parent, &dest.name);
     let dest = dest.path();
-    let parent_fd = crate::source::open_dir(rustix::fs::CWD, parent)
+    let parent_fd = crate::fsutil::open_dir(rustix::fs::CWD, parent)
         .ctx("open the destination's parent", parent)?;
     let tmp = view::temp_name(name.as_os_str());
     let tmp_path = parent.join(&tmp);

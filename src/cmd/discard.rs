@@ -7,7 +7,8 @@ use std::path::Path;
 use super::{resolve, Report};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
-use crate::store::{objects::remove_tree_at, LockMode, Store};
+use crate::fsutil::remove_tree_at;
+use crate::store::{LockMode, Store};
 use crate::view;
 
 /// What to discard.
@@ -126,7 +127,7 @@ pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardRe
     // forgotten once, by whichever gets there first.
     let removed = match found {
         Some(_) => {
-            let parent_fd = crate::source::open_dir(rustix::fs::CWD, &parent)
+            let parent_fd = crate::fsutil::open_dir(rustix::fs::CWD, &parent)
                 .ctx("open the view's parent", &parent)?;
             remove_tree_at(parent_fd.as_fd(), &name).ctx("remove the view", &dest)?
         }

@@ -18,8 +18,9 @@ use super::verify::{in_flight_objects, is_temp_view, list_objects, read_names};
 use super::{resolve, Report};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
+use crate::fsutil::remove_tree_at;
 use crate::progress::Progress;
-use crate::store::objects::{remove_tree_at, work_dirs};
+use crate::store::objects::work_dirs;
 use crate::store::{LockMode, Store, TMP_DIR, VIEWS_DIR};
 
 /// The report of `cestore rm`.
@@ -171,7 +172,7 @@ fn plan(store: &Store) -> Result<GcPlan> {
         })
         .collect();
     let views_path = store.root().join(VIEWS_DIR);
-    let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
+    let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
         .ctx("open the views directory", &views_path)?;
     let mut shared_views = Vec::new();
     for name in read_names(views.as_fd(), &views_path)? {
@@ -275,7 +276,7 @@ fn apply(store: &Store, plan: &GcPlan, progress: bool) -> Result<()> {
     }
     let tmp_path = store.root().join(TMP_DIR);
     let tmp =
-        crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
+        crate::fsutil::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
     for (name, target) in &plan.work_dirs {
         if let Some(t) = target {
             remove_checkout_leftover(t)?;
@@ -284,7 +285,7 @@ fn apply(store: &Store, plan: &GcPlan, progress: bool) -> Result<()> {
             .ctx("remove a temporary directory", tmp_path.join(name))?;
     }
     let views_path = store.root().join(VIEWS_DIR);
-    let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
+    let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
         .ctx("open the views directory", &views_path)?;
     for name in &plan.shared_views {
         store
@@ -308,7 +309,7 @@ fn remove_checkout_leftover(target: &Path) -> Result<()> {
     if !is_temp_view(name) {
         return Ok(());
     }
-    let Ok(parent_fd) = crate::source::open_dir(rustix::fs::CWD, parent) else {
+    let Ok(parent_fd) = crate::fsutil::open_dir(rustix::fs::CWD, parent) else {
         return Ok(());
     };
     if rustix::fs::statat(&parent_fd, name, AtFlags::SYMLINK_NOFOLLOW).is_err() {

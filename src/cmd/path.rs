@@ -12,7 +12,8 @@ use super::{resolve, Report};
 use crate::catalogue::{SnapshotRow, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
-use crate::store::{objects::remove_tree_at, LockMode, Store, VIEWS_DIR};
+use crate::fsutil::remove_tree_at;
+use crate::store::{LockMode, Store, VIEWS_DIR};
 use crate::view::{self, Method};
 
 /// The report of `cestore path`.
@@ -47,7 +48,7 @@ pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
 pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathReport> {
     let hex = digest.to_hex();
     let path = store.root().join(VIEWS_DIR).join(&hex);
-    let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
+    let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
         .ctx("open the views directory", path.parent().unwrap_or(&path))?;
     match rustix::fs::statat(&views, hex.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {

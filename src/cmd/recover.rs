@@ -165,7 +165,7 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<RecoverReport
                             path: found.path.display().to_string(),
                             detail: format!(
                                 "{}; it still keeps its objects from gc",
-                                crate::cli::error_chain(&e)
+                                crate::error::error_chain(&e)
                             ),
                         });
                         continue;
@@ -302,7 +302,7 @@ fn plugin_version(store: &Store, manifest: &Manifest) -> std::result::Result<Str
     if ObjectId::of(&bytes) != entry.sha256 {
         return Err(format!("the object '{}' is damaged", path.display()));
     }
-    super::adopt::plugin_version(&bytes).map_err(|e| crate::cli::error_chain(&e))
+    super::adopt::plugin_version(&bytes).map_err(|e| crate::error::error_chain(&e))
 }
 
 /// A file's modification time as RFC 3339 UTC with milliseconds.

@@ -192,10 +192,7 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
         let entries = cat.files(digest)?;
         check_rows(&store, digest, &entries, &mut report)?;
         for e in entries.iter().filter(|e| e.size > 0) {
-            let key = ObjectKey {
-                id: e.sha256,
-                executable: e.executable,
-            };
+            let key = e.key();
             let slot = users
                 .entry(key)
                 .or_insert_with(|| (e.size, BTreeSet::new(), e.path.clone()));
@@ -602,7 +599,7 @@ pub fn list_objects(store: &Store) -> Result<Vec<(PathBuf, Option<ObjectKey>)>> 
     let root = store.root().join(OBJECTS_DIR);
     for shard in read_names(store.objects(), &root)? {
         let shard_path = root.join(&shard);
-        let fd = match crate::source::open_dir(store.objects(), shard.as_str()) {
+        let fd = match crate::fsutil::open_dir(store.objects(), shard.as_str()) {
             Ok(fd) => fd,
             Err(_) => {
                 out.push((shard_path, None));
@@ -643,7 +640,7 @@ fn find_leftovers(store: &Store, report: &mut VerifyReport) -> Result<()> {
         }
     }
     let views_path = store.root().join(VIEWS_DIR);
-    let views = crate::source::open_dir(store.dir(), VIEWS_DIR)
+    let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
         .ctx("open the views directory", &views_path)?;
     for name in read_names(views.as_fd(), &views_path)? {
         if is_temp_view(&name) {

@@ -190,10 +190,7 @@ impl<'a> Outgoing<'a> {
             .entries
             .iter()
             .filter_map(|e| {
-                let key = ObjectKey {
-                    id: e.sha256,
-                    executable: e.executable,
-                };
+                let key = e.key();
                 seen.insert(key).then(|| OutgoingObject {
                     key,
                     size: e.size,

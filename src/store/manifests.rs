@@ -87,7 +87,7 @@ impl Store {
         let staged = format!("manifest-{hex}");
         write_read_only(&work.path().join(&staged), &manifest.bytes)?;
         let rel = rel_path(&manifest.digest);
-        let manifests = crate::source::open_dir(self.dir(), MANIFESTS_DIR).ctx(
+        let manifests = crate::fsutil::open_dir(self.dir(), MANIFESTS_DIR).ctx(
             "open the manifests directory",
             self.root().join(MANIFESTS_DIR),
         )?;
@@ -164,7 +164,7 @@ impl Store {
     /// Every file under `manifests/`, sorted by path.
     pub fn list_manifests(&self) -> Result<Vec<FoundManifest>> {
         let root = self.root().join(MANIFESTS_DIR);
-        let dir = match crate::source::open_dir(self.dir(), MANIFESTS_DIR) {
+        let dir = match crate::fsutil::open_dir(self.dir(), MANIFESTS_DIR) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => return Ok(Vec::new()),
             Err(e) => return Err(Error::io("open the manifests directory", root, e)),
@@ -172,7 +172,7 @@ impl Store {
         let mut out = Vec::new();
         for shard in super::read_names(dir.as_fd(), &root)? {
             let shard_path = root.join(&shard);
-            let Ok(fd) = crate::source::open_dir(dir.as_fd(), shard.as_str()) else {
+            let Ok(fd) = crate::fsutil::open_dir(dir.as_fd(), shard.as_str()) else {
                 out.push(FoundManifest {
                     path: shard_path,
                     digest: None,
@@ -226,7 +226,7 @@ impl Store {
             }
             if let Err(e) = self.read_manifest(&digest) {
                 scan.damaged
-                    .push((digest, found.path.clone(), crate::cli::error_chain(&e)));
+                    .push((digest, found.path.clone(), crate::error::error_chain(&e)));
             }
             if let Ok(entries) = std::fs::read(&found.path)
                 .map_err(|_| ())
@@ -284,17 +284,17 @@ pub(super) fn holds_data(
     root: &std::path::Path,
 ) -> Result<bool> {
     for top in [super::OBJECTS_DIR, MANIFESTS_DIR] {
-        let dir = match crate::source::open_dir(store, top) {
+        let dir = match crate::fsutil::open_dir(store, top) {
             Ok(fd) => fd,
             Err(Errno::NOENT) => continue,
             Err(e) => return Err(Error::io("open a store directory", root.join(top), e)),
         };
         for shard in
-            crate::source::list_names(dir.as_fd()).ctx("list a store directory", root.join(top))?
+            crate::fsutil::list_names(dir.as_fd()).ctx("list a store directory", root.join(top))?
         {
-            match crate::source::open_dir(dir.as_fd(), shard.as_slice()) {
+            match crate::fsutil::open_dir(dir.as_fd(), shard.as_slice()) {
                 Ok(fd) => {
-                    if !crate::source::list_names(fd.as_fd())
+                    if !crate::fsutil::list_names(fd.as_fd())
                         .ctx("list a store directory", root.join(top))?
                         .is_empty()
                     {

@@ -76,8 +76,10 @@ use rustix::io::Errno;
 use crate::catalogue::Catalogue;
 use crate::error::{Error, IoContext, Result};
 
+pub use crate::digest::ObjectKey;
+pub use crate::fsutil::read_names;
 pub use manifests::MANIFESTS_DIR;
-pub use objects::{ObjectKey, WorkDir};
+pub use objects::WorkDir;
 
 /// The catalogue's file name inside the store.
 pub const CATALOGUE_FILE: &str = "catalogue.sqlite";
@@ -270,7 +272,7 @@ fn open_locked(root: &Path, mode: LockMode, create: bool) -> Result<(PathBuf, Ow
         Err(e) => return Err(Error::io("examine the store directory", &root, e)),
     }
     let dir =
-        crate::source::open_dir(rustix::fs::CWD, &root).ctx("open the store directory", &root)?;
+        crate::fsutil::open_dir(rustix::fs::CWD, &root).ctx("open the store directory", &root)?;
     let lock = rustix::fs::openat(
         &dir,
         LOCK_FILE,
@@ -312,17 +314,6 @@ fn set_aside(catalogue: &Path) -> Result<PathBuf> {
         }
     }
     Ok(aside)
-}
-
-/// The names in a directory, sorted, without `.` and `..`.
-pub fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<String>> {
-    let mut names: Vec<String> = crate::source::list_names(dir)
-        .ctx("list a directory", path)?
-        .into_iter()
-        .map(|n| String::from_utf8_lossy(&n).into_owned())
-        .collect();
-    names.sort();
-    Ok(names)
 }
 
 /// An open store, holding its lock for as long as it lives.
@@ -384,7 +375,7 @@ impl Store {
                 }
             }
         }
-        let objects = crate::source::open_dir(dir.as_fd(), OBJECTS_DIR)
+        let objects = crate::fsutil::open_dir(dir.as_fd(), OBJECTS_DIR)
             .ctx("open the objects directory", root.join(OBJECTS_DIR))?;
         let st = rustix::fs::fstat(&objects)
             .ctx("examine the objects directory", root.join(OBJECTS_DIR))?;

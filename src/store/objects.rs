@@ -9,62 +9,8 @@ use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, S
 use rustix::io::Errno;
 
 use super::{Store, OBJECTS_DIR, TMP_DIR};
-use crate::digest::{ManifestDigest, ObjectId};
+use crate::digest::{ManifestDigest, ObjectKey};
 use crate::error::{Error, IoContext, Result};
-
-/// An object's identity: its content hash and whether it is executable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey {
-    /// The SHA-256 of the bytes.
-    pub id: ObjectId,
-    /// Whether the object is stored at mode 0555 (else 0444).
-    pub executable: bool,
-}
-
-impl ObjectKey {
-    /// The object's path relative to `objects/`: `ab/<62 hex>[.x]`.
-    pub fn rel_path(&self) -> String {
-        let hex = self.id.to_hex();
-        let mut s = String::with_capacity(68);
-        s.push_str(&hex[..2]);
-        s.push('/');
-        s.push_str(&hex[2..]);
-        if self.executable {
-            s.push_str(".x");
-        }
-        s
-    }
-
-    /// The file name inside the shard directory.
-    pub fn file_name(&self) -> String {
-        let hex = self.id.to_hex();
-        if self.executable {
-            format!("{}.x", &hex[2..])
-        } else {
-            hex[2..].to_string()
-        }
-    }
-
-    /// The mode the object is stored at.
-    pub fn mode(&self) -> u32 {
-        if self.executable {
-            0o555
-        } else {
-            0o444
-        }
-    }
-
-    /// Parses `ab` and `<62 hex>[.x]` back into a key.
-    pub fn from_parts(shard: &str, name: &str) -> Option<ObjectKey> {
-        let (rest, executable) = match name.strip_suffix(".x") {
-            Some(rest) => (rest, true),
-            None => (name, false),
-        };
-        let id = format!("{shard}{rest}").parse().ok()?;
-        let key = ObjectKey { id, executable };
-        (key.file_name() == name && shard.len() == 2).then_some(key)
-    }
-}
 
 /// Creates the 256 shard directories of a new objects directory.
 pub(super) fn create_shards(store: BorrowedFd<'_>, root: &Path) -> Result<()> {
@@ -201,13 +147,13 @@ impl WorkDir {
     /// Creates a new locked work directory for the operation `op`.
     pub(super) fn create(store: &Store, op: &str) -> Result<WorkDir> {
         let tmp_path = store.root().join(TMP_DIR);
-        let tmp = crate::source::open_dir(store.dir(), TMP_DIR)
+        let tmp = crate::fsutil::open_dir(store.dir(), TMP_DIR)
             .ctx("open the store's tmp directory", &tmp_path)?;
         let name = format!("{op}-{}", unique_suffix());
         let path = tmp_path.join(&name);
         rustix::fs::mkdirat(&tmp, name.as_str(), Mode::from_raw_mode(0o700))
             .ctx("create a work directory", &path)?;
-        let fd = crate::source::open_dir(tmp.as_fd(), name.as_str())
+        let fd = crate::fsutil::open_dir(tmp.as_fd(), name.as_str())
             .ctx("open a work directory", &path)?;
         rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
             .ctx("lock a work directory", &path)?;
@@ -243,7 +189,7 @@ impl WorkDir {
         let path = self.path.join(&sub);
         rustix::fs::mkdirat(&self.fd, sub.as_str(), Mode::from_raw_mode(0o700))
             .ctx("create a staging directory", &path)?;
-        let fd = crate::source::open_dir(self.fd.as_fd(), sub.as_str())
+        let fd = crate::fsutil::open_dir(self.fd.as_fd(), sub.as_str())
             .ctx("open a staging directory", &path)?;
         Ok(Stager {
             fd,
@@ -373,14 +319,14 @@ impl FoundWorkDir {
 pub fn work_dirs(store: &Store) -> Result<Vec<FoundWorkDir>> {
     let tmp_path = store.root().join(TMP_DIR);
     let tmp =
-        crate::source::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
+        crate::fsutil::open_dir(store.dir(), TMP_DIR).ctx("open the tmp directory", &tmp_path)?;
     let mut names =
-        crate::source::list_names(tmp.as_fd()).ctx("list the tmp directory", &tmp_path)?;
+        crate::fsutil::list_names(tmp.as_fd()).ctx("list the tmp directory", &tmp_path)?;
     names.sort();
     Ok(names
         .into_iter()
         .map(|name| {
-            let live = crate::source::open_dir(tmp.as_fd(), name.as_slice()).is_ok_and(|fd| {
+            let live = crate::fsutil::open_dir(tmp.as_fd(), name.as_slice()).is_ok_and(|fd| {
                 rustix::fs::flock(&fd, FlockOperation::NonBlockingLockShared).is_err()
             });
             let name = String::from_utf8_lossy(&name).into_owned();
@@ -416,7 +362,7 @@ fn stage_at(
     key: &ObjectKey,
     data: &[u8],
 ) -> Result<String> {
-    let name = format!("{}{}", key.id, if key.executable { ".x" } else { "" });
+    let name = key.name();
     let fd = rustix::fs::openat(
         dir,
         name.as_str(),
@@ -434,61 +380,6 @@ fn stage_at(
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        let _ = remove_tree_at(self.tmp.as_fd(), &self.name);
+        let _ = crate::fsutil::remove_tree_at(self.tmp.as_fd(), &self.name);
     }
-}
-
-/// Removes a directory tree relative to `parent`, giving write permission to
-/// its directories only: files are never chmod-ed, since a file may be a hard
-/// link that shares its mode with an object and every other view. Returns
-/// whether this call removed `name` itself (another process removing the same
-/// tree at once may have got there first).
-pub fn remove_tree_at(
-    parent: BorrowedFd<'_>,
-    name: impl AsRef<std::ffi::OsStr>,
-) -> std::io::Result<bool> {
-    use std::os::unix::ffi::OsStrExt;
-    let name = std::ffi::CString::new(name.as_ref().as_bytes()).map_err(std::io::Error::other)?;
-    remove_tree_inner(parent, &name)
-}
-
-fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::Result<bool> {
-    // Another process removing the same tree at once is not an error: what
-    // it removed first is simply gone.
-    let gone = |r: rustix::io::Result<()>| match r {
-        Ok(()) => Ok(true),
-        Err(Errno::NOENT) => Ok(false),
-        Err(e) => Err(std::io::Error::from(e)),
-    };
-    let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => st,
-        Err(Errno::NOENT) => return Ok(false),
-        Err(e) => return Err(e.into()),
-    };
-    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
-        return gone(rustix::fs::unlinkat(parent, name, AtFlags::empty()));
-    }
-    if st.st_mode & 0o700 != 0o700 {
-        gone(rustix::fs::chmodat(
-            parent,
-            name,
-            Mode::from_raw_mode(0o700),
-            AtFlags::empty(),
-        ))?;
-    }
-    let dir = match crate::source::open_dir(parent, name) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(false),
-        Err(e) => return Err(e.into()),
-    };
-    let names = match crate::source::list_names(dir.as_fd()) {
-        Ok(names) => names,
-        Err(Errno::NOENT) => return Ok(false),
-        Err(e) => return Err(e.into()),
-    };
-    for n in names {
-        let n = std::ffi::CString::new(n).map_err(std::io::Error::other)?;
-        remove_tree_inner(dir.as_fd(), &n)?;
-    }
-    gone(rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR))
 }
