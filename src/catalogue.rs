@@ -47,6 +47,36 @@ pub struct Catalogue {
     path: PathBuf,
 }
 
+/// The reference's six provenance fields, exactly as it names them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Provenance {
+    /// The plugin name.
+    pub name: String,
+    /// The release version.
+    pub version: String,
+    /// The manifest schema version.
+    pub manifest_schema_version: i64,
+    /// The manifest digest.
+    pub manifest_digest: ManifestDigest,
+    /// The number of files.
+    pub file_count: i64,
+    /// The bytes of all files together.
+    pub total_bytes: i64,
+}
+
+impl From<&SnapshotRow> for Provenance {
+    fn from(row: &SnapshotRow) -> Self {
+        Provenance {
+            name: row.name.clone(),
+            version: row.version.clone(),
+            manifest_schema_version: row.schema_version,
+            manifest_digest: row.digest,
+            file_count: row.file_count,
+            total_bytes: row.total_bytes,
+        }
+    }
+}
+
 /// A snapshot's summary row.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SnapshotRow {

@@ -32,13 +32,13 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use super::adopt::{adopt, AdoptError, Arrival};
 use super::ingest::IngestReport;
 use super::{resolve, Report};
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::manifest::Manifest;
+use crate::store::adopt::{adopt, AdoptError, Arrival};
 use crate::store::{LockMode, ObjectKey, Store};
 
 /// The canonical manifest's entry name.
@@ -762,7 +762,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             }
             Ok(true)
         })?;
-        super::adopt::plugin_version(&plugin_json)?;
+        crate::store::adopt::plugin_version(&plugin_json)?;
         return Ok(ImportReport {
             ingest: None,
             bundle,
@@ -779,7 +779,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             origin: origin.as_ref(),
         },
         |wanted, staging| {
-            let wanted: BTreeMap<ObjectKey, &super::adopt::Wanted> =
+            let wanted: BTreeMap<ObjectKey, &crate::store::adopt::Wanted> =
                 wanted.iter().map(|w| (w.key, w)).collect();
             read_objects(&mut |key, data| match wanted.get(key) {
                 Some(w) => staging.stage(w, data, &damaged).map(|()| true),

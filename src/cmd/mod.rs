@@ -1,7 +1,6 @@
 //! One module per command. Each takes options, returns a report, and leaves
 //! the choice between human and JSON output to the caller.
 
-pub mod adopt;
 pub mod bundle;
 pub mod checkout;
 pub mod diff;
@@ -21,7 +20,8 @@ pub mod verify;
 
 use std::io::{self, Write};
 
-use crate::catalogue::{Catalogue, SnapshotRow};
+use crate::catalogue::Catalogue;
+pub use crate::catalogue::Provenance;
 use crate::digest::{DigestPrefix, ManifestDigest};
 use crate::error::{Error, Result};
 
@@ -33,36 +33,6 @@ pub trait Report: serde::Serialize {
     /// The exit code the report calls for: 0 unless it found problems.
     fn exit_code(&self) -> u8 {
         0
-    }
-}
-
-/// The reference's six provenance fields, exactly as it names them.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Provenance {
-    /// The plugin name.
-    pub name: String,
-    /// The release version.
-    pub version: String,
-    /// The manifest schema version.
-    pub manifest_schema_version: i64,
-    /// The manifest digest.
-    pub manifest_digest: ManifestDigest,
-    /// The number of files.
-    pub file_count: i64,
-    /// The bytes of all files together.
-    pub total_bytes: i64,
-}
-
-impl From<&SnapshotRow> for Provenance {
-    fn from(row: &SnapshotRow) -> Self {
-        Provenance {
-            name: row.name.clone(),
-            version: row.version.clone(),
-            manifest_schema_version: row.schema_version,
-            manifest_digest: row.digest,
-            file_count: row.file_count,
-            total_bytes: row.total_bytes,
-        }
     }
 }
 
@@ -96,36 +66,3 @@ pub fn counted(n: impl std::fmt::Display, one: &str, many: &str) -> String {
     let noun = if n == "1" { one } else { many };
     format!("{n} {noun}")
 }
-
-/// The host name, for ingest events.
-pub fn host_name() -> String {
-    rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// The user name, for ingest events: `$USER`, `$LOGNAME`, the name
-/// `/etc/passwd` gives the uid, else the uid.
-pub fn user_name() -> String {
-    let uid = rustix::process::getuid().as_raw();
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .ok()
-        .filter(|u| !u.is_empty())
-        .or_else(|| passwd_name(uid))
-        .unwrap_or_else(|| format!("uid {uid}"))
-}
-
-fn passwd_name(uid: u32) -> Option<String> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let mut fields = line.split(':');
-        let name = fields.next()?;
-        let id = fields.nth(1)?;
-        (id.parse::<u32>().ok()? == uid).then(|| name.to_string())
-    })
-}
-
-/// This build's version, for ingest events.
-pub const TOOL_VERSION: &str = concat!("cestore ", env!("CARGO_PKG_VERSION"));

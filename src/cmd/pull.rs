@@ -9,11 +9,11 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::adopt::adopt;
 use super::ingest::IngestReport;
 use super::Report;
 use crate::error::{Error, Result};
 use crate::remote::{self, transfer, RemoteError};
+use crate::store::adopt::adopt;
 
 /// What to pull.
 pub struct PullOptions<'a> {
@@ -81,7 +81,7 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
         store_root,
         &incoming.manifest_bytes,
         Some(incoming.snapshot),
-        &super::adopt::Arrival {
+        &crate::store::adopt::Arrival {
             event: "pull",
             source: &incoming.source,
             origin: incoming.origin.as_ref(),

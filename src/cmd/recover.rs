@@ -22,12 +22,13 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
 
-use super::{host_name, user_name, Report, TOOL_VERSION};
+use super::Report;
 use crate::catalogue::{Catalogue, IngestEvent, NewSnapshot, ViewRow};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::policy;
+use crate::store::ingest::{host_name, user_name, TOOL_VERSION};
 use crate::store::{Store, VIEWS_DIR};
 
 /// One thing recovery could not mend.
@@ -302,7 +303,7 @@ fn plugin_version(store: &Store, manifest: &Manifest) -> std::result::Result<Str
     if ObjectId::of(&bytes) != entry.sha256 {
         return Err(format!("the object '{}' is damaged", path.display()));
     }
-    super::adopt::plugin_version(&bytes).map_err(|e| crate::error::error_chain(&e))
+    crate::store::adopt::plugin_version(&bytes).map_err(|e| crate::error::error_chain(&e))
 }
 
 /// A file's modification time as RFC 3339 UTC with milliseconds.

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use super::{Outgoing, Published, Remote};
-use crate::cmd::adopt::{Staging, Wanted};
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
+use crate::store::adopt::{Staging, Wanted};
 use crate::store::Store;
 
 /// What a push transferred.

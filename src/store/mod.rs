@@ -61,6 +61,8 @@
 //! `checkout` checks each object's size and mode cheaply, and `verify`
 //! re-hashes everything.
 
+pub mod adopt;
+pub mod ingest;
 pub mod manifests;
 pub mod objects;
 

@@ -168,9 +168,9 @@ impl OciRemote {
             )));
         }
         let manifest = crate::manifest::Manifest::parse(&bytes)
-            .map_err(crate::cmd::adopt::AdoptError::from)?;
+            .map_err(crate::store::adopt::AdoptError::from)?;
         crate::policy::check_manifest_entries(&manifest.entries)
-            .map_err(crate::cmd::adopt::AdoptError::from)?;
+            .map_err(crate::store::adopt::AdoptError::from)?;
         Ok(bytes)
     }
 
@@ -233,7 +233,7 @@ impl OciRemote {
         let config_id = ObjectId::from_bytes(*snapshot.as_bytes());
         let manifest_bytes = self.fetch_config(&config_id, None)?;
         let files: BTreeSet<ObjectId> = crate::manifest::Manifest::parse(&manifest_bytes)
-            .map_err(crate::cmd::adopt::AdoptError::from)?
+            .map_err(crate::store::adopt::AdoptError::from)?
             .entries
             .iter()
             .map(|e| e.sha256)

@@ -18,14 +18,14 @@ use std::sync::Mutex;
 use rustix::fs::{Mode, OFlags};
 
 use super::ingest::{publish_and_record, IngestReport, Staged};
+use super::objects::{check_object, ObjectState};
+use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::manifest::Manifest;
 use crate::policy::{self, Rejection};
 use crate::pyjson::{self, Value};
-use crate::store::objects::{check_object, ObjectState};
-use crate::store::{LockMode, ObjectKey, Store, WorkDir};
 
 /// Why received data cannot become a snapshot.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,494 @@
+//! Ingesting a release: the walk, staging beside it, mending drifted objects,
+//! and the common end of ingest and adopt (publish, `syncfs`, record).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{mpsc, Mutex};
+
+use super::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
+use super::{ObjectKey, Store, WorkDir};
+use crate::catalogue::{IngestEvent, NewSnapshot, Origin, Provenance, RecordedIngest};
+use crate::error::{Error, Result};
+use crate::manifest::{Manifest, SCHEMA_VERSION};
+use crate::policy::{self, LeftOut, Rejection};
+use crate::source::{Source, WalkError, Walked};
+
+/// What to ingest.
+pub struct IngestOptions<'a> {
+    /// The release's source directory.
+    pub source: &'a Path,
+    /// The version its `plugin.json` must carry.
+    pub version: &'a str,
+}
+
+/// What an ingest did.
+#[derive(Debug, serde::Serialize)]
+pub struct IngestStats {
+    /// The source directory, absolute.
+    pub source: String,
+    /// The store, absolute.
+    pub store: String,
+    /// Whether the snapshot was already recorded before this ingest.
+    pub already_present: bool,
+    /// Distinct objects written by this ingest.
+    pub new_objects: u64,
+    /// Distinct objects found already stored.
+    pub reused_objects: u64,
+    /// Bytes written to new objects.
+    pub bytes_written: u64,
+    /// Stored objects found drifted and repaired from the source.
+    pub repaired: Vec<Repaired>,
+    /// What the reference's filters left out of the snapshot (a directory
+    /// counts once); the digest does not depend on it.
+    pub left_out: Vec<LeftOutEntry>,
+    /// What the catalogue recorded, for taking the ingest back.
+    #[serde(skip)]
+    pub recorded: RecordedIngest,
+}
+
+/// The report of `cestore ingest`.
+#[derive(Debug, serde::Serialize)]
+pub struct IngestReport {
+    /// The reference's provenance fields.
+    pub provenance: Provenance,
+    /// What the ingest did.
+    pub ingest: IngestStats,
+}
+
+/// Where each distinct object of the release stands during an ingest.
+enum Pending {
+    Reused,
+    Staged(String),
+    /// Stored, with its bytes intact but its mode drifted (a view made
+    /// writable with `chmod -R` changes the object it links).
+    ModeDrifted(String),
+    /// Stored with other bytes: the source's are staged to replace them.
+    Replacing(String, String),
+}
+
+/// How an ingest mends an object it found drifted.
+#[derive(Debug)]
+pub enum Mend {
+    /// Its mode is set back.
+    Mode,
+    /// The source's bytes, staged under this name, are renamed over it.
+    Bytes(String),
+}
+
+/// An object an ingest found drifted, and how it mends it.
+#[derive(Debug)]
+pub struct Drifted {
+    /// The object.
+    pub key: ObjectKey,
+    /// What was wrong with it.
+    pub was: String,
+    /// How it is mended.
+    pub mend: Mend,
+}
+
+/// An entry of the source the snapshot leaves out, and why.
+#[derive(Debug, serde::Serialize)]
+pub struct LeftOutEntry {
+    /// Its path relative to the source.
+    pub path: String,
+    /// Which filter left it out.
+    pub reason: LeftOut,
+}
+
+/// One object an ingest repaired, as reported.
+#[derive(Debug, serde::Serialize)]
+pub struct Repaired {
+    /// The object's absolute path.
+    pub object: String,
+    /// `mode` (set back) or `bytes` (replaced by the source's).
+    pub repair: &'static str,
+    /// What was wrong with it.
+    pub was: String,
+}
+
+/// How many files may wait for a staging thread: bounds the memory held
+/// (each at most 2 MiB).
+const STAGING_QUEUE: usize = 8;
+
+/// Walks the release, checking every rule, and writes each content the
+/// store lacks to the work directory on staging threads while the walk goes
+/// on. Returns the walk, where each distinct object stands, and the bytes staged.
+fn walk_and_stage(
+    store: &Store,
+    work: &WorkDir,
+    source: &Source,
+    opts: &IngestOptions<'_>,
+) -> Result<(Walked, HashMap<ObjectKey, Pending>, u64)> {
+    // The walk itself keeps one core busy reading and hashing; on two cores
+    // one staging thread beside it measured as fast as two (ext4 serialises
+    // inode allocation), so stage on the remaining cores, at most three.
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get().saturating_sub(1))
+        .clamp(1, 3);
+    let stagers = (0..threads)
+        .map(|i| work.stager(i))
+        .collect::<Result<Vec<_>>>()?;
+    let (tx, rx) = mpsc::sync_channel::<(ObjectKey, Vec<u8>)>(STAGING_QUEUE);
+    let rx = Mutex::new(rx);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = stagers
+            .iter()
+            .map(|stager| {
+                let rx = &rx;
+                s.spawn(move || -> Result<Vec<(ObjectKey, String)>> {
+                    let mut done = Vec::new();
+                    let mut failed = None;
+                    loop {
+                        let next = match rx.lock() {
+                            Ok(rx) => rx.recv(),
+                            Err(_) => break,
+                        };
+                        let Ok((key, data)) = next else { break };
+                        // After a failure, keep draining the queue so that
+                        // the walk never blocks; the first error is reported.
+                        if failed.is_none() {
+                            match stager.stage(&key, &data) {
+                                Ok(name) => done.push((key, name)),
+                                Err(e) => failed = Some(e),
+                            }
+                        }
+                    }
+                    failed.map_or(Ok(done), Err)
+                })
+            })
+            .collect();
+        let mut pending: HashMap<ObjectKey, Pending> = HashMap::new();
+        let mut bytes_staged = 0u64;
+        let walked = source.walk(opts.version, |file| -> Result<()> {
+            let key = ObjectKey {
+                id: file.id,
+                executable: file.executable,
+            };
+            // A zero-length file is never an object: views make it fresh.
+            if file.data.is_empty() || pending.contains_key(&key) {
+                return Ok(());
+            }
+            let size = file.data.len() as u64;
+            let mut stage = || {
+                bytes_staged += size;
+                // A closed queue means a staging thread failed; its error is reported below.
+                let _ = tx.send((key, file.data.to_vec()));
+            };
+            // The source is at hand: a drifted object is mended from it, at
+            // publishing time, so that a rejected tree changes nothing.
+            let state = match check_object(store, &key, size)? {
+                ObjectState::Intact => Pending::Reused,
+                ObjectState::Missing => {
+                    stage();
+                    Pending::Staged(String::new())
+                }
+                ObjectState::Damaged(why)
+                    if holds_its_bytes(store.objects(), &store.object_path(&key), &key, size)? =>
+                {
+                    Pending::ModeDrifted(why)
+                }
+                ObjectState::Damaged(why) => {
+                    stage();
+                    Pending::Replacing(String::new(), why)
+                }
+            };
+            pending.insert(key, state);
+            Ok(())
+        });
+        drop(tx);
+        let mut staged = Vec::new();
+        for w in workers {
+            staged.extend(
+                w.join()
+                    .map_err(|_| Error::Integrity("a staging thread panicked".into()))??,
+            );
+        }
+        let walked = walked.map_err(|e| match e {
+            WalkError::Rejected(r) => Error::Rejected(r),
+            WalkError::Visitor(e) => e,
+        })?;
+        for (key, name) in staged {
+            let state = match pending.remove(&key) {
+                Some(Pending::Replacing(_, why)) => Pending::Replacing(name, why),
+                _ => Pending::Staged(name),
+            };
+            pending.insert(key, state);
+        }
+        Ok((walked, pending, bytes_staged))
+    })
+}
+
+/// Checks the version and opens the release's source directory: what an
+/// ingest checks before it opens the store.
+pub fn open_source(opts: &IngestOptions<'_>) -> Result<Source> {
+    if !policy::is_exact_version(opts.version) {
+        return Err(Rejection::VersionNotExact {
+            version: opts.version.to_string(),
+        }
+        .into());
+    }
+    Ok(Source::open(opts.source)?)
+}
+
+/// Validates and stores a release in an open store.
+pub fn ingest_into(
+    store: &mut Store,
+    source: &Source,
+    opts: &IngestOptions<'_>,
+) -> Result<IngestReport> {
+    if let Ok(real) = std::fs::canonicalize(store.root()) {
+        if real.starts_with(source.root()) {
+            return Err(Error::Conflict(format!(
+                "the store '{}' lies inside the source '{}'; it would be ingested into itself",
+                real.display(),
+                source.root().display()
+            )));
+        }
+    }
+    let work = store.work_dir("ingest")?;
+    let (mut walked, pending, bytes_staged) = walk_and_stage(store, &work, source, opts)?;
+
+    let manifest = Manifest::new(std::mem::take(&mut walked.entries));
+    let mut staged = Vec::new();
+    let mut drifted = Vec::new();
+    let mut reused = 0;
+    for (key, state) in pending {
+        match state {
+            Pending::Reused => reused += 1,
+            Pending::Staged(name) => staged.push((name, key)),
+            Pending::ModeDrifted(was) => drifted.push(Drifted {
+                key,
+                was,
+                mend: Mend::Mode,
+            }),
+            Pending::Replacing(name, was) => drifted.push(Drifted {
+                key,
+                was,
+                mend: Mend::Bytes(name),
+            }),
+        }
+    }
+    drifted.sort_by_key(|d| d.key);
+    publish_and_record(
+        store,
+        work,
+        Staged {
+            manifest: &manifest,
+            version: opts.version,
+            event: "ingest",
+            source: &source.root().display().to_string(),
+            origin: None,
+            objects: staged,
+            drifted,
+            reused,
+            bytes: bytes_staged,
+            left_out: walked.left_out,
+        },
+    )
+}
+
+/// Takes back an ingest whose command then failed (see
+/// [`crate::catalogue::Catalogue::undo_ingest`]), with the snapshot's
+/// manifest when the snapshot goes too.
+pub fn undo_ingest(store: &mut Store, report: &IngestReport) -> Result<()> {
+    let digest = report.provenance.manifest_digest;
+    let manifest = store.manifest_path(&digest);
+    let forgotten = store
+        .catalogue_mut()
+        .undo_ingest(&digest, &report.ingest.recorded, || {
+            crate::store::manifests::remove_file(&manifest)
+        })?;
+    if forgotten {
+        let _ = store.catalogue().checkpoint();
+    }
+    Ok(())
+}
+
+/// Makes what was published durable and records the snapshot and its
+/// event; returns whether the snapshot was already recorded.
+fn record(
+    store: &mut Store,
+    s: &Staged<'_>,
+    sync: bool,
+    new_objects: u64,
+    reused: u64,
+    repaired: &[Repaired],
+) -> Result<(bool, RecordedIngest)> {
+    if sync {
+        store.sync()?;
+    }
+    let digest = s.manifest.digest;
+    let already_present = store.catalogue().has_snapshot(&digest)?;
+    let event = |event: &str, source: String, new_objects: u64, reused: u64| IngestEvent {
+        digest,
+        event: event.into(),
+        at: String::new(),
+        source,
+        host: host_name(),
+        user: user_name(),
+        tool_version: TOOL_VERSION.to_string(),
+        new_objects: new_objects as i64,
+        reused_objects: reused as i64,
+    };
+    let repairs: Vec<IngestEvent> = repaired
+        .iter()
+        .map(|r| {
+            let source = format!("{} ({}; {} from {})", r.object, r.was, r.repair, s.source);
+            event("repair", source, 0, 0)
+        })
+        .collect();
+    let recorded = store.catalogue_mut().record_ingest(
+        &NewSnapshot {
+            name: policy::PLUGIN_NAME,
+            version: s.version,
+            digest,
+            manifest: &s.manifest.bytes,
+            entries: &s.manifest.entries,
+            first_ingested_at: None,
+        },
+        s.origin.map(|o| o.event(digest)).as_ref(),
+        &event(s.event, s.source.to_string(), new_objects, reused),
+        &repairs,
+    )?;
+    Ok((already_present, recorded))
+}
+
+/// What an ingest (or an adoption) has staged, ready to become a snapshot.
+pub struct Staged<'a> {
+    /// The snapshot's manifest.
+    pub manifest: &'a Manifest,
+    /// The release version.
+    pub version: &'a str,
+    /// What the event is: `ingest`, `pull` or `import`.
+    pub event: &'static str,
+    /// Where it came from, for the event.
+    pub source: &'a str,
+    /// Where an adopted snapshot was first ingested, when its carrier says.
+    pub origin: Option<&'a Origin>,
+    /// The staged objects: their names in the work directory, and keys.
+    pub objects: Vec<(String, ObjectKey)>,
+    /// Stored objects found drifted, to mend before recording.
+    pub drifted: Vec<Drifted>,
+    /// What the source's filters left out.
+    pub left_out: Vec<(LeftOut, String)>,
+    /// Distinct objects found already stored.
+    pub reused: u64,
+    /// The bytes of the staged objects.
+    pub bytes: u64,
+}
+
+/// The common end of ingest and adopt: lists the staged objects as in flight,
+/// publishes them without overwriting, makes them durable with one `syncfs`,
+/// and records the snapshot and its ingest event in one transaction.
+pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Result<IngestReport> {
+    let digest = s.manifest.digest;
+    work.note_publishing(s.objects.iter().map(|(_, key)| key), &digest)?;
+    let mut new_objects = 0u64;
+    let mut reused = s.reused;
+    for (name, key) in &s.objects {
+        if work.publish(store, name, key)? {
+            new_objects += 1;
+        } else {
+            reused += 1;
+        }
+    }
+    let mut repaired = Vec::new();
+    for d in &s.drifted {
+        match &d.mend {
+            Mend::Mode => restore_mode(store.objects(), &store.object_path(&d.key), &d.key)?,
+            Mend::Bytes(name) => work.replace(store, name, &d.key)?,
+        }
+        repaired.push(Repaired {
+            object: store.object_path(&d.key).display().to_string(),
+            repair: match d.mend {
+                Mend::Mode => "mode",
+                Mend::Bytes(_) => "bytes",
+            },
+            was: d.was.clone(),
+        });
+    }
+    let new_manifest = store.write_manifest(&work, s.manifest)?;
+    let sync = new_objects > 0 || new_manifest || !repaired.is_empty();
+    let recorded = record(store, &s, sync, new_objects, reused, &repaired);
+    let (already_present, recorded) = match recorded {
+        Ok(r) => r,
+        Err(e) => {
+            // A failed command leaves no manifest for `recover` to revive,
+            // unless another ingest of the same snapshot recorded it
+            // meanwhile. Best effort: what is left is a sound snapshot.
+            if new_manifest {
+                let _ = store.forget_unrecorded_manifest(&digest);
+            }
+            return Err(e);
+        }
+    };
+    // Another ingest of the same snapshot that failed may have taken the
+    // manifest back just before this one recorded it.
+    if store.write_manifest(&work, s.manifest)? {
+        store.sync()?;
+    }
+    drop(work);
+    if !already_present {
+        // The command has succeeded; a log still held by a reader is folded
+        // in by a later command.
+        let _ = store.catalogue().checkpoint();
+    }
+    Ok(IngestReport {
+        provenance: Provenance {
+            name: policy::PLUGIN_NAME.to_string(),
+            version: s.version.to_string(),
+            manifest_schema_version: i64::from(SCHEMA_VERSION),
+            manifest_digest: digest,
+            file_count: s.manifest.entries.len() as i64,
+            total_bytes: s.manifest.total_bytes() as i64,
+        },
+        ingest: IngestStats {
+            source: s.source.to_string(),
+            store: store.root().display().to_string(),
+            already_present,
+            new_objects,
+            reused_objects: reused,
+            bytes_written: if new_objects > 0 { s.bytes } else { 0 },
+            repaired,
+            left_out: s
+                .left_out
+                .into_iter()
+                .map(|(reason, path)| LeftOutEntry { path, reason })
+                .collect(),
+            recorded,
+        },
+    })
+}
+
+/// The host name, for ingest events.
+pub fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The user name, for ingest events: `$USER`, `$LOGNAME`, the name
+/// `/etc/passwd` gives the uid, else the uid.
+pub fn user_name() -> String {
+    let uid = rustix::process::getuid().as_raw();
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| passwd_name(uid))
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+fn passwd_name(uid: u32) -> Option<String> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?;
+        (id.parse::<u32>().ok()? == uid).then(|| name.to_string())
+    })
+}
+
+/// This build's version, for ingest events.
+pub const TOOL_VERSION: &str = concat!("cestore ", env!("CARGO_PKG_VERSION"));
