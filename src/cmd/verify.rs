@@ -9,7 +9,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Write};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -20,8 +19,9 @@ use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{IoContext, Result};
 use crate::manifest::{Entry, Manifest};
 use crate::progress::Progress;
-use crate::store::objects::{judge, work_dirs, ObjectState};
-use crate::store::{LockMode, ObjectKey, Store, OBJECTS_DIR, TMP_DIR, VIEWS_DIR};
+use crate::store::objects::{judge, ObjectState};
+use crate::store::upkeep::{Item, Plan};
+use crate::store::{LockMode, ObjectKey, Store};
 use crate::tree::{self, Difference};
 
 /// How bad a problem is.
@@ -222,21 +222,29 @@ pub fn verify(store_root: &Path, opts: &VerifyOptions<'_>) -> Result<VerifyRepor
         repair(&store, dir, &broken, &mut report)?;
     }
 
+    // Garbage is what the one upkeep plan says gc removes, item for item.
+    let plan = Plan::scan(&store)?;
     if all {
-        find_orphans(&store, &digests, &mut report)?;
+        check_manifests(&plan.manifests, &store, &mut report);
     }
-    find_leftovers(&store, &mut report)?;
-    for v in &views {
-        if rustix::fs::lstat(v.path.as_str()).is_err() {
-            report.problems.push(Problem {
-                kind: "stale-view-record",
-                severity: Severity::Garbage,
-                path: v.path.clone(),
-                detail: "the recorded view no longer exists; `cestore discard` forgets it".into(),
-                snapshots: vec![v.digest],
-                views: vec![v.path.clone()],
-            });
+    for item in &plan.items {
+        // Orphans and manifests are whole-store findings.
+        if !all && matches!(item, Item::Object { .. } | Item::Manifest { .. }) {
+            continue;
         }
+        let mut found = problem(
+            item.kind(),
+            Severity::Garbage,
+            &item.path(&store),
+            item.detail(),
+        );
+        if let Item::ViewRecord { path } = item {
+            if let Some(v) = views.iter().find(|v| &v.path == path) {
+                found.snapshots = vec![v.digest];
+                found.views = vec![v.path.clone()];
+            }
+        }
+        report.problems.push(found);
     }
     Ok(report)
 }
@@ -483,44 +491,6 @@ fn stale_views(
     Ok(stale)
 }
 
-/// Lists files under `objects/` that no snapshot uses and no operation in
-/// flight is publishing.
-///
-/// The order matters: the objects are listed first, then the lists of
-/// operations in flight, then the catalogue, so that an object published
-/// meanwhile is found in one or the other.
-fn find_orphans(
-    store: &Store,
-    recorded: &[ManifestDigest],
-    report: &mut VerifyReport,
-) -> Result<()> {
-    let objects = list_objects(store)?;
-    let in_flight = in_flight_objects(store)?;
-    let mut live = store.catalogue().live_objects()?;
-    let scan = store.scan_manifests(&recorded.iter().copied().collect())?;
-    check_manifests(&scan, store, report);
-    live.extend(scan.live_objects);
-    for (path, key) in objects {
-        let orphan = match key {
-            Some(k) => !live.contains(&k) && !in_flight.contains(&k),
-            None => true,
-        };
-        if orphan {
-            report.problems.push(problem(
-                "orphan-object",
-                Severity::Garbage,
-                &path,
-                if key.is_some() {
-                    "no snapshot uses this object".into()
-                } else {
-                    "not an object name".into()
-                },
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Checks the manifests on disk against the catalogue: each recorded
 /// snapshot has its manifest, intact, and each manifest is recorded (or being
 /// recorded by an operation in flight).
@@ -581,90 +551,6 @@ fn check_manifests(
             digest,
         ));
     }
-}
-
-/// The objects that live operations (their work directories still locked)
-/// are publishing.
-pub fn in_flight_objects(store: &Store) -> Result<std::collections::HashSet<ObjectKey>> {
-    Ok(work_dirs(store)?
-        .iter()
-        .filter(|w| w.live)
-        .flat_map(|w| w.publishing())
-        .collect())
-}
-
-/// Every file under `objects/`, with its key when its name is one.
-pub fn list_objects(store: &Store) -> Result<Vec<(PathBuf, Option<ObjectKey>)>> {
-    let mut out = Vec::new();
-    let root = store.root().join(OBJECTS_DIR);
-    for shard in read_names(store.objects(), &root)? {
-        let shard_path = root.join(&shard);
-        let fd = match crate::fsutil::open_dir(store.objects(), shard.as_str()) {
-            Ok(fd) => fd,
-            Err(_) => {
-                out.push((shard_path, None));
-                continue;
-            }
-        };
-        for name in read_names(fd.as_fd(), &shard_path)? {
-            let key = ObjectKey::from_parts(&shard, &name);
-            out.push((shard_path.join(&name), key));
-        }
-    }
-    Ok(out)
-}
-
-pub use crate::store::read_names;
-
-/// Whether a name is that of a view still being built (see `view::temp_name`).
-pub fn is_temp_view(name: &str) -> bool {
-    name.starts_with('.') && name.contains(".cestore-tmp-")
-}
-
-fn find_leftovers(store: &Store, report: &mut VerifyReport) -> Result<()> {
-    for left in work_dirs(store)?.into_iter().filter(|w| !w.live) {
-        let path = store.root().join(TMP_DIR).join(&left.name);
-        report.problems.push(problem(
-            "leftover-temporary",
-            Severity::Garbage,
-            &path,
-            "left by an operation that did not finish".into(),
-        ));
-        if let Some(t) = left.target().filter(|t| rustix::fs::lstat(t).is_ok()) {
-            report.problems.push(problem(
-                "leftover-temporary",
-                Severity::Garbage,
-                &t,
-                "a half-built view left by a checkout that did not finish".into(),
-            ));
-        }
-    }
-    let views_path = store.root().join(VIEWS_DIR);
-    let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
-        .ctx("open the views directory", &views_path)?;
-    for name in read_names(views.as_fd(), &views_path)? {
-        if is_temp_view(&name) {
-            // A view being built; a marker under tmp/ names it.
-            continue;
-        }
-        let known = name
-            .parse::<ManifestDigest>()
-            .ok()
-            .map(|d| store.catalogue().has_snapshot(&d))
-            .transpose()?
-            .unwrap_or(false);
-        let is_dir = rustix::fs::statat(&views, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
-        if !known || !is_dir {
-            report.problems.push(problem(
-                "orphan-shared-view",
-                Severity::Garbage,
-                &views_path.join(&name),
-                "no snapshot in the catalogue has this shared view".into(),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The report of `cestore verify --tree`.

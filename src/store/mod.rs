@@ -65,6 +65,7 @@ pub mod adopt;
 pub mod ingest;
 pub mod manifests;
 pub mod objects;
+pub mod upkeep;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};

@@ -15,4 +15,5 @@ mod mounts;
 mod recovery;
 mod remote;
 mod rules;
+mod upkeep;
 mod views;

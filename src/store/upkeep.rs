@@ -1,0 +1,301 @@
+//! Upkeep: one scan of the store for everything gc may remove, as a typed
+//! [`Plan`] that `verify` reports and `gc` applies.
+//!
+//! ```text
+//!            scan (shared lock: verify, gc --dry-run; exclusive: gc)
+//!   objects/ ──┐
+//!   tmp/     ──┤     ┌─ verify: one `garbage` finding per item
+//!   views/   ──┼──► Plan ─┼─ gc --dry-run: the same items, as "would remove"
+//!   manifests/─┤     └─ gc: applies every item, reporting each failure
+//!   catalogue ─┘
+//! ```
+//!
+//! Because both commands read the same plan, what `verify` calls garbage is
+//! exactly what `gc` removes, and nothing else.
+
+use std::collections::HashSet;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
+
+use super::manifests::ManifestScan;
+use super::objects::{work_dirs, FoundWorkDir};
+use super::{ObjectKey, Store, OBJECTS_DIR, TMP_DIR, VIEWS_DIR};
+use crate::digest::ManifestDigest;
+use crate::error::{Error, IoContext, Result};
+use crate::fsutil::{read_names, remove_tree_at};
+
+/// One thing gc removes (or forgets), and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    /// A file under `objects/` that no snapshot and no operation in flight
+    /// uses (or that is not an object's name at all).
+    Object {
+        /// Its path.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// Its key, when its name is an object's.
+        key: Option<ObjectKey>,
+    },
+    /// A work directory whose operation died.
+    WorkDir {
+        /// Its name under `tmp/`.
+        name: String,
+    },
+    /// A half-built view a dead checkout or `path` left, named by its marker.
+    HalfBuiltView {
+        /// Its path.
+        path: PathBuf,
+    },
+    /// A manifest a dead operation published and nothing records.
+    Manifest {
+        /// Its path.
+        path: PathBuf,
+    },
+    /// Something under `views/` that is not the directory of a recorded
+    /// snapshot's shared view.
+    SharedView {
+        /// Its name under `views/`.
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// The record of a view whose directory is gone.
+    ViewRecord {
+        /// The view's path.
+        path: String,
+    },
+}
+
+impl Item {
+    /// The finding's kind, as `verify` names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Item::Object { .. } => "orphan-object",
+            Item::WorkDir { .. } | Item::HalfBuiltView { .. } => "leftover-temporary",
+            Item::Manifest { .. } => "leftover-manifest",
+            Item::SharedView { .. } => "orphan-shared-view",
+            Item::ViewRecord { .. } => "stale-view-record",
+        }
+    }
+
+    /// The path the finding concerns.
+    pub fn path(&self, store: &Store) -> PathBuf {
+        match self {
+            Item::Object { path, .. } | Item::HalfBuiltView { path } | Item::Manifest { path } => {
+                path.clone()
+            }
+            Item::WorkDir { name } => store.root().join(TMP_DIR).join(name),
+            Item::SharedView { name, .. } => store.root().join(VIEWS_DIR).join(name),
+            Item::ViewRecord { path } => PathBuf::from(path),
+        }
+    }
+
+    /// What is wrong, in words.
+    pub fn detail(&self) -> String {
+        match self {
+            Item::Object { key: Some(_), .. } => "no snapshot uses this object".into(),
+            Item::Object { key: None, .. } => "not an object name".into(),
+            Item::WorkDir { .. } => "left by an operation that did not finish".into(),
+            Item::HalfBuiltView { .. } => {
+                "a half-built view left by a checkout that did not finish".into()
+            }
+            Item::Manifest { .. } => {
+                "published by an operation that did not finish, and never recorded".into()
+            }
+            Item::SharedView { why, .. } => (*why).into(),
+            Item::ViewRecord { .. } => {
+                "the recorded view no longer exists; `cestore discard` or `cestore gc` forgets it"
+                    .into()
+            }
+        }
+    }
+}
+
+/// What one scan found: what gc removes, what it keeps, and what the
+/// manifests on disk say.
+#[derive(Debug)]
+pub struct Plan {
+    /// Everything gc removes or forgets, in the order it does so.
+    pub items: Vec<Item>,
+    /// Objects kept.
+    pub objects_kept: u64,
+    /// The manifests on disk, sorted out against the catalogue.
+    pub manifests: ManifestScan,
+}
+
+impl Plan {
+    /// Scans the store. Objects are listed first, then what operations in
+    /// flight publish, then the catalogue and the manifests: an object
+    /// published meanwhile is found in one or the other.
+    pub fn scan(store: &Store) -> Result<Plan> {
+        let listed = list_objects(store)?;
+        let dirs = work_dirs(store)?;
+        let in_flight: HashSet<ObjectKey> = dirs
+            .iter()
+            .filter(|w| w.live)
+            .flat_map(FoundWorkDir::publishing)
+            .collect();
+        let cat = store.catalogue();
+        let recorded: HashSet<ManifestDigest> = cat
+            .snapshots(None, None)?
+            .into_iter()
+            .map(|s| s.digest)
+            .collect();
+        let mut live = cat.live_objects()?;
+        let manifests = store.scan_manifests(&recorded)?;
+        live.extend(manifests.live_objects.iter().copied());
+
+        let mut items = Vec::new();
+        // Abandoned manifests first: a crash later leaves objects nothing
+        // names (garbage), never a manifest whose objects are gone.
+        items.extend(
+            manifests
+                .abandoned
+                .iter()
+                .map(|(_, path)| Item::Manifest { path: path.clone() }),
+        );
+        let mut objects_kept = 0;
+        for (path, key) in listed {
+            if key.is_some_and(|k| live.contains(&k) || in_flight.contains(&k)) {
+                objects_kept += 1;
+                continue;
+            }
+            let size = rustix::fs::lstat(&path).map_or(0, |s| s.st_size as u64);
+            items.push(Item::Object { path, size, key });
+        }
+        for w in dirs.into_iter().filter(|w| !w.live) {
+            if let Some(path) = w.target().filter(|t| is_half_built_view(t)) {
+                items.push(Item::HalfBuiltView { path });
+            }
+            items.push(Item::WorkDir { name: w.name });
+        }
+        let views_path = store.root().join(VIEWS_DIR);
+        let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
+            .ctx("open the views directory", &views_path)?;
+        for name in read_names(views.as_fd(), &views_path)? {
+            if is_temp_view(&name) {
+                // A view being built; a marker under tmp/ names it.
+                continue;
+            }
+            let known = name
+                .parse::<ManifestDigest>()
+                .is_ok_and(|d| recorded.contains(&d));
+            let is_dir = rustix::fs::statat(&views, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+            let why = match (known, is_dir) {
+                (true, true) => continue,
+                (false, _) => "no snapshot in the catalogue has this shared view",
+                (true, false) => "not a directory where a shared view belongs",
+            };
+            items.push(Item::SharedView { name, why });
+        }
+        for v in cat.views(None)? {
+            if rustix::fs::lstat(v.path.as_str()).is_err_and(|e| e == Errno::NOENT) {
+                items.push(Item::ViewRecord { path: v.path });
+            }
+        }
+        Ok(Plan {
+            items,
+            objects_kept,
+            manifests,
+        })
+    }
+
+    /// Applies the plan, under the exclusive lock: removes or forgets every
+    /// item, and fails on the first that cannot be.
+    pub fn apply(&self, store: &Store, mut progress: impl FnMut(u64)) -> Result<()> {
+        let tmp_path = store.root().join(TMP_DIR);
+        let tmp = crate::fsutil::open_dir(store.dir(), TMP_DIR)
+            .ctx("open the tmp directory", &tmp_path)?;
+        let views_path = store.root().join(VIEWS_DIR);
+        let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
+            .ctx("open the views directory", &views_path)?;
+        for item in &self.items {
+            match item {
+                Item::Manifest { path } => super::manifests::remove_file(path)?,
+                Item::Object { path, size, .. } => {
+                    match rustix::fs::unlink(path) {
+                        Ok(()) | Err(Errno::NOENT) => {}
+                        // A stray directory under objects/ is removed as a tree.
+                        Err(Errno::ISDIR) => {
+                            std::fs::remove_dir_all(path).ctx("remove a stray directory", path)?
+                        }
+                        Err(e) => return Err(Error::io("remove an object", path, e)),
+                    }
+                    progress(*size);
+                }
+                Item::HalfBuiltView { path } => remove_half_built_view(path)?,
+                Item::WorkDir { name } => {
+                    remove_tree_at(tmp.as_fd(), name)
+                        .ctx("remove a temporary directory", tmp_path.join(name))?;
+                }
+                Item::SharedView { name, .. } => {
+                    store
+                        .catalogue()
+                        .remove_view(&views_path.join(name).to_string_lossy())?;
+                    remove_tree_at(views.as_fd(), name)
+                        .ctx("remove a shared view", views_path.join(name))?;
+                }
+                Item::ViewRecord { path } => {
+                    store.catalogue().remove_view(path)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every file under `objects/`, with its key when its name is one.
+pub fn list_objects(store: &Store) -> Result<Vec<(PathBuf, Option<ObjectKey>)>> {
+    let mut out = Vec::new();
+    let root = store.root().join(OBJECTS_DIR);
+    for shard in read_names(store.objects(), &root)? {
+        let shard_path = root.join(&shard);
+        let fd = match crate::fsutil::open_dir(store.objects(), shard.as_str()) {
+            Ok(fd) => fd,
+            Err(_) => {
+                out.push((shard_path, None));
+                continue;
+            }
+        };
+        for name in read_names(fd.as_fd(), &shard_path)? {
+            let key = ObjectKey::from_parts(&shard, &name);
+            out.push((shard_path.join(&name), key));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a name is that of a view still being built (see `view::temp_name`).
+pub fn is_temp_view(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".cestore-tmp-")
+}
+
+/// Whether a marker's target is a half-built view still on disk, with a name
+/// only checkout and `path` make.
+fn is_half_built_view(target: &Path) -> bool {
+    target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(is_temp_view)
+        && rustix::fs::lstat(target).is_ok()
+}
+
+/// Removes a half-built view named by a marker.
+fn remove_half_built_view(target: &Path) -> Result<()> {
+    let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+        return Ok(());
+    };
+    let parent_fd = match crate::fsutil::open_dir(rustix::fs::CWD, parent) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(Error::io("open a half-built view's parent", parent, e)),
+    };
+    remove_tree_at(parent_fd.as_fd(), name)
+        .map(|_| ())
+        .ctx("remove a half-built view", target)
+}
