@@ -309,15 +309,8 @@ impl Catalogue {
         if found == SCHEMA_VERSION {
             return Ok(());
         }
-        let path = self.path.clone();
-        let err = |op| {
-            let path = path.clone();
-            move |source| Error::Catalogue { op, path, source }
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("begin the migration"))?;
+        let err = errors(&self.path);
+        let tx = immediate(&mut self.conn).map_err(err("begin the migration"))?;
         let found = Self::user_version(&tx).map_err(err("read the schema version"))?;
         if !(0..=SCHEMA_VERSION).contains(&found) {
             drop(tx);
@@ -371,18 +364,11 @@ impl Catalogue {
         event: &IngestEvent,
         repairs: &[IngestEvent],
     ) -> Result<RecordedIngest> {
-        let path = self.path.clone();
-        let err = |op| {
-            let path = path.clone();
-            move |source| Error::Catalogue { op, path, source }
-        };
+        let err = errors(&self.path);
         self.conn
             .execute_batch("PRAGMA synchronous = FULL")
             .map_err(err("ask for a durable commit"))?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("begin the ingest"))?;
+        let tx = immediate(&mut self.conn).map_err(err("begin the ingest"))?;
         let inserted = tx
             .execute(
                 &format!(
@@ -432,15 +418,8 @@ impl Catalogue {
         done: &RecordedIngest,
         forget: impl FnOnce() -> Result<()>,
     ) -> Result<bool> {
-        let path = self.path.clone();
-        let err = |op| {
-            let path = path.clone();
-            move |source| Error::Catalogue { op, path, source }
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("begin taking back an ingest"))?;
+        let err = errors(&self.path);
+        let tx = immediate(&mut self.conn).map_err(err("begin taking back an ingest"))?;
         tx.execute("DELETE FROM ingests WHERE id = ?1", [done.event_id])
             .map_err(err("take back an ingest event"))?;
         let forgotten = done.new_snapshot
@@ -663,15 +642,8 @@ impl Catalogue {
     /// row, read in the same transaction. Fails, recording nothing, when the
     /// snapshot is no longer recorded (a concurrent `rm` forgot it).
     pub fn add_view(&mut self, view: &ViewRow) -> Result<SnapshotRow> {
-        let path = self.path.clone();
-        let err = |op| {
-            let path = path.clone();
-            move |source| Error::Catalogue { op, path, source }
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("begin recording a view"))?;
+        let err = errors(&self.path);
+        let tx = immediate(&mut self.conn).map_err(err("begin recording a view"))?;
         let inserted = tx
             .execute(
                 &format!(
@@ -718,16 +690,9 @@ impl Catalogue {
         force: bool,
         forget: impl FnOnce() -> Result<()>,
     ) -> Result<Vec<String>> {
-        let path = self.path.clone();
-        let err = |op| {
-            let path = path.clone();
-            move |source| Error::Catalogue { op, path, source }
-        };
+        let err = errors(&self.path);
         let hex = digest.to_hex();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("begin forgetting a snapshot"))?;
+        let tx = immediate(&mut self.conn).map_err(err("begin forgetting a snapshot"))?;
         let views: Vec<String> = tx
             .prepare(
                 "SELECT v.path FROM views v JOIN snapshots s ON s.id = v.snapshot_id
@@ -781,15 +746,8 @@ impl Catalogue {
     /// Rewrites a recorded snapshot's manifest bytes, sums and file rows
     /// from its manifest, keeping its name, version and history.
     pub fn rewrite_rows(&mut self, manifest: &crate::manifest::Manifest) -> Result<()> {
-        let path = self.path.clone();
-        let err = |op| {
-            let path = path.clone();
-            move |source| Error::Catalogue { op, path, source }
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("begin rewriting a snapshot's rows"))?;
+        let err = errors(&self.path);
+        let tx = immediate(&mut self.conn).map_err(err("begin rewriting a snapshot's rows"))?;
         let id: i64 = tx
             .query_row(
                 "SELECT id FROM snapshots WHERE digest = ?1",
@@ -861,15 +819,8 @@ impl Catalogue {
         digest: &ManifestDigest,
         f: impl FnOnce() -> Result<T>,
     ) -> Result<Option<T>> {
-        let path = self.path.clone();
-        let err = |op| {
-            let path = path.clone();
-            move |source| Error::Catalogue { op, path, source }
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("take the write lock"))?;
+        let err = errors(&self.path);
+        let tx = immediate(&mut self.conn).map_err(err("take the write lock"))?;
         let recorded = tx
             .query_row(
                 "SELECT 1 FROM snapshots WHERE digest = ?1",
@@ -983,6 +934,21 @@ fn insert_files(
         ])?;
     }
     Ok(())
+}
+
+/// Maps the SQLite errors of an operation on the catalogue at `path` to
+/// [`Error::Catalogue`]: `errors(path)("record a view")`.
+fn errors(path: &Path) -> impl Fn(&'static str) -> Box<dyn FnOnce(rusqlite::Error) -> Error> {
+    let path = path.to_path_buf();
+    move |op| {
+        let path = path.clone();
+        Box::new(move |source| Error::Catalogue { op, path, source })
+    }
+}
+
+/// Begins a write transaction that takes SQLite's write lock at once.
+fn immediate(conn: &mut Connection) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
 }
 
 /// What a catalogue file looks like before SQLite opens it.

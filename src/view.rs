@@ -24,6 +24,8 @@ use std::sync::Mutex;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
+use crate::catalogue::ViewRow;
+use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::manifest::Entry;
 use crate::store::objects::{holds_its_bytes, judge, restore_mode, ObjectState};
@@ -72,6 +74,23 @@ impl Built {
     fn copied_because(&mut self, reason: &str) {
         self.copied += 1;
         *self.copy_reasons.entry(reason.to_string()).or_default() += 1;
+    }
+}
+
+impl ViewRow {
+    /// The record of a view just built at `path`: its method and counts, and
+    /// its root's identity.
+    pub fn of_built(path: &Path, digest: ManifestDigest, kind: &str, built: &Built) -> ViewRow {
+        ViewRow {
+            path: path.to_string_lossy().into_owned(),
+            digest,
+            kind: kind.into(),
+            method: built.method().into(),
+            linked: built.linked as i64,
+            copied: built.copied as i64,
+            created_at: String::new(),
+            root_id: root_id(path),
+        }
     }
 }
 

@@ -150,16 +150,7 @@ pub fn checkout_into(
             return Err(e);
         }
     };
-    let row = ViewRow {
-        path: dest.to_string_lossy().into_owned(),
-        digest,
-        kind: "checkout".into(),
-        method: built.method().into(),
-        linked: built.linked as i64,
-        copied: built.copied as i64,
-        created_at: String::new(),
-        root_id: view::root_id(&dest),
-    };
+    let row = ViewRow::of_built(&dest, digest, "checkout", &built);
     let snapshot = match store.catalogue_mut().add_view(&row) {
         Ok(s) => s,
         Err(e) => {

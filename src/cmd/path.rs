@@ -120,16 +120,7 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
         }
     };
     let snapshot = if created {
-        let row = ViewRow {
-            path: path.to_string_lossy().into_owned(),
-            digest,
-            kind: "shared".into(),
-            method: built.method().into(),
-            linked: built.linked as i64,
-            copied: built.copied as i64,
-            created_at: String::new(),
-            root_id: view::root_id(&path),
-        };
+        let row = ViewRow::of_built(&path, digest, "shared", &built);
         match store.catalogue_mut().add_view(&row) {
             Ok(snapshot) => snapshot,
             Err(e) => return Err(view::unpublish(views.as_fd(), hex.as_ref(), &path, e)),
