@@ -75,6 +75,9 @@ pub struct GcReport {
     pub shared_views: Vec<String>,
     /// Records of views whose directory no longer exists.
     pub stale_view_records: Vec<String>,
+    /// Manifests an operation that did not finish published and nothing
+    /// records.
+    pub manifests: Vec<String>,
     /// Objects kept.
     pub objects_kept: u64,
 }
@@ -103,12 +106,20 @@ impl Report for GcReport {
         for v in &self.stale_view_records {
             writeln!(w, "{forget} the record of the vanished view {v}")?;
         }
+        for m in &self.manifests {
+            writeln!(w, "{verb} unrecorded manifest {m}")?;
+        }
         writeln!(
             w,
-            "{verb} {} ({}), {}, {}; {forget} {}; kept {}",
+            "{verb} {} ({}), {}, {}, {}; {forget} {}; kept {}",
             super::counted(self.objects.len(), "object", "objects"),
             super::counted(self.bytes_freed, "byte", "bytes"),
             super::counted(self.temporary.len(), "temporary entry", "temporary entries"),
+            super::counted(
+                self.manifests.len(),
+                "unrecorded manifest",
+                "unrecorded manifests"
+            ),
             super::counted(self.shared_views.len(), "shared view", "shared views"),
             super::counted(
                 self.stale_view_records.len(),
@@ -142,9 +153,8 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
                 report.objects.push(path);
                 report.bytes_freed += size;
             }
-            Item::WorkDir { .. } | Item::HalfBuiltView { .. } | Item::Manifest { .. } => {
-                report.temporary.push(path)
-            }
+            Item::WorkDir { .. } | Item::HalfBuiltView { .. } => report.temporary.push(path),
+            Item::Manifest { .. } => report.manifests.push(path),
             Item::SharedView { .. } => report.shared_views.push(path),
             Item::ViewRecord { .. } => report.stale_view_records.push(path),
         }

@@ -533,15 +533,6 @@ fn check_manifests(
             digest,
         ));
     }
-    for (digest, path) in &scan.abandoned {
-        report.problems.push(with(
-            "leftover-manifest",
-            Severity::Garbage,
-            path,
-            "published by an operation that did not finish, and never recorded".into(),
-            digest,
-        ));
-    }
     for digest in &scan.missing {
         report.problems.push(with(
             "missing-manifest",

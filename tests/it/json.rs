@@ -379,6 +379,7 @@ struct GcOut {
     temporary: Vec<String>,
     shared_views: Vec<String>,
     stale_view_records: Vec<String>,
+    manifests: Vec<String>,
     objects_kept: u64,
 }
 
@@ -793,7 +794,10 @@ fn every_command_fits_the_documented_schema() {
         .for_each(|p| absolute(p));
     let gc: GcOut = run_typed(&env, &[os("gc")]);
     assert!(gc.ok && !gc.dry_run && gc.objects_kept > 0);
-    gc.stale_view_records.iter().for_each(|p| absolute(p));
+    gc.stale_view_records
+        .iter()
+        .chain(&gc.manifests)
+        .for_each(|p| absolute(p));
 
     let recover: RecoverOut = run_typed(&env, &[os("recover")]);
     assert!(recover.ok && recover.problems.is_empty() && recover.set_aside.is_none());

@@ -25,11 +25,17 @@ fn garbage_paths(verify: &Value) -> BTreeSet<(String, String)> {
 }
 
 fn gc_paths(gc: &Value) -> BTreeSet<String> {
-    ["objects", "temporary", "shared_views", "stale_view_records"]
-        .iter()
-        .flat_map(|k| gc[*k].as_array().unwrap().iter())
-        .map(|p| p.as_str().unwrap().to_string())
-        .collect()
+    [
+        "objects",
+        "temporary",
+        "manifests",
+        "shared_views",
+        "stale_view_records",
+    ]
+    .iter()
+    .flat_map(|k| gc[*k].as_array().unwrap().iter())
+    .map(|p| p.as_str().unwrap().to_string())
+    .collect()
 }
 
 fn s(p: &Path) -> String {
