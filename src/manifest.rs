@@ -239,3 +239,56 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Characters with their own escapes or at the edges of the ranges:
+    /// quotes, backslashes, control characters, DEL, the BMP's edges, astral.
+    const SPECIAL: &str = concat!(
+        "\"\\/\0\n\r\t\u{8}\u{c}\u{1f}\u{7f}",
+        "\u{80}\u{2028}\u{d7ff}\u{e000}\u{fffd}\u{ffff}",
+        "\u{10000}\u{1d11e}\u{10ffff}",
+    );
+
+    /// A path character, often one of [`SPECIAL`] or astral.
+    fn path_char() -> impl Strategy<Value = char> {
+        prop_oneof![
+            any::<char>(),
+            prop::sample::select(SPECIAL.chars().collect::<Vec<_>>()),
+            prop::char::range('\0', '\u{7f}'),
+            prop::char::range('\u{10000}', '\u{10ffff}'),
+        ]
+    }
+
+    fn entry() -> impl Strategy<Value = Entry> {
+        (
+            any::<bool>(),
+            prop::collection::vec(path_char(), 0..24),
+            any::<[u8; 32]>(),
+            any::<u64>(),
+        )
+            .prop_map(|(executable, path, sha256, size)| Entry {
+                executable,
+                path: path.into_iter().collect(),
+                sha256: ObjectId::from_bytes(sha256),
+                size,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn encoding_round_trips(entries in prop::collection::vec(entry(), 0..8)) {
+            let m = Manifest::new(entries.clone());
+            prop_assert!(m.bytes.is_ascii(), "not ASCII: {}", String::from_utf8_lossy(&m.bytes));
+            let parsed = Manifest::parse(&m.bytes)
+                .map_err(|e| TestCaseError::fail(format!("{e}: {m}")))?;
+            prop_assert_eq!(&parsed.entries, &entries);
+            prop_assert_eq!(parsed.digest, m.digest);
+            prop_assert_eq!(parsed.bytes, m.bytes);
+        }
+    }
+}
