@@ -20,7 +20,7 @@
 //! has uid, gid and mtime 0 and empty user and group names, so the same
 //! snapshot always gives the same archive, byte for byte. Import reads the
 //! bundle as a stream: it checks the manifest and its bounds (through
-//! [`adopt`](super::adopt)) before it reads any object, checks that every
+//! [`adopt`](crate::store::adopt)) before it reads any object, checks that every
 //! header, padding and the end are the bytes export writes (so a damaged byte
 //! anywhere is refused), streams each object the store lacks into its work
 //! directory while hashing it, and stops at the archive's end: it reads

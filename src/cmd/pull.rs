@@ -2,7 +2,7 @@
 //!
 //! The remote's record is fetched, its config (the canonical manifest) must
 //! hash to the snapshot digest the record and the reference name, and
-//! [`adopt`](super::adopt) then checks the manifest against the ingest
+//! [`adopt`](crate::store::adopt) then checks the manifest against the ingest
 //! rules and every fetched blob against its hash before anything enters the
 //! store. Only the objects the store lacks are fetched.
 
