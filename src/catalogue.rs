@@ -77,6 +77,14 @@ impl From<&SnapshotRow> for Provenance {
     }
 }
 
+/// Resolves a digest or unique prefix typed by a user.
+pub fn resolve(cat: &Catalogue, text: &str) -> Result<ManifestDigest> {
+    let prefix: DigestPrefix = text
+        .parse()
+        .map_err(|e| Error::Usage(format!("'{text}' is not a digest or digest prefix: {e}")))?;
+    cat.resolve(&prefix)
+}
+
 /// A snapshot's summary row.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct SnapshotRow {

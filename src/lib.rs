@@ -17,10 +17,12 @@
 //! - [`store`]: the object store, its lock and work directories;
 //! - [`catalogue`]: the SQLite catalogue;
 //! - [`view`]: frozen views made by hard links, and [`tree`]: auditing a tree;
-//! - [`remote`]: pushing to and pulling from registries (OCI);
+//! - [`remote`]: pushing to and pulling from registries (OCI), and
+//!   [`bundle`]: a snapshot as one file;
 //! - [`cmd`]: one module per command;
 //! - [`cli`]: the command line.
 
+pub mod bundle;
 pub mod catalogue;
 pub mod cli;
 pub mod cmd;

@@ -20,10 +20,7 @@ pub mod verify;
 
 use std::io::{self, Write};
 
-use crate::catalogue::Catalogue;
 pub use crate::catalogue::Provenance;
-use crate::digest::{DigestPrefix, ManifestDigest};
-use crate::error::{Error, Result};
 
 /// A command's result, printable for people or as JSON.
 pub trait Report: serde::Serialize {
@@ -52,13 +49,7 @@ impl Provenance {
     }
 }
 
-/// Resolves a digest or unique prefix typed by a user.
-pub fn resolve(cat: &Catalogue, text: &str) -> Result<ManifestDigest> {
-    let prefix: DigestPrefix = text
-        .parse()
-        .map_err(|e| Error::Usage(format!("'{text}' is not a digest or digest prefix: {e}")))?;
-    cat.resolve(&prefix)
-}
+pub use crate::catalogue::resolve;
 
 /// A count and its noun in the number the count calls for: `1 file`, `2 files`.
 pub fn counted(n: impl std::fmt::Display, one: &str, many: &str) -> String {
