@@ -193,7 +193,9 @@ pub struct ViewRow {
     pub digest: ManifestDigest,
     /// `checkout` or `shared`.
     pub kind: String,
-    /// How its files were made: `hardlink`, `copy`, `reflink` or a mix.
+    /// How its files were made: `hardlink`, `copy` (reflinks and copies),
+    /// `mixed`, or `unknown` for a shared view found unrecorded and recorded
+    /// again.
     pub method: String,
     /// Files made by hard link.
     pub linked: i64,

@@ -32,6 +32,7 @@ pub mod fsutil;
 pub mod gitnexus;
 pub mod manifest;
 pub mod policy;
+pub mod pool;
 pub mod progress;
 pub mod pyjson;
 pub mod remote;

@@ -185,32 +185,14 @@ pub fn build(
     let threads = if entries.len() < PARALLEL_FILES {
         1
     } else {
-        std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(4)
+        crate::pool::cores(4)
     };
-    let chunk = entries.len().div_ceil(threads).max(1);
-    let parts: Vec<Result<Built>> = if threads == 1 {
-        vec![job.run(entries)]
-    } else {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = entries
-                .chunks(chunk)
-                .map(|part| s.spawn(move || job.run(part)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(Error::Integrity("a view-building thread panicked".into()))
-                    })
-                })
-                .collect()
-        })
-    };
+    let chunks: Vec<&[Entry]> = entries
+        .chunks(entries.len().div_ceil(threads).max(1))
+        .collect();
+    let parts = crate::pool::map(&chunks, threads, || (), |(), part| job.run(part))?;
     let mut built = Built::default();
     for part in parts {
-        let part = part?;
         built.linked += part.linked;
         built.copied += part.copied;
         for (why, n) in part.copy_reasons {

@@ -322,41 +322,26 @@ fn check_objects(
     report: &mut VerifyReport,
 ) -> Vec<Damage> {
     let work: Vec<(ObjectKey, u64)> = users.iter().map(|(k, (size, _, _))| (*k, *size)).collect();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let damaged = Mutex::new(Vec::new());
     let bar = Mutex::new(Progress::new("verify", work.len() as u64, progress));
-    let hashed = std::sync::atomic::AtomicU64::new(0);
     let objects = store.objects();
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                let mut buf = vec![0u8; 256 * 1024];
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some((key, size)) = work.get(i) else {
-                        break;
-                    };
-                    let found = check_one(objects, key, *size, &mut buf);
-                    hashed.fetch_add(*size, std::sync::atomic::Ordering::Relaxed);
-                    if let Some((kind, detail)) = found {
-                        if let Ok(mut d) = damaged.lock() {
-                            d.push((*key, kind, detail));
-                        }
-                    }
-                    if let Ok(mut b) = bar.lock() {
-                        b.add(1, *size);
-                    }
-                }
-            });
-        }
-    });
+    let found = crate::pool::map(
+        &work,
+        crate::pool::cores(8),
+        || vec![0u8; 256 * 1024],
+        |buf, (key, size)| -> Result<Option<Damage>, std::convert::Infallible> {
+            let found = check_one(objects, key, *size, buf);
+            if let Ok(mut b) = bar.lock() {
+                b.add(1, *size);
+            }
+            Ok(found.map(|(kind, detail)| (*key, kind, detail)))
+        },
+    );
+    let damaged: Vec<Damage> = match found {
+        Ok(found) => found.into_iter().flatten().collect(),
+        Err(never) => match never {},
+    };
     report.objects_checked = work.len() as u64;
-    report.bytes_hashed = hashed.into_inner();
-    let mut damaged = damaged.into_inner().unwrap_or_default();
-    damaged.sort_by_key(|d| d.0);
+    report.bytes_hashed = work.iter().map(|(_, size)| size).sum();
     damaged
 }
 

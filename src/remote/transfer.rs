@@ -5,8 +5,6 @@
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc;
 
 use super::{Outgoing, Published, Remote};
 use crate::digest::{ObjectHasher, ObjectId};
@@ -171,8 +169,8 @@ impl Sized64 for Option<u64> {
     }
 }
 
-/// Runs `work` on every item, at most `jobs` at a time, and returns the
-/// results in order. The first error stops the workers and is returned.
+/// Runs `work` on every item, at most `jobs` at a time, on the shared pool,
+/// and returns the results in order; the first error stops the workers.
 fn parallel<T, R, F>(
     items: &[T],
     jobs: usize,
@@ -185,50 +183,17 @@ where
     R: Send + Sized64,
     F: Fn(&T) -> Result<R> + Sync,
 {
-    let n = items.len();
-    let mut bar = Progress::new(label, n as u64, progress);
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
-    let mut first_error: Option<Error> = None;
-    std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::channel::<(usize, Result<R>)>();
-        for _ in 0..jobs.clamp(1, n.max(1)) {
-            let tx = tx.clone();
-            let (next, stop, work) = (&next, &stop, &work);
-            scope.spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        break;
-                    }
-                    let r = work(&items[i]);
-                    let failed = r.is_err();
-                    if tx.send((i, r)).is_err() || failed {
-                        break;
-                    }
-                }
-            });
-        }
-        drop(tx);
-        for (i, r) in rx {
-            match r {
-                Ok(v) => {
-                    bar.add(1, v.bytes());
-                    results[i] = Some(v);
-                }
-                Err(e) => {
-                    stop.store(true, Ordering::Relaxed);
-                    first_error.get_or_insert(e);
-                }
+    let bar = std::sync::Mutex::new(Progress::new(label, items.len() as u64, progress));
+    crate::pool::map(
+        items,
+        jobs,
+        || (),
+        |(), item| {
+            let r = work(item)?;
+            if let Ok(mut bar) = bar.lock() {
+                bar.add(1, r.bytes());
             }
-        }
-    });
-    if let Some(e) = first_error {
-        return Err(e);
-    }
-    results
-        .into_iter()
-        .map(|r| r.ok_or_else(|| Error::Integrity("a transfer did not finish".into())))
-        .collect()
+            Ok(r)
+        },
+    )
 }

@@ -13,7 +13,7 @@
 //! │   │   ├── <62 hex>       a non-executable file's bytes, mode 0444
 //! │   │   └── <62 hex>.x     an executable file's bytes, mode 0555
 //! ├── tmp/
-//! │   └── <op>-<pid>-<n>/    one work directory per operation in flight,
+//! │   └── <op>-<pid>-<ns>-<n>/  one work directory per operation in flight,
 //! │                          held with an exclusive flock while it lives
 //! └── views/
 //!     └── <64 hex>/          the shared frozen view of a snapshot (`cestore path`)
