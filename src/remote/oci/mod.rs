@@ -305,6 +305,48 @@ impl OciRemote {
         Ok((snapshot, manifest_bytes, blobs, distinct.len()))
     }
 
+    /// Fetches the document a reference names, with the snapshot digest the
+    /// reference itself promises (a `sha256-<hex>` tag) and the document
+    /// digest it pins (`@sha256:`).
+    #[allow(clippy::type_complexity)]
+    fn fetch_top(
+        &self,
+        reference: &SnapshotRef,
+    ) -> Result<(
+        Vec<u8>,
+        Option<crate::digest::ManifestDigest>,
+        Option<String>,
+    )> {
+        Ok(match reference {
+            SnapshotRef::Tag(tag) => {
+                let bytes = self
+                    .fetch_document(tag)?
+                    .ok_or_else(|| RemoteError::NotFound(self.full(tag)))?;
+                (bytes, super::tag_digest(tag), None)
+            }
+            SnapshotRef::Digest(hex) => {
+                // The snapshot's own digest is a tag; anything else must be a
+                // manifest's digest. (Asking for the config blob's digest as a
+                // manifest makes some registries answer 500, so the tag goes first.)
+                let tag = format!("sha256-{hex}");
+                match self.fetch_document(&tag)? {
+                    Some(bytes) => (bytes, super::tag_digest(&tag), None),
+                    None => {
+                        let bytes =
+                            self.fetch_document(&format!("sha256:{hex}"))?
+                                .ok_or_else(|| {
+                                    RemoteError::NotFound(format!(
+                                        "{} (neither a snapshot's tag nor a manifest's digest)",
+                                        self.full(&format!("sha256:{hex}"))
+                                    ))
+                                })?;
+                        (bytes, None, Some(hex.clone()))
+                    }
+                }
+            }
+        })
+    }
+
     fn fetch_document(&self, reference: &str) -> Result<Option<Vec<u8>>> {
         Ok(self
             .client
@@ -389,34 +431,7 @@ impl Remote for OciRemote {
     fn resolve(&self, reference: &SnapshotRef) -> Result<Incoming> {
         // The document, the snapshot digest the reference itself promises (a
         // `sha256-<hex>` tag), and the document digest it promises (`@sha256:`).
-        let (bytes, promised, pinned) = match reference {
-            SnapshotRef::Tag(tag) => {
-                let bytes = self
-                    .fetch_document(tag)?
-                    .ok_or_else(|| RemoteError::NotFound(self.full(tag)))?;
-                (bytes, super::tag_digest(tag), None)
-            }
-            SnapshotRef::Digest(hex) => {
-                // The snapshot's own digest is a tag; anything else must be a
-                // manifest's digest. (Asking for the config blob's digest as a
-                // manifest makes some registries answer 500, so the tag goes first.)
-                let tag = format!("sha256-{hex}");
-                match self.fetch_document(&tag)? {
-                    Some(bytes) => (bytes, super::tag_digest(&tag), None),
-                    None => {
-                        let bytes =
-                            self.fetch_document(&format!("sha256:{hex}"))?
-                                .ok_or_else(|| {
-                                    RemoteError::NotFound(format!(
-                                        "{} (neither a snapshot's tag nor a manifest's digest)",
-                                        self.full(&format!("sha256:{hex}"))
-                                    ))
-                                })?;
-                        (bytes, None, Some(hex.clone()))
-                    }
-                }
-            }
-        };
+        let (bytes, promised, pinned) = self.fetch_top(reference)?;
         let top = ObjectId::of(&bytes);
         if let Some(hex) = pinned {
             if top.to_hex() != hex {
