@@ -233,3 +233,10 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
     }
     s
 }
+
+/// A count and its noun in the number the count calls for: `1 file`, `2 files`.
+pub fn counted(n: impl std::fmt::Display, one: &str, many: &str) -> String {
+    let n = n.to_string();
+    let noun = if n == "1" { one } else { many };
+    format!("{n} {noun}")
+}

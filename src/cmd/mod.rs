@@ -51,9 +51,4 @@ impl Provenance {
 
 pub use crate::catalogue::resolve;
 
-/// A count and its noun in the number the count calls for: `1 file`, `2 files`.
-pub fn counted(n: impl std::fmt::Display, one: &str, many: &str) -> String {
-    let n = n.to_string();
-    let noun = if n == "1" { one } else { many };
-    format!("{n} {noun}")
-}
+pub use crate::error::counted;

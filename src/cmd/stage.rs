@@ -9,14 +9,13 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::checkout::{checkout_into, effective_method, Destination};
 use super::mounts::{ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, is_ce_arm};
-use super::path::shared_view;
 use super::{resolve, Provenance, Report};
 use crate::error::Result;
 use crate::gitnexus::{self, ReadOnlyMount};
 use crate::policy::Rejection;
 use crate::store::ingest::{ingest_into, open_source, undo_ingest, IngestOptions, IngestStats};
+use crate::store::views::{checkout_into, effective_method, shared_view, Destination};
 use crate::store::{LockMode, Store};
 use crate::view::Method;
 

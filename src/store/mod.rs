@@ -66,6 +66,7 @@ pub mod ingest;
 pub mod manifests;
 pub mod objects;
 pub mod upkeep;
+pub mod views;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};

@@ -1,0 +1,373 @@
+//! Views: checking out a snapshot at a new path, the store's shared views,
+//! and discarding. A view is published with one rename and recorded in the
+//! catalogue; one that cannot be recorded is removed again.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, RenameFlags};
+use rustix::io::Errno;
+
+use super::{Store, VIEWS_DIR};
+use crate::catalogue::{resolve, SnapshotRow, ViewRow};
+use crate::digest::ManifestDigest;
+use crate::error::{Error, IoContext, Result};
+use crate::fsutil::remove_tree_at;
+use crate::view::{self, Built, Method};
+
+/// What to check out, and where.
+pub struct CheckoutOptions<'a> {
+    /// A digest or unique prefix.
+    pub digest: &'a str,
+    /// The view's path, which must not exist.
+    pub dest: &'a Path,
+    /// How to make the files.
+    pub method: Method,
+    /// Fail instead of copying where a hard link is refused.
+    pub require_hardlinks: bool,
+}
+
+/// The report of `cestore checkout`.
+#[derive(Debug, serde::Serialize)]
+pub struct CheckoutReport {
+    /// The snapshot checked out.
+    pub manifest_digest: ManifestDigest,
+    /// The view's absolute path.
+    pub view: String,
+    /// The method asked for.
+    pub requested_method: Method,
+    /// What building the view did.
+    #[serde(flatten)]
+    pub built: Built,
+    /// The snapshot's row, read when the view was recorded.
+    #[serde(skip)]
+    pub snapshot: SnapshotRow,
+}
+
+/// Where a new view goes: an existing parent directory and a name not yet
+/// taken there, outside the store.
+pub struct Destination {
+    parent: PathBuf,
+    name: PathBuf,
+}
+
+impl Destination {
+    /// Checks a destination: its parent exists, nothing is at it yet, and it
+    /// lies outside the store.
+    pub fn check(store: &Store, dest: &Path) -> Result<Destination> {
+        let (parent, name) = view::split_dest(dest)?;
+        let dest = parent.join(&name);
+        if rustix::fs::lstat(&dest).is_ok() {
+            return Err(Error::Conflict(format!(
+                "the destination '{}' already exists; a view is only made at a new path",
+                dest.display()
+            )));
+        }
+        let store_real =
+            std::fs::canonicalize(store.root()).ctx("resolve the store path", store.root())?;
+        if dest.starts_with(&store_real) {
+            return Err(Error::Conflict(format!(
+                "the destination '{}' lies inside the store '{}'; use `cestore path` for a view inside the store",
+                dest.display(),
+                store_real.display()
+            )));
+        }
+        Ok(Destination { parent, name })
+    }
+
+    /// The destination's absolute path.
+    pub fn path(&self) -> PathBuf {
+        self.parent.join(&self.name)
+    }
+}
+
+/// The method a checkout uses, given whether hard links are required.
+pub fn effective_method(method: Method, require_hardlinks: bool) -> Result<Method> {
+    match (method, require_hardlinks) {
+        (Method::Auto | Method::Hardlink, true) => Ok(Method::Hardlink),
+        (m @ (Method::Copy | Method::Reflink), true) => Err(Error::Usage(format!(
+            "--require-hardlinks cannot be met with --method {}",
+            if m == Method::Copy { "copy" } else { "reflink" }
+        ))),
+        (m, false) => Ok(m),
+    }
+}
+
+/// Checks out a snapshot of an open store at a checked destination, and
+/// records the view; a view that cannot be recorded is removed again.
+pub fn checkout_into(
+    store: &mut Store,
+    digest: ManifestDigest,
+    dest: &Destination,
+    method: Method,
+) -> Result<CheckoutReport> {
+    let entries = store.catalogue().files(&digest)?;
+    let (parent, name) = (&dest.parent, &dest.name);
+    let dest = dest.path();
+    let parent_fd = crate::fsutil::open_dir(rustix::fs::CWD, parent)
+        .ctx("open the destination's parent", parent)?;
+    let tmp = view::temp_name(name.as_os_str());
+    let tmp_path = parent.join(&tmp);
+    // A marker in the store names the temporary view, so that gc can remove
+    // it if this process dies before publishing.
+    let work = store.work_dir("checkout")?;
+    work.mark_target(&tmp_path)?;
+    let built =
+        view::build(store, &entries, parent_fd.as_fd(), &tmp, &dest, method).and_then(|built| {
+            view::publish(parent_fd.as_fd(), &tmp, name.as_os_str(), &dest)?;
+            Ok(built)
+        });
+    let built = match built {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = remove_tree_at(parent_fd.as_fd(), &tmp);
+            return Err(e);
+        }
+    };
+    let row = ViewRow::of_built(&dest, digest, "checkout", &built);
+    let snapshot = match store.catalogue_mut().add_view(&row) {
+        Ok(s) => s,
+        Err(e) => {
+            return Err(view::unpublish(
+                parent_fd.as_fd(),
+                name.as_os_str(),
+                &dest,
+                e,
+            ))
+        }
+    };
+    drop(work);
+    Ok(CheckoutReport {
+        manifest_digest: digest,
+        view: row.path,
+        requested_method: method,
+        built,
+        snapshot,
+    })
+}
+
+/// The report of `cestore path`.
+#[derive(Debug, serde::Serialize)]
+pub struct PathReport {
+    /// The snapshot.
+    pub manifest_digest: ManifestDigest,
+    /// The shared view's absolute path.
+    pub path: PathBuf,
+    /// Whether this call made the view.
+    pub created: bool,
+    /// The snapshot's row.
+    #[serde(skip)]
+    pub snapshot: SnapshotRow,
+}
+
+/// Returns the shared view of a snapshot of an open store, making it once
+/// if it is absent.
+pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathReport> {
+    let hex = digest.to_hex();
+    let path = store.root().join(VIEWS_DIR).join(&hex);
+    let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
+        .ctx("open the views directory", path.parent().unwrap_or(&path))?;
+    match rustix::fs::statat(&views, hex.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+            // A process killed between publishing and recording leaves an
+            // unrecorded view: record it now, so that rm and gc respect it.
+            let text = path.to_string_lossy();
+            let snapshot = if store.catalogue().view(&text)?.is_none() {
+                store.catalogue_mut().add_view(&ViewRow {
+                    path: text.into_owned(),
+                    digest,
+                    kind: "shared".into(),
+                    method: "unknown".into(),
+                    linked: 0,
+                    copied: 0,
+                    created_at: String::new(),
+                    root_id: Some((st.st_dev, st.st_ino)),
+                })?
+            } else {
+                store.catalogue().snapshot(&digest)?
+            };
+            return Ok(PathReport {
+                manifest_digest: digest,
+                path,
+                created: false,
+                snapshot,
+            });
+        }
+        Ok(_) => {
+            return Err(Error::Integrity(format!(
+                "'{}' is not a directory; run `cestore verify`",
+                path.display()
+            )))
+        }
+        Err(Errno::NOENT) => {}
+        Err(e) => return Err(Error::io("examine the shared view", &path, e)),
+    }
+    let entries = store.catalogue().files(&digest)?;
+    // Build beside the final name, so that the rename keeps the parent (a
+    // directory moved to another parent needs write permission on itself,
+    // which a frozen view no longer has). A marker in the store names the
+    // temporary view, so that gc can remove it if this process dies.
+    let tmp = view::temp_name(std::ffi::OsStr::new(&hex));
+    let work = store.work_dir("path")?;
+    work.mark_target(&path.with_file_name(&tmp))?;
+    let built = match view::build(store, &entries, views.as_fd(), &tmp, &path, Method::Auto) {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = remove_tree_at(views.as_fd(), &tmp);
+            return Err(e);
+        }
+    };
+    let created = match rustix::fs::renameat_with(
+        &views,
+        tmp.as_str(),
+        &views,
+        hex.as_str(),
+        RenameFlags::NOREPLACE,
+    ) {
+        Ok(()) => true,
+        // Another process published it first: theirs is the view.
+        Err(Errno::EXIST | Errno::NOTEMPTY) => {
+            remove_tree_at(views.as_fd(), &tmp)
+                .ctx("remove a redundant view", path.with_file_name(&tmp))?;
+            false
+        }
+        Err(e) => {
+            let _ = remove_tree_at(views.as_fd(), &tmp);
+            return Err(Error::io("publish the shared view", &path, e));
+        }
+    };
+    let snapshot = if created {
+        let row = ViewRow::of_built(&path, digest, "shared", &built);
+        match store.catalogue_mut().add_view(&row) {
+            Ok(snapshot) => snapshot,
+            Err(e) => return Err(view::unpublish(views.as_fd(), hex.as_ref(), &path, e)),
+        }
+    } else {
+        store.catalogue().snapshot(&digest)?
+    };
+    drop(work);
+    Ok(PathReport {
+        manifest_digest: digest,
+        path,
+        created,
+        snapshot,
+    })
+}
+
+/// What to discard.
+pub struct DiscardOptions<'a> {
+    /// The view's path.
+    pub dest: &'a Path,
+    /// Remove a path that is not a recorded view, if it matches this snapshot exactly.
+    pub force_digest: Option<&'a str>,
+}
+
+/// The report of `cestore discard`.
+#[derive(Debug, serde::Serialize)]
+pub struct DiscardReport {
+    /// The view's absolute path.
+    pub view: String,
+    /// The snapshot it showed; `null` when nothing was there to discard.
+    pub manifest_digest: Option<ManifestDigest>,
+    /// Whether it was a recorded view (else it was forced, or gone).
+    pub recorded: bool,
+    /// Whether this call removed it (else it was already gone).
+    pub removed: bool,
+}
+
+/// Removes a view: directories get write permission, files are never chmod-ed.
+///
+/// A recorded view whose directory is already gone, by another discard or by
+/// the removal of its parents, is forgotten. The store's shared views are
+/// refused: sandboxes may have them mounted, and only gc removes them.
+pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<DiscardReport> {
+    let (parent, name) = match view::split_dest(opts.dest) {
+        Ok(split) => split,
+        // The parent is gone: a record can still name the path.
+        Err(Error::NotFound { .. }) => view::lexical_dest(opts.dest)?,
+        Err(e) => return Err(e),
+    };
+    let dest = parent.join(&name);
+    let dest_text = dest.to_string_lossy().into_owned();
+    let row = store.catalogue().view(&dest_text)?;
+    let found = view::root_id(&dest);
+    let shared_dir = store.root().join(crate::store::VIEWS_DIR);
+    if row.as_ref().is_some_and(|r| r.kind == "shared") || dest.starts_with(&shared_dir) {
+        return Err(Error::Conflict(format!(
+            "'{}' is a shared view of the store, which running sandboxes may have mounted; \
+             discard never removes one: `cestore gc` does, once `cestore rm` has forgotten its snapshot",
+            dest.display()
+        )));
+    }
+    let (digest, recorded) = match (&row, opts.force_digest) {
+        (Some(row), _) if found.is_some() && row.root_id.is_some() && found != row.root_id => {
+            return Err(Error::Conflict(format!(
+                "'{}' is no longer the view checkout made (its root directory was replaced); not removed. \
+                 Check it with `cestore verify --tree {} {}`",
+                dest.display(),
+                dest.display(),
+                row.digest
+            )))
+        }
+        (Some(row), _) => (row.digest, true),
+        // Nothing there and nothing recorded: another discard got there
+        // first, or it never was. Discarding is idempotent.
+        (None, None) if found.is_none() => {
+            return Ok(DiscardReport {
+                view: dest_text,
+                manifest_digest: None,
+                recorded: false,
+                removed: false,
+            })
+        }
+        (None, None) => {
+            return Err(Error::Absent {
+                message: format!(
+                    "'{}' is not a recorded view; to remove a tree that is exactly a snapshot, pass --force DIGEST",
+                    dest.display()
+                ),
+                path: dest,
+            })
+        }
+        (None, Some(d)) => {
+            let digest = resolve(store.catalogue(), d)?;
+            if found.is_none() {
+                return Err(Error::NotFound {
+                    what: "directory",
+                    path: dest,
+                });
+            }
+            let entries = store.catalogue().files(&digest)?;
+            let diffs = crate::tree::matches(&dest, &entries)?;
+            if !diffs.is_empty() {
+                return Err(Error::Conflict(format!(
+                    "'{}' is not a recorded view and differs from {digest} in {} (first: {}); not removed",
+                    dest.display(),
+                    crate::error::counted(diffs.len(), "way", "ways"),
+                    diffs[0]
+                )));
+            }
+            (digest, false)
+        }
+    };
+    // Of two discards of one view, the one whose removal takes the view's
+    // root removed it; the other finds it already gone. The record is
+    // forgotten once, by whichever gets there first.
+    let removed = match found {
+        Some(_) => {
+            let parent_fd = crate::fsutil::open_dir(rustix::fs::CWD, &parent)
+                .ctx("open the view's parent", &parent)?;
+            remove_tree_at(parent_fd.as_fd(), &name).ctx("remove the view", &dest)?
+        }
+        None => false,
+    };
+    if recorded {
+        store.catalogue_mut().remove_view(&dest_text)?;
+    }
+    Ok(DiscardReport {
+        view: dest_text,
+        manifest_digest: Some(digest),
+        recorded,
+        removed,
+    })
+}
