@@ -260,3 +260,84 @@ mod tests {
         assert_eq!("sha256:AB".parse::<DigestPrefix>().unwrap().as_str(), "ab");
     }
 }
+
+#[cfg(test)]
+mod object_key_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key(executable: bool) -> ObjectKey {
+        ObjectKey {
+            id: ObjectId::of(b"abc"),
+            executable,
+        }
+    }
+
+    const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+    #[test]
+    fn names_paths_and_modes() {
+        let plain = key(false);
+        assert_eq!(plain.name(), ABC);
+        assert_eq!(plain.file_name(), &ABC[2..]);
+        assert_eq!(plain.rel_path(), format!("ba/{}", &ABC[2..]));
+        assert_eq!(plain.mode(), 0o444);
+
+        let exec = key(true);
+        assert_eq!(exec.name(), format!("{ABC}.x"));
+        assert_eq!(exec.file_name(), format!("{}.x", &ABC[2..]));
+        assert_eq!(exec.rel_path(), format!("ba/{}.x", &ABC[2..]));
+        assert_eq!(exec.mode(), 0o555);
+        assert_ne!(plain, exec, "the same bytes at two modes are two objects");
+    }
+
+    #[test]
+    fn from_parts_reads_back_both_kinds() {
+        for k in [key(false), key(true)] {
+            assert_eq!(ObjectKey::from_parts("ba", &k.file_name()), Some(k));
+        }
+    }
+
+    #[test]
+    fn from_parts_refuses_what_is_not_an_object_name() {
+        let rest = &ABC[2..];
+        let refused = [
+            ("ba", format!("{rest}.X")),
+            ("ba", format!("{rest}.y")),
+            ("ba", format!("{rest}.x.x")),
+            ("ba", format!("{rest}x")),
+            ("ba", format!("{rest}.")),
+            ("ba", rest.to_uppercase()),
+            ("ba", rest[1..].to_string()),
+            ("ba", format!("{rest}0")),
+            ("ba", format!("{}g", &rest[1..])),
+            ("ba", String::new()),
+            ("ba", ".x".to_string()),
+            ("b", format!("a{rest}")),
+            ("bac", rest[1..].to_string()),
+            ("", ABC.to_string()),
+            ("ba", format!("../{rest}")),
+            ("ba", format!("{rest}.tmp")),
+        ];
+        for (shard, name) in refused {
+            assert_eq!(
+                ObjectKey::from_parts(shard, &name),
+                None,
+                "accepted {shard}/{name}"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn every_key_reads_back_from_its_path(bytes in any::<[u8; 32]>(), executable in any::<bool>()) {
+            let k = ObjectKey { id: ObjectId::from_bytes(bytes), executable };
+            let rel = k.rel_path();
+            let (shard, file) = rel.split_once('/').unwrap();
+            prop_assert_eq!(shard.len(), 2);
+            prop_assert_eq!(file, k.file_name());
+            prop_assert_eq!(format!("{shard}{file}"), k.name());
+            prop_assert_eq!(ObjectKey::from_parts(shard, file), Some(k));
+        }
+    }
+}

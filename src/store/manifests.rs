@@ -308,3 +308,284 @@ pub(super) fn holds_data(
     }
     Ok(false)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::ObjectId;
+    use crate::manifest::Entry;
+    use crate::store::LockMode;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    fn entry(path: &str, data: &[u8]) -> Entry {
+        Entry {
+            executable: false,
+            path: path.into(),
+            sha256: ObjectId::of(data),
+            size: data.len() as u64,
+        }
+    }
+
+    fn manifest(tag: &str) -> Manifest {
+        Manifest::new(vec![
+            entry(&format!("{tag}.md"), tag.as_bytes()),
+            entry("empty", b""),
+        ])
+    }
+
+    fn open(tmp: &Path) -> Store {
+        Store::open(&tmp.join("store"), LockMode::Shared, true).unwrap()
+    }
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// Overwrites a read-only file, whoever runs the test.
+    fn overwrite(path: &Path, bytes: &[u8]) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(path, bytes).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Leaves a work directory as a killed operation would: unlocked, with
+    /// a publishing list naming `digest`.
+    fn dead_work_dir(store: &Store, name: &str, digest: &ManifestDigest) {
+        let dir = store.root().join(super::super::TMP_DIR).join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            dir.join(super::super::objects::PUBLISHING_LIST),
+            format!("manifest {digest}\n"),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_written_manifest_reads_back_read_only_and_is_written_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let work = store.work_dir("test").unwrap();
+        let m = manifest("a");
+        let path = store.manifest_path(&m.digest);
+        let hex = m.digest.to_hex();
+        assert_eq!(
+            path,
+            store.root().join("manifests").join(&hex[..2]).join(&hex)
+        );
+        assert!(store.write_manifest(&work, &m).unwrap());
+        assert_eq!(store.read_manifest(&m.digest).unwrap(), m);
+        assert_eq!(std::fs::read(&path).unwrap(), m.bytes);
+        assert_eq!(mode(&path), 0o444);
+        assert!(names(work.path()).is_empty(), "the staged copy moved");
+
+        assert!(!store.write_manifest(&work, &m).unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), m.bytes);
+        assert!(names(work.path()).is_empty(), "the second copy is dropped");
+        assert!(store.holds_data().unwrap());
+    }
+
+    #[test]
+    fn reading_a_missing_or_wrong_manifest_fails() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let work = store.work_dir("test").unwrap();
+        let m = manifest("a");
+        assert!(matches!(
+            store.read_manifest(&m.digest),
+            Err(Error::Io { .. })
+        ));
+        store.write_manifest(&work, &m).unwrap();
+        let other = manifest("b");
+        overwrite(&store.manifest_path(&m.digest), &other.bytes);
+        let err = store.read_manifest(&m.digest).unwrap_err();
+        assert!(
+            matches!(err, Error::Integrity(ref s) if s.contains("not to its name")),
+            "{err}"
+        );
+        overwrite(&store.manifest_path(&m.digest), b"{}");
+        let err = store.read_manifest(&m.digest).unwrap_err();
+        assert!(
+            matches!(err, Error::Integrity(ref s) if s.contains("is damaged")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn writing_a_manifest_over_a_damaged_one_heals_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let work = store.work_dir("test").unwrap();
+        let m = manifest("a");
+        store.write_manifest(&work, &m).unwrap();
+        let path = store.manifest_path(&m.digest);
+        overwrite(&path, b"damaged");
+        assert!(store.read_manifest(&m.digest).is_err());
+
+        assert!(!store.write_manifest(&work, &m).unwrap());
+        assert_eq!(store.read_manifest(&m.digest).unwrap(), m);
+        assert_eq!(mode(&path), 0o444);
+        assert_eq!(names(path.parent().unwrap()), [m.digest.to_hex()]);
+        assert!(names(work.path()).is_empty());
+    }
+
+    #[test]
+    fn a_scan_sorts_every_manifest_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let work = store.work_dir("test").unwrap();
+        let [recorded, unrecorded, abandoned, in_flight, damaged, missing] = [
+            "recorded",
+            "unrecorded",
+            "abandoned",
+            "in-flight",
+            "damaged",
+            "missing",
+        ]
+        .map(manifest);
+        for m in [&recorded, &unrecorded, &abandoned, &in_flight, &damaged] {
+            assert!(store.write_manifest(&work, m).unwrap());
+        }
+        dead_work_dir(&store, "ingest-dead-1", &abandoned.digest);
+        let live = store.work_dir("ingest").unwrap();
+        live.note_publishing(std::iter::empty(), &in_flight.digest)
+            .unwrap();
+        // Still a manifest's entries, but not in canonical form.
+        let spaced = String::from_utf8(damaged.bytes.clone())
+            .unwrap()
+            .replacen(':', ": ", 1);
+        overwrite(&store.manifest_path(&damaged.digest), spaced.as_bytes());
+        let root = store.root().join(MANIFESTS_DIR);
+        let stray_name = root.join(&recorded.digest.to_hex()[..2]).join("notes.txt");
+        std::fs::write(&stray_name, "?").unwrap();
+        let wrong_shard = if recorded.digest.to_hex().starts_with("00") {
+            "01"
+        } else {
+            "00"
+        };
+        std::fs::create_dir_all(root.join(wrong_shard)).unwrap();
+        let misplaced = root.join(wrong_shard).join(recorded.digest.to_hex());
+        std::fs::write(&misplaced, &recorded.bytes).unwrap();
+        let not_shard = root.join("zz");
+        std::fs::write(&not_shard, "?").unwrap();
+
+        let known: HashSet<ManifestDigest> = [recorded.digest, damaged.digest, missing.digest]
+            .into_iter()
+            .collect();
+        let scan = store.scan_manifests(&known).unwrap();
+
+        let digests = |v: &[(ManifestDigest, PathBuf)]| -> Vec<ManifestDigest> {
+            v.iter().map(|(d, _)| *d).collect()
+        };
+        assert_eq!(digests(&scan.unrecorded), [unrecorded.digest]);
+        assert_eq!(
+            scan.unrecorded[0].1,
+            store.manifest_path(&unrecorded.digest)
+        );
+        assert_eq!(digests(&scan.abandoned), [abandoned.digest]);
+        assert_eq!(scan.abandoned[0].1, store.manifest_path(&abandoned.digest));
+        assert_eq!(scan.damaged.len(), 1, "{:?}", scan.damaged);
+        assert_eq!(scan.damaged[0].0, damaged.digest);
+        assert!(
+            scan.damaged[0].2.contains("damaged"),
+            "{}",
+            scan.damaged[0].2
+        );
+        let mut stray = scan.stray.clone();
+        stray.sort();
+        let mut want = vec![stray_name, misplaced, not_shard];
+        want.sort();
+        assert_eq!(stray, want);
+        assert_eq!(scan.missing, [missing.digest]);
+
+        let key = |m: &Manifest| m.entries[0].key();
+        for m in [&recorded, &unrecorded, &in_flight, &damaged] {
+            assert!(scan.live_objects.contains(&key(m)), "{}", m.entries[0].path);
+        }
+        assert!(!scan.live_objects.contains(&key(&abandoned)));
+        assert!(!scan.live_objects.contains(&key(&missing)));
+        assert!(
+            !scan.live_objects.contains(&recorded.entries[1].key()),
+            "an empty file uses no object"
+        );
+        assert_eq!(scan.live_objects.len(), 4);
+        drop(live);
+
+        // A work directory removed as its operation ends no longer vouches
+        // for the manifest it was publishing.
+        let scan = store.scan_manifests(&known).unwrap();
+        let mut now = digests(&scan.unrecorded);
+        now.sort();
+        let mut want = vec![unrecorded.digest, in_flight.digest];
+        want.sort();
+        assert_eq!(now, want);
+    }
+
+    #[test]
+    fn only_an_unrecorded_manifest_is_forgotten() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = open(tmp.path());
+        let work = store.work_dir("test").unwrap();
+        let m = manifest("a");
+        store.write_manifest(&work, &m).unwrap();
+        store
+            .catalogue_mut()
+            .record_ingest(
+                &crate::catalogue::NewSnapshot {
+                    name: "p",
+                    version: "1",
+                    digest: m.digest,
+                    manifest: &m.bytes,
+                    entries: &m.entries,
+                    first_ingested_at: None,
+                },
+                None,
+                &crate::catalogue::Origin {
+                    at: String::new(),
+                    host: "h".into(),
+                    user: "u".into(),
+                    source: "/".into(),
+                    tool_version: "0".into(),
+                }
+                .event(m.digest),
+                &[],
+            )
+            .unwrap();
+        assert!(!store.forget_unrecorded_manifest(&m.digest).unwrap());
+        assert!(store.manifest_path(&m.digest).exists());
+
+        let u = manifest("b");
+        store.write_manifest(&work, &u).unwrap();
+        assert!(store.forget_unrecorded_manifest(&u.digest).unwrap());
+        assert!(!store.manifest_path(&u.digest).exists());
+    }
+
+    #[test]
+    fn remove_file_tolerates_a_missing_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("m");
+        std::fs::write(&path, "x").unwrap();
+        remove_file(&path).unwrap();
+        assert!(!path.exists());
+        remove_file(&path).unwrap();
+        let err = remove_file(tmp.path()).unwrap_err();
+        assert!(matches!(err, Error::Io { ref path, .. } if path == tmp.path()));
+    }
+
+    #[test]
+    fn an_empty_store_holds_no_data() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        assert!(!store.holds_data().unwrap());
+        assert!(store.list_manifests().unwrap().is_empty());
+    }
+}

@@ -383,3 +383,279 @@ impl Drop for WorkDir {
         let _ = crate::fsutil::remove_tree_at(self.tmp.as_fd(), &self.name);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::ObjectId;
+    use crate::store::LockMode;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn open(tmp: &Path) -> Store {
+        Store::open(&tmp.join("store"), LockMode::Shared, true).unwrap()
+    }
+
+    fn key(data: &[u8], executable: bool) -> ObjectKey {
+        ObjectKey {
+            id: ObjectId::of(data),
+            executable,
+        }
+    }
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn lstat(path: &Path) -> Stat {
+        rustix::fs::lstat(path).unwrap()
+    }
+
+    /// Publishes `data` as an object and returns its key and path.
+    fn publish(store: &Store, data: &[u8], executable: bool) -> (ObjectKey, PathBuf) {
+        let k = key(data, executable);
+        let mut work = store.work_dir("put").unwrap();
+        let staged = work.stage(&k, data).unwrap();
+        assert!(work.publish(store, &staged, &k).unwrap());
+        (k, store.object_path(&k))
+    }
+
+    #[test]
+    fn a_work_dir_is_private_locked_and_removed_on_drop() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let work = store.work_dir("ingest").unwrap();
+        let path = work.path().to_path_buf();
+        assert_eq!(path.parent().unwrap(), store.root().join(TMP_DIR));
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("ingest-"), "{name}");
+        assert_eq!(mode(&path), 0o700);
+        let found = work_dirs(&store).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].name, name);
+        assert!(found[0].live, "its operation holds the lock");
+        let other = store.work_dir("ingest").unwrap();
+        assert_ne!(other.path(), path);
+        drop(other);
+        drop(work);
+        assert!(!path.exists());
+        assert!(work_dirs(&store).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_dead_work_dir_tells_what_it_was_doing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let work = store.work_dir("checkout").unwrap();
+        let keys = [key(b"one", false), key(b"two", true)];
+        let digest = ManifestDigest::of(b"manifest");
+        work.note_publishing(keys.iter(), &digest).unwrap();
+        let view = tmp.path().join(".v.cestore-tmp-1");
+        work.mark_target(&view).unwrap();
+        // Copied aside, unlocked: what a killed operation leaves.
+        let dead = store.root().join(TMP_DIR).join("checkout-dead");
+        std::fs::create_dir(&dead).unwrap();
+        for f in [PUBLISHING_LIST, TARGET_MARKER] {
+            std::fs::copy(work.path().join(f), dead.join(f)).unwrap();
+        }
+        let found = work_dirs(&store).unwrap();
+        let dead = found.iter().find(|w| w.name == "checkout-dead").unwrap();
+        let live = found.iter().find(|w| w.name != "checkout-dead").unwrap();
+        assert!(!dead.live);
+        assert!(live.live);
+        for w in [dead, live] {
+            assert_eq!(w.publishing(), keys);
+            assert_eq!(w.publishing_manifest(), Some(digest));
+            assert_eq!(w.target(), Some(view.clone()));
+        }
+        drop(work);
+        let bare = store.root().join(TMP_DIR).join("bare");
+        std::fs::create_dir(&bare).unwrap();
+        let found = work_dirs(&store).unwrap();
+        let bare = found.iter().find(|w| w.name == "bare").unwrap();
+        assert!(bare.publishing().is_empty());
+        assert_eq!(bare.publishing_manifest(), None);
+        assert_eq!(bare.target(), None);
+    }
+
+    #[test]
+    fn staging_then_publishing_moves_the_file_into_place() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        for executable in [false, true] {
+            let data = format!("content {executable}\n");
+            let k = key(data.as_bytes(), executable);
+            let mut work = store.work_dir("put").unwrap();
+            assert_eq!(
+                check_object(&store, &k, data.len() as u64).unwrap(),
+                ObjectState::Missing
+            );
+            let staged = work.stage(&k, data.as_bytes()).unwrap();
+            assert_eq!(staged, k.name());
+            let staged_path = work.path().join(&staged);
+            assert_eq!(std::fs::read(&staged_path).unwrap(), data.as_bytes());
+            assert_eq!(mode(&staged_path), k.mode());
+            // Staging the same object twice in one directory is refused.
+            assert!(matches!(
+                work.stage(&k, data.as_bytes()),
+                Err(Error::Io { .. })
+            ));
+
+            assert!(work.publish(&store, &staged, &k).unwrap());
+            let dest = store.object_path(&k);
+            assert_eq!(dest, store.root().join("objects").join(k.rel_path()));
+            assert_eq!(std::fs::read(&dest).unwrap(), data.as_bytes());
+            assert_eq!(mode(&dest), k.mode());
+            assert!(names(work.path()).is_empty());
+            assert_eq!(
+                check_object(&store, &k, data.len() as u64).unwrap(),
+                ObjectState::Intact
+            );
+
+            // Publishing again never overwrites; the second copy is dropped.
+            let inode = lstat(&dest).st_ino;
+            let again = work.stage(&k, data.as_bytes()).unwrap();
+            assert!(!work.publish(&store, &again, &k).unwrap());
+            assert_eq!(lstat(&dest).st_ino, inode);
+            assert!(names(work.path()).is_empty());
+        }
+    }
+
+    #[test]
+    fn a_stager_stages_in_its_own_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let work = store.work_dir("put").unwrap();
+        let stager = work.stager(3).unwrap();
+        let k = key(b"threaded", false);
+        let staged = stager.stage(&k, b"threaded").unwrap();
+        assert_eq!(staged, format!("s3/{}", k.name()));
+        assert!(work.publish(&store, &staged, &k).unwrap());
+        assert_eq!(std::fs::read(store.object_path(&k)).unwrap(), b"threaded");
+        assert!(names(&work.path().join("s3")).is_empty());
+    }
+
+    #[test]
+    fn publishing_recreates_a_missing_shard() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let k = key(b"sharded", false);
+        let shard = store.object_path(&k).parent().unwrap().to_path_buf();
+        std::fs::remove_dir(&shard).unwrap();
+        let mut work = store.work_dir("put").unwrap();
+        let staged = work.stage(&k, b"sharded").unwrap();
+        assert!(work.publish(&store, &staged, &k).unwrap());
+        assert_eq!(std::fs::read(store.object_path(&k)).unwrap(), b"sharded");
+    }
+
+    #[test]
+    fn holds_its_bytes_checks_content_and_size_but_not_mode() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let data = b"the right bytes\n";
+        let size = data.len() as u64;
+        let (k, path) = publish(&store, data, false);
+        let holds = |size| holds_its_bytes(store.objects(), &path, &k, size).unwrap();
+        assert!(holds(size));
+        assert!(!holds(size + 1), "a wrong expected size");
+
+        chmod(&path, 0o644);
+        assert!(holds(size), "a drifted mode keeps the bytes");
+        assert_eq!(
+            check_object(&store, &k, size).unwrap(),
+            ObjectState::Damaged("has mode 0644, not 0444".into())
+        );
+        restore_mode(store.objects(), &path, &k).unwrap();
+        assert_eq!(mode(&path), 0o444);
+        assert_eq!(check_object(&store, &k, size).unwrap(), ObjectState::Intact);
+
+        chmod(&path, 0o644);
+        std::fs::write(&path, b"the wrong bytes\n").unwrap();
+        chmod(&path, 0o444);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), size);
+        assert!(!holds(size), "same size, other bytes");
+        assert_eq!(check_object(&store, &k, size).unwrap(), ObjectState::Intact);
+
+        std::fs::remove_file(&path).unwrap();
+        assert!(!holds(size), "a missing object");
+        std::os::unix::fs::symlink("/etc/hostname", &path).unwrap();
+        assert!(!holds(size), "a symlink is never followed");
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(!holds(size), "a directory");
+    }
+
+    #[test]
+    fn judge_names_what_is_wrong() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("f");
+        std::fs::write(&file, b"12345").unwrap();
+        let plain = key(b"12345", false);
+        let exec = key(b"12345", true);
+
+        chmod(&file, 0o444);
+        let st = lstat(&file);
+        assert_eq!(judge(&st, &plain, 5), ObjectState::Intact);
+        assert_eq!(
+            judge(&st, &exec, 5),
+            ObjectState::Damaged("has mode 0444, not 0555".into())
+        );
+        assert_eq!(
+            judge(&st, &plain, 6),
+            ObjectState::Damaged("has 5 bytes, not 6".into())
+        );
+        chmod(&file, 0o555);
+        assert_eq!(judge(&lstat(&file), &exec, 5), ObjectState::Intact);
+        chmod(&file, 0o4555);
+        assert_eq!(
+            judge(&lstat(&file), &exec, 5),
+            ObjectState::Damaged("has mode 4555, not 0555".into())
+        );
+        assert_eq!(
+            judge(&lstat(tmp.path()), &plain, 5),
+            ObjectState::Damaged("is not a regular file".into())
+        );
+        let link = tmp.path().join("l");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(
+            judge(&lstat(&link), &exec, 5),
+            ObjectState::Damaged("is not a regular file".into())
+        );
+    }
+
+    #[test]
+    fn replace_puts_the_right_bytes_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let data = b"original\n";
+        let (k, path) = publish(&store, data, true);
+        chmod(&path, 0o644);
+        std::fs::write(&path, b"changed!\n").unwrap();
+        let mut work = store.work_dir("repair").unwrap();
+        let staged = work.stage(&k, data).unwrap();
+        work.replace(&store, &staged, &k).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), data);
+        assert_eq!(mode(&path), 0o555);
+        assert!(holds_its_bytes(store.objects(), &path, &k, data.len() as u64).unwrap());
+    }
+
+    #[test]
+    fn unique_suffixes_differ() {
+        let a = unique_suffix();
+        let b = unique_suffix();
+        assert_ne!(a, b);
+        assert!(a.starts_with(&format!("{}-", std::process::id())), "{a}");
+    }
+}

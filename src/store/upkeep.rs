@@ -299,3 +299,297 @@ fn remove_half_built_view(target: &Path) -> Result<()> {
         .map(|_| ())
         .ctx("remove a half-built view", target)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::{IngestEvent, NewSnapshot, ViewRow};
+    use crate::digest::ObjectId;
+    use crate::manifest::{Entry, Manifest};
+    use crate::store::LockMode;
+
+    fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
+        Entry {
+            executable,
+            path: path.into(),
+            sha256: ObjectId::of(data),
+            size: data.len() as u64,
+        }
+    }
+
+    /// Publishes each file's bytes as an object, and returns the manifest.
+    fn publish(store: &Store, files: &[(&str, &[u8], bool)]) -> Manifest {
+        let mut work = store.work_dir("put").unwrap();
+        let mut entries = Vec::new();
+        for (path, data, executable) in files {
+            let e = entry(path, data, *executable);
+            let staged = work.stage(&e.key(), data).unwrap();
+            work.publish(store, &staged, &e.key()).unwrap();
+            entries.push(e);
+        }
+        Manifest::new(entries)
+    }
+
+    fn write_manifest(store: &Store, m: &Manifest) {
+        let work = store.work_dir("put").unwrap();
+        assert!(store.write_manifest(&work, m).unwrap());
+    }
+
+    fn record(store: &mut Store, m: &Manifest) {
+        let event = IngestEvent {
+            digest: m.digest,
+            event: "ingest".into(),
+            at: String::new(),
+            source: "/src".into(),
+            host: "h".into(),
+            user: "u".into(),
+            tool_version: "0".into(),
+            new_objects: 0,
+            reused_objects: 0,
+        };
+        let snap = NewSnapshot {
+            name: "p",
+            version: "1",
+            digest: m.digest,
+            manifest: &m.bytes,
+            entries: &m.entries,
+            first_ingested_at: None,
+        };
+        store
+            .catalogue_mut()
+            .record_ingest(&snap, None, &event, &[])
+            .unwrap();
+    }
+
+    fn add_view(store: &mut Store, path: &Path, digest: ManifestDigest) {
+        store
+            .catalogue_mut()
+            .add_view(&ViewRow {
+                path: path.to_string_lossy().into_owned(),
+                digest,
+                kind: "checkout".into(),
+                method: "hardlink".into(),
+                linked: 1,
+                copied: 0,
+                created_at: String::new(),
+                root_id: None,
+            })
+            .unwrap();
+    }
+
+    /// Leaves an unlocked work directory holding `files`, as a killed
+    /// operation would.
+    fn dead_work_dir(store: &Store, name: &str, files: &[(&str, String)]) {
+        let dir = store.root().join(TMP_DIR).join(name);
+        std::fs::create_dir(&dir).unwrap();
+        for (file, text) in files {
+            std::fs::write(dir.join(file), text).unwrap();
+        }
+    }
+
+    fn size(path: &Path) -> u64 {
+        std::fs::symlink_metadata(path).unwrap().len()
+    }
+
+    #[test]
+    fn a_scan_finds_each_kind_of_garbage_and_apply_removes_exactly_that() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let objects = store.root().join(OBJECTS_DIR);
+        let views = store.root().join(VIEWS_DIR);
+
+        // Kept: a recorded snapshot's objects, an unrecorded manifest's
+        // (recover records it again), and what a live operation publishes.
+        let kept = publish(
+            &store,
+            &[("a.md", b"kept a\n", false), ("run", b"kept run\n", true)],
+        );
+        write_manifest(&store, &kept);
+        record(&mut store, &kept);
+        let unrecorded = publish(&store, &[("u.md", b"unrecorded\n", false)]);
+        write_manifest(&store, &unrecorded);
+        let busy = store.work_dir("ingest").unwrap();
+        let flying = entry("f.md", b"in flight\n", false).key();
+        busy.note_publishing(std::iter::once(&flying), &ManifestDigest::of(b"x"))
+            .unwrap();
+        publish(&store, &[("f.md", b"in flight\n", false)]);
+
+        // Garbage: an orphan object, a name that is no object's, and a
+        // stray directory.
+        let orphan = publish(&store, &[("o.md", b"nobody's\n", false)]);
+        let orphan_path = store.object_path(&orphan.entries[0].key());
+        let stray = objects.join("ab").join("not-an-object");
+        std::fs::write(&stray, "?\n").unwrap();
+        let stray_dir = objects.join("cd").join("a-directory");
+        std::fs::create_dir_all(stray_dir.join("inside")).unwrap();
+        // A manifest a dead ingest published, and the object only it names.
+        let abandoned = publish(&store, &[("x.md", b"abandoned\n", false)]);
+        let abandoned_object = store.object_path(&abandoned.entries[0].key());
+        write_manifest(&store, &abandoned);
+        dead_work_dir(
+            &store,
+            "ingest-999999-2",
+            &[("publishing", format!("manifest {}\n", abandoned.digest))],
+        );
+        // A dead checkout and the half-built view it names.
+        let half = tmp.path().join(".view.cestore-tmp-1-2-3");
+        std::fs::create_dir_all(half.join("skills")).unwrap();
+        std::fs::write(half.join("skills/x.md"), "half\n").unwrap();
+        dead_work_dir(
+            &store,
+            "checkout-999999-1",
+            &[("target", half.to_string_lossy().into_owned())],
+        );
+        // A shared view nothing records, and a file where a recorded
+        // snapshot's shared view belongs; a view being built is left be.
+        let unknown = "e".repeat(64);
+        std::fs::create_dir_all(views.join(&unknown).join("skills")).unwrap();
+        std::fs::write(views.join(kept.digest.to_hex()), "not a directory\n").unwrap();
+        let building = views.join(".v.cestore-tmp-5");
+        std::fs::create_dir(&building).unwrap();
+        // A view record whose directory is gone, and one whose is there.
+        let gone = tmp.path().join("gone");
+        let here = tmp.path().join("here");
+        std::fs::create_dir(&here).unwrap();
+        add_view(&mut store, &gone, kept.digest);
+        add_view(&mut store, &here, kept.digest);
+
+        let dir_size = size(&stray_dir);
+        let plan = Plan::scan(&store).unwrap();
+        let object = |path: &Path, key| Item::Object {
+            path: path.to_path_buf(),
+            size: size(path),
+            key,
+        };
+        let want = [
+            Item::Manifest {
+                path: store.manifest_path(&abandoned.digest),
+            },
+            object(&orphan_path, Some(orphan.entries[0].key())),
+            object(&stray, None),
+            object(&stray_dir, None),
+            object(&abandoned_object, Some(abandoned.entries[0].key())),
+            Item::HalfBuiltView { path: half.clone() },
+            Item::WorkDir {
+                name: "checkout-999999-1".into(),
+            },
+            Item::WorkDir {
+                name: "ingest-999999-2".into(),
+            },
+            Item::SharedView {
+                name: unknown.clone(),
+                why: "no snapshot in the catalogue has this shared view",
+            },
+            Item::SharedView {
+                name: kept.digest.to_hex(),
+                why: "not a directory where a shared view belongs",
+            },
+            Item::ViewRecord {
+                path: gone.to_string_lossy().into_owned(),
+            },
+        ];
+        assert_eq!(plan.items.len(), want.len(), "{:#?}", plan.items);
+        for item in &want {
+            assert!(plan.items.contains(item), "not planned: {item:?}");
+        }
+        assert_eq!(plan.items[0], want[0], "abandoned manifests go first");
+        assert_eq!(
+            plan.objects_kept, 4,
+            "two kept, one unrecorded, one in flight"
+        );
+        let kinds: Vec<&str> = plan.items.iter().map(Item::kind).collect();
+        for kind in [
+            "orphan-object",
+            "leftover-temporary",
+            "leftover-manifest",
+            "orphan-shared-view",
+            "stale-view-record",
+        ] {
+            assert!(kinds.contains(&kind), "{kind}");
+        }
+        assert_eq!(
+            plan.manifests
+                .unrecorded
+                .iter()
+                .map(|(d, _)| *d)
+                .collect::<Vec<_>>(),
+            [unrecorded.digest]
+        );
+
+        let mut freed = Vec::new();
+        plan.apply(&store, |n| freed.push(n)).unwrap();
+        freed.sort_unstable();
+        let mut want_freed = vec![
+            "nobody's\n".len() as u64,
+            2,
+            dir_size,
+            "abandoned\n".len() as u64,
+        ];
+        want_freed.sort_unstable();
+        assert_eq!(freed, want_freed);
+
+        for path in [
+            store.manifest_path(&abandoned.digest),
+            orphan_path,
+            stray,
+            stray_dir,
+            abandoned_object,
+            half,
+            store.root().join(TMP_DIR).join("checkout-999999-1"),
+            store.root().join(TMP_DIR).join("ingest-999999-2"),
+            views.join(&unknown),
+            views.join(kept.digest.to_hex()),
+        ] {
+            assert!(
+                rustix::fs::lstat(&path).is_err(),
+                "left: {}",
+                path.display()
+            );
+        }
+        let recorded: Vec<String> = store
+            .catalogue()
+            .views(None)
+            .unwrap()
+            .into_iter()
+            .map(|v| v.path)
+            .collect();
+        assert_eq!(recorded, [here.to_string_lossy().into_owned()]);
+        // What is kept stays.
+        for e in kept.entries.iter().chain(&unrecorded.entries) {
+            assert!(store.object_path(&e.key()).exists(), "{}", e.path);
+        }
+        assert!(store.object_path(&flying).exists());
+        assert!(store.manifest_path(&kept.digest).exists());
+        assert!(store.manifest_path(&unrecorded.digest).exists());
+        assert!(busy.path().exists());
+        assert!(building.exists());
+        assert!(here.exists());
+
+        // Scanned through a new handle: a listing through the first one's
+        // duplicate would start where the first scan's listing ended.
+        let root = store.root().to_path_buf();
+        drop(store);
+        let store = Store::open(&root, LockMode::Shared, false).unwrap();
+        let again = Plan::scan(&store).unwrap();
+        assert!(again.items.is_empty(), "{:#?}", again.items);
+        assert_eq!(again.objects_kept, 4);
+    }
+
+    #[test]
+    fn a_clean_store_plans_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let plan = Plan::scan(&store).unwrap();
+        assert!(plan.items.is_empty());
+        assert_eq!(plan.objects_kept, 0);
+        plan.apply(&store, |_| panic!("nothing to free")).unwrap();
+    }
+
+    #[test]
+    fn temp_view_names() {
+        assert!(is_temp_view(".name.cestore-tmp-1-2-3"));
+        assert!(!is_temp_view("name.cestore-tmp-1"), "not hidden");
+        assert!(!is_temp_view(".name"));
+        assert!(!is_temp_view(&"e".repeat(64)));
+    }
+}
