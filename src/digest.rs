@@ -225,7 +225,7 @@ impl ObjectKey {
         };
         let id = format!("{shard}{rest}").parse().ok()?;
         let key = ObjectKey { id, executable };
-        (key.file_name() == name && shard.len() == 2).then_some(key)
+        (key.file_name() == name && key.name()[..2] == *shard).then_some(key)
     }
 }
 
@@ -318,6 +318,8 @@ mod object_key_tests {
             ("", ABC.to_string()),
             ("ba", format!("../{rest}")),
             ("ba", format!("{rest}.tmp")),
+            ("BA", rest.to_string()),
+            ("Ba", rest.to_string()),
         ];
         for (shard, name) in refused {
             assert_eq!(

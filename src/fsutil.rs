@@ -25,7 +25,11 @@ pub fn open_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<Ow
 /// listing needs read permission only, as the reference's `scandir` does.
 pub fn list_names(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
     let mut names = Vec::new();
-    for entry in rustix::fs::Dir::new(rustix::io::dup(dir)?)? {
+    // A duplicate shares its read position with `dir`: start from the top,
+    // so that a handle listed before is listed whole again.
+    let dup = rustix::io::dup(dir)?;
+    rustix::fs::seek(&dup, rustix::fs::SeekFrom::Start(0))?;
+    for entry in rustix::fs::Dir::new(dup)? {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
         if name != b"." && name != b".." {
