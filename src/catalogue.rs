@@ -1140,12 +1140,7 @@ mod tests {
     use std::cell::Cell;
 
     fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
-        Entry {
-            executable,
-            path: path.into(),
-            sha256: ObjectId::of(data),
-            size: data.len() as u64,
-        }
+        Entry::of(path, data, executable)
     }
 
     fn manifest(tag: &str) -> Manifest {

@@ -35,6 +35,16 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The entry of a file at `path` holding `data`.
+    pub fn of(path: &str, data: &[u8], executable: bool) -> Entry {
+        Entry {
+            executable,
+            path: path.into(),
+            sha256: ObjectId::of(data),
+            size: data.len() as u64,
+        }
+    }
+
     /// The key of the object that holds this file's bytes.
     pub fn key(&self) -> crate::digest::ObjectKey {
         crate::digest::ObjectKey {

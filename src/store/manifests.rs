@@ -312,19 +312,13 @@ pub(super) fn holds_data(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::digest::ObjectId;
     use crate::manifest::Entry;
     use crate::store::LockMode;
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
     fn entry(path: &str, data: &[u8]) -> Entry {
-        Entry {
-            executable: false,
-            path: path.into(),
-            sha256: ObjectId::of(data),
-            size: data.len() as u64,
-        }
+        Entry::of(path, data, false)
     }
 
     fn manifest(tag: &str) -> Manifest {

@@ -304,17 +304,11 @@ fn remove_half_built_view(target: &Path) -> Result<()> {
 mod tests {
     use super::*;
     use crate::catalogue::{IngestEvent, NewSnapshot, ViewRow};
-    use crate::digest::ObjectId;
     use crate::manifest::{Entry, Manifest};
     use crate::store::LockMode;
 
     fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
-        Entry {
-            executable,
-            path: path.into(),
-            sha256: ObjectId::of(data),
-            size: data.len() as u64,
-        }
+        Entry::of(path, data, executable)
     }
 
     /// Publishes each file's bytes as an object, and returns the manifest.
