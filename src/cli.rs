@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 use crate::cmd::{self, Report};
 pub use crate::error::error_chain;
@@ -54,164 +54,41 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate a plugin release as the reference does, and store it.
-    Ingest {
-        /// The release's source directory.
-        dir: PathBuf,
-        /// The exact version its plugin.json must carry (X.Y.Z).
-        #[arg(long, value_name = "X.Y.Z")]
-        version: String,
-    },
+    Ingest(ReleaseArgs),
     /// Validate a plugin release as ingest does and print its manifest
     /// digest, storing nothing (no store is opened or created).
-    Digest {
-        /// The release's source directory.
-        dir: PathBuf,
-        /// The exact version its plugin.json must carry (X.Y.Z).
-        #[arg(long, value_name = "X.Y.Z")]
-        version: String,
-    },
+    Digest(ReleaseArgs),
     /// Show what the store knows about a snapshot.
-    Show {
-        /// A manifest digest or unique prefix.
-        digest: String,
-        /// List the files in manifest order.
-        #[arg(long)]
-        files: bool,
-        /// Write the canonical manifest bytes exactly as stored.
-        #[arg(long, conflicts_with = "files")]
-        manifest: bool,
-    },
+    Show(ShowArgs),
     /// Materialise a frozen read-only view of a snapshot at a new path.
-    Checkout {
-        /// A manifest digest or unique prefix.
-        digest: String,
-        /// Where to put the view; it must not exist.
-        dest: PathBuf,
-        /// How to make the files: hard links with copies where a link is
-        /// refused (auto), hard links only, copies, or reflinks.
-        #[arg(long, value_enum, default_value = "auto")]
-        method: view::Method,
-        /// Fail rather than copy where a hard link is refused.
-        #[arg(long)]
-        require_hardlinks: bool,
-    },
+    Checkout(CheckoutArgs),
     /// Remove a view made by checkout; never changes a file's mode.
-    Discard {
-        /// The view's path.
-        dest: PathBuf,
-        /// Remove a path that is not a recorded view, provided that it is
-        /// exactly this snapshot.
-        #[arg(long, value_name = "DIGEST")]
-        force: Option<String>,
-    },
+    Discard(DiscardArgs),
     /// Stage a run: check the arms as the reference does, ingest the release
     /// (instant when stored), make its view, and print every arm's mounts.
-    Stage {
-        /// A benchmark arm; repeat for each arm of the run.
-        #[arg(long = "arm", value_name = "ARM", required = true)]
-        arms: Vec<String>,
-        /// The CE plugin release's source directory.
-        #[arg(long, value_name = "DIR", conflicts_with = "digest")]
-        plugin_dir: Option<PathBuf>,
-        /// The exact version the release's plugin.json must carry.
-        #[arg(long, value_name = "X.Y.Z", conflicts_with = "digest")]
-        plugin_version: Option<String>,
-        /// A snapshot already in the store, instead of a source directory.
-        #[arg(long)]
-        digest: Option<String>,
-        /// Check the view out here (it must not exist); without it the
-        /// store's shared view is used.
-        #[arg(long, value_name = "DEST")]
-        dest: Option<PathBuf>,
-        /// How to make the view's files.
-        #[arg(long, value_enum, default_value = "auto")]
-        method: view::Method,
-        /// The harness root holding gitnexus/ and gitnexus-shared/: adds the
-        /// pinned GitNexus runtime's mounts to every arm.
-        #[arg(long, value_name = "ROOT")]
-        gitnexus_root: Option<PathBuf>,
-        /// The version the GitNexus runtime's package.json must carry.
-        #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
-        gitnexus_version: String,
-        /// Refuse an arm that is neither a ce_* arm nor given with
-        /// --known-arm (a typo such as ce_reviw otherwise silently gets no
-        /// plugin, as in the reference).
-        #[arg(long)]
-        strict_arms: bool,
-        /// A non-CE arm --strict-arms accepts; repeat for each.
-        #[arg(long = "known-arm", value_name = "ARM", requires = "strict_arms")]
-        known_arms: Vec<String>,
-    },
+    Stage(StageArgs),
     /// List the snapshots in the store.
-    List {
-        /// Only this version.
-        #[arg(long)]
-        version: Option<String>,
-        /// Only this plugin name.
-        #[arg(long)]
-        name: Option<String>,
-    },
+    List(ListArgs),
     /// List ingest events: when, from where, by whom, with which cestore.
-    Log {
-        /// Only this snapshot's events (a digest or unique prefix).
-        digest: Option<String>,
-    },
+    Log(LogArgs),
     /// List the snapshots that contain a content or a path.
     ///
     /// --path takes an exact path, a directory (skills/ce-plan or
     /// skills/ce-plan/: every file below it), or a glob when it holds * or ?:
     /// `*` matches within one path component, `?` one character, and a `**`
     /// component any number of components (skills/**/SKILL.md).
-    Find {
-        /// A file content's SHA-256, or a prefix only one stored content has.
-        #[arg(
-            long,
-            value_name = "SHA256",
-            conflicts_with = "path",
-            required_unless_present = "path"
-        )]
-        object: Option<String>,
-        /// A path relative to the plugin root (skills/ce-plan/SKILL.md), a
-        /// directory (skills/ce-plan/), or a glob ('skills/*/SKILL.md').
-        #[arg(long, value_name = "PATH|DIR|GLOB")]
-        path: Option<String>,
-    },
+    Find(FindArgs),
     /// Re-hash objects and check the catalogue; or, with --tree, audit a
     /// directory against a snapshot. Exits 1 on any problem.
-    Verify {
-        /// Snapshots to check (digests or unique prefixes); all when none.
-        digests: Vec<String>,
-        /// Audit this directory against the one snapshot named.
-        #[arg(long, value_name = "DIR")]
-        tree: Option<PathBuf>,
-        /// Restore damaged or missing objects from files in this directory
-        /// whose SHA-256 matches.
-        #[arg(long, value_name = "DIR", conflicts_with = "tree")]
-        repair_from: Option<PathBuf>,
-    },
+    Verify(VerifyArgs),
     /// List the files added, removed, or changed in content or exec bit
     /// between two snapshots.
-    Diff {
-        /// The earlier snapshot.
-        a: String,
-        /// The later snapshot.
-        b: String,
-    },
+    Diff(DiffArgs),
     /// Forget a snapshot; refuses while views of it are recorded.
-    Rm {
-        /// A digest or unique prefix.
-        digest: String,
-        /// Forget it even though views are recorded (the views stay on disk).
-        #[arg(long)]
-        force: bool,
-    },
+    Rm(RmArgs),
     /// Remove objects no snapshot uses, stale temporary files and orphan
     /// shared views.
-    Gc {
-        /// Only report what would be removed.
-        #[arg(long)]
-        dry_run: bool,
-    },
+    Gc(GcArgs),
     /// Rebuild the catalogue from the manifests kept in the store: after the
     /// catalogue was lost, emptied or damaged, or disagrees with them.
     ///
@@ -220,10 +97,7 @@ pub enum Command {
     Recover,
     /// Print the path of the snapshot's shared frozen view in the store,
     /// making it once when absent.
-    Path {
-        /// A manifest digest or unique prefix.
-        digest: String,
-    },
+    Path(PathArgs),
     /// Print the read-only mounts one benchmark arm's sandbox gets.
     ///
     /// The CE arms (ce_workflow, ce_workflow_direct, ce_review) get the plugin
@@ -245,35 +119,7 @@ pub enum Command {
     /// (never an unquoted `$(...)`, which splits paths with spaces). Neither
     /// bwrap form can be combined with --json. Errors are printed as JSON
     /// only with --json.
-    Mounts {
-        /// The benchmark arm.
-        #[arg(long)]
-        arm: String,
-        /// The plugin view directory to mount for a CE arm: a view cestore
-        /// recorded, or a shared view (see --unchecked).
-        #[arg(long, value_name = "PATH")]
-        view: Option<PathBuf>,
-        /// A manifest digest or unique prefix: with --view, the snapshot the
-        /// view must show; alone, mount the snapshot's shared view in the store
-        /// (made by `cestore path`).
-        #[arg(long, value_name = "DIGEST")]
-        digest: Option<String>,
-        /// Mount --view as it is, without checking that cestore made it; the
-        /// report then has no digest.
-        #[arg(long, requires = "view", conflicts_with = "digest")]
-        unchecked: bool,
-        /// A harness root holding gitnexus/ and gitnexus-shared/: add the
-        /// pinned GitNexus runtime's mounts, checked as the reference checks them.
-        #[arg(long, value_name = "ROOT")]
-        gitnexus_root: Option<PathBuf>,
-        /// The version the GitNexus runtime's package.json must carry.
-        #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
-        gitnexus_version: String,
-        /// Print the JSON report or bubblewrap arguments (bwrap0: NUL-separated,
-        /// for `bwrap --args FD`) [default: text, or json with --json].
-        #[arg(long, value_enum)]
-        format: Option<cmd::mounts::Format>,
-    },
+    Mounts(MountsArgs),
     /// Publish a stored snapshot to an OCI registry as
     /// REGISTRY/REPOSITORY:sha256-DIGEST, uploading only the blobs it lacks;
     /// with REGISTRY/REPOSITORY:TAG, under TAG (e.g. 3.23.1) as well.
@@ -281,290 +127,531 @@ pub enum Command {
     /// Credentials come from CESTORE_REGISTRY_TOKEN, or CESTORE_REGISTRY_USER and
     /// CESTORE_REGISTRY_PASSWORD, or $DOCKER_CONFIG/config.json (else
     /// ~/.docker/config.json); never from the command line. See docs/remote.md.
-    Push {
-        /// A manifest digest or unique prefix.
-        digest: String,
-        /// REGISTRY/REPOSITORY, e.g. registry.example/cestore/ce, or
-        /// REGISTRY/REPOSITORY:TAG to publish under a human tag too.
-        remote: String,
-        /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
-        #[arg(long)]
-        plain_http: bool,
-        /// Transfers in flight at once.
-        #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
-        jobs: u16,
-        /// The most layers one image manifest lists; more distinct files than
-        /// this are pushed as an OCI index of several manifests.
-        #[arg(long, value_name = "N", default_value_t = crate::remote::oci::DEFAULT_MAX_LAYERS as u32, value_parser = clap::value_parser!(u32).range(1..))]
-        max_layers: u32,
-        /// Seconds without progress on a registry connection (no byte sent or
-        /// received) before giving up with exit 8; connecting waits at most
-        /// 10 s, or SECS when shorter.
-        #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-        timeout: u64,
-    },
+    Push(PushArgs),
     /// Take a snapshot from an OCI registry into the store, checking the
     /// manifest digest, the ingest rules and every blob's hash first.
-    Pull {
-        /// REGISTRY/REPOSITORY:sha256-DIGEST, REGISTRY/REPOSITORY:TAG, or
-        /// REGISTRY/REPOSITORY@sha256:HEX (the snapshot's digest or the OCI
-        /// manifest's).
-        reference: String,
-        /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
-        #[arg(long)]
-        plain_http: bool,
-        /// Transfers in flight at once.
-        #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
-        jobs: u16,
-        /// Seconds without progress on a registry connection (no byte sent or
-        /// received) before giving up with exit 8; connecting waits at most
-        /// 10 s, or SECS when shorter.
-        #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-        timeout: u64,
-    },
+    Pull(PullArgs),
     /// Write a snapshot to one portable bundle file: a tar of the canonical
     /// manifest and the objects, optionally zstd-compressed.
-    Export {
-        /// A manifest digest or unique prefix.
-        digest: String,
-        /// The bundle to write; it must not exist [default: DIGEST.tar or DIGEST.tar.zst].
-        #[arg(short = 'o', long = "output", value_name = "FILE")]
-        output: Option<PathBuf>,
-        /// Compress the bundle with zstd.
-        #[arg(long)]
-        zstd: bool,
-    },
+    Export(ExportArgs),
     /// Take a snapshot from a bundle made by export (tar or tar+zstd, told
     /// apart by their first bytes), checking every hash first.
-    Import {
-        /// The bundle, or - for standard input.
-        file: PathBuf,
-        /// The manifest digest the bundle must hold (64 hex).
-        #[arg(long, value_name = "DIGEST")]
-        digest: Option<String>,
-        /// Only verify the bundle (every hash, its form, the ingest rules):
-        /// store nothing, and open no store.
-        #[arg(long)]
-        check: bool,
-    },
+    Import(ImportArgs),
+}
+
+impl Command {
+    /// Whether the command works on a store (`digest` alone does not).
+    fn needs_store(&self) -> bool {
+        !matches!(self, Command::Digest(_))
+    }
+}
+
+/// The arguments of `ingest` and `digest`: a release and its version.
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The release's source directory.
+    dir: PathBuf,
+    /// The exact version its plugin.json must carry (X.Y.Z).
+    #[arg(long, value_name = "X.Y.Z")]
+    version: String,
+}
+
+impl<'a> From<&'a ReleaseArgs> for cmd::ingest::IngestOptions<'a> {
+    fn from(a: &'a ReleaseArgs) -> Self {
+        cmd::ingest::IngestOptions {
+            source: &a.dir,
+            version: &a.version,
+        }
+    }
+}
+
+/// The arguments of `show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A manifest digest or unique prefix.
+    digest: String,
+    /// List the files in manifest order.
+    #[arg(long)]
+    files: bool,
+    /// Write the canonical manifest bytes exactly as stored.
+    #[arg(long, conflicts_with = "files")]
+    manifest: bool,
+}
+
+impl<'a> From<&'a ShowArgs> for cmd::show::ShowOptions<'a> {
+    fn from(a: &'a ShowArgs) -> Self {
+        cmd::show::ShowOptions {
+            digest: &a.digest,
+            files: a.files,
+        }
+    }
+}
+
+/// The arguments of `checkout`.
+#[derive(Debug, Args)]
+pub struct CheckoutArgs {
+    /// A manifest digest or unique prefix.
+    digest: String,
+    /// Where to put the view; it must not exist.
+    dest: PathBuf,
+    /// How to make the files: hard links with copies where a link is
+    /// refused (auto), hard links only, copies, or reflinks.
+    #[arg(long, value_enum, default_value = "auto")]
+    method: view::Method,
+    /// Fail rather than copy where a hard link is refused.
+    #[arg(long)]
+    require_hardlinks: bool,
+}
+
+impl<'a> From<&'a CheckoutArgs> for cmd::checkout::CheckoutOptions<'a> {
+    fn from(a: &'a CheckoutArgs) -> Self {
+        cmd::checkout::CheckoutOptions {
+            digest: &a.digest,
+            dest: &a.dest,
+            method: a.method,
+            require_hardlinks: a.require_hardlinks,
+        }
+    }
+}
+
+/// The arguments of `discard`.
+#[derive(Debug, Args)]
+pub struct DiscardArgs {
+    /// The view's path.
+    dest: PathBuf,
+    /// Remove a path that is not a recorded view, provided that it is
+    /// exactly this snapshot.
+    #[arg(long, value_name = "DIGEST")]
+    force: Option<String>,
+}
+
+impl<'a> From<&'a DiscardArgs> for cmd::discard::DiscardOptions<'a> {
+    fn from(a: &'a DiscardArgs) -> Self {
+        cmd::discard::DiscardOptions {
+            dest: &a.dest,
+            force_digest: a.force.as_deref(),
+        }
+    }
+}
+
+/// The arguments of `stage`.
+#[derive(Debug, Args)]
+pub struct StageArgs {
+    /// A benchmark arm; repeat for each arm of the run.
+    #[arg(long = "arm", value_name = "ARM", required = true)]
+    arms: Vec<String>,
+    /// The CE plugin release's source directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "digest")]
+    plugin_dir: Option<PathBuf>,
+    /// The exact version the release's plugin.json must carry.
+    #[arg(long, value_name = "X.Y.Z", conflicts_with = "digest")]
+    plugin_version: Option<String>,
+    /// A snapshot already in the store, instead of a source directory.
+    #[arg(long)]
+    digest: Option<String>,
+    /// Check the view out here (it must not exist); without it the
+    /// store's shared view is used.
+    #[arg(long, value_name = "DEST")]
+    dest: Option<PathBuf>,
+    /// How to make the view's files.
+    #[arg(long, value_enum, default_value = "auto")]
+    method: view::Method,
+    /// The harness root holding gitnexus/ and gitnexus-shared/: adds the
+    /// pinned GitNexus runtime's mounts to every arm.
+    #[arg(long, value_name = "ROOT")]
+    gitnexus_root: Option<PathBuf>,
+    /// The version the GitNexus runtime's package.json must carry.
+    #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
+    gitnexus_version: String,
+    /// Refuse an arm that is neither a ce_* arm nor given with
+    /// --known-arm (a typo such as ce_reviw otherwise silently gets no
+    /// plugin, as in the reference).
+    #[arg(long)]
+    strict_arms: bool,
+    /// A non-CE arm --strict-arms accepts; repeat for each.
+    #[arg(long = "known-arm", value_name = "ARM", requires = "strict_arms")]
+    known_arms: Vec<String>,
+}
+
+impl StageArgs {
+    /// The release the CE arms see: a stored snapshot (`--digest`), a source
+    /// directory and version (either may be missing; stage names the gap), or
+    /// none.
+    fn release(&self) -> cmd::stage::Release<'_> {
+        match (&self.plugin_dir, &self.plugin_version, &self.digest) {
+            (_, _, Some(d)) => cmd::stage::Release::Digest(d),
+            (None, None, None) => cmd::stage::Release::None,
+            (dir, version, None) => cmd::stage::Release::Source {
+                dir: dir.as_deref(),
+                version: version.as_deref(),
+            },
+        }
+    }
+}
+
+impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
+    fn from(a: &'a StageArgs) -> Self {
+        cmd::stage::StageOptions {
+            arms: &a.arms,
+            release: a.release(),
+            dest: a.dest.as_deref(),
+            method: a.method,
+            gitnexus_root: a.gitnexus_root.as_deref(),
+            gitnexus_version: &a.gitnexus_version,
+            strict_arms: a.strict_arms,
+            known_arms: &a.known_arms,
+        }
+    }
+}
+
+/// The arguments of `list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this version.
+    #[arg(long)]
+    version: Option<String>,
+    /// Only this plugin name.
+    #[arg(long)]
+    name: Option<String>,
+}
+
+/// The arguments of `log`.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Only this snapshot's events (a digest or unique prefix).
+    digest: Option<String>,
+}
+
+/// The arguments of `find`.
+#[derive(Debug, Args)]
+pub struct FindArgs {
+    /// A file content's SHA-256, or a prefix only one stored content has.
+    #[arg(
+        long,
+        value_name = "SHA256",
+        conflicts_with = "path",
+        required_unless_present = "path"
+    )]
+    object: Option<String>,
+    /// A path relative to the plugin root (skills/ce-plan/SKILL.md), a
+    /// directory (skills/ce-plan/), or a glob ('skills/*/SKILL.md').
+    #[arg(long, value_name = "PATH|DIR|GLOB")]
+    path: Option<String>,
+}
+
+impl<'a> TryFrom<&'a FindArgs> for cmd::list::FindQuery<'a> {
+    type Error = Error;
+
+    /// `--object` or `--path`; the parser requires one of them.
+    fn try_from(a: &'a FindArgs) -> Result<Self> {
+        match (&a.object, &a.path) {
+            (Some(o), _) => Ok(cmd::list::FindQuery::Object(o)),
+            (None, Some(p)) => Ok(cmd::list::FindQuery::Path(p)),
+            (None, None) => Err(Error::Usage("find needs --object or --path".into())),
+        }
+    }
+}
+
+/// The arguments of `verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Snapshots to check (digests or unique prefixes); all when none.
+    digests: Vec<String>,
+    /// Audit this directory against the one snapshot named.
+    #[arg(long, value_name = "DIR")]
+    tree: Option<PathBuf>,
+    /// Restore damaged or missing objects from files in this directory
+    /// whose SHA-256 matches.
+    #[arg(long, value_name = "DIR", conflicts_with = "tree")]
+    repair_from: Option<PathBuf>,
+}
+
+impl VerifyArgs {
+    /// With `--tree DIR`, the directory and the one snapshot to audit it
+    /// against; `None` when the store itself is to be verified.
+    fn tree_audit(&self) -> Result<Option<(&std::path::Path, &str)>> {
+        let Some(dir) = &self.tree else {
+            return Ok(None);
+        };
+        let [digest] = self.digests.as_slice() else {
+            return Err(Error::Usage(
+                "verify --tree DIR takes exactly one DIGEST".into(),
+            ));
+        };
+        Ok(Some((dir, digest)))
+    }
+
+    /// The options of a store verification, drawing progress when asked.
+    fn options(&self, progress: bool) -> cmd::verify::VerifyOptions<'_> {
+        cmd::verify::VerifyOptions {
+            digests: &self.digests,
+            repair_from: self.repair_from.as_deref(),
+            progress,
+        }
+    }
+}
+
+/// The arguments of `diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier snapshot.
+    a: String,
+    /// The later snapshot.
+    b: String,
+}
+
+/// The arguments of `rm`.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// A digest or unique prefix.
+    digest: String,
+    /// Forget it even though views are recorded (the views stay on disk).
+    #[arg(long)]
+    force: bool,
+}
+
+/// The arguments of `gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Only report what would be removed.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// The arguments of `path`.
+#[derive(Debug, Args)]
+pub struct PathArgs {
+    /// A manifest digest or unique prefix.
+    digest: String,
+}
+
+/// The arguments of `mounts`.
+#[derive(Debug, Args)]
+pub struct MountsArgs {
+    /// The benchmark arm.
+    #[arg(long)]
+    arm: String,
+    /// The plugin view directory to mount for a CE arm: a view cestore
+    /// recorded, or a shared view (see --unchecked).
+    #[arg(long, value_name = "PATH")]
+    view: Option<PathBuf>,
+    /// A manifest digest or unique prefix: with --view, the snapshot the
+    /// view must show; alone, mount the snapshot's shared view in the store
+    /// (made by `cestore path`).
+    #[arg(long, value_name = "DIGEST")]
+    digest: Option<String>,
+    /// Mount --view as it is, without checking that cestore made it; the
+    /// report then has no digest.
+    #[arg(long, requires = "view", conflicts_with = "digest")]
+    unchecked: bool,
+    /// A harness root holding gitnexus/ and gitnexus-shared/: add the
+    /// pinned GitNexus runtime's mounts, checked as the reference checks them.
+    #[arg(long, value_name = "ROOT")]
+    gitnexus_root: Option<PathBuf>,
+    /// The version the GitNexus runtime's package.json must carry.
+    #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
+    gitnexus_version: String,
+    /// Print the JSON report or bubblewrap arguments (bwrap0: NUL-separated,
+    /// for `bwrap --args FD`) [default: text, or json with --json].
+    #[arg(long, value_enum)]
+    format: Option<cmd::mounts::Format>,
+}
+
+impl MountsArgs {
+    /// The options of `mounts`, given the global `--json`.
+    fn options(&self, json: bool) -> cmd::mounts::MountsOptions<'_> {
+        cmd::mounts::MountsOptions {
+            arm: &self.arm,
+            view: cmd::mounts::ViewSource::from_args(
+                self.view.as_deref(),
+                self.digest.as_deref(),
+                self.unchecked,
+            ),
+            gitnexus_root: self.gitnexus_root.as_deref(),
+            gitnexus_version: &self.gitnexus_version,
+            format: self.format,
+            json,
+        }
+    }
+}
+
+/// The arguments of `push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// A manifest digest or unique prefix.
+    digest: String,
+    /// REGISTRY/REPOSITORY, e.g. registry.example/cestore/ce, or
+    /// REGISTRY/REPOSITORY:TAG to publish under a human tag too.
+    remote: String,
+    /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
+    #[arg(long)]
+    plain_http: bool,
+    /// Transfers in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    jobs: u16,
+    /// The most layers one image manifest lists; more distinct files than
+    /// this are pushed as an OCI index of several manifests.
+    #[arg(long, value_name = "N", default_value_t = crate::remote::oci::DEFAULT_MAX_LAYERS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    max_layers: u32,
+    /// Seconds without progress on a registry connection (no byte sent or
+    /// received) before giving up with exit 8; connecting waits at most
+    /// 10 s, or SECS when shorter.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    timeout: u64,
+}
+
+impl PushArgs {
+    /// The options of `push`, drawing progress when asked.
+    fn options(&self, progress: bool) -> cmd::push::PushOptions<'_> {
+        cmd::push::PushOptions {
+            digest: &self.digest,
+            remote: &self.remote,
+            remote_options: crate::remote::Options {
+                plain_http: self.plain_http,
+                max_layers: self.max_layers as usize,
+                push: true,
+                timeouts: crate::remote::oci::client::Timeouts::from_secs(self.timeout),
+            },
+            jobs: usize::from(self.jobs),
+            progress,
+        }
+    }
+}
+
+/// The arguments of `pull`.
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// REGISTRY/REPOSITORY:sha256-DIGEST, REGISTRY/REPOSITORY:TAG, or
+    /// REGISTRY/REPOSITORY@sha256:HEX (the snapshot's digest or the OCI
+    /// manifest's).
+    reference: String,
+    /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
+    #[arg(long)]
+    plain_http: bool,
+    /// Transfers in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    jobs: u16,
+    /// Seconds without progress on a registry connection (no byte sent or
+    /// received) before giving up with exit 8; connecting waits at most
+    /// 10 s, or SECS when shorter.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    timeout: u64,
+}
+
+impl PullArgs {
+    /// The options of `pull`, drawing progress when asked.
+    fn options(&self, progress: bool) -> cmd::pull::PullOptions<'_> {
+        cmd::pull::PullOptions {
+            reference: &self.reference,
+            remote_options: crate::remote::Options {
+                plain_http: self.plain_http,
+                timeouts: crate::remote::oci::client::Timeouts::from_secs(self.timeout),
+                ..crate::remote::Options::default()
+            },
+            jobs: usize::from(self.jobs),
+            progress,
+        }
+    }
+}
+
+/// The arguments of `export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A manifest digest or unique prefix.
+    digest: String,
+    /// The bundle to write; it must not exist [default: DIGEST.tar or DIGEST.tar.zst].
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Compress the bundle with zstd.
+    #[arg(long)]
+    zstd: bool,
+}
+
+impl<'a> From<&'a ExportArgs> for cmd::bundle::ExportOptions<'a> {
+    fn from(a: &'a ExportArgs) -> Self {
+        cmd::bundle::ExportOptions {
+            digest: &a.digest,
+            output: a.output.as_deref(),
+            zstd: a.zstd,
+        }
+    }
+}
+
+/// The arguments of `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The bundle, or - for standard input.
+    file: PathBuf,
+    /// The manifest digest the bundle must hold (64 hex).
+    #[arg(long, value_name = "DIGEST")]
+    digest: Option<String>,
+    /// Only verify the bundle (every hash, its form, the ingest rules):
+    /// store nothing, and open no store.
+    #[arg(long)]
+    check: bool,
+}
+
+impl<'a> From<&'a ImportArgs> for cmd::bundle::ImportOptions<'a> {
+    fn from(a: &'a ImportArgs) -> Self {
+        cmd::bundle::ImportOptions {
+            file: &a.file,
+            digest: a.digest.as_deref(),
+            check: a.check,
+        }
+    }
 }
 
 /// Runs the parsed command line, writing its report to `out`. Returns the exit code.
 pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
-    let root = match &cli.command {
-        // The one command that needs no store.
-        Command::Digest { .. } => PathBuf::new(),
-        _ => store::locate(cli.store.as_deref())?,
+    let root = if cli.command.needs_store() {
+        store::locate(cli.store.as_deref())?
+    } else {
+        PathBuf::new()
     };
     if cli.trust_store {
         store::trust_any_store();
     }
+    let progress = !cli.json;
     match &cli.command {
-        Command::Ingest { dir, version } => {
-            let opts = cmd::ingest::IngestOptions {
-                source: dir,
-                version,
-            };
-            emit(cli, out, &cmd::ingest::ingest(&root, &opts)?)
+        Command::Ingest(a) => emit(cli, out, &cmd::ingest::ingest(&root, &a.into())?),
+        Command::Digest(a) => emit(cli, out, &cmd::digest::digest(&a.dir, &a.version)?),
+        Command::Show(a) if a.manifest => emit(cli, out, &cmd::show::manifest(&root, &a.digest)?),
+        Command::Show(a) => emit(cli, out, &cmd::show::show(&root, &a.into())?),
+        Command::Checkout(a) => emit(cli, out, &cmd::checkout::checkout(&root, &a.into())?),
+        Command::Discard(a) => emit(cli, out, &cmd::discard::discard(&root, &a.into())?),
+        Command::Path(a) => emit(cli, out, &cmd::path::path(&root, &a.digest)?),
+        Command::Stage(a) => emit(cli, out, &cmd::stage::stage(&root, &a.into())?),
+        Command::List(a) => {
+            let report = cmd::list::list(&root, a.version.as_deref(), a.name.as_deref())?;
+            emit(cli, out, &report)
         }
-        Command::Digest { dir, version } => emit(cli, out, &cmd::digest::digest(dir, version)?),
-        Command::Show {
-            digest,
-            files,
-            manifest,
-        } => {
-            if *manifest {
-                return emit(cli, out, &cmd::show::manifest(&root, digest)?);
-            }
-            let opts = cmd::show::ShowOptions {
-                digest,
-                files: *files,
-            };
-            emit(cli, out, &cmd::show::show(&root, &opts)?)
-        }
-        Command::Checkout {
-            digest,
-            dest,
-            method,
-            require_hardlinks,
-        } => {
-            let opts = cmd::checkout::CheckoutOptions {
-                digest,
-                dest,
-                method: *method,
-                require_hardlinks: *require_hardlinks,
-            };
-            emit(cli, out, &cmd::checkout::checkout(&root, &opts)?)
-        }
-        Command::Discard { dest, force } => {
-            let opts = cmd::discard::DiscardOptions {
-                dest,
-                force_digest: force.as_deref(),
-            };
-            emit(cli, out, &cmd::discard::discard(&root, &opts)?)
-        }
-        Command::Path { digest } => emit(cli, out, &cmd::path::path(&root, digest)?),
-        Command::Stage {
-            arms,
-            plugin_dir,
-            plugin_version,
-            digest,
-            dest,
-            method,
-            gitnexus_root,
-            gitnexus_version,
-            strict_arms,
-            known_arms,
-        } => {
-            let release = match (plugin_dir, plugin_version, digest) {
-                (_, _, Some(d)) => cmd::stage::Release::Digest(d),
-                (None, None, None) => cmd::stage::Release::None,
-                (dir, version, None) => cmd::stage::Release::Source {
-                    dir: dir.as_deref(),
-                    version: version.as_deref(),
-                },
-            };
-            let opts = cmd::stage::StageOptions {
-                arms,
-                release,
-                dest: dest.as_deref(),
-                method: *method,
-                gitnexus_root: gitnexus_root.as_deref(),
-                gitnexus_version,
-                strict_arms: *strict_arms,
-                known_arms,
-            };
-            emit(cli, out, &cmd::stage::stage(&root, &opts)?)
-        }
-        Command::List { version, name } => emit(
-            cli,
-            out,
-            &cmd::list::list(&root, version.as_deref(), name.as_deref())?,
-        ),
-        Command::Log { digest } => emit(cli, out, &cmd::list::log(&root, digest.as_deref())?),
-        Command::Find { object, path } => {
-            let query = match (object, path) {
-                (Some(o), _) => cmd::list::FindQuery::Object(o),
-                (None, Some(p)) => cmd::list::FindQuery::Path(p),
-                (None, None) => return Err(Error::Usage("find needs --object or --path".into())),
-            };
+        Command::Log(a) => emit(cli, out, &cmd::list::log(&root, a.digest.as_deref())?),
+        Command::Find(a) => {
+            let query = cmd::list::FindQuery::try_from(a)?;
             emit(cli, out, &cmd::list::find(&root, &query)?)
         }
-        Command::Verify {
-            digests,
-            tree,
-            repair_from,
-        } => {
-            if let Some(dir) = tree {
-                let [digest] = digests.as_slice() else {
-                    return Err(Error::Usage(
-                        "verify --tree DIR takes exactly one DIGEST".into(),
-                    ));
-                };
-                return emit(cli, out, &cmd::verify::verify_tree(&root, dir, digest)?);
-            }
-            let opts = cmd::verify::VerifyOptions {
-                digests,
-                repair_from: repair_from.as_deref(),
-                progress: !cli.json,
-            };
-            emit(cli, out, &cmd::verify::verify(&root, &opts)?)
-        }
-        Command::Diff { a, b } => emit(cli, out, &cmd::diff::diff(&root, a, b)?),
-        Command::Rm { digest, force } => emit(cli, out, &cmd::gc::rm(&root, digest, *force)?),
+        Command::Verify(a) => match a.tree_audit()? {
+            Some((dir, digest)) => emit(cli, out, &cmd::verify::verify_tree(&root, dir, digest)?),
+            None => emit(cli, out, &cmd::verify::verify(&root, &a.options(progress))?),
+        },
+        Command::Diff(a) => emit(cli, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
+        Command::Rm(a) => emit(cli, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
         Command::Recover => emit(cli, out, &cmd::recover::recover(&root)?),
-        Command::Gc { dry_run } => emit(cli, out, &cmd::gc::gc(&root, *dry_run, !cli.json)?),
-        Command::Mounts {
-            arm,
-            view,
-            digest,
-            unchecked,
-            gitnexus_root,
-            gitnexus_version,
-            format,
-        } => {
-            let opts = cmd::mounts::MountsOptions {
-                arm,
-                view: cmd::mounts::ViewSource::from_args(
-                    view.as_deref(),
-                    digest.as_deref(),
-                    *unchecked,
-                ),
-                gitnexus_root: gitnexus_root.as_deref(),
-                gitnexus_version,
-                format: *format,
-                json: cli.json,
-            };
-            let report = cmd::mounts::mounts(&root, &opts)?;
-            write_report(report.is_json(), out, &report)
-                .map_err(|e| Error::io("write the report", "<stdout>", e))?;
-            Ok(0)
-        }
-        Command::Push {
-            digest,
-            remote,
-            plain_http,
-            jobs,
-            max_layers,
-            timeout,
-        } => {
-            let opts = cmd::push::PushOptions {
-                digest,
-                remote,
-                remote_options: crate::remote::Options {
-                    plain_http: *plain_http,
-                    max_layers: *max_layers as usize,
-                    push: true,
-                    timeouts: crate::remote::oci::client::Timeouts::from_secs(*timeout),
-                },
-                jobs: usize::from(*jobs),
-                progress: !cli.json,
-            };
-            emit(cli, out, &cmd::push::push(&root, &opts)?)
-        }
-        Command::Pull {
-            reference,
-            plain_http,
-            jobs,
-            timeout,
-        } => {
-            let opts = cmd::pull::PullOptions {
-                reference,
-                remote_options: crate::remote::Options {
-                    plain_http: *plain_http,
-                    timeouts: crate::remote::oci::client::Timeouts::from_secs(*timeout),
-                    ..crate::remote::Options::default()
-                },
-                jobs: usize::from(*jobs),
-                progress: !cli.json,
-            };
-            emit(cli, out, &cmd::pull::pull(&root, &opts)?)
-        }
-        Command::Export {
-            digest,
-            output,
-            zstd,
-        } => {
-            let opts = cmd::bundle::ExportOptions {
-                digest,
-                output: output.as_deref(),
-                zstd: *zstd,
-            };
-            emit(cli, out, &cmd::bundle::export(&root, &opts)?)
-        }
-        Command::Import {
-            file,
-            digest,
-            check,
-        } => {
-            let opts = cmd::bundle::ImportOptions {
-                file,
-                digest: digest.as_deref(),
-                check: *check,
-            };
-            emit(cli, out, &cmd::bundle::import(&root, &opts)?)
-        }
+        Command::Gc(a) => emit(cli, out, &cmd::gc::gc(&root, a.dry_run, progress)?),
+        Command::Mounts(a) => emit_mounts(out, &cmd::mounts::mounts(&root, &a.options(cli.json))?),
+        Command::Push(a) => emit(cli, out, &cmd::push::push(&root, &a.options(progress))?),
+        Command::Pull(a) => emit(cli, out, &cmd::pull::pull(&root, &a.options(progress))?),
+        Command::Export(a) => emit(cli, out, &cmd::bundle::export(&root, &a.into())?),
+        Command::Import(a) => emit(cli, out, &cmd::bundle::import(&root, &a.into())?),
     }
+}
+
+/// Writes the report of `mounts` in the form it chose (JSON, text or
+/// bubblewrap arguments): `--format` decides it, not `--json` alone.
+fn emit_mounts(out: &mut dyn Write, report: &cmd::mounts::MountsReport) -> Result<u8> {
+    write_report(report.is_json(), out, report)
+        .map_err(|e| Error::io("write the report", "<stdout>", e))?;
+    Ok(report.exit_code())
 }
 
 /// Writes a report in the form the command line asked for.
