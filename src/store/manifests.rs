@@ -313,7 +313,7 @@ pub(super) fn holds_data(
 mod tests {
     use super::*;
     use crate::manifest::Entry;
-    use crate::store::LockMode;
+    use crate::store::testutil::{mode, names, open};
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
 
@@ -328,28 +328,11 @@ mod tests {
         ])
     }
 
-    fn open(tmp: &Path) -> Store {
-        Store::open(&tmp.join("store"), LockMode::Shared, true).unwrap()
-    }
-
-    fn mode(path: &Path) -> u32 {
-        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
-    }
-
     /// Overwrites a read-only file, whoever runs the test.
     fn overwrite(path: &Path, bytes: &[u8]) {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::write(path, bytes).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444)).unwrap();
-    }
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
     }
 
     /// Leaves a work directory as a killed operation would: unlocked, with
@@ -531,29 +514,7 @@ mod tests {
         let work = store.work_dir("test").unwrap();
         let m = manifest("a");
         store.write_manifest(&work, &m).unwrap();
-        store
-            .catalogue_mut()
-            .record_ingest(
-                &crate::catalogue::NewSnapshot {
-                    name: "p",
-                    version: "1",
-                    digest: m.digest,
-                    manifest: &m.bytes,
-                    entries: &m.entries,
-                    first_ingested_at: None,
-                },
-                None,
-                &crate::catalogue::Origin {
-                    at: String::new(),
-                    host: "h".into(),
-                    user: "u".into(),
-                    source: "/".into(),
-                    tool_version: "0".into(),
-                }
-                .event(m.digest),
-                &[],
-            )
-            .unwrap();
+        crate::store::testutil::record(&mut store, &m);
         assert!(!store.forget_unrecorded_manifest(&m.digest).unwrap());
         assert!(store.manifest_path(&m.digest).exists());
 

@@ -65,6 +65,8 @@ pub mod adopt;
 pub mod ingest;
 pub mod manifests;
 pub mod objects;
+#[cfg(test)]
+mod testutil;
 pub mod upkeep;
 pub mod views;
 

@@ -388,12 +388,8 @@ impl Drop for WorkDir {
 mod tests {
     use super::*;
     use crate::digest::ObjectId;
-    use crate::store::LockMode;
+    use crate::store::testutil::{mode, names, open};
     use std::os::unix::fs::PermissionsExt;
-
-    fn open(tmp: &Path) -> Store {
-        Store::open(&tmp.join("store"), LockMode::Shared, true).unwrap()
-    }
 
     fn key(data: &[u8], executable: bool) -> ObjectKey {
         ObjectKey {
@@ -402,21 +398,8 @@ mod tests {
         }
     }
 
-    fn mode(path: &Path) -> u32 {
-        std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
-    }
-
     fn chmod(path: &Path, mode: u32) {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    }
-
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
     }
 
     fn lstat(path: &Path) -> Stat {

@@ -303,8 +303,9 @@ fn remove_half_built_view(target: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalogue::{IngestEvent, NewSnapshot, ViewRow};
+    use crate::catalogue::ViewRow;
     use crate::manifest::{Entry, Manifest};
+    use crate::store::testutil::record;
     use crate::store::LockMode;
 
     fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
@@ -327,32 +328,6 @@ mod tests {
     fn write_manifest(store: &Store, m: &Manifest) {
         let work = store.work_dir("put").unwrap();
         assert!(store.write_manifest(&work, m).unwrap());
-    }
-
-    fn record(store: &mut Store, m: &Manifest) {
-        let event = IngestEvent {
-            digest: m.digest,
-            event: "ingest".into(),
-            at: String::new(),
-            source: "/src".into(),
-            host: "h".into(),
-            user: "u".into(),
-            tool_version: "0".into(),
-            new_objects: 0,
-            reused_objects: 0,
-        };
-        let snap = NewSnapshot {
-            name: "p",
-            version: "1",
-            digest: m.digest,
-            manifest: &m.bytes,
-            entries: &m.entries,
-            first_ingested_at: None,
-        };
-        store
-            .catalogue_mut()
-            .record_ingest(&snap, None, &event, &[])
-            .unwrap();
     }
 
     fn add_view(store: &mut Store, path: &Path, digest: ManifestDigest) {
