@@ -28,6 +28,7 @@ use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 use crate::gitnexus::{self, GitNexusError, ReadOnlyMount};
 use crate::source::absolute_like_python;
+use crate::store::{LockMode, Store, VIEWS_DIR};
 
 /// The arms that see the Compound Engineering plugin (`CE_ARMS`).
 pub const CE_ARMS: [&str; 3] = ["ce_workflow", "ce_workflow_direct", "ce_review"];
@@ -233,12 +234,19 @@ pub fn mounts(store_root: &Path, opts: &MountsOptions<'_>) -> Result<MountsRepor
     let (view, manifest_digest) = match opts.view {
         ViewSource::None => (None, None),
         ViewSource::Unchecked(p) => (Some(view_dir(p)?), None),
-        ViewSource::Recorded { path, expect } => {
-            let (path, digest) = recorded_view(store_root, path, expect)?;
-            (Some(path), Some(digest))
-        }
-        ViewSource::Digest(d) => {
-            let (path, digest) = shared_view(store_root, d)?;
+        ViewSource::Recorded { .. } | ViewSource::Digest(_) => {
+            let shown = match opts.view {
+                ViewSource::Recorded { path, .. } => Some(view_dir(path)?),
+                _ => None,
+            };
+            let store = Store::open(store_root, LockMode::Shared, false)?;
+            let (path, digest) = match (opts.view, shown) {
+                (ViewSource::Recorded { expect, .. }, Some(shown)) => {
+                    recorded_view(&store, &shown, expect)?
+                }
+                (ViewSource::Digest(d), _) => shared_view(&store, d)?,
+                _ => unreachable!("only a recorded view or a digest opens the store"),
+            };
             (Some(path), Some(digest))
         }
     };
@@ -283,14 +291,11 @@ fn view_dir(path: &Path) -> Result<PathBuf> {
 /// the directory recorded, or a snapshot's shared view. Returns its path as
 /// recorded and its snapshot, which must be `expect` when that is given.
 fn recorded_view(
-    store_root: &Path,
-    path: &Path,
+    store: &Store,
+    shown: &Path,
     expect: Option<&str>,
 ) -> Result<(PathBuf, ManifestDigest)> {
-    use crate::store::{LockMode, Store, VIEWS_DIR};
-    let shown = view_dir(path)?;
-    let store = Store::open(store_root, LockMode::Shared, false)?;
-    let (parent, name) = crate::view::split_dest(&shown)?;
+    let (parent, name) = crate::view::split_dest(shown)?;
     let dest = parent.join(&name);
     let row = store.catalogue().view(&dest.to_string_lossy())?;
     let digest = match row {
@@ -343,9 +348,7 @@ fn recorded_view(
 
 /// A snapshot's shared view in the store (`STORE/views/<digest>`), which
 /// `cestore path` makes; it must already exist.
-fn shared_view(store_root: &Path, digest: &str) -> Result<(PathBuf, ManifestDigest)> {
-    use crate::store::{LockMode, Store, VIEWS_DIR};
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+fn shared_view(store: &Store, digest: &str) -> Result<(PathBuf, ManifestDigest)> {
     let digest = super::resolve(store.catalogue(), digest)?;
     let path = store.root().join(VIEWS_DIR).join(digest.to_hex());
     if !path.is_dir() {
