@@ -4,6 +4,13 @@
 //! shape of a real release (about 400 files, 5 MB, 30 executables, a few
 //! repeated files), and a scaling series of 16, 128, 512 and 2,048 files of
 //! 8 KiB. Run with `cargo bench --bench store`.
+//!
+//! Beside the operations run their floors, the least the same work takes
+//! with plain std calls on the same files: `floor-link` makes the tree's
+//! directories and hard-links its files with `std::fs::hard_link`, then
+//! removes them (against `checkout-hardlink`, which checks out and
+//! discards); `floor-read` reads and hashes every file (against
+//! `ingest-warm` and `verify`).
 
 // criterion_group! and criterion_main! define undocumented functions.
 #![allow(missing_docs)]
@@ -19,6 +26,7 @@ use cestore::digest::ObjectId;
 use cestore::manifest::{canonical_bytes, Entry};
 use cestore::view::Method;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use sha2::{Digest as _, Sha256};
 
 const VERSION: &str = "1.0.0";
 
@@ -108,6 +116,49 @@ struct Fixture {
     src: PathBuf,
     store: PathBuf,
     digest: String,
+    /// The source's directories (parents first) and files, relative to it.
+    dirs: Vec<PathBuf>,
+    files: Vec<PathBuf>,
+}
+
+/// Lists a tree's directories, parents first, and its files, relative to `root`.
+fn walk(root: &Path, rel: &Path, dirs: &mut Vec<PathBuf>, files: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = fs::read_dir(root.join(rel))
+        .expect("read_dir")
+        .map(|e| e.expect("entry"))
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let r = rel.join(e.file_name());
+        if e.file_type().expect("file type").is_dir() {
+            dirs.push(r.clone());
+            walk(root, &r, dirs, files);
+        } else {
+            files.push(r);
+        }
+    }
+}
+
+/// The floor of checkout plus discard: the same tree as hard links, made and removed with plain std calls.
+fn link_tree(f: &Fixture, dest: &Path) {
+    fs::create_dir(dest).expect("mkdir");
+    for d in &f.dirs {
+        fs::create_dir(dest.join(d)).expect("mkdir");
+    }
+    for file in &f.files {
+        fs::hard_link(f.src.join(file), dest.join(file)).expect("hard_link");
+    }
+    fs::remove_dir_all(dest).expect("remove");
+}
+
+/// The floor of a warm ingest and of verify: read and hash every file.
+fn read_tree(f: &Fixture) -> usize {
+    let mut total = 0;
+    for file in &f.files {
+        let data = fs::read(f.src.join(file)).expect("read");
+        total += Sha256::digest(&data)[0] as usize;
+    }
+    total
 }
 
 fn fixture(make: impl Fn(&Path)) -> Fixture {
@@ -126,11 +177,15 @@ fn fixture(make: impl Fn(&Path)) -> Fixture {
         },
     )
     .expect("ingest");
+    let (mut dirs, mut files) = (Vec::new(), Vec::new());
+    walk(&src, Path::new(""), &mut dirs, &mut files);
     Fixture {
         digest: report.provenance.manifest_digest.to_hex(),
         _dir: dir,
         src,
         store,
+        dirs,
+        files,
     }
 }
 
@@ -222,6 +277,19 @@ fn bench_store(c: &mut Criterion) {
                 )
             });
         }
+        g.bench_function(format!("floor-link/{name}"), |b| {
+            b.iter_batched(
+                || {
+                    f.store
+                        .parent()
+                        .expect("parent")
+                        .join(format!("links-{}", std::process::id()))
+                },
+                |dest| link_tree(f, &dest),
+                BatchSize::PerIteration,
+            )
+        });
+        g.bench_function(format!("floor-read/{name}"), |b| b.iter(|| read_tree(f)));
         path::path(&f.store, &f.digest).expect("path");
         g.bench_function(format!("path-existing/{name}"), |b| {
             b.iter(|| path::path(&f.store, &f.digest).expect("path"))
