@@ -19,11 +19,15 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use cestore::cmd::checkout::{checkout, CheckoutOptions};
-use cestore::cmd::ingest::{ingest, IngestOptions};
-use cestore::cmd::{discard, path, show, verify};
+use cestore::catalogue::resolve;
 use cestore::digest::ObjectId;
 use cestore::manifest::{canonical_bytes, Entry};
+use cestore::store::ingest::{ingest_into, open_source, IngestOptions, IngestReport};
+use cestore::store::verify::{verify_store, VerifyOptions};
+use cestore::store::views::{
+    checkout_into, discard_view, shared_view, Destination, DiscardOptions,
+};
+use cestore::store::{LockMode, Store};
 use cestore::view::Method;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use sha2::{Digest as _, Sha256};
@@ -161,6 +165,21 @@ fn read_tree(f: &Fixture) -> usize {
     total
 }
 
+/// Opens the store as a command does.
+fn open(store: &Path, create: bool) -> Store {
+    Store::open(store, LockMode::Shared, create).expect("open the store")
+}
+
+/// Ingests a release as `cestore ingest` does: the source first, then the store.
+fn ingest(store: &Path, source: &Path) -> IngestReport {
+    let opts = IngestOptions {
+        source,
+        version: VERSION,
+    };
+    let source = open_source(&opts).expect("source");
+    ingest_into(&mut open(store, true), &source, &opts).expect("ingest")
+}
+
 fn fixture(make: impl Fn(&Path)) -> Fixture {
     let dir = tempfile::tempdir_in(
         std::env::var_os("CESTORE_BENCH_DIR").unwrap_or_else(|| "/var/tmp".into()),
@@ -169,14 +188,7 @@ fn fixture(make: impl Fn(&Path)) -> Fixture {
     let src = dir.path().join("src");
     make(&src);
     let store = dir.path().join("store");
-    let report = ingest(
-        &store,
-        &IngestOptions {
-            source: &src,
-            version: VERSION,
-        },
-    )
-    .expect("ingest");
+    let report = ingest(&store, &src);
     let (mut dirs, mut files) = (Vec::new(), Vec::new());
     walk(&src, Path::new(""), &mut dirs, &mut files);
     Fixture {
@@ -220,30 +232,12 @@ fn bench_store(c: &mut Criterion) {
     g.sample_size(10);
     for (name, f) in &shapes {
         g.bench_function(format!("ingest-warm/{name}"), |b| {
-            b.iter(|| {
-                ingest(
-                    &f.store,
-                    &IngestOptions {
-                        source: &f.src,
-                        version: VERSION,
-                    },
-                )
-                .expect("ingest")
-            })
+            b.iter(|| ingest(&f.store, &f.src))
         });
         g.bench_function(format!("ingest-cold/{name}"), |b| {
             b.iter_batched(
                 || tempfile::tempdir_in(f.store.parent().expect("parent")).expect("tempdir"),
-                |fresh| {
-                    ingest(
-                        &fresh.path().join("s"),
-                        &IngestOptions {
-                            source: &f.src,
-                            version: VERSION,
-                        },
-                    )
-                    .expect("ingest")
-                },
+                |fresh| ingest(&fresh.path().join("s"), &f.src),
                 BatchSize::PerIteration,
             )
         });
@@ -257,21 +251,15 @@ fn bench_store(c: &mut Criterion) {
                             .join(format!("view-{}", std::process::id()))
                     },
                     |dest| {
-                        let opts = CheckoutOptions {
-                            digest: &f.digest,
+                        let mut store = open(&f.store, false);
+                        let digest = resolve(store.catalogue(), &f.digest).expect("digest");
+                        let to = Destination::check(&store, &dest).expect("destination");
+                        checkout_into(&mut store, digest, &to, method).expect("checkout");
+                        let discard = DiscardOptions {
                             dest: &dest,
-                            method,
-                            require_hardlinks: false,
+                            force_digest: None,
                         };
-                        checkout(&f.store, &opts).expect("checkout");
-                        discard::discard(
-                            &f.store,
-                            &discard::DiscardOptions {
-                                dest: &dest,
-                                force_digest: None,
-                            },
-                        )
-                        .expect("discard");
+                        discard_view(&mut store, &discard).expect("discard");
                     },
                     BatchSize::PerIteration,
                 )
@@ -290,17 +278,20 @@ fn bench_store(c: &mut Criterion) {
             )
         });
         g.bench_function(format!("floor-read/{name}"), |b| b.iter(|| read_tree(f)));
-        path::path(&f.store, &f.digest).expect("path");
-        g.bench_function(format!("path-existing/{name}"), |b| {
-            b.iter(|| path::path(&f.store, &f.digest).expect("path"))
-        });
+        let path = || {
+            let mut store = open(&f.store, false);
+            let digest = resolve(store.catalogue(), &f.digest).expect("digest");
+            shared_view(&mut store, digest).expect("path")
+        };
+        path();
+        g.bench_function(format!("path-existing/{name}"), |b| b.iter(path));
         g.bench_function(format!("verify/{name}"), |b| {
-            let opts = verify::VerifyOptions {
+            let opts = VerifyOptions {
                 digests: &[],
                 repair_from: None,
                 progress: false,
             };
-            b.iter(|| verify::verify(&f.store, &opts).expect("verify"))
+            b.iter(|| verify_store(&open(&f.store, false), &opts).expect("verify"))
         });
     }
     g.finish();
@@ -317,23 +308,23 @@ fn bench_show(c: &mut Criterion) {
             format!("# release {i}\n").as_bytes(),
             false,
         );
-        ingest(
-            &many.store,
-            &IngestOptions {
-                source: &many.src,
-                version: VERSION,
-            },
-        )
-        .expect("ingest");
+        ingest(&many.store, &many.src);
     }
     let mut g = c.benchmark_group("show");
     for (name, f) in [("1-snapshot", &one), ("1000-snapshots", &many)] {
-        let opts = show::ShowOptions {
-            digest: &f.digest,
-            files: true,
-        };
+        // What `show --files` reads: the snapshot, its ingests, views and files.
         g.bench_function(name, |b| {
-            b.iter(|| show::show(&f.store, &opts).expect("show"))
+            b.iter(|| {
+                let store = open(&f.store, false);
+                let cat = store.catalogue();
+                let digest = resolve(cat, &f.digest).expect("digest");
+                (
+                    cat.snapshot(&digest).expect("snapshot"),
+                    cat.ingest_summary(&digest).expect("ingests"),
+                    cat.views(Some(&digest)).expect("views"),
+                    cat.files(&digest).expect("files"),
+                )
+            })
         });
     }
     g.finish();

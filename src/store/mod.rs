@@ -68,6 +68,7 @@ pub mod objects;
 #[cfg(test)]
 mod testutil;
 pub mod upkeep;
+pub mod verify;
 pub mod views;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
