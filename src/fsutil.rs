@@ -24,7 +24,13 @@ pub fn open_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<Ow
 /// It reads through a duplicate of the handle, not a re-open of ".", so that
 /// listing needs read permission only, as the reference's `scandir` does.
 pub fn list_names(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
-    let mut names = Vec::new();
+    Ok(list_entries(dir)?.into_iter().map(|(n, _)| n).collect())
+}
+
+/// Lists a directory's names with the type the listing gives each
+/// (`FileType::Unknown` where the filesystem gives none), without `.` and `..`.
+pub fn list_entries(dir: BorrowedFd<'_>) -> Result<Vec<(Vec<u8>, FileType)>, Errno> {
+    let mut entries = Vec::new();
     // A duplicate shares its read position with `dir`: start from the top,
     // so that a handle listed before is listed whole again.
     let dup = rustix::io::dup(dir)?;
@@ -33,10 +39,10 @@ pub fn list_names(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
         if name != b"." && name != b".." {
-            names.push(name.to_vec());
+            entries.push((name.to_vec(), entry.file_type()));
         }
     }
-    Ok(names)
+    Ok(entries)
 }
 
 /// The names in a directory, sorted, without `.` and `..`.
@@ -61,10 +67,14 @@ pub fn remove_tree_at(
 ) -> std::io::Result<bool> {
     use std::os::unix::ffi::OsStrExt;
     let name = std::ffi::CString::new(name.as_ref().as_bytes()).map_err(std::io::Error::other)?;
-    remove_tree_inner(parent, &name)
+    remove_tree_inner(parent, &name, FileType::Unknown)
 }
 
-fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::Result<bool> {
+fn remove_tree_inner(
+    parent: BorrowedFd<'_>,
+    name: &std::ffi::CStr,
+    listed: FileType,
+) -> std::io::Result<bool> {
     // Another process removing the same tree at once is not an error: what
     // it removed first is simply gone.
     let gone = |r: rustix::io::Result<()>| match r {
@@ -72,6 +82,14 @@ fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::
         Err(Errno::NOENT) => Ok(false),
         Err(e) => Err(std::io::Error::from(e)),
     };
+    // A file the listing already typed needs no `stat`, as `rm -rf` does;
+    // one that has become a directory meanwhile takes the path below.
+    if !matches!(listed, FileType::Directory | FileType::Unknown) {
+        match rustix::fs::unlinkat(parent, name, AtFlags::empty()) {
+            Err(Errno::ISDIR | Errno::PERM) => {}
+            other => return gone(other),
+        }
+    }
     let st = match rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => st,
         Err(Errno::NOENT) => return Ok(false),
@@ -93,14 +111,14 @@ fn remove_tree_inner(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> std::io::
         Err(Errno::NOENT) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
-    let names = match crate::fsutil::list_names(dir.as_fd()) {
-        Ok(names) => names,
+    let entries = match list_entries(dir.as_fd()) {
+        Ok(entries) => entries,
         Err(Errno::NOENT) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
-    for n in names {
+    for (n, kind) in entries {
         let n = std::ffi::CString::new(n).map_err(std::io::Error::other)?;
-        remove_tree_inner(dir.as_fd(), &n)?;
+        remove_tree_inner(dir.as_fd(), &n, kind)?;
     }
     gone(rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR))
 }
