@@ -166,7 +166,8 @@ class Store:
     """A cestore store, driven through the `cestore` binary's `--json` output.
 
     `path=None` is the CLI's default store: `$CESTORE_DIR`, else
-    `$XDG_DATA_HOME/cestore`, else `~/.local/share/cestore`.
+    `$XDG_DATA_HOME/cestore`, else `~/.local/share/cestore`. The store's
+    directory is `location` (None for the default).
     """
 
     def __init__(
@@ -176,18 +177,18 @@ class Store:
         binary: Optional[StrPath] = None,
         trust_store: bool = False,
     ) -> None:
-        self.path = Path(path).absolute() if path is not None else None
+        self.location: Optional[Path] = Path(path).absolute() if path is not None else None
         self.binary = os.fspath(binary) if binary is not None else find_binary()
         self.trust_store = trust_store
 
     def __repr__(self) -> str:
-        return f"Store({str(self.path) if self.path else None!r})"
+        return f"Store({str(self.location) if self.location else None!r})"
 
     def run(self, *args: str) -> dict[str, Any]:
         """Runs one command with `--json` and returns its object; raises on an error object."""
         argv = [self.binary, "--json"]
-        if self.path is not None:
-            argv += ["--store", str(self.path)]
+        if self.location is not None:
+            argv += ["--store", str(self.location)]
         if self.trust_store:
             argv.append("--trust-store")
         argv += list(args)
