@@ -16,7 +16,7 @@ from conftest import write_release
 def test_package_is_the_installed_one() -> None:
     if os.environ.get("CESTORE_PY_REQUIRE_INSTALLED") == "1":
         assert "site-packages" in cestore.__file__, cestore.__file__
-        assert Path(cestore.find_binary()).parent == Path(os.sys.executable).parent
+        assert Path(cestore.find_binary()).parent.resolve() == Path(os.sys.executable).parent.resolve()
 
 
 def test_find_binary_honours_cestore_bin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
