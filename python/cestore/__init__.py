@@ -21,6 +21,7 @@ from ._errors import (
 from ._find import BinaryNotFound, find_binary
 from ._store import (
     ArmStage,
+    Bounds,
     Change,
     FileEntry,
     IngestStats,
@@ -38,6 +39,7 @@ __all__ = [
     "Ambiguous",
     "ArmStage",
     "BinaryNotFound",
+    "Bounds",
     "Change",
     "Conflict",
     "Damaged",

@@ -46,6 +46,32 @@ class Provenance:
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """Bounds for a release's walk, at most the reference's (the CLI's `--max-*` flags).
+
+    `None` leaves a bound at the reference's value.
+    """
+
+    files: Optional[int] = None
+    file_bytes: Optional[int] = None
+    total_bytes: Optional[int] = None
+    path_bytes: Optional[int] = None
+
+    def args(self) -> list[str]:
+        """The command-line flags for these bounds."""
+        out: list[str] = []
+        for flag, value in (
+            ("--max-files", self.files),
+            ("--max-file-bytes", self.file_bytes),
+            ("--max-total-bytes", self.total_bytes),
+            ("--max-path-bytes", self.path_bytes),
+        ):
+            if value is not None:
+                out += [flag, str(value)]
+        return out
+
+
+@dataclass(frozen=True)
 class IngestStats:
     """What one ingest did."""
 
@@ -209,14 +235,16 @@ class Store:
             raise from_json(obj["error"], argv)
         return obj
 
-    def ingest(self, source: StrPath, version: str) -> Snapshot:
+    def ingest(self, source: StrPath, version: str, *, bounds: Optional[Bounds] = None) -> Snapshot:
         """Validates a release as the reference does and stores it."""
-        out = self.run("ingest", "--version", version, "--", _abs(source))
+        extra = bounds.args() if bounds else []
+        out = self.run("ingest", "--version", version, *extra, "--", _abs(source))
         return Snapshot(Provenance._of(out["provenance"]), IngestStats._of(out["ingest"]))
 
-    def digest(self, source: StrPath, version: str) -> Provenance:
+    def digest(self, source: StrPath, version: str, *, bounds: Optional[Bounds] = None) -> Provenance:
         """Validates a release and returns its provenance, storing nothing."""
-        out = self.run("digest", "--version", version, "--", _abs(source))
+        extra = bounds.args() if bounds else []
+        out = self.run("digest", "--version", version, *extra, "--", _abs(source))
         return Provenance._of(out["provenance"])
 
     def checkout(self, digest: str, dest: StrPath, *, method: Optional[str] = None) -> View:
@@ -299,6 +327,7 @@ class Store:
         dest: Optional[StrPath] = None,
         gitnexus_root: Optional[StrPath] = None,
         strict_arms: bool = False,
+        bounds: Optional[Bounds] = None,
     ) -> Stage:
         """Stages a run: checks the arms, ingests the release, makes its view, lists every arm's mounts."""
         args = ["stage"]
@@ -316,6 +345,8 @@ class Store:
             args += ["--gitnexus-root", _abs(gitnexus_root)]
         if strict_arms:
             args.append("--strict-arms")
+        if bounds is not None:
+            args += bounds.args()
         out = self.run(*args)
         return Stage(
             Provenance._of(out["provenance"]) if out["provenance"] else None,

@@ -28,11 +28,11 @@ import tempfile
 from collections.abc import Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Optional
 
 from . import _errors
-from ._store import Store
+from ._store import Bounds, Store
 
 PINNED_GITNEXUS_VERSION = "1.6.9"
 CE_ARMS = frozenset({"ce_workflow", "ce_workflow_direct", "ce_review"})
@@ -43,13 +43,13 @@ MAX_CE_PLUGIN_FILE_BYTES = 2 * 1024 * 1024
 MAX_CE_PLUGIN_TOTAL_BYTES = 16 * 1024 * 1024
 MAX_CE_PLUGIN_PATH_BYTES = 1_024
 
-# The bounds the CLI enforces; smaller ones set in a namespace are checked
-# here, against the ingested manifest, before any view is made.
+# The reference's bounds, which the CLI enforces by default; a namespace
+# that sets one lower passes it to the CLI (`--max-files` and the like).
 _CLI_BOUNDS = {
-    "MAX_CE_PLUGIN_FILES": MAX_CE_PLUGIN_FILES,
-    "MAX_CE_PLUGIN_FILE_BYTES": MAX_CE_PLUGIN_FILE_BYTES,
-    "MAX_CE_PLUGIN_TOTAL_BYTES": MAX_CE_PLUGIN_TOTAL_BYTES,
-    "MAX_CE_PLUGIN_PATH_BYTES": MAX_CE_PLUGIN_PATH_BYTES,
+    "MAX_CE_PLUGIN_FILES": ("files", MAX_CE_PLUGIN_FILES),
+    "MAX_CE_PLUGIN_FILE_BYTES": ("file_bytes", MAX_CE_PLUGIN_FILE_BYTES),
+    "MAX_CE_PLUGIN_TOTAL_BYTES": ("total_bytes", MAX_CE_PLUGIN_TOTAL_BYTES),
+    "MAX_CE_PLUGIN_PATH_BYTES": ("path_bytes", MAX_CE_PLUGIN_PATH_BYTES),
 }
 
 _EXACT_VERSION = re.compile(
@@ -239,35 +239,25 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
     def store() -> Store:
         return Store(ns.get("CESTORE_STORE"))
 
-    def check_smaller_bounds(st: Store, digest: str, source: Path) -> None:
-        """The reference's bound checks, in its order, for bounds set below the CLI's."""
-        limits = {name: int(ns[name]) for name in _CLI_BOUNDS}
-        if all(limits[name] >= default for name, default in _CLI_BOUNDS.items()):
-            return
-        total = 0
-        for count, entry in enumerate(st.files(digest)):
-            if len(entry.path.encode()) > limits["MAX_CE_PLUGIN_PATH_BYTES"]:
-                raise err(f"Compound Engineering plugin path exceeds the byte limit: {entry.path}")
-            if count >= limits["MAX_CE_PLUGIN_FILES"]:
-                raise err("Compound Engineering plugin exceeds the file-count limit")
-            if entry.size > limits["MAX_CE_PLUGIN_FILE_BYTES"]:
-                path = source / Path(*PurePosixPath(entry.path).parts)
-                raise err(f"Compound Engineering plugin file exceeds the per-file limit: {path}")
-            total += entry.size
-            if total > limits["MAX_CE_PLUGIN_TOTAL_BYTES"]:
-                raise err("Compound Engineering plugin exceeds the total byte limit")
+    def lowered_bounds() -> Optional[Bounds]:
+        """The namespace's bounds that are below the reference's, for the CLI."""
+        lowered = {}
+        for name, (field, default) in _CLI_BOUNDS.items():
+            value = int(ns[name])
+            if value < default:
+                lowered[field] = max(value, 0)
+        return Bounds(**lowered) if lowered else None
 
     def build(config: CePluginConfig, destination_parent: Path) -> CePluginSnapshot:
         parent = validated_root(destination_parent, label="CE plugin snapshot parent")
         st = store()
         try:
-            ingested = st.ingest(config.source, config.version)
+            ingested = st.ingest(config.source, config.version, bounds=lowered_bounds())
         except (_errors.Rejected, _errors.NotFound) as exc:
             if exc.rule is None:
                 raise
             raise _reference_error(ns, exc, config) from None
         prov = ingested.provenance
-        check_smaller_bounds(st, prov.manifest_digest, Path(config.source))
         root = None
         for _ in range(16):
             made = Path(tempfile.mkdtemp(prefix=_SNAPSHOT_PREFIX, dir=parent))

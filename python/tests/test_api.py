@@ -149,3 +149,15 @@ def test_every_error_is_an_error() -> None:
                 cestore.Damaged, cestore.StoreError, cestore.RemoteError, cestore.UsageError):
         assert issubclass(cls, cestore.Error)
     assert stat.S_IMODE(0o444) == 0o444
+
+
+def test_lower_bounds_reach_the_cli(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    source = write_release(tmp_path / "a", extra={"assets/big.bin": b"x" * 100})
+    assert store.digest(source, "1.2.3", bounds=cestore.Bounds(files=5)).file_count == 5
+    with pytest.raises(cestore.Rejected) as info:
+        store.digest(source, "1.2.3", bounds=cestore.Bounds(file_bytes=60))
+    assert (info.value.rule, info.value.path) == ("file-too-large", str(source / "assets" / "big.bin"))
+    with pytest.raises(cestore.UsageError):
+        store.ingest(source, "1.2.3", bounds=cestore.Bounds(files=5000))
+    assert not store_dir.exists() or store.run("list")["snapshots"] == []

@@ -103,7 +103,11 @@ def generate(rng: random.Random, root: Path, mutation: str) -> tuple[str, dict[s
         bounds["MAX_CE_PLUGIN_TOTAL_BYTES"] = rng.randint(1, 80)
     elif mutation == "bound-path-bytes":
         bounds["MAX_CE_PLUGIN_PATH_BYTES"] = rng.randint(10, 24)
-    elif mutation == "bad-version-arg":
+    if mutation.startswith("bound-") and rng.random() < 0.5:
+        # A rule the walk meets after the bound: the bound must win, as in the reference.
+        (root / "assets" / "zz").mkdir(parents=True, exist_ok=True)
+        os.symlink("/etc/passwd", root / "assets" / "zz" / "zz-link")
+    if mutation == "bad-version-arg":
         ask = rng.choice(["^1.2.3", "1.2", "latest", "01.2.3"])
     return ask, bounds
 
