@@ -137,6 +137,7 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
             }
 
     CePluginSnapshot.__module__ = str(ns.get("__name__", __name__))
+    CePluginSnapshot.__qualname__ = "CePluginSnapshot"
 
     def ce_plugin_mounts_for_arm(arm: str, snapshot: Optional[CePluginSnapshot]) -> tuple[Any, ...]:
         """Expose the staged comparator only to CE arms."""
@@ -316,6 +317,7 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
         staged_ce_plugin_snapshot,
     ):
         fn.__module__ = str(ns.get("__name__", __name__))
+        fn.__qualname__ = fn.__name__
         ns[fn.__name__] = fn
     ns["CePluginSnapshot"] = CePluginSnapshot
 
