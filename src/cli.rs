@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::cmd::{self, Report};
 pub use crate::error::error_chain;
 use crate::error::{Error, Result};
+use crate::policy;
 use crate::store;
 use crate::view;
 
@@ -144,6 +145,49 @@ impl Command {
     fn needs_store(&self) -> bool {
         !matches!(self, Command::Digest(_))
     }
+
+    /// The bounds a command that walks a release enforces.
+    fn bounds(&self) -> Option<policy::Bounds> {
+        match self {
+            Command::Ingest(a) | Command::Digest(a) => Some(a.bounds.into()),
+            Command::Stage(a) => Some(a.bounds.into()),
+            _ => None,
+        }
+    }
+}
+
+/// The bounds of a release's walk: the reference's by default, lower on request.
+#[derive(Clone, Copy, Debug, Args)]
+pub struct BoundsArgs {
+    /// Refuse a release of more files than this (at most the default).
+    #[arg(long, value_name = "N", default_value_t = policy::MAX_FILES as u64,
+          value_parser = clap::value_parser!(u64).range(0..=policy::MAX_FILES as u64))]
+    max_files: u64,
+    /// Refuse a file larger than this many bytes (at most the default).
+    #[arg(long, value_name = "BYTES", default_value_t = policy::MAX_FILE_BYTES,
+          value_parser = clap::value_parser!(u64).range(0..=policy::MAX_FILE_BYTES))]
+    max_file_bytes: u64,
+    /// Refuse a release whose files hold more bytes than this together (at most the default).
+    #[arg(long, value_name = "BYTES", default_value_t = policy::MAX_TOTAL_BYTES,
+          value_parser = clap::value_parser!(u64).range(0..=policy::MAX_TOTAL_BYTES))]
+    max_total_bytes: u64,
+    /// Refuse a relative path longer than this many bytes (at most the default).
+    #[arg(long, value_name = "BYTES", default_value_t = policy::MAX_PATH_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(0..=policy::MAX_PATH_BYTES as u64))]
+    max_path_bytes: u64,
+}
+
+impl From<BoundsArgs> for policy::Bounds {
+    fn from(a: BoundsArgs) -> Self {
+        // The parser keeps each value at or below the reference's bound.
+        policy::Bounds {
+            files: usize::try_from(a.max_files).unwrap_or(policy::MAX_FILES),
+            file_bytes: a.max_file_bytes,
+            total_bytes: a.max_total_bytes,
+            path_bytes: usize::try_from(a.max_path_bytes).unwrap_or(policy::MAX_PATH_BYTES),
+        }
+        .at_most_reference()
+    }
 }
 
 /// The arguments of `ingest` and `digest`: a release and its version.
@@ -154,6 +198,8 @@ pub struct ReleaseArgs {
     /// The exact version its plugin.json must carry (X.Y.Z).
     #[arg(long, value_name = "X.Y.Z")]
     version: String,
+    #[command(flatten)]
+    bounds: BoundsArgs,
 }
 
 impl<'a> From<&'a ReleaseArgs> for cmd::ingest::IngestOptions<'a> {
@@ -271,6 +317,8 @@ pub struct StageArgs {
     /// A non-CE arm --strict-arms accepts; repeat for each.
     #[arg(long = "known-arm", value_name = "ARM", requires = "strict_arms")]
     known_arms: Vec<String>,
+    #[command(flatten)]
+    bounds: BoundsArgs,
 }
 
 impl StageArgs {
@@ -610,6 +658,9 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     };
     if cli.trust_store {
         store::trust_any_store();
+    }
+    if let Some(bounds) = cli.command.bounds() {
+        policy::set_bounds(bounds);
     }
     let progress = !cli.json;
     match &cli.command {

@@ -8,6 +8,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// The plugin name a release's `plugin.json` must carry.
 pub const PLUGIN_NAME: &str = "compound-engineering";
@@ -19,6 +20,58 @@ pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
 pub const MAX_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
 /// The most bytes a file's relative path may hold, in UTF-8.
 pub const MAX_PATH_BYTES: usize = 1_024;
+/// The four bounds a walk enforces: the reference's, or lower ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// The most files one release may hold.
+    pub files: usize,
+    /// The most bytes one file may hold.
+    pub file_bytes: u64,
+    /// The most bytes all files together may hold.
+    pub total_bytes: u64,
+    /// The most bytes a file's relative path may hold, in UTF-8.
+    pub path_bytes: usize,
+}
+
+impl Bounds {
+    /// The reference's bounds.
+    pub const REFERENCE: Bounds = Bounds {
+        files: MAX_FILES,
+        file_bytes: MAX_FILE_BYTES,
+        total_bytes: MAX_TOTAL_BYTES,
+        path_bytes: MAX_PATH_BYTES,
+    };
+
+    /// These bounds, none above the reference's.
+    pub fn at_most_reference(self) -> Bounds {
+        Bounds {
+            files: self.files.min(MAX_FILES),
+            file_bytes: self.file_bytes.min(MAX_FILE_BYTES),
+            total_bytes: self.total_bytes.min(MAX_TOTAL_BYTES),
+            path_bytes: self.path_bytes.min(MAX_PATH_BYTES),
+        }
+    }
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds::REFERENCE
+    }
+}
+
+static BOUNDS: OnceLock<Bounds> = OnceLock::new();
+
+/// Lowers the bounds every walk of this process enforces (`--max-files` and
+/// the like). Never above the reference's; only the first call counts.
+pub fn set_bounds(bounds: Bounds) {
+    let _ = BOUNDS.set(bounds.at_most_reference());
+}
+
+/// The bounds walks enforce: the reference's unless [`set_bounds`] lowered them.
+pub fn bounds() -> Bounds {
+    BOUNDS.get().copied().unwrap_or(Bounds::REFERENCE)
+}
+
 /// The top-level directories walked, in this order; only `skills` is required.
 pub const PLUGIN_DIRS: [&str; 3] = ["skills", "scripts", "assets"];
 /// The manifest directory.
@@ -238,19 +291,23 @@ pub enum Rejection {
         /// The file.
         path: PathBuf,
     },
-    /// A relative path is longer than [`MAX_PATH_BYTES`].
-    #[error("Compound Engineering plugin path exceeds the byte limit ({MAX_PATH_BYTES} bytes, this one has {bytes}): {}", .path.display())]
+    /// A relative path is longer than the path bound ([`MAX_PATH_BYTES`]).
+    #[error("Compound Engineering plugin path exceeds the byte limit ({limit} bytes, this one has {bytes}): {}", .path.display())]
     PathTooLong {
         /// The file.
         path: PathBuf,
         /// Its relative path's length in bytes.
         bytes: usize,
+        /// The bound.
+        limit: usize,
     },
-    /// The tree holds more than [`MAX_FILES`] files.
-    #[error("Compound Engineering plugin exceeds the file-count limit ({MAX_FILES} files) at: {}", .path.display())]
+    /// The tree holds more files than the file bound ([`MAX_FILES`]).
+    #[error("Compound Engineering plugin exceeds the file-count limit ({limit} files) at: {}", .path.display())]
     TooManyFiles {
         /// The first file past the limit.
         path: PathBuf,
+        /// The bound.
+        limit: usize,
     },
     /// A file cannot be examined or opened.
     #[error("Compound Engineering plugin file is unreadable: {path}: {source}", path = .path.display())]
@@ -266,11 +323,13 @@ pub enum Rejection {
         /// The file.
         path: PathBuf,
     },
-    /// A file is larger than [`MAX_FILE_BYTES`].
-    #[error("Compound Engineering plugin file exceeds the per-file limit ({MAX_FILE_BYTES} bytes): {}", .path.display())]
+    /// A file is larger than the per-file bound ([`MAX_FILE_BYTES`]).
+    #[error("Compound Engineering plugin file exceeds the per-file limit ({limit} bytes): {}", .path.display())]
     FileTooLarge {
         /// The file.
         path: PathBuf,
+        /// The bound.
+        limit: u64,
     },
     /// The file opened is not the file examined.
     #[error("Compound Engineering plugin file changed during validation: {}", .path.display())]
@@ -284,11 +343,13 @@ pub enum Rejection {
         /// The file.
         path: PathBuf,
     },
-    /// The files together are larger than [`MAX_TOTAL_BYTES`].
-    #[error("Compound Engineering plugin exceeds the total byte limit ({MAX_TOTAL_BYTES} bytes) at: {}", .path.display())]
+    /// The files together are larger than the total bound ([`MAX_TOTAL_BYTES`]).
+    #[error("Compound Engineering plugin exceeds the total byte limit ({limit} bytes) at: {}", .path.display())]
     TooManyBytes {
         /// The first file past the limit.
         path: PathBuf,
+        /// The bound.
+        limit: u64,
     },
     /// `plugin.json` is not valid JSON (as Python's `json.loads` reads it).
     #[error("Compound Engineering plugin manifest is invalid: {path}: {reason}", path = .path.display())]
@@ -426,13 +487,13 @@ impl Rejection {
             | NotRegularEntry { path }
             | PathNotUtf8 { path }
             | PathTooLong { path, .. }
-            | TooManyFiles { path }
+            | TooManyFiles { path, .. }
             | FileUnreadable { path, .. }
             | FileNotRegular { path }
-            | FileTooLarge { path }
+            | FileTooLarge { path, .. }
             | ChangedDuringValidation { path }
             | ChangedWhileCopying { path }
-            | TooManyBytes { path }
+            | TooManyBytes { path, .. }
             | ManifestInvalid { path, .. }
             | NotCompoundEngineering { path }
             | VersionMismatch { path, .. }

@@ -167,6 +167,19 @@ impl Source {
     where
         F: FnMut(&SourceFile<'_>) -> Result<(), E>,
     {
+        self.walk_bounded(version, policy::bounds(), visit)
+    }
+
+    /// [`Source::walk`] with the given bounds instead of the process's.
+    pub fn walk_bounded<E, F>(
+        &self,
+        version: &str,
+        bounds: policy::Bounds,
+        visit: F,
+    ) -> Result<Walked, WalkError<E>>
+    where
+        F: FnMut(&SourceFile<'_>) -> Result<(), E>,
+    {
         let mut walker = Walker {
             root: &self.root,
             entries: Vec::new(),
@@ -175,6 +188,7 @@ impl Source {
             plugin_json: None,
             buf: Vec::new(),
             len: 0,
+            bounds: bounds.at_most_reference(),
             visit,
         };
         walker.manifests(self.fd.as_fd())?;
@@ -201,6 +215,8 @@ struct Walker<'r, F> {
     buf: Vec<u8>,
     /// How much of `buf` the current file filled.
     len: usize,
+    /// The bounds this walk enforces.
+    bounds: policy::Bounds,
     visit: F,
 }
 
@@ -368,16 +384,18 @@ where
         let path_text = std::str::from_utf8(rel).map_err(|_| Rejection::PathNotUtf8 {
             path: self.full(rel),
         })?;
-        if rel.len() > policy::MAX_PATH_BYTES {
+        if rel.len() > self.bounds.path_bytes {
             return Err(Rejection::PathTooLong {
                 path: self.full(rel),
                 bytes: rel.len(),
+                limit: self.bounds.path_bytes,
             }
             .into());
         }
-        if self.entries.len() >= policy::MAX_FILES {
+        if self.entries.len() >= self.bounds.files {
             return Err(Rejection::TooManyFiles {
                 path: self.full(rel),
+                limit: self.bounds.files,
             }
             .into());
         }
@@ -385,9 +403,10 @@ where
         let data = &self.buf[..self.len];
         let size = data.len() as u64;
         self.total_bytes += size;
-        if self.total_bytes > policy::MAX_TOTAL_BYTES {
+        if self.total_bytes > self.bounds.total_bytes {
             return Err(Rejection::TooManyBytes {
                 path: self.full(rel),
+                limit: self.bounds.total_bytes,
             }
             .into());
         }
@@ -423,6 +442,7 @@ where
         seen: Option<Stat>,
     ) -> Result<bool, Rejection> {
         let root = self.root;
+        let max = self.bounds.file_bytes;
         let path = || root.join(OsStr::from_bytes(rel));
         let unreadable = |e: io::Error| Rejection::FileUnreadable {
             path: path(),
@@ -436,8 +456,11 @@ where
         if FileType::from_raw_mode(before.st_mode) != FileType::RegularFile {
             return Err(Rejection::FileNotRegular { path: path() });
         }
-        if before.st_size as u64 > policy::MAX_FILE_BYTES {
-            return Err(Rejection::FileTooLarge { path: path() });
+        if before.st_size as u64 > max {
+            return Err(Rejection::FileTooLarge {
+                path: path(),
+                limit: max,
+            });
         }
         let fd = rustix::fs::openat(
             dir,
@@ -452,11 +475,14 @@ where
         {
             return Err(Rejection::ChangedDuringValidation { path: path() });
         }
-        let limit = policy::MAX_FILE_BYTES as usize + 1;
+        let limit = max as usize + 1;
         self.len = read_up_to(&fd, &mut self.buf, limit).map_err(unreadable)?;
         let after = rustix::fs::fstat(&fd).map_err(|e| unreadable(e.into()))?;
-        if self.len as u64 > policy::MAX_FILE_BYTES {
-            return Err(Rejection::FileTooLarge { path: path() });
+        if self.len as u64 > max {
+            return Err(Rejection::FileTooLarge {
+                path: path(),
+                limit: max,
+            });
         }
         if identity(&opened) != identity(&after) || self.len as u64 != after.st_size as u64 {
             return Err(Rejection::ChangedWhileCopying { path: path() });
@@ -635,6 +661,85 @@ fn python_code_points(name: &[u8]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A minimal release with one 100-byte asset.
+    fn release(dir: &Path) {
+        let write = |rel: &str, data: &[u8]| {
+            let path = dir.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, data).unwrap();
+        };
+        write(
+            ".claude-plugin/plugin.json",
+            br#"{"name": "compound-engineering", "version": "1.2.3"}"#,
+        );
+        for skill in policy::REQUIRED_SKILLS {
+            write(&format!("skills/{skill}/SKILL.md"), b"# skill\n");
+        }
+        write("assets/big.bin", &[b'x'; 100]);
+    }
+
+    fn rejection(source: &Source, bounds: policy::Bounds) -> Option<Rejection> {
+        match source.walk_bounded("1.2.3", bounds, |_| Ok::<(), ()>(())) {
+            Ok(_) => None,
+            Err(WalkError::Rejected(r)) => Some(r),
+            Err(WalkError::Visitor(())) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn lower_bounds_reject_at_the_first_file_past_them() {
+        let dir = tempfile::tempdir().unwrap();
+        release(dir.path());
+        let source = Source::open(dir.path()).unwrap();
+        let reference = policy::Bounds::REFERENCE;
+        assert!(rejection(&source, reference).is_none());
+        let cases = [
+            (
+                policy::Bounds {
+                    files: 2,
+                    ..reference
+                },
+                "too-many-files",
+                "skills/ce-plan/SKILL.md",
+            ),
+            (
+                policy::Bounds {
+                    file_bytes: 60,
+                    ..reference
+                },
+                "file-too-large",
+                "assets/big.bin",
+            ),
+            (
+                policy::Bounds {
+                    total_bytes: 1,
+                    ..reference
+                },
+                "too-many-bytes",
+                ".claude-plugin/plugin.json",
+            ),
+            (
+                policy::Bounds {
+                    path_bytes: 26,
+                    ..reference
+                },
+                "path-too-long",
+                "skills/ce-code-review/SKILL.md",
+            ),
+        ];
+        for (bounds, rule, at) in cases {
+            let r = rejection(&source, bounds).expect(rule);
+            assert_eq!(r.rule(), rule);
+            assert_eq!(r.path(), Some(dir.path().join(at).as_path()), "{rule}");
+        }
+        // A bound above the reference's is the reference's.
+        let above = policy::Bounds {
+            files: usize::MAX,
+            ..reference
+        };
+        assert_eq!(above.at_most_reference(), reference);
+    }
 
     #[test]
     fn python_order_puts_surrogates_among_bmp() {

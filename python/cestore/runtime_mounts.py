@@ -1,0 +1,453 @@
+"""A drop-in for the benchmark harness's `runtime_mounts` module, backed by cestore.
+
+It has the reference module's public names and behaviour: the same checks,
+the same exception types and messages, the same provenance, and a snapshot
+root that is a new directory under `destination_parent` named
+`wfbench-ce-plugin-*`, holding exactly the kept files with the reference's
+modes, and gone after the `with` block. The difference: the release is
+ingested into a cestore store (which keeps its objects and records the
+ingest, so the digest can be audited later) and the root is a cestore
+checkout, hard-linked from the store.
+
+Used as it is, the module has its own `SandboxError` and `ReadOnlyMount`. A
+harness binds it into its own module with `bind(globals(), ...)`, which fills
+that namespace with these names built on the harness's exception and mount
+classes. Every function reads the constants (`MAX_CE_PLUGIN_*`,
+`HARNESS_ROOT`, `SANDBOX_*`, `CESTORE_STORE`) from its namespace when it is
+called, so a test may monkeypatch them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator, MutableMapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from . import _errors
+from ._store import Bounds, Store
+
+PINNED_GITNEXUS_VERSION = "1.6.9"
+CE_ARMS = frozenset({"ce_workflow", "ce_workflow_direct", "ce_review"})
+SANDBOX_CE_PLUGIN = "/opt/compound-engineering-plugin"
+CE_PLUGIN_MANIFEST_SCHEMA_VERSION = 1
+MAX_CE_PLUGIN_FILES = 2_048
+MAX_CE_PLUGIN_FILE_BYTES = 2 * 1024 * 1024
+MAX_CE_PLUGIN_TOTAL_BYTES = 16 * 1024 * 1024
+MAX_CE_PLUGIN_PATH_BYTES = 1_024
+
+# The reference's bounds, which the CLI enforces by default; a namespace
+# that sets one lower passes it to the CLI (`--max-files` and the like).
+_CLI_BOUNDS = {
+    "MAX_CE_PLUGIN_FILES": ("files", MAX_CE_PLUGIN_FILES),
+    "MAX_CE_PLUGIN_FILE_BYTES": ("file_bytes", MAX_CE_PLUGIN_FILE_BYTES),
+    "MAX_CE_PLUGIN_TOTAL_BYTES": ("total_bytes", MAX_CE_PLUGIN_TOTAL_BYTES),
+    "MAX_CE_PLUGIN_PATH_BYTES": ("path_bytes", MAX_CE_PLUGIN_PATH_BYTES),
+}
+
+_EXACT_VERSION = re.compile(
+    r"(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)"
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+)
+_SNAPSHOT_PREFIX = "wfbench-ce-plugin-"
+_REQUIRED_SKILLS = ("ce-plan", "ce-work", "ce-code-review")
+
+_PUBLIC = (
+    "PINNED_GITNEXUS_VERSION",
+    "HARNESS_ROOT",
+    "CE_ARMS",
+    "SANDBOX_CE_PLUGIN",
+    "SANDBOX_GITNEXUS",
+    "SANDBOX_GITNEXUS_SHARED",
+    "CE_PLUGIN_MANIFEST_SCHEMA_VERSION",
+    "MAX_CE_PLUGIN_FILES",
+    "MAX_CE_PLUGIN_FILE_BYTES",
+    "MAX_CE_PLUGIN_TOTAL_BYTES",
+    "MAX_CE_PLUGIN_PATH_BYTES",
+    "CESTORE_STORE",
+    "SandboxError",
+    "ReadOnlyMount",
+    "CePluginConfig",
+    "CePluginSnapshot",
+    "ce_plugin_mounts_for_arm",
+    "ce_plugin_dir_for_arm",
+    "trusted_gitnexus_runtime_mounts",
+    "validate_ce_plugin_inputs",
+    "staged_ce_plugin_snapshot",
+)
+
+
+class SandboxError(RuntimeError):
+    """A runtime view could not be prepared safely."""
+
+
+@dataclass(frozen=True)
+class ReadOnlyMount:
+    """One read-only bind mount: a host path and where the sandbox sees it."""
+
+    source: Path
+    target: str
+
+
+@dataclass(frozen=True)
+class CePluginConfig:
+    """Explicit operator input for one pinned CE plugin release."""
+
+    source: Path
+    version: str
+
+
+def _populate(ns: MutableMapping[str, Any]) -> None:
+    """Defines the public functions and classes in `ns`, reading constants from it at call time."""
+
+    def err(message: str) -> BaseException:
+        return ns["SandboxError"](message)
+
+    @dataclass(frozen=True)
+    class CePluginSnapshot:
+        """A bounded read-only plugin tree and its content identity."""
+
+        root: Path
+        version: str
+        manifest_digest: str
+        file_count: int
+        total_bytes: int
+
+        @property
+        def mount(self) -> Any:
+            return ns["ReadOnlyMount"](source=self.root, target=ns["SANDBOX_CE_PLUGIN"])
+
+        @property
+        def provenance(self) -> dict[str, Any]:
+            return {
+                "name": "compound-engineering",
+                "version": self.version,
+                "manifest_schema_version": ns["CE_PLUGIN_MANIFEST_SCHEMA_VERSION"],
+                "manifest_digest": self.manifest_digest,
+                "file_count": self.file_count,
+                "total_bytes": self.total_bytes,
+            }
+
+    CePluginSnapshot.__module__ = str(ns.get("__name__", __name__))
+    CePluginSnapshot.__qualname__ = "CePluginSnapshot"
+
+    def ce_plugin_mounts_for_arm(arm: str, snapshot: Optional[CePluginSnapshot]) -> tuple[Any, ...]:
+        """Expose the staged comparator only to CE arms."""
+        if arm not in ns["CE_ARMS"]:
+            return ()
+        if snapshot is None:
+            raise err("ce_* arm has no staged Compound Engineering plugin")
+        return (snapshot.mount,)
+
+    def ce_plugin_dir_for_arm(arm: str, snapshot: Optional[CePluginSnapshot]) -> Optional[str]:
+        """Return Claude's fixed in-sandbox plugin path only for CE arms."""
+        ce_plugin_mounts_for_arm(arm, snapshot)
+        return ns["SANDBOX_CE_PLUGIN"] if arm in ns["CE_ARMS"] else None
+
+    def validated_root(path: Path, *, label: str) -> Path:
+        root = Path(path).expanduser().absolute()
+        try:
+            mode = root.lstat().st_mode
+            resolved = root.resolve(strict=True)
+        except OSError as exc:
+            raise err(f"{label} is unavailable: {root}: {exc}") from exc
+        if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode) or resolved != root:
+            raise err(f"{label} must be a real directory: {root}")
+        return root
+
+    def validated_component(root: Path, relative: str, target: str, *, directory: bool) -> Any:
+        source = root / relative
+        try:
+            mode = source.lstat().st_mode
+            resolved = source.resolve(strict=True)
+        except OSError as exc:
+            raise err(f"pinned GitNexus runtime component is unavailable: {source}: {exc}") from exc
+        expected_type = stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)
+        if stat.S_ISLNK(mode) or not expected_type or resolved != source:
+            kind = "directory" if directory else "file"
+            raise err(f"pinned GitNexus runtime component must be a real {kind}: {source}")
+        return ns["ReadOnlyMount"](source=source, target=target)
+
+    def trusted_gitnexus_runtime_mounts() -> tuple[Any, ...]:
+        """Expose only the files needed by the pinned CLI and linked shared package."""
+        harness_root = Path(ns["HARNESS_ROOT"])
+        gn, gns = ns["SANDBOX_GITNEXUS"], ns["SANDBOX_GITNEXUS_SHARED"]
+        runtime = validated_root(harness_root / "gitnexus", label="pinned GitNexus runtime")
+        shared = validated_root(harness_root / "gitnexus-shared", label="pinned GitNexus shared runtime")
+        mounts = (
+            validated_component(runtime, "dist", f"{gn}/dist", directory=True),
+            validated_component(runtime, "package.json", f"{gn}/package.json", directory=False),
+            validated_component(runtime, "node_modules", f"{gn}/node_modules", directory=True),
+            validated_component(runtime, "vendor", f"{gn}/vendor", directory=True),
+            validated_component(shared, "dist", f"{gns}/dist", directory=True),
+            validated_component(shared, "package.json", f"{gns}/package.json", directory=False),
+            validated_component(runtime, "hooks/claude", f"{gn}/hooks/claude", directory=True),
+        )
+        pinned = ns["PINNED_GITNEXUS_VERSION"]
+        entrypoint = mounts[0].source / "cli" / "index.js"
+        try:
+            entrypoint_mode = entrypoint.lstat().st_mode
+            package = json.loads(mounts[1].source.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise err(f"pinned GitNexus runtime metadata is invalid: {exc}") from exc
+        if stat.S_ISLNK(entrypoint_mode) or not stat.S_ISREG(entrypoint_mode):
+            raise err(f"pinned GitNexus runtime entrypoint must be regular and non-symlink: {entrypoint}")
+        if package.get("version") != pinned:
+            raise err(
+                "pinned GitNexus runtime version drifted: "
+                f"expected {pinned}, got {package.get('version')!r}"
+            )
+        linked_shared = mounts[2].source / "gitnexus-shared"
+        if not linked_shared.is_symlink() or linked_shared.resolve(strict=True) != shared:
+            raise err("pinned GitNexus runtime has an unexpected gitnexus-shared dependency")
+        try:
+            shared_package = json.loads(mounts[5].source.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise err(f"pinned GitNexus shared runtime metadata is invalid: {exc}") from exc
+        if shared_package.get("name") != "gitnexus-shared":
+            raise err("pinned GitNexus shared runtime has an unexpected package identity")
+        return mounts
+
+    def validate_ce_plugin_inputs(
+        arms: Sequence[str],
+        plugin_dir: Optional[Path],
+        plugin_version: Optional[str],
+    ) -> Optional[CePluginConfig]:
+        """Require an explicit directory and exact version iff a CE arm is selected."""
+        has_ce_arm = any(arm in ns["CE_ARMS"] for arm in arms)
+        supplied = plugin_dir is not None or plugin_version is not None
+        if not has_ce_arm:
+            if supplied:
+                raise ValueError("--ce-plugin-dir and --ce-plugin-version require at least one ce_* arm")
+            return None
+        if plugin_dir is None or plugin_version is None:
+            raise ValueError("ce_* arms require both --ce-plugin-dir and --ce-plugin-version")
+        if _EXACT_VERSION.fullmatch(plugin_version) is None:
+            raise ValueError(
+                "--ce-plugin-version must be an exact semantic version (aliases and ranges are forbidden)"
+            )
+        source = validated_root(plugin_dir, label="Compound Engineering plugin source")
+        return ns["CePluginConfig"](source=source, version=plugin_version)
+
+    def store() -> Store:
+        return Store(ns.get("CESTORE_STORE"))
+
+    def lowered_bounds() -> Optional[Bounds]:
+        """The namespace's bounds that are below the reference's, for the CLI."""
+        lowered = {}
+        for name, (field, default) in _CLI_BOUNDS.items():
+            value = int(ns[name])
+            if value < default:
+                lowered[field] = max(value, 0)
+        return Bounds(**lowered) if lowered else None
+
+    def build(config: CePluginConfig, destination_parent: Path) -> CePluginSnapshot:
+        parent = validated_root(destination_parent, label="CE plugin snapshot parent")
+        st = store()
+        try:
+            ingested = st.ingest(config.source, config.version, bounds=lowered_bounds())
+        except (_errors.Rejected, _errors.NotFound) as exc:
+            if exc.rule is None:
+                raise
+            raise _reference_error(ns, exc, config) from None
+        prov = ingested.provenance
+        root = None
+        for _ in range(16):
+            made = Path(tempfile.mkdtemp(prefix=_SNAPSHOT_PREFIX, dir=parent))
+            os.rmdir(made)
+            try:
+                root = st.checkout(prov.manifest_digest, made).path
+                break
+            except _errors.Conflict:
+                # Another process took the name between rmdir and checkout.
+                if made.exists():
+                    continue
+                raise
+        if root is None:
+            raise err(f"could not find a free snapshot name under {parent}")
+        return ns["CePluginSnapshot"](
+            root=root,
+            version=config.version,
+            manifest_digest=prov.manifest_digest,
+            file_count=prov.file_count,
+            total_bytes=prov.total_bytes,
+        )
+
+    def remove(root: Path) -> None:
+        if not os.path.lexists(root):
+            return
+        try:
+            store().discard(root)
+        except _errors.Error:
+            # Not (or no longer) a recorded view: remove it without touching
+            # any file's mode, since the files may be the store's own objects.
+            for directory, _, _ in os.walk(root):
+                os.chmod(directory, 0o700)
+            shutil.rmtree(root)
+
+    @contextmanager
+    def staged_ce_plugin_snapshot(
+        config: Optional[CePluginConfig],
+        *,
+        destination_parent: Path,
+    ) -> Iterator[Optional[CePluginSnapshot]]:
+        """Yield one bounded immutable CE plugin view and remove it afterward."""
+        if config is None:
+            yield None
+            return
+        snapshot = build(config, destination_parent)
+        try:
+            yield snapshot
+        finally:
+            remove(snapshot.root)
+
+    for fn in (
+        ce_plugin_mounts_for_arm,
+        ce_plugin_dir_for_arm,
+        trusted_gitnexus_runtime_mounts,
+        validate_ce_plugin_inputs,
+        staged_ce_plugin_snapshot,
+    ):
+        fn.__module__ = str(ns.get("__name__", __name__))
+        fn.__qualname__ = fn.__name__
+        ns[fn.__name__] = fn
+    ns["CePluginSnapshot"] = CePluginSnapshot
+
+
+def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: CePluginConfig) -> BaseException:
+    """The reference's exception, with its exact message, for one CLI rejection."""
+    sandbox_error = ns["SandboxError"]
+    rule = exc.rule
+    path = Path(exc.path) if exc.path else None
+    prefix = "Compound Engineering plugin"
+
+    def with_os_error(message: str, probe: Any) -> BaseException:
+        try:
+            probe()
+        except OSError as os_exc:
+            return sandbox_error(f"{message}: {os_exc}")
+        return sandbox_error(exc.message)
+
+    plain = {
+        "source-not-real-directory": f"{prefix} source must be a real directory",
+        "manifest-dir-not-real": f"{prefix} manifest directory must be real",
+        "manifest-missing": f"{prefix} manifest is missing",
+        "skills-missing": f"{prefix} skills directory is missing",
+        "component-not-real-directory": f"{prefix} component must be a real directory",
+        "symlink": f"{prefix} entries must not be symlinks",
+        "not-regular-file": f"{prefix} entries must be regular files",
+        "file-not-regular": f"{prefix} file must be regular and non-symlink",
+        "file-too-large": f"{prefix} file exceeds the per-file limit",
+        "changed-during-validation": f"{prefix} file changed during validation",
+        "changed-while-copying": f"{prefix} file changed while being copied",
+    }
+    with_exc = {
+        "source-unavailable": (f"{prefix} source is unavailable", os.lstat),
+        "manifest-dir-unavailable": (f"{prefix} manifest directory is unavailable", os.lstat),
+        "component-unreadable": (f"{prefix} component is unreadable", os.lstat),
+        "directory-unreadable": (f"{prefix} directory is unreadable", lambda p: os.scandir(p).close()),
+        "entry-unreadable": (f"{prefix} entry is unreadable", os.lstat),
+    }
+    if rule in plain and path is not None:
+        return sandbox_error(f"{plain[rule]}: {path}")
+    if rule in with_exc and path is not None:
+        message, probe = with_exc[rule]
+        return with_os_error(f"{message}: {path}", lambda: probe(path))
+    if rule == "too-many-files":
+        return sandbox_error(f"{prefix} exceeds the file-count limit")
+    if rule == "too-many-bytes":
+        return sandbox_error(f"{prefix} exceeds the total byte limit")
+    if rule == "path-too-long" and path is not None:
+        return sandbox_error(f"{prefix} path exceeds the byte limit: {_relative(path, config)}")
+    if rule == "path-not-utf8" and path is not None:
+        # The reference measures the path with str.encode(), which raises.
+        try:
+            _relative(path, config).encode()
+        except UnicodeError as unicode_exc:
+            return unicode_exc
+    if rule == "file-unreadable" and path is not None:
+        try:
+            os.lstat(path)
+        except OSError as os_exc:
+            return sandbox_error(f"{prefix} file is unreadable: {path}: {os_exc}")
+        # The reference opens the file outside any handler: the OSError itself.
+        try:
+            os.close(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)))
+        except OSError as os_exc:
+            return os_exc
+    if rule == "entry-unavailable" and path is not None:
+        # The reference's Path.exists() lets this OSError through.
+        try:
+            os.stat(path)
+        except OSError as os_exc:
+            return os_exc
+    if rule in ("manifest-invalid", "not-compound-engineering", "version-mismatch") and path is not None:
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, UnicodeError, json.JSONDecodeError) as json_exc:
+            return sandbox_error(f"{prefix} manifest is invalid: {json_exc}")
+        if not isinstance(manifest, dict) or manifest.get("name") != "compound-engineering":
+            return sandbox_error("CE comparator requires the compound-engineering plugin manifest")
+        return sandbox_error(
+            f"{prefix} version mismatch: expected {config.version}, got {manifest.get('version')!r}"
+        )
+    if rule == "missing-skill" and path is not None:
+        return sandbox_error(f"{prefix} is missing required skill: {path.parent.name}")
+    if rule == "too-deep":
+        return RecursionError(exc.message)
+    if rule == "version-not-exact":
+        return ValueError("--ce-plugin-version must be an exact semantic version (aliases and ranges are forbidden)")
+    return sandbox_error(exc.message)
+
+
+def _relative(path: Path, config: CePluginConfig) -> str:
+    try:
+        return path.relative_to(config.source).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def bind(
+    namespace: MutableMapping[str, Any],
+    *,
+    sandbox_error: type[BaseException],
+    read_only_mount: Any,
+    sandbox_gitnexus: str,
+    sandbox_gitnexus_shared: str,
+    harness_root: Path,
+    store: Optional[Path] = None,
+) -> None:
+    """Fill a module's namespace (its `globals()`) with this module's public names.
+
+    The functions use the harness's own `SandboxError` and `ReadOnlyMount`,
+    and read the constants from `namespace` when they are called. `store` is
+    the cestore store (`None`: the CLI's default, `$CESTORE_DIR` or XDG).
+    """
+    for name in _PUBLIC:
+        if name in globals():
+            namespace[name] = globals()[name]
+    namespace["SandboxError"] = sandbox_error
+    namespace["ReadOnlyMount"] = read_only_mount
+    namespace["SANDBOX_GITNEXUS"] = sandbox_gitnexus
+    namespace["SANDBOX_GITNEXUS_SHARED"] = sandbox_gitnexus_shared
+    namespace["HARNESS_ROOT"] = Path(harness_root)
+    namespace["CESTORE_STORE"] = store
+    _populate(namespace)
+
+
+SANDBOX_GITNEXUS = "/opt/gitnexus"
+SANDBOX_GITNEXUS_SHARED = "/opt/gitnexus-shared"
+HARNESS_ROOT: Path = Path.cwd()
+CESTORE_STORE: Optional[Path] = None
+
+_populate(globals())
+
+__all__ = [*_PUBLIC, "bind"]

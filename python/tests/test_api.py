@@ -1,0 +1,163 @@
+"""The typed API over the CLI: results, and one real case per exception class."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import cestore
+from conftest import write_release
+
+
+def test_package_is_the_installed_one() -> None:
+    if os.environ.get("CESTORE_PY_REQUIRE_INSTALLED") == "1":
+        assert "site-packages" in cestore.__file__, cestore.__file__
+        assert Path(cestore.find_binary()).parent.resolve() == Path(os.sys.executable).parent.resolve()
+
+
+def test_find_binary_honours_cestore_bin(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    real = cestore.find_binary()
+    assert os.access(real, os.X_OK)
+    out = subprocess.run([real, "--version"], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("cestore ")
+    monkeypatch.setenv("CESTORE_BIN", str(tmp_path / "nope"))
+    with pytest.raises(cestore.BinaryNotFound):
+        cestore.find_binary()
+
+
+def test_ingest_show_files_diff_verify(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    a = store.ingest(write_release(tmp_path / "a", extra={"scripts/run.sh": b"#!/bin/sh\n"}), "1.2.3")
+    assert a.provenance.file_count == 5 and not a.ingest.already_present
+    assert store.ingest(tmp_path / "a", "1.2.3").ingest.already_present
+    b = store.ingest(write_release(tmp_path / "b", extra={"assets/x.txt": b"x"}), "1.2.3")
+    assert [f.path for f in store.files(a.manifest_digest)][0] == ".claude-plugin/plugin.json"
+    assert store.show(a.manifest_digest).ingest_count == 2
+    changes = {(c.change, c.path) for c in store.diff(a.manifest_digest, b.manifest_digest)}
+    assert changes == {("removed", "scripts/run.sh"), ("added", "assets/x.txt")}
+    report = store.verify()
+    assert report.ok and report.snapshots_checked == 2 and report.problems == []
+    shared = store.path(a.manifest_digest)
+    assert (shared / "skills" / "ce-plan" / "SKILL.md").read_text() == "# ce-plan\n"
+    staged = store.stage(["ce_review", "baseline"], plugin_dir=tmp_path / "a", plugin_version="1.2.3")
+    assert staged.provenance == a.provenance
+    assert staged.arms[0].plugin_dir == "/opt/compound-engineering-plugin"
+    assert staged.arms[1].mounts == ()
+
+
+def test_view_discards_on_exception(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    snap = store.ingest(write_release(tmp_path / "a"), "1.2.3")
+    parent = tmp_path / "views"
+    parent.mkdir()
+    with pytest.raises(KeyError):
+        with store.view(snap.manifest_digest, parent) as view:
+            assert (view.path / ".claude-plugin" / "plugin.json").is_file()
+            raise KeyError("body failed")
+    assert list(parent.iterdir()) == []
+    assert store.show(snap.manifest_digest).views == []
+
+
+def test_rejected(tmp_path: Path, store_dir: Path) -> None:
+    with pytest.raises(cestore.Rejected) as info:
+        cestore.Store().ingest(write_release(tmp_path / "a"), "1.2.4")
+    err = info.value
+    assert (err.code, err.kind, err.rule) == (3, "rejected", "version-mismatch")
+    assert err.path == str(tmp_path / "a" / ".claude-plugin" / "plugin.json")
+    assert "expected 1.2.4" in err.message
+
+
+def test_not_found(tmp_path: Path, store_dir: Path) -> None:
+    with pytest.raises(cestore.NotFound) as info:
+        cestore.Store().ingest(tmp_path / "missing", "1.2.3")
+    assert (info.value.code, info.value.rule) == (4, "source-unavailable")
+    cestore.Store().ingest(write_release(tmp_path / "a"), "1.2.3")
+    with pytest.raises(cestore.NotFound) as info:
+        cestore.Store().show("0" * 64)
+    assert info.value.kind == "unknown-digest"
+
+
+def test_ambiguous(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    digests = [
+        store.ingest(write_release(tmp_path / str(i), extra={"assets/n": str(i).encode()}), "1.2.3").manifest_digest
+        for i in range(17)
+    ]
+    firsts = [d[0] for d in digests]
+    prefix = next(c for c in firsts if firsts.count(c) > 1)
+    with pytest.raises(cestore.Ambiguous) as info:
+        store.show(prefix)
+    assert (info.value.code, info.value.kind) == (5, "ambiguous-digest")
+
+
+def test_conflict(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    snap = store.ingest(write_release(tmp_path / "a"), "1.2.3")
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(cestore.Conflict) as info:
+        store.checkout(snap.manifest_digest, tmp_path / "taken")
+    assert info.value.code == 6
+    assert list((tmp_path / "taken").iterdir()) == []
+
+
+def test_damaged(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    snap = store.ingest(write_release(tmp_path / "a"), "1.2.3")
+    objects = [p for p in (store_dir / "objects").rglob("*") if p.is_file()]
+    assert objects
+    victim = objects[0]
+    victim.chmod(0o644)
+    with victim.open("ab") as f:
+        f.write(b"damage")
+    victim.chmod(0o444)
+    with pytest.raises(cestore.Damaged) as info:
+        store.checkout(snap.manifest_digest, tmp_path / "view")
+    assert (info.value.code, info.value.kind) == (1, "integrity")
+    assert not (tmp_path / "view").exists()
+    report = store.verify()
+    assert not report.ok and report.problems
+
+
+def test_store_error(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    with pytest.raises(cestore.StoreError) as info:
+        cestore.Store(not_a_dir).show("ab")
+    assert (info.value.code, info.value.kind) == (7, "bad-store")
+
+
+def test_usage_error(tmp_path: Path, store_dir: Path) -> None:
+    cestore.Store().ingest(write_release(tmp_path / "a"), "1.2.3")
+    with pytest.raises(cestore.UsageError) as info:
+        cestore.Store().show("zz")
+    assert info.value.code == 2
+
+
+def test_remote_error(store_dir: Path) -> None:
+    with pytest.raises(cestore.RemoteError) as info:
+        cestore.Store().run("pull", "--timeout", "5", "127.0.0.1:1/x/y:1.0")
+    assert isinstance(info.value, cestore.StoreError)
+    assert (info.value.code, info.value.kind) == (8, "remote")
+
+
+def test_every_error_is_an_error() -> None:
+    for cls in (cestore.Rejected, cestore.NotFound, cestore.Ambiguous, cestore.Conflict,
+                cestore.Damaged, cestore.StoreError, cestore.RemoteError, cestore.UsageError):
+        assert issubclass(cls, cestore.Error)
+    assert stat.S_IMODE(0o444) == 0o444
+
+
+def test_lower_bounds_reach_the_cli(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    source = write_release(tmp_path / "a", extra={"assets/big.bin": b"x" * 100})
+    assert store.digest(source, "1.2.3", bounds=cestore.Bounds(files=5)).file_count == 5
+    with pytest.raises(cestore.Rejected) as info:
+        store.digest(source, "1.2.3", bounds=cestore.Bounds(file_bytes=60))
+    assert (info.value.rule, info.value.path) == ("file-too-large", str(source / "assets" / "big.bin"))
+    with pytest.raises(cestore.UsageError):
+        store.ingest(source, "1.2.3", bounds=cestore.Bounds(files=5000))
+    assert not store_dir.exists() or store.run("list")["snapshots"] == []
