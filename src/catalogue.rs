@@ -529,31 +529,10 @@ impl Catalogue {
             )
             .map_err(self.err("prepare the file list"))?;
         let rows = stmt
-            .query_map([digest.to_hex()], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, bool>(3)?,
-                ))
-            })
+            .query_map([digest.to_hex()], |r| file_cols(r, 0))
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(self.err("read the file list"))?;
-        rows.into_iter()
-            .map(|(path, sha, size, executable)| {
-                let sha256 = sha.parse::<ObjectId>().map_err(|_| {
-                    Error::Integrity(format!(
-                        "the catalogue holds a malformed object id '{sha}' for '{path}'"
-                    ))
-                })?;
-                Ok(Entry {
-                    executable,
-                    path,
-                    sha256,
-                    size: size as u64,
-                })
-            })
-            .collect()
+        rows.into_iter().map(entry_of).collect()
     }
 
     /// The ingest events, of one snapshot or all, oldest first.
@@ -1004,6 +983,33 @@ impl Drop for Catalogue {
     }
 }
 
+/// A file row's path, sha256, size and exec bit, from column `start` on.
+type FileCols = (String, String, i64, bool);
+
+fn file_cols(r: &rusqlite::Row<'_>, start: usize) -> rusqlite::Result<FileCols> {
+    Ok((
+        r.get(start)?,
+        r.get(start + 1)?,
+        r.get(start + 2)?,
+        r.get(start + 3)?,
+    ))
+}
+
+/// The entry a file row holds; a malformed sha256 is damage, named by path.
+fn entry_of((path, sha, size, executable): FileCols) -> Result<Entry> {
+    let sha256 = sha.parse::<ObjectId>().map_err(|_| {
+        Error::Integrity(format!(
+            "the catalogue holds a malformed object id '{sha}' for '{path}'"
+        ))
+    })?;
+    Ok(Entry {
+        executable,
+        path,
+        sha256,
+        size: size as u64,
+    })
+}
+
 fn parse_digest_col(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<ManifestDigest> {
     let hex: String = r.get(i)?;
     hex.parse().map_err(|e| {
@@ -1103,30 +1109,17 @@ impl Catalogue {
                 Ok((
                     parse_digest_col(r, 0)?,
                     r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, bool>(5)?,
+                    file_cols(r, 2)?,
                 ))
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(self.err("search the files"))?;
         rows.into_iter()
-            .map(|(digest, version, path, sha, size, executable)| {
-                let sha256 = sha.parse::<ObjectId>().map_err(|_| {
-                    Error::Integrity(format!(
-                        "the catalogue holds a malformed object id '{sha}' for '{path}'"
-                    ))
-                })?;
+            .map(|(digest, version, cols)| {
                 Ok(FileHit {
                     digest,
                     version,
-                    entry: Entry {
-                        executable,
-                        path,
-                        sha256,
-                        size: size as u64,
-                    },
+                    entry: entry_of(cols)?,
                 })
             })
             .collect()
