@@ -4,10 +4,10 @@ It has the reference module's public names and behaviour: the same checks,
 the same exception types and messages, the same provenance, and a snapshot
 root that is a new directory under `destination_parent` named
 `wfbench-ce-plugin-*`, holding exactly the kept files with the reference's
-modes, and gone after the `with` block. The difference: the release is
-ingested into a cestore store (which keeps its objects and records the
-ingest, so the digest can be audited later) and the root is a cestore
-checkout, hard-linked from the store.
+modes, and gone after the `with` block. The difference: one `cestore stage`
+process ingests the release into a cestore store (which keeps its objects
+and records the ingest, so the digest can be audited later) and checks the
+root out, hard-linked from the store.
 
 Used as it is, the module has its own `SandboxError` and `ReadOnlyMount`. A
 harness binds it into its own module with `bind(globals(), ...)`, which fills
@@ -58,6 +58,8 @@ _EXACT_VERSION = re.compile(
     r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
 )
 _SNAPSHOT_PREFIX = "wfbench-ce-plugin-"
+# The arm `stage` is given: any CE arm has it make the release's view.
+_STAGE_ARM = "ce_review"
 _REQUIRED_SKILLS = ("ce-plan", "ce-work", "ce-code-review")
 
 _PUBLIC = (
@@ -252,29 +254,35 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
     def build(config: CePluginConfig, destination_parent: Path) -> CePluginSnapshot:
         parent = validated_root(destination_parent, label="CE plugin snapshot parent")
         st = store()
-        try:
-            ingested = st.ingest(config.source, config.version, bounds=lowered_bounds())
-        except (_errors.Rejected, _errors.NotFound) as exc:
-            if exc.rule is None:
-                raise
-            raise _reference_error(ns, exc, config) from None
-        prov = ingested.provenance
-        root = None
+        bounds = lowered_bounds()
+        staged = None
         for _ in range(16):
             made = Path(tempfile.mkdtemp(prefix=_SNAPSHOT_PREFIX, dir=parent))
             os.rmdir(made)
             try:
-                root = st.checkout(prov.manifest_digest, made).path
+                # One process validates and stores the release and checks its view out.
+                staged = st.stage(
+                    [_STAGE_ARM],
+                    plugin_dir=config.source,
+                    plugin_version=config.version,
+                    dest=made,
+                    bounds=bounds,
+                )
                 break
             except _errors.Conflict:
-                # Another process took the name between rmdir and checkout.
+                # Another process took the name between rmdir and stage.
                 if made.exists():
                     continue
                 raise
-        if root is None:
+            except (_errors.Rejected, _errors.NotFound) as exc:
+                if exc.rule is None:
+                    raise
+                raise _reference_error(ns, exc, config) from None
+        if staged is None or staged.view is None or staged.provenance is None:
             raise err(f"could not find a free snapshot name under {parent}")
+        prov = staged.provenance
         return ns["CePluginSnapshot"](
-            root=root,
+            root=staged.view,
             version=config.version,
             manifest_digest=prov.manifest_digest,
             file_count=prov.file_count,

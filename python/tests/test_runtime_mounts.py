@@ -11,15 +11,19 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 import cestore
 import cestore.runtime_mounts as standalone
-from conftest import harness_packages, write_release
+from conftest import REFERENCE, harness_packages, write_release
 
 TREES = int(os.environ.get("CESTORE_PY_DIFF_TREES", "120"))
+# The pinned table: the reference's answers for the first trees of one seed.
+TABLE = Path(__file__).resolve().parent / "data" / "expected.json"
+TABLE_SEED = 13
+TABLE_TREES = 100
 BOUNDS = ("MAX_CE_PLUGIN_FILES", "MAX_CE_PLUGIN_FILE_BYTES", "MAX_CE_PLUGIN_TOTAL_BYTES", "MAX_CE_PLUGIN_PATH_BYTES")
 NAME_CHARS = "abcXYZ019-_.é"
 MUTATIONS = [
@@ -141,21 +145,34 @@ def outcome(module: Any, source: Path, version: str, arms: tuple[str, ...], pare
     return result
 
 
-def test_differential_against_the_reference(tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seed, drop = harness_packages(tmp_path / "harness")
-    rng = random.Random(int(os.environ.get("CESTORE_PY_DIFF_SEED", "13")))
-    seen: dict[str, int] = {}
-    for i in range(TREES):
+def trees(seed: int, count: int, base: Path) -> Iterator[tuple[int, str, Path, str, dict[str, int], tuple[str, ...]]]:
+    """The generated trees of one seed, in order: index, mutation, tree, version, bounds, arms."""
+    rng = random.Random(seed)
+    for i in range(count):
         mutation = MUTATIONS[i % len(MUTATIONS)] if i < len(MUTATIONS) else rng.choice(MUTATIONS)
-        source = tmp_path / "trees" / f"t{i}"
+        source = base / f"t{i}"
         version, bounds = generate(rng, source, mutation)
         arms = ("baseline",) if mutation == "no-ce-arm" else ("ce_workflow", "baseline")
+        yield i, mutation, source, version, bounds, arms
+
+
+def bounded_outcome(module: Any, bounds: dict[str, int], monkeypatch: pytest.MonkeyPatch, *args: Any) -> dict[str, Any]:
+    """`outcome` with the module's bounds set as a test sets them."""
+    with monkeypatch.context() as m:
+        for name, value in bounds.items():
+            m.setattr(module, name, value)
+        return outcome(module, *args)
+
+
+def test_differential_against_the_reference(tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seed, drop = harness_packages(tmp_path / "harness")
+    seen: dict[str, int] = {}
+    generated = trees(int(os.environ.get("CESTORE_PY_DIFF_SEED", str(TABLE_SEED))), TREES, tmp_path / "trees")
+    for i, mutation, source, version, bounds, arms in generated:
         answers = []
         for module, tag in ((seed, "seed"), (drop, "drop")):
-            with monkeypatch.context() as m:
-                for name, value in bounds.items():
-                    m.setattr(module, name, value)
-                answers.append(outcome(module, source, version, arms, tmp_path / "parents" / f"{tag}{i}"))
+            parent = tmp_path / "parents" / f"{tag}{i}"
+            answers.append(bounded_outcome(module, bounds, monkeypatch, source, version, arms, parent))
         assert answers[0] == answers[1], f"tree {i} ({mutation}) at {source}"
         key = "ok" if answers[0]["ok"] else answers[0]["message"].split(":")[0]
         seen[key] = seen.get(key, 0) + 1
@@ -164,6 +181,64 @@ def test_differential_against_the_reference(tmp_path: Path, store_dir: Path, mon
     assert len(seen) >= 12
     report = cestore.Store().verify()
     assert report.ok, report.problems
+
+
+def pinned(result: dict[str, Any], source: Path) -> dict[str, Any]:
+    """An outcome as the table keeps it: the tree's path templated, the files by their digest.
+
+    The exception's module is left out: the standalone drop-in has its own
+    `SandboxError`, where a bound one (and the reference) has the harness's.
+    """
+    kept = {k: v for k, v in result.items() if k != "module"}
+    if "message" in kept:
+        kept["message"] = kept["message"].replace(str(source), "{tree}")
+    if "files" in kept:
+        files = json.dumps(kept.pop("files"), sort_keys=True, ensure_ascii=False).encode()
+        kept["files_sha256"] = hashlib.sha256(files).hexdigest()
+    # As JSON holds it: tuples become lists.
+    return json.loads(json.dumps(kept))
+
+
+def table_entries(base: Path) -> Iterator[tuple[dict[str, Any], Path, str, dict[str, int], tuple[str, ...]]]:
+    """Each pinned tree: its table key (what the generator made), tree, version, bounds, arms."""
+    for i, mutation, source, version, bounds, arms in trees(TABLE_SEED, TABLE_TREES, base):
+        key = {"tree": i, "mutation": mutation, "version": version, "bounds": bounds, "arms": list(arms)}
+        yield key, source, version, bounds, arms
+
+
+def test_pinned_table_of_the_reference_answers(tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standalone drop-in gives the reference's answers kept in data/expected.json.
+
+    Where the reference is present, it must give them too, so the table
+    cannot go stale; CESTORE_PY_REGEN_TABLE=1 rewrites the table from it.
+    """
+    seed = None
+    if REFERENCE.is_dir():
+        seed, _ = harness_packages(tmp_path / "harness")
+    regen = os.environ.get("CESTORE_PY_REGEN_TABLE") == "1"
+    if regen:
+        assert seed is not None, f"regenerating the table needs the reference at {REFERENCE}"
+        rows = []
+        for key, source, version, bounds, arms in table_entries(tmp_path / "regen"):
+            answer = bounded_outcome(seed, bounds, monkeypatch, source, version, arms, tmp_path / "seed" / str(key["tree"]))
+            rows.append({**key, "outcome": pinned(answer, source)})
+        TABLE.parent.mkdir(exist_ok=True)
+        TABLE.write_text("[\n" + ",\n".join(json.dumps(r, sort_keys=True, ensure_ascii=False) for r in rows) + "\n]\n")
+    table = json.loads(TABLE.read_text())
+    assert len(table) == TABLE_TREES
+    outcomes: dict[str, int] = {}
+    for row, (key, source, version, bounds, arms) in zip(table, table_entries(tmp_path / "trees")):
+        i = key["tree"]
+        assert {k: row[k] for k in key} == key, f"tree {i}: the generator changed; regenerate the table (CESTORE_PY_REGEN_TABLE=1)"
+        got = bounded_outcome(standalone, bounds, monkeypatch, source, version, arms, tmp_path / "drop" / str(i))
+        assert pinned(got, source) == row["outcome"], f"tree {i} ({key['mutation']}) at {source}"
+        if seed is not None and not regen:
+            live = bounded_outcome(seed, bounds, monkeypatch, source, version, arms, tmp_path / "seed" / str(i))
+            assert pinned(live, source) == row["outcome"], f"tree {i}: the reference no longer gives the table's answer"
+        tag = "ok" if row["outcome"]["ok"] else row["outcome"]["message"].split(":")[0]
+        outcomes[tag] = outcomes.get(tag, 0) + 1
+    # The table covers accepted trees and many distinct rejections.
+    assert outcomes.get("ok", 0) >= TABLE_TREES // 10 and len(outcomes) >= 12, outcomes
 
 
 def test_monkeypatched_bounds_give_the_reference_errors(tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
