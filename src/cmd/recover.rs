@@ -17,7 +17,7 @@
 //! Nothing is deleted. What cannot be recovered is reported, and exits 1.
 
 use std::collections::BTreeMap;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
@@ -299,7 +299,14 @@ fn plugin_version(store: &Store, manifest: &Manifest) -> std::result::Result<Str
         .filter(|e| e.path == ".claude-plugin/plugin.json")
         .ok_or("the manifest does not start with .claude-plugin/plugin.json")?;
     let path: PathBuf = store.object_path(&entry.key());
-    let bytes = std::fs::read(&path).map_err(|e| format!("'{}': {e}", path.display()))?;
+    // At most one file's bytes, and one more: a grown object is damaged.
+    let mut bytes = Vec::new();
+    std::fs::File::open(&path)
+        .and_then(|f| {
+            f.take(crate::policy::MAX_FILE_BYTES + 1)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(|e| format!("'{}': {e}", path.display()))?;
     if ObjectId::of(&bytes) != entry.sha256 {
         return Err(format!("the object '{}' is damaged", path.display()));
     }

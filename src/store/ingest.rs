@@ -423,8 +423,9 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
         }
     };
     // Another ingest of the same snapshot that failed may have taken the
-    // manifest back just before this one recorded it.
-    if store.write_manifest(&work, s.manifest)? {
+    // manifest back just before this one recorded it: a look suffices, the
+    // bytes were checked above.
+    if !store.manifest_path(&digest).exists() && store.write_manifest(&work, s.manifest)? {
         store.sync()?;
     }
     drop(work);

@@ -91,30 +91,29 @@ impl Store {
             "open the manifests directory",
             self.root().join(MANIFESTS_DIR),
         )?;
-        match rustix::fs::renameat_with(
+        let published = match rustix::fs::renameat_with(
             work.fd(),
             staged.as_str(),
             &manifests,
             rel.as_str(),
             RenameFlags::NOREPLACE,
         ) {
+            // Filesystems without RENAME_NOREPLACE: link never overwrites either.
+            Err(Errno::INVAL | Errno::NOSYS) => rustix::fs::linkat(
+                work.fd(),
+                staged.as_str(),
+                &manifests,
+                rel.as_str(),
+                AtFlags::empty(),
+            ),
+            other => other,
+        };
+        match published {
             Ok(()) => Ok(true),
             Err(Errno::EXIST) => {
                 let _ = rustix::fs::unlinkat(work.fd(), staged.as_str(), AtFlags::empty());
                 self.heal_manifest(manifest)?;
                 Ok(false)
-            }
-            Err(Errno::INVAL | Errno::NOSYS) => {
-                match rustix::fs::linkat(
-                    work.fd(),
-                    staged.as_str(),
-                    &manifests,
-                    rel.as_str(),
-                    AtFlags::empty(),
-                ) {
-                    Ok(()) | Err(Errno::EXIST) => Ok(true),
-                    Err(e) => Err(Error::io("publish a manifest", dest, e)),
-                }
             }
             Err(e) => Err(Error::io("publish a manifest", dest, e)),
         }
