@@ -8,9 +8,11 @@
 //! # Concurrency
 //!
 //! The database runs in WAL mode with a busy timeout, so readers never block
-//! writers. Ingests commit with `synchronous=FULL`, so that a reported ingest
-//! survives a power loss; view records commit with `synchronous=NORMAL`, which
-//! in WAL mode may lose the last records on power loss but never consistency.
+//! writers. An ingest that records a new snapshot (or a repair) commits with
+//! `synchronous=FULL`, so that it survives a power loss once reported; the
+//! event of a snapshot already recorded, and view records, commit with
+//! `synchronous=NORMAL`, which in WAL mode may lose the last records on power
+//! loss but never consistency.
 //! Each write is one `BEGIN IMMEDIATE` transaction.
 
 use std::path::{Path, PathBuf};
@@ -375,47 +377,67 @@ impl Catalogue {
         repairs: &[IngestEvent],
     ) -> Result<RecordedIngest> {
         let err = errors(&self.path);
-        self.conn
-            .execute_batch("PRAGMA synchronous = FULL")
-            .map_err(err("ask for a durable commit"))?;
-        let tx = immediate(&mut self.conn).map_err(err("begin the ingest"))?;
-        let inserted = tx
-            .execute(
-                &format!(
-                    "INSERT OR IGNORE INTO snapshots
-                     (digest, name, version, schema_version, file_count, total_bytes, manifest, first_ingested_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(?8, {NOW}))"
-                ),
-                params![
-                    snap.digest.to_hex(),
-                    snap.name,
-                    snap.version,
-                    crate::manifest::SCHEMA_VERSION,
-                    snap.entries.len() as i64,
-                    snap.entries.iter().map(|e| e.size).sum::<u64>() as i64,
-                    snap.manifest,
-                    snap.first_ingested_at,
-                ],
-            )
-            .map_err(err("record the snapshot"))?
-            == 1;
-        if inserted {
-            let id = tx.last_insert_rowid();
-            insert_files(&tx, id, snap.entries).map_err(err("record a file row"))?;
+        // A new snapshot, or a repair, survives a power loss once reported;
+        // one more event for a snapshot already recorded is not worth a
+        // flush. (SQLite fixes the level outside the transaction: should the
+        // snapshot vanish meanwhile, the transaction is made again durably.)
+        let mut durable = !repairs.is_empty() || !self.has_snapshot(&snap.digest)?;
+        loop {
+            self.conn
+                .execute_batch(if durable {
+                    "PRAGMA synchronous = FULL"
+                } else {
+                    "PRAGMA synchronous = NORMAL"
+                })
+                .map_err(err("choose the commit's durability"))?;
+            let tx = immediate(&mut self.conn).map_err(err("begin the ingest"))?;
+            let inserted = tx
+                .execute(
+                    &format!(
+                        "INSERT OR IGNORE INTO snapshots
+                         (digest, name, version, schema_version, file_count, total_bytes, manifest, first_ingested_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(?8, {NOW}))"
+                    ),
+                    params![
+                        snap.digest.to_hex(),
+                        snap.name,
+                        snap.version,
+                        crate::manifest::SCHEMA_VERSION,
+                        snap.entries.len() as i64,
+                        snap.entries.iter().map(|e| e.size).sum::<u64>() as i64,
+                        snap.manifest,
+                        snap.first_ingested_at,
+                    ],
+                )
+                .map_err(err("record the snapshot"))?
+                == 1;
+            if inserted && !durable {
+                durable = true;
+                continue;
+            }
+            if inserted {
+                let id = tx.last_insert_rowid();
+                insert_files(&tx, id, snap.entries).map_err(err("record a file row"))?;
+            }
+            if let Some(origin) = origin.filter(|_| inserted) {
+                insert_event(&tx, origin).map_err(err("record where the snapshot came from"))?;
+            }
+            insert_event(&tx, event).map_err(err("record the ingest event"))?;
+            let event_id = tx.last_insert_rowid();
+            for repair in repairs {
+                insert_event(&tx, repair).map_err(err("record a repair event"))?;
+            }
+            tx.commit().map_err(err("commit the ingest"))?;
+            if durable {
+                self.conn
+                    .execute_batch("PRAGMA synchronous = NORMAL")
+                    .map_err(err("choose the commit's durability"))?;
+            }
+            return Ok(RecordedIngest {
+                new_snapshot: inserted,
+                event_id,
+            });
         }
-        if let Some(origin) = origin.filter(|_| inserted) {
-            insert_event(&tx, origin).map_err(err("record where the snapshot came from"))?;
-        }
-        insert_event(&tx, event).map_err(err("record the ingest event"))?;
-        let event_id = tx.last_insert_rowid();
-        for repair in repairs {
-            insert_event(&tx, repair).map_err(err("record a repair event"))?;
-        }
-        tx.commit().map_err(err("commit the ingest"))?;
-        Ok(RecordedIngest {
-            new_snapshot: inserted,
-            event_id,
-        })
     }
 
     /// Takes back an ingest whose command then failed: its event, and the

@@ -56,11 +56,21 @@ pub struct SourceFile<'a> {
     pub path: &'a str,
     /// Whether any execute bit is set.
     pub executable: bool,
-    /// The file's bytes.
-    pub data: &'a [u8],
-    /// The SHA-256 of `data`.
+    /// The file's size.
+    pub size: u64,
+    /// The file's bytes, or `None` when its hash was already known (see
+    /// [`Known`]) and it was not read.
+    pub data: Option<&'a [u8]>,
+    /// The SHA-256 of the file's bytes.
     pub id: ObjectId,
+    /// The file's metadata: as it stood once read, or as the walk found it
+    /// when it was not read.
+    pub stat: &'a Stat,
 }
+
+/// Gives the SHA-256 of a file whose bytes an earlier walk read, by its
+/// metadata, so that the walk need not read it again.
+pub type Known<'k> = &'k dyn Fn(&Stat) -> Option<ObjectId>;
 
 /// What a complete walk found.
 #[derive(Debug)]
@@ -180,7 +190,24 @@ impl Source {
     where
         F: FnMut(&SourceFile<'_>) -> Result<(), E>,
     {
+        self.walk_knowing(version, bounds, None, visit)
+    }
+
+    /// [`Source::walk_bounded`], reading no file whose hash `known` gives
+    /// (`plugin.json` excepted: its text is checked). Every rule that the
+    /// metadata decides is checked all the same.
+    pub fn walk_knowing<E, F>(
+        &self,
+        version: &str,
+        bounds: policy::Bounds,
+        known: Option<Known<'_>>,
+        visit: F,
+    ) -> Result<Walked, WalkError<E>>
+    where
+        F: FnMut(&SourceFile<'_>) -> Result<(), E>,
+    {
         let mut walker = Walker {
+            known,
             root: &self.root,
             entries: Vec::new(),
             left_out: Vec::new(),
@@ -205,8 +232,9 @@ impl Source {
     }
 }
 
-struct Walker<'r, F> {
+struct Walker<'r, 'k, F> {
     root: &'r Path,
+    known: Option<Known<'k>>,
     entries: Vec<Entry>,
     left_out: Vec<(LeftOut, String)>,
     total_bytes: u64,
@@ -220,7 +248,7 @@ struct Walker<'r, F> {
     visit: F,
 }
 
-impl<F, E> Walker<'_, F>
+impl<F, E> Walker<'_, '_, F>
 where
     F: FnMut(&SourceFile<'_>) -> Result<(), E>,
 {
@@ -399,9 +427,21 @@ where
             }
             .into());
         }
-        let executable = self.read_bounded(dir, name, rel, seen)?;
-        let data = &self.buf[..self.len];
-        let size = data.len() as u64;
+        let before = self.regular_file(dir, name, rel, seen)?;
+        let executable = before.st_mode & 0o111 != 0;
+        let known = match self.known {
+            Some(known) if rel != b".claude-plugin/plugin.json" => known(&before),
+            _ => None,
+        };
+        let (id, size, stat) = match known {
+            Some(id) => (id, before.st_size as u64, before),
+            None => {
+                let after = self.read_bounded(dir, name, rel, &before)?;
+                let mut hasher = ObjectHasher::default();
+                hasher.update(&self.buf[..self.len]);
+                (hasher.finish(), self.len as u64, after)
+            }
+        };
         self.total_bytes += size;
         if self.total_bytes > self.bounds.total_bytes {
             return Err(Rejection::TooManyBytes {
@@ -410,17 +450,20 @@ where
             }
             .into());
         }
-        let mut hasher = ObjectHasher::default();
-        hasher.update(data);
-        let id = hasher.finish();
+        let data = match known {
+            Some(_) => None,
+            None => Some(&self.buf[..self.len]),
+        };
         if rel == b".claude-plugin/plugin.json" {
-            self.plugin_json = Some(data.to_vec());
+            self.plugin_json = data.map(<[u8]>::to_vec);
         }
         (self.visit)(&SourceFile {
             path: path_text,
             executable,
+            size,
             data,
             id,
+            stat: &stat,
         })
         .map_err(WalkError::Visitor)?;
         self.entries.push(Entry {
@@ -432,15 +475,51 @@ where
         Ok(())
     }
 
-    /// Reads one stable regular file into `self.buf`: the reference's
-    /// `_bounded_plugin_bytes`. Returns whether it is executable.
+    /// Finds a regular file within the size bound: the checks of the
+    /// reference's `_bounded_plugin_bytes` made before it opens the file.
+    fn regular_file(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        rel: &[u8],
+        seen: Option<Stat>,
+    ) -> Result<Stat, Rejection> {
+        let path = || self.full(rel);
+        let before = match seen {
+            Some(meta) => meta,
+            None => statat_checked(
+                dir,
+                name,
+                self.root.as_os_str().len() + 1 + rel.len(),
+                false,
+            )
+            .map_err(|e| Rejection::FileUnreadable {
+                path: path(),
+                source: e.into(),
+            })?,
+        };
+        if FileType::from_raw_mode(before.st_mode) != FileType::RegularFile {
+            return Err(Rejection::FileNotRegular { path: path() });
+        }
+        if before.st_size as u64 > self.bounds.file_bytes {
+            return Err(Rejection::FileTooLarge {
+                path: path(),
+                limit: self.bounds.file_bytes,
+            });
+        }
+        Ok(before)
+    }
+
+    /// Reads one stable regular file, found by [`Walker::regular_file`],
+    /// into `self.buf`: the rest of the reference's `_bounded_plugin_bytes`.
+    /// Returns its metadata once read.
     fn read_bounded(
         &mut self,
         dir: BorrowedFd<'_>,
         name: &[u8],
         rel: &[u8],
-        seen: Option<Stat>,
-    ) -> Result<bool, Rejection> {
+        before: &Stat,
+    ) -> Result<Stat, Rejection> {
         let root = self.root;
         let max = self.bounds.file_bytes;
         let path = || root.join(OsStr::from_bytes(rel));
@@ -448,20 +527,6 @@ where
             path: path(),
             source: e,
         };
-        let before = match seen {
-            Some(meta) => meta,
-            None => statat_checked(dir, name, root.as_os_str().len() + 1 + rel.len(), false)
-                .map_err(|e| unreadable(e.into()))?,
-        };
-        if FileType::from_raw_mode(before.st_mode) != FileType::RegularFile {
-            return Err(Rejection::FileNotRegular { path: path() });
-        }
-        if before.st_size as u64 > max {
-            return Err(Rejection::FileTooLarge {
-                path: path(),
-                limit: max,
-            });
-        }
         let fd = rustix::fs::openat(
             dir,
             name,
@@ -470,7 +535,7 @@ where
         )
         .map_err(|e| unreadable(e.into()))?;
         let opened = rustix::fs::fstat(&fd).map_err(|e| unreadable(e.into()))?;
-        if !same_inode(&opened, &before)
+        if !same_inode(&opened, before)
             || FileType::from_raw_mode(opened.st_mode) != FileType::RegularFile
         {
             return Err(Rejection::ChangedDuringValidation { path: path() });
@@ -487,7 +552,7 @@ where
         if identity(&opened) != identity(&after) || self.len as u64 != after.st_size as u64 {
             return Err(Rejection::ChangedWhileCopying { path: path() });
         }
-        Ok(before.st_mode & 0o111 != 0)
+        Ok(after)
     }
 
     /// The checks the reference makes once every file is read.

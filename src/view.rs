@@ -59,6 +59,9 @@ pub struct Built {
     pub modes_restored: Vec<String>,
     /// Directories made.
     pub directories: u64,
+    /// Whether the view is a spare a discard kept, checked and taken whole
+    /// (see [`crate::store::spares`]) rather than built file by file.
+    pub spare: bool,
 }
 
 impl Built {

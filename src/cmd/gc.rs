@@ -73,6 +73,8 @@ pub struct GcReport {
     /// Shared views of snapshots no longer recorded, and anything else
     /// than a directory where a shared view belongs.
     pub shared_views: Vec<String>,
+    /// Spare views kept for snapshots no longer recorded.
+    pub spares: Vec<String>,
     /// Records of views whose directory no longer exists.
     pub stale_view_records: Vec<String>,
     /// Manifests an operation that did not finish published and nothing
@@ -97,6 +99,9 @@ impl Report for GcReport {
         }
         for v in &self.shared_views {
             writeln!(w, "{verb} shared view {v}")?;
+        }
+        for v in &self.spares {
+            writeln!(w, "{verb} the spare views {v}")?;
         }
         let forget = if self.dry_run {
             "would forget"
@@ -156,6 +161,7 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
             Item::WorkDir { .. } | Item::HalfBuiltView { .. } => report.temporary.push(path),
             Item::Manifest { .. } => report.manifests.push(path),
             Item::SharedView { .. } => report.shared_views.push(path),
+            Item::Spare { .. } => report.spares.push(path),
             Item::ViewRecord { .. } => report.stale_view_records.push(path),
         }
     }

@@ -6,8 +6,12 @@ use std::path::Path;
 use std::sync::{mpsc, Mutex};
 
 use super::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
+use rustix::fs::Stat;
+
+use super::known::KnownHashes;
 use super::{ObjectKey, Store, WorkDir};
 use crate::catalogue::{IngestEvent, NewSnapshot, Origin, Provenance, RecordedIngest};
+use crate::digest::ObjectId;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
@@ -36,6 +40,10 @@ pub struct IngestStats {
     pub reused_objects: u64,
     /// Bytes written to new objects.
     pub bytes_written: u64,
+    /// Files not read again: an earlier ingest of this source recorded
+    /// their hashes, and their inode, size, mode and times are unchanged
+    /// since (see [`crate::store::known`]).
+    pub hashes_known: u64,
     /// Stored objects found drifted and repaired from the source.
     pub repaired: Vec<Repaired>,
     /// What the reference's filters left out of the snapshot (a directory
@@ -118,7 +126,8 @@ fn walk_and_stage(
     work: &WorkDir,
     source: &Source,
     opts: &IngestOptions<'_>,
-) -> Result<(Walked, HashMap<ObjectKey, Pending>, u64)> {
+    known: &mut KnownHashes,
+) -> Result<(Walked, HashMap<ObjectKey, Pending>, u64, u64)> {
     // The walk itself keeps one core busy reading and hashing; on two cores
     // one staging thread beside it measured as fast as two (ext4 serialises
     // inode allocation), so stage on the remaining cores, at most three.
@@ -159,42 +168,69 @@ fn walk_and_stage(
             .collect();
         let mut pending: HashMap<ObjectKey, Pending> = HashMap::new();
         let mut bytes_staged = 0u64;
-        let walked = source.walk(opts.version, |file| -> Result<()> {
+        // A file whose hash is known is not read when its object is intact.
+        let lookup = |st: &Stat| -> Option<ObjectId> {
+            let id = known.get(st)?;
+            let size = st.st_size as u64;
             let key = ObjectKey {
-                id: file.id,
-                executable: file.executable,
+                id,
+                executable: st.st_mode & 0o111 != 0,
             };
-            // A zero-length file is never an object: views make it fresh.
-            if file.data.is_empty() || pending.contains_key(&key) {
-                return Ok(());
-            }
-            let size = file.data.len() as u64;
-            let mut stage = || {
-                bytes_staged += size;
-                // A closed queue means a staging thread failed; its error is reported below.
-                let _ = tx.send((key, file.data.to_vec()));
-            };
-            // The source is at hand: a drifted object is mended from it, at
-            // publishing time, so that a rejected tree changes nothing.
-            let state = match check_object(store, &key, size)? {
-                ObjectState::Intact => Pending::Reused,
-                ObjectState::Missing => {
-                    stage();
-                    Pending::Staged(String::new())
+            (size == 0 || matches!(check_object(store, &key, size), Ok(ObjectState::Intact)))
+                .then_some(id)
+        };
+        let mut seen = Vec::new();
+        let walked = source.walk_knowing(
+            opts.version,
+            policy::bounds(),
+            Some(&lookup),
+            |file| -> Result<()> {
+                seen.push((*file.stat, file.id, file.data.is_some()));
+                let key = ObjectKey {
+                    id: file.id,
+                    executable: file.executable,
+                };
+                // A zero-length file is never an object: views make it fresh.
+                if file.size == 0 || pending.contains_key(&key) {
+                    return Ok(());
                 }
-                ObjectState::Damaged(why)
-                    if holds_its_bytes(store.objects(), &store.object_path(&key), &key, size)? =>
-                {
-                    Pending::ModeDrifted(why)
-                }
-                ObjectState::Damaged(why) => {
-                    stage();
-                    Pending::Replacing(String::new(), why)
-                }
-            };
-            pending.insert(key, state);
-            Ok(())
-        });
+                let Some(data) = file.data else {
+                    pending.insert(key, Pending::Reused);
+                    return Ok(());
+                };
+                let size = file.size;
+                let mut stage = || {
+                    bytes_staged += size;
+                    // A closed queue means a staging thread failed; its error is reported below.
+                    let _ = tx.send((key, data.to_vec()));
+                };
+                // The source is at hand: a drifted object is mended from it, at
+                // publishing time, so that a rejected tree changes nothing.
+                let state = match check_object(store, &key, size)? {
+                    ObjectState::Intact => Pending::Reused,
+                    ObjectState::Missing => {
+                        stage();
+                        Pending::Staged(String::new())
+                    }
+                    ObjectState::Damaged(why)
+                        if holds_its_bytes(
+                            store.objects(),
+                            &store.object_path(&key),
+                            &key,
+                            size,
+                        )? =>
+                    {
+                        Pending::ModeDrifted(why)
+                    }
+                    ObjectState::Damaged(why) => {
+                        stage();
+                        Pending::Replacing(String::new(), why)
+                    }
+                };
+                pending.insert(key, state);
+                Ok(())
+            },
+        );
         drop(tx);
         let mut staged = Vec::new();
         for w in workers {
@@ -207,6 +243,10 @@ fn walk_and_stage(
             WalkError::Rejected(r) => Error::Rejected(r),
             WalkError::Visitor(e) => e,
         })?;
+        for (st, id, _) in &seen {
+            known.note(st, *id);
+        }
+        let hashes_known = seen.iter().filter(|(_, _, read)| !read).count() as u64;
         for (key, name) in staged {
             let state = match pending.remove(&key) {
                 Some(Pending::Replacing(_, why)) => Pending::Replacing(name, why),
@@ -214,7 +254,7 @@ fn walk_and_stage(
             };
             pending.insert(key, state);
         }
-        Ok((walked, pending, bytes_staged))
+        Ok((walked, pending, bytes_staged, hashes_known))
     })
 }
 
@@ -246,7 +286,9 @@ pub fn ingest_into(
         }
     }
     let work = store.work_dir("ingest")?;
-    let (mut walked, pending, bytes_staged) = walk_and_stage(store, &work, source, opts)?;
+    let mut known = KnownHashes::load(store, source.root());
+    let (mut walked, pending, bytes_staged, hashes_known) =
+        walk_and_stage(store, &work, source, opts, &mut known)?;
 
     let manifest = Manifest::new(std::mem::take(&mut walked.entries));
     let mut staged = Vec::new();
@@ -269,7 +311,7 @@ pub fn ingest_into(
         }
     }
     drifted.sort_by_key(|d| d.key);
-    publish_and_record(
+    let report = publish_and_record(
         store,
         work,
         Staged {
@@ -284,7 +326,11 @@ pub fn ingest_into(
             bytes: bytes_staged,
             left_out: walked.left_out,
         },
-    )
+    )?;
+    known.save();
+    let mut report = report;
+    report.ingest.hashes_known = hashes_known;
+    Ok(report)
 }
 
 /// Takes back an ingest whose command then failed (see
@@ -450,6 +496,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
             new_objects,
             reused_objects: reused,
             bytes_written: if new_objects > 0 { s.bytes } else { 0 },
+            hashes_known: 0,
             repaired,
             left_out: s
                 .left_out

@@ -6,6 +6,7 @@
 //! STORE/
 //! ├── .lock                  flock: shared for writers, exclusive for gc
 //! ├── catalogue.sqlite       the catalogue (plus -wal and -shm), an index
+//! ├── known/<32 hex>         hashes of source files already read (`known`), a cache
 //! ├── manifests/
 //! │   └── ab/<64 hex>        every snapshot's canonical manifest, by digest
 //! ├── objects/
@@ -15,6 +16,8 @@
 //! ├── tmp/
 //! │   └── <op>-<pid>-<ns>-<n>/  one work directory per operation in flight,
 //! │                          held with an exclusive flock while it lives
+//! ├── spare/
+//! │   └── <64 hex>/<unique>/ views discard kept for the next checkout (`spares`)
 //! └── views/
 //!     └── <64 hex>/          the shared frozen view of a snapshot (`cestore path`)
 //! ```
@@ -63,8 +66,10 @@
 
 pub mod adopt;
 pub mod ingest;
+pub mod known;
 pub mod manifests;
 pub mod objects;
+pub mod spares;
 #[cfg(test)]
 mod testutil;
 pub mod upkeep;

@@ -63,6 +63,12 @@ pub enum Item {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// The spare views of a snapshot the catalogue does not record (or
+    /// something under `spare/` that is not a snapshot's spares).
+    Spare {
+        /// Its name under `spare/`.
+        name: String,
+    },
     /// The record of a view whose directory is gone.
     ViewRecord {
         /// The view's path.
@@ -78,6 +84,7 @@ impl Item {
             Item::WorkDir { .. } | Item::HalfBuiltView { .. } => "leftover-temporary",
             Item::Manifest { .. } => "leftover-manifest",
             Item::SharedView { .. } => "orphan-shared-view",
+            Item::Spare { .. } => "orphan-spare",
             Item::ViewRecord { .. } => "stale-view-record",
         }
     }
@@ -90,6 +97,7 @@ impl Item {
             }
             Item::WorkDir { name } => store.root().join(TMP_DIR).join(name),
             Item::SharedView { name, .. } => store.root().join(VIEWS_DIR).join(name),
+            Item::Spare { name } => super::spares::path(store, name),
             Item::ViewRecord { path } => PathBuf::from(path),
         }
     }
@@ -107,6 +115,9 @@ impl Item {
                 "published by an operation that did not finish, and never recorded".into()
             }
             Item::SharedView { why, .. } => (*why).into(),
+            Item::Spare { .. } => {
+                "spare views kept for a snapshot the catalogue no longer records".into()
+            }
             Item::ViewRecord { .. } => {
                 "the recorded view no longer exists; `cestore discard` or `cestore gc` forgets it"
                     .into()
@@ -193,6 +204,14 @@ impl Plan {
             };
             items.push(Item::SharedView { name, why });
         }
+        for name in super::spares::listed(store) {
+            if !name
+                .parse::<ManifestDigest>()
+                .is_ok_and(|d| recorded.contains(&d))
+            {
+                items.push(Item::Spare { name });
+            }
+        }
         for v in cat.views(None)? {
             if rustix::fs::lstat(v.path.as_str()).is_err_and(|e| e == Errno::NOENT) {
                 items.push(Item::ViewRecord { path: v.path });
@@ -239,6 +258,13 @@ impl Plan {
                         .remove_view(&views_path.join(name).to_string_lossy())?;
                     remove_tree_at(views.as_fd(), name)
                         .ctx("remove a shared view", views_path.join(name))?;
+                }
+                Item::Spare { name } => {
+                    let spares = super::spares::path(store, "");
+                    let fd = crate::fsutil::open_dir(store.dir(), super::spares::SPARE_DIR)
+                        .ctx("open the spares directory", &spares)?;
+                    remove_tree_at(fd.as_fd(), name)
+                        .ctx("remove spare views", spares.join(name))?;
                 }
                 Item::ViewRecord { path } => {
                     store.catalogue().remove_view(path)?;

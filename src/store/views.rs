@@ -112,11 +112,21 @@ pub fn checkout_into(
     // it if this process dies before publishing.
     let work = store.work_dir("checkout")?;
     work.mark_target(&tmp_path)?;
-    let built =
-        view::build(store, &entries, parent_fd.as_fd(), &tmp, &dest, method).and_then(|built| {
-            view::publish(parent_fd.as_fd(), &tmp, name.as_os_str(), &dest)?;
-            Ok(built)
-        });
+    // A hard-linked view can be a spare that a discard kept.
+    let spare = match method {
+        Method::Auto | Method::Hardlink => {
+            super::spares::take(store, &digest, &entries, parent_fd.as_fd(), &tmp)
+        }
+        Method::Copy | Method::Reflink => None,
+    };
+    let built = match spare {
+        Some(built) => Ok(built),
+        None => view::build(store, &entries, parent_fd.as_fd(), &tmp, &dest, method),
+    }
+    .and_then(|built| {
+        view::publish(parent_fd.as_fd(), &tmp, name.as_os_str(), &dest)?;
+        Ok(built)
+    });
     let built = match built {
         Ok(b) => b,
         Err(e) => {
@@ -273,6 +283,9 @@ pub struct DiscardReport {
     pub recorded: bool,
     /// Whether this call removed it (else it was already gone).
     pub removed: bool,
+    /// Whether the store kept it as a spare for the next checkout of its
+    /// snapshot (see [`super::spares`]) rather than deleting its files.
+    pub spare: bool,
 }
 
 /// Removes a view: directories get write permission, files are never chmod-ed.
@@ -318,6 +331,7 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
                 manifest_digest: None,
                 recorded: false,
                 removed: false,
+                spare: false,
             })
         }
         (None, None) => {
@@ -353,11 +367,18 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
     // Of two discards of one view, the one whose removal takes the view's
     // root removed it; the other finds it already gone. The record is
     // forgotten once, by whichever gets there first.
+    let mut spare = false;
     let removed = match found {
         Some(_) => {
             let parent_fd = crate::fsutil::open_dir(rustix::fs::CWD, &parent)
                 .ctx("open the view's parent", &parent)?;
-            remove_tree_at(parent_fd.as_fd(), &name).ctx("remove the view", &dest)?
+            // A checkout made of hard links (and fresh empty files) can serve
+            // the next checkout of its snapshot: keep it whole instead of
+            // deleting it. Taking it checks every file's inode, so a view
+            // with copies in it is never handed out.
+            spare = row.as_ref().is_some_and(|r| r.method != "copy")
+                && super::spares::keep(store, &digest, parent_fd.as_fd(), &name);
+            spare || remove_tree_at(parent_fd.as_fd(), &name).ctx("remove the view", &dest)?
         }
         None => false,
     };
@@ -369,5 +390,6 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
         manifest_digest: Some(digest),
         recorded,
         removed,
+        spare,
     })
 }

@@ -10,8 +10,10 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use sha2::Digest as _;
+
 use crate::util::{
-    assert_exit, assert_ok, minimal_plugin, parse_json, remove_tree, write, TestEnv,
+    assert_exit, assert_ok, chmod, minimal_plugin, parse_json, remove_tree, write, TestEnv,
 };
 
 /// A harness root holding a GitNexus runtime at `version`.
@@ -550,4 +552,111 @@ fn an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested() {
     assert_eq!(got[0].3, original[0].3);
     assert_eq!(got[1].0, "pull");
     assert!(got[1].3.starts_with("oci://"), "{got:?}");
+}
+
+/// Sets a file's modification time to `reference`'s (`touch -r`).
+fn touch_like(path: &Path, reference: &Path) {
+    let out = Command::new("touch")
+        .arg("-r")
+        .arg(reference)
+        .arg(path)
+        .output()
+        .expect("run touch");
+    assert!(out.status.success(), "touch -r: {out:?}");
+}
+
+#[test]
+fn an_unchanged_source_is_not_read_again_and_a_change_is_always_seen() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    write(&src.join("assets/a.txt"), "alpha\n");
+    write(&src.join("assets/b.txt"), "bravo\n");
+    write(&src.join("skills/ce-work/empty.md"), "");
+    let files = 7;
+    let ingest = |what: &str| -> Value {
+        let v = env.ingest(&src, "1.0.0");
+        assert_eq!(v["ok"], true, "{what}: {v}");
+        v
+    };
+    let digest_of_tree = || -> String {
+        let v = env.json([
+            "digest",
+            src.to_str().unwrap(),
+            "--version",
+            "1.0.0",
+            "--json",
+        ]);
+        v["provenance"]["manifest_digest"]
+            .as_str()
+            .expect("digest")
+            .to_string()
+    };
+    // A file changed less than two seconds before an ingest began may yet
+    // change within its clock tick: nothing is recorded for it.
+    let fresh = ingest("fresh");
+    assert_eq!(fresh["ingest"]["hashes_known"], 0, "{fresh}");
+    let again = ingest("fresh again");
+    assert_eq!(again["ingest"]["hashes_known"], 0, "{again}");
+
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let settled = ingest("settled");
+    assert_eq!(settled["ingest"]["hashes_known"], 0, "{settled}");
+    let known = ingest("known");
+    // Every file but plugin.json, whose text is always checked.
+    assert_eq!(known["ingest"]["hashes_known"], files - 1, "{known}");
+    let d0 = known["provenance"]["manifest_digest"].clone();
+    assert_eq!(d0, settled["provenance"]["manifest_digest"]);
+
+    // Same size, same modification time, other bytes: the change time
+    // gives it away, and the new digest is the tree's.
+    let a = src.join("assets/a.txt");
+    let stamp = env.path("stamp");
+    write(&stamp, "");
+    touch_like(&stamp, &a);
+    write(&a, "ALPHA\n");
+    touch_like(&a, &stamp);
+    let changed = ingest("changed");
+    assert_ne!(changed["provenance"]["manifest_digest"], d0, "{changed}");
+    assert_eq!(
+        changed["provenance"]["manifest_digest"],
+        digest_of_tree().as_str()
+    );
+    assert_eq!(changed["ingest"]["hashes_known"], files - 2, "{changed}");
+    // A mode change is seen too (the exec bit is part of the digest).
+    chmod(&src.join("assets/b.txt"), 0o755);
+    let exec = ingest("exec");
+    assert_eq!(
+        exec["provenance"]["manifest_digest"],
+        digest_of_tree().as_str()
+    );
+    assert_ne!(
+        exec["provenance"]["manifest_digest"],
+        changed["provenance"]["manifest_digest"]
+    );
+
+    // A damaged object is never vouched for by a known hash: the file is
+    // read again and the object mended from it.
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    ingest("settled again");
+    let known = ingest("known again");
+    assert_eq!(known["ingest"]["hashes_known"], files - 1, "{known}");
+    let object = env
+        .store
+        .join("objects")
+        .join(&format!("{:x}", sha2::Sha256::digest(b"bravo\n"))[..2]);
+    let object = fs::read_dir(&object)
+        .expect("shard")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.to_string_lossy().ends_with(".x"))
+        .expect("the object of assets/b.txt");
+    chmod(&object, 0o644);
+    let mended = ingest("mended");
+    assert_eq!(mended["ingest"]["hashes_known"], files - 2, "{mended}");
+    assert_eq!(
+        mended["ingest"]["repaired"].as_array().map(Vec::len),
+        Some(1),
+        "{mended}"
+    );
+    assert_ok(&env.run(["verify"]));
 }

@@ -42,6 +42,7 @@ struct IngestStats {
     new_objects: u64,
     reused_objects: u64,
     bytes_written: u64,
+    hashes_known: u64,
     repaired: Vec<RepairedOut>,
     left_out: Vec<LeftOutOut>,
 }
@@ -130,6 +131,7 @@ struct CheckoutOut {
     copy_reasons: BTreeMap<String, u64>,
     directories: u64,
     modes_restored: Vec<String>,
+    spare: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -367,6 +369,7 @@ struct DiscardOut {
     manifest_digest: Option<String>,
     recorded: bool,
     removed: bool,
+    spare: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -378,6 +381,7 @@ struct GcOut {
     bytes_freed: u64,
     temporary: Vec<String>,
     shared_views: Vec<String>,
+    spares: Vec<String>,
     stale_view_records: Vec<String>,
     manifests: Vec<String>,
     objects_kept: u64,
@@ -790,6 +794,7 @@ fn every_command_fits_the_documented_schema() {
     gc.objects
         .iter()
         .chain(&gc.shared_views)
+        .chain(&gc.spares)
         .chain(&gc.temporary)
         .for_each(|p| absolute(p));
     let gc: GcOut = run_typed(&env, &[os("gc")]);

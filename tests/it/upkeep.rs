@@ -28,6 +28,7 @@ fn gc_paths(gc: &Value) -> BTreeSet<String> {
     [
         "objects",
         "temporary",
+        "spares",
         "manifests",
         "shared_views",
         "stale_view_records",
@@ -80,6 +81,9 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
     write(&unknown.join("skills/x.md"), "x\n");
     let not_dir = store.join("views").join(&d);
     write(&not_dir, "not a directory\n");
+    // Spare views kept for a snapshot nothing records.
+    let spare = store.join("spare").join("f".repeat(64));
+    write(&spare.join("1-2-3/skills/x.md"), "x\n");
     // The record of a view whose directory is gone.
     let gone = env.path("gone");
     assert_ok(&env.run(["checkout", d.as_str(), gone.to_str().unwrap()]));
@@ -95,6 +99,7 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
             "leftover-temporary",
             "orphan-object",
             "orphan-shared-view",
+            "orphan-spare",
             "stale-view-record",
         ]),
         "{verify:#}"
@@ -108,6 +113,7 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
         &manifest,
         &unknown,
         &not_dir,
+        &spare,
         &gone,
     ]
     .iter()

@@ -1600,3 +1600,207 @@ fn path_works_for_an_unprivileged_user() {
     assert_ok(&out);
     assert_eq!(parse_json(&out)["created"], true);
 }
+
+/// The spare views of a snapshot: the directories `discard` kept whole.
+fn spares(store: &Path, digest: &str) -> Vec<PathBuf> {
+    match fs::read_dir(store.join("spare").join(digest)) {
+        Ok(entries) => entries.map(|e| e.expect("entry").path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn a_discarded_view_serves_the_next_checkout_whole() {
+    let env = Env::new();
+    let src = env.at("src");
+    small_tree(
+        &src,
+        "1.0.0",
+        &[
+            ("scripts/a.sh", b"#!/bin/sh\n", 0o755),
+            ("assets/deep/er/b.bin", &random_bytes(7, 10_000), 0o644),
+            ("skills/ce-work/empty.md", b"", 0o644),
+        ],
+    );
+    let d = env.ingest(&src, "1.0.0");
+    let files = env.files(&d);
+    let first = env.at("first");
+    let report = env.checkout_ok(&d, &first, &[]);
+    assert_eq!(report["spare"], false, "{report}");
+    let root_ino = ino(&first);
+
+    let out = env.discard(&first, None);
+    assert_ok(&out);
+    let report = parse_json(&out);
+    assert_eq!(
+        (report["removed"].clone(), report["spare"].clone()),
+        (true.into(), true.into()),
+        "{report}"
+    );
+    assert!(!exists(&first) && env.views(&d).is_empty());
+    assert_eq!(spares(env.store(), &d).len(), 1);
+
+    let second = env.at("second");
+    let report = env.checkout_ok(&d, &second, &[]);
+    assert_eq!(report["spare"], true, "{report}");
+    assert_eq!(
+        report["linked"].as_u64(),
+        Some(files.iter().filter(|f| f.size > 0).count() as u64)
+    );
+    assert_eq!(ino(&second), root_ino, "the spare's root is the view's");
+    assert_view_is(&second, &files);
+    for f in files.iter().filter(|f| f.size > 0) {
+        assert_eq!(
+            ino(&second.join(&f.path)),
+            ino(&env.object(&f.sha256, f.executable))
+        );
+    }
+    assert!(spares(env.store(), &d).is_empty(), "the spare was taken");
+    assert_eq!(
+        env.views(&d),
+        vec![(second.display().to_string(), "checkout".into())]
+    );
+    let out = env.run(["verify", "--tree", second.to_str().unwrap(), &d]);
+    assert_ok(&out);
+
+    // Copies are never kept: a spare is hard links or nothing.
+    let copy = env.at("copy");
+    env.checkout_ok(&d, &copy, &["--method", "copy"]);
+    let report = parse_json(&env.discard(&copy, None));
+    assert_eq!(report["spare"], false, "{report}");
+    assert!(!exists(&copy));
+}
+
+#[test]
+fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
+    let env = Env::new();
+    let src = env.at("src");
+    small_tree(
+        &src,
+        "1.0.0",
+        &[
+            ("assets/a.txt", b"alpha\n", 0o644),
+            ("assets/deep/b.txt", b"bravo\n", 0o644),
+            ("scripts/c.sh", b"#!/bin/sh\n", 0o755),
+            ("skills/ce-work/empty.md", b"", 0o644),
+        ],
+    );
+    let d = env.ingest(&src, "1.0.0");
+    let files = env.files(&d);
+    type Tamper = fn(&Path, &Path);
+    let tampers: &[(&str, Tamper)] = &[
+        ("a file added", |v, _| {
+            chmod(&v.join("assets"), 0o755);
+            write(&v.join("assets/extra.txt"), "extra");
+            chmod(&v.join("assets"), 0o555);
+        }),
+        ("a file removed", |v, _| {
+            chmod(&v.join("assets/deep"), 0o755);
+            fs::remove_file(v.join("assets/deep/b.txt")).unwrap();
+            chmod(&v.join("assets/deep"), 0o555);
+        }),
+        ("a file replaced by other bytes of its size", |v, _| {
+            chmod(&v.join("assets"), 0o755);
+            fs::remove_file(v.join("assets/a.txt")).unwrap();
+            write(&v.join("assets/a.txt"), "ALPHA\n");
+            chmod(&v.join("assets/a.txt"), 0o444);
+            chmod(&v.join("assets"), 0o555);
+        }),
+        ("an empty file written", |v, _| {
+            chmod(&v.join("skills/ce-work/empty.md"), 0o644);
+            write(&v.join("skills/ce-work/empty.md"), "now full");
+            chmod(&v.join("skills/ce-work/empty.md"), 0o444);
+        }),
+        ("a directory left writable", |v, _| {
+            chmod(&v.join("assets/deep"), 0o755)
+        }),
+        ("a file swapped for a symlink", |v, _| {
+            chmod(&v.join("scripts"), 0o755);
+            fs::remove_file(v.join("scripts/c.sh")).unwrap();
+            std::os::unix::fs::symlink("/bin/sh", v.join("scripts/c.sh")).unwrap();
+            chmod(&v.join("scripts"), 0o555);
+        }),
+        (
+            "its object replaced since (a repair gives a new inode)",
+            |_, store| {
+                let object = store.join("objects");
+                let path = fs::read_dir(&object)
+                    .unwrap()
+                    .flat_map(|s| fs::read_dir(s.unwrap().path()).unwrap())
+                    .map(|e| e.unwrap().path())
+                    .find(|p| fs::read(p).is_ok_and(|b| b == b"alpha\n"))
+                    .expect("the object of assets/a.txt");
+                let bytes = fs::read(&path).unwrap();
+                let shard = path.parent().unwrap();
+                chmod(shard, 0o755);
+                fs::remove_file(&path).unwrap();
+                write(&path, bytes);
+                chmod(&path, 0o444);
+            },
+        ),
+    ];
+    for (i, (what, tamper)) in tampers.iter().enumerate() {
+        let view = env.at(&format!("view{i}"));
+        env.checkout_ok(&d, &view, &[]);
+        tamper(&view, env.store());
+        let report = parse_json(&env.discard(&view, None));
+        assert_eq!(report["removed"], true, "{what}: {report}");
+        let next = env.at(&format!("next{i}"));
+        let report = env.checkout_ok(&d, &next, &[]);
+        assert_eq!(
+            report["spare"], false,
+            "{what}: a changed spare was handed out: {report}"
+        );
+        assert_view_is(&next, &files);
+        assert!(
+            spares(env.store(), &d).is_empty(),
+            "{what}: the changed spare is removed"
+        );
+        assert!(
+            tmp_siblings(&env.t.base).is_empty(),
+            "{what}: nothing left beside the view"
+        );
+        assert_ok(&env.discard(&next, None));
+        // The sound spare the last discard kept serves the next checkout.
+        let again = env.at(&format!("again{i}"));
+        assert_eq!(env.checkout_ok(&d, &again, &[])["spare"], true, "{what}");
+        assert_view_is(&again, &files);
+        assert_ok(&env.discard(&again, None));
+    }
+    assert_ok(&env.run(["verify"]));
+}
+
+#[test]
+fn gc_removes_the_spares_of_a_forgotten_snapshot() {
+    let env = Env::new();
+    let src = env.at("src");
+    small_tree(&src, "1.0.0", &[("assets/a.txt", b"alpha\n", 0o644)]);
+    let d = env.ingest(&src, "1.0.0");
+    let view = env.at("view");
+    env.checkout_ok(&d, &view, &[]);
+    assert_eq!(parse_json(&env.discard(&view, None))["spare"], true);
+    let kinds = |verify: &Value| -> Vec<String> {
+        verify["problems"]
+            .as_array()
+            .expect("problems")
+            .iter()
+            .map(|p| p["kind"].as_str().expect("kind").to_string())
+            .collect()
+    };
+    // A recorded snapshot's spares are not garbage.
+    let verify = env.t.json(["verify", "--json"]);
+    assert!(kinds(&verify).is_empty(), "{verify}");
+    assert_ok(&env.run(["rm", &d]));
+    let verify = env.t.json(["verify", "--json"]);
+    assert!(kinds(&verify).contains(&"orphan-spare".to_string()), "{verify}");
+    let gc = env.t.json(["gc", "--json"]);
+    let spare_dir = env.store().join("spare").join(&d);
+    assert_eq!(
+        gc["spares"],
+        serde_json::json!([spare_dir.display().to_string()]),
+        "{gc}"
+    );
+    assert!(!exists(&spare_dir));
+    let verify = env.t.json(["verify", "--json"]);
+    assert!(kinds(&verify).is_empty(), "{verify}");
+}

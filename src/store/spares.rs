@@ -1,0 +1,263 @@
+//! Spare views: a discarded checkout kept for the next checkout of its snapshot.
+//!
+//! ```text
+//! STORE/spare/
+//! └── <64 hex>/              one directory per snapshot, at most MAX_SPARES entries
+//!     └── <unique>/          a view `discard` moved here whole, root 0755
+//! ```
+//!
+//! A harness checks one snapshot out and discards it once per run. Both cost
+//! a system call or more per file; a spare turns them into one rename each:
+//!
+//! - **discard** of a recorded, hard-linked checkout moves its root here with
+//!   one `rename` (when the snapshot has fewer than [`MAX_SPARES`] spares and
+//!   the view is on the store's filesystem), instead of removing every file;
+//! - **checkout** renames a spare to the temporary name beside its
+//!   destination, then checks it against the snapshot before publishing it:
+//!   every directory holds exactly the manifest's names and is `0555`; every
+//!   file is the very inode of its object as the store holds it now (so its
+//!   bytes are the object's, checked by size and mode as a build checks
+//!   them), or a fresh empty file with the right mode. A spare that fails the
+//!   check, for whatever reason, is removed and the view is built as usual.
+//!
+//! So a spare never hands out anything a fresh build would not: a file added,
+//! removed or replaced in a view while it was in use, an object repaired
+//! since, or a mode changed through a view, all fail the check. gc removes
+//! the spares of snapshots the catalogue no longer records.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
+
+use rustix::fs::{AtFlags, FileType, Mode};
+use rustix::io::Errno;
+
+use super::objects::{judge, unique_suffix, ObjectState};
+use super::Store;
+use crate::digest::ManifestDigest;
+use crate::fsutil::{list_names, open_dir, remove_tree_at};
+use crate::manifest::Entry;
+use crate::view::Built;
+
+/// The spare views' parent inside the store.
+pub const SPARE_DIR: &str = "spare";
+
+/// How many spares one snapshot keeps: one per sweep staging it at once.
+pub const MAX_SPARES: usize = 4;
+
+/// Moves the view `name` under `parent` into the snapshot's spares, if there
+/// is room and it is on the store's filesystem. Returns whether it was kept;
+/// when not, the view is where it was, as it was.
+pub fn keep(store: &Store, digest: &ManifestDigest, parent: BorrowedFd<'_>, name: &Path) -> bool {
+    let hex = digest.to_string();
+    let Ok(spares) = open_or_make(store, &hex) else {
+        return false;
+    };
+    if list_names(spares.as_fd()).map_or(true, |names| names.len() >= MAX_SPARES) {
+        return false;
+    }
+    // Moving a directory to another parent rewrites its `..`: it needs write
+    // permission on the directory itself.
+    if rustix::fs::chmodat(parent, name, Mode::from_raw_mode(0o755), AtFlags::empty()).is_err() {
+        return false;
+    }
+    let kept = rustix::fs::renameat(parent, name, &spares, unique_suffix().as_str()).is_ok();
+    if !kept {
+        let _ = rustix::fs::chmodat(parent, name, Mode::from_raw_mode(0o555), AtFlags::empty());
+    }
+    kept
+}
+
+fn open_or_make(store: &Store, hex: &str) -> Result<std::os::fd::OwnedFd, Errno> {
+    let root = match open_dir(store.dir(), SPARE_DIR) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => {
+            match rustix::fs::mkdirat(store.dir(), SPARE_DIR, Mode::from_raw_mode(0o755)) {
+                Ok(()) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(e),
+            }
+            open_dir(store.dir(), SPARE_DIR)?
+        }
+        Err(e) => return Err(e),
+    };
+    match rustix::fs::mkdirat(&root, hex, Mode::from_raw_mode(0o755)) {
+        Ok(()) | Err(Errno::EXIST) => {}
+        Err(e) => return Err(e),
+    }
+    open_dir(root.as_fd(), hex)
+}
+
+/// Takes a spare of the snapshot as the new directory `tmp` under `parent`,
+/// checked against `entries` and frozen. Returns what a build would have
+/// reported, or `None` when no sound spare was at hand (and nothing is at
+/// `tmp`).
+pub fn take(
+    store: &Store,
+    digest: &ManifestDigest,
+    entries: &[Entry],
+    parent: BorrowedFd<'_>,
+    tmp: &str,
+) -> Option<Built> {
+    let spares = open_dir(store.dir(), format!("{SPARE_DIR}/{digest}").as_str()).ok()?;
+    for name in list_names(spares.as_fd()).ok()? {
+        match rustix::fs::renameat(&spares, name.as_slice(), parent, tmp) {
+            Ok(()) => {}
+            // Another checkout took it first.
+            Err(Errno::NOENT) => continue,
+            // Not on this filesystem, or not ours to move: build instead.
+            Err(_) => return None,
+        }
+        match check(store, entries, parent, tmp) {
+            Some(built) => return Some(built),
+            None => {
+                let _ = remove_tree_at(parent, tmp);
+            }
+        }
+    }
+    None
+}
+
+/// What a sound spare must hold: each directory's names, as the manifest
+/// gives them.
+fn expected_tree(entries: &[Entry]) -> BTreeMap<&str, BTreeSet<&str>> {
+    let mut dirs: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    dirs.insert("", BTreeSet::new());
+    for e in entries {
+        let mut child = e.path.as_str();
+        while let Some(i) = child.rfind('/') {
+            let (dir, name) = (&child[..i], &child[i + 1..]);
+            let names = dirs.entry(dir).or_default();
+            let fresh = names.is_empty();
+            names.insert(name);
+            if !fresh {
+                break;
+            }
+            child = dir;
+        }
+        if !child.contains('/') {
+            dirs.entry("").or_default().insert(child);
+        }
+    }
+    dirs
+}
+
+/// Checks a spare at `tmp` against the snapshot and freezes its root; see
+/// the module's documentation for what it must be.
+fn check(store: &Store, entries: &[Entry], parent: BorrowedFd<'_>, tmp: &str) -> Option<Built> {
+    let root = open_dir(parent, tmp).ok()?;
+    let objects = store.objects();
+    let objects_dev = rustix::fs::fstat(objects).ok()?.st_dev;
+    let mut built = Built::default();
+    for (dir, names) in expected_tree(entries) {
+        let fd = if dir.is_empty() {
+            rustix::io::dup(&root).ok()?
+        } else {
+            open_dir(root.as_fd(), dir).ok()?
+        };
+        let st = rustix::fs::fstat(&fd).ok()?;
+        let want = if dir.is_empty() { 0o755 } else { 0o555 };
+        if st.st_mode & 0o7777 != want || st.st_dev != objects_dev {
+            return None;
+        }
+        let found = list_names(fd.as_fd()).ok()?;
+        if found.len() != names.len()
+            || !found
+                .iter()
+                .all(|n| std::str::from_utf8(n).is_ok_and(|n| names.contains(n)))
+        {
+            return None;
+        }
+        built.directories += 1;
+    }
+    for e in entries {
+        let key = e.key();
+        let st = rustix::fs::statat(&root, e.path.as_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+            || st.st_mode & 0o7777 != key.mode()
+            || st.st_size as u64 != e.size
+        {
+            return None;
+        }
+        if e.size == 0 {
+            if st.st_nlink != 1 {
+                return None;
+            }
+            built.copied += 1;
+            *built.copy_reasons.entry("empty file".into()).or_default() += 1;
+            continue;
+        }
+        let object =
+            rustix::fs::statat(objects, key.rel_path().as_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        if !matches!(judge(&object, &key, e.size), ObjectState::Intact)
+            || (object.st_dev, object.st_ino) != (st.st_dev, st.st_ino)
+        {
+            return None;
+        }
+        built.linked += 1;
+    }
+    rustix::fs::fchmod(&root, Mode::from_raw_mode(0o555)).ok()?;
+    built.spare = true;
+    Some(built)
+}
+
+/// The snapshots that have spares, by the names of their directories.
+pub fn listed(store: &Store) -> Vec<String> {
+    match open_dir(store.dir(), SPARE_DIR) {
+        Ok(fd) => list_names(fd.as_fd())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|n| String::from_utf8_lossy(&n).into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The path of a snapshot's spares directory, by its name under `spare/`.
+pub fn path(store: &Store, name: &str) -> std::path::PathBuf {
+    store.root().join(SPARE_DIR).join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::digest::ObjectId;
+
+    fn entry(path: &str) -> Entry {
+        Entry {
+            executable: false,
+            path: path.into(),
+            sha256: ObjectId::of(path.as_bytes()),
+            size: 1,
+        }
+    }
+
+    #[test]
+    fn expected_tree_lists_every_directory_with_its_names() {
+        let entries: Vec<Entry> = [
+            ".claude-plugin/plugin.json",
+            "skills/a/SKILL.md",
+            "skills/a/x/y.md",
+            "skills/b/SKILL.md",
+            "top.md",
+        ]
+        .into_iter()
+        .map(entry)
+        .collect();
+        let tree = expected_tree(&entries);
+        let show: Vec<(String, Vec<&str>)> = tree
+            .iter()
+            .map(|(d, n)| (d.to_string(), n.iter().copied().collect()))
+            .collect();
+        assert_eq!(
+            show,
+            vec![
+                ("".into(), vec![".claude-plugin", "skills", "top.md"]),
+                (".claude-plugin".into(), vec!["plugin.json"]),
+                ("skills".into(), vec!["a", "b"]),
+                ("skills/a".into(), vec!["SKILL.md", "x"]),
+                ("skills/a/x".into(), vec!["y.md"]),
+                ("skills/b".into(), vec!["SKILL.md"]),
+            ]
+        );
+    }
+}
