@@ -175,6 +175,7 @@ fn ingest(store: &Path, source: &Path) -> IngestReport {
     let opts = IngestOptions {
         source,
         version: VERSION,
+        bounds: cestore::policy::Bounds::REFERENCE,
     };
     let source = open_source(&opts).expect("source");
     ingest_into(&mut open(store, true), &source, &opts).expect("ingest")

@@ -145,15 +145,6 @@ impl Command {
     fn needs_store(&self) -> bool {
         !matches!(self, Command::Digest(_))
     }
-
-    /// The bounds a command that walks a release enforces.
-    fn bounds(&self) -> Option<policy::Bounds> {
-        match self {
-            Command::Ingest(a) | Command::Digest(a) => Some(a.bounds.into()),
-            Command::Stage(a) => Some(a.bounds.into()),
-            _ => None,
-        }
-    }
 }
 
 /// The bounds of a release's walk: the reference's by default, lower on request.
@@ -207,6 +198,7 @@ impl<'a> From<&'a ReleaseArgs> for cmd::ingest::IngestOptions<'a> {
         cmd::ingest::IngestOptions {
             source: &a.dir,
             version: &a.version,
+            bounds: a.bounds.into(),
         }
     }
 }
@@ -348,6 +340,7 @@ impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
             gitnexus_version: &a.gitnexus_version,
             strict_arms: a.strict_arms,
             known_arms: &a.known_arms,
+            bounds: a.bounds.into(),
         }
     }
 }
@@ -659,13 +652,10 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     if cli.trust_store {
         store::trust_any_store();
     }
-    if let Some(bounds) = cli.command.bounds() {
-        policy::set_bounds(bounds);
-    }
     let progress = !cli.json;
     match &cli.command {
         Command::Ingest(a) => emit(cli, out, &cmd::ingest::ingest(&root, &a.into())?),
-        Command::Digest(a) => emit(cli, out, &cmd::digest::digest(&a.dir, &a.version)?),
+        Command::Digest(a) => emit(cli, out, &cmd::digest::digest(&a.into())?),
         Command::Show(a) if a.manifest => emit(cli, out, &cmd::show::manifest(&root, &a.digest)?),
         Command::Show(a) => emit(cli, out, &cmd::show::show(&root, &a.into())?),
         Command::Checkout(a) => emit(cli, out, &cmd::checkout::checkout(&root, &a.into())?),

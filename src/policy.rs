@@ -8,7 +8,6 @@
 
 use std::io;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// The plugin name a release's `plugin.json` must carry.
 pub const PLUGIN_NAME: &str = "compound-engineering";
@@ -57,19 +56,6 @@ impl Default for Bounds {
     fn default() -> Self {
         Bounds::REFERENCE
     }
-}
-
-static BOUNDS: OnceLock<Bounds> = OnceLock::new();
-
-/// Lowers the bounds every walk of this process enforces (`--max-files` and
-/// the like). Never above the reference's; only the first call counts.
-pub fn set_bounds(bounds: Bounds) {
-    let _ = BOUNDS.set(bounds.at_most_reference());
-}
-
-/// The bounds walks enforce: the reference's unless [`set_bounds`] lowered them.
-pub fn bounds() -> Bounds {
-    BOUNDS.get().copied().unwrap_or(Bounds::REFERENCE)
 }
 
 /// The top-level directories walked, in this order; only `skills` is required.

@@ -169,19 +169,12 @@ impl Source {
         out
     }
 
-    /// Walks the release, checking every rule, and hands each file to `visit`.
+    /// Walks the release, checking every rule within `bounds`, and hands
+    /// each file to `visit`.
     ///
     /// `version` is the version `plugin.json` must carry; it must already
     /// have passed [`policy::is_exact_version`].
-    pub fn walk<E, F>(&self, version: &str, visit: F) -> Result<Walked, WalkError<E>>
-    where
-        F: FnMut(&SourceFile<'_>) -> Result<(), E>,
-    {
-        self.walk_bounded(version, policy::bounds(), visit)
-    }
-
-    /// [`Source::walk`] with the given bounds instead of the process's.
-    pub fn walk_bounded<E, F>(
+    pub fn walk<E, F>(
         &self,
         version: &str,
         bounds: policy::Bounds,
@@ -193,7 +186,7 @@ impl Source {
         self.walk_knowing(version, bounds, None, visit)
     }
 
-    /// [`Source::walk_bounded`], reading no file whose hash `known` gives
+    /// [`Source::walk`], reading no file whose hash `known` gives
     /// (`plugin.json` excepted: its text is checked). Every rule that the
     /// metadata decides is checked all the same.
     pub fn walk_knowing<E, F>(
@@ -745,7 +738,7 @@ mod tests {
     }
 
     fn rejection(source: &Source, bounds: policy::Bounds) -> Option<Rejection> {
-        match source.walk_bounded("1.2.3", bounds, |_| Ok::<(), ()>(())) {
+        match source.walk("1.2.3", bounds, |_| Ok::<(), ()>(())) {
             Ok(_) => None,
             Err(WalkError::Rejected(r)) => Some(r),
             Err(WalkError::Visitor(())) => unreachable!(),

@@ -3,13 +3,13 @@
 //! opened or created.
 
 use std::io::{self, Write};
-use std::path::Path;
 
 use super::{Provenance, Report};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, Rejection};
 use crate::source::{Source, WalkError};
+use crate::store::ingest::IngestOptions;
 
 /// The report of `cestore digest`.
 #[derive(Debug, serde::Serialize)]
@@ -28,7 +28,8 @@ impl Report for DigestReport {
 
 /// Walks the release at `source` with every rule ingest checks, reading and
 /// hashing each file and keeping none, and returns its provenance.
-pub fn digest(source: &Path, version: &str) -> Result<DigestReport> {
+pub fn digest(opts: &IngestOptions<'_>) -> Result<DigestReport> {
+    let (source, version) = (opts.source, opts.version);
     if !policy::is_exact_version(version) {
         return Err(Rejection::VersionNotExact {
             version: version.to_string(),
@@ -37,7 +38,7 @@ pub fn digest(source: &Path, version: &str) -> Result<DigestReport> {
     }
     let source = Source::open(source)?;
     let walked = source
-        .walk(version, |_| Ok::<(), Error>(()))
+        .walk(version, opts.bounds, |_| Ok::<(), Error>(()))
         .map_err(|e| match e {
             WalkError::Rejected(r) => Error::Rejected(r),
             WalkError::Visitor(e) => e,

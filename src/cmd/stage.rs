@@ -53,6 +53,8 @@ pub struct StageOptions<'a> {
     pub strict_arms: bool,
     /// The non-CE arms `strict_arms` accepts.
     pub known_arms: &'a [String],
+    /// The bounds the release's walk enforces.
+    pub bounds: crate::policy::Bounds,
 }
 
 /// One arm's sandbox inputs.
@@ -146,6 +148,7 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
                 let ingest = IngestOptions {
                     source: dir,
                     version,
+                    bounds: opts.bounds,
                 };
                 Some((open_source(&ingest)?, ingest))
             }

@@ -23,6 +23,8 @@ pub struct IngestOptions<'a> {
     pub source: &'a Path,
     /// The version its `plugin.json` must carry.
     pub version: &'a str,
+    /// The bounds the walk enforces: the reference's, or lower.
+    pub bounds: policy::Bounds,
 }
 
 /// What an ingest did.
@@ -182,7 +184,7 @@ fn walk_and_stage(
         let mut seen = Vec::new();
         let walked = source.walk_knowing(
             opts.version,
-            policy::bounds(),
+            opts.bounds,
             Some(&lookup),
             |file| -> Result<()> {
                 seen.push((*file.stat, file.id, file.data.is_some()));

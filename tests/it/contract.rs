@@ -660,3 +660,83 @@ fn an_unchanged_source_is_not_read_again_and_a_change_is_always_seen() {
     );
     assert_ok(&env.run(["verify"]));
 }
+
+#[test]
+fn lowered_bounds_refuse_as_the_reference_does_on_ingest_digest_and_stage() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    write(&src.join("assets/big.bin"), vec![7u8; 100]);
+    write(&src.join("assets/a-rather-long-file-name.txt"), "x");
+    // 6 files, at most 100 bytes each; the longest path is
+    // `assets/a-rather-long-file-name.txt`, of 34 bytes.
+    fn total(dir: &Path) -> u64 {
+        fs::read_dir(dir)
+            .expect("read dir")
+            .map(|e| e.expect("entry").path())
+            .map(|p| {
+                if p.is_dir() {
+                    total(&p)
+                } else {
+                    fs::metadata(&p).expect("stat").len()
+                }
+            })
+            .sum()
+    }
+    let total = total(&src);
+    let (below, at) = ((total - 1).to_string(), total.to_string());
+    let cases = [
+        ("--max-files", "5", "6", "too-many-files"),
+        ("--max-file-bytes", "99", "100", "file-too-large"),
+        (
+            "--max-total-bytes",
+            below.as_str(),
+            at.as_str(),
+            "too-many-bytes",
+        ),
+        ("--max-path-bytes", "33", "34", "path-too-long"),
+    ];
+    let src_arg = src.to_str().unwrap();
+    for (flag, value, at, rule) in cases {
+        let runs: [Vec<&str>; 3] = [
+            vec!["ingest", src_arg, "--version", "1.0.0"],
+            vec!["digest", src_arg, "--version", "1.0.0"],
+            vec![
+                "stage",
+                "--arm",
+                "ce_review",
+                "--plugin-dir",
+                src_arg,
+                "--plugin-version",
+                "1.0.0",
+            ],
+        ];
+        for mut args in runs {
+            let what = format!("{} {flag} {value}", args[0]);
+            args.extend([flag, value, "--json"]);
+            let out = env.run(&args);
+            assert_exit(&out, 3);
+            let v = parse_json(&out);
+            assert_eq!(v["error"]["rule"], rule, "{what}: {v}");
+            assert!(
+                v["error"]["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with(src_arg)),
+                "{what}: {v}"
+            );
+        }
+        // Exactly at the release's count or size, it passes.
+        let out = env.run(["digest", src_arg, "--version", "1.0.0", flag, at]);
+        assert_ok(&out);
+        // Above the reference's bound is a usage error: the bounds only go down.
+        let out = env.run(["ingest", src_arg, "--version", "1.0.0", flag, "99999999999"]);
+        assert_exit(&out, 2);
+    }
+    // Nothing was recorded by the refused ingests and stages.
+    let list = env.json(["list", "--json"]);
+    assert_eq!(
+        list["snapshots"].as_array().map(Vec::len),
+        Some(0),
+        "{list}"
+    );
+}

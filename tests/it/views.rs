@@ -1792,7 +1792,10 @@ fn gc_removes_the_spares_of_a_forgotten_snapshot() {
     assert!(kinds(&verify).is_empty(), "{verify}");
     assert_ok(&env.run(["rm", &d]));
     let verify = env.t.json(["verify", "--json"]);
-    assert!(kinds(&verify).contains(&"orphan-spare".to_string()), "{verify}");
+    assert!(
+        kinds(&verify).contains(&"orphan-spare".to_string()),
+        "{verify}"
+    );
     let gc = env.t.json(["gc", "--json"]);
     let spare_dir = env.store().join("spare").join(&d);
     assert_eq!(
