@@ -17,6 +17,7 @@
 //! touching the commands.
 
 pub mod oci;
+pub mod pack;
 pub mod transfer;
 
 use crate::digest::{ManifestDigest, ObjectId};
