@@ -386,6 +386,16 @@ pub fn check(manifest: &Manifest, carriers: &Carriers) -> Result<(), RemoteError
                 )));
             }
         }
+        if let Some(s) = p
+            .slots
+            .iter()
+            .find(|s| s.offset.checked_add(s.size).is_none_or(|end| end > p.size))
+        {
+            return Err(RemoteError::Protocol(format!(
+                "{what} has {} bytes, but its index points outside it: object {} at offset {} with {} bytes",
+                p.size, s.id, s.offset, s.size
+            )));
+        }
         let (expected, size) = slots(p.slots.iter().map(|s| (s.id, s.size)));
         if let Some((s, _)) = p.slots.iter().zip(&expected).find(|(s, e)| s != e) {
             return Err(RemoteError::Protocol(format!(
@@ -676,6 +686,12 @@ mod tests {
         let mut c = good.clone();
         c.packs[0].size += 512;
         cases.push(("listed with", c));
+        let mut c = good.clone();
+        c.packs[0].slots[4].offset = size;
+        cases.push(("points outside", c));
+        let mut c = good.clone();
+        c.packs[0].slots[4].offset = u64::MAX;
+        cases.push(("points outside", c));
         let mut c = good.clone();
         c.packs[0].slots[2].offset += 512;
         cases.push(("places object", c));
