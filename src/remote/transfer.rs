@@ -277,7 +277,18 @@ pub fn fetch(
             Ok(Some(w.size))
         }
         FetchJob::Pack(p, objects) => {
-            extract(remote, p, objects, staging)?;
+            let body = remote.open_blob(&p.digest)?;
+            extract(body, p, &|slot, data| match objects.get(&slot.id) {
+                Some(ws) => {
+                    let w = ws[0];
+                    staging.stage(w, data, &super::read_error)?;
+                    for other in &ws[1..] {
+                        staging.copy(&w.key, other)?;
+                    }
+                    Ok(true)
+                }
+                None => Ok(false),
+            })?;
             Ok(Some(p.size))
         }
     })?;
@@ -298,15 +309,16 @@ pub fn fetch(
 /// every object hashes to its slot's SHA-256 (the wanted ones are staged,
 /// the others hashed and dropped), every padding and the two end blocks
 /// are zero, nothing follows, and the whole pack hashes to its digest.
-/// Reads at most the pack's listed size and one byte more.
+/// Reads at most the pack's listed size and one byte more. `stage` is
+/// offered each object's data (exactly its slot's size at most) and says
+/// whether it took it (staging checks size and hash); the others are hashed
+/// here.
 fn extract(
-    remote: &dyn Remote,
+    body: impl Read,
     p: &PackRef,
-    objects: &BTreeMap<ObjectId, Vec<&Wanted>>,
-    staging: &Staging<'_>,
+    stage: &dyn Fn(&pack::Slot, &mut dyn Read) -> Result<bool>,
 ) -> Result<()> {
     let damaged = |why: String| Error::Integrity(format!("pack sha256:{} {why}", p.digest));
-    let body = remote.open_blob(&p.digest)?;
     let mut r = pack::Hashing::new(body.take(p.size.saturating_add(1)));
     let mut block = [0u8; pack::BLOCK as usize];
     for s in &p.slots {
@@ -321,27 +333,18 @@ fn extract(
                 s.offset - pack::BLOCK
             )));
         }
-        match objects.get(&s.id) {
-            Some(ws) => {
-                let w = ws[0];
-                staging.stage(w, &mut (&mut r).take(s.size), &super::read_error)?;
-                for other in &ws[1..] {
-                    staging.copy(&w.key, other)?;
-                }
+        if !stage(s, &mut (&mut r).take(s.size))? {
+            let mut h = pack::Hashing::new((&mut r).take(s.size));
+            std::io::copy(&mut h, &mut std::io::sink()).map_err(super::read_error)?;
+            let (id, n) = h.finish();
+            if n != s.size {
+                return Err(damaged(format!("is truncated in object {}", s.id)));
             }
-            None => {
-                let mut h = pack::Hashing::new((&mut r).take(s.size));
-                std::io::copy(&mut h, &mut std::io::sink()).map_err(super::read_error)?;
-                let (id, n) = h.finish();
-                if n != s.size {
-                    return Err(damaged(format!("is truncated in object {}", s.id)));
-                }
-                if id != s.id {
-                    return Err(damaged(format!(
-                        "carries object {} whose bytes hash to {id}",
-                        s.id
-                    )));
-                }
+            if id != s.id {
+                return Err(damaged(format!(
+                    "carries object {} whose bytes hash to {id}",
+                    s.id
+                )));
             }
         }
         let pad = (s.size.div_ceil(pack::BLOCK) * pack::BLOCK - s.size) as usize;
@@ -350,7 +353,10 @@ fn extract(
             ReadFail::Io(e) => super::read_error(e),
         })?;
         if block[..pad].iter().any(|&b| b != 0) {
-            return Err(damaged(format!("has changed padding after object {}", s.id)));
+            return Err(damaged(format!(
+                "has changed padding after object {}",
+                s.id
+            )));
         }
     }
     for _ in 0..2 {
@@ -370,7 +376,9 @@ fn extract(
     }
     let (digest, _) = r.finish();
     if digest != p.digest {
-        return Err(damaged(format!("does not hash to its digest (it hashes to {digest})")));
+        return Err(damaged(format!(
+            "does not hash to its digest (it hashes to {digest})"
+        )));
     }
     Ok(())
 }
@@ -432,4 +440,82 @@ where
             Ok(r)
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pack_of(objects: &[&[u8]]) -> (PackRef, Vec<u8>) {
+        let mut w = pack::PackWriter::default();
+        for o in objects {
+            w.add(&ObjectId::of(o), o);
+        }
+        let bytes = w.finish();
+        let (slots, size) = pack::slots(objects.iter().map(|o| (ObjectId::of(o), o.len() as u64)));
+        assert_eq!(size, bytes.len() as u64);
+        (
+            PackRef {
+                digest: ObjectId::of(&bytes),
+                size,
+                slots,
+            },
+            bytes,
+        )
+    }
+
+    fn skip(_: &pack::Slot, _: &mut dyn Read) -> Result<bool> {
+        Ok(false)
+    }
+
+    #[test]
+    fn extract_takes_a_whole_pack_and_refuses_any_change() {
+        let objects: [&[u8]; 3] = [b"one", &[5u8; 700], b"three"];
+        let (p, bytes) = pack_of(&objects);
+        extract(&bytes[..], &p, &skip).unwrap();
+        // The objects offered are exactly the slots' bytes.
+        let seen = std::sync::Mutex::new(Vec::new());
+        extract(&bytes[..], &p, &|s, data| {
+            let mut v = Vec::new();
+            data.read_to_end(&mut v).unwrap();
+            assert_eq!(v.len() as u64, s.size);
+            seen.lock().unwrap().push(v);
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(seen.into_inner().unwrap(), objects.map(<[u8]>::to_vec));
+
+        let refuse = |bytes: &[u8], why: &str| {
+            let err = extract(bytes, &p, &skip).unwrap_err().to_string();
+            assert!(err.contains(why), "{why}: {err}");
+        };
+        refuse(&bytes[..bytes.len() - 1], "truncated in its end blocks");
+        refuse(&bytes[..514], "truncated in object");
+        refuse(&bytes[..600], "truncated after object");
+        refuse(&bytes[..512], "truncated in object");
+        refuse(&bytes[..100], "truncated before object");
+        let mut longer = bytes.clone();
+        longer.push(0);
+        refuse(&longer, "is longer than");
+        let mut changed = bytes.clone();
+        changed[512] ^= 1;
+        refuse(&changed, "whose bytes hash to");
+        let mut changed = bytes.clone();
+        changed[515] = 1;
+        refuse(&changed, "changed padding");
+        let mut changed = bytes.clone();
+        changed[3] ^= 1;
+        refuse(&changed, "has no header");
+        let mut changed = bytes.clone();
+        let end = changed.len() - 10;
+        changed[end] = 1;
+        refuse(&changed, "changed end blocks");
+        // Bytes that check out object by object but are another pack.
+        let other = PackRef {
+            digest: ObjectId::of(b"another"),
+            ..p.clone()
+        };
+        let err = extract(&bytes[..], &other, &skip).unwrap_err().to_string();
+        assert!(err.contains("does not hash to its digest"), "{err}");
+    }
 }

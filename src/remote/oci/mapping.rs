@@ -127,7 +127,10 @@ fn layers_v2(outgoing: &Outgoing<'_>) -> Vec<Vec<u8>> {
     for r in &outgoing.raw {
         let mut l = Vec::with_capacity(200 + r.path.len());
         descriptor(&mut l, LAYER_MEDIA_TYPE, &r.key.id, r.size);
-        push_annotations(&mut l, &BTreeMap::from([(TITLE_ANNOTATION, r.path.clone())]));
+        push_annotations(
+            &mut l,
+            &BTreeMap::from([(TITLE_ANNOTATION, r.path.clone())]),
+        );
         l.push(b'}');
         out.push(l);
     }
@@ -387,7 +390,8 @@ mod tests {
     #[test]
     fn single_manifest_is_reproducible_and_parses() {
         let m = manifest(3);
-        let out = Outgoing::new(&m, "1.0.0");
+        let mut out = Outgoing::new(&m, "1.0.0");
+        out.format = Format::V1;
         let a = plan(&out, 1000, MAX_MANIFEST_BYTES);
         let b = plan(&out, 1000, MAX_MANIFEST_BYTES);
         assert_eq!(a, b);
@@ -416,9 +420,50 @@ mod tests {
     }
 
     #[test]
+    fn format_2_lists_packs_with_their_index_then_raw_contents() {
+        let mut m = manifest(3);
+        m.entries.push(Entry {
+            executable: false,
+            path: "skills/z/big.bin".into(),
+            sha256: ObjectId::of(b"big"),
+            size: 300 * 1024,
+        });
+        let m = Manifest::new(m.entries);
+        let mut out = Outgoing::new(&m, "1.0.0");
+        let layout = pack::layout(&m);
+        assert_eq!((layout.packs.len(), layout.raw.len()), (1, 1));
+        let (slots, size) = pack::slots(layout.packs[0].iter().map(|o| (o.key.id, o.size)));
+        out.packs.push(pack::PackRef {
+            digest: ObjectId::of(b"pack"),
+            size,
+            slots: slots.clone(),
+        });
+        out.raw = layout.raw;
+        let Plan::Single(bytes, 2) = plan(&out, 1000, MAX_MANIFEST_BYTES) else {
+            panic!("expected one manifest of two layers")
+        };
+        let doc = Document::parse(&bytes).unwrap();
+        assert_eq!(doc.artifact_type.as_deref(), Some(ARTIFACT_TYPE_V2));
+        assert_eq!(doc.layers[0].media_type, PACK_MEDIA_TYPE);
+        assert_eq!(doc.layers[0].size, size);
+        let index = &doc.layers[0].annotations[PACK_ANNOTATION];
+        assert_eq!(pack::parse_slots(index, 100).unwrap(), slots);
+        assert_eq!(doc.layers[1].media_type, LAYER_MEDIA_TYPE);
+        assert_eq!(
+            doc.layers[1].annotations[TITLE_ANNOTATION],
+            "skills/z/big.bin"
+        );
+        assert_eq!(
+            parse_digest(&doc.layers[1].digest).unwrap(),
+            ObjectId::of(b"big")
+        );
+    }
+
+    #[test]
     fn falls_back_to_an_index_by_count_and_by_size() {
         let m = manifest(29);
-        let out = Outgoing::new(&m, "1.0.0");
+        let mut out = Outgoing::new(&m, "1.0.0");
+        out.format = Format::V1;
         let Plan::Index {
             parts,
             index,

@@ -187,12 +187,7 @@ impl OciRemote {
         &self,
         doc: Document,
         promised: Option<crate::digest::ManifestDigest>,
-    ) -> Result<(
-        crate::digest::ManifestDigest,
-        Vec<u8>,
-        Collector,
-        usize,
-    )> {
+    ) -> Result<(crate::digest::ManifestDigest, Vec<u8>, Collector, usize)> {
         let listed = doc.manifests.unwrap_or_default();
         if listed.is_empty() {
             return Err(
@@ -532,9 +527,8 @@ impl Collector {
                     }
                     return Ok(());
                 }
-                let slots = pack::parse_slots(text, self.slots_left).map_err(|e| {
-                    RemoteError::Protocol(format!("pack {}: {e}", d.digest))
-                })?;
+                let slots = pack::parse_slots(text, self.slots_left)
+                    .map_err(|e| RemoteError::Protocol(format!("pack {}: {e}", d.digest)))?;
                 self.slots_left -= slots.len();
                 self.seen.insert(digest, self.carriers.packs.len());
                 self.carriers.packs.push(PackRef {
