@@ -1327,3 +1327,45 @@ fn a_pack_index_that_points_outside_its_pack_is_refused_before_any_fetch() {
         assert_store_empty(&b);
     }
 }
+
+#[test]
+fn adversarial_releases_at_the_bounds_travel_in_fewer_than_100_layers() {
+    let Some(reg) = registry("adversarial_bounds") else {
+        return;
+    };
+    const FILES: usize = 2048 - 4;
+    const TOTAL: u64 = 16 * 1024 * 1024 - 4096;
+    let s = salt();
+    // Every file its own group; then as many raw files as fit beside tiny
+    // files in groups of their own (the most layers the layout can give).
+    for (shape, raw) in [("own-groups", 0usize), ("raw-and-tiny", 63)] {
+        let a = TestEnv::new();
+        let src = a.path("src");
+        minimal_plugin(&src, "7.0.0");
+        let tiny = (TOTAL - raw as u64 * 256 * 1024) / (FILES - raw) as u64;
+        for i in 0..FILES {
+            let (path, len) = if i < raw {
+                (format!("assets/raw/r{i:02}.bin"), 256 * 1024)
+            } else {
+                (format!("skills/g{i:04}/f.md"), tiny)
+            };
+            write(&src.join(path), noise(s, i as u64, len as usize));
+        }
+        let digest = a.ingest_digest(&src, "7.0.0");
+        let target = repo(&reg, shape);
+        let pushed = push(&a, &digest, &target, &["--jobs", "8"]);
+        let layers = pushed["layers"].as_u64().expect("layers");
+        assert!(layers < 100, "{shape}: {pushed}");
+        assert_eq!(pushed["manifests"], 1);
+        assert_eq!(
+            layers,
+            pushed["packs_total"].as_u64().expect("packs") + raw as u64
+        );
+        let b = TestEnv::new();
+        let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
+        assert_eq!(pulled["pull"]["blobs_fetched"], layers, "{shape}");
+        let view = checkout_and_verify(&b, &digest);
+        assert_eq!(walk(&view).len(), 2048);
+        eprintln!("{shape}: {layers} layers");
+    }
+}
