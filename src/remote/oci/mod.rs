@@ -1,9 +1,11 @@
 //! The OCI engine: snapshots as OCI artifacts in a container registry.
 //!
 //! A snapshot is one OCI image manifest (or, past the limits, an index of
-//! several) whose config blob is the canonical manifest and whose layers are
-//! the snapshot's objects, raw; it is tagged `sha256-<hex>`. See
-//! [`mapping`] and `docs/remote.md`.
+//! several) whose config blob is the canonical manifest and whose layers
+//! carry the snapshot's objects: packs of small objects with their index and
+//! large objects raw (format 2), or one raw layer per object (format 1, still
+//! read); it is tagged `sha256-<hex>`. See [`mapping`], [`super::pack`] and
+//! `docs/remote.md`.
 
 pub mod auth;
 pub mod client;
