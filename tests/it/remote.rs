@@ -1081,33 +1081,51 @@ fn both_formats_round_trip_and_pull_reads_each() {
     packed_plugin(&src, "4.0.0", salt());
     let digest = a.ingest_digest(&src, "4.0.0");
     let contents = distinct_contents(&a, &digest);
-    for format in ["1", "2"] {
-        let target = repo(&reg, &format!("format-{format}"));
-        let pushed = push(&a, &digest, &target, &["--format", format]);
+    for (format, parts) in [("1", "1000"), ("2", "1000"), ("2", "1")] {
+        let target = repo(&reg, &format!("format-{format}-{parts}"));
+        let pushed = push(
+            &a,
+            &digest,
+            &target,
+            &["--format", format, "--max-layers", parts],
+        );
         assert_eq!(pushed["format"], format.parse::<u64>().expect("number"));
-        let manifest = get_manifest(&target, &format!("sha256-{digest}"));
-        let packs = pack_layers(&manifest);
-        if format == "1" {
-            // One layer per distinct object, no pack.
-            assert!(packs.is_empty());
-            assert_eq!(
-                manifest["artifactType"],
-                "application/vnd.cestore.snapshot.v1"
-            );
-            assert_eq!(pushed["blobs_total"], contents.len() as u64 + 1);
-        } else {
-            // The big group's pack, the shared pack, the raw file.
-            assert_eq!(
-                manifest["artifactType"],
-                "application/vnd.cestore.snapshot.v2"
-            );
-            assert_eq!(packs.len(), 2, "{manifest}");
-            assert_eq!(pushed["layers"], 3);
-            assert_eq!(pushed["blobs_total"], 4);
+        match (format, parts) {
+            ("1", _) => {
+                // One layer per distinct object, no pack.
+                let manifest = get_manifest(&target, &format!("sha256-{digest}"));
+                assert!(pack_layers(&manifest).is_empty());
+                assert_eq!(
+                    manifest["artifactType"],
+                    "application/vnd.cestore.snapshot.v1"
+                );
+                assert_eq!(pushed["blobs_total"], contents.len() as u64 + 1);
+            }
+            (_, "1000") => {
+                // The big group's pack, the shared pack, the raw file.
+                let manifest = get_manifest(&target, &format!("sha256-{digest}"));
+                assert_eq!(
+                    manifest["artifactType"],
+                    "application/vnd.cestore.snapshot.v2"
+                );
+                assert_eq!(pack_layers(&manifest).len(), 2, "{manifest}");
+                assert_eq!(pushed["layers"], 3);
+                assert_eq!(pushed["blobs_total"], 4);
+            }
+            _ => {
+                // Format 2 under an index of one-layer manifests.
+                assert_eq!(pushed["manifests"], 3, "{pushed}");
+                assert_eq!(pushed["layers"], 3);
+                assert_eq!(
+                    pushed["media_type"],
+                    "application/vnd.oci.image.index.v1+json"
+                );
+            }
         }
         let b = TestEnv::new();
         let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
         assert_eq!(pulled["pull"]["format"], pushed["format"]);
+        assert_eq!(pulled["pull"]["manifests"], pushed["manifests"]);
         assert_eq!(pulled["provenance"]["manifest_digest"], digest.as_str());
         let view = checkout_and_verify(&b, &digest);
         assert_eq!(walk(&view), walk(&src), "format {format}");

@@ -189,7 +189,13 @@ impl OciRemote {
         &self,
         doc: Document,
         promised: Option<crate::digest::ManifestDigest>,
-    ) -> Result<(crate::digest::ManifestDigest, Vec<u8>, Collector, usize)> {
+    ) -> Result<(
+        crate::digest::ManifestDigest,
+        Vec<u8>,
+        crate::manifest::Manifest,
+        Collector,
+        usize,
+    )> {
         let listed = doc.manifests.unwrap_or_default();
         if listed.is_empty() {
             return Err(
@@ -289,7 +295,13 @@ impl OciRemote {
                 collector.add(l)?;
             }
         }
-        Ok((snapshot, manifest_bytes, collector, distinct.len()))
+        Ok((
+            snapshot,
+            manifest_bytes,
+            manifest,
+            collector,
+            distinct.len(),
+        ))
     }
 
     /// Fetches the document a reference names, with the snapshot digest the
@@ -436,37 +448,39 @@ impl Remote for OciRemote {
         } else {
             1
         };
-        let (media_type, manifests, snapshot, manifest_bytes, collector) = if doc.is_index() {
-            let (snapshot, manifest_bytes, collector, parts) = self.resolve_index(doc, promised)?;
-            (
-                mapping::INDEX_MEDIA_TYPE,
-                parts,
-                snapshot,
-                manifest_bytes,
-                collector,
-            )
-        } else {
-            let config = check_config(&doc)?;
-            let config_id = mapping::parse_digest(&config.digest)?;
-            let snapshot = crate::digest::ManifestDigest::from_bytes(*config_id.as_bytes());
-            check_promise(promised, snapshot)?;
-            let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
-            let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
-                .map_err(crate::store::adopt::AdoptError::from)?;
-            let mut collector = Collector::new(&manifest);
-            for l in &doc.layers {
-                collector.add(l)?;
-            }
-            (
-                mapping::MANIFEST_MEDIA_TYPE,
-                1,
-                snapshot,
-                manifest_bytes,
-                collector,
-            )
-        };
-        let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
-            .map_err(crate::store::adopt::AdoptError::from)?;
+        let (media_type, manifests, snapshot, manifest_bytes, manifest, collector) =
+            if doc.is_index() {
+                let (snapshot, manifest_bytes, manifest, collector, parts) =
+                    self.resolve_index(doc, promised)?;
+                (
+                    mapping::INDEX_MEDIA_TYPE,
+                    parts,
+                    snapshot,
+                    manifest_bytes,
+                    manifest,
+                    collector,
+                )
+            } else {
+                let config = check_config(&doc)?;
+                let config_id = mapping::parse_digest(&config.digest)?;
+                let snapshot = crate::digest::ManifestDigest::from_bytes(*config_id.as_bytes());
+                check_promise(promised, snapshot)?;
+                let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
+                let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
+                    .map_err(crate::store::adopt::AdoptError::from)?;
+                let mut collector = Collector::new(&manifest);
+                for l in &doc.layers {
+                    collector.add(l)?;
+                }
+                (
+                    mapping::MANIFEST_MEDIA_TYPE,
+                    1,
+                    snapshot,
+                    manifest_bytes,
+                    manifest,
+                    collector,
+                )
+            };
         let carriers = collector.carriers;
         pack::check(&manifest, &carriers)?;
         Ok(Incoming {
