@@ -4,8 +4,9 @@
 //! trait and the engine-neutral transfers in [`transfer`]. An engine stores
 //! two kinds of thing:
 //!
-//! - **blobs**, keyed by their SHA-256: every object of a snapshot (file
-//!   contents, the empty content included) and the canonical manifest bytes
+//! - **blobs**, keyed by their SHA-256: the snapshot's packs (see [`pack`])
+//!   and large contents, raw (format 2; format 1 had one blob per content,
+//!   the empty content included), and the canonical manifest bytes
 //!   themselves, whose SHA-256 is the snapshot's digest;
 //! - **a record** that names a snapshot (for OCI, an image manifest or index
 //!   and its tag), written last, so that a snapshot becomes visible only once
