@@ -539,6 +539,10 @@ pub struct PushArgs {
     /// 10 s, or SECS when shorter.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
+    /// The format to publish: 2 (packs), or 1 (one layer per file, as
+    /// earlier cestores wrote; for compatibility tests).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2), hide = true)]
+    format: u8,
 }
 
 impl PushArgs {
@@ -554,6 +558,11 @@ impl PushArgs {
                 timeouts: crate::remote::oci::client::Timeouts::from_secs(self.timeout),
             },
             jobs: usize::from(self.jobs),
+            format: if self.format == 1 {
+                crate::remote::Format::V1
+            } else {
+                crate::remote::Format::V2
+            },
             progress,
         }
     }

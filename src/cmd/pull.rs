@@ -4,7 +4,8 @@
 //! hash to the snapshot digest the record and the reference name, and
 //! [`adopt`](crate::store::adopt) then checks the manifest against the ingest
 //! rules and every fetched blob against its hash before anything enters the
-//! store. Only the objects the store lacks are fetched.
+//! store. Only the objects the store lacks are fetched: a pack none of whose
+//! objects is wanted is skipped.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -12,7 +13,7 @@ use std::path::Path;
 use super::ingest::IngestReport;
 use super::Report;
 use crate::error::{Error, Result};
-use crate::remote::{self, transfer, RemoteError};
+use crate::remote::{self, transfer};
 use crate::store::adopt::adopt;
 
 /// What to pull.
@@ -38,6 +39,8 @@ pub struct PullStats {
     pub media_type: String,
     /// How many image manifests the record has.
     pub manifests: usize,
+    /// The record's format: 1 (one layer per file) or 2 (packs).
+    pub format: u8,
     /// What was downloaded.
     #[serde(flatten)]
     pub fetched: transfer::FetchStats,
@@ -56,12 +59,15 @@ pub struct PullReport {
 impl Report for PullReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         self.ingest.human(w)?;
+        let f = &self.pull.fetched;
         writeln!(
             w,
-            "pulled from {}: {} fetched ({})",
+            "pulled from {}: {} fetched ({}); {} fetched, {} skipped",
             self.pull.source,
-            super::counted(self.pull.fetched.blobs_fetched, "blob", "blobs"),
-            super::counted(self.pull.fetched.bytes_fetched, "byte", "bytes")
+            super::counted(f.blobs_fetched, "blob", "blobs"),
+            super::counted(f.bytes_fetched, "byte", "bytes"),
+            super::counted(f.packs_fetched, "pack", "packs"),
+            f.packs_skipped
         )
     }
 }
@@ -87,14 +93,14 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
             origin: incoming.origin.as_ref(),
         },
         |wanted, staging| {
-            if let Some(w) = wanted.iter().find(|w| !incoming.blobs.contains(&w.key.id)) {
-                return Err(RemoteError::Protocol(format!(
-                    "the registry's manifest lists no layer sha256:{} for '{}'",
-                    w.key.id, w.path
-                ))
-                .into());
-            }
-            fetched = transfer::fetch(remote.as_ref(), wanted, opts.jobs, opts.progress, staging)?;
+            fetched = transfer::fetch(
+                remote.as_ref(),
+                wanted,
+                &incoming.carriers,
+                opts.jobs,
+                opts.progress,
+                staging,
+            )?;
             Ok(())
         },
     )?;
@@ -105,6 +111,7 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
             remote_digest: incoming.remote_digest,
             media_type: incoming.media_type,
             manifests: incoming.manifests,
+            format: incoming.format,
             fetched,
         },
     })

@@ -24,6 +24,8 @@ pub struct PushOptions<'a> {
     pub remote_options: remote::Options,
     /// Transfers in flight at once.
     pub jobs: usize,
+    /// The format to publish (format 1 is kept for compatibility tests).
+    pub format: remote::Format,
     /// Whether to draw a progress line on a terminal.
     pub progress: bool,
 }
@@ -51,10 +53,12 @@ impl Report for PushReport {
         }
         writeln!(
             w,
-            "{}: {} uploaded ({}), {} already present; {} in {}",
+            "{}: {} uploaded ({}; {} of {} packs), {} already present; {} in {}",
             p.remote_digest,
             super::counted(s.blobs_uploaded, "blob", "blobs"),
             super::counted(s.bytes_uploaded, "byte", "bytes"),
+            s.packs_uploaded,
+            s.packs_total,
             s.blobs_present,
             super::counted(p.layers, "layer", "layers"),
             if p.manifests == 1 {
@@ -110,6 +114,7 @@ pub fn push(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
     let mut outgoing = Outgoing::new(&manifest, &row.version);
     outgoing.origin = store.catalogue().origin(&digest)?;
     outgoing.tag = tag;
+    outgoing.format = opts.format;
     let (stats, published) =
         transfer::push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;
     Ok(PushReport {

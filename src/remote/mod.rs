@@ -4,8 +4,9 @@
 //! trait and the engine-neutral transfers in [`transfer`]. An engine stores
 //! two kinds of thing:
 //!
-//! - **blobs**, keyed by their SHA-256: every object of a snapshot (file
-//!   contents, the empty content included) and the canonical manifest bytes
+//! - **blobs**, keyed by their SHA-256: the snapshot's packs (see [`pack`])
+//!   and large contents, raw (format 2; format 1 had one blob per content,
+//!   the empty content included), and the canonical manifest bytes
 //!   themselves, whose SHA-256 is the snapshot's digest;
 //! - **a record** that names a snapshot (for OCI, an image manifest or index
 //!   and its tag), written last, so that a snapshot becomes visible only once
@@ -17,6 +18,7 @@
 //! touching the commands.
 
 pub mod oci;
+pub mod pack;
 pub mod transfer;
 
 use crate::digest::{ManifestDigest, ObjectId};
@@ -165,6 +167,26 @@ pub struct OutgoingObject {
     pub path: String,
 }
 
+/// How a snapshot's objects travel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Format 1: one blob per distinct object (content and exec bit).
+    V1,
+    /// Format 2: small objects in packs (see [`pack`]), large ones raw.
+    #[default]
+    V2,
+}
+
+impl Format {
+    /// The format's number, as reports give it.
+    pub fn number(self) -> u8 {
+        match self {
+            Format::V1 => 1,
+            Format::V2 => 2,
+        }
+    }
+}
+
 /// A snapshot on its way to a remote.
 #[derive(Clone, Debug)]
 pub struct Outgoing<'a> {
@@ -180,6 +202,13 @@ pub struct Outgoing<'a> {
     pub tag: Option<String>,
     /// Where the snapshot was first ingested, carried as an annotation.
     pub origin: Option<crate::catalogue::Origin>,
+    /// How its objects travel.
+    pub format: Format,
+    /// In format 2, its packs as built (digest, size, objects); the push
+    /// fills them in before it publishes.
+    pub packs: Vec<pack::PackRef>,
+    /// In format 2, its raw contents.
+    pub raw: Vec<pack::RawObject>,
 }
 
 impl<'a> Outgoing<'a> {
@@ -204,6 +233,9 @@ impl<'a> Outgoing<'a> {
             objects,
             tag: None,
             origin: None,
+            format: Format::default(),
+            packs: Vec::new(),
+            raw: Vec::new(),
         }
     }
 }
@@ -223,6 +255,8 @@ pub struct Published {
     pub manifests: usize,
     /// How many layers the image manifests list together.
     pub layers: usize,
+    /// The format published: 1 (one layer per file) or 2 (packs).
+    pub format: u8,
     /// The full reference under the human tag, when one was given, e.g.
     /// `127.0.0.1:5000/cestore/ce:3.23.1`.
     pub tag_reference: Option<String>,
@@ -245,8 +279,11 @@ pub struct Incoming {
     pub media_type: String,
     /// How many image manifests the record has.
     pub manifests: usize,
-    /// The blobs the record lists (the objects it keeps alive on the remote).
-    pub blobs: std::collections::BTreeSet<ObjectId>,
+    /// The format of the record: 1 (one layer per file) or 2 (packs).
+    pub format: u8,
+    /// The raw blobs and packs the record lists, already checked against
+    /// the canonical manifest ([`pack::check`]).
+    pub carriers: pack::Carriers,
     /// Where the snapshot was first ingested, when the record says.
     pub origin: Option<crate::catalogue::Origin>,
 }

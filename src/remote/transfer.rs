@@ -1,12 +1,13 @@
-//! Engine-neutral transfers: push a snapshot's blobs then its record, and
-//! fetch the blobs a pull lacks, several at a time, each streamed into the
-//! store's work directory as it arrives.
+//! Engine-neutral transfers: push a snapshot's blobs (its packs and raw
+//! objects) then its record, and fetch the blobs a pull lacks, several at a
+//! time, each streamed into the store's work directory as it arrives.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::path::PathBuf;
 
-use super::{Outgoing, Published, Remote};
+use super::pack::{self, PackRef};
+use super::{Format, Outgoing, Published, Remote};
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
@@ -25,6 +26,10 @@ pub struct PushStats {
     pub blobs_present: u64,
     /// Bytes uploaded.
     pub bytes_uploaded: u64,
+    /// Packs the snapshot is carried in (0 in format 1).
+    pub packs_total: u64,
+    /// Packs uploaded by this push.
+    pub packs_uploaded: u64,
 }
 
 /// What a pull fetched.
@@ -34,12 +39,19 @@ pub struct FetchStats {
     pub blobs_fetched: u64,
     /// Bytes downloaded.
     pub bytes_fetched: u64,
+    /// Packs downloaded (0 in format 1).
+    pub packs_fetched: u64,
+    /// Packs not downloaded: every object they carry was in the store, or
+    /// came from an earlier pack.
+    pub packs_skipped: u64,
 }
 
 /// Where a blob's bytes come from during a push.
 enum Source<'a> {
     Memory(&'a [u8]),
     Object(PathBuf),
+    /// A pack, built from the store's objects when its turn comes.
+    Pack(&'a [pack::PackObject], Vec<PathBuf>),
 }
 
 struct BlobJob<'a> {
@@ -48,8 +60,27 @@ struct BlobJob<'a> {
     source: Source<'a>,
 }
 
-/// Pushes a snapshot: asks the remote for every blob, uploads the missing
-/// ones (`jobs` at a time), then publishes the snapshot's record last.
+/// What one push job did: the blob's digest and size, and whether it was
+/// uploaded.
+struct Done {
+    id: ObjectId,
+    size: u64,
+    uploaded: bool,
+}
+
+impl Sized64 for Done {
+    fn bytes(&self) -> u64 {
+        if self.uploaded {
+            self.size
+        } else {
+            0
+        }
+    }
+}
+
+/// Pushes a snapshot: builds its packs (format 2), asks the remote for
+/// every blob, uploads the missing ones (`jobs` at a time), then publishes
+/// the snapshot's record last.
 pub fn push(
     remote: &dyn Remote,
     store: &Store,
@@ -63,49 +94,110 @@ pub fn push(
         size: manifest.bytes.len() as u64,
         source: Source::Memory(&manifest.bytes),
     }];
-    let mut seen = HashSet::new();
-    for o in &outgoing.objects {
-        if seen.insert(o.key.id) {
-            list.push(BlobJob {
-                id: o.key.id,
-                size: o.size,
-                source: if o.size == 0 {
-                    Source::Memory(&[])
-                } else {
-                    Source::Object(store.object_path(&o.key))
-                },
-            });
+    let layout = match outgoing.format {
+        Format::V1 => pack::Layout::default(),
+        Format::V2 => pack::layout(manifest),
+    };
+    match outgoing.format {
+        Format::V1 => {
+            let mut seen = HashSet::new();
+            for o in &outgoing.objects {
+                if seen.insert(o.key.id) {
+                    list.push(BlobJob {
+                        id: o.key.id,
+                        size: o.size,
+                        source: if o.size == 0 {
+                            Source::Memory(&[])
+                        } else {
+                            Source::Object(store.object_path(&o.key))
+                        },
+                    });
+                }
+            }
+        }
+        Format::V2 => {
+            for p in &layout.packs {
+                let (_, size) = pack::slots(p.iter().map(|o| (o.key.id, o.size)));
+                list.push(BlobJob {
+                    // Known once the pack is built.
+                    id: ObjectId::from_bytes([0; 32]),
+                    size,
+                    source: Source::Pack(p, p.iter().map(|o| store.object_path(&o.key)).collect()),
+                });
+            }
+            for r in &layout.raw {
+                list.push(BlobJob {
+                    id: r.key.id,
+                    size: r.size,
+                    source: Source::Object(store.object_path(&r.key)),
+                });
+            }
         }
     }
-    let uploaded = parallel(&list, jobs, "push", progress, |job| {
-        if remote.has_blob(&job.id)? {
-            return Ok(None);
-        }
+    let done = parallel(&list, jobs, "push", progress, |job| {
         let owned;
-        let data = match &job.source {
-            Source::Memory(b) => *b,
+        let (id, data) = match &job.source {
+            Source::Memory(b) => (job.id, *b),
             Source::Object(path) => {
+                if remote.has_blob(&job.id)? {
+                    return Ok(Done {
+                        id: job.id,
+                        size: job.size,
+                        uploaded: false,
+                    });
+                }
                 owned = read_object(path, &job.id, job.size)?;
-                &owned[..]
+                (job.id, &owned[..])
+            }
+            Source::Pack(objects, paths) => {
+                let mut w = pack::PackWriter::with_capacity(job.size);
+                for (o, path) in objects.iter().zip(paths) {
+                    let data = read_object(path, &o.key.id, o.size)?;
+                    w.add(&o.key.id, &data);
+                }
+                owned = w.finish();
+                (ObjectId::of(&owned), &owned[..])
             }
         };
-        remote.put_blob(&job.id, data)?;
-        Ok(Some(data.len() as u64))
+        if !matches!(job.source, Source::Object(_)) && remote.has_blob(&id)? {
+            return Ok(Done {
+                id,
+                size: job.size,
+                uploaded: false,
+            });
+        }
+        remote.put_blob(&id, data)?;
+        Ok(Done {
+            id,
+            size: data.len() as u64,
+            uploaded: true,
+        })
     })?;
     let mut stats = PushStats {
         blobs_total: list.len() as u64,
         ..PushStats::default()
     };
-    for u in uploaded {
-        match u {
-            Some(bytes) => {
-                stats.blobs_uploaded += 1;
-                stats.bytes_uploaded += bytes;
-            }
-            None => stats.blobs_present += 1,
+    let mut outgoing = outgoing.clone();
+    for (job, d) in list.iter().zip(&done) {
+        if d.uploaded {
+            stats.blobs_uploaded += 1;
+            stats.bytes_uploaded += d.size;
+        } else {
+            stats.blobs_present += 1;
+        }
+        if let Source::Pack(objects, _) = &job.source {
+            stats.packs_total += 1;
+            stats.packs_uploaded += u64::from(d.uploaded);
+            let (slots, size) = pack::slots(objects.iter().map(|o| (o.key.id, o.size)));
+            outgoing.packs.push(PackRef {
+                digest: d.id,
+                size,
+                slots,
+            });
         }
     }
-    let published = remote.publish(outgoing)?;
+    outgoing.raw = layout.raw.clone();
+    let published = remote.publish(&outgoing)?;
     Ok((stats, published))
 }
 
@@ -126,11 +218,24 @@ fn read_object(path: &std::path::Path, id: &ObjectId, size: u64) -> Result<Vec<u
     Ok(data)
 }
 
-/// Fetches the blobs for `wanted` (`jobs` at a time), streaming each one
-/// into `staging`, which checks its size and hash as it arrives.
+/// One download of a pull: a raw blob for the objects of one content, or a
+/// pack with the objects to stage from it.
+enum FetchJob<'w> {
+    Raw(Vec<&'w Wanted>),
+    Pack(&'w PackRef, BTreeMap<ObjectId, Vec<&'w Wanted>>),
+}
+
+/// Fetches the objects `wanted` (`jobs` downloads at a time), streaming each
+/// one into `staging`, which checks its size and hash as it arrives.
+///
+/// A content carried raw is fetched as its blob. Any other is taken from the
+/// first pack (in the record's order) that carries it; a pack none of whose
+/// objects is wanted is not fetched. `carriers` must have passed
+/// [`pack::check`].
 pub fn fetch(
     remote: &dyn Remote,
     wanted: &[Wanted],
+    carriers: &pack::Carriers,
     jobs: usize,
     progress: bool,
     staging: &Staging<'_>,
@@ -140,22 +245,161 @@ pub fn fetch(
     for w in wanted {
         by_id.entry(w.key.id).or_default().push(w);
     }
-    let list: Vec<&Vec<&Wanted>> = by_id.values().collect();
-    let sizes = parallel(&list, jobs, "pull", progress, |ws| {
-        let w = ws[0];
-        let mut body = remote.open_blob(&w.key.id)?;
-        staging.stage(w, &mut body, &super::read_error)?;
-        for other in &ws[1..] {
-            staging.copy(&w.key, other)?;
+    let mut in_pack: BTreeMap<ObjectId, usize> = BTreeMap::new();
+    for (i, p) in carriers.packs.iter().enumerate() {
+        for s in &p.slots {
+            in_pack.entry(s.id).or_insert(i);
         }
-        Ok(Some(w.size))
+    }
+    let mut list: Vec<FetchJob<'_>> = Vec::new();
+    let mut assigned: BTreeMap<usize, BTreeMap<ObjectId, Vec<&Wanted>>> = BTreeMap::new();
+    for (id, ws) in by_id {
+        if carriers.raw.contains(&id) {
+            list.push(FetchJob::Raw(ws));
+        } else if let Some(&i) = in_pack.get(&id) {
+            assigned.entry(i).or_default().insert(id, ws);
+        } else {
+            return Err(crate::store::adopt::AdoptError::BlobMissing(id).into());
+        }
+    }
+    let packs_fetched = assigned.len() as u64;
+    for (i, objects) in assigned {
+        list.push(FetchJob::Pack(&carriers.packs[i], objects));
+    }
+    let sizes = parallel(&list, jobs, "pull", progress, |job| match job {
+        FetchJob::Raw(ws) => {
+            let w = ws[0];
+            let mut body = remote.open_blob(&w.key.id)?;
+            staging.stage(w, &mut body, &super::read_error)?;
+            for other in &ws[1..] {
+                staging.copy(&w.key, other)?;
+            }
+            Ok(Some(w.size))
+        }
+        FetchJob::Pack(p, objects) => {
+            let body = remote.open_blob(&p.digest)?;
+            extract(body, p, &|slot, data| match objects.get(&slot.id) {
+                Some(ws) => {
+                    let w = ws[0];
+                    staging.stage(w, data, &super::read_error)?;
+                    for other in &ws[1..] {
+                        staging.copy(&w.key, other)?;
+                    }
+                    Ok(true)
+                }
+                None => Ok(false),
+            })?;
+            Ok(Some(p.size))
+        }
     })?;
-    let mut stats = FetchStats::default();
+    let mut stats = FetchStats {
+        packs_fetched,
+        packs_skipped: carriers.packs.len() as u64 - packs_fetched,
+        ..FetchStats::default()
+    };
     for size in sizes {
         stats.blobs_fetched += 1;
         stats.bytes_fetched += size.unwrap_or(0);
     }
     Ok(stats)
+}
+
+/// Streams a pack, checking it against its index as it goes: every header
+/// is byte for byte the one a cestore pack has for the next slot's object,
+/// every object hashes to its slot's SHA-256 (the wanted ones are staged,
+/// the others hashed and dropped), every padding and the two end blocks
+/// are zero, nothing follows, and the whole pack hashes to its digest.
+/// Reads at most the pack's listed size and one byte more. `stage` is
+/// offered each object's data (exactly its slot's size at most) and says
+/// whether it took it (staging checks size and hash); the others are hashed
+/// here.
+fn extract(
+    body: impl Read,
+    p: &PackRef,
+    stage: &dyn Fn(&pack::Slot, &mut dyn Read) -> Result<bool>,
+) -> Result<()> {
+    let damaged = |why: String| Error::Integrity(format!("pack sha256:{} {why}", p.digest));
+    let mut r = pack::Hashing::new(body.take(p.size.saturating_add(1)));
+    let mut block = [0u8; pack::BLOCK as usize];
+    for s in &p.slots {
+        read_exact(&mut r, &mut block).map_err(|e| match e {
+            ReadFail::Short => damaged(format!("is truncated before object {}", s.id)),
+            ReadFail::Io(e) => super::read_error(e),
+        })?;
+        if block != pack::header(&s.id, s.size) {
+            return Err(damaged(format!(
+                "has no header for object {} at offset {} (a changed byte, or an index that does not match the pack)",
+                s.id,
+                s.offset - pack::BLOCK
+            )));
+        }
+        if !stage(s, &mut (&mut r).take(s.size))? {
+            let mut h = pack::Hashing::new((&mut r).take(s.size));
+            std::io::copy(&mut h, &mut std::io::sink()).map_err(super::read_error)?;
+            let (id, n) = h.finish();
+            if n != s.size {
+                return Err(damaged(format!("is truncated in object {}", s.id)));
+            }
+            if id != s.id {
+                return Err(damaged(format!(
+                    "carries object {} whose bytes hash to {id}",
+                    s.id
+                )));
+            }
+        }
+        let pad = (s.size.div_ceil(pack::BLOCK) * pack::BLOCK - s.size) as usize;
+        read_exact(&mut r, &mut block[..pad]).map_err(|e| match e {
+            ReadFail::Short => damaged(format!("is truncated after object {}", s.id)),
+            ReadFail::Io(e) => super::read_error(e),
+        })?;
+        if block[..pad].iter().any(|&b| b != 0) {
+            return Err(damaged(format!(
+                "has changed padding after object {}",
+                s.id
+            )));
+        }
+    }
+    for _ in 0..2 {
+        read_exact(&mut r, &mut block).map_err(|e| match e {
+            ReadFail::Short => damaged("is truncated in its end blocks".into()),
+            ReadFail::Io(e) => super::read_error(e),
+        })?;
+        if block.iter().any(|&b| b != 0) {
+            return Err(damaged("has changed end blocks".into()));
+        }
+    }
+    let mut one = [0u8; 1];
+    match read_exact(&mut r, &mut one) {
+        Err(ReadFail::Short) => {}
+        Ok(()) => return Err(damaged(format!("is longer than its {} bytes", p.size))),
+        Err(ReadFail::Io(e)) => return Err(super::read_error(e)),
+    }
+    let (digest, _) = r.finish();
+    if digest != p.digest {
+        return Err(damaged(format!(
+            "does not hash to its digest (it hashes to {digest})"
+        )));
+    }
+    Ok(())
+}
+
+enum ReadFail {
+    Short,
+    Io(std::io::Error),
+}
+
+/// Fills `buf`, or tells that the stream ended first.
+fn read_exact(r: &mut dyn Read, buf: &mut [u8]) -> std::result::Result<(), ReadFail> {
+    let mut at = 0;
+    while at < buf.len() {
+        match r.read(&mut buf[at..]) {
+            Ok(0) => return Err(ReadFail::Short),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ReadFail::Io(e)),
+        }
+    }
+    Ok(())
 }
 
 /// Something a job can report the size of, for the progress line.
@@ -196,4 +440,82 @@ where
             Ok(r)
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pack_of(objects: &[&[u8]]) -> (PackRef, Vec<u8>) {
+        let mut w = pack::PackWriter::default();
+        for o in objects {
+            w.add(&ObjectId::of(o), o);
+        }
+        let bytes = w.finish();
+        let (slots, size) = pack::slots(objects.iter().map(|o| (ObjectId::of(o), o.len() as u64)));
+        assert_eq!(size, bytes.len() as u64);
+        (
+            PackRef {
+                digest: ObjectId::of(&bytes),
+                size,
+                slots,
+            },
+            bytes,
+        )
+    }
+
+    fn skip(_: &pack::Slot, _: &mut dyn Read) -> Result<bool> {
+        Ok(false)
+    }
+
+    #[test]
+    fn extract_takes_a_whole_pack_and_refuses_any_change() {
+        let objects: [&[u8]; 3] = [b"one", &[5u8; 700], b"three"];
+        let (p, bytes) = pack_of(&objects);
+        extract(&bytes[..], &p, &skip).unwrap();
+        // The objects offered are exactly the slots' bytes.
+        let seen = std::sync::Mutex::new(Vec::new());
+        extract(&bytes[..], &p, &|s, data| {
+            let mut v = Vec::new();
+            data.read_to_end(&mut v).unwrap();
+            assert_eq!(v.len() as u64, s.size);
+            seen.lock().unwrap().push(v);
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(seen.into_inner().unwrap(), objects.map(<[u8]>::to_vec));
+
+        let refuse = |bytes: &[u8], why: &str| {
+            let err = extract(bytes, &p, &skip).unwrap_err().to_string();
+            assert!(err.contains(why), "{why}: {err}");
+        };
+        refuse(&bytes[..bytes.len() - 1], "truncated in its end blocks");
+        refuse(&bytes[..514], "truncated in object");
+        refuse(&bytes[..600], "truncated after object");
+        refuse(&bytes[..512], "truncated in object");
+        refuse(&bytes[..100], "truncated before object");
+        let mut longer = bytes.clone();
+        longer.push(0);
+        refuse(&longer, "is longer than");
+        let mut changed = bytes.clone();
+        changed[512] ^= 1;
+        refuse(&changed, "whose bytes hash to");
+        let mut changed = bytes.clone();
+        changed[515] = 1;
+        refuse(&changed, "changed padding");
+        let mut changed = bytes.clone();
+        changed[3] ^= 1;
+        refuse(&changed, "has no header");
+        let mut changed = bytes.clone();
+        let end = changed.len() - 10;
+        changed[end] = 1;
+        refuse(&changed, "changed end blocks");
+        // Bytes that check out object by object but are another pack.
+        let other = PackRef {
+            digest: ObjectId::of(b"another"),
+            ..p.clone()
+        };
+        let err = extract(&bytes[..], &other, &skip).unwrap_err().to_string();
+        assert!(err.contains("does not hash to its digest"), "{err}");
+    }
 }

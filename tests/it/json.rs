@@ -1494,10 +1494,13 @@ struct PushOut {
     media_type: String,
     manifests: u64,
     layers: u64,
+    format: u8,
     blobs_total: u64,
     blobs_uploaded: u64,
     blobs_present: u64,
     bytes_uploaded: u64,
+    packs_total: u64,
+    packs_uploaded: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1507,8 +1510,11 @@ struct PullStatsOut {
     remote_digest: String,
     media_type: String,
     manifests: u64,
+    format: u8,
     blobs_fetched: u64,
     bytes_fetched: u64,
+    packs_fetched: u64,
+    packs_skipped: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1550,9 +1556,10 @@ fn push_and_pull_fit_the_documented_schema() {
     assert_eq!(push.reference, format!("{repo}:sha256-{d}"));
     assert_eq!(push.tag_reference.as_deref(), Some(target.as_str()));
     assert!(push.remote_digest.starts_with("sha256:") && !push.media_type.is_empty());
-    assert!(push.manifests == 1 && push.layers > 0);
+    assert!(push.manifests == 1 && push.layers > 0 && push.format == 2);
     assert_eq!(push.blobs_uploaded + push.blobs_present, push.blobs_total);
     assert!(push.bytes_uploaded > 0);
+    assert!(push.packs_total == 1 && push.packs_uploaded == 1);
 
     let other = TestEnv::new();
     let pull: PullOut = run_typed(&other, &[os("pull"), os(&target), os("--plain-http")]);
@@ -1566,6 +1573,8 @@ fn push_and_pull_fit_the_documented_schema() {
             && pull.pull.bytes_fetched > 0
             && !pull.pull.media_type.is_empty()
     );
+    assert_eq!(pull.pull.format, 2);
+    assert_eq!((pull.pull.packs_fetched, pull.pull.packs_skipped), (1, 0));
 }
 
 /// The `(code, kind)` pairs the table of docs/exit-codes.md lists.

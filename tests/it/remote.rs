@@ -245,11 +245,13 @@ fn push_then_pull_into_an_empty_store_checks_out_the_same_tree() {
         pushed["media_type"],
         "application/vnd.oci.image.manifest.v1+json"
     );
+    assert_eq!(pushed["format"], 2);
     assert_eq!(pushed["blobs_uploaded"], pushed["blobs_total"]);
     assert_eq!(pushed["blobs_present"], 0);
-    let contents = distinct_contents(&a, &digest);
-    // One blob per distinct content, plus the canonical manifest.
-    assert_eq!(pushed["blobs_total"], contents.len() as u64 + 1);
+    // A small release: its files in one pack, plus the canonical manifest.
+    assert_eq!(pushed["packs_total"], 1, "{pushed}");
+    assert_eq!(pushed["blobs_total"], 2);
+    assert_eq!(pushed["layers"], 1);
 
     let b = TestEnv::new();
     let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
@@ -259,15 +261,19 @@ fn push_then_pull_into_an_empty_store_checks_out_the_same_tree() {
     let remote_digest = pushed["remote_digest"].as_str().expect("remote digest");
     let source = format!("oci://{target}@{remote_digest}");
     assert_eq!(pulled["ingest"]["source"], source.as_str());
+    assert_eq!(pulled["pull"]["format"], 2);
+    assert_eq!(pulled["pull"]["blobs_fetched"], 1);
+    assert_eq!(pulled["pull"]["packs_fetched"], 1);
+    assert_eq!(pulled["pull"]["packs_skipped"], 0);
     let files = b.json(["show", &digest, "--files", "--json"]);
-    let nonempty: BTreeSet<&str> = files["files"]
+    let nonempty: BTreeSet<(&str, bool)> = files["files"]
         .as_array()
         .expect("files")
         .iter()
         .filter(|f| f["size"] != 0)
-        .filter_map(|f| f["sha256"].as_str())
+        .filter_map(|f| Some((f["sha256"].as_str()?, f["executable"].as_bool()?)))
         .collect();
-    assert_eq!(pulled["pull"]["blobs_fetched"], nonempty.len() as u64);
+    assert_eq!(pulled["ingest"]["new_objects"], nonempty.len() as u64);
     let log = b.json(["log", "--json"]);
     assert!(log.to_string().contains(&source), "{log}");
 
@@ -277,6 +283,7 @@ fn push_then_pull_into_an_empty_store_checks_out_the_same_tree() {
     // A second pull fetches nothing; the other reference forms name the same snapshot.
     let again = pull(&b, &format!("{target}@sha256:{digest}"));
     assert_eq!(again["pull"]["blobs_fetched"], 0);
+    assert_eq!(again["pull"]["packs_skipped"], 1);
     assert_eq!(again["ingest"]["already_present"], true);
     let c = TestEnv::new();
     let by_manifest = pull(&c, &format!("{target}@{remote_digest}"));
@@ -300,6 +307,7 @@ fn a_repush_uploads_nothing_and_publishes_the_same_manifest() {
     assert!(first["blobs_uploaded"].as_u64() > Some(0));
     let second = push(&env, &digest, &target, &["--jobs", "8"]);
     assert_eq!(second["blobs_uploaded"], 0, "{second}");
+    assert_eq!(second["packs_uploaded"], 0, "{second}");
     assert_eq!(second["bytes_uploaded"], 0);
     assert_eq!(second["blobs_present"], first["blobs_total"]);
     assert_eq!(second["remote_digest"], first["remote_digest"]);
@@ -323,9 +331,10 @@ fn two_releases_sharing_files_upload_the_shared_blobs_once() {
     let c1 = distinct_contents(&env, &d1);
     let c2 = distinct_contents(&env, &d2);
     let target = repo(&reg, "shared");
-    let p1 = push(&env, &d1, &target, &[]);
+    // Format 1: one blob per distinct content.
+    let p1 = push(&env, &d1, &target, &["--format", "1"]);
     assert_eq!(p1["blobs_uploaded"], c1.len() as u64 + 1);
-    let p2 = push(&env, &d2, &target, &[]);
+    let p2 = push(&env, &d2, &target, &["--format", "1"]);
     let only_two = c2.difference(&c1).count() as u64;
     let shared = c2.intersection(&c1).count() as u64;
     assert!(
@@ -352,7 +361,8 @@ fn a_tampered_blob_is_refused_and_nothing_enters_the_store() {
     write(&src.join("skills/gen/victim.md"), &victim);
     let digest = a.ingest_digest(&src, "1.0.0");
     let target = repo(&reg, "tampered");
-    push(&a, &digest, &target, &[]);
+    // Format 1, where the file is its own blob.
+    push(&a, &digest, &target, &["--format", "1"]);
 
     let hex = {
         use sha2::Digest as _;
@@ -438,7 +448,16 @@ fn a_killed_push_leaves_no_visible_tag() {
         let target = repo(&reg, &format!("killed-{attempt}"));
         let repository = target.split_once('/').expect("repository").1;
         let mut child = env
-            .cmd(["push", &digest, &target, "--plain-http", "--jobs", "1"])
+            .cmd([
+                "push",
+                &digest,
+                &target,
+                "--plain-http",
+                "--jobs",
+                "1",
+                "--format",
+                "1",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -477,7 +496,7 @@ fn a_killed_push_leaves_no_visible_tag() {
         } else {
             assert_eq!(visible, 404, "a killed push left its tag visible");
             // A later push completes, reusing what the killed one uploaded.
-            let done = push(&env, &digest, &target, &[]);
+            let done = push(&env, &digest, &target, &["--format", "1"]);
             assert_eq!(head_status(&tag), 200);
             assert_eq!(
                 done["blobs_present"].as_u64().unwrap_or(0)
@@ -506,7 +525,12 @@ fn many_files_fall_back_to_an_index_and_pull_back_equal() {
     }
     let digest = a.ingest_digest(&src, "2.0.0");
     let target = repo(&reg, "index");
-    let pushed = push(&a, &digest, &target, &["--max-layers", "10"]);
+    let pushed = push(
+        &a,
+        &digest,
+        &target,
+        &["--max-layers", "10", "--format", "1"],
+    );
     assert_eq!(
         pushed["media_type"],
         "application/vnd.oci.image.index.v1+json"
@@ -517,6 +541,7 @@ fn many_files_fall_back_to_an_index_and_pull_back_equal() {
     let b = TestEnv::new();
     let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
     assert_eq!(pulled["pull"]["manifests"], 3);
+    assert_eq!(pulled["pull"]["format"], 1);
     assert_eq!(pulled["pull"]["blobs_fetched"], 30);
     let view = checkout_and_verify(&b, &digest);
     assert_eq!(walk(&view), walk(&src));
@@ -539,9 +564,12 @@ fn oras_pulls_what_cestore_pushed() {
     let env = TestEnv::new();
     let src = env.path("src");
     plugin(&src, "3.1.4", 20, salt());
+    // A content of 256 KiB or more travels raw, under its path.
+    write(&src.join("assets/model.bin"), noise(salt(), 77, 300 * 1024));
     let digest = env.ingest_digest(&src, "3.1.4");
     let target = repo(&reg, "oras");
     let pushed = push(&env, &digest, &target, &[]);
+    assert_eq!(pushed["layers"], 2, "{pushed}");
     let out_dir = env.path("oras-out");
     let script = r#"
 import sys, oras.client
@@ -561,19 +589,43 @@ for path in client.pull(target=target, outdir=outdir):
     assert_ok(&out);
     let pulled = walk(&out_dir);
     let release = walk(&src);
-    // One file per layer, named by its title annotation, equal to the release's file.
+    // One file per layer: a raw content under its title, equal to the
+    // release's file; a pack under its digest, a tar any tar reads, whose
+    // entries are named by their contents' SHA-256.
     assert_eq!(pulled.len() as u64, pushed["layers"].as_u64().unwrap_or(0));
+    assert_eq!(pushed["packs_total"], 1, "{pushed}");
+    let mut contents = BTreeSet::new();
     for (path, data) in &pulled {
-        assert_eq!(
-            release.get(path),
-            Some(data),
-            "oras wrote '{path}' unlike the release"
-        );
+        if path.starts_with("sha256:") {
+            let mut archive = tar::Archive::new(&data[..]);
+            for entry in archive.entries().expect("read the pack") {
+                let mut entry = entry.expect("a pack entry");
+                let name = entry
+                    .path()
+                    .expect("entry name")
+                    .to_string_lossy()
+                    .into_owned();
+                let mut body = Vec::new();
+                std::io::Read::read_to_end(&mut entry, &mut body).expect("read an entry");
+                assert_eq!(name, sha256_hex(&body));
+                contents.insert(body);
+            }
+        } else {
+            assert_eq!(
+                release.get(path),
+                Some(data),
+                "oras wrote '{path}' unlike the release"
+            );
+            contents.insert(data.clone());
+        }
     }
-    // Every distinct content of the release arrived.
-    let contents =
-        |m: &BTreeMap<String, Vec<u8>>| -> BTreeSet<Vec<u8>> { m.values().cloned().collect() };
-    assert_eq!(contents(&pulled), contents(&release));
+    // Every distinct non-empty content of the release arrived.
+    let release_contents: BTreeSet<Vec<u8>> = release
+        .values()
+        .filter(|d| !d.is_empty())
+        .cloned()
+        .collect();
+    assert_eq!(contents, release_contents);
 }
 
 #[test]
@@ -944,5 +996,394 @@ fn credentials_answer_basic_and_bearer_challenges() {
             parse_json(&out)["provenance"]["manifest_digest"],
             digest.as_str()
         );
+    }
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The image manifest a tag names, by raw HTTP.
+fn get_manifest(target: &str, reference: &str) -> serde_json::Value {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let bytes = agent
+        .get(&manifest_url(target, reference))
+        .header("Accept", "application/vnd.oci.image.manifest.v1+json")
+        .call()
+        .expect("GET manifest")
+        .body_mut()
+        .read_to_vec()
+        .expect("read manifest");
+    serde_json::from_slice(&bytes).expect("manifest JSON")
+}
+
+/// Publishes `manifest` under `tag`, by raw HTTP.
+fn put_manifest(target: &str, tag: &str, manifest: &serde_json::Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let put = agent
+        .put(&manifest_url(target, tag))
+        .header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+        .send(&serde_json::to_vec(manifest).expect("serialise")[..])
+        .expect("PUT manifest");
+    assert_eq!(put.status().as_u16(), 201);
+}
+
+/// The packs' layer descriptors of a manifest.
+fn pack_layers(manifest: &serde_json::Value) -> Vec<serde_json::Value> {
+    manifest["layers"]
+        .as_array()
+        .expect("layers")
+        .iter()
+        .filter(|l| l["mediaType"] == "application/vnd.cestore.pack.v1.tar")
+        .cloned()
+        .collect()
+}
+
+/// Where the local registry keeps a blob's bytes.
+fn blob_file(dir: &str, digest: &str) -> PathBuf {
+    let hex = digest.strip_prefix("sha256:").expect("sha256 digest");
+    Path::new(dir).join(format!(
+        "docker/registry/v2/blobs/sha256/{}/{hex}/data",
+        &hex[..2]
+    ))
+}
+
+/// A release with several packs and a raw content: a group big enough for
+/// packs of its own, small groups sharing a pack, and a 300 KiB file.
+fn packed_plugin(root: &Path, version: &str, salt: u64) {
+    plugin(root, version, 30, salt);
+    for i in 0..6 {
+        write(
+            &root.join(format!("skills/big/part{i}.md")),
+            noise(salt, 500 + i, 200 * 1024),
+        );
+    }
+    write(&root.join("assets/model.bin"), noise(salt, 600, 300 * 1024));
+}
+
+#[test]
+fn both_formats_round_trip_and_pull_reads_each() {
+    let Some(reg) = registry("both_formats") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    packed_plugin(&src, "4.0.0", salt());
+    let digest = a.ingest_digest(&src, "4.0.0");
+    let contents = distinct_contents(&a, &digest);
+    for (format, parts) in [("1", "1000"), ("2", "1000"), ("2", "1")] {
+        let target = repo(&reg, &format!("format-{format}-{parts}"));
+        let pushed = push(
+            &a,
+            &digest,
+            &target,
+            &["--format", format, "--max-layers", parts],
+        );
+        assert_eq!(pushed["format"], format.parse::<u64>().expect("number"));
+        match (format, parts) {
+            ("1", _) => {
+                // One layer per distinct object, no pack.
+                let manifest = get_manifest(&target, &format!("sha256-{digest}"));
+                assert!(pack_layers(&manifest).is_empty());
+                assert_eq!(
+                    manifest["artifactType"],
+                    "application/vnd.cestore.snapshot.v1"
+                );
+                assert_eq!(pushed["blobs_total"], contents.len() as u64 + 1);
+            }
+            (_, "1000") => {
+                // The big group's pack, the shared pack, the raw file.
+                let manifest = get_manifest(&target, &format!("sha256-{digest}"));
+                assert_eq!(
+                    manifest["artifactType"],
+                    "application/vnd.cestore.snapshot.v2"
+                );
+                assert_eq!(pack_layers(&manifest).len(), 2, "{manifest}");
+                assert_eq!(pushed["layers"], 3);
+                assert_eq!(pushed["blobs_total"], 4);
+            }
+            _ => {
+                // Format 2 under an index of one-layer manifests.
+                assert_eq!(pushed["manifests"], 3, "{pushed}");
+                assert_eq!(pushed["layers"], 3);
+                assert_eq!(
+                    pushed["media_type"],
+                    "application/vnd.oci.image.index.v1+json"
+                );
+            }
+        }
+        let b = TestEnv::new();
+        let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
+        assert_eq!(pulled["pull"]["format"], pushed["format"]);
+        assert_eq!(pulled["pull"]["manifests"], pushed["manifests"]);
+        assert_eq!(pulled["provenance"]["manifest_digest"], digest.as_str());
+        let view = checkout_and_verify(&b, &digest);
+        assert_eq!(walk(&view), walk(&src), "format {format}");
+    }
+}
+
+#[test]
+fn a_release_that_changes_one_file_moves_one_pack_each_way() {
+    let Some(reg) = registry("one_pack") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let s = salt();
+    let one = a.path("one");
+    let two = a.path("two");
+    packed_plugin(&one, "5.0.0", s);
+    packed_plugin(&two, "5.0.1", s);
+    // The same size, other bytes: one file of one small group.
+    let victim = two.join("skills/gen/file0002.md");
+    let len = fs::metadata(&victim).expect("stat").len() as usize;
+    write(&victim, noise(s, 4242, len));
+    let d1 = a.ingest_digest(&one, "5.0.0");
+    let d2 = a.ingest_digest(&two, "5.0.1");
+    let target = repo(&reg, "one-pack");
+
+    let p1 = push(&a, &d1, &target, &[]);
+    assert_eq!(p1["packs_total"], 2, "{p1}");
+    assert_eq!(p1["blobs_uploaded"], p1["blobs_total"]);
+    // The same release again: nothing uploaded.
+    let again = push(&a, &d1, &target, &[]);
+    assert_eq!(again["blobs_uploaded"], 0, "{again}");
+    assert_eq!(again["bytes_uploaded"], 0);
+    // The next release: one pack and its canonical manifest (the image
+    // manifest is published beside them).
+    let p2 = push(&a, &d2, &target, &[]);
+    assert_eq!(p2["packs_total"], 2, "{p2}");
+    assert_eq!(p2["packs_uploaded"], 1, "{p2}");
+    assert_eq!(p2["blobs_uploaded"], 2, "{p2}");
+    assert_eq!(p2["blobs_present"], 2, "{p2}");
+    let m1 = get_manifest(&target, &format!("sha256-{d1}"));
+    let m2 = get_manifest(&target, &format!("sha256-{d2}"));
+    let (k1, k2) = (pack_layers(&m1), pack_layers(&m2));
+    let shared: Vec<_> = k2.iter().filter(|l| k1.contains(l)).collect();
+    assert_eq!(shared.len(), 1, "the unchanged group's pack is shared");
+
+    // A store that holds the first release fetches the one changed pack.
+    let b = TestEnv::new();
+    let first = pull(&b, &format!("{target}:sha256-{d1}"));
+    assert_eq!(first["pull"]["packs_fetched"], 2);
+    assert_eq!(first["pull"]["blobs_fetched"], 3);
+    let second = pull(&b, &format!("{target}:sha256-{d2}"));
+    assert_eq!(second["pull"]["packs_fetched"], 1, "{second}");
+    assert_eq!(second["pull"]["packs_skipped"], 1, "{second}");
+    assert_eq!(second["pull"]["blobs_fetched"], 1, "{second}");
+    // The changed file and plugin.json (its version).
+    assert_eq!(second["ingest"]["new_objects"], 2, "{second}");
+    let view = checkout_and_verify(&b, &d2);
+    assert_eq!(walk(&view), walk(&two));
+}
+
+/// Pushes a packed release and returns (store, digest, target, its packs).
+fn pushed_packs(reg: &str, name: &str) -> (TestEnv, String, String, Vec<serde_json::Value>) {
+    let a = TestEnv::new();
+    let src = a.path("src");
+    packed_plugin(&src, "6.0.0", salt());
+    let digest = a.ingest_digest(&src, "6.0.0");
+    let target = repo(reg, name);
+    push(&a, &digest, &target, &[]);
+    let packs = pack_layers(&get_manifest(&target, &format!("sha256-{digest}")));
+    assert_eq!(packs.len(), 2);
+    (a, digest, target, packs)
+}
+
+#[test]
+fn a_tampered_or_truncated_pack_is_refused_and_nothing_enters_the_store() {
+    let Some(reg) = registry("tampered_pack") else {
+        return;
+    };
+    let Some(dir) = env_var("CESTORE_TEST_REGISTRY_DIR", "tampered_pack") else {
+        return;
+    };
+    for (case, expect) in [
+        ("data", "hashes to"),
+        ("header", "has no header"),
+        ("truncated", ""),
+    ] {
+        let (_a, digest, target, packs) = pushed_packs(&reg, &format!("bad-pack-{case}"));
+        let pack_digest = packs[0]["digest"].as_str().expect("digest");
+        let pack_hex = pack_digest.trim_start_matches("sha256:").to_string();
+        let blob = blob_file(&dir, pack_digest);
+        let mut bytes = fs::read(&blob).expect("read the stored pack");
+        assert_eq!(bytes.len() as u64, packs[0]["size"].as_u64().expect("size"));
+        match case {
+            // A byte of the second object's data.
+            "data" => {
+                let slots = packs[0]["annotations"]["dev.cestore.pack"]
+                    .as_str()
+                    .expect("index");
+                let second = slots.split(',').nth(1).expect("two objects");
+                let offset: usize = second
+                    .split(':')
+                    .nth(1)
+                    .expect("offset")
+                    .parse()
+                    .expect("n");
+                bytes[offset + 3] ^= 0x20;
+            }
+            // A byte of the first header (in its name).
+            "header" => bytes[40] ^= 0x01,
+            _ => bytes.truncate(bytes.len() / 2),
+        }
+        fs::write(&blob, &bytes).expect("tamper with the pack");
+        let b = TestEnv::new();
+        let out = b.run([
+            "pull",
+            &format!("{target}:sha256-{digest}"),
+            "--plain-http",
+            "--json",
+        ]);
+        if case == "truncated" {
+            // The registry still announces the whole size and the body ends
+            // short: the download fails (exit 8), naming the pack.
+            let stderr = assert_exit(&out, 8);
+            assert!(stderr.contains(&pack_hex), "{stderr}");
+            assert_eq!(parse_json(&out)["error"]["kind"], "remote");
+        } else {
+            let stderr = assert_exit(&out, 1);
+            assert!(stderr.contains(expect), "{case}: {stderr}");
+            assert_eq!(parse_json(&out)["error"]["kind"], "integrity");
+        }
+        assert_store_empty(&b);
+    }
+}
+
+#[test]
+fn a_pack_index_that_points_outside_its_pack_is_refused_before_any_fetch() {
+    let Some(reg) = registry("bad_index") else {
+        return;
+    };
+    let (_a, digest, target, _) = pushed_packs(&reg, "bad-index");
+    let good = get_manifest(&target, &format!("sha256-{digest}"));
+    let edit = |f: &dyn Fn(&mut Vec<String>, &mut serde_json::Value)| {
+        let mut m = good.clone();
+        let layer = m["layers"]
+            .as_array_mut()
+            .expect("layers")
+            .iter_mut()
+            .find(|l| l["mediaType"] == "application/vnd.cestore.pack.v1.tar")
+            .expect("a pack");
+        let mut slots: Vec<String> = layer["annotations"]["dev.cestore.pack"]
+            .as_str()
+            .expect("index")
+            .split(',')
+            .map(str::to_string)
+            .collect();
+        f(&mut slots, layer);
+        layer["annotations"]["dev.cestore.pack"] = slots.join(",").into();
+        m
+    };
+    let field = |slot: &str, i: usize| -> u64 {
+        slot.split(':')
+            .nth(i)
+            .expect("field")
+            .parse()
+            .expect("number")
+    };
+    let cases: Vec<(&str, serde_json::Value, &str)> = vec![
+        (
+            "outside",
+            edit(&|slots, layer| {
+                let size = layer["size"].as_u64().expect("size");
+                let last = slots.last_mut().expect("a slot");
+                let hex = last.split(':').next().expect("hex").to_string();
+                *last = format!("{hex}:{size}:{}", field(last, 2));
+            }),
+            "points outside",
+        ),
+        (
+            "misplaced",
+            edit(&|slots, _| {
+                let first = &mut slots[0];
+                let hex = first.split(':').next().expect("hex").to_string();
+                *first = format!("{hex}:1024:{}", field(first, 2));
+            }),
+            "not where",
+        ),
+        (
+            "unknown",
+            edit(&|slots, _| {
+                let first = &mut slots[0];
+                let rest = first.split_once(':').expect("hex").1.to_string();
+                *first = format!("{}:{rest}", "ab".repeat(32));
+            }),
+            "no content of the snapshot",
+        ),
+        (
+            "missing",
+            edit(&|slots, layer| {
+                slots.pop();
+                let _ = layer;
+            }),
+            "is listed with",
+        ),
+    ];
+    for (name, manifest, expect) in cases {
+        put_manifest(&target, name, &manifest);
+        let b = TestEnv::new();
+        let out = b.run([
+            "pull",
+            &format!("{target}:{name}"),
+            "--plain-http",
+            "--json",
+        ]);
+        let stderr = assert_exit(&out, 8);
+        assert!(stderr.contains(expect), "{name}: {stderr}");
+        assert_eq!(parse_json(&out)["error"]["kind"], "remote");
+        assert_store_empty(&b);
+    }
+}
+
+#[test]
+fn adversarial_releases_at_the_bounds_travel_in_fewer_than_100_layers() {
+    let Some(reg) = registry("adversarial_bounds") else {
+        return;
+    };
+    const FILES: usize = 2048 - 4;
+    const TOTAL: u64 = 16 * 1024 * 1024 - 4096;
+    let s = salt();
+    // Every file its own group; then as many raw files as fit beside tiny
+    // files in groups of their own (the most layers the layout can give).
+    for (shape, raw) in [("own-groups", 0usize), ("raw-and-tiny", 63)] {
+        let a = TestEnv::new();
+        let src = a.path("src");
+        minimal_plugin(&src, "7.0.0");
+        let tiny = (TOTAL - raw as u64 * 256 * 1024) / (FILES - raw) as u64;
+        for i in 0..FILES {
+            let (path, len) = if i < raw {
+                (format!("assets/raw/r{i:02}.bin"), 256 * 1024)
+            } else {
+                (format!("skills/g{i:04}/f.md"), tiny)
+            };
+            write(&src.join(path), noise(s, i as u64, len as usize));
+        }
+        let digest = a.ingest_digest(&src, "7.0.0");
+        let target = repo(&reg, shape);
+        let pushed = push(&a, &digest, &target, &["--jobs", "8"]);
+        let layers = pushed["layers"].as_u64().expect("layers");
+        assert!(layers < 100, "{shape}: {pushed}");
+        assert_eq!(pushed["manifests"], 1);
+        assert_eq!(
+            layers,
+            pushed["packs_total"].as_u64().expect("packs") + raw as u64
+        );
+        let b = TestEnv::new();
+        let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
+        assert_eq!(pulled["pull"]["blobs_fetched"], layers, "{shape}");
+        let view = checkout_and_verify(&b, &digest);
+        assert_eq!(walk(&view).len(), 2048);
+        eprintln!("{shape}: {layers} layers");
     }
 }

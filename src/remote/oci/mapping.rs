@@ -7,18 +7,25 @@
 use std::collections::BTreeMap;
 
 use crate::digest::ObjectId;
-use crate::remote::{Outgoing, RemoteError};
+use crate::remote::{pack, Format, Outgoing, RemoteError};
 
 /// The OCI image manifest media type.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
 /// The OCI image index media type.
 pub const INDEX_MEDIA_TYPE: &str = "application/vnd.oci.image.index.v1+json";
-/// The artifact type of a cestore snapshot.
+/// The artifact type of a cestore snapshot in format 1 (one layer per file).
 pub const ARTIFACT_TYPE: &str = "application/vnd.cestore.snapshot.v1";
+/// The artifact type of a cestore snapshot in format 2 (packs).
+pub const ARTIFACT_TYPE_V2: &str = "application/vnd.cestore.snapshot.v2";
 /// The config's media type: the config blob is the canonical manifest.
 pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.cestore.manifest.v1+json";
 /// A layer's media type: one file content, raw bytes.
 pub const LAYER_MEDIA_TYPE: &str = "application/vnd.cestore.file.v1";
+/// A pack's media type: an uncompressed tar of objects named by their SHA-256.
+pub const PACK_MEDIA_TYPE: &str = "application/vnd.cestore.pack.v1.tar";
+/// The pack annotation indexing its objects: `<hex>:<offset>:<size>`,
+/// comma-separated, in pack order.
+pub const PACK_ANNOTATION: &str = "dev.cestore.pack";
 /// The layer annotation naming a path that uses the content.
 pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
 /// The layer annotation carrying the exec bit, `"true"` or `"false"`.
@@ -39,8 +46,8 @@ pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
 /// What a push publishes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// One image manifest, tagged.
-    Single(Vec<u8>),
+    /// One image manifest, tagged, and how many layers it lists.
+    Single(Vec<u8>, usize),
     /// Several image manifests, each pushed by digest, then an index of them, tagged.
     Index {
         /// The image manifests.
@@ -77,8 +84,60 @@ fn push_annotations(out: &mut Vec<u8>, annotations: &BTreeMap<&str, String>) {
     out.push(b'}');
 }
 
-/// One layer descriptor per distinct object, in manifest order of first use.
+/// The artifact type of a format.
+pub fn artifact_type(format: Format) -> &'static str {
+    match format {
+        Format::V1 => ARTIFACT_TYPE,
+        Format::V2 => ARTIFACT_TYPE_V2,
+    }
+}
+
+/// The layer descriptors of a snapshot: in format 1, one per distinct object
+/// (content and exec bit) in manifest order of first use; in format 2, one
+/// per pack, then one per raw content.
 pub fn layers(outgoing: &Outgoing<'_>) -> Vec<Vec<u8>> {
+    match outgoing.format {
+        Format::V1 => layers_v1(outgoing),
+        Format::V2 => layers_v2(outgoing),
+    }
+}
+
+fn descriptor(out: &mut Vec<u8>, media_type: &str, id: &ObjectId, size: u64) {
+    out.extend_from_slice(b"{\"mediaType\":");
+    push_str(out, media_type);
+    out.extend_from_slice(b",\"digest\":");
+    push_digest(out, id);
+    out.extend_from_slice(b",\"size\":");
+    out.extend_from_slice(size.to_string().as_bytes());
+    out.push(b',');
+}
+
+fn layers_v2(outgoing: &Outgoing<'_>) -> Vec<Vec<u8>> {
+    let mut out = Vec::with_capacity(outgoing.packs.len() + outgoing.raw.len());
+    for p in &outgoing.packs {
+        let mut l = Vec::with_capacity(200 + p.slots.len() * 90);
+        descriptor(&mut l, PACK_MEDIA_TYPE, &p.digest, p.size);
+        push_annotations(
+            &mut l,
+            &BTreeMap::from([(PACK_ANNOTATION, pack::format_slots(&p.slots))]),
+        );
+        l.push(b'}');
+        out.push(l);
+    }
+    for r in &outgoing.raw {
+        let mut l = Vec::with_capacity(200 + r.path.len());
+        descriptor(&mut l, LAYER_MEDIA_TYPE, &r.key.id, r.size);
+        push_annotations(
+            &mut l,
+            &BTreeMap::from([(TITLE_ANNOTATION, r.path.clone())]),
+        );
+        l.push(b'}');
+        out.push(l);
+    }
+    out
+}
+
+fn layers_v1(outgoing: &Outgoing<'_>) -> Vec<Vec<u8>> {
     outgoing
         .objects
         .iter()
@@ -132,7 +191,7 @@ pub fn image_manifest(
     out.extend_from_slice(b"{\"schemaVersion\":2,\"mediaType\":");
     push_str(&mut out, MANIFEST_MEDIA_TYPE);
     out.extend_from_slice(b",\"artifactType\":");
-    push_str(&mut out, ARTIFACT_TYPE);
+    push_str(&mut out, artifact_type(outgoing.format));
     out.extend_from_slice(b",\"config\":{\"mediaType\":");
     push_str(&mut out, CONFIG_MEDIA_TYPE);
     out.extend_from_slice(b",\"digest\":");
@@ -158,7 +217,7 @@ pub fn index(outgoing: &Outgoing<'_>, parts: &[Vec<u8>]) -> Vec<u8> {
     out.extend_from_slice(b"{\"schemaVersion\":2,\"mediaType\":");
     push_str(&mut out, INDEX_MEDIA_TYPE);
     out.extend_from_slice(b",\"artifactType\":");
-    push_str(&mut out, ARTIFACT_TYPE);
+    push_str(&mut out, artifact_type(outgoing.format));
     out.extend_from_slice(b",\"manifests\":[");
     let n = parts.len();
     for (i, p) in parts.iter().enumerate() {
@@ -168,7 +227,7 @@ pub fn index(outgoing: &Outgoing<'_>, parts: &[Vec<u8>]) -> Vec<u8> {
         out.extend_from_slice(b"{\"mediaType\":");
         push_str(&mut out, MANIFEST_MEDIA_TYPE);
         out.extend_from_slice(b",\"artifactType\":");
-        push_str(&mut out, ARTIFACT_TYPE);
+        push_str(&mut out, artifact_type(outgoing.format));
         out.extend_from_slice(b",\"digest\":");
         push_digest(&mut out, &ObjectId::of(p));
         out.extend_from_slice(b",\"size\":");
@@ -195,7 +254,7 @@ pub fn plan(outgoing: &Outgoing<'_>, max_layers: usize, max_bytes: usize) -> Pla
     if layers.len() <= max_layers {
         let single = image_manifest(outgoing, &layers, None);
         if single.len() <= max_bytes {
-            return Plan::Single(single);
+            return Plan::Single(single, layers.len());
         }
     }
     // The part annotation is at most a few dozen bytes; 1 KiB of slack covers it.
@@ -253,6 +312,9 @@ pub struct Document {
     /// The media type, when the document names it.
     #[serde(rename = "mediaType", default)]
     pub media_type: Option<String>,
+    /// The artifact type, when the document names it.
+    #[serde(rename = "artifactType", default)]
+    pub artifact_type: Option<String>,
     /// An image manifest's config.
     #[serde(default)]
     pub config: Option<Descriptor>,
@@ -328,11 +390,12 @@ mod tests {
     #[test]
     fn single_manifest_is_reproducible_and_parses() {
         let m = manifest(3);
-        let out = Outgoing::new(&m, "1.0.0");
+        let mut out = Outgoing::new(&m, "1.0.0");
+        out.format = Format::V1;
         let a = plan(&out, 1000, MAX_MANIFEST_BYTES);
         let b = plan(&out, 1000, MAX_MANIFEST_BYTES);
         assert_eq!(a, b);
-        let Plan::Single(bytes) = a else {
+        let Plan::Single(bytes, _) = a else {
             panic!("expected one manifest")
         };
         let text = String::from_utf8(bytes.clone()).unwrap();
@@ -357,9 +420,50 @@ mod tests {
     }
 
     #[test]
+    fn format_2_lists_packs_with_their_index_then_raw_contents() {
+        let mut m = manifest(3);
+        m.entries.push(Entry {
+            executable: false,
+            path: "skills/z/big.bin".into(),
+            sha256: ObjectId::of(b"big"),
+            size: 300 * 1024,
+        });
+        let m = Manifest::new(m.entries);
+        let mut out = Outgoing::new(&m, "1.0.0");
+        let layout = pack::layout(&m);
+        assert_eq!((layout.packs.len(), layout.raw.len()), (1, 1));
+        let (slots, size) = pack::slots(layout.packs[0].iter().map(|o| (o.key.id, o.size)));
+        out.packs.push(pack::PackRef {
+            digest: ObjectId::of(b"pack"),
+            size,
+            slots: slots.clone(),
+        });
+        out.raw = layout.raw;
+        let Plan::Single(bytes, 2) = plan(&out, 1000, MAX_MANIFEST_BYTES) else {
+            panic!("expected one manifest of two layers")
+        };
+        let doc = Document::parse(&bytes).unwrap();
+        assert_eq!(doc.artifact_type.as_deref(), Some(ARTIFACT_TYPE_V2));
+        assert_eq!(doc.layers[0].media_type, PACK_MEDIA_TYPE);
+        assert_eq!(doc.layers[0].size, size);
+        let index = &doc.layers[0].annotations[PACK_ANNOTATION];
+        assert_eq!(pack::parse_slots(index, 100).unwrap(), slots);
+        assert_eq!(doc.layers[1].media_type, LAYER_MEDIA_TYPE);
+        assert_eq!(
+            doc.layers[1].annotations[TITLE_ANNOTATION],
+            "skills/z/big.bin"
+        );
+        assert_eq!(
+            parse_digest(&doc.layers[1].digest).unwrap(),
+            ObjectId::of(b"big")
+        );
+    }
+
+    #[test]
     fn falls_back_to_an_index_by_count_and_by_size() {
         let m = manifest(29);
-        let out = Outgoing::new(&m, "1.0.0");
+        let mut out = Outgoing::new(&m, "1.0.0");
+        out.format = Format::V1;
         let Plan::Index {
             parts,
             index,

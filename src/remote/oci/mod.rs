@@ -1,9 +1,11 @@
 //! The OCI engine: snapshots as OCI artifacts in a container registry.
 //!
 //! A snapshot is one OCI image manifest (or, past the limits, an index of
-//! several) whose config blob is the canonical manifest and whose layers are
-//! the snapshot's objects, raw; it is tagged `sha256-<hex>`. See
-//! [`mapping`] and `docs/remote.md`.
+//! several) whose config blob is the canonical manifest and whose layers
+//! carry the snapshot's objects: packs of small objects with their index and
+//! large objects raw (format 2), or one raw layer per object (format 1, still
+//! read); it is tagged `sha256-<hex>`. See [`mapping`], [`super::pack`] and
+//! `docs/remote.md`.
 
 pub mod auth;
 pub mod client;
@@ -13,6 +15,7 @@ use std::collections::BTreeSet;
 
 use self::client::Client;
 use self::mapping::{Document, Plan};
+use super::pack::{self, Carriers, PackRef};
 use super::{Incoming, Options, Outgoing, Published, Remote, RemoteError, SnapshotRef};
 use crate::digest::ObjectId;
 use crate::error::{Error, Result};
@@ -176,7 +179,7 @@ impl OciRemote {
 
     /// Resolves an index: the snapshot it names and its config first (the
     /// canonical manifest, checked against the bounds), then each distinct
-    /// manifest it lists, one at a time, keeping only the layers' digests.
+    /// manifest it lists, one at a time, keeping only what its layers carry.
     /// A snapshot of at most [`MAX_FILES`](crate::policy::MAX_FILES) files
     /// needs at most that many manifests (each lists one layer or more), so
     /// an index listing more is refused, and memory holds one manifest at a
@@ -189,7 +192,8 @@ impl OciRemote {
     ) -> Result<(
         crate::digest::ManifestDigest,
         Vec<u8>,
-        BTreeSet<ObjectId>,
+        crate::manifest::Manifest,
+        Collector,
         usize,
     )> {
         let listed = doc.manifests.unwrap_or_default();
@@ -232,14 +236,11 @@ impl OciRemote {
         };
         let config_id = ObjectId::from_bytes(*snapshot.as_bytes());
         let manifest_bytes = self.fetch_config(&config_id, None)?;
-        let files: BTreeSet<ObjectId> = crate::manifest::Manifest::parse(&manifest_bytes)
-            .map_err(crate::store::adopt::AdoptError::from)?
-            .entries
-            .iter()
-            .map(|e| e.sha256)
-            .collect();
+        let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
+            .map_err(crate::store::adopt::AdoptError::from)?;
+        let files: BTreeSet<ObjectId> = manifest.entries.iter().map(|e| e.sha256).collect();
+        let mut collector = Collector::new(&manifest);
         let mut distinct = BTreeSet::new();
-        let mut blobs = BTreeSet::new();
         for d in &listed {
             let id = mapping::parse_digest(&d.digest)?;
             if !distinct.insert(id) {
@@ -291,18 +292,16 @@ impl OciRemote {
                 .into());
             }
             for l in &part.layers {
-                let layer = mapping::parse_digest(&l.digest)?;
-                if !files.contains(&layer) {
-                    return Err(RemoteError::Protocol(format!(
-                        "the index's manifest {} lists layer {} that is no file of snapshot {snapshot}",
-                        d.digest, l.digest
-                    ))
-                    .into());
-                }
-                blobs.insert(layer);
+                collector.add(l)?;
             }
         }
-        Ok((snapshot, manifest_bytes, blobs, distinct.len()))
+        Ok((
+            snapshot,
+            manifest_bytes,
+            manifest,
+            collector,
+            distinct.len(),
+        ))
     }
 
     /// Fetches the document a reference names, with the snapshot digest the
@@ -382,7 +381,7 @@ impl Remote for OciRemote {
         let tag = super::snapshot_tag(&snapshot.manifest.digest);
         let reference = self.full(&tag);
         match mapping::plan(snapshot, self.max_layers, mapping::MAX_MANIFEST_BYTES) {
-            Plan::Single(bytes) => {
+            Plan::Single(bytes, layers) => {
                 self.client
                     .put_manifest(&tag, mapping::MANIFEST_MEDIA_TYPE, &bytes)?;
                 if let Some(human) = &snapshot.tag {
@@ -394,7 +393,8 @@ impl Remote for OciRemote {
                     remote_digest: format!("sha256:{}", ObjectId::of(&bytes)),
                     media_type: mapping::MANIFEST_MEDIA_TYPE.into(),
                     manifests: 1,
-                    layers: snapshot.objects.len(),
+                    layers,
+                    format: snapshot.format.number(),
                     tag_reference: snapshot.tag.as_ref().map(|t| self.full(t)),
                 })
             }
@@ -422,6 +422,7 @@ impl Remote for OciRemote {
                     media_type: mapping::INDEX_MEDIA_TYPE.into(),
                     manifests: parts.len(),
                     layers,
+                    format: snapshot.format.number(),
                     tag_reference: snapshot.tag.as_ref().map(|t| self.full(t)),
                 })
             }
@@ -442,33 +443,46 @@ impl Remote for OciRemote {
         }
         let doc = Document::parse(&bytes)?;
         let origin = doc.origin();
-        let (media_type, manifests, snapshot, manifest_bytes, blobs) = if doc.is_index() {
-            let (snapshot, manifest_bytes, blobs, parts) = self.resolve_index(doc, promised)?;
-            (
-                mapping::INDEX_MEDIA_TYPE,
-                parts,
-                snapshot,
-                manifest_bytes,
-                blobs,
-            )
+        let format = if doc.artifact_type.as_deref() == Some(mapping::ARTIFACT_TYPE_V2) {
+            2
         } else {
-            let config = check_config(&doc)?;
-            let config_id = mapping::parse_digest(&config.digest)?;
-            let snapshot = crate::digest::ManifestDigest::from_bytes(*config_id.as_bytes());
-            check_promise(promised, snapshot)?;
-            let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
-            let mut blobs = BTreeSet::new();
-            for l in &doc.layers {
-                blobs.insert(mapping::parse_digest(&l.digest)?);
-            }
-            (
-                mapping::MANIFEST_MEDIA_TYPE,
-                1,
-                snapshot,
-                manifest_bytes,
-                blobs,
-            )
+            1
         };
+        let (media_type, manifests, snapshot, manifest_bytes, manifest, collector) =
+            if doc.is_index() {
+                let (snapshot, manifest_bytes, manifest, collector, parts) =
+                    self.resolve_index(doc, promised)?;
+                (
+                    mapping::INDEX_MEDIA_TYPE,
+                    parts,
+                    snapshot,
+                    manifest_bytes,
+                    manifest,
+                    collector,
+                )
+            } else {
+                let config = check_config(&doc)?;
+                let config_id = mapping::parse_digest(&config.digest)?;
+                let snapshot = crate::digest::ManifestDigest::from_bytes(*config_id.as_bytes());
+                check_promise(promised, snapshot)?;
+                let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
+                let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
+                    .map_err(crate::store::adopt::AdoptError::from)?;
+                let mut collector = Collector::new(&manifest);
+                for l in &doc.layers {
+                    collector.add(l)?;
+                }
+                (
+                    mapping::MANIFEST_MEDIA_TYPE,
+                    1,
+                    snapshot,
+                    manifest_bytes,
+                    manifest,
+                    collector,
+                )
+            };
+        let carriers = collector.carriers;
+        pack::check(&manifest, &carriers)?;
         Ok(Incoming {
             manifest_bytes,
             snapshot,
@@ -476,9 +490,78 @@ impl Remote for OciRemote {
             remote_digest: format!("sha256:{top}"),
             media_type: media_type.into(),
             manifests,
-            blobs,
+            format,
+            carriers,
             origin,
         })
+    }
+}
+
+/// Gathers what a record's layers carry: raw blobs and packs, each pack
+/// listed once (a pack listed again, by another manifest of an index, must
+/// list the same objects). The slots read in all are bounded by the
+/// snapshot's file count: cestore lists each content at most once per pack
+/// and a pack's contents once per group, so a snapshot's packs together
+/// hold at most one slot per file.
+struct Collector {
+    carriers: Carriers,
+    seen: std::collections::BTreeMap<ObjectId, usize>,
+    slots_left: usize,
+}
+
+impl Collector {
+    fn new(manifest: &crate::manifest::Manifest) -> Collector {
+        Collector {
+            carriers: Carriers::default(),
+            seen: std::collections::BTreeMap::new(),
+            slots_left: manifest.entries.len(),
+        }
+    }
+
+    fn add(&mut self, d: &mapping::Descriptor) -> Result<()> {
+        let digest = mapping::parse_digest(&d.digest)?;
+        match d.media_type.as_str() {
+            mapping::LAYER_MEDIA_TYPE => {
+                self.carriers.raw.insert(digest);
+            }
+            mapping::PACK_MEDIA_TYPE => {
+                let text = d.annotations.get(mapping::PACK_ANNOTATION).ok_or_else(|| {
+                    RemoteError::Protocol(format!(
+                        "pack {} has no {} annotation (its index)",
+                        d.digest,
+                        mapping::PACK_ANNOTATION
+                    ))
+                })?;
+                if let Some(&i) = self.seen.get(&digest) {
+                    let known = &self.carriers.packs[i];
+                    if known.size != d.size || pack::format_slots(&known.slots) != *text {
+                        return Err(RemoteError::Protocol(format!(
+                            "pack {} is listed twice with different objects",
+                            d.digest
+                        ))
+                        .into());
+                    }
+                    return Ok(());
+                }
+                let slots = pack::parse_slots(text, self.slots_left)
+                    .map_err(|e| RemoteError::Protocol(format!("pack {}: {e}", d.digest)))?;
+                self.slots_left -= slots.len();
+                self.seen.insert(digest, self.carriers.packs.len());
+                self.carriers.packs.push(PackRef {
+                    digest,
+                    size: d.size,
+                    slots,
+                });
+            }
+            other => {
+                return Err(RemoteError::Protocol(format!(
+                    "layer {} has the media type '{other}', which is no cestore layer",
+                    d.digest
+                ))
+                .into())
+            }
+        }
+        Ok(())
     }
 }
 
