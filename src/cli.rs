@@ -459,8 +459,8 @@ pub struct AuditArgs {
     /// Results files (JSON Lines); - for standard input.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Print a Markdown table, to paste into a report.
-    #[arg(long, conflicts_with = "json")]
+    /// Print a Markdown table, to paste into a report (not with --json).
+    #[arg(long)]
     markdown: bool,
     /// Re-hash every object of each snapshot named (once per snapshot), and
     /// name the damaged ones.
@@ -768,6 +768,11 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             None => emit(cli, out, &cmd::verify::verify(&root, &a.options(progress))?),
         },
         Command::Audit(a) => {
+            if a.markdown && cli.json {
+                return Err(Error::Usage(
+                    "audit prints either --markdown or --json, not both".into(),
+                ));
+            }
             let sources: Vec<_> = a
                 .files
                 .iter()
