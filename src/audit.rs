@@ -1177,3 +1177,185 @@ fn verdict(
         crate::error::counted(rows, "row", "rows")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines_of(data: &[u8], chunk: usize) -> Vec<Option<String>> {
+        let mut stream = Stream::Plain(Counted {
+            inner: Box::new(io::Cursor::new(data.to_vec())),
+            read: 0,
+        });
+        let mut buf = vec![0u8; chunk];
+        let mut out = Vec::new();
+        read_lines(
+            &mut stream,
+            &mut buf,
+            |l| match l {
+                Line::Text(t) => out.push(Some(String::from_utf8_lossy(t).into_owned())),
+                Line::TooLong => out.push(None),
+                Line::Chunk(_) => {}
+            },
+            |_| {},
+        )
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn lines_split_on_newlines_with_crlf_and_a_last_line_without_one() {
+        let got = lines_of(b"a\r\nb\n\nc", CHUNK);
+        assert_eq!(
+            got,
+            [
+                Some("a".into()),
+                Some("b".into()),
+                Some("".into()),
+                Some("c".into())
+            ]
+        );
+        assert_eq!(lines_of(b"", CHUNK), Vec::<Option<String>>::new());
+        assert_eq!(lines_of(b"x\n", CHUNK), [Some("x".to_string())]);
+    }
+
+    #[test]
+    fn a_line_too_long_is_skipped_and_counted_once() {
+        let long = vec![b'x'; MAX_LINE_BYTES + 10];
+        for tail in [&b"\nafter\n"[..], &b""[..]] {
+            let mut data = b"first\n".to_vec();
+            data.extend_from_slice(&long);
+            data.extend_from_slice(tail);
+            let got = lines_of(&data, CHUNK);
+            let mut want = vec![Some("first".to_string()), None];
+            if !tail.is_empty() {
+                want.push(Some("after".into()));
+            }
+            assert_eq!(got, want);
+        }
+        // A line longer than the whole buffer, read in many pieces.
+        let mut data = vec![b'y'; 3 * CHUNK];
+        data.extend_from_slice(b"\nz\n");
+        assert_eq!(lines_of(&data, CHUNK), [None, Some("z".to_string())]);
+        // Exactly at the bound is still a line.
+        let mut data = vec![b'1'; MAX_LINE_BYTES];
+        data.push(b'\n');
+        assert_eq!(lines_of(&data, CHUNK).len(), 1);
+        assert!(lines_of(&data, CHUNK)[0].is_some());
+    }
+
+    fn fields(d: &str, v: &str, a: &str) -> Fields {
+        Fields {
+            digest: d.into(),
+            version: v.into(),
+            arm: a.into(),
+        }
+    }
+
+    #[test]
+    fn fields_must_be_distinct_and_not_nested() {
+        assert!(Node::of(&Fields::default()).is_ok());
+        assert!(Node::of(&fields("p.d", "p.v", "arm")).is_ok());
+        for (d, v, a) in [
+            ("p", "p.v", "arm"),
+            ("p.v", "p", "arm"),
+            ("x", "x", "arm"),
+            ("a..b", "v", "arm"),
+            ("", "v", "arm"),
+        ] {
+            let e = Node::of(&fields(d, v, a)).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{d} {v} {a}: {e}");
+        }
+    }
+
+    fn row(line: &str, f: &Fields) -> Result<[Option<String>; 3], String> {
+        let node = Node::of(f).unwrap();
+        parse_row(line.as_bytes(), &node).map(|vals| {
+            vals.map(|v| match v {
+                Val::Absent => None,
+                Val::Null => Some("null".into()),
+                Val::Str(s) => Some(format!("'{s}'")),
+                Val::Other(k) => Some(k.to_string()),
+            })
+        })
+    }
+
+    #[test]
+    fn rows_give_only_their_fields() {
+        let f = Fields::default();
+        let got = row(
+            r#"{"x": [1, {"arm": "no"}], "arm": "ce_review", "ce_plugin_version": null, "ce_plugin_manifest_digest": 7}"#,
+            &f,
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                Some("a number".into()),
+                Some("null".into()),
+                Some("'ce_review'".into())
+            ]
+        );
+        // Escapes in keys and values; the last of a repeated key wins, as in Python.
+        let got = row(
+            r#"{"\u0061rm": "ce_\u0072eview", "arm": "baseline", "ce_plugin_version": "1.0.0"}"#,
+            &f,
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            [None, Some("'1.0.0'".into()), Some("'baseline'".into())]
+        );
+        // Dotted paths; a path through a non-object holds nothing.
+        let nested = fields("p.d", "p.v", "arm");
+        let got = row(r#"{"p": {"d": "x", "v": {"deep": 1}}, "arm": []}"#, &nested).unwrap();
+        assert_eq!(
+            got,
+            [
+                Some("'x'".into()),
+                Some("an object".into()),
+                Some("an array".into())
+            ]
+        );
+        assert_eq!(
+            row(r#"{"p": "flat"}"#, &nested).unwrap(),
+            [None, None, None]
+        );
+        // Not rows.
+        assert_eq!(row("[1]", &f).unwrap_err(), "a JSON array, not an object");
+        assert_eq!(
+            row("\"s\"", &f).unwrap_err(),
+            "a JSON string, not an object"
+        );
+        assert!(row(r#"{"arm": "x"} trailing"#, &f)
+            .unwrap_err()
+            .starts_with("not JSON: "));
+        assert!(row(r#"{"arm": "x""#, &f)
+            .unwrap_err()
+            .starts_with("not JSON: EOF"));
+    }
+
+    #[test]
+    fn only_lowercase_hex_is_a_digest() {
+        let hex = "ab".repeat(32);
+        assert!(lower_hex_digest(&hex).is_some());
+        assert!(lower_hex_digest(&hex.to_uppercase()).is_none());
+        assert!(lower_hex_digest(&hex[..63]).is_none());
+        assert!(lower_hex_digest(&format!("{hex}0")).is_none());
+        assert!(lower_hex_digest(&"g".repeat(64)).is_none());
+    }
+
+    #[test]
+    fn claims_keep_a_bounded_number_of_values() {
+        let mut claims = Vec::new();
+        let mut unlisted = 0;
+        let at = At { input: 0, line: 1 };
+        for i in 0..(KEPT_VALUES + 5) {
+            claim(&mut claims, &mut unlisted, &format!("v{i}"), at);
+            claim(&mut claims, &mut unlisted, "v0", at);
+        }
+        assert_eq!(claims.len(), KEPT_VALUES);
+        assert_eq!(unlisted, 5);
+        assert_eq!(claims[0].rows, 1 + (KEPT_VALUES as u64 + 5));
+    }
+}
