@@ -11,6 +11,10 @@
 //! * `verify_tree_*`: one test per kind of difference.
 //! * `gc_*`, `rm_*`: what gc removes and keeps, and gc racing ingests.
 //! * `diff_lists_exactly_the_changes`: diff against the changes made.
+//! * `audit_*`: `cestore audit` of a generated results file over three
+//!   real-size releases (one not stored): statuses and line numbers in text,
+//!   JSON and Markdown; gzip, zstd and standard input; dotted fields;
+//!   `--verify`; `--registry` against the real local registry; the bounds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
