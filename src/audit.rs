@@ -37,6 +37,9 @@ pub const KEPT_VALUES: usize = 16;
 /// The longest line parsed; a longer one is a malformed line, skipped
 /// without being held in memory.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// The largest zstd window accepted (16 MiB), so that a frame cannot make
+/// audit hold more; a frame that asks for more is an error.
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 24;
 /// How much of the input is read at once.
 const CHUNK: usize = 4 << 20;
 /// The most characters of a bad value quoted in a problem.
@@ -702,10 +705,14 @@ fn open(source: &Source) -> Result<(Stream, u64)> {
     let stream = if name.ends_with(".gz") {
         Stream::Gzip(flate2::read::MultiGzDecoder::new(counted))
     } else if name.ends_with(".zst") {
-        Stream::Zstd(
-            zstd::stream::read::Decoder::new(counted)
-                .ctx("start decompressing the results file", source.path())?,
-        )
+        let mut decoder = zstd::stream::read::Decoder::new(counted)
+            .ctx("start decompressing the results file", source.path())?;
+        // The window a frame asks for is memory held; zstd -19 and below
+        // ask for at most 8 MiB.
+        decoder
+            .window_log_max(ZSTD_WINDOW_LOG_MAX)
+            .ctx("start decompressing the results file", source.path())?;
+        Stream::Zstd(decoder)
     } else {
         Stream::Plain(counted)
     };
