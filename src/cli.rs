@@ -89,9 +89,9 @@ pub enum Command {
     /// (--registry). Per row: a ce_* arm (ce_workflow, ce_workflow_direct,
     /// ce_review) must carry a digest and a version, any other arm neither
     /// (arm-mismatch); a digest must be 64 lowercase hex characters
-    /// (malformed-digest). Lines that are not JSON objects are listed, never
-    /// fatal. FILE may be - (standard input); FILE.gz and FILE.zst are
-    /// decompressed.
+    /// (malformed-digest). Lines that are not JSON objects are listed (and
+    /// make the exit code 1) but never stop the audit. FILE may be -
+    /// (standard input); FILE.gz and FILE.zst are decompressed.
     Audit(AuditArgs),
     /// Re-hash objects and check the catalogue; or, with --tree, audit a
     /// directory against a snapshot. Exits 1 on any problem.
