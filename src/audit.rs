@@ -386,8 +386,17 @@ struct Tally {
     arms_unlisted: u64,
 }
 
-/// Counts `value` in `claims`, keeping at most [`KEPT_VALUES`] of them.
+/// Counts `value` in `claims`, keeping at most [`KEPT_VALUES`] of them, each
+/// cut to [`QUOTED`] characters (a cut one ends in `…`, so it never equals a
+/// real version).
 fn claim(claims: &mut Vec<Claim>, unlisted: &mut u64, value: &str, at: At) {
+    let cut;
+    let value = if value.len() > QUOTED && value.chars().nth(QUOTED).is_some() {
+        cut = format!("{}…", value.chars().take(QUOTED).collect::<String>());
+        cut.as_str()
+    } else {
+        value
+    };
     if let Some(c) = claims.iter_mut().find(|c| c.value == value) {
         c.rows += 1;
     } else if claims.len() < KEPT_VALUES {
