@@ -79,6 +79,20 @@ pub enum Command {
     /// `*` matches within one path component, `?` one character, and a `**`
     /// component any number of components (skills/**/SKILL.md).
     Find(FindArgs),
+    /// Check every manifest digest of a results file (JSON Lines, as the
+    /// harness writes results.jsonl) against the store, and every row
+    /// against the arm rule. Exits 1 on any problem.
+    ///
+    /// Per digest: the version(s) the rows claim against the snapshot's, the
+    /// rows, arms, first and last lines, and a status: ok, unknown (not in
+    /// the store), version-mismatch, damaged (--verify) or pulled
+    /// (--registry). Per row: a ce_* arm (ce_workflow, ce_workflow_direct,
+    /// ce_review) must carry a digest and a version, any other arm neither
+    /// (arm-mismatch); a digest must be 64 lowercase hex characters
+    /// (malformed-digest). Lines that are not JSON objects are listed (and
+    /// make the exit code 1) but never stop the audit. FILE may be -
+    /// (standard input); FILE.gz and FILE.zst are decompressed.
+    Audit(AuditArgs),
     /// Re-hash objects and check the catalogue; or, with --tree, audit a
     /// directory against a snapshot. Exits 1 on any problem.
     Verify(VerifyArgs),
@@ -432,6 +446,74 @@ impl VerifyArgs {
     }
 }
 
+/// The arguments of `audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Results files (JSON Lines); - for standard input.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Print a Markdown table, to paste into a report (not with --json).
+    #[arg(long)]
+    markdown: bool,
+    /// Re-hash every object of each snapshot named (once per snapshot), and
+    /// name the damaged ones.
+    #[arg(long)]
+    verify: bool,
+    /// Pull digests the store lacks from REGISTRY/REPOSITORY (as
+    /// `cestore pull REGISTRY/REPOSITORY:sha256-DIGEST`).
+    #[arg(long, value_name = "REGISTRY/REPOSITORY")]
+    registry: Option<String>,
+    /// Speak plain HTTP to the registry (loopback or insecure registries).
+    #[arg(long, requires = "registry")]
+    plain_http: bool,
+    /// Seconds without progress on a registry connection before giving up
+    /// on that digest.
+    #[arg(long, value_name = "SECS", default_value_t = 30, requires = "registry",
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    timeout: u64,
+    /// The digest's field; a dotted path reads nested objects
+    /// (ce_plugin.manifest_digest).
+    #[arg(long, value_name = "F", default_value = crate::audit::DEFAULT_DIGEST_FIELD)]
+    digest_field: String,
+    /// The claimed version's field.
+    #[arg(long, value_name = "F", default_value = crate::audit::DEFAULT_VERSION_FIELD)]
+    version_field: String,
+    /// The arm's field.
+    #[arg(long, value_name = "F", default_value = crate::audit::DEFAULT_ARM_FIELD)]
+    arm_field: String,
+}
+
+impl AuditArgs {
+    /// The options of `audit`, drawing progress when asked.
+    fn options<'a>(
+        &'a self,
+        sources: &'a [cmd::audit::Source],
+        progress: bool,
+    ) -> cmd::audit::AuditOptions<'a> {
+        cmd::audit::AuditOptions {
+            sources,
+            fields: cmd::audit::Fields {
+                digest: self.digest_field.clone(),
+                version: self.version_field.clone(),
+                arm: self.arm_field.clone(),
+            },
+            verify: self.verify,
+            registry: self.registry.as_deref(),
+            remote_options: crate::remote::Options {
+                plain_http: self.plain_http,
+                timeouts: crate::remote::oci::client::Timeouts::from_secs(self.timeout),
+                ..crate::remote::Options::default()
+            },
+            progress,
+            style: if self.markdown {
+                cmd::audit::Style::Markdown
+            } else {
+                cmd::audit::Style::Table
+            },
+        }
+    }
+}
+
 /// The arguments of `diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
@@ -684,6 +766,20 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             Some((dir, digest)) => emit(cli, out, &cmd::verify::verify_tree(&root, dir, digest)?),
             None => emit(cli, out, &cmd::verify::verify(&root, &a.options(progress))?),
         },
+        Command::Audit(a) => {
+            if a.markdown && cli.json {
+                return Err(Error::Usage(
+                    "audit prints either --markdown or --json, not both".into(),
+                ));
+            }
+            let sources: Vec<_> = a
+                .files
+                .iter()
+                .map(|f| cmd::audit::Source::from_arg(f))
+                .collect();
+            let report = cmd::audit::audit(&root, &a.options(&sources, progress))?;
+            emit(cli, out, &report)
+        }
         Command::Diff(a) => emit(cli, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
         Command::Rm(a) => emit(cli, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
         Command::Recover => emit(cli, out, &cmd::recover::recover(&root)?),

@@ -3,7 +3,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | integrity: damage or a mismatch (a damaged object or bundle, a file that is not a bundle, a view of another snapshot); `verify` found a problem |
+//! | 1 | integrity: damage or a mismatch (a damaged object or bundle, a file that is not a bundle, a view of another snapshot); `verify` or `audit` found a problem |
 //! | 2 | usage: the command line is wrong |
 //! | 3 | rejected input: the tree, version, arms or GitNexus runtime break a rule |
 //! | 4 | not found: no such snapshot, view, store or path; a directory named on the command line that does not exist, even where a rule checks it |

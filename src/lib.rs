@@ -19,9 +19,11 @@
 //! - [`view`]: frozen views made by hard links, and [`tree`]: auditing a tree;
 //! - [`remote`]: pushing to and pulling from registries (OCI), and
 //!   [`bundle`]: a snapshot as one file;
+//! - [`audit`]: a results file's digests and rows against the store;
 //! - [`cmd`]: one module per command;
 //! - [`cli`]: the command line.
 
+pub mod audit;
 pub mod bundle;
 pub mod catalogue;
 pub mod cli;

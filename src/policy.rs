@@ -136,6 +136,15 @@ pub fn is_forbidden_name(name: &str) -> bool {
     left_out_reason(name).is_some()
 }
 
+/// The arms that see the Compound Engineering plugin (`CE_ARMS`).
+pub const CE_ARMS: [&str; 3] = ["ce_workflow", "ce_workflow_direct", "ce_review"];
+
+/// Whether the reference exposes the plugin to this arm (exact match, as
+/// `arm in CE_ARMS`): only these arms carry a plugin release.
+pub fn is_ce_arm(arm: &str) -> bool {
+    CE_ARMS.contains(&arm)
+}
+
 /// Whether `version` is an exact semantic version: `MAJOR.MINOR.PATCH`, with
 /// an optional `-prerelease` and `+build`, as the reference's pattern says.
 ///

@@ -11,6 +11,8 @@ pub struct Progress {
     bytes: u64,
     last: Option<Instant>,
     enabled: bool,
+    /// Nothing is drawn before this moment.
+    quiet_until: Option<Instant>,
 }
 
 impl Progress {
@@ -23,7 +25,14 @@ impl Progress {
             bytes: 0,
             last: None,
             enabled: enabled && rustix::termios::isatty(std::io::stderr()),
+            quiet_until: None,
         }
+    }
+
+    /// Draws nothing until `delay` has passed, so that quick work stays silent.
+    pub fn after(mut self, delay: Duration) -> Progress {
+        self.quiet_until = Some(Instant::now() + delay);
+        self
     }
 
     /// Counts `n` items of `bytes` bytes done.
@@ -34,6 +43,9 @@ impl Progress {
             return;
         }
         let now = Instant::now();
+        if self.quiet_until.is_some_and(|t| now < t) {
+            return;
+        }
         if self
             .last
             .is_some_and(|t| now - t < Duration::from_millis(100))
@@ -42,6 +54,16 @@ impl Progress {
             return;
         }
         self.last = Some(now);
+        if self.total == 0 {
+            // An unknown total (a stream): only what was done.
+            let _ = write!(
+                std::io::stderr().lock(),
+                "\r{} {} MiB",
+                self.label,
+                self.bytes >> 20
+            );
+            return;
+        }
         let pct = (self.done * 100).checked_div(self.total).unwrap_or(100);
         let width = 30usize;
         let filled = (pct as usize * width / 100).min(width);

@@ -161,6 +161,168 @@ class VerifyReport:
 
 
 @dataclass(frozen=True)
+class Place:
+    """A line of a results file: the file (absolute, or `<stdin>`) and the line, from 1."""
+
+    file: str
+    line: int
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> Place:
+        return cls(d["file"], d["line"])
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A version or arm that rows claim for a digest: how many rows, and the first."""
+
+    value: str
+    rows: int
+    first: Place
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> Claimed:
+        return cls(d["value"], d["rows"], Place._of(d["first"]))
+
+
+@dataclass(frozen=True)
+class DamagedObject:
+    """An object of a snapshot that fails its re-hash (`audit --verify`)."""
+
+    kind: str
+    path: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class DigestAudit:
+    """One digest of a results file: its status and what the rows say about it.
+
+    `status` is `ok`, `unknown`, `version-mismatch`, `damaged` or `pulled`.
+    """
+
+    manifest_digest: str
+    status: str
+    version: Optional[str]
+    claimed_versions: tuple[Claimed, ...]
+    claimed_versions_unlisted: int
+    rows: int
+    arms: tuple[Claimed, ...]
+    arms_unlisted: int
+    first: Place
+    last: Place
+    damaged: tuple[DamagedObject, ...]
+    pulled: bool
+    pull_error: Optional[str]
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> DigestAudit:
+        return cls(
+            d["manifest_digest"],
+            d["status"],
+            d["version"],
+            tuple(Claimed._of(c) for c in d["claimed_versions"]),
+            d["claimed_versions_unlisted"],
+            d["rows"],
+            tuple(Claimed._of(c) for c in d["arms"]),
+            d["arms_unlisted"],
+            Place._of(d["first"]),
+            Place._of(d["last"]),
+            tuple(DamagedObject(o["kind"], o["path"], o["detail"]) for o in d["damaged"]),
+            d["pulled"],
+            d["pull_error"],
+        )
+
+
+@dataclass(frozen=True)
+class RowProblem:
+    """A row that breaks a rule: `arm-mismatch` or `malformed-digest`."""
+
+    file: str
+    line: int
+    kind: str
+    arm: Optional[str]
+    detail: str
+
+
+@dataclass(frozen=True)
+class MalformedLine:
+    """A line of a results file that is not a row, and why."""
+
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class AuditInput:
+    """One results file as `audit` read it."""
+
+    file: str
+    format: str
+    bytes: int
+    lines: int
+    rows: int
+    malformed_count: int
+    malformed: tuple[MalformedLine, ...]
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The result of `audit`: `passed` is false when a digest is not `ok` or `pulled`,
+    a row breaks a rule or a line is not a row."""
+
+    passed: bool
+    verdict: str
+    rows: int
+    digests: tuple[DigestAudit, ...]
+    row_problem_count: int
+    row_problems: tuple[RowProblem, ...]
+    malformed_count: int
+    inputs: tuple[AuditInput, ...]
+    verified: bool
+    registry: Optional[str]
+    listed_at_most: int
+    fields: dict[str, str]
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def digest(self, manifest_digest: str) -> DigestAudit:
+        """The entry of one digest; KeyError when no row names it."""
+        for d in self.digests:
+            if d.manifest_digest == manifest_digest:
+                return d
+        raise KeyError(manifest_digest)
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> AuditReport:
+        return cls(
+            d["passed"],
+            d["verdict"],
+            d["rows"],
+            tuple(DigestAudit._of(x) for x in d["digests"]),
+            d["row_problem_count"],
+            tuple(RowProblem(p["file"], p["line"], p["kind"], p["arm"], p["detail"]) for p in d["row_problems"]),
+            d["malformed_count"],
+            tuple(
+                AuditInput(
+                    i["file"],
+                    i["format"],
+                    i["bytes"],
+                    i["lines"],
+                    i["rows"],
+                    i["malformed_count"],
+                    tuple(MalformedLine(m["line"], m["reason"]) for m in i["malformed"]),
+                )
+                for i in d["inputs"]
+            ),
+            d["verified"],
+            d["registry"],
+            d["listed_at_most"],
+            dict(d["fields"]),
+            d,
+        )
+
+
+@dataclass(frozen=True)
 class Mount:
     """One read-only bind mount of an arm's sandbox."""
 
@@ -312,6 +474,47 @@ class Store:
             problems,
             out,
         )
+
+    def audit(
+        self,
+        paths: Union[StrPath, Sequence[StrPath]],
+        *,
+        verify: bool = False,
+        registry: Optional[str] = None,
+        plain_http: bool = False,
+        digest_field: Optional[str] = None,
+        version_field: Optional[str] = None,
+        arm_field: Optional[str] = None,
+    ) -> AuditReport:
+        """Checks every digest of results files (JSON Lines; `.gz`, `.zst`) against the store.
+
+        A report, not an exception, when digests or rows have problems
+        (`passed` is false); an exception when a file cannot be read. With
+        `verify`, every object of each snapshot is re-hashed; with `registry`
+        (`REGISTRY/REPOSITORY`), unknown digests are pulled from it. A field
+        may be a dotted path (`ce_plugin.manifest_digest`).
+        """
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        files = [os.fspath(p) for p in paths]
+        if "-" in files:
+            raise ValueError("Store.audit reads files; standard input (-) is for the CLI")
+        args = ["audit"]
+        if verify:
+            args.append("--verify")
+        if registry is not None:
+            args += ["--registry", registry]
+        if plain_http:
+            args.append("--plain-http")
+        for flag, value in (
+            ("--digest-field", digest_field),
+            ("--version-field", version_field),
+            ("--arm-field", arm_field),
+        ):
+            if value is not None:
+                args += [flag, value]
+        out = self.run(*args, "--", *[_abs(f) for f in files])
+        return AuditReport._of(out)
 
     def diff(self, a: str, b: str) -> list[Change]:
         """The files added, removed or changed from snapshot `a` to snapshot `b`."""

@@ -161,3 +161,57 @@ def test_lower_bounds_reach_the_cli(tmp_path: Path, store_dir: Path) -> None:
     with pytest.raises(cestore.UsageError):
         store.ingest(source, "1.2.3", bounds=cestore.Bounds(files=5000))
     assert not store_dir.exists() or store.run("list")["snapshots"] == []
+
+
+def test_audit_returns_a_typed_report(tmp_path: Path, store_dir: Path) -> None:
+    import gzip
+    import json
+
+    store = cestore.Store()
+    a = store.ingest(write_release(tmp_path / "a", "1.0.0"), "1.0.0")
+    b = store.digest(write_release(tmp_path / "b", "2.0.0"), "2.0.0")
+
+    def row(arm: str, version: str | None, digest: str | None) -> str:
+        return json.dumps({"arm": arm, "task_id": "t1", "run": 1, "ce_plugin_version": version,
+                           "ce_plugin_manifest_digest": digest, "score": 0.5})
+
+    lines = [
+        row("ce_review", "1.0.0", a.manifest_digest),
+        row("ce_workflow", "1.0.1", a.manifest_digest),
+        row("baseline", None, None),
+        row("ce_review", "2.0.0", b.manifest_digest),
+        row("baseline", None, a.manifest_digest),
+        "[1, 2]",
+        row("ce_review", "1.0.0", "not-hex"),
+    ]
+    results = tmp_path / "results.jsonl.gz"
+    results.write_bytes(gzip.compress("\n".join(lines).encode() + b"\n"))
+
+    report = store.audit(results)
+    assert isinstance(report, cestore.AuditReport)
+    assert not report.passed and report.rows == 6 and report.malformed_count == 1
+    assert report.inputs[0].format == "gzip" and report.inputs[0].file == str(results)
+    assert report.inputs[0].malformed == (cestore.MalformedLine(6, "a JSON array, not an object"),)
+    da = report.digest(a.manifest_digest)
+    assert da.status == "version-mismatch" and da.version == "1.0.0" and da.rows == 3
+    assert [(c.value, c.rows, c.first.line) for c in da.claimed_versions] == [("1.0.0", 1, 1), ("1.0.1", 1, 2)]
+    assert (da.first, da.last) == (cestore.Place(str(results), 1), cestore.Place(str(results), 5))
+    assert report.digest(b.manifest_digest).status == "unknown"
+    assert [(p.line, p.kind, p.arm) for p in report.row_problems] == [
+        (5, "arm-mismatch", "baseline"),
+        (7, "malformed-digest", "ce_review"),
+    ]
+    assert report.verdict.startswith("FAIL: 2 digests")
+
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text(lines[0] + "\n" + lines[2] + "\n")
+    ok = store.audit([clean], verify=True)
+    assert ok.passed and ok.verified and ok.digest(a.manifest_digest).status == "ok"
+
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text(json.dumps({"arm": "ce_review", "ce_plugin": a.provenance.as_dict()}) + "\n")
+    dotted = store.audit(nested, digest_field="ce_plugin.manifest_digest", version_field="ce_plugin.version")
+    assert dotted.passed and dotted.fields["digest"] == "ce_plugin.manifest_digest"
+
+    with pytest.raises(cestore.NotFound):
+        store.audit(tmp_path / "missing.jsonl")

@@ -1,6 +1,7 @@
 //! One module per command. Each takes options, returns a report, and leaves
 //! the choice between human and JSON output to the caller.
 
+pub mod audit;
 pub mod bundle;
 pub mod checkout;
 pub mod diff;

@@ -30,8 +30,7 @@ use crate::gitnexus::{self, GitNexusError, ReadOnlyMount};
 use crate::source::absolute_like_python;
 use crate::store::{LockMode, Store, VIEWS_DIR};
 
-/// The arms that see the Compound Engineering plugin (`CE_ARMS`).
-pub const CE_ARMS: [&str; 3] = ["ce_workflow", "ce_workflow_direct", "ce_review"];
+pub use crate::policy::{is_ce_arm, CE_ARMS};
 /// Where the plugin is mounted, and Claude's plugin directory (`SANDBOX_CE_PLUGIN`).
 pub const SANDBOX_CE_PLUGIN: &str = "/opt/compound-engineering-plugin";
 
@@ -194,11 +193,6 @@ impl Report for MountsReport {
         }
         Ok(())
     }
-}
-
-/// Whether the reference exposes the plugin to this arm (exact match).
-pub fn is_ce_arm(arm: &str) -> bool {
-    CE_ARMS.contains(&arm)
 }
 
 /// The plugin mounts for an arm (`ce_plugin_mounts_for_arm`): the view for a

@@ -11,6 +11,10 @@
 //! * `verify_tree_*`: one test per kind of difference.
 //! * `gc_*`, `rm_*`: what gc removes and keeps, and gc racing ingests.
 //! * `diff_lists_exactly_the_changes`: diff against the changes made.
+//! * `audit_*`: `cestore audit` of a generated results file over three
+//!   real-size releases (one not stored): statuses and line numbers in text,
+//!   JSON and Markdown; gzip, zstd and standard input; dotted fields;
+//!   `--verify`; `--registry` against the real local registry; the bounds.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
@@ -1942,4 +1946,726 @@ fn diff_lists_exactly_the_changes() {
         }
     }
     assert_exit(&env.run(["diff", "0000000", "1111111"]), 4);
+}
+
+// ---------------------------------------------------------------------------
+// Results files: `cestore audit FILE`
+// ---------------------------------------------------------------------------
+
+/// A release of real size: the minimal plugin and 400 generated files of 4
+/// to 24 KB, every thirteenth executable, distinct per `salt`.
+fn real_release(root: &Path, version: &str, salt: u64) {
+    util::minimal_plugin(root, version);
+    for i in 0..400u64 {
+        let dir = ["skills/gen", "scripts/gen", "assets/gen"][(i % 3) as usize];
+        let path = root.join(format!("{dir}/d{:02}/f{i:04}.md", i % 20));
+        let len = 4_000 + (i as usize * 7_919) % 20_000;
+        write(&path, crate::remote::noise(salt, i, len));
+        if i % 13 == 0 {
+            chmod(&path, 0o755);
+        }
+    }
+}
+
+/// Three real-size releases: A (1.0.0) and B (1.1.0) stored, C (2.0.0)
+/// only digested, its source kept.
+struct Results {
+    env: Env,
+    a: String,
+    b: String,
+    c: String,
+    src_c: PathBuf,
+}
+
+fn three_releases() -> Results {
+    let env = Env::new();
+    let salt = crate::remote::salt();
+    let (src_a, src_b, src_c) = (env.at("rel-a"), env.at("rel-b"), env.at("rel-c"));
+    real_release(&src_a, "1.0.0", salt);
+    real_release(&src_b, "1.1.0", salt ^ 0x5555);
+    real_release(&src_c, "2.0.0", salt ^ 0xaaaa);
+    let a = env.ingest(&src_a, "1.0.0");
+    let b = env.ingest(&src_b, "1.1.0");
+    let digested = env.json([
+        OsStr::new("digest"),
+        src_c.as_os_str(),
+        OsStr::new("--version"),
+        OsStr::new("2.0.0"),
+        OsStr::new("--json"),
+    ]);
+    let c = digested["provenance"]["manifest_digest"]
+        .as_str()
+        .expect("digest")
+        .to_string();
+    assert_eq!(env.digests_listed().len(), 2);
+    Results {
+        env,
+        a,
+        b,
+        c,
+        src_c,
+    }
+}
+
+/// One row as the harness writes it: the arm, the task and run, the CE
+/// fields, and fields audit does not read.
+fn harness_row(arm: &str, run: u64, version: Option<&str>, digest: Option<&str>) -> String {
+    json!({
+        "task_id": format!("task-{:03}", run % 7),
+        "arm": arm,
+        "run": run,
+        "model": "claude-sonnet-4-5",
+        "score": 0.25 * (run % 4) as f64,
+        "tokens": {"input": 1000 + run, "output": 200 + run},
+        "ce_plugin_version": version,
+        "ce_plugin_manifest_digest": digest,
+        "workspace": format!("/runs/task-{:03}/run-{run}", run % 7),
+        "error": null,
+    })
+    .to_string()
+}
+
+/// The generated results file, line by line (1-based):
+///
+/// 1 `ce_workflow` A 1.0.0; 2 `ce_review` B 1.1.0; 3 `baseline` without;
+/// 4 `ce_workflow_direct` C 2.0.0 (C is not stored); 5 `ce_review` A
+/// claiming 1.0.1; 6 `baseline` with A's digest; 7 `ce_review` without a
+/// digest; 8 a JSON array; 9 `ce_workflow` with a non-hex digest; 10
+/// `ce_workflow` B 1.1.0; 11 `ce_review` A claiming 1.0.1; 12 a row cut
+/// short (no newline).
+fn results_text(r: &Results) -> String {
+    let (a, b, c) = (r.a.as_str(), r.b.as_str(), r.c.as_str());
+    let not_hex = "Z".repeat(64);
+    let lines = [
+        harness_row("ce_workflow", 1, Some("1.0.0"), Some(a)),
+        harness_row("ce_review", 2, Some("1.1.0"), Some(b)),
+        harness_row("baseline", 3, None, None),
+        harness_row("ce_workflow_direct", 4, Some("2.0.0"), Some(c)),
+        harness_row("ce_review", 5, Some("1.0.1"), Some(a)),
+        harness_row("baseline", 6, None, Some(a)),
+        harness_row("ce_review", 7, Some("1.1.0"), None),
+        r#"["ce_review", "1.1.0", "not an object"]"#.to_string(),
+        harness_row("ce_workflow", 9, Some("1.0.0"), Some(&not_hex)),
+        harness_row("ce_workflow", 10, Some("1.1.0"), Some(b)),
+        harness_row("ce_review", 11, Some("1.0.1"), Some(a)),
+    ];
+    // Cut inside the digest's string, as a writer killed mid-line leaves it.
+    let full = harness_row("ce_review", 12, Some("1.0.0"), Some(a));
+    let key = "\"ce_plugin_manifest_digest\":\"";
+    let cut = full.find(key).expect("digest key") + key.len() + 10;
+    format!("{}\n{}", lines.join("\n"), &full[..cut])
+}
+
+/// `audit ARGS --store STORE`: the exit code and stdout.
+fn audit(env: &Env, args: &[&OsStr]) -> (i32, String) {
+    let mut all = vec![OsStr::new("audit")];
+    all.extend_from_slice(args);
+    let out = env.run(&all);
+    let code = out.status.code().expect("exit code");
+    assert!(
+        code == 0 || code == 1,
+        "audit exited {code}\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (code, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The cells of a table line: runs of two or more spaces separate them.
+fn cells_of(line: &str) -> Vec<String> {
+    line.split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The digests' lines in digest order, each with its expected cells.
+fn expected_table(r: &Results) -> Vec<(String, Vec<String>)> {
+    let mut rows = vec![
+        (
+            r.a.clone(),
+            vec![
+                r.a.clone(),
+                "version-mismatch".into(),
+                "1.0.0".into(),
+                "1.0.0 (1), 1.0.1 (2)".into(),
+                "4".into(),
+                "ce_workflow (1), ce_review (2), baseline (1)".into(),
+                "1-11".into(),
+            ],
+        ),
+        (
+            r.b.clone(),
+            vec![
+                r.b.clone(),
+                "ok".into(),
+                "1.1.0".into(),
+                "1.1.0 (2)".into(),
+                "2".into(),
+                "ce_review (1), ce_workflow (1)".into(),
+                "2-10".into(),
+            ],
+        ),
+        (
+            r.c.clone(),
+            vec![
+                r.c.clone(),
+                "unknown".into(),
+                "-".into(),
+                "2.0.0 (1)".into(),
+                "1".into(),
+                "ce_workflow_direct (1)".into(),
+                "4-4".into(),
+            ],
+        ),
+    ];
+    rows.sort();
+    rows
+}
+
+const ROW_PROBLEMS_HUMAN: [&str; 5] = [
+    "line 6: arm-mismatch: the non-CE arm \"baseline\" must carry neither ce_plugin_manifest_digest nor ce_plugin_version; it has ce_plugin_manifest_digest",
+    "line 7: arm-mismatch: the ce_* arm \"ce_review\" must carry ce_plugin_manifest_digest and ce_plugin_version; it has no ce_plugin_manifest_digest",
+    "line 8: malformed-line: a JSON array, not an object",
+    "line 9: malformed-digest: ce_plugin_manifest_digest \"ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ\" is not 64 lowercase hex characters",
+    "line 12: malformed-line: not JSON: EOF while parsing a string at line 1 column",
+];
+
+const VERDICT: &str = "FAIL: 3 digests (1 ok, 1 unknown, 1 version-mismatch), 3 row problems, 2 malformed lines in 10 rows";
+
+#[test]
+fn audit_names_every_digest_status_and_row_problem() {
+    let r = three_releases();
+    let file = r.env.at("results.jsonl");
+    write(&file, results_text(&r));
+
+    // People: one line per digest, its notes, the problems, the verdict.
+    let (code, human) = audit(&r.env, &[file.as_os_str()]);
+    assert_eq!(code, 1, "{human}");
+    let lines: Vec<&str> = human.lines().collect();
+    assert_eq!(
+        cells_of(lines[0]),
+        [
+            "digest",
+            "status",
+            "store version",
+            "claimed versions (rows)",
+            "rows",
+            "arms (rows)",
+            "lines"
+        ],
+        "{human}"
+    );
+    let mut at = 1;
+    for (digest, cells) in expected_table(&r) {
+        assert_eq!(cells_of(lines[at]), cells, "{human}");
+        at += 1;
+        if digest == r.a {
+            assert_eq!(
+                lines[at], "  claims version 1.0.1 in 2 rows from line 5",
+                "{human}"
+            );
+            at += 1;
+        }
+    }
+    for (i, want) in ROW_PROBLEMS_HUMAN.iter().enumerate() {
+        assert!(lines[at + i].starts_with(want), "line {}: {human}", at + i);
+    }
+    assert_eq!(lines[at + 5], VERDICT, "{human}");
+    assert_eq!(lines.len(), at + 6, "{human}");
+
+    // JSON: one object with every figure.
+    let out = r
+        .env
+        .run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
+    assert_exit(&out, 1);
+    let v = parse_json(&out);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["passed"], false);
+    assert_eq!(v["verdict"], VERDICT);
+    assert_eq!(v["rows"], 10);
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["registry"], Value::Null);
+    let name = s(&file);
+    let at_line = |line: u64| json!({"file": name, "line": line});
+    assert_eq!(
+        v["inputs"],
+        json!([{
+            "file": name, "format": "plain",
+            "bytes": fs::metadata(&file).unwrap().len(),
+            "lines": 12, "rows": 10, "malformed_count": 2,
+            "malformed": [
+                {"line": 8, "reason": "a JSON array, not an object"},
+                {"line": 12, "reason": v["inputs"][0]["malformed"][1]["reason"]},
+            ],
+        }])
+    );
+    assert!(v["inputs"][0]["malformed"][1]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("not JSON: EOF while parsing"));
+    let claim = |value: &str, rows: u64, line: u64| json!({"value": value, "rows": rows, "first": at_line(line)});
+    let mut want = vec![
+        json!({
+            "manifest_digest": r.a, "status": "version-mismatch", "version": "1.0.0",
+            "claimed_versions": [claim("1.0.0", 1, 1), claim("1.0.1", 2, 5)],
+            "claimed_versions_unlisted": 0, "rows": 4,
+            "arms": [claim("ce_workflow", 1, 1), claim("ce_review", 2, 5), claim("baseline", 1, 6)],
+            "arms_unlisted": 0, "first": at_line(1), "last": at_line(11),
+            "damaged": [], "pulled": false, "pull_error": null,
+        }),
+        json!({
+            "manifest_digest": r.b, "status": "ok", "version": "1.1.0",
+            "claimed_versions": [claim("1.1.0", 2, 2)],
+            "claimed_versions_unlisted": 0, "rows": 2,
+            "arms": [claim("ce_review", 1, 2), claim("ce_workflow", 1, 10)],
+            "arms_unlisted": 0, "first": at_line(2), "last": at_line(10),
+            "damaged": [], "pulled": false, "pull_error": null,
+        }),
+        json!({
+            "manifest_digest": r.c, "status": "unknown", "version": null,
+            "claimed_versions": [claim("2.0.0", 1, 4)],
+            "claimed_versions_unlisted": 0, "rows": 1,
+            "arms": [claim("ce_workflow_direct", 1, 4)],
+            "arms_unlisted": 0, "first": at_line(4), "last": at_line(4),
+            "damaged": [], "pulled": false, "pull_error": null,
+        }),
+    ];
+    want.sort_by_key(|d| d["manifest_digest"].as_str().unwrap().to_string());
+    assert_eq!(v["digests"], Value::Array(want));
+    assert_eq!(v["row_problem_count"], 3);
+    let problems: Vec<(u64, &str, &str)> = v["row_problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["file"], name.as_str());
+            (
+                p["line"].as_u64().unwrap(),
+                p["kind"].as_str().unwrap(),
+                p["arm"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            (6, "arm-mismatch", "baseline"),
+            (7, "arm-mismatch", "ce_review"),
+            (9, "malformed-digest", "ce_workflow")
+        ]
+    );
+    assert_eq!(v["malformed_count"], 2);
+    assert_eq!(v["listed_at_most"], 1000);
+
+    // Markdown: a table to paste, then the problems, then the verdict.
+    let (code, md) = audit(&r.env, &[file.as_os_str(), OsStr::new("--markdown")]);
+    assert_eq!(code, 1);
+    let md_lines: Vec<&str> = md.lines().collect();
+    assert_eq!(
+        md_lines[0],
+        "| digest | status | store version | claimed versions (rows) | rows | arms (rows) | lines |"
+    );
+    assert_eq!(md_lines[1], "|---|---|---|---|---|---|---|");
+    for (i, (digest, mut cells)) in expected_table(&r).into_iter().enumerate() {
+        cells[0] = format!("`{}`", cells[0]);
+        if digest == r.a {
+            cells[1] = "version-mismatch: claims version 1.0.1 in 2 rows from line 5".into();
+        }
+        assert_eq!(
+            md_lines[2 + i],
+            format!("| {} |", cells.join(" | ")),
+            "{md}"
+        );
+    }
+    assert_eq!(md_lines[5], "");
+    assert_eq!(md_lines[6], "| where | problem | detail |");
+    let md_problems: Vec<Vec<&str>> = md_lines[8..13]
+        .iter()
+        .map(|l| l.split(" | ").take(2).collect())
+        .collect();
+    assert_eq!(
+        md_problems,
+        [
+            ["| line 6", "arm-mismatch"],
+            ["| line 7", "arm-mismatch"],
+            ["| line 8", "malformed-line"],
+            ["| line 9", "malformed-digest"],
+            ["| line 12", "malformed-line"],
+        ]
+    );
+    assert_eq!(md_lines[13], "");
+    assert_eq!(md_lines[14], format!("**{VERDICT}**"));
+    assert_eq!(md_lines.len(), 15, "{md}");
+
+    // A clean file passes with exit 0, and the store was only read.
+    let clean = r.env.at("clean.jsonl");
+    write(
+        &clean,
+        format!(
+            "{}\n{}\n{}\n",
+            harness_row("ce_review", 1, Some("1.1.0"), Some(&r.b)),
+            harness_row("baseline", 2, None, None),
+            harness_row("ce_workflow", 3, Some("1.0.0"), Some(&r.a)),
+        ),
+    );
+    let (code, human) = audit(&r.env, &[clean.as_os_str()]);
+    assert_eq!(code, 0, "{human}");
+    assert_eq!(
+        human.lines().last(),
+        Some("PASS: 2 digests (2 ok), 0 row problems, 0 malformed lines in 3 rows")
+    );
+    assert_eq!(r.env.digests_listed().len(), 2);
+}
+
+/// The report with the inputs' names and formats left out, to compare
+/// readings of the same rows.
+fn without_inputs(mut v: Value) -> Value {
+    let text = v.to_string();
+    for i in v["inputs"].as_array().unwrap().clone() {
+        let name = i["file"].as_str().unwrap().to_string();
+        let text_now = text.replace(&name, "FILE");
+        v = serde_json::from_str(&text_now).unwrap();
+    }
+    for i in v["inputs"].as_array_mut().unwrap() {
+        i["format"] = Value::Null;
+    }
+    v
+}
+
+#[test]
+fn audit_reads_gzip_zstd_and_standard_input_alike() {
+    let r = three_releases();
+    let text = results_text(&r);
+    let plain = r.env.at("results.jsonl");
+    write(&plain, &text);
+    let gz = r.env.at("results.jsonl.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(text.as_bytes()).unwrap();
+    write(&gz, enc.finish().unwrap());
+    let zst = r.env.at("results.jsonl.zst");
+    write(&zst, zstd::encode_all(text.as_bytes(), 3).unwrap());
+
+    let report = |file: &Path| {
+        let out = r
+            .env
+            .run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
+        assert_exit(&out, 1);
+        parse_json(&out)
+    };
+    let want = report(&plain);
+    assert_eq!(want["verdict"], VERDICT);
+    for (file, format) in [(&gz, "gzip"), (&zst, "zstd")] {
+        let v = report(file);
+        assert_eq!(v["inputs"][0]["format"], format);
+        assert_eq!(v["inputs"][0]["bytes"], text.len() as u64);
+        assert_eq!(without_inputs(v), without_inputs(want.clone()), "{format}");
+    }
+
+    // Standard input, as `-`.
+    let mut child = r
+        .env
+        .t
+        .cmd(["audit", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_exit(&out, 1);
+    let v = parse_json(&out);
+    assert_eq!(v["inputs"][0]["file"], "<stdin>");
+    assert_eq!(without_inputs(v), without_inputs(want.clone()));
+
+    // Two inputs: the rows add up, and every place names its file.
+    let (code, human) = audit(&r.env, &[plain.as_os_str(), gz.as_os_str()]);
+    assert_eq!(code, 1);
+    assert!(
+        human.contains(&format!("{}:6: arm-mismatch", s(&gz))),
+        "{human}"
+    );
+    assert!(human.ends_with(
+        "FAIL: 3 digests (1 ok, 1 unknown, 1 version-mismatch), 6 row problems, 4 malformed lines in 20 rows\n"
+    ), "{human}");
+
+    // A damaged compressed file is an error that names it.
+    let bad = r.env.at("bad.jsonl.zst");
+    write(&bad, b"not zstd at all");
+    let out = r
+        .env
+        .run([OsStr::new("audit"), bad.as_os_str(), OsStr::new("--json")]);
+    let stderr = assert_exit(&out, 7);
+    assert!(stderr.contains(&s(&bad)), "{stderr}");
+    assert_eq!(parse_json(&out)["error"]["path"], s(&bad));
+}
+
+#[test]
+fn audit_reads_dotted_fields_of_nested_provenance() {
+    let r = three_releases();
+    let row =
+        |arm: &str, prov: Value| json!({"arm": arm, "task_id": "t", "ce_plugin": prov}).to_string();
+    let prov = |version: &str, digest: &str| {
+        json!({"name": "compound-engineering", "version": version,
+               "manifest_schema_version": 1, "manifest_digest": digest,
+               "file_count": 404, "total_bytes": 1})
+    };
+    let file = r.env.at("nested.jsonl");
+    write(
+        &file,
+        [
+            row("ce_review", prov("1.0.0", &r.a)),
+            row("baseline", Value::Null),
+            row("ce_workflow", prov("1.1.0", &r.b)),
+            row("ce_workflow", json!("not an object")),
+        ]
+        .join("\n"),
+    );
+    let out = r.env.run([
+        "audit",
+        file.to_str().unwrap(),
+        "--digest-field",
+        "ce_plugin.manifest_digest",
+        "--version-field",
+        "ce_plugin.version",
+        "--json",
+    ]);
+    assert_exit(&out, 1);
+    let v = parse_json(&out);
+    assert_eq!(
+        v["fields"],
+        json!({"digest": "ce_plugin.manifest_digest", "version": "ce_plugin.version", "arm": "arm"})
+    );
+    let statuses: BTreeMap<String, String> = v["digests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["manifest_digest"].as_str().unwrap().to_string(),
+                d["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        BTreeMap::from([
+            (r.a.clone(), "ok".to_string()),
+            (r.b.clone(), "ok".to_string())
+        ])
+    );
+    // The ce_workflow row whose ce_plugin is a string carries neither field.
+    assert_eq!(v["row_problem_count"], 1);
+    assert_eq!(v["row_problems"][0]["line"], 4);
+    assert_eq!(v["row_problems"][0]["kind"], "arm-mismatch");
+
+    // Fields that overlap are refused before anything is read.
+    let out = r.env.run([
+        "audit",
+        file.to_str().unwrap(),
+        "--digest-field",
+        "ce_plugin",
+        "--version-field",
+        "ce_plugin.version",
+        "--json",
+    ]);
+    assert_exit(&out, 2);
+    assert_eq!(parse_json(&out)["error"]["kind"], "usage");
+}
+
+#[test]
+fn audit_verify_names_a_flipped_object_and_its_digest() {
+    let r = three_releases();
+    let file = r.env.at("results.jsonl");
+    write(
+        &file,
+        format!(
+            "{}\n{}\n",
+            harness_row("ce_review", 1, Some("1.0.0"), Some(&r.a)),
+            harness_row("ce_review", 2, Some("1.1.0"), Some(&r.b)),
+        ),
+    );
+    let (code, _) = audit(&r.env, &[file.as_os_str(), OsStr::new("--verify")]);
+    assert_eq!(code, 0);
+
+    let victim = r.env.file(&r.b, "skills/gen/d03/f0003.md");
+    let object = r.env.object(&victim);
+    flip_byte(&object);
+    let out = r.env.run([
+        OsStr::new("audit"),
+        file.as_os_str(),
+        OsStr::new("--verify"),
+        OsStr::new("--json"),
+    ]);
+    assert_exit(&out, 1);
+    let v = parse_json(&out);
+    assert_eq!(v["verified"], true);
+    let by: BTreeMap<&str, &Value> = v["digests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["manifest_digest"].as_str().unwrap(), d))
+        .collect();
+    assert_eq!(by[r.a.as_str()]["status"], "ok");
+    assert_eq!(by[r.a.as_str()]["damaged"], json!([]));
+    let b = by[r.b.as_str()];
+    assert_eq!(b["status"], "damaged");
+    let damaged = b["damaged"].as_array().unwrap();
+    assert_eq!(damaged.len(), 1, "{b}");
+    assert_eq!(damaged[0]["kind"], "object-content");
+    assert_eq!(damaged[0]["path"], s(&object));
+
+    // People see the object and the digest it belongs to.
+    let (code, human) = audit(&r.env, &[file.as_os_str(), OsStr::new("--verify")]);
+    assert_eq!(code, 1);
+    let b_line = human
+        .lines()
+        .position(|l| l.starts_with(&r.b))
+        .expect("B's line");
+    let lines: Vec<&str> = human.lines().collect();
+    assert_eq!(cells_of(lines[b_line])[1], "damaged");
+    assert!(
+        lines[b_line + 1].starts_with(&format!("  damaged: object-content {}: ", s(&object))),
+        "{human}"
+    );
+    // Without --verify nothing is re-hashed: B is ok by its catalogue.
+    let (code, _) = audit(&r.env, &[file.as_os_str()]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn audit_pulls_an_unknown_digest_from_the_registry() {
+    let Some(registry) = crate::remote::registry("audit_pulls_an_unknown_digest_from_the_registry")
+    else {
+        return;
+    };
+    let r = three_releases();
+    let repo = crate::remote::repo(&registry, "audit-pull");
+    // C is published from another store.
+    let other = TestEnv::new();
+    let c = other.ingest_digest(&r.src_c, "2.0.0");
+    assert_eq!(c, r.c);
+    other.json(["push", &c, &repo, "--plain-http", "--json"]);
+
+    let file = r.env.at("results.jsonl");
+    write(&file, results_text(&r));
+    let out = r.env.run([
+        OsStr::new("audit"),
+        file.as_os_str(),
+        OsStr::new("--registry"),
+        OsStr::new(&repo),
+        OsStr::new("--plain-http"),
+        OsStr::new("--json"),
+    ]);
+    assert_exit(&out, 1); // the row problems remain
+    let v = parse_json(&out);
+    assert_eq!(v["registry"], repo.as_str());
+    let cd = v["digests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["manifest_digest"] == r.c.as_str())
+        .expect("C")
+        .clone();
+    assert_eq!(cd["status"], "pulled", "{cd}");
+    assert_eq!(cd["pulled"], true);
+    assert_eq!(cd["version"], "2.0.0");
+    assert_eq!(cd["pull_error"], Value::Null);
+    assert_eq!(r.env.digests_listed().len(), 3);
+    r.env.verify_clean(&[&r.c]);
+    let log = r.env.json(["log", &r.c, "--json"]);
+    let events: Vec<&str> = log["ingests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["origin", "pull"], "{log}");
+
+    // Now stored, C is ok; a digest the registry lacks stays unknown, with why.
+    let missing = "0".repeat(64);
+    let extra = r.env.at("missing.jsonl");
+    write(
+        &extra,
+        format!(
+            "{}\n{}\n",
+            harness_row("ce_review", 1, Some("2.0.0"), Some(&r.c)),
+            harness_row("ce_review", 2, Some("9.9.9"), Some(&missing)),
+        ),
+    );
+    let out = r.env.run([
+        OsStr::new("audit"),
+        extra.as_os_str(),
+        OsStr::new("--registry"),
+        OsStr::new(&repo),
+        OsStr::new("--plain-http"),
+        OsStr::new("--json"),
+    ]);
+    assert_exit(&out, 1);
+    let v = parse_json(&out);
+    let status: BTreeMap<&str, (&str, bool)> = v["digests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["manifest_digest"].as_str().unwrap(),
+                (d["status"].as_str().unwrap(), d["pull_error"].is_string()),
+            )
+        })
+        .collect();
+    assert_eq!(status[r.c.as_str()], ("ok", false));
+    assert_eq!(status[missing.as_str()], ("unknown", true));
+}
+
+#[test]
+fn audit_bounds_what_it_lists_and_holds() {
+    let env = Env::new();
+    let file = env.at("noisy.jsonl");
+    let mut text = String::new();
+    // One line of 2 MiB, 1,500 malformed lines, then a row.
+    text.push_str(&format!("{{\"arm\": \"{}\"}}\n", "x".repeat(2 << 20)));
+    for i in 0..1500 {
+        text.push_str(&format!("not json {i}\n"));
+    }
+    text.push_str(&harness_row("baseline", 1, None, None));
+    text.push('\n');
+    write(&file, &text);
+    fs::create_dir_all(env.store()).unwrap();
+    let minimal = env.at("min");
+    util::minimal_plugin(&minimal, "1.0.0");
+    env.ingest(&minimal, "1.0.0");
+    let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
+    assert_exit(&out, 1);
+    let v = parse_json(&out);
+    let input = &v["inputs"][0];
+    assert_eq!(input["lines"], 1502);
+    assert_eq!(input["rows"], 1);
+    assert_eq!(input["malformed_count"], 1501);
+    let listed = input["malformed"].as_array().unwrap();
+    assert_eq!(listed.len(), 1000);
+    assert_eq!(
+        listed[0],
+        json!({"line": 1, "reason": "longer than 1048576 bytes; skipped unread"})
+    );
+    assert_eq!(listed[1]["line"], 2);
+    assert_eq!(listed[999]["line"], 1000);
+    let (code, human) = audit(&env, &[file.as_os_str()]);
+    assert_eq!(code, 1);
+    assert!(
+        human.contains(&format!(
+            "… and 501 more malformed lines in {} (the first 1000 are listed)",
+            s(&file)
+        )),
+        "{}",
+        &human[human.len().saturating_sub(400)..]
+    );
+    assert!(human.ends_with("0 row problems, 1501 malformed lines in 1 row\n"));
 }

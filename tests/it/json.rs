@@ -836,6 +836,185 @@ fn a_report_with_problems_fits_its_schema() {
     util::chmod(&view.join("skills/ce-plan/SKILL.md"), 0o444);
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditFieldsOut {
+    digest: String,
+    version: String,
+    arm: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MalformedOut {
+    line: u64,
+    reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditInputOut {
+    file: String,
+    format: String,
+    bytes: u64,
+    lines: u64,
+    rows: u64,
+    malformed_count: u64,
+    malformed: Vec<MalformedOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlaceOut {
+    file: String,
+    line: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClaimedOut {
+    value: String,
+    rows: u64,
+    first: PlaceOut,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DamagedOut {
+    kind: String,
+    path: String,
+    detail: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditDigestOut {
+    manifest_digest: String,
+    status: String,
+    version: Option<String>,
+    claimed_versions: Vec<ClaimedOut>,
+    claimed_versions_unlisted: u64,
+    rows: u64,
+    arms: Vec<ClaimedOut>,
+    arms_unlisted: u64,
+    first: PlaceOut,
+    last: PlaceOut,
+    damaged: Vec<DamagedOut>,
+    pulled: bool,
+    pull_error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RowProblemOut {
+    file: String,
+    line: u64,
+    kind: String,
+    arm: Option<String>,
+    detail: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditOut {
+    ok: bool,
+    fields: AuditFieldsOut,
+    inputs: Vec<AuditInputOut>,
+    rows: u64,
+    digests: Vec<AuditDigestOut>,
+    row_problem_count: u64,
+    row_problems: Vec<RowProblemOut>,
+    malformed_count: u64,
+    listed_at_most: u64,
+    verified: bool,
+    registry: Option<String>,
+    passed: bool,
+    verdict: String,
+}
+
+#[test]
+fn audit_fits_the_documented_schema() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let results = env.path("results.jsonl");
+    let unknown = "e".repeat(64);
+    write(
+        &results,
+        format!(
+            "{}\n{}\n{}\n{}\nnot json\n",
+            serde_json::json!({"arm": "ce_review", "run": 1, "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d}),
+            serde_json::json!({"arm": "ce_workflow", "run": 2, "ce_plugin_version": "0.9.0", "ce_plugin_manifest_digest": unknown}),
+            serde_json::json!({"arm": "baseline", "run": 3, "ce_plugin_version": null, "ce_plugin_manifest_digest": "abc"}),
+            serde_json::json!({"arm": 7, "ce_plugin_version": null, "ce_plugin_manifest_digest": null}),
+        ),
+    );
+    // A damaged object, for `damaged`.
+    let object = object_of(&env.store, &src.join("skills/ce-plan/SKILL.md"));
+    util::chmod(&object, 0o644);
+    fs::write(&object, "damaged\n").unwrap();
+    util::chmod(&object, 0o444);
+    let out = env.run([
+        os("audit"),
+        results.as_os_str(),
+        os("--verify"),
+        os("--json"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let audit: AuditOut = one_object(&out, "audit");
+    assert!(!audit.ok && !audit.passed && audit.verified);
+    assert!(audit.registry.is_none());
+    assert_eq!(audit.rows, 4);
+    assert_eq!(audit.malformed_count, 1);
+    assert_eq!(audit.listed_at_most, 1000);
+    absolute(&audit.inputs[0].file);
+    assert_eq!(audit.inputs[0].format, "plain");
+    assert_eq!(audit.inputs[0].malformed[0].line, 5);
+    assert_eq!(audit.fields.digest, "ce_plugin_manifest_digest");
+    let statuses: Vec<(&str, &str)> = audit
+        .digests
+        .iter()
+        .map(|x| (x.manifest_digest.as_str(), x.status.as_str()))
+        .collect();
+    let mut want = vec![(d.as_str(), "damaged"), (unknown.as_str(), "unknown")];
+    want.sort();
+    assert_eq!(statuses, want);
+    for x in &audit.digests {
+        is_digest(&x.manifest_digest);
+        absolute(&x.first.file);
+        assert!(!x.pulled && x.pull_error.is_none());
+    }
+    let damaged = &audit
+        .digests
+        .iter()
+        .find(|x| x.manifest_digest == d)
+        .unwrap()
+        .damaged;
+    assert_eq!(damaged[0].kind, "object-size");
+    absolute(&damaged[0].path);
+    // baseline with a digest (arm-mismatch and malformed-digest), and a
+    // row whose arm is not a string.
+    let kinds: Vec<(u64, &str, Option<&str>)> = audit
+        .row_problems
+        .iter()
+        .map(|p| (p.line, p.kind.as_str(), p.arm.as_deref()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (3, "arm-mismatch", Some("baseline")),
+            (3, "malformed-digest", Some("baseline")),
+        ]
+    );
+    assert_eq!(audit.row_problem_count, 2);
+    assert!(
+        audit.verdict.starts_with("FAIL: 2 digests"),
+        "{}",
+        audit.verdict
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Every failure answers with one JSON error object
 // ---------------------------------------------------------------------------
@@ -927,6 +1106,8 @@ fn every_failure_prints_one_json_error_object() {
     let store_file = env.path("store-file");
     write(&store_file, "x");
     let inside = src.join("nested-store");
+    let bad_zst = env.path("results.jsonl.zst");
+    write(&bad_zst, "not zstd\n");
 
     let mut cases = vec![
         // usage (2): the parser's refusals and the requests it cannot see.
@@ -1310,6 +1491,37 @@ fn every_failure_prints_one_json_error_object() {
                 os("127.0.0.1:1/cestore/ce"),
                 os("--plain-http"),
             ],
+        ),
+        case(
+            "missing results file",
+            4,
+            "not-found",
+            &[os("audit"), missing.as_os_str()],
+        ),
+        case(
+            "overlapping audit fields",
+            2,
+            "usage",
+            &[
+                os("audit"),
+                text.as_os_str(),
+                os("--digest-field"),
+                os("ce_plugin"),
+                os("--version-field"),
+                os("ce_plugin.version"),
+            ],
+        ),
+        case(
+            "audit --markdown with --json",
+            2,
+            "usage",
+            &[os("audit"), text.as_os_str(), os("--markdown")],
+        ),
+        case(
+            "undecodable results file",
+            7,
+            "io",
+            &[os("audit"), bad_zst.as_os_str()],
         ),
         case(
             "unreachable registry (pull)",
