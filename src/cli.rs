@@ -89,8 +89,9 @@ pub enum Command {
     /// (--registry). Per row: a ce_* arm (ce_workflow, ce_workflow_direct,
     /// ce_review) must carry a digest and a version, any other arm neither
     /// (arm-mismatch); a digest must be 64 lowercase hex characters
-    /// (malformed-digest). Lines that are not JSON objects are listed (and
-    /// make the exit code 1) but never stop the audit. FILE may be -
+    /// (malformed-digest). Lines that are not JSON objects are listed, as
+    /// the harness skips them, and fail the audit only when no line is a
+    /// row. FILE may be -
     /// (standard input); FILE.gz and FILE.zst are decompressed.
     Audit(AuditArgs),
     /// Re-hash objects and check the catalogue; or, with --tree, audit a

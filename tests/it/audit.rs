@@ -2643,7 +2643,8 @@ fn audit_bounds_what_it_lists_and_holds() {
     util::minimal_plugin(&minimal, "1.0.0");
     env.ingest(&minimal, "1.0.0");
     let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
-    assert_exit(&out, 1);
+    // Malformed lines are listed, not fatal: the one row passes.
+    assert_exit(&out, 0);
     let v = parse_json(&out);
     let input = &v["inputs"][0];
     assert_eq!(input["lines"], 1502);
@@ -2658,7 +2659,7 @@ fn audit_bounds_what_it_lists_and_holds() {
     assert_eq!(listed[1]["line"], 2);
     assert_eq!(listed[999]["line"], 1000);
     let (code, human) = audit(&env, &[file.as_os_str()]);
-    assert_eq!(code, 1);
+    assert_eq!(code, 0);
     assert!(
         human.contains(&format!(
             "… and 501 more malformed lines in {} (the first 1000 are listed)",
@@ -2667,5 +2668,17 @@ fn audit_bounds_what_it_lists_and_holds() {
         "{}",
         &human[human.len().saturating_sub(400)..]
     );
-    assert!(human.ends_with("0 row problems, 1501 malformed lines in 1 row\n"));
+    assert!(
+        human.ends_with("PASS: 0 digests (none), 0 row problems, 1501 malformed lines in 1 row\n")
+    );
+
+    // Nothing but malformed lines is no results file: it fails.
+    let garbage = env.at("garbage.jsonl");
+    write(&garbage, "a,b,c\n1,2,3\n");
+    let (code, human) = audit(&env, &[garbage.as_os_str()]);
+    assert_eq!(code, 1, "{human}");
+    assert!(
+        human.ends_with("FAIL: 0 digests (none), 0 row problems, 2 malformed lines in 0 rows\n"),
+        "{human}"
+    );
 }
