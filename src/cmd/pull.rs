@@ -41,6 +41,8 @@ pub struct PullStats {
     /// What was downloaded.
     #[serde(flatten)]
     pub fetched: transfer::FetchStats,
+    /// The requests sent and the bytes they carried.
+    pub requests: crate::remote::oci::client::Traffic,
 }
 
 /// The report of `cestore pull`: the ingest report and the transfer.
@@ -106,6 +108,10 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
             media_type: incoming.media_type,
             manifests: incoming.manifests,
             fetched,
+            requests: remote
+                .as_oci()
+                .map(|o| o.client().traffic())
+                .unwrap_or_default(),
         },
     })
 }
