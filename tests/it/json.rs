@@ -1493,6 +1493,23 @@ struct PushOut {
     blobs_uploaded: u64,
     blobs_present: u64,
     bytes_uploaded: u64,
+    requests: RequestsOut,
+}
+
+/// The `requests` object of push and pull reports.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestsOut {
+    total: u64,
+    head: u64,
+    get: u64,
+    post: u64,
+    put: u64,
+    token: u64,
+    retried: u64,
+    mounted: u64,
+    bytes_sent: u64,
+    bytes_received: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1504,6 +1521,7 @@ struct PullStatsOut {
     manifests: u64,
     blobs_fetched: u64,
     bytes_fetched: u64,
+    requests: RequestsOut,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1548,6 +1566,10 @@ fn push_and_pull_fit_the_documented_schema() {
     assert!(push.manifests == 1 && push.layers > 0);
     assert_eq!(push.blobs_uploaded + push.blobs_present, push.blobs_total);
     assert!(push.bytes_uploaded > 0);
+    let r = &push.requests;
+    assert_eq!(r.total, r.head + r.get + r.post + r.put + r.token);
+    assert!(r.head >= push.blobs_total && r.put >= 1 && r.bytes_sent >= push.bytes_uploaded);
+    assert!(r.token == 0 && r.retried == 0 && r.mounted == 0 && r.bytes_received == 0);
 
     let other = TestEnv::new();
     let pull: PullOut = run_typed(&other, &[os("pull"), os(&target), os("--plain-http")]);
@@ -1561,6 +1583,10 @@ fn push_and_pull_fit_the_documented_schema() {
             && pull.pull.bytes_fetched > 0
             && !pull.pull.media_type.is_empty()
     );
+    let r = &pull.pull.requests;
+    assert_eq!(r.total, r.get);
+    assert!(r.get > pull.pull.blobs_fetched && r.bytes_received > pull.pull.bytes_fetched);
+    assert!(r.head + r.post + r.put + r.token + r.retried + r.mounted + r.bytes_sent == 0);
 }
 
 /// The `(code, kind)` pairs the table of docs/exit-codes.md lists.
