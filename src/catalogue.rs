@@ -1262,6 +1262,24 @@ mod tests {
     }
 
     #[test]
+    fn remote_blobs_keep_the_last_repository_per_registry_and_blob() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cat = fresh(tmp.path());
+        let (x, y) = (ObjectId::of(b"x"), ObjectId::of(b"y"));
+        assert!(cat.remote_blobs("reg:5000").unwrap().is_empty());
+        cat.record_remote_blobs("reg:5000", "a/one", &[x, y])
+            .unwrap();
+        cat.record_remote_blobs("reg:5000", "a/two", &[y]).unwrap();
+        cat.record_remote_blobs("other", "a/one", &[x]).unwrap();
+        let found = cat.remote_blobs("reg:5000").unwrap();
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[&x], "a/one");
+        assert_eq!(found[&y], "a/two");
+        assert_eq!(cat.remote_blobs("other").unwrap().len(), 1);
+        assert!(cat.remote_blobs("nowhere").unwrap().is_empty());
+    }
+
+    #[test]
     fn a_new_catalogue_is_created_at_the_current_schema_and_reopens() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("catalogue.sqlite");

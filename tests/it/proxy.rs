@@ -58,8 +58,11 @@ impl Message {
     }
 }
 
+/// A message's start line and headers.
+type Head = (String, Vec<(String, String)>);
+
 /// Reads a message head; `None` at a clean end of stream.
-fn read_head(r: &mut impl BufRead) -> std::io::Result<Option<(String, Vec<(String, String)>)>> {
+fn read_head(r: &mut impl BufRead) -> std::io::Result<Option<Head>> {
     let mut start = String::new();
     if r.read_line(&mut start)? == 0 {
         return Ok(None);

@@ -387,7 +387,7 @@ impl PasswordRegistry {
                 root = root.display()
             ),
         );
-        let child = Command::new("docker-registry")
+        let mut child = Command::new("docker-registry")
             .arg("serve")
             .arg(root.join("config.yml"))
             .stdout(Stdio::null())
@@ -402,15 +402,18 @@ impl PasswordRegistry {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(r) = agent.get(&format!("http://{address}/v2/")).call() {
-                assert_eq!(r.status(), 401, "the registry must want a password");
-                return Some(PasswordRegistry {
+                let running = PasswordRegistry {
                     child,
                     address,
                     _dir: dir,
-                });
+                };
+                assert_eq!(r.status(), 401, "the registry must want a password");
+                return Some(running);
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!(
             "the password registry did not start: {}",
             fs::read_to_string(root.join("log")).unwrap_or_default()

@@ -447,6 +447,50 @@ mod tests {
     }
 
     #[test]
+    fn reads_docker_config_credential_helpers() {
+        let auth = base64::engine::general_purpose::STANDARD.encode("alice:pw");
+        let config = format!(
+            r#"{{"credHelpers":{{"reg.example:5000":"per","https://index.docker.io/v1/":"hub"}},"credsStore":"desktop","auths":{{"inline.example":{{"auth":"{auth}"}},"marked.example":{{}}}}}}"#
+        );
+        let helper = |n: &str| Some(Credentials::Helper { name: n.into() });
+        let c = config.as_bytes();
+        assert_eq!(from_docker_config(c, "reg.example:5000"), helper("per"));
+        assert_eq!(from_docker_config(c, "registry-1.docker.io"), helper("hub"));
+        assert_eq!(
+            from_docker_config(c, "inline.example"),
+            Some(Credentials::Basic {
+                user: "alice".into(),
+                password: "pw".into()
+            })
+        );
+        assert_eq!(from_docker_config(c, "marked.example"), helper("desktop"));
+        assert_eq!(from_docker_config(c, "other.example"), helper("desktop"));
+        let no_store = r#"{"credHelpers":{"a":""},"credsStore":""}"#;
+        assert_eq!(from_docker_config(no_store.as_bytes(), "a"), None);
+        assert_eq!(helper_key("docker.io"), "https://index.docker.io/v1/");
+        assert_eq!(helper_key("reg.example:5000"), "reg.example:5000");
+    }
+
+    #[test]
+    fn reads_credential_helper_answers() {
+        assert_eq!(
+            parse_helper_output(br#"{"ServerURL":"r","Username":"u","Secret":"s"}"#),
+            Ok(Credentials::Basic {
+                user: "u".into(),
+                password: "s".into()
+            })
+        );
+        let identity = parse_helper_output(br#"{"Username":"<token>","Secret":"t"}"#);
+        assert!(identity.unwrap_err().contains("identity token"));
+        assert!(parse_helper_output(br#"{"Username":"u"}"#)
+            .unwrap_err()
+            .contains("no Secret"));
+        assert!(parse_helper_output(b"not json")
+            .unwrap_err()
+            .contains("not JSON"));
+    }
+
+    #[test]
     fn escapes_query_values() {
         assert_eq!(
             query_escape("repository:a/b:pull,push"),

@@ -1047,3 +1047,90 @@ impl Read for BlobReader<'_> {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_retry_after_as_seconds_or_an_http_date() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after", "7".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert(
+            "retry-after",
+            "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        h.insert("retry-after", "soon".parse().unwrap());
+        assert_eq!(retry_after(&h), None);
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777))
+        );
+        assert_eq!(
+            parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"),
+            Some(SystemTime::UNIX_EPOCH)
+        );
+        assert_eq!(
+            parse_http_date("Tue, 29 Feb 2028 23:59:59 GMT"),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_835_481_599))
+        );
+        for bad in [
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 25:49:37 GMT",
+        ] {
+            assert_eq!(parse_http_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn retries_throttling_and_passing_failures_only() {
+        for s in [429, 500, 502, 503, 504] {
+            assert!(retryable(s), "{s}");
+        }
+        for s in [200, 201, 202, 400, 401, 403, 404, 405, 501, 505] {
+            assert!(!retryable(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let first = backoff(0);
+        assert!(first >= BACKOFF_BASE && first <= BACKOFF_BASE + BACKOFF_BASE / 4);
+        let third = backoff(2);
+        assert!(third >= BACKOFF_BASE * 4 && third <= BACKOFF_BASE * 5);
+        let late = backoff(30);
+        assert!(late >= BACKOFF_CAP && late <= BACKOFF_CAP + BACKOFF_CAP / 4);
+    }
+
+    #[test]
+    fn a_mount_needs_pull_on_the_other_repository() {
+        let c = Client::new(
+            "reg.example",
+            "a/b",
+            false,
+            Credentials::None,
+            true,
+            Timeouts::default(),
+        );
+        assert_eq!(c.scope(None), "repository:a/b:pull,push");
+        assert_eq!(
+            c.scope(Some("c/d")),
+            "repository:a/b:pull,push repository:c/d:pull"
+        );
+        let mut sources = HashMap::new();
+        sources.insert(ObjectId::of(b"x"), "a/b".to_string());
+        sources.insert(ObjectId::of(b"y"), "c/d".to_string());
+        c.set_mount_sources(sources);
+        let kept = lock(&c.mount_sources).clone();
+        assert_eq!(kept.len(), 1, "its own repository is no source");
+        assert_eq!(
+            kept.get(&ObjectId::of(b"y")).map(String::as_str),
+            Some("c/d")
+        );
+    }
+}
