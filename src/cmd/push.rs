@@ -110,9 +110,6 @@ pub fn push(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
             )))
         }
     };
-    let mut outgoing = Outgoing::new(&manifest, &row.version);
-    outgoing.origin = store.catalogue().origin(&digest)?;
-    outgoing.tag = tag;
     // Blobs pushed earlier to another repository of the same registry are
     // mounted from there rather than uploaded.
     let oci = remote.as_oci();
@@ -120,6 +117,9 @@ pub fn push(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
         let sources = store.catalogue().remote_blobs(&oci.address().registry)?;
         oci.client().set_mount_sources(sources);
     }
+    let mut outgoing = Outgoing::new(&manifest, &row.version);
+    outgoing.origin = store.catalogue().origin(&digest)?;
+    outgoing.tag = tag;
     let (stats, published) =
         transfer::push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;
     let requests = oci.map(|o| o.client().traffic()).unwrap_or_default();

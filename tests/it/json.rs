@@ -1482,6 +1482,7 @@ fn object_of(store: &Path, file: &Path) -> PathBuf {
 #[serde(deny_unknown_fields)]
 struct PushOut {
     ok: bool,
+    requests: RequestsOut,
     manifest_digest: String,
     reference: String,
     tag_reference: Option<String>,
@@ -1493,7 +1494,6 @@ struct PushOut {
     blobs_uploaded: u64,
     blobs_present: u64,
     bytes_uploaded: u64,
-    requests: RequestsOut,
 }
 
 /// The `requests` object of push and pull reports.
@@ -1516,12 +1516,12 @@ struct RequestsOut {
 #[serde(deny_unknown_fields)]
 struct PullStatsOut {
     source: String,
+    requests: RequestsOut,
     remote_digest: String,
     media_type: String,
     manifests: u64,
     blobs_fetched: u64,
     bytes_fetched: u64,
-    requests: RequestsOut,
 }
 
 #[derive(Debug, Deserialize)]
