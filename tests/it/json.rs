@@ -1559,6 +1559,10 @@ fn push_and_pull_fit_the_documented_schema() {
     let repo = format!("{reg}/cestore-it/json-{}-{nanos}", std::process::id());
     let target = format!("{repo}:1.0.0");
     let push: PushOut = run_typed(&env, &[os("push"), os(&d), os(&target), os("--plain-http")]);
+    let r = &push.requests;
+    assert_eq!(r.total, r.head + r.get + r.post + r.put + r.token);
+    assert!(r.head >= push.blobs_total && r.put >= 1 && r.bytes_sent >= push.bytes_uploaded);
+    assert!(r.token == 0 && r.retried == 0 && r.mounted == 0 && r.bytes_received == 0);
     assert!(push.ok && push.manifest_digest == d);
     assert_eq!(push.reference, format!("{repo}:sha256-{d}"));
     assert_eq!(push.tag_reference.as_deref(), Some(target.as_str()));
@@ -1566,13 +1570,13 @@ fn push_and_pull_fit_the_documented_schema() {
     assert!(push.manifests == 1 && push.layers > 0);
     assert_eq!(push.blobs_uploaded + push.blobs_present, push.blobs_total);
     assert!(push.bytes_uploaded > 0);
-    let r = &push.requests;
-    assert_eq!(r.total, r.head + r.get + r.post + r.put + r.token);
-    assert!(r.head >= push.blobs_total && r.put >= 1 && r.bytes_sent >= push.bytes_uploaded);
-    assert!(r.token == 0 && r.retried == 0 && r.mounted == 0 && r.bytes_received == 0);
 
     let other = TestEnv::new();
     let pull: PullOut = run_typed(&other, &[os("pull"), os(&target), os("--plain-http")]);
+    let r = &pull.pull.requests;
+    assert_eq!(r.total, r.get);
+    assert!(r.get > pull.pull.blobs_fetched && r.bytes_received > pull.pull.bytes_fetched);
+    assert!(r.head + r.post + r.put + r.token + r.retried + r.mounted + r.bytes_sent == 0);
     assert!(pull.ok && pull.provenance.manifest_digest == d);
     assert!(pull.ingest.source.starts_with("oci://"));
     absolute(&pull.ingest.store);
@@ -1583,10 +1587,6 @@ fn push_and_pull_fit_the_documented_schema() {
             && pull.pull.bytes_fetched > 0
             && !pull.pull.media_type.is_empty()
     );
-    let r = &pull.pull.requests;
-    assert_eq!(r.total, r.get);
-    assert!(r.get > pull.pull.blobs_fetched && r.bytes_received > pull.pull.bytes_fetched);
-    assert!(r.head + r.post + r.put + r.token + r.retried + r.mounted + r.bytes_sent == 0);
 }
 
 /// The `(code, kind)` pairs the table of docs/exit-codes.md lists.
