@@ -35,6 +35,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_event_kind",
         include_str!("../migrations/0003_event_kind.sql"),
     ),
+    (
+        "0004_remote_blobs",
+        include_str!("../migrations/0004_remote_blobs.sql"),
+    ),
 ];
 
 /// The schema version this build writes.
@@ -783,6 +787,59 @@ impl Catalogue {
         tx.commit().map_err(err("commit the rewritten rows"))
     }
 
+    /// The repository of `registry` each blob was last pushed to (found
+    /// there or put there), by blob.
+    pub fn remote_blobs(
+        &self,
+        registry: &str,
+    ) -> Result<std::collections::HashMap<ObjectId, String>> {
+        let err = self.err("read the remote blob locations");
+        let mut stmt = match self
+            .conn
+            .prepare_cached("SELECT blob, repository FROM remote_blobs WHERE registry = ?1")
+        {
+            Ok(s) => s,
+            Err(e) => return Err(err(e)),
+        };
+        let rows = stmt
+            .query_map([registry], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>());
+        let rows = match rows {
+            Ok(r) => r,
+            Err(e) => return Err(err(e)),
+        };
+        Ok(rows
+            .into_iter()
+            .filter_map(|(blob, repo)| Some((blob.parse::<ObjectId>().ok()?, repo)))
+            .collect())
+    }
+
+    /// Records that `repository` of `registry` holds these blobs, in one
+    /// transaction.
+    pub fn record_remote_blobs(
+        &mut self,
+        registry: &str,
+        repository: &str,
+        blobs: &[ObjectId],
+    ) -> Result<()> {
+        let err = errors(&self.path);
+        let tx = immediate(&mut self.conn).map_err(err("begin recording remote blobs"))?;
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO remote_blobs (registry, blob, repository) VALUES (?1, ?2, ?3)",
+                )
+                .map_err(err("record a remote blob"))?;
+            for b in blobs {
+                stmt.execute(rusqlite::params![registry, b.to_hex(), repository])
+                    .map_err(err("record a remote blob"))?;
+            }
+        }
+        tx.commit().map_err(err("commit the remote blobs"))
+    }
+
     /// Adds one event to the ingest log as it is (its time included).
     pub fn add_event(&self, event: &IngestEvent) -> Result<()> {
         insert_event(&self.conn, event).map_err(self.err("record an event"))
@@ -1224,6 +1281,24 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    #[test]
+    fn remote_blobs_keep_the_last_repository_per_registry_and_blob() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut cat = fresh(tmp.path());
+        let (x, y) = (ObjectId::of(b"x"), ObjectId::of(b"y"));
+        assert!(cat.remote_blobs("reg:5000").unwrap().is_empty());
+        cat.record_remote_blobs("reg:5000", "a/one", &[x, y])
+            .unwrap();
+        cat.record_remote_blobs("reg:5000", "a/two", &[y]).unwrap();
+        cat.record_remote_blobs("other", "a/one", &[x]).unwrap();
+        let found = cat.remote_blobs("reg:5000").unwrap();
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[&x], "a/one");
+        assert_eq!(found[&y], "a/two");
+        assert_eq!(cat.remote_blobs("other").unwrap().len(), 1);
+        assert!(cat.remote_blobs("nowhere").unwrap().is_empty());
     }
 
     #[test]

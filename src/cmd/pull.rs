@@ -44,6 +44,8 @@ pub struct PullStats {
     /// What was downloaded.
     #[serde(flatten)]
     pub fetched: transfer::FetchStats,
+    /// The requests sent and the bytes they carried.
+    pub requests: crate::remote::oci::client::Traffic,
 }
 
 /// The report of `cestore pull`: the ingest report and the transfer.
@@ -113,6 +115,10 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
             manifests: incoming.manifests,
             format: incoming.format,
             fetched,
+            requests: remote
+                .as_oci()
+                .map(|o| o.client().traffic())
+                .unwrap_or_default(),
         },
     })
 }

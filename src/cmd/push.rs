@@ -11,6 +11,7 @@ use std::path::Path;
 use super::{resolve, Report};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
+use crate::remote::oci::client::Traffic;
 use crate::remote::{self, transfer, Outgoing, Published, SnapshotRef};
 use crate::store::{LockMode, Store};
 
@@ -41,6 +42,8 @@ pub struct PushReport {
     /// What was transferred.
     #[serde(flatten)]
     pub stats: transfer::PushStats,
+    /// The requests sent and the bytes they carried.
+    pub requests: Traffic,
 }
 
 impl Report for PushReport {
@@ -72,7 +75,7 @@ impl Report for PushReport {
 
 /// Pushes a stored snapshot to a remote.
 pub fn push(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
     let row = store.catalogue().snapshot(&digest)?;
     let bytes = store.catalogue().manifest_bytes(&digest)?;
@@ -111,15 +114,34 @@ pub fn push(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
             )))
         }
     };
+    // Blobs pushed earlier to another repository of the same registry are
+    // mounted from there rather than uploaded.
+    let oci = remote.as_oci();
+    if let Some(oci) = oci {
+        let sources = store.catalogue().remote_blobs(&oci.address().registry)?;
+        oci.client().set_mount_sources(sources);
+    }
     let mut outgoing = Outgoing::new(&manifest, &row.version);
     outgoing.origin = store.catalogue().origin(&digest)?;
     outgoing.tag = tag;
     outgoing.format = opts.format;
     let (stats, published) =
         transfer::push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;
+    let requests = oci.map(|o| o.client().traffic()).unwrap_or_default();
+    if let Some(oci) = oci {
+        let a = oci.address();
+        // A hint for later mounts: a push that could not record it still
+        // published its snapshot, and a later push only uploads again.
+        let _ = store.catalogue_mut().record_remote_blobs(
+            &a.registry,
+            &a.repository,
+            &oci.client().present_blobs(),
+        );
+    }
     Ok(PushReport {
         manifest_digest: digest,
         published,
         stats,
+        requests,
     })
 }

@@ -317,6 +317,12 @@ pub trait Remote: Sync {
 
     /// Finds the snapshot a reference names and returns its manifest bytes.
     fn resolve(&self, reference: &SnapshotRef) -> Result<Incoming>;
+
+    /// This remote as an OCI remote, for what only that engine has (its
+    /// request counts, cross-repository mounts).
+    fn as_oci(&self) -> Option<&oci::OciRemote> {
+        None
+    }
 }
 
 /// The error a failed read of a blob (from [`Remote::open_blob`]) stands for.

@@ -1699,6 +1699,7 @@ fn object_of(store: &Path, file: &Path) -> PathBuf {
 #[serde(deny_unknown_fields)]
 struct PushOut {
     ok: bool,
+    requests: RequestsOut,
     manifest_digest: String,
     reference: String,
     tag_reference: Option<String>,
@@ -1715,10 +1716,27 @@ struct PushOut {
     packs_uploaded: u64,
 }
 
+/// The `requests` object of push and pull reports.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestsOut {
+    total: u64,
+    head: u64,
+    get: u64,
+    post: u64,
+    put: u64,
+    token: u64,
+    retried: u64,
+    mounted: u64,
+    bytes_sent: u64,
+    bytes_received: u64,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PullStatsOut {
     source: String,
+    requests: RequestsOut,
     remote_digest: String,
     media_type: String,
     manifests: u64,
@@ -1764,6 +1782,10 @@ fn push_and_pull_fit_the_documented_schema() {
     let repo = format!("{reg}/cestore-it/json-{}-{nanos}", std::process::id());
     let target = format!("{repo}:1.0.0");
     let push: PushOut = run_typed(&env, &[os("push"), os(&d), os(&target), os("--plain-http")]);
+    let r = &push.requests;
+    assert_eq!(r.total, r.head + r.get + r.post + r.put + r.token);
+    assert!(r.head >= push.blobs_total && r.put >= 1 && r.bytes_sent >= push.bytes_uploaded);
+    assert!(r.token == 0 && r.retried == 0 && r.mounted == 0 && r.bytes_received == 0);
     assert!(push.ok && push.manifest_digest == d);
     assert_eq!(push.reference, format!("{repo}:sha256-{d}"));
     assert_eq!(push.tag_reference.as_deref(), Some(target.as_str()));
@@ -1775,6 +1797,10 @@ fn push_and_pull_fit_the_documented_schema() {
 
     let other = TestEnv::new();
     let pull: PullOut = run_typed(&other, &[os("pull"), os(&target), os("--plain-http")]);
+    let r = &pull.pull.requests;
+    assert_eq!(r.total, r.get);
+    assert!(r.get > pull.pull.blobs_fetched && r.bytes_received > pull.pull.bytes_fetched);
+    assert!(r.head + r.post + r.put + r.token + r.retried + r.mounted + r.bytes_sent == 0);
     assert!(pull.ok && pull.provenance.manifest_digest == d);
     assert!(pull.ingest.source.starts_with("oci://"));
     absolute(&pull.ingest.store);

@@ -5,8 +5,26 @@
 //!
 //! 1. `CESTORE_REGISTRY_TOKEN`: a bearer token sent as is;
 //! 2. `CESTORE_REGISTRY_USER` and `CESTORE_REGISTRY_PASSWORD`;
-//! 3. `auths.<registry>.auth` (base64 of `user:password`, or `username` and
-//!    `password`) in `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+//! 3. the Docker client configuration, `$DOCKER_CONFIG/config.json`, else
+//!    `~/.docker/config.json`, as Docker reads it:
+//!    - `credHelpers.<registry>`: the credential helper for this registry;
+//!    - `auths.<registry>.auth` (base64 of `user:password`, or `username` and
+//!      `password`);
+//!    - `credsStore`: the credential helper for every other registry.
+//!
+//! A credential helper `NAME` is the program `docker-credential-NAME` on
+//! `PATH`, run as `docker-credential-NAME get` with the registry's host on
+//! stdin (`https://index.docker.io/v1/` for Docker Hub), which prints
+//! `{"ServerURL":…,"Username":…,"Secret":…}`. It runs only when a registry
+//! first asks for credentials, at most once per command, for at most
+//! [`HELPER_TIMEOUT`], and at most [`HELPER_OUTPUT`] bytes of its output are
+//! read. A helper that has nothing for the registry (it exits non-zero saying
+//! the credentials are not found) leaves the client anonymous; any other
+//! failure is an error that names the helper. A `Username` of `<token>` means
+//! the `Secret` is an identity token, to be exchanged for an access token
+//! with an OAuth2 refresh-token grant: cestore refuses it with an error that
+//! says so (log in with a user and password, or pass a token in
+//! `CESTORE_REGISTRY_TOKEN`).
 //!
 //! Nothing is sent until the registry asks: a `401` with `Basic` gets the user
 //! and password; one with `Bearer realm=…,service=…,scope=…` gets a token from
@@ -14,9 +32,17 @@
 //! otherwise).
 
 use std::collections::BTreeMap;
+use std::io::{Read, Write};
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+
+/// The longest a credential helper may run.
+pub const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most bytes of a credential helper's output read.
+pub const HELPER_OUTPUT: u64 = 64 * 1024;
 
 /// Credentials for one registry.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -33,6 +59,11 @@ pub enum Credentials {
     },
     /// A bearer token, sent as is.
     Token(String),
+    /// A credential helper (`docker-credential-NAME`), asked when first needed.
+    Helper {
+        /// Its name, the part after `docker-credential-`.
+        name: String,
+    },
 }
 
 impl std::fmt::Debug for Credentials {
@@ -41,6 +72,7 @@ impl std::fmt::Debug for Credentials {
             Credentials::None => f.write_str("None"),
             Credentials::Basic { user, .. } => write!(f, "Basic({user}, <redacted>)"),
             Credentials::Token(_) => f.write_str("Token(<redacted>)"),
+            Credentials::Helper { name } => write!(f, "Helper({name})"),
         }
     }
 }
@@ -58,14 +90,138 @@ impl Credentials {
     }
 
     /// Where the credentials came from, for error messages.
-    pub fn describe(&self) -> &'static str {
+    pub fn describe(&self) -> String {
         match self {
-            Credentials::None => "no credentials",
-            Credentials::Basic { .. } => "a user and password",
-            Credentials::Token(_) => "a bearer token",
+            Credentials::None => "no credentials".into(),
+            Credentials::Basic { .. } => "a user and password".into(),
+            Credentials::Token(_) => "a bearer token".into(),
+            Credentials::Helper { name } => {
+                format!("the credential helper docker-credential-{name}")
+            }
+        }
+    }
+
+    /// Asks a credential helper for `registry`'s credentials; other
+    /// credentials are returned as they are. The error names the helper.
+    pub fn resolve(&self, registry: &str) -> Result<Credentials, String> {
+        match self {
+            Credentials::Helper { name } => run_helper(name, registry),
+            other => Ok(other.clone()),
         }
     }
 }
+
+/// The key a credential helper knows a registry by.
+fn helper_key(registry: &str) -> &str {
+    if DOCKER_HUB.contains(&registry) {
+        "https://index.docker.io/v1/"
+    } else {
+        registry
+    }
+}
+
+/// Runs `docker-credential-NAME get` for `registry`, within
+/// [`HELPER_TIMEOUT`] and reading at most [`HELPER_OUTPUT`] bytes.
+fn run_helper(name: &str, registry: &str) -> Result<Credentials, String> {
+    let program = format!("docker-credential-{name}");
+    let fail = |why: String| format!("the credential helper {program} {why}");
+    let mut child = Command::new(&program)
+        .arg("get")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(format!("could not be run ({e}); is it on PATH?")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A helper that exits without reading its input is judged by its exit.
+        let _ = stdin.write_all(helper_key(registry).as_bytes());
+    }
+    let reader = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            if let Some(p) = pipe {
+                let mut limited = p.take(HELPER_OUTPUT + 1);
+                let _ = limited.read_to_end(&mut out);
+                // Drain the rest, so that the helper is not stuck writing.
+                let _ = std::io::copy(&mut limited.into_inner(), &mut std::io::sink());
+            }
+            out
+        })
+    };
+    let stdout = reader(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = reader(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if start.elapsed() < HELPER_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(format!(
+                    "did not answer within {} s",
+                    HELPER_TIMEOUT.as_secs()
+                )));
+            }
+            Err(e) => return Err(fail(format!("could not be waited for ({e})"))),
+        }
+    };
+    let out = stdout.join().unwrap_or_default();
+    let err = stderr.join().unwrap_or_default();
+    if out.len() as u64 > HELPER_OUTPUT {
+        return Err(fail(format!("printed more than {HELPER_OUTPUT} bytes")));
+    }
+    let text = |b: &[u8]| -> String {
+        String::from_utf8_lossy(b)
+            .trim()
+            .chars()
+            .take(200)
+            .collect()
+    };
+    if !status.success() {
+        let said = format!("{} {}", text(&out), text(&err));
+        if said.to_ascii_lowercase().contains("credentials not found") {
+            return Ok(Credentials::None);
+        }
+        return Err(fail(format!("failed ({status}): {}", said.trim())));
+    }
+    parse_helper_output(&out).map_err(fail)
+}
+
+/// Reads a credential helper's answer, `{"Username":…,"Secret":…}`.
+fn parse_helper_output(out: &[u8]) -> Result<Credentials, String> {
+    let v: serde_json::Value = serde_json::from_slice(out)
+        .map_err(|e| format!("printed something that is not JSON ({e})"))?;
+    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("");
+    let (user, secret) = (field("Username"), field("Secret"));
+    if secret.is_empty() {
+        return Err("printed no Secret".into());
+    }
+    if user == "<token>" {
+        return Err(
+            "gave an identity token (Username <token>), which cestore does not exchange for an access token; log in with a user and password, or set CESTORE_REGISTRY_TOKEN".into(),
+        );
+    }
+    Ok(Credentials::Basic {
+        user: user.to_string(),
+        password: secret.to_string(),
+    })
+}
+
+/// The names Docker Hub goes by.
+const DOCKER_HUB: [&str; 3] = ["docker.io", "registry-1.docker.io", "index.docker.io"];
 
 /// Finds the credentials for `registry` (a host, with its port when it has one).
 pub fn lookup(registry: &str) -> Credentials {
@@ -96,18 +252,45 @@ fn auths_key_host(key: &str) -> &str {
     key.split('/').next().unwrap_or(key)
 }
 
-/// Reads the credentials for `registry` from a Docker config file's bytes.
+/// Reads the credentials for `registry` from a Docker config file's bytes:
+/// its credential helper (`credHelpers`), else its `auths` entry, else the
+/// default credential helper (`credsStore`).
 pub fn from_docker_config(bytes: &[u8], registry: &str) -> Option<Credentials> {
     let config: serde_json::Value = serde_json::from_slice(bytes).ok()?;
-    let auths = config.get("auths")?.as_object()?;
-    let docker_hub = ["docker.io", "registry-1.docker.io", "index.docker.io"];
     let matches = |host: &str| {
-        host == registry || (docker_hub.contains(&host) && docker_hub.contains(&registry))
+        host == registry || (DOCKER_HUB.contains(&host) && DOCKER_HUB.contains(&registry))
     };
-    let entry = auths
-        .iter()
-        .find(|(k, _)| matches(auths_key_host(k)))
-        .map(|(_, v)| v)?;
+    let helper = |name: Option<&serde_json::Value>| {
+        name.and_then(|n| n.as_str())
+            .filter(|n| !n.is_empty())
+            .map(|n| Credentials::Helper {
+                name: n.to_string(),
+            })
+    };
+    if let Some(helpers) = config.get("credHelpers").and_then(|h| h.as_object()) {
+        let named = helpers
+            .iter()
+            .find(|(k, _)| matches(auths_key_host(k)))
+            .map(|(_, v)| v);
+        if let Some(c) = helper(named) {
+            return Some(c);
+        }
+    }
+    let inline = config
+        .get("auths")
+        .and_then(|a| a.as_object())
+        .and_then(|auths| {
+            auths
+                .iter()
+                .find(|(k, _)| matches(auths_key_host(k)))
+                .map(|(_, v)| v)
+        })
+        .and_then(auths_entry);
+    inline.or_else(|| helper(config.get("credsStore")))
+}
+
+/// The credentials an `auths` entry holds inline, when it holds some.
+fn auths_entry(entry: &serde_json::Value) -> Option<Credentials> {
     if let Some(token) = entry.get("registrytoken").and_then(|v| v.as_str()) {
         return Some(Credentials::Token(token.to_string()));
     }
@@ -261,6 +444,50 @@ mod tests {
         assert_eq!(from_docker_config(config.as_bytes(), "nowhere"), None);
         let hub = format!(r#"{{"auths":{{"https://index.docker.io/v1/":{{"auth":"{auth}"}}}}}}"#);
         assert!(from_docker_config(hub.as_bytes(), "registry-1.docker.io").is_some());
+    }
+
+    #[test]
+    fn reads_docker_config_credential_helpers() {
+        let auth = base64::engine::general_purpose::STANDARD.encode("alice:pw");
+        let config = format!(
+            r#"{{"credHelpers":{{"reg.example:5000":"per","https://index.docker.io/v1/":"hub"}},"credsStore":"desktop","auths":{{"inline.example":{{"auth":"{auth}"}},"marked.example":{{}}}}}}"#
+        );
+        let helper = |n: &str| Some(Credentials::Helper { name: n.into() });
+        let c = config.as_bytes();
+        assert_eq!(from_docker_config(c, "reg.example:5000"), helper("per"));
+        assert_eq!(from_docker_config(c, "registry-1.docker.io"), helper("hub"));
+        assert_eq!(
+            from_docker_config(c, "inline.example"),
+            Some(Credentials::Basic {
+                user: "alice".into(),
+                password: "pw".into()
+            })
+        );
+        assert_eq!(from_docker_config(c, "marked.example"), helper("desktop"));
+        assert_eq!(from_docker_config(c, "other.example"), helper("desktop"));
+        let no_store = r#"{"credHelpers":{"a":""},"credsStore":""}"#;
+        assert_eq!(from_docker_config(no_store.as_bytes(), "a"), None);
+        assert_eq!(helper_key("docker.io"), "https://index.docker.io/v1/");
+        assert_eq!(helper_key("reg.example:5000"), "reg.example:5000");
+    }
+
+    #[test]
+    fn reads_credential_helper_answers() {
+        assert_eq!(
+            parse_helper_output(br#"{"ServerURL":"r","Username":"u","Secret":"s"}"#),
+            Ok(Credentials::Basic {
+                user: "u".into(),
+                password: "s".into()
+            })
+        );
+        let identity = parse_helper_output(br#"{"Username":"<token>","Secret":"t"}"#);
+        assert!(identity.unwrap_err().contains("identity token"));
+        assert!(parse_helper_output(br#"{"Username":"u"}"#)
+            .unwrap_err()
+            .contains("no Secret"));
+        assert!(parse_helper_output(b"not json")
+            .unwrap_err()
+            .contains("not JSON"));
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! A small blocking client for the OCI distribution API: blobs (HEAD, GET,
-//! POST then PUT) and manifests (GET, PUT), with Basic and Bearer
-//! authentication answered on demand.
+//! a monolithic POST or POST then PUT, cross-repository mounts) and manifests
+//! (GET, PUT), with Basic and Bearer authentication answered on demand, one
+//! token per scope shared by every thread, and bounded retries of `429`,
+//! `5xx` and reset connections.
 
+use std::collections::HashMap;
 use std::io::Read;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, SystemTime};
 
-use ureq::http::{self, Method, Response};
+use ureq::http::{self, HeaderMap, Method, Response};
 use ureq::{Agent, Body};
 
 use super::auth::{self, Credentials};
@@ -17,6 +21,12 @@ use crate::remote::RemoteError;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 /// The most bytes of an error body kept for the message.
 const ERROR_BODY_BYTES: u64 = 4096;
+/// The most times one request is sent, the first time included.
+const MAX_ATTEMPTS: u32 = 6;
+/// The first wait before a retry when the registry names none.
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+/// The longest wait between two attempts when the registry names none.
+const BACKOFF_CAP: Duration = Duration::from_secs(5);
 
 /// A client for one repository of one registry.
 pub struct Client {
@@ -25,11 +35,92 @@ pub struct Client {
     registry: String,
     repository: String,
     creds: Credentials,
+    /// The credentials a credential helper gave, asked for on the first challenge.
+    resolved: OnceLock<Result<Credentials, String>>,
     push: bool,
-    authorization: Mutex<Option<String>>,
+    auth: Mutex<AuthState>,
+    /// Held while a challenge is answered, so that threads share one token.
+    answering: Mutex<()>,
+    /// Whether the registry takes a blob in one `POST ?digest=`; `None` until asked.
+    monolithic: Mutex<Option<bool>>,
+    /// Blobs known to be in another repository of the same registry.
+    mount_sources: Mutex<HashMap<ObjectId, String>>,
+    /// Blobs this client found in, or put into, its repository.
+    present: Mutex<Vec<ObjectId>>,
+    counters: Counters,
     timeouts: Timeouts,
 }
 
+/// What the client sends with every request once a challenge asked for it.
+#[derive(Default)]
+struct AuthState {
+    /// The registry asked for Basic authentication: send it with every request.
+    basic: Option<String>,
+    /// Bearer tokens by scope (`repository:NAME:ACTIONS`, space-separated).
+    tokens: HashMap<String, String>,
+}
+
+/// Counts of what went over the wire.
+#[derive(Default)]
+struct Counters {
+    head: AtomicU64,
+    get: AtomicU64,
+    post: AtomicU64,
+    put: AtomicU64,
+    other: AtomicU64,
+    token: AtomicU64,
+    retried: AtomicU64,
+    mounted: AtomicU64,
+    bytes_sent: AtomicU64,
+    bytes_received: AtomicU64,
+}
+
+/// What a client sent to and received from its registry: every HTTP request,
+/// retries and token requests included, and the bytes of the bodies.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Traffic {
+    /// Every request sent.
+    pub total: u64,
+    /// `HEAD` requests (does the repository hold a blob?).
+    pub head: u64,
+    /// `GET` requests (blobs and manifests), token requests not included.
+    pub get: u64,
+    /// `POST` requests (uploads opened, monolithic uploads, mounts).
+    pub post: u64,
+    /// `PUT` requests (uploads closed, manifests).
+    pub put: u64,
+    /// Requests to a token service.
+    pub token: u64,
+    /// Requests sent again after a `429`, a `5xx` or a reset connection.
+    pub retried: u64,
+    /// Blobs mounted from another repository of the same registry instead of uploaded.
+    pub mounted: u64,
+    /// Body bytes sent.
+    pub bytes_sent: u64,
+    /// Body bytes received (blobs, manifests and tokens; not error bodies).
+    pub bytes_received: u64,
+}
+
+/// What a request is counted as.
+#[derive(Clone, Copy)]
+enum Kind {
+    Registry,
+    Token,
+}
+
+/// How a `POST` to the uploads endpoint ended.
+enum Opened {
+    /// The blob is there (uploaded in one request, or mounted).
+    Done,
+    /// An upload session was opened at this URL: `PUT` the blob there.
+    Session(String),
+    /// The registry does not do this kind of `POST`.
+    Refused,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
 /// How long the client waits on a registry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
@@ -134,6 +225,100 @@ fn error_detail(resp: &mut Response<Body>) -> String {
     text.trim().chars().take(200).collect()
 }
 
+/// Whether a client error is a connection the registry dropped, worth a retry.
+fn is_reset(e: &ureq::Error) -> bool {
+    let io = match e {
+        ureq::Error::Io(io) => io,
+        _ => return false,
+    };
+    matches!(
+        io.kind(),
+        std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::UnexpectedEof
+    )
+}
+
+/// Whether a status asks for the request again later: `429` and the `5xx`
+/// that say so (`501` and `505` are final).
+fn retryable(status: u16) -> bool {
+    status == 429 || matches!(status, 500 | 502 | 503 | 504)
+}
+
+/// The wait a `Retry-After` header asks for: seconds, or an HTTP date.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get("retry-after")?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = parse_http_date(value)?;
+    Some(
+        at.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+/// Parses an IMF-fixdate, e.g. `Sun, 06 Nov 1994 08:49:37 GMT`, the one form
+/// HTTP senders must use.
+fn parse_http_date(s: &str) -> Option<SystemTime> {
+    let rest = s.split_once(", ")?.1;
+    let parts: Vec<&str> = rest.split(' ').collect();
+    let [day, month, year, time, "GMT"] = parts[..] else {
+        return None;
+    };
+    let day: u64 = day.parse().ok()?;
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|m| *m == month)? as u64
+        + 1;
+    let year: u64 = year.parse().ok()?;
+    let hms: Vec<u64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let [h, m, sec] = hms[..] else {
+        return None;
+    };
+    if !(1970..=9999).contains(&year) || !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 {
+        return None;
+    }
+    // Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+    let (y, mo) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * mo + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(days * 86_400 + h * 3600 + m * 60 + sec))
+}
+
+/// The wait before attempt `attempt + 1` when the registry names none:
+/// doubling from [`BACKOFF_BASE`] up to [`BACKOFF_CAP`], plus up to a quarter
+/// more so that threads do not retry in step.
+fn backoff(attempt: u32) -> Duration {
+    let base = BACKOFF_BASE
+        .saturating_mul(1 << attempt.min(16))
+        .min(BACKOFF_CAP);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    base + base / 4 * (nanos % 1000) / 1000
+}
+
+/// The SHA-256 of no bytes: the blob a registry's support for a monolithic
+/// `POST` is probed with.
+fn empty_blob() -> ObjectId {
+    ObjectId::of(&[])
+}
+
 impl Client {
     /// A client for `registry/repository`, over HTTPS unless `plain_http`.
     pub fn new(
@@ -154,20 +339,75 @@ impl Client {
             .max_idle_connections_per_host(64)
             .user_agent(concat!("cestore/", env!("CARGO_PKG_VERSION")))
             .build();
-        let authorization = match &creds {
-            Credentials::Token(t) => Some(format!("Bearer {t}")),
-            _ => None,
-        };
         Client {
             agent: config.into(),
             base: format!("{}://{registry}", if plain_http { "http" } else { "https" }),
             registry: registry.to_string(),
             repository: repository.to_string(),
             creds,
+            resolved: OnceLock::new(),
             push,
-            authorization: Mutex::new(authorization),
+            auth: Mutex::new(AuthState::default()),
+            answering: Mutex::new(()),
+            monolithic: Mutex::new(None),
+            mount_sources: Mutex::new(HashMap::new()),
+            present: Mutex::new(Vec::new()),
+            counters: Counters::default(),
             timeouts,
         }
+    }
+
+    /// What this client has sent and received so far.
+    pub fn traffic(&self) -> Traffic {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (head, gets, post, put, token) = (
+            get(&c.head),
+            get(&c.get),
+            get(&c.post),
+            get(&c.put),
+            get(&c.token),
+        );
+        Traffic {
+            total: head + gets + post + put + get(&c.other) + token,
+            head,
+            get: gets,
+            post,
+            put,
+            token,
+            retried: get(&c.retried),
+            mounted: get(&c.mounted),
+            bytes_sent: get(&c.bytes_sent),
+            bytes_received: get(&c.bytes_received),
+        }
+    }
+
+    /// Names, for blobs this repository may lack, another repository of the
+    /// same registry that holds them: an upload of one of them tries a
+    /// cross-repository mount first.
+    pub fn set_mount_sources(&self, sources: HashMap<ObjectId, String>) {
+        let mut s = lock(&self.mount_sources);
+        *s = sources;
+        s.retain(|_, repo| *repo != self.repository);
+    }
+
+    /// The blobs this client found in its repository or put there (uploaded
+    /// or mounted), each once.
+    pub fn present_blobs(&self) -> Vec<ObjectId> {
+        let mut v = lock(&self.present).clone();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    fn note_present(&self, id: &ObjectId) {
+        lock(&self.present).push(*id);
+    }
+
+    fn received(&self, n: usize) {
+        self.counters
+            .bytes_received
+            .fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// The error for a request that failed: a timeout names the registry
@@ -206,20 +446,133 @@ impl Client {
         format!("{}/v2/{}/{rest}", self.base, self.repository)
     }
 
-    fn current_authorization(&self) -> Option<String> {
-        self.authorization
-            .lock()
-            .map(|a| a.clone())
-            .unwrap_or_default()
+    /// The credentials to answer a challenge with: those found at start, or
+    /// what the credential helper gives (run once, when first needed).
+    fn credentials(&self) -> Result<&Credentials, RemoteError> {
+        let Credentials::Helper { .. } = &self.creds else {
+            return Ok(&self.creds);
+        };
+        self.resolved
+            .get_or_init(|| self.creds.resolve(&self.registry))
+            .as_ref()
+            .map_err(|reason| RemoteError::Auth {
+                registry: self.registry.clone(),
+                reason: reason.clone(),
+            })
     }
 
-    fn set_authorization(&self, value: String) {
-        if let Ok(mut a) = self.authorization.lock() {
-            *a = Some(value);
+    fn describe_credentials(&self) -> String {
+        match self.resolved.get() {
+            Some(Ok(c)) => format!("{} from {}", c.describe(), self.creds.describe()),
+            _ => self.creds.describe().to_string(),
         }
     }
 
-    /// Sends one request; on a `401`, answers the challenge once and retries.
+    /// The token scope a request needs: push (or pull) on this repository,
+    /// and pull on `from` for a mount.
+    fn scope(&self, from: Option<&str>) -> String {
+        let ours = format!(
+            "repository:{}:{}",
+            self.repository,
+            if self.push { "pull,push" } else { "pull" }
+        );
+        match from {
+            Some(f) => format!("{ours} repository:{f}:pull"),
+            None => ours,
+        }
+    }
+
+    /// The `Authorization` to send for a scope, once a challenge set one.
+    fn authorization(&self, scope: &str) -> Option<String> {
+        if let Credentials::Token(t) = &self.creds {
+            return Some(format!("Bearer {t}"));
+        }
+        let state = lock(&self.auth);
+        state
+            .tokens
+            .get(scope)
+            .cloned()
+            .or_else(|| state.basic.clone())
+    }
+
+    /// Sends one request as it is; counts it.
+    fn run_once(
+        &self,
+        method: &Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        authorization: Option<&str>,
+        kind: Kind,
+    ) -> Result<Response<Body>, ureq::Error> {
+        let c = &self.counters;
+        let counter = match kind {
+            Kind::Token => &c.token,
+            Kind::Registry => match *method {
+                Method::HEAD => &c.head,
+                Method::GET => &c.get,
+                Method::POST => &c.post,
+                Method::PUT => &c.put,
+                _ => &c.other,
+            },
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        let mut builder = http::Request::builder().method(method.clone()).uri(url);
+        for (k, v) in headers {
+            builder = builder.header(*k, *v);
+        }
+        if let Some(a) = authorization {
+            builder = builder.header("Authorization", a);
+        }
+        match body {
+            Some(data) => {
+                c.bytes_sent.fetch_add(data.len() as u64, Ordering::Relaxed);
+                self.agent.run(builder.body(data)?)
+            }
+            None => self.agent.run(builder.body(())?),
+        }
+    }
+
+    /// Sends one request, again after a `429`, a retryable `5xx` or a reset
+    /// connection: at most [`MAX_ATTEMPTS`] times, waiting what `Retry-After`
+    /// asks or a doubling backoff, and never more in all than the idle
+    /// timeout. The last answer is returned as it is.
+    fn execute(
+        &self,
+        method: &Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        authorization: Option<&str>,
+        kind: Kind,
+    ) -> Result<Response<Body>, RemoteError> {
+        let mut waited = Duration::ZERO;
+        let mut attempt = 0;
+        loop {
+            let result = self.run_once(method, url, headers, body, authorization, kind);
+            let wait = match &result {
+                Ok(resp) if retryable(resp.status().as_u16()) => {
+                    Some(retry_after(resp.headers()).unwrap_or_else(|| backoff(attempt)))
+                }
+                Err(e) if is_reset(e) => Some(backoff(attempt)),
+                _ => None,
+            };
+            let wait =
+                wait.filter(|w| attempt + 1 < MAX_ATTEMPTS && waited + *w <= self.timeouts.idle);
+            match (result, wait) {
+                (Ok(resp), None) => return Ok(resp),
+                (Err(e), None) => return Err(self.failed(method, url, e)),
+                (_, Some(w)) => {
+                    self.counters.retried.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(w);
+                    waited += w;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// Sends one request for this repository's scope.
     fn send(
         &self,
         method: Method,
@@ -227,25 +580,25 @@ impl Client {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
     ) -> Result<Response<Body>, RemoteError> {
+        self.send_scoped(method, url, headers, body, None)
+    }
+
+    /// Sends one request; on a `401`, answers the challenge once and sends
+    /// it again. `from` is the other repository a mount reads.
+    fn send_scoped(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+        from: Option<&str>,
+    ) -> Result<Response<Body>, RemoteError> {
+        let scope = self.scope(from);
         let mut answered = false;
         loop {
-            let mut builder = http::Request::builder().method(method.clone()).uri(url);
-            for (k, v) in headers {
-                builder = builder.header(*k, *v);
-            }
-            if let Some(a) = self.current_authorization() {
-                builder = builder.header("Authorization", a);
-            }
-            let resp = match body {
-                Some(data) => builder
-                    .body(data)
-                    .map_err(|e| transport(&method, url, e))
-                    .and_then(|r| self.agent.run(r).map_err(|e| self.failed(&method, url, e))),
-                None => builder
-                    .body(())
-                    .map_err(|e| transport(&method, url, e))
-                    .and_then(|r| self.agent.run(r).map_err(|e| self.failed(&method, url, e))),
-            }?;
+            let sent = self.authorization(&scope);
+            let resp =
+                self.execute(&method, url, headers, body, sent.as_deref(), Kind::Registry)?;
             if resp.status() != 401 || answered {
                 return Ok(resp);
             }
@@ -255,12 +608,27 @@ impl Client {
                 .get("www-authenticate")
                 .and_then(|v| v.to_str().ok())
                 .and_then(auth::parse_challenge);
-            self.answer(challenge)?;
+            drop(resp);
+            self.answer(challenge, &scope, sent.as_deref())?;
         }
     }
 
-    /// Answers a `WWW-Authenticate` challenge by setting the `Authorization` to send.
-    fn answer(&self, challenge: Option<auth::Challenge>) -> Result<(), RemoteError> {
+    /// Answers a `WWW-Authenticate` challenge by setting the `Authorization`
+    /// to send for `scope`. Threads answer one at a time, and a thread that
+    /// finds the answer changed since it sent its request uses that one: one
+    /// token per scope, however many requests are in flight.
+    fn answer(
+        &self,
+        challenge: Option<auth::Challenge>,
+        scope: &str,
+        sent: Option<&str>,
+    ) -> Result<(), RemoteError> {
+        let _answering = lock(&self.answering);
+        if let Some(now) = self.authorization(scope) {
+            if Some(now.as_str()) != sent {
+                return Ok(());
+            }
+        }
         let fail = |reason: String| RemoteError::Auth {
             registry: self.registry.clone(),
             reason,
@@ -272,18 +640,20 @@ impl Client {
         };
         match challenge.scheme.as_str() {
             "basic" => {
-                let header = self.creds.basic_header().ok_or_else(|| {
+                let header = self.credentials()?.basic_header().ok_or_else(|| {
                     fail(format!(
                         "the registry asks for a user and password and there is {}; set CESTORE_REGISTRY_USER and CESTORE_REGISTRY_PASSWORD or log in with a Docker-compatible client",
-                        self.creds.describe()
+                        self.describe_credentials()
                     ))
                 })?;
-                self.set_authorization(header);
+                lock(&self.auth).basic = Some(header);
                 Ok(())
             }
             "bearer" => {
-                let token = self.fetch_token(&challenge)?;
-                self.set_authorization(format!("Bearer {token}"));
+                let token = self.fetch_token(&challenge, scope)?;
+                lock(&self.auth)
+                    .tokens
+                    .insert(scope.to_string(), format!("Bearer {token}"));
                 Ok(())
             }
             other => Err(fail(format!(
@@ -292,8 +662,9 @@ impl Client {
         }
     }
 
-    /// Fetches a bearer token from the challenge's realm.
-    fn fetch_token(&self, challenge: &auth::Challenge) -> Result<String, RemoteError> {
+    /// Fetches a bearer token for `scope` (and the challenge's own scope)
+    /// from the challenge's realm.
+    fn fetch_token(&self, challenge: &auth::Challenge, scope: &str) -> Result<String, RemoteError> {
         let fail = |reason: String| RemoteError::Auth {
             registry: self.registry.clone(),
             reason,
@@ -303,6 +674,7 @@ impl Client {
                 "the registry refused the bearer token in CESTORE_REGISTRY_TOKEN".into(),
             ));
         }
+        let creds = self.credentials()?;
         let realm = challenge
             .params
             .get("realm")
@@ -311,15 +683,12 @@ impl Client {
         if let Some(service) = challenge.params.get("service") {
             query.push(format!("service={}", auth::query_escape(service)));
         }
-        let ours = format!(
-            "repository:{}:{}",
-            self.repository,
-            if self.push { "pull,push" } else { "pull" }
-        );
-        let mut scopes = vec![ours];
-        if let Some(scope) = challenge.params.get("scope") {
-            if !scopes.contains(scope) {
-                scopes.push(scope.clone());
+        let mut scopes: Vec<String> = scope.split(' ').map(str::to_string).collect();
+        if let Some(theirs) = challenge.params.get("scope") {
+            for s in theirs.split(' ') {
+                if !scopes.iter().any(|x| x == s) {
+                    scopes.push(s.to_string());
+                }
             }
         }
         for s in &scopes {
@@ -328,21 +697,14 @@ impl Client {
         let sep = if realm.contains('?') { '&' } else { '?' };
         let url = format!("{realm}{sep}{}", query.join("&"));
         let method = Method::GET;
-        let mut builder = http::Request::builder().method(method.clone()).uri(&url);
-        if let Some(basic) = self.creds.basic_header() {
-            builder = builder.header("Authorization", basic);
-        }
-        let request = builder.body(()).map_err(|e| transport(&method, &url, e))?;
-        let mut resp = self
-            .agent
-            .run(request)
-            .map_err(|e| self.failed(&method, &url, e))?;
+        let basic = creds.basic_header();
+        let mut resp = self.execute(&method, &url, &[], None, basic.as_deref(), Kind::Token)?;
         if resp.status() != 200 {
             let status = resp.status().as_u16();
             let detail = error_detail(&mut resp);
             return Err(fail(format!(
                 "the token service {realm} answered {status} with {}{}",
-                self.creds.describe(),
+                self.describe_credentials(),
                 if detail.is_empty() {
                     String::new()
                 } else {
@@ -356,6 +718,7 @@ impl Client {
             .take(1 << 20)
             .read_to_end(&mut bytes)
             .map_err(|e| self.read_failed(&method, &url, e))?;
+        self.received(bytes.len());
         let v: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| fail(format!("the token service's answer is not JSON: {e}")))?;
         v.get("token")
@@ -375,7 +738,7 @@ impl Client {
                 registry: self.registry.clone(),
                 reason: format!(
                     "{method} {url} answered {status} with {}{}",
-                    self.creds.describe(),
+                    self.describe_credentials(),
                     if detail.is_empty() {
                         String::new()
                     } else {
@@ -397,19 +760,130 @@ impl Client {
         let url = self.url(&format!("blobs/sha256:{id}"));
         let resp = self.send(Method::HEAD, &url, &[], None)?;
         match resp.status().as_u16() {
-            200 => Ok(true),
+            200 => {
+                self.note_present(id);
+                Ok(true)
+            }
             404 => Ok(false),
             _ => Err(self.unexpected(&Method::HEAD, &url, resp)),
         }
     }
 
-    /// Uploads a blob: POST for an upload session, then one PUT with the digest.
+    /// Uploads a blob. A blob known to be in another repository of the
+    /// registry is mounted from there when the registry allows it. Otherwise
+    /// it goes in one `POST ?digest=` where the registry takes that (asked
+    /// once per client, with the empty blob), else in a `POST` then a `PUT`.
     pub fn put_blob(&self, id: &ObjectId, data: &[u8]) -> Result<(), RemoteError> {
+        let from = lock(&self.mount_sources).get(id).cloned();
+        if let Some(from) = from {
+            match self.mount(id, &from)? {
+                Opened::Done => {
+                    self.counters.mounted.fetch_add(1, Ordering::Relaxed);
+                    self.note_present(id);
+                    return Ok(());
+                }
+                Opened::Session(location) => {
+                    self.put_to(&location, id, data)?;
+                    self.note_present(id);
+                    return Ok(());
+                }
+                Opened::Refused => {}
+            }
+        }
+        self.upload(id, data)?;
+        self.note_present(id);
+        Ok(())
+    }
+
+    /// Uploads a blob in one request or two, as the registry allows.
+    fn upload(&self, id: &ObjectId, data: &[u8]) -> Result<(), RemoteError> {
+        let known = *lock(&self.monolithic);
+        match known {
+            Some(true) => match self.post_monolithic(id, data)? {
+                Opened::Done => Ok(()),
+                Opened::Session(location) => self.put_to(&location, id, data),
+                Opened::Refused => {
+                    *lock(&self.monolithic) = Some(false);
+                    self.post_then_put(id, data)
+                }
+            },
+            Some(false) => self.post_then_put(id, data),
+            None => {
+                // One thread asks, with the empty blob; the others wait for
+                // its answer. A registry that does not take it opens an
+                // upload session instead, which this blob then fills.
+                let mut state = lock(&self.monolithic);
+                if state.is_none() {
+                    let empty = empty_blob();
+                    match self.post_monolithic(&empty, &[])? {
+                        Opened::Done => {
+                            *state = Some(true);
+                            if *id == empty {
+                                return Ok(());
+                            }
+                        }
+                        Opened::Session(location) => {
+                            *state = Some(false);
+                            drop(state);
+                            return self.put_to(&location, id, data);
+                        }
+                        Opened::Refused => *state = Some(false),
+                    }
+                }
+                drop(state);
+                self.upload(id, data)
+            }
+        }
+    }
+
+    /// `POST ?digest=` with the whole blob: `201` is done, `202` opened a
+    /// session instead (the registry ignored the body, as the distribution
+    /// spec allows), and a `400`, `404`, `405`, `415` or `501` refuses it.
+    fn post_monolithic(&self, id: &ObjectId, data: &[u8]) -> Result<Opened, RemoteError> {
+        let url = self.url(&format!("blobs/uploads/?digest=sha256%3A{id}"));
+        let resp = self.send(
+            Method::POST,
+            &url,
+            &[("Content-Type", "application/octet-stream")],
+            Some(data),
+        )?;
+        match resp.status().as_u16() {
+            201 => Ok(Opened::Done),
+            202 => Ok(Opened::Session(self.location(&url, &resp)?)),
+            400 | 404 | 405 | 415 | 501 => Ok(Opened::Refused),
+            _ => Err(self.unexpected(&Method::POST, &url, resp)),
+        }
+    }
+
+    /// `POST ?mount=&from=`: `201` mounted the blob, `202` opened an upload
+    /// session instead; a registry that refuses mounts outright is refused.
+    fn mount(&self, id: &ObjectId, from: &str) -> Result<Opened, RemoteError> {
+        let url = self.url(&format!(
+            "blobs/uploads/?mount=sha256%3A{id}&from={}",
+            auth::query_escape(from)
+        ));
+        let resp = self.send_scoped(Method::POST, &url, &[], Some(&[]), Some(from))?;
+        match resp.status().as_u16() {
+            201 => Ok(Opened::Done),
+            202 => Ok(Opened::Session(self.location(&url, &resp)?)),
+            400 | 404 | 405 | 501 => Ok(Opened::Refused),
+            _ => Err(self.unexpected(&Method::POST, &url, resp)),
+        }
+    }
+
+    /// Opens an upload session (`POST`) and fills it (`PUT`).
+    fn post_then_put(&self, id: &ObjectId, data: &[u8]) -> Result<(), RemoteError> {
         let url = self.url("blobs/uploads/");
         let resp = self.send(Method::POST, &url, &[], Some(&[]))?;
         if resp.status() != 202 {
             return Err(self.unexpected(&Method::POST, &url, resp));
         }
+        let location = self.location(&url, &resp)?;
+        self.put_to(&location, id, data)
+    }
+
+    /// The absolute upload URL an answer's `Location` names.
+    fn location(&self, url: &str, resp: &Response<Body>) -> Result<String, RemoteError> {
         let location = resp
             .headers()
             .get("location")
@@ -417,13 +891,19 @@ impl Client {
             .ok_or_else(|| {
                 RemoteError::Protocol(format!("POST {url} answered 202 without a Location header"))
             })?;
-        let location = if location.starts_with("http://") || location.starts_with("https://") {
-            location.to_string()
-        } else if location.starts_with('/') {
-            format!("{}{location}", self.base)
-        } else {
-            format!("{url}{location}")
-        };
+        Ok(
+            if location.starts_with("http://") || location.starts_with("https://") {
+                location.to_string()
+            } else if location.starts_with('/') {
+                format!("{}{location}", self.base)
+            } else {
+                format!("{}{location}", self.url("blobs/uploads/"))
+            },
+        )
+    }
+
+    /// Closes an upload session with the whole blob: `PUT ?digest=`.
+    fn put_to(&self, location: &str, id: &ObjectId, data: &[u8]) -> Result<(), RemoteError> {
         let sep = if location.contains('?') { '&' } else { '?' };
         let put = format!("{location}{sep}digest=sha256%3A{id}");
         let resp = self.send(
@@ -452,11 +932,13 @@ impl Client {
             .take(size.saturating_add(1))
             .read_to_end(&mut data)
             .map_err(|e| self.read_failed(&Method::GET, &url, e))?;
+        self.received(data.len());
         Ok(data)
     }
 
     /// Opens a blob for streaming. A failed read is an [`std::io::Error`]
-    /// whose inner error is the [`RemoteError`] it stands for.
+    /// whose inner error is the [`RemoteError`] it stands for. Only the
+    /// request is retried; a body that breaks off is an error.
     pub fn open_blob(&self, id: &ObjectId) -> Result<BlobReader<'_>, RemoteError> {
         let url = self.url(&format!("blobs/sha256:{id}"));
         let resp = self.send(Method::GET, &url, &[], None)?;
@@ -495,6 +977,7 @@ impl Client {
             .take(max as u64 + 1)
             .read_to_end(&mut data)
             .map_err(|e| self.read_failed(&Method::GET, &url, e))?;
+        self.received(data.len());
         if data.len() > max {
             return Err(RemoteError::Protocol(format!(
                 "the manifest at {url} is larger than {max} bytes"
@@ -536,6 +1019,18 @@ impl Client {
     }
 }
 
+impl super::OciRemote {
+    /// The client this remote speaks through.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The registry and repository this remote names.
+    pub fn address(&self) -> &super::Address {
+        &self.address
+    }
+}
+
 /// A blob's body as the registry sends it.
 pub struct BlobReader<'c> {
     client: &'c Client,
@@ -545,8 +1040,97 @@ pub struct BlobReader<'c> {
 
 impl Read for BlobReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.body
-            .read(buf)
-            .map_err(|e| std::io::Error::other(self.client.read_failed(&Method::GET, &self.url, e)))
+        let n = self.body.read(buf).map_err(|e| {
+            std::io::Error::other(self.client.read_failed(&Method::GET, &self.url, e))
+        })?;
+        self.client.received(n);
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_retry_after_as_seconds_or_an_http_date() {
+        let mut h = HeaderMap::new();
+        assert_eq!(retry_after(&h), None);
+        h.insert("retry-after", "7".parse().unwrap());
+        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        h.insert(
+            "retry-after",
+            "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap(),
+        );
+        assert_eq!(retry_after(&h), Some(Duration::ZERO));
+        h.insert("retry-after", "soon".parse().unwrap());
+        assert_eq!(retry_after(&h), None);
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(784_111_777))
+        );
+        assert_eq!(
+            parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"),
+            Some(SystemTime::UNIX_EPOCH)
+        );
+        assert_eq!(
+            parse_http_date("Tue, 29 Feb 2028 23:59:59 GMT"),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_835_481_599))
+        );
+        for bad in [
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 25:49:37 GMT",
+        ] {
+            assert_eq!(parse_http_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn retries_throttling_and_passing_failures_only() {
+        for s in [429, 500, 502, 503, 504] {
+            assert!(retryable(s), "{s}");
+        }
+        for s in [200, 201, 202, 400, 401, 403, 404, 405, 501, 505] {
+            assert!(!retryable(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let first = backoff(0);
+        assert!(first >= BACKOFF_BASE && first <= BACKOFF_BASE + BACKOFF_BASE / 4);
+        let third = backoff(2);
+        assert!(third >= BACKOFF_BASE * 4 && third <= BACKOFF_BASE * 5);
+        let late = backoff(30);
+        assert!(late >= BACKOFF_CAP && late <= BACKOFF_CAP + BACKOFF_CAP / 4);
+    }
+
+    #[test]
+    fn a_mount_needs_pull_on_the_other_repository() {
+        let c = Client::new(
+            "reg.example",
+            "a/b",
+            false,
+            Credentials::None,
+            true,
+            Timeouts::default(),
+        );
+        assert_eq!(c.scope(None), "repository:a/b:pull,push");
+        assert_eq!(
+            c.scope(Some("c/d")),
+            "repository:a/b:pull,push repository:c/d:pull"
+        );
+        let mut sources = HashMap::new();
+        sources.insert(ObjectId::of(b"x"), "a/b".to_string());
+        sources.insert(ObjectId::of(b"y"), "c/d".to_string());
+        c.set_mount_sources(sources);
+        let kept = lock(&c.mount_sources).clone();
+        assert_eq!(kept.len(), 1, "its own repository is no source");
+        assert_eq!(
+            kept.get(&ObjectId::of(b"y")).map(String::as_str),
+            Some("c/d")
+        );
     }
 }

@@ -354,6 +354,10 @@ impl OciRemote {
 }
 
 impl Remote for OciRemote {
+    fn as_oci(&self) -> Option<&OciRemote> {
+        Some(self)
+    }
+
     fn location(&self) -> String {
         format!(
             "oci://{}/{}",

@@ -1,0 +1,579 @@
+//! What push and pull send over the wire: request counts through the test
+//! proxy (tests/it/proxy.rs), `429` retries, one token per scope, monolithic
+//! uploads, cross-repository mounts, and credential helpers against a real
+//! registry that wants a password.
+//!
+//! Like the other registry tests these need `CESTORE_TEST_REGISTRY`; the
+//! credential-helper test starts its own registry with `docker-registry`.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::proxy::{Behaviour, Proxy};
+use crate::remote::{noise, registry, repo, salt};
+use crate::util::*;
+
+/// A release of `extra` generated files besides the minimal plugin, spread
+/// over a few directories, a few of them executable.
+fn release(root: &Path, extra: usize, salt: u64) {
+    minimal_plugin(root, "1.0.0");
+    for i in 0..extra {
+        let path = root.join(format!("skills/gen{}/file{i:04}.md", i % 3));
+        write(&path, noise(salt, i as u64, 200 + i * 7));
+        if i % 4 == 3 {
+            chmod(&path, 0o755);
+        }
+    }
+}
+
+/// A release at the bounds: 2,048 files and 16 MiB in all.
+fn bounds_release(root: &Path, salt: u64) {
+    minimal_plugin(root, "1.0.0");
+    let small: u64 = 4 * 64;
+    let files = 2048 - 4;
+    let each = (16 * 1024 * 1024 - small) / files as u64 - 64;
+    for i in 0..files {
+        write(
+            &root.join(format!("skills/bulk/d{:02}/f{i:04}.md", i % 32)),
+            noise(salt, i as u64, each as usize),
+        );
+    }
+}
+
+fn push_args<'a>(digest: &'a str, target: &'a str) -> Vec<&'a str> {
+    vec!["push", digest, target, "--plain-http", "--json"]
+}
+
+fn count(counts: &std::collections::BTreeMap<String, u64>, method: &str) -> u64 {
+    counts.get(method).copied().unwrap_or(0)
+}
+
+#[test]
+fn a_throttled_registry_is_retried_and_the_transfer_completes() {
+    let Some(reg) = registry("throttled") else {
+        return;
+    };
+    let proxy = Proxy::start(
+        &reg,
+        Behaviour {
+            throttle_first: 5,
+            ..Behaviour::default()
+        },
+    );
+    let a = TestEnv::new();
+    let src = a.path("src");
+    release(&src, 12, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&proxy.address, "throttled");
+    let report = a.json(push_args(&digest, &target));
+    assert_eq!(proxy.throttled(), 5);
+    assert_eq!(report["requests"]["retried"], 5, "{report}");
+    assert_eq!(report["requests"]["total"], proxy.total(), "{report}");
+    assert_eq!(report["blobs_present"], 0, "{report}");
+
+    // A pull through the same proxy, throttled again, gets the same tree.
+    let throttling = Proxy::start(
+        &reg,
+        Behaviour {
+            throttle_first: 3,
+            ..Behaviour::default()
+        },
+    );
+    let b = TestEnv::new();
+    let reference = format!(
+        "{}:sha256-{digest}",
+        target.replacen(&proxy.address, &throttling.address, 1)
+    );
+    let pulled = b.json(["pull", &reference, "--plain-http", "--json"]);
+    assert_eq!(pulled["pull"]["requests"]["retried"], 3, "{pulled}");
+    assert_eq!(pulled["provenance"]["manifest_digest"], digest.as_str());
+    b.json(["verify", &digest, "--json"]);
+}
+
+#[test]
+fn a_registry_that_keeps_throttling_is_given_up_on_with_a_clear_error() {
+    let Some(reg) = registry("throttled_forever") else {
+        return;
+    };
+    let proxy = Proxy::start(
+        &reg,
+        Behaviour {
+            throttle_first: u64::MAX,
+            ..Behaviour::default()
+        },
+    );
+    let a = TestEnv::new();
+    let src = a.path("src");
+    release(&src, 2, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&proxy.address, "throttled-forever");
+    let out = a.run(push_args(&digest, &target));
+    let stderr = assert_exit(&out, 8);
+    assert!(stderr.contains("429"), "{stderr}");
+    assert_eq!(parse_json(&out)["error"]["kind"], "remote");
+    // Six attempts per request at most, and the first request failed the push.
+    assert!(proxy.total() <= 6 * 8, "{:?}", proxy.counts());
+}
+
+#[test]
+fn a_repush_sends_no_blob_uploads() {
+    let Some(reg) = registry("repush_wire") else {
+        return;
+    };
+    let proxy = Proxy::start(&reg, Behaviour::default());
+    let a = TestEnv::new();
+    let src = a.path("src");
+    release(&src, 20, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&proxy.address, "repush-wire");
+    a.json(push_args(&digest, &target));
+    proxy.reset();
+    let report = a.json(push_args(&digest, &target));
+    let counts = proxy.counts();
+    assert_eq!(count(&counts, "POST"), 0, "{counts:?}");
+    // The one PUT is the image manifest.
+    assert_eq!(count(&counts, "PUT"), 1, "{counts:?}");
+    assert_eq!(report["blobs_uploaded"], 0, "{report}");
+    assert_eq!(report["requests"]["post"], 0, "{report}");
+    assert_eq!(
+        report["requests"]["bytes_sent"].as_u64(),
+        Some({
+            // Only the manifest's bytes.
+            let url = crate::remote::manifest_url(
+                &format!("{reg}/{}", target.split_once('/').expect("repo").1),
+                &format!("sha256-{digest}"),
+            );
+            let agent: ureq::Agent = ureq::Agent::config_builder().build().into();
+            let mut resp = agent
+                .get(&url)
+                .header("Accept", "application/vnd.oci.image.manifest.v1+json")
+                .call()
+                .expect("GET the manifest");
+            resp.body_mut().read_to_vec().expect("manifest body").len() as u64
+        }),
+        "{report}"
+    );
+}
+
+#[test]
+fn one_token_serves_every_request_of_a_scope() {
+    let Some(reg) = registry("one_token") else {
+        return;
+    };
+    let proxy = Proxy::start(
+        &reg,
+        Behaviour {
+            bearer: true,
+            ..Behaviour::default()
+        },
+    );
+    let a = TestEnv::new();
+    let src = a.path("src");
+    release(&src, 10, salt());
+    // Contents of 256 KiB and more travel as blobs of their own in either
+    // format: more blobs than threads.
+    let s = salt();
+    for i in 0..16 {
+        write(
+            &src.join(format!("assets/big{i:02}.bin")),
+            noise(s, 1000 + i, 256 * 1024 + i as usize),
+        );
+    }
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&proxy.address, "one-token");
+    let report = a.json([
+        "push",
+        &digest,
+        &target,
+        "--plain-http",
+        "--json",
+        "--jobs",
+        "8",
+    ]);
+    let counts = proxy.counts();
+    assert_eq!(count(&counts, "TOKEN"), 1, "{counts:?}");
+    assert_eq!(report["requests"]["token"], 1, "{report}");
+    let repository = target.split_once('/').expect("repo").1;
+    assert_eq!(
+        proxy.token_scopes(),
+        vec![format!(
+            "repository:{repository}:pull,push repository:any:pull"
+        )]
+    );
+    // Twice as many blobs as threads, each asked for and uploaded: most
+    // requests carried the token without asking.
+    assert!(count(&counts, "HEAD") >= 16, "{counts:?}");
+    assert!(count(&counts, "PUT") >= 16, "{counts:?}");
+
+    proxy.reset();
+    let b = TestEnv::new();
+    let pulled = b.json([
+        "pull",
+        &format!("{target}:sha256-{digest}"),
+        "--plain-http",
+        "--json",
+        "--jobs",
+        "8",
+    ]);
+    assert_eq!(count(&proxy.counts(), "TOKEN"), 1, "{:?}", proxy.counts());
+    assert_eq!(pulled["pull"]["requests"]["token"], 1, "{pulled}");
+}
+
+#[test]
+fn a_registry_that_takes_one_post_per_blob_gets_one_post_per_blob() {
+    let Some(reg) = registry("monolithic") else {
+        return;
+    };
+    let proxy = Proxy::start(
+        &reg,
+        Behaviour {
+            monolithic: true,
+            ..Behaviour::default()
+        },
+    );
+    let a = TestEnv::new();
+    let src = a.path("src");
+    release(&src, 10, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&proxy.address, "monolithic");
+    let report = a.json(push_args(&digest, &target));
+    let uploaded = report["blobs_uploaded"].as_u64().expect("uploaded");
+    let counts = proxy.counts();
+    // One POST per blob, plus the one that asked (with the empty blob) whether
+    // the registry takes them; the only PUT is the manifest.
+    assert_eq!(count(&counts, "POST"), uploaded + 1, "{counts:?}");
+    assert_eq!(count(&counts, "PUT"), 1, "{counts:?}");
+    let b = TestEnv::new();
+    let pulled = b.json([
+        "pull",
+        &format!("{target}:sha256-{digest}"),
+        "--plain-http",
+        "--json",
+    ]);
+    assert_eq!(pulled["provenance"]["manifest_digest"], digest.as_str());
+    b.json(["verify", &digest, "--json"]);
+
+    // The CNCF registry opens a session instead (202): that session takes the
+    // first blob, so asking costs no request there.
+    let direct = TestEnv::new();
+    let src = direct.path("src");
+    release(&src, 10, salt());
+    let digest = direct.ingest_digest(&src, "1.0.0");
+    let report = direct.json(push_args(&digest, &repo(&reg, "not-monolithic")));
+    let uploaded = report["blobs_uploaded"].as_u64().expect("uploaded");
+    assert_eq!(
+        report["requests"]["post"].as_u64(),
+        Some(uploaded),
+        "{report}"
+    );
+    assert_eq!(
+        report["requests"]["put"].as_u64(),
+        Some(uploaded + 1),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_push_to_another_repository_mounts_what_the_registry_already_holds() {
+    let Some(reg) = registry("mount") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    release(&src, 15, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let first = repo(&reg, "mount-from");
+    let pushed = a.json(push_args(&digest, &first));
+    let blobs = pushed["blobs_total"].as_u64().expect("blobs");
+    assert_eq!(pushed["requests"]["mounted"], 0, "{pushed}");
+
+    let second = repo(&reg, "mount-to");
+    let report = a.json(push_args(&digest, &second));
+    assert_eq!(
+        report["requests"]["mounted"].as_u64(),
+        Some(blobs),
+        "{report}"
+    );
+    // No blob bytes went up: one POST per blob (the mount) and the manifest.
+    assert_eq!(report["requests"]["put"], 1, "{report}");
+    assert_eq!(report["requests"]["post"].as_u64(), Some(blobs), "{report}");
+
+    let b = TestEnv::new();
+    b.json([
+        "pull",
+        &format!("{second}:sha256-{digest}"),
+        "--plain-http",
+        "--json",
+    ]);
+    b.json(["verify", &digest, "--json"]);
+
+    // Another registry is another namespace: nothing is mounted there.
+    let proxy = Proxy::start(&reg, Behaviour::default());
+    let elsewhere = repo(&proxy.address, "mount-elsewhere");
+    let report = a.json(push_args(&digest, &elsewhere));
+    assert_eq!(report["requests"]["mounted"], 0, "{report}");
+}
+
+/// Cold push and cold pull of a release at the bounds through a proxy 25 ms
+/// away: each within 150 requests.
+#[test]
+fn a_release_at_the_bounds_moves_in_at_most_150_requests_each_way() {
+    let Some(reg) = registry("bounds_requests") else {
+        return;
+    };
+    let proxy = Proxy::start(
+        &reg,
+        Behaviour {
+            delay: Duration::from_millis(25),
+            ..Behaviour::default()
+        },
+    );
+    let a = TestEnv::new();
+    let src = a.path("src");
+    bounds_release(&src, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&proxy.address, "bounds-requests");
+    let start = Instant::now();
+    let report = a.json(push_args(&digest, &target));
+    let push_secs = start.elapsed().as_secs_f64();
+    let pushed = proxy.total();
+    proxy.reset();
+    let b = TestEnv::new();
+    let start = Instant::now();
+    let pulled = b.json([
+        "pull",
+        &format!("{target}:sha256-{digest}"),
+        "--plain-http",
+        "--json",
+    ]);
+    let pull_secs = start.elapsed().as_secs_f64();
+    let fetched = proxy.total();
+    eprintln!(
+        "at the bounds, 25 ms away: push {pushed} requests in {push_secs:.1} s, pull {fetched} requests in {pull_secs:.1} s"
+    );
+    assert_eq!(report["requests"]["total"], pushed, "{report}");
+    assert_eq!(pulled["pull"]["requests"]["total"], fetched, "{pulled}");
+    assert!(pushed <= 150, "a cold push sent {pushed} requests");
+    assert!(fetched <= 150, "a cold pull sent {fetched} requests");
+}
+
+/// A throwaway CNCF registry that wants a user and password (htpasswd,
+/// bcrypt), stopped when dropped.
+struct PasswordRegistry {
+    child: Child,
+    address: String,
+    _dir: tempfile::TempDir,
+}
+
+/// The one user of [`PasswordRegistry`] and its password.
+const USER: &str = "helper-user";
+const PASSWORD: &str = "s3cret";
+/// bcrypt (cost 4, to keep every request cheap) of [`PASSWORD`].
+const PASSWORD_HASH: &str = "$2b$04$KX18lUwcx137gRFbfawGC.RZpw5FWdKHUTVBsGzYWFM8lH3XLL4h2";
+
+impl PasswordRegistry {
+    fn start() -> Option<PasswordRegistry> {
+        if Command::new("docker-registry")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipping: docker-registry is not installed");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("registry dir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let root = dir.path();
+        write(&root.join("htpasswd"), format!("{USER}:{PASSWORD_HASH}\n"));
+        write(
+            &root.join("config.yml"),
+            format!(
+                "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: {root}\nhttp:\n  addr: 127.0.0.1:{port}\n  secret: cestore-wire-test\nauth:\n  htpasswd:\n    realm: cestore-test\n    path: {root}/htpasswd\n",
+                root = root.display()
+            ),
+        );
+        let mut child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(root.join("config.yml"))
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(root.join("log")).expect("log"))
+            .spawn()
+            .expect("start docker-registry");
+        let address = format!("127.0.0.1:{port}");
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(r) = agent.get(&format!("http://{address}/v2/")).call() {
+                let running = PasswordRegistry {
+                    child,
+                    address,
+                    _dir: dir,
+                };
+                assert_eq!(r.status(), 401, "the registry must want a password");
+                return Some(running);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "the password registry did not start: {}",
+            fs::read_to_string(root.join("log")).unwrap_or_default()
+        );
+    }
+}
+
+impl Drop for PasswordRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes `docker-credential-test` into `bin`: it logs each registry it is
+/// asked about to `calls` and answers with `USER` and `PASSWORD`, or as
+/// `mode` says.
+fn credential_helper(bin: &Path, calls: &Path, mode: &str) {
+    let answer = match mode {
+        "good" => format!(
+            r#"printf '{{"ServerURL":"%s","Username":"{USER}","Secret":"{PASSWORD}"}}' "$host""#
+        ),
+        "wrong" => {
+            format!(r#"printf '{{"ServerURL":"%s","Username":"{USER}","Secret":"nope"}}' "$host""#)
+        }
+        "identity" => {
+            r#"printf '{"ServerURL":"%s","Username":"<token>","Secret":"refresh"}' "$host""#
+                .to_string()
+        }
+        "missing" => "echo 'credentials not found in native keychain'; exit 1".to_string(),
+        _ => "echo 'the keychain is locked' >&2; exit 3".to_string(),
+    };
+    let script = format!(
+        "#!/bin/sh\n[ \"$1\" = get ] || exit 2\nhost=$(cat)\necho \"$host\" >> '{}'\n{answer}\n",
+        calls.display()
+    );
+    let path = bin.join("docker-credential-test");
+    write(&path, script);
+    chmod(&path, 0o755);
+}
+
+/// Runs cestore with a Docker config and `bin` first on `PATH`, and no other credentials.
+fn run_with_helper(
+    env: &TestEnv,
+    args: &[&str],
+    config: &Path,
+    bin: &Path,
+) -> std::process::Output {
+    let mut cmd = env.cmd(args);
+    for k in [
+        "CESTORE_REGISTRY_TOKEN",
+        "CESTORE_REGISTRY_USER",
+        "CESTORE_REGISTRY_PASSWORD",
+    ] {
+        cmd.env_remove(k);
+    }
+    let path = std::env::var("PATH").unwrap_or_default();
+    cmd.env("PATH", format!("{}:{path}", bin.display()))
+        .env("HOME", env.path("home"))
+        .env("DOCKER_CONFIG", config);
+    cmd.output().expect("run cestore")
+}
+
+#[test]
+fn a_credential_helper_answers_a_registry_that_wants_a_password() {
+    let Some(registry) = PasswordRegistry::start() else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    release(&src, 6, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let bin = a.path("bin");
+    fs::create_dir_all(&bin).expect("bin");
+    let calls = a.path("calls");
+    let target = format!("{}/cestore-it/helper", registry.address);
+    let reference = format!("{target}:sha256-{digest}");
+
+    // credHelpers names the helper for this registry.
+    let per_registry = a.path("docker-helpers");
+    write(
+        &per_registry.join("config.json"),
+        format!(
+            r#"{{"credHelpers":{{"{}":"test"}},"credsStore":"absent"}}"#,
+            registry.address
+        ),
+    );
+    credential_helper(&bin, &calls, "good");
+    let out = run_with_helper(&a, &push_args(&digest, &target), &per_registry, &bin);
+    assert_ok(&out);
+    assert_eq!(parse_json(&out)["blobs_present"], 0);
+    // Asked once, with the registry's host, for all the push's requests.
+    assert_eq!(
+        fs::read_to_string(&calls).expect("calls"),
+        format!("{}\n", registry.address)
+    );
+
+    // credsStore is the helper for every registry credHelpers does not name.
+    let store_wide = a.path("docker-store");
+    write(
+        &store_wide.join("config.json"),
+        r#"{"credsStore":"test","credHelpers":{"elsewhere.example":"absent"}}"#,
+    );
+    let b = TestEnv::new();
+    let out = run_with_helper(
+        &b,
+        &["pull", &reference, "--plain-http", "--json"],
+        &store_wide,
+        &bin,
+    );
+    assert_ok(&out);
+    assert_eq!(
+        parse_json(&out)["provenance"]["manifest_digest"],
+        digest.as_str()
+    );
+
+    // Wrong, absent, failing and unusable answers: exit 8, naming the helper
+    // where it failed, and nothing enters the store.
+    for (mode, says) in [
+        ("wrong", "401"),
+        ("missing", "no credentials"),
+        ("failing", "docker-credential-test failed"),
+        ("identity", "identity token"),
+    ] {
+        credential_helper(&bin, &calls, mode);
+        let c = TestEnv::new();
+        let out = run_with_helper(
+            &c,
+            &["pull", &reference, "--plain-http", "--json"],
+            &store_wide,
+            &bin,
+        );
+        let stderr = assert_exit(&out, 8);
+        assert!(stderr.contains(says), "{mode}: {stderr}");
+        assert!(stderr.contains("authentication"), "{mode}: {stderr}");
+        assert_eq!(parse_json(&out)["error"]["kind"], "remote", "{mode}");
+        let listed = c.run(["list", "--json"]);
+        if listed.status.success() {
+            assert_eq!(
+                parse_json(&listed)["snapshots"],
+                serde_json::json!([]),
+                "{mode}"
+            );
+        }
+    }
+
+    // A helper that is not on PATH is named.
+    let nowhere = a.path("docker-nowhere");
+    write(&nowhere.join("config.json"), r#"{"credsStore":"nowhere"}"#);
+    let out = run_with_helper(&b, &push_args(&digest, &target), &nowhere, &bin);
+    let stderr = assert_exit(&out, 8);
+    assert!(stderr.contains("docker-credential-nowhere"), "{stderr}");
+}
