@@ -259,6 +259,7 @@ fn bench_store(c: &mut Criterion) {
                         let discard = DiscardOptions {
                             dest: &dest,
                             force_digest: None,
+                            spare: false,
                         };
                         discard_view(&mut store, &discard).expect("discard");
                     },

@@ -276,6 +276,12 @@ pub struct DiscardArgs {
     /// exactly this snapshot.
     #[arg(long, value_name = "DIGEST")]
     force: Option<String>,
+    /// Keep the checkout whole, as a spare the next checkout of its snapshot
+    /// takes after checking it, instead of deleting its files. Only when no
+    /// process (working directory, open file) and no sandbox mount still
+    /// uses the view: those would see the next view.
+    #[arg(long, conflicts_with = "force")]
+    spare: bool,
 }
 
 impl<'a> From<&'a DiscardArgs> for cmd::discard::DiscardOptions<'a> {
@@ -283,6 +289,7 @@ impl<'a> From<&'a DiscardArgs> for cmd::discard::DiscardOptions<'a> {
         cmd::discard::DiscardOptions {
             dest: &a.dest,
             force_digest: a.force.as_deref(),
+            spare: a.spare,
         }
     }
 }

@@ -423,7 +423,9 @@ where
         let before = self.regular_file(dir, name, rel, seen)?;
         let executable = before.st_mode & 0o111 != 0;
         let known = match self.known {
-            Some(known) if rel != b".claude-plugin/plugin.json" => known(&before),
+            Some(known) if rel != b".claude-plugin/plugin.json" => {
+                known(&before).filter(|_| opens_unchanged(dir, name, &before))
+            }
             _ => None,
         };
         let (id, size, stat) = match known {
@@ -663,6 +665,28 @@ fn check_same_dir<E>(dir: &OwnedFd, seen: &Stat, path: &Path) -> Result<(), Walk
         .into());
     }
     Ok(())
+}
+
+/// Whether a file whose hash is known still opens for reading as the walk
+/// found it: a file the reference could not read (its permissions, or a
+/// group this process no longer has, or a security module) is read as
+/// usual, so that it is refused as the reference refuses it; and on a
+/// network filesystem, the open revalidates the metadata `stat` may cache.
+fn opens_unchanged(dir: BorrowedFd<'_>, name: &[u8], seen: &Stat) -> bool {
+    let Ok(fd) = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    rustix::fs::fstat(&fd).is_ok_and(|opened| {
+        same_inode(&opened, seen)
+            && identity(&opened) == identity(seen)
+            && (opened.st_ctime, opened.st_ctime_nsec) == (seen.st_ctime, seen.st_ctime_nsec)
+            && opened.st_mode == seen.st_mode
+    })
 }
 
 fn same_inode(a: &Stat, b: &Stat) -> bool {

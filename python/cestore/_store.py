@@ -418,9 +418,15 @@ class Store:
         out = self.run(*args, "--", digest, _abs(dest))
         return View(Path(out["view"]), out["manifest_digest"], out["linked"], out["copied"], out)
 
-    def discard(self, view: StrPath) -> bool:
-        """Removes a view made by `checkout`; returns whether this call removed it."""
-        out = self.run("discard", "--", _abs(view))
+    def discard(self, view: StrPath, *, spare: bool = False) -> bool:
+        """Removes a view made by `checkout`; returns whether this call removed it.
+
+        With `spare`, the store keeps the view whole for the next checkout of
+        its snapshot (which checks it first) instead of deleting its files:
+        only when no process and no sandbox mount still uses the view.
+        """
+        args = ["discard", "--spare"] if spare else ["discard"]
+        out = self.run(*args, "--", _abs(view))
         return bool(out["removed"])
 
     @contextmanager

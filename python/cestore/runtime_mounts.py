@@ -293,7 +293,9 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
         if not os.path.lexists(root):
             return
         try:
-            store().discard(root)
+            # The sweep is over: no run uses the snapshot any more, so the
+            # store may keep it whole for the next sweep's checkout.
+            store().discard(root, spare=True)
         except _errors.Error:
             # Not (or no longer) a recorded view: remove it without touching
             # any file's mode, since the files may be the store's own objects.

@@ -53,6 +53,8 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
         crate::store::manifests::remove_file(&manifest)
     })?;
     let _ = store.catalogue().checkpoint();
+    // Its spares go too (what this misses, gc removes).
+    crate::store::spares::forget(&store, &digest);
     Ok(RmReport {
         manifest_digest: digest,
         views_forgotten: views,

@@ -69,5 +69,7 @@ impl Report for IngestReport {
 pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestReport> {
     let source = open_source(opts)?;
     let mut store = Store::open(store_root, LockMode::Shared, true)?;
-    ingest_into(&mut store, &source, opts)
+    let mut report = ingest_into(&mut store, &source, opts)?;
+    report.ingest.remember_hashes();
+    Ok(report)
 }

@@ -194,7 +194,11 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
         report.provenance = Some(Provenance::from(&snapshot));
         report.view = Some(view);
         report.view_kind = Some(kind);
-        report.ingest = ingested.map(|done| done.ingest);
+        report.ingest = ingested.map(|done| {
+            let mut ingest = done.ingest;
+            ingest.remember_hashes();
+            ingest
+        });
     }
     let view = report.view.as_deref().map(Path::new);
     for arm in opts.arms {

@@ -54,6 +54,21 @@ pub struct IngestStats {
     /// What the catalogue recorded, for taking the ingest back.
     #[serde(skip)]
     pub recorded: RecordedIngest,
+    /// The hashes this ingest read, for [`IngestStats::remember_hashes`]
+    /// once the whole command has succeeded.
+    #[serde(skip)]
+    pub known: Option<KnownHashes>,
+}
+
+impl IngestStats {
+    /// Records the hashes the ingest read, so that the next ingest of the
+    /// same source need not read them again: for a command that has
+    /// succeeded (a failed one changes nothing, caches included).
+    pub fn remember_hashes(&mut self) {
+        if let Some(known) = self.known.take() {
+            known.save();
+        }
+    }
 }
 
 /// The report of `cestore ingest`.
@@ -329,9 +344,9 @@ pub fn ingest_into(
             left_out: walked.left_out,
         },
     )?;
-    known.save();
     let mut report = report;
     report.ingest.hashes_known = hashes_known;
+    report.ingest.known = Some(known);
     Ok(report)
 }
 
@@ -499,6 +514,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
             reused_objects: reused,
             bytes_written: if new_objects > 0 { s.bytes } else { 0 },
             hashes_known: 0,
+            known: None,
             repaired,
             left_out: s
                 .left_out

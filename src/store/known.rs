@@ -16,21 +16,31 @@
 //! # Why this is safe
 //!
 //! Any write to a file, and any `chmod`, `chown`, `rename` into place or
-//! `utimensat`, sets its change time to the current time; the change time
-//! itself cannot be set by any system call. A file is recorded only when its
+//! `utimensat`, sets its change time to the current time; on Linux's native
+//! filesystems no system call sets the change time itself. A file is recorded only when its
 //! change time was already more than [`SETTLED`] in the past when the
 //! ingest started, so a later change cannot carry the same change time (the
 //! clock's granularity, or a write racing the read, is what git calls a
 //! "racily clean" entry; such a file is simply not recorded). The device and
-//! inode tell a replaced file from the original. What remains is what no
-//! stat-based tool (git, make, rsync) guards against: the system clock set
-//! back, or a filesystem edited underneath the kernel.
+//! inode tell a replaced file from the original. Before a hash is used, the
+//! file is opened (not read) and its handle's metadata compared again: a file
+//! this process may no longer read is read as usual, and refused as the
+//! reference refuses it, and a network filesystem revalidates what `stat`
+//! cached. What remains is what no stat-based tool (git, make, rsync) guards
+//! against: the system clock set back, a filesystem whose change times do not
+//! follow writes (FAT, some FUSE filesystems, writes through a shared `mmap`
+//! not yet flushed), or one edited underneath the kernel.
+//!
+//! The record file is trusted only when this user owns it and no one else
+//! can write it, so a store shared with `--trust-store` cannot be used to
+//! make another user's ingest vouch for bytes it did not read.
 //!
 //! The file is a cache: a missing, short or damaged one is ignored, and it is
 //! written, by rename, only after an ingest succeeds.
 
 use std::collections::HashMap;
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -46,8 +56,15 @@ pub const KNOWN_DIR: &str = "known";
 /// its hash to be recorded.
 pub const SETTLED: Duration = Duration::from_secs(2);
 
-/// At most this many records are read: the file bound of a release.
-const MAX_RECORDS: usize = 1 << 16;
+/// At most this many records are kept: the file bound of a release.
+const MAX_RECORDS: usize = crate::policy::MAX_FILES;
+
+/// At most this many sources are remembered; the least recently ingested
+/// go first.
+const MAX_SOURCES: usize = 256;
+
+/// A record file left by a `save` that was killed is removed after this long.
+const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 
 const RECORD: usize = 8 * 8 + 32;
 
@@ -71,6 +88,7 @@ impl Identity {
 }
 
 /// The hashes an earlier ingest of one source directory recorded.
+#[derive(Debug)]
 pub struct KnownHashes {
     path: PathBuf,
     hashes: HashMap<Identity, ObjectId>,
@@ -84,19 +102,17 @@ impl KnownHashes {
     pub fn load(store: &Store, source: &Path) -> KnownHashes {
         let path = store.root().join(KNOWN_DIR).join(file_name(source));
         let mut hashes = HashMap::new();
-        if let Ok(bytes) = std::fs::read(&path) {
-            if bytes.len() % RECORD == 0 {
-                for record in bytes.chunks_exact(RECORD).take(MAX_RECORDS) {
-                    let mut fields = [0u64; 8];
-                    for (i, f) in fields.iter_mut().enumerate() {
-                        let mut b = [0u8; 8];
-                        b.copy_from_slice(&record[i * 8..i * 8 + 8]);
-                        *f = u64::from_le_bytes(b);
-                    }
-                    let mut id = [0u8; 32];
-                    id.copy_from_slice(&record[64..]);
-                    hashes.insert(Identity(fields), ObjectId::from_bytes(id));
+        if let Some(bytes) = read_records(&path) {
+            for record in bytes.chunks_exact(RECORD) {
+                let mut fields = [0u64; 8];
+                for (i, f) in fields.iter_mut().enumerate() {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&record[i * 8..i * 8 + 8]);
+                    *f = u64::from_le_bytes(b);
                 }
+                let mut id = [0u8; 32];
+                id.copy_from_slice(&record[64..]);
+                hashes.insert(Identity(fields), ObjectId::from_bytes(id));
             }
         }
         KnownHashes {
@@ -116,6 +132,9 @@ impl KnownHashes {
 
     /// Notes a file the walk met, to be recorded if it was settled.
     pub fn note(&mut self, st: &Stat, id: ObjectId) {
+        if self.recorded.len() >= MAX_RECORDS {
+            return;
+        }
         let changed = SystemTime::UNIX_EPOCH
             + Duration::new(st.st_ctime.max(0) as u64, st.st_ctime_nsec as u32);
         if changed < self.settled_before {
@@ -148,9 +167,77 @@ impl KnownHashes {
         let tmp = self
             .path
             .with_extension(format!("tmp-{}", super::objects::unique_suffix()));
-        let written = std::fs::File::create(&tmp).and_then(|mut f| f.write_all(&bytes));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(&bytes));
         if written.is_err() || std::fs::rename(&tmp, &self.path).is_err() {
             let _ = std::fs::remove_file(&tmp);
+        }
+        prune(dir);
+    }
+}
+
+/// Reads a record file that this user wrote: a regular file, owned by this
+/// user, that no one else can write, of whole records within the bound.
+/// Anything else (a symlink, a FIFO, another user's file) is ignored, and
+/// nothing beyond the bound is read.
+fn read_records(path: &Path) -> Option<Vec<u8>> {
+    use rustix::fs::{Mode, OFlags};
+    use std::io::Read as _;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    let size = st.st_size as u64;
+    let sound = rustix::fs::FileType::from_raw_mode(st.st_mode)
+        == rustix::fs::FileType::RegularFile
+        && st.st_uid == rustix::process::geteuid().as_raw()
+        && st.st_mode & 0o022 == 0
+        && size % RECORD as u64 == 0
+        && size <= (MAX_RECORDS * RECORD) as u64;
+    if !sound {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    std::fs::File::from(fd)
+        .take(size)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    (bytes.len() as u64 == size).then_some(bytes)
+}
+
+/// Removes the record files of the least recently ingested sources beyond
+/// [`MAX_SOURCES`], and temporary files a killed `save` left.
+fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = SystemTime::now();
+    let mut records = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.metadata() else { continue };
+        let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        if entry.file_name().to_string_lossy().contains(".tmp-") {
+            if now
+                .duration_since(modified)
+                .is_ok_and(|age| age > STALE_TEMPORARY)
+            {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        } else {
+            records.push((modified, entry.path()));
+        }
+    }
+    if records.len() > MAX_SOURCES {
+        records.sort();
+        for (_, path) in &records[..records.len() - MAX_SOURCES] {
+            let _ = std::fs::remove_file(path);
         }
     }
 }

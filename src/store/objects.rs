@@ -378,6 +378,14 @@ fn stage_at(
     Ok(format!("{prefix}{name}"))
 }
 
+impl WorkDir {
+    /// Leaves the work directory, and the marker in it, for gc: for an
+    /// operation that could not remove what the marker names.
+    pub fn abandon(self) {
+        std::mem::forget(self);
+    }
+}
+
 impl Drop for WorkDir {
     fn drop(&mut self) {
         let _ = crate::fsutil::remove_tree_at(self.tmp.as_fd(), &self.name);

@@ -3,36 +3,44 @@
 //! ```text
 //! STORE/spare/
 //! └── <64 hex>/              one directory per snapshot, at most MAX_SPARES entries
-//!     └── <unique>/          a view `discard` moved here whole, root 0755
+//!     └── <unique>/          a view `discard --spare` moved here whole, root 0755
 //! ```
 //!
 //! A harness checks one snapshot out and discards it once per run. Both cost
-//! a system call or more per file; a spare turns them into one rename each:
+//! a system call or more per file; a spare turns them into a few renames:
 //!
-//! - **discard** of a recorded, hard-linked checkout moves its root here with
-//!   one `rename` (when the snapshot has fewer than [`MAX_SPARES`] spares and
-//!   the view is on the store's filesystem), instead of removing every file;
-//! - **checkout** renames a spare to the temporary name beside its
-//!   destination, then checks it against the snapshot before publishing it:
-//!   every directory holds exactly the manifest's names and is `0555`; every
+//! - **`discard --spare`** of a recorded checkout moves its root here with one
+//!   `rename` (when the snapshot has fewer than [`MAX_SPARES`] spares and the
+//!   view is on the store's filesystem), instead of removing every file. It is
+//!   asked for explicitly: a process that still has its working directory, an
+//!   open file or a mount in the old view would see the next view, so it is
+//!   for a caller that knows the view is done with (the Python drop-in does,
+//!   once the `with` block of a sweep has ended);
+//! - **checkout** claims a spare by renaming it into its own work directory
+//!   under `tmp/`, checks it there against the snapshot, and only then moves
+//!   it to the temporary name beside its destination: every directory holds
+//!   exactly the manifest's names, is `0555` and belongs to this user; every
 //!   file is the very inode of its object as the store holds it now (so its
-//!   bytes are the object's, checked by size and mode as a build checks
-//!   them), or a fresh empty file with the right mode. A spare that fails the
-//!   check, for whatever reason, is removed and the view is built as usual.
+//!   bytes are the object's, checked by size and mode as a build checks them),
+//!   or a fresh empty file with the right mode. A spare that fails the check
+//!   never leaves the store: it is removed with the work directory (or by gc,
+//!   should that fail), and the view is built as usual.
 //!
 //! So a spare never hands out anything a fresh build would not: a file added,
 //! removed or replaced in a view while it was in use, an object repaired
-//! since, or a mode changed through a view, all fail the check. gc removes
-//! the spares of snapshots the catalogue no longer records.
+//! since, or a mode changed through a view, all fail the check. `rm` removes
+//! a snapshot's spares, and gc those of snapshots the catalogue no longer
+//! records.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use rustix::fs::{AtFlags, FileType, Mode};
 use rustix::io::Errno;
 
-use super::objects::{judge, unique_suffix, ObjectState};
+use super::objects::{judge, unique_suffix, ObjectState, WorkDir};
 use super::Store;
 use crate::digest::ManifestDigest;
 use crate::fsutil::{list_names, open_dir, remove_tree_at};
@@ -56,6 +64,9 @@ pub fn keep(store: &Store, digest: &ManifestDigest, parent: BorrowedFd<'_>, name
     if list_names(spares.as_fd()).map_or(true, |names| names.len() >= MAX_SPARES) {
         return false;
     }
+    let Ok(st) = rustix::fs::statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return false;
+    };
     // Moving a directory to another parent rewrites its `..`: it needs write
     // permission on the directory itself.
     if rustix::fs::chmodat(parent, name, Mode::from_raw_mode(0o755), AtFlags::empty()).is_err() {
@@ -63,9 +74,17 @@ pub fn keep(store: &Store, digest: &ManifestDigest, parent: BorrowedFd<'_>, name
     }
     let kept = rustix::fs::renameat(parent, name, &spares, unique_suffix().as_str()).is_ok();
     if !kept {
-        let _ = rustix::fs::chmodat(parent, name, Mode::from_raw_mode(0o555), AtFlags::empty());
+        let mode = Mode::from_raw_mode(st.st_mode & 0o7777);
+        let _ = rustix::fs::chmodat(parent, name, mode, AtFlags::empty());
     }
     kept
+}
+
+/// Removes every spare of a snapshot (when `rm` forgets it).
+pub fn forget(store: &Store, digest: &ManifestDigest) {
+    if let Ok(spares) = open_dir(store.dir(), SPARE_DIR) {
+        let _ = remove_tree_at(spares.as_fd(), digest.to_string());
+    }
 }
 
 fn open_or_make(store: &Store, hex: &str) -> Result<std::os::fd::OwnedFd, Errno> {
@@ -87,32 +106,54 @@ fn open_or_make(store: &Store, hex: &str) -> Result<std::os::fd::OwnedFd, Errno>
     open_dir(root.as_fd(), hex)
 }
 
+/// The name a claimed spare has inside the checkout's work directory.
+const CLAIMED: &str = "spare";
+
 /// Takes a spare of the snapshot as the new directory `tmp` under `parent`,
 /// checked against `entries` and frozen. Returns what a build would have
 /// reported, or `None` when no sound spare was at hand (and nothing is at
-/// `tmp`).
+/// `tmp`). A spare is checked inside `work`, so one that fails never shows
+/// outside the store.
 pub fn take(
     store: &Store,
+    work: &WorkDir,
     digest: &ManifestDigest,
     entries: &[Entry],
     parent: BorrowedFd<'_>,
     tmp: &str,
 ) -> Option<Built> {
     let spares = open_dir(store.dir(), format!("{SPARE_DIR}/{digest}").as_str()).ok()?;
+    let same_device = |fd: BorrowedFd<'_>| rustix::fs::fstat(fd).map(|st| st.st_dev);
+    if same_device(parent).ok()? != same_device(store.dir()).ok()? {
+        return None;
+    }
     for name in list_names(spares.as_fd()).ok()? {
-        match rustix::fs::renameat(&spares, name.as_slice(), parent, tmp) {
+        match rustix::fs::renameat(&spares, name.as_slice(), work.fd(), CLAIMED) {
             Ok(()) => {}
             // Another checkout took it first.
             Err(Errno::NOENT) => continue,
-            // Not on this filesystem, or not ours to move: build instead.
-            Err(_) => return None,
-        }
-        match check(store, entries, parent, tmp) {
-            Some(built) => return Some(built),
-            None => {
-                let _ = remove_tree_at(parent, tmp);
+            // One that cannot be moved serves no checkout: drop it.
+            Err(_) => {
+                let _ = remove_tree_at(spares.as_fd(), std::ffi::OsStr::from_bytes(&name));
+                continue;
             }
         }
+        let Some(built) = check(store, entries, work.fd(), CLAIMED) else {
+            let _ = remove_tree_at(work.fd(), CLAIMED);
+            continue;
+        };
+        if rustix::fs::renameat(work.fd(), CLAIMED, parent, tmp).is_err() {
+            // Another mount of the same filesystem (EXDEV): keep it for another checkout.
+            let _ = rustix::fs::renameat(work.fd(), CLAIMED, &spares, name.as_slice());
+            let _ = remove_tree_at(work.fd(), CLAIMED);
+            return None;
+        }
+        let frozen = rustix::fs::chmodat(parent, tmp, Mode::from_raw_mode(0o555), AtFlags::empty());
+        if frozen.is_err() {
+            let _ = remove_tree_at(parent, tmp);
+            return None;
+        }
+        return Some(built);
     }
     None
 }
@@ -141,10 +182,11 @@ fn expected_tree(entries: &[Entry]) -> BTreeMap<&str, BTreeSet<&str>> {
     dirs
 }
 
-/// Checks a spare at `tmp` against the snapshot and freezes its root; see
-/// the module's documentation for what it must be.
-fn check(store: &Store, entries: &[Entry], parent: BorrowedFd<'_>, tmp: &str) -> Option<Built> {
-    let root = open_dir(parent, tmp).ok()?;
+/// Checks a spare at `name` under `dir` against the snapshot; see the
+/// module's documentation for what it must be.
+fn check(store: &Store, entries: &[Entry], dir: BorrowedFd<'_>, name: &str) -> Option<Built> {
+    let root = open_dir(dir, name).ok()?;
+    let me = rustix::process::geteuid().as_raw();
     let objects = store.objects();
     let objects_dev = rustix::fs::fstat(objects).ok()?.st_dev;
     let mut built = Built::default();
@@ -156,7 +198,7 @@ fn check(store: &Store, entries: &[Entry], parent: BorrowedFd<'_>, tmp: &str) ->
         };
         let st = rustix::fs::fstat(&fd).ok()?;
         let want = if dir.is_empty() { 0o755 } else { 0o555 };
-        if st.st_mode & 0o7777 != want || st.st_dev != objects_dev {
+        if st.st_mode & 0o7777 != want || st.st_dev != objects_dev || st.st_uid != me {
             return None;
         }
         let found = list_names(fd.as_fd()).ok()?;
@@ -195,7 +237,6 @@ fn check(store: &Store, entries: &[Entry], parent: BorrowedFd<'_>, tmp: &str) ->
         }
         built.linked += 1;
     }
-    rustix::fs::fchmod(&root, Mode::from_raw_mode(0o555)).ok()?;
     built.spare = true;
     Some(built)
 }

@@ -115,7 +115,7 @@ pub fn checkout_into(
     // A hard-linked view can be a spare that a discard kept.
     let spare = match method {
         Method::Auto | Method::Hardlink => {
-            super::spares::take(store, &digest, &entries, parent_fd.as_fd(), &tmp)
+            super::spares::take(store, &work, &digest, &entries, parent_fd.as_fd(), &tmp)
         }
         Method::Copy | Method::Reflink => None,
     };
@@ -130,7 +130,10 @@ pub fn checkout_into(
     let built = match built {
         Ok(b) => b,
         Err(e) => {
-            let _ = remove_tree_at(parent_fd.as_fd(), &tmp);
+            if remove_tree_at(parent_fd.as_fd(), &tmp).is_err() {
+                // Leave the marker: gc removes what this could not.
+                work.abandon();
+            }
             return Err(e);
         }
     };
@@ -270,6 +273,9 @@ pub struct DiscardOptions<'a> {
     pub dest: &'a Path,
     /// Remove a path that is not a recorded view, if it matches this snapshot exactly.
     pub force_digest: Option<&'a str>,
+    /// Keep a recorded checkout whole as a spare for the next checkout of
+    /// its snapshot (see [`super::spares`]), when nothing uses it any more.
+    pub spare: bool,
 }
 
 /// The report of `cestore discard`.
@@ -376,7 +382,8 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
             // the next checkout of its snapshot: keep it whole instead of
             // deleting it. Taking it checks every file's inode, so a view
             // with copies in it is never handed out.
-            spare = row.as_ref().is_some_and(|r| r.method != "copy")
+            spare = opts.spare
+                && row.as_ref().is_some_and(|r| r.method != "copy")
                 && super::spares::keep(store, &digest, parent_fd.as_fd(), &name);
             spare || remove_tree_at(parent_fd.as_fd(), &name).ctx("remove the view", &dest)?
         }

@@ -740,3 +740,93 @@ fn lowered_bounds_refuse_as_the_reference_does_on_ingest_digest_and_stage() {
         "{list}"
     );
 }
+
+#[test]
+fn a_known_hash_never_vouches_for_a_file_this_user_can_no_longer_read() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping a_known_hash_never_vouches_for_a_file_this_user_can_no_longer_read: run as root (it drops privileges itself)");
+        return;
+    }
+    let env = TestEnv::new();
+    chmod(&env.base, 0o755);
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let secret = src.join("skills/ce-plan/notes.md");
+    write(&secret, "for group 1234 only\n");
+    let chown = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&env.base)
+        .status()
+        .expect("chown");
+    assert!(chown.success());
+    let chown = Command::new("chown")
+        .arg("0:1234")
+        .arg(&secret)
+        .status()
+        .expect("chown");
+    assert!(chown.success());
+    chmod(&secret, 0o640);
+    let as_nobody = |groups: &str, args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534"])
+            .args(if groups.is_empty() {
+                vec!["--clear-groups".to_string()]
+            } else {
+                vec![format!("--groups={groups}")]
+            })
+            .arg(crate::util::bin())
+            .args(args)
+            .arg("--store")
+            .arg(&env.store)
+            .arg("--json")
+            .env_remove("CESTORE_DIR")
+            .output()
+            .expect("run setpriv")
+    };
+    let src_arg = src.to_str().unwrap();
+    let ingest = ["ingest", src_arg, "--version", "1.0.0"];
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    for _ in 0..2 {
+        assert_ok(&as_nobody("1234", &ingest));
+    }
+    let known = parse_json(&as_nobody("1234", &ingest));
+    assert_eq!(known["ingest"]["hashes_known"], 4, "{known}");
+    // Without the group, the reference cannot read the file: nor can cestore.
+    let out = as_nobody("", &ingest);
+    assert_exit(&out, 3);
+    let v = parse_json(&out);
+    assert_eq!(v["error"]["rule"], "file-unreadable", "{v}");
+    assert_eq!(v["error"]["path"], secret.to_str().unwrap(), "{v}");
+
+    // A spare works for an unprivileged user too: the frozen root moves to
+    // another parent and back.
+    let d = known["provenance"]["manifest_digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let views = env.path("views");
+    fs::create_dir(&views).unwrap();
+    let chown = Command::new("chown")
+        .arg("65534:65534")
+        .arg(&views)
+        .status()
+        .expect("chown");
+    assert!(chown.success());
+    let first = views.join("first");
+    let second = views.join("second");
+    assert_ok(&as_nobody("", &["checkout", &d, first.to_str().unwrap()]));
+    let out = as_nobody("", &["discard", first.to_str().unwrap(), "--spare"]);
+    assert_ok(&out);
+    assert_eq!(parse_json(&out)["spare"], true);
+    let out = as_nobody("", &["checkout", &d, second.to_str().unwrap()]);
+    assert_ok(&out);
+    assert_eq!(parse_json(&out)["spare"], true);
+    assert_eq!(
+        fs::metadata(&second).unwrap().permissions().mode() & 0o7777,
+        0o555
+    );
+    assert_ok(&as_nobody(
+        "",
+        &["verify", "--tree", second.to_str().unwrap(), &d],
+    ));
+}

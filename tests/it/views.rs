@@ -95,6 +95,16 @@ impl Env {
         self.run(args)
     }
 
+    /// `cestore discard DEST --spare --json`.
+    fn discard_spare(&self, dest: &Path) -> Output {
+        self.run([
+            OsStr::new("discard"),
+            dest.as_os_str(),
+            OsStr::new("--spare"),
+            OsStr::new("--json"),
+        ])
+    }
+
     fn show(&self, digest: &str) -> Value {
         self.t.json(["show", digest, "--json"])
     }
@@ -1624,12 +1634,19 @@ fn a_discarded_view_serves_the_next_checkout_whole() {
     );
     let d = env.ingest(&src, "1.0.0");
     let files = env.files(&d);
+    // A plain discard deletes the view's files: only --spare keeps it.
+    let plain = env.at("plain");
+    env.checkout_ok(&d, &plain, &[]);
+    let report = parse_json(&env.discard(&plain, None));
+    assert_eq!(report["spare"], false, "{report}");
+    assert!(!exists(&plain) && spares(env.store(), &d).is_empty());
+
     let first = env.at("first");
     let report = env.checkout_ok(&d, &first, &[]);
     assert_eq!(report["spare"], false, "{report}");
     let root_ino = ino(&first);
 
-    let out = env.discard(&first, None);
+    let out = env.discard_spare(&first);
     assert_ok(&out);
     let report = parse_json(&out);
     assert_eq!(
@@ -1666,7 +1683,7 @@ fn a_discarded_view_serves_the_next_checkout_whole() {
     // Copies are never kept: a spare is hard links or nothing.
     let copy = env.at("copy");
     env.checkout_ok(&d, &copy, &["--method", "copy"]);
-    let report = parse_json(&env.discard(&copy, None));
+    let report = parse_json(&env.discard_spare(&copy));
     assert_eq!(report["spare"], false, "{report}");
     assert!(!exists(&copy));
 }
@@ -1743,7 +1760,7 @@ fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
         let view = env.at(&format!("view{i}"));
         env.checkout_ok(&d, &view, &[]);
         tamper(&view, env.store());
-        let report = parse_json(&env.discard(&view, None));
+        let report = parse_json(&env.discard_spare(&view));
         assert_eq!(report["removed"], true, "{what}: {report}");
         let next = env.at(&format!("next{i}"));
         let report = env.checkout_ok(&d, &next, &[]);
@@ -1760,25 +1777,25 @@ fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
             tmp_siblings(&env.t.base).is_empty(),
             "{what}: nothing left beside the view"
         );
-        assert_ok(&env.discard(&next, None));
+        assert_ok(&env.discard_spare(&next));
         // The sound spare the last discard kept serves the next checkout.
         let again = env.at(&format!("again{i}"));
         assert_eq!(env.checkout_ok(&d, &again, &[])["spare"], true, "{what}");
         assert_view_is(&again, &files);
-        assert_ok(&env.discard(&again, None));
+        assert_ok(&env.discard_spare(&again));
     }
     assert_ok(&env.run(["verify"]));
 }
 
 #[test]
-fn gc_removes_the_spares_of_a_forgotten_snapshot() {
+fn rm_and_gc_remove_the_spares_of_a_forgotten_snapshot() {
     let env = Env::new();
     let src = env.at("src");
     small_tree(&src, "1.0.0", &[("assets/a.txt", b"alpha\n", 0o644)]);
     let d = env.ingest(&src, "1.0.0");
     let view = env.at("view");
     env.checkout_ok(&d, &view, &[]);
-    assert_eq!(parse_json(&env.discard(&view, None))["spare"], true);
+    assert_eq!(parse_json(&env.discard_spare(&view))["spare"], true);
     let kinds = |verify: &Value| -> Vec<String> {
         verify["problems"]
             .as_array()
@@ -1790,14 +1807,27 @@ fn gc_removes_the_spares_of_a_forgotten_snapshot() {
     // A recorded snapshot's spares are not garbage.
     let verify = env.t.json(["verify", "--json"]);
     assert!(kinds(&verify).is_empty(), "{verify}");
+    let spare_dir = env.store().join("spare").join(&d);
+    assert!(exists(&spare_dir));
+    // rm takes the snapshot's spares with it.
     assert_ok(&env.run(["rm", &d]));
+    assert!(!exists(&spare_dir));
+    // What rm could not take (a crash between its commit and the removal)
+    // is garbage that gc removes.
+    let kept = env.at("kept");
+    let d = env.ingest(&src, "1.0.0");
+    env.checkout_ok(&d, &kept, &[]);
+    assert_eq!(parse_json(&env.discard_spare(&kept))["spare"], true);
+    let aside = env.at("aside");
+    fs::rename(&spare_dir, &aside).unwrap();
+    assert_ok(&env.run(["rm", &d]));
+    fs::rename(&aside, &spare_dir).unwrap();
     let verify = env.t.json(["verify", "--json"]);
     assert!(
         kinds(&verify).contains(&"orphan-spare".to_string()),
         "{verify}"
     );
     let gc = env.t.json(["gc", "--json"]);
-    let spare_dir = env.store().join("spare").join(&d);
     assert_eq!(
         gc["spares"],
         serde_json::json!([spare_dir.display().to_string()]),
