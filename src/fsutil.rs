@@ -21,21 +21,24 @@ pub fn open_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<Ow
 
 /// Lists a directory's names, without `.` and `..`, in no particular order.
 ///
-/// It reads through a duplicate of the handle, not a re-open of ".", so that
-/// listing needs read permission only, as the reference's `scandir` does.
+/// It reads through the handle itself, not a re-open of ".", so that listing
+/// needs read permission only, as the reference's `scandir` does.
 pub fn list_names(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
     Ok(list_entries(dir)?.into_iter().map(|(n, _)| n).collect())
 }
 
 /// Lists a directory's names with the type the listing gives each
 /// (`FileType::Unknown` where the filesystem gives none), without `.` and `..`.
+///
+/// The listing starts from the top, so a handle listed before is listed
+/// whole again; it reads with `getdents64` straight into one buffer.
 pub fn list_entries(dir: BorrowedFd<'_>) -> Result<Vec<(Vec<u8>, FileType)>, Errno> {
+    rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0))?;
+    // Far more than the largest entry (a 255-byte name and its header).
+    let mut buf = Vec::with_capacity(32 * 1024);
+    let mut listing = rustix::fs::RawDir::new(dir, buf.spare_capacity_mut());
     let mut entries = Vec::new();
-    // A duplicate shares its read position with `dir`: start from the top,
-    // so that a handle listed before is listed whole again.
-    let dup = rustix::io::dup(dir)?;
-    rustix::fs::seek(&dup, rustix::fs::SeekFrom::Start(0))?;
-    for entry in rustix::fs::Dir::new(dup)? {
+    while let Some(entry) = listing.next() {
         let entry = entry?;
         let name = entry.file_name().to_bytes();
         if name != b"." && name != b".." {
