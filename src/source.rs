@@ -107,6 +107,25 @@ pub struct Source {
 }
 
 impl Source {
+    /// Whether the source lies on a local filesystem whose metadata the
+    /// kernel keeps itself (ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS,
+    /// overlayfs, bcachefs), so that a file's inode and change time tell
+    /// whether it changed. Not on NFS, SMB or FUSE, whose `stat` may answer
+    /// from a cache or from another machine's clock.
+    pub fn on_local_filesystem(&self) -> bool {
+        const LOCAL: [i64; 8] = [
+            0xEF53,      // ext2, ext3, ext4
+            0x5846_5342, // XFS
+            0x9123_683E, // Btrfs
+            0x0102_1994, // tmpfs
+            0xF2F5_2010, // F2FS
+            0x2FC1_2FC1, // ZFS
+            0x794C_7630, // overlayfs
+            0xCA45_1A4E, // bcachefs
+        ];
+        rustix::fs::fstatfs(&self.fd).is_ok_and(|fs| LOCAL.contains(&{ fs.f_type }))
+    }
+
     /// Opens `path` as a release source: a real directory reached by no symlink hop.
     pub fn open(path: &Path) -> Result<Source, Rejection> {
         let root = absolute_like_python(path);
@@ -423,9 +442,7 @@ where
         let before = self.regular_file(dir, name, rel, seen)?;
         let executable = before.st_mode & 0o111 != 0;
         let known = match self.known {
-            Some(known) if rel != b".claude-plugin/plugin.json" => {
-                known(&before).filter(|_| opens_unchanged(dir, name, &before))
-            }
+            Some(known) if rel != b".claude-plugin/plugin.json" => known(&before),
             _ => None,
         };
         let (id, size, stat) = match known {
@@ -665,28 +682,6 @@ fn check_same_dir<E>(dir: &OwnedFd, seen: &Stat, path: &Path) -> Result<(), Walk
         .into());
     }
     Ok(())
-}
-
-/// Whether a file whose hash is known still opens for reading as the walk
-/// found it: a file the reference could not read (its permissions, or a
-/// group this process no longer has, or a security module) is read as
-/// usual, so that it is refused as the reference refuses it; and on a
-/// network filesystem, the open revalidates the metadata `stat` may cache.
-fn opens_unchanged(dir: BorrowedFd<'_>, name: &[u8], seen: &Stat) -> bool {
-    let Ok(fd) = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    ) else {
-        return false;
-    };
-    rustix::fs::fstat(&fd).is_ok_and(|opened| {
-        same_inode(&opened, seen)
-            && identity(&opened) == identity(seen)
-            && (opened.st_ctime, opened.st_ctime_nsec) == (seen.st_ctime, seen.st_ctime_nsec)
-            && opened.st_mode == seen.st_mode
-    })
 }
 
 fn same_inode(a: &Stat, b: &Stat) -> bool {

@@ -197,10 +197,13 @@ fn walk_and_stage(
                 .then_some(id)
         };
         let mut seen = Vec::new();
+        // Off a local filesystem, `stat` may answer from a cache: read everything.
+        let known_hash: Option<crate::source::Known<'_>> =
+            source.on_local_filesystem().then_some(&lookup);
         let walked = source.walk_knowing(
             opts.version,
             opts.bounds,
-            Some(&lookup),
+            known_hash,
             |file| -> Result<()> {
                 seen.push((*file.stat, file.id, file.data.is_some()));
                 let key = ObjectKey {

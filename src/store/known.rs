@@ -3,8 +3,8 @@
 //! nothing but metadata (and `plugin.json`).
 //!
 //! ```text
-//! STORE/known/<32 hex>       one file per (user, source directory): the
-//!                            hash of "<euid>\0<absolute source path>"
+//! STORE/known/<32 hex>       one file per (credentials, source directory):
+//!                            the hash of "<euid> <egid> <groups>\0<source path>"
 //! ```
 //!
 //! Each record is fixed-size: device, inode, size, mode, modification and
@@ -22,14 +22,17 @@
 //! ingest started, so a later change cannot carry the same change time (the
 //! clock's granularity, or a write racing the read, is what git calls a
 //! "racily clean" entry; such a file is simply not recorded). The device and
-//! inode tell a replaced file from the original. Before a hash is used, the
-//! file is opened (not read) and its handle's metadata compared again: a file
-//! this process may no longer read is read as usual, and refused as the
-//! reference refuses it, and a network filesystem revalidates what `stat`
-//! cached. What remains is what no stat-based tool (git, make, rsync) guards
-//! against: the system clock set back, a filesystem whose change times do not
-//! follow writes (FAT, some FUSE filesystems, writes through a shared `mmap`
-//! not yet flushed), or one edited underneath the kernel.
+//! inode tell a replaced file from the original. Records are kept per set
+//! of credentials (user, group, supplementary groups): whether a file may be
+//! read depends only on those and on the file's owner, group and mode, so a
+//! file this process may not read is read as usual, and refused as the
+//! reference refuses it. Records are used only on local filesystems whose
+//! metadata the kernel keeps (see `Source::on_local_filesystem`): not on NFS,
+//! SMB or FUSE, where `stat` may answer from a cache. What remains is what no
+//! stat-based tool (git, make, rsync) guards against: the system clock set
+//! back, a security module's policy changed meanwhile, writes through a
+//! shared `mmap` not yet flushed, or a filesystem edited underneath the
+//! kernel.
 //!
 //! The record file is trusted only when this user owns it and no one else
 //! can write it, so a store shared with `--trust-store` cannot be used to
@@ -242,10 +245,26 @@ fn prune(dir: &Path) {
     }
 }
 
-/// The record file's name for a source directory, as this user sees it.
+/// The record file's name for a source directory, as this process's
+/// credentials see it: its user, group and supplementary groups. Whether a
+/// file may be read depends on them and on the file's owner, group and mode
+/// (which its change time covers), so a process with other credentials finds
+/// no records, reads every file, and is refused what it may not read.
 fn file_name(source: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    let mut key = rustix::process::geteuid().as_raw().to_string().into_bytes();
+    let mut groups: Vec<u32> = rustix::process::getgroups()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|g| g.as_raw())
+        .collect();
+    groups.sort_unstable();
+    let mut key = format!(
+        "{} {} {:?}",
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+        groups
+    )
+    .into_bytes();
     key.push(0);
     key.extend_from_slice(source.as_os_str().as_bytes());
     ObjectId::of(&key).to_hex()[..32].to_string()
