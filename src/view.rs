@@ -309,7 +309,8 @@ fn link_refusal(err: Errno) -> &'static str {
     }
 }
 
-fn same_device(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> Result<bool> {
+/// Whether two directories lie on the same device, as hard links need.
+pub(crate) fn same_device(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> Result<bool> {
     let sa = rustix::fs::fstat(a).ctx("examine the objects directory", "objects")?;
     let sb = rustix::fs::fstat(b).ctx("examine the view directory", "view")?;
     Ok(sa.st_dev == sb.st_dev)

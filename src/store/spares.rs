@@ -123,8 +123,7 @@ pub fn take(
     tmp: &str,
 ) -> Option<Built> {
     let spares = open_dir(store.dir(), format!("{SPARE_DIR}/{digest}").as_str()).ok()?;
-    let same_device = |fd: BorrowedFd<'_>| rustix::fs::fstat(fd).map(|st| st.st_dev);
-    if same_device(parent).ok()? != same_device(store.dir()).ok()? {
+    if !crate::view::same_device(store.objects(), parent).ok()? {
         return None;
     }
     for name in list_names(spares.as_fd()).ok()? {
