@@ -588,6 +588,19 @@ impl Catalogue {
         .map_err(self.err("read the ingest log"))
     }
 
+    /// The snapshot the latest ingest from `source` made, if any.
+    pub fn last_ingested_from(&self, source: &str) -> Result<Option<ManifestDigest>> {
+        self.conn
+            .query_row(
+                "SELECT digest FROM ingests WHERE source = ?1 AND event = 'ingest'
+                 ORDER BY id DESC LIMIT 1",
+                [source],
+                |r| parse_digest_col(r, 0),
+            )
+            .optional()
+            .map_err(self.err("read the ingest log"))
+    }
+
     /// Where a snapshot was first ingested: its earliest `ingest` or
     /// `origin` event.
     pub fn origin(&self, digest: &ManifestDigest) -> Result<Option<Origin>> {

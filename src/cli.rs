@@ -36,7 +36,8 @@ pub struct Cli {
     pub store: Option<PathBuf>,
 
     /// Print one JSON object on stdout instead of text, for every outcome,
-    /// command-line errors included (see docs/json.md).
+    /// command-line errors included (one per phase with `stage --hold`; see
+    /// docs/json.md).
     #[arg(long, global = true)]
     pub json: bool,
 
@@ -331,6 +332,13 @@ pub struct StageArgs {
     /// A non-CE arm --strict-arms accepts; repeat for each.
     #[arg(long = "known-arm", value_name = "ARM", requires = "strict_arms")]
     known_arms: Vec<String>,
+    /// Once the view is made and reported, wait for one line on standard
+    /// input, then discard the view and report that too: `discard --spare`
+    /// keeps it as a spare, `discard` (or any other line, or the end of
+    /// input, as when the caller dies) removes it. One process for a
+    /// sweep's whole staging; nothing of the store is held while waiting.
+    #[arg(long, requires = "dest")]
+    hold: bool,
     #[command(flatten)]
     bounds: BoundsArgs,
 }
@@ -760,6 +768,18 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Checkout(a) => emit(cli, out, &cmd::checkout::checkout(&root, &a.into())?),
         Command::Discard(a) => emit(cli, out, &cmd::discard::discard(&root, &a.into())?),
         Command::Path(a) => emit(cli, out, &cmd::path::path(&root, &a.digest)?),
+        Command::Stage(a) if a.hold => {
+            let staged = cmd::stage::stage(&root, &a.into())?;
+            emit(cli, out, &staged)?;
+            out.flush()
+                .map_err(|e| Error::io("write the report", "<stdout>", e))?;
+            let release = cmd::stage::wait_for_release(io::stdin().lock());
+            let view = staged.view.as_deref().map(PathBuf::from);
+            match view {
+                Some(view) => emit(cli, out, &cmd::stage::release(&root, &view, release)?),
+                None => Ok(0),
+            }
+        }
         Command::Stage(a) => emit(cli, out, &cmd::stage::stage(&root, &a.into())?),
         Command::List(a) => {
             let report = cmd::list::list(&root, a.version.as_deref(), a.name.as_deref())?;

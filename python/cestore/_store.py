@@ -350,6 +350,92 @@ class Stage:
     ingest: Optional[IngestStats]
     arms: tuple[ArmStage, ...]
 
+    @classmethod
+    def _of(cls, out: dict[str, Any]) -> Stage:
+        return cls(
+            Provenance._of(out["provenance"]) if out["provenance"] else None,
+            Path(out["view"]) if out["view"] else None,
+            out["view_kind"],
+            IngestStats._of(out["ingest"]) if out["ingest"] else None,
+            tuple(
+                ArmStage(
+                    a["arm"],
+                    a["plugin_dir"],
+                    tuple(Mount(Path(m["source"]), m["target"], m["read_only"]) for m in a["mounts"]),
+                )
+                for a in out["arms"]
+            ),
+        )
+
+
+class HeldStage:
+    """A staged run whose view lives until `release` (`stage --hold`).
+
+    One `cestore` process makes the view and, once released, discards it: a
+    sweep's whole staging costs one process start. The process holds nothing
+    of the store meanwhile. Should this process die first, the view is
+    discarded all the same (the held process sees its input end).
+    """
+
+    def __init__(self, argv: list[str]) -> None:
+        self._argv = argv
+        self._stderr = b""
+        self._code = 0
+        self._released = False
+        # Its own session: a Ctrl-C meant for the caller does not kill it
+        # before it has discarded the view.
+        self._proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert self._proc.stdout is not None
+        first = self._proc.stdout.readline()
+        try:
+            out = _result(first, b"", 0, argv)
+        except Error:
+            self._finish()
+            out = _result(first, self._stderr, self._code, argv)
+        self.stage = Stage._of(out)
+
+    def _finish(self, line: bytes = b"") -> bytes:
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        try:
+            proc.stdin.write(line)
+            proc.stdin.close()
+        except OSError:
+            pass
+        rest = proc.stdout.read()
+        self._stderr = proc.stderr.read()
+        self._code = proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+        return rest
+
+    def release(self, *, spare: bool = False) -> bool:
+        """Discards the view; returns whether this call removed it.
+
+        With `spare`, the store keeps the view whole for the next checkout of
+        its snapshot (see `Store.discard`): only when no process and no
+        sandbox mount still uses it.
+        """
+        if self._released:
+            return False
+        self._released = True
+        rest = self._finish(b"discard --spare\n" if spare else b"discard\n")
+        if self.stage.view is None:
+            return False
+        return bool(_result(rest, self._stderr, self._code, self._argv)["removed"])
+
+    def __enter__(self) -> Stage:
+        return self.stage
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
 
 class Store:
     """A cestore store, driven through the `cestore` binary's `--json` output.
@@ -373,30 +459,19 @@ class Store:
     def __repr__(self) -> str:
         return f"Store({str(self.location) if self.location else None!r})"
 
-    def run(self, *args: str) -> dict[str, Any]:
-        """Runs one command with `--json` and returns its object; raises on an error object."""
+    def _argv(self, *args: str) -> list[str]:
         argv = [self.binary, "--json"]
         if self.location is not None:
             argv += ["--store", str(self.location)]
         if self.trust_store:
             argv.append("--trust-store")
-        argv += list(args)
+        return argv + list(args)
+
+    def run(self, *args: str) -> dict[str, Any]:
+        """Runs one command with `--json` and returns its object; raises on an error object."""
+        argv = self._argv(*args)
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
-        try:
-            obj = json.loads(proc.stdout)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            stderr = proc.stderr.decode(errors="replace").strip()
-            raise Error(
-                f"cestore printed no JSON object (exit {proc.returncode}): {stderr}",
-                code=proc.returncode,
-                kind="unknown",
-                argv=argv,
-            )
-        if not obj.get("ok", False) and isinstance(obj.get("error"), dict):
-            raise from_json(obj["error"], argv)
-        return obj
+        return _result(proc.stdout, proc.stderr, proc.returncode, argv)
 
     def ingest(self, source: StrPath, version: str, *, bounds: Optional[Bounds] = None) -> Snapshot:
         """Validates a release as the reference does and stores it."""
@@ -540,38 +615,77 @@ class Store:
         bounds: Optional[Bounds] = None,
     ) -> Stage:
         """Stages a run: checks the arms, ingests the release, makes its view, lists every arm's mounts."""
-        args = ["stage"]
-        for arm in arms:
-            args += ["--arm", arm]
-        if plugin_dir is not None:
-            args += ["--plugin-dir", _abs(plugin_dir)]
-        if plugin_version is not None:
-            args += ["--plugin-version", plugin_version]
-        if digest is not None:
-            args += ["--digest", digest]
-        if dest is not None:
-            args += ["--dest", _abs(dest)]
-        if gitnexus_root is not None:
-            args += ["--gitnexus-root", _abs(gitnexus_root)]
-        if strict_arms:
-            args.append("--strict-arms")
-        if bounds is not None:
-            args += bounds.args()
-        out = self.run(*args)
-        return Stage(
-            Provenance._of(out["provenance"]) if out["provenance"] else None,
-            Path(out["view"]) if out["view"] else None,
-            out["view_kind"],
-            IngestStats._of(out["ingest"]) if out["ingest"] else None,
-            tuple(
-                ArmStage(
-                    a["arm"],
-                    a["plugin_dir"],
-                    tuple(Mount(Path(m["source"]), m["target"], m["read_only"]) for m in a["mounts"]),
-                )
-                for a in out["arms"]
-            ),
+        args = _stage_args(arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, strict_arms, bounds)
+        return Stage._of(self.run(*args))
+
+    def hold_stage(
+        self,
+        arms: Sequence[str],
+        *,
+        dest: StrPath,
+        plugin_dir: Optional[StrPath] = None,
+        plugin_version: Optional[str] = None,
+        digest: Optional[str] = None,
+        gitnexus_root: Optional[StrPath] = None,
+        strict_arms: bool = False,
+        bounds: Optional[Bounds] = None,
+    ) -> HeldStage:
+        """`stage` with a view at `dest` that lives until `HeldStage.release` (or the `with` block's end).
+
+        One process stages and later discards: use it for a sweep, which
+        stages once and discards once.
+        """
+        args = _stage_args(arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, strict_arms, bounds)
+        return HeldStage(self._argv(*args, "--hold"))
+
+
+def _stage_args(
+    arms: Sequence[str],
+    plugin_dir: Optional[StrPath],
+    plugin_version: Optional[str],
+    digest: Optional[str],
+    dest: Optional[StrPath],
+    gitnexus_root: Optional[StrPath],
+    strict_arms: bool,
+    bounds: Optional[Bounds],
+) -> list[str]:
+    args = ["stage"]
+    for arm in arms:
+        args += ["--arm", arm]
+    if plugin_dir is not None:
+        args += ["--plugin-dir", _abs(plugin_dir)]
+    if plugin_version is not None:
+        args += ["--plugin-version", plugin_version]
+    if digest is not None:
+        args += ["--digest", digest]
+    if dest is not None:
+        args += ["--dest", _abs(dest)]
+    if gitnexus_root is not None:
+        args += ["--gitnexus-root", _abs(gitnexus_root)]
+    if strict_arms:
+        args.append("--strict-arms")
+    if bounds is not None:
+        args += bounds.args()
+    return args
+
+
+def _result(stdout: bytes, stderr: bytes, code: int, argv: list[str]) -> dict[str, Any]:
+    """The object a command printed; raises on an error object, or on none."""
+    try:
+        obj = json.loads(stdout)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        message = stderr.decode(errors="replace").strip()
+        raise Error(
+            f"cestore printed no JSON object (exit {code}): {message}",
+            code=code,
+            kind="unknown",
+            argv=argv,
         )
+    if not obj.get("ok", False) and isinstance(obj.get("error"), dict):
+        raise from_json(obj["error"], argv)
+    return obj
 
 
 def _abs(path: StrPath) -> str:

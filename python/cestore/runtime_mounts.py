@@ -4,10 +4,11 @@ It has the reference module's public names and behaviour: the same checks,
 the same exception types and messages, the same provenance, and a snapshot
 root that is a new directory under `destination_parent` named
 `wfbench-ce-plugin-*`, holding exactly the kept files with the reference's
-modes, and gone after the `with` block. The difference: one `cestore stage`
-process ingests the release into a cestore store (which keeps its objects
-and records the ingest, so the digest can be audited later) and checks the
-root out, hard-linked from the store.
+modes, and gone after the `with` block. The difference: one `cestore stage
+--hold` process ingests the release into a cestore store (which keeps its
+objects and records the ingest, so the digest can be audited later), checks
+the root out, hard-linked from the store, and discards it when the block
+ends (or when this process dies first).
 
 Used as it is, the module has its own `SandboxError` and `ReadOnlyMount`. A
 harness binds it into its own module with `bind(globals(), ...)`, which fills
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import _errors
-from ._store import Bounds, Store
+from ._store import Bounds, HeldStage, Store
 
 PINNED_GITNEXUS_VERSION = "1.6.9"
 CE_ARMS = frozenset({"ce_workflow", "ce_workflow_direct", "ce_review"})
@@ -239,8 +240,17 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
         source = validated_root(plugin_dir, label="Compound Engineering plugin source")
         return ns["CePluginConfig"](source=source, version=plugin_version)
 
+    # The last Store made, by what decides it: looking the binary up costs
+    # more than the rest of a sweep's Python side.
+    last: dict[tuple[Any, Optional[str]], Store] = {}
+
     def store() -> Store:
-        return Store(ns.get("CESTORE_STORE"))
+        key = (ns.get("CESTORE_STORE"), os.environ.get("CESTORE_BIN"))
+        made = last.get(key)
+        if made is None or not os.access(made.binary, os.X_OK):
+            last.clear()
+            made = last[key] = Store(key[0])
+        return made
 
     def lowered_bounds() -> Optional[Bounds]:
         """The namespace's bounds that are below the reference's, for the CLI."""
@@ -251,17 +261,18 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
                 lowered[field] = max(value, 0)
         return Bounds(**lowered) if lowered else None
 
-    def build(config: CePluginConfig, destination_parent: Path) -> CePluginSnapshot:
+    def build(config: CePluginConfig, destination_parent: Path) -> tuple[CePluginSnapshot, HeldStage]:
         parent = validated_root(destination_parent, label="CE plugin snapshot parent")
         st = store()
         bounds = lowered_bounds()
-        staged = None
+        held = None
         for _ in range(16):
             made = Path(tempfile.mkdtemp(prefix=_SNAPSHOT_PREFIX, dir=parent))
             os.rmdir(made)
             try:
-                # One process validates and stores the release and checks its view out.
-                staged = st.stage(
+                # One process validates and stores the release, checks its
+                # view out, and discards it once released.
+                held = st.hold_stage(
                     [_STAGE_ARM],
                     plugin_dir=config.source,
                     plugin_version=config.version,
@@ -278,30 +289,36 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
                 if exc.rule is None:
                     raise
                 raise _reference_error(ns, exc, config) from None
-        if staged is None or staged.view is None or staged.provenance is None:
+        if held is None:
             raise err(f"could not find a free snapshot name under {parent}")
+        staged = held.stage
+        if staged.view is None or staged.provenance is None:
+            held.release()
+            raise err(f"could not stage a snapshot under {parent}")
         prov = staged.provenance
-        return ns["CePluginSnapshot"](
+        snapshot = ns["CePluginSnapshot"](
             root=staged.view,
             version=config.version,
             manifest_digest=prov.manifest_digest,
             file_count=prov.file_count,
             total_bytes=prov.total_bytes,
         )
+        return snapshot, held
 
-    def remove(root: Path) -> None:
-        if not os.path.lexists(root):
-            return
+    def remove(root: Path, held: HeldStage) -> None:
         try:
             # The sweep is over: no run uses the snapshot any more, so the
             # store may keep it whole for the next sweep's checkout.
-            store().discard(root, spare=True)
+            held.release(spare=True)
         except _errors.Error:
-            # Not (or no longer) a recorded view: remove it without touching
-            # any file's mode, since the files may be the store's own objects.
-            for directory, _, _ in os.walk(root):
-                os.chmod(directory, 0o700)
-            shutil.rmtree(root)
+            pass
+        if not os.path.lexists(root):
+            return
+        # Not (or no longer) a recorded view: remove it without touching any
+        # file's mode, since the files may be the store's own objects.
+        for directory, _, _ in os.walk(root):
+            os.chmod(directory, 0o700)
+        shutil.rmtree(root)
 
     @contextmanager
     def staged_ce_plugin_snapshot(
@@ -313,11 +330,11 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
         if config is None:
             yield None
             return
-        snapshot = build(config, destination_parent)
+        snapshot, held = build(config, destination_parent)
         try:
             yield snapshot
         finally:
-            remove(snapshot.root)
+            remove(snapshot.root, held)
 
     for fn in (
         ce_plugin_mounts_for_arm,

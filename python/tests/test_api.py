@@ -62,6 +62,53 @@ def test_view_discards_on_exception(tmp_path: Path, store_dir: Path) -> None:
     assert store.show(snap.manifest_digest).views == []
 
 
+def test_held_stage_discards_on_release_and_when_its_caller_is_killed(tmp_path: Path, store_dir: Path) -> None:
+    import signal
+    import sys
+    import time
+
+    store = cestore.Store()
+    src = write_release(tmp_path / "a")
+    view = tmp_path / "view"
+    with pytest.raises(KeyError):
+        with store.hold_stage(["ce_review"], plugin_dir=src, plugin_version="1.2.3", dest=view) as staged:
+            assert staged.view == view and (view / ".claude-plugin" / "plugin.json").is_file()
+            digest = staged.provenance.manifest_digest
+            raise KeyError("body failed")
+    assert not view.exists() and store.show(digest).views == []
+
+    held = store.hold_stage(["ce_review"], plugin_dir=src, plugin_version="1.2.3", dest=view)
+    assert held.release(spare=True) and not view.exists()
+    assert held.release() is False, "a second release does nothing"
+    assert len(list((store_dir / "spare" / digest).iterdir())) == 1
+
+    # A caller killed mid-sweep: the held process sees its input end and
+    # discards the view (no spare: its sandboxes may still be running).
+    code = (
+        "import sys, cestore; "
+        "h = cestore.Store().hold_stage(['ce_review'], plugin_dir=sys.argv[1], plugin_version='1.2.3', dest=sys.argv[2]); "
+        "print(h.stage.view, flush=True); sys.stdin.read()"
+    )
+    caller = subprocess.Popen(
+        [sys.executable, "-c", code, str(src), str(view)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert caller.stdout is not None and caller.stdout.readline().strip() == str(view)
+    assert view.is_dir() and len(store.show(digest).views) == 1
+    caller.send_signal(signal.SIGKILL)
+    caller.wait()
+    deadline = time.monotonic() + 10
+    while view.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    while store.show(digest).views and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not view.exists() and store.show(digest).views == []
+    assert not (store_dir / "spare" / digest).exists() or not list((store_dir / "spare" / digest).iterdir())
+    assert store.verify().ok
+
+
 def test_rejected(tmp_path: Path, store_dir: Path) -> None:
     with pytest.raises(cestore.Rejected) as info:
         cestore.Store().ingest(write_release(tmp_path / "a"), "1.2.4")

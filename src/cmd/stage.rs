@@ -15,7 +15,10 @@ use crate::error::Result;
 use crate::gitnexus::{self, ReadOnlyMount};
 use crate::policy::Rejection;
 use crate::store::ingest::{ingest_into, open_source, undo_ingest, IngestOptions, IngestStats};
-use crate::store::views::{checkout_into, effective_method, shared_view, Destination};
+use crate::store::views::{
+    checkout_into, effective_method, ingest_and_checkout, shared_view, Destination,
+};
+use crate::store::views::{DiscardOptions, DiscardReport};
 use crate::store::{LockMode, Store};
 use crate::view::Method;
 
@@ -163,34 +166,43 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
             .map(|d| Destination::check(&store, d))
             .transpose()?;
         let method = effective_method(opts.method, false)?;
-        let (digest, ingested) = match (&source, opts.release) {
-            (Some((source, ingest)), _) => {
-                let done = ingest_into(&mut store, source, ingest)?;
-                (done.provenance.manifest_digest, Some(done))
+        let (ingested, viewed) = match (&source, &dest, opts.release) {
+            (Some((source, ingest)), Some(dest), _) => {
+                let (done, view) = ingest_and_checkout(&mut store, source, ingest, dest, method)?;
+                (Some(done), (view.snapshot, view.view, "checkout"))
             }
-            (None, Release::Digest(d)) => (resolve(store.catalogue(), d)?, None),
-            (None, _) => return Err(Rejection::CeArmWithoutPluginInputs.into()),
-        };
-        let viewed = match &dest {
-            Some(dest) => checkout_into(&mut store, digest, dest, method)
-                .map(|done| (done.snapshot, done.view, "checkout")),
-            None => shared_view(&mut store, digest).map(|done| {
-                (
-                    done.snapshot,
-                    done.path.to_string_lossy().into_owned(),
-                    "shared",
-                )
-            }),
-        };
-        let (snapshot, view, kind) = match viewed {
-            Ok(v) => v,
-            Err(e) => {
-                if let Some(done) = &ingested {
-                    undo_ingest(&mut store, done)?;
+            (source, dest, release) => {
+                let (digest, ingested) = match (source, release) {
+                    (Some((source, ingest)), _) => {
+                        let done = ingest_into(&mut store, source, ingest)?;
+                        (done.provenance.manifest_digest, Some(done))
+                    }
+                    (None, Release::Digest(d)) => (resolve(store.catalogue(), d)?, None),
+                    (None, _) => return Err(Rejection::CeArmWithoutPluginInputs.into()),
+                };
+                let viewed = match dest {
+                    Some(dest) => checkout_into(&mut store, digest, dest, method)
+                        .map(|done| (done.snapshot, done.view, "checkout")),
+                    None => shared_view(&mut store, digest).map(|done| {
+                        (
+                            done.snapshot,
+                            done.path.to_string_lossy().into_owned(),
+                            "shared",
+                        )
+                    }),
+                };
+                match viewed {
+                    Ok(v) => (ingested, v),
+                    Err(e) => {
+                        if let Some(done) = &ingested {
+                            undo_ingest(&mut store, done)?;
+                        }
+                        return Err(e);
+                    }
                 }
-                return Err(e);
             }
         };
+        let (snapshot, view, kind) = viewed;
         report.provenance = Some(Provenance::from(&snapshot));
         report.view = Some(view);
         report.view_kind = Some(kind);
@@ -211,4 +223,29 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
         });
     }
     Ok(report)
+}
+
+/// Waits for the line that ends a held stage (`--hold`) and tells whether
+/// the view is to be kept as a spare: only `discard --spare` keeps it;
+/// `discard`, any other line, a read error or the end of input (the caller
+/// died) remove it. At most a short line is read.
+pub fn wait_for_release(input: impl io::BufRead) -> bool {
+    use io::BufRead as _;
+    let mut line = String::new();
+    match input.take(64).read_line(&mut line) {
+        Ok(_) => line.trim_end_matches('\n') == "discard --spare",
+        Err(_) => false,
+    }
+}
+
+/// Ends a held stage: discards its view, keeping it as a spare when asked.
+pub fn release(store_root: &Path, view: &Path, spare: bool) -> Result<DiscardReport> {
+    super::discard::discard(
+        store_root,
+        &DiscardOptions {
+            dest: view,
+            force_digest: None,
+            spare,
+        },
+    )
 }

@@ -11,7 +11,7 @@ use rustix::fs::Stat;
 use super::known::KnownHashes;
 use super::{ObjectKey, Store, WorkDir};
 use crate::catalogue::{IngestEvent, NewSnapshot, Origin, Provenance, RecordedIngest};
-use crate::digest::ObjectId;
+use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
@@ -296,6 +296,43 @@ pub fn ingest_into(
     source: &Source,
     opts: &IngestOptions<'_>,
 ) -> Result<IngestReport> {
+    let plan = plan_ingest(store, source, opts)?;
+    apply_ingest(store, plan)
+}
+
+/// A release walked and checked, its new contents staged in a work
+/// directory: what [`apply_ingest`] publishes and records. Dropping it
+/// changes nothing in the store.
+pub struct IngestPlan {
+    work: WorkDir,
+    known: KnownHashes,
+    manifest: Manifest,
+    version: String,
+    source: String,
+    staged: Vec<(String, ObjectKey)>,
+    drifted: Vec<Drifted>,
+    reused: u64,
+    bytes_staged: u64,
+    hashes_known: u64,
+    left_out: Vec<(LeftOut, String)>,
+}
+
+impl IngestPlan {
+    /// The snapshot the release makes.
+    pub fn digest(&self) -> ManifestDigest {
+        self.manifest.digest
+    }
+
+    /// Whether applying the plan changes any object: it adds one, or mends
+    /// a drifted one.
+    pub fn changes_objects(&self) -> bool {
+        !self.staged.is_empty() || !self.drifted.is_empty()
+    }
+}
+
+/// Walks the release, checking every rule, and stages what the store lacks;
+/// changes nothing the store's readers see.
+pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> Result<IngestPlan> {
     if let Ok(real) = std::fs::canonicalize(store.root()) {
         if real.starts_with(source.root()) {
             return Err(Error::Conflict(format!(
@@ -331,25 +368,41 @@ pub fn ingest_into(
         }
     }
     drifted.sort_by_key(|d| d.key);
-    let report = publish_and_record(
-        store,
+    Ok(IngestPlan {
         work,
+        known,
+        manifest,
+        version: opts.version.to_string(),
+        source: source.root().display().to_string(),
+        staged,
+        drifted,
+        reused,
+        bytes_staged,
+        hashes_known,
+        left_out: walked.left_out,
+    })
+}
+
+/// Publishes and records what [`plan_ingest`] staged.
+pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport> {
+    let mut report = publish_and_record(
+        store,
+        plan.work,
         Staged {
-            manifest: &manifest,
-            version: opts.version,
+            manifest: &plan.manifest,
+            version: &plan.version,
             event: "ingest",
-            source: &source.root().display().to_string(),
+            source: &plan.source,
             origin: None,
-            objects: staged,
-            drifted,
-            reused,
-            bytes: bytes_staged,
-            left_out: walked.left_out,
+            objects: plan.staged,
+            drifted: plan.drifted,
+            reused: plan.reused,
+            bytes: plan.bytes_staged,
+            left_out: plan.left_out,
         },
     )?;
-    let mut report = report;
-    report.ingest.hashes_known = hashes_known;
-    report.ingest.known = Some(known);
+    report.ingest.hashes_known = plan.hashes_known;
+    report.ingest.known = Some(plan.known);
     Ok(report)
 }
 

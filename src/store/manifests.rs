@@ -17,7 +17,7 @@
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, RenameFlags};
 use rustix::io::Errno;
@@ -76,6 +76,10 @@ impl Store {
     pub fn write_manifest(&self, work: &WorkDir, manifest: &Manifest) -> Result<bool> {
         let hex = manifest.digest.to_hex();
         let dest = self.manifest_path(&manifest.digest);
+        // A stored snapshot's manifest is usually there already, intact.
+        if std::fs::read(&dest).is_ok_and(|b| b == manifest.bytes) {
+            return Ok(false);
+        }
         match rustix::fs::mkdirat(
             self.dir(),
             format!("{MANIFESTS_DIR}/{}", &hex[..2]).as_str(),
@@ -145,19 +149,7 @@ impl Store {
     /// Reads a snapshot's manifest file and checks that its bytes are the
     /// canonical manifest of that digest.
     pub fn read_manifest(&self, digest: &ManifestDigest) -> Result<Manifest> {
-        let path = self.manifest_path(digest);
-        let bytes = std::fs::read(&path).ctx("read a manifest", &path)?;
-        let manifest = Manifest::parse(&bytes).map_err(|e| {
-            Error::Integrity(format!("the manifest '{}' is damaged: {e}", path.display()))
-        })?;
-        if manifest.digest != *digest {
-            return Err(Error::Integrity(format!(
-                "the manifest '{}' hashes to {}, not to its name",
-                path.display(),
-                manifest.digest
-            )));
-        }
-        Ok(manifest)
+        read_manifest_file(&self.manifest_path(digest), digest)
     }
 
     /// Every file under `manifests/`, sorted by path.
@@ -253,6 +245,23 @@ impl Store {
     pub fn holds_data(&self) -> Result<bool> {
         holds_data(self.dir(), self.root())
     }
+}
+
+/// Reads the manifest file at `path` and checks that its bytes are the
+/// canonical manifest of `digest`.
+pub fn read_manifest_file(path: &Path, digest: &ManifestDigest) -> Result<Manifest> {
+    let bytes = std::fs::read(path).ctx("read a manifest", path)?;
+    let manifest = Manifest::parse(&bytes).map_err(|e| {
+        Error::Integrity(format!("the manifest '{}' is damaged: {e}", path.display()))
+    })?;
+    if manifest.digest != *digest {
+        return Err(Error::Integrity(format!(
+            "the manifest '{}' hashes to {}, not to its name",
+            path.display(),
+            manifest.digest
+        )));
+    }
+    Ok(manifest)
 }
 
 /// Removes a manifest file; one already gone is no error. Callers decide,

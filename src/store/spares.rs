@@ -43,6 +43,7 @@ use rustix::io::Errno;
 use super::objects::{judge, unique_suffix, ObjectState, WorkDir};
 use super::Store;
 use crate::digest::ManifestDigest;
+use crate::error::Result;
 use crate::fsutil::{list_names, open_dir, remove_tree_at};
 use crate::manifest::Entry;
 use crate::view::Built;
@@ -58,7 +59,7 @@ pub const MAX_SPARES: usize = 4;
 /// when not, the view is where it was, as it was.
 pub fn keep(store: &Store, digest: &ManifestDigest, parent: BorrowedFd<'_>, name: &Path) -> bool {
     let hex = digest.to_string();
-    let Ok(spares) = open_or_make(store, &hex) else {
+    let Ok(spares) = open_or_make(store.dir(), &hex) else {
         return false;
     };
     if list_names(spares.as_fd()).map_or(true, |names| names.len() >= MAX_SPARES) {
@@ -87,15 +88,15 @@ pub fn forget(store: &Store, digest: &ManifestDigest) {
     }
 }
 
-fn open_or_make(store: &Store, hex: &str) -> Result<std::os::fd::OwnedFd, Errno> {
-    let root = match open_dir(store.dir(), SPARE_DIR) {
+fn open_or_make(store_dir: BorrowedFd<'_>, hex: &str) -> Result<std::os::fd::OwnedFd, Errno> {
+    let root = match open_dir(store_dir, SPARE_DIR) {
         Ok(fd) => fd,
         Err(Errno::NOENT) => {
-            match rustix::fs::mkdirat(store.dir(), SPARE_DIR, Mode::from_raw_mode(0o755)) {
+            match rustix::fs::mkdirat(store_dir, SPARE_DIR, Mode::from_raw_mode(0o755)) {
                 Ok(()) | Err(Errno::EXIST) => {}
                 Err(e) => return Err(e),
             }
-            open_dir(store.dir(), SPARE_DIR)?
+            open_dir(store_dir, SPARE_DIR)?
         }
         Err(e) => return Err(e),
     };
@@ -122,10 +123,94 @@ pub fn take(
     parent: BorrowedFd<'_>,
     tmp: &str,
 ) -> Option<Built> {
-    let spares = open_dir(store.dir(), format!("{SPARE_DIR}/{digest}").as_str()).ok()?;
     if !crate::view::same_device(store.objects(), parent).ok()? {
         return None;
     }
+    let built = claim_into(store.dir(), store.objects(), work, digest, entries)?;
+    place(store.dir(), work, digest, parent, tmp).then_some(built)
+}
+
+/// A spare claimed and checked before its checkout, while the release that
+/// names its snapshot is still being walked: it waits, inside its work
+/// directory, for [`Claimed::place`] or [`Claimed::give_back`].
+pub struct Claimed {
+    work: WorkDir,
+    digest: ManifestDigest,
+    built: Built,
+}
+
+impl Claimed {
+    /// Claims a spare of `digest` into `work` and checks it against the
+    /// snapshot's manifest file, for a checkout under `parent`.
+    pub fn claim(
+        store_dir: BorrowedFd<'_>,
+        objects: BorrowedFd<'_>,
+        manifest: &Path,
+        work: WorkDir,
+        digest: ManifestDigest,
+        parent: BorrowedFd<'_>,
+    ) -> Option<Claimed> {
+        if !crate::view::same_device(objects, parent).ok()? {
+            return None;
+        }
+        let entries = super::manifests::read_manifest_file(manifest, &digest)
+            .ok()?
+            .entries;
+        let built = claim_into(store_dir, objects, &work, &digest, &entries)?;
+        Some(Claimed {
+            work,
+            digest,
+            built,
+        })
+    }
+
+    /// The snapshot the spare is a view of.
+    pub fn digest(&self) -> ManifestDigest {
+        self.digest
+    }
+
+    /// Moves the spare to `tmp` under `parent`, frozen, and returns its work
+    /// directory (which names `tmp` for gc) and what a build would have
+    /// reported; `None` when it could not be placed (it went back to the
+    /// spares, or away with the work directory).
+    pub fn place(
+        self,
+        store_dir: BorrowedFd<'_>,
+        tmp_path: &Path,
+        parent: BorrowedFd<'_>,
+        tmp: &str,
+    ) -> Result<(WorkDir, Option<Built>)> {
+        self.work.mark_target(tmp_path)?;
+        let placed = place(store_dir, &self.work, &self.digest, parent, tmp);
+        Ok((self.work, placed.then_some(self.built)))
+    }
+
+    /// Puts the spare back among its snapshot's spares, for a checkout that
+    /// will not use it.
+    pub fn give_back(self, store_dir: BorrowedFd<'_>) {
+        if let Ok(spares) = open_or_make(store_dir, &self.digest.to_string()) {
+            if list_names(spares.as_fd()).is_ok_and(|names| names.len() < MAX_SPARES) {
+                let _ = rustix::fs::renameat(
+                    self.work.fd(),
+                    CLAIMED,
+                    &spares,
+                    unique_suffix().as_str(),
+                );
+            }
+        }
+    }
+}
+
+/// Claims a spare of the snapshot into `work` and checks it; `None` when no
+/// sound spare was at hand (the ones that failed are removed).
+fn claim_into(
+    store_dir: BorrowedFd<'_>,
+    objects: BorrowedFd<'_>,
+    work: &WorkDir,
+    digest: &ManifestDigest,
+    entries: &[Entry],
+) -> Option<Built> {
+    let spares = open_dir(store_dir, format!("{SPARE_DIR}/{digest}").as_str()).ok()?;
     for name in list_names(spares.as_fd()).ok()? {
         match rustix::fs::renameat(&spares, name.as_slice(), work.fd(), CLAIMED) {
             Ok(()) => {}
@@ -137,24 +222,39 @@ pub fn take(
                 continue;
             }
         }
-        let Some(built) = check(store, entries, work.fd(), CLAIMED) else {
-            let _ = remove_tree_at(work.fd(), CLAIMED);
-            continue;
-        };
-        if rustix::fs::renameat(work.fd(), CLAIMED, parent, tmp).is_err() {
-            // Another mount of the same filesystem (EXDEV): keep it for another checkout.
-            let _ = rustix::fs::renameat(work.fd(), CLAIMED, &spares, name.as_slice());
-            let _ = remove_tree_at(work.fd(), CLAIMED);
-            return None;
+        match check(objects, entries, work.fd(), CLAIMED) {
+            Some(built) => return Some(built),
+            None => {
+                let _ = remove_tree_at(work.fd(), CLAIMED);
+            }
         }
-        let frozen = rustix::fs::chmodat(parent, tmp, Mode::from_raw_mode(0o555), AtFlags::empty());
-        if frozen.is_err() {
-            let _ = remove_tree_at(parent, tmp);
-            return None;
-        }
-        return Some(built);
     }
     None
+}
+
+/// Moves the spare claimed in `work` to `tmp` under `parent` and freezes
+/// it. Returns whether it is there; when not, nothing is at `tmp`.
+fn place(
+    store_dir: BorrowedFd<'_>,
+    work: &WorkDir,
+    digest: &ManifestDigest,
+    parent: BorrowedFd<'_>,
+    tmp: &str,
+) -> bool {
+    if rustix::fs::renameat(work.fd(), CLAIMED, parent, tmp).is_err() {
+        // Another mount of the same filesystem (EXDEV): keep it for another checkout.
+        if let Ok(spares) = open_dir(store_dir, format!("{SPARE_DIR}/{digest}").as_str()) {
+            let _ = rustix::fs::renameat(work.fd(), CLAIMED, &spares, unique_suffix().as_str());
+        }
+        let _ = remove_tree_at(work.fd(), CLAIMED);
+        return false;
+    }
+    let frozen = rustix::fs::chmodat(parent, tmp, Mode::from_raw_mode(0o555), AtFlags::empty());
+    if frozen.is_err() {
+        let _ = remove_tree_at(parent, tmp);
+        return false;
+    }
+    true
 }
 
 /// What a sound spare must hold: each directory's names, as the manifest
@@ -184,11 +284,15 @@ fn expected_tree(entries: &[Entry]) -> BTreeMap<&str, BTreeSet<&str>> {
 /// Checks a spare at `name` under `dir` against the snapshot; see the
 /// module's documentation for what it must be. (On one thread: checking on
 /// two measured slower, the directories' locks being shared.)
-fn check(store: &Store, entries: &[Entry], dir: BorrowedFd<'_>, name: &str) -> Option<Built> {
+fn check(
+    objects: BorrowedFd<'_>,
+    entries: &[Entry],
+    dir: BorrowedFd<'_>,
+    name: &str,
+) -> Option<Built> {
     let root = open_dir(dir, name).ok()?;
     let root = root.as_fd();
     let me = rustix::process::geteuid().as_raw();
-    let objects = store.objects();
     let objects_dev = rustix::fs::fstat(objects).ok()?.st_dev;
     let tree = expected_tree(entries);
     if !tree

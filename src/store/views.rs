@@ -2,17 +2,20 @@
 //! and discarding. A view is published with one rename and recorded in the
 //! catalogue; one that cannot be recorded is removed again.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, RenameFlags};
 use rustix::io::Errno;
 
+use super::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
+use super::spares::Claimed;
 use super::{Store, VIEWS_DIR};
 use crate::catalogue::{resolve, SnapshotRow, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::remove_tree_at;
+use crate::source::Source;
 use crate::view::{self, Built, Method};
 
 /// What to check out, and where.
@@ -101,7 +104,97 @@ pub fn checkout_into(
     dest: &Destination,
     method: Method,
 ) -> Result<CheckoutReport> {
-    let entries = store.catalogue().files(&digest)?;
+    checkout_with(store, digest, dest, method, None)
+}
+
+/// Ingests a release and checks its view out at a checked destination.
+///
+/// While the release is walked, a second thread claims and checks a spare
+/// of the snapshot this source made last time: a warm stage then costs the
+/// longer of the two, not their sum. The spare serves only when the walk
+/// gives that very snapshot and the ingest changes no object; otherwise it
+/// goes back to the spares. A view that fails takes the ingest back, so a
+/// failure leaves no view, record or event.
+pub fn ingest_and_checkout(
+    store: &mut Store,
+    source: &Source,
+    opts: &IngestOptions<'_>,
+    dest: &Destination,
+    method: Method,
+) -> Result<(IngestReport, CheckoutReport)> {
+    let ahead = match method {
+        Method::Auto | Method::Hardlink => claim_ahead(store, source, dest),
+        Method::Copy | Method::Reflink => None,
+    };
+    let (plan, claimed) = std::thread::scope(|s| {
+        let claiming = ahead.map(|(claim, parent)| {
+            let (dir, objects) = (store.dir(), store.objects());
+            s.spawn(move || claim(dir, objects, parent.as_fd()))
+        });
+        let plan = plan_ingest(store, source, opts);
+        (plan, claiming.and_then(|h| h.join().ok().flatten()))
+    });
+    let usable = |c: &Claimed| {
+        plan.as_ref()
+            .is_ok_and(|p| p.digest() == c.digest() && !p.changes_objects())
+    };
+    let claimed = match claimed {
+        Some(c) if usable(&c) => Some(c),
+        Some(c) => {
+            c.give_back(store.dir());
+            None
+        }
+        None => None,
+    };
+    let ingested = match plan.and_then(|plan| apply_ingest(store, plan)) {
+        Ok(done) => done,
+        Err(e) => {
+            if let Some(c) = claimed {
+                c.give_back(store.dir());
+            }
+            return Err(e);
+        }
+    };
+    let digest = ingested.provenance.manifest_digest;
+    match checkout_with(store, digest, dest, method, claimed) {
+        Ok(view) => Ok((ingested, view)),
+        Err(e) => {
+            undo_ingest(store, &ingested)?;
+            Err(e)
+        }
+    }
+}
+
+/// A spare claim to run beside the walk, with the destination's parent it
+/// is checked for; `None` when this source made no snapshot yet.
+#[allow(clippy::type_complexity)]
+fn claim_ahead(
+    store: &Store,
+    source: &Source,
+    dest: &Destination,
+) -> Option<(
+    impl FnOnce(BorrowedFd<'_>, BorrowedFd<'_>, BorrowedFd<'_>) -> Option<Claimed>,
+    OwnedFd,
+)> {
+    let source = source.root().display().to_string();
+    let digest = store.catalogue().last_ingested_from(&source).ok()??;
+    let parent = crate::fsutil::open_dir(rustix::fs::CWD, &dest.parent).ok()?;
+    let work = store.work_dir("checkout").ok()?;
+    let manifest = store.manifest_path(&digest);
+    let claim = move |dir: BorrowedFd<'_>, objects: BorrowedFd<'_>, parent: BorrowedFd<'_>| {
+        Claimed::claim(dir, objects, &manifest, work, digest, parent)
+    };
+    Some((claim, parent))
+}
+
+/// [`checkout_into`], with a spare claimed ahead when there is one.
+fn checkout_with(
+    store: &mut Store,
+    digest: ManifestDigest,
+    dest: &Destination,
+    method: Method,
+    claimed: Option<Claimed>,
+) -> Result<CheckoutReport> {
     let (parent, name) = (&dest.parent, &dest.name);
     let dest = dest.path();
     let parent_fd = crate::fsutil::open_dir(rustix::fs::CWD, parent)
@@ -110,18 +203,37 @@ pub fn checkout_into(
     let tmp_path = parent.join(&tmp);
     // A marker in the store names the temporary view, so that gc can remove
     // it if this process dies before publishing.
-    let work = store.work_dir("checkout")?;
-    work.mark_target(&tmp_path)?;
-    // A hard-linked view can be a spare that a discard kept.
-    let spare = match method {
-        Method::Auto | Method::Hardlink => {
-            super::spares::take(store, &work, &digest, &entries, parent_fd.as_fd(), &tmp)
+    let claimed = match claimed {
+        Some(c) if c.digest() != digest => {
+            c.give_back(store.dir());
+            None
         }
-        Method::Copy | Method::Reflink => None,
+        other => other,
+    };
+    let (work, spare) = match claimed {
+        Some(c) => c.place(store.dir(), &tmp_path, parent_fd.as_fd(), &tmp)?,
+        None => {
+            let work = store.work_dir("checkout")?;
+            work.mark_target(&tmp_path)?;
+            (work, None)
+        }
     };
     let built = match spare {
         Some(built) => Ok(built),
-        None => view::build(store, &entries, parent_fd.as_fd(), &tmp, &dest, method),
+        None => {
+            let entries = store.catalogue().files(&digest)?;
+            // A hard-linked view can be a spare that a discard kept.
+            let spare = match method {
+                Method::Auto | Method::Hardlink => {
+                    super::spares::take(store, &work, &digest, &entries, parent_fd.as_fd(), &tmp)
+                }
+                Method::Copy | Method::Reflink => None,
+            };
+            match spare {
+                Some(built) => Ok(built),
+                None => view::build(store, &entries, parent_fd.as_fd(), &tmp, &dest, method),
+            }
+        }
     }
     .and_then(|built| {
         view::publish(parent_fd.as_fd(), &tmp, name.as_os_str(), &dest)?;

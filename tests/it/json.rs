@@ -748,6 +748,41 @@ fn every_command_fits_the_documented_schema() {
     assert!(stats.already_present);
     assert_eq!(stage.view_kind.as_deref(), Some("checkout"));
 
+    // `--hold`: one object per phase, the stage's and then the discard's.
+    let held = env.path("held");
+    let mut hold = env
+        .cmd([
+            os("stage"),
+            os("--json"),
+            os("--hold"),
+            os("--arm"),
+            os("ce_review"),
+            os("--digest"),
+            os(&d),
+            os("--dest"),
+            held.as_os_str(),
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start stage --hold");
+    {
+        use std::io::Write;
+        let mut stdin = hold.stdin.take().expect("stdin");
+        stdin.write_all(b"discard --spare\n").expect("release");
+    }
+    let out = hold.wait_with_output().expect("stage --hold");
+    assert_ok(&out);
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let staged: StageOut = serde_json::from_str(lines[0]).expect("the stage's object");
+    assert!(staged.ok && staged.view.as_deref() == held.to_str());
+    assert_eq!(staged.view_kind.as_deref(), Some("checkout"));
+    let released: DiscardOut = serde_json::from_str(lines[1]).expect("the discard's object");
+    assert!(released.ok && released.removed && released.spare);
+    assert_eq!(released.view, staged.view.expect("a view"));
+
     let bundle = env.path("b.tar.zst");
     let export: ExportOut = run_typed(
         &env,

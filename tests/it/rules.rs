@@ -146,6 +146,23 @@ fn nobody_python() -> Option<&'static str> {
     })
 }
 
+/// Whether uid 65534 can read the oracle's script (checked once).
+fn nobody_reads(py: &str, script: &Path) -> bool {
+    static READS: OnceLock<bool> = OnceLock::new();
+    *READS.get_or_init(|| {
+        Command::new("setpriv")
+            .args(NOBODY)
+            .arg(py)
+            .args(["-c", "import sys; open(sys.argv[1], 'rb').close()"])
+            .arg(script)
+            .current_dir("/")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
 /// The oracle's verdict on a tree, or `None` when it cannot be asked.
 fn oracle(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Option<Value> {
     let script = util::oracle()?;
@@ -156,6 +173,13 @@ fn oracle(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Option<Value> {
                 eprintln!("not asking the oracle: no Python 3.10+ that uid 65534 can run");
                 return None;
             };
+            if !nobody_reads(py, &script) {
+                eprintln!(
+                    "not asking the oracle: uid 65534 cannot read {} (a parent directory is private)",
+                    script.display()
+                );
+                return None;
+            }
             let mut c = Command::new("setpriv");
             c.args(NOBODY).arg(py);
             c

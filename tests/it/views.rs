@@ -1611,6 +1611,13 @@ fn path_works_for_an_unprivileged_user() {
     assert_eq!(parse_json(&out)["created"], true);
 }
 
+/// A release's files beside the minimal plugin: nested, and executable.
+const SPARE_FILES: &[(&str, &[u8], u32)] = &[
+    ("assets/a.txt", b"alpha\n", 0o644),
+    ("assets/deep/b.txt", b"bravo\n", 0o644),
+    ("scripts/c.sh", b"#!/bin/sh\n", 0o755),
+];
+
 /// The spare views of a snapshot: the directories `discard` kept whole.
 fn spares(store: &Path, digest: &str) -> Vec<PathBuf> {
     match fs::read_dir(store.join("spare").join(digest)) {
@@ -1692,16 +1699,8 @@ fn a_discarded_view_serves_the_next_checkout_whole() {
 fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
     let env = Env::new();
     let src = env.at("src");
-    small_tree(
-        &src,
-        "1.0.0",
-        &[
-            ("assets/a.txt", b"alpha\n", 0o644),
-            ("assets/deep/b.txt", b"bravo\n", 0o644),
-            ("scripts/c.sh", b"#!/bin/sh\n", 0o755),
-            ("skills/ce-work/empty.md", b"", 0o644),
-        ],
-    );
+    let empty: &[(&str, &[u8], u32)] = &[("skills/ce-work/empty.md", b"", 0o644)];
+    small_tree(&src, "1.0.0", &[SPARE_FILES, empty].concat());
     let d = env.ingest(&src, "1.0.0");
     let files = env.files(&d);
     type Tamper = fn(&Path, &Path);
@@ -1836,4 +1835,204 @@ fn rm_and_gc_remove_the_spares_of_a_forgotten_snapshot() {
     assert!(!exists(&spare_dir));
     let verify = env.t.json(["verify", "--json"]);
     assert!(kinds(&verify).is_empty(), "{verify}");
+}
+
+/// `cestore stage --json ARGS` for a source, checked out at `dest`.
+fn stage_args<'a>(src: &'a Path, version: &'a str, dest: &'a Path) -> Vec<&'a OsStr> {
+    vec![
+        OsStr::new("stage"),
+        OsStr::new("--json"),
+        OsStr::new("--arm"),
+        OsStr::new("ce_review"),
+        OsStr::new("--plugin-dir"),
+        src.as_os_str(),
+        OsStr::new("--plugin-version"),
+        OsStr::new(version),
+        OsStr::new("--dest"),
+        dest.as_os_str(),
+    ]
+}
+
+/// The names under the store's `tmp/`: work directories left behind.
+fn store_tmp(store: &Path) -> Vec<String> {
+    fs::read_dir(store.join("tmp"))
+        .map(|rd| {
+            rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_stage_takes_the_spare_of_its_sources_last_snapshot_only_when_the_walk_gives_it() {
+    let env = Env::new();
+    let src = env.at("src");
+    small_tree(&src, "1.0.0", SPARE_FILES);
+    let stage = |dest: &Path| -> Value {
+        let out = env.run(stage_args(&src, "1.0.0", dest));
+        assert_ok(&out);
+        parse_json(&out)
+    };
+    let first = env.at("first");
+    let d1 = stage(&first)["provenance"]["manifest_digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let root = ino(&first);
+    assert_eq!(parse_json(&env.discard_spare(&first))["spare"], true);
+
+    // Unchanged source: the spare claimed beside the walk is the view.
+    let second = env.at("second");
+    assert_eq!(stage(&second)["provenance"]["manifest_digest"], d1.as_str());
+    assert_eq!(ino(&second), root, "the spare served the stage");
+    assert_view_is(&second, &env.files(&d1));
+    assert!(spares(env.store(), &d1).is_empty());
+    assert_ok(&env.run(["verify", "--tree", second.to_str().unwrap(), &d1]));
+    assert_eq!(parse_json(&env.discard_spare(&second))["spare"], true);
+
+    // A changed source gives another snapshot: the claimed spare goes back.
+    chmod(&src.join("assets"), 0o755);
+    write(&src.join("assets/a.txt"), "ALPHA, changed\n");
+    let third = env.at("third");
+    let d2 = stage(&third)["provenance"]["manifest_digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(d1, d2);
+    assert_view_is(&third, &env.files(&d2));
+    assert_ne!(ino(&third), root);
+    let kept = spares(env.store(), &d1);
+    assert_eq!(kept.len(), 1, "the spare of {d1} went back");
+    assert_eq!(ino(&kept[0]), root);
+    assert_eq!(parse_json(&env.discard_spare(&third))["spare"], true);
+    let d2_spare = ino(&spares(env.store(), &d2)[0]);
+
+    // A rejected source changes nothing: the spare claimed for it goes back.
+    std::os::unix::fs::symlink("/etc/passwd", src.join("assets/link")).unwrap();
+    let fourth = env.at("fourth");
+    let out = env.run(stage_args(&src, "1.0.0", &fourth));
+    assert_exit(&out, 3);
+    assert_eq!(parse_json(&out)["error"]["rule"], "symlink");
+    assert!(!exists(&fourth) && tmp_siblings(&env.t.base).is_empty());
+    let back = spares(env.store(), &d2);
+    assert_eq!(back.len(), 1, "the spare of {d2} went back");
+    assert_eq!(ino(&back[0]), d2_spare);
+    assert_eq!(spares(env.store(), &d1).len(), 1);
+    assert!(
+        store_tmp(env.store()).is_empty(),
+        "{:?}",
+        store_tmp(env.store())
+    );
+    assert_ok(&env.run(["verify"]));
+}
+
+/// Starts `cestore stage --hold` and reads its first object.
+fn held(env: &Env, src: &Path, dest: &Path) -> (std::process::Child, Value) {
+    use std::io::BufRead;
+    let mut args = stage_args(src, "1.0.0", dest);
+    args.push(OsStr::new("--hold"));
+    let mut child = env
+        .t
+        .cmd(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start cestore stage --hold");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let staged: Value = serde_json::from_str(&line).expect("the stage's object");
+    (child, staged)
+}
+
+/// Ends a held stage with `line` (none: the caller's end of input) and
+/// returns its exit code and second object.
+fn release(mut child: std::process::Child, line: Option<&str>) -> (i32, Value) {
+    use std::io::Write;
+    let mut stdin = child.stdin.take().unwrap();
+    if let Some(line) = line {
+        stdin.write_all(line.as_bytes()).unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "one object after the release: {text}"
+    );
+    (
+        out.status.code().unwrap(),
+        serde_json::from_str(&text).unwrap(),
+    )
+}
+
+#[test]
+fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
+    let env = Env::new();
+    let src = env.at("src");
+    small_tree(&src, "1.0.0", &[("assets/a.txt", b"alpha\n", 0o644)]);
+    let view = env.at("view");
+
+    let (child, staged) = held(&env, &src, &view);
+    assert_eq!(staged["ok"], true, "{staged}");
+    let d = staged["provenance"]["manifest_digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_view_is(&view, &env.files(&d));
+    assert_eq!(env.views(&d).len(), 1);
+    // Nothing of the store is held while waiting: gc runs meanwhile.
+    assert_ok(&env.run(["gc", "--json"]));
+    assert!(exists(&view));
+    let (code, discarded) = release(child, Some("discard --spare\n"));
+    assert_eq!(code, 0);
+    assert_eq!(
+        (&discarded["removed"], &discarded["spare"]),
+        (&Value::Bool(true), &Value::Bool(true)),
+        "{discarded}"
+    );
+    assert!(!exists(&view) && env.views(&d).is_empty());
+    assert_eq!(spares(env.store(), &d).len(), 1);
+
+    // The caller's input ends without a line (it died): the view is removed,
+    // not kept, since its sandboxes may still be running.
+    let (child, _) = held(&env, &src, &view);
+    assert!(exists(&view));
+    let (code, discarded) = release(child, None);
+    assert_eq!(code, 0);
+    assert_eq!(
+        (&discarded["removed"], &discarded["spare"]),
+        (&Value::Bool(true), &Value::Bool(false)),
+        "{discarded}"
+    );
+    assert!(!exists(&view) && env.views(&d).is_empty());
+    assert!(
+        spares(env.store(), &d).is_empty(),
+        "the spare was used, none kept"
+    );
+
+    // A rejected release: one error object, nothing held or made.
+    std::os::unix::fs::symlink("/etc/passwd", src.join("assets/link")).unwrap();
+    let mut args = stage_args(&src, "1.0.0", &view);
+    args.push(OsStr::new("--hold"));
+    let out = env.t.cmd(args).stdin(Stdio::null()).output().unwrap();
+    assert_exit(&out, 3);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+    assert!(!exists(&view) && tmp_siblings(&env.t.base).is_empty());
+    // --hold needs a view of its own to discard.
+    let out = env.run([
+        "stage",
+        "--json",
+        "--hold",
+        "--arm",
+        "ce_review",
+        "--digest",
+        &d,
+    ]);
+    assert_exit(&out, 2);
+    assert_eq!(parse_json(&out)["error"]["kind"], "usage");
+    assert!(store_tmp(env.store()).is_empty());
+    assert_ok(&env.run(["verify"]));
 }
