@@ -337,6 +337,7 @@ pub struct StageArgs {
     /// keeps it as a spare, `discard` (or any other line, or the end of
     /// input, as when the caller dies) removes it. One process for a
     /// sweep's whole staging; nothing of the store is held while waiting.
+    /// Without a ce_* arm there is no view, and nothing to wait for.
     #[arg(long, requires = "dest")]
     hold: bool,
     #[command(flatten)]
@@ -770,15 +771,20 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Path(a) => emit(cli, out, &cmd::path::path(&root, &a.digest)?),
         Command::Stage(a) if a.hold => {
             let staged = cmd::stage::stage(&root, &a.into())?;
-            emit(cli, out, &staged)?;
-            out.flush()
-                .map_err(|e| Error::io("write the report", "<stdout>", e))?;
-            let release = cmd::stage::wait_for_release(io::stdin().lock());
-            let view = staged.view.as_deref().map(PathBuf::from);
-            match view {
-                Some(view) => emit(cli, out, &cmd::stage::release(&root, &view, release)?),
-                None => Ok(0),
-            }
+            let shown = emit(cli, out, &staged).and_then(|code| {
+                out.flush()
+                    .map_err(|e| Error::io("write the report", "<stdout>", e))?;
+                Ok(code)
+            });
+            // No CE arm, no view: nothing to hold.
+            let Some(view) = staged.view.as_deref().map(PathBuf::from) else {
+                return shown;
+            };
+            // A caller that cannot read the report (it died) gets no view left behind.
+            let spare = shown.is_ok() && cmd::stage::wait_for_release(io::stdin().lock());
+            let released = cmd::stage::release(&root, &view, spare);
+            shown?;
+            emit(cli, out, &released?)
         }
         Command::Stage(a) => emit(cli, out, &cmd::stage::stage(&root, &a.into())?),
         Command::List(a) => {

@@ -392,13 +392,21 @@ class HeldStage:
             start_new_session=True,
         )
         assert self._proc.stdout is not None
-        first = self._proc.stdout.readline()
         try:
-            out = _result(first, b"", 0, argv)
-        except Error:
-            self._finish()
-            out = _result(first, self._stderr, self._code, argv)
-        self.stage = Stage._of(out)
+            first = self._proc.stdout.readline()
+            try:
+                out = _result(first, b"", 0, argv)
+            except Error:
+                self._finish()
+                out = _result(first, self._stderr, self._code, argv)
+            self.stage = Stage._of(out)
+        except BaseException:
+            # Interrupted, or a report this package cannot read: the process
+            # sees its input end and takes its view back.
+            self._released = True
+            if self._proc.returncode is None:
+                self._finish()
+            raise
 
     def _finish(self, line: bytes = b"") -> bytes:
         proc = self._proc

@@ -242,14 +242,16 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
 
     # The last Store made, by what decides it: looking the binary up costs
     # more than the rest of a sweep's Python side.
-    last: dict[tuple[Any, Optional[str]], Store] = {}
+    last: dict[tuple[Optional[Path], Optional[str], Optional[str]], Store] = {}
 
     def store() -> Store:
-        key = (ns.get("CESTORE_STORE"), os.environ.get("CESTORE_BIN"))
+        location = ns.get("CESTORE_STORE")
+        path = Path(location).absolute() if location is not None else None
+        key = (path, os.environ.get("CESTORE_BIN"), os.environ.get("PATH"))
         made = last.get(key)
         if made is None or not os.access(made.binary, os.X_OK):
             last.clear()
-            made = last[key] = Store(key[0])
+            made = last[key] = Store(path)
         return made
 
     def lowered_bounds() -> Optional[Bounds]:
@@ -314,6 +316,12 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
             pass
         if not os.path.lexists(root):
             return
+        try:
+            # The held process could not discard it (it died): discard it here.
+            store().discard(root)
+            return
+        except _errors.Error:
+            pass
         # Not (or no longer) a recorded view: remove it without touching any
         # file's mode, since the files may be the store's own objects.
         for directory, _, _ in os.walk(root):

@@ -233,7 +233,7 @@ pub fn wait_for_release(input: impl io::BufRead) -> bool {
     use io::BufRead as _;
     let mut line = String::new();
     match input.take(64).read_line(&mut line) {
-        Ok(_) => line.trim_end_matches('\n') == "discard --spare",
+        Ok(_) => line.trim() == "discard --spare",
         Err(_) => false,
     }
 }

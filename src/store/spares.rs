@@ -43,6 +43,7 @@ use rustix::io::Errno;
 use super::objects::{judge, unique_suffix, ObjectState, WorkDir};
 use super::Store;
 use crate::digest::ManifestDigest;
+use crate::digest::ObjectKey;
 use crate::error::Result;
 use crate::fsutil::{list_names, open_dir, remove_tree_at};
 use crate::manifest::Entry;
@@ -126,7 +127,7 @@ pub fn take(
     if !crate::view::same_device(store.objects(), parent).ok()? {
         return None;
     }
-    let built = claim_into(store.dir(), store.objects(), work, digest, entries)?;
+    let (built, _) = claim_into(store.dir(), store.objects(), work, digest, entries)?;
     place(store.dir(), work, digest, parent, tmp).then_some(built)
 }
 
@@ -137,6 +138,7 @@ pub struct Claimed {
     work: WorkDir,
     digest: ManifestDigest,
     built: Built,
+    linked: Vec<Linked>,
 }
 
 impl Claimed {
@@ -156,17 +158,24 @@ impl Claimed {
         let entries = super::manifests::read_manifest_file(manifest, &digest)
             .ok()?
             .entries;
-        let built = claim_into(store_dir, objects, &work, &digest, &entries)?;
+        let (built, linked) = claim_into(store_dir, objects, &work, &digest, &entries)?;
         Some(Claimed {
             work,
             digest,
             built,
+            linked,
         })
     }
 
     /// The snapshot the spare is a view of.
     pub fn digest(&self) -> ManifestDigest {
         self.digest
+    }
+
+    /// Whether every object the spare links is still the intact inode the
+    /// check found: an object repaired or damaged since makes it stale.
+    pub fn still_sound(&self, objects: BorrowedFd<'_>) -> bool {
+        self.linked.iter().all(|l| l.unchanged(objects))
     }
 
     /// Moves the spare to `tmp` under `parent`, frozen, and returns its work
@@ -180,23 +189,27 @@ impl Claimed {
         parent: BorrowedFd<'_>,
         tmp: &str,
     ) -> Result<(WorkDir, Option<Built>)> {
-        self.work.mark_target(tmp_path)?;
+        if let Err(e) = self.work.mark_target(tmp_path) {
+            self.give_back(store_dir);
+            return Err(e);
+        }
         let placed = place(store_dir, &self.work, &self.digest, parent, tmp);
         Ok((self.work, placed.then_some(self.built)))
     }
 
     /// Puts the spare back among its snapshot's spares, for a checkout that
-    /// will not use it.
+    /// will not use it (it goes with its work directory when they are full).
     pub fn give_back(self, store_dir: BorrowedFd<'_>) {
-        if let Ok(spares) = open_or_make(store_dir, &self.digest.to_string()) {
-            if list_names(spares.as_fd()).is_ok_and(|names| names.len() < MAX_SPARES) {
-                let _ = rustix::fs::renameat(
-                    self.work.fd(),
-                    CLAIMED,
-                    &spares,
-                    unique_suffix().as_str(),
-                );
-            }
+        give_back(store_dir, &self.work, &self.digest);
+    }
+}
+
+/// Moves the spare claimed in `work` back among the snapshot's spares, when
+/// there is room; otherwise it stays, to go with the work directory.
+fn give_back(store_dir: BorrowedFd<'_>, work: &WorkDir, digest: &ManifestDigest) {
+    if let Ok(spares) = open_or_make(store_dir, &digest.to_string()) {
+        if list_names(spares.as_fd()).is_ok_and(|names| names.len() < MAX_SPARES) {
+            let _ = rustix::fs::renameat(work.fd(), CLAIMED, &spares, unique_suffix().as_str());
         }
     }
 }
@@ -209,7 +222,7 @@ fn claim_into(
     work: &WorkDir,
     digest: &ManifestDigest,
     entries: &[Entry],
-) -> Option<Built> {
+) -> Option<(Built, Vec<Linked>)> {
     let spares = open_dir(store_dir, format!("{SPARE_DIR}/{digest}").as_str()).ok()?;
     for name in list_names(spares.as_fd()).ok()? {
         match rustix::fs::renameat(&spares, name.as_slice(), work.fd(), CLAIMED) {
@@ -223,7 +236,7 @@ fn claim_into(
             }
         }
         match check(objects, entries, work.fd(), CLAIMED) {
-            Some(built) => return Some(built),
+            Some(checked) => return Some(checked),
             None => {
                 let _ = remove_tree_at(work.fd(), CLAIMED);
             }
@@ -243,9 +256,7 @@ fn place(
 ) -> bool {
     if rustix::fs::renameat(work.fd(), CLAIMED, parent, tmp).is_err() {
         // Another mount of the same filesystem (EXDEV): keep it for another checkout.
-        if let Ok(spares) = open_dir(store_dir, format!("{SPARE_DIR}/{digest}").as_str()) {
-            let _ = rustix::fs::renameat(work.fd(), CLAIMED, &spares, unique_suffix().as_str());
-        }
+        give_back(store_dir, work, digest);
         let _ = remove_tree_at(work.fd(), CLAIMED);
         return false;
     }
@@ -289,7 +300,7 @@ fn check(
     entries: &[Entry],
     dir: BorrowedFd<'_>,
     name: &str,
-) -> Option<Built> {
+) -> Option<(Built, Vec<Linked>)> {
     let root = open_dir(dir, name).ok()?;
     let root = root.as_fd();
     let me = rustix::process::geteuid().as_raw();
@@ -301,10 +312,11 @@ fn check(
     {
         return None;
     }
-    if !entries.iter().all(|e| sound_file(root, objects, e)) {
-        return None;
+    let mut objects_linked = Vec::with_capacity(entries.len());
+    for e in entries {
+        objects_linked.extend(sound_file(root, objects, e)?);
     }
-    let linked = entries.iter().filter(|e| e.size > 0).count() as u64;
+    let linked = objects_linked.len() as u64;
     let mut built = Built {
         linked,
         copied: entries.len() as u64 - linked,
@@ -315,7 +327,7 @@ fn check(
     if built.copied > 0 {
         built.copy_reasons.insert("empty file".into(), built.copied);
     }
-    Some(built)
+    Some((built, objects_linked))
 }
 
 /// Whether a spare's directory (`""` for its root) holds exactly `names`,
@@ -343,28 +355,52 @@ fn sound_dir(root: BorrowedFd<'_>, dir: &str, names: &BTreeSet<&str>, me: u32, d
     })
 }
 
-/// Whether a spare's file is the very inode of its intact object, or a
-/// fresh empty file, with the mode a view's has.
-fn sound_file(root: BorrowedFd<'_>, objects: BorrowedFd<'_>, e: &Entry) -> bool {
+/// An object a checked spare links, as the check found it.
+struct Linked {
+    key: ObjectKey,
+    size: u64,
+    id: (u64, u64),
+}
+
+impl Linked {
+    /// Whether the object is still the intact inode the check found.
+    fn unchanged(&self, objects: BorrowedFd<'_>) -> bool {
+        object_is(objects, &self.key, self.size, self.id)
+    }
+}
+
+/// Whether the object of `key` is intact, `size` bytes long, and the file
+/// `id` (device and inode).
+fn object_is(objects: BorrowedFd<'_>, key: &ObjectKey, size: u64, id: (u64, u64)) -> bool {
+    rustix::fs::statat(objects, key.rel_path().as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok_and(
+        |object| {
+            matches!(judge(&object, key, size), ObjectState::Intact)
+                && (object.st_dev, object.st_ino) == id
+        },
+    )
+}
+
+/// Whether a spare's file is the very inode of its intact object (then
+/// `Some(Some(that object))`), or a fresh empty file (`Some(None)`), with
+/// the mode a view's has. `None` when it is neither.
+fn sound_file(root: BorrowedFd<'_>, objects: BorrowedFd<'_>, e: &Entry) -> Option<Option<Linked>> {
     let key = e.key();
-    let Ok(st) = rustix::fs::statat(root, e.path.as_str(), AtFlags::SYMLINK_NOFOLLOW) else {
-        return false;
-    };
+    let st = rustix::fs::statat(root, e.path.as_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
         || st.st_mode & 0o7777 != key.mode()
         || st.st_size as u64 != e.size
     {
-        return false;
+        return None;
     }
     if e.size == 0 {
-        return st.st_nlink == 1;
+        return (st.st_nlink == 1).then_some(None);
     }
-    rustix::fs::statat(objects, key.rel_path().as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok_and(
-        |object| {
-            matches!(judge(&object, &key, e.size), ObjectState::Intact)
-                && (object.st_dev, object.st_ino) == (st.st_dev, st.st_ino)
-        },
-    )
+    let id = (st.st_dev, st.st_ino);
+    object_is(objects, &key, e.size, id).then_some(Some(Linked {
+        key,
+        size: e.size,
+        id,
+    }))
 }
 
 /// The snapshots that have spares, by the names of their directories.
@@ -396,6 +432,82 @@ mod tests {
             sha256: ObjectId::of(path.as_bytes()),
             size: 1,
         }
+    }
+
+    #[test]
+    fn a_claimed_spare_is_stale_once_an_object_it_links_is_replaced() {
+        use crate::store::ingest::{ingest_into, IngestOptions};
+        use crate::store::views::{checkout_into, discard_view, Destination, DiscardOptions};
+        use std::os::unix::fs::PermissionsExt;
+
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        let put = |rel: &str, data: &str| {
+            let p = src.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, data).unwrap();
+        };
+        put(
+            ".claude-plugin/plugin.json",
+            r#"{"name":"compound-engineering","version":"1.0.0"}"#,
+        );
+        for skill in ["ce-plan", "ce-work", "ce-code-review"] {
+            put(&format!("skills/{skill}/SKILL.md"), skill);
+        }
+        put("assets/a.txt", "alpha\n");
+        let mut store = crate::store::testutil::open(tmp.path());
+        let source = crate::source::Source::open(&src).unwrap();
+        let opts = IngestOptions {
+            source: &src,
+            version: "1.0.0",
+            bounds: crate::policy::Bounds::REFERENCE,
+        };
+        let digest = ingest_into(&mut store, &source, &opts)
+            .unwrap()
+            .provenance
+            .manifest_digest;
+        let view = tmp.path().join("view");
+        let dest = Destination::check(&store, &view).unwrap();
+        checkout_into(&mut store, digest, &dest, crate::view::Method::Auto).unwrap();
+        let discard = DiscardOptions {
+            dest: &view,
+            force_digest: None,
+            spare: true,
+        };
+        assert!(discard_view(&mut store, &discard).unwrap().spare);
+
+        let parent = open_dir(rustix::fs::CWD, tmp.path()).unwrap();
+        let claim = |store: &Store| {
+            Claimed::claim(
+                store.dir(),
+                store.objects(),
+                &store.manifest_path(&digest),
+                store.work_dir("checkout").unwrap(),
+                digest,
+                parent.as_fd(),
+            )
+        };
+        let claimed = claim(&store).expect("the spare is claimed");
+        assert!(claimed.still_sound(store.objects()));
+        // A repair puts the same bytes at the object's path, as a new inode.
+        let entry = store.catalogue().files(&digest).unwrap();
+        let entry = entry.iter().find(|e| e.path == "assets/a.txt").unwrap();
+        let object = store.object_path(&entry.key());
+        let shard = object.parent().unwrap();
+        std::fs::set_permissions(shard, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::remove_file(&object).unwrap();
+        std::fs::write(&object, "alpha\n").unwrap();
+        std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o444)).unwrap();
+        assert!(
+            !claimed.still_sound(store.objects()),
+            "stale after the repair"
+        );
+        // Given back, it fails the next claim's check and is dropped.
+        claimed.give_back(store.dir());
+        assert!(claim(&store).is_none());
+        assert!(listed(&store)
+            .iter()
+            .all(|d| { std::fs::read_dir(path(&store, d)).unwrap().next().is_none() }));
     }
 
     #[test]

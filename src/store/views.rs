@@ -208,6 +208,9 @@ fn checkout_with(
             c.give_back(store.dir());
             None
         }
+        // An object it links was repaired or damaged since its check: the
+        // stale spare goes with its work directory.
+        Some(c) if !c.still_sound(store.objects()) => None,
         other => other,
     };
     let (work, spare) = match claimed {

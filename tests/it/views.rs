@@ -2013,6 +2013,23 @@ fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
         "the spare was used, none kept"
     );
 
+    // The caller goes before it reads the report: the report cannot be
+    // written, so the process removes the view without waiting for a line.
+    let mut args = stage_args(&src, "1.0.0", &view);
+    args.push(OsStr::new("--hold"));
+    let mut child = env
+        .t
+        .cmd(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!exists(&view) && env.views(&d).is_empty());
+    assert!(spares(env.store(), &d).is_empty());
+
     // A rejected release: one error object, nothing held or made.
     std::os::unix::fs::symlink("/etc/passwd", src.join("assets/link")).unwrap();
     let mut args = stage_args(&src, "1.0.0", &view);
