@@ -145,25 +145,28 @@ fn walk_and_stage(
     opts: &IngestOptions<'_>,
     known: &mut KnownHashes,
 ) -> Result<(Walked, HashMap<ObjectKey, Pending>, u64, u64)> {
-    // The walk itself keeps one core busy reading and hashing; on two cores
-    // one staging thread beside it measured as fast as two (ext4 serialises
-    // inode allocation), so stage on the remaining cores, at most three.
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get().saturating_sub(1))
-        .clamp(1, 3);
-    let stagers = (0..threads)
-        .map(|i| work.stager(i))
-        .collect::<Result<Vec<_>>>()?;
     let (tx, rx) = mpsc::sync_channel::<(ObjectKey, Vec<u8>)>(STAGING_QUEUE);
     let rx = Mutex::new(rx);
     std::thread::scope(|s| {
-        let workers: Vec<_> = stagers
-            .iter()
-            .map(|stager| {
+        // Staging threads start with the first content the store lacks: a
+        // warm ingest, which stages nothing, starts none.
+        let mut workers = Vec::new();
+        let mut start_staging = || {
+            // The walk itself keeps one core busy reading and hashing; on two
+            // cores one staging thread beside it measured as fast as two (ext4
+            // serialises inode allocation), so stage on the remaining cores,
+            // at most three.
+            let threads = std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1))
+                .clamp(1, 3);
+            for i in 0..threads {
                 let rx = &rx;
-                s.spawn(move || -> Result<Vec<(ObjectKey, String)>> {
+                workers.push(s.spawn(move || -> Result<Vec<(ObjectKey, String)>> {
                     let mut done = Vec::new();
-                    let mut failed = None;
+                    let (stager, mut failed) = match work.stager(i) {
+                        Ok(stager) => (Some(stager), None),
+                        Err(e) => (None, Some(e)),
+                    };
                     loop {
                         let next = match rx.lock() {
                             Ok(rx) => rx.recv(),
@@ -172,7 +175,7 @@ fn walk_and_stage(
                         let Ok((key, data)) = next else { break };
                         // After a failure, keep draining the queue so that
                         // the walk never blocks; the first error is reported.
-                        if failed.is_none() {
+                        if let (Some(stager), None) = (&stager, &failed) {
                             match stager.stage(&key, &data) {
                                 Ok(name) => done.push((key, name)),
                                 Err(e) => failed = Some(e),
@@ -180,9 +183,10 @@ fn walk_and_stage(
                         }
                     }
                     failed.map_or(Ok(done), Err)
-                })
-            })
-            .collect();
+                }));
+            }
+        };
+        let mut started = false;
         let mut pending: HashMap<ObjectKey, Pending> = HashMap::new();
         let mut bytes_staged = 0u64;
         // A file whose hash is known is not read when its object is intact.
@@ -220,6 +224,10 @@ fn walk_and_stage(
                 };
                 let size = file.size;
                 let mut stage = || {
+                    if !started {
+                        started = true;
+                        start_staging();
+                    }
                     bytes_staged += size;
                     // A closed queue means a staging thread failed; its error is reported below.
                     let _ = tx.send((key, data.to_vec()));
