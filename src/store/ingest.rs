@@ -144,7 +144,8 @@ fn walk_and_stage(
     source: &Source,
     opts: &IngestOptions<'_>,
     known: &mut KnownHashes,
-) -> Result<(Walked, HashMap<ObjectKey, Pending>, u64, u64)> {
+    checks: ObjectChecks,
+) -> Result<Staging> {
     let (tx, rx) = mpsc::sync_channel::<(ObjectKey, Vec<u8>)>(STAGING_QUEUE);
     let rx = Mutex::new(rx);
     std::thread::scope(|s| {
@@ -189,7 +190,9 @@ fn walk_and_stage(
         let mut started = false;
         let mut pending: HashMap<ObjectKey, Pending> = HashMap::new();
         let mut bytes_staged = 0u64;
-        // A file whose hash is known is not read when its object is intact.
+        // A file whose hash is known is not read when its object is intact
+        // (or, deferred, will be found intact before the plan is applied).
+        let deferred = std::cell::RefCell::new(Vec::new());
         let lookup = |st: &Stat| -> Option<ObjectId> {
             let id = known.get(st)?;
             let size = st.st_size as u64;
@@ -197,6 +200,10 @@ fn walk_and_stage(
                 id,
                 executable: st.st_mode & 0o111 != 0,
             };
+            if size > 0 && checks == ObjectChecks::Deferred {
+                deferred.borrow_mut().push((key, size));
+                return Some(id);
+            }
             (size == 0 || matches!(check_object(store, &key, size), Ok(ObjectState::Intact)))
                 .then_some(id)
         };
@@ -282,8 +289,35 @@ fn walk_and_stage(
             };
             pending.insert(key, state);
         }
-        Ok((walked, pending, bytes_staged, hashes_known))
+        Ok(Staging {
+            walked,
+            pending,
+            bytes_staged,
+            hashes_known,
+            deferred: deferred.into_inner(),
+        })
     })
+}
+
+/// What the walk staged, and the object checks it left for later.
+struct Staging {
+    walked: Walked,
+    pending: HashMap<ObjectKey, Pending>,
+    bytes_staged: u64,
+    hashes_known: u64,
+    deferred: Vec<(ObjectKey, u64)>,
+}
+
+/// When a walk checks the objects of files whose hashes are known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectChecks {
+    /// Each as the walk meets it: a missing or damaged object has its file read.
+    Now,
+    /// After the walk, with [`IngestPlan::deferred_objects_intact`] (or a
+    /// check of the same objects that the caller makes itself), before the
+    /// plan is applied; a plan whose deferred objects are not all intact is
+    /// made again with `Now`.
+    Deferred,
 }
 
 /// Checks the version and opens the release's source directory: what an
@@ -304,7 +338,7 @@ pub fn ingest_into(
     source: &Source,
     opts: &IngestOptions<'_>,
 ) -> Result<IngestReport> {
-    let plan = plan_ingest(store, source, opts)?;
+    let plan = plan_ingest(store, source, opts, ObjectChecks::Now)?;
     apply_ingest(store, plan)
 }
 
@@ -323,9 +357,21 @@ pub struct IngestPlan {
     bytes_staged: u64,
     hashes_known: u64,
     left_out: Vec<(LeftOut, String)>,
+    deferred: Vec<(ObjectKey, u64)>,
 }
 
 impl IngestPlan {
+    /// Whether every object whose check the walk deferred is intact: the
+    /// plan may then be applied as it is.
+    pub fn deferred_objects_intact(&self, store: &Store) -> Result<bool> {
+        for (key, size) in &self.deferred {
+            if !matches!(check_object(store, key, *size)?, ObjectState::Intact) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// The snapshot the release makes.
     pub fn digest(&self) -> ManifestDigest {
         self.manifest.digest
@@ -340,7 +386,12 @@ impl IngestPlan {
 
 /// Walks the release, checking every rule, and stages what the store lacks;
 /// changes nothing the store's readers see.
-pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> Result<IngestPlan> {
+pub fn plan_ingest(
+    store: &Store,
+    source: &Source,
+    opts: &IngestOptions<'_>,
+    checks: ObjectChecks,
+) -> Result<IngestPlan> {
     if let Ok(real) = std::fs::canonicalize(store.root()) {
         if real.starts_with(source.root()) {
             return Err(Error::Conflict(format!(
@@ -352,8 +403,13 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
     }
     let work = store.work_dir("ingest")?;
     let mut known = KnownHashes::load(store, source.root());
-    let (mut walked, pending, bytes_staged, hashes_known) =
-        walk_and_stage(store, &work, source, opts, &mut known)?;
+    let Staging {
+        mut walked,
+        pending,
+        bytes_staged,
+        hashes_known,
+        deferred,
+    } = walk_and_stage(store, &work, source, opts, &mut known, checks)?;
 
     let manifest = Manifest::new(std::mem::take(&mut walked.entries));
     let mut staged = Vec::new();
@@ -388,6 +444,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         bytes_staged,
         hashes_known,
         left_out: walked.left_out,
+        deferred,
     })
 }
 

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, RenameFlags};
 use rustix::io::Errno;
 
-use super::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
+use super::ingest::{
+    apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport, ObjectChecks,
+};
 use super::spares::Claimed;
 use super::{Store, VIEWS_DIR};
 use crate::catalogue::{resolve, SnapshotRow, ViewRow};
@@ -112,9 +114,10 @@ pub fn checkout_into(
 /// While the release is walked, a second thread claims and checks a spare
 /// of the snapshot this source made last time: a warm stage then costs the
 /// longer of the two, not their sum. The spare serves only when the walk
-/// gives that very snapshot and the ingest changes no object; otherwise it
-/// goes back to the spares. A view that fails takes the ingest back, so a
-/// failure leaves no view, record or event.
+/// gives that very snapshot, the ingest changes no object, and every object
+/// the spare links is still the inode its check found; otherwise it goes
+/// back to the spares (or away, when stale). A view that fails takes the
+/// ingest back, so a failure leaves no view, record or event.
 pub fn ingest_and_checkout(
     store: &mut Store,
     source: &Source,
@@ -126,25 +129,42 @@ pub fn ingest_and_checkout(
         Method::Auto | Method::Hardlink => claim_ahead(store, source, dest),
         Method::Copy | Method::Reflink => None,
     };
+    // With a spare on its way, the walk takes known hashes on trust: the
+    // spare's check covers their objects, or they are checked after it.
+    let checks = match ahead {
+        Some(_) => ObjectChecks::Deferred,
+        None => ObjectChecks::Now,
+    };
     let (plan, claimed) = std::thread::scope(|s| {
         let claiming = ahead.map(|(claim, parent)| {
             let (dir, objects) = (store.dir(), store.objects());
             s.spawn(move || claim(dir, objects, parent.as_fd()))
         });
-        let plan = plan_ingest(store, source, opts);
+        let plan = plan_ingest(store, source, opts, checks);
         (plan, claiming.and_then(|h| h.join().ok().flatten()))
     });
-    let usable = |c: &Claimed| {
-        plan.as_ref()
-            .is_ok_and(|p| p.digest() == c.digest() && !p.changes_objects())
-    };
-    let claimed = match claimed {
-        Some(c) if usable(&c) => Some(c),
-        Some(c) => {
+    let claimed = match (claimed, &plan) {
+        (Some(c), Ok(p)) if c.digest() == p.digest() && !p.changes_objects() => {
+            // An object it links was repaired or damaged since its check:
+            // the stale spare goes with its work directory.
+            c.still_sound(store.objects()).then_some(c)
+        }
+        (Some(c), _) => {
             c.give_back(store.dir());
             None
         }
-        None => None,
+        (None, _) => None,
+    };
+    let plan = match (plan, &claimed) {
+        // The spare's check, and the one just made, found every object the
+        // walk took on trust intact.
+        (Ok(plan), Some(_)) => Ok(plan),
+        (Ok(plan), None) => match plan.deferred_objects_intact(store) {
+            Ok(true) => Ok(plan),
+            Ok(false) => plan_ingest(store, source, opts, ObjectChecks::Now),
+            Err(e) => Err(e),
+        },
+        (Err(e), _) => Err(e),
     };
     let ingested = match plan.and_then(|plan| apply_ingest(store, plan)) {
         Ok(done) => done,
@@ -208,9 +228,6 @@ fn checkout_with(
             c.give_back(store.dir());
             None
         }
-        // An object it links was repaired or damaged since its check: the
-        // stale spare goes with its work directory.
-        Some(c) if !c.still_sound(store.objects()) => None,
         other => other,
     };
     let (work, spare) = match claimed {

@@ -2053,3 +2053,77 @@ fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
     assert!(store_tmp(env.store()).is_empty());
     assert_ok(&env.run(["verify"]));
 }
+
+#[test]
+fn a_stage_that_trusts_known_hashes_beside_a_spare_still_mends_a_damaged_object() {
+    let env = Env::new();
+    let src = env.at("src");
+    small_tree(&src, "1.0.0", SPARE_FILES);
+    let files = SPARE_FILES.len() + 4;
+    let stage = |dest: &Path| -> Value {
+        let out = env.run(stage_args(&src, "1.0.0", dest));
+        assert_ok(&out);
+        parse_json(&out)
+    };
+    let digest = |v: &Value| {
+        v["provenance"]["manifest_digest"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // Hashes are recorded for files settled two seconds before an ingest.
+    std::thread::sleep(Duration::from_millis(2200));
+    let first = env.at("first");
+    let d1 = digest(&stage(&first));
+    assert_ok(&env.discard_spare(&first));
+    let second = env.at("second");
+    let warm = stage(&second);
+    assert_eq!(warm["ingest"]["hashes_known"], files - 1, "{warm}");
+    assert_ok(&env.discard_spare(&second));
+    assert_eq!(spares(env.store(), &d1).len(), 1);
+    let damage = |data: &[u8], executable: bool| {
+        let object = object_path(env.store(), &sha_hex(data), executable);
+        chmod(&object, 0o644);
+    };
+
+    // Another snapshot from the source, and an object the walk takes on
+    // trust damaged meanwhile: the spare linking it fails its check, and
+    // the file is read again to mend its object.
+    chmod(&src.join("assets"), 0o755);
+    write(&src.join("assets/a.txt"), "ALPHA, changed\n");
+    damage(b"bravo\n", false);
+    let third = env.at("third");
+    let changed = stage(&third);
+    let d2 = digest(&changed);
+    assert_ne!(d1, d2);
+    assert_eq!(
+        changed["ingest"]["repaired"].as_array().map(Vec::len),
+        Some(1),
+        "{changed}"
+    );
+    assert_view_is(&third, &env.files(&d2));
+    assert!(
+        spares(env.store(), &d1).is_empty(),
+        "the unsound spare is gone"
+    );
+    assert_ok(&env.discard_spare(&third));
+
+    // The same snapshot, its spare linking an object damaged since: the
+    // spare fails its check, and the object is mended from the source.
+    damage(b"#!/bin/sh\n", true);
+    let fourth = env.at("fourth");
+    let mended = stage(&fourth);
+    assert_eq!(digest(&mended), d2);
+    assert_eq!(
+        mended["ingest"]["repaired"].as_array().map(Vec::len),
+        Some(1),
+        "{mended}"
+    );
+    assert_view_is(&fourth, &env.files(&d2));
+    assert!(
+        spares(env.store(), &d2).is_empty(),
+        "the unsound spare is gone"
+    );
+    assert_ok(&env.run(["verify"]));
+    assert_ok(&env.run(["verify", "--tree", fourth.to_str().unwrap(), &d2]));
+}
