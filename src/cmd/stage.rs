@@ -10,15 +10,14 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use super::mounts::{ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, is_ce_arm};
-use super::{resolve, Provenance, Report};
+use super::{Provenance, Report};
 use crate::error::Result;
 use crate::gitnexus::{self, ReadOnlyMount};
 use crate::policy::Rejection;
-use crate::store::ingest::{ingest_into, open_source, undo_ingest, IngestOptions, IngestStats};
+use crate::store::ingest::{open_source, IngestOptions, IngestStats};
 use crate::store::views::{
-    checkout_into, effective_method, ingest_and_checkout, shared_view, Destination,
+    effective_method, view_for_run, Destination, DiscardOptions, DiscardReport, ViewOf,
 };
-use crate::store::views::{DiscardOptions, DiscardReport};
 use crate::store::{LockMode, Store};
 use crate::view::Method;
 
@@ -166,47 +165,16 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
             .map(|d| Destination::check(&store, d))
             .transpose()?;
         let method = effective_method(opts.method, false)?;
-        let (ingested, viewed) = match (&source, &dest, opts.release) {
-            (Some((source, ingest)), Some(dest), _) => {
-                let (done, view) = ingest_and_checkout(&mut store, source, ingest, dest, method)?;
-                (Some(done), (view.snapshot, view.view, "checkout"))
-            }
-            (source, dest, release) => {
-                let (digest, ingested) = match (source, release) {
-                    (Some((source, ingest)), _) => {
-                        let done = ingest_into(&mut store, source, ingest)?;
-                        (done.provenance.manifest_digest, Some(done))
-                    }
-                    (None, Release::Digest(d)) => (resolve(store.catalogue(), d)?, None),
-                    (None, _) => return Err(Rejection::CeArmWithoutPluginInputs.into()),
-                };
-                let viewed = match dest {
-                    Some(dest) => checkout_into(&mut store, digest, dest, method)
-                        .map(|done| (done.snapshot, done.view, "checkout")),
-                    None => shared_view(&mut store, digest).map(|done| {
-                        (
-                            done.snapshot,
-                            done.path.to_string_lossy().into_owned(),
-                            "shared",
-                        )
-                    }),
-                };
-                match viewed {
-                    Ok(v) => (ingested, v),
-                    Err(e) => {
-                        if let Some(done) = &ingested {
-                            undo_ingest(&mut store, done)?;
-                        }
-                        return Err(e);
-                    }
-                }
-            }
+        let of = match (&source, opts.release) {
+            (Some((source, ingest)), _) => ViewOf::Source(source, ingest),
+            (None, Release::Digest(d)) => ViewOf::Digest(d),
+            (None, _) => return Err(Rejection::CeArmWithoutPluginInputs.into()),
         };
-        let (snapshot, view, kind) = viewed;
-        report.provenance = Some(Provenance::from(&snapshot));
-        report.view = Some(view);
-        report.view_kind = Some(kind);
-        report.ingest = ingested.map(|done| {
+        let made = view_for_run(&mut store, of, dest.as_ref(), method)?;
+        report.provenance = Some(Provenance::from(&made.snapshot));
+        report.view = Some(made.path);
+        report.view_kind = Some(made.kind);
+        report.ingest = made.ingested.map(|done| {
             let mut ingest = done.ingest;
             ingest.remember_hashes();
             ingest

@@ -185,6 +185,77 @@ pub fn ingest_and_checkout(
     }
 }
 
+/// What a run's view is made from.
+pub enum ViewOf<'a> {
+    /// A release's source directory, ingested first.
+    Source(&'a Source, &'a IngestOptions<'a>),
+    /// A snapshot already in the store, by digest or unique prefix.
+    Digest(&'a str),
+}
+
+/// A run's view, made by [`view_for_run`].
+pub struct RunView {
+    /// The snapshot's row.
+    pub snapshot: SnapshotRow,
+    /// The view's absolute path.
+    pub path: String,
+    /// `checkout` (a view at a destination) or `shared` (the store's shared view).
+    pub kind: &'static str,
+    /// What the ingest did, for a source.
+    pub ingested: Option<IngestReport>,
+}
+
+/// Makes a run's view: ingests a source first, then checks the snapshot
+/// out at `dest`, or takes the store's shared view without one. A view that
+/// fails takes the ingest back, so a failure leaves no view, record or event.
+pub fn view_for_run(
+    store: &mut Store,
+    of: ViewOf<'_>,
+    dest: Option<&Destination>,
+    method: Method,
+) -> Result<RunView> {
+    let (ingested, digest) = match (of, dest) {
+        (ViewOf::Source(source, opts), Some(dest)) => {
+            let (done, view) = ingest_and_checkout(store, source, opts, dest, method)?;
+            return Ok(RunView {
+                snapshot: view.snapshot,
+                path: view.view,
+                kind: "checkout",
+                ingested: Some(done),
+            });
+        }
+        (ViewOf::Source(source, opts), None) => {
+            let done = super::ingest::ingest_into(store, source, opts)?;
+            let digest = done.provenance.manifest_digest;
+            (Some(done), digest)
+        }
+        (ViewOf::Digest(d), _) => (None, resolve(store.catalogue(), d)?),
+    };
+    let viewed = match dest {
+        Some(dest) => checkout_into(store, digest, dest, method).map(|done| RunView {
+            snapshot: done.snapshot,
+            path: done.view,
+            kind: "checkout",
+            ingested: None,
+        }),
+        None => shared_view(store, digest).map(|done| RunView {
+            snapshot: done.snapshot,
+            path: done.path.to_string_lossy().into_owned(),
+            kind: "shared",
+            ingested: None,
+        }),
+    };
+    match viewed {
+        Ok(view) => Ok(RunView { ingested, ..view }),
+        Err(e) => {
+            if let Some(done) = &ingested {
+                undo_ingest(store, done)?;
+            }
+            Err(e)
+        }
+    }
+}
+
 /// A spare claim to run beside the walk, with the destination's parent it
 /// is checked for; `None` when this source made no snapshot yet.
 #[allow(clippy::type_complexity)]
