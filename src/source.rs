@@ -739,22 +739,7 @@ fn python_code_points(name: &[u8]) -> Vec<u32> {
 mod tests {
     use super::*;
 
-    /// A minimal release with one 100-byte asset.
-    fn release(dir: &Path) {
-        let write = |rel: &str, data: &[u8]| {
-            let path = dir.join(rel);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, data).unwrap();
-        };
-        write(
-            ".claude-plugin/plugin.json",
-            br#"{"name": "compound-engineering", "version": "1.2.3"}"#,
-        );
-        for skill in policy::REQUIRED_SKILLS {
-            write(&format!("skills/{skill}/SKILL.md"), b"# skill\n");
-        }
-        write("assets/big.bin", &[b'x'; 100]);
-    }
+    use crate::store::testutil::release;
 
     fn rejection(source: &Source, bounds: policy::Bounds) -> Option<Rejection> {
         match source.walk("1.2.3", bounds, |_| Ok::<(), ()>(())) {

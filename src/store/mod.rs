@@ -71,7 +71,7 @@ pub mod manifests;
 pub mod objects;
 pub mod spares;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 pub mod upkeep;
 pub mod verify;
 pub mod views;

@@ -442,24 +442,12 @@ mod tests {
 
         let tmp = tempfile::tempdir().unwrap();
         let src = tmp.path().join("src");
-        let put = |rel: &str, data: &str| {
-            let p = src.join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, data).unwrap();
-        };
-        put(
-            ".claude-plugin/plugin.json",
-            r#"{"name":"compound-engineering","version":"1.0.0"}"#,
-        );
-        for skill in ["ce-plan", "ce-work", "ce-code-review"] {
-            put(&format!("skills/{skill}/SKILL.md"), skill);
-        }
-        put("assets/a.txt", "alpha\n");
+        crate::store::testutil::release(&src);
         let mut store = crate::store::testutil::open(tmp.path());
         let source = crate::source::Source::open(&src).unwrap();
         let opts = IngestOptions {
             source: &src,
-            version: "1.0.0",
+            version: "1.2.3",
             bounds: crate::policy::Bounds::REFERENCE,
         };
         let digest = ingest_into(&mut store, &source, &opts)
@@ -491,12 +479,12 @@ mod tests {
         assert!(claimed.still_sound(store.objects()));
         // A repair puts the same bytes at the object's path, as a new inode.
         let entry = store.catalogue().files(&digest).unwrap();
-        let entry = entry.iter().find(|e| e.path == "assets/a.txt").unwrap();
+        let entry = entry.iter().find(|e| e.path == "assets/big.bin").unwrap();
         let object = store.object_path(&entry.key());
         let shard = object.parent().unwrap();
         std::fs::set_permissions(shard, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::remove_file(&object).unwrap();
-        std::fs::write(&object, "alpha\n").unwrap();
+        std::fs::write(&object, [b'x'; 100]).unwrap();
         std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o444)).unwrap();
         assert!(
             !claimed.still_sound(store.objects()),

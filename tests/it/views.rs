@@ -2085,6 +2085,20 @@ fn a_stage_that_trusts_known_hashes_beside_a_spare_still_mends_a_damaged_object(
         let object = object_path(env.store(), &sha_hex(data), executable);
         chmod(&object, 0o644);
     };
+    // A stage that met a damaged object: it mended that one object, its
+    // view is the snapshot, and the spare that linked the object is gone.
+    let mended = |report: &Value, view: &Path, d: &str, spare_of: &str| {
+        assert_eq!(
+            report["ingest"]["repaired"].as_array().map(Vec::len),
+            Some(1),
+            "{report}"
+        );
+        assert_view_is(view, &env.files(d));
+        assert!(
+            spares(env.store(), spare_of).is_empty(),
+            "the unsound spare is gone"
+        );
+    };
 
     // Another snapshot from the source, and an object the walk takes on
     // trust damaged meanwhile: the spare linking it fails its check, and
@@ -2096,34 +2110,16 @@ fn a_stage_that_trusts_known_hashes_beside_a_spare_still_mends_a_damaged_object(
     let changed = stage(&third);
     let d2 = digest(&changed);
     assert_ne!(d1, d2);
-    assert_eq!(
-        changed["ingest"]["repaired"].as_array().map(Vec::len),
-        Some(1),
-        "{changed}"
-    );
-    assert_view_is(&third, &env.files(&d2));
-    assert!(
-        spares(env.store(), &d1).is_empty(),
-        "the unsound spare is gone"
-    );
+    mended(&changed, &third, &d2, &d1);
     assert_ok(&env.discard_spare(&third));
 
     // The same snapshot, its spare linking an object damaged since: the
     // spare fails its check, and the object is mended from the source.
     damage(b"#!/bin/sh\n", true);
     let fourth = env.at("fourth");
-    let mended = stage(&fourth);
-    assert_eq!(digest(&mended), d2);
-    assert_eq!(
-        mended["ingest"]["repaired"].as_array().map(Vec::len),
-        Some(1),
-        "{mended}"
-    );
-    assert_view_is(&fourth, &env.files(&d2));
-    assert!(
-        spares(env.store(), &d2).is_empty(),
-        "the unsound spare is gone"
-    );
+    let same = stage(&fourth);
+    assert_eq!(digest(&same), d2);
+    mended(&same, &fourth, &d2, &d2);
     assert_ok(&env.run(["verify"]));
     assert_ok(&env.run(["verify", "--tree", fourth.to_str().unwrap(), &d2]));
 }
