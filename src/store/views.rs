@@ -12,7 +12,7 @@ use super::ingest::{
     apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport, ObjectChecks,
 };
 use super::spares::Claimed;
-use super::{Store, VIEWS_DIR};
+use super::{Store, WorkDir, VIEWS_DIR};
 use crate::catalogue::{resolve, SnapshotRow, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
@@ -136,9 +136,9 @@ pub fn ingest_and_checkout(
         None => ObjectChecks::Now,
     };
     let (plan, claimed) = std::thread::scope(|s| {
-        let claiming = ahead.map(|(claim, parent)| {
+        let claiming = ahead.map(|ahead| {
             let (dir, objects) = (store.dir(), store.objects());
-            s.spawn(move || claim(dir, objects, parent.as_fd()))
+            s.spawn(move || ahead.claim(dir, objects))
         });
         let plan = plan_ingest(store, source, opts, checks);
         (plan, claiming.and_then(|h| h.join().ok().flatten()))
@@ -256,29 +256,36 @@ pub fn view_for_run(
     }
 }
 
-/// A spare claim to run beside the walk, with the destination's parent it
-/// is checked for; `None` when this source made no snapshot yet.
-#[allow(clippy::type_complexity)]
-fn claim_ahead(
-    store: &Store,
-    source: &Source,
-    dest: &Destination,
-) -> Option<(
-    impl FnOnce(BorrowedFd<'_>, BorrowedFd<'_>, BorrowedFd<'_>) -> Option<Claimed>,
-    OwnedFd,
-)> {
-    let source = source.root().display().to_string();
-    let digest = store.catalogue().last_ingested_from(&source).ok()??;
-    let parent = crate::fsutil::open_dir(rustix::fs::CWD, &dest.parent).ok()?;
-    let work = store.work_dir("checkout").ok()?;
-    let manifest = store.manifest_path(&digest);
-    let claim = move |dir: BorrowedFd<'_>, objects: BorrowedFd<'_>, parent: BorrowedFd<'_>| {
-        Claimed::claim(dir, objects, &manifest, work, digest, parent)
-    };
-    Some((claim, parent))
+/// A spare claim to run beside the walk: what it needs besides the store's
+/// handles, which the walk shares.
+struct ClaimAhead {
+    work: WorkDir,
+    digest: ManifestDigest,
+    manifest: PathBuf,
+    parent: OwnedFd,
 }
 
-/// [`checkout_into`], with a spare claimed ahead when there is one.
+impl ClaimAhead {
+    fn claim(self, dir: BorrowedFd<'_>, objects: BorrowedFd<'_>) -> Option<Claimed> {
+        let parent = self.parent.as_fd();
+        Claimed::claim(dir, objects, &self.manifest, self.work, self.digest, parent)
+    }
+}
+
+/// The spare claim for a checkout at `dest` of what `source` gives: a spare
+/// of the snapshot it gave last; `None` when it gave none yet.
+fn claim_ahead(store: &Store, source: &Source, dest: &Destination) -> Option<ClaimAhead> {
+    let source = source.root().display().to_string();
+    let digest = store.catalogue().last_ingested_from(&source).ok()??;
+    Some(ClaimAhead {
+        parent: crate::fsutil::open_dir(rustix::fs::CWD, &dest.parent).ok()?,
+        work: store.work_dir("checkout").ok()?,
+        manifest: store.manifest_path(&digest),
+        digest,
+    })
+}
+
+/// [`checkout_into`], with a spare of `digest` claimed ahead when there is one.
 fn checkout_with(
     store: &mut Store,
     digest: ManifestDigest,
@@ -294,13 +301,6 @@ fn checkout_with(
     let tmp_path = parent.join(&tmp);
     // A marker in the store names the temporary view, so that gc can remove
     // it if this process dies before publishing.
-    let claimed = match claimed {
-        Some(c) if c.digest() != digest => {
-            c.give_back(store.dir());
-            None
-        }
-        other => other,
-    };
     let (work, spare) = match claimed {
         Some(c) => c.place(store.dir(), &tmp_path, parent_fd.as_fd(), &tmp)?,
         None => {
