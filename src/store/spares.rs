@@ -22,13 +22,17 @@
 //!   exactly the manifest's names, is `0555` and belongs to this user; every
 //!   file is the very inode of its object as the store holds it now (so its
 //!   bytes are the object's, checked by size and mode as a build checks them),
-//!   or a fresh empty file with the right mode. A spare that fails the check
+//!   or an empty file as a build makes it: the right mode, one link, and this
+//!   user and the root's group as its owner (another owner could make it
+//!   writable and fill it once it is handed out). Every directory belongs to
+//!   the root's group too. A spare that fails the check
 //!   never leaves the store: it is removed with the work directory (or by gc,
 //!   should that fail), and the view is built as usual.
 //!
 //! So a spare never hands out anything a fresh build would not: a file added,
 //! removed or replaced in a view while it was in use, an object repaired
-//! since, or a mode changed through a view, all fail the check. `rm` removes
+//! since, or a mode, owner, group or link count changed through a view, all
+//! fail the check. `rm` removes
 //! a snapshot's spares, and gc those of snapshots the catalogue no longer
 //! records.
 
@@ -303,18 +307,21 @@ fn check(
 ) -> Option<(Built, Vec<Linked>)> {
     let root = open_dir(dir, name).ok()?;
     let root = root.as_fd();
-    let me = rustix::process::geteuid().as_raw();
-    let objects_dev = rustix::fs::fstat(objects).ok()?.st_dev;
+    let made = Made {
+        uid: rustix::process::geteuid().as_raw(),
+        gid: rustix::fs::fstat(root).ok()?.st_gid,
+        dev: rustix::fs::fstat(objects).ok()?.st_dev,
+    };
     let tree = expected_tree(entries);
     if !tree
         .iter()
-        .all(|(dir, names)| sound_dir(root, dir, names, me, objects_dev))
+        .all(|(dir, names)| sound_dir(root, dir, names, &made))
     {
         return None;
     }
     let mut objects_linked = Vec::with_capacity(entries.len());
     for e in entries {
-        objects_linked.extend(sound_file(root, objects, e)?);
+        objects_linked.extend(sound_file(root, objects, e, &made)?);
     }
     let linked = objects_linked.len() as u64;
     let mut built = Built {
@@ -330,10 +337,30 @@ fn check(
     Some((built, objects_linked))
 }
 
+/// What a build by this process gives every directory and empty file of a
+/// view: its owner, its group, and (for directories) its filesystem.
+struct Made {
+    /// This user: no other can change the mode of what it owns, and so
+    /// none can make a file or directory of the view writable.
+    uid: u32,
+    /// The group of the view's root, which a build gives everything it
+    /// creates below it (this process's, or that of a setgid parent).
+    gid: u32,
+    /// The filesystem of the objects.
+    dev: u64,
+}
+
+impl Made {
+    /// Whether `st` belongs to the user and group a build gives.
+    fn owns(&self, st: &rustix::fs::Stat) -> bool {
+        st.st_uid == self.uid && st.st_gid == self.gid
+    }
+}
+
 /// Whether a spare's directory (`""` for its root) holds exactly `names`,
-/// belongs to this user and has the mode a view's has (the root `0755`
-/// while it is a spare).
-fn sound_dir(root: BorrowedFd<'_>, dir: &str, names: &BTreeSet<&str>, me: u32, dev: u64) -> bool {
+/// belongs to this user and the root's group, and has the mode a view's
+/// has (the root `0755` while it is a spare).
+fn sound_dir(root: BorrowedFd<'_>, dir: &str, names: &BTreeSet<&str>, made: &Made) -> bool {
     let fd = if dir.is_empty() {
         rustix::io::dup(root)
     } else {
@@ -344,7 +371,7 @@ fn sound_dir(root: BorrowedFd<'_>, dir: &str, names: &BTreeSet<&str>, me: u32, d
         return false;
     };
     let want = if dir.is_empty() { 0o755 } else { 0o555 };
-    if st.st_mode & 0o7777 != want || st.st_dev != dev || st.st_uid != me {
+    if st.st_mode & 0o7777 != want || st.st_dev != made.dev || !made.owns(&st) {
         return false;
     }
     list_names(fd.as_fd()).is_ok_and(|found| {
@@ -381,9 +408,16 @@ fn object_is(objects: BorrowedFd<'_>, key: &ObjectKey, size: u64, id: (u64, u64)
 }
 
 /// Whether a spare's file is the very inode of its intact object (then
-/// `Some(Some(that object))`), or a fresh empty file (`Some(None)`), with
-/// the mode a view's has. `None` when it is neither.
-fn sound_file(root: BorrowedFd<'_>, objects: BorrowedFd<'_>, e: &Entry) -> Option<Option<Linked>> {
+/// `Some(Some(that object))`), or an empty file as a build makes it
+/// (`Some(None)`): its one link, owned by this user and the root's group,
+/// so that no one else can make it writable and fill it; either with the
+/// mode a view's has. `None` when it is neither.
+fn sound_file(
+    root: BorrowedFd<'_>,
+    objects: BorrowedFd<'_>,
+    e: &Entry,
+    made: &Made,
+) -> Option<Option<Linked>> {
     let key = e.key();
     let st = rustix::fs::statat(root, e.path.as_str(), AtFlags::SYMLINK_NOFOLLOW).ok()?;
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
@@ -393,7 +427,7 @@ fn sound_file(root: BorrowedFd<'_>, objects: BorrowedFd<'_>, e: &Entry) -> Optio
         return None;
     }
     if e.size == 0 {
-        return (st.st_nlink == 1).then_some(None);
+        return (st.st_nlink == 1 && made.owns(&st)).then_some(None);
     }
     let id = (st.st_dev, st.st_ino);
     object_is(objects, &key, e.size, id).then_some(Some(Linked {

@@ -1727,6 +1727,14 @@ fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
             write(&v.join("skills/ce-work/empty.md"), "now full");
             chmod(&v.join("skills/ce-work/empty.md"), 0o444);
         }),
+        ("an empty file left writable", |v, _| {
+            chmod(&v.join("skills/ce-work/empty.md"), 0o644)
+        }),
+        ("an empty file linked from outside the view", |v, _| {
+            let outside =
+                v.with_file_name(format!("{}-link", v.file_name().unwrap().to_string_lossy()));
+            fs::hard_link(v.join("skills/ce-work/empty.md"), outside).unwrap();
+        }),
         ("a directory left writable", |v, _| {
             chmod(&v.join("assets/deep"), 0o755)
         }),
@@ -1782,6 +1790,85 @@ fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
         assert_eq!(env.checkout_ok(&d, &again, &[])["spare"], true, "{what}");
         assert_view_is(&again, &files);
         assert_ok(&env.discard_spare(&again));
+    }
+    assert_ok(&env.run(["verify"]));
+}
+
+#[test]
+fn a_spare_whose_empty_file_or_directory_changed_owner_is_never_handed_out() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipping: giving a view's files to another user needs root");
+        return;
+    }
+    let env = Env::new();
+    let src = env.at("src");
+    let empty: &[(&str, &[u8], u32)] = &[
+        ("skills/ce-work/empty.md", b"", 0o644),
+        ("scripts/empty.sh", b"", 0o755),
+    ];
+    small_tree(&src, "1.0.0", &[SPARE_FILES, empty].concat());
+    let d = env.ingest(&src, "1.0.0");
+    let files = env.files(&d);
+    let me = (
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw(),
+    );
+    let chown = |path: &Path, uid: Option<u32>, gid: Option<u32>| {
+        std::os::unix::fs::lchown(path, uid, gid).expect("chown");
+    };
+    type Tamper<'a> = &'a dyn Fn(&Path);
+    let tampers: &[(&str, Tamper)] = &[
+        // `chown nobody`: another user could then make the file writable
+        // and fill it in every run the spare is handed to.
+        ("an empty file given to another user", &|v| {
+            chown(&v.join("skills/ce-work/empty.md"), Some(65534), None)
+        }),
+        ("an executable empty file given to another user", &|v| {
+            chown(&v.join("scripts/empty.sh"), Some(65534), None)
+        }),
+        ("an empty file given to another group", &|v| {
+            chown(&v.join("skills/ce-work/empty.md"), None, Some(65534))
+        }),
+        ("a directory given to another group", &|v| {
+            chown(&v.join("assets/deep"), None, Some(65534))
+        }),
+        ("a directory given to another user", &|v| {
+            chown(&v.join("skills"), Some(65534), None)
+        }),
+    ];
+    for (i, (what, tamper)) in tampers.iter().enumerate() {
+        let view = env.at(&format!("view{i}"));
+        env.checkout_ok(&d, &view, &[]);
+        tamper(&view);
+        let report = parse_json(&env.discard_spare(&view));
+        assert_eq!(report["removed"], true, "{what}: {report}");
+        assert_eq!(
+            spares(env.store(), &d).len(),
+            1,
+            "{what}: kept, to be checked"
+        );
+        let next = env.at(&format!("next{i}"));
+        let report = env.checkout_ok(&d, &next, &[]);
+        assert_eq!(report["spare"], false, "{what}: handed out: {report}");
+        assert!(spares(env.store(), &d).is_empty(), "{what}: not removed");
+        assert_view_is(&next, &files);
+        // The fresh view's empty files and directories are the store user's.
+        for rel in [
+            "skills/ce-work/empty.md",
+            "scripts/empty.sh",
+            "skills",
+            "assets/deep",
+        ] {
+            let st = fs::symlink_metadata(next.join(rel)).unwrap();
+            assert_eq!((st.uid(), st.gid()), me, "{what}: owner of {rel}");
+        }
+        assert_eq!(nlink(&next.join("skills/ce-work/empty.md")), 1);
+        assert!(tmp_siblings(&env.t.base).is_empty(), "{what}");
+        // A sound spare still serves.
+        assert_eq!(parse_json(&env.discard_spare(&next))["spare"], true);
+        let again = env.at(&format!("again{i}"));
+        assert_eq!(env.checkout_ok(&d, &again, &[])["spare"], true, "{what}");
+        assert_ok(&env.discard(&again, None));
     }
     assert_ok(&env.run(["verify"]));
 }
