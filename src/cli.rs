@@ -5,6 +5,7 @@
 //! [`crate::error`]).
 
 use std::io::{self, Write};
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -26,8 +27,8 @@ use crate::view;
     version,
     max_term_width = 100,
     after_help = "Exit codes: 0 success, 1 integrity, 2 usage, 3 rejected, 4 not found, \
-                  5 ambiguous, 6 conflict, 7 store failure, 8 remote failure \
-                  (docs/exit-codes.md; JSON: docs/json.md)."
+                  5 ambiguous, 6 conflict, 7 store failure, 8 remote failure; \
+                  128+N stage --hold ended by signal N (docs/exit-codes.md; JSON: docs/json.md)."
 )]
 pub struct Cli {
     /// The store directory [default: $CESTORE_DIR, else $XDG_DATA_HOME/cestore,
@@ -335,8 +336,10 @@ pub struct StageArgs {
     /// Once the view is made and reported, wait for one line on standard
     /// input, then discard the view and report that too: `discard --spare`
     /// keeps it as a spare, `discard` (or any other line, or the end of
-    /// input, as when the caller dies) removes it. One process for a
-    /// sweep's whole staging; nothing of the store is held while waiting.
+    /// input, as when the caller dies) removes it, as SIGTERM, SIGINT or
+    /// SIGHUP does (the exit code is then 128 + the signal's number). One
+    /// process for a sweep's whole staging; nothing of the store is held
+    /// while waiting.
     /// Without a ce_* arm there is no view, and nothing to wait for.
     #[arg(long, requires = "dest")]
     hold: bool,
@@ -770,6 +773,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Discard(a) => emit(cli, out, &cmd::discard::discard(&root, &a.into())?),
         Command::Path(a) => emit(cli, out, &cmd::path::path(&root, &a.digest)?),
         Command::Stage(a) if a.hold => {
+            let mut interrupts = cmd::stage::catch_signals()?;
             let staged = cmd::stage::stage(&root, &a.into())?;
             let shown = emit(cli, out, &staged).and_then(|code| {
                 out.flush()
@@ -781,8 +785,11 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
                 return shown;
             };
             // A caller that cannot read the report (it died) gets no view left behind.
-            let spare = shown.is_ok() && cmd::stage::wait_for_release(io::stdin().lock());
-            let released = cmd::stage::release(&root, &view, spare);
+            let ending = match shown {
+                Ok(_) => cmd::stage::wait_for_release(io::stdin().as_fd(), &mut interrupts),
+                Err(_) => cmd::stage::Ending::Released { spare: false },
+            };
+            let released = cmd::stage::release(&root, &view, ending, &mut interrupts);
             shown?;
             emit(cli, out, &released?)
         }

@@ -12,6 +12,10 @@
 //! | 7 | store failure: I/O, the catalogue, or the store's own layout |
 //! | 8 | remote failure: a registry could not be reached, refused the credentials, or answered something unusable |
 //!
+//! A held stage (`stage --hold`) ended by SIGHUP, SIGINT or SIGTERM exits
+//! 128 + the signal's number (129, 130, 143): not an error, but its release
+//! report's code (`cmd::stage::ReleaseReport`).
+//!
 //! The table is repeated in `docs/exit-codes.md`.
 
 use std::io;

@@ -20,6 +20,7 @@
 //! - [`remote`]: pushing to and pulling from registries (OCI), and
 //!   [`bundle`]: a snapshot as one file;
 //! - [`audit`]: a results file's digests and rows against the store;
+//! - [`interrupt`]: termination signals caught, for `stage --hold`;
 //! - [`cmd`]: one module per command;
 //! - [`cli`]: the command line.
 
@@ -32,6 +33,7 @@ pub mod digest;
 pub mod error;
 pub mod fsutil;
 pub mod gitnexus;
+pub mod interrupt;
 pub mod manifest;
 pub mod policy;
 pub mod pool;

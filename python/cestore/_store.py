@@ -374,7 +374,9 @@ class HeldStage:
     One `cestore` process makes the view and, once released, discards it: a
     sweep's whole staging costs one process start. The process holds nothing
     of the store meanwhile. Should this process die first, the view is
-    discarded all the same (the held process sees its input end).
+    discarded all the same (the held process sees its input end); so it is
+    when the held process gets SIGTERM, SIGINT or SIGHUP, and `release` then
+    finds it done.
     """
 
     def __init__(self, argv: list[str]) -> None:
@@ -424,7 +426,10 @@ class HeldStage:
         return rest
 
     def release(self, *, spare: bool = False) -> bool:
-        """Discards the view; returns whether this call removed it.
+        """Discards the view; returns whether its process removed it.
+
+        That is on this call, or on a termination signal the process got
+        before it (then nothing is left to do, and nothing is raised).
 
         With `spare`, the store keeps the view whole for the next checkout of
         its snapshot (see `Store.discard`): only when no process and no

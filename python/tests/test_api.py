@@ -109,6 +109,34 @@ def test_held_stage_discards_on_release_and_when_its_caller_is_killed(tmp_path: 
     assert store.verify().ok
 
 
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_held_stage_whose_process_is_signalled_discards_its_view(
+    tmp_path: Path, store_dir: Path, signame: str
+) -> None:
+    import signal
+    import time
+
+    store = cestore.Store()
+    src = write_release(tmp_path / "a", extra={"skills/ce-work/empty.md": b""})
+    view = tmp_path / "view"
+    held = store.hold_stage(["ce_review"], plugin_dir=src, plugin_version="1.2.3", dest=view)
+    digest = held.stage.provenance.manifest_digest
+    assert view.is_dir() and len(store.show(digest).views) == 1
+    # The held process leads a session of its own: its group is its pid.
+    sig = getattr(signal, signame)
+    os.killpg(held._proc.pid, sig)
+    deadline = time.monotonic() + 10
+    while held._proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert held._proc.returncode == 128 + sig
+    assert not view.exists() and store.show(digest).views == []
+    # The release that follows reads what the process said and raises nothing.
+    assert held.release() is True
+    assert held.release() is False, "a second release does nothing"
+    assert not (store_dir / "spare" / digest).exists() or not list((store_dir / "spare" / digest).iterdir())
+    assert store.verify().ok
+
+
 def test_rejected(tmp_path: Path, store_dir: Path) -> None:
     with pytest.raises(cestore.Rejected) as info:
         cestore.Store().ingest(write_release(tmp_path / "a"), "1.2.4")

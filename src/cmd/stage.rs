@@ -7,12 +7,14 @@
 //! view, and answers with the provenance, the view and every arm's mounts.
 
 use std::io::{self, Write};
+use std::os::fd::BorrowedFd;
 use std::path::Path;
 
 use super::mounts::{ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, is_ce_arm};
 use super::{Provenance, Report};
 use crate::error::Result;
 use crate::gitnexus::{self, ReadOnlyMount};
+use crate::interrupt::{Interrupts, Signal, Waited};
 use crate::policy::Rejection;
 use crate::store::ingest::{open_source, IngestOptions, IngestStats};
 use crate::store::views::{
@@ -193,27 +195,88 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
     Ok(report)
 }
 
-/// Waits for the line that ends a held stage (`--hold`) and tells whether
-/// the view is to be kept as a spare: only `discard --spare` keeps it;
-/// `discard`, any other line, a read error or the end of input (the caller
-/// died) remove it. At most a short line is read.
-pub fn wait_for_release(input: impl io::BufRead) -> bool {
-    use io::BufRead as _;
-    let mut line = String::new();
-    match input.take(64).read_line(&mut line) {
-        Ok(_) => line.trim() == "discard --spare",
-        Err(_) => false,
+/// How a held stage (`--hold`) ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Its caller released it: with `discard --spare` (`spare`), with
+    /// `discard` or any other line, or by the end of its input (it died).
+    Released {
+        /// Keep the view as a spare.
+        spare: bool,
+    },
+    /// A termination signal came first.
+    Signalled(Signal),
+}
+
+/// Catches the termination signals for a held stage, from before it makes
+/// its view: one that comes while the view is made is acted on once it is
+/// made, so that no signal leaves a view behind.
+pub fn catch_signals() -> Result<Interrupts> {
+    Interrupts::catch()
+        .map_err(|e| crate::Error::io("catch the termination signals", "<signals>", e))
+}
+
+/// Waits for what ends a held stage: the line that releases it, the end of
+/// its input, or a termination signal, whichever comes first. Only
+/// `discard --spare` keeps the view as a spare; any other line, a read
+/// error or the end of input (the caller died) remove it, as a signal does.
+/// At most a short line is read.
+pub fn wait_for_release(input: BorrowedFd<'_>, interrupts: &mut Interrupts) -> Ending {
+    match interrupts.read_line(input, 64) {
+        Waited::Line(line) => Ending::Released {
+            spare: line.trim() == "discard --spare",
+        },
+        Waited::Signal(signal) => Ending::Signalled(signal),
     }
 }
 
-/// Ends a held stage: discards its view, keeping it as a spare when asked.
-pub fn release(store_root: &Path, view: &Path, spare: bool) -> Result<DiscardReport> {
-    super::discard::discard(
+/// The report of a held stage's end: the discard's, and the signal that
+/// ended it, if one did.
+#[derive(Debug, serde::Serialize)]
+pub struct ReleaseReport {
+    /// What the discard did.
+    #[serde(flatten)]
+    pub discard: DiscardReport,
+    /// The termination signal that ended the stage, or one that came while
+    /// its release was under way; `None` without one.
+    pub signal: Option<Signal>,
+}
+
+impl Report for ReleaseReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        self.discard.human(w)?;
+        if let Some(signal) = self.signal {
+            writeln!(w, "stopped by {}", signal.name())?;
+        }
+        Ok(())
+    }
+
+    fn exit_code(&self) -> u8 {
+        self.signal.map_or(0, Signal::exit_code)
+    }
+}
+
+/// Ends a held stage: discards its view, keeping it as a spare only when
+/// its caller asked for that. A signal that comes meanwhile does not stop
+/// the discard; it is reported, with its exit code, once the view is gone.
+pub fn release(
+    store_root: &Path,
+    view: &Path,
+    ending: Ending,
+    interrupts: &mut Interrupts,
+) -> Result<ReleaseReport> {
+    let spare = matches!(ending, Ending::Released { spare: true });
+    let discard = super::discard::discard(
         store_root,
         &DiscardOptions {
             dest: view,
             force_digest: None,
             spare,
         },
-    )
+    )?;
+    let signal = match ending {
+        Ending::Signalled(signal) => Some(signal),
+        Ending::Released { .. } => interrupts.caught(),
+    };
+    Ok(ReleaseReport { discard, signal })
 }

@@ -372,6 +372,19 @@ struct DiscardOut {
     spare: bool,
 }
 
+/// The release object of `stage --hold`: the discard's, with `signal`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReleaseOut {
+    ok: bool,
+    view: String,
+    manifest_digest: Option<String>,
+    recorded: bool,
+    removed: bool,
+    spare: bool,
+    signal: Option<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GcOut {
@@ -779,8 +792,10 @@ fn every_command_fits_the_documented_schema() {
     let staged: StageOut = serde_json::from_str(lines[0]).expect("the stage's object");
     assert!(staged.ok && staged.view.as_deref() == held.to_str());
     assert_eq!(staged.view_kind.as_deref(), Some("checkout"));
-    let released: DiscardOut = serde_json::from_str(lines[1]).expect("the discard's object");
-    assert!(released.ok && released.removed && released.spare);
+    let released: ReleaseOut = serde_json::from_str(lines[1]).expect("the discard's object");
+    assert!(released.ok && released.removed && released.spare && released.recorded);
+    assert_eq!(released.signal, None);
+    assert_eq!(released.manifest_digest.as_deref(), Some(d.as_str()));
     assert_eq!(released.view, staged.view.expect("a view"));
 
     let bundle = env.path("b.tar.zst");

@@ -16,6 +16,7 @@ mod proxy;
 mod recovery;
 mod remote;
 mod rules;
+mod signals;
 mod upkeep;
 mod views;
 mod wire;
