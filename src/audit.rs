@@ -531,7 +531,7 @@ struct Tally {
     pulled: bool,
 }
 
-/// Finds a digest's tally in 16 bytes a digest: a table from a keyed
+/// Finds a digest's tally in 16 bytes an entry: a table from a keyed
 /// 64-bit hash of the digest to the tally's index, the tally holding the
 /// digest itself. The key is random per run, so that an input cannot choose
 /// digests that collide; two digests that do are looked up in `collided`.
