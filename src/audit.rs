@@ -11,12 +11,16 @@
 //!
 //! Every list that grows with the rows (row problems, malformed lines, the
 //! versions and arms of one digest) keeps at most [`LISTED`] or
-//! [`KEPT_VALUES`] entries and counts the rest.
+//! [`KEPT_VALUES`] entries and counts the rest; every string taken from a
+//! row is [`cut`] to 80 characters as it is read; a distinct digest costs a
+//! fixed 128-byte tally, and the report is made from the tallies one digest
+//! at a time.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::io::{self, Read};
+use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -320,9 +324,14 @@ impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
 }
 
 /// Parses one line into the three slots, or says why it is not a row.
+///
+/// JSON is UTF-8: a line that is not is no row, whatever it holds, and the
+/// reason names the first byte that breaks it (serde_json skips the strings
+/// it does not keep without checking them, so the line is checked first).
 fn parse_row<'a>(line: &'a [u8], node: &Node) -> Result<[Val<'a>; 3], String> {
+    let text = std::str::from_utf8(line).map_err(|e| not_utf8(&e))?;
     let mut vals: [Val<'a>; 3] = Default::default();
-    let mut de = serde_json::Deserializer::from_slice(line);
+    let mut de = serde_json::Deserializer::from_str(text);
     let parsed = ObjectSeed {
         node,
         vals: &mut vals,
@@ -332,81 +341,272 @@ fn parse_row<'a>(line: &'a [u8], node: &Node) -> Result<[Val<'a>; 3], String> {
     .and_then(|()| de.end());
     match parsed {
         Ok(()) => Ok(vals),
-        Err(e) => Err(match serde_json::from_slice::<IgnoredAny>(line) {
-            Ok(_) => format!("{}, not an object", json_kind(line)),
-            Err(_) => format!("not JSON: {e}"),
+        // Not an object: say what it is, or, when it is no JSON text at
+        // all, what a plain parse of it finds.
+        Err(e) => Err(match json_kind(line) {
+            Some(kind) => match serde_json::from_str::<IgnoredAny>(text) {
+                Ok(_) => format!("{kind}, not an object"),
+                Err(e) => format!("not JSON: {e}"),
+            },
+            None => format!("not JSON: {e}"),
         }),
     }
 }
 
-/// What a valid JSON text that is not an object is.
-fn json_kind(line: &[u8]) -> &'static str {
-    match line.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'[') => "a JSON array",
-        Some(b'"') => "a JSON string",
-        Some(b'n') => "JSON null",
-        Some(b't' | b'f') => "a JSON boolean",
-        _ => "a JSON number",
+/// Why a line is not UTF-8: the first bad byte, counted from 1.
+fn not_utf8(e: &std::str::Utf8Error) -> String {
+    let at = e.valid_up_to() + 1;
+    match e.error_len() {
+        Some(_) => format!("invalid UTF-8 at byte {at}"),
+        None => format!("invalid UTF-8 at byte {at}: the line ends inside a character"),
     }
 }
 
-/// A place in the input: which input (by its index) and which line (from 1).
-#[derive(Clone, Copy, Debug)]
-struct At {
-    input: usize,
-    line: u64,
+/// What a JSON text other than an object would be, by its first character.
+fn json_kind(line: &[u8]) -> Option<&'static str> {
+    match line.iter().find(|b| !b.is_ascii_whitespace())? {
+        b'[' => Some("a JSON array"),
+        b'"' => Some("a JSON string"),
+        b'n' => Some("JSON null"),
+        b't' | b'f' => Some("a JSON boolean"),
+        b'-' | b'0'..=b'9' => Some("a JSON number"),
+        _ => None,
+    }
+}
+
+/// A line of the inputs, counted from 1 across all of them: the lines of
+/// the first input, then those of the next, and so on. One integer, so that
+/// a tally's places cost 8 bytes each; [`Lines::place`] names the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct At(u64);
+
+/// Where each input's lines start, to turn an [`At`] back into a place.
+#[derive(Debug, Default)]
+struct Lines {
+    /// Each input's name, as reported.
+    names: Vec<String>,
+    /// The lines of all inputs before each one.
+    before: Vec<u64>,
+}
+
+impl Lines {
+    /// The input and line of `at`.
+    fn place(&self, at: At) -> Place<'_> {
+        // The last input that starts before `at` holds it: an input with no
+        // lines starts where the next one does and is passed over.
+        let input = self.before.partition_point(|&b| b < at.0).saturating_sub(1);
+        Place {
+            file: self.names.get(input).map_or("", String::as_str),
+            line: at.0 - self.before.get(input).copied().unwrap_or(0),
+        }
+    }
 }
 
 /// A place in the input, as reported.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Place {
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Place<'a> {
     /// The input: an absolute path, or `<stdin>`.
-    pub file: String,
+    pub file: &'a str,
     /// The line, counted from 1.
     pub line: u64,
+}
+
+/// The distinct versions and arms the tallies name, each held once and
+/// referred to by a 4-byte id: a million digests of one version and one
+/// arm hold two strings, not two million.
+#[derive(Debug, Default)]
+struct Values {
+    list: Vec<Box<str>>,
+    ids: HashMap<Box<str>, NonZeroU32>,
+}
+
+impl Values {
+    /// The id of `value`, added when new; `None` when no id is left.
+    fn id(&mut self, value: &str) -> Option<NonZeroU32> {
+        if let Some(&id) = self.ids.get(value) {
+            return Some(id);
+        }
+        let id = NonZeroU32::new(u32::try_from(self.list.len() + 1).ok()?)?;
+        self.list.push(value.into());
+        self.ids.insert(value.into(), id);
+        Some(id)
+    }
+
+    fn get(&self, id: NonZeroU32) -> &str {
+        self.list.get(id.get() as usize - 1).map_or("", |v| &**v)
+    }
 }
 
 /// A value claimed by rows, with how many and the first.
 #[derive(Debug)]
 struct Claim {
-    value: String,
     rows: u64,
     first: At,
+    value: NonZeroU32,
 }
 
-/// What the rows say about one digest.
+/// The values one field takes in a digest's rows: the first held inline
+/// (most digests have one version and one arm), any others beside it, at
+/// most [`KEPT_VALUES`] in all; rows of further values are counted.
+#[derive(Debug, Default)]
+struct Claims {
+    head: Option<Claim>,
+    rest: Option<Box<MoreClaims>>,
+}
+
+#[derive(Debug, Default)]
+struct MoreClaims {
+    more: Vec<Claim>,
+    unlisted: u64,
+}
+
+impl Claims {
+    fn iter(&self) -> impl Iterator<Item = &Claim> {
+        self.head
+            .iter()
+            .chain(self.rest.iter().flat_map(|r| r.more.iter()))
+    }
+
+    fn unlisted(&self) -> u64 {
+        self.rest.as_ref().map_or(0, |r| r.unlisted)
+    }
+
+    /// Counts a row claiming `value` (already [`cut`]).
+    fn add(&mut self, values: &mut Values, value: &str, at: At) {
+        let found = match &mut self.head {
+            Some(h) if values.get(h.value) == value => Some(h),
+            Some(_) => self
+                .rest
+                .as_mut()
+                .and_then(|r| r.more.iter_mut().find(|c| values.get(c.value) == value)),
+            None => None,
+        };
+        if let Some(c) = found {
+            c.rows += 1;
+            return;
+        }
+        let listed = self.iter().count();
+        let id = if listed < KEPT_VALUES {
+            values.id(value)
+        } else {
+            None
+        };
+        let claim = id.map(|value| Claim {
+            rows: 1,
+            first: at,
+            value,
+        });
+        match (claim, self.head.is_none()) {
+            (Some(c), true) => self.head = Some(c),
+            (Some(c), false) => self.rest.get_or_insert_default().more.push(c),
+            (None, _) => self.rest.get_or_insert_default().unlisted += 1,
+        }
+    }
+
+    fn report<'a>(&self, values: &'a Values, lines: &'a Lines) -> Vec<Claimed<'a>> {
+        self.iter()
+            .map(|c| Claimed {
+                value: values.get(c.value),
+                rows: c.rows,
+                first: lines.place(c.first),
+            })
+            .collect()
+    }
+}
+
+/// What the rows say about one digest, in a fixed 128 bytes (checked by a
+/// unit test) plus what more than one version or arm per digest takes.
 #[derive(Debug)]
 struct Tally {
+    digest: ManifestDigest,
     rows: u64,
     first: At,
     last: At,
-    versions: Vec<Claim>,
-    versions_unlisted: u64,
-    arms: Vec<Claim>,
-    arms_unlisted: u64,
+    versions: Claims,
+    arms: Claims,
+    /// The snapshot's version, once the store was asked: an id in
+    /// [`Values`]; `None` when the store does not hold the digest.
+    stored: Option<NonZeroU32>,
+    /// Whether this audit pulled it from the registry.
+    pulled: bool,
 }
 
-/// Counts `value` in `claims`, keeping at most [`KEPT_VALUES`] of them, each
-/// cut to [`QUOTED`] characters (a cut one ends in `…`, so it never equals a
-/// real version).
-fn claim(claims: &mut Vec<Claim>, unlisted: &mut u64, value: &str, at: At) {
-    let cut;
-    let value = if value.len() > QUOTED && value.chars().nth(QUOTED).is_some() {
-        cut = format!("{}…", value.chars().take(QUOTED).collect::<String>());
-        cut.as_str()
-    } else {
-        value
-    };
-    if let Some(c) = claims.iter_mut().find(|c| c.value == value) {
-        c.rows += 1;
-    } else if claims.len() < KEPT_VALUES {
-        claims.push(Claim {
-            value: value.to_string(),
-            rows: 1,
-            first: at,
-        });
-    } else {
-        *unlisted += 1;
+/// Finds a digest's tally in 16 bytes an entry: a table from a keyed
+/// 64-bit hash of the digest to the tally's index, the tally holding the
+/// digest itself. The key is random per run, so that an input cannot choose
+/// digests that collide; two digests that do are looked up in `collided`.
+#[derive(Debug, Default)]
+struct Index {
+    key: std::hash::RandomState,
+    by_hash: HashMap<u64, usize, std::hash::BuildHasherDefault<Spread>>,
+    collided: HashMap<ManifestDigest, usize>,
+}
+
+/// The hasher of a hash already random: passes the 64 bits on.
+#[derive(Default)]
+struct Spread(u64);
+
+impl std::hash::Hasher for Spread {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+impl Index {
+    /// The index of `digest`'s tally in `tallies`, a new one added when absent.
+    fn tally(&mut self, tallies: &mut Vec<Tally>, digest: ManifestDigest, at: At) -> usize {
+        use std::hash::BuildHasher;
+        let hash = self.key.hash_one(digest);
+        let fresh = tallies.len();
+        let found = match self.by_hash.get(&hash) {
+            None => {
+                self.by_hash.insert(hash, fresh);
+                None
+            }
+            Some(&i) if tallies[i].digest == digest => Some(i),
+            Some(_) => match self.collided.get(&digest) {
+                Some(&i) => Some(i),
+                None => {
+                    self.collided.insert(digest, fresh);
+                    None
+                }
+            },
+        };
+        found.unwrap_or_else(|| {
+            tallies.push(Tally {
+                digest,
+                rows: 0,
+                first: at,
+                last: at,
+                versions: Claims::default(),
+                arms: Claims::default(),
+                stored: None,
+                pulled: false,
+            });
+            fresh
+        })
+    }
+}
+
+/// `s` cut to [`QUOTED`] characters, with `…` after the cut when anything
+/// was cut: every string taken from a row (a version, an arm, a value
+/// quoted in a problem) is held and reported through this, so that no row
+/// makes audit hold or print more than a few hundred bytes of it.
+pub fn cut(s: &str) -> Cow<'_, str> {
+    if s.len() <= QUOTED {
+        return Cow::Borrowed(s);
+    }
+    match s.char_indices().nth(QUOTED) {
+        Some((at, _)) => Cow::Owned(format!("{}…", &s[..at])),
+        None => Cow::Borrowed(s),
     }
 }
 
@@ -458,23 +658,35 @@ pub struct Input {
 pub struct Scan {
     fields: Fields,
     inputs: Vec<Input>,
-    tallies: HashMap<ManifestDigest, Tally>,
+    lines: Lines,
+    /// One per distinct digest; in digest order once the scan is done.
+    tallies: Vec<Tally>,
+    /// Finds a tally while reading; dropped when the scan is done.
+    index: Index,
+    values: Values,
     problems: Vec<(At, &'static str, Option<String>, String)>,
     problem_count: u64,
+    /// The rows that carry at least one of the three fields.
+    with_fields: u64,
 }
 
 impl Scan {
     /// The digests the rows name, in order.
-    pub fn digests(&self) -> Vec<ManifestDigest> {
-        let mut d: Vec<ManifestDigest> = self.tallies.keys().copied().collect();
-        d.sort();
-        d
+    pub fn digests(&self) -> impl Iterator<Item = ManifestDigest> + '_ {
+        self.tallies.iter().map(|t| t.digest)
     }
 
     fn row(&mut self, at: At, vals: [Val<'_>; 3]) {
         let [digest, version, arm] = vals;
+        if ![&digest, &version, &arm]
+            .iter()
+            .all(|v| matches!(v, Val::Absent))
+        {
+            self.with_fields += 1;
+        }
         let arm_text = arm.as_str();
         let ce = arm_text.is_some_and(is_ce_arm);
+        let arm_cut = arm_text.map(cut);
         let carried: Vec<&str> = [
             (digest.present(), self.fields.digest.as_str()),
             (version.present(), self.fields.version.as_str()),
@@ -484,7 +696,7 @@ impl Scan {
         .map(|(_, f)| *f)
         .collect();
         if !carried.is_empty() {
-            let who = match arm_text {
+            let who = match &arm_cut {
                 Some(a) => format!(
                     "the {} arm {}",
                     if ce { "ce_*" } else { "non-CE" },
@@ -506,7 +718,7 @@ impl Scan {
                     carried.join(" and ")
                 )
             };
-            self.problem(at, "arm-mismatch", arm_text, detail);
+            self.problem(at, "arm-mismatch", arm_cut.as_deref(), detail);
         }
         let key = match &digest {
             Val::Str(s) => match lower_hex_digest(s) {
@@ -515,9 +727,9 @@ impl Scan {
                     let detail = format!(
                         "{} {} is not 64 lowercase hex characters",
                         self.fields.digest,
-                        quoted(s)
+                        quoted(&cut(s))
                     );
-                    self.problem(at, "malformed-digest", arm_text, detail);
+                    self.problem(at, "malformed-digest", arm_cut.as_deref(), detail);
                     None
                 }
             },
@@ -526,35 +738,23 @@ impl Scan {
                     "{} is {kind}, not a string of 64 lowercase hex characters",
                     self.fields.digest
                 );
-                self.problem(at, "malformed-digest", arm_text, detail);
+                self.problem(at, "malformed-digest", arm_cut.as_deref(), detail);
                 None
             }
             Val::Absent | Val::Null => None,
         };
         let Some(key) = key else { return };
-        let t = self.tallies.entry(key).or_insert_with(|| Tally {
-            rows: 0,
-            first: at,
-            last: at,
-            versions: Vec::new(),
-            versions_unlisted: 0,
-            arms: Vec::new(),
-            arms_unlisted: 0,
-        });
+        let i = self.index.tally(&mut self.tallies, key, at);
+        let t = &mut self.tallies[i];
         t.rows += 1;
         t.last = at;
         match &version {
-            Val::Str(v) => claim(&mut t.versions, &mut t.versions_unlisted, v, at),
-            Val::Other(kind) => claim(
-                &mut t.versions,
-                &mut t.versions_unlisted,
-                &format!("({kind})"),
-                at,
-            ),
+            Val::Str(v) => t.versions.add(&mut self.values, &cut(v), at),
+            Val::Other(kind) => t.versions.add(&mut self.values, &format!("({kind})"), at),
             Val::Absent | Val::Null => {}
         }
-        if let Some(a) = arm_text {
-            claim(&mut t.arms, &mut t.arms_unlisted, a, at);
+        if let Some(a) = &arm_cut {
+            t.arms.add(&mut self.values, a, at);
         }
     }
 
@@ -569,16 +769,18 @@ impl Scan {
                 .push((at, kind, arm.map(str::to_string), detail));
         }
     }
+
+    /// Puts the tallies in digest order and lets go of what only reading needed.
+    fn done(&mut self) {
+        self.index = Index::default();
+        self.tallies.sort_unstable_by_key(|t| t.digest);
+        self.tallies.shrink_to_fit();
+    }
 }
 
-/// `s` in quotes, cut to [`QUOTED`] characters, escaped as JSON escapes it.
+/// A value already [`cut`], in quotes and escaped as JSON escapes it.
 fn quoted(s: &str) -> String {
-    let cut: String = s.chars().take(QUOTED).collect();
-    let mut q = serde_json::to_string(&cut).unwrap_or_default();
-    if cut.len() < s.len() {
-        q.push('…');
-    }
-    q
+    serde_json::to_string(s).unwrap_or_default()
 }
 
 /// The digest `s` names, when it is exactly 64 lowercase hex characters.
@@ -744,13 +946,20 @@ pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan>
     let mut scan = Scan {
         fields: fields.clone(),
         inputs: Vec::new(),
-        tallies: HashMap::new(),
+        lines: Lines::default(),
+        tallies: Vec::new(),
+        index: Index::default(),
+        values: Values::default(),
         problems: Vec::new(),
         problem_count: 0,
+        with_fields: 0,
     };
     let mut buf = vec![0u8; CHUNK];
-    for (index, source) in sources.iter().enumerate() {
+    let mut before = 0u64;
+    for source in sources {
         let (mut stream, size) = open(source)?;
+        scan.lines.names.push(source.name());
+        scan.lines.before.push(before);
         let mut input = Input {
             file: source.name(),
             format: stream.format(),
@@ -769,10 +978,7 @@ pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan>
             |event| match event {
                 Line::Text(line) => {
                     input.lines += 1;
-                    let at = At {
-                        input: index,
-                        line: input.lines,
-                    };
+                    let at = At(before + input.lines);
                     if line.iter().all(u8::is_ascii_whitespace) {
                         return;
                     }
@@ -802,8 +1008,10 @@ pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan>
             },
         )
         .map_err(|e| Error::io("read the results file", source.path(), e))?;
+        before += input.lines;
         scan.inputs.push(input);
     }
+    scan.done();
     Ok(scan)
 }
 
@@ -924,13 +1132,13 @@ impl Status {
 
 /// A version or an arm the rows claim, with how many rows and the first.
 #[derive(Debug, serde::Serialize)]
-pub struct Claimed {
-    /// The version or arm.
-    pub value: String,
+pub struct Claimed<'a> {
+    /// The version or arm, [`cut`].
+    pub value: &'a str,
     /// The rows that claim it.
     pub rows: u64,
     /// The first row that does.
-    pub first: Place,
+    pub first: Place<'a>,
 }
 
 /// A damaged object of a snapshot, from `--verify`.
@@ -944,36 +1152,104 @@ pub struct DamagedObject {
     pub detail: String,
 }
 
-/// Everything the audit says about one digest.
+/// Everything the audit says about one digest: a view, made when asked, of
+/// what [`Digests`] holds compactly.
 #[derive(Debug, serde::Serialize)]
-pub struct DigestAudit {
+pub struct DigestAudit<'a> {
     /// The manifest digest.
     pub manifest_digest: ManifestDigest,
     /// Its standing.
     pub status: Status,
     /// The snapshot's version, or null when it is not in the store.
-    pub version: Option<String>,
+    pub version: Option<&'a str>,
     /// The versions the rows claim (non-strings in parentheses), at most
     /// [`KEPT_VALUES`].
-    pub claimed_versions: Vec<Claimed>,
+    pub claimed_versions: Vec<Claimed<'a>>,
     /// Rows claiming further versions.
     pub claimed_versions_unlisted: u64,
     /// The rows that name the digest.
     pub rows: u64,
     /// The arms of those rows, at most [`KEPT_VALUES`].
-    pub arms: Vec<Claimed>,
+    pub arms: Vec<Claimed<'a>>,
     /// Rows of further arms.
     pub arms_unlisted: u64,
     /// The first row naming it.
-    pub first: Place,
+    pub first: Place<'a>,
     /// The last row naming it.
-    pub last: Place,
+    pub last: Place<'a>,
     /// With `--verify`, the objects that fail their re-hash.
-    pub damaged: Vec<DamagedObject>,
+    pub damaged: &'a [DamagedObject],
     /// Whether it was fetched from `--registry` by this audit.
     pub pulled: bool,
     /// With `--registry`, why the digest could not be pulled.
-    pub pull_error: Option<String>,
+    pub pull_error: Option<&'a str>,
+}
+
+/// Every distinct digest of the inputs, in digest order, held as the scan
+/// tallied it; serialized (and printed) one [`DigestAudit`] at a time.
+#[derive(Debug)]
+pub struct Digests {
+    tallies: Vec<Tally>,
+    values: Values,
+    lines: Lines,
+    damaged: BTreeMap<ManifestDigest, Vec<DamagedObject>>,
+    pull_errors: BTreeMap<ManifestDigest, String>,
+}
+
+impl Digests {
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.tallies.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.tallies.is_empty()
+    }
+
+    /// Each digest's audit, in digest order.
+    pub fn iter(&self) -> impl Iterator<Item = DigestAudit<'_>> {
+        self.tallies.iter().map(|t| self.audit(t))
+    }
+
+    fn status(&self, t: &Tally) -> Status {
+        let Some(stored) = t.stored else {
+            return Status::Unknown;
+        };
+        if self.damaged.contains_key(&t.digest) {
+            Status::Damaged
+        } else if t.versions.unlisted() > 0 || t.versions.iter().any(|c| c.value != stored) {
+            Status::VersionMismatch
+        } else if t.pulled {
+            Status::Pulled
+        } else {
+            Status::Ok
+        }
+    }
+
+    fn audit<'a>(&'a self, t: &'a Tally) -> DigestAudit<'a> {
+        DigestAudit {
+            manifest_digest: t.digest,
+            status: self.status(t),
+            version: t.stored.map(|v| self.values.get(v)),
+            claimed_versions: t.versions.report(&self.values, &self.lines),
+            claimed_versions_unlisted: t.versions.unlisted(),
+            rows: t.rows,
+            arms: t.arms.report(&self.values, &self.lines),
+            arms_unlisted: t.arms.unlisted(),
+            first: self.lines.place(t.first),
+            last: self.lines.place(t.last),
+            damaged: self.damaged.get(&t.digest).map_or(&[], Vec::as_slice),
+            pulled: t.pulled,
+            pull_error: self.pull_errors.get(&t.digest).map(String::as_str),
+        }
+    }
+}
+
+impl serde::Serialize for Digests {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
 }
 
 /// The report of an audit.
@@ -986,7 +1262,7 @@ pub struct AuditReport {
     /// The rows, over all inputs.
     pub rows: u64,
     /// One entry per distinct digest, in digest order.
-    pub digests: Vec<DigestAudit>,
+    pub digests: Digests,
     /// How many rows break a rule.
     pub row_problem_count: u64,
     /// The first [`LISTED`] of them, in input order.
@@ -1014,39 +1290,55 @@ pub struct JudgeOptions<'a> {
     /// The registry pulled from, if any.
     pub registry: Option<&'a str>,
     /// The digests pulled from it.
-    pub pulled: &'a [ManifestDigest],
+    pub pulled: &'a BTreeSet<ManifestDigest>,
     /// The digests it could not give, and why.
     pub pull_errors: &'a BTreeMap<ManifestDigest, String>,
 }
 
+/// Every snapshot of the store with its version, asked once rather than
+/// once per digest of the inputs.
+fn stored_versions(store: &Store) -> Result<HashMap<ManifestDigest, String>> {
+    Ok(store
+        .catalogue()
+        .snapshots(None, None)?
+        .into_iter()
+        .map(|s| (s.digest, s.version))
+        .collect())
+}
+
 /// The digests of `scan` the store does not hold.
 pub fn unknown(store: &Store, scan: &Scan) -> Result<Vec<ManifestDigest>> {
-    let mut out = Vec::new();
-    for d in scan.digests() {
-        if !store.catalogue().has_snapshot(&d)? {
-            out.push(d);
-        }
-    }
-    Ok(out)
+    let stored = stored_versions(store)?;
+    Ok(scan.digests().filter(|d| !stored.contains_key(d)).collect())
 }
 
 /// Looks every digest up in the store and decides its status.
 pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<AuditReport> {
-    let cat = store.catalogue();
-    let names: Vec<String> = scan.inputs.iter().map(|i| i.file.clone()).collect();
-    let place = |at: At| Place {
-        file: names[at.input].clone(),
-        line: at.line,
-    };
-    let mut versions: BTreeMap<ManifestDigest, String> = BTreeMap::new();
-    for d in scan.digests() {
-        if cat.has_snapshot(&d)? {
-            versions.insert(d, cat.snapshot(&d)?.version);
+    let Scan {
+        fields,
+        inputs,
+        lines,
+        mut tallies,
+        index: _,
+        mut values,
+        problems,
+        problem_count,
+        with_fields,
+    } = scan;
+    let stored = stored_versions(store)?;
+    let mut held: Vec<ManifestDigest> = Vec::new();
+    for t in &mut tallies {
+        if let Some(v) = stored.get(&t.digest) {
+            held.push(t.digest);
+            // No id left for the version is no version known: unknown.
+            t.stored = values.id(v);
         }
+        t.pulled = opts.pulled.contains(&t.digest);
     }
-    let mut damage: BTreeMap<ManifestDigest, Vec<DamagedObject>> = BTreeMap::new();
-    if opts.verify && !versions.is_empty() {
-        let hexes: Vec<String> = versions.keys().map(|d| d.to_hex()).collect();
+    drop(stored);
+    let mut damaged: BTreeMap<ManifestDigest, Vec<DamagedObject>> = BTreeMap::new();
+    if opts.verify && !held.is_empty() {
+        let hexes: Vec<String> = held.iter().map(ManifestDigest::to_hex).collect();
         let report = verify_store(
             store,
             &VerifyOptions {
@@ -1061,13 +1353,13 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
             .filter(|p| p.severity == Severity::Corruption)
         {
             // A problem of the catalogue itself touches every snapshot.
-            let hit: Vec<ManifestDigest> = if p.snapshots.is_empty() {
-                versions.keys().copied().collect()
+            let hit: &[ManifestDigest] = if p.snapshots.is_empty() {
+                &held
             } else {
-                p.snapshots.clone()
+                &p.snapshots
             };
             for d in hit {
-                damage.entry(d).or_default().push(DamagedObject {
+                damaged.entry(*d).or_default().push(DamagedObject {
                     kind: p.kind,
                     path: p.path.clone(),
                     detail: p.detail.clone(),
@@ -1075,76 +1367,62 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
             }
         }
     }
-    let mut digests = Vec::new();
-    for d in scan.digests() {
-        let t = &scan.tallies[&d];
-        let version = versions.get(&d).cloned();
-        let damaged = damage.remove(&d).unwrap_or_default();
-        let mismatch = version
-            .as_ref()
-            .is_some_and(|v| t.versions_unlisted > 0 || t.versions.iter().any(|c| &c.value != v));
-        let status = if version.is_none() {
-            Status::Unknown
-        } else if !damaged.is_empty() {
-            Status::Damaged
-        } else if mismatch {
-            Status::VersionMismatch
-        } else if opts.pulled.contains(&d) {
-            Status::Pulled
-        } else {
-            Status::Ok
-        };
-        let claims = |cs: &[Claim]| -> Vec<Claimed> {
-            cs.iter()
-                .map(|c| Claimed {
-                    value: c.value.clone(),
-                    rows: c.rows,
-                    first: place(c.first),
-                })
-                .collect()
-        };
-        digests.push(DigestAudit {
-            manifest_digest: d,
-            status,
-            version,
-            claimed_versions: claims(&t.versions),
-            claimed_versions_unlisted: t.versions_unlisted,
-            rows: t.rows,
-            arms: claims(&t.arms),
-            arms_unlisted: t.arms_unlisted,
-            first: place(t.first),
-            last: place(t.last),
-            damaged,
-            pulled: opts.pulled.contains(&d),
-            pull_error: opts.pull_errors.get(&d).cloned(),
-        });
-    }
-    let row_problems: Vec<RowProblem> = scan
-        .problems
+    let row_problems: Vec<RowProblem> = problems
         .into_iter()
-        .map(|(at, kind, arm, detail)| RowProblem {
-            file: names[at.input].clone(),
-            line: at.line,
-            kind,
-            arm,
-            detail,
+        .map(|(at, kind, arm, detail)| {
+            let place = lines.place(at);
+            RowProblem {
+                file: place.file.to_string(),
+                line: place.line,
+                kind,
+                arm,
+                detail,
+            }
         })
         .collect();
-    let malformed_count = scan.inputs.iter().map(|i| i.malformed_count).sum();
-    let rows = scan.inputs.iter().map(|i| i.rows).sum();
+    let digests = Digests {
+        tallies,
+        values,
+        lines,
+        damaged,
+        pull_errors: opts.pull_errors.clone(),
+    };
+    let malformed_count = inputs.iter().map(|i| i.malformed_count).sum();
+    let rows = inputs.iter().map(|i| i.rows).sum();
+    let mut by: BTreeMap<Status, usize> = BTreeMap::new();
+    for d in digests.iter() {
+        *by.entry(d.status).or_default() += 1;
+    }
     // Lines that are not rows are listed, but do not fail the audit: the
     // harness skips them (a line cut short by a killed writer is one). An
-    // input of nothing but such lines is not a results file, though.
-    let passed = digests.iter().all(|d| d.status.passes())
-        && scan.problem_count == 0
-        && (rows > 0 || malformed_count == 0);
-    let verdict = verdict(&digests, scan.problem_count, malformed_count, rows, passed);
+    // input with no row, or whose rows carry none of the fields, is not a
+    // results file of these fields, though: nothing in it was audited.
+    let empty = if rows == 0 {
+        Some("no line is a row (a JSON object)".to_string())
+    } else if with_fields == 0 {
+        Some(format!(
+            "no row carries {}, {} or {} (see --digest-field, --version-field, --arm-field)",
+            fields.digest, fields.version, fields.arm
+        ))
+    } else {
+        None
+    };
+    let passed = by.keys().all(|s| s.passes()) && problem_count == 0 && empty.is_none();
+    let verdict = verdict(
+        &by,
+        digests.len(),
+        problem_count,
+        malformed_count,
+        rows,
+        empty.as_deref(),
+        passed,
+    );
     Ok(AuditReport {
-        fields: scan.fields,
-        inputs: scan.inputs,
+        fields,
+        inputs,
         rows,
         digests,
-        row_problem_count: scan.problem_count,
+        row_problem_count: problem_count,
         row_problems,
         malformed_count,
         listed_at_most: LISTED,
@@ -1156,23 +1434,21 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
 }
 
 fn verdict(
-    digests: &[DigestAudit],
+    by: &BTreeMap<Status, usize>,
+    digests: usize,
     problems: u64,
     malformed: u64,
     rows: u64,
+    empty: Option<&str>,
     passed: bool,
 ) -> String {
-    let mut by: BTreeMap<Status, usize> = BTreeMap::new();
-    for d in digests {
-        *by.entry(d.status).or_default() += 1;
-    }
     let statuses: Vec<String> = by
         .iter()
         .map(|(s, n)| format!("{n} {}", s.as_str()))
         .collect();
     let mut parts = vec![format!(
         "{} ({})",
-        crate::error::counted(digests.len(), "digest", "digests"),
+        crate::error::counted(digests, "digest", "digests"),
         if statuses.is_empty() {
             "none".to_string()
         } else {
@@ -1190,8 +1466,9 @@ fn verdict(
         "malformed lines",
     ));
     format!(
-        "{}: {} in {}",
+        "{}: {}{} in {}",
         if passed { "PASS" } else { "FAIL" },
+        empty.map(|e| format!("{e}: ")).unwrap_or_default(),
         parts.join(", "),
         crate::error::counted(rows, "row", "rows")
     )
@@ -1366,15 +1643,106 @@ mod tests {
 
     #[test]
     fn claims_keep_a_bounded_number_of_values() {
-        let mut claims = Vec::new();
-        let mut unlisted = 0;
-        let at = At { input: 0, line: 1 };
+        let mut claims = Claims::default();
+        let mut values = Values::default();
         for i in 0..(KEPT_VALUES + 5) {
-            claim(&mut claims, &mut unlisted, &format!("v{i}"), at);
-            claim(&mut claims, &mut unlisted, "v0", at);
+            claims.add(&mut values, &format!("v{i}"), At(i as u64 + 1));
+            claims.add(&mut values, "v0", At(100));
         }
-        assert_eq!(claims.len(), KEPT_VALUES);
-        assert_eq!(unlisted, 5);
-        assert_eq!(claims[0].rows, 1 + (KEPT_VALUES as u64 + 5));
+        assert_eq!(claims.iter().count(), KEPT_VALUES);
+        assert_eq!(claims.unlisted(), 5);
+        let first = claims.iter().next().unwrap();
+        assert_eq!(values.get(first.value), "v0");
+        assert_eq!(first.rows, 1 + (KEPT_VALUES as u64 + 5));
+        assert_eq!(first.first, At(1));
+        let listed: Vec<&str> = claims.iter().map(|c| values.get(c.value)).collect();
+        assert_eq!(listed[KEPT_VALUES - 1], format!("v{}", KEPT_VALUES - 1));
+        // Each value is held once, however many digests claim it.
+        let mut other = Claims::default();
+        other.add(&mut values, "v3", At(7));
+        assert_eq!(values.list.len(), KEPT_VALUES);
+    }
+
+    #[test]
+    fn a_digest_costs_a_fixed_few_bytes() {
+        // What 1,000,000 distinct digests of one version and one arm hold:
+        // a tally each, and 16 bytes of index each while reading.
+        assert!(std::mem::size_of::<Tally>() <= 128);
+        assert_eq!(std::mem::size_of::<Claims>(), 32);
+        assert_eq!(std::mem::size_of::<(u64, usize)>(), 16);
+    }
+
+    #[test]
+    fn digests_colliding_in_the_index_keep_their_own_tallies() {
+        let mut index = Index::default();
+        let mut tallies = Vec::new();
+        let a = ManifestDigest::from_bytes([1; 32]);
+        let b = ManifestDigest::from_bytes([2; 32]);
+        assert_eq!(index.tally(&mut tallies, a, At(1)), 0);
+        // Make b's hash land on a's entry, as a collision would.
+        use std::hash::BuildHasher;
+        let hash_b = index.key.hash_one(b);
+        index.by_hash.insert(hash_b, 0);
+        assert_eq!(index.tally(&mut tallies, b, At(2)), 1);
+        assert_eq!(index.tally(&mut tallies, b, At(3)), 1);
+        assert_eq!(tallies[1].digest, b);
+        assert_eq!(index.collided.len(), 1);
+    }
+
+    #[test]
+    fn values_are_cut_to_the_quoted_bound_with_a_marker() {
+        assert_eq!(cut("1.0.0"), "1.0.0");
+        let exact = "é".repeat(QUOTED);
+        assert_eq!(cut(&exact), exact.as_str());
+        let long = format!("{exact}x");
+        assert_eq!(cut(&long), format!("{exact}…"));
+        assert_eq!(cut(&"a".repeat(1_000_000)).chars().count(), QUOTED + 1);
+    }
+
+    #[test]
+    fn places_name_the_input_across_empty_ones() {
+        let lines = Lines {
+            names: vec!["a".into(), "empty".into(), "c".into()],
+            before: vec![0, 5, 5],
+        };
+        let p = |n| {
+            let p = lines.place(At(n));
+            (p.file.to_string(), p.line)
+        };
+        assert_eq!(p(1), ("a".into(), 1));
+        assert_eq!(p(5), ("a".into(), 5));
+        assert_eq!(p(6), ("c".into(), 1));
+        assert_eq!(p(8), ("c".into(), 3));
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_names_its_first_bad_byte() {
+        let node = Node::of(&Fields::default()).unwrap();
+        let line = b"{\"arm\": \"ce_review\", \"ce_plugin_manifest_digest\": \"ab\xffcd\"}";
+        let why = parse_row(line, &node).unwrap_err();
+        let at = line.iter().position(|&b| b == 0xff).unwrap() + 1;
+        assert_eq!(why, format!("invalid UTF-8 at byte {at}"));
+        // Even in a field audit does not keep.
+        let line = b"{\"note\": \"\xfe\", \"arm\": \"baseline\"}";
+        assert_eq!(
+            parse_row(line, &node).unwrap_err(),
+            "invalid UTF-8 at byte 11"
+        );
+        assert_eq!(line[10], 0xfe);
+        // Cut inside a character, as a killed writer leaves it.
+        let line = "{\"arm\": \"é".as_bytes();
+        let line = &line[..line.len() - 1];
+        assert_eq!(
+            parse_row(line, &node).unwrap_err(),
+            "invalid UTF-8 at byte 10: the line ends inside a character"
+        );
+        assert_eq!(
+            parse_row(b"{\"arm\": 1,}", &node).unwrap_err(),
+            "not JSON: trailing comma at line 1 column 11"
+        );
+        assert_eq!(
+            parse_row(b"-1", &node).unwrap_err(),
+            "a JSON number, not an object"
+        );
     }
 }

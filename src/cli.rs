@@ -92,9 +92,10 @@ pub enum Command {
     /// ce_review) must carry a digest and a version, any other arm neither
     /// (arm-mismatch); a digest must be 64 lowercase hex characters
     /// (malformed-digest). Lines that are not JSON objects are listed, as
-    /// the harness skips them, and fail the audit only when no line is a
-    /// row. FILE may be -
-    /// (standard input); FILE.gz and FILE.zst are decompressed.
+    /// the harness skips them; the audit fails when no line is a row or no
+    /// row carries any of the three fields. Values taken from rows are cut
+    /// to 80 characters. FILE may be - (standard input); FILE.gz and
+    /// FILE.zst are decompressed.
     Audit(AuditArgs),
     /// Re-hash objects and check the catalogue; or, with --tree, audit a
     /// directory against a snapshot. Exits 1 on any problem.

@@ -269,7 +269,8 @@ class AuditInput:
 @dataclass(frozen=True)
 class AuditReport:
     """The result of `audit`: `passed` is false when a digest is not `ok` or `pulled`,
-    a row breaks a rule or a line is not a row."""
+    a row breaks a rule, no line is a row, or no row carries any of the three fields
+    (a line that is not a row is listed, and fails nothing by itself)."""
 
     passed: bool
     verdict: str

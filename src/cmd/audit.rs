@@ -3,7 +3,7 @@
 //! in [`crate::audit`]; with `--registry`, unknown digests are first taken
 //! through [`super::pull`], exactly as `cestore pull` takes them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -66,7 +66,7 @@ impl Report for AuditOutput {
 }
 
 /// `line N`, or `FILE:N` when several inputs were read.
-fn at(r: &AuditReport, p: &crate::audit::Place) -> String {
+fn at(r: &AuditReport, p: &crate::audit::Place<'_>) -> String {
     if r.inputs.len() > 1 {
         format!("{}:{}", p.file, p.line)
     } else {
@@ -75,7 +75,7 @@ fn at(r: &AuditReport, p: &crate::audit::Place) -> String {
 }
 
 /// The claimed values, `a (n)` each, and the rest counted.
-fn claims(cs: &[crate::audit::Claimed], unlisted: u64) -> String {
+fn claims(cs: &[crate::audit::Claimed<'_>], unlisted: u64) -> String {
     let mut parts: Vec<String> = cs
         .iter()
         .map(|c| format!("{} ({})", c.value, c.rows))
@@ -91,11 +91,11 @@ fn claims(cs: &[crate::audit::Claimed], unlisted: u64) -> String {
 }
 
 /// One row of the digest table, cell by cell.
-fn cells(r: &AuditReport, d: &DigestAudit) -> [String; 7] {
+fn cells(r: &AuditReport, d: &DigestAudit<'_>) -> [String; 7] {
     [
         d.manifest_digest.to_hex(),
         d.status.as_str().to_string(),
-        d.version.clone().unwrap_or_else(|| "-".into()),
+        d.version.unwrap_or("-").to_string(),
         claims(&d.claimed_versions, d.claimed_versions_unlisted),
         d.rows.to_string(),
         claims(&d.arms, d.arms_unlisted),
@@ -115,10 +115,10 @@ const HEADS: [&str; 7] = [
 
 /// The notes under a digest: damaged objects, a failed pull, the first row
 /// of each wrong version.
-fn notes(r: &AuditReport, d: &DigestAudit) -> Vec<String> {
+fn notes(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(v) = &d.version {
-        for c in d.claimed_versions.iter().filter(|c| &c.value != v) {
+        for c in d.claimed_versions.iter().filter(|c| c.value != *v) {
             out.push(format!(
                 "claims version {} in {} from line {}",
                 c.value,
@@ -127,7 +127,7 @@ fn notes(r: &AuditReport, d: &DigestAudit) -> Vec<String> {
             ));
         }
     }
-    for o in &d.damaged {
+    for o in d.damaged {
         out.push(format!("damaged: {} {}: {}", o.kind, o.path, o.detail));
     }
     if let Some(e) = &d.pull_error {
@@ -136,11 +136,13 @@ fn notes(r: &AuditReport, d: &DigestAudit) -> Vec<String> {
     out
 }
 
+/// The table: the cells of each digest are made twice, once to size the
+/// columns and once to print them, so that a million digests are never held
+/// as text.
 fn table(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
-    let rows: Vec<[String; 7]> = r.digests.iter().map(|d| cells(r, d)).collect();
     let mut width = HEADS.map(str::len);
-    for row in &rows {
-        for (i, c) in row.iter().enumerate() {
+    for d in r.digests.iter() {
+        for (i, c) in cells(r, &d).iter().enumerate() {
             width[i] = width[i].max(c.chars().count());
         }
     }
@@ -152,11 +154,11 @@ fn table(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
             .collect();
         writeln!(w, "{}", padded.join("  ").trim_end())
     };
-    if !rows.is_empty() {
+    if !r.digests.is_empty() {
         line(w, &HEADS.map(String::from))?;
-        for (row, d) in rows.iter().zip(&r.digests) {
-            line(w, row)?;
-            for n in notes(r, d) {
+        for d in r.digests.iter() {
+            line(w, &cells(r, &d))?;
+            for n in notes(r, &d) {
                 writeln!(w, "  {n}")?;
             }
         }
@@ -241,10 +243,10 @@ fn md(cell: &str) -> String {
 fn markdown(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "| {} |", HEADS.join(" | "))?;
     writeln!(w, "|{}", "---|".repeat(HEADS.len()))?;
-    for d in &r.digests {
-        let mut c = cells(r, d).map(|c| md(&c));
+    for d in r.digests.iter() {
+        let mut c = cells(r, &d).map(|c| md(&c));
         c[0] = format!("`{}`", c[0]);
-        let notes = notes(r, d);
+        let notes = notes(r, &d);
         if !notes.is_empty() {
             c[1] = format!("{}: {}", c[1], md(&notes.join("; ")));
         }
@@ -282,7 +284,7 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditOutput> 
         check_registry(reg)?;
     }
     let scan = scan(opts.sources, &opts.fields, opts.progress)?;
-    let mut pulled: Vec<ManifestDigest> = Vec::new();
+    let mut pulled: BTreeSet<ManifestDigest> = BTreeSet::new();
     let mut pull_errors: BTreeMap<ManifestDigest, String> = BTreeMap::new();
     if let Some(reg) = opts.registry {
         let missing = {
@@ -301,7 +303,9 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditOutput> 
                 },
             );
             match pull {
-                Ok(_) => pulled.push(d),
+                Ok(_) => {
+                    pulled.insert(d);
+                }
                 Err(e) => {
                     pull_errors.insert(d, crate::error::error_chain(&e));
                 }

@@ -2678,7 +2678,368 @@ fn audit_bounds_what_it_lists_and_holds() {
     let (code, human) = audit(&env, &[garbage.as_os_str()]);
     assert_eq!(code, 1, "{human}");
     assert!(
-        human.ends_with("FAIL: 0 digests (none), 0 row problems, 2 malformed lines in 0 rows\n"),
+        human.ends_with("FAIL: no line is a row (a JSON object): 0 digests (none), 0 row problems, 2 malformed lines in 0 rows\n"),
+        "{human}"
+    );
+}
+
+/// `cestore audit ARGS --store STORE` under `ulimit -v KIB` (address space,
+/// so that an allocation past it fails the run), stdout to `out`; the exit
+/// code.
+fn audit_within(env: &Env, kib: u64, args: &[&OsStr], out: &Path) -> i32 {
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(util::bin())
+        .arg("audit")
+        .args(args)
+        .arg("--store")
+        .arg(env.store())
+        .env_remove("CESTORE_DIR")
+        .stdout(fs::File::create(out).unwrap())
+        .status()
+        .expect("run cestore under ulimit");
+    status.code().expect("exit code")
+}
+
+#[test]
+fn audit_cuts_every_value_it_takes_from_a_row() {
+    let env = Env::new();
+    let minimal = env.at("min");
+    util::minimal_plugin(&minimal, "1.0.0");
+    let stored = env.ingest(&minimal, "1.0.0");
+    // 1,000 rows of a 1,000,000-character arm (a ~1 MB .gz): each row is an
+    // arm-mismatch (a non-CE arm with a digest) quoting its arm.
+    let arm = "x".repeat(1_000_000);
+    let file = env.at("long.jsonl.gz");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for run in 0..1000 {
+        let version = format!("1.0.0-{}", "v".repeat(200));
+        let row = harness_row(&arm, run, Some(&version), Some(&stored));
+        writeln!(enc, "{row}").unwrap();
+    }
+    write(&file, enc.finish().unwrap());
+    assert!(fs::metadata(&file).unwrap().len() < 2 << 20);
+
+    // Held and written bounded: under 64 MiB of address space, and a report
+    // of well under 1 MB (before, 990 MB of memory and 1 GB of JSON).
+    let report = env.at("long.json");
+    let code = audit_within(
+        &env,
+        64 << 10,
+        &[file.as_os_str(), OsStr::new("--json")],
+        &report,
+    );
+    let size = fs::metadata(&report).unwrap().len();
+    assert_eq!(code, 1, "{}", fs::read_to_string(&report).unwrap());
+    assert!(size < 1 << 20, "a report of {size} bytes");
+    let v: Value = serde_json::from_slice(&fs::read(&report).unwrap()).unwrap();
+    let cut_arm = format!("{}…", "x".repeat(80));
+    assert_eq!(v["row_problem_count"], 1000);
+    let problems = v["row_problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1000);
+    for p in problems {
+        assert_eq!(p["kind"], "arm-mismatch");
+        assert_eq!(p["arm"], cut_arm.as_str());
+        assert_eq!(
+            p["detail"],
+            format!(
+                "the non-CE arm \"{cut_arm}\" must carry neither ce_plugin_manifest_digest nor ce_plugin_version; it has ce_plugin_manifest_digest and ce_plugin_version"
+            )
+        );
+    }
+    let digests = v["digests"].as_array().unwrap();
+    assert_eq!(digests.len(), 1);
+    let d = &digests[0];
+    assert_eq!(d["manifest_digest"], stored.as_str());
+    assert_eq!(d["rows"], 1000);
+    assert_eq!(
+        d["arms"],
+        json!([{"value": cut_arm, "rows": 1000, "first": {"file": s(&file), "line": 1}}])
+    );
+    // A version cut is never the snapshot's: the digest is version-mismatch.
+    let cut_version = format!("1.0.0-{}…", "v".repeat(74));
+    assert_eq!(d["claimed_versions"][0]["value"], cut_version.as_str());
+    assert_eq!(d["claimed_versions"][0]["rows"], 1000);
+    assert_eq!(d["status"], "version-mismatch");
+
+    // The text form cuts by the same bound.
+    let (code, human) = audit(&env, &[file.as_os_str()]);
+    assert_eq!(code, 1);
+    assert!(human.len() < 1 << 20, "{} bytes of text", human.len());
+    assert!(
+        human.contains(&format!("{cut_version} (1000)")),
+        "{human:.2000}"
+    );
+    assert!(human.contains(&format!(
+        "line 1: arm-mismatch: the non-CE arm \"{cut_arm}\""
+    )));
+    assert!(!human.contains(&"x".repeat(81)));
+
+    // A malformed digest is quoted cut too.
+    let bad = env.at("bad-digest.jsonl");
+    let long_digest = "Z".repeat(5000);
+    write(
+        &bad,
+        format!(
+            "{}\n",
+            harness_row("ce_review", 1, Some("1.0.0"), Some(&long_digest))
+        ),
+    );
+    let out = env.run([OsStr::new("audit"), bad.as_os_str(), OsStr::new("--json")]);
+    assert_exit(&out, 1);
+    let v = parse_json(&out);
+    assert_eq!(
+        v["row_problems"][0]["detail"],
+        format!(
+            "ce_plugin_manifest_digest \"{}…\" is not 64 lowercase hex characters",
+            "Z".repeat(80)
+        )
+    );
+}
+
+#[test]
+fn audit_holds_a_few_dozen_bytes_per_digest() {
+    let env = Env::new();
+    let minimal = env.at("min");
+    util::minimal_plugin(&minimal, "1.0.0");
+    let stored = env.ingest(&minimal, "1.0.0");
+    // 100,000 distinct digests, one row each; then the first again twice,
+    // claiming another version from another arm, and the stored one.
+    const N: u64 = 100_000;
+    let digest = |i: u64| {
+        ManifestDigest::from_bytes(Sha256::digest(i.to_string().as_bytes()).into()).to_hex()
+    };
+    let file = env.at("many.jsonl");
+    let mut text = String::with_capacity(300 * N as usize);
+    for run in 0..N {
+        // harness_row's fields, written directly: json! is slow here.
+        text.push_str(&format!(
+            "{{\"task_id\":\"task-{:03}\",\"arm\":\"ce_workflow\",\"run\":{run},\"score\":0.5,\"ce_plugin_version\":\"1.0.0\",\"ce_plugin_manifest_digest\":\"{}\",\"error\":null}}\n",
+            run % 7,
+            digest(run)
+        ));
+    }
+    for run in [N, N + 1] {
+        text.push_str(&harness_row(
+            "ce_review",
+            run,
+            Some("1.0.1"),
+            Some(&digest(0)),
+        ));
+        text.push('\n');
+    }
+    text.push_str(&harness_row(
+        "ce_review",
+        N + 2,
+        Some("1.0.0"),
+        Some(&stored),
+    ));
+    text.push('\n');
+    write(&file, &text);
+    drop(text);
+
+    // 100,000 digests under 64 MiB of address space, the program and its
+    // 4 MiB read buffer included: before, each digest cost about 1.4 KB
+    // (140 MB here).
+    let out = env.at("many.txt");
+    let code = audit_within(&env, 64 << 10, &[file.as_os_str()], &out);
+    let human = fs::read_to_string(&out).unwrap();
+    assert_eq!(
+        code,
+        1,
+        "{:.2000}",
+        &human[human.len().saturating_sub(2000)..]
+    );
+    let lines: Vec<&str> = human.lines().collect();
+    assert_eq!(
+        lines.last().copied(),
+        Some(
+            format!(
+                "FAIL: {} digests (1 ok, {N} unknown), 0 row problems, 0 malformed lines in {} rows",
+                N + 1,
+                N + 3
+            )
+            .as_str()
+        )
+    );
+    // The header, one line per digest, the verdict.
+    assert_eq!(lines.len() as u64, 1 + (N + 1) + 1);
+    let line_of = |d: &str| {
+        let l = lines
+            .iter()
+            .find(|l| l.starts_with(d))
+            .unwrap_or_else(|| panic!("no line for {d}"));
+        cells_of(l)
+    };
+    assert_eq!(
+        line_of(&digest(0)),
+        [
+            digest(0).as_str(),
+            "unknown",
+            "-",
+            "1.0.0 (1), 1.0.1 (2)",
+            "3",
+            "ce_workflow (1), ce_review (2)",
+            &format!("1-{}", N + 2)
+        ]
+    );
+    let last = N - 1;
+    assert_eq!(
+        line_of(&digest(last)),
+        [
+            digest(last).as_str(),
+            "unknown",
+            "-",
+            "1.0.0 (1)",
+            "1",
+            "ce_workflow (1)",
+            &format!("{N}-{N}")
+        ]
+    );
+    assert_eq!(
+        line_of(&stored),
+        [
+            stored.as_str(),
+            "ok",
+            "1.0.0",
+            "1.0.0 (1)",
+            "1",
+            "ce_review (1)",
+            &format!("{}-{}", N + 3, N + 3)
+        ]
+    );
+    // In digest order.
+    let listed: Vec<&str> = lines[1..lines.len() - 1].iter().map(|l| &l[..64]).collect();
+    assert!(listed.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn audit_names_a_line_that_is_not_utf8() {
+    let env = Env::new();
+    let minimal = env.at("min");
+    util::minimal_plugin(&minimal, "1.0.0");
+    let stored = env.ingest(&minimal, "1.0.0");
+    // A ce_* row whose digest holds one 0xff byte, after a good row.
+    let good = harness_row("ce_review", 1, Some("1.0.0"), Some(&stored));
+    let mut bad = harness_row("ce_review", 2, Some("1.0.0"), Some(&"a".repeat(64))).into_bytes();
+    let at = bad
+        .windows(64)
+        .position(|w| w == "a".repeat(64).as_bytes())
+        .unwrap()
+        + 10;
+    bad[at] = 0xff;
+    let file = env.at("ff.jsonl");
+    let mut data = format!("{good}\n").into_bytes();
+    data.extend_from_slice(&bad);
+    data.push(b'\n');
+    write(&file, &data);
+    let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
+    // The line is not a row; the good row passes, as with any malformed line.
+    assert_exit(&out, 0);
+    let v = parse_json(&out);
+    let reason = format!("invalid UTF-8 at byte {}", at + 1);
+    assert_eq!(
+        v["inputs"][0]["malformed"],
+        json!([{"line": 2, "reason": reason}])
+    );
+    let (code, human) = audit(&env, &[file.as_os_str()]);
+    assert_eq!(code, 0);
+    assert!(
+        human.contains(&format!("line 2: malformed-line: {reason}\n")),
+        "{human}"
+    );
+    assert!(!human.contains("JSON number"), "{human}");
+}
+
+#[test]
+fn audit_fails_an_input_with_no_row_or_none_of_the_fields() {
+    let env = Env::new();
+    let minimal = env.at("min");
+    util::minimal_plugin(&minimal, "1.0.0");
+    env.ingest(&minimal, "1.0.0");
+    let no_row = "FAIL: no line is a row (a JSON object): 0 digests (none), 0 row problems";
+    let no_field = "FAIL: no row carries ce_plugin_manifest_digest, ce_plugin_version or arm (see --digest-field, --version-field, --arm-field): 0 digests (none), 0 row problems, 0 malformed lines in";
+    for (name, text, verdict) in [
+        (
+            "empty.jsonl",
+            "",
+            format!("{no_row}, 0 malformed lines in 0 rows"),
+        ),
+        (
+            "blank.jsonl",
+            "\n  \n\t\r\n\n",
+            format!("{no_row}, 0 malformed lines in 0 rows"),
+        ),
+        (
+            "garbage.jsonl",
+            "a,b\n",
+            format!("{no_row}, 1 malformed line in 0 rows"),
+        ),
+        (
+            "foo.jsonl",
+            "{\"foo\":1}\n{\"foo\":2}\n",
+            format!("{no_field} 2 rows"),
+        ),
+        (
+            "nested.jsonl",
+            "{\"ce_plugin\": {\"version\": \"1.0.0\"}}\n",
+            format!("{no_field} 1 row"),
+        ),
+    ] {
+        let file = env.at(name);
+        write(&file, text);
+        let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
+        assert_exit(&out, 1);
+        let v = parse_json(&out);
+        assert_eq!(v["ok"], false, "{name}");
+        assert_eq!(v["passed"], false, "{name}");
+        assert_eq!(v["verdict"], verdict.as_str(), "{name}");
+        let (code, human) = audit(&env, &[file.as_os_str()]);
+        assert_eq!(code, 1, "{name}");
+        assert!(human.ends_with(&format!("{verdict}\n")), "{name}: {human}");
+    }
+    // Standard input alike.
+    let mut child = env
+        .t
+        .cmd(["audit", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    assert_exit(&out, 1);
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with(no_row));
+
+    // A row with any one of the fields, even null, is audited: a non-CE
+    // arm's row passes; so does a file of rows that name the fields nested
+    // when told where they are.
+    let arm_only = env.at("arm-only.jsonl");
+    write(&arm_only, "{\"arm\": \"baseline\"}\n{\"foo\": 1}\n");
+    let (code, human) = audit(&env, &[arm_only.as_os_str()]);
+    assert_eq!(code, 0, "{human}");
+    assert!(
+        human.ends_with("PASS: 0 digests (none), 0 row problems, 0 malformed lines in 2 rows\n")
+    );
+    let nulls = env.at("nulls.jsonl");
+    write(&nulls, "{\"ce_plugin_manifest_digest\": null}\n");
+    let (code, _) = audit(&env, &[nulls.as_os_str()]);
+    assert_eq!(code, 0);
+    let nested = env.at("nested.jsonl");
+    let (code, human) = audit(
+        &env,
+        &[
+            nested.as_os_str(),
+            OsStr::new("--version-field"),
+            OsStr::new("ce_plugin.version"),
+        ],
+    );
+    // It carries a version but no arm and no digest: a row without an arm
+    // that has a version breaks the arm rule, which is audited, not empty.
+    assert_eq!(code, 1);
+    assert!(
+        human.contains("line 1: arm-mismatch: a row without an arm must carry neither"),
         "{human}"
     );
 }
