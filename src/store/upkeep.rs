@@ -12,6 +12,13 @@
 //!
 //! Because both commands read the same plan, what `verify` calls garbage is
 //! exactly what `gc` removes, and nothing else.
+//!
+//! Live are the objects the catalogue's rows name, those every manifest file
+//! names (a damaged one: every object name left in its bytes), those
+//! operations in flight publish, and those set-aside manifests name (unless
+//! forced). While a manifest is damaged or a recorded snapshot lacks its
+//! manifest file, the plan is unsafe and [`Plan::apply`] refuses it unless
+//! forced: what such a manifest named is no longer known.
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
@@ -136,14 +143,34 @@ pub struct Plan {
     pub objects_kept: u64,
     /// The manifests on disk, sorted out against the catalogue.
     pub manifests: ManifestScan,
+    /// Why sweeping is unsafe, as `(path, why)`: damaged and missing
+    /// manifests. Empty when it is safe.
+    pub unsafe_because: Vec<(PathBuf, String)>,
+    /// Whether the plan was made to be applied even so (`gc --force`): it
+    /// then also lets go of the objects only set-aside manifests name.
+    pub forced: bool,
+}
+
+/// Why gc would not sweep.
+#[derive(Debug, thiserror::Error)]
+#[error("gc would not sweep while {} (`cestore recover` mends what the catalogue still knows; `cestore gc --force` sweeps anyway)", describe(.0))]
+pub struct Unsafe(pub Vec<(PathBuf, String)>);
+
+fn describe(why: &[(PathBuf, String)]) -> String {
+    why.iter()
+        .map(|(path, why)| format!("'{}' is {why}", path.display()))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl Plan {
     /// Scans the store. Objects are listed first, then what operations in
     /// flight publish, then the catalogue and the manifests: an object
-    /// published meanwhile is found in one or the other.
-    pub fn scan(store: &Store) -> Result<Plan> {
+    /// published meanwhile is found in one or the other. With `force`, the
+    /// objects only set-aside manifests name are not kept.
+    pub fn scan(store: &Store, force: bool) -> Result<Plan> {
         let listed = list_objects(store)?;
+        let present: HashSet<ObjectKey> = listed.iter().filter_map(|(_, k)| *k).collect();
         let dirs = work_dirs(store)?;
         let in_flight: HashSet<ObjectKey> = dirs
             .iter()
@@ -157,8 +184,12 @@ impl Plan {
             .map(|s| s.digest)
             .collect();
         let mut live = cat.live_objects()?;
-        let manifests = store.scan_manifests(&recorded)?;
+        let manifests = store.scan_manifests(&recorded, &present)?;
         live.extend(manifests.live_objects.iter().copied());
+        if !force {
+            live.extend(manifests.set_aside_objects.iter().copied());
+        }
+        let unsafe_because = manifests.unsafe_to_sweep(store);
 
         let mut items = Vec::new();
         // Abandoned manifests first: a crash later leaves objects nothing
@@ -221,12 +252,24 @@ impl Plan {
             items,
             objects_kept,
             manifests,
+            unsafe_because,
+            forced: force,
         })
     }
 
+    /// Whether the plan may be applied: it is safe, or it was forced.
+    pub fn refusal(&self) -> Option<Unsafe> {
+        (!self.forced && !self.unsafe_because.is_empty())
+            .then(|| Unsafe(self.unsafe_because.clone()))
+    }
+
     /// Applies the plan, under the exclusive lock: removes or forgets every
-    /// item, and fails on the first that cannot be.
+    /// item, and fails on the first that cannot be. Refuses an unsafe plan
+    /// that was not forced, changing nothing.
     pub fn apply(&self, store: &Store, mut progress: impl FnMut(u64)) -> Result<()> {
+        if let Some(refused) = self.refusal() {
+            return Err(Error::Conflict(refused.to_string()));
+        }
         let tmp_path = store.root().join(TMP_DIR);
         let tmp = crate::fsutil::open_dir(store.dir(), TMP_DIR)
             .ctx("open the tmp directory", &tmp_path)?;
@@ -450,7 +493,7 @@ mod tests {
         add_view(&mut store, &here, kept.digest);
 
         let dir_size = size(&stray_dir);
-        let plan = Plan::scan(&store).unwrap();
+        let plan = Plan::scan(&store, false).unwrap();
         let object = |path: &Path, key| Item::Object {
             path: path.to_path_buf(),
             size: size(path),
@@ -562,7 +605,7 @@ mod tests {
 
         // Scanned again through the same handles: each listing starts from
         // the top of its directory.
-        let again = Plan::scan(&store).unwrap();
+        let again = Plan::scan(&store, false).unwrap();
         assert!(again.items.is_empty(), "{:#?}", again.items);
         assert_eq!(again.objects_kept, 4);
     }
@@ -571,7 +614,7 @@ mod tests {
     fn a_clean_store_plans_nothing() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
-        let plan = Plan::scan(&store).unwrap();
+        let plan = Plan::scan(&store, false).unwrap();
         assert!(plan.items.is_empty());
         assert_eq!(plan.objects_kept, 0);
         plan.apply(&store, |_| panic!("nothing to free")).unwrap();
