@@ -277,14 +277,15 @@ impl Store {
                 continue;
             }
             match read_checked(&found.path, &digest) {
-                Ok(manifest) => scan.live_objects.extend(
+                ManifestFile::Sound(manifest) => scan.live_objects.extend(
                     manifest
                         .entries
                         .iter()
                         .filter(|e| e.size > 0)
                         .map(|e| e.key()),
                 ),
-                Err((e, bytes)) => {
+                ManifestFile::Damaged(d) => {
+                    let (e, bytes) = *d;
                     scan.damaged
                         .push((digest, found.path.clone(), crate::error::error_chain(&e)));
                     mark_named(&bytes, present, &mut scan.live_objects);
@@ -393,7 +394,10 @@ impl Store {
 /// Reads the manifest file at `path` and checks that its bytes are the
 /// canonical manifest of `digest`.
 pub fn read_manifest_file(path: &Path, digest: &ManifestDigest) -> Result<Manifest> {
-    read_checked(path, digest).map_err(|(e, _)| e)
+    match read_checked(path, digest) {
+        ManifestFile::Sound(m) => Ok(m),
+        ManifestFile::Damaged(d) => Err(d.0),
+    }
 }
 
 /// Reads at most one byte more than the longest manifest from `path`.
@@ -409,26 +413,34 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// [`read_manifest_file`], giving back on failure the bytes read (none when
-/// the file could not be read), for [`mark_named`].
-fn read_checked(
-    path: &Path,
-    digest: &ManifestDigest,
-) -> std::result::Result<Manifest, (Error, Vec<u8>)> {
-    let bytes = read_bounded(path).map_err(|e| (e, Vec::new()))?;
+/// What a manifest file holds: the canonical manifest of its name, or, when
+/// damaged, why and the bytes read (none when it could not be read), for
+/// [`mark_named`].
+enum ManifestFile {
+    Sound(Manifest),
+    Damaged(Box<(Error, Vec<u8>)>),
+}
+
+/// Reads a manifest file and checks it against the digest of its name.
+fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
+    let damaged = |e: Error, bytes: Vec<u8>| ManifestFile::Damaged(Box::new((e, bytes)));
+    let bytes = match read_bounded(path) {
+        Ok(b) => b,
+        Err(e) => return damaged(e, Vec::new()),
+    };
     if bytes.len() as u64 > crate::manifest::MAX_MANIFEST_BYTES {
         let e = Error::Integrity(format!(
             "the manifest '{}' is damaged: it is longer than any manifest ({} bytes)",
             path.display(),
             crate::manifest::MAX_MANIFEST_BYTES
         ));
-        return Err((e, bytes));
+        return damaged(e, bytes);
     }
     let manifest = match Manifest::parse(&bytes) {
         Ok(m) => m,
         Err(e) => {
             let e = Error::Integrity(format!("the manifest '{}' is damaged: {e}", path.display()));
-            return Err((e, bytes));
+            return damaged(e, bytes);
         }
     };
     if manifest.digest != *digest {
@@ -437,9 +449,9 @@ fn read_checked(
             path.display(),
             manifest.digest
         ));
-        return Err((e, bytes));
+        return damaged(e, bytes);
     }
-    Ok(manifest)
+    ManifestFile::Sound(manifest)
 }
 
 /// Adds to `live` every object among `present` that `bytes` name, read

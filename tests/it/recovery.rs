@@ -962,6 +962,9 @@ fn refused_by_recover(entries: &[(&str, &[u8])], leave_out: Option<&str>, rule: 
             .collect()
     };
     assert!(!own.is_empty());
+    let dry = u.env.json(["gc", "--dry-run", "--force", "--json"]);
+    assert_eq!(gc_objects(store, &dry), own, "{dry}");
+    assert_eq!(objects(store), before);
     let forced = u.env.json(["gc", "--force", "--json"]);
     assert_eq!(gc_objects(store, &forced), own, "{forced}");
     assert!(moved.exists(), "gc never removes a set-aside manifest");
