@@ -611,6 +611,102 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_manifest_keeps_its_names_and_makes_the_plan_unsafe_until_forced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let kept = publish(&store, &[("a.md", b"a\n", false), ("b.md", b"b\n", true)]);
+        write_manifest(&store, &kept);
+        record(&mut store, &kept);
+        let orphan = publish(&store, &[("o.md", b"nobody's\n", false)]);
+        let orphan_path = store.object_path(&orphan.entries[0].key());
+        // Catalogue rows gone, manifest cut short after its first name.
+        store
+            .catalogue_mut()
+            .remove_snapshot(&kept.digest, true, || Ok(()))
+            .unwrap();
+        let path = store.manifest_path(&kept.digest);
+        let hex = kept.entries[1].sha256.to_hex();
+        let cut = find(&kept.bytes, &hex) + 10;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        std::fs::write(&path, &kept.bytes[..cut]).unwrap();
+
+        let plan = Plan::scan(&store, false).unwrap();
+        assert_eq!(plan.unsafe_because.len(), 1, "{:?}", plan.unsafe_because);
+        assert_eq!(plan.unsafe_because[0].0, path);
+        assert!(plan.refusal().is_some());
+        let planned: Vec<&Item> = plan.items.iter().collect();
+        let b_path = store.object_path(&kept.entries[1].key());
+        assert!(
+            planned
+                .iter()
+                .any(|i| matches!(i, Item::Object { path, .. } if *path == b_path)),
+            "a name cut off is no longer known: {planned:?}"
+        );
+        assert!(!planned.iter().any(|i| matches!(i, Item::Object { path, .. } if *path == store.object_path(&kept.entries[0].key()))),
+            "the name left in the bytes keeps its object");
+        let err = plan
+            .apply(&store, |_| panic!("nothing is removed"))
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Conflict(ref m) if m.contains(&*path.to_string_lossy())),
+            "{err}"
+        );
+        assert!(orphan_path.exists() && b_path.exists());
+
+        let forced = Plan::scan(&store, true).unwrap();
+        assert!(forced.refusal().is_none());
+        forced.apply(&store, |_| {}).unwrap();
+        assert!(!orphan_path.exists() && !b_path.exists());
+        assert!(store.object_path(&kept.entries[0].key()).exists());
+        assert!(path.exists(), "a damaged manifest is never removed");
+    }
+
+    fn find(haystack: &[u8], needle: &str) -> usize {
+        haystack
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_set_aside_manifest_keeps_its_objects_unless_forced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let aside = publish(&store, &[("s.md", b"aside\n", false)]);
+        write_manifest(&store, &aside);
+        let moved = store
+            .set_aside_manifest(&aside.digest, "not recorded: a test")
+            .unwrap();
+        assert!(!store.manifest_path(&aside.digest).exists());
+        assert_eq!(std::fs::read(&moved).unwrap(), aside.bytes);
+        let listed = store.list_set_aside().unwrap();
+        assert_eq!(
+            listed,
+            [(moved.clone(), "not recorded: a test".to_string())]
+        );
+        // A second one of the same digest gets the next name.
+        write_manifest(&store, &aside);
+        let again = store.set_aside_manifest(&aside.digest, "again").unwrap();
+        assert_ne!(again, moved);
+
+        let plan = Plan::scan(&store, false).unwrap();
+        assert!(plan.items.is_empty(), "{:?}", plan.items);
+        assert!(
+            plan.refusal().is_none(),
+            "a set-aside manifest blocks nothing"
+        );
+        let forced = Plan::scan(&store, true).unwrap();
+        let object = store.object_path(&aside.entries[0].key());
+        assert!(forced
+            .items
+            .iter()
+            .any(|i| matches!(i, Item::Object { path, .. } if *path == object)));
+        forced.apply(&store, |_| {}).unwrap();
+        assert!(!object.exists() && moved.exists() && again.exists());
+    }
+
+    #[test]
     fn a_clean_store_plans_nothing() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
