@@ -67,7 +67,7 @@ const MAX_COMPRESSED_BYTES: u64 = 64 * 1024 * 1024;
 /// fraction of a second; level 19 made the file a fifth smaller in 40 s.
 const ZSTD_LEVEL: i32 = 3;
 /// The largest manifest entry import reads.
-const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
+const MAX_MANIFEST_BYTES: u64 = crate::manifest::MAX_MANIFEST_BYTES;
 const BLOCK: usize = 512;
 
 /// The two forms of a bundle.
@@ -236,6 +236,8 @@ fn objects_of(manifest: &Manifest) -> BTreeMap<ObjectKey, u64> {
 pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportReport> {
     let store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
+    // A bundle holds only what a view could.
+    store.entries_to_hand_out(&digest)?;
     let bytes = store.catalogue().manifest_bytes(&digest)?;
     let manifest = Manifest::parse(&bytes)
         .ok()
@@ -701,14 +703,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     };
     if opts.check {
         // What an import checks before it stores anything, with no store.
-        if let Some(expected) = expected.filter(|e| *e != manifest.digest) {
-            return Err(AdoptError::DigestMismatch {
-                expected,
-                found: manifest.digest,
-            }
-            .into());
-        }
-        crate::policy::check_manifest_entries(&manifest.entries).map_err(AdoptError::from)?;
+        crate::store::adopt::check_received(&manifest.bytes, expected)?;
         let plugin = manifest.entries[0].key();
         let mut plugin_json = Vec::new();
         read_objects(&mut |key, data| {

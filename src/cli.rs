@@ -560,6 +560,12 @@ pub struct GcArgs {
     /// Only report what would be removed.
     #[arg(long)]
     dry_run: bool,
+    /// Sweep even while a manifest is damaged or a recorded snapshot lacks
+    /// its manifest (gc otherwise refuses, exit 6), and let go of the
+    /// objects only set-aside manifests name. Every object name still found
+    /// in a damaged manifest stays kept.
+    #[arg(long)]
+    force: bool,
 }
 
 /// The arguments of `path`.
@@ -825,7 +831,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Diff(a) => emit(cli, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
         Command::Rm(a) => emit(cli, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
         Command::Recover => emit(cli, out, &cmd::recover::recover(&root)?),
-        Command::Gc(a) => emit(cli, out, &cmd::gc::gc(&root, a.dry_run, progress)?),
+        Command::Gc(a) => emit(cli, out, &cmd::gc::gc(&root, a.dry_run, a.force, progress)?),
         Command::Mounts(a) => emit_mounts(out, &cmd::mounts::mounts(&root, &a.options(cli.json))?),
         Command::Push(a) => emit(cli, out, &cmd::push::push(&root, &a.options(progress))?),
         Command::Pull(a) => emit(cli, out, &cmd::pull::pull(&root, &a.options(progress))?),

@@ -116,6 +116,58 @@ pub fn canonical_bytes(entries: &[Entry]) -> Vec<u8> {
     out
 }
 
+/// The most bytes a manifest within the reference's bounds can hold:
+/// [`crate::policy::MAX_FILES`] entries of at most
+/// [`crate::policy::MAX_PATH_BYTES`] bytes of path, each byte escaped to at
+/// most six, stay below it.
+pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The longest run of hex digits whose every 64-digit window is taken for a
+/// name by [`object_ids_in`]; a longer run gives only its first and last 64.
+const LONGEST_SCANNED_RUN: usize = 128;
+
+/// Every object name that bytes meant to be a manifest still hold, found
+/// without parsing them: each run of 64 hexadecimal digits (either case).
+///
+/// This is how the store reads a manifest that is damaged (cut short, a
+/// digit changed, other bytes written over it, not JSON at all): whatever
+/// names are left in it keep their objects from gc. A run longer than 64
+/// digits (a digit was inserted, or two names lost the bytes between them)
+/// gives each of its 64-digit windows, up to [`LONGEST_SCANNED_RUN`] digits;
+/// past that, its first and last 64. The names are in the order found and
+/// may repeat.
+pub fn object_ids_in(bytes: &[u8]) -> Vec<ObjectId> {
+    let mut out = Vec::new();
+    let mut take = |window: &[u8]| {
+        let hex = String::from_utf8_lossy(window).to_ascii_lowercase();
+        if let Ok(id) = hex.parse::<ObjectId>() {
+            out.push(id);
+        }
+    };
+    let mut i = 0;
+    while i < bytes.len() {
+        if !bytes[i].is_ascii_hexdigit() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && bytes[i].is_ascii_hexdigit() {
+            i += 1;
+        }
+        let run = &bytes[start..i];
+        if run.len() < 64 {
+            continue;
+        }
+        if run.len() <= LONGEST_SCANNED_RUN {
+            run.windows(64).for_each(&mut take);
+        } else {
+            take(&run[..64]);
+            take(&run[run.len() - 64..]);
+        }
+    }
+    out
+}
+
 /// A decoded canonical manifest together with its bytes and digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Manifest {
@@ -173,13 +225,6 @@ impl Manifest {
         Ok(manifest)
     }
 
-    /// Decodes the entries of manifest bytes without requiring the
-    /// canonical form: for reading what a damaged manifest still says.
-    pub fn parse_entries_leniently(bytes: &[u8]) -> Result<Vec<Entry>, ManifestError> {
-        let wire: Wire = serde_json::from_slice(bytes)?;
-        Ok(wire.files)
-    }
-
     /// The number of bytes in all files together.
     pub fn total_bytes(&self) -> u64 {
         self.entries.iter().map(|e| e.size).sum()
@@ -229,6 +274,33 @@ mod tests {
              \"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",\"size\":0}],\
              \"schema_version\":1}"
         );
+    }
+
+    #[test]
+    fn every_name_left_in_damaged_bytes_is_found() {
+        let a = ObjectId::of(b"a");
+        let b = ObjectId::of(b"b");
+        let m = Manifest::new(vec![
+            Entry::of(".claude-plugin/plugin.json", b"a", false),
+            Entry::of("skills/x", b"b", true),
+        ]);
+        assert_eq!(object_ids_in(&m.bytes), [a, b]);
+        // Cut short: the names before the cut are still there.
+        let cut = &m.bytes[..m.bytes.len() - 1];
+        assert_eq!(object_ids_in(cut), [a, b]);
+        let cut = &m.bytes[..m.bytes.len() - 40];
+        assert_eq!(object_ids_in(cut), [a]);
+        // Upper case, a digit inserted (every window), two names glued.
+        let upper = a.to_hex().to_ascii_uppercase();
+        assert_eq!(object_ids_in(upper.as_bytes()), [a]);
+        let grown = format!("{}0", a.to_hex());
+        let found = object_ids_in(grown.as_bytes());
+        assert_eq!(found.len(), 2);
+        assert_eq!(found[0], a);
+        let glued = format!("{}{}{}", a.to_hex(), "f".repeat(70), b.to_hex());
+        assert_eq!(object_ids_in(glued.as_bytes()), [a, b]);
+        assert!(object_ids_in(b"not a manifest").is_empty());
+        assert!(object_ids_in(&a.to_hex().as_bytes()[..63]).is_empty());
     }
 
     #[test]

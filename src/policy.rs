@@ -542,6 +542,80 @@ mod tests {
     }
 
     #[test]
+    fn each_broken_manifest_rule_has_its_own_error() {
+        use crate::manifest::Entry;
+        let release = |extra: &[&str]| -> Vec<Entry> {
+            let mut paths = vec![".claude-plugin/plugin.json"];
+            paths.extend(REQUIRED_SKILLS.iter().map(|s| match *s {
+                "ce-plan" => "skills/ce-plan/SKILL.md",
+                "ce-work" => "skills/ce-work/SKILL.md",
+                _ => "skills/ce-code-review/SKILL.md",
+            }));
+            paths.extend_from_slice(extra);
+            paths.iter().map(|p| Entry::of(p, b"x", false)).collect()
+        };
+        let mut ok = release(&["scripts/run.sh"]);
+        ok.sort_by(|a, b| walk_order_key(&a.path).cmp(&walk_order_key(&b.path)));
+        check_manifest_entries(&ok).unwrap();
+        let rule = |entries: &[Entry]| check_manifest_entries(entries).unwrap_err().rule();
+        let sorted = |mut v: Vec<Entry>| {
+            v.sort_by(|a, b| walk_order_key(&a.path).cmp(&walk_order_key(&b.path)));
+            v
+        };
+        assert_eq!(
+            rule(&sorted(release(&["skills/ce-code-review/.env"]))),
+            "forbidden-name"
+        );
+        assert_eq!(rule(&sorted(release(&["/etc/passwd"]))), "absolute-path");
+        assert_eq!(rule(&sorted(release(&["skills/../x"]))), "dot-component");
+        assert_eq!(rule(&sorted(release(&["skills//x"]))), "empty-component");
+        assert_eq!(rule(&sorted(release(&[""]))), "empty-path");
+        assert_eq!(rule(&sorted(release(&["skills/a\0b"]))), "nul-character");
+        assert_eq!(rule(&sorted(release(&["README.md"]))), "outside-allowlist");
+        assert_eq!(
+            rule(&sorted(release(&["scripts/x", "scripts/x"]))),
+            "duplicate-path"
+        );
+        let mut dup_apart = ok.clone();
+        dup_apart.push(ok[1].clone());
+        assert_eq!(rule(&dup_apart), "duplicate-path");
+        let mut reversed = ok.clone();
+        reversed.swap(1, 2);
+        assert_eq!(rule(&reversed), "entry-order");
+        assert_eq!(
+            rule(&sorted(release(&["scripts/x", "scripts/x/y"]))),
+            "file-and-directory"
+        );
+        let long = format!("scripts/{}", "a".repeat(MAX_PATH_BYTES));
+        assert_eq!(rule(&sorted(release(&[long.as_str()]))), "path-too-long");
+        let mut big = ok.clone();
+        big[1].size = MAX_FILE_BYTES + 1;
+        assert_eq!(rule(&big), "file-too-large");
+        let mut heavy = ok.clone();
+        for e in &mut heavy {
+            e.size = MAX_FILE_BYTES;
+        }
+        let many: Vec<String> = (0..8).map(|i| format!("scripts/f{i}")).collect();
+        let mut heavy = sorted(
+            heavy
+                .into_iter()
+                .chain(many.iter().map(|p| Entry {
+                    size: MAX_FILE_BYTES,
+                    ..Entry::of(p, b"", false)
+                }))
+                .collect(),
+        );
+        assert_eq!(rule(&heavy), "too-many-bytes");
+        heavy.truncate(1);
+        assert_eq!(rule(&heavy), "missing-skill");
+        assert_eq!(rule(&ok[1..]), "no-plugin-json");
+        let lots: Vec<Entry> = (0..=MAX_FILES)
+            .map(|i| Entry::of(&format!("scripts/{i}"), b"", false))
+            .collect();
+        assert_eq!(rule(&lots), "too-many-files");
+    }
+
+    #[test]
     fn forbidden_names() {
         for name in [
             "tests",
@@ -571,17 +645,35 @@ mod tests {
     }
 }
 
-/// Why a manifest received from elsewhere (a registry, a bundle) could not
-/// have come from a tree the reference accepts; one variant per rule.
+/// Why a manifest could not have come from a tree the reference accepts;
+/// one variant per rule.
+///
+/// A manifest reaches the store from a walk (which applies the rules as it
+/// goes), or from elsewhere: a registry, a bundle, a file found under
+/// `manifests/` by `cestore recover`. Those are checked by
+/// [`check_manifest_entries`], and so is every snapshot before a view of it
+/// is handed out.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestRuleError {
-    /// A path is empty, absolute, or has an empty, `.` or `..` component.
-    #[error("manifest path '{0}' is not a plain relative path")]
-    BadPath(String),
+    /// A path is empty.
+    #[error("manifest path '' is empty")]
+    EmptyPath,
+    /// A path starts with `/`.
+    #[error("manifest path '{0}' is absolute")]
+    AbsolutePath(String),
+    /// A path has an empty component (`a//b`, a trailing `/`).
+    #[error("manifest path '{0}' has an empty component")]
+    EmptyComponent(String),
+    /// A path has a `.` or `..` component.
+    #[error("manifest path '{0}' has a '.' or '..' component")]
+    DotComponent(String),
+    /// A path holds a NUL character, which no file name can.
+    #[error("manifest path '{0}' holds a NUL character")]
+    NulCharacter(String),
     /// A path lies outside `.claude-plugin/{plugin,marketplace}.json`, `skills/`, `scripts/` and `assets/`.
     #[error("manifest path '{0}' is outside the files the reference keeps")]
     NotKept(String),
-    /// A path has a component the reference's filter drops.
+    /// A path has a component the reference's filter drops (`.env`, `tests`, `*.pem`, …).
     #[error("manifest path '{0}' has a component the reference drops")]
     Forbidden(String),
     /// A path is longer than [`MAX_PATH_BYTES`].
@@ -596,7 +688,10 @@ pub enum ManifestRuleError {
     /// All files together larger than [`MAX_TOTAL_BYTES`].
     #[error("manifest files exceed the total byte limit ({MAX_TOTAL_BYTES} bytes)")]
     TooManyBytes,
-    /// The entries are not in the reference's walk order, or a path repeats.
+    /// A path is listed twice.
+    #[error("manifest path '{0}' is listed twice")]
+    DuplicatePath(String),
+    /// The entries are not in the reference's walk order.
     #[error("manifest entries are not in the reference's order at '{0}'")]
     Order(String),
     /// A path is both a file and a directory.
@@ -608,6 +703,31 @@ pub enum ManifestRuleError {
     /// A required skill is missing.
     #[error("manifest is missing required skill: {0}")]
     MissingSkill(&'static str),
+}
+
+impl ManifestRuleError {
+    /// A stable identifier of the rule broken, for JSON output and scripts.
+    pub fn rule(&self) -> &'static str {
+        use ManifestRuleError::*;
+        match self {
+            EmptyPath => "empty-path",
+            AbsolutePath(_) => "absolute-path",
+            EmptyComponent(_) => "empty-component",
+            DotComponent(_) => "dot-component",
+            NulCharacter(_) => "nul-character",
+            NotKept(_) => "outside-allowlist",
+            Forbidden(_) => "forbidden-name",
+            PathTooLong(_) => "path-too-long",
+            TooManyFiles(_) => "too-many-files",
+            FileTooLarge(_) => "file-too-large",
+            TooManyBytes => "too-many-bytes",
+            DuplicatePath(_) => "duplicate-path",
+            Order(_) => "entry-order",
+            FileAndDirectory(_) => "file-and-directory",
+            NoPluginJson => "no-plugin-json",
+            MissingSkill(_) => "missing-skill",
+        }
+    }
 }
 
 /// The key that orders entries as the reference's walk does: the manifests
@@ -629,23 +749,41 @@ pub fn walk_order_key(path: &str) -> (u8, usize, Vec<&str>) {
     (1, i, parts.collect())
 }
 
-/// Checks that manifest entries could have come from a tree the reference
-/// accepts: plain kept paths, no dropped names, the bounds, the walk order,
-/// `plugin.json` first and the required skills present. The content of
-/// `plugin.json` is checked separately, once its bytes are at hand.
+/// The one check of a manifest's entries against the reference's rules and
+/// bounds: plain kept paths, no dropped names, the bounds, the walk order
+/// with no path twice, `plugin.json` first and the required skills present.
+///
+/// Every manifest that does not come from a walk passes here before it is
+/// recorded (`pull`, `import`, `recover`) and every snapshot before a view
+/// of it is handed out (`checkout`, `path`) or written to a bundle. What
+/// needs bytes is checked beside it by its callers: `plugin.json`'s content
+/// ([`crate::store::adopt::plugin_version`]) and the objects themselves.
 pub fn check_manifest_entries(entries: &[crate::manifest::Entry]) -> Result<(), ManifestRuleError> {
     use ManifestRuleError as E;
     if entries.len() > MAX_FILES {
         return Err(E::TooManyFiles(entries.len()));
     }
     let mut total = 0u64;
+    let mut seen = std::collections::HashSet::with_capacity(entries.len());
     for e in entries {
         let p = e.path.as_str();
-        if p.is_empty()
-            || p.starts_with('/')
-            || p.split('/').any(|c| c.is_empty() || c == "." || c == "..")
-        {
-            return Err(E::BadPath(p.into()));
+        if !seen.insert(p) {
+            return Err(E::DuplicatePath(p.into()));
+        }
+        if p.is_empty() {
+            return Err(E::EmptyPath);
+        }
+        if p.starts_with('/') {
+            return Err(E::AbsolutePath(p.into()));
+        }
+        if p.contains('\0') {
+            return Err(E::NulCharacter(p.into()));
+        }
+        if p.split('/').any(str::is_empty) {
+            return Err(E::EmptyComponent(p.into()));
+        }
+        if p.split('/').any(|c| c == "." || c == "..") {
+            return Err(E::DotComponent(p.into()));
         }
         let (class, top, rest) = walk_order_key(p);
         if class == 1 && (top == usize::MAX || rest.is_empty()) {

@@ -6,6 +6,10 @@
 //! views of recorded snapshots. Ingests and checkouts in flight hold the
 //! store's shared lock and gc its exclusive one, so nothing is published
 //! between the mark and the sweep. `--dry-run` plans under the shared lock.
+//!
+//! While a manifest file is damaged or a recorded snapshot lacks one, gc
+//! refuses to sweep (exit 6, removing nothing) unless `--force`: the
+//! objects such a manifest named are no longer all known.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -61,11 +65,27 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
     })
 }
 
-/// What gc removes (or, with `--dry-run`, would remove).
+/// One reason a sweep is unsafe: a damaged or missing manifest.
+#[derive(Debug, serde::Serialize)]
+pub struct UnsafeManifest {
+    /// The manifest file.
+    pub path: String,
+    /// What is wrong with it.
+    pub detail: String,
+}
+
+/// What gc removes (or, with `--dry-run` or when it refuses, would remove).
 #[derive(Debug, Default, serde::Serialize)]
 pub struct GcReport {
     /// Whether this was only a plan.
     pub dry_run: bool,
+    /// Whether `--force` was given.
+    pub force: bool,
+    /// The damaged and missing manifests that make a sweep unsafe.
+    #[serde(rename = "unsafe")]
+    pub unsafe_manifests: Vec<UnsafeManifest>,
+    /// Whether gc refused to sweep because of them (nothing was removed).
+    pub refused: bool,
     /// Objects that no snapshot uses.
     pub objects: Vec<String>,
     /// Their bytes.
@@ -87,8 +107,33 @@ pub struct GcReport {
 }
 
 impl Report for GcReport {
+    fn exit_code(&self) -> u8 {
+        if self.refused {
+            6
+        } else {
+            0
+        }
+    }
+
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        let verb = if self.dry_run {
+        for u in &self.unsafe_manifests {
+            writeln!(w, "unsafe to sweep: {}: {}", u.path, u.detail)?;
+        }
+        if self.refused {
+            writeln!(
+                w,
+                "refused to sweep while {}: nothing was removed. \
+                 `cestore recover` mends what the catalogue still knows; \
+                 `cestore gc --force` sweeps anyway, still keeping every object \
+                 the damaged manifests name",
+                super::counted(
+                    self.unsafe_manifests.len(),
+                    "manifest is damaged or missing",
+                    "manifests are damaged or missing"
+                )
+            )?;
+        }
+        let verb = if self.dry_run || self.refused {
             "would remove"
         } else {
             "removed"
@@ -105,7 +150,7 @@ impl Report for GcReport {
         for v in &self.spares {
             writeln!(w, "{verb} the spare views {v}")?;
         }
-        let forget = if self.dry_run {
+        let forget = if self.dry_run || self.refused {
             "would forget"
         } else {
             "forgot"
@@ -140,16 +185,28 @@ impl Report for GcReport {
 
 /// Removes everything no snapshot uses: objects, stale temporary files and
 /// shared views of forgotten snapshots, as the one upkeep [`Plan`] says.
-pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> {
+/// Refuses (and reports what it would remove) while the plan is unsafe,
+/// unless `force`.
+pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Result<GcReport> {
     let mode = if dry_run {
         LockMode::Shared
     } else {
         LockMode::Exclusive
     };
     let store = Store::open(store_root, mode, false)?;
-    let plan = Plan::scan(&store)?;
+    let plan = Plan::scan(&store, force)?;
     let mut report = GcReport {
         dry_run,
+        force,
+        unsafe_manifests: plan
+            .unsafe_because
+            .iter()
+            .map(|(path, detail)| UnsafeManifest {
+                path: path.to_string_lossy().into_owned(),
+                detail: detail.clone(),
+            })
+            .collect(),
+        refused: !dry_run && plan.refusal().is_some(),
         objects_kept: plan.objects_kept,
         ..GcReport::default()
     };
@@ -167,7 +224,7 @@ pub fn gc(store_root: &Path, dry_run: bool, progress: bool) -> Result<GcReport> 
             Item::ViewRecord { .. } => report.stale_view_records.push(path),
         }
     }
-    if dry_run {
+    if dry_run || report.refused {
         return Ok(report);
     }
     let objects = report.objects.len() as u64;

@@ -77,6 +77,8 @@ impl Report for PushReport {
 pub fn push(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
+    // A registry gets only what a view could hold.
+    store.entries_to_hand_out(&digest)?;
     let row = store.catalogue().snapshot(&digest)?;
     let bytes = store.catalogue().manifest_bytes(&digest)?;
     let manifest = Manifest::parse(&bytes).map_err(|e| {

@@ -195,6 +195,24 @@ pub struct Arrival<'a> {
     pub origin: Option<&'a Origin>,
 }
 
+/// Checks manifest bytes received from elsewhere before anything else of the
+/// snapshot is read: canonical, hashing to `expected` when given, and within
+/// the reference's rules and bounds ([`policy::check_manifest_entries`]).
+pub fn check_received(
+    bytes: &[u8],
+    expected: Option<ManifestDigest>,
+) -> std::result::Result<Manifest, AdoptError> {
+    let manifest = Manifest::parse(bytes)?;
+    if let Some(expected) = expected.filter(|e| *e != manifest.digest) {
+        return Err(AdoptError::DigestMismatch {
+            expected,
+            found: manifest.digest,
+        });
+    }
+    policy::check_manifest_entries(&manifest.entries)?;
+    Ok(manifest)
+}
+
 /// Adopts a snapshot: checks `manifest_bytes` (against `expected` when
 /// given) and the bounds before anything else, then lets `fetch` stream the
 /// objects the store lacks into a work directory (it is called even when
@@ -210,17 +228,7 @@ pub fn adopt<F>(
 where
     F: FnOnce(&[Wanted], &Staging<'_>) -> Result<()>,
 {
-    let manifest = Manifest::parse(manifest_bytes).map_err(AdoptError::from)?;
-    if let Some(expected) = expected {
-        if manifest.digest != expected {
-            return Err(AdoptError::DigestMismatch {
-                expected,
-                found: manifest.digest,
-            }
-            .into());
-        }
-    }
-    policy::check_manifest_entries(&manifest.entries).map_err(AdoptError::from)?;
+    let manifest = check_received(manifest_bytes, expected)?;
     let mut store = Store::open(store_root, LockMode::Shared, true)?;
 
     let mut needed: BTreeMap<ObjectKey, (u64, String)> = BTreeMap::new();

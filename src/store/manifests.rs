@@ -5,6 +5,9 @@
 //! STORE/manifests/
 //! └── ab/
 //!     └── <64 hex>     the canonical manifest bytes; their SHA-256 is the name
+//! STORE/manifests-set-aside/
+//! ├── <64 hex>.<n>     a manifest `cestore recover` refused to record
+//! └── <64 hex>.<n>.why why it was refused, one line
 //! ```
 //!
 //! The catalogue is an index; these files are the store's own record of what
@@ -14,6 +17,13 @@
 //! manifest on disk names, never deletes an object of a snapshot that a lost
 //! or damaged catalogue no longer lists, and `cestore recover` rebuilds the
 //! catalogue's rows from these files.
+//!
+//! A manifest file that does not hash to its name is damaged: it is read
+//! without being parsed ([`crate::manifest::object_ids_in`]), and every
+//! object name left in it keeps that object live. A manifest `recover` will
+//! not record (it breaks a rule, or its objects are missing) is moved to
+//! `manifests-set-aside/`, never deleted: the objects it names stay live
+//! there too, unless `gc --force` lets them go.
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
@@ -29,6 +39,10 @@ use crate::manifest::Manifest;
 
 /// The manifests directory's name inside the store.
 pub const MANIFESTS_DIR: &str = "manifests";
+/// Where `cestore recover` moves the manifests it refuses to record.
+pub const SET_ASIDE_DIR: &str = "manifests-set-aside";
+/// The suffix of the file beside a set-aside manifest that says why.
+const WHY_SUFFIX: &str = ".why";
 
 /// A manifest's path relative to `manifests/`: `ab/<64 hex>`.
 pub fn rel_path(digest: &ManifestDigest) -> String {
@@ -39,20 +53,45 @@ pub fn rel_path(digest: &ManifestDigest) -> String {
 /// The manifests on disk, sorted out (see [`Store::scan_manifests`]).
 #[derive(Debug, Default)]
 pub struct ManifestScan {
-    /// Every object a manifest that stays names.
+    /// Every object a manifest that stays names (a damaged one: every
+    /// object name found in it, among the objects present).
     pub live_objects: HashSet<ObjectKey>,
+    /// Every object a set-aside manifest names, among the objects present.
+    pub set_aside_objects: HashSet<ObjectKey>,
+    /// The manifests `cestore recover` set aside, and why.
+    pub set_aside: Vec<(PathBuf, String)>,
     /// Manifests an operation that did not finish published and nothing
     /// records: garbage, with the objects only they name.
     pub abandoned: Vec<(ManifestDigest, PathBuf)>,
     /// Manifests nothing records or is recording: a row the catalogue lost,
     /// which `cestore recover` records again.
     pub unrecorded: Vec<(ManifestDigest, PathBuf)>,
-    /// Manifests whose bytes are not what their name says, and why.
+    /// Manifests whose bytes are not what their name says, and why: gc
+    /// refuses to sweep while there is one (see [`ManifestScan::unsafe_to_sweep`]).
     pub damaged: Vec<(ManifestDigest, PathBuf, String)>,
     /// Files whose names are not manifests' names.
     pub stray: Vec<PathBuf>,
     /// Recorded snapshots without a manifest file.
     pub missing: Vec<ManifestDigest>,
+}
+
+impl ManifestScan {
+    /// What makes a sweep unsafe, as `(path, why)`: a damaged manifest may
+    /// have named objects no byte of it names any more, and a recorded
+    /// snapshot without its manifest file is known to the catalogue alone.
+    pub fn unsafe_to_sweep(&self, store: &Store) -> Vec<(PathBuf, String)> {
+        let damaged = self
+            .damaged
+            .iter()
+            .map(|(_, path, why)| (path.clone(), format!("damaged: {why}")));
+        let missing = self.missing.iter().map(|d| {
+            (
+                store.manifest_path(d),
+                format!("missing: the recorded snapshot {d} has no manifest file"),
+            )
+        });
+        damaged.chain(missing).collect()
+    }
 }
 
 /// A manifest file found under `manifests/`.
@@ -152,6 +191,23 @@ impl Store {
         read_manifest_file(&self.manifest_path(digest), digest)
     }
 
+    /// A recorded snapshot's entries, once they pass the reference's rules
+    /// and bounds ([`crate::policy::check_manifest_entries`]): what a view
+    /// or a bundle of it may hold. A snapshot that breaks them (recorded by
+    /// an older cestore's `recover`, or by hand) is refused, exit 1.
+    pub fn entries_to_hand_out(
+        &self,
+        digest: &ManifestDigest,
+    ) -> Result<Vec<crate::manifest::Entry>> {
+        let entries = self.catalogue().files(digest)?;
+        crate::policy::check_manifest_entries(&entries).map_err(|rule| {
+            Error::Integrity(format!(
+                "the snapshot {digest} breaks a rule of the reference: {rule}; nothing of it is handed out (`cestore rm {digest}` forgets it)"
+            ))
+        })?;
+        Ok(entries)
+    }
+
     /// Every file under `manifests/`, sorted by path.
     pub fn list_manifests(&self) -> Result<Vec<FoundManifest>> {
         let root = self.root().join(MANIFESTS_DIR);
@@ -188,9 +244,14 @@ impl Store {
     /// (the snapshots the catalogue records) and the work directories:
     /// which keep objects live, which a killed operation left, which the
     /// catalogue lost. A manifest whose bytes no longer match its name still
-    /// keeps what it names live, as far as it can be read: deleting is the
+    /// keeps live every object name found in it (among `present`, the
+    /// objects on disk), and so does a set-aside manifest: deleting is the
     /// one thing that cannot be undone.
-    pub fn scan_manifests(&self, recorded: &HashSet<ManifestDigest>) -> Result<ManifestScan> {
+    pub fn scan_manifests(
+        &self,
+        recorded: &HashSet<ManifestDigest>,
+        present: &HashSet<ObjectKey>,
+    ) -> Result<ManifestScan> {
         let mut in_flight = HashSet::new();
         let mut left_by_dead = HashSet::new();
         for w in super::objects::work_dirs(self)? {
@@ -215,16 +276,20 @@ impl Store {
                 scan.abandoned.push((digest, found.path));
                 continue;
             }
-            if let Err(e) = self.read_manifest(&digest) {
-                scan.damaged
-                    .push((digest, found.path.clone(), crate::error::error_chain(&e)));
-            }
-            if let Ok(entries) = std::fs::read(&found.path)
-                .map_err(|_| ())
-                .and_then(|b| Manifest::parse_entries_leniently(&b).map_err(|_| ()))
-            {
-                scan.live_objects
-                    .extend(entries.iter().filter(|e| e.size > 0).map(|e| e.key()));
+            match read_checked(&found.path, &digest) {
+                ManifestFile::Sound(manifest) => scan.live_objects.extend(
+                    manifest
+                        .entries
+                        .iter()
+                        .filter(|e| e.size > 0)
+                        .map(|e| e.key()),
+                ),
+                ManifestFile::Damaged(d) => {
+                    let (e, bytes) = *d;
+                    scan.damaged
+                        .push((digest, found.path.clone(), crate::error::error_chain(&e)));
+                    mark_named(&bytes, present, &mut scan.live_objects);
+                }
             }
             if !known {
                 scan.unrecorded.push((digest, found.path));
@@ -237,7 +302,86 @@ impl Store {
             .collect();
         missing.sort();
         scan.missing = missing;
+        for (path, why) in self.list_set_aside()? {
+            let bytes = read_bounded(&path).unwrap_or_default();
+            mark_named(&bytes, present, &mut scan.set_aside_objects);
+            scan.set_aside.push((path, why));
+        }
         Ok(scan)
+    }
+
+    /// The manifests under `manifests-set-aside/`, sorted by path, each with
+    /// what its `.why` file says.
+    pub fn list_set_aside(&self) -> Result<Vec<(PathBuf, String)>> {
+        let root = self.root().join(SET_ASIDE_DIR);
+        let dir = match crate::fsutil::open_dir(self.dir(), SET_ASIDE_DIR) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("open the set-aside manifests", root, e)),
+        };
+        let mut out = Vec::new();
+        for name in super::read_names(dir.as_fd(), &root)? {
+            if name.ends_with(WHY_SUFFIX) {
+                continue;
+            }
+            let why = std::fs::read(root.join(format!("{name}{WHY_SUFFIX}")))
+                .map(|b| {
+                    let cut = b.len().min(4096);
+                    String::from_utf8_lossy(&b[..cut]).trim_end().to_string()
+                })
+                .unwrap_or_else(|_| "the reason was not kept".into());
+            out.push((root.join(name), why));
+        }
+        Ok(out)
+    }
+
+    /// Moves the manifest file of `digest` to `manifests-set-aside/`, beside
+    /// a file that says `why`, never overwriting. The move is durable after
+    /// the next [`Store::sync`]. Returns the new path.
+    pub fn set_aside_manifest(&self, digest: &ManifestDigest, why: &str) -> Result<PathBuf> {
+        let from = self.manifest_path(digest);
+        let root = self.root().join(SET_ASIDE_DIR);
+        match rustix::fs::mkdirat(self.dir(), SET_ASIDE_DIR, Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(Error::io("create the set-aside manifests", root, e)),
+        }
+        let dir = crate::fsutil::open_dir(self.dir(), SET_ASIDE_DIR)
+            .ctx("open the set-aside manifests", &root)?;
+        let manifests = crate::fsutil::open_dir(self.dir(), MANIFESTS_DIR).ctx(
+            "open the manifests directory",
+            self.root().join(MANIFESTS_DIR),
+        )?;
+        let hex = digest.to_hex();
+        for n in 1u32.. {
+            let name = format!("{hex}.{n}");
+            let why_path = root.join(format!("{name}{WHY_SUFFIX}"));
+            if rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW).is_ok() {
+                continue;
+            }
+            // The reason first: a crash in between leaves a reason without
+            // its manifest, never a manifest lost.
+            let _ = rustix::fs::unlinkat(
+                &dir,
+                format!("{name}{WHY_SUFFIX}").as_str(),
+                AtFlags::empty(),
+            );
+            write_read_only(&why_path, format!("{why}\n").as_bytes())?;
+            match rustix::fs::renameat_with(
+                &manifests,
+                rel_path(digest).as_str(),
+                &dir,
+                name.as_str(),
+                RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => return Ok(root.join(name)),
+                Err(Errno::EXIST) => continue,
+                Err(e) => return Err(Error::io("set a manifest aside", &from, e)),
+            }
+        }
+        Err(Error::Integrity(format!(
+            "could not set aside '{}': every name is taken",
+            from.display()
+        )))
     }
 
     /// Whether `objects/` or `manifests/` holds anything: a store that has
@@ -250,18 +394,78 @@ impl Store {
 /// Reads the manifest file at `path` and checks that its bytes are the
 /// canonical manifest of `digest`.
 pub fn read_manifest_file(path: &Path, digest: &ManifestDigest) -> Result<Manifest> {
-    let bytes = std::fs::read(path).ctx("read a manifest", path)?;
-    let manifest = Manifest::parse(&bytes).map_err(|e| {
-        Error::Integrity(format!("the manifest '{}' is damaged: {e}", path.display()))
-    })?;
+    match read_checked(path, digest) {
+        ManifestFile::Sound(m) => Ok(m),
+        ManifestFile::Damaged(d) => Err(d.0),
+    }
+}
+
+/// Reads at most one byte more than the longest manifest from `path`.
+fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            f.take(crate::manifest::MAX_MANIFEST_BYTES + 1)
+                .read_to_end(&mut bytes)
+        })
+        .ctx("read a manifest", path)?;
+    Ok(bytes)
+}
+
+/// What a manifest file holds: the canonical manifest of its name, or, when
+/// damaged, why and the bytes read (none when it could not be read), for
+/// [`mark_named`].
+enum ManifestFile {
+    Sound(Manifest),
+    Damaged(Box<(Error, Vec<u8>)>),
+}
+
+/// Reads a manifest file and checks it against the digest of its name.
+fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
+    let damaged = |e: Error, bytes: Vec<u8>| ManifestFile::Damaged(Box::new((e, bytes)));
+    let bytes = match read_bounded(path) {
+        Ok(b) => b,
+        Err(e) => return damaged(e, Vec::new()),
+    };
+    if bytes.len() as u64 > crate::manifest::MAX_MANIFEST_BYTES {
+        let e = Error::Integrity(format!(
+            "the manifest '{}' is damaged: it is longer than any manifest ({} bytes)",
+            path.display(),
+            crate::manifest::MAX_MANIFEST_BYTES
+        ));
+        return damaged(e, bytes);
+    }
+    let manifest = match Manifest::parse(&bytes) {
+        Ok(m) => m,
+        Err(e) => {
+            let e = Error::Integrity(format!("the manifest '{}' is damaged: {e}", path.display()));
+            return damaged(e, bytes);
+        }
+    };
     if manifest.digest != *digest {
-        return Err(Error::Integrity(format!(
+        let e = Error::Integrity(format!(
             "the manifest '{}' hashes to {}, not to its name",
             path.display(),
             manifest.digest
-        )));
+        ));
+        return damaged(e, bytes);
     }
-    Ok(manifest)
+    ManifestFile::Sound(manifest)
+}
+
+/// Adds to `live` every object among `present` that `bytes` name, read
+/// without parsing them: executable or not, since the name alone does not
+/// say.
+fn mark_named(bytes: &[u8], present: &HashSet<ObjectKey>, live: &mut HashSet<ObjectKey>) {
+    for id in crate::manifest::object_ids_in(bytes) {
+        for executable in [false, true] {
+            let key = ObjectKey { id, executable };
+            if present.contains(&key) {
+                live.insert(key);
+            }
+        }
+    }
 }
 
 /// Removes a manifest file; one already gone is no error. Callers decide,
@@ -466,7 +670,12 @@ mod tests {
         let known: HashSet<ManifestDigest> = [recorded.digest, damaged.digest, missing.digest]
             .into_iter()
             .collect();
-        let scan = store.scan_manifests(&known).unwrap();
+        let present: HashSet<ObjectKey> =
+            [&recorded, &unrecorded, &abandoned, &in_flight, &damaged]
+                .iter()
+                .flat_map(|m| m.entries.iter().filter(|e| e.size > 0).map(Entry::key))
+                .collect();
+        let scan = store.scan_manifests(&known, &present).unwrap();
 
         let digests = |v: &[(ManifestDigest, PathBuf)]| -> Vec<ManifestDigest> {
             v.iter().map(|(d, _)| *d).collect()
@@ -507,7 +716,7 @@ mod tests {
 
         // A work directory removed as its operation ends no longer vouches
         // for the manifest it was publishing.
-        let scan = store.scan_manifests(&known).unwrap();
+        let scan = store.scan_manifests(&known, &present).unwrap();
         let mut now = digests(&scan.unrecorded);
         now.sort();
         let mut want = vec![unrecorded.digest, in_flight.digest];

@@ -69,6 +69,7 @@ pub mod ingest;
 pub mod known;
 pub mod manifests;
 pub mod objects;
+pub mod recover;
 pub mod spares;
 #[cfg(test)]
 pub(crate) mod testutil;

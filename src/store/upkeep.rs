@@ -12,6 +12,13 @@
 //!
 //! Because both commands read the same plan, what `verify` calls garbage is
 //! exactly what `gc` removes, and nothing else.
+//!
+//! Live are the objects the catalogue's rows name, those every manifest file
+//! names (a damaged one: every object name left in its bytes), those
+//! operations in flight publish, and those set-aside manifests name (unless
+//! forced). While a manifest is damaged or a recorded snapshot lacks its
+//! manifest file, the plan is unsafe and [`Plan::apply`] refuses it unless
+//! forced: what such a manifest named is no longer known.
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
@@ -136,14 +143,34 @@ pub struct Plan {
     pub objects_kept: u64,
     /// The manifests on disk, sorted out against the catalogue.
     pub manifests: ManifestScan,
+    /// Why sweeping is unsafe, as `(path, why)`: damaged and missing
+    /// manifests. Empty when it is safe.
+    pub unsafe_because: Vec<(PathBuf, String)>,
+    /// Whether the plan was made to be applied even so (`gc --force`): it
+    /// then also lets go of the objects only set-aside manifests name.
+    pub forced: bool,
+}
+
+/// Why gc would not sweep.
+#[derive(Debug, thiserror::Error)]
+#[error("gc would not sweep while {} (`cestore recover` mends what the catalogue still knows; `cestore gc --force` sweeps anyway)", describe(.0))]
+pub struct Unsafe(pub Vec<(PathBuf, String)>);
+
+fn describe(why: &[(PathBuf, String)]) -> String {
+    why.iter()
+        .map(|(path, why)| format!("'{}' is {why}", path.display()))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl Plan {
     /// Scans the store. Objects are listed first, then what operations in
     /// flight publish, then the catalogue and the manifests: an object
-    /// published meanwhile is found in one or the other.
-    pub fn scan(store: &Store) -> Result<Plan> {
+    /// published meanwhile is found in one or the other. With `force`, the
+    /// objects only set-aside manifests name are not kept.
+    pub fn scan(store: &Store, force: bool) -> Result<Plan> {
         let listed = list_objects(store)?;
+        let present: HashSet<ObjectKey> = listed.iter().filter_map(|(_, k)| *k).collect();
         let dirs = work_dirs(store)?;
         let in_flight: HashSet<ObjectKey> = dirs
             .iter()
@@ -157,8 +184,12 @@ impl Plan {
             .map(|s| s.digest)
             .collect();
         let mut live = cat.live_objects()?;
-        let manifests = store.scan_manifests(&recorded)?;
+        let manifests = store.scan_manifests(&recorded, &present)?;
         live.extend(manifests.live_objects.iter().copied());
+        if !force {
+            live.extend(manifests.set_aside_objects.iter().copied());
+        }
+        let unsafe_because = manifests.unsafe_to_sweep(store);
 
         let mut items = Vec::new();
         // Abandoned manifests first: a crash later leaves objects nothing
@@ -221,12 +252,24 @@ impl Plan {
             items,
             objects_kept,
             manifests,
+            unsafe_because,
+            forced: force,
         })
     }
 
+    /// Whether the plan may be applied: it is safe, or it was forced.
+    pub fn refusal(&self) -> Option<Unsafe> {
+        (!self.forced && !self.unsafe_because.is_empty())
+            .then(|| Unsafe(self.unsafe_because.clone()))
+    }
+
     /// Applies the plan, under the exclusive lock: removes or forgets every
-    /// item, and fails on the first that cannot be.
+    /// item, and fails on the first that cannot be. Refuses an unsafe plan
+    /// that was not forced, changing nothing.
     pub fn apply(&self, store: &Store, mut progress: impl FnMut(u64)) -> Result<()> {
+        if let Some(refused) = self.refusal() {
+            return Err(Error::Conflict(refused.to_string()));
+        }
         let tmp_path = store.root().join(TMP_DIR);
         let tmp = crate::fsutil::open_dir(store.dir(), TMP_DIR)
             .ctx("open the tmp directory", &tmp_path)?;
@@ -450,7 +493,7 @@ mod tests {
         add_view(&mut store, &here, kept.digest);
 
         let dir_size = size(&stray_dir);
-        let plan = Plan::scan(&store).unwrap();
+        let plan = Plan::scan(&store, false).unwrap();
         let object = |path: &Path, key| Item::Object {
             path: path.to_path_buf(),
             size: size(path),
@@ -562,16 +605,112 @@ mod tests {
 
         // Scanned again through the same handles: each listing starts from
         // the top of its directory.
-        let again = Plan::scan(&store).unwrap();
+        let again = Plan::scan(&store, false).unwrap();
         assert!(again.items.is_empty(), "{:#?}", again.items);
         assert_eq!(again.objects_kept, 4);
+    }
+
+    #[test]
+    fn a_damaged_manifest_keeps_its_names_and_makes_the_plan_unsafe_until_forced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let kept = publish(&store, &[("a.md", b"a\n", false), ("b.md", b"b\n", true)]);
+        write_manifest(&store, &kept);
+        record(&mut store, &kept);
+        let orphan = publish(&store, &[("o.md", b"nobody's\n", false)]);
+        let orphan_path = store.object_path(&orphan.entries[0].key());
+        // Catalogue rows gone, manifest cut short after its first name.
+        store
+            .catalogue_mut()
+            .remove_snapshot(&kept.digest, true, || Ok(()))
+            .unwrap();
+        let path = store.manifest_path(&kept.digest);
+        let hex = kept.entries[1].sha256.to_hex();
+        let cut = find(&kept.bytes, &hex) + 10;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        std::fs::write(&path, &kept.bytes[..cut]).unwrap();
+
+        let plan = Plan::scan(&store, false).unwrap();
+        assert_eq!(plan.unsafe_because.len(), 1, "{:?}", plan.unsafe_because);
+        assert_eq!(plan.unsafe_because[0].0, path);
+        assert!(plan.refusal().is_some());
+        let planned: Vec<&Item> = plan.items.iter().collect();
+        let b_path = store.object_path(&kept.entries[1].key());
+        assert!(
+            planned
+                .iter()
+                .any(|i| matches!(i, Item::Object { path, .. } if *path == b_path)),
+            "a name cut off is no longer known: {planned:?}"
+        );
+        assert!(!planned.iter().any(|i| matches!(i, Item::Object { path, .. } if *path == store.object_path(&kept.entries[0].key()))),
+            "the name left in the bytes keeps its object");
+        let err = plan
+            .apply(&store, |_| panic!("nothing is removed"))
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Conflict(ref m) if m.contains(&*path.to_string_lossy())),
+            "{err}"
+        );
+        assert!(orphan_path.exists() && b_path.exists());
+
+        let forced = Plan::scan(&store, true).unwrap();
+        assert!(forced.refusal().is_none());
+        forced.apply(&store, |_| {}).unwrap();
+        assert!(!orphan_path.exists() && !b_path.exists());
+        assert!(store.object_path(&kept.entries[0].key()).exists());
+        assert!(path.exists(), "a damaged manifest is never removed");
+    }
+
+    fn find(haystack: &[u8], needle: &str) -> usize {
+        haystack
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_set_aside_manifest_keeps_its_objects_unless_forced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let aside = publish(&store, &[("s.md", b"aside\n", false)]);
+        write_manifest(&store, &aside);
+        let moved = store
+            .set_aside_manifest(&aside.digest, "not recorded: a test")
+            .unwrap();
+        assert!(!store.manifest_path(&aside.digest).exists());
+        assert_eq!(std::fs::read(&moved).unwrap(), aside.bytes);
+        let listed = store.list_set_aside().unwrap();
+        assert_eq!(
+            listed,
+            [(moved.clone(), "not recorded: a test".to_string())]
+        );
+        // A second one of the same digest gets the next name.
+        write_manifest(&store, &aside);
+        let again = store.set_aside_manifest(&aside.digest, "again").unwrap();
+        assert_ne!(again, moved);
+
+        let plan = Plan::scan(&store, false).unwrap();
+        assert!(plan.items.is_empty(), "{:?}", plan.items);
+        assert!(
+            plan.refusal().is_none(),
+            "a set-aside manifest blocks nothing"
+        );
+        let forced = Plan::scan(&store, true).unwrap();
+        let object = store.object_path(&aside.entries[0].key());
+        assert!(forced
+            .items
+            .iter()
+            .any(|i| matches!(i, Item::Object { path, .. } if *path == object)));
+        forced.apply(&store, |_| {}).unwrap();
+        assert!(!object.exists() && moved.exists() && again.exists());
     }
 
     #[test]
     fn a_clean_store_plans_nothing() {
         let tmp = tempfile::tempdir().unwrap();
         let store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
-        let plan = Plan::scan(&store).unwrap();
+        let plan = Plan::scan(&store, false).unwrap();
         assert!(plan.items.is_empty());
         assert_eq!(plan.objects_kept, 0);
         plan.apply(&store, |_| panic!("nothing to free")).unwrap();

@@ -169,7 +169,7 @@ pub fn verify_store(store: &Store, opts: &VerifyOptions<'_>) -> Result<VerifyRep
     }
 
     // Garbage is what the one upkeep plan says gc removes, item for item.
-    let plan = Plan::scan(store)?;
+    let plan = Plan::scan(store, false)?;
     if all {
         check_manifests(&plan.manifests, store, &mut report);
     }
@@ -451,7 +451,7 @@ fn check_manifests(
             "damaged-manifest",
             Severity::Corruption,
             path,
-            format!("{why}; `cestore recover` rewrites it from the catalogue"),
+            format!("{why}; gc keeps every object name left in it and refuses to sweep until `cestore recover` rewrites it from the catalogue (when the catalogue records it) or `cestore gc --force`"),
             digest,
         ));
     }
@@ -464,12 +464,20 @@ fn check_manifests(
             digest,
         ));
     }
+    for (path, why) in &scan.set_aside {
+        report.problems.push(problem(
+            "set-aside-manifest",
+            Severity::Corruption,
+            path,
+            format!("`cestore recover` set this manifest aside: {why}; gc keeps the objects it names unless `cestore gc --force`; remove the file to let them go"),
+        ));
+    }
     for digest in &scan.missing {
         report.problems.push(with(
             "missing-manifest",
             Severity::Corruption,
             &store.manifest_path(digest),
-            "the snapshot's manifest file is missing; `cestore recover` writes it from the catalogue".into(),
+            "the snapshot's manifest file is missing; gc refuses to sweep until `cestore recover` writes it from the catalogue".into(),
             digest,
         ));
     }

@@ -312,7 +312,7 @@ fn checkout_with(
     let built = match spare {
         Some(built) => Ok(built),
         None => {
-            let entries = store.catalogue().files(&digest)?;
+            let entries = store.entries_to_hand_out(&digest)?;
             // A hard-linked view can be a spare that a discard kept.
             let spare = match method {
                 Method::Auto | Method::Hardlink => {
@@ -418,7 +418,7 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
         Err(Errno::NOENT) => {}
         Err(e) => return Err(Error::io("examine the shared view", &path, e)),
     }
-    let entries = store.catalogue().files(&digest)?;
+    let entries = store.entries_to_hand_out(&digest)?;
     // Build beside the final name, so that the rename keeps the parent (a
     // directory moved to another parent needs write permission on itself,
     // which a frozen view no longer has). A marker in the store names the

@@ -390,6 +390,10 @@ struct ReleaseOut {
 struct GcOut {
     ok: bool,
     dry_run: bool,
+    force: bool,
+    #[serde(rename = "unsafe")]
+    unsafe_manifests: Vec<UnrecoveredOut>,
+    refused: bool,
     objects: Vec<String>,
     bytes_freed: u64,
     temporary: Vec<String>,
@@ -409,10 +413,20 @@ struct RecoverOut {
     recovered: Vec<String>,
     rewritten: Vec<String>,
     manifests_written: Vec<String>,
+    manifests_set_aside: Vec<SetAsideOut>,
     views_recorded: Vec<String>,
     events_salvaged: u64,
     snapshots: u64,
     problems: Vec<UnrecoveredOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetAsideOut {
+    manifest_digest: String,
+    path: String,
+    rule: String,
+    detail: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -841,6 +855,7 @@ fn every_command_fits_the_documented_schema() {
 
     let gc: GcOut = run_typed(&env, &[os("gc"), os("--dry-run")]);
     assert!(gc.ok && gc.dry_run && !gc.objects.is_empty() && gc.bytes_freed > 0);
+    assert!(!gc.force && !gc.refused && gc.unsafe_manifests.is_empty());
     gc.objects
         .iter()
         .chain(&gc.shared_views)
@@ -862,6 +877,7 @@ fn every_command_fits_the_documented_schema() {
     assert!(recover.snapshots >= 1);
     recover.views_recorded.iter().for_each(|p| absolute(p));
     recover.manifests_written.iter().for_each(|d| is_digest(d));
+    assert!(recover.manifests_set_aside.is_empty());
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //!
 //! The race tests run 20 rounds, and 200 with `CESTORE_STRESS=1`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -626,4 +626,465 @@ fn a_command_waiting_for_the_lock_says_who_holds_it() {
         )),
         "{stderr}"
     );
+}
+
+/// The objects a manifest names (files with content), as paths under
+/// `objects/` such as `ab/<62 hex>` or `ab/<62 hex>.x`.
+fn objects_named(manifest: &[u8]) -> BTreeSet<String> {
+    let v: Value = serde_json::from_slice(manifest).unwrap();
+    v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["size"].as_u64().unwrap() > 0)
+        .map(|e| {
+            let hex = e["sha256"].as_str().unwrap();
+            let x = if e["executable"] == true { ".x" } else { "" };
+            format!("{}/{}{x}", &hex[..2], &hex[2..])
+        })
+        .collect()
+}
+
+fn manifest_file(store: &Path, digest: &str) -> PathBuf {
+    store.join("manifests").join(&digest[..2]).join(digest)
+}
+
+/// Replaces a read-only file's bytes.
+fn overwrite(path: &Path, bytes: &[u8]) {
+    fs::set_permissions(path, fs::Permissions::from_mode(0o644)).unwrap();
+    fs::write(path, bytes).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o444)).unwrap();
+}
+
+/// Removes the catalogue and its log, as a lost disk block or a hand would.
+fn lose_catalogue(store: &Path) {
+    for name in [
+        "catalogue.sqlite",
+        "catalogue.sqlite-wal",
+        "catalogue.sqlite-shm",
+    ] {
+        let _ = fs::remove_file(store.join(name));
+    }
+}
+
+/// The object paths of `gc --json`'s report, relative to `objects/`.
+fn gc_objects(store: &Path, gc: &Value) -> BTreeSet<String> {
+    let root = format!("{}/", store.join("objects").display());
+    gc["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().strip_prefix(&root).unwrap().to_string())
+        .collect()
+}
+
+/// The orphan objects `verify --json` reports, relative to `objects/`.
+fn verify_orphans(store: &Path, verify: &Value) -> BTreeSet<String> {
+    let root = format!("{}/", store.join("objects").display());
+    verify["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "orphan-object")
+        .map(|p| {
+            p["path"]
+                .as_str()
+                .unwrap()
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The damage done to snapshot `a`'s manifest file once the catalogue is
+/// lost, and which of `a`'s own objects `gc --force` may then lose (those no
+/// byte of the damaged file names any more).
+type ManifestDamage = fn(&Used, &Path) -> BTreeSet<String>;
+
+/// Catalogue lost, `a`'s manifest damaged: `recover` records `b` and says it
+/// keeps `a`'s objects; `gc` refuses, naming the file, and removes nothing;
+/// `gc --dry-run` and `verify` report the same plan; `gc --force` sweeps
+/// and loses no object a byte of the damaged file still names.
+fn damaged_manifest_keeps_its_objects(damage: ManifestDamage) {
+    let u = used_store();
+    let store = &u.env.store;
+    let file = manifest_file(store, &u.a);
+    let a_bytes = fs::read(&file).unwrap();
+    let b_objects = objects_named(&fs::read(manifest_file(store, &u.b)).unwrap());
+    let own: BTreeSet<String> = objects_named(&a_bytes)
+        .difference(&b_objects)
+        .cloned()
+        .collect();
+    assert!(own.len() >= 2, "a has objects of its own: {own:?}");
+    let before = objects(store);
+    lose_catalogue(store);
+    let may_lose = damage(&u, &file);
+
+    let r = u.env.run(["recover", "--json"]);
+    assert_exit(&r, 1);
+    let r = parse_json(&r);
+    assert_eq!(r["recovered"], serde_json::json!([u.b]), "{r}");
+    let problem = &r["problems"][0];
+    assert_eq!(problem["path"], file.to_str().unwrap(), "{r}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("keeps from gc every object named in it"),
+        "{r}"
+    );
+
+    let out = u.env.run(["gc", "--json"]);
+    assert_exit(&out, 6);
+    let gc = parse_json(&out);
+    assert_eq!(gc["ok"], false);
+    assert_eq!(gc["refused"], true);
+    assert_eq!(gc["unsafe"][0]["path"], file.to_str().unwrap(), "{gc}");
+    assert!(gc["unsafe"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("damaged"));
+    assert_eq!(objects(store), before, "a refused gc removed objects");
+    let human = u.env.run(["gc"]);
+    assert_exit(&human, 6);
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains(file.to_str().unwrap()), "{text}");
+    assert!(text.contains("refused to sweep"), "{text}");
+
+    // The dry run, verify and gc --force plan the same sweep.
+    let dry = u.env.json(["gc", "--dry-run", "--json"]);
+    assert_eq!(dry["refused"], false);
+    assert_eq!(dry["unsafe"], gc["unsafe"]);
+    let v = u.env.run(["verify", "--json"]);
+    assert_exit(&v, 1);
+    let v = parse_json(&v);
+    assert!(
+        v["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "damaged-manifest" && p["path"] == file.to_str().unwrap()),
+        "{v}"
+    );
+    let planned = gc_objects(store, &dry);
+    assert_eq!(planned, verify_orphans(store, &v));
+    assert_eq!(planned, may_lose, "the objects only the lost names held");
+    assert_eq!(gc_objects(store, &gc), planned);
+
+    let forced = u.env.json(["gc", "--force", "--json"]);
+    assert_eq!(forced["refused"], false);
+    assert_eq!(gc_objects(store, &forced), planned);
+    let after = objects(store);
+    for o in before.keys() {
+        assert_eq!(
+            after.contains_key(o),
+            !may_lose.contains(o),
+            "{o}: kept exactly what a name left in the file or a sound manifest names"
+        );
+    }
+    assert!(file.exists(), "gc never removes a damaged manifest");
+    // b is whole.
+    let view = u.env.path("b-view");
+    assert_ok(
+        &u.env
+            .run(["checkout", u.b.as_str(), view.to_str().unwrap()]),
+    );
+}
+
+#[test]
+fn a_manifest_cut_short_keeps_every_object_after_recover_and_gc() {
+    damaged_manifest_keeps_its_objects(|_, file| {
+        let bytes = fs::read(file).unwrap();
+        overwrite(file, &bytes[..bytes.len() - 1]);
+        BTreeSet::new()
+    });
+}
+
+#[test]
+fn a_manifest_with_a_flipped_hex_digit_keeps_every_other_object() {
+    damaged_manifest_keeps_its_objects(|u, file| {
+        let bytes = fs::read(file).unwrap();
+        let b_objects = objects_named(&fs::read(manifest_file(&u.env.store, &u.b)).unwrap());
+        // The big notes file is a's own object.
+        let notes = objects_named(&bytes)
+            .into_iter()
+            .find(|o| !b_objects.contains(o))
+            .unwrap();
+        let hex = format!("{}{}", &notes[..2], &notes[3..]);
+        let text = String::from_utf8(bytes).unwrap();
+        let at = text.find(&hex).unwrap() + 10;
+        let mut flipped = text.into_bytes();
+        flipped[at] = if flipped[at] == b'0' { b'1' } else { b'0' };
+        overwrite(file, &flipped);
+        BTreeSet::from([notes])
+    });
+}
+
+#[test]
+fn a_manifest_replaced_by_another_snapshots_keeps_its_objects_until_forced() {
+    damaged_manifest_keeps_its_objects(|u, file| {
+        let a = objects_named(&fs::read(file).unwrap());
+        let b_bytes = fs::read(manifest_file(&u.env.store, &u.b)).unwrap();
+        let b = objects_named(&b_bytes);
+        overwrite(file, &b_bytes);
+        a.difference(&b).cloned().collect()
+    });
+}
+
+#[test]
+fn gc_refuses_while_a_recorded_snapshot_lacks_its_manifest() {
+    let u = used_store();
+    let file = manifest_file(&u.env.store, &u.b);
+    fs::remove_file(&file).unwrap();
+    let before = objects(&u.env.store);
+    let out = u.env.run(["gc", "--json"]);
+    assert_exit(&out, 6);
+    let gc = parse_json(&out);
+    assert_eq!(gc["unsafe"][0]["path"], file.to_str().unwrap(), "{gc}");
+    assert!(gc["unsafe"][0]["detail"]
+        .as_str()
+        .unwrap()
+        .starts_with("missing"));
+    assert_eq!(objects(&u.env.store), before);
+    // recover writes it from the catalogue; gc then runs.
+    let r = u.env.json(["recover", "--json"]);
+    assert_eq!(r["manifests_written"], serde_json::json!([u.b]), "{r}");
+    let gc = u.env.json(["gc", "--json"]);
+    assert_eq!(gc["unsafe"], serde_json::json!([]));
+    assert_eq!(objects(&u.env.store), before);
+}
+
+/// Places a snapshot by hand: each file's bytes as an object, and a
+/// manifest of `entries` (path, bytes, executable) in canonical form, named
+/// by its digest. `leave_out` names a path whose object is not placed.
+fn place_by_hand(store: &Path, entries: &[(&str, &[u8])], leave_out: Option<&str>) -> String {
+    let mut files = Vec::new();
+    for (path, data) in entries {
+        let hex = sha_hex(data);
+        if !data.is_empty() && leave_out != Some(*path) {
+            let object = store.join("objects").join(&hex[..2]).join(&hex[2..]);
+            if !object.exists() {
+                write(&object, data);
+                fs::set_permissions(&object, fs::Permissions::from_mode(0o444)).unwrap();
+            }
+        }
+        files.push(format!(
+            r#"{{"executable":false,"path":{},"sha256":"{hex}","size":{}}}"#,
+            serde_json::to_string(path).unwrap(),
+            data.len()
+        ));
+    }
+    let bytes = format!(r#"{{"files":[{}],"schema_version":1}}"#, files.join(","));
+    let digest = sha_hex(bytes.as_bytes());
+    let file = manifest_file(store, &digest);
+    write(&file, &bytes);
+    fs::set_permissions(&file, fs::Permissions::from_mode(0o444)).unwrap();
+    digest
+}
+
+const PLUGIN_JSON: &[u8] = br#"{"name": "compound-engineering", "version": "9.9.9"}"#;
+
+/// A release placed by hand (after `a` and `b` were ingested) that `recover`
+/// must refuse: not recorded, its manifest set aside with the reason and
+/// its objects kept from gc until `--force`, and nothing hands it out.
+fn refused_by_recover(entries: &[(&str, &[u8])], leave_out: Option<&str>, rule: &str) {
+    let u = used_store();
+    let store = &u.env.store;
+    let d = place_by_hand(store, entries, leave_out);
+    let file = manifest_file(store, &d);
+    let bytes = fs::read(&file).unwrap();
+    let before = objects(store);
+
+    let out = u.env.run(["recover", "--json"]);
+    assert_exit(&out, 1);
+    let r = parse_json(&out);
+    assert_eq!(r["recovered"], serde_json::json!([]), "{r}");
+    let set = &r["manifests_set_aside"][0];
+    assert_eq!(set["manifest_digest"], d.as_str(), "{r}");
+    assert_eq!(set["rule"], rule, "{r}");
+    let moved = PathBuf::from(set["path"].as_str().unwrap());
+    assert_eq!(
+        moved,
+        store.join("manifests-set-aside").join(format!("{d}.1"))
+    );
+    assert_eq!(fs::read(&moved).unwrap(), bytes, "set aside, not changed");
+    assert!(!file.exists(), "no longer under manifests/");
+    let why = fs::read_to_string(moved.with_file_name(format!("{d}.1.why"))).unwrap();
+    assert!(why.contains(set["detail"].as_str().unwrap()), "{why}");
+    let human = u.env.run(["recover"]);
+    assert_exit(&human, 0);
+
+    let mut got = listed(&u.env);
+    got.sort();
+    let mut want = vec![u.a.clone(), u.b.clone()];
+    want.sort();
+    assert_eq!(got, want, "not recorded");
+    let view = u.env.path("hand-view");
+    assert_exit(
+        &u.env.run(["checkout", d.as_str(), view.to_str().unwrap()]),
+        4,
+    );
+    assert!(!view.exists());
+    let bundle = u.env.path("hand.bundle");
+    assert_exit(
+        &u.env
+            .run(["export", d.as_str(), "-o", bundle.to_str().unwrap()]),
+        4,
+    );
+    assert!(!bundle.exists());
+    assert_exit(&u.env.run(["push", d.as_str(), "127.0.0.1:9/ce/hand"]), 4);
+
+    // verify names it; gc keeps its objects; gc --force lets them go.
+    let v = u.env.run(["verify", "--json"]);
+    assert_exit(&v, 1);
+    let v = parse_json(&v);
+    assert!(
+        v["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["kind"] == "set-aside-manifest" && p["path"] == moved.to_str().unwrap()),
+        "{v}"
+    );
+    let gc = u.env.json(["gc", "--json"]);
+    assert_eq!(gc["objects"], serde_json::json!([]), "{gc}");
+    assert_eq!(objects(store), before);
+    let own: BTreeSet<String> = {
+        let mut mine = objects_named(&bytes);
+        for s in [&u.a, &u.b] {
+            for o in objects_named(&fs::read(manifest_file(store, s)).unwrap()) {
+                mine.remove(&o);
+            }
+        }
+        mine.into_iter()
+            .filter(|o| before.contains_key(o))
+            .collect()
+    };
+    assert!(!own.is_empty());
+    let dry = u.env.json(["gc", "--dry-run", "--force", "--json"]);
+    assert_eq!(gc_objects(store, &dry), own, "{dry}");
+    assert_eq!(objects(store), before);
+    let forced = u.env.json(["gc", "--force", "--json"]);
+    assert_eq!(gc_objects(store, &forced), own, "{forced}");
+    assert!(moved.exists(), "gc never removes a set-aside manifest");
+    assert_ok(&u.env.run(["verify", u.a.as_str(), u.b.as_str()]));
+}
+
+fn skills(extra: &[(&'static str, &'static [u8])]) -> Vec<(&'static str, &'static [u8])> {
+    let mut v: Vec<(&str, &[u8])> = vec![
+        (".claude-plugin/plugin.json", PLUGIN_JSON),
+        ("skills/ce-code-review/SKILL.md", b"# review, by hand\n"),
+        ("skills/ce-plan/SKILL.md", b"# plan, by hand\n"),
+        ("skills/ce-work/SKILL.md", b"# work, by hand\n"),
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn recover_sets_aside_a_manifest_with_a_secret_and_no_plan_or_work_skill() {
+    refused_by_recover(
+        &[
+            (".claude-plugin/plugin.json", PLUGIN_JSON),
+            ("skills/ce-code-review/.env", b"API_TOKEN=hunter2\n"),
+            ("skills/ce-code-review/SKILL.md", b"# review, by hand\n"),
+        ],
+        None,
+        "forbidden-name",
+    );
+}
+
+#[test]
+fn recover_sets_aside_a_manifest_without_the_required_skills() {
+    refused_by_recover(
+        &[
+            (".claude-plugin/plugin.json", PLUGIN_JSON),
+            ("skills/ce-code-review/SKILL.md", b"# review, by hand\n"),
+        ],
+        None,
+        "missing-skill",
+    );
+}
+
+#[test]
+fn recover_sets_aside_a_manifest_with_a_duplicated_path() {
+    refused_by_recover(
+        &skills(&[("scripts/run.sh", b"one\n"), ("scripts/run.sh", b"two\n")]),
+        None,
+        "duplicate-path",
+    );
+}
+
+#[test]
+fn recover_sets_aside_a_manifest_with_a_dot_dot_path() {
+    refused_by_recover(
+        &skills(&[("skills/../../etc/cron.d/x", b"* * * * * root sh\n")]),
+        None,
+        "dot-component",
+    );
+}
+
+#[test]
+fn recover_sets_aside_a_manifest_with_an_absolute_path() {
+    refused_by_recover(
+        &skills(&[("/etc/cron.d/x", b"* * * * * root sh\n")]),
+        None,
+        "absolute-path",
+    );
+}
+
+#[test]
+fn recover_sets_aside_a_manifest_in_the_wrong_order() {
+    let mut entries = skills(&[("scripts/a.sh", b"a\n")]);
+    entries.swap(1, 2);
+    refused_by_recover(&entries, None, "entry-order");
+}
+
+#[test]
+fn recover_sets_aside_a_manifest_whose_objects_are_missing() {
+    refused_by_recover(
+        &skills(&[("scripts/gone.sh", b"never stored\n")]),
+        Some("scripts/gone.sh"),
+        "missing-object",
+    );
+}
+
+#[test]
+fn a_recorded_snapshot_that_breaks_a_rule_is_never_handed_out() {
+    let env = TestEnv::new();
+    let release = env.path("release");
+    minimal_plugin(&release, "1.0.0");
+    write(&release.join("skills/ce-code-review/notes.md"), "notes\n");
+    let d = env.ingest_digest(&release, "1.0.0");
+    // The catalogue's rows say what an older recover could have recorded.
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
+             c.execute(\"update files set path='skills/ce-code-review/.env' \
+             where path='skills/ce-code-review/notes.md'\"); c.commit()",
+        )
+        .arg(env.store.join("catalogue.sqlite"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let view = env.path("view");
+    let out = env.run(["checkout", d.as_str(), view.to_str().unwrap(), "--json"]);
+    assert_exit(&out, 1);
+    let message = parse_json(&out)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("breaks a rule"), "{message}");
+    assert!(message.contains("skills/ce-code-review/.env"), "{message}");
+    assert!(!view.exists());
+    assert_exit(&env.run(["path", d.as_str()]), 1);
+    let bundle = env.path("b.bundle");
+    assert_exit(
+        &env.run(["export", d.as_str(), "-o", bundle.to_str().unwrap()]),
+        1,
+    );
+    assert!(!bundle.exists());
+    assert_exit(&env.run(["push", d.as_str(), "127.0.0.1:9/ce/x"]), 1);
 }

@@ -1,0 +1,426 @@
+//! Recovery: the catalogue rebuilt from the manifests in the store.
+//!
+//! The manifests under `manifests/` are the store's own record of its
+//! snapshots; the catalogue is their index. [`recover`], under the store's
+//! exclusive lock:
+//!
+//! 1. sets aside a catalogue SQLite cannot use (renamed, never deleted) and
+//!    starts a new one, salvaging what rows the old one still gives;
+//! 2. records every manifest the catalogue lacks that passes the checks an
+//!    import passes ([`check_for_recording`]: the reference's rules and
+//!    bounds, every object present, `plugin.json` read from its object and
+//!    checked against its hash), with a `recovered` event; a manifest that
+//!    fails them is moved to `manifests-set-aside/` with the reason, never
+//!    deleted, and its objects stay live there;
+//! 3. rewrites the rows of a recorded snapshot that disagree with its manifest;
+//! 4. writes the manifest of a recorded snapshot that has none on disk;
+//! 5. records again the shared views and the salvaged views still on disk;
+//! 6. makes it durable and folds the write-ahead log in.
+//!
+//! What cannot be recovered is reported.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::FileType;
+
+use super::objects::{check_object, ObjectState};
+use super::{Store, VIEWS_DIR};
+use crate::catalogue::{Catalogue, IngestEvent, NewSnapshot, ViewRow};
+use crate::digest::{ManifestDigest, ObjectId};
+use crate::error::{error_chain, Error, Result};
+use crate::manifest::Manifest;
+use crate::policy::{self, ManifestRuleError};
+use crate::store::ingest::{host_name, user_name, TOOL_VERSION};
+
+/// One thing recovery could not mend.
+#[derive(Debug, serde::Serialize)]
+pub struct Unrecovered {
+    /// The path involved.
+    pub path: String,
+    /// Why.
+    pub detail: String,
+}
+
+/// A manifest recovery refused to record and moved aside.
+#[derive(Debug, serde::Serialize)]
+pub struct SetAside {
+    /// The snapshot its name claims.
+    pub manifest_digest: ManifestDigest,
+    /// Where it is now, under `manifests-set-aside/`.
+    pub path: String,
+    /// The check it failed, as a stable identifier.
+    pub rule: &'static str,
+    /// Why, in words.
+    pub detail: String,
+}
+
+/// What `cestore recover` did.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Recovery {
+    /// The store.
+    pub store: String,
+    /// Where an unusable catalogue was set aside, if it was.
+    pub set_aside: Option<String>,
+    /// Snapshots recorded again from their manifests.
+    pub recovered: Vec<ManifestDigest>,
+    /// Recorded snapshots whose rows were rewritten from their manifests.
+    pub rewritten: Vec<ManifestDigest>,
+    /// Manifests written to disk from the catalogue.
+    pub manifests_written: Vec<ManifestDigest>,
+    /// Manifests refused and moved to `manifests-set-aside/`.
+    pub manifests_set_aside: Vec<SetAside>,
+    /// Views recorded again.
+    pub views_recorded: Vec<String>,
+    /// Events salvaged from the set-aside catalogue.
+    pub events_salvaged: u64,
+    /// Snapshots recorded after recovery.
+    pub snapshots: u64,
+    /// What could not be mended.
+    pub problems: Vec<Unrecovered>,
+}
+
+/// Why a sound manifest found on disk is not recorded; one variant per check.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The entries break one of the reference's rules or bounds.
+    #[error("it breaks a rule of the reference: {0}")]
+    Rules(#[from] ManifestRuleError),
+    /// An object the manifest needs is not in the store.
+    #[error("the object of '{path}' ({id}) is not in the store")]
+    MissingObject {
+        /// The file it is for.
+        path: String,
+        /// Its SHA-256.
+        id: ObjectId,
+    },
+    /// An object has another size or mode than the manifest says, or its
+    /// bytes hash to another digest.
+    #[error("the object of '{path}' ({id}) is damaged: {why}")]
+    DamagedObject {
+        /// The file it is for.
+        path: String,
+        /// Its SHA-256.
+        id: ObjectId,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// `plugin.json`'s bytes break the reference's rules for it.
+    #[error("its plugin.json is refused: {0}")]
+    PluginJson(String),
+}
+
+impl Refusal {
+    /// A stable identifier of the check failed.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Refusal::Rules(r) => r.rule(),
+            Refusal::MissingObject { .. } => "missing-object",
+            Refusal::DamagedObject { .. } => "damaged-object",
+            Refusal::PluginJson(_) => "plugin-json",
+        }
+    }
+}
+
+/// Checks a manifest found on disk as an import checks what it receives:
+/// the reference's rules and bounds ([`policy::check_manifest_entries`]),
+/// every object present with its size and mode, and `plugin.json` read from
+/// its object, checked against its hash, then as an ingest checks it
+/// ([`super::adopt::plugin_version`]). Returns the release's version. A
+/// damaged `plugin.json` object is not a refusal when `known_version` (from
+/// a salvaged row) says the version: `verify --repair-from` mends objects.
+pub fn check_for_recording(
+    store: &Store,
+    manifest: &Manifest,
+    known_version: Option<&str>,
+) -> std::result::Result<String, Refusal> {
+    policy::check_manifest_entries(&manifest.entries)?;
+    for e in manifest.entries.iter().filter(|e| e.size > 0) {
+        let state =
+            check_object(store, &e.key(), e.size).map_err(|err| Refusal::DamagedObject {
+                path: e.path.clone(),
+                id: e.sha256,
+                why: error_chain(&err),
+            })?;
+        match state {
+            ObjectState::Intact => {}
+            ObjectState::Missing => {
+                return Err(Refusal::MissingObject {
+                    path: e.path.clone(),
+                    id: e.sha256,
+                })
+            }
+            ObjectState::Damaged(why) => {
+                return Err(Refusal::DamagedObject {
+                    path: e.path.clone(),
+                    id: e.sha256,
+                    why,
+                })
+            }
+        }
+    }
+    // The rules put plugin.json first.
+    let entry = &manifest.entries[0];
+    let mut bytes = Vec::new();
+    if entry.size > 0 {
+        let path: PathBuf = store.object_path(&entry.key());
+        // At most one file's bytes, and one more: a grown object is damaged.
+        let read = std::fs::File::open(&path)
+            .and_then(|f| f.take(policy::MAX_FILE_BYTES + 1).read_to_end(&mut bytes));
+        let damaged = match read {
+            Err(e) => Some(format!("could not read '{}': {e}", path.display())),
+            Ok(_) if ObjectId::of(&bytes) != entry.sha256 => {
+                Some("its bytes hash to another digest".to_string())
+            }
+            Ok(_) => None,
+        };
+        if let Some(why) = damaged {
+            return match known_version {
+                Some(v) => Ok(v.to_string()),
+                None => Err(Refusal::DamagedObject {
+                    path: entry.path.clone(),
+                    id: entry.sha256,
+                    why,
+                }),
+            };
+        }
+    }
+    super::adopt::plugin_version(&bytes).map_err(|e| Refusal::PluginJson(error_chain(&e)))
+}
+
+/// Rebuilds the catalogue from the manifests in the store.
+pub fn recover(store_root: &Path) -> Result<Recovery> {
+    let (store, set_aside) = Store::open_for_recovery(store_root, false)?;
+    let first_try = set_aside.is_none();
+    match rebuild(store, set_aside) {
+        // Damage the integrity check did not see: start from a new catalogue.
+        Err(Error::Catalogue { .. }) if first_try => {
+            let (store, set_aside) = Store::open_for_recovery(store_root, true)?;
+            rebuild(store, set_aside)
+        }
+        done => done,
+    }
+}
+
+fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
+    let mut report = Recovery {
+        store: store.root().display().to_string(),
+        set_aside: set_aside.as_ref().map(|p| p.display().to_string()),
+        ..Recovery::default()
+    };
+    let salvage = set_aside
+        .as_deref()
+        .map(Catalogue::salvage)
+        .unwrap_or_default();
+    let versions: BTreeMap<ManifestDigest, (String, String)> = salvage
+        .snapshots
+        .iter()
+        .map(|s| (s.digest, (s.version.clone(), s.first_ingested_at.clone())))
+        .collect();
+
+    let work = store.work_dir("recover")?;
+    let on_disk = store.list_manifests()?;
+    let mut seen = BTreeSet::new();
+    for found in &on_disk {
+        let Some(digest) = found.digest else {
+            report.problems.push(Unrecovered {
+                path: found.path.display().to_string(),
+                detail: "not a manifest's name; left as it is".into(),
+            });
+            continue;
+        };
+        seen.insert(digest);
+        let recorded = store.catalogue().has_snapshot(&digest).unwrap_or(false);
+        let manifest = match store.read_manifest(&digest) {
+            Ok(m) => m,
+            Err(e) => {
+                // A recorded snapshot's catalogue copy may still be sound.
+                match recorded_manifest(store.catalogue(), &digest) {
+                    Some(m) => {
+                        store.write_manifest(&work, &m)?;
+                        report.manifests_written.push(digest);
+                        m
+                    }
+                    None => {
+                        report.problems.push(Unrecovered {
+                            path: found.path.display().to_string(),
+                            detail: format!(
+                                "{}; it still keeps from gc every object named in it, and gc \
+                                 refuses to sweep until it is mended or `cestore gc --force`",
+                                error_chain(&e)
+                            ),
+                        });
+                        continue;
+                    }
+                }
+            }
+        };
+        if recorded {
+            if !store.catalogue().rows_match(&manifest) {
+                store.catalogue_mut().rewrite_rows(&manifest)?;
+                report.rewritten.push(digest);
+            }
+            if let Err(rule) = policy::check_manifest_entries(&manifest.entries) {
+                report.problems.push(Unrecovered {
+                    path: found.path.display().to_string(),
+                    detail: format!(
+                        "the recorded snapshot breaks a rule of the reference: {rule}; \
+                         no view of it is handed out; `cestore rm {digest}` forgets it"
+                    ),
+                });
+            }
+            continue;
+        }
+        let salvaged = versions.get(&digest);
+        let version =
+            match check_for_recording(&store, &manifest, salvaged.map(|(v, _)| v.as_str())) {
+                Ok(v) => v,
+                Err(refusal) => {
+                    let detail = format!("not recorded: {refusal}");
+                    let path = store.set_aside_manifest(&digest, &detail)?;
+                    report.manifests_set_aside.push(SetAside {
+                        manifest_digest: digest,
+                        path: path.display().to_string(),
+                        rule: refusal.rule(),
+                        detail,
+                    });
+                    continue;
+                }
+            };
+        let first = salvaged
+            .map(|(_, at)| at.clone())
+            .or_else(|| modified_at(&found.path));
+        store.catalogue_mut().record_ingest(
+            &NewSnapshot {
+                name: policy::PLUGIN_NAME,
+                version: &version,
+                digest,
+                manifest: &manifest.bytes,
+                entries: &manifest.entries,
+                first_ingested_at: first.as_deref(),
+            },
+            None,
+            &IngestEvent {
+                digest,
+                event: "recovered".into(),
+                at: String::new(),
+                source: found.path.display().to_string(),
+                host: host_name(),
+                user: user_name(),
+                tool_version: TOOL_VERSION.to_string(),
+                new_objects: 0,
+                reused_objects: 0,
+            },
+            &[],
+        )?;
+        report.recovered.push(digest);
+    }
+
+    for row in store.catalogue().snapshots(None, None)? {
+        if seen.contains(&row.digest) {
+            continue;
+        }
+        match recorded_manifest(store.catalogue(), &row.digest) {
+            Some(m) => {
+                store.write_manifest(&work, &m)?;
+                report.manifests_written.push(row.digest);
+            }
+            None => report.problems.push(Unrecovered {
+                path: store.catalogue().path().display().to_string(),
+                detail: format!(
+                    "the catalogue's manifest of {} is damaged and no manifest file holds it",
+                    row.digest
+                ),
+            }),
+        }
+    }
+
+    for event in &salvage.ingests {
+        store.catalogue().add_event(event)?;
+        report.events_salvaged += 1;
+    }
+    let views_dir = store.root().join(VIEWS_DIR);
+    let mut views: Vec<ViewRow> = salvage.views;
+    for row in store.catalogue().snapshots(None, None)? {
+        let path = views_dir.join(row.digest.to_hex());
+        views.push(ViewRow {
+            path: path.to_string_lossy().into_owned(),
+            digest: row.digest,
+            kind: "shared".into(),
+            method: "unknown".into(),
+            linked: 0,
+            copied: 0,
+            created_at: String::new(),
+            root_id: crate::view::root_id(&path),
+        });
+    }
+    for view in views {
+        let is_dir = rustix::fs::lstat(view.path.as_str())
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+        if !is_dir
+            || store.catalogue().view(&view.path)?.is_some()
+            || !store.catalogue().has_snapshot(&view.digest)?
+        {
+            continue;
+        }
+        store.catalogue_mut().add_view(&view)?;
+        report.views_recorded.push(view.path);
+    }
+
+    drop(work);
+    store.sync()?;
+    store.catalogue().checkpoint()?;
+    report.snapshots = store.catalogue().snapshots(None, None)?.len() as u64;
+    Ok(report)
+}
+
+/// The catalogue's copy of a snapshot's manifest, when it is sound.
+fn recorded_manifest(cat: &Catalogue, digest: &ManifestDigest) -> Option<Manifest> {
+    let bytes = cat.manifest_bytes(digest).ok()?;
+    Manifest::parse(&bytes).ok().filter(|m| m.digest == *digest)
+}
+
+/// A file's modification time as RFC 3339 UTC with milliseconds.
+fn modified_at(path: &Path) -> Option<String> {
+    let st = rustix::fs::stat(path).ok()?;
+    let secs = st.st_mtime;
+    let millis = st.st_mtime_nsec / 1_000_000;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    Some(format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    ))
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_from_days;
+
+    #[test]
+    fn days_become_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(20_422), (2025, 11, 30));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+}
