@@ -898,9 +898,7 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     }
     if let Error::GitNexus(g) = err {
         e["rule"] = g.rule().into();
-        if let crate::gitnexus::GitNexusError::RootUnavailable { path, .. }
-        | crate::gitnexus::GitNexusError::CheckoutUnavailable { path, .. } = g
-        {
+        if let Some(path) = g.path() {
             e["path"] = path.to_string_lossy().into();
         }
     }

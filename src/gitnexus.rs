@@ -344,6 +344,29 @@ pub enum GitNexusError {
 }
 
 impl GitNexusError {
+    /// The path the broken rule is about, when there is one.
+    pub fn path(&self) -> Option<&Path> {
+        use GitNexusError::*;
+        match self {
+            CeArmWithoutPlugin { .. } | VersionDrifted { .. } | SharedIdentity { .. } => None,
+            RootUnavailable { path, .. }
+            | RootNotRealDirectory { path, .. }
+            | CheckoutUnavailable { path, .. }
+            | CheckoutNotRealDirectory { path }
+            | SymlinkOutsidePrimary { path }
+            | VersionMissing { path }
+            | ComponentUnavailable { path, .. }
+            | ComponentNotReal { path, .. }
+            | EntrypointUnavailable { path, .. }
+            | RuntimeMetadataInvalid { path, .. }
+            | EntrypointNotRegular { path }
+            | SharedLinkNotSymlink { path }
+            | SharedLinkUnresolvable { path, .. }
+            | SharedLinkElsewhere { path, .. }
+            | SharedMetadataInvalid { path, .. } => Some(path),
+        }
+    }
+
     /// A stable identifier of the rule broken, for scripts.
     pub fn rule(&self) -> &'static str {
         use GitNexusError::*;
