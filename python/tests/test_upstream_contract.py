@@ -430,3 +430,15 @@ def test_bind_refuses_an_unknown_revision(tmp_path: Path) -> None:
             sandbox_gitnexus_shared=GNS,
             harness_root=tmp_path,
         )
+
+
+def test_the_docs_print_each_revisions_whole_file() -> None:
+    """docs/python.md gives, under each revision's heading, exactly the file these tests bind."""
+    from conftest import BOUND_MODULES, REPO
+
+    text = (REPO / "docs" / "python.md").read_text()
+    headings = {"seed": "### At the seed's revision", "upstream": "### At upstream's current revision"}
+    for revision, heading in headings.items():
+        section = text.split(heading, 1)[1]
+        block = section.split("```python\n", 1)[1].split("```", 1)[0]
+        assert block == BOUND_MODULES[revision], revision
