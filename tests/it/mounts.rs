@@ -1262,6 +1262,22 @@ fn upstream_rules_refuse_a_node_modules_symlink_anywhere_else() {
         stderr.contains("pinned GitNexus checkout must be a real directory"),
         "{stderr}"
     );
+    // A root that does not exist is not-found, and names the rule and the path.
+    let absent = env.path("absent");
+    let out = env.run([
+        os("mounts"),
+        os("--arm"),
+        os("baseline"),
+        os("--gitnexus-root"),
+        absent.as_os_str(),
+        os("--gitnexus-rules"),
+        os("upstream"),
+        os("--json"),
+    ]);
+    assert_exit(&out, 4);
+    let err = util::parse_json(&out);
+    assert_eq!(err["error"]["rule"], json!("gitnexus-checkout-unavailable"));
+    assert_eq!(err["error"]["path"], json!(absent.to_str().unwrap()));
 }
 
 #[test]
