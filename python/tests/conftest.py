@@ -124,3 +124,15 @@ def bound_harness(base: Path, revision: str) -> object:
         return importlib.import_module(f"{name}.runtime_mounts")
     finally:
         sys.path.remove(str(pkg.parent))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Appends `skipping TEST: REASON` to $CESTORE_SKIP_LOG for each skipped test (scripts/test lists them)."""
+    log = os.environ.get("CESTORE_SKIP_LOG")
+    if not log or not report.skipped:
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"skipping {report.nodeid}: {reason}\n")
