@@ -301,7 +301,7 @@ def make_plugin(root: Path, *, version: str = PLUGIN_VERSION, noise: bool = Fals
         skill = root / "skills" / name / "SKILL.md"
         skill.parent.mkdir(parents=True)
         skill.write_text(f"---\nname: {name}\n---\n\n# {name}\n")
-    script = root / "scripts" / "helper.sh"
+    script = root / "scripts" / "run.sh"
     script.parent.mkdir()
     script.write_text("#!/bin/sh\nexit 0\n")
     script.chmod(0o755)
@@ -354,7 +354,7 @@ def test_the_snapshot_is_exact_bounded_and_secret_free(harness: Any, tmp_path: P
             "skills/ce-plan/SKILL.md",
             "skills/ce-work/SKILL.md",
             "skills/ce-code-review/SKILL.md",
-            "scripts/helper.sh",
+            "scripts/run.sh",
             "assets/icon.txt",
         }
         actual = {p.relative_to(first.root).as_posix() for p in first.root.rglob("*") if p.is_file()}
