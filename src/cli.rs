@@ -323,9 +323,20 @@ pub struct StageArgs {
     /// pinned GitNexus runtime's mounts to every arm.
     #[arg(long, value_name = "ROOT")]
     gitnexus_root: Option<PathBuf>,
-    /// The version the GitNexus runtime's package.json must carry.
-    #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
-    gitnexus_version: String,
+    /// The harness revision whose rules check the GitNexus runtime: seed
+    /// (the pinned version) or upstream (any version, linked worktrees).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "REVISION",
+        default_value = "seed",
+        requires = "gitnexus_root"
+    )]
+    gitnexus_rules: crate::gitnexus::Revision,
+    /// The version the GitNexus runtime's package.json must carry under
+    /// the seed's rules [default: 1.6.9].
+    #[arg(long, value_name = "V", requires = "gitnexus_root")]
+    gitnexus_version: Option<String>,
     /// Refuse an arm that is neither a ce_* arm nor given with
     /// --known-arm (a typo such as ce_reviw otherwise silently gets no
     /// plugin, as in the reference).
@@ -372,7 +383,8 @@ impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
             dest: a.dest.as_deref(),
             method: a.method,
             gitnexus_root: a.gitnexus_root.as_deref(),
-            gitnexus_version: &a.gitnexus_version,
+            gitnexus_revision: a.gitnexus_rules,
+            gitnexus_version: a.gitnexus_version.as_deref(),
             strict_arms: a.strict_arms,
             known_arms: &a.known_arms,
             bounds: a.bounds.into(),
@@ -595,12 +607,23 @@ pub struct MountsArgs {
     #[arg(long, requires = "view", conflicts_with = "digest")]
     unchecked: bool,
     /// A harness root holding gitnexus/ and gitnexus-shared/: add the
-    /// pinned GitNexus runtime's mounts, checked as the reference checks them.
+    /// pinned GitNexus runtime's mounts, checked as the harness checks them.
     #[arg(long, value_name = "ROOT")]
     gitnexus_root: Option<PathBuf>,
-    /// The version the GitNexus runtime's package.json must carry.
-    #[arg(long, value_name = "V", default_value = crate::gitnexus::PINNED_VERSION, requires = "gitnexus_root")]
-    gitnexus_version: String,
+    /// The harness revision whose rules check the GitNexus runtime: seed
+    /// (the pinned version) or upstream (any version, linked worktrees).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "REVISION",
+        default_value = "seed",
+        requires = "gitnexus_root"
+    )]
+    gitnexus_rules: crate::gitnexus::Revision,
+    /// The version the GitNexus runtime's package.json must carry under
+    /// the seed's rules [default: 1.6.9].
+    #[arg(long, value_name = "V", requires = "gitnexus_root")]
+    gitnexus_version: Option<String>,
     /// Print the JSON report or bubblewrap arguments (bwrap0: NUL-separated,
     /// for `bwrap --args FD`) [default: text, or json with --json].
     #[arg(long, value_enum)]
@@ -618,7 +641,8 @@ impl MountsArgs {
                 self.unchecked,
             ),
             gitnexus_root: self.gitnexus_root.as_deref(),
-            gitnexus_version: &self.gitnexus_version,
+            gitnexus_revision: self.gitnexus_rules,
+            gitnexus_version: self.gitnexus_version.as_deref(),
             format: self.format,
             json,
         }
@@ -888,7 +912,7 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     }
     if let Error::GitNexus(g) = err {
         e["rule"] = g.rule().into();
-        if let crate::gitnexus::GitNexusError::RootUnavailable { path, .. } = g {
+        if let Some(path) = g.path() {
             e["path"] = path.to_string_lossy().into();
         }
     }

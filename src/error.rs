@@ -197,6 +197,10 @@ impl Error {
                 path,
                 ..
             }) => missing(source) && path.parent().is_some_and(|root| !root.exists()),
+            // Upstream's rules check ROOT itself first.
+            Error::GitNexus(crate::gitnexus::GitNexusError::CheckoutUnavailable {
+                source, ..
+            }) => missing(source),
             _ => false,
         }
     }

@@ -1,6 +1,11 @@
-//! The pinned GitNexus runtime's read-only mounts, checked as the reference checks them.
+//! The pinned GitNexus runtime's read-only mounts, checked as the harness checks them.
 //!
-//! [`trusted_runtime_mounts`] reproduces the reference's
+//! The harness's rules depend on its revision ([`Rules`]): the seed's, which
+//! pin the runtime's version, or upstream's current ones, which accept any
+//! version and a linked git worktree that borrows the primary checkout's
+//! `node_modules` ([`upstream_runtime_mounts`]).
+//!
+//! [`trusted_runtime_mounts`] reproduces the seed's
 //! `trusted_gitnexus_runtime_mounts` (`runtime_mounts.py`) for a harness root
 //! holding `gitnexus/` and `gitnexus-shared/`:
 //!
@@ -45,6 +50,64 @@ pub const RUNTIME_DIR: &str = "gitnexus";
 pub const SHARED_DIR: &str = "gitnexus-shared";
 /// The name the shared package's `package.json` must carry.
 pub const SHARED_PACKAGE_NAME: &str = "gitnexus-shared";
+
+/// Which revision of the harness's GitNexus runtime rules apply
+/// (`--gitnexus-rules`; the drop-in's `bind(..., revision=...)`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Revision {
+    /// The seed's: the runtime's `package.json` carries the pinned version.
+    #[default]
+    Seed,
+    /// Upstream's current revision: any non-empty version, the checkout
+    /// itself checked, and a linked git worktree may borrow the primary
+    /// checkout's `gitnexus/node_modules` and `gitnexus-shared`.
+    Upstream,
+}
+
+/// The rules one check applies: a revision and, for the seed's, its pin.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rules {
+    /// The seed's rules, with the version `package.json` must carry.
+    Seed {
+        /// The pinned version ([`PINNED_VERSION`] unless told otherwise).
+        version: String,
+    },
+    /// Upstream's current rules ([`upstream_runtime_mounts`]).
+    Upstream,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules::Seed {
+            version: PINNED_VERSION.to_owned(),
+        }
+    }
+}
+
+impl Rules {
+    /// The rules of `revision`; `version` overrides the seed's pin and is
+    /// refused (a usage error) with upstream's rules, which pin nothing.
+    pub fn new(revision: Revision, version: Option<&str>) -> crate::error::Result<Rules> {
+        match (revision, version) {
+            (Revision::Seed, v) => Ok(Rules::Seed {
+                version: v.unwrap_or(PINNED_VERSION).to_owned(),
+            }),
+            (Revision::Upstream, None) => Ok(Rules::Upstream),
+            (Revision::Upstream, Some(_)) => Err(crate::error::Error::Usage(
+                "--gitnexus-version pins the seed's rules; --gitnexus-rules upstream accepts any non-empty version".into(),
+            )),
+        }
+    }
+}
+
+/// The seven read-only mounts of the GitNexus runtime under `root`, checked
+/// by `rules`.
+pub fn runtime_mounts(root: &Path, rules: &Rules) -> Result<Vec<ReadOnlyMount>, GitNexusError> {
+    match rules {
+        Rules::Seed { version } => trusted_runtime_mounts(root, version),
+        Rules::Upstream => upstream_runtime_mounts(root),
+    }
+}
 
 /// One of the two runtime roots inside the harness root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,6 +227,33 @@ pub enum GitNexusError {
         /// Its absolute path.
         path: PathBuf,
     },
+    /// The checkout (upstream's rules) cannot be examined.
+    #[error("pinned GitNexus checkout is unavailable: {path}: {source}", path = .path.display())]
+    CheckoutUnavailable {
+        /// Its absolute path.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The checkout (upstream's rules) is a symlink, not a directory, or reached through one.
+    #[error("pinned GitNexus checkout must be a real directory: {}", .path.display())]
+    CheckoutNotRealDirectory {
+        /// Its absolute path.
+        path: PathBuf,
+    },
+    /// `gitnexus/node_modules` is a symlink, but not to the same directory
+    /// of the primary checkout of a linked worktree (upstream's rules).
+    #[error("pinned GitNexus runtime component symlink must point at the primary checkout: {}", .path.display())]
+    SymlinkOutsidePrimary {
+        /// The symlink.
+        path: PathBuf,
+    },
+    /// The runtime's `package.json` has no non-empty string `version` (upstream's rules).
+    #[error("pinned GitNexus runtime package.json has no version")]
+    VersionMissing {
+        /// The `package.json`.
+        path: PathBuf,
+    },
     /// A component cannot be examined.
     #[error("pinned GitNexus runtime component is unavailable: {path}: {source}", path = .path.display())]
     ComponentUnavailable {
@@ -254,6 +344,29 @@ pub enum GitNexusError {
 }
 
 impl GitNexusError {
+    /// The path the broken rule is about, when there is one.
+    pub fn path(&self) -> Option<&Path> {
+        use GitNexusError::*;
+        match self {
+            CeArmWithoutPlugin { .. } | VersionDrifted { .. } | SharedIdentity { .. } => None,
+            RootUnavailable { path, .. }
+            | RootNotRealDirectory { path, .. }
+            | CheckoutUnavailable { path, .. }
+            | CheckoutNotRealDirectory { path }
+            | SymlinkOutsidePrimary { path }
+            | VersionMissing { path }
+            | ComponentUnavailable { path, .. }
+            | ComponentNotReal { path, .. }
+            | EntrypointUnavailable { path, .. }
+            | RuntimeMetadataInvalid { path, .. }
+            | EntrypointNotRegular { path }
+            | SharedLinkNotSymlink { path }
+            | SharedLinkUnresolvable { path, .. }
+            | SharedLinkElsewhere { path, .. }
+            | SharedMetadataInvalid { path, .. } => Some(path),
+        }
+    }
+
     /// A stable identifier of the rule broken, for scripts.
     pub fn rule(&self) -> &'static str {
         use GitNexusError::*;
@@ -261,6 +374,10 @@ impl GitNexusError {
             CeArmWithoutPlugin { .. } => "ce-arm-without-plugin",
             RootUnavailable { .. } => "gitnexus-root-unavailable",
             RootNotRealDirectory { .. } => "gitnexus-root-not-real-directory",
+            CheckoutUnavailable { .. } => "gitnexus-checkout-unavailable",
+            CheckoutNotRealDirectory { .. } => "gitnexus-checkout-not-real-directory",
+            SymlinkOutsidePrimary { .. } => "gitnexus-symlink-outside-primary",
+            VersionMissing { .. } => "gitnexus-version-missing",
             ComponentUnavailable { .. } => "gitnexus-component-unavailable",
             ComponentNotReal { .. } => "gitnexus-component-not-real",
             EntrypointUnavailable { .. } => "gitnexus-entrypoint-unavailable",
@@ -303,9 +420,105 @@ pub fn trusted_runtime_mounts(
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let [dist, package, node_modules, _, _, shared_package, _] = component_sources(&mounts);
+    check_metadata(&mounts, &[shared], |version| {
+        if is_str(version, pinned_version) {
+            Ok(())
+        } else {
+            Err(GitNexusError::VersionDrifted {
+                expected: pinned_version.to_owned(),
+                got: py_repr(version),
+            })
+        }
+    })?;
+    Ok(mounts)
+}
 
-    // The reference lstats the entrypoint and loads package.json in one `try`.
+/// The seven read-only mounts of the GitNexus runtime in `checkout`, checked
+/// as upstream's current harness checks them (`trusted_gitnexus_runtime_mounts(root=...)`):
+///
+/// 1. the checkout, `gitnexus/` and `gitnexus-shared/` are real directories
+///    reached by no symlink hop;
+/// 2. `gitnexus/node_modules` is a real directory, or, when the checkout is
+///    a linked git worktree ([`primary_checkout_root`]), a symlink to the
+///    primary checkout's own real `gitnexus/node_modules`, which is then
+///    mounted in its place; any other symlink is refused;
+/// 3. when the primary checkout's `gitnexus-shared` is a real directory and
+///    the `node_modules` mounted is the primary's, or its `gitnexus-shared`
+///    link resolves there, that `gitnexus-shared` is mounted instead of the
+///    checkout's, so the link means the same inside the sandbox;
+/// 4. the other components, the entrypoint and the shared identity are
+///    checked as the seed checks them, in the same order;
+/// 5. `package.json` carries a non-empty string `version` (any version);
+/// 6. `node_modules/gitnexus-shared` resolves to the shared root mounted,
+///    or to the primary checkout's.
+pub fn upstream_runtime_mounts(checkout: &Path) -> Result<Vec<ReadOnlyMount>, GitNexusError> {
+    let checkout = absolute_like_python(checkout);
+    let (file_type, resolved) =
+        lstat_and_resolve(&checkout).map_err(|source| GitNexusError::CheckoutUnavailable {
+            path: checkout.clone(),
+            source,
+        })?;
+    if !file_type.is_dir() || resolved != checkout {
+        return Err(GitNexusError::CheckoutNotRealDirectory { path: checkout });
+    }
+    let runtime = validated_root(&checkout, Root::Runtime)?;
+    let mut shared = validated_root(&checkout, Root::Shared)?;
+    let node_modules = node_modules_mount(&runtime, &checkout)?;
+    let primary = primary_checkout_root(&checkout);
+    // A primary checkout whose gitnexus-shared is unusable leaves the
+    // checkout's own in place.
+    let primary_shared = primary
+        .as_deref()
+        .and_then(|p| real_directory(&p.join(SHARED_DIR)));
+    if let (Some(primary), Some(primary_shared)) = (&primary, &primary_shared) {
+        let linked = node_modules.source.join(SHARED_PACKAGE_NAME);
+        let reuse = node_modules.source == primary.join(RUNTIME_DIR).join("node_modules")
+            || (std::fs::symlink_metadata(&linked).is_ok_and(|m| m.file_type().is_symlink())
+                && std::fs::canonicalize(&linked).is_ok_and(|r| &r == primary_shared));
+        if reuse {
+            shared = primary_shared.clone();
+        }
+    }
+    let component = |base: &Path, relative: &str, root: Root, kind: Kind| {
+        validated_component(
+            base,
+            relative,
+            &format!("{}/{relative}", root.sandbox_path()),
+            kind,
+        )
+    };
+    let mounts = vec![
+        component(&runtime, "dist", Root::Runtime, Kind::Directory)?,
+        component(&runtime, "package.json", Root::Runtime, Kind::File)?,
+        node_modules,
+        component(&runtime, "vendor", Root::Runtime, Kind::Directory)?,
+        component(&shared, "dist", Root::Shared, Kind::Directory)?,
+        component(&shared, "package.json", Root::Shared, Kind::File)?,
+        component(&runtime, "hooks/claude", Root::Runtime, Kind::Directory)?,
+    ];
+    let allowed: Vec<PathBuf> = std::iter::once(shared).chain(primary_shared).collect();
+    check_metadata(&mounts, &allowed, |version| match version {
+        Some(Value::Str(s)) if !s.eq_str("") => Ok(()),
+        _ => Err(GitNexusError::VersionMissing {
+            path: mounts[1].source.clone(),
+        }),
+    })?;
+    Ok(mounts)
+}
+
+/// The checks both revisions make after the components, in the harness's
+/// order: the entrypoint is a regular file and `package.json` an object
+/// whose `version` passes `version_rule`, `node_modules/gitnexus-shared` is
+/// a symlink resolving to one of `allowed_shared`, and the shared
+/// `package.json` names `gitnexus-shared`.
+fn check_metadata(
+    mounts: &[ReadOnlyMount],
+    allowed_shared: &[PathBuf],
+    version_rule: impl FnOnce(Option<&Value>) -> Result<(), GitNexusError>,
+) -> Result<(), GitNexusError> {
+    let [dist, package, node_modules, _, _, shared_package, _] = component_sources(mounts);
+
+    // The harness lstats the entrypoint and loads package.json in one `try`.
     let entrypoint = dist.join("cli").join("index.js");
     let entry_type = std::fs::symlink_metadata(&entrypoint)
         .map_err(|source| GitNexusError::EntrypointUnavailable {
@@ -321,14 +534,9 @@ pub fn trusted_runtime_mounts(
     if !entry_type.is_file() {
         return Err(GitNexusError::EntrypointNotRegular { path: entrypoint });
     }
-    if !is_str(package_json.get("version"), pinned_version) {
-        return Err(GitNexusError::VersionDrifted {
-            expected: pinned_version.to_owned(),
-            got: py_repr(package_json.get("version")),
-        });
-    }
+    version_rule(package_json.get("version"))?;
 
-    check_shared_link(&node_modules.join(SHARED_PACKAGE_NAME), &shared)?;
+    check_shared_link(&node_modules.join(SHARED_PACKAGE_NAME), allowed_shared)?;
 
     let shared_json = read_json_object(shared_package).map_err(|reason| {
         GitNexusError::SharedMetadataInvalid {
@@ -341,7 +549,104 @@ pub fn trusted_runtime_mounts(
             got: py_repr(shared_json.get("name")),
         });
     }
-    Ok(mounts)
+    Ok(())
+}
+
+/// `gitnexus/node_modules` under upstream's rules: a real directory, or a
+/// symlink to the primary checkout's real `gitnexus/node_modules`, which is
+/// then the mount's source.
+fn node_modules_mount(runtime: &Path, checkout: &Path) -> Result<ReadOnlyMount, GitNexusError> {
+    let source = runtime.join("node_modules");
+    let target = format!("{SANDBOX_GITNEXUS}/node_modules");
+    let (file_type, resolved) =
+        lstat_and_resolve(&source).map_err(|e| GitNexusError::ComponentUnavailable {
+            path: source.clone(),
+            source: e,
+        })?;
+    if !file_type.is_symlink() {
+        if !file_type.is_dir() || resolved != source {
+            return Err(GitNexusError::ComponentNotReal {
+                path: source,
+                kind: Kind::Directory,
+            });
+        }
+        return Ok(ReadOnlyMount { source, target });
+    }
+    let Some(primary) = primary_checkout_root(checkout) else {
+        return Err(GitNexusError::ComponentNotReal {
+            path: source,
+            kind: Kind::Directory,
+        });
+    };
+    let expected = primary.join(RUNTIME_DIR).join("node_modules");
+    match lstat_and_resolve(&expected) {
+        Ok((t, r)) if t.is_dir() && r == expected && resolved == r => {
+            Ok(ReadOnlyMount { source: r, target })
+        }
+        _ => Err(GitNexusError::SymlinkOutsidePrimary { path: source }),
+    }
+}
+
+/// The most bytes of a worktree's `.git` file that are read.
+const GIT_FILE_MAX_BYTES: u64 = 4096;
+
+/// The primary checkout of `checkout` when it is a linked git worktree
+/// (upstream's `_primary_checkout_root`), resolved; `None` otherwise.
+///
+/// A linked worktree has a regular `.git` file (at most 4096 bytes, not a
+/// symlink) reading `gitdir: <primary>/.git/worktrees/<name>` (relative to
+/// the checkout when not absolute), and `<primary>/.git` must be a real
+/// directory; a primary that resolves to the checkout itself is none.
+pub fn primary_checkout_root(checkout: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let git_file = checkout.join(".git");
+    let meta = std::fs::symlink_metadata(&git_file).ok()?;
+    if !meta.file_type().is_file() || meta.len() > GIT_FILE_MAX_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(&git_file)
+        .ok()?
+        .take(GIT_FILE_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    // Python's read_text(): UTF-8, universal newlines.
+    let text = String::from_utf8(bytes)
+        .ok()?
+        .replace("\r\n", "\n")
+        .replace('\r', "\n");
+    let raw = py_strip(py_strip(&text).strip_prefix("gitdir:")?);
+    if raw.is_empty() {
+        return None;
+    }
+    let gitdir: PathBuf = checkout.join(raw).components().collect();
+    let worktrees = gitdir.parent()?;
+    let dot_git = worktrees.parent()?;
+    if worktrees.file_name()? != "worktrees" || dot_git.file_name()? != ".git" {
+        return None;
+    }
+    let primary = dot_git.parent()?;
+    let primary_git = std::fs::symlink_metadata(primary.join(".git")).ok()?;
+    if !primary_git.file_type().is_dir() {
+        return None;
+    }
+    let resolved = std::fs::canonicalize(primary).ok()?;
+    let own = std::fs::canonicalize(checkout).unwrap_or_else(|_| checkout.to_path_buf());
+    (resolved != own).then_some(resolved)
+}
+
+/// Python's `str.strip()`: without whitespace (as `str.isspace`) at either end.
+fn py_strip(s: &str) -> &str {
+    s.trim_matches(|c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c))
+}
+
+/// `path` when it is a real directory reached by no symlink hop.
+fn real_directory(path: &Path) -> Option<PathBuf> {
+    let path = absolute_like_python(path);
+    match lstat_and_resolve(&path) {
+        Ok((t, r)) if t.is_dir() && r == path => Some(path),
+        _ => None,
+    }
 }
 
 /// The sources of the seven mounts, by position.
@@ -399,8 +704,9 @@ fn lstat_and_resolve(path: &Path) -> io::Result<(FileType, PathBuf)> {
     Ok((file_type, std::fs::canonicalize(path)?))
 }
 
-/// `node_modules/gitnexus-shared` must be a symlink resolving to the shared root.
-fn check_shared_link(link: &Path, shared: &Path) -> Result<(), GitNexusError> {
+/// `node_modules/gitnexus-shared` must be a symlink resolving to one of
+/// `allowed` (the shared root mounted first).
+fn check_shared_link(link: &Path, allowed: &[PathBuf]) -> Result<(), GitNexusError> {
     // Python's `is_symlink()` is false when lstat fails with ENOENT, ENOTDIR,
     // EBADF or ELOOP, and raises for any other error.
     let is_symlink = match std::fs::symlink_metadata(link) {
@@ -423,11 +729,11 @@ fn check_shared_link(link: &Path, shared: &Path) -> Result<(), GitNexusError> {
             path: link.to_path_buf(),
             source,
         })?;
-    if resolved != shared {
+    if !allowed.contains(&resolved) {
         return Err(GitNexusError::SharedLinkElsewhere {
             path: link.to_path_buf(),
             resolved,
-            expected: shared.to_path_buf(),
+            expected: allowed.first().cloned().unwrap_or_default(),
         });
     }
     Ok(())

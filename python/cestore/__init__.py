@@ -5,7 +5,8 @@ drives it through its `--json` output (`Store`). `cestore.runtime_mounts` is a
 drop-in for the benchmark harness's module of the same name.
 """
 
-from __future__ import annotations
+import importlib as _importlib
+from typing import Any as _Any
 
 from ._errors import (
     Ambiguous,
@@ -79,3 +80,15 @@ __all__ = [
     "View",
     "find_binary",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    # `cestore.runtime_mounts` without importing it first.
+    if name == "runtime_mounts":
+        return _importlib.import_module(".runtime_mounts", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The public API only: not the private submodules or this module's own imports.
+    return sorted([*__all__, "runtime_mounts"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -487,24 +488,33 @@ class Store:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
         return _result(proc.stdout, proc.stderr, proc.returncode, argv)
 
+    def _typed(self, *args: str) -> dict[str, Any]:
+        """`run`, for a typed method: an error's message names keyword arguments, not CLI flags."""
+        try:
+            return self.run(*args)
+        except Error as exc:
+            raise _with_keywords(exc) from None
+
     def ingest(self, source: StrPath, version: str, *, bounds: Optional[Bounds] = None) -> Snapshot:
         """Validates a release as the reference does and stores it."""
-        extra = bounds.args() if bounds else []
-        out = self.run("ingest", "--version", version, *extra, "--", _abs(source))
+        extra = _bounds(bounds)
+        source, version = _path("source", source), _str("version", version)
+        out = self._typed("ingest", "--version", version, *extra, "--", source)
         return Snapshot(Provenance._of(out["provenance"]), IngestStats._of(out["ingest"]))
 
     def digest(self, source: StrPath, version: str, *, bounds: Optional[Bounds] = None) -> Provenance:
         """Validates a release and returns its provenance, storing nothing."""
-        extra = bounds.args() if bounds else []
-        out = self.run("digest", "--version", version, *extra, "--", _abs(source))
+        extra = _bounds(bounds)
+        source, version = _path("source", source), _str("version", version)
+        out = self._typed("digest", "--version", version, *extra, "--", source)
         return Provenance._of(out["provenance"])
 
     def checkout(self, digest: str, dest: StrPath, *, method: Optional[str] = None) -> View:
         """Makes a frozen read-only view of `digest` at `dest`, which must not exist."""
         args = ["checkout"]
-        if method is not None:
+        if _str("method", method, optional=True) is not None:
             args += ["--method", method]
-        out = self.run(*args, "--", digest, _abs(dest))
+        out = self._typed(*args, "--", _str("digest", digest), _path("dest", dest))
         return View(Path(out["view"]), out["manifest_digest"], out["linked"], out["copied"], out)
 
     def discard(self, view: StrPath, *, spare: bool = False) -> bool:
@@ -515,7 +525,7 @@ class Store:
         only when no process and no sandbox mount still uses the view.
         """
         args = ["discard", "--spare"] if spare else ["discard"]
-        out = self.run(*args, "--", _abs(view))
+        out = self._typed(*args, "--", _path("view", view))
         return bool(out["removed"])
 
     @contextmanager
@@ -525,7 +535,7 @@ class Store:
         The view is discarded also when the body raises; a checkout that fails
         leaves nothing behind.
         """
-        made = self.checkout(digest, _fresh_path(Path(parent), prefix))
+        made = self.checkout(digest, _fresh_path(Path(_path("parent", parent)), _str("prefix", prefix)))
         try:
             yield made
         finally:
@@ -533,11 +543,11 @@ class Store:
 
     def path(self, digest: str) -> Path:
         """The store's shared frozen view of `digest`, made once when absent."""
-        return Path(self.run("path", "--", digest)["path"])
+        return Path(self._typed("path", "--", _str("digest", digest))["path"])
 
     def show(self, digest: str) -> SnapshotInfo:
         """What the store knows about `digest`."""
-        out = self.run("show", "--", digest)
+        out = self._typed("show", "--", _str("digest", digest))
         return SnapshotInfo(
             Provenance._of(out["provenance"]),
             out["first_ingested_at"],
@@ -548,7 +558,7 @@ class Store:
 
     def files(self, digest: str) -> list[FileEntry]:
         """The files of `digest`, in manifest order."""
-        out = self.run("show", "--files", "--", digest)
+        out = self._typed("show", "--files", "--", _str("digest", digest))
         return [FileEntry(f["path"], f["sha256"], f["size"], f["executable"]) for f in out["files"]]
 
     def verify(self, *digests: str, tree: Optional[StrPath] = None) -> VerifyReport:
@@ -559,8 +569,8 @@ class Store:
         """
         args = ["verify"]
         if tree is not None:
-            args += ["--tree", _abs(tree)]
-        out = self.run(*args, "--", *digests)
+            args += ["--tree", _path("tree", tree)]
+        out = self._typed(*args, "--", *[_str("digests", d) for d in digests])
         problems = out.get("problems", out.get("differences", []))
         return VerifyReport(
             bool(out["ok"]),
@@ -613,7 +623,7 @@ class Store:
 
     def diff(self, a: str, b: str) -> list[Change]:
         """The files added, removed or changed from snapshot `a` to snapshot `b`."""
-        out = self.run("diff", "--", a, b)
+        out = self._typed("diff", "--", _str("a", a), _str("b", b))
         return [Change(c["change"], c["path"], c) for c in out["changes"]]
 
     def stage(
@@ -625,12 +635,19 @@ class Store:
         digest: Optional[str] = None,
         dest: Optional[StrPath] = None,
         gitnexus_root: Optional[StrPath] = None,
+        gitnexus_rules: Optional[str] = None,
         strict_arms: bool = False,
         bounds: Optional[Bounds] = None,
     ) -> Stage:
-        """Stages a run: checks the arms, ingests the release, makes its view, lists every arm's mounts."""
-        args = _stage_args(arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, strict_arms, bounds)
-        return Stage._of(self.run(*args))
+        """Stages a run: checks the arms, ingests the release, makes its view, lists every arm's mounts.
+
+        `gitnexus_rules` is the harness revision whose GitNexus runtime check
+        applies with `gitnexus_root`: `"seed"` (the default) or `"upstream"`.
+        """
+        args = _stage_args(
+            arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, gitnexus_rules, strict_arms, bounds
+        )
+        return Stage._of(self._typed(*args))
 
     def hold_stage(
         self,
@@ -641,6 +658,7 @@ class Store:
         plugin_version: Optional[str] = None,
         digest: Optional[str] = None,
         gitnexus_root: Optional[StrPath] = None,
+        gitnexus_rules: Optional[str] = None,
         strict_arms: bool = False,
         bounds: Optional[Bounds] = None,
     ) -> HeldStage:
@@ -649,8 +667,13 @@ class Store:
         One process stages and later discards: use it for a sweep, which
         stages once and discards once.
         """
-        args = _stage_args(arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, strict_arms, bounds)
-        return HeldStage(self._argv(*args, "--hold"))
+        args = _stage_args(
+            arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, gitnexus_rules, strict_arms, bounds
+        )
+        try:
+            return HeldStage(self._argv(*args, "--hold"))
+        except Error as exc:
+            raise _with_keywords(exc) from None
 
 
 def _stage_args(
@@ -660,27 +683,30 @@ def _stage_args(
     digest: Optional[str],
     dest: Optional[StrPath],
     gitnexus_root: Optional[StrPath],
+    gitnexus_rules: Optional[str],
     strict_arms: bool,
     bounds: Optional[Bounds],
 ) -> list[str]:
+    if isinstance(arms, str) or not isinstance(arms, Sequence):
+        raise TypeError(f"arms must be a sequence of str, not {type(arms).__name__}")
     args = ["stage"]
     for arm in arms:
-        args += ["--arm", arm]
+        args += ["--arm", _str("arms", arm)]
     if plugin_dir is not None:
-        args += ["--plugin-dir", _abs(plugin_dir)]
+        args += ["--plugin-dir", _path("plugin_dir", plugin_dir)]
     if plugin_version is not None:
-        args += ["--plugin-version", plugin_version]
+        args += ["--plugin-version", _str("plugin_version", plugin_version)]
     if digest is not None:
-        args += ["--digest", digest]
+        args += ["--digest", _str("digest", digest)]
     if dest is not None:
-        args += ["--dest", _abs(dest)]
+        args += ["--dest", _path("dest", dest)]
     if gitnexus_root is not None:
-        args += ["--gitnexus-root", _abs(gitnexus_root)]
+        args += ["--gitnexus-root", _path("gitnexus_root", gitnexus_root)]
+    if gitnexus_rules is not None:
+        args += ["--gitnexus-rules", _str("gitnexus_rules", gitnexus_rules)]
     if strict_arms:
         args.append("--strict-arms")
-    if bounds is not None:
-        args += bounds.args()
-    return args
+    return args + _bounds(bounds)
 
 
 def _result(stdout: bytes, stderr: bytes, code: int, argv: list[str]) -> dict[str, Any]:
@@ -700,6 +726,67 @@ def _result(stdout: bytes, stderr: bytes, code: int, argv: list[str]) -> dict[st
     if not obj.get("ok", False) and isinstance(obj.get("error"), dict):
         raise from_json(obj["error"], argv)
     return obj
+
+
+# The CLI's flags and the keyword arguments (or Bounds fields) they are
+# given as, for the messages of errors raised from Store's typed methods.
+_KEYWORDS = {
+    "--arm": "arms",
+    "--plugin-dir": "plugin_dir",
+    "--plugin-version": "plugin_version",
+    "--digest": "digest",
+    "--dest": "dest",
+    "--gitnexus-root": "gitnexus_root",
+    "--gitnexus-rules": "gitnexus_rules",
+    "--strict-arms": "strict_arms",
+    "--version": "version",
+    "--method": "method",
+    "--tree": "tree",
+    "--spare": "spare",
+    "--max-files": "Bounds(files=...)",
+    "--max-file-bytes": "Bounds(file_bytes=...)",
+    "--max-total-bytes": "Bounds(total_bytes=...)",
+    "--max-path-bytes": "Bounds(path_bytes=...)",
+}
+# A flag as a word of its own, not part of a path that happens to hold one.
+_FLAG = re.compile(r"(?<![^\s(,'\"])--[a-z][a-z0-9-]*(?![\w/-])")
+
+
+def _with_keywords(exc: Error) -> Error:
+    """`exc` with the CLI flags its message names spelled as the keyword arguments that set them.
+
+    An error about a path keeps its message: the path is the user's, as it is.
+    """
+    if exc.path is not None:
+        return exc
+    message = _FLAG.sub(lambda m: _KEYWORDS.get(m.group(0), m.group(0)), exc.message)
+    if message != exc.message:
+        exc.message = message
+        exc.args = (message, *exc.args[1:])
+    return exc
+
+
+def _str(name: str, value: Any, *, optional: bool = False) -> Any:
+    """`value`, which must be a str (or None when `optional`); a TypeError naming `name` otherwise."""
+    if (value is None and optional) or isinstance(value, str):
+        return value
+    raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+
+
+def _path(name: str, value: Any) -> str:
+    """`value` as an absolute path; a TypeError naming `name` when it is no str or os.PathLike."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or os.PathLike, not {type(value).__name__}")
+    return _abs(value)
+
+
+def _bounds(bounds: Any) -> list[str]:
+    """The CLI flags of `bounds` (a Bounds, or None)."""
+    if bounds is None:
+        return []
+    if not isinstance(bounds, Bounds):
+        raise TypeError(f"bounds must be a cestore.Bounds, not {type(bounds).__name__}")
+    return bounds.args()
 
 
 def _abs(path: StrPath) -> str:

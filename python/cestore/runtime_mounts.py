@@ -16,6 +16,20 @@ that namespace with these names built on the harness's exception and mount
 classes. Every function reads the constants (`MAX_CE_PLUGIN_*`,
 `HARNESS_ROOT`, `SANDBOX_*`, `CESTORE_STORE`) from its namespace when it is
 called, so a test may monkeypatch them.
+
+The harness names its revision in `bind(..., revision=...)`. The two differ
+only in `trusted_gitnexus_runtime_mounts`: at the seed's revision
+(`"seed"`, the default) it takes no argument and requires the runtime to
+carry `PINNED_GITNEXUS_VERSION`; at upstream's current revision
+(`"upstream"`) it is `trusted_gitnexus_runtime_mounts(*, root=None)`, accepts
+any non-empty version, and lets a linked git worktree borrow its primary
+checkout's `gitnexus/node_modules`; `cestore mounts --gitnexus-rules
+upstream` makes that check, with upstream's messages.
+
+`HARNESS_ROOT` is the checkout holding `gitnexus/` and `gitnexus-shared/`.
+The harness's module sets it to its own checkout (`bind(...,
+harness_root=...)`); used as it is, this module's is the current directory
+when it was imported.
 """
 
 from __future__ import annotations
@@ -26,7 +40,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +76,9 @@ _SNAPSHOT_PREFIX = "wfbench-ce-plugin-"
 # The arm `stage` is given: any CE arm has it make the release's view.
 _STAGE_ARM = "ce_review"
 _REQUIRED_SKILLS = ("ce-plan", "ce-work", "ce-code-review")
+
+#: The harness revisions `bind` knows: the seed's and upstream's current one.
+REVISIONS = ("seed", "upstream")
 
 _PUBLIC = (
     "PINNED_GITNEXUS_VERSION",
@@ -108,7 +125,7 @@ class CePluginConfig:
     version: str
 
 
-def _populate(ns: MutableMapping[str, Any]) -> None:
+def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
     """Defines the public functions and classes in `ns`, reading constants from it at call time."""
 
     def err(message: str) -> BaseException:
@@ -218,6 +235,26 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
         if shared_package.get("name") != "gitnexus-shared":
             raise err("pinned GitNexus shared runtime has an unexpected package identity")
         return mounts
+
+    def upstream_trusted_gitnexus_runtime_mounts(*, root: Optional[Path] = None) -> tuple[Any, ...]:
+        """Expose only the files needed by the pinned CLI and linked shared package."""
+        checkout = Path(root if root is not None else ns["HARNESS_ROOT"])
+        try:
+            out = store().run(
+                "mounts",
+                "--arm=baseline",
+                f"--gitnexus-root={os.fspath(checkout)}",
+                "--gitnexus-rules=upstream",
+            )
+        except (_errors.Rejected, _errors.NotFound) as exc:
+            if exc.rule is None:
+                raise
+            raise _upstream_gitnexus_error(err, exc, checkout) from None
+        mount = ns["ReadOnlyMount"]
+        return tuple(
+            mount(source=Path(m["source"]), target=_retarget(m["target"], ns))
+            for m in out["mounts"]
+        )
 
     def validate_ce_plugin_inputs(
         arms: Sequence[str],
@@ -344,6 +381,9 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
         finally:
             remove(snapshot.root, held)
 
+    if revision == "upstream":
+        upstream_trusted_gitnexus_runtime_mounts.__name__ = "trusted_gitnexus_runtime_mounts"
+        trusted_gitnexus_runtime_mounts = upstream_trusted_gitnexus_runtime_mounts  # noqa: F811
     for fn in (
         ce_plugin_mounts_for_arm,
         ce_plugin_dir_for_arm,
@@ -443,6 +483,78 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
     return sandbox_error(exc.message)
 
 
+def _retarget(target: str, ns: MutableMapping[str, Any]) -> str:
+    """A CLI mount target under the namespace's `SANDBOX_GITNEXUS*` (which may be monkeypatched)."""
+    for default, name in ((SANDBOX_GITNEXUS_SHARED, "SANDBOX_GITNEXUS_SHARED"), (SANDBOX_GITNEXUS, "SANDBOX_GITNEXUS")):
+        if target == default or target.startswith(default + "/"):
+            return str(ns[name]) + target[len(default) :]
+    return target
+
+
+def _upstream_gitnexus_error(
+    err: Callable[[str], BaseException], exc: _errors.Error, checkout: Path
+) -> BaseException:
+    """Upstream's exception, with its exact message, for one `cestore mounts --gitnexus-rules upstream` refusal."""
+    rule = exc.rule
+    path = Path(exc.path) if exc.path else None
+
+    def os_error(probe: Callable[[], Any]) -> Optional[OSError]:
+        try:
+            probe()
+        except OSError as os_exc:
+            return os_exc
+        return None
+
+    def lstat_resolve(p: Path) -> None:
+        p.lstat()
+        p.resolve(strict=True)
+
+    unavailable = {
+        "gitnexus-checkout-unavailable": "pinned GitNexus checkout is unavailable",
+        "gitnexus-component-unavailable": "pinned GitNexus runtime component is unavailable",
+    }
+    if rule == "gitnexus-root-unavailable" and path is not None:
+        label = "pinned GitNexus shared runtime" if path.name == "gitnexus-shared" else "pinned GitNexus runtime"
+        unavailable[rule] = f"{label} is unavailable"
+    if rule in unavailable and path is not None:
+        found = os_error(lambda: lstat_resolve(path))
+        if found is not None:
+            return err(f"{unavailable[rule]}: {path}: {found}")
+    if rule in ("gitnexus-entrypoint-unavailable", "gitnexus-metadata-invalid"):
+        runtime = Path(os.path.abspath(os.path.expanduser(checkout))) / "gitnexus"
+        try:
+            (runtime / "dist" / "cli" / "index.js").lstat()
+            package = json.loads((runtime / "package.json").read_text())
+        except (OSError, json.JSONDecodeError) as probe_exc:
+            return err(f"pinned GitNexus runtime metadata is invalid: {probe_exc}")
+        # Upstream then calls `package.get`: an AttributeError for a non-object.
+        try:
+            package.get("version")
+        except AttributeError as attr_exc:
+            return attr_exc
+    if rule in ("gitnexus-shared-link-not-symlink", "gitnexus-shared-link-elsewhere"):
+        return err("pinned GitNexus runtime has an unexpected gitnexus-shared dependency")
+    if rule == "gitnexus-shared-link-unresolvable" and path is not None:
+        # Upstream's is_symlink() and resolve(strict=True) let this OSError through.
+        found = os_error(lambda: path.is_symlink() and path.resolve(strict=True))
+        if found is not None:
+            return found
+        return err("pinned GitNexus runtime has an unexpected gitnexus-shared dependency")
+    if rule == "gitnexus-shared-metadata-invalid" and path is not None:
+        try:
+            shared = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as probe_exc:
+            return err(f"pinned GitNexus shared runtime metadata is invalid: {probe_exc}")
+        try:
+            shared.get("name")
+        except AttributeError as attr_exc:
+            return attr_exc
+    if rule == "gitnexus-shared-identity":
+        return err("pinned GitNexus shared runtime has an unexpected package identity")
+    # The other rules' messages are upstream's own.
+    return err(exc.message)
+
+
 def _relative(path: Path, config: CePluginConfig) -> str:
     try:
         return path.relative_to(config.source).as_posix()
@@ -453,6 +565,7 @@ def _relative(path: Path, config: CePluginConfig) -> str:
 def bind(
     namespace: MutableMapping[str, Any],
     *,
+    revision: str = "seed",
     sandbox_error: type[BaseException],
     read_only_mount: Any,
     sandbox_gitnexus: str,
@@ -462,12 +575,20 @@ def bind(
 ) -> None:
     """Fill a module's namespace (its `globals()`) with this module's public names.
 
-    The functions use the harness's own `SandboxError` and `ReadOnlyMount`,
-    and read the constants from `namespace` when they are called. `store` is
-    the cestore store (`None`: the CLI's default, `$CESTORE_DIR` or XDG).
+    `revision` is the harness's: `"seed"` (the seed's revision: a pinned
+    GitNexus version, `trusted_gitnexus_runtime_mounts()`) or `"upstream"`
+    (upstream's current one: any version, linked worktrees,
+    `trusted_gitnexus_runtime_mounts(*, root=None)`, and no
+    `PINNED_GITNEXUS_VERSION`). The functions use the harness's own
+    `SandboxError` and `ReadOnlyMount`, and read the constants from
+    `namespace` when they are called. `harness_root` becomes `HARNESS_ROOT`,
+    the checkout holding `gitnexus/` and `gitnexus-shared/`. `store` is the
+    cestore store (`None`: the CLI's default, `$CESTORE_DIR` or XDG).
     """
+    if revision not in REVISIONS:
+        raise ValueError(f"revision must be one of {', '.join(map(repr, REVISIONS))}, not {revision!r}")
     for name in _PUBLIC:
-        if name in globals():
+        if name in globals() and not (revision == "upstream" and name == "PINNED_GITNEXUS_VERSION"):
             namespace[name] = globals()[name]
     namespace["SandboxError"] = sandbox_error
     namespace["ReadOnlyMount"] = read_only_mount
@@ -475,7 +596,7 @@ def bind(
     namespace["SANDBOX_GITNEXUS_SHARED"] = sandbox_gitnexus_shared
     namespace["HARNESS_ROOT"] = Path(harness_root)
     namespace["CESTORE_STORE"] = store
-    _populate(namespace)
+    _populate(namespace, revision)
 
 
 SANDBOX_GITNEXUS = "/opt/gitnexus"

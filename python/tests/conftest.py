@@ -34,6 +34,29 @@ bind(
 )
 '''
 
+# The same file for a harness at upstream's current revision, as docs/python.md gives it.
+BOUND_MODULE_UPSTREAM = BOUND_MODULE.replace("    globals(),\n", "    globals(),\n    revision=\"upstream\",\n")
+BOUND_MODULES = {"seed": BOUND_MODULE, "upstream": BOUND_MODULE_UPSTREAM}
+
+# A harness's proposer_sandbox, as the drop-in needs it: the names it imports.
+STAND_IN_SANDBOX = '''\
+from dataclasses import dataclass
+from pathlib import Path
+
+SANDBOX_GITNEXUS = "/opt/gitnexus"
+SANDBOX_GITNEXUS_SHARED = "/opt/gitnexus-shared"
+
+
+class SandboxError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class ReadOnlyMount:
+    source: Path
+    target: str
+'''
+
 
 @pytest.fixture
 def store_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -85,3 +108,31 @@ def harness_packages(base: Path) -> tuple[object, object]:
 def harnesses(tmp_path: Path, store_dir: Path) -> tuple[object, object]:
     """(the reference's runtime_mounts, the bound drop-in), each in its own harness package."""
     return harness_packages(tmp_path / "harness")
+
+
+def bound_harness(base: Path, revision: str) -> object:
+    """A harness package whose runtime_mounts.py is the drop-in bound at `revision`,
+    beside a stand-in proposer_sandbox; returns that runtime_mounts module."""
+    name = f"bench_{revision}_{abs(hash(str(base)))}"
+    pkg = base / f"pkg_{revision}" / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "proposer_sandbox.py").write_text(STAND_IN_SANDBOX)
+    (pkg / "runtime_mounts.py").write_text(BOUND_MODULES[revision])
+    sys.path.insert(0, str(pkg.parent))
+    try:
+        return importlib.import_module(f"{name}.runtime_mounts")
+    finally:
+        sys.path.remove(str(pkg.parent))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Appends `skipping TEST: REASON` to $CESTORE_SKIP_LOG for each skipped test (scripts/test lists them)."""
+    log = os.environ.get("CESTORE_SKIP_LOG")
+    if not log or not report.skipped:
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"skipping {report.nodeid}: {reason}\n")

@@ -290,3 +290,73 @@ def test_audit_returns_a_typed_report(tmp_path: Path, store_dir: Path) -> None:
 
     with pytest.raises(cestore.NotFound):
         store.audit(tmp_path / "missing.jsonl")
+
+
+def test_errors_name_keyword_arguments_not_cli_flags(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    source = write_release(tmp_path / "plugin")
+    with pytest.raises(cestore.Rejected) as raised:
+        store.stage(["ce_reviw"], plugin_dir=source, plugin_version="1.2.3")
+    assert raised.value.message.startswith("plugin_dir, plugin_version and digest require at least one ce_* arm")
+    assert str(raised.value) == raised.value.message and "--" not in raised.value.message
+    with pytest.raises(cestore.Rejected, match="require both plugin_dir and plugin_version"):
+        store.stage(["ce_review"])
+    with pytest.raises(cestore.Rejected, match="^plugin_dir, plugin_version and digest require"):
+        store.hold_stage(["baseline"], plugin_dir=source, plugin_version="1.2.3", dest=tmp_path / "v")
+    assert not (tmp_path / "v").exists()
+    with pytest.raises(cestore.Error) as raised:
+        store.ingest(source, "1.2.3", bounds=cestore.Bounds(files=10**9))
+    assert "Bounds(files=...)" in raised.value.message and "--max-files" not in raised.value.message
+    # The raw command keeps the CLI's words.
+    with pytest.raises(cestore.Rejected, match="--plugin-dir"):
+        store.run("stage", "--arm", "baseline", "--plugin-dir", str(source), "--plugin-version", "1.2.3")
+
+
+def test_wrong_types_raise_type_errors_naming_the_parameter(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    source = write_release(tmp_path / "plugin")
+    calls = [
+        ("version", lambda: store.ingest(source, 3.23)),
+        ("source", lambda: store.digest(3, "1.2.3")),
+        ("bounds", lambda: store.ingest(source, "1.2.3", bounds={"files": 1})),
+        ("digest", lambda: store.checkout(b"ab", tmp_path / "v")),
+        ("dest", lambda: store.checkout("ab", 7)),
+        ("arms", lambda: store.stage("ce_review")),
+        ("arms", lambda: store.stage([1])),
+        ("plugin_version", lambda: store.stage(["ce_review"], plugin_dir=source, plugin_version=1.2)),
+        ("gitnexus_rules", lambda: store.stage(["baseline"], gitnexus_root=tmp_path, gitnexus_rules=1)),
+        ("view", lambda: store.discard(None)),
+    ]
+    for name, call in calls:
+        with pytest.raises(TypeError) as raised:
+            call()
+        assert str(raised.value).startswith(f"{name} must be "), (name, raised.value)
+    # Refused before any command ran: no store was made.
+    assert not store_dir.exists()
+
+
+def test_dir_shows_only_the_public_api() -> None:
+    assert dir(cestore) == sorted([*cestore.__all__, "runtime_mounts"])
+    assert "annotations" not in dir(cestore)
+    assert cestore.runtime_mounts.bind is not None
+    assert isinstance(cestore.runtime_mounts.HARNESS_ROOT, Path)
+    with pytest.raises(AttributeError):
+        cestore.no_such_name  # noqa: B018
+
+
+def test_stage_takes_the_gitnexus_revision(tmp_path: Path, store_dir: Path) -> None:
+    harness = tmp_path / "harness"
+    runtime, shared = harness / "gitnexus", harness / "gitnexus-shared"
+    for d in (runtime / "dist" / "cli", runtime / "node_modules", runtime / "vendor", runtime / "hooks" / "claude", shared / "dist"):
+        d.mkdir(parents=True)
+    (runtime / "dist" / "cli" / "index.js").write_text("")
+    (runtime / "package.json").write_text('{"version": "9.9.9-test"}')
+    (runtime / "node_modules" / "gitnexus-shared").symlink_to(shared)
+    (shared / "package.json").write_text('{"name": "gitnexus-shared"}')
+    store = cestore.Store()
+    staged = store.stage(["baseline"], gitnexus_root=harness, gitnexus_rules="upstream")
+    assert [m.target for m in staged.arms[0].mounts][0] == "/opt/gitnexus/dist"
+    with pytest.raises(cestore.Rejected, match="version drifted: expected 1.6.9"):
+        store.stage(["baseline"], gitnexus_root=harness)
+    with pytest.raises(cestore.UsageError, match="gitnexus_rules"):
+        store.stage(["baseline"], gitnexus_root=harness, gitnexus_rules="latest")

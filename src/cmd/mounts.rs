@@ -15,9 +15,10 @@
 //! mounts any directory, with no digest.
 //!
 //! With a GitNexus harness root, the seven GitNexus runtime mounts
-//! ([`crate::gitnexus::trusted_runtime_mounts`]) follow, for every arm: the
-//! reference's `trusted_gitnexus_runtime_mounts` takes no arm, so the runtime
-//! is the same for all of them.
+//! ([`crate::gitnexus::runtime_mounts`], by the seed's rules or upstream's
+//! current ones, `--gitnexus-rules`) follow, for every arm: the harness's
+//! `trusted_gitnexus_runtime_mounts` takes no arm, so the runtime is the
+//! same for all of them.
 
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -90,8 +91,10 @@ pub struct MountsOptions<'a> {
     pub view: ViewSource<'a>,
     /// The harness root holding `gitnexus/` and `gitnexus-shared/`, if any.
     pub gitnexus_root: Option<&'a Path>,
-    /// The version the GitNexus runtime must carry.
-    pub gitnexus_version: &'a str,
+    /// The harness revision whose rules check the GitNexus runtime.
+    pub gitnexus_revision: gitnexus::Revision,
+    /// The version the seed's rules pin, when not the seed's own.
+    pub gitnexus_version: Option<&'a str>,
     /// `--format`, if given.
     pub format: Option<Format>,
     /// The global `--json`.
@@ -247,10 +250,8 @@ pub fn mounts(store_root: &Path, opts: &MountsOptions<'_>) -> Result<MountsRepor
     let plugin_dir = ce_plugin_dir_for_arm(opts.arm, view.as_deref())?;
     let mut mounts = ce_plugin_mounts_for_arm(opts.arm, view.as_deref())?;
     if let Some(root) = opts.gitnexus_root {
-        mounts.extend(gitnexus::trusted_runtime_mounts(
-            root,
-            opts.gitnexus_version,
-        )?);
+        let rules = gitnexus::Rules::new(opts.gitnexus_revision, opts.gitnexus_version)?;
+        mounts.extend(gitnexus::runtime_mounts(root, &rules)?);
     }
     if output == Output::Json {
         if let Some(m) = mounts.iter().find(|m| m.source.to_str().is_none()) {

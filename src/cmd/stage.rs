@@ -51,8 +51,10 @@ pub struct StageOptions<'a> {
     pub method: Method,
     /// The harness root holding the pinned GitNexus runtime, if any.
     pub gitnexus_root: Option<&'a Path>,
-    /// The version the GitNexus runtime must carry.
-    pub gitnexus_version: &'a str,
+    /// The harness revision whose rules check the GitNexus runtime.
+    pub gitnexus_revision: gitnexus::Revision,
+    /// The version the seed's rules pin, when not the seed's own.
+    pub gitnexus_version: Option<&'a str>,
     /// Refuse an arm that is neither a CE arm nor in `known_arms`.
     pub strict_arms: bool,
     /// The non-CE arms `strict_arms` accepts.
@@ -133,7 +135,10 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
         }
     }
     let gitnexus = match opts.gitnexus_root {
-        Some(root) => gitnexus::trusted_runtime_mounts(root, opts.gitnexus_version)?,
+        Some(root) => {
+            let rules = gitnexus::Rules::new(opts.gitnexus_revision, opts.gitnexus_version)?;
+            gitnexus::runtime_mounts(root, &rules)?
+        }
         None => Vec::new(),
     };
     let mut report = StageReport {

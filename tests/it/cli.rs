@@ -388,7 +388,10 @@ fn push_publishes_a_human_tag_beside_the_digest_tag() {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI must run the remote tests"
         );
-        eprintln!("skipping push_publishes_a_human_tag_beside_the_digest_tag: CESTORE_TEST_REGISTRY is not set");
+        util::skip(
+            "push_publishes_a_human_tag_beside_the_digest_tag",
+            "CESTORE_TEST_REGISTRY is not set",
+        );
         return;
     };
     let env = TestEnv::new();

@@ -744,7 +744,10 @@ fn lowered_bounds_refuse_as_the_reference_does_on_ingest_digest_and_stage() {
 #[test]
 fn a_known_hash_never_vouches_for_a_file_this_user_can_no_longer_read() {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("skipping a_known_hash_never_vouches_for_a_file_this_user_can_no_longer_read: run as root (it drops privileges itself)");
+        crate::util::skip(
+            "a_known_hash_never_vouches_for_a_file_this_user_can_no_longer_read",
+            "run as root (it drops privileges itself)",
+        );
         return;
     }
     let env = TestEnv::new();

@@ -1502,7 +1502,10 @@ fn hostile_special_files() {
             );
         }
     } else {
-        eprintln!("hostile_special_files: skipping the device nodes: mknod needs root");
+        crate::util::skip(
+            "hostile_special_files (the device nodes)",
+            "mknod needs root",
+        );
     }
     h.run();
 }
@@ -2077,7 +2080,7 @@ pub(crate) fn tmpfs_or_skip(test: &str, at: &Path, opts: &str) -> Option<Tmpfs> 
     match Tmpfs::mount(at, opts) {
         Ok(m) => Some(m),
         Err(e) => {
-            eprintln!("skipping {test}: cannot mount a tmpfs ({e})");
+            crate::util::skip(test, &format!("cannot mount a tmpfs ({e})"));
             None
         }
     }

@@ -1833,8 +1833,9 @@ fn push_and_pull_fit_the_documented_schema() {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI must run the remote tests"
         );
-        eprintln!(
-            "skipping push_and_pull_fit_the_documented_schema: CESTORE_TEST_REGISTRY is not set"
+        util::skip(
+            "push_and_pull_fit_the_documented_schema",
+            "CESTORE_TEST_REGISTRY is not set",
         );
         return;
     };

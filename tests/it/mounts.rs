@@ -733,9 +733,9 @@ fn gitnexus_layouts_agree_with_the_reference() {
         consulted += usize::from(check_case(name, *mutate, expect));
     }
     if consulted == 0 {
-        eprintln!(
-            "gitnexus_layouts_agree_with_the_reference: ../shared/reference/oracle.py is absent; \
-             checked cestore's committed answers only"
+        util::skip(
+            "gitnexus_layouts_agree_with_the_reference (the oracle's answers)",
+            "../shared/reference/oracle.py is absent; checked cestore's committed answers only",
         );
     } else {
         assert_eq!(consulted, cases.len());
@@ -850,7 +850,7 @@ fn bwrap_works() -> Result<(), String> {
 #[test]
 fn bwrap_sandbox_sees_the_view_read_only() {
     if let Err(reason) = bwrap_works() {
-        eprintln!("skipping bwrap_sandbox_sees_the_view_read_only: {reason}");
+        util::skip("bwrap_sandbox_sees_the_view_read_only", &reason);
         return;
     }
     let env = TestEnv::new();
@@ -914,7 +914,7 @@ fn checked_out(env: &TestEnv, src: &Path, version: &str, view: &Path) -> String 
 #[test]
 fn bwrap0_arguments_survive_a_space_and_a_quote() {
     if let Err(reason) = bwrap_works() {
-        eprintln!("skipping bwrap0_arguments_survive_a_space_and_a_quote: {reason}");
+        util::skip("bwrap0_arguments_survive_a_space_and_a_quote", &reason);
         return;
     }
     let env = TestEnv::new();
@@ -1060,4 +1060,264 @@ fn a_view_must_be_one_cestore_recorded() {
     fs::create_dir(&view).unwrap();
     let out = mounts(&[os("--view"), view.as_os_str()]);
     assert_exit(&out, 6);
+}
+
+// ---------------------------------------------------------------------------
+// The GitNexus runtime by upstream's current rules (--gitnexus-rules upstream)
+// ---------------------------------------------------------------------------
+
+/// `git ARGS` in `dir`, which must succeed.
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@invalid"])
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A primary checkout and a linked worktree of it (`git worktree add`),
+/// each with a GitNexus layout whose version upstream's tests use.
+fn primary_and_worktree(env: &TestEnv) -> (PathBuf, PathBuf) {
+    let primary = env.path("primary");
+    fs::create_dir(&primary).unwrap();
+    git(&primary, &["init", "-q"]);
+    git(&primary, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    let worktree = env.path("worktree");
+    git(
+        &primary,
+        &["worktree", "add", "-q", worktree.to_str().unwrap()],
+    );
+    for root in [&primary, &worktree] {
+        good_harness(root);
+        write(
+            &root.join("gitnexus/package.json"),
+            r#"{"version": "9.9.9-test"}"#,
+        );
+    }
+    (primary, worktree)
+}
+
+/// Replaces `HARNESS/gitnexus/node_modules` with a symlink to `target`.
+fn link_node_modules(harness: &Path, target: &Path) {
+    let node_modules = harness.join("gitnexus/node_modules");
+    fs::remove_dir_all(&node_modules).unwrap();
+    symlink(target, &node_modules).unwrap();
+}
+
+/// The source mounted at `target`.
+fn source_at(mounts: &[(String, String)], target: &str) -> PathBuf {
+    let (source, _) = mounts.iter().find(|(_, t)| t == target).expect(target);
+    PathBuf::from(source)
+}
+
+const UPSTREAM: &[&str] = &["--gitnexus-rules", "upstream"];
+
+#[test]
+fn upstream_rules_accept_any_non_empty_version_and_the_seed_keeps_its_pin() {
+    let env = TestEnv::new();
+    let h = env.path("harness");
+    good_harness(&h);
+    write(
+        &h.join("gitnexus/package.json"),
+        r#"{"version": "9.9.9-test"}"#,
+    );
+    let mounts = cestore_gitnexus(&env, &h, UPSTREAM).expect("upstream accepts 9.9.9-test");
+    let targets: Vec<&str> = mounts.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(targets, GITNEXUS_TARGETS);
+    assert_eq!(
+        source_at(&mounts, "/opt/gitnexus/dist"),
+        h.join("gitnexus/dist")
+    );
+    // The default and `seed` are the seed's rules: the pin holds.
+    for extra in [&[][..], &["--gitnexus-rules", "seed"][..]] {
+        let (code, stderr) = cestore_gitnexus(&env, &h, extra).expect_err("the seed pins 1.6.9");
+        assert_eq!(code, 3, "{stderr}");
+        assert!(
+            stderr.contains("version drifted: expected 1.6.9, got '9.9.9-test'"),
+            "{stderr}"
+        );
+    }
+    for bad in [
+        r#"{}"#,
+        r#"{"version": ""}"#,
+        r#"{"version": 9}"#,
+        r#"{"version": null}"#,
+    ] {
+        write(&h.join("gitnexus/package.json"), bad);
+        let out = env.run(
+            [
+                os("mounts"),
+                os("--arm"),
+                os("baseline"),
+                os("--gitnexus-root"),
+                h.as_os_str(),
+            ]
+            .into_iter()
+            .chain(UPSTREAM.iter().map(|s| os(s)))
+            .chain([os("--json")]),
+        );
+        assert_exit(&out, 3);
+        let err = util::parse_json(&out);
+        assert_eq!(
+            err["error"]["rule"],
+            json!("gitnexus-version-missing"),
+            "{bad}"
+        );
+        assert_eq!(
+            err["error"]["message"],
+            json!("pinned GitNexus runtime package.json has no version"),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn upstream_rules_let_a_worktree_borrow_the_primary_node_modules_and_shared() {
+    let env = TestEnv::new();
+    let (primary, worktree) = primary_and_worktree(&env);
+    let primary = fs::canonicalize(primary).unwrap();
+    link_node_modules(&worktree, &primary.join("gitnexus/node_modules"));
+    let mounts = cestore_gitnexus(&env, &worktree, UPSTREAM).expect("a borrowed node_modules");
+    assert_eq!(
+        source_at(&mounts, "/opt/gitnexus/node_modules"),
+        primary.join("gitnexus/node_modules")
+    );
+    assert_eq!(
+        source_at(&mounts, "/opt/gitnexus-shared/package.json"),
+        primary.join("gitnexus-shared/package.json")
+    );
+    assert_eq!(
+        source_at(&mounts, "/opt/gitnexus/dist"),
+        worktree.join("gitnexus/dist")
+    );
+    // The seed's rules refuse every symlinked component.
+    let (code, stderr) = cestore_gitnexus(&env, &worktree, &["--gitnexus-version", "9.9.9-test"])
+        .expect_err("the seed refuses the symlink");
+    assert_eq!(code, 3);
+    assert!(
+        stderr.contains("component must be a real directory"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn upstream_rules_mount_the_primary_shared_when_only_the_inner_link_points_there() {
+    let env = TestEnv::new();
+    let (primary, worktree) = primary_and_worktree(&env);
+    let primary = fs::canonicalize(primary).unwrap();
+    let linked = worktree.join("gitnexus/node_modules/gitnexus-shared");
+    fs::remove_file(&linked).unwrap();
+    symlink(primary.join("gitnexus-shared"), &linked).unwrap();
+    let mounts = cestore_gitnexus(&env, &worktree, UPSTREAM).expect("an inner link to the primary");
+    assert_eq!(
+        source_at(&mounts, "/opt/gitnexus/node_modules"),
+        worktree.join("gitnexus/node_modules")
+    );
+    assert_eq!(
+        source_at(&mounts, "/opt/gitnexus-shared/dist"),
+        primary.join("gitnexus-shared/dist")
+    );
+}
+
+#[test]
+fn upstream_rules_refuse_a_node_modules_symlink_anywhere_else() {
+    let env = TestEnv::new();
+    let (_primary, worktree) = primary_and_worktree(&env);
+    let outsider = env.path("outsider");
+    good_harness(&outsider);
+    link_node_modules(&worktree, &outsider.join("gitnexus/node_modules"));
+    let (code, stderr) = cestore_gitnexus(&env, &worktree, UPSTREAM).expect_err("an outsider");
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "pinned GitNexus runtime component symlink must point at the primary checkout: {}",
+            worktree.join("gitnexus/node_modules").display()
+        )),
+        "{stderr}"
+    );
+    // In a checkout that is no linked worktree, any such symlink is refused.
+    let checkout = env.path("checkout");
+    good_harness(&checkout);
+    fs::create_dir(checkout.join(".git")).unwrap();
+    link_node_modules(&checkout, &outsider.join("gitnexus/node_modules"));
+    let (code, stderr) = cestore_gitnexus(&env, &checkout, UPSTREAM).expect_err("a plain checkout");
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("component must be a real directory"),
+        "{stderr}"
+    );
+    // Upstream's rules check the checkout itself: a symlinked one is refused.
+    let link = env.path("checkout-link");
+    symlink(&outsider, &link).unwrap();
+    let (code, stderr) = cestore_gitnexus(&env, &link, UPSTREAM).expect_err("a symlinked checkout");
+    assert_eq!(code, 3, "{stderr}");
+    assert!(
+        stderr.contains("pinned GitNexus checkout must be a real directory"),
+        "{stderr}"
+    );
+    // A root that does not exist is not-found, and names the rule and the path.
+    let absent = env.path("absent");
+    let out = env.run([
+        os("mounts"),
+        os("--arm"),
+        os("baseline"),
+        os("--gitnexus-root"),
+        absent.as_os_str(),
+        os("--gitnexus-rules"),
+        os("upstream"),
+        os("--json"),
+    ]);
+    assert_exit(&out, 4);
+    let err = util::parse_json(&out);
+    assert_eq!(err["error"]["rule"], json!("gitnexus-checkout-unavailable"));
+    assert_eq!(err["error"]["path"], json!(absent.to_str().unwrap()));
+}
+
+#[test]
+fn upstream_rules_refuse_a_pin_and_stage_offers_the_same_choice() {
+    let env = TestEnv::new();
+    let (primary, worktree) = primary_and_worktree(&env);
+    let primary = fs::canonicalize(primary).unwrap();
+    link_node_modules(&worktree, &primary.join("gitnexus/node_modules"));
+    let mut args = UPSTREAM.to_vec();
+    args.extend(["--gitnexus-version", "9.9.9-test"]);
+    let (code, stderr) = cestore_gitnexus(&env, &worktree, &args).expect_err("a pin with upstream");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--gitnexus-version pins the seed's rules"),
+        "{stderr}"
+    );
+
+    let staged = env.json([
+        os("stage"),
+        os("--arm"),
+        os("baseline"),
+        os("--gitnexus-root"),
+        worktree.as_os_str(),
+        os("--gitnexus-rules"),
+        os("upstream"),
+        os("--json"),
+    ]);
+    let arm = &staged["arms"][0];
+    assert_eq!(arm["arm"], json!("baseline"));
+    assert_eq!(
+        pairs(arm).iter().map(|(s, _)| PathBuf::from(s)).nth(2),
+        Some(primary.join("gitnexus/node_modules"))
+    );
+    let out = env.run([
+        os("stage"),
+        os("--arm"),
+        os("baseline"),
+        os("--gitnexus-root"),
+        worktree.as_os_str(),
+    ]);
+    let stderr = assert_exit(&out, 3);
+    assert!(stderr.contains("must be a real directory"), "{stderr}");
 }

@@ -595,7 +595,10 @@ fn a_store_others_can_write_or_own_is_refused_unless_trusted() {
         assert!(stderr.contains("is owned by uid 65534"), "{stderr}");
         assert_ok(&env.run(["show", d.as_str(), "--trust-store"]));
     } else {
-        eprintln!("not checking a foreign owner: not running as root");
+        crate::util::skip(
+            "a_store_others_can_write_or_own_is_refused_unless_trusted (a foreign owner)",
+            "not running as root",
+        );
     }
 }
 
@@ -611,7 +614,10 @@ fn a_command_waiting_for_the_lock_says_who_holds_it() {
         .args(["sleep", "3"])
         .spawn()
     else {
-        eprintln!("skipping: `flock` is not installed");
+        crate::util::skip(
+            "a_command_waiting_for_the_lock_says_who_holds_it",
+            "`flock` is not installed",
+        );
         return;
     };
     std::thread::sleep(Duration::from_millis(300));

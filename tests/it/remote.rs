@@ -24,8 +24,9 @@ fn env_var(name: &str, test: &str) -> Option<String> {
                 std::env::var("CI").as_deref() != Ok("true"),
                 "{test}: {name} is not set, and CI must run the remote tests"
             );
-            eprintln!(
-                "skipping {test}: {name} is not set (scripts/registry start DIR, as .ci/run does)"
+            crate::util::skip(
+                test,
+                &format!("{name} is not set (scripts/registry start DIR, as .ci/run does)"),
             );
             None
         }

@@ -184,11 +184,32 @@ pub fn oracle_snapshot(dir: &Path, version: &str) -> Option<serde_json::Value> {
     }))
 }
 
-/// Prints why a test that needs the oracle is skipping.
+/// Records that `test` skips a check, and why: prints `skipping TEST: REASON`
+/// and, when `CESTORE_SKIP_LOG` names a file (scripts/test sets it), appends
+/// that line to it, so that the run can list every skipped check at its end.
+pub fn skip(test: &str, reason: &str) {
+    let line = format!("skipping {test}: {reason}");
+    eprintln!("{line}");
+    if let Some(log) = std::env::var_os("CESTORE_SKIP_LOG") {
+        use std::io::Write;
+        // One write per line, in append mode: lines of parallel tests do not interleave.
+        let appended = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+        if let Err(e) = appended {
+            panic!("could not append to '{}': {e}", Path::new(&log).display());
+        }
+    }
+}
+
+/// Records why a test that needs the oracle is skipping (see [`skip`]).
 pub fn skip_without_oracle(test: &str) -> bool {
     if oracle().is_none() {
-        eprintln!(
-            "skipping {test}: ../shared/reference/oracle.py is not present beside this checkout"
+        skip(
+            test,
+            "../shared/reference/oracle.py is not present beside this checkout",
         );
         return true;
     }

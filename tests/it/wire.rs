@@ -380,7 +380,10 @@ impl PasswordRegistry {
             .output()
             .is_err()
         {
-            eprintln!("skipping: docker-registry is not installed");
+            crate::util::skip(
+                "the password-protected registry tests",
+                "docker-registry is not installed",
+            );
             return None;
         }
         let dir = tempfile::tempdir().expect("registry dir");
