@@ -670,8 +670,10 @@ impl PushArgs {
     }
 }
 
-/// How long push and pull wait on a registry, and how slow it may be.
+/// How long push and pull wait on a registry, and how slow it may be
+/// (listed together, after the command's other options).
 #[derive(Debug, Args)]
+#[command(next_display_order = 100)]
 pub struct RegistryLimits {
     /// Seconds without progress on a registry connection (no byte sent or
     /// received, or an answer's headers not all in) before giving up with

@@ -686,6 +686,7 @@ fn a_credential_helper_whose_child_keeps_its_stdout_open_does_not_hold_the_pull(
         &bin,
     );
     let took = start.elapsed();
+    eprintln!("a helper whose child holds its stdout, pull --timeout 5: done after {took:?}");
     // The helper's answer got in: the registry saw its credentials, and
     // answered that it holds no such tag.
     let stderr = assert_exit(&out, 4);
@@ -740,6 +741,7 @@ fn a_credential_helper_killed_at_the_limit_leaves_no_process_behind() {
         &bin,
     );
     let took = start.elapsed();
+    eprintln!("a helper that never answers, pull --timeout 2: exit 8 after {took:?}");
     let stderr = assert_exit(&out, 8);
     // The limit is --timeout, shorter than the helpers' own 30 s.
     assert!(
@@ -843,6 +845,16 @@ fn a_credential_helpers_output_is_never_quoted_in_an_error() {
 #[test]
 fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     let env = TestEnv::new();
+    // The floor is documented beside --timeout wherever a registry is spoken to.
+    for cmd in ["push", "pull", "audit"] {
+        let out = env.run([cmd, "--help"]);
+        assert_ok(&out);
+        let help = String::from_utf8_lossy(&out.stdout);
+        let at = help
+            .find("--min-speed <BYTES>")
+            .expect("--min-speed in the help");
+        assert!(help[..at].contains("--timeout <SECS>"), "{cmd}: {help}");
+    }
     let every = Duration::from_millis(300);
     for (script, says) in [
         (
@@ -867,6 +879,7 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
             "--json",
         ]);
         let took = start.elapsed();
+        eprintln!("{script:?}, pull --timeout 2: exit 8 after {took:?}");
         let stderr = assert_exit(&out, 8);
         assert!(stderr.contains(says), "{script:?}: {stderr}");
         assert!(stderr.contains(&registry.address), "{script:?}: {stderr}");
@@ -920,4 +933,38 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     let stderr = assert_exit(&out, 8);
     assert!(stderr.contains("did not answer in time"), "{stderr}");
     assert!(start.elapsed() < Duration::from_secs(5));
+
+    // So does `audit --registry`, for a digest the store lacks.
+    let registry = Scripted::start(Script::DripBody(every));
+    let missing = "ab".repeat(32);
+    let results = env.path("results.jsonl");
+    write(
+        &results,
+        format!(
+            "{}\n",
+            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": missing})
+        ),
+    );
+    let start = Instant::now();
+    let out = env.run([
+        "audit",
+        results.to_str().expect("path"),
+        "--registry",
+        &format!("{}/cestore/drip", registry.address),
+        "--plain-http",
+        "--timeout",
+        "2",
+        "--json",
+    ]);
+    let took = start.elapsed();
+    let report = parse_json(&out);
+    let pulled = &report["digests"][0];
+    assert_eq!(pulled["manifest_digest"], missing.as_str(), "{report}");
+    assert_eq!(pulled["status"], "unknown", "{report}");
+    let why = pulled["pull_error"].as_str().expect("a pull error");
+    assert!(
+        why.contains("was slower than 1024 bytes a second over 2 s"),
+        "{why}"
+    );
+    assert!(took < Duration::from_secs(5), "the audit took {took:?}");
 }
