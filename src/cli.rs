@@ -684,8 +684,8 @@ pub struct RegistryLimits {
     timeout: u64,
     /// The slowest transfer kept up: a body that moves fewer than BYTES
     /// bytes a second over a period of SECS (--timeout) is given up on with
-    /// exit 8 (an upload of N bytes may take SECS + N/BYTES seconds); 0 for
-    /// no floor.
+    /// exit 8 (an upload of N bytes must be sent and answered within
+    /// SECS + N/BYTES seconds); 0 for no floor.
     #[arg(long, value_name = "BYTES", default_value_t = crate::remote::oci::client::Timeouts::DEFAULT_MIN_SPEED)]
     min_speed: u64,
 }

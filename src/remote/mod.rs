@@ -78,16 +78,14 @@ pub enum RemoteError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A transfer with the remote fell below the transfer-rate floor.
-    #[error("the transfer with the registry {registry} was slower than {min_speed} bytes a second over {period} s ({request}; --min-speed BYTES and --timeout SECS set this floor)")]
+    #[error("the registry {registry} was too slow ({request}: {detail}; --min-speed BYTES and --timeout SECS set this floor)")]
     TooSlow {
         /// The registry's host.
         registry: String,
         /// The request that was too slow, `METHOD URL`.
         request: String,
-        /// The floor, bytes a second.
-        min_speed: u64,
-        /// The period the rate is measured over, in seconds.
-        period: u64,
+        /// How it broke the floor.
+        detail: String,
     },
     /// The remote has no such snapshot.
     #[error("{0} not found on the remote")]

@@ -6,7 +6,7 @@
 //! upstream. cestore is pointed at the proxy's address as the registry.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -451,6 +451,11 @@ pub enum Script {
     /// Sends its answer's head at once, announcing a 1 MB body, then sends
     /// the body one byte at a time, this far apart.
     DripBody(Duration),
+    /// Holds no blob (`HEAD` is `404`), opens an upload session for every
+    /// `POST` (`202`), and reads every other request's body (at once up to
+    /// 64 KiB, past that 1 KiB at a time, this far apart) before answering
+    /// `201`.
+    SlowReader(Duration),
 }
 
 /// A registry on 127.0.0.1 that answers as its [`Script`] says, standing in
@@ -509,6 +514,41 @@ fn play(stream: TcpStream, script: &Script, seen: &Mutex<Vec<String>>) {
     };
     let mut reader = BufReader::new(stream);
     while let Ok(Some((start, headers))) = read_head(&mut reader) {
+        if let Script::SlowReader(every) = script {
+            let length: u64 = headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0);
+            let answer = if start.starts_with("HEAD ") {
+                reply("404 Not Found", &[], b"")
+            } else if start.starts_with("POST ") {
+                let _ = read_body(&mut reader, &headers, false);
+                reply(
+                    "202 Accepted",
+                    &[("Location", "/v2/cestore/slow/blobs/uploads/session")],
+                    b"",
+                )
+            } else {
+                let mut left = length;
+                let mut chunk = [0u8; 1024];
+                while left > 0 {
+                    if length > 64 * 1024 {
+                        std::thread::sleep(*every);
+                    }
+                    let n = left.min(chunk.len() as u64) as usize;
+                    if reader.read_exact(&mut chunk[..n]).is_err() {
+                        return;
+                    }
+                    left -= n as u64;
+                }
+                reply("201 Created", &[], b"")
+            };
+            if write_message(&mut writer, &answer, start.starts_with("HEAD ")).is_err() {
+                return;
+            }
+            continue;
+        }
         if read_body(&mut reader, &headers, false).is_err() {
             return;
         }
@@ -562,6 +602,7 @@ fn play(stream: TcpStream, script: &Script, seen: &Mutex<Vec<String>>) {
                 drip(&mut writer, head.as_bytes(), *every);
                 return;
             }
+            Script::SlowReader(_) => return,
             Script::DripBody(every) => {
                 let head = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 1000000\r\n\r\n";
                 if writer.write_all(head.as_bytes()).is_err() {

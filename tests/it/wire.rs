@@ -859,7 +859,7 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     for (script, says) in [
         (
             Script::DripBody(every),
-            "was slower than 1024 bytes a second over 2 s",
+            "fewer than 1024 bytes a second over 2 s; --min-speed BYTES and --timeout SECS",
         ),
         (Script::DripHead(every), "did not answer in time"),
     ] {
@@ -910,7 +910,7 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     ]);
     let stderr = assert_exit(&out, 8);
     assert!(
-        stderr.contains("was slower than 5 bytes a second over 1 s"),
+        stderr.contains("fewer than 5 bytes a second over 1 s"),
         "{stderr}"
     );
     assert!(start.elapsed() < Duration::from_secs(4));
@@ -933,6 +933,36 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     let stderr = assert_exit(&out, 8);
     assert!(stderr.contains("did not answer in time"), "{stderr}");
     assert!(start.elapsed() < Duration::from_secs(5));
+
+    // An upload of N bytes may take SECS + N/BYTES: 2 MiB to a registry
+    // that reads 10 KiB a second, with a floor of 1 MB a second over 1 s,
+    // is given up on after about 3 s.
+    let big = env.path("big");
+    release(&big, 1, salt());
+    write(&big.join("assets/big.bin"), noise(salt(), 7, 2 << 20));
+    let digest = env.ingest_digest(&big, "1.0.0");
+    let registry = Scripted::start(Script::SlowReader(Duration::from_millis(100)));
+    let start = Instant::now();
+    let out = env.run([
+        "push",
+        &digest,
+        &format!("{}/cestore/slow", registry.address),
+        "--plain-http",
+        "--timeout",
+        "1",
+        "--min-speed",
+        "1000000",
+        "--json",
+    ]);
+    let took = start.elapsed();
+    eprintln!("a registry reading 10 KiB/s, push of 2 MiB --timeout 1 --min-speed 1000000: exit 8 after {took:?}");
+    let stderr = assert_exit(&out, 8);
+    assert!(
+        stderr
+            .contains("bytes not sent and answered within 3 s, at 1000000 bytes a second plus 1 s"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(8), "the push took {took:?}");
 
     // So does `audit --registry`, for a digest the store lacks.
     let registry = Scripted::start(Script::DripBody(every));
@@ -963,7 +993,7 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     assert_eq!(pulled["status"], "unknown", "{report}");
     let why = pulled["pull_error"].as_str().expect("a pull error");
     assert!(
-        why.contains("was slower than 1024 bytes a second over 2 s"),
+        why.contains("fewer than 1024 bytes a second over 2 s"),
         "{why}"
     );
     assert!(took < Duration::from_secs(5), "the audit took {took:?}");

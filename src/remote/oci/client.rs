@@ -155,9 +155,11 @@ impl Timeouts {
         }
     }
 
-    /// The most time sending a request body of `len` bytes may take: one
-    /// period, plus the time the floor allows for `len` bytes.
-    fn send_budget(&self, len: usize) -> Option<Duration> {
+    /// The most time an upload of `len` bytes may take to be sent and
+    /// answered: one period, plus the time the floor allows for `len`
+    /// bytes (the registry may still be receiving what the kernel buffered
+    /// when the client is done sending); `None` without a floor.
+    fn upload_budget(&self, len: usize) -> Option<Duration> {
         (self.min_speed > 0).then(|| {
             self.idle
                 .saturating_add(Duration::from_secs(len as u64 / self.min_speed))
@@ -216,9 +218,13 @@ impl Floor {
     }
 }
 
-/// Whether a client error is an upload that broke the transfer-rate floor.
+/// Whether a client error is an upload that was not sent and answered
+/// within its budget.
 fn is_slow_upload(e: &ureq::Error) -> bool {
-    matches!(e, ureq::Error::Timeout(ureq::Timeout::SendBody))
+    matches!(
+        e,
+        ureq::Error::Timeout(ureq::Timeout::SendBody | ureq::Timeout::RecvResponse)
+    )
 }
 
 /// Whether a client error is a timeout.
@@ -472,9 +478,27 @@ impl Client {
 
     /// The error for a request that failed: a timeout names the registry
     /// and the limit it broke.
-    fn failed(&self, method: &Method, url: &str, e: ureq::Error) -> RemoteError {
-        if is_slow_upload(&e) {
-            return self.too_slow(method, url);
+    fn failed(
+        &self,
+        method: &Method,
+        url: &str,
+        sent: Option<&[u8]>,
+        e: ureq::Error,
+    ) -> RemoteError {
+        let budget = sent
+            .filter(|b| !b.is_empty())
+            .and_then(|b| Some((b.len(), self.timeouts.upload_budget(b.len())?)));
+        if let (Some((len, budget)), true) = (budget, is_slow_upload(&e)) {
+            return self.too_slow(
+                method,
+                url,
+                format!(
+                    "{len} bytes not sent and answered within {} s, at {} bytes a second plus {} s",
+                    budget.as_secs(),
+                    self.timeouts.min_speed,
+                    self.timeouts.idle.as_secs()
+                ),
+            );
         }
         if is_timeout(&e) {
             return self.timed_out(method, url, e);
@@ -498,12 +522,11 @@ impl Client {
     }
 
     /// The error for a transfer below the rate floor.
-    fn too_slow(&self, method: &Method, url: &str) -> RemoteError {
+    fn too_slow(&self, method: &Method, url: &str, detail: String) -> RemoteError {
         RemoteError::TooSlow {
             registry: self.registry.clone(),
             request: format!("{method} {url}"),
-            min_speed: self.timeouts.min_speed,
-            period: self.timeouts.idle.as_secs(),
+            detail,
         }
     }
 
@@ -655,12 +678,18 @@ impl Client {
         match body {
             Some(data) => {
                 c.bytes_sent.fetch_add(data.len() as u64, Ordering::Relaxed);
-                let request = self
+                // The upload and the wait for its answer share one budget.
+                let budget = self.timeouts.upload_budget(data.len());
+                let mut request = self
                     .agent
                     .configure_request(builder.body(data)?)
-                    .timeout_send_body(self.timeouts.send_budget(data.len()))
-                    .build();
-                self.agent.run(request)
+                    .timeout_send_body(budget);
+                if budget.is_some() {
+                    request = request
+                        .timeout_recv_response(budget)
+                        .timeout_per_read(budget);
+                }
+                self.agent.run(request.build())
             }
             None => self.agent.run(builder.body(())?),
         }
@@ -694,7 +723,7 @@ impl Client {
                 wait.filter(|w| attempt + 1 < MAX_ATTEMPTS && waited + *w <= self.timeouts.idle);
             match (result, wait) {
                 (Ok(resp), None) => return Ok(resp),
-                (Err(e), None) => return Err(self.failed(method, url, e)),
+                (Err(e), None) => return Err(self.failed(method, url, body, e)),
                 (_, Some(w)) => {
                     self.counters.retried.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(w);
@@ -1171,9 +1200,15 @@ impl Read for BodyReader<'_> {
             self.client.received(n);
         }
         if !self.floor.note(n) {
-            return Err(std::io::Error::other(
-                self.client.too_slow(&self.method, &self.url),
-            ));
+            return Err(std::io::Error::other(self.client.too_slow(
+                &self.method,
+                &self.url,
+                format!(
+                    "fewer than {} bytes a second over {} s",
+                    self.client.timeouts.min_speed,
+                    self.client.timeouts.idle.as_secs()
+                ),
+            )));
         }
         Ok(n)
     }
@@ -1250,10 +1285,10 @@ mod tests {
         ago(&mut none, 60);
         assert!(none.note(1), "no floor");
         assert_eq!(
-            Timeouts::new(30, 1024).send_budget(2 << 20),
+            Timeouts::new(30, 1024).upload_budget(2 << 20),
             Some(Duration::from_secs(30 + 2048))
         );
-        assert_eq!(Timeouts::new(30, 0).send_budget(2 << 20), None);
+        assert_eq!(Timeouts::new(30, 0).upload_budget(2 << 20), None);
         assert_eq!(Timeouts::new(60, 1).connect, Timeouts::DEFAULT_CONNECT);
         assert_eq!(Timeouts::new(5, 1).connect, Duration::from_secs(5));
     }
