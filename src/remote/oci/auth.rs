@@ -576,6 +576,20 @@ mod tests {
         assert!(parse_helper_output(b"not json")
             .unwrap_err()
             .contains("not JSON"));
+        // No refusal quotes the answer, however it is malformed.
+        for bad in [
+            &br#"{"Username":"u","Secret":"TOPSECRET123""#[..],
+            br#"{"Username":"u","Secret":TOPSECRET123}"#,
+            br#"{"Username":"u","Secret":"TOPSECRET123\q"}"#,
+            br#"{"Username":"u","Secret":"TOPSECRET123"}TOPSECRET123"#,
+            br#"{"Username":"u","Secret":["TOPSECRET123"]}"#,
+            br#"{"Username":"<token>","Secret":"TOPSECRET123"}"#,
+            br#""TOPSECRET123""#,
+            b"TOPSECRET123\xff",
+        ] {
+            let why = parse_helper_output(bad).unwrap_err();
+            assert!(!why.contains("TOPSECRET"), "{why}");
+        }
     }
 
     #[test]
