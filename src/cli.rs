@@ -504,6 +504,11 @@ pub struct AuditArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30, requires = "registry",
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
+    /// The slowest transfer with the registry kept up: fewer bytes a second
+    /// than this over SECS of --timeout gives up on that digest; 0 for no floor.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::remote::oci::client::Timeouts::DEFAULT_MIN_SPEED,
+          requires = "registry")]
+    min_speed: u64,
     /// The digest's field; a dotted path reads nested objects
     /// (ce_plugin.manifest_digest).
     #[arg(long, value_name = "F", default_value = crate::audit::DEFAULT_DIGEST_FIELD)]
@@ -534,7 +539,7 @@ impl AuditArgs {
             registry: self.registry.as_deref(),
             remote_options: crate::remote::Options {
                 plain_http: self.plain_http,
-                timeouts: crate::remote::oci::client::Timeouts::from_secs(self.timeout),
+                timeouts: crate::remote::oci::client::Timeouts::new(self.timeout, self.min_speed),
                 ..crate::remote::Options::default()
             },
             progress,
@@ -667,11 +672,9 @@ pub struct PushArgs {
     /// this are pushed as an OCI index of several manifests.
     #[arg(long, value_name = "N", default_value_t = crate::remote::oci::DEFAULT_MAX_LAYERS as u32, value_parser = clap::value_parser!(u32).range(1..))]
     max_layers: u32,
-    /// Seconds without progress on a registry connection (no byte sent or
-    /// received) before giving up with exit 8; connecting waits at most
-    /// 10 s, or SECS when shorter.
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    timeout: u64,
+    /// How long to wait on the registry, and how slow it may be.
+    #[command(flatten)]
+    limits: RegistryLimits,
     /// The format to publish: 2 (packs), or 1 (one layer per file, as
     /// earlier cestores wrote; for compatibility tests).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2), hide = true)]
@@ -688,7 +691,7 @@ impl PushArgs {
                 plain_http: self.plain_http,
                 max_layers: self.max_layers as usize,
                 push: true,
-                timeouts: crate::remote::oci::client::Timeouts::from_secs(self.timeout),
+                timeouts: self.limits.timeouts(),
             },
             jobs: usize::from(self.jobs),
             format: if self.format == 1 {
@@ -698,6 +701,33 @@ impl PushArgs {
             },
             progress,
         }
+    }
+}
+
+/// How long push and pull wait on a registry, and how slow it may be
+/// (listed together, after the command's other options).
+#[derive(Debug, Args)]
+#[command(next_display_order = 100)]
+pub struct RegistryLimits {
+    /// Seconds without progress on a registry connection (no byte sent or
+    /// received, or an answer's headers not all in) before giving up with
+    /// exit 8; also the period --min-speed is measured over. Connecting
+    /// waits at most 10 s, or SECS when shorter; a credential helper at
+    /// most 30 s, or SECS when shorter.
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    timeout: u64,
+    /// The slowest transfer kept up: a body that moves fewer than BYTES
+    /// bytes a second over a period of SECS (--timeout) is given up on with
+    /// exit 8 (an upload of N bytes must be sent and answered within
+    /// SECS + N/BYTES seconds); 0 for no floor.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::remote::oci::client::Timeouts::DEFAULT_MIN_SPEED)]
+    min_speed: u64,
+}
+
+impl RegistryLimits {
+    /// The client's timeouts and transfer-rate floor.
+    fn timeouts(&self) -> crate::remote::oci::client::Timeouts {
+        crate::remote::oci::client::Timeouts::new(self.timeout, self.min_speed)
     }
 }
 
@@ -714,11 +744,9 @@ pub struct PullArgs {
     /// Transfers in flight at once.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     jobs: u16,
-    /// Seconds without progress on a registry connection (no byte sent or
-    /// received) before giving up with exit 8; connecting waits at most
-    /// 10 s, or SECS when shorter.
-    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    timeout: u64,
+    /// How long to wait on the registry, and how slow it may be.
+    #[command(flatten)]
+    limits: RegistryLimits,
 }
 
 impl PullArgs {
@@ -728,7 +756,7 @@ impl PullArgs {
             reference: &self.reference,
             remote_options: crate::remote::Options {
                 plain_http: self.plain_http,
-                timeouts: crate::remote::oci::client::Timeouts::from_secs(self.timeout),
+                timeouts: self.limits.timeouts(),
                 ..crate::remote::Options::default()
             },
             jobs: usize::from(self.jobs),

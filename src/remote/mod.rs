@@ -77,6 +77,16 @@ pub enum RemoteError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A transfer with the remote fell below the transfer-rate floor.
+    #[error("the registry {registry} was too slow ({request}: {detail}; --min-speed BYTES and --timeout SECS set this floor)")]
+    TooSlow {
+        /// The registry's host.
+        registry: String,
+        /// The request that was too slow, `METHOD URL`.
+        request: String,
+        /// How it broke the floor.
+        detail: String,
+    },
     /// The remote has no such snapshot.
     #[error("{0} not found on the remote")]
     NotFound(String),

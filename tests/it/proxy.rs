@@ -6,7 +6,7 @@
 //! upstream. cestore is pointed at the proxy's address as the registry.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -432,4 +432,185 @@ fn answer(
         return up.forward(&put);
     }
     up.forward(req)
+}
+
+/// What a [`Scripted`] registry does with every request.
+#[derive(Clone, Debug)]
+pub enum Script {
+    /// Wants Basic credentials (`401` with a `Basic` challenge without them,
+    /// or with others), and answers every request that carries these `404`:
+    /// it holds nothing.
+    Locked {
+        /// The one user.
+        user: String,
+        /// Its password.
+        password: String,
+    },
+    /// Sends its answer's head one byte at a time, this far apart.
+    DripHead(Duration),
+    /// Sends its answer's head at once, announcing a 1 MB body, then sends
+    /// the body one byte at a time, this far apart.
+    DripBody(Duration),
+    /// Holds no blob (`HEAD` is `404`), opens an upload session for every
+    /// `POST` (`202`), and reads every other request's body (at once up to
+    /// 64 KiB, past that 1 KiB at a time, this far apart) before answering
+    /// `201`.
+    SlowReader(Duration),
+}
+
+/// A registry on 127.0.0.1 that answers as its [`Script`] says, standing in
+/// for a locked, slow or lying one; stops accepting when dropped.
+pub struct Scripted {
+    /// `127.0.0.1:PORT`.
+    pub address: String,
+    authorizations: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Scripted {
+    /// Starts the registry.
+    pub fn start(script: Script) -> Scripted {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the scripted registry");
+        let address = listener.local_addr().expect("address").to_string();
+        let authorizations = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen, stopping) = (Arc::clone(&authorizations), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let (script, seen) = (script.clone(), Arc::clone(&seen));
+                std::thread::spawn(move || play(stream, &script, &seen));
+            }
+        });
+        Scripted {
+            address,
+            authorizations,
+            stop,
+        }
+    }
+
+    /// The `Authorization` header of every request, `""` where there was none.
+    pub fn authorizations(&self) -> Vec<String> {
+        self.authorizations.lock().expect("authorizations").clone()
+    }
+}
+
+impl Drop for Scripted {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(&self.address);
+    }
+}
+
+/// Answers the requests of one connection as `script` says; returns when
+/// the client goes away.
+fn play(stream: TcpStream, script: &Script, seen: &Mutex<Vec<String>>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(120)));
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    while let Ok(Some((start, headers))) = read_head(&mut reader) {
+        if let Script::SlowReader(every) = script {
+            let length: u64 = headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                .and_then(|(_, v)| v.parse().ok())
+                .unwrap_or(0);
+            let answer = if start.starts_with("HEAD ") {
+                reply("404 Not Found", &[], b"")
+            } else if start.starts_with("POST ") {
+                let _ = read_body(&mut reader, &headers, false);
+                reply(
+                    "202 Accepted",
+                    &[("Location", "/v2/cestore/slow/blobs/uploads/session")],
+                    b"",
+                )
+            } else {
+                let mut left = length;
+                let mut chunk = [0u8; 1024];
+                while left > 0 {
+                    if length > 64 * 1024 {
+                        std::thread::sleep(*every);
+                    }
+                    let n = left.min(chunk.len() as u64) as usize;
+                    if reader.read_exact(&mut chunk[..n]).is_err() {
+                        return;
+                    }
+                    left -= n as u64;
+                }
+                reply("201 Created", &[], b"")
+            };
+            if write_message(&mut writer, &answer, start.starts_with("HEAD ")).is_err() {
+                return;
+            }
+            continue;
+        }
+        if read_body(&mut reader, &headers, false).is_err() {
+            return;
+        }
+        let authorization = headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        seen.lock()
+            .expect("authorizations")
+            .push(authorization.clone());
+        let head_only = start.starts_with("HEAD ");
+        let drip = |w: &mut TcpStream, bytes: &[u8], every: Duration| {
+            for b in bytes {
+                std::thread::sleep(every);
+                if w.write_all(std::slice::from_ref(b)).is_err() {
+                    return false;
+                }
+            }
+            true
+        };
+        match script {
+            Script::Locked { user, password } => {
+                use base64::Engine as _;
+                let wanted = format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+                );
+                let answer = if authorization == wanted {
+                    reply(
+                        "404 Not Found",
+                        &[("Content-Type", "application/json")],
+                        br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown"}]}"#,
+                    )
+                } else {
+                    reply(
+                        "401 Unauthorized",
+                        &[
+                            ("WWW-Authenticate", r#"Basic realm="scripted""#),
+                            ("Content-Type", "application/json"),
+                        ],
+                        br#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
+                    )
+                };
+                if write_message(&mut writer, &answer, head_only).is_err() {
+                    return;
+                }
+            }
+            Script::DripHead(every) => {
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 2\r\n\r\n{}";
+                drip(&mut writer, head.as_bytes(), *every);
+                return;
+            }
+            Script::SlowReader(_) => return,
+            Script::DripBody(every) => {
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nContent-Length: 1000000\r\n\r\n";
+                if writer.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                drip(&mut writer, &vec![b' '; 1_000_000], *every);
+                return;
+            }
+        }
+    }
 }

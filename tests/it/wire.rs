@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::proxy::{Behaviour, Proxy};
+use crate::proxy::{Behaviour, Proxy, Script, Scripted};
 use crate::remote::{noise, registry, repo, salt};
 use crate::util::*;
 
@@ -579,4 +579,425 @@ fn a_credential_helper_answers_a_registry_that_wants_a_password() {
     let out = run_with_helper(&b, &push_args(&digest, &target), &nowhere, &bin);
     let stderr = assert_exit(&out, 8);
     assert!(stderr.contains("docker-credential-nowhere"), "{stderr}");
+}
+
+/// Writes `docker-credential-NAME` into `bin`: a shell script that checks
+/// its argument, reads the registry from stdin, then runs `body`.
+fn scripted_helper(bin: &Path, name: &str, body: &str) {
+    let path = bin.join(format!("docker-credential-{name}"));
+    write(
+        &path,
+        format!("#!/bin/sh\n[ \"$1\" = get ] || exit 2\nread host\n{body}\n"),
+    );
+    chmod(&path, 0o755);
+}
+
+/// A Docker config naming the helper `name` for every registry.
+fn helper_config(env: &TestEnv, name: &str) -> std::path::PathBuf {
+    let dir = env.path(&format!("docker-{name}"));
+    write(
+        &dir.join("config.json"),
+        format!(r#"{{"credsStore":"{name}"}}"#),
+    );
+    dir
+}
+
+/// Whether the process `pid` is still running (a zombie is not).
+fn running(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().chars().next())
+        })
+        .flatten()
+        .is_some_and(|state| state != 'Z')
+}
+
+/// Waits (at most `within`) for the pid file a helper's child writes, and
+/// returns that pid.
+fn child_pid(file: &Path, within: Duration) -> u32 {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(pid) = fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no pid in {}", file.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Asserts that `pid` is gone within `within`, killing it if not.
+fn assert_gone(pid: u32, within: Duration) {
+    let deadline = Instant::now() + within;
+    while running(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if running(pid) {
+        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        panic!("the helper's child {pid} was left running");
+    }
+}
+
+/// A shell line that starts a child in the helper's process group, holding
+/// the helper's stdout open for 60 s, and waits until it wrote its pid.
+fn lingering_child(pid_file: &Path) -> String {
+    format!(
+        "sh -c 'echo $$ > {f}.tmp && mv {f}.tmp {f}; exec sleep 60' &\nwhile [ ! -s {f} ]; do sleep 0.01; done",
+        f = pid_file.display()
+    )
+}
+
+#[test]
+fn a_credential_helper_whose_child_keeps_its_stdout_open_does_not_hold_the_pull() {
+    let registry = Scripted::start(Script::Locked {
+        user: "u".into(),
+        password: "pw".into(),
+    });
+    let env = TestEnv::new();
+    let bin = env.path("bin");
+    let pid_file = env.path("child.pid");
+    scripted_helper(
+        &bin,
+        "lingering",
+        &format!(
+            "{}\nprintf '{{\"ServerURL\":\"%s\",\"Username\":\"u\",\"Secret\":\"pw\"}}' \"$host\"\nexit 0",
+            lingering_child(&pid_file)
+        ),
+    );
+    let config = helper_config(&env, "lingering");
+    let reference = format!(
+        "{}/cestore/locked:sha256-{}",
+        registry.address,
+        "ab".repeat(32)
+    );
+    let start = Instant::now();
+    let out = run_with_helper(
+        &env,
+        &[
+            "pull",
+            &reference,
+            "--plain-http",
+            "--timeout",
+            "5",
+            "--json",
+        ],
+        &config,
+        &bin,
+    );
+    let took = start.elapsed();
+    eprintln!("a helper whose child holds its stdout, pull --timeout 5: done after {took:?}");
+    // The helper's answer got in: the registry saw its credentials, and
+    // answered that it holds no such tag.
+    let stderr = assert_exit(&out, 4);
+    assert!(stderr.contains("not found"), "{stderr}");
+    assert!(
+        registry
+            .authorizations()
+            .iter()
+            .any(|a| a == "Basic dTpwdw=="),
+        "{:?}",
+        registry.authorizations()
+    );
+    assert!(took < Duration::from_secs(4), "the pull took {took:?}");
+    assert_gone(
+        child_pid(&pid_file, Duration::from_secs(1)),
+        Duration::from_secs(2),
+    );
+}
+
+#[test]
+fn a_credential_helper_killed_at_the_limit_leaves_no_process_behind() {
+    let registry = Scripted::start(Script::Locked {
+        user: "u".into(),
+        password: "pw".into(),
+    });
+    let env = TestEnv::new();
+    let bin = env.path("bin");
+    let pid_file = env.path("child.pid");
+    scripted_helper(
+        &bin,
+        "stuck",
+        &format!("{}\nexec sleep 60", lingering_child(&pid_file)),
+    );
+    let config = helper_config(&env, "stuck");
+    let reference = format!(
+        "{}/cestore/locked:sha256-{}",
+        registry.address,
+        "ab".repeat(32)
+    );
+    let start = Instant::now();
+    let out = run_with_helper(
+        &env,
+        &[
+            "pull",
+            &reference,
+            "--plain-http",
+            "--timeout",
+            "2",
+            "--json",
+        ],
+        &config,
+        &bin,
+    );
+    let took = start.elapsed();
+    eprintln!("a helper that never answers, pull --timeout 2: exit 8 after {took:?}");
+    let stderr = assert_exit(&out, 8);
+    // The limit is --timeout, shorter than the helpers' own 30 s.
+    assert!(
+        stderr.contains("docker-credential-stuck did not finish within 2 s"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&registry.address), "{stderr}");
+    assert_eq!(parse_json(&out)["error"]["kind"], "remote");
+    assert!(took >= Duration::from_secs(2), "{took:?}");
+    assert!(took < Duration::from_secs(5), "the pull took {took:?}");
+    assert_gone(
+        child_pid(&pid_file, Duration::from_secs(1)),
+        Duration::from_secs(2),
+    );
+}
+
+#[test]
+fn a_credential_helpers_output_is_never_quoted_in_an_error() {
+    const SECRET: &str = "TOPSECRET123";
+    let registry = Scripted::start(Script::Locked {
+        user: "u".into(),
+        password: "pw".into(),
+    });
+    let env = TestEnv::new();
+    let bin = env.path("bin");
+    let reference = format!(
+        "{}/cestore/locked:sha256-{}",
+        registry.address,
+        "ab".repeat(32)
+    );
+    let answer = format!(r#"{{"Username":"u","Secret":"{SECRET}"}}"#);
+    for (name, body, says) in [
+        (
+            "exits3",
+            format!("printf '%s' '{answer}'; echo '{SECRET}' >&2; exit 3"),
+            "failed with exit status 3",
+        ),
+        (
+            "cut",
+            format!("printf '%s' '{{\"Username\":\"u\",\"Secret\":\"{SECRET}'"),
+            "not JSON (at line 1, column",
+        ),
+        (
+            "garbled",
+            format!("printf '%s' '{{\"Username\":\"u\",\"Secret\":\"{SECRET}\\q\"}}'"),
+            "not JSON (at line 1, column",
+        ),
+        (
+            "typed",
+            format!("printf '%s' '{{\"Username\":\"u\",\"Secret\":[\"{SECRET}\"]}}'"),
+            "printed no Secret",
+        ),
+        (
+            "bare",
+            format!("printf '\"{SECRET}\"'"),
+            "printed no Secret",
+        ),
+        (
+            "signalled",
+            format!("printf '%s' '{answer}'; echo '{SECRET}' >&2; kill -9 $$"),
+            "was killed by signal 9",
+        ),
+        (
+            "flood",
+            format!("yes '{SECRET}' | head -c 200000; exit 1"),
+            "printed more than 65536 bytes",
+        ),
+    ] {
+        scripted_helper(&bin, name, &body);
+        let config = helper_config(&env, name);
+        let out = run_with_helper(
+            &env,
+            &["pull", &reference, "--plain-http", "--json"],
+            &config,
+            &bin,
+        );
+        let stderr = assert_exit(&out, 8);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stderr.contains(SECRET), "{name}: {stderr}");
+        assert!(!stdout.contains(SECRET), "{name}: {stdout}");
+        let message = parse_json(&out)["error"]["message"]
+            .as_str()
+            .expect("message")
+            .to_string();
+        for part in [
+            format!("docker-credential-{name}"),
+            says.to_string(),
+            registry.address.clone(),
+        ] {
+            assert!(message.contains(&part), "{name}: {part} not in {message}");
+        }
+    }
+    // The secret was never sent either: no request carried credentials.
+    assert!(
+        registry.authorizations().iter().all(String::is_empty),
+        "{:?}",
+        registry.authorizations()
+    );
+}
+
+#[test]
+fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
+    let env = TestEnv::new();
+    // The floor is documented beside --timeout wherever a registry is spoken to.
+    for cmd in ["push", "pull", "audit"] {
+        let out = env.run([cmd, "--help"]);
+        assert_ok(&out);
+        let help = String::from_utf8_lossy(&out.stdout);
+        let at = help
+            .find("--min-speed <BYTES>")
+            .expect("--min-speed in the help");
+        assert!(help[..at].contains("--timeout <SECS>"), "{cmd}: {help}");
+    }
+    let every = Duration::from_millis(300);
+    for (script, says) in [
+        (
+            Script::DripBody(every),
+            "fewer than 1024 bytes a second over 2 s; --min-speed BYTES and --timeout SECS",
+        ),
+        (Script::DripHead(every), "did not answer in time"),
+    ] {
+        let registry = Scripted::start(script.clone());
+        let reference = format!(
+            "{}/cestore/drip:sha256-{}",
+            registry.address,
+            "ab".repeat(32)
+        );
+        let start = Instant::now();
+        let out = env.run([
+            "pull",
+            &reference,
+            "--plain-http",
+            "--timeout",
+            "2",
+            "--json",
+        ]);
+        let took = start.elapsed();
+        eprintln!("{script:?}, pull --timeout 2: exit 8 after {took:?}");
+        let stderr = assert_exit(&out, 8);
+        assert!(stderr.contains(says), "{script:?}: {stderr}");
+        assert!(stderr.contains(&registry.address), "{script:?}: {stderr}");
+        assert_eq!(parse_json(&out)["error"]["kind"], "remote");
+        assert!(
+            took < Duration::from_secs(5),
+            "{script:?}: the pull took {took:?}"
+        );
+    }
+
+    // The floor and its period are the command's.
+    let registry = Scripted::start(Script::DripBody(every));
+    let reference = format!(
+        "{}/cestore/drip:sha256-{}",
+        registry.address,
+        "ab".repeat(32)
+    );
+    let start = Instant::now();
+    let out = env.run([
+        "pull",
+        &reference,
+        "--plain-http",
+        "--timeout",
+        "1",
+        "--min-speed",
+        "5",
+        "--json",
+    ]);
+    let stderr = assert_exit(&out, 8);
+    assert!(
+        stderr.contains("fewer than 5 bytes a second over 1 s"),
+        "{stderr}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(4));
+
+    // A push meets the same bounds: its first request's answer drips.
+    let src = env.path("src");
+    release(&src, 1, salt());
+    let digest = env.ingest_digest(&src, "1.0.0");
+    let registry = Scripted::start(Script::DripHead(every));
+    let start = Instant::now();
+    let out = env.run([
+        "push",
+        &digest,
+        &format!("{}/cestore/drip", registry.address),
+        "--plain-http",
+        "--timeout",
+        "2",
+        "--json",
+    ]);
+    let stderr = assert_exit(&out, 8);
+    assert!(stderr.contains("did not answer in time"), "{stderr}");
+    assert!(start.elapsed() < Duration::from_secs(5));
+
+    // An upload of N bytes may take SECS + N/BYTES: 2 MiB to a registry
+    // that reads 10 KiB a second, with a floor of 1 MB a second over 1 s,
+    // is given up on after about 3 s.
+    let big = env.path("big");
+    release(&big, 1, salt());
+    write(&big.join("assets/big.bin"), noise(salt(), 7, 2 << 20));
+    let digest = env.ingest_digest(&big, "1.0.0");
+    let registry = Scripted::start(Script::SlowReader(Duration::from_millis(100)));
+    let start = Instant::now();
+    let out = env.run([
+        "push",
+        &digest,
+        &format!("{}/cestore/slow", registry.address),
+        "--plain-http",
+        "--timeout",
+        "1",
+        "--min-speed",
+        "1000000",
+        "--json",
+    ]);
+    let took = start.elapsed();
+    eprintln!("a registry reading 10 KiB/s, push of 2 MiB --timeout 1 --min-speed 1000000: exit 8 after {took:?}");
+    let stderr = assert_exit(&out, 8);
+    assert!(
+        stderr
+            .contains("bytes not sent and answered within 3 s, at 1000000 bytes a second plus 1 s"),
+        "{stderr}"
+    );
+    assert!(took < Duration::from_secs(8), "the push took {took:?}");
+
+    // So does `audit --registry`, for a digest the store lacks.
+    let registry = Scripted::start(Script::DripBody(every));
+    let missing = "ab".repeat(32);
+    let results = env.path("results.jsonl");
+    write(
+        &results,
+        format!(
+            "{}\n",
+            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": missing})
+        ),
+    );
+    let start = Instant::now();
+    let out = env.run([
+        "audit",
+        results.to_str().expect("path"),
+        "--registry",
+        &format!("{}/cestore/drip", registry.address),
+        "--plain-http",
+        "--timeout",
+        "2",
+        "--json",
+    ]);
+    let took = start.elapsed();
+    let report = parse_json(&out);
+    let pulled = &report["digests"][0];
+    assert_eq!(pulled["manifest_digest"], missing.as_str(), "{report}");
+    assert_eq!(pulled["status"], "unknown", "{report}");
+    let why = pulled["pull_error"].as_str().expect("a pull error");
+    assert!(
+        why.contains("fewer than 1024 bytes a second over 2 s"),
+        "{why}"
+    );
+    assert!(took < Duration::from_secs(5), "the audit took {took:?}");
 }

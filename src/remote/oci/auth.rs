@@ -16,11 +16,15 @@
 //! `PATH`, run as `docker-credential-NAME get` with the registry's host on
 //! stdin (`https://index.docker.io/v1/` for Docker Hub), which prints
 //! `{"ServerURL":…,"Username":…,"Secret":…}`. It runs only when a registry
-//! first asks for credentials, at most once per command, for at most
-//! [`HELPER_TIMEOUT`], and at most [`HELPER_OUTPUT`] bytes of its output are
-//! read. A helper that has nothing for the registry (it exits non-zero saying
-//! the credentials are not found) leaves the client anonymous; any other
-//! failure is an error that names the helper. A `Username` of `<token>` means
+//! first asks for credentials, at most once per command, in a process group
+//! of its own, and the whole exchange (start, request, answer, exit) takes
+//! at most [`HELPER_TIMEOUT`] or the command's idle timeout, whichever is
+//! shorter; when the helper exits, or at that limit, its whole group is
+//! killed. At most [`HELPER_OUTPUT`] bytes of its output are kept. A helper
+//! that has nothing for the registry (it exits non-zero saying the
+//! credentials are not found) leaves the client anonymous; any other failure
+//! is an error that names the helper and how it ended (exit status, signal,
+//! limit), never what it printed, which may hold the secret. A `Username` of `<token>` means
 //! the `Secret` is an identity token, to be exchanged for an access token
 //! with an OAuth2 refresh-token grant: cestore refuses it with an error that
 //! says so (log in with a user and password, or pass a token in
@@ -33,16 +37,24 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use rustix::process::{self, Pid, Signal, WaitId, WaitIdOptions};
 
-/// The longest a credential helper may run.
+/// The longest a credential helper's exchange may take (shortened to the
+/// command's idle timeout when that is shorter).
 pub const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
-/// The most bytes of a credential helper's output read.
+/// The most bytes of a credential helper's output kept (of stdout and of
+/// stderr each); a helper that prints more is refused.
 pub const HELPER_OUTPUT: u64 = 64 * 1024;
+/// How long the pipes of a helper that exited are read for what is left in
+/// them, when something outside its process group still holds them open.
+const HELPER_GRACE: Duration = Duration::from_millis(250);
 
 /// Credentials for one registry.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -101,11 +113,12 @@ impl Credentials {
         }
     }
 
-    /// Asks a credential helper for `registry`'s credentials; other
-    /// credentials are returned as they are. The error names the helper.
-    pub fn resolve(&self, registry: &str) -> Result<Credentials, String> {
+    /// Asks a credential helper for `registry`'s credentials, within
+    /// `limit`; other credentials are returned as they are. The error names
+    /// the helper and never quotes what it printed.
+    pub fn resolve(&self, registry: &str, limit: Duration) -> Result<Credentials, String> {
         match self {
-            Credentials::Helper { name } => run_helper(name, registry),
+            Credentials::Helper { name } => run_helper(name, registry, limit),
             other => Ok(other.clone()),
         }
     }
@@ -120,90 +133,165 @@ fn helper_key(registry: &str) -> &str {
     }
 }
 
-/// Runs `docker-credential-NAME get` for `registry`, within
-/// [`HELPER_TIMEOUT`] and reading at most [`HELPER_OUTPUT`] bytes.
-fn run_helper(name: &str, registry: &str) -> Result<Credentials, String> {
+/// Runs `docker-credential-NAME get` for `registry` in a process group of
+/// its own, within `limit` for the whole exchange (start, request, answer,
+/// exit), reading at most [`HELPER_OUTPUT`] bytes of each of its streams.
+///
+/// Once the helper exits, or at the limit, its whole process group is
+/// killed, so nothing it started outlives the exchange, and a child that
+/// keeps its stdout open does not hold the command. Its output is never
+/// quoted in an error: it may hold the secret.
+fn run_helper(name: &str, registry: &str, limit: Duration) -> Result<Credentials, String> {
     let program = format!("docker-credential-{name}");
     let fail = |why: String| format!("the credential helper {program} {why}");
+    let deadline = Instant::now() + limit;
     let mut child = Command::new(&program)
         .arg("get")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|e| fail(format!("could not be run ({e}); is it on PATH?")))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A helper that exits without reading its input is judged by its exit.
-        let _ = stdin.write_all(helper_key(registry).as_bytes());
-    }
-    let reader = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut out = Vec::new();
-            if let Some(p) = pipe {
-                let mut limited = p.take(HELPER_OUTPUT + 1);
-                let _ = limited.read_to_end(&mut out);
-                // Drain the rest, so that the helper is not stuck writing.
-                let _ = std::io::copy(&mut limited.into_inner(), &mut std::io::sink());
-            }
-            out
-        })
+    let group = Pid::from_child(&child);
+    let kill_group = || {
+        // The group outlives its leader while any member runs; one that is
+        // already empty has nothing left to kill.
+        let _ = process::kill_process_group(group, Signal::KILL);
     };
-    let stdout = reader(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = reader(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() < HELPER_TIMEOUT => {
-                std::thread::sleep(Duration::from_millis(10));
+    let (mut stdin, mut stdout, mut stderr) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let nonblocking = |fd: std::os::fd::BorrowedFd<'_>| {
+        rustix::fs::fcntl_getfl(fd)
+            .and_then(|flags| rustix::fs::fcntl_setfl(fd, flags | rustix::fs::OFlags::NONBLOCK))
+    };
+    let set = [
+        stdin.as_ref().map(|p| nonblocking(p.as_fd())),
+        stdout.as_ref().map(|p| nonblocking(p.as_fd())),
+        stderr.as_ref().map(|p| nonblocking(p.as_fd())),
+    ];
+    if let Some(Err(e)) = set.into_iter().flatten().find(Result::is_err) {
+        kill_group();
+        let _ = child.wait();
+        return Err(fail(format!("could not be run ({e})")));
+    }
+    let mut request = helper_key(registry).as_bytes();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut exited: Option<(std::process::ExitStatus, Instant)> = None;
+    loop {
+        if let Some(pipe) = stdin.as_mut() {
+            match pipe.write(request) {
+                Ok(n) => request = &request[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                // A helper that exits without reading its input is judged by its exit.
+                Err(_) => request = &[],
             }
-            Ok(None) => {
-                let _ = child.kill();
+            if request.is_empty() {
+                stdin = None;
+            }
+        }
+        drain(&mut stdout, &mut out);
+        drain(&mut stderr, &mut err);
+        if exited.is_none() {
+            let done = process::waitid(
+                WaitId::Pid(group),
+                WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+            );
+            if let Ok(Some(_)) = done {
+                // The helper has answered and exited (it is a zombie until
+                // waited for, so its group id is still its own): whatever it
+                // left running is killed before it is reaped.
+                kill_group();
+                let status = child
+                    .wait()
+                    .map_err(|e| fail(format!("could not be waited for ({e})")))?;
+                exited = Some((status, Instant::now()));
+            }
+        }
+        let now = Instant::now();
+        match exited {
+            Some(_) if stdout.is_none() && stderr.is_none() => break,
+            // What a helper wrote before it exited is in its pipes; a
+            // descendant outside its group that holds them open is not waited
+            // for past a short grace.
+            Some((_, at)) if now >= deadline.min(at + HELPER_GRACE) => break,
+            None if now >= deadline => {
+                kill_group();
                 let _ = child.wait();
                 return Err(fail(format!(
-                    "did not answer within {} s",
-                    HELPER_TIMEOUT.as_secs()
+                    "did not finish within {} s; it and every process in its group were killed",
+                    limit.as_secs_f64()
                 )));
             }
-            Err(e) => return Err(fail(format!("could not be waited for ({e})"))),
+            _ => std::thread::sleep(Duration::from_millis(5)),
         }
-    };
-    let out = stdout.join().unwrap_or_default();
-    let err = stderr.join().unwrap_or_default();
-    if out.len() as u64 > HELPER_OUTPUT {
-        return Err(fail(format!("printed more than {HELPER_OUTPUT} bytes")));
     }
-    let text = |b: &[u8]| -> String {
-        String::from_utf8_lossy(b)
-            .trim()
-            .chars()
-            .take(200)
-            .collect()
+    let Some((status, _)) = exited else {
+        return Err(fail("could not be waited for".into()));
     };
+    if out.len() as u64 > HELPER_OUTPUT || err.len() as u64 > HELPER_OUTPUT {
+        return Err(fail(format!(
+            "printed more than {HELPER_OUTPUT} bytes (its output is not shown: it may hold a secret)"
+        )));
+    }
     if !status.success() {
-        let said = format!("{} {}", text(&out), text(&err));
-        if said.to_ascii_lowercase().contains("credentials not found") {
+        let said = |b: &[u8]| {
+            String::from_utf8_lossy(b)
+                .to_ascii_lowercase()
+                .contains("credentials not found")
+        };
+        if status.code().is_some() && (said(&out) || said(&err)) {
             return Ok(Credentials::None);
         }
-        return Err(fail(format!("failed ({status}): {}", said.trim())));
+        return Err(fail(match (status.code(), status.signal()) {
+            (Some(code), _) => format!(
+                "failed with exit status {code} (its output is not shown: it may hold a secret)"
+            ),
+            (None, Some(signal)) => format!("was killed by signal {signal}"),
+            (None, None) => format!("failed ({status})"),
+        }));
     }
     parse_helper_output(&out).map_err(fail)
 }
 
-/// Reads a credential helper's answer, `{"Username":…,"Secret":…}`.
+/// Moves what a non-blocking pipe holds into `into`, keeping at most one
+/// byte more than [`HELPER_OUTPUT`] (the rest is read and dropped, so that
+/// the writer is never stuck); closes the pipe at its end.
+fn drain<R: Read>(pipe: &mut Option<R>, into: &mut Vec<u8>) {
+    let Some(p) = pipe.as_mut() else {
+        return;
+    };
+    let mut buf = [0u8; 8192];
+    loop {
+        match p.read(&mut buf) {
+            Ok(0) => {
+                *pipe = None;
+                return;
+            }
+            Ok(n) => {
+                let room = (HELPER_OUTPUT as usize + 1).saturating_sub(into.len());
+                into.extend_from_slice(&buf[..n.min(room)]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(_) => {
+                *pipe = None;
+                return;
+            }
+        }
+    }
+}
+
+/// Reads a credential helper's answer, `{"Username":…,"Secret":…}`. No
+/// error quotes the answer: where it is not JSON, only the position is told.
 fn parse_helper_output(out: &[u8]) -> Result<Credentials, String> {
-    let v: serde_json::Value = serde_json::from_slice(out)
-        .map_err(|e| format!("printed something that is not JSON ({e})"))?;
+    let v: serde_json::Value = serde_json::from_slice(out).map_err(|e| {
+        format!(
+            "printed an answer that is not JSON (at line {}, column {}; its output is not shown: it may hold a secret)",
+            e.line(),
+            e.column()
+        )
+    })?;
     let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("");
     let (user, secret) = (field("Username"), field("Secret"));
     if secret.is_empty() {
@@ -488,6 +576,20 @@ mod tests {
         assert!(parse_helper_output(b"not json")
             .unwrap_err()
             .contains("not JSON"));
+        // No refusal quotes the answer, however it is malformed.
+        for bad in [
+            &br#"{"Username":"u","Secret":"TOPSECRET123""#[..],
+            br#"{"Username":"u","Secret":TOPSECRET123}"#,
+            br#"{"Username":"u","Secret":"TOPSECRET123\q"}"#,
+            br#"{"Username":"u","Secret":"TOPSECRET123"}TOPSECRET123"#,
+            br#"{"Username":"u","Secret":["TOPSECRET123"]}"#,
+            br#"{"Username":"<token>","Secret":"TOPSECRET123"}"#,
+            br#""TOPSECRET123""#,
+            b"TOPSECRET123\xff",
+        ] {
+            let why = parse_helper_output(bad).unwrap_err();
+            assert!(!why.contains("TOPSECRET"), "{why}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use ureq::http::{self, HeaderMap, Method, Response};
 use ureq::{Agent, Body};
@@ -121,13 +121,18 @@ enum Opened {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
-/// How long the client waits on a registry.
+/// How long the client waits on a registry, and how slow a transfer may be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timeouts {
     /// For a connection (name lookup, TCP, TLS).
     pub connect: Duration,
-    /// For each read or write once connected: the most time without progress.
+    /// Once connected: the most time one read or write may wait without
+    /// progress, the most time an answer's headers may take to arrive in
+    /// full, and the period over which the transfer rate is measured.
     pub idle: Duration,
+    /// The transfer-rate floor, in bytes a second averaged over each period
+    /// of `idle`; 0 for none.
+    pub min_speed: u64,
 }
 
 impl Timeouts {
@@ -135,15 +140,30 @@ impl Timeouts {
     pub const DEFAULT_CONNECT: Duration = Duration::from_secs(10);
     /// The default idle timeout.
     pub const DEFAULT_IDLE: Duration = Duration::from_secs(30);
+    /// The default transfer-rate floor, bytes a second.
+    pub const DEFAULT_MIN_SPEED: u64 = 1024;
 
-    /// Timeouts for `--timeout SECS`: an idle timeout of `secs`, and a
-    /// connect timeout of the default or `secs`, whichever is shorter.
-    pub fn from_secs(secs: u64) -> Timeouts {
+    /// Timeouts for `--timeout SECS --min-speed BYTES`: an idle timeout of
+    /// `secs`, a connect timeout of the default or `secs`, whichever is
+    /// shorter, and a floor of `min_speed` bytes a second over `secs`.
+    pub fn new(secs: u64, min_speed: u64) -> Timeouts {
         let idle = Duration::from_secs(secs.max(1));
         Timeouts {
             connect: idle.min(Self::DEFAULT_CONNECT),
             idle,
+            min_speed,
         }
+    }
+
+    /// The most time an upload of `len` bytes may take to be sent and
+    /// answered: one period, plus the time the floor allows for `len`
+    /// bytes (the registry may still be receiving what the kernel buffered
+    /// when the client is done sending); `None` without a floor.
+    fn upload_budget(&self, len: usize) -> Option<Duration> {
+        (self.min_speed > 0).then(|| {
+            self.idle
+                .saturating_add(Duration::from_secs(len as u64 / self.min_speed))
+        })
     }
 }
 
@@ -152,8 +172,59 @@ impl Default for Timeouts {
         Timeouts {
             connect: Self::DEFAULT_CONNECT,
             idle: Self::DEFAULT_IDLE,
+            min_speed: Self::DEFAULT_MIN_SPEED,
         }
     }
+}
+
+/// The transfer-rate floor of one body as it is read: once a period has
+/// passed, fewer bytes than the floor times the period in it is too slow.
+struct Floor {
+    min_speed: u64,
+    period: Duration,
+    since: Instant,
+    bytes: u64,
+}
+
+impl Floor {
+    fn new(t: &Timeouts) -> Floor {
+        Floor {
+            min_speed: t.min_speed,
+            period: t.idle,
+            since: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    /// Counts `n` bytes just read; false when the period that just ended
+    /// carried too few. The end of the body (`n == 0`) is never too slow.
+    fn note(&mut self, n: usize) -> bool {
+        if self.min_speed == 0 || n == 0 {
+            return true;
+        }
+        self.bytes += n as u64;
+        let now = Instant::now();
+        let elapsed = now.duration_since(self.since);
+        if elapsed < self.period {
+            return true;
+        }
+        let wanted = u128::from(self.min_speed) * elapsed.as_millis() / 1000;
+        if u128::from(self.bytes) < wanted {
+            return false;
+        }
+        self.since = now;
+        self.bytes = 0;
+        true
+    }
+}
+
+/// Whether a client error is an upload that was not sent and answered
+/// within its budget.
+fn is_slow_upload(e: &ureq::Error) -> bool {
+    matches!(
+        e,
+        ureq::Error::Timeout(ureq::Timeout::SendBody | ureq::Timeout::RecvResponse)
+    )
 }
 
 /// Whether a client error is a timeout.
@@ -199,14 +270,8 @@ fn transport(
 }
 
 /// The registry's own words from an error body: `CODE: message; …`, or the text.
-fn error_detail(resp: &mut Response<Body>) -> String {
-    let mut bytes = Vec::new();
-    let _ = resp
-        .body_mut()
-        .as_reader()
-        .take(ERROR_BODY_BYTES)
-        .read_to_end(&mut bytes);
-    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+fn error_detail(bytes: &[u8]) -> String {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) {
         if let Some(errors) = v.get("errors").and_then(|e| e.as_array()) {
             let parts: Vec<String> = errors
                 .iter()
@@ -221,7 +286,7 @@ fn error_detail(resp: &mut Response<Body>) -> String {
             }
         }
     }
-    let text = String::from_utf8_lossy(&bytes);
+    let text = String::from_utf8_lossy(bytes);
     text.trim().chars().take(200).collect()
 }
 
@@ -335,6 +400,7 @@ impl Client {
             .timeout_connect(Some(timeouts.connect))
             .timeout_per_read(Some(timeouts.idle))
             .timeout_per_write(Some(timeouts.idle))
+            .timeout_recv_response(Some(timeouts.idle))
             .timeout_global(Some(REQUEST_TIMEOUT))
             .max_idle_connections_per_host(64)
             .user_agent(concat!("cestore/", env!("CARGO_PKG_VERSION")))
@@ -412,19 +478,101 @@ impl Client {
 
     /// The error for a request that failed: a timeout names the registry
     /// and the limit it broke.
-    fn failed(&self, method: &Method, url: &str, e: ureq::Error) -> RemoteError {
+    fn failed(
+        &self,
+        method: &Method,
+        url: &str,
+        sent: Option<&[u8]>,
+        e: ureq::Error,
+    ) -> RemoteError {
+        let budget = sent
+            .filter(|b| !b.is_empty())
+            .and_then(|b| Some((b.len(), self.timeouts.upload_budget(b.len())?)));
+        if let (Some((len, budget)), true) = (budget, is_slow_upload(&e)) {
+            return self.too_slow(
+                method,
+                url,
+                format!(
+                    "{len} bytes not sent and answered within {} s, at {} bytes a second plus {} s",
+                    budget.as_secs(),
+                    self.timeouts.min_speed,
+                    self.timeouts.idle.as_secs()
+                ),
+            );
+        }
         if is_timeout(&e) {
             return self.timed_out(method, url, e);
         }
         transport(method, url, e)
     }
 
-    /// The error for a failed read of an answer's body.
+    /// The error for a failed read of an answer's body: the error a
+    /// [`BodyReader`] carries, or what the client said.
     fn read_failed(&self, method: &Method, url: &str, e: std::io::Error) -> RemoteError {
+        if e.get_ref().is_some_and(|inner| inner.is::<RemoteError>()) {
+            if let Some(Ok(remote)) = e.into_inner().map(|i| i.downcast::<RemoteError>()) {
+                return *remote;
+            }
+            return RemoteError::Protocol(format!("{method} {url}: the answer could not be read"));
+        }
         if io_is_timeout(&e) {
             return self.timed_out(method, url, e);
         }
         transport(method, url, e)
+    }
+
+    /// The error for a transfer below the rate floor.
+    fn too_slow(&self, method: &Method, url: &str, detail: String) -> RemoteError {
+        RemoteError::TooSlow {
+            registry: self.registry.clone(),
+            request: format!("{method} {url}"),
+            detail,
+        }
+    }
+
+    /// An answer's body, read under the transfer-rate floor and counted as
+    /// received when `counted`.
+    fn body(
+        &self,
+        method: &Method,
+        url: &str,
+        resp: Response<Body>,
+        counted: bool,
+    ) -> BodyReader<'_> {
+        BodyReader {
+            client: self,
+            method: method.clone(),
+            url: url.to_string(),
+            body: resp.into_body().into_reader(),
+            floor: Floor::new(&self.timeouts),
+            counted,
+        }
+    }
+
+    /// The registry's own words from an error answer's body (at most
+    /// [`ERROR_BODY_BYTES`] of it, read under the floor).
+    fn error_body(&self, method: &Method, url: &str, resp: Response<Body>) -> String {
+        let bytes = self
+            .read_body(method, url, resp, ERROR_BODY_BYTES, false)
+            .unwrap_or_default();
+        error_detail(&bytes)
+    }
+
+    /// Reads at most `max` bytes of an answer's body, under the floor.
+    fn read_body(
+        &self,
+        method: &Method,
+        url: &str,
+        resp: Response<Body>,
+        max: u64,
+        counted: bool,
+    ) -> Result<Vec<u8>, RemoteError> {
+        let mut data = Vec::new();
+        self.body(method, url, resp, counted)
+            .take(max)
+            .read_to_end(&mut data)
+            .map_err(|e| self.read_failed(method, url, e))?;
+        Ok(data)
     }
 
     fn timed_out(
@@ -453,7 +601,10 @@ impl Client {
             return Ok(&self.creds);
         };
         self.resolved
-            .get_or_init(|| self.creds.resolve(&self.registry))
+            .get_or_init(|| {
+                self.creds
+                    .resolve(&self.registry, auth::HELPER_TIMEOUT.min(self.timeouts.idle))
+            })
             .as_ref()
             .map_err(|reason| RemoteError::Auth {
                 registry: self.registry.clone(),
@@ -527,7 +678,18 @@ impl Client {
         match body {
             Some(data) => {
                 c.bytes_sent.fetch_add(data.len() as u64, Ordering::Relaxed);
-                self.agent.run(builder.body(data)?)
+                // The upload and the wait for its answer share one budget.
+                let budget = self.timeouts.upload_budget(data.len());
+                let mut request = self
+                    .agent
+                    .configure_request(builder.body(data)?)
+                    .timeout_send_body(budget);
+                if budget.is_some() {
+                    request = request
+                        .timeout_recv_response(budget)
+                        .timeout_per_read(budget);
+                }
+                self.agent.run(request.build())
             }
             None => self.agent.run(builder.body(())?),
         }
@@ -561,7 +723,7 @@ impl Client {
                 wait.filter(|w| attempt + 1 < MAX_ATTEMPTS && waited + *w <= self.timeouts.idle);
             match (result, wait) {
                 (Ok(resp), None) => return Ok(resp),
-                (Err(e), None) => return Err(self.failed(method, url, e)),
+                (Err(e), None) => return Err(self.failed(method, url, body, e)),
                 (_, Some(w)) => {
                     self.counters.retried.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(w);
@@ -698,10 +860,10 @@ impl Client {
         let url = format!("{realm}{sep}{}", query.join("&"));
         let method = Method::GET;
         let basic = creds.basic_header();
-        let mut resp = self.execute(&method, &url, &[], None, basic.as_deref(), Kind::Token)?;
+        let resp = self.execute(&method, &url, &[], None, basic.as_deref(), Kind::Token)?;
         if resp.status() != 200 {
             let status = resp.status().as_u16();
-            let detail = error_detail(&mut resp);
+            let detail = self.error_body(&method, &url, resp);
             return Err(fail(format!(
                 "the token service {realm} answered {status} with {}{}",
                 self.describe_credentials(),
@@ -712,13 +874,7 @@ impl Client {
                 }
             )));
         }
-        let mut bytes = Vec::new();
-        resp.body_mut()
-            .as_reader()
-            .take(1 << 20)
-            .read_to_end(&mut bytes)
-            .map_err(|e| self.read_failed(&method, &url, e))?;
-        self.received(bytes.len());
+        let bytes = self.read_body(&method, &url, resp, 1 << 20, true)?;
         let v: serde_json::Value = serde_json::from_slice(&bytes)
             .map_err(|e| fail(format!("the token service's answer is not JSON: {e}")))?;
         v.get("token")
@@ -730,9 +886,9 @@ impl Client {
     }
 
     /// Turns an unexpected status into an error.
-    fn unexpected(&self, method: &Method, url: &str, mut resp: Response<Body>) -> RemoteError {
+    fn unexpected(&self, method: &Method, url: &str, resp: Response<Body>) -> RemoteError {
         let status = resp.status().as_u16();
-        let detail = error_detail(&mut resp);
+        let detail = self.error_body(method, url, resp);
         if status == 401 || status == 403 {
             return RemoteError::Auth {
                 registry: self.registry.clone(),
@@ -922,18 +1078,11 @@ impl Client {
     /// the caller sees a longer blob for what it is.
     pub fn get_blob(&self, id: &ObjectId, size: u64) -> Result<Vec<u8>, RemoteError> {
         let url = self.url(&format!("blobs/sha256:{id}"));
-        let mut resp = self.send(Method::GET, &url, &[], None)?;
+        let resp = self.send(Method::GET, &url, &[], None)?;
         if resp.status() != 200 {
             return Err(self.unexpected(&Method::GET, &url, resp));
         }
-        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        resp.body_mut()
-            .as_reader()
-            .take(size.saturating_add(1))
-            .read_to_end(&mut data)
-            .map_err(|e| self.read_failed(&Method::GET, &url, e))?;
-        self.received(data.len());
-        Ok(data)
+        self.read_body(&Method::GET, &url, resp, size.saturating_add(1), true)
     }
 
     /// Opens a blob for streaming. A failed read is an [`std::io::Error`]
@@ -945,11 +1094,7 @@ impl Client {
         if resp.status() != 200 {
             return Err(self.unexpected(&Method::GET, &url, resp));
         }
-        Ok(BlobReader {
-            client: self,
-            url,
-            body: resp.into_body().into_reader(),
-        })
+        Ok(BlobReader(self.body(&Method::GET, &url, resp, true)))
     }
 
     /// Fetches a manifest or index by tag or digest; `None` when the registry
@@ -965,19 +1110,13 @@ impl Client {
             super::mapping::MANIFEST_MEDIA_TYPE,
             super::mapping::INDEX_MEDIA_TYPE
         );
-        let mut resp = self.send(Method::GET, &url, &[("Accept", &accept)], None)?;
+        let resp = self.send(Method::GET, &url, &[("Accept", &accept)], None)?;
         match resp.status().as_u16() {
             200 => {}
             404 => return Ok(None),
             _ => return Err(self.unexpected(&Method::GET, &url, resp)),
         }
-        let mut data = Vec::new();
-        resp.body_mut()
-            .as_reader()
-            .take(max as u64 + 1)
-            .read_to_end(&mut data)
-            .map_err(|e| self.read_failed(&Method::GET, &url, e))?;
-        self.received(data.len());
+        let data = self.read_body(&Method::GET, &url, resp, max as u64 + 1, true)?;
         if data.len() > max {
             return Err(RemoteError::Protocol(format!(
                 "the manifest at {url} is larger than {max} bytes"
@@ -1032,18 +1171,45 @@ impl super::OciRemote {
 }
 
 /// A blob's body as the registry sends it.
-pub struct BlobReader<'c> {
-    client: &'c Client,
-    url: String,
-    body: ureq::BodyReader<'static>,
-}
+pub struct BlobReader<'c>(BodyReader<'c>);
 
 impl Read for BlobReader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+/// An answer's body, read under the transfer-rate floor. A failed read is an
+/// [`std::io::Error`] whose inner error is the [`RemoteError`] it stands for.
+struct BodyReader<'c> {
+    client: &'c Client,
+    method: Method,
+    url: String,
+    body: ureq::BodyReader<'static>,
+    floor: Floor,
+    /// Whether its bytes count as received (error bodies do not).
+    counted: bool,
+}
+
+impl Read for BodyReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.body.read(buf).map_err(|e| {
-            std::io::Error::other(self.client.read_failed(&Method::GET, &self.url, e))
+            std::io::Error::other(self.client.read_failed(&self.method, &self.url, e))
         })?;
-        self.client.received(n);
+        if self.counted {
+            self.client.received(n);
+        }
+        if !self.floor.note(n) {
+            return Err(std::io::Error::other(self.client.too_slow(
+                &self.method,
+                &self.url,
+                format!(
+                    "fewer than {} bytes a second over {} s",
+                    self.client.timeouts.min_speed,
+                    self.client.timeouts.idle.as_secs()
+                ),
+            )));
+        }
         Ok(n)
     }
 }
@@ -1095,6 +1261,36 @@ mod tests {
         for s in [200, 201, 202, 400, 401, 403, 404, 405, 501, 505] {
             assert!(!retryable(s), "{s}");
         }
+    }
+
+    #[test]
+    fn the_floor_wants_its_bytes_in_every_period() {
+        let t = Timeouts::new(2, 100);
+        let ago = |f: &mut Floor, secs: u64| {
+            f.since = Instant::now()
+                .checked_sub(Duration::from_secs(secs))
+                .expect("an instant 3 s ago");
+        };
+        let mut f = Floor::new(&t);
+        assert!(f.note(10), "within its first period");
+        ago(&mut f, 3);
+        assert!(!f.note(10), "20 bytes in 3 s is below 100 a second");
+        let mut f = Floor::new(&t);
+        ago(&mut f, 3);
+        assert!(f.note(400), "400 bytes in 3 s is above it");
+        assert_eq!(f.bytes, 0, "a new period starts");
+        ago(&mut f, 3);
+        assert!(f.note(0), "the end of a body is never too slow");
+        let mut none = Floor::new(&Timeouts::new(2, 0));
+        ago(&mut none, 60);
+        assert!(none.note(1), "no floor");
+        assert_eq!(
+            Timeouts::new(30, 1024).upload_budget(2 << 20),
+            Some(Duration::from_secs(30 + 2048))
+        );
+        assert_eq!(Timeouts::new(30, 0).upload_budget(2 << 20), None);
+        assert_eq!(Timeouts::new(60, 1).connect, Timeouts::DEFAULT_CONNECT);
+        assert_eq!(Timeouts::new(5, 1).connect, Duration::from_secs(5));
     }
 
     #[test]
