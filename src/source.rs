@@ -37,7 +37,7 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use crate::digest::{ObjectHasher, ObjectId};
+use crate::digest::ObjectId;
 use crate::fsutil::{list_names, open_dir};
 use crate::manifest::Entry;
 use crate::policy::{self, LeftOut, Rejection};
@@ -58,19 +58,11 @@ pub struct SourceFile<'a> {
     pub executable: bool,
     /// The file's size.
     pub size: u64,
-    /// The file's bytes, or `None` when its hash was already known (see
-    /// [`Known`]) and it was not read.
-    pub data: Option<&'a [u8]>,
-    /// The SHA-256 of the file's bytes.
+    /// The file's bytes, as this walk read them.
+    pub data: &'a [u8],
+    /// The SHA-256 of those bytes.
     pub id: ObjectId,
-    /// The file's metadata: as it stood once read, or as the walk found it
-    /// when it was not read.
-    pub stat: &'a Stat,
 }
-
-/// Gives the SHA-256 of a file whose bytes an earlier walk read, by its
-/// metadata, so that the walk need not read it again.
-pub type Known<'k> = &'k dyn Fn(&Stat) -> Option<ObjectId>;
 
 /// What a complete walk found.
 #[derive(Debug)]
@@ -107,25 +99,6 @@ pub struct Source {
 }
 
 impl Source {
-    /// Whether the source lies on a local filesystem whose metadata the
-    /// kernel keeps itself (ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS,
-    /// overlayfs, bcachefs), so that a file's inode and change time tell
-    /// whether it changed. Not on NFS, SMB or FUSE, whose `stat` may answer
-    /// from a cache or from another machine's clock.
-    pub fn on_local_filesystem(&self) -> bool {
-        const LOCAL: [i64; 8] = [
-            0xEF53,      // ext2, ext3, ext4
-            0x5846_5342, // XFS
-            0x9123_683E, // Btrfs
-            0x0102_1994, // tmpfs
-            0xF2F5_2010, // F2FS
-            0x2FC1_2FC1, // ZFS
-            0x794C_7630, // overlayfs
-            0xCA45_1A4E, // bcachefs
-        ];
-        rustix::fs::fstatfs(&self.fd).is_ok_and(|fs| LOCAL.contains(&{ fs.f_type }))
-    }
-
     /// Opens `path` as a release source: a real directory reached by no symlink hop.
     pub fn open(path: &Path) -> Result<Source, Rejection> {
         let root = absolute_like_python(path);
@@ -202,24 +175,7 @@ impl Source {
     where
         F: FnMut(&SourceFile<'_>) -> Result<(), E>,
     {
-        self.walk_knowing(version, bounds, None, visit)
-    }
-
-    /// [`Source::walk`], reading no file whose hash `known` gives
-    /// (`plugin.json` excepted: its text is checked). Every rule that the
-    /// metadata decides is checked all the same.
-    pub fn walk_knowing<E, F>(
-        &self,
-        version: &str,
-        bounds: policy::Bounds,
-        known: Option<Known<'_>>,
-        visit: F,
-    ) -> Result<Walked, WalkError<E>>
-    where
-        F: FnMut(&SourceFile<'_>) -> Result<(), E>,
-    {
         let mut walker = Walker {
-            known,
             root: &self.root,
             entries: Vec::new(),
             left_out: Vec::new(),
@@ -244,9 +200,8 @@ impl Source {
     }
 }
 
-struct Walker<'r, 'k, F> {
+struct Walker<'r, F> {
     root: &'r Path,
-    known: Option<Known<'k>>,
     entries: Vec<Entry>,
     left_out: Vec<(LeftOut, String)>,
     total_bytes: u64,
@@ -260,7 +215,7 @@ struct Walker<'r, 'k, F> {
     visit: F,
 }
 
-impl<F, E> Walker<'_, '_, F>
+impl<F, E> Walker<'_, F>
 where
     F: FnMut(&SourceFile<'_>) -> Result<(), E>,
 {
@@ -441,19 +396,9 @@ where
         }
         let before = self.regular_file(dir, name, rel, seen)?;
         let executable = before.st_mode & 0o111 != 0;
-        let known = match self.known {
-            Some(known) if rel != b".claude-plugin/plugin.json" => known(&before),
-            _ => None,
-        };
-        let (id, size, stat) = match known {
-            Some(id) => (id, before.st_size as u64, before),
-            None => {
-                let after = self.read_bounded(dir, name, rel, &before)?;
-                let mut hasher = ObjectHasher::default();
-                hasher.update(&self.buf[..self.len]);
-                (hasher.finish(), self.len as u64, after)
-            }
-        };
+        self.read_bounded(dir, name, rel, &before)?;
+        let id = ObjectId::of(&self.buf[..self.len]);
+        let size = self.len as u64;
         self.total_bytes += size;
         if self.total_bytes > self.bounds.total_bytes {
             return Err(Rejection::TooManyBytes {
@@ -462,20 +407,15 @@ where
             }
             .into());
         }
-        let data = match known {
-            Some(_) => None,
-            None => Some(&self.buf[..self.len]),
-        };
         if rel == b".claude-plugin/plugin.json" {
-            self.plugin_json = data.map(<[u8]>::to_vec);
+            self.plugin_json = Some(self.buf[..self.len].to_vec());
         }
         (self.visit)(&SourceFile {
             path: path_text,
             executable,
             size,
-            data,
+            data: &self.buf[..self.len],
             id,
-            stat: &stat,
         })
         .map_err(WalkError::Visitor)?;
         self.entries.push(Entry {
@@ -524,14 +464,13 @@ where
 
     /// Reads one stable regular file, found by [`Walker::regular_file`],
     /// into `self.buf`: the rest of the reference's `_bounded_plugin_bytes`.
-    /// Returns its metadata once read.
     fn read_bounded(
         &mut self,
         dir: BorrowedFd<'_>,
         name: &[u8],
         rel: &[u8],
         before: &Stat,
-    ) -> Result<Stat, Rejection> {
+    ) -> Result<(), Rejection> {
         let root = self.root;
         let max = self.bounds.file_bytes;
         let path = || root.join(OsStr::from_bytes(rel));
@@ -564,7 +503,7 @@ where
         if identity(&opened) != identity(&after) || self.len as u64 != after.st_size as u64 {
             return Err(Rejection::ChangedWhileCopying { path: path() });
         }
-        Ok(after)
+        Ok(())
     }
 
     /// The checks the reference makes once every file is read.
