@@ -224,6 +224,9 @@ const HASH_BATCH_BYTES: usize = 256 << 10;
 /// Buffers of at most this capacity are used again; larger ones are freed.
 const REUSED_BUFFER: usize = 64 << 10;
 
+/// A file's bytes and their hash.
+type Hashed = (Vec<u8>, ObjectId);
+
 /// SHA-256 on a thread of its own beside the walk, which meanwhile opens,
 /// checks and reads the next files: the walk then costs about the longer
 /// of its system calls and its hashing, not their sum. Files go in
@@ -233,14 +236,14 @@ struct Hashing {
     /// To the hashing thread; `None` with one core.
     to: Option<mpsc::SyncSender<Vec<Vec<u8>>>>,
     /// From it.
-    back: Option<mpsc::Receiver<Vec<(Vec<u8>, ObjectId)>>>,
+    back: Option<mpsc::Receiver<Vec<Hashed>>>,
     /// Batches sent and not yet back.
     sent: usize,
     /// The batch being filled.
     batch: Vec<Vec<u8>>,
     batch_bytes: usize,
     /// Files hashed, not yet handed over, oldest first.
-    ready: std::collections::VecDeque<(Vec<u8>, ObjectId)>,
+    ready: std::collections::VecDeque<Hashed>,
     /// Files read and not yet handed over, and their buffers' capacity.
     waiting: usize,
     waiting_bytes: usize,
@@ -270,7 +273,7 @@ impl Hashing {
         // again by the scope.
         scope.spawn(move || {
             for batch in batches {
-                let hashed: Vec<(Vec<u8>, ObjectId)> = batch
+                let hashed: Vec<Hashed> = batch
                     .into_iter()
                     .map(|buf| {
                         let id = ObjectId::of(&buf);
@@ -338,7 +341,7 @@ impl Hashing {
 
     /// The oldest file read, with its hash; `None` when none waits, or the
     /// hashing thread is gone (its panic is raised by the scope).
-    fn next(&mut self) -> Option<(Vec<u8>, ObjectId)> {
+    fn next(&mut self) -> Option<Hashed> {
         if self.waiting == 0 {
             return None;
         }

@@ -468,15 +468,21 @@ fn a_write_whose_copy_stalls_gives_the_final_bytes_digest_once_it_returns() {
     let backing = env.path("backing");
     write(&backing.join("slow.bin"), vec![b'n'; 8192]);
     let slow_dir = env.path("slow");
-    let _mount = Mount::fuse(&env, &backing, &slow_dir, "slow.bin", 3.0);
+    let stall = Duration::from_secs(4);
+    let _mount = Mount::fuse(&env, &backing, &slow_dir, "slow.bin", stall.as_secs_f64());
     std::thread::sleep(Duration::from_millis(2200));
     let old = every_command_reads(&env, &src, "before the write");
     let writer = StalledWrite::start(&env, &target, &slow_dir.join("slow.bin"));
+    let started = Instant::now();
     // The kernel stamps the times, then the copy waits for the slow file:
     // an ingest now, more than two seconds after the stamp, reads the old bytes.
     std::thread::sleep(Duration::from_millis(2300));
     let during = env.ingest(&src, "1.0.0");
-    assert_eq!(digest_of(&during), old, "{during}");
+    if started.elapsed() < stall {
+        assert_eq!(digest_of(&during), old, "{during}");
+    } else {
+        eprintln!("the ingest during the stall ended after it (a loaded machine): not compared");
+    }
     writer.finish();
     assert_eq!(fs::read(&target).unwrap(), vec![b'n'; 8192]);
     let new = every_command_reads(&env, &src, "after the write returned");
@@ -752,7 +758,11 @@ fn differential_rewrites_never_give_a_stale_digest() {
                 "1.0.0",
                 "--json",
             ]);
-            assert_ok(&out);
+            let v = parse_json(&out);
+            assert!(
+                out.status.success() || v["error"]["kind"] == "rejected",
+                "an ingest during a stalled write: {v}"
+            );
             during += 1;
             writer.finish();
             rewrites += 1;
