@@ -33,11 +33,12 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::mpsc;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use crate::digest::{ObjectHasher, ObjectId};
+use crate::digest::ObjectId;
 use crate::fsutil::{list_names, open_dir};
 use crate::manifest::Entry;
 use crate::policy::{self, LeftOut, Rejection};
@@ -58,19 +59,11 @@ pub struct SourceFile<'a> {
     pub executable: bool,
     /// The file's size.
     pub size: u64,
-    /// The file's bytes, or `None` when its hash was already known (see
-    /// [`Known`]) and it was not read.
-    pub data: Option<&'a [u8]>,
-    /// The SHA-256 of the file's bytes.
+    /// The file's bytes, as this walk read them.
+    pub data: &'a [u8],
+    /// The SHA-256 of those bytes.
     pub id: ObjectId,
-    /// The file's metadata: as it stood once read, or as the walk found it
-    /// when it was not read.
-    pub stat: &'a Stat,
 }
-
-/// Gives the SHA-256 of a file whose bytes an earlier walk read, by its
-/// metadata, so that the walk need not read it again.
-pub type Known<'k> = &'k dyn Fn(&Stat) -> Option<ObjectId>;
 
 /// What a complete walk found.
 #[derive(Debug)]
@@ -107,25 +100,6 @@ pub struct Source {
 }
 
 impl Source {
-    /// Whether the source lies on a local filesystem whose metadata the
-    /// kernel keeps itself (ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS,
-    /// overlayfs, bcachefs), so that a file's inode and change time tell
-    /// whether it changed. Not on NFS, SMB or FUSE, whose `stat` may answer
-    /// from a cache or from another machine's clock.
-    pub fn on_local_filesystem(&self) -> bool {
-        const LOCAL: [i64; 8] = [
-            0xEF53,      // ext2, ext3, ext4
-            0x5846_5342, // XFS
-            0x9123_683E, // Btrfs
-            0x0102_1994, // tmpfs
-            0xF2F5_2010, // F2FS
-            0x2FC1_2FC1, // ZFS
-            0x794C_7630, // overlayfs
-            0xCA45_1A4E, // bcachefs
-        ];
-        rustix::fs::fstatfs(&self.fd).is_ok_and(|fs| LOCAL.contains(&{ fs.f_type }))
-    }
-
     /// Opens `path` as a release source: a real directory reached by no symlink hop.
     pub fn open(path: &Path) -> Result<Source, Rejection> {
         let root = absolute_like_python(path);
@@ -202,65 +176,215 @@ impl Source {
     where
         F: FnMut(&SourceFile<'_>) -> Result<(), E>,
     {
-        self.walk_knowing(version, bounds, None, visit)
-    }
-
-    /// [`Source::walk`], reading no file whose hash `known` gives
-    /// (`plugin.json` excepted: its text is checked). Every rule that the
-    /// metadata decides is checked all the same.
-    pub fn walk_knowing<E, F>(
-        &self,
-        version: &str,
-        bounds: policy::Bounds,
-        known: Option<Known<'_>>,
-        visit: F,
-    ) -> Result<Walked, WalkError<E>>
-    where
-        F: FnMut(&SourceFile<'_>) -> Result<(), E>,
-    {
-        let mut walker = Walker {
-            known,
-            root: &self.root,
-            entries: Vec::new(),
-            left_out: Vec::new(),
-            total_bytes: 0,
-            plugin_json: None,
-            buf: Vec::new(),
-            len: 0,
-            bounds: bounds.at_most_reference(),
-            visit,
-        };
-        walker.manifests(self.fd.as_fd())?;
-        walker.components(self.fd.as_fd())?;
-        walker.check_release(version)?;
-        let mut left_out = walker.left_out;
-        left_out.extend(self.outside_allowlist());
-        left_out.sort();
-        Ok(Walked {
-            entries: walker.entries,
-            total_bytes: walker.total_bytes,
-            left_out,
+        let bounds = bounds.at_most_reference();
+        std::thread::scope(|scope| {
+            let mut walker = Walker {
+                root: &self.root,
+                entries: Vec::new(),
+                left_out: Vec::new(),
+                total_bytes: 0,
+                plugin_json: None,
+                bounds,
+                hashing: Hashing::start(scope),
+                visited: 0,
+                visit,
+            };
+            let walked = walker
+                .manifests(self.fd.as_fd())
+                .and_then(|()| walker.components(self.fd.as_fd()));
+            // Every file read is handed over before the walk ends, as it
+            // would have been had it been hashed on the spot: a visitor's
+            // error comes before a rule a later file broke.
+            walker.hand_over(0)?;
+            walked?;
+            walker.check_release(version)?;
+            let mut left_out = walker.left_out;
+            left_out.extend(self.outside_allowlist());
+            left_out.sort();
+            Ok(Walked {
+                entries: walker.entries,
+                total_bytes: walker.total_bytes,
+                left_out,
+            })
         })
     }
 }
 
-struct Walker<'r, 'k, F> {
+/// How many files read may wait for their hash at once, and how many bytes
+/// their buffers take (one file may always wait, whatever its size): what
+/// the hashing beside the walk holds in memory.
+const HASH_QUEUE_FILES: usize = 1024;
+const HASH_QUEUE_BYTES: usize = 4 << 20;
+
+/// Files go to the hashing thread in batches of this many, or of this many
+/// bytes: one wake-up per batch, not per file.
+const HASH_BATCH_FILES: usize = 64;
+const HASH_BATCH_BYTES: usize = 256 << 10;
+
+/// Buffers of at most this capacity are used again; larger ones are freed.
+const REUSED_BUFFER: usize = 64 << 10;
+
+/// A file's bytes and their hash.
+type Hashed = (Vec<u8>, ObjectId);
+
+/// SHA-256 on a thread of its own beside the walk, which meanwhile opens,
+/// checks and reads the next files: the walk then costs about the longer
+/// of its system calls and its hashing, not their sum. Files go in
+/// batches and come back in the order they were sent, with their hashes.
+/// With one core, files are hashed on the walk's thread.
+struct Hashing {
+    /// To the hashing thread; `None` with one core.
+    to: Option<mpsc::SyncSender<Vec<Vec<u8>>>>,
+    /// From it.
+    back: Option<mpsc::Receiver<Vec<Hashed>>>,
+    /// Batches sent and not yet back.
+    sent: usize,
+    /// The batch being filled.
+    batch: Vec<Vec<u8>>,
+    batch_bytes: usize,
+    /// Files hashed, not yet handed over, oldest first.
+    ready: std::collections::VecDeque<Hashed>,
+    /// Files read and not yet handed over, and their buffers' capacity.
+    waiting: usize,
+    waiting_bytes: usize,
+    /// Buffers handed over, for the next files.
+    free: Vec<Vec<u8>>,
+}
+
+impl Hashing {
+    fn start<'s>(scope: &'s std::thread::Scope<'s, '_>) -> Hashing {
+        let mut hashing = Hashing {
+            to: None,
+            back: None,
+            sent: 0,
+            batch: Vec::new(),
+            batch_bytes: 0,
+            ready: std::collections::VecDeque::new(),
+            waiting: 0,
+            waiting_bytes: 0,
+            free: Vec::new(),
+        };
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            return hashing;
+        }
+        let (to, batches) = mpsc::sync_channel::<Vec<Vec<u8>>>(4);
+        let (done, back) = mpsc::channel();
+        // It stops when the walk drops its sender. A panic here is raised
+        // again by the scope.
+        scope.spawn(move || {
+            for batch in batches {
+                let hashed: Vec<Hashed> = batch
+                    .into_iter()
+                    .map(|buf| {
+                        let id = ObjectId::of(&buf);
+                        (buf, id)
+                    })
+                    .collect();
+                if done.send(hashed).is_err() {
+                    break;
+                }
+            }
+        });
+        hashing.to = Some(to);
+        hashing.back = Some(back);
+        hashing
+    }
+
+    /// An empty buffer for the next file.
+    fn buffer(&mut self) -> Vec<u8> {
+        let mut buf = self.free.pop().unwrap_or_default();
+        buf.clear();
+        buf
+    }
+
+    /// Hands a file's bytes to be hashed.
+    fn send(&mut self, buf: Vec<u8>) {
+        self.waiting += 1;
+        self.waiting_bytes += buf.capacity();
+        self.batch_bytes += buf.len();
+        self.batch.push(buf);
+        if self.batch.len() >= HASH_BATCH_FILES || self.batch_bytes >= HASH_BATCH_BYTES {
+            self.flush();
+        }
+    }
+
+    /// Sends the batch being filled.
+    fn flush(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.batch);
+        self.batch_bytes = 0;
+        let batch = match &self.to {
+            Some(to) => match to.send(batch) {
+                Ok(()) => {
+                    self.sent += 1;
+                    return;
+                }
+                // The thread is gone (it panicked, which the scope raises
+                // again): hash here.
+                Err(mpsc::SendError(batch)) => batch,
+            },
+            None => batch,
+        };
+        self.ready.extend(batch.into_iter().map(|buf| {
+            let id = ObjectId::of(&buf);
+            (buf, id)
+        }));
+    }
+
+    /// Whether more than `files` files wait, or more than one and their
+    /// buffers take more than the queue's bound.
+    fn over(&self, files: usize) -> bool {
+        self.waiting > files || (self.waiting > 1 && self.waiting_bytes > HASH_QUEUE_BYTES)
+    }
+
+    /// The oldest file read, with its hash; `None` when none waits, or the
+    /// hashing thread is gone (its panic is raised by the scope).
+    fn next(&mut self) -> Option<Hashed> {
+        if self.waiting == 0 {
+            return None;
+        }
+        if self.ready.is_empty() {
+            if self.sent == 0 {
+                self.flush();
+            }
+            if self.ready.is_empty() {
+                let hashed = self.back.as_ref()?.recv().ok()?;
+                self.sent -= 1;
+                self.ready.extend(hashed);
+            }
+        }
+        let (buf, id) = self.ready.pop_front()?;
+        self.waiting -= 1;
+        self.waiting_bytes -= buf.capacity();
+        Some((buf, id))
+    }
+
+    /// Keeps a buffer handed over for the next files, when small.
+    fn reuse(&mut self, buf: Vec<u8>) {
+        if buf.capacity() <= REUSED_BUFFER {
+            self.free.push(buf);
+        }
+    }
+}
+
+struct Walker<'r, F> {
     root: &'r Path,
-    known: Option<Known<'k>>,
     entries: Vec<Entry>,
     left_out: Vec<(LeftOut, String)>,
     total_bytes: u64,
     plugin_json: Option<Vec<u8>>,
-    /// The read buffer: allocated once at 2 MiB + 1, reused for every file.
-    buf: Vec<u8>,
-    /// How much of `buf` the current file filled.
-    len: usize,
     /// The bounds this walk enforces.
     bounds: policy::Bounds,
+    /// The files read, being hashed.
+    hashing: Hashing,
+    /// How many entries, from the first, are hashed and handed to `visit`.
+    visited: usize,
     visit: F,
 }
 
-impl<F, E> Walker<'_, '_, F>
+impl<F, E> Walker<'_, F>
 where
     F: FnMut(&SourceFile<'_>) -> Result<(), E>,
 {
@@ -441,19 +565,9 @@ where
         }
         let before = self.regular_file(dir, name, rel, seen)?;
         let executable = before.st_mode & 0o111 != 0;
-        let known = match self.known {
-            Some(known) if rel != b".claude-plugin/plugin.json" => known(&before),
-            _ => None,
-        };
-        let (id, size, stat) = match known {
-            Some(id) => (id, before.st_size as u64, before),
-            None => {
-                let after = self.read_bounded(dir, name, rel, &before)?;
-                let mut hasher = ObjectHasher::default();
-                hasher.update(&self.buf[..self.len]);
-                (hasher.finish(), self.len as u64, after)
-            }
-        };
+        let mut buf = self.hashing.buffer();
+        self.read_bounded(dir, name, rel, &before, &mut buf)?;
+        let size = buf.len() as u64;
         self.total_bytes += size;
         if self.total_bytes > self.bounds.total_bytes {
             return Err(Rejection::TooManyBytes {
@@ -462,28 +576,40 @@ where
             }
             .into());
         }
-        let data = match known {
-            Some(_) => None,
-            None => Some(&self.buf[..self.len]),
-        };
         if rel == b".claude-plugin/plugin.json" {
-            self.plugin_json = data.map(<[u8]>::to_vec);
+            self.plugin_json = Some(buf.clone());
         }
-        (self.visit)(&SourceFile {
-            path: path_text,
-            executable,
-            size,
-            data,
-            id,
-            stat: &stat,
-        })
-        .map_err(WalkError::Visitor)?;
+        // Its hash is filled in when it comes back.
         self.entries.push(Entry {
             executable,
             path: path_text.to_string(),
-            sha256: id,
+            sha256: ObjectId::from_bytes([0; 32]),
             size,
         });
+        self.hashing.send(buf);
+        self.hand_over(HASH_QUEUE_FILES)
+    }
+
+    /// Hands the files read to `visit`, in walk order, once hashed, until
+    /// at most `left` wait (within the queue's bounds).
+    fn hand_over(&mut self, left: usize) -> Result<(), WalkError<E>> {
+        while self.hashing.over(left) {
+            let Some((buf, id)) = self.hashing.next() else {
+                break;
+            };
+            let entry = &mut self.entries[self.visited];
+            entry.sha256 = id;
+            self.visited += 1;
+            let file = SourceFile {
+                path: &entry.path,
+                executable: entry.executable,
+                size: entry.size,
+                data: &buf,
+                id,
+            };
+            (self.visit)(&file).map_err(WalkError::Visitor)?;
+            self.hashing.reuse(buf);
+        }
         Ok(())
     }
 
@@ -523,15 +649,15 @@ where
     }
 
     /// Reads one stable regular file, found by [`Walker::regular_file`],
-    /// into `self.buf`: the rest of the reference's `_bounded_plugin_bytes`.
-    /// Returns its metadata once read.
+    /// into `buf`: the rest of the reference's `_bounded_plugin_bytes`.
     fn read_bounded(
-        &mut self,
+        &self,
         dir: BorrowedFd<'_>,
         name: &[u8],
         rel: &[u8],
         before: &Stat,
-    ) -> Result<Stat, Rejection> {
+        buf: &mut Vec<u8>,
+    ) -> Result<(), Rejection> {
         let root = self.root;
         let max = self.bounds.file_bytes;
         let path = || root.join(OsStr::from_bytes(rel));
@@ -552,19 +678,19 @@ where
         {
             return Err(Rejection::ChangedDuringValidation { path: path() });
         }
-        let limit = max as usize + 1;
-        self.len = read_up_to(&fd, &mut self.buf, limit).map_err(unreadable)?;
-        let after = rustix::fs::fstat(&fd).map_err(|e| unreadable(e.into()))?;
-        if self.len as u64 > max {
+        let file = std::fs::File::from(fd);
+        read_up_to(&file, buf, opened.st_size as u64, max + 1).map_err(unreadable)?;
+        let after = rustix::fs::fstat(&file).map_err(|e| unreadable(e.into()))?;
+        if buf.len() as u64 > max {
             return Err(Rejection::FileTooLarge {
                 path: path(),
                 limit: max,
             });
         }
-        if identity(&opened) != identity(&after) || self.len as u64 != after.st_size as u64 {
+        if identity(&opened) != identity(&after) || buf.len() as u64 != after.st_size as u64 {
             return Err(Rejection::ChangedWhileCopying { path: path() });
         }
-        Ok(after)
+        Ok(())
     }
 
     /// The checks the reference makes once every file is read.
@@ -693,23 +819,15 @@ fn identity(s: &Stat) -> (u64, u64, i64, i128) {
     (s.st_dev, s.st_ino, s.st_size, mtime_ns)
 }
 
-/// Reads until end of file or until `limit` bytes, into the front of `buf`
-/// (which is grown to `limit` once and then reused without clearing).
-/// Returns how many bytes were read.
-fn read_up_to(fd: &OwnedFd, buf: &mut Vec<u8>, limit: usize) -> io::Result<usize> {
-    if buf.len() < limit {
-        buf.resize(limit, 0);
-    }
-    let mut filled = 0;
-    while filled < limit {
-        match rustix::io::read(fd, &mut buf[filled..limit]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(filled)
+/// Reads until end of file or until `limit` bytes into `buf`, which
+/// holds them all once done. Room is made for `size` (what `fstat` said)
+/// and one byte more, so that a file that did not grow is read in one call
+/// and its end found in a second.
+fn read_up_to(file: &std::fs::File, buf: &mut Vec<u8>, size: u64, limit: u64) -> io::Result<()> {
+    use std::io::Read as _;
+    buf.reserve(size.saturating_add(1).min(limit) as usize);
+    file.take(limit).read_to_end(buf)?;
+    Ok(())
 }
 
 /// Lists a directory's names (without `.` and `..`) in Python's `str` order.
@@ -801,6 +919,55 @@ mod tests {
             ..reference
         };
         assert_eq!(above.at_most_reference(), reference);
+    }
+
+    #[test]
+    fn files_are_handed_over_in_walk_order_with_their_hashes_before_a_later_rejection() {
+        let dir = tempfile::tempdir().unwrap();
+        release(dir.path());
+        for i in 0..300 {
+            let p = dir.path().join(format!("assets/many/f{i:03}"));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, format!("file {i}\n").repeat(i)).unwrap();
+        }
+        let source = Source::open(dir.path()).unwrap();
+        let mut seen = Vec::new();
+        let walked = source
+            .walk("1.2.3", policy::Bounds::REFERENCE, |f| {
+                assert_eq!(f.id, ObjectId::of(f.data), "{}", f.path);
+                assert_eq!(f.size, f.data.len() as u64);
+                seen.push(f.path.to_string());
+                Ok::<(), ()>(())
+            })
+            .unwrap_or_else(|_| panic!("the release walks"));
+        let paths: Vec<String> = walked.entries.iter().map(|e| e.path.clone()).collect();
+        assert_eq!(seen, paths);
+        for e in &walked.entries {
+            let bytes = std::fs::read(dir.path().join(&e.path)).unwrap();
+            assert_eq!(e.sha256, ObjectId::of(&bytes), "{}", e.path);
+        }
+        // A visitor's error comes before a rule a later file breaks, as it
+        // would had each file been hashed on the spot.
+        let fail_at = &paths[100];
+        let bounds = policy::Bounds {
+            files: 200,
+            ..policy::Bounds::REFERENCE
+        };
+        let mut visited = 0;
+        let out = source.walk("1.2.3", bounds, |f| {
+            visited += 1;
+            if f.path == fail_at.as_str() {
+                Err(f.path.to_string())
+            } else {
+                Ok(())
+            }
+        });
+        assert!(matches!(out, Err(WalkError::Visitor(p)) if &p == fail_at));
+        assert_eq!(visited, 101);
+        // And without it, the rule the 201st file breaks.
+        let r = rejection(&source, bounds).expect("too many files");
+        assert_eq!(r.rule(), "too-many-files");
+        assert_eq!(r.path(), Some(dir.path().join(&paths[200]).as_path()));
     }
 
     #[test]

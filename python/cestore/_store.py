@@ -82,7 +82,6 @@ class IngestStats:
     new_objects: int
     reused_objects: int
     bytes_written: int
-    hashes_known: int
     repaired: list[dict[str, Any]]
     left_out: list[dict[str, Any]]
 

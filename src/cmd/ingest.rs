@@ -69,7 +69,5 @@ impl Report for IngestReport {
 pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestReport> {
     let source = open_source(opts)?;
     let mut store = Store::open(store_root, LockMode::Shared, true)?;
-    let mut report = ingest_into(&mut store, &source, opts)?;
-    report.ingest.remember_hashes();
-    Ok(report)
+    ingest_into(&mut store, &source, opts)
 }

@@ -181,11 +181,7 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
         report.provenance = Some(Provenance::from(&made.snapshot));
         report.view = Some(made.path);
         report.view_kind = Some(made.kind);
-        report.ingest = made.ingested.map(|done| {
-            let mut ingest = done.ingest;
-            ingest.remember_hashes();
-            ingest
-        });
+        report.ingest = made.ingested.map(|done| done.ingest);
     }
     let view = report.view.as_deref().map(Path::new);
     for arm in opts.arms {

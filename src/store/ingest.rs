@@ -6,12 +6,9 @@ use std::path::Path;
 use std::sync::{mpsc, Mutex};
 
 use super::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
-use rustix::fs::Stat;
-
-use super::known::KnownHashes;
 use super::{ObjectKey, Store, WorkDir};
 use crate::catalogue::{IngestEvent, NewSnapshot, Origin, Provenance, RecordedIngest};
-use crate::digest::{ManifestDigest, ObjectId};
+use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
@@ -42,10 +39,6 @@ pub struct IngestStats {
     pub reused_objects: u64,
     /// Bytes written to new objects.
     pub bytes_written: u64,
-    /// Files not read again: an earlier ingest of this source recorded
-    /// their hashes, and their inode, size, mode and times are unchanged
-    /// since (see [`crate::store::known`]).
-    pub hashes_known: u64,
     /// Stored objects found drifted and repaired from the source.
     pub repaired: Vec<Repaired>,
     /// What the reference's filters left out of the snapshot (a directory
@@ -54,21 +47,6 @@ pub struct IngestStats {
     /// What the catalogue recorded, for taking the ingest back.
     #[serde(skip)]
     pub recorded: RecordedIngest,
-    /// The hashes this ingest read, for [`IngestStats::remember_hashes`]
-    /// once the whole command has succeeded.
-    #[serde(skip)]
-    pub known: Option<KnownHashes>,
-}
-
-impl IngestStats {
-    /// Records the hashes the ingest read, so that the next ingest of the
-    /// same source need not read them again: for a command that has
-    /// succeeded (a failed one changes nothing, caches included).
-    pub fn remember_hashes(&mut self) {
-        if let Some(known) = self.known.take() {
-            known.save();
-        }
-    }
 }
 
 /// The report of `cestore ingest`.
@@ -143,8 +121,6 @@ fn walk_and_stage(
     work: &WorkDir,
     source: &Source,
     opts: &IngestOptions<'_>,
-    known: &mut KnownHashes,
-    checks: ObjectChecks,
 ) -> Result<Staging> {
     let (tx, rx) = mpsc::sync_channel::<(ObjectKey, Vec<u8>)>(STAGING_QUEUE);
     let rx = Mutex::new(rx);
@@ -190,82 +166,46 @@ fn walk_and_stage(
         let mut started = false;
         let mut pending: HashMap<ObjectKey, Pending> = HashMap::new();
         let mut bytes_staged = 0u64;
-        // A file whose hash is known is not read when its object is intact
-        // (or, deferred, will be found intact before the plan is applied).
-        let deferred = std::cell::RefCell::new(Vec::new());
-        let lookup = |st: &Stat| -> Option<ObjectId> {
-            let id = known.get(st)?;
-            let size = st.st_size as u64;
+        let walked = source.walk(opts.version, opts.bounds, |file| -> Result<()> {
             let key = ObjectKey {
-                id,
-                executable: st.st_mode & 0o111 != 0,
+                id: file.id,
+                executable: file.executable,
             };
-            if size > 0 && checks == ObjectChecks::Deferred {
-                deferred.borrow_mut().push((key, size));
-                return Some(id);
+            // A zero-length file is never an object: views make it fresh.
+            if file.size == 0 || pending.contains_key(&key) {
+                return Ok(());
             }
-            (size == 0 || matches!(check_object(store, &key, size), Ok(ObjectState::Intact)))
-                .then_some(id)
-        };
-        let mut seen = Vec::new();
-        // Off a local filesystem, `stat` may answer from a cache: read everything.
-        let known_hash: Option<crate::source::Known<'_>> =
-            source.on_local_filesystem().then_some(&lookup);
-        let walked = source.walk_knowing(
-            opts.version,
-            opts.bounds,
-            known_hash,
-            |file| -> Result<()> {
-                seen.push((*file.stat, file.id, file.data.is_some()));
-                let key = ObjectKey {
-                    id: file.id,
-                    executable: file.executable,
-                };
-                // A zero-length file is never an object: views make it fresh.
-                if file.size == 0 || pending.contains_key(&key) {
-                    return Ok(());
+            let (data, size) = (file.data, file.size);
+            let mut stage = || {
+                if !started {
+                    started = true;
+                    start_staging();
                 }
-                let Some(data) = file.data else {
-                    pending.insert(key, Pending::Reused);
-                    return Ok(());
-                };
-                let size = file.size;
-                let mut stage = || {
-                    if !started {
-                        started = true;
-                        start_staging();
-                    }
-                    bytes_staged += size;
-                    // A closed queue means a staging thread failed; its error is reported below.
-                    let _ = tx.send((key, data.to_vec()));
-                };
-                // The source is at hand: a drifted object is mended from it, at
-                // publishing time, so that a rejected tree changes nothing.
-                let state = match check_object(store, &key, size)? {
-                    ObjectState::Intact => Pending::Reused,
-                    ObjectState::Missing => {
-                        stage();
-                        Pending::Staged(String::new())
-                    }
-                    ObjectState::Damaged(why)
-                        if holds_its_bytes(
-                            store.objects(),
-                            &store.object_path(&key),
-                            &key,
-                            size,
-                        )? =>
-                    {
-                        Pending::ModeDrifted(why)
-                    }
-                    ObjectState::Damaged(why) => {
-                        stage();
-                        Pending::Replacing(String::new(), why)
-                    }
-                };
-                pending.insert(key, state);
-                Ok(())
-            },
-        );
+                bytes_staged += size;
+                // A closed queue means a staging thread failed; its error is reported below.
+                let _ = tx.send((key, data.to_vec()));
+            };
+            // The source is at hand: a drifted object is mended from it, at
+            // publishing time, so that a rejected tree changes nothing.
+            let state = match check_object(store, &key, size)? {
+                ObjectState::Intact => Pending::Reused,
+                ObjectState::Missing => {
+                    stage();
+                    Pending::Staged(String::new())
+                }
+                ObjectState::Damaged(why)
+                    if holds_its_bytes(store.objects(), &store.object_path(&key), &key, size)? =>
+                {
+                    Pending::ModeDrifted(why)
+                }
+                ObjectState::Damaged(why) => {
+                    stage();
+                    Pending::Replacing(String::new(), why)
+                }
+            };
+            pending.insert(key, state);
+            Ok(())
+        });
         drop(tx);
         let mut staged = Vec::new();
         for w in workers {
@@ -278,10 +218,6 @@ fn walk_and_stage(
             WalkError::Rejected(r) => Error::Rejected(r),
             WalkError::Visitor(e) => e,
         })?;
-        for (st, id, _) in &seen {
-            known.note(st, *id);
-        }
-        let hashes_known = seen.iter().filter(|(_, _, read)| !read).count() as u64;
         for (key, name) in staged {
             let state = match pending.remove(&key) {
                 Some(Pending::Replacing(_, why)) => Pending::Replacing(name, why),
@@ -293,31 +229,15 @@ fn walk_and_stage(
             walked,
             pending,
             bytes_staged,
-            hashes_known,
-            deferred: deferred.into_inner(),
         })
     })
 }
 
-/// What the walk staged, and the object checks it left for later.
+/// What the walk staged.
 struct Staging {
     walked: Walked,
     pending: HashMap<ObjectKey, Pending>,
     bytes_staged: u64,
-    hashes_known: u64,
-    deferred: Vec<(ObjectKey, u64)>,
-}
-
-/// When a walk checks the objects of files whose hashes are known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ObjectChecks {
-    /// Each as the walk meets it: a missing or damaged object has its file read.
-    Now,
-    /// After the walk, with [`IngestPlan::deferred_objects_intact`] (or a
-    /// check of the same objects that the caller makes itself), before the
-    /// plan is applied; a plan whose deferred objects are not all intact is
-    /// made again with `Now`.
-    Deferred,
 }
 
 /// Checks the version and opens the release's source directory: what an
@@ -338,7 +258,7 @@ pub fn ingest_into(
     source: &Source,
     opts: &IngestOptions<'_>,
 ) -> Result<IngestReport> {
-    let plan = plan_ingest(store, source, opts, ObjectChecks::Now)?;
+    let plan = plan_ingest(store, source, opts)?;
     apply_ingest(store, plan)
 }
 
@@ -347,7 +267,6 @@ pub fn ingest_into(
 /// changes nothing in the store.
 pub struct IngestPlan {
     work: WorkDir,
-    known: KnownHashes,
     manifest: Manifest,
     version: String,
     source: String,
@@ -355,23 +274,10 @@ pub struct IngestPlan {
     drifted: Vec<Drifted>,
     reused: u64,
     bytes_staged: u64,
-    hashes_known: u64,
     left_out: Vec<(LeftOut, String)>,
-    deferred: Vec<(ObjectKey, u64)>,
 }
 
 impl IngestPlan {
-    /// Whether every object whose check the walk deferred is intact: the
-    /// plan may then be applied as it is.
-    pub fn deferred_objects_intact(&self, store: &Store) -> Result<bool> {
-        for (key, size) in &self.deferred {
-            if !matches!(check_object(store, key, *size)?, ObjectState::Intact) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
     /// The snapshot the release makes.
     pub fn digest(&self) -> ManifestDigest {
         self.manifest.digest
@@ -386,12 +292,7 @@ impl IngestPlan {
 
 /// Walks the release, checking every rule, and stages what the store lacks;
 /// changes nothing the store's readers see.
-pub fn plan_ingest(
-    store: &Store,
-    source: &Source,
-    opts: &IngestOptions<'_>,
-    checks: ObjectChecks,
-) -> Result<IngestPlan> {
+pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> Result<IngestPlan> {
     if let Ok(real) = std::fs::canonicalize(store.root()) {
         if real.starts_with(source.root()) {
             return Err(Error::Conflict(format!(
@@ -402,14 +303,11 @@ pub fn plan_ingest(
         }
     }
     let work = store.work_dir("ingest")?;
-    let mut known = KnownHashes::load(store, source.root());
     let Staging {
         mut walked,
         pending,
         bytes_staged,
-        hashes_known,
-        deferred,
-    } = walk_and_stage(store, &work, source, opts, &mut known, checks)?;
+    } = walk_and_stage(store, &work, source, opts)?;
 
     let manifest = Manifest::new(std::mem::take(&mut walked.entries));
     let mut staged = Vec::new();
@@ -434,7 +332,6 @@ pub fn plan_ingest(
     drifted.sort_by_key(|d| d.key);
     Ok(IngestPlan {
         work,
-        known,
         manifest,
         version: opts.version.to_string(),
         source: source.root().display().to_string(),
@@ -442,15 +339,13 @@ pub fn plan_ingest(
         drifted,
         reused,
         bytes_staged,
-        hashes_known,
         left_out: walked.left_out,
-        deferred,
     })
 }
 
 /// Publishes and records what [`plan_ingest`] staged.
 pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport> {
-    let mut report = publish_and_record(
+    publish_and_record(
         store,
         plan.work,
         Staged {
@@ -465,10 +360,7 @@ pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport>
             bytes: plan.bytes_staged,
             left_out: plan.left_out,
         },
-    )?;
-    report.ingest.hashes_known = plan.hashes_known;
-    report.ingest.known = Some(plan.known);
-    Ok(report)
+    )
 }
 
 /// Takes back an ingest whose command then failed (see
@@ -634,8 +526,6 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
             new_objects,
             reused_objects: reused,
             bytes_written: if new_objects > 0 { s.bytes } else { 0 },
-            hashes_known: 0,
-            known: None,
             repaired,
             left_out: s
                 .left_out

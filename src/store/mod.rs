@@ -6,7 +6,6 @@
 //! STORE/
 //! ├── .lock                  flock: shared for writers, exclusive for gc
 //! ├── catalogue.sqlite       the catalogue (plus -wal and -shm), an index
-//! ├── known/<32 hex>         hashes of source files already read (`known`), a cache
 //! ├── manifests/
 //! │   └── ab/<64 hex>        every snapshot's canonical manifest, by digest
 //! ├── objects/
@@ -66,7 +65,6 @@
 
 pub mod adopt;
 pub mod ingest;
-pub mod known;
 pub mod manifests;
 pub mod objects;
 pub mod recover;

@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, RenameFlags};
 use rustix::io::Errno;
 
-use super::ingest::{
-    apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport, ObjectChecks,
-};
+use super::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
 use super::spares::Claimed;
 use super::{Store, WorkDir, VIEWS_DIR};
 use crate::catalogue::{resolve, SnapshotRow, ViewRow};
@@ -129,18 +127,12 @@ pub fn ingest_and_checkout(
         Method::Auto | Method::Hardlink => claim_ahead(store, source, dest),
         Method::Copy | Method::Reflink => None,
     };
-    // With a spare on its way, the walk takes known hashes on trust: the
-    // spare's check covers their objects, or they are checked after it.
-    let checks = match ahead {
-        Some(_) => ObjectChecks::Deferred,
-        None => ObjectChecks::Now,
-    };
     let (plan, claimed) = std::thread::scope(|s| {
         let claiming = ahead.map(|ahead| {
             let (dir, objects) = (store.dir(), store.objects());
             s.spawn(move || ahead.claim(dir, objects))
         });
-        let plan = plan_ingest(store, source, opts, checks);
+        let plan = plan_ingest(store, source, opts);
         (plan, claiming.and_then(|h| h.join().ok().flatten()))
     });
     let claimed = match (claimed, &plan) {
@@ -154,17 +146,6 @@ pub fn ingest_and_checkout(
             None
         }
         (None, _) => None,
-    };
-    let plan = match (plan, &claimed) {
-        // The spare's check, and the one just made, found every object the
-        // walk took on trust intact.
-        (Ok(plan), Some(_)) => Ok(plan),
-        (Ok(plan), None) => match plan.deferred_objects_intact(store) {
-            Ok(true) => Ok(plan),
-            Ok(false) => plan_ingest(store, source, opts, ObjectChecks::Now),
-            Err(e) => Err(e),
-        },
-        (Err(e), _) => Err(e),
     };
     let ingested = match plan.and_then(|plan| apply_ingest(store, plan)) {
         Ok(done) => done,

@@ -42,7 +42,6 @@ struct IngestStats {
     new_objects: u64,
     reused_objects: u64,
     bytes_written: u64,
-    hashes_known: u64,
     repaired: Vec<RepairedOut>,
     left_out: Vec<LeftOutOut>,
 }

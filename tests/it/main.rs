@@ -8,6 +8,7 @@ mod bounds;
 mod cli;
 mod conformance;
 mod contract;
+mod exact;
 mod gen;
 mod hardening;
 mod json;

@@ -458,7 +458,7 @@ fn rel_of_len(len: usize) -> String {
 /// `nobody` may write. `None`, with the reason printed, when that cannot be.
 fn nobody_env(test: &str) -> Option<TestEnv> {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("skipping {test}: not running as root, so cannot switch to uid 65534");
+        crate::util::skip(test, "not running as root, so cannot switch to uid 65534");
         return None;
     }
     let works = Command::new("setpriv")
