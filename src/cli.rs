@@ -319,24 +319,8 @@ pub struct StageArgs {
     /// How to make the view's files.
     #[arg(long, value_enum, default_value = "auto")]
     method: view::Method,
-    /// The harness root holding gitnexus/ and gitnexus-shared/: adds the
-    /// pinned GitNexus runtime's mounts to every arm.
-    #[arg(long, value_name = "ROOT")]
-    gitnexus_root: Option<PathBuf>,
-    /// The harness revision whose rules check the GitNexus runtime: seed
-    /// (the pinned version) or upstream (any version, linked worktrees).
-    #[arg(
-        long,
-        value_enum,
-        value_name = "REVISION",
-        default_value = "seed",
-        requires = "gitnexus_root"
-    )]
-    gitnexus_rules: crate::gitnexus::Revision,
-    /// The version the GitNexus runtime's package.json must carry under
-    /// the seed's rules [default: 1.6.9].
-    #[arg(long, value_name = "V", requires = "gitnexus_root")]
-    gitnexus_version: Option<String>,
+    #[command(flatten)]
+    gitnexus: GitNexusArgs,
     /// Refuse an arm that is neither a ce_* arm nor given with
     /// --known-arm (a typo such as ce_reviw otherwise silently gets no
     /// plugin, as in the reference).
@@ -382,9 +366,9 @@ impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
             release: a.release(),
             dest: a.dest.as_deref(),
             method: a.method,
-            gitnexus_root: a.gitnexus_root.as_deref(),
-            gitnexus_revision: a.gitnexus_rules,
-            gitnexus_version: a.gitnexus_version.as_deref(),
+            gitnexus_root: a.gitnexus.root.as_deref(),
+            gitnexus_revision: a.gitnexus.rules,
+            gitnexus_version: a.gitnexus.version.as_deref(),
             strict_arms: a.strict_arms,
             known_arms: &a.known_arms,
             bounds: a.bounds.into(),
@@ -611,24 +595,8 @@ pub struct MountsArgs {
     /// report then has no digest.
     #[arg(long, requires = "view", conflicts_with = "digest")]
     unchecked: bool,
-    /// A harness root holding gitnexus/ and gitnexus-shared/: add the
-    /// pinned GitNexus runtime's mounts, checked as the harness checks them.
-    #[arg(long, value_name = "ROOT")]
-    gitnexus_root: Option<PathBuf>,
-    /// The harness revision whose rules check the GitNexus runtime: seed
-    /// (the pinned version) or upstream (any version, linked worktrees).
-    #[arg(
-        long,
-        value_enum,
-        value_name = "REVISION",
-        default_value = "seed",
-        requires = "gitnexus_root"
-    )]
-    gitnexus_rules: crate::gitnexus::Revision,
-    /// The version the GitNexus runtime's package.json must carry under
-    /// the seed's rules [default: 1.6.9].
-    #[arg(long, value_name = "V", requires = "gitnexus_root")]
-    gitnexus_version: Option<String>,
+    #[command(flatten)]
+    gitnexus: GitNexusArgs,
     /// Print the JSON report or bubblewrap arguments (bwrap0: NUL-separated,
     /// for `bwrap --args FD`) [default: text, or json with --json].
     #[arg(long, value_enum)]
@@ -645,9 +613,9 @@ impl MountsArgs {
                 self.digest.as_deref(),
                 self.unchecked,
             ),
-            gitnexus_root: self.gitnexus_root.as_deref(),
-            gitnexus_revision: self.gitnexus_rules,
-            gitnexus_version: self.gitnexus_version.as_deref(),
+            gitnexus_root: self.gitnexus.root.as_deref(),
+            gitnexus_revision: self.gitnexus.rules,
+            gitnexus_version: self.gitnexus.version.as_deref(),
             format: self.format,
             json,
         }
@@ -985,4 +953,28 @@ fn json_path(path: &std::path::Path) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .to_string_lossy()
         .into_owned()
+}
+
+/// The GitNexus runtime's arguments, shared by `mounts` and `stage`.
+#[derive(Args, Debug)]
+struct GitNexusArgs {
+    /// The harness root holding gitnexus/ and gitnexus-shared/: adds the
+    /// GitNexus runtime's mounts to every arm, checked as the harness
+    /// checks them.
+    #[arg(long = "gitnexus-root", value_name = "ROOT")]
+    root: Option<PathBuf>,
+    /// The harness revision whose rules check the GitNexus runtime: seed
+    /// (the pinned version) or upstream (any version, linked worktrees).
+    #[arg(
+        long = "gitnexus-rules",
+        value_enum,
+        value_name = "REVISION",
+        default_value = "seed",
+        requires = "root"
+    )]
+    rules: crate::gitnexus::Revision,
+    /// The version the GitNexus runtime's package.json must carry under
+    /// the seed's rules [default: 1.6.9].
+    #[arg(long = "gitnexus-version", value_name = "V", requires = "root")]
+    version: Option<String>,
 }
