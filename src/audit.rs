@@ -47,7 +47,7 @@ pub const ZSTD_WINDOW_LOG_MAX: u32 = 24;
 /// How much of the input is read at once.
 const CHUNK: usize = 4 << 20;
 /// The most characters of a bad value quoted in a problem.
-const QUOTED: usize = 80;
+pub const QUOTED: usize = 80;
 
 /// The harness's digest field.
 pub const DEFAULT_DIGEST_FIELD: &str = "ce_plugin_manifest_digest";

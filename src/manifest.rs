@@ -124,7 +124,7 @@ pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 
 /// The longest run of hex digits whose every 64-digit window is taken for a
 /// name by [`object_ids_in`]; a longer run gives only its first and last 64.
-const LONGEST_SCANNED_RUN: usize = 128;
+pub const LONGEST_SCANNED_RUN: usize = 128;
 
 /// Every object name that bytes meant to be a manifest still hold, found
 /// without parsing them: each run of 64 hexadecimal digits (either case).
