@@ -227,6 +227,14 @@ const REUSED_BUFFER: usize = 64 << 10;
 /// A file's bytes and their hash.
 type Hashed = (Vec<u8>, ObjectId);
 
+/// Each buffer of a batch with its SHA-256, in order.
+fn hash_all(batch: Vec<Vec<u8>>) -> impl Iterator<Item = Hashed> {
+    batch.into_iter().map(|buf| {
+        let id = ObjectId::of(&buf);
+        (buf, id)
+    })
+}
+
 /// SHA-256 on a thread of its own beside the walk, which meanwhile opens,
 /// checks and reads the next files: the walk then costs about the longer
 /// of its system calls and its hashing, not their sum. Files go in
@@ -273,14 +281,7 @@ impl Hashing {
         // again by the scope.
         scope.spawn(move || {
             for batch in batches {
-                let hashed: Vec<Hashed> = batch
-                    .into_iter()
-                    .map(|buf| {
-                        let id = ObjectId::of(&buf);
-                        (buf, id)
-                    })
-                    .collect();
-                if done.send(hashed).is_err() {
+                if done.send(hash_all(batch).collect()).is_err() {
                     break;
                 }
             }
@@ -327,10 +328,7 @@ impl Hashing {
             },
             None => batch,
         };
-        self.ready.extend(batch.into_iter().map(|buf| {
-            let id = ObjectId::of(&buf);
-            (buf, id)
-        }));
+        self.ready.extend(hash_all(batch));
     }
 
     /// Whether more than `files` files wait, or more than one and their
