@@ -12,12 +12,13 @@
 //!   The oracle's `snapshot` runs in a few long-lived python3 processes that
 //!   load oracle.py once (starting python3 costs more than most trees);
 //!   `CESTORE_CONFORMANCE_ORACLE_PROCESS=1` runs `python3 oracle.py snapshot`
-//!   once per tree instead, as `regenerate_table` always does.
+//!   once per tree instead, as `cargo run --example regenerate_table` always
+//!   does.
 //! * `pinned_table`: the oracle's answers for a fixed set of seeds (300 in a
 //!   row plus one seed of each scenario those miss), committed
 //!   in `tests/data/oracle-table.json`, checked against `cestore` everywhere.
-//! * `regenerate_table`: with `CESTORE_REGEN_TABLE=1`, rewrites that table
-//!   from the oracle (needed whenever `gen.rs` changes what a seed makes).
+//!   `cargo run --example regenerate_table` rewrites that table from the
+//!   oracle (needed whenever `gen.rs` changes what a seed makes).
 //! * `generator_is_deterministic`: the same seed makes the same tree twice.
 
 use std::fs;
@@ -37,8 +38,6 @@ use crate::util;
 
 const DEFAULT_CASES: u64 = 200;
 const DEFAULT_SEED: u64 = 0x5EED_0000;
-const TABLE_SEED: u64 = 1_000_000;
-const TABLE_CASES: u64 = 300;
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Generator scenarios (`Case::broken`) where cestore deliberately answers
@@ -717,7 +716,7 @@ fn pinned_table() {
         }
         if entry["version"] != case.version.as_str() {
             return Err(format!(
-                "seed {seed}: gen.rs now makes version {:?}, the table says {}: gen.rs changed, regenerate the table (CESTORE_REGEN_TABLE=1)",
+                "seed {seed}: gen.rs now makes version {:?}, the table says {}: gen.rs changed, regenerate the table (cargo run --example regenerate_table)",
                 case.version, entry["version"]
             ));
         }
@@ -786,68 +785,6 @@ fn pinned_table() {
         );
     }
     assert_eq!(accepted + rejected, entries.len());
-}
-
-#[test]
-fn regenerate_table() {
-    if std::env::var("CESTORE_REGEN_TABLE").as_deref() != Ok("1") {
-        eprintln!("regenerate_table: set CESTORE_REGEN_TABLE=1 to rewrite tests/data/oracle-table.json from the oracle");
-        return;
-    }
-    let oracle = util::oracle().expect("CESTORE_REGEN_TABLE=1 needs ../shared/reference/oracle.py");
-    // TABLE_CASES consecutive seeds, then the first later seed of every
-    // scenario those missed, so the table holds every kind of tree.
-    let mut seeds: Vec<u64> = (0..TABLE_CASES).map(|i| TABLE_SEED + i).collect();
-    let mut seen: std::collections::BTreeSet<String> =
-        seeds.iter().map(|&s| gen::scenario_name(s)).collect();
-    for name in gen::scenario_names() {
-        if !seen.contains(&name) {
-            let seed = (TABLE_SEED + TABLE_CASES..)
-                .find(|&s| gen::scenario_name(s) == name)
-                .expect("every scenario has a seed");
-            seeds.push(seed);
-            seen.insert(name);
-        }
-    }
-    let results = parallel(&seeds, |seed| {
-        let scratch = Scratch::new();
-        let case = gen::plugin_tree(seed, &scratch.root());
-        let o = oracle_process(&oracle, &case);
-        let ov = o
-            .json()
-            .filter(|v| v["ok"].is_boolean())
-            .ok_or_else(|| format!("seed {seed}: the oracle did not answer: {}", o.describe()))?;
-        let version = serde_json::to_string(&case.version).expect("json");
-        Ok(if ov["ok"] == Value::Bool(true) {
-            let p = &ov["provenance"];
-            format!(
-                "{{\"seed\":{seed},\"version\":{version},\"digest\":{},\"file_count\":{},\"total_bytes\":{}}}",
-                p["manifest_digest"], p["file_count"], p["total_bytes"]
-            )
-        } else {
-            format!("{{\"seed\":{seed},\"version\":{version},\"digest\":null,\"file_count\":null,\"total_bytes\":null}}")
-        })
-    });
-    let lines: Vec<String> = results
-        .into_iter()
-        .collect::<Result<_, _>>()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let accepted = lines
-        .iter()
-        .filter(|l| !l.contains("\"digest\":null"))
-        .count();
-    let text = format!("[\n{}\n]\n", lines.join(",\n"));
-    let path = table_path();
-    fs::create_dir_all(path.parent().unwrap()).expect("tests/data");
-    let tmp = path.with_extension("json.tmp");
-    fs::write(&tmp, text).expect("write table");
-    fs::rename(&tmp, &path).expect("replace table");
-    eprintln!(
-        "regenerate_table: wrote {} entries ({accepted} accepted, {} rejected) to {}",
-        lines.len(),
-        lines.len() - accepted,
-        path.display()
-    );
 }
 
 /// Everything about the files under `base` that the seed or cestore could

@@ -22,8 +22,11 @@
 //! plugin directory that does not resolve to itself). FIFOs are made with
 //! `mkfifo`, so the generator needs a Unix with coreutils.
 //!
-//! Changing what a seed generates invalidates `tests/data/oracle-table.json`:
-//! regenerate it with `CESTORE_REGEN_TABLE=1 cargo test --test it regenerate_table`.
+//! Changing what a seed generates invalidates `tests/data/oracle-table.json`
+//! (the oracle's answers for `table_seeds()`): regenerate it with
+//! `cargo run --example regenerate_table`, which needs
+//! `../shared/reference/oracle.py` beside the checkout. The example includes
+//! this file, so it must use nothing from the rest of the test binary.
 
 #![allow(dead_code)]
 
@@ -1546,6 +1549,30 @@ pub fn scenario_name(seed: u64) -> String {
 /// Every scenario name `scenario_name` can return.
 pub fn scenario_names() -> Vec<String> {
     SCENARIOS.iter().map(|(s, _)| format!("{s:?}")).collect()
+}
+
+/// The first seed of the pinned oracle table.
+pub const TABLE_SEED: u64 = 1_000_000;
+/// How many consecutive seeds from `TABLE_SEED` the pinned oracle table holds.
+pub const TABLE_CASES: u64 = 300;
+
+/// The seeds of the pinned oracle table (`tests/data/oracle-table.json`):
+/// `TABLE_CASES` consecutive seeds from `TABLE_SEED`, then the first later
+/// seed of every scenario those missed, so the table holds every kind of tree.
+pub fn table_seeds() -> Vec<u64> {
+    let mut seeds: Vec<u64> = (0..TABLE_CASES).map(|i| TABLE_SEED + i).collect();
+    let mut seen: std::collections::BTreeSet<String> =
+        seeds.iter().map(|&s| scenario_name(s)).collect();
+    for name in scenario_names() {
+        if !seen.contains(&name) {
+            let seed = (TABLE_SEED + TABLE_CASES..)
+                .find(|&s| scenario_name(s) == name)
+                .expect("every scenario has a seed");
+            seeds.push(seed);
+            seen.insert(name);
+        }
+    }
+    seeds
 }
 
 /// Writes the tree for `seed` under `root` (created if missing) and describes it.

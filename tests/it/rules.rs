@@ -1320,16 +1320,17 @@ fn search_only_is_accepted(test: &str, rel: &str) {
     accepts_as(&env, As::Nobody, tree.as_os_str(), V);
 }
 
-/// Fails today: `Source::open` opens the source with
-/// `openat(O_RDONLY | O_DIRECTORY)`, which needs read permission, and
-/// rejects with `source-unavailable`.
+/// A source directory of mode 0111 is accepted, as the reference accepts
+/// it: the source is opened for lookups only (`O_PATH`), which needs search
+/// permission and not read permission, so it is not `source-unavailable`.
 #[test]
 fn search_only_source_is_accepted_like_the_reference() {
     search_only_is_accepted("search_only_source_is_accepted_like_the_reference", "");
 }
 
-/// Fails today: the walk opens `.claude-plugin` with
-/// `openat(O_RDONLY | O_DIRECTORY)` and rejects with `manifest-dir-unavailable`.
+/// A `.claude-plugin` of mode 0111 is accepted, as the reference accepts it:
+/// the walk opens it for lookups only (`O_PATH`), so it is not
+/// `manifest-dir-unavailable`.
 #[test]
 fn search_only_manifest_dir_is_accepted_like_the_reference() {
     search_only_is_accepted(
@@ -1338,11 +1339,10 @@ fn search_only_manifest_dir_is_accepted_like_the_reference() {
     );
 }
 
-/// Fails today: `list_sorted` lists with `rustix::fs::Dir::read_from`, which
-/// re-opens the directory through `openat(fd, ".")` and so needs search
-/// permission; cestore reports `directory-unreadable` at the directory where
-/// the reference (whose `scandir` needs only read permission) reports the
-/// entry inside.
+/// A directory of mode 0444 (readable, not searchable) is listed, as the
+/// reference's `scandir` lists it with read permission alone, and the
+/// rejection is `entry-unreadable` at the entry inside, where the reference
+/// reports it, not `directory-unreadable` at the directory.
 #[test]
 fn readable_unsearchable_directory_fails_at_its_entry_like_the_reference() {
     let test = "readable_unsearchable_directory_fails_at_its_entry_like_the_reference";
@@ -1364,8 +1364,8 @@ fn readable_unsearchable_directory_fails_at_its_entry_like_the_reference() {
     }
 }
 
-/// Fails today, for the same reason: an empty directory of mode 0444 lists
-/// as empty for the reference, which accepts; cestore cannot list it.
+/// An empty directory of mode 0444 lists as empty without search
+/// permission, so the tree is accepted, as the reference accepts it.
 #[test]
 fn readable_unsearchable_empty_directory_is_accepted_like_the_reference() {
     let test = "readable_unsearchable_empty_directory_is_accepted_like_the_reference";
