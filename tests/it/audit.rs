@@ -22,80 +22,29 @@ use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use cestore::digest::ManifestDigest;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::util::{self, assert_exit, assert_ok, chmod, parse_json, remove_tree, write, TestEnv};
+use crate::gen::Rng;
+use crate::util::{
+    self, assert_exit, assert_ok, chmod, mode_of, object_path, parse_json, problems, remove_tree,
+    sha_hex, write, FileRow, TestEnv,
+};
 
 // ---------------------------------------------------------------------------
 // Harness
 // ---------------------------------------------------------------------------
 
-/// A test directory (canonical path) with a store inside; removed on drop
-/// even though views leave read-only directories behind.
-struct Env {
-    t: TestEnv,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env { t: TestEnv::new() }
-    }
-
-    fn at(&self, rel: &str) -> PathBuf {
-        self.t.base.join(rel)
-    }
-
-    fn store(&self) -> &Path {
-        &self.t.store
-    }
-
-    fn run<I, S>(&self, args: I) -> Output
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        self.t.run(args)
-    }
-
-    fn json<I, S>(&self, args: I) -> Value
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        let v = self.t.json(args);
-        assert_eq!(v["ok"], true, "{v}");
-        v
-    }
-
-    fn ingest(&self, dir: &Path, version: &str) -> String {
-        self.t.ingest_digest(dir, version)
-    }
-
+/// Queries only the audit tests use.
+impl TestEnv {
     /// Writes `release` at `rel` and ingests it.
     fn add(&self, release: &Release, rel: &str) -> String {
-        let src = self.at(rel);
+        let src = self.path(rel);
         release.write(&src);
-        self.ingest(&src, &release.version)
-    }
-
-    /// The snapshot's files, from `show --files --json`.
-    fn files(&self, digest: &str) -> Vec<FileRow> {
-        let v = self.json(["show", digest, "--files", "--json"]);
-        v["files"]
-            .as_array()
-            .expect("files array")
-            .iter()
-            .map(|f| FileRow {
-                path: f["path"].as_str().expect("path").to_string(),
-                sha256: f["sha256"].as_str().expect("sha256").to_string(),
-                size: f["size"].as_u64().expect("size"),
-                executable: f["executable"].as_bool().expect("executable"),
-            })
-            .collect()
+        self.ingest_digest(&src, &release.version)
     }
 
     /// The file row at `path` of a snapshot.
@@ -104,37 +53,6 @@ impl Env {
             .into_iter()
             .find(|f| f.path == path)
             .unwrap_or_else(|| panic!("{path} is not in {digest}"))
-    }
-
-    fn object(&self, f: &FileRow) -> PathBuf {
-        object_path(self.store(), &f.sha256, f.executable)
-    }
-
-    fn checkout(&self, digest: &str, dest: &Path) {
-        let out = self.run([
-            OsStr::new("checkout"),
-            OsStr::new(digest),
-            dest.as_os_str(),
-            OsStr::new("--json"),
-        ]);
-        assert_ok(&out);
-    }
-
-    /// `verify --json EXTRA...`: the exit code (0 or 1) and the report.
-    fn verify(&self, extra: &[&str]) -> (i32, Value) {
-        let mut args = vec!["verify", "--json"];
-        args.extend_from_slice(extra);
-        let out = self.run(&args);
-        let code = out.status.code().expect("exit code");
-        assert!(
-            code == 0 || code == 1,
-            "verify exited {code}\nstdout:\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v = parse_json(&out);
-        assert_eq!(v["ok"], code == 0, "{v}");
-        (code, v)
     }
 
     /// A human-mode `verify` that must be clean: exit 0, nothing on stdout.
@@ -149,69 +67,6 @@ impl Env {
             String::from_utf8_lossy(&out.stdout)
         );
     }
-
-    /// `verify --tree DIR DIGEST --json`: the exit code and the differences.
-    fn verify_tree(&self, dir: &Path, digest: &str) -> (i32, Value) {
-        let out = self.run([
-            OsStr::new("verify"),
-            OsStr::new("--tree"),
-            dir.as_os_str(),
-            OsStr::new(digest),
-            OsStr::new("--json"),
-        ]);
-        let code = out.status.code().expect("exit code");
-        assert!(
-            code == 0 || code == 1,
-            "verify --tree exited {code}: {out:?}"
-        );
-        let v = parse_json(&out);
-        assert_eq!(v["ok"], code == 0, "{v}");
-        let full = v["manifest_digest"].as_str().expect("manifest_digest");
-        assert!(full.len() == 64 && full.starts_with(digest), "{v}");
-        (code, v["differences"].clone())
-    }
-
-    fn digests_listed(&self) -> Vec<String> {
-        self.json(["list", "--json"])["snapshots"]
-            .as_array()
-            .expect("snapshots array")
-            .iter()
-            .map(|s| s["manifest_digest"].as_str().expect("digest").to_string())
-            .collect()
-    }
-}
-
-/// One file of a snapshot as `show --files --json` lists it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct FileRow {
-    path: String,
-    sha256: String,
-    size: u64,
-    executable: bool,
-}
-
-impl FileRow {
-    /// The object key, `(sha256, executable)`.
-    fn key(&self) -> (String, bool) {
-        (self.sha256.clone(), self.executable)
-    }
-}
-
-fn object_path(store: &Path, sha256: &str, executable: bool) -> PathBuf {
-    let name = format!("{}{}", &sha256[2..], if executable { ".x" } else { "" });
-    store.join("objects").join(&sha256[..2]).join(name)
-}
-
-fn sha_hex(data: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(data))
-}
-
-fn mode_of(path: &Path) -> u32 {
-    fs::symlink_metadata(path)
-        .unwrap_or_else(|e| panic!("stat {}: {e}", path.display()))
-        .permissions()
-        .mode()
-        & 0o7777
 }
 
 fn s(p: &Path) -> String {
@@ -238,10 +93,6 @@ fn str_set(v: &Value) -> BTreeSet<String> {
 
 fn set<const N: usize>(items: [&str; N]) -> BTreeSet<String> {
     items.iter().map(|s| s.to_string()).collect()
-}
-
-fn problems(report: &Value) -> &Vec<Value> {
-    report["problems"].as_array().expect("problems array")
 }
 
 /// The one problem of `kind` at `path`; panics unless there is exactly one.
@@ -446,27 +297,6 @@ fn manifest_key(path: &str) -> (usize, Vec<&str>) {
     (rank, path.split('/').collect())
 }
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
-
 /// Name pieces: non-ASCII (composed, decomposed, astral), quotes, backslash,
 /// spaces, control characters, and prefixes of each other (`a`, `a-b`). None
 /// can make a name the filter drops.
@@ -484,7 +314,7 @@ fn random_name(rng: &mut Rng) -> String {
 
 /// A release with 6 to 16 extra files of random names, bytes and modes.
 fn random_release(seed: u64, version: &str) -> Release {
-    let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xA0D1_7E57);
+    let mut rng = Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xA0D1_7E57);
     let mut r = Release::new(version);
     if rng.below(3) == 0 {
         r.add(
@@ -516,7 +346,7 @@ fn random_release(seed: u64, version: &str) -> Release {
             Vec::new()
         } else {
             let len = rng.below(300) as usize;
-            (0..len).map(|_| rng.next() as u8).collect()
+            (0..len).map(|_| rng.next_u64() as u8).collect()
         };
         contents.push(bytes.clone());
         let mode = *rng.pick(&MODES);
@@ -531,7 +361,7 @@ fn random_release(seed: u64, version: &str) -> Release {
 /// and plugin.json 1.0.0 only in A; `skills/b/b.md` and plugin.json 1.0.1
 /// only in B.
 struct Pair {
-    env: Env,
+    env: TestEnv,
     a: String,
     b: String,
     src_a: PathBuf,
@@ -547,7 +377,7 @@ fn pair() -> Pair {
 
 /// [`pair`], with an empty `skills/a/empty.md` in A when `empty` is set.
 fn pair_with(empty: bool) -> Pair {
-    let env = Env::new();
+    let env = TestEnv::new();
     let mut ra = Release::new("1.0.0");
     ra.add(SHARED, "shared between A and B\n".repeat(20), false);
     ra.add(SHARED_EXEC, "#!/bin/sh\necho shared tool\n", true);
@@ -559,7 +389,7 @@ fn pair_with(empty: bool) -> Pair {
     rb.add(SHARED, "shared between A and B\n".repeat(20), false);
     rb.add(SHARED_EXEC, "#!/bin/sh\necho shared tool\n", true);
     rb.add("skills/b/b.md", "only in release B\n".repeat(10), false);
-    let src_a = env.at("src-a");
+    let src_a = env.path("src-a");
     let a = env.add(&ra, "src-a");
     let b = env.add(&rb, "src-b");
     Pair { env, a, b, src_a }
@@ -571,7 +401,7 @@ fn pair_with(empty: bool) -> Pair {
 
 #[test]
 fn manifest_bytes_hash_to_the_digest() {
-    let env = Env::new();
+    let env = TestEnv::new();
     let mut expected_lists = Vec::new();
     let mut digests = Vec::new();
     for seed in 0..20u64 {
@@ -594,7 +424,7 @@ fn manifest_bytes_hash_to_the_digest() {
             .arg(r#""$0" show "$1" --manifest --store "$2" | sha256sum"#)
             .arg(util::bin())
             .arg(&d)
-            .arg(env.store())
+            .arg(&env.store)
             .env_remove("CESTORE_DIR")
             .output()
             .expect("run sh");
@@ -668,18 +498,22 @@ fn manifest_bytes_hash_to_the_digest() {
 
 #[test]
 fn show_reports_provenance_ingests_views_and_files() {
-    let env = Env::new();
+    let env = TestEnv::new();
     let mut release = Release::new("2.0.0");
     release.add("skills/a-b/y", "y\n", true);
     release.add("skills/a/x", "x\n", false);
     release.add("scripts/run.sh", "#!/bin/sh\n", true);
     release.add("assets/empty", "", false);
-    let src1 = env.at("src1");
-    let src2 = env.at("src2");
+    let src1 = env.path("src1");
+    let src2 = env.path("src2");
     release.write(&src1);
     release.write(&src2);
-    let d = env.ingest(&src1, "2.0.0");
-    assert_eq!(env.ingest(&src2, "2.0.0"), d, "same tree, same digest");
+    let d = env.ingest_digest(&src1, "2.0.0");
+    assert_eq!(
+        env.ingest_digest(&src2, "2.0.0"),
+        d,
+        "same tree, same digest"
+    );
 
     let v = env.json(["show", &d, "--json"]);
     let total: usize = release.files.values().map(|(b, _)| b.len()).sum();
@@ -710,12 +544,12 @@ fn show_reports_provenance_ingests_views_and_files() {
     assert!(v.get("files").is_none(), "files only with --files: {v}");
 
     // A third ingest counts too.
-    env.ingest(&src1, "2.0.0");
+    env.ingest_digest(&src1, "2.0.0");
     assert_eq!(env.json(["show", &d, "--json"])["ingest_count"], 3);
 
     // A live view is listed, in JSON and for people.
-    let view = env.at("view");
-    env.checkout(&d, &view);
+    let view = env.path("view");
+    env.checkout_ok(&d, &view, &[]);
     let v = env.json(["show", &d, "--json"]);
     let views = v["views"].as_array().expect("views");
     assert_eq!(views.len(), 1, "{v}");
@@ -823,15 +657,15 @@ fn show_reports_provenance_ingests_views_and_files() {
 
 #[test]
 fn show_ambiguous_prefix_exits_5() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     let mut by_first: BTreeMap<char, Vec<String>> = BTreeMap::new();
     let mut shared = None;
     for i in 0..17 {
         let release = Release::new(&format!("3.0.{i}"));
         remove_tree(&src);
         release.write(&src);
-        let d = env.ingest(&src, &release.version);
+        let d = env.ingest_digest(&src, &release.version);
         let first = d.chars().next().expect("digest");
         let slot = by_first.entry(first).or_default();
         slot.push(d);
@@ -875,7 +709,7 @@ fn show_ambiguous_prefix_exits_5() {
 
 #[test]
 fn list_log_and_find_answer_from_the_catalogue() {
-    let env = Env::new();
+    let env = TestEnv::new();
     // A 1.0.0; B and C both 1.1.0 with other files. "ab" bytes are in A
     // (plain) and B (executable) only; the path skills/a/ab.md is in A and C.
     let mut ra = Release::new("1.0.0");
@@ -890,12 +724,11 @@ fn list_log_and_find_answer_from_the_catalogue() {
 
     let user = "auditor-7";
     let ingest = |rel: &str, r: &Release| -> String {
-        let src = env.at(rel);
+        let src = env.path(rel);
         if !src.exists() {
             r.write(&src);
         }
         let out = env
-            .t
             .cmd([
                 OsStr::new("ingest"),
                 src.as_os_str(),
@@ -919,7 +752,7 @@ fn list_log_and_find_answer_from_the_catalogue() {
     assert_eq!(a, a2);
 
     // list, with filters.
-    assert_eq!(env.digests_listed(), vec![a.clone(), b.clone(), c.clone()]);
+    assert_eq!(env.listed(), vec![a.clone(), b.clone(), c.clone()]);
     let listed = |args: &[&str]| -> Vec<String> {
         let mut full = vec!["list", "--json"];
         full.extend_from_slice(args);
@@ -966,7 +799,7 @@ fn list_log_and_find_answer_from_the_catalogue() {
     assert_eq!(events.len(), expected.len(), "{v}");
     for (e, (d, src)) in events.iter().zip(expected) {
         assert_eq!(e["manifest_digest"], d.as_str(), "{e}");
-        assert_eq!(e["source"], s(&env.at(src)), "{e}");
+        assert_eq!(e["source"], s(&env.path(src)), "{e}");
         assert_eq!(e["host"], host.as_str(), "{e}");
         assert_eq!(e["user"], user, "{e}");
         assert_eq!(e["tool_version"], tool.as_str(), "{e}");
@@ -985,14 +818,14 @@ fn list_log_and_find_answer_from_the_catalogue() {
         .iter()
         .map(|e| e["source"].as_str().unwrap())
         .collect();
-    assert_eq!(sources, vec![s(&env.at("src-a")), s(&env.at("src-a2"))]);
+    assert_eq!(sources, vec![s(&env.path("src-a")), s(&env.path("src-a2"))]);
     let out = env.run(["log", &b]);
     assert_ok(&out);
     let human = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(human.lines().count(), 1, "{human}");
     for part in [
         b.clone(),
-        s(&env.at("src-b")),
+        s(&env.path("src-b")),
         format!("{user}@{host}"),
         tool.clone(),
     ] {
@@ -1100,24 +933,24 @@ fn verify_is_clean_after_ingesting_empty_files() {
     // Zero-length files (plain and executable) in an undamaged store: verify
     // must be silent, gc must find nothing to remove, and a repeat ingest
     // must store nothing new.
-    let env = Env::new();
+    let env = TestEnv::new();
     let mut r = Release::new("1.0.0");
     r.add("skills/ce-plan/empty.md", "", false);
     r.add("scripts/empty.sh", "", true);
-    let src = env.at("src");
+    let src = env.path("src");
     r.write(&src);
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     assert_eq!(env.files(&d).iter().filter(|f| f.size == 0).count(), 2);
     env.verify_clean(&[]);
     let v = env.json(["gc", "--dry-run", "--json"]);
     assert_eq!(v["objects"], json!([]), "gc would remove: {v}");
     env.json(["gc", "--json"]);
-    let again = env.t.ingest(&src, "1.0.0");
+    let again = env.ingest(&src, "1.0.0");
     assert_eq!(again["ingest"]["already_present"], true);
     assert_eq!(again["ingest"]["new_objects"], 0, "{again}");
     env.verify_clean(&[]);
-    let view = env.at("view");
-    env.checkout(&d, &view);
+    let view = env.path("view");
+    env.checkout_ok(&d, &view, &[]);
     assert_eq!(fs::read(view.join("scripts/empty.sh")).unwrap(), b"");
     assert_eq!(mode_of(&view.join("scripts/empty.sh")), 0o555);
 }
@@ -1201,10 +1034,10 @@ fn verify_finds_a_deleted_object() {
 fn verify_finds_a_chmod_through_a_view() {
     let p = pair();
     let env = &p.env;
-    let view_a = env.at("view-a");
-    let view_b = env.at("view-b");
-    env.checkout(&p.a, &view_a);
-    env.checkout(&p.b, &view_b);
+    let view_a = env.path("view-a");
+    let view_b = env.path("view-b");
+    env.checkout_ok(&p.a, &view_a, &[]);
+    env.checkout_ok(&p.b, &view_b, &[]);
     env.verify_clean(&[]);
     let only_a = env.object(&env.file(&p.a, ONLY_A));
     let shared = env.object(&env.file(&p.a, SHARED));
@@ -1241,10 +1074,10 @@ fn verify_finds_a_chmod_through_a_view() {
 fn verify_finds_a_leftover_temporary_file() {
     let p = pair();
     let env = &p.env;
-    let leftover = env.store().join("tmp/ingest-999999-x");
+    let leftover = env.store.join("tmp/ingest-999999-x");
     write(&leftover.join("partial"), "half an object");
     // A work directory whose owner is alive (holds its flock) is not garbage.
-    let live = env.store().join("tmp/ingest-1-live");
+    let live = env.store.join("tmp/ingest-1-live");
     fs::create_dir(&live).expect("create live work dir");
     let held = fs::File::open(&live).expect("open live work dir");
     rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).expect("flock");
@@ -1270,7 +1103,7 @@ fn verify_finds_an_orphan_object() {
     let p = pair();
     let env = &p.env;
     let bytes = b"no snapshot uses these bytes\n";
-    let orphan = object_path(env.store(), &sha_hex(bytes), false);
+    let orphan = object_path(&env.store, &sha_hex(bytes), false);
     fs::write(&orphan, bytes).expect("write orphan");
     chmod(&orphan, 0o444);
 
@@ -1291,7 +1124,7 @@ fn verify_finds_a_catalogue_row_pointing_at_a_missing_object() {
     let original = env.file(&p.a, ONLY_A);
     let bogus = sha_hex(b"bytes the store never held");
     let n = python_sql(
-        env.store(),
+        &env.store,
         "UPDATE files SET sha256 = ? WHERE path = ? \
          AND snapshot_id = (SELECT id FROM snapshots WHERE digest = ?)",
         &[&bogus, ONLY_A, &p.a],
@@ -1304,11 +1137,11 @@ fn verify_finds_a_catalogue_row_pointing_at_a_missing_object() {
 
     let (code, v) = env.verify(&[]);
     assert_eq!(code, 1);
-    let missing = object_path(env.store(), &bogus, false);
+    let missing = object_path(&env.store, &bogus, false);
     let pm = problem(&v, "missing-object", &s(&missing));
     assert_eq!(pm["severity"], "corruption");
     assert_eq!(str_set(&pm["snapshots"]), set([&p.a]));
-    let catalogue = s(&env.store().join("catalogue.sqlite"));
+    let catalogue = s(&env.store.join("catalogue.sqlite"));
     let pc = problem(&v, "catalogue-mismatch", &catalogue);
     assert_eq!(pc["severity"], "corruption");
     assert_eq!(str_set(&pc["snapshots"]), set([&p.a]));
@@ -1404,8 +1237,8 @@ struct TreeCase {
 impl TreeCase {
     fn new() -> TreeCase {
         let p = pair_with(true);
-        let view = p.env.at("view");
-        p.env.checkout(&p.a, &view);
+        let view = p.env.path("view");
+        p.env.checkout_ok(&p.a, &view, &[]);
         TreeCase {
             p,
             view,
@@ -1415,7 +1248,7 @@ impl TreeCase {
 
     fn copy(&self) -> PathBuf {
         self.n.set(self.n.get() + 1);
-        let dst = self.p.env.at(&format!("copy-{}", self.n.get()));
+        let dst = self.p.env.path(&format!("copy-{}", self.n.get()));
         writable_copy(&self.view, &dst);
         dst
     }
@@ -1526,7 +1359,7 @@ fn verify_tree_finds_a_symlink_in_place_of_a_file() {
     let c = TreeCase::new();
     let copy = c.copy();
     // Even a symlink to the right bytes is refused.
-    let target = c.p.env.at("same-bytes.md");
+    let target = c.p.env.path("same-bytes.md");
     fs::copy(copy.join(SHARED), &target).expect("copy");
     fs::remove_file(copy.join(SHARED)).expect("remove");
     symlink(&target, copy.join(SHARED)).expect("symlink");
@@ -1573,7 +1406,7 @@ fn gc_after_rm_removes_exactly_the_unused_objects() {
     assert!(gone.len() >= 2 && gone.len() < objects_a.len(), "{gone:?}");
     let gone_paths: BTreeSet<String> = gone
         .keys()
-        .map(|(sha, x)| s(&object_path(env.store(), sha, *x)))
+        .map(|(sha, x)| s(&object_path(&env.store, sha, *x)))
         .collect();
     let gone_bytes: u64 = gone.values().sum();
 
@@ -1582,7 +1415,7 @@ fn gc_after_rm_removes_exactly_the_unused_objects() {
     assert_eq!(v["objects"], json!([]));
     let v = env.json(["rm", &p.a, "--json"]);
     assert_eq!(v["manifest_digest"], p.a.as_str());
-    assert_eq!(env.digests_listed(), vec![p.b.clone()]);
+    assert_eq!(env.listed(), vec![p.b.clone()]);
     assert_exit(&env.run(["show", &p.a]), 4);
 
     // The dry run reports the set and removes nothing.
@@ -1606,7 +1439,7 @@ fn gc_after_rm_removes_exactly_the_unused_objects() {
         assert!(!Path::new(path).exists(), "gc left {path}");
     }
     for (sha, x) in objects_b.keys() {
-        assert!(object_path(env.store(), sha, *x).exists());
+        assert!(object_path(&env.store, sha, *x).exists());
     }
 
     let again = env.json(["gc", "--json"]);
@@ -1624,15 +1457,15 @@ fn rm_refuses_while_a_view_is_recorded() {
     let p = pair();
     let env = &p.env;
     let files_a = env.files(&p.a);
-    let view = env.at("view-a");
-    env.checkout(&p.a, &view);
+    let view = env.path("view-a");
+    env.checkout_ok(&p.a, &view, &[]);
 
     let err = assert_exit(&env.run(["rm", &p.a]), 6);
     assert!(err.contains(&s(&view)), "{err}");
     let out = env.run(["rm", &p.a, "--json"]);
     assert_exit(&out, 6);
     assert_eq!(parse_json(&out)["error"]["kind"], "conflict");
-    assert_eq!(env.digests_listed(), vec![p.a.clone(), p.b.clone()]);
+    assert_eq!(env.listed(), vec![p.a.clone(), p.b.clone()]);
 
     // gc keeps every object of a snapshot with a recorded view.
     let v = env.json(["gc", "--json"]);
@@ -1646,7 +1479,7 @@ fn rm_refuses_while_a_view_is_recorded() {
     // --force forgets the snapshot and its view record; the view stays.
     let v = env.json(["rm", &p.a, "--force", "--json"]);
     assert_eq!(v["views_forgotten"], json!([s(&view)]));
-    assert_eq!(env.digests_listed(), vec![p.b.clone()]);
+    assert_eq!(env.listed(), vec![p.b.clone()]);
     let v = env.json(["gc", "--json"]);
     assert!(!v["objects"].as_array().unwrap().is_empty(), "{v}");
     for f in &files_a {
@@ -1666,17 +1499,17 @@ fn gc_removes_leftovers_and_orphan_shared_views() {
     let live_view = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     assert!(live_view.is_dir(), "{}", live_view.display());
 
-    let leftover = env.store().join("tmp/ingest-999999-x");
+    let leftover = env.store.join("tmp/ingest-999999-x");
     write(&leftover.join("partial"), "half an object");
-    let held_dir = env.store().join("tmp/ingest-1-live");
+    let held_dir = env.store.join("tmp/ingest-1-live");
     fs::create_dir(&held_dir).expect("create live work dir");
     let held = fs::File::open(&held_dir).expect("open live work dir");
     rustix::fs::flock(&held, rustix::fs::FlockOperation::LockExclusive).expect("flock");
     let unknown = sha_hex(b"a digest no snapshot has");
-    let orphan_view = env.store().join("views").join(&unknown);
+    let orphan_view = env.store.join("views").join(&unknown);
     write(&orphan_view.join("skills/x.md"), "x");
     let bytes = b"orphan object\n";
-    let orphan = object_path(env.store(), &sha_hex(bytes), true);
+    let orphan = object_path(&env.store, &sha_hex(bytes), true);
     fs::write(&orphan, bytes).expect("write orphan");
     chmod(&orphan, 0o555);
 
@@ -1736,11 +1569,11 @@ fn race_release(k: usize, j: usize) -> Release {
 
 #[test]
 fn gc_racing_ingests_loses_nothing() {
-    let env = Env::new();
+    let env = TestEnv::new();
     let mut kept = BTreeSet::new();
     for k in 0..5 {
         for j in 0..3 {
-            race_release(k, j).write(&env.at(&format!("r-{k}-{j}")));
+            race_release(k, j).write(&env.path(&format!("r-{k}-{j}")));
         }
         // A decoy with the round's shared files, ingested then forgotten, so
         // gc wants to remove exactly what the round's ingests reuse.
@@ -1758,11 +1591,11 @@ fn gc_racing_ingests_loses_nothing() {
         for slot in 0..4 {
             // gc starts first, second, third or last in turn.
             let mut cmd = if slot == k % 4 {
-                env.t.cmd(["gc", "--json"])
+                env.cmd(["gc", "--json"])
             } else {
                 let j = if slot < k % 4 { slot } else { slot - 1 };
-                let src = env.at(&format!("r-{k}-{j}"));
-                env.t.cmd([
+                let src = env.path(&format!("r-{k}-{j}"));
+                env.cmd([
                     OsStr::new("ingest"),
                     src.as_os_str(),
                     OsStr::new("--version"),
@@ -1795,7 +1628,7 @@ fn gc_racing_ingests_loses_nothing() {
         assert!(corrupt.is_empty(), "round {k}: {v:#}");
     }
     assert_eq!(kept.len(), 15);
-    let listed: BTreeSet<String> = env.digests_listed().into_iter().collect();
+    let listed: BTreeSet<String> = env.listed().into_iter().collect();
     assert_eq!(listed, kept);
 
     let (_, v) = env.verify(&[]);
@@ -1806,8 +1639,8 @@ fn gc_racing_ingests_loses_nothing() {
     env.json(["gc", "--json"]);
     env.verify_clean(&[]);
     for (i, d) in kept.iter().enumerate() {
-        let view = env.at(&format!("co-{i}"));
-        env.checkout(d, &view);
+        let view = env.path(&format!("co-{i}"));
+        env.checkout_ok(d, &view, &[]);
         let (code, diffs) = env.verify_tree(&view, d);
         assert_eq!((code, diffs), (0, json!([])), "{d}");
     }
@@ -1844,11 +1677,11 @@ fn expected_changes(a: &Release, b: &Release) -> Vec<Value> {
 
 #[test]
 fn diff_lists_exactly_the_changes() {
-    let env = Env::new();
+    let env = TestEnv::new();
     for seed in [3u64, 11, 42] {
         let a = random_release(100 + seed, "5.0.0");
         let mut b = a.clone();
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let mut extra: Vec<String> = a
             .files
             .keys()
@@ -1970,7 +1803,7 @@ fn real_release(root: &Path, version: &str, salt: u64) {
 /// Three real-size releases: A (1.0.0) and B (1.1.0) stored, C (2.0.0)
 /// only digested, its source kept.
 struct Results {
-    env: Env,
+    env: TestEnv,
     a: String,
     b: String,
     c: String,
@@ -1978,14 +1811,14 @@ struct Results {
 }
 
 fn three_releases() -> Results {
-    let env = Env::new();
+    let env = TestEnv::new();
     let salt = crate::remote::salt();
-    let (src_a, src_b, src_c) = (env.at("rel-a"), env.at("rel-b"), env.at("rel-c"));
+    let (src_a, src_b, src_c) = (env.path("rel-a"), env.path("rel-b"), env.path("rel-c"));
     real_release(&src_a, "1.0.0", salt);
     real_release(&src_b, "1.1.0", salt ^ 0x5555);
     real_release(&src_c, "2.0.0", salt ^ 0xaaaa);
-    let a = env.ingest(&src_a, "1.0.0");
-    let b = env.ingest(&src_b, "1.1.0");
+    let a = env.ingest_digest(&src_a, "1.0.0");
+    let b = env.ingest_digest(&src_b, "1.1.0");
     let digested = env.json([
         OsStr::new("digest"),
         src_c.as_os_str(),
@@ -1997,7 +1830,7 @@ fn three_releases() -> Results {
         .as_str()
         .expect("digest")
         .to_string();
-    assert_eq!(env.digests_listed().len(), 2);
+    assert_eq!(env.listed().len(), 2);
     Results {
         env,
         a,
@@ -2057,7 +1890,7 @@ fn results_text(r: &Results) -> String {
 }
 
 /// `audit ARGS --store STORE`: the exit code and stdout.
-fn audit(env: &Env, args: &[&OsStr]) -> (i32, String) {
+fn audit(env: &TestEnv, args: &[&OsStr]) -> (i32, String) {
     let mut all = vec![OsStr::new("audit")];
     all.extend_from_slice(args);
     let out = env.run(&all);
@@ -2137,7 +1970,7 @@ const VERDICT: &str = "FAIL: 3 digests (1 ok, 1 unknown, 1 version-mismatch), 3 
 #[test]
 fn audit_names_every_digest_status_and_row_problem() {
     let r = three_releases();
-    let file = r.env.at("results.jsonl");
+    let file = r.env.path("results.jsonl");
     write(&file, results_text(&r));
 
     // People: one line per digest, its notes, the problems, the verdict.
@@ -2300,7 +2133,7 @@ fn audit_names_every_digest_status_and_row_problem() {
     assert_eq!(md_lines.len(), 15, "{md}");
 
     // A clean file passes with exit 0, and the store was only read.
-    let clean = r.env.at("clean.jsonl");
+    let clean = r.env.path("clean.jsonl");
     write(
         &clean,
         format!(
@@ -2316,7 +2149,7 @@ fn audit_names_every_digest_status_and_row_problem() {
         human.lines().last(),
         Some("PASS: 2 digests (2 ok), 0 row problems, 0 malformed lines in 3 rows")
     );
-    assert_eq!(r.env.digests_listed().len(), 2);
+    assert_eq!(r.env.listed().len(), 2);
 }
 
 /// The report with the inputs' names and formats left out, to compare
@@ -2338,13 +2171,13 @@ fn without_inputs(mut v: Value) -> Value {
 fn audit_reads_gzip_zstd_and_standard_input_alike() {
     let r = three_releases();
     let text = results_text(&r);
-    let plain = r.env.at("results.jsonl");
+    let plain = r.env.path("results.jsonl");
     write(&plain, &text);
-    let gz = r.env.at("results.jsonl.gz");
+    let gz = r.env.path("results.jsonl.gz");
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(text.as_bytes()).unwrap();
     write(&gz, enc.finish().unwrap());
-    let zst = r.env.at("results.jsonl.zst");
+    let zst = r.env.path("results.jsonl.zst");
     write(&zst, zstd::encode_all(text.as_bytes(), 3).unwrap());
 
     let report = |file: &Path| {
@@ -2366,7 +2199,6 @@ fn audit_reads_gzip_zstd_and_standard_input_alike() {
     // Standard input, as `-`.
     let mut child = r
         .env
-        .t
         .cmd(["audit", "-", "--json"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -2397,7 +2229,7 @@ fn audit_reads_gzip_zstd_and_standard_input_alike() {
     ), "{human}");
 
     // A damaged compressed file is an error that names it.
-    let bad = r.env.at("bad.jsonl.zst");
+    let bad = r.env.path("bad.jsonl.zst");
     write(&bad, b"not zstd at all");
     let out = r
         .env
@@ -2417,7 +2249,7 @@ fn audit_reads_dotted_fields_of_nested_provenance() {
                "manifest_schema_version": 1, "manifest_digest": digest,
                "file_count": 404, "total_bytes": 1})
     };
-    let file = r.env.at("nested.jsonl");
+    let file = r.env.path("nested.jsonl");
     write(
         &file,
         [
@@ -2483,7 +2315,7 @@ fn audit_reads_dotted_fields_of_nested_provenance() {
 #[test]
 fn audit_verify_names_a_flipped_object_and_its_digest() {
     let r = three_releases();
-    let file = r.env.at("results.jsonl");
+    let file = r.env.path("results.jsonl");
     write(
         &file,
         format!(
@@ -2554,7 +2386,7 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
     assert_eq!(c, r.c);
     other.json(["push", &c, &repo, "--plain-http", "--json"]);
 
-    let file = r.env.at("results.jsonl");
+    let file = r.env.path("results.jsonl");
     write(&file, results_text(&r));
     let out = r.env.run([
         OsStr::new("audit"),
@@ -2578,7 +2410,7 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
     assert_eq!(cd["pulled"], true);
     assert_eq!(cd["version"], "2.0.0");
     assert_eq!(cd["pull_error"], Value::Null);
-    assert_eq!(r.env.digests_listed().len(), 3);
+    assert_eq!(r.env.listed().len(), 3);
     r.env.verify_clean(&[&r.c]);
     let log = r.env.json(["log", &r.c, "--json"]);
     let events: Vec<&str> = log["ingests"]
@@ -2591,7 +2423,7 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
 
     // Now stored, C is ok; a digest the registry lacks stays unknown, with why.
     let missing = "0".repeat(64);
-    let extra = r.env.at("missing.jsonl");
+    let extra = r.env.path("missing.jsonl");
     write(
         &extra,
         format!(
@@ -2627,8 +2459,8 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
 
 #[test]
 fn audit_bounds_what_it_lists_and_holds() {
-    let env = Env::new();
-    let file = env.at("noisy.jsonl");
+    let env = TestEnv::new();
+    let file = env.path("noisy.jsonl");
     let mut text = String::new();
     // One line of 2 MiB, 1,500 malformed lines, then a row.
     text.push_str(&format!("{{\"arm\": \"{}\"}}\n", "x".repeat(2 << 20)));
@@ -2638,10 +2470,10 @@ fn audit_bounds_what_it_lists_and_holds() {
     text.push_str(&harness_row("baseline", 1, None, None));
     text.push('\n');
     write(&file, &text);
-    fs::create_dir_all(env.store()).unwrap();
-    let minimal = env.at("min");
+    fs::create_dir_all(&env.store).unwrap();
+    let minimal = env.path("min");
     util::minimal_plugin(&minimal, "1.0.0");
-    env.ingest(&minimal, "1.0.0");
+    env.ingest_digest(&minimal, "1.0.0");
     let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
     // Malformed lines are listed, not fatal: the one row passes.
     assert_exit(&out, 0);
@@ -2673,7 +2505,7 @@ fn audit_bounds_what_it_lists_and_holds() {
     );
 
     // Nothing but malformed lines is no results file: it fails.
-    let garbage = env.at("garbage.jsonl");
+    let garbage = env.path("garbage.jsonl");
     write(&garbage, "a,b,c\n1,2,3\n");
     let (code, human) = audit(&env, &[garbage.as_os_str()]);
     assert_eq!(code, 1, "{human}");
@@ -2686,7 +2518,7 @@ fn audit_bounds_what_it_lists_and_holds() {
 /// `cestore audit ARGS --store STORE` under `ulimit -v KIB` (address space,
 /// so that an allocation past it fails the run), stdout to `out`; the exit
 /// code.
-fn audit_within(env: &Env, kib: u64, args: &[&OsStr], out: &Path) -> i32 {
+fn audit_within(env: &TestEnv, kib: u64, args: &[&OsStr], out: &Path) -> i32 {
     let status = Command::new("sh")
         .arg("-c")
         .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
@@ -2694,7 +2526,7 @@ fn audit_within(env: &Env, kib: u64, args: &[&OsStr], out: &Path) -> i32 {
         .arg("audit")
         .args(args)
         .arg("--store")
-        .arg(env.store())
+        .arg(&env.store)
         .env_remove("CESTORE_DIR")
         .stdout(fs::File::create(out).unwrap())
         .status()
@@ -2704,14 +2536,14 @@ fn audit_within(env: &Env, kib: u64, args: &[&OsStr], out: &Path) -> i32 {
 
 #[test]
 fn audit_cuts_every_value_it_takes_from_a_row() {
-    let env = Env::new();
-    let minimal = env.at("min");
+    let env = TestEnv::new();
+    let minimal = env.path("min");
     util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest(&minimal, "1.0.0");
+    let stored = env.ingest_digest(&minimal, "1.0.0");
     // 1,000 rows of a 1,000,000-character arm (a ~1 MB .gz): each row is an
     // arm-mismatch (a non-CE arm with a digest) quoting its arm.
     let arm = "x".repeat(1_000_000);
-    let file = env.at("long.jsonl.gz");
+    let file = env.path("long.jsonl.gz");
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     for run in 0..1000 {
         let version = format!("1.0.0-{}", "v".repeat(200));
@@ -2723,7 +2555,7 @@ fn audit_cuts_every_value_it_takes_from_a_row() {
 
     // Held and written bounded: under 64 MiB of address space, and a report
     // of well under 1 MB (before, 990 MB of memory and 1 GB of JSON).
-    let report = env.at("long.json");
+    let report = env.path("long.json");
     let code = audit_within(
         &env,
         64 << 10,
@@ -2777,7 +2609,7 @@ fn audit_cuts_every_value_it_takes_from_a_row() {
     assert!(!human.contains(&"x".repeat(81)));
 
     // A malformed digest is quoted cut too.
-    let bad = env.at("bad-digest.jsonl");
+    let bad = env.path("bad-digest.jsonl");
     let long_digest = "Z".repeat(5000);
     write(
         &bad,
@@ -2800,17 +2632,17 @@ fn audit_cuts_every_value_it_takes_from_a_row() {
 
 #[test]
 fn audit_holds_a_few_dozen_bytes_per_digest() {
-    let env = Env::new();
-    let minimal = env.at("min");
+    let env = TestEnv::new();
+    let minimal = env.path("min");
     util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest(&minimal, "1.0.0");
+    let stored = env.ingest_digest(&minimal, "1.0.0");
     // 100,000 distinct digests, one row each; then the first again twice,
     // claiming another version from another arm, and the stored one.
     const N: u64 = 100_000;
     let digest = |i: u64| {
         ManifestDigest::from_bytes(Sha256::digest(i.to_string().as_bytes()).into()).to_hex()
     };
-    let file = env.at("many.jsonl");
+    let file = env.path("many.jsonl");
     let mut text = String::with_capacity(300 * N as usize);
     for run in 0..N {
         // harness_row's fields, written directly: json! is slow here.
@@ -2842,7 +2674,7 @@ fn audit_holds_a_few_dozen_bytes_per_digest() {
     // 100,000 digests under 64 MiB of address space, the program and its
     // 4 MiB read buffer included: before, each digest cost about 1.4 KB
     // (140 MB here).
-    let out = env.at("many.txt");
+    let out = env.path("many.txt");
     let code = audit_within(&env, 64 << 10, &[file.as_os_str()], &out);
     let human = fs::read_to_string(&out).unwrap();
     assert_eq!(
@@ -2916,10 +2748,10 @@ fn audit_holds_a_few_dozen_bytes_per_digest() {
 
 #[test]
 fn audit_names_a_line_that_is_not_utf8() {
-    let env = Env::new();
-    let minimal = env.at("min");
+    let env = TestEnv::new();
+    let minimal = env.path("min");
     util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest(&minimal, "1.0.0");
+    let stored = env.ingest_digest(&minimal, "1.0.0");
     // A ce_* row whose digest holds one 0xff byte, after a good row.
     let good = harness_row("ce_review", 1, Some("1.0.0"), Some(&stored));
     let mut bad = harness_row("ce_review", 2, Some("1.0.0"), Some(&"a".repeat(64))).into_bytes();
@@ -2929,7 +2761,7 @@ fn audit_names_a_line_that_is_not_utf8() {
         .unwrap()
         + 10;
     bad[at] = 0xff;
-    let file = env.at("ff.jsonl");
+    let file = env.path("ff.jsonl");
     let mut data = format!("{good}\n").into_bytes();
     data.extend_from_slice(&bad);
     data.push(b'\n');
@@ -2954,10 +2786,10 @@ fn audit_names_a_line_that_is_not_utf8() {
 
 #[test]
 fn audit_fails_an_input_with_no_row_or_none_of_the_fields() {
-    let env = Env::new();
-    let minimal = env.at("min");
+    let env = TestEnv::new();
+    let minimal = env.path("min");
     util::minimal_plugin(&minimal, "1.0.0");
-    env.ingest(&minimal, "1.0.0");
+    env.ingest_digest(&minimal, "1.0.0");
     let no_row = "FAIL: no line is a row (a JSON object): 0 digests (none), 0 row problems";
     let no_field = "FAIL: no row carries ce_plugin_manifest_digest, ce_plugin_version or arm (see --digest-field, --version-field, --arm-field): 0 digests (none), 0 row problems, 0 malformed lines in";
     for (name, text, verdict) in [
@@ -2987,7 +2819,7 @@ fn audit_fails_an_input_with_no_row_or_none_of_the_fields() {
             format!("{no_field} 1 row"),
         ),
     ] {
-        let file = env.at(name);
+        let file = env.path(name);
         write(&file, text);
         let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
         assert_exit(&out, 1);
@@ -3001,7 +2833,6 @@ fn audit_fails_an_input_with_no_row_or_none_of_the_fields() {
     }
     // Standard input alike.
     let mut child = env
-        .t
         .cmd(["audit", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -3015,18 +2846,18 @@ fn audit_fails_an_input_with_no_row_or_none_of_the_fields() {
     // A row with any one of the fields, even null, is audited: a non-CE
     // arm's row passes; so does a file of rows that name the fields nested
     // when told where they are.
-    let arm_only = env.at("arm-only.jsonl");
+    let arm_only = env.path("arm-only.jsonl");
     write(&arm_only, "{\"arm\": \"baseline\"}\n{\"foo\": 1}\n");
     let (code, human) = audit(&env, &[arm_only.as_os_str()]);
     assert_eq!(code, 0, "{human}");
     assert!(
         human.ends_with("PASS: 0 digests (none), 0 row problems, 0 malformed lines in 2 rows\n")
     );
-    let nulls = env.at("nulls.jsonl");
+    let nulls = env.path("nulls.jsonl");
     write(&nulls, "{\"ce_plugin_manifest_digest\": null}\n");
     let (code, _) = audit(&env, &[nulls.as_os_str()]);
     assert_eq!(code, 0);
-    let nested = env.at("nested.jsonl");
+    let nested = env.path("nested.jsonl");
     let (code, human) = audit(
         &env,
         &[

@@ -2,18 +2,15 @@
 //! `import --check`, `push REG/REPO:TAG`, `--help` and `--version` beside
 //! usage errors, and messages that name the thing and the next step.
 
-use std::ffi::OsStr;
 use std::fs;
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::util::{self, assert_exit, assert_ok, minimal_plugin, parse_json, write, TestEnv};
-
-fn os(s: &str) -> &OsStr {
-    OsStr::new(s)
-}
+use crate::util::{
+    self, assert_exit, assert_ok, minimal_plugin, os, parse_json, sha_hex, write, TestEnv,
+};
 
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -50,10 +47,7 @@ fn find_takes_object_prefixes_directories_and_globs() {
     let b = env.ingest_digest(&b_src, "1.1.0");
 
     // A unique prefix of a content's SHA-256, as docs/audit.md shows.
-    let sha = |s: &[u8]| {
-        use sha2::{Digest, Sha256};
-        format!("{:x}", Sha256::digest(s))
-    };
+    let sha = sha_hex;
     let deep = sha(b"deep\n");
     assert_eq!(
         found(&env, &["--object", &deep[..8]]),

@@ -27,10 +27,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::util::{assert_ok, minimal_plugin, oracle_snapshot, parse_json, write, TestEnv};
+use crate::util::{
+    assert_ok, digest_of, minimal_plugin, oracle_snapshot, parse_json, write, TestEnv,
+};
 
 /// The Python the mount helpers run with: Debian's, where `python3-fusepy` goes.
 const PYTHON: &str = "/usr/bin/python3";
@@ -283,13 +284,6 @@ fn expected_digest(root: &Path) -> String {
         .collect();
     let manifest = format!(r#"{{"files":[{}],"schema_version":1}}"#, entries.join(","));
     format!("{:x}", Sha256::digest(manifest.as_bytes()))
-}
-
-fn digest_of(v: &Value) -> String {
-    v["provenance"]["manifest_digest"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no digest in {v}"))
-        .to_string()
 }
 
 /// What `ingest`, `digest` and `stage` report for `src` now; each must be

@@ -37,7 +37,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::fs;
-use std::io::{Read, Write as _};
+use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::os::unix::process::ExitStatusExt;
@@ -48,10 +48,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
+use crate::gen::Rng;
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, write, TestEnv,
+    self, assert_exit, assert_ok, assert_sane, cestore, chmod, describe, digest_of, exists, finish,
+    minimal_plugin, mkfifo, mode_of, names_in, parse_json, problems, run_within, sha_hex, write,
+    TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -79,200 +81,45 @@ pub(crate) fn scale(ci: usize, long: usize) -> usize {
     }
 }
 
-/// splitmix64: small, seedable, good enough to pick delays and orders.
-struct Rng(u64);
-
-impl Rng {
-    /// A generator seeded from `CESTORE_HARDENING_SEED` or the clock; prints the seed.
-    fn seeded(test: &str) -> Rng {
-        let seed = std::env::var("CESTORE_HARDENING_SEED")
-            .ok()
-            .and_then(|s| {
-                let s = s.trim();
-                match s.strip_prefix("0x") {
-                    Some(hex) => u64::from_str_radix(hex, 16).ok(),
-                    None => s.parse().ok(),
-                }
-            })
-            .unwrap_or_else(|| {
-                let t = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .expect("clock")
-                    .as_nanos() as u64;
-                t ^ u64::from(std::process::id()).rotate_left(32)
-            });
-        eprintln!("{test}: seed {seed:#x} (replay with CESTORE_HARDENING_SEED={seed:#x})");
-        Rng(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.below(i as u64 + 1) as usize;
-            v.swap(i, j);
-        }
-    }
-}
-
-/// Waits for a spawned child with piped streams, killing it and failing
-/// after `limit`: a hang is a failure, never a stuck test binary.
-fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut v);
+/// A generator seeded from `CESTORE_HARDENING_SEED` or the clock; prints the
+/// seed, so that a failing run can be replayed.
+fn seeded_rng(test: &str) -> Rng {
+    let seed = std::env::var("CESTORE_HARDENING_SEED")
+        .ok()
+        .and_then(|s| {
+            let s = s.trim();
+            match s.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16).ok(),
+                None => s.parse().ok(),
             }
-            v
         })
-    };
-    let out = drain(
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let err = drain(
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn Read + Send>),
-    );
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for a child") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {limit:?}: it hangs");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    Output {
-        status,
-        stdout: out.join().expect("stdout reader"),
-        stderr: err.join().expect("stderr reader"),
-    }
+        .unwrap_or_else(|| {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_nanos() as u64;
+            t ^ u64::from(std::process::id()).rotate_left(32)
+        });
+    eprintln!("{test}: seed {seed:#x} (replay with CESTORE_HARDENING_SEED={seed:#x})");
+    Rng::new(seed)
 }
 
-/// Runs a command under a deadline and checks that it neither panicked nor
-/// died by a signal.
-fn run_within(mut cmd: Command, limit: Duration, what: &str) -> Output {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
-    let out = finish(child, limit, what);
-    assert_sane(&out, what);
-    out
+/// A test environment whose commands must finish within `LONG`, without a
+/// panic or a death by signal.
+fn hardened_env() -> TestEnv {
+    TestEnv::new().within(LONG)
 }
 
-/// No panic message, no death by signal (a stack overflow aborts).
-fn assert_sane(out: &Output, what: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("panicked"), "{what} panicked:\n{stderr}");
-    assert!(
-        out.status.code().is_some(),
-        "{what} died by signal {:?}:\n{stderr}",
-        out.status.signal()
-    );
+/// The paths of a snapshot's recorded views.
+fn view_paths(env: &TestEnv, digest: &str) -> Vec<String> {
+    env.views(digest)
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
 }
 
-/// A `cestore ARGS --store STORE` command, with `$CESTORE_DIR` removed.
-fn cestore<I, S>(store: &Path, args: I) -> Command
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    let mut cmd = Command::new(util::bin());
-    cmd.args(args)
-        .arg("--store")
-        .arg(store)
-        .env_remove("CESTORE_DIR");
-    cmd
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// A test directory (canonical path) with a store inside it; removed on
-/// drop even though views leave read-only directories behind.
-struct Env {
-    t: TestEnv,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env { t: TestEnv::new() }
-    }
-
-    /// An environment whose store lives at `store` (e.g. on a tmpfs).
-    fn with_store(store: PathBuf) -> Env {
-        let mut env = Env::new();
-        env.t.store = store;
-        env
-    }
-
-    fn at(&self, rel: &str) -> PathBuf {
-        self.t.base.join(rel)
-    }
-
-    fn store(&self) -> &Path {
-        &self.t.store
-    }
-
-    fn cmd<I, S>(&self, args: I) -> Command
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        cestore(self.store(), args)
-    }
-
-    fn run<I, S>(&self, args: I) -> Output
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        run_within(self.cmd(args), LONG, "cestore")
-    }
-
-    /// Runs a command that must succeed and parses its JSON.
-    fn json<I, S>(&self, args: I) -> Value
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        let out = self.run(args);
-        assert_ok(&out);
-        let v = parse_json(&out);
-        assert_eq!(v["ok"], true, "{v}");
-        v
-    }
-
+/// Requests only the hardening tests make.
+impl TestEnv {
     fn ingest_out(&self, dir: &Path, version: &str) -> Output {
         self.run([
             OsStr::new("ingest"),
@@ -283,24 +130,9 @@ impl Env {
         ])
     }
 
-    fn ingest(&self, dir: &Path, version: &str) -> String {
-        let out = self.ingest_out(dir, version);
-        assert_ok(&out);
-        digest_of(&parse_json(&out))
-    }
-
-    /// `verify --json`: the exit code (0 or 1) and the report.
-    fn verify(&self) -> (i32, Value) {
-        let out = self.run(["verify", "--json"]);
-        let code = out.status.code().expect("exit code");
-        assert!(code == 0 || code == 1, "verify: {}", text(&out));
-        let v = parse_json(&out);
-        assert_eq!(v["ok"], code == 0, "{v}");
-        (code, v)
-    }
-
-    fn verify_clean(&self, context: &str) {
-        let (code, v) = self.verify();
+    /// `verify --json` must be clean: exit 0 and no problem.
+    fn verify_json_clean(&self, context: &str) {
+        let (code, v) = self.verify(&[]);
         assert_eq!(code, 0, "verify is not clean ({context}):\n{v:#}");
         assert_eq!(problems(&v).len(), 0, "{v:#}");
     }
@@ -308,121 +140,6 @@ impl Env {
     fn gc(&self) -> Value {
         self.json(["gc", "--json"])
     }
-
-    fn listed(&self) -> Vec<String> {
-        self.json(["list", "--json"])["snapshots"]
-            .as_array()
-            .expect("snapshots")
-            .iter()
-            .map(|s| s["manifest_digest"].as_str().expect("digest").to_string())
-            .collect()
-    }
-
-    fn files(&self, digest: &str) -> Vec<FileRow> {
-        self.json(["show", digest, "--files", "--json"])["files"]
-            .as_array()
-            .expect("files")
-            .iter()
-            .map(|f| FileRow {
-                path: f["path"].as_str().expect("path").to_string(),
-                sha256: f["sha256"].as_str().expect("sha256").to_string(),
-                size: f["size"].as_u64().expect("size"),
-                executable: f["executable"].as_bool().expect("executable"),
-            })
-            .collect()
-    }
-
-    fn object(&self, f: &FileRow) -> PathBuf {
-        object_path(self.store(), &f.sha256, f.executable)
-    }
-
-    fn checkout(&self, digest: &str, dest: &Path) -> Output {
-        self.run([
-            OsStr::new("checkout"),
-            OsStr::new(digest),
-            dest.as_os_str(),
-            OsStr::new("--json"),
-        ])
-    }
-
-    /// `verify --tree DIR DIGEST`: the exit code.
-    fn verify_tree(&self, dir: &Path, digest: &str) -> (i32, Value) {
-        let out = self.run([
-            OsStr::new("verify"),
-            OsStr::new("--tree"),
-            dir.as_os_str(),
-            OsStr::new(digest),
-            OsStr::new("--json"),
-        ]);
-        let code = out.status.code().expect("exit code");
-        assert!(code == 0 || code == 1, "verify --tree: {}", text(&out));
-        (code, parse_json(&out))
-    }
-
-    /// The recorded views of a snapshot.
-    fn views(&self, digest: &str) -> Vec<String> {
-        self.json(["show", digest, "--json"])["views"]
-            .as_array()
-            .expect("views")
-            .iter()
-            .map(|v| v["path"].as_str().expect("path").to_string())
-            .collect()
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct FileRow {
-    path: String,
-    sha256: String,
-    size: u64,
-    executable: bool,
-}
-
-fn object_path(store: &Path, sha256: &str, executable: bool) -> PathBuf {
-    let name = format!("{}{}", &sha256[2..], if executable { ".x" } else { "" });
-    store.join("objects").join(&sha256[..2]).join(name)
-}
-
-fn sha_hex(data: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(data))
-}
-
-fn digest_of(report: &Value) -> String {
-    report["provenance"]["manifest_digest"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no digest in {report}"))
-        .to_string()
-}
-
-fn problems(report: &Value) -> &Vec<Value> {
-    report["problems"].as_array().expect("problems array")
-}
-
-fn exists(path: &Path) -> bool {
-    fs::symlink_metadata(path).is_ok()
-}
-
-fn mode_of(path: &Path) -> u32 {
-    fs::symlink_metadata(path)
-        .unwrap_or_else(|e| panic!("stat {}: {e}", path.display()))
-        .mode()
-        & 0o7777
-}
-
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = match fs::read_dir(dir) {
-        Ok(rd) => rd
-            .map(|e| {
-                e.expect("dir entry")
-                    .file_name()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    names.sort();
-    names
 }
 
 /// Every regular file below `dir`, recursively (symlinks not followed).
@@ -530,11 +247,11 @@ fn release(root: &Path, version: &str, files: &[(String, Vec<u8>, u32)]) {
 #[test]
 fn concurrent_processes_lose_nothing() {
     let rounds = scale(2, 20);
-    let mut rng = Rng::seeded("concurrent_processes_lose_nothing");
-    let env = Env::new();
-    let p_src = env.at("p");
+    let mut rng = seeded_rng("concurrent_processes_lose_nothing");
+    let env = hardened_env();
+    let p_src = env.path("p");
     release(&p_src, "1.0.0", &bulk("skills/base", 150, "base"));
-    let p = env.ingest(&p_src, "1.0.0");
+    let p = env.ingest_digest(&p_src, "1.0.0");
     let mut expected: BTreeSet<String> = BTreeSet::from([p.clone()]);
     let mut shared_created = 0;
     let mut processes_per_round = 0;
@@ -542,7 +259,7 @@ fn concurrent_processes_lose_nothing() {
     for k in 0..rounds {
         let shared = bulk("skills/lib", 120, &format!("round {k}"));
         let mk = |name: &str, version: &str, own: &str| {
-            let root = env.at(&format!("r{k}-{name}"));
+            let root = env.path(&format!("r{k}-{name}"));
             release(&root, version, &shared);
             write(&root.join("skills/own/own.md"), format!("own to {own}\n"));
             root
@@ -550,9 +267,9 @@ fn concurrent_processes_lose_nothing() {
         let a = (mk("a", &format!("2.{k}.0"), "a"), format!("2.{k}.0"));
         let b = (mk("b", &format!("2.{k}.1"), "b"), format!("2.{k}.1"));
         let c = (mk("c", &format!("2.{k}.2"), "c"), format!("2.{k}.2"));
-        let decoy = env.at(&format!("r{k}-decoy"));
+        let decoy = env.path(&format!("r{k}-decoy"));
         release(&decoy, &format!("9.{k}.0"), &shared[..60]);
-        let d = env.ingest(&decoy, &format!("9.{k}.0"));
+        let d = env.ingest_digest(&decoy, &format!("9.{k}.0"));
         env.json(["rm", d.as_str(), "--json"]);
 
         enum Job {
@@ -574,8 +291,8 @@ fn concurrent_processes_lose_nothing() {
         // The checkout-then-discard threads start first, so they overlap the rest.
         let co_threads: Vec<_> = (0..2)
             .map(|t| {
-                let store = env.store().to_path_buf();
-                let dest = env.at(&format!("co-{k}-{t}"));
+                let store = env.store.clone();
+                let dest = env.path(&format!("co-{k}-{t}"));
                 let p = p.clone();
                 std::thread::spawn(move || {
                     let out = run_within(
@@ -628,7 +345,7 @@ fn concurrent_processes_lose_nothing() {
             assert!(
                 out.status.success(),
                 "round {k}: {what} failed: {}",
-                text(&out)
+                describe(&out)
             );
             let v = parse_json(&out);
             assert_eq!(v["ok"], true, "{v}");
@@ -641,7 +358,7 @@ fn concurrent_processes_lose_nothing() {
                 assert_eq!(v["manifest_digest"], p.as_str(), "{v}");
                 assert_eq!(
                     Path::new(v["path"].as_str().expect("path")),
-                    env.store().join("views").join(&p),
+                    &env.store.join("views").join(&p),
                     "{v}"
                 );
                 if v["created"] == true {
@@ -672,13 +389,13 @@ fn concurrent_processes_lose_nothing() {
         assert_eq!(unique, expected, "round {k}");
         let show = env.json(["show", a_digests[0].as_str(), "--json"]);
         assert_eq!(show["ingest_count"], 3, "three ingest events for A: {show}");
-        env.verify_clean(&format!("round {k}, no gc after the round"));
-        assert_eq!(names_in(&env.store().join("tmp")), Vec::<String>::new());
-        assert_eq!(names_in(&env.store().join("views")), vec![p.clone()]);
+        env.verify_json_clean(&format!("round {k}, no gc after the round"));
+        assert_eq!(names_in(&env.store.join("tmp")), Vec::<String>::new());
+        assert_eq!(names_in(&env.store.join("views")), vec![p.clone()]);
         assert_eq!(
-            env.views(&p),
+            view_paths(&env, &p),
             vec![env
-                .store()
+                .store
                 .join("views")
                 .join(&p)
                 .to_string_lossy()
@@ -692,8 +409,8 @@ fn concurrent_processes_lose_nothing() {
         .into_iter()
         .find(|d| *d != p)
         .expect("a snapshot");
-    let view = env.at("final-view");
-    assert_ok(&env.checkout(&last, &view));
+    let view = env.path("final-view");
+    assert_ok(&env.checkout(&last, &view, &[]));
     assert_eq!(env.verify_tree(&view, &last).0, 0);
     eprintln!(
         "concurrent_processes_lose_nothing: {processes_per_round} processes at once, {rounds} rounds"
@@ -719,7 +436,7 @@ fn kill_after(mut cmd: Command, delay: Duration, what: &str) -> (bool, Option<Du
         if child.try_wait().expect("try_wait").is_some() {
             let took = started.elapsed();
             let out = finish(child, LONG, what);
-            assert!(out.status.success(), "{what} failed: {}", text(&out));
+            assert!(out.status.success(), "{what} failed: {}", describe(&out));
             return (false, Some(took));
         }
         if started.elapsed() >= delay {
@@ -732,7 +449,7 @@ fn kill_after(mut cmd: Command, delay: Duration, what: &str) -> (bool, Option<Du
     match out.status.signal() {
         Some(9) => (true, None),
         _ => {
-            assert!(out.status.success(), "{what} failed: {}", text(&out));
+            assert!(out.status.success(), "{what} failed: {}", describe(&out));
             (false, None)
         }
     }
@@ -759,17 +476,17 @@ fn only_garbage(v: &Value, allowed: &[&str], context: &str) -> BTreeSet<String> 
 #[test]
 fn killed_ingests_leave_a_consistent_store() {
     let kills = scale(10, 50);
-    let mut rng = Rng::seeded("killed_ingests_leave_a_consistent_store");
-    let env = Env::new();
-    let keep_src = env.at("keep");
+    let mut rng = seeded_rng("killed_ingests_leave_a_consistent_store");
+    let env = hardened_env();
+    let keep_src = env.path("keep");
     release(&keep_src, "0.1.0", &bulk("skills/keep", 20, "keep"));
-    let keep = env.ingest(&keep_src, "0.1.0");
-    let src = env.at("victim");
+    let keep = env.ingest_digest(&keep_src, "0.1.0");
+    let src = env.path("victim");
     release(&src, "3.0.0", &bulk("skills/many", 300, "victim"));
     // The digest and duration of an ingest nobody kills, in a store of its own.
-    let reference = Env::new();
+    let reference = hardened_env();
     let started = Instant::now();
-    let expected = reference.ingest(&src, "3.0.0");
+    let expected = reference.ingest_digest(&src, "3.0.0");
     // How long a cold ingest takes, re-measured at every re-ingest below:
     // each kill lands within 0..=5/4 of it.
     let mut took = started.elapsed().as_millis() as u64;
@@ -790,7 +507,7 @@ fn killed_ingests_leave_a_consistent_store() {
         if kill_after(cmd, Duration::from_millis(delay), "ingest").0 {
             mid += 1;
         }
-        let (_, v) = env.verify();
+        let (_, v) = env.verify(&[]);
         let kinds = only_garbage(
             &v,
             &["leftover-temporary", "leftover-manifest", "orphan-object"],
@@ -805,7 +522,7 @@ fn killed_ingests_leave_a_consistent_store() {
         {
             let path = p["path"].as_str().expect("path");
             assert!(
-                path.starts_with(&*env.store().join("tmp").to_string_lossy()),
+                path.starts_with(&*env.store.join("tmp").to_string_lossy()),
                 "{context}: {p}"
             );
         }
@@ -818,20 +535,20 @@ fn killed_ingests_leave_a_consistent_store() {
                 .count(),
             "{context}: gc and verify disagree: {gc}\n{v:#}"
         );
-        env.verify_clean(&format!("gc after {context}"));
-        assert_eq!(names_in(&env.store().join("tmp")), Vec::<String>::new());
+        env.verify_json_clean(&format!("gc after {context}"));
+        assert_eq!(names_in(&env.store.join("tmp")), Vec::<String>::new());
         // A fresh ingest gives the digest of an ingest nobody killed.
         let started = Instant::now();
-        assert_eq!(env.ingest(&src, "3.0.0"), expected, "{context}");
+        assert_eq!(env.ingest_digest(&src, "3.0.0"), expected, "{context}");
         took = started.elapsed().as_millis() as u64;
         // Cold again for the next kill.
         env.json(["rm", expected.as_str(), "--json"]);
         env.gc();
     }
     assert!(env.listed().contains(&keep));
-    env.verify_clean("the end");
-    let view = env.at("keep-view");
-    assert_ok(&env.checkout(&keep, &view));
+    env.verify_json_clean("the end");
+    let view = env.path("keep-view");
+    assert_ok(&env.checkout(&keep, &view, &[]));
     assert_eq!(env.verify_tree(&view, &keep).0, 0);
     assert!(
         mid >= 1,
@@ -847,15 +564,15 @@ fn killed_ingests_leave_a_consistent_store() {
 #[test]
 fn killed_checkouts_never_leave_a_half_built_view() {
     let kills = scale(10, 50);
-    let mut rng = Rng::seeded("killed_checkouts_never_leave_a_half_built_view");
-    let env = Env::new();
-    let src = env.at("src");
+    let mut rng = seeded_rng("killed_checkouts_never_leave_a_half_built_view");
+    let env = hardened_env();
+    let src = env.path("src");
     release(&src, "3.0.0", &bulk("skills/many", 1000, "checkout"));
-    let d = env.ingest(&src, "3.0.0");
-    let out = env.at("out");
+    let d = env.ingest_digest(&src, "3.0.0");
+    let out = env.path("out");
     fs::create_dir(&out).unwrap();
     let started = Instant::now();
-    assert_ok(&env.checkout(&d, &out.join("probe")));
+    assert_ok(&env.checkout(&d, &out.join("probe"), &[]));
     // How long a checkout takes: measured once here, then again whenever
     // one finishes before its kill; each kill lands within 0..=5/4 of it.
     let mut took = started.elapsed().as_millis() as u64;
@@ -889,7 +606,7 @@ fn killed_checkouts_never_leave_a_half_built_view() {
             .filter(|n| n.starts_with(&prefix))
             .collect();
         assert!(siblings.len() <= 1, "{context}: {siblings:?}");
-        let (_, v) = env.verify();
+        let (_, v) = env.verify(&[]);
         only_garbage(&v, &["leftover-temporary"], &context);
         for s in &siblings {
             siblings_left += 1;
@@ -912,14 +629,14 @@ fn killed_checkouts_never_leave_a_half_built_view() {
             "{context}: gc left a temporary view"
         );
         assert_eq!(
-            names_in(&env.store().join("tmp")),
+            names_in(&env.store.join("tmp")),
             Vec::<String>::new(),
             "{context}"
         );
-        env.verify_clean(&format!("gc after {context}"));
+        env.verify_json_clean(&format!("gc after {context}"));
         if exists(&dest) {
             let dest_text = dest.to_string_lossy().into_owned();
-            let discard = if env.views(&d).contains(&dest_text) {
+            let discard = if view_paths(&env, &d).contains(&dest_text) {
                 env.run([OsStr::new("discard"), dest.as_os_str()])
             } else {
                 // Published, killed before it was recorded: a complete,
@@ -938,9 +655,9 @@ fn killed_checkouts_never_leave_a_half_built_view() {
     }
     // A checkout nobody kills still works.
     let fresh = out.join("fresh");
-    assert_ok(&env.checkout(&d, &fresh));
+    assert_ok(&env.checkout(&d, &fresh, &[]));
     assert_eq!(env.verify_tree(&fresh, &d).0, 0);
-    env.verify_clean("the end");
+    env.verify_json_clean("the end");
     assert!(
         mid >= 1,
         "no kill landed while a checkout ran (windows {windows:?} ms)"
@@ -1022,12 +739,12 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 #[test]
 fn swapped_symlinks_never_leak_outside_bytes() {
     let attempts = scale(50, 500);
-    let env = Env::new();
+    let env = hardened_env();
     let marker = format!(
         "OUTSIDE-THE-TREE-{:016x}",
-        Rng::seeded("swapped_symlinks").next()
+        seeded_rng("swapped_symlinks").next_u64()
     );
-    let tree = env.at("tree");
+    let tree = env.path("tree");
     minimal_plugin(&tree, V);
     let real: Vec<(String, Vec<u8>, u32)> = vec![
         ("skills/swap/a.md".into(), b"real a\n".to_vec(), 0o644),
@@ -1040,7 +757,7 @@ fn swapped_symlinks_never_leak_outside_bytes() {
     ];
     write_files(&tree, &real);
     // The outside: the same names, marked content.
-    let outside = env.at("outside");
+    let outside = env.path("outside");
     write(&outside.join("dir/a.md"), format!("{marker} a\n"));
     write(&outside.join("dir/b.md"), format!("{marker} b\n"));
     write(&outside.join("file.md"), format!("{marker} file\n"));
@@ -1107,13 +824,13 @@ fn swapped_symlinks_never_leak_outside_bytes() {
                 assert!(String::from_utf8_lossy(&out.stderr).contains(path), "{v}");
                 *rejected.entry(rule.to_string()).or_default() += 1;
             }
-            _ => panic!("ingest {i}: {}", text(&out)),
+            _ => panic!("ingest {i}: {}", describe(&out)),
         }
     }
     let swaps = racer.stop();
     // No byte from outside anywhere in the store.
     let mut stored = Vec::new();
-    files_below(env.store(), &mut stored);
+    files_below(&env.store, &mut stored);
     for f in &stored {
         let bytes = fs::read(f).unwrap();
         assert!(
@@ -1122,7 +839,7 @@ fn swapped_symlinks_never_leak_outside_bytes() {
             f.display()
         );
     }
-    env.verify_clean("after the races");
+    env.verify_json_clean("after the races");
     let total_rejected: usize = rejected.values().sum();
     assert!(
         swaps > attempts as u64,
@@ -1180,8 +897,8 @@ fn consistent_growth(data: &[u8], base: &[u8]) -> bool {
 #[test]
 fn files_changing_while_read_are_rejected() {
     let attempts = scale(30, 300);
-    let env = Env::new();
-    let tree = env.at("tree");
+    let env = hardened_env();
+    let tree = env.path("tree");
     minimal_plugin(&tree, V);
     let grow = tree.join("assets/grow.bin");
     let base: Vec<u8> = (0..GROW_BASE).map(|i| (i % 251) as u8).collect();
@@ -1234,7 +951,7 @@ fn files_changing_while_read_are_rejected() {
                 }
                 *rejected.entry(rule).or_default() += 1;
             }
-            _ => panic!("ingest {i}: {}", text(&out)),
+            _ => panic!("ingest {i}: {}", describe(&out)),
         }
     }
     let writes = racer.stop();
@@ -1244,7 +961,7 @@ fn files_changing_while_read_are_rejected() {
         "no ingest saw the file change ({accepted} accepted, {writes} rewrites)"
     );
     env.gc();
-    env.verify_clean("after the growing file");
+    env.verify_json_clean("after the growing file");
     eprintln!(
         "files_changing_while_read_are_rejected: {attempts} ingests during {writes} rewrites: \
          {accepted} stored one consistent state, rejected {rejected:?}"
@@ -1304,16 +1021,16 @@ fn spawn_oracle(dir: &Path, version: &str) -> Option<Child> {
 /// before the rejected ingest".
 struct Hostile {
     test: &'static str,
-    env: Env,
+    env: TestEnv,
     cases: Vec<(String, Expect, PathBuf)>,
 }
 
 impl Hostile {
     fn new(test: &'static str) -> Hostile {
-        let env = Env::new();
-        let seed = env.at("seed");
+        let env = hardened_env();
+        let seed = env.path("seed");
         release(&seed, "0.0.1", &bulk("skills/seed", 8, "seed"));
-        env.ingest(&seed, "0.0.1");
+        env.ingest_digest(&seed, "0.0.1");
         Hostile {
             test,
             env,
@@ -1323,7 +1040,7 @@ impl Hostile {
 
     /// Adds a case: a minimal plugin changed by `build`.
     fn case(&mut self, name: &str, expect: Expect, build: impl FnOnce(&Path)) {
-        let tree = self.env.at(&format!("case-{}", self.cases.len()));
+        let tree = self.env.path(&format!("case-{}", self.cases.len()));
         minimal_plugin(&tree, V);
         build(&tree);
         self.cases.push((name.to_string(), expect, tree));
@@ -1338,10 +1055,10 @@ impl Hostile {
             .collect();
         let n = cases.len();
         for (i, ((name, expect, tree), oracle)) in cases.into_iter().zip(oracles).enumerate() {
-            let before = store_state(env.store());
+            let before = store_state(&env.store);
             let out = run_within(
                 cestore(
-                    env.store(),
+                    &env.store,
                     [
                         OsStr::new("ingest"),
                         tree.as_os_str(),
@@ -1356,10 +1073,13 @@ impl Hostile {
             let oracle: Option<Value> = oracle.map(|child| {
                 let o = finish(child, DEADLINE, "the oracle");
                 serde_json::from_slice(&o.stdout)
-                    .unwrap_or_else(|e| panic!("oracle output is not JSON ({e}): {}", text(&o)))
+                    .unwrap_or_else(|e| panic!("oracle output is not JSON ({e}): {}", describe(&o)))
             });
             let v = parse_json(&out);
-            let context = format!("{test}, case '{name}': {}\noracle: {oracle:?}", text(&out));
+            let context = format!(
+                "{test}, case '{name}': {}\noracle: {oracle:?}",
+                describe(&out)
+            );
             match expect {
                 Expect::Accept => {
                     assert_eq!(out.status.code(), Some(0), "{context}");
@@ -1383,8 +1103,8 @@ impl Hostile {
                         );
                     }
                     // The view gives the same tree back.
-                    let view = env.at(&format!("view-{i}"));
-                    assert_ok(&env.checkout(&digest, &view));
+                    let view = env.path(&format!("view-{i}"));
+                    assert_ok(&env.checkout(&digest, &view, &[]));
                     let (code, diffs) = env.verify_tree(&view, &digest);
                     assert_eq!(code, 0, "{context}\n{diffs:#}");
                 }
@@ -1402,7 +1122,7 @@ impl Hostile {
                     if let Some(o) = &oracle {
                         assert_eq!(o["ok"], false, "the oracle accepts: {context}");
                     }
-                    let after = store_state(env.store());
+                    let after = store_state(&env.store);
                     assert_eq!(
                         after, before,
                         "a rejected ingest changed the store: {context}"
@@ -1410,7 +1130,7 @@ impl Hostile {
                 }
             }
         }
-        env.verify_clean(test);
+        env.verify_json_clean(test);
         eprintln!(
             "{test}: {n} hostile cases{}",
             if util::oracle().is_some() {
@@ -1431,17 +1151,6 @@ fn mknod(path: &Path, kind: &str, major: u32, minor: u32) {
         .status()
         .expect("run mknod");
     assert!(status.success(), "mknod {}", path.display());
-}
-
-fn mkfifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .expect("mkfifo");
 }
 
 fn bind_socket(path: &Path) {
@@ -1826,7 +1535,7 @@ impl Tmpfs {
             .arg(&self.at)
             .output()
             .expect("run mount");
-        assert!(out.status.success(), "remount {opts}: {}", text(&out));
+        assert!(out.status.success(), "remount {opts}: {}", describe(&out));
     }
 
     /// Free bytes for an unprivileged writer.
@@ -1872,16 +1581,16 @@ fn every_command(d: &str, src: &Path, dest: &Path) -> Vec<Vec<std::ffi::OsString
 
 #[test]
 fn symlinked_store_is_refused_and_untouched() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = hardened_env();
+    let src = env.path("src");
     minimal_plugin(&src, V);
-    let d = env.ingest(&src, V);
-    let other = env.at("other");
+    let d = env.ingest_digest(&src, V);
+    let other = env.path("other");
     minimal_plugin(&other, "7.7.7");
-    let before = fingerprint(env.store());
-    let link = env.at("store-link");
-    symlink(env.store(), &link).unwrap();
-    let dest = env.at("dest");
+    let before = fingerprint(&env.store);
+    let link = env.path("store-link");
+    symlink(&env.store, &link).unwrap();
+    let dest = env.path("dest");
     let mut refused = 0;
     let spellings: Vec<(&str, PathBuf)> = vec![
         ("--store LINK", link.clone()),
@@ -1911,11 +1620,11 @@ fn symlinked_store_is_refused_and_untouched() {
     // Through the environment too.
     for (var, value) in [
         ("CESTORE_DIR", link.clone()),
-        ("XDG_DATA_HOME", env.at("xdg")),
+        ("XDG_DATA_HOME", env.path("xdg")),
     ] {
         if var == "XDG_DATA_HOME" {
-            fs::create_dir(env.at("xdg")).unwrap();
-            symlink(env.store(), env.at("xdg/cestore")).unwrap();
+            fs::create_dir(env.path("xdg")).unwrap();
+            symlink(&env.store, env.path("xdg/cestore")).unwrap();
         }
         let out = Command::new(util::bin())
             .args(["list", "--json"])
@@ -1928,12 +1637,12 @@ fn symlinked_store_is_refused_and_untouched() {
     }
     assert!(!exists(&dest));
     assert_eq!(
-        fingerprint(env.store()),
+        fingerprint(&env.store),
         before,
         "a refused command touched the store"
     );
     assert!(env.listed().contains(&d));
-    env.verify_clean("after the refusals");
+    env.verify_json_clean("after the refusals");
     eprintln!("symlinked_store_is_refused_and_untouched: {refused} commands refused");
 }
 
@@ -1974,26 +1683,26 @@ fn save_catalogue(store: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 
 #[test]
 fn corrupt_catalogue_is_refused_and_kept() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = hardened_env();
+    let src = env.path("src");
     release(&src, V, &bulk("skills/x", 20, "cat"));
-    let d = env.ingest(&src, V);
-    let other = env.at("other");
+    let d = env.ingest_digest(&src, V);
+    let other = env.path("other");
     minimal_plugin(&other, "7.7.7");
-    let dest = env.at("dest");
+    let dest = env.path("dest");
     // Everything into the main file first: a corrupt catalogue.sqlite beside
     // a WAL that still holds page 1 would not even be read.
-    python_sqlite(env.store(), "c.execute('PRAGMA wal_checkpoint(TRUNCATE)')");
-    let wal = env.store().join("catalogue.sqlite-wal");
+    python_sqlite(&env.store, "c.execute('PRAGMA wal_checkpoint(TRUNCATE)')");
+    let wal = env.store.join("catalogue.sqlite-wal");
     assert!(
         fs::metadata(&wal).map_or(0, |m| m.len()) == 0,
         "the WAL still holds pages"
     );
-    let saved = save_catalogue(env.store());
-    let objects = store_state(env.store());
-    let mut rng = Rng(0x5eed);
-    let garbage: Vec<u8> = (0..8192).map(|_| rng.next() as u8).collect();
-    fs::write(catalogue(env.store()), &garbage).unwrap();
+    let saved = save_catalogue(&env.store);
+    let objects = store_state(&env.store);
+    let mut rng = Rng::new(0x5eed);
+    let garbage: Vec<u8> = (0..8192).map(|_| rng.next_u64() as u8).collect();
+    fs::write(catalogue(&env.store), &garbage).unwrap();
     let mut refused = 0;
     for args in every_command(&d, &src, &dest) {
         let mut cmd = env.cmd(&args);
@@ -2004,24 +1713,24 @@ fn corrupt_catalogue_is_refused_and_kept() {
         let v = parse_json(&out);
         assert_eq!(v["error"]["kind"], "catalogue-lost", "{what}: {v}");
         assert!(
-            stderr.contains(&*catalogue(env.store()).to_string_lossy()),
+            stderr.contains(&*catalogue(&env.store).to_string_lossy()),
             "{what}: {stderr}"
         );
         assert_eq!(
-            fs::read(catalogue(env.store())).expect("the catalogue still exists"),
+            fs::read(catalogue(&env.store)).expect("the catalogue still exists"),
             garbage,
             "{what} changed the corrupt catalogue"
         );
         refused += 1;
     }
     assert!(!exists(&dest));
-    assert_eq!(store_state(env.store()), objects, "objects changed");
+    assert_eq!(store_state(&env.store), objects, "objects changed");
     // Put back, nothing is lost.
     for (p, b) in &saved {
         fs::write(p, b).unwrap();
     }
     assert_eq!(env.listed(), vec![d.clone()]);
-    env.verify_clean("the restored catalogue");
+    env.verify_json_clean("the restored catalogue");
     eprintln!("corrupt_catalogue_is_refused_and_kept: {refused} commands refused");
 }
 
@@ -2029,25 +1738,25 @@ fn corrupt_catalogue_is_refused_and_kept() {
 fn newer_catalogue_is_refused_and_left_untouched() {
     let mut refused = 0;
     for journal in ["wal", "delete"] {
-        let env = Env::new();
-        let src = env.at("src");
+        let env = hardened_env();
+        let src = env.path("src");
         release(&src, V, &bulk("skills/x", 20, "newer"));
-        let d = env.ingest(&src, V);
-        let other = env.at("other");
+        let d = env.ingest_digest(&src, V);
+        let other = env.path("other");
         minimal_plugin(&other, "7.7.7");
-        let dest = env.at("dest");
+        let dest = env.path("dest");
         let current = python_sqlite(
-            env.store(),
+            &env.store,
             "print(c.execute('PRAGMA user_version').fetchone()[0])",
         );
         python_sqlite(
-            env.store(),
+            &env.store,
             &format!(
                 "c.execute('PRAGMA journal_mode={journal}')\nc.execute('PRAGMA user_version = 99')"
             ),
         );
-        let bytes = fs::read(catalogue(env.store())).unwrap();
-        let objects = store_state(env.store());
+        let bytes = fs::read(catalogue(&env.store)).unwrap();
+        let objects = store_state(&env.store);
         for args in every_command(&d, &src, &dest) {
             let mut cmd = env.cmd(&args);
             cmd.arg("--json");
@@ -2058,19 +1767,19 @@ fn newer_catalogue_is_refused_and_left_untouched() {
             assert_eq!(v["error"]["kind"], "catalogue-too-new", "{what}: {v}");
             assert!(stderr.contains("99"), "{what}: {stderr}");
             assert!(
-                fs::read(catalogue(env.store())).expect("the catalogue still exists") == bytes,
+                fs::read(catalogue(&env.store)).expect("the catalogue still exists") == bytes,
                 "{what} changed the newer catalogue's bytes"
             );
             refused += 1;
         }
         assert!(!exists(&dest));
-        assert_eq!(store_state(env.store()), objects);
+        assert_eq!(store_state(&env.store), objects);
         python_sqlite(
-            env.store(),
+            &env.store,
             &format!("c.execute('PRAGMA user_version = {current}')"),
         );
         assert_eq!(env.listed(), vec![d.clone()]);
-        env.verify_clean("the catalogue back at its version");
+        env.verify_json_clean("the catalogue back at its version");
     }
     eprintln!("newer_catalogue_is_refused_and_left_untouched: {refused} commands refused");
 }
@@ -2089,18 +1798,18 @@ pub(crate) fn tmpfs_or_skip(test: &str, at: &Path, opts: &str) -> Option<Tmpfs> 
 #[test]
 fn read_only_store_fails_clearly() {
     let test = "read_only_store_fails_clearly";
-    let probe = Env::new();
-    let Some(mnt) = tmpfs_or_skip(test, &probe.at("ro"), "size=64m") else {
+    let probe = hardened_env();
+    let Some(mnt) = tmpfs_or_skip(test, &probe.path("ro"), "size=64m") else {
         return;
     };
-    let env = Env::with_store(mnt.at.join("store"));
-    let src = env.at("src");
+    let env = TestEnv::with_store(mnt.at.join("store")).within(LONG);
+    let src = env.path("src");
     release(&src, V, &bulk("skills/x", 40, "ro"));
-    let d = env.ingest(&src, V);
+    let d = env.ingest_digest(&src, V);
     let shared = env.json(["path", d.as_str(), "--json"]);
-    let view = env.at("view");
-    assert_ok(&env.checkout(&d, &view));
-    let other = env.at("other");
+    let view = env.path("view");
+    assert_ok(&env.checkout(&d, &view, &[]));
+    let other = env.path("other");
     minimal_plugin(&other, "7.7.7");
     mnt.remount("ro");
 
@@ -2155,11 +1864,11 @@ fn read_only_store_fails_clearly() {
                 assert!(stderr.starts_with("cestore: error: "), "{what}: {stderr}");
                 failed.push(format!("{:?}: {}", args[0], stderr.trim()));
             }
-            _ => panic!("{what}: {}", text(&out)),
+            _ => panic!("{what}: {}", describe(&out)),
         }
     }
     // Writes fail with 7, naming the problem, and change nothing.
-    let before = fingerprint(env.store());
+    let before = fingerprint(&env.store);
     let out = env.run([
         OsStr::new("ingest"),
         other.as_os_str(),
@@ -2169,13 +1878,13 @@ fn read_only_store_fails_clearly() {
     ]);
     let stderr = assert_exit(&out, 7);
     assert!(stderr.contains("Read-only file system"), "{stderr}");
-    let dest = env.at("dest");
-    let out = env.checkout(&d, &dest);
+    let dest = env.path("dest");
+    let out = env.checkout(&d, &dest, &[]);
     let stderr = assert_exit(&out, 7);
     assert!(stderr.contains("Read-only file system"), "{stderr}");
     assert!(!exists(&dest));
     assert_eq!(
-        names_in(&env.t.base)
+        names_in(&env.base)
             .iter()
             .filter(|n| n.contains("cestore-tmp"))
             .count(),
@@ -2187,7 +1896,7 @@ fn read_only_store_fails_clearly() {
         assert!(
             code == Some(7) || code == Some(0),
             "{args:?}: {}",
-            text(&out)
+            describe(&out)
         );
         if code == Some(7) {
             failed.push(format!(
@@ -2199,14 +1908,14 @@ fn read_only_store_fails_clearly() {
             worked.push(format!("{:?}", args[0]));
         }
     }
-    assert_eq!(fingerprint(env.store()), before);
+    assert_eq!(fingerprint(&env.store), before);
     mnt.remount("rw");
     assert_eq!(
         env.listed(),
         vec![d.clone()],
         "rm on a read-only store forgot the snapshot"
     );
-    env.verify_clean("back to read-write");
+    env.verify_json_clean("back to read-write");
     assert_eq!(env.verify_tree(&view, &d).0, 0);
     eprintln!("{test}: worked read-only: {worked:?}; refused with 7: {failed:#?}");
     drop(env);
@@ -2216,19 +1925,19 @@ fn read_only_store_fails_clearly() {
 #[test]
 fn full_disk_fails_clearly_and_loses_nothing() {
     let test = "full_disk_fails_clearly_and_loses_nothing";
-    let probe = Env::new();
-    let Some(mnt) = tmpfs_or_skip(test, &probe.at("full"), "size=2m") else {
+    let probe = hardened_env();
+    let Some(mnt) = tmpfs_or_skip(test, &probe.path("full"), "size=2m") else {
         return;
     };
-    let env = Env::with_store(mnt.at.join("store"));
-    let keep_src = env.at("keep");
+    let env = TestEnv::with_store(mnt.at.join("store")).within(LONG);
+    let keep_src = env.path("keep");
     release(&keep_src, "0.1.0", &bulk("skills/keep", 20, "keep"));
-    let keep = env.ingest(&keep_src, "0.1.0");
-    let big = env.at("big");
-    let mut rng = Rng(0xb16);
+    let keep = env.ingest_digest(&keep_src, "0.1.0");
+    let big = env.path("big");
+    let mut rng = Rng::new(0xb16);
     let files: Vec<(String, Vec<u8>, u32)> = (0..3)
         .map(|i| {
-            let bytes: Vec<u8> = (0..MIB).map(|_| rng.next() as u8).collect();
+            let bytes: Vec<u8> = (0..MIB).map(|_| rng.next_u64() as u8).collect();
             (format!("assets/big{i}.bin"), bytes, 0o644)
         })
         .collect();
@@ -2242,15 +1951,15 @@ fn full_disk_fails_clearly_and_loses_nothing() {
         "{v}"
     );
     // Nothing half-done: no work directory, no new object, the old snapshot whole.
-    assert_eq!(names_in(&env.store().join("tmp")), Vec::<String>::new());
-    env.verify_clean("after the failed ingest on a full disk");
+    assert_eq!(names_in(&env.store.join("tmp")), Vec::<String>::new());
+    env.verify_json_clean("after the failed ingest on a full disk");
     assert_eq!(env.listed(), vec![keep.clone()]);
     // Room again: the same ingest succeeds.
     mnt.remount("size=64m");
-    let d = env.ingest(&big, V);
-    env.verify_clean("after the retry");
-    let view = env.at("view");
-    assert_ok(&env.checkout(&d, &view));
+    let d = env.ingest_digest(&big, V);
+    env.verify_json_clean("after the retry");
+    let view = env.path("view");
+    assert_ok(&env.checkout(&d, &view, &[]));
     assert_eq!(env.verify_tree(&view, &d).0, 0);
     drop(env);
     drop(mnt);
@@ -2262,15 +1971,15 @@ fn full_disk_fails_clearly_and_loses_nothing() {
 #[test]
 fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
     let test = "disk_full_at_any_point_of_an_ingest_loses_nothing";
-    let probe = Env::new();
-    let Some(mnt) = tmpfs_or_skip(test, &probe.at("fill"), "size=16m") else {
+    let probe = hardened_env();
+    let Some(mnt) = tmpfs_or_skip(test, &probe.path("fill"), "size=16m") else {
         return;
     };
-    let env = Env::with_store(mnt.at.join("store"));
-    let keep_src = env.at("keep");
+    let env = TestEnv::with_store(mnt.at.join("store")).within(LONG);
+    let keep_src = env.path("keep");
     release(&keep_src, "0.1.0", &bulk("skills/keep", 20, "keep"));
-    let keep = env.ingest(&keep_src, "0.1.0");
-    let src = env.at("src");
+    let keep = env.ingest_digest(&keep_src, "0.1.0");
+    let src = env.path("src");
     let files: Vec<(String, Vec<u8>, u32)> = (0..40)
         .map(|i| {
             (
@@ -2324,16 +2033,16 @@ fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
                 );
                 format!("refused ({})", v["error"]["kind"].as_str().unwrap_or("?"))
             }
-            _ => panic!("{context}: {}", text(&out)),
+            _ => panic!("{context}: {}", describe(&out)),
         };
-        let (_, v) = env.verify();
+        let (_, v) = env.verify(&[]);
         only_garbage(&v, &["orphan-object"], &context);
         assert!(env.listed().contains(&keep), "{context}");
         fs::remove_file(&filler).unwrap();
         env.gc();
-        env.verify_clean(&context);
+        env.verify_json_clean(&context);
         // With room again, the release goes in (or is there already).
-        let d = env.ingest(&src, V);
+        let d = env.ingest_digest(&src, V);
         env.json(["rm", d.as_str(), "--json"]);
         env.gc();
         *outcomes.entry(outcome).or_default() += 1;
@@ -2349,11 +2058,11 @@ fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
 
 #[test]
 fn missing_version_is_a_usage_error() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = hardened_env();
+    let src = env.path("src");
     minimal_plugin(&src, V);
-    let d = env.ingest(&src, V);
-    let before = store_state(env.store());
+    let d = env.ingest_digest(&src, V);
+    let before = store_state(&env.store);
     let out = env.run([OsStr::new("ingest"), src.as_os_str(), OsStr::new("--json")]);
     let stderr = assert_exit(&out, 2);
     assert!(stderr.contains("--version"), "{stderr}");
@@ -2363,9 +2072,9 @@ fn missing_version_is_a_usage_error() {
         OsStr::new("--version"),
     ]);
     assert_exit(&out, 2);
-    assert_eq!(store_state(env.store()), before);
+    assert_eq!(store_state(&env.store), before);
     assert_eq!(env.listed(), vec![d]);
-    env.verify_clean("after the usage errors");
+    env.verify_json_clean("after the usage errors");
 }
 
 /// An ambiguous prefix refuses every command that takes a digest (exit 5,
@@ -2373,14 +2082,14 @@ fn missing_version_is_a_usage_error() {
 /// refused (exit 6) and left alone.
 #[test]
 fn ambiguous_prefixes_and_bad_destinations_lose_nothing() {
-    let env = Env::new();
+    let env = hardened_env();
     let mut by_first: BTreeMap<char, String> = BTreeMap::new();
     let mut clash = None;
     for patch in 0..=16 {
         let version = format!("1.0.{patch}");
-        let s = env.at(&format!("src-{patch}"));
+        let s = env.path(&format!("src-{patch}"));
         minimal_plugin(&s, &version);
-        let d = env.ingest(&s, &version);
+        let d = env.ingest_digest(&s, &version);
         let c = d.chars().next().unwrap();
         if let Some(prev) = by_first.insert(c, d.clone()) {
             clash = Some((c.to_string(), prev, d));
@@ -2389,8 +2098,8 @@ fn ambiguous_prefixes_and_bad_destinations_lose_nothing() {
     }
     let (prefix, one, two) = clash.expect("pigeonhole: 17 digests share a first hex digit");
     let all = env.listed();
-    let before = store_state(env.store());
-    let dest = env.at("dest");
+    let before = store_state(&env.store);
+    let dest = env.path("dest");
     let mut refused = 0;
     for args in [
         vec!["show", &prefix],
@@ -2412,24 +2121,24 @@ fn ambiguous_prefixes_and_bad_destinations_lose_nothing() {
     }
     assert!(!exists(&dest));
     assert_eq!(env.listed(), all, "an ambiguous rm forgot something");
-    assert_eq!(store_state(env.store()), before);
-    assert_eq!(names_in(&env.store().join("views")), Vec::<String>::new());
+    assert_eq!(store_state(&env.store), before);
+    assert_eq!(names_in(&env.store.join("views")), Vec::<String>::new());
 
     // DEST exists (with someone's file in it), or lies inside the store
     // (through `..` or a symlinked parent).
     write(&dest.join("mine.txt"), b"mine\n");
-    let inside_link = env.at("inside");
-    symlink(env.store().join("tmp"), &inside_link).unwrap();
+    let inside_link = env.path("inside");
+    symlink(&env.store.join("tmp"), &inside_link).unwrap();
     for target in [
         dest.clone(),
-        env.at("x/../store/view"),
+        env.path("x/../store/view"),
         inside_link.join("view"),
-        env.store().to_path_buf(),
+        env.store.to_path_buf(),
     ] {
         if let Some(parent) = target.parent() {
             let _ = fs::create_dir_all(parent);
         }
-        let out = env.checkout(&one, &target);
+        let out = env.checkout(&one, &target, &[]);
         let stderr = assert_exit(&out, 6);
         assert!(
             stderr.contains("exists") || stderr.contains("inside the store"),
@@ -2440,9 +2149,9 @@ fn ambiguous_prefixes_and_bad_destinations_lose_nothing() {
     }
     assert_eq!(fs::read(dest.join("mine.txt")).unwrap(), b"mine\n");
     assert_eq!(names_in(&dest), vec!["mine.txt".to_string()]);
-    assert!(!exists(&env.store().join("view")));
-    assert_eq!(store_state(env.store()), before);
-    env.verify_clean("after the bad requests");
+    assert!(!exists(&env.store.join("view")));
+    assert_eq!(store_state(&env.store), before);
+    env.verify_json_clean("after the bad requests");
     eprintln!("ambiguous_prefixes_and_bad_destinations_lose_nothing: {refused} requests refused");
 }
 
@@ -2465,11 +2174,11 @@ fn write_through(path: &Path, bytes: &[u8]) {
 
 #[test]
 fn tampered_objects_are_never_handed_out_silently() {
-    let env = Env::new();
+    let env = hardened_env();
     let shared_text: &[u8] = b"shared by both releases, tampered through a view\n";
     let script: &[u8] = b"#!/bin/sh\necho shared script\n";
     let mk = |name: &str, version: &str| {
-        let root = env.at(name);
+        let root = env.path(name);
         release(
             &root,
             version,
@@ -2487,18 +2196,18 @@ fn tampered_objects_are_never_handed_out_silently() {
     };
     let a_src = mk("a", "1.0.0");
     let b_src = mk("b", "1.0.1");
-    let a = env.ingest(&a_src, "1.0.0");
-    let b = env.ingest(&b_src, "1.0.1");
-    let va = env.at("view-a");
-    let vb = env.at("view-b");
-    assert_ok(&env.checkout(&a, &va));
-    assert_ok(&env.checkout(&b, &vb));
+    let a = env.ingest_digest(&a_src, "1.0.0");
+    let b = env.ingest_digest(&b_src, "1.0.1");
+    let va = env.path("view-a");
+    let vb = env.path("view-b");
+    assert_ok(&env.checkout(&a, &va, &[]));
+    assert_ok(&env.checkout(&b, &vb, &[]));
     let shared_view = PathBuf::from(
         env.json(["path", b.as_str(), "--json"])["path"]
             .as_str()
             .unwrap(),
     );
-    env.verify_clean("before tampering");
+    env.verify_json_clean("before tampering");
     let row = env
         .files(&a)
         .into_iter()
@@ -2518,11 +2227,11 @@ fn tampered_objects_are_never_handed_out_silently() {
     );
     assert_eq!(mode_of(&object), 0o444);
     // The cheap check of a checkout cannot see it; verify must.
-    let vc = env.at("view-c");
-    let co = env.checkout(&a, &vc);
+    let vc = env.path("view-c");
+    let co = env.checkout(&a, &vc, &[]);
     let cheap_check_saw_it = co.status.code() == Some(1);
-    assert!(matches!(co.status.code(), Some(0 | 1)), "{}", text(&co));
-    let (code, v) = env.verify();
+    assert!(matches!(co.status.code(), Some(0 | 1)), "{}", describe(&co));
+    let (code, v) = env.verify(&[]);
     assert_eq!(code, 1, "verify misses a same-size change:\n{v:#}");
     let found: Vec<&Value> = problems(&v)
         .iter()
@@ -2561,7 +2270,7 @@ fn tampered_objects_are_never_handed_out_silently() {
         assert!(h.contains(&needle), "{needle} missing from:\n{h}");
     }
     write_through(&va.join("skills/lib/shared.md"), shared_text);
-    env.verify_clean("bytes put back");
+    env.verify_json_clean("bytes put back");
 
     // 2. A chmod through view B, the bytes intact: a checkout re-hashes the
     // object and sets its mode back before it hands it out, and says so.
@@ -2574,7 +2283,7 @@ fn tampered_objects_are_never_handed_out_silently() {
     let script_obj = env.object(&script_row);
     chmod(&through, 0o755);
     assert_eq!(mode_of(&script_obj), 0o755);
-    let (code, v) = env.verify();
+    let (code, v) = env.verify(&[]);
     assert_eq!(code, 1);
     let p = problems(&v)
         .iter()
@@ -2590,8 +2299,8 @@ fn tampered_objects_are_never_handed_out_silently() {
             .any(|x| x == s(&vb).as_str()),
         "{p}"
     );
-    let vd = env.at("view-d");
-    let co = env.checkout(&a, &vd);
+    let vd = env.path("view-d");
+    let co = env.checkout(&a, &vd, &[]);
     assert_ok(&co);
     let restored = parse_json(&co)["modes_restored"].clone();
     assert!(
@@ -2603,7 +2312,7 @@ fn tampered_objects_are_never_handed_out_silently() {
         "{restored}"
     );
     assert_eq!(mode_of(&script_obj), 0o555);
-    env.verify_clean("mode set back by a checkout");
+    env.verify_json_clean("mode set back by a checkout");
     assert_eq!(env.verify_tree(&vd, &a).0, 0);
 
     // 2b. A chmod and other bytes: never handed out, by checkout, path or stage.
@@ -2611,16 +2320,16 @@ fn tampered_objects_are_never_handed_out_silently() {
     let mut evil = fs::read(&through).unwrap();
     evil[0] ^= 0x20;
     write_through(&through, &evil);
-    let vf = env.at("view-f");
+    let vf = env.path("view-f");
     for digest in [&a, &b] {
-        let err = assert_exit(&env.checkout(digest, &vf), 1);
+        let err = assert_exit(&env.checkout(digest, &vf, &[]), 1);
         assert!(err.contains(&s(&script_obj)), "{err}");
         assert!(!exists(&vf));
     }
     // The shared view of A is not made from it either; B's exists already and is served as is.
     let err = assert_exit(&env.run(["path", a.as_str()]), 1);
     assert!(err.contains("cestore verify"), "{err}");
-    assert!(!exists(&env.store().join("views").join(&a)));
+    assert!(!exists(&env.store.join("views").join(&a)));
     // An ingest of the source replaces the object's bytes from the source.
     let out = env.ingest_out(&a_src, "1.0.0");
     assert_ok(&out);
@@ -2636,8 +2345,8 @@ fn tampered_objects_are_never_handed_out_silently() {
     assert_eq!(mode_of(&script_obj), 0o555);
     // View B still links the damaged inode: it differs from its snapshot.
     assert_eq!(env.verify_tree(&vb, &b).0, 1);
-    env.verify_clean("object replaced by an ingest");
-    assert_ok(&env.checkout(&a, &vf));
+    env.verify_json_clean("object replaced by an ingest");
+    assert_ok(&env.checkout(&a, &vf, &[]));
     assert_eq!(env.verify_tree(&vf, &a).0, 0);
 
     // 3. An object swapped for a symlink to a file of the same size: never
@@ -2648,17 +2357,17 @@ fn tampered_objects_are_never_handed_out_silently() {
         .find(|f| f.path == "skills/lib/own.md")
         .unwrap();
     let own_obj = env.object(&own);
-    let decoy = env.at("decoy.md");
+    let decoy = env.path("decoy.md");
     write(&decoy, vec![b'z'; own.size as usize]);
     chmod(&decoy, 0o444);
-    let moved = env.at("moved-object");
+    let moved = env.path("moved-object");
     fs::rename(&own_obj, &moved).unwrap();
     symlink(&decoy, &own_obj).unwrap();
-    let ve = env.at("view-e");
-    let err = assert_exit(&env.checkout(&a, &ve), 1);
+    let ve = env.path("view-e");
+    let err = assert_exit(&env.checkout(&a, &ve, &[]), 1);
     assert!(err.contains(&s(&own_obj)), "{err}");
     assert!(!exists(&ve));
-    let (code, v) = env.verify();
+    let (code, v) = env.verify(&[]);
     assert_eq!(code, 1);
     let p = problems(&v)
         .iter()
@@ -2668,7 +2377,7 @@ fn tampered_objects_are_never_handed_out_silently() {
     assert_eq!(p["snapshots"], serde_json::json!([a]), "{p}");
     fs::remove_file(&own_obj).unwrap();
     fs::rename(&moved, &own_obj).unwrap();
-    env.verify_clean("object put back");
+    env.verify_json_clean("object put back");
     eprintln!(
         "tampered_objects_are_never_handed_out_silently: a same-size change was {} by checkout's cheap check and found by verify",
         if cheap_check_saw_it { "caught" } else { "not caught" }

@@ -16,7 +16,7 @@ use std::process::{Command, Output};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use crate::util::{self, assert_ok, minimal_plugin, write, TestEnv};
+use crate::util::{self, assert_ok, minimal_plugin, object_path, os, sha_hex, write, TestEnv};
 
 // ---------------------------------------------------------------------------
 // The schema, as docs/json.md gives it
@@ -471,10 +471,6 @@ struct ErrorOut {
 // ---------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------
-
-fn os(s: &str) -> &OsStr {
-    OsStr::new(s)
-}
 
 /// Stdout as exactly one JSON object, then as `T`.
 fn one_object<T: DeserializeOwned>(out: &Output, what: &str) -> T {
@@ -1755,9 +1751,7 @@ fn util_state(env: &TestEnv) -> (Vec<PathBuf>, String, String, Vec<String>) {
 
 /// The store object holding `file`'s content (not executable).
 fn object_of(store: &Path, file: &Path) -> PathBuf {
-    use sha2::{Digest, Sha256};
-    let hex = format!("{:x}", Sha256::digest(fs::read(file).unwrap()));
-    store.join("objects").join(&hex[..2]).join(&hex[2..])
+    object_path(store, &sha_hex(&fs::read(file).unwrap()), false)
 }
 
 #[derive(Debug, Deserialize)]

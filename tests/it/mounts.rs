@@ -10,7 +10,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::util::{self, assert_exit, assert_ok, write, TestEnv};
+use crate::util::{self, assert_exit, assert_ok, os, write, TestEnv};
 
 const CE_ARMS: [&str; 3] = ["ce_workflow", "ce_workflow_direct", "ce_review"];
 /// Arms the reference gives no plugin: `CE_ARMS` is an exact set.
@@ -33,10 +33,6 @@ const GITNEXUS_TARGETS: [&str; 7] = [
     "/opt/gitnexus-shared/package.json",
     "/opt/gitnexus/hooks/claude",
 ];
-
-fn os(s: &str) -> &OsStr {
-    OsStr::new(s)
-}
 
 /// `cestore mounts ARGS --json`, which must succeed.
 fn mounts_json(env: &TestEnv, args: &[&OsStr]) -> Value {

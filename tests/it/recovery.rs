@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::hardening::{scale, tmpfs_or_skip};
-use crate::util::{assert_exit, assert_ok, minimal_plugin, parse_json, write, TestEnv};
+use crate::util::{assert_exit, assert_ok, minimal_plugin, parse_json, sha_hex, write, TestEnv};
 
 /// Two releases ingested and a view checked out: a store after normal use.
 struct Used {
@@ -69,22 +69,6 @@ fn catalogue_files(store: &Path) -> BTreeMap<String, String> {
             fs::read(store.join(n))
                 .ok()
                 .map(|b| (n.to_string(), sha_hex(&b)))
-        })
-        .collect()
-}
-
-fn listed(env: &TestEnv) -> Vec<String> {
-    let v = env.json(["list", "--json"]);
-    v["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            s.get("manifest_digest")
-                .or_else(|| s.get("digest"))
-                .and_then(Value::as_str)
-                .unwrap()
-                .to_string()
         })
         .collect()
 }
@@ -192,7 +176,7 @@ fn a_damaged_catalogue_is_refused_untouched_or_recovered_and_gc_keeps_every_obje
 
         let out = u.env.run(["recover", "--json"]);
         assert_ok(&out);
-        let mut got = listed(&u.env);
+        let mut got = u.env.listed();
         got.sort();
         let mut want = vec![u.a.clone(), u.b.clone()];
         want.sort();
@@ -272,14 +256,6 @@ fn a_store_without_manifests_gets_them_from_its_catalogue() {
         assert_eq!(sha_hex(&bytes), *d);
         assert_eq!(fs::metadata(&f).unwrap().mode() & 0o777, 0o444);
     }
-}
-
-fn sha_hex(data: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 #[test]
@@ -921,7 +897,7 @@ fn refused_by_recover(entries: &[(&str, &[u8])], leave_out: Option<&str>, rule: 
     let human = u.env.run(["recover"]);
     assert_exit(&human, 0);
 
-    let mut got = listed(&u.env);
+    let mut got = u.env.listed();
     got.sort();
     let mut want = vec![u.a.clone(), u.b.clone()];
     want.sort();

@@ -608,7 +608,7 @@ for path in client.pull(target=target, outdir=outdir):
                     .into_owned();
                 let mut body = Vec::new();
                 std::io::Read::read_to_end(&mut entry, &mut body).expect("read an entry");
-                assert_eq!(name, sha256_hex(&body));
+                assert_eq!(name, sha_hex(&body));
                 contents.insert(body);
             }
         } else {
@@ -998,14 +998,6 @@ fn credentials_answer_basic_and_bearer_challenges() {
             digest.as_str()
         );
     }
-}
-
-fn sha256_hex(data: &[u8]) -> String {
-    use sha2::Digest as _;
-    sha2::Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// The image manifest a tag names, by raw HTTP.

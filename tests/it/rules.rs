@@ -31,7 +31,8 @@ use cestore::digest::ManifestDigest;
 use serde_json::Value;
 
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, write, TestEnv,
+    self, assert_exit, assert_ok, chmod, digest_of, minimal_plugin, mkfifo, names_in, parse_json,
+    write, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -212,28 +213,12 @@ struct StoreState {
     snapshots: Vec<String>,
 }
 
-fn list_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = match fs::read_dir(dir) {
-        Ok(rd) => rd
-            .map(|e| {
-                e.expect("read dir entry")
-                    .file_name()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    names.sort();
-    names
-}
-
 fn store_state(env: &TestEnv) -> StoreState {
     let mut objects = BTreeMap::new();
     let objects_dir = env.store.join("objects");
-    for shard in list_names(&objects_dir) {
+    for shard in names_in(&objects_dir) {
         let shard_dir = objects_dir.join(&shard);
-        for name in list_names(&shard_dir) {
+        for name in names_in(&shard_dir) {
             let meta = fs::symlink_metadata(shard_dir.join(&name)).expect("stat object");
             objects.insert(format!("{shard}/{name}"), meta.ino());
         }
@@ -252,7 +237,7 @@ fn store_state(env: &TestEnv) -> StoreState {
     };
     StoreState {
         objects,
-        tmp: list_names(&env.store.join("tmp")),
+        tmp: names_in(&env.store.join("tmp")),
         snapshots,
     }
 }
@@ -395,13 +380,6 @@ fn accepts_as(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Value {
     report
 }
 
-fn digest_of(report: &Value) -> String {
-    report["provenance"]["manifest_digest"]
-        .as_str()
-        .expect("digest")
-        .to_string()
-}
-
 /// `show DIGEST --files --json`'s file list.
 fn files(env: &TestEnv, digest: &str) -> Value {
     env.json(["show", digest, "--files", "--json"])["files"].clone()
@@ -427,14 +405,6 @@ fn set_plugin_json(root: &Path, contents: impl AsRef<[u8]>) -> PathBuf {
     let path = root.join(".claude-plugin/plugin.json");
     write(&path, contents);
     path
-}
-
-fn mkfifo(path: &Path) {
-    let status = Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("run mkfifo");
-    assert!(status.success(), "mkfifo {}", path.display());
 }
 
 /// A relative path of exactly `len` bytes under `skills/long/`, in

@@ -5,9 +5,15 @@
 
 use std::ffi::OsStr;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 /// A fresh temporary directory with a store inside it, removed on drop even
 /// when views or tests left read-only directories in it.
@@ -16,6 +22,9 @@ pub struct TestEnv {
     /// The directory's canonical path.
     pub base: PathBuf,
     pub store: PathBuf,
+    /// When set, every command run through [`TestEnv::run`] must finish
+    /// within it, without a panic or a death by signal (see [`run_within`]).
+    pub deadline: Option<Duration>,
 }
 
 impl TestEnv {
@@ -26,7 +35,25 @@ impl TestEnv {
             .expect("create temp dir");
         let base = dir.path().canonicalize().expect("canonical temp dir");
         let store = base.join("store");
-        TestEnv { dir, base, store }
+        TestEnv {
+            dir,
+            base,
+            store,
+            deadline: None,
+        }
+    }
+
+    /// A fresh environment whose store lives at `store` (e.g. on a tmpfs).
+    pub fn with_store(store: PathBuf) -> TestEnv {
+        let mut env = TestEnv::new();
+        env.store = store;
+        env
+    }
+
+    /// This environment, its commands run under `limit` (see [`run_within`]).
+    pub fn within(mut self, limit: Duration) -> TestEnv {
+        self.deadline = Some(limit);
+        self
     }
 
     /// A path inside the test's directory.
@@ -40,30 +67,36 @@ impl TestEnv {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = Command::new(bin());
-        cmd.args(args).arg("--store").arg(&self.store);
-        cmd.env_remove("CESTORE_DIR");
-        cmd
+        cestore(&self.store, args)
     }
 
-    /// Runs `cestore ARGS --store STORE` and returns its output.
+    /// Runs `cestore ARGS --store STORE` (under the deadline, if one is set)
+    /// and returns its output.
     pub fn run<I, S>(&self, args: I) -> Output
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        self.cmd(args).output().expect("run cestore")
+        match self.deadline {
+            Some(limit) => run_within(self.cmd(args), limit, "cestore"),
+            None => self.cmd(args).output().expect("run cestore"),
+        }
     }
 
-    /// Runs a command that must succeed and parses its stdout as JSON.
-    pub fn json<I, S>(&self, args: I) -> serde_json::Value
+    /// Runs a command that must succeed and parses its stdout as JSON; a
+    /// report's `ok` must then be true.
+    pub fn json<I, S>(&self, args: I) -> Value
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
         let out = self.run(args);
         assert_ok(&out);
-        parse_json(&out)
+        let v = parse_json(&out);
+        if let Some(ok) = v.get("ok") {
+            assert_eq!(ok, true, "{v}");
+        }
+        v
     }
 
     /// Ingests `dir` at `version` and returns the JSON report (must succeed).
@@ -79,12 +112,269 @@ impl TestEnv {
 
     /// Ingests and returns the manifest digest.
     pub fn ingest_digest(&self, dir: &Path, version: &str) -> String {
-        let report = self.ingest(dir, version);
-        report["provenance"]["manifest_digest"]
-            .as_str()
-            .expect("digest in report")
-            .to_string()
+        digest_of(&self.ingest(dir, version))
     }
+
+    /// The snapshot's files, from `show --files --json`.
+    pub fn files(&self, digest: &str) -> Vec<FileRow> {
+        self.json(["show", digest, "--files", "--json"])["files"]
+            .as_array()
+            .expect("files array")
+            .iter()
+            .map(|f| FileRow {
+                path: f["path"].as_str().expect("path").to_string(),
+                sha256: f["sha256"].as_str().expect("sha256").to_string(),
+                size: f["size"].as_u64().expect("size"),
+                executable: f["executable"].as_bool().expect("executable"),
+            })
+            .collect()
+    }
+
+    /// The store object that holds a file's bytes.
+    pub fn object(&self, f: &FileRow) -> PathBuf {
+        object_path(&self.store, &f.sha256, f.executable)
+    }
+
+    /// The manifest digests `list --json` lists, in its order.
+    pub fn listed(&self) -> Vec<String> {
+        self.json(["list", "--json"])["snapshots"]
+            .as_array()
+            .expect("snapshots array")
+            .iter()
+            .map(|s| s["manifest_digest"].as_str().expect("digest").to_string())
+            .collect()
+    }
+
+    /// The recorded views of a snapshot, `(path, kind)`, from `show --json`.
+    pub fn views(&self, digest: &str) -> Vec<(String, String)> {
+        self.json(["show", digest, "--json"])["views"]
+            .as_array()
+            .expect("views array")
+            .iter()
+            .map(|v| {
+                (
+                    v["path"].as_str().expect("view path").to_string(),
+                    v["kind"].as_str().expect("view kind").to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// `cestore checkout DIGEST DEST --json EXTRA...`.
+    pub fn checkout(&self, digest: &str, dest: &Path, extra: &[&str]) -> Output {
+        let mut args: Vec<&OsStr> = vec![
+            OsStr::new("checkout"),
+            OsStr::new(digest),
+            dest.as_os_str(),
+            OsStr::new("--json"),
+        ];
+        args.extend(extra.iter().map(OsStr::new));
+        self.run(args)
+    }
+
+    /// A checkout that must succeed; returns its JSON report.
+    pub fn checkout_ok(&self, digest: &str, dest: &Path, extra: &[&str]) -> Value {
+        let out = self.checkout(digest, dest, extra);
+        assert_ok(&out);
+        let report = parse_json(&out);
+        assert_eq!(report["ok"], true, "{report}");
+        report
+    }
+
+    /// `verify --json EXTRA...`: the exit code (0 or 1) and the report.
+    pub fn verify(&self, extra: &[&str]) -> (i32, Value) {
+        let mut args = vec!["verify", "--json"];
+        args.extend_from_slice(extra);
+        let out = self.run(&args);
+        let code = out.status.code().expect("exit code");
+        assert!(code == 0 || code == 1, "verify: {}", describe(&out));
+        let v = parse_json(&out);
+        assert_eq!(v["ok"], code == 0, "{v}");
+        (code, v)
+    }
+
+    /// `verify --tree DIR DIGEST --json`: the exit code and the differences;
+    /// the report names the whole digest `digest` starts.
+    pub fn verify_tree(&self, dir: &Path, digest: &str) -> (i32, Value) {
+        let out = self.run([
+            OsStr::new("verify"),
+            OsStr::new("--tree"),
+            dir.as_os_str(),
+            OsStr::new(digest),
+            OsStr::new("--json"),
+        ]);
+        let code = out.status.code().expect("exit code");
+        assert!(code == 0 || code == 1, "verify --tree: {}", describe(&out));
+        let v = parse_json(&out);
+        assert_eq!(v["ok"], code == 0, "{v}");
+        let full = v["manifest_digest"].as_str().expect("manifest_digest");
+        assert!(full.len() == 64 && full.starts_with(digest), "{v}");
+        (code, v["differences"].clone())
+    }
+}
+
+/// One file of a snapshot as `show --files --json` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FileRow {
+    pub path: String,
+    pub sha256: String,
+    pub size: u64,
+    pub executable: bool,
+}
+
+impl FileRow {
+    /// The object key, `(sha256, executable)`.
+    pub fn key(&self) -> (String, bool) {
+        (self.sha256.clone(), self.executable)
+    }
+}
+
+/// The path of the store object for content `sha256`, with the `.x` suffix
+/// when it is the executable variant.
+pub fn object_path(store: &Path, sha256: &str, executable: bool) -> PathBuf {
+    let name = format!("{}{}", &sha256[2..], if executable { ".x" } else { "" });
+    store.join("objects").join(&sha256[..2]).join(name)
+}
+
+/// The lower-case hex SHA-256 of `data`.
+pub fn sha_hex(data: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(data))
+}
+
+/// The manifest digest of an ingest (or other provenance) report.
+pub fn digest_of(report: &Value) -> String {
+    report["provenance"]["manifest_digest"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no digest in {report}"))
+        .to_string()
+}
+
+/// A `verify` report's problems.
+pub fn problems(report: &Value) -> &Vec<Value> {
+    report["problems"].as_array().expect("problems array")
+}
+
+/// Whether anything (even a dangling symlink) is at `path`.
+pub fn exists(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok()
+}
+
+/// The permission bits (`st_mode & 0o7777`) of `path`, not following a symlink.
+pub fn mode_of(path: &Path) -> u32 {
+    fs::symlink_metadata(path)
+        .unwrap_or_else(|e| panic!("lstat {}: {e}", path.display()))
+        .mode()
+        & 0o7777
+}
+
+/// The names in `dir`, sorted; none when it cannot be read.
+pub fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = match fs::read_dir(dir) {
+        Ok(rd) => rd
+            .map(|e| {
+                e.expect("dir entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    names.sort();
+    names
+}
+
+/// Makes a FIFO of mode 0644 at `path`.
+pub fn mkfifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("mkfifo");
+}
+
+/// A `&str` as an `&OsStr`, for argument lists that mix text and paths.
+pub fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+/// A command's exit code and both streams, for failure messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Waits for a spawned child with piped streams, killing it and failing
+/// after `limit`: a hang is a failure, never a stuck test binary.
+pub fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for a child") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {limit:?}: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
+/// Runs a command under a deadline and checks that it neither panicked nor
+/// died by a signal.
+pub fn run_within(mut cmd: Command, limit: Duration, what: &str) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let out = finish(child, limit, what);
+    assert_sane(&out, what);
+    out
+}
+
+/// No panic message, no death by signal (a stack overflow aborts).
+pub fn assert_sane(out: &Output, what: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{what} panicked:\n{stderr}");
+    assert!(
+        out.status.code().is_some(),
+        "{what} died by signal {:?}:\n{stderr}",
+        out.status.signal()
+    );
 }
 
 impl Drop for TestEnv {
@@ -96,6 +386,20 @@ impl Drop for TestEnv {
 /// The path of the `cestore` binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_cestore")
+}
+
+/// A `cestore ARGS --store STORE` command, with `$CESTORE_DIR` removed.
+pub fn cestore<I, S>(store: &Path, args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .arg("--store")
+        .arg(store)
+        .env_remove("CESTORE_DIR");
+    cmd
 }
 
 /// Panics with both streams when the command failed.

@@ -19,69 +19,19 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::gen;
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, write, TestEnv,
+    self, assert_exit, assert_ok, chmod, exists, minimal_plugin, mode_of, object_path, parse_json,
+    sha_hex, write, FileRow, TestEnv,
 };
 
 // ---------------------------------------------------------------------------
 // Harness
 // ---------------------------------------------------------------------------
 
-/// A test directory (canonical path) with a store; removed on drop even
-/// though views leave read-only directories behind.
-struct Env {
-    t: TestEnv,
-}
-
-impl Env {
-    fn new() -> Env {
-        Env { t: TestEnv::new() }
-    }
-
-    fn at(&self, rel: &str) -> PathBuf {
-        self.t.base.join(rel)
-    }
-
-    fn store(&self) -> &Path {
-        &self.t.store
-    }
-
-    fn run<I, S>(&self, args: I) -> Output
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        self.t.run(args)
-    }
-
-    fn ingest(&self, dir: &Path, version: &str) -> String {
-        self.t.ingest_digest(dir, version)
-    }
-
-    /// `cestore checkout DIGEST DEST --json EXTRA...`.
-    fn checkout(&self, digest: &str, dest: &Path, extra: &[&str]) -> Output {
-        let mut args: Vec<&OsStr> = vec![
-            OsStr::new("checkout"),
-            OsStr::new(digest),
-            dest.as_os_str(),
-            OsStr::new("--json"),
-        ];
-        args.extend(extra.iter().map(OsStr::new));
-        self.run(args)
-    }
-
-    /// A checkout that must succeed; returns its JSON report.
-    fn checkout_ok(&self, digest: &str, dest: &Path, extra: &[&str]) -> Value {
-        let out = self.checkout(digest, dest, extra);
-        assert_ok(&out);
-        let report = parse_json(&out);
-        assert_eq!(report["ok"], true, "{report}");
-        report
-    }
-
+/// Requests only the view tests make.
+impl TestEnv {
     fn discard(&self, dest: &Path, force: Option<&str>) -> Output {
         let mut args: Vec<&OsStr> = vec![
             OsStr::new("discard"),
@@ -104,63 +54,6 @@ impl Env {
             OsStr::new("--json"),
         ])
     }
-
-    fn show(&self, digest: &str) -> Value {
-        self.t.json(["show", digest, "--json"])
-    }
-
-    /// The snapshot's files, from `show --files --json`.
-    fn files(&self, digest: &str) -> Vec<FileEntry> {
-        let v = self.t.json(["show", digest, "--files", "--json"]);
-        v["files"]
-            .as_array()
-            .expect("files array")
-            .iter()
-            .map(|f| FileEntry {
-                path: f["path"].as_str().expect("path").to_string(),
-                sha256: f["sha256"].as_str().expect("sha256").to_string(),
-                size: f["size"].as_u64().expect("size"),
-                executable: f["executable"].as_bool().expect("executable"),
-            })
-            .collect()
-    }
-
-    /// The recorded views' paths of a snapshot, from `show --json`.
-    fn views(&self, digest: &str) -> Vec<(String, String)> {
-        self.show(digest)["views"]
-            .as_array()
-            .expect("views array")
-            .iter()
-            .map(|v| {
-                (
-                    v["path"].as_str().expect("view path").to_string(),
-                    v["kind"].as_str().expect("view kind").to_string(),
-                )
-            })
-            .collect()
-    }
-
-    fn object(&self, sha256: &str, executable: bool) -> PathBuf {
-        object_path(self.store(), sha256, executable)
-    }
-}
-
-/// One file of a snapshot as `show --files --json` lists it.
-#[derive(Clone, Debug)]
-struct FileEntry {
-    path: String,
-    sha256: String,
-    size: u64,
-    executable: bool,
-}
-
-fn object_path(store: &Path, sha256: &str, executable: bool) -> PathBuf {
-    let name = format!("{}{}", &sha256[2..], if executable { ".x" } else { "" });
-    store.join("objects").join(&sha256[..2]).join(name)
-}
-
-fn sha_hex(data: &[u8]) -> String {
-    format!("{:x}", Sha256::digest(data))
 }
 
 /// What a walk found at one relative path (symlinks are never followed).
@@ -242,7 +135,7 @@ fn ancestors(path: &str) -> impl Iterator<Item = &str> {
 /// Asserts a view is exactly the snapshot `files` describe: those files with
 /// those bytes, 0444/0555 files, 0555 directories (only the needed ones), no
 /// symlinks. Returns the walk.
-fn assert_view_is(view: &Path, files: &[FileEntry]) -> BTreeMap<String, Node> {
+fn assert_view_is(view: &Path, files: &[FileRow]) -> BTreeMap<String, Node> {
     let tree = walk(view);
     let mut dirs: BTreeSet<&str> = BTreeSet::from([""]);
     for f in files {
@@ -301,10 +194,6 @@ fn tmp_siblings(parent: &Path) -> Vec<String> {
         .collect()
 }
 
-fn exists(path: &Path) -> bool {
-    fs::symlink_metadata(path).is_ok()
-}
-
 fn ino(path: &Path) -> u64 {
     fs::symlink_metadata(path)
         .unwrap_or_else(|e| panic!("lstat {}: {e}", path.display()))
@@ -315,13 +204,6 @@ fn nlink(path: &Path) -> u64 {
     fs::symlink_metadata(path)
         .unwrap_or_else(|e| panic!("lstat {}: {e}", path.display()))
         .nlink()
-}
-
-fn mode_of(path: &Path) -> u32 {
-    fs::symlink_metadata(path)
-        .unwrap_or_else(|e| panic!("lstat {}: {e}", path.display()))
-        .mode()
-        & 0o7777
 }
 
 /// Gives the owner write permission on every directory under `root`
@@ -672,7 +554,7 @@ impl Drop for OtherFs {
 
 #[test]
 fn checkout_matches_reference_staging() {
-    let env = Env::new();
+    let env = TestEnv::new();
     let reference = reference_dir();
     if reference.is_none() {
         eprintln!(
@@ -684,7 +566,7 @@ fn checkout_matches_reference_staging() {
     // (source dir, version, expected file set when known)
     let mut cases: Vec<(PathBuf, String, Option<BTreeSet<String>>)> = Vec::new();
     for (i, version) in ["2.3.4-rc.1+build.5", "0.0.1"].iter().enumerate() {
-        let src = env.at(&format!("rich-{i}"));
+        let src = env.path(&format!("rich-{i}"));
         let (files, expected) = rich_tree(version, 77 + i as u64);
         write_tree(&src, &files);
         // An empty directory is not part of a snapshot.
@@ -696,7 +578,7 @@ fn checkout_matches_reference_staging() {
     let mut seed = 0x7715_0000u64;
     let mut picked = 0;
     while picked < 3 && seed < 0x7715_0000 + 60 {
-        let root = env.at(&format!("gen-{seed:x}/tree"));
+        let root = env.path(&format!("gen-{seed:x}/tree"));
         let case = gen::plugin_tree(seed, &root);
         seed += 1;
         if case.broken.is_none()
@@ -715,8 +597,8 @@ fn checkout_matches_reference_staging() {
     assert!(picked > 0, "no small accepted generator tree in 60 seeds");
 
     for (i, (src, version, expected)) in cases.iter().enumerate() {
-        let digest = env.ingest(src, version);
-        let dest = env.at(&format!("view-{i}"));
+        let digest = env.ingest_digest(src, version);
+        let dest = env.path(&format!("view-{i}"));
         let report = env.checkout_ok(&digest, &dest, &[]);
         let files = env.files(&digest);
         let tree = assert_view_is(&dest, &files);
@@ -753,7 +635,7 @@ fn checkout_matches_reference_staging() {
 
         if let Some(reference) = &reference {
             let (staged, ref_digest) =
-                reference_stage(reference, src, version, &env.at(&format!("ref-{i}")));
+                reference_stage(reference, src, version, &env.path(&format!("ref-{i}")));
             assert_eq!(
                 ref_digest,
                 digest,
@@ -785,7 +667,7 @@ fn checkout_matches_reference_staging() {
 
 #[test]
 fn views_share_inodes_across_releases() {
-    let env = Env::new();
+    let env = TestEnv::new();
     let same: &[u8] = b"same bytes, two modes\n";
     let extra: &[(&str, &[u8], u32)] = &[
         ("scripts/tool.sh", same, 0o755),
@@ -793,13 +675,13 @@ fn views_share_inodes_across_releases() {
         ("assets/common.bin", b"common to both releases\n", 0o644),
         ("skills/ce-work/nested/deeper/note.md", b"note\n", 0o600),
     ];
-    let (a, b) = (env.at("rel-a"), env.at("rel-b"));
+    let (a, b) = (env.path("rel-a"), env.path("rel-b"));
     small_tree(&a, "1.0.0", extra);
     small_tree(&b, "1.0.1", extra);
-    let da = env.ingest(&a, "1.0.0");
-    let db = env.ingest(&b, "1.0.1");
+    let da = env.ingest_digest(&a, "1.0.0");
+    let db = env.ingest_digest(&b, "1.0.1");
     assert_ne!(da, db);
-    let (va, vb) = (env.at("view-a"), env.at("view-b"));
+    let (va, vb) = (env.path("view-a"), env.path("view-b"));
     env.checkout_ok(&da, &va, &[]);
     env.checkout_ok(&db, &vb, &[]);
     let files_a = env.files(&da);
@@ -807,7 +689,7 @@ fn views_share_inodes_across_releases() {
     assert_view_is(&va, &files_a);
     assert_view_is(&vb, &files_b);
 
-    let by_path_b: BTreeMap<&str, &FileEntry> =
+    let by_path_b: BTreeMap<&str, &FileRow> =
         files_b.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut common = 0;
     for f in &files_a {
@@ -816,8 +698,8 @@ fn views_share_inodes_across_releases() {
         if f.path == ".claude-plugin/plugin.json" {
             assert_ne!(f.sha256, g.sha256);
             assert_ne!(ia, ib, "the differing file must not share an inode");
-            assert_eq!(ia, ino(&env.object(&f.sha256, false)));
-            assert_eq!(ib, ino(&env.object(&g.sha256, false)));
+            assert_eq!(ia, ino(&object_path(&env.store, &f.sha256, false)));
+            assert_eq!(ib, ino(&object_path(&env.store, &g.sha256, false)));
             continue;
         }
         assert_eq!(f.sha256, g.sha256);
@@ -828,7 +710,7 @@ fn views_share_inodes_across_releases() {
         );
         assert_eq!(
             ia,
-            ino(&env.object(&f.sha256, f.executable)),
+            ino(&object_path(&env.store, &f.sha256, f.executable)),
             "'{}' must be its object",
             f.path
         );
@@ -848,8 +730,8 @@ fn views_share_inodes_across_releases() {
     assert_eq!(tool_sh.sha256, tool_txt.sha256);
     assert!(tool_sh.executable && !tool_txt.executable);
     let (ox, o) = (
-        env.object(&tool_sh.sha256, true),
-        env.object(&tool_sh.sha256, false),
+        object_path(&env.store, &tool_sh.sha256, true),
+        object_path(&env.store, &tool_sh.sha256, false),
     );
     assert!(ox.to_string_lossy().ends_with(".x"));
     assert_ne!(ino(&ox), ino(&o));
@@ -870,8 +752,8 @@ fn views_share_inodes_across_releases() {
 
 #[test]
 fn empty_files_are_fresh() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     small_tree(
         &src,
         "1.0.0",
@@ -880,8 +762,8 @@ fn empty_files_are_fresh() {
             ("scripts/empty.sh", b"", 0o755),
         ],
     );
-    let d = env.ingest(&src, "1.0.0");
-    let (v1, v2) = (env.at("v1"), env.at("v2"));
+    let d = env.ingest_digest(&src, "1.0.0");
+    let (v1, v2) = (env.path("v1"), env.path("v2"));
     let r1 = env.checkout_ok(&d, &v1, &[]);
     env.checkout_ok(&d, &v2, &[]);
     assert_eq!(r1["copy_reasons"]["empty file"], 2, "{r1}");
@@ -914,8 +796,8 @@ fn empty_files_are_fresh() {
 
 #[test]
 fn exdev_copies_across_filesystems() {
-    let env = Env::new();
-    let other = match OtherFs::find(&env.t.base) {
+    let env = TestEnv::new();
+    let other = match OtherFs::find(&env.base) {
         Ok(o) => o,
         Err(why) => {
             crate::util::skip("exdev_copies_across_filesystems", &why.to_string());
@@ -923,7 +805,7 @@ fn exdev_copies_across_filesystems() {
         }
     };
     let parent = other.dir();
-    let src = env.at("src");
+    let src = env.path("src");
     small_tree(
         &src,
         "1.0.0",
@@ -933,7 +815,7 @@ fn exdev_copies_across_filesystems() {
             ("skills/ce-work/empty.md", b"", 0o644),
         ],
     );
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
     let nonempty = files.iter().filter(|f| f.size > 0).count() as u64;
 
@@ -975,7 +857,7 @@ fn exdev_copies_across_filesystems() {
     );
     assert_ok(&env.discard(&dest, None));
     assert!(!exists(&dest));
-    assert_objects_intact(env.store());
+    assert_objects_intact(&env.store);
 }
 
 // ---------------------------------------------------------------------------
@@ -984,10 +866,10 @@ fn exdev_copies_across_filesystems() {
 
 #[test]
 fn emlink_copies_at_the_link_limit() {
-    let env = Env::new();
+    let env = TestEnv::new();
     let fstype = Command::new("stat")
         .args(["-f", "-c", "%T"])
-        .arg(&env.t.base)
+        .arg(&env.base)
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
@@ -1002,7 +884,7 @@ fn emlink_copies_at_the_link_limit() {
         );
         return;
     }
-    let src = env.at("src");
+    let src = env.path("src");
     let hot: &[u8] = b"the object that reaches its link limit\n";
     small_tree(
         &src,
@@ -1012,13 +894,13 @@ fn emlink_copies_at_the_link_limit() {
             ("assets/cold.txt", b"cold\n", 0o644),
         ],
     );
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
-    let object = env.object(&sha_hex(hot), false);
+    let object = object_path(&env.store, &sha_hex(hot), false);
     assert!(object.is_file());
 
     let start = Instant::now();
-    let scratch = env.at("links");
+    let scratch = env.path("links");
     fs::create_dir(&scratch).expect("mkdir scratch");
     let mut hit = None;
     for i in 0..70_000u32 {
@@ -1052,7 +934,7 @@ fn emlink_copies_at_the_link_limit() {
         start.elapsed()
     );
 
-    let dest = env.at("view");
+    let dest = env.path("view");
     let report = env.checkout_ok(&d, &dest, &["--method", "auto"]);
     let reasons = report["copy_reasons"].as_object().unwrap();
     let emlink: Vec<_> = reasons
@@ -1068,22 +950,22 @@ fn emlink_copies_at_the_link_limit() {
     assert_eq!(nlink(&dest.join("assets/hot.txt")), 1);
     assert_eq!(
         ino(&dest.join("assets/cold.txt")),
-        ino(&env.object(&sha_hex(b"cold\n"), false))
+        ino(&object_path(&env.store, &sha_hex(b"cold\n"), false))
     );
 
-    let dest2 = env.at("view-hl");
+    let dest2 = env.path("view-hl");
     let err = assert_exit(&env.checkout(&d, &dest2, &["--require-hardlinks"]), 6);
     assert!(err.contains("EMLINK"), "{err}");
     assert!(!exists(&dest2));
-    assert_eq!(tmp_siblings(&env.t.base), Vec::<String>::new());
+    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
 
     fs::remove_dir_all(&scratch).expect("remove scratch links");
     // Below the limit again: the file is linked.
-    let dest3 = env.at("view-after");
+    let dest3 = env.path("view-after");
     let report = env.checkout_ok(&d, &dest3, &["--require-hardlinks"]);
     assert_eq!(report["copied"], 0, "{report}");
     assert_eq!(ino(&dest3.join("assets/hot.txt")), ino(&object));
-    assert_objects_intact(env.store());
+    assert_objects_intact(&env.store);
     eprintln!("emlink: done in {:?}", start.elapsed());
 }
 
@@ -1093,8 +975,8 @@ fn emlink_copies_at_the_link_limit() {
 
 #[test]
 fn discard_leaves_objects_unchanged() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     let same: &[u8] = b"shared bytes\n";
     small_tree(
         &src,
@@ -1106,9 +988,9 @@ fn discard_leaves_objects_unchanged() {
             ("skills/ce-work/empty.md", b"", 0o644),
         ],
     );
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
-    let view = env.at("view");
+    let view = env.path("view");
     env.checkout_ok(&d, &view, &[]);
     assert_view_is(&view, &files);
     assert_eq!(env.views(&d).len(), 1);
@@ -1125,24 +1007,24 @@ fn discard_leaves_objects_unchanged() {
         env.views(&d).is_empty(),
         "a discarded view must not be listed"
     );
-    let n = assert_objects_intact(env.store());
+    let n = assert_objects_intact(&env.store);
     assert!(n >= files.iter().filter(|f| f.size > 0).count() - 1);
     // The store still serves the snapshot.
-    let again = env.at("again");
+    let again = env.path("again");
     env.checkout_ok(&d, &again, &[]);
     assert_view_is(&again, &files);
 }
 
 #[test]
 fn discard_refuses_unrecorded_paths() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     small_tree(&src, "1.0.0", &[("scripts/a.sh", b"#!/bin/sh\n", 0o755)]);
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
 
     // Not a recorded view: refused, left alone.
-    let plain = env.at("plain");
+    let plain = env.path("plain");
     write(&plain.join("keep.txt"), "keep me\n");
     let err = assert_exit(&env.discard(&plain, None), 4);
     assert!(err.contains("--force"), "{err}");
@@ -1151,11 +1033,11 @@ fn discard_refuses_unrecorded_paths() {
     assert_exit(&env.discard(&plain, Some(&d)), 6);
     assert!(plain.join("keep.txt").is_file());
 
-    let view = env.at("view");
+    let view = env.path("view");
     env.checkout_ok(&d, &view, &[]);
 
     // An exact copy of a view: removed with --force.
-    let copy = env.at("copy");
+    let copy = env.path("copy");
     cp_a(&view, &copy);
     assert_view_is(&copy, &files);
     let err = assert_exit(&env.discard(&copy, None), 4);
@@ -1169,7 +1051,7 @@ fn discard_refuses_unrecorded_paths() {
     assert!(!exists(&copy));
 
     // A copy with one byte changed (same size, same mode): refused.
-    let copy2 = env.at("copy2");
+    let copy2 = env.path("copy2");
     cp_a(&view, &copy2);
     let victim = copy2.join("skills/ce-plan/SKILL.md");
     assert_ne!(ino(&victim), ino(&view.join("skills/ce-plan/SKILL.md")));
@@ -1186,7 +1068,7 @@ fn discard_refuses_unrecorded_paths() {
     // The recorded view is untouched by all of this.
     assert_view_is(&view, &files);
     assert_eq!(env.views(&d).len(), 1);
-    assert_objects_intact(env.store());
+    assert_objects_intact(&env.store);
 }
 
 // ---------------------------------------------------------------------------
@@ -1195,8 +1077,8 @@ fn discard_refuses_unrecorded_paths() {
 
 #[test]
 fn tampered_objects_are_refused() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     let data: &[u8] = b"data that will be tampered with\n";
     let script: &[u8] = b"#!/bin/sh\necho tampered later\n";
     small_tree(
@@ -1207,11 +1089,11 @@ fn tampered_objects_are_refused() {
             ("scripts/run.sh", script, 0o755),
         ],
     );
-    let d = env.ingest(&src, "1.0.0");
-    let a = env.at("a");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let a = env.path("a");
     env.checkout_ok(&d, &a, &[]);
-    let data_obj = env.object(&sha_hex(data), false);
-    let script_obj = env.object(&sha_hex(script), true);
+    let data_obj = object_path(&env.store, &sha_hex(data), false);
+    let script_obj = object_path(&env.store, &sha_hex(script), true);
 
     // A chmod through the view changes the shared object's mode.
     let through = a.join("assets/data.txt");
@@ -1223,7 +1105,7 @@ fn tampered_objects_are_refused() {
     );
     // Its bytes still hash right: a checkout re-hashes it, sets its mode
     // back, says so, and hands it out.
-    let b = env.at("b");
+    let b = env.path("b");
     let out = env.checkout(&d, &b, &[]);
     assert_ok(&out);
     let restored = parse_json(&out)["modes_restored"].clone();
@@ -1235,7 +1117,7 @@ fn tampered_objects_are_refused() {
         "{restored}"
     );
     assert_eq!(mode_of(&data_obj), 0o444);
-    assert_eq!(tmp_siblings(&env.t.base), Vec::<String>::new());
+    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
     // So does the shared view.
     chmod(&through, 0o644);
     assert_ok(&env.run(["path", d.as_str()]));
@@ -1252,7 +1134,7 @@ fn tampered_objects_are_refused() {
         .unwrap();
     chmod(&through, 0o555);
     assert_eq!(fs::metadata(&script_obj).unwrap().len(), 3);
-    let c = env.at("c");
+    let c = env.path("c");
     let err = assert_exit(&env.checkout(&d, &c, &[]), 1);
     assert!(
         err.contains(&script_obj.display().to_string()),
@@ -1260,7 +1142,7 @@ fn tampered_objects_are_refused() {
     );
     assert!(err.contains("cestore verify"), "{err}");
     assert!(!exists(&c));
-    assert_eq!(tmp_siblings(&env.t.base), Vec::<String>::new());
+    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
     // --json carries the same verdict.
     let out = env.checkout(&d, &c, &[]);
     assert_exit(&out, 1);
@@ -1276,8 +1158,8 @@ fn tampered_objects_are_refused() {
 
 #[test]
 fn concurrent_path_makes_one_view() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     let mut extra: Vec<(String, Vec<u8>, u32)> = Vec::new();
     for i in 0..60 {
         extra.push((
@@ -1288,13 +1170,12 @@ fn concurrent_path_makes_one_view() {
     }
     minimal_plugin(&src, "1.0.0");
     write_tree(&src, &extra);
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
 
     let children: Vec<_> = (0..8)
         .map(|_| {
-            env.t
-                .cmd(["path", d.as_str(), "--json"])
+            env.cmd(["path", d.as_str(), "--json"])
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -1322,7 +1203,7 @@ fn concurrent_path_makes_one_view() {
     assert_eq!(paths.len(), 1, "all must print the same path: {paths:?}");
     assert_eq!(created, 1, "exactly one call makes the view");
     let path = PathBuf::from(paths.into_iter().next().unwrap());
-    let views_dir = env.store().join("views");
+    let views_dir = env.store.join("views");
     assert_eq!(
         path.canonicalize().unwrap(),
         views_dir.join(&d).canonicalize().unwrap()
@@ -1332,7 +1213,7 @@ fn concurrent_path_makes_one_view() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(entries, vec![d.clone()]);
-    let tmp: Vec<String> = fs::read_dir(env.store().join("tmp"))
+    let tmp: Vec<String> = fs::read_dir(&env.store.join("tmp"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -1342,7 +1223,7 @@ fn concurrent_path_makes_one_view() {
     assert_eq!(views[0].1, "shared");
     assert_view_is(&path, &files);
     // A later call finds it.
-    let v = env.t.json(["path", d.as_str(), "--json"]);
+    let v = env.json(["path", d.as_str(), "--json"]);
     assert_eq!(v["created"], false);
     assert_eq!(env.views(&d).len(), 1);
 }
@@ -1353,8 +1234,8 @@ fn concurrent_path_makes_one_view() {
 
 #[test]
 fn checkout_publishes_atomically() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     minimal_plugin(&src, "1.0.0");
     let mut extra: Vec<(String, Vec<u8>, u32)> = Vec::new();
     for i in 0..1200 {
@@ -1365,15 +1246,14 @@ fn checkout_publishes_atomically() {
         ));
     }
     write_tree(&src, &extra);
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
-    let parent = env.at("out");
+    let parent = env.path("out");
     fs::create_dir(&parent).unwrap();
 
     // While a checkout runs, DEST is either absent or complete.
     let dest = parent.join("view");
     let mut child = env
-        .t
         .cmd(["checkout", d.as_str()])
         .arg(&dest)
         .arg("--json")
@@ -1419,7 +1299,7 @@ fn checkout_publishes_atomically() {
 
     // A checkout refused for integrity leaves neither DEST nor a sibling.
     let victim = files.iter().find(|f| f.size > 0 && !f.executable).unwrap();
-    let obj = env.object(&victim.sha256, false);
+    let obj = object_path(&env.store, &victim.sha256, false);
     let good = fs::read(&obj).unwrap();
     chmod(&obj, 0o644);
     fs::write(&obj, &good[..good.len() - 1]).unwrap();
@@ -1434,7 +1314,7 @@ fn checkout_publishes_atomically() {
 
     // A checkout that fails half-way (a hard link refused across filesystems)
     // removes its temporary tree.
-    if let Ok(other) = OtherFs::find(&env.t.base) {
+    if let Ok(other) = OtherFs::find(&env.base) {
         let p = other.dir();
         let dest3 = p.join("view3");
         assert_exit(&env.checkout(&d, &dest3, &["--method", "hardlink"]), 6);
@@ -1452,8 +1332,7 @@ fn checkout_publishes_atomically() {
     let race = parent.join("race");
     let children: Vec<_> = (0..4)
         .map(|_| {
-            env.t
-                .cmd(["checkout", d.as_str()])
+            env.cmd(["checkout", d.as_str()])
                 .arg(&race)
                 .arg("--json")
                 .stdout(Stdio::piped())
@@ -1485,7 +1364,7 @@ fn checkout_publishes_atomically() {
         .collect();
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     // No checkout marker is left in the store either.
-    assert_eq!(fs::read_dir(env.store().join("tmp")).unwrap().count(), 0);
+    assert_eq!(fs::read_dir(&env.store.join("tmp")).unwrap().count(), 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -1494,40 +1373,40 @@ fn checkout_publishes_atomically() {
 
 #[test]
 fn bad_requests() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     minimal_plugin(&src, "1.0.0");
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
 
     // DEST exists: a directory, a file, a dangling symlink.
-    let dir = env.at("exists-dir");
+    let dir = env.path("exists-dir");
     write(&dir.join("mine.txt"), "mine\n");
     let err = assert_exit(&env.checkout(&d, &dir, &[]), 6);
     assert!(err.contains("already exists"), "{err}");
     assert_eq!(fs::read(dir.join("mine.txt")).unwrap(), b"mine\n");
-    let file = env.at("exists-file");
+    let file = env.path("exists-file");
     write(&file, "x");
     assert_exit(&env.checkout(&d, &file, &[]), 6);
     assert_eq!(fs::read(&file).unwrap(), b"x");
-    let link = env.at("exists-link");
-    std::os::unix::fs::symlink(env.at("nowhere"), &link).unwrap();
+    let link = env.path("exists-link");
+    std::os::unix::fs::symlink(env.path("nowhere"), &link).unwrap();
     assert_exit(&env.checkout(&d, &link, &[]), 6);
-    assert!(!exists(&env.at("nowhere")));
+    assert!(!exists(&env.path("nowhere")));
 
     // DEST inside the store, directly or through a symlinked parent.
     for inside in [
-        env.store().join("my-view"),
-        env.store().join("views/my-view"),
-        env.store().join("objects/ab/v"),
+        &env.store.join("my-view"),
+        &env.store.join("views/my-view"),
+        &env.store.join("objects/ab/v"),
     ] {
         let err = assert_exit(&env.checkout(&d, &inside, &[]), 6);
         assert!(err.contains("inside the store"), "{err}");
         assert!(!exists(&inside));
     }
-    let store_link = env.at("store-link");
-    std::os::unix::fs::symlink(env.store(), &store_link).unwrap();
+    let store_link = env.path("store-link");
+    std::os::unix::fs::symlink(&env.store, &store_link).unwrap();
     assert_exit(&env.checkout(&d, &store_link.join("sneaky"), &[]), 6);
-    assert!(!exists(&env.store().join("sneaky")));
+    assert!(!exists(&env.store.join("sneaky")));
 
     // Unknown digest, and a prefix nothing matches.
     let unknown = if d.starts_with('0') {
@@ -1535,14 +1414,14 @@ fn bad_requests() {
     } else {
         "0".repeat(64)
     };
-    let err = assert_exit(&env.checkout(&unknown, &env.at("u1"), &[]), 4);
+    let err = assert_exit(&env.checkout(&unknown, &env.path("u1"), &[]), 4);
     assert!(err.contains(&unknown), "{err}");
-    assert!(!exists(&env.at("u1")));
-    assert_exit(&env.checkout(&unknown[..6], &env.at("u2"), &[]), 4);
+    assert!(!exists(&env.path("u1")));
+    assert_exit(&env.checkout(&unknown[..6], &env.path("u2"), &[]), 4);
     // Not a digest at all.
-    assert_exit(&env.checkout("not-hex", &env.at("u3"), &[]), 2);
+    assert_exit(&env.checkout("not-hex", &env.path("u3"), &[]), 2);
     // DEST's parent does not exist.
-    assert_exit(&env.checkout(&d, &env.at("no/such/parent/v"), &[]), 4);
+    assert_exit(&env.checkout(&d, &env.path("no/such/parent/v"), &[]), 4);
 
     // An ambiguous prefix: ingest versions until two digests share a first hex char.
     let mut by_first: BTreeMap<char, String> = BTreeMap::new();
@@ -1550,9 +1429,9 @@ fn bad_requests() {
     let mut clash = None;
     for patch in 1..=17 {
         let version = format!("1.0.{patch}");
-        let s = env.at(&format!("src-{patch}"));
+        let s = env.path(&format!("src-{patch}"));
         minimal_plugin(&s, &version);
-        let dn = env.ingest(&s, &version);
+        let dn = env.ingest_digest(&s, &version);
         let c = dn.chars().next().unwrap();
         if let Some(prev) = by_first.insert(c, dn.clone()) {
             clash = Some((c, prev, dn));
@@ -1560,14 +1439,14 @@ fn bad_requests() {
         }
     }
     let (c, one, two) = clash.expect("pigeonhole: 17 digests share a first hex character");
-    let dest = env.at("ambiguous");
+    let dest = env.path("ambiguous");
     let err = assert_exit(&env.checkout(&c.to_string(), &dest, &[]), 5);
     assert!(err.contains(&one) && err.contains(&two), "{err}");
     assert!(!exists(&dest));
     // A longer prefix that tells them apart works.
     let n = (1..64).find(|&n| one[..n] != two[..n]).unwrap();
     env.checkout_ok(&one[..n], &dest, &[]);
-    assert_eq!(tmp_siblings(&env.t.base), Vec::<String>::new());
+    assert_eq!(tmp_siblings(&env.base), Vec::<String>::new());
 }
 
 // ---------------------------------------------------------------------------
@@ -1585,13 +1464,13 @@ fn path_works_for_an_unprivileged_user() {
         );
         return;
     }
-    let env = Env::new();
-    chmod(&env.t.base, 0o755);
-    let src = env.at("src");
+    let env = TestEnv::new();
+    chmod(&env.base, 0o755);
+    let src = env.path("src");
     minimal_plugin(&src, "1.0.0");
     let chown = Command::new("chown")
         .args(["-R", "65534:65534"])
-        .arg(&env.t.base)
+        .arg(&env.base)
         .status()
         .expect("chown");
     assert!(chown.success());
@@ -1601,7 +1480,7 @@ fn path_works_for_an_unprivileged_user() {
             .arg(util::bin())
             .args(args)
             .arg("--store")
-            .arg(env.store())
+            .arg(&env.store)
             .env_remove("CESTORE_DIR")
             .output()
             .expect("run setpriv")
@@ -1640,8 +1519,8 @@ fn spares(store: &Path, digest: &str) -> Vec<PathBuf> {
 
 #[test]
 fn a_discarded_view_serves_the_next_checkout_whole() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     small_tree(
         &src,
         "1.0.0",
@@ -1651,16 +1530,16 @@ fn a_discarded_view_serves_the_next_checkout_whole() {
             ("skills/ce-work/empty.md", b"", 0o644),
         ],
     );
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
     // A plain discard deletes the view's files: only --spare keeps it.
-    let plain = env.at("plain");
+    let plain = env.path("plain");
     env.checkout_ok(&d, &plain, &[]);
     let report = parse_json(&env.discard(&plain, None));
     assert_eq!(report["spare"], false, "{report}");
-    assert!(!exists(&plain) && spares(env.store(), &d).is_empty());
+    assert!(!exists(&plain) && spares(&env.store, &d).is_empty());
 
-    let first = env.at("first");
+    let first = env.path("first");
     let report = env.checkout_ok(&d, &first, &[]);
     assert_eq!(report["spare"], false, "{report}");
     let root_ino = ino(&first);
@@ -1674,9 +1553,9 @@ fn a_discarded_view_serves_the_next_checkout_whole() {
         "{report}"
     );
     assert!(!exists(&first) && env.views(&d).is_empty());
-    assert_eq!(spares(env.store(), &d).len(), 1);
+    assert_eq!(spares(&env.store, &d).len(), 1);
 
-    let second = env.at("second");
+    let second = env.path("second");
     let report = env.checkout_ok(&d, &second, &[]);
     assert_eq!(report["spare"], true, "{report}");
     assert_eq!(
@@ -1688,10 +1567,10 @@ fn a_discarded_view_serves_the_next_checkout_whole() {
     for f in files.iter().filter(|f| f.size > 0) {
         assert_eq!(
             ino(&second.join(&f.path)),
-            ino(&env.object(&f.sha256, f.executable))
+            ino(&object_path(&env.store, &f.sha256, f.executable))
         );
     }
-    assert!(spares(env.store(), &d).is_empty(), "the spare was taken");
+    assert!(spares(&env.store, &d).is_empty(), "the spare was taken");
     assert_eq!(
         env.views(&d),
         vec![(second.display().to_string(), "checkout".into())]
@@ -1700,7 +1579,7 @@ fn a_discarded_view_serves_the_next_checkout_whole() {
     assert_ok(&out);
 
     // Copies are never kept: a spare is hard links or nothing.
-    let copy = env.at("copy");
+    let copy = env.path("copy");
     env.checkout_ok(&d, &copy, &["--method", "copy"]);
     let report = parse_json(&env.discard_spare(&copy));
     assert_eq!(report["spare"], false, "{report}");
@@ -1709,11 +1588,11 @@ fn a_discarded_view_serves_the_next_checkout_whole() {
 
 #[test]
 fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     let empty: &[(&str, &[u8], u32)] = &[("skills/ce-work/empty.md", b"", 0o644)];
     small_tree(&src, "1.0.0", &[SPARE_FILES, empty].concat());
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
     type Tamper = fn(&Path, &Path);
     let tampers: &[(&str, Tamper)] = &[
@@ -1776,12 +1655,12 @@ fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
         ),
     ];
     for (i, (what, tamper)) in tampers.iter().enumerate() {
-        let view = env.at(&format!("view{i}"));
+        let view = env.path(&format!("view{i}"));
         env.checkout_ok(&d, &view, &[]);
-        tamper(&view, env.store());
+        tamper(&view, &env.store);
         let report = parse_json(&env.discard_spare(&view));
         assert_eq!(report["removed"], true, "{what}: {report}");
-        let next = env.at(&format!("next{i}"));
+        let next = env.path(&format!("next{i}"));
         let report = env.checkout_ok(&d, &next, &[]);
         assert_eq!(
             report["spare"], false,
@@ -1789,16 +1668,16 @@ fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
         );
         assert_view_is(&next, &files);
         assert!(
-            spares(env.store(), &d).is_empty(),
+            spares(&env.store, &d).is_empty(),
             "{what}: the changed spare is removed"
         );
         assert!(
-            tmp_siblings(&env.t.base).is_empty(),
+            tmp_siblings(&env.base).is_empty(),
             "{what}: nothing left beside the view"
         );
         assert_ok(&env.discard_spare(&next));
         // The sound spare the last discard kept serves the next checkout.
-        let again = env.at(&format!("again{i}"));
+        let again = env.path(&format!("again{i}"));
         assert_eq!(env.checkout_ok(&d, &again, &[])["spare"], true, "{what}");
         assert_view_is(&again, &files);
         assert_ok(&env.discard_spare(&again));
@@ -1815,14 +1694,14 @@ fn a_spare_whose_empty_file_or_directory_changed_owner_is_never_handed_out() {
         );
         return;
     }
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     let empty: &[(&str, &[u8], u32)] = &[
         ("skills/ce-work/empty.md", b"", 0o644),
         ("scripts/empty.sh", b"", 0o755),
     ];
     small_tree(&src, "1.0.0", &[SPARE_FILES, empty].concat());
-    let d = env.ingest(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
     let me = (
         rustix::process::geteuid().as_raw(),
@@ -1852,20 +1731,20 @@ fn a_spare_whose_empty_file_or_directory_changed_owner_is_never_handed_out() {
         }),
     ];
     for (i, (what, tamper)) in tampers.iter().enumerate() {
-        let view = env.at(&format!("view{i}"));
+        let view = env.path(&format!("view{i}"));
         env.checkout_ok(&d, &view, &[]);
         tamper(&view);
         let report = parse_json(&env.discard_spare(&view));
         assert_eq!(report["removed"], true, "{what}: {report}");
         assert_eq!(
-            spares(env.store(), &d).len(),
+            spares(&env.store, &d).len(),
             1,
             "{what}: kept, to be checked"
         );
-        let next = env.at(&format!("next{i}"));
+        let next = env.path(&format!("next{i}"));
         let report = env.checkout_ok(&d, &next, &[]);
         assert_eq!(report["spare"], false, "{what}: handed out: {report}");
-        assert!(spares(env.store(), &d).is_empty(), "{what}: not removed");
+        assert!(spares(&env.store, &d).is_empty(), "{what}: not removed");
         assert_view_is(&next, &files);
         // The fresh view's empty files and directories are the store user's.
         for rel in [
@@ -1878,10 +1757,10 @@ fn a_spare_whose_empty_file_or_directory_changed_owner_is_never_handed_out() {
             assert_eq!((st.uid(), st.gid()), me, "{what}: owner of {rel}");
         }
         assert_eq!(nlink(&next.join("skills/ce-work/empty.md")), 1);
-        assert!(tmp_siblings(&env.t.base).is_empty(), "{what}");
+        assert!(tmp_siblings(&env.base).is_empty(), "{what}");
         // A sound spare still serves.
         assert_eq!(parse_json(&env.discard_spare(&next))["spare"], true);
-        let again = env.at(&format!("again{i}"));
+        let again = env.path(&format!("again{i}"));
         assert_eq!(env.checkout_ok(&d, &again, &[])["spare"], true, "{what}");
         assert_ok(&env.discard(&again, None));
     }
@@ -1890,11 +1769,11 @@ fn a_spare_whose_empty_file_or_directory_changed_owner_is_never_handed_out() {
 
 #[test]
 fn rm_and_gc_remove_the_spares_of_a_forgotten_snapshot() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     small_tree(&src, "1.0.0", &[("assets/a.txt", b"alpha\n", 0o644)]);
-    let d = env.ingest(&src, "1.0.0");
-    let view = env.at("view");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let view = env.path("view");
     env.checkout_ok(&d, &view, &[]);
     assert_eq!(parse_json(&env.discard_spare(&view))["spare"], true);
     let kinds = |verify: &Value| -> Vec<String> {
@@ -1906,36 +1785,36 @@ fn rm_and_gc_remove_the_spares_of_a_forgotten_snapshot() {
             .collect()
     };
     // A recorded snapshot's spares are not garbage.
-    let verify = env.t.json(["verify", "--json"]);
+    let verify = env.json(["verify", "--json"]);
     assert!(kinds(&verify).is_empty(), "{verify}");
-    let spare_dir = env.store().join("spare").join(&d);
+    let spare_dir = env.store.join("spare").join(&d);
     assert!(exists(&spare_dir));
     // rm takes the snapshot's spares with it.
     assert_ok(&env.run(["rm", &d]));
     assert!(!exists(&spare_dir));
     // What rm could not take (a crash between its commit and the removal)
     // is garbage that gc removes.
-    let kept = env.at("kept");
-    let d = env.ingest(&src, "1.0.0");
+    let kept = env.path("kept");
+    let d = env.ingest_digest(&src, "1.0.0");
     env.checkout_ok(&d, &kept, &[]);
     assert_eq!(parse_json(&env.discard_spare(&kept))["spare"], true);
-    let aside = env.at("aside");
+    let aside = env.path("aside");
     fs::rename(&spare_dir, &aside).unwrap();
     assert_ok(&env.run(["rm", &d]));
     fs::rename(&aside, &spare_dir).unwrap();
-    let verify = env.t.json(["verify", "--json"]);
+    let verify = env.json(["verify", "--json"]);
     assert!(
         kinds(&verify).contains(&"orphan-spare".to_string()),
         "{verify}"
     );
-    let gc = env.t.json(["gc", "--json"]);
+    let gc = env.json(["gc", "--json"]);
     assert_eq!(
         gc["spares"],
         serde_json::json!([spare_dir.display().to_string()]),
         "{gc}"
     );
     assert!(!exists(&spare_dir));
-    let verify = env.t.json(["verify", "--json"]);
+    let verify = env.json(["verify", "--json"]);
     assert!(kinds(&verify).is_empty(), "{verify}");
 }
 
@@ -1967,15 +1846,15 @@ fn store_tmp(store: &Path) -> Vec<String> {
 
 #[test]
 fn a_stage_takes_the_spare_of_its_sources_last_snapshot_only_when_the_walk_gives_it() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     small_tree(&src, "1.0.0", SPARE_FILES);
     let stage = |dest: &Path| -> Value {
         let out = env.run(stage_args(&src, "1.0.0", dest));
         assert_ok(&out);
         parse_json(&out)
     };
-    let first = env.at("first");
+    let first = env.path("first");
     let d1 = stage(&first)["provenance"]["manifest_digest"]
         .as_str()
         .unwrap()
@@ -1984,18 +1863,18 @@ fn a_stage_takes_the_spare_of_its_sources_last_snapshot_only_when_the_walk_gives
     assert_eq!(parse_json(&env.discard_spare(&first))["spare"], true);
 
     // Unchanged source: the spare claimed beside the walk is the view.
-    let second = env.at("second");
+    let second = env.path("second");
     assert_eq!(stage(&second)["provenance"]["manifest_digest"], d1.as_str());
     assert_eq!(ino(&second), root, "the spare served the stage");
     assert_view_is(&second, &env.files(&d1));
-    assert!(spares(env.store(), &d1).is_empty());
+    assert!(spares(&env.store, &d1).is_empty());
     assert_ok(&env.run(["verify", "--tree", second.to_str().unwrap(), &d1]));
     assert_eq!(parse_json(&env.discard_spare(&second))["spare"], true);
 
     // A changed source gives another snapshot: the claimed spare goes back.
     chmod(&src.join("assets"), 0o755);
     write(&src.join("assets/a.txt"), "ALPHA, changed\n");
-    let third = env.at("third");
+    let third = env.path("third");
     let d2 = stage(&third)["provenance"]["manifest_digest"]
         .as_str()
         .unwrap()
@@ -2003,38 +1882,37 @@ fn a_stage_takes_the_spare_of_its_sources_last_snapshot_only_when_the_walk_gives
     assert_ne!(d1, d2);
     assert_view_is(&third, &env.files(&d2));
     assert_ne!(ino(&third), root);
-    let kept = spares(env.store(), &d1);
+    let kept = spares(&env.store, &d1);
     assert_eq!(kept.len(), 1, "the spare of {d1} went back");
     assert_eq!(ino(&kept[0]), root);
     assert_eq!(parse_json(&env.discard_spare(&third))["spare"], true);
-    let d2_spare = ino(&spares(env.store(), &d2)[0]);
+    let d2_spare = ino(&spares(&env.store, &d2)[0]);
 
     // A rejected source changes nothing: the spare claimed for it goes back.
     std::os::unix::fs::symlink("/etc/passwd", src.join("assets/link")).unwrap();
-    let fourth = env.at("fourth");
+    let fourth = env.path("fourth");
     let out = env.run(stage_args(&src, "1.0.0", &fourth));
     assert_exit(&out, 3);
     assert_eq!(parse_json(&out)["error"]["rule"], "symlink");
-    assert!(!exists(&fourth) && tmp_siblings(&env.t.base).is_empty());
-    let back = spares(env.store(), &d2);
+    assert!(!exists(&fourth) && tmp_siblings(&env.base).is_empty());
+    let back = spares(&env.store, &d2);
     assert_eq!(back.len(), 1, "the spare of {d2} went back");
     assert_eq!(ino(&back[0]), d2_spare);
-    assert_eq!(spares(env.store(), &d1).len(), 1);
+    assert_eq!(spares(&env.store, &d1).len(), 1);
     assert!(
-        store_tmp(env.store()).is_empty(),
+        store_tmp(&env.store).is_empty(),
         "{:?}",
-        store_tmp(env.store())
+        store_tmp(&env.store)
     );
     assert_ok(&env.run(["verify"]));
 }
 
 /// Starts `cestore stage --hold` and reads its first object.
-fn held(env: &Env, src: &Path, dest: &Path) -> (std::process::Child, Value) {
+fn held(env: &TestEnv, src: &Path, dest: &Path) -> (std::process::Child, Value) {
     use std::io::BufRead;
     let mut args = stage_args(src, "1.0.0", dest);
     args.push(OsStr::new("--hold"));
     let mut child = env
-        .t
         .cmd(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -2072,10 +1950,10 @@ fn release(mut child: std::process::Child, line: Option<&str>) -> (i32, Value) {
 
 #[test]
 fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     small_tree(&src, "1.0.0", &[("assets/a.txt", b"alpha\n", 0o644)]);
-    let view = env.at("view");
+    let view = env.path("view");
 
     let (child, staged) = held(&env, &src, &view);
     assert_eq!(staged["ok"], true, "{staged}");
@@ -2096,7 +1974,7 @@ fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
         "{discarded}"
     );
     assert!(!exists(&view) && env.views(&d).is_empty());
-    assert_eq!(spares(env.store(), &d).len(), 1);
+    assert_eq!(spares(&env.store, &d).len(), 1);
 
     // The caller's input ends without a line (it died): the view is removed,
     // not kept, since its sandboxes may still be running.
@@ -2111,7 +1989,7 @@ fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
     );
     assert!(!exists(&view) && env.views(&d).is_empty());
     assert!(
-        spares(env.store(), &d).is_empty(),
+        spares(&env.store, &d).is_empty(),
         "the spare was used, none kept"
     );
 
@@ -2120,7 +1998,6 @@ fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
     let mut args = stage_args(&src, "1.0.0", &view);
     args.push(OsStr::new("--hold"));
     let mut child = env
-        .t
         .cmd(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -2130,16 +2007,16 @@ fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(!exists(&view) && env.views(&d).is_empty());
-    assert!(spares(env.store(), &d).is_empty());
+    assert!(spares(&env.store, &d).is_empty());
 
     // A rejected release: one error object, nothing held or made.
     std::os::unix::fs::symlink("/etc/passwd", src.join("assets/link")).unwrap();
     let mut args = stage_args(&src, "1.0.0", &view);
     args.push(OsStr::new("--hold"));
-    let out = env.t.cmd(args).stdin(Stdio::null()).output().unwrap();
+    let out = env.cmd(args).stdin(Stdio::null()).output().unwrap();
     assert_exit(&out, 3);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
-    assert!(!exists(&view) && tmp_siblings(&env.t.base).is_empty());
+    assert!(!exists(&view) && tmp_siblings(&env.base).is_empty());
     // --hold needs a view of its own to discard.
     let out = env.run([
         "stage",
@@ -2152,14 +2029,14 @@ fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
     ]);
     assert_exit(&out, 2);
     assert_eq!(parse_json(&out)["error"]["kind"], "usage");
-    assert!(store_tmp(env.store()).is_empty());
+    assert!(store_tmp(&env.store).is_empty());
     assert_ok(&env.run(["verify"]));
 }
 
 #[test]
 fn a_warm_stage_beside_a_spare_reads_every_file_and_mends_a_damaged_object() {
-    let env = Env::new();
-    let src = env.at("src");
+    let env = TestEnv::new();
+    let src = env.path("src");
     small_tree(&src, "1.0.0", SPARE_FILES);
     let stage = |dest: &Path| -> Value {
         let out = env.run(stage_args(&src, "1.0.0", dest));
@@ -2172,17 +2049,17 @@ fn a_warm_stage_beside_a_spare_reads_every_file_and_mends_a_damaged_object() {
             .unwrap()
             .to_string()
     };
-    let first = env.at("first");
+    let first = env.path("first");
     let d1 = digest(&stage(&first));
     assert_ok(&env.discard_spare(&first));
-    let second = env.at("second");
+    let second = env.path("second");
     let warm = stage(&second);
     assert_eq!(digest(&warm), d1, "{warm}");
     assert_eq!(warm["ingest"]["new_objects"], 0, "{warm}");
     assert_ok(&env.discard_spare(&second));
-    assert_eq!(spares(env.store(), &d1).len(), 1);
+    assert_eq!(spares(&env.store, &d1).len(), 1);
     let damage = |data: &[u8], executable: bool| {
-        let object = object_path(env.store(), &sha_hex(data), executable);
+        let object = object_path(&env.store, &sha_hex(data), executable);
         chmod(&object, 0o644);
     };
     // A stage that met a damaged object: it mended that one object, its
@@ -2195,7 +2072,7 @@ fn a_warm_stage_beside_a_spare_reads_every_file_and_mends_a_damaged_object() {
         );
         assert_view_is(view, &env.files(d));
         assert!(
-            spares(env.store(), spare_of).is_empty(),
+            spares(&env.store, spare_of).is_empty(),
             "the unsound spare is gone"
         );
     };
@@ -2206,7 +2083,7 @@ fn a_warm_stage_beside_a_spare_reads_every_file_and_mends_a_damaged_object() {
     chmod(&src.join("assets"), 0o755);
     write(&src.join("assets/a.txt"), "ALPHA, changed\n");
     damage(b"bravo\n", false);
-    let third = env.at("third");
+    let third = env.path("third");
     let changed = stage(&third);
     let d2 = digest(&changed);
     assert_ne!(d1, d2);
@@ -2216,7 +2093,7 @@ fn a_warm_stage_beside_a_spare_reads_every_file_and_mends_a_damaged_object() {
     // The same snapshot, its spare linking an object damaged since: the
     // spare fails its check, and the object is mended from the source.
     damage(b"#!/bin/sh\n", true);
-    let fourth = env.at("fourth");
+    let fourth = env.path("fourth");
     let same = stage(&fourth);
     assert_eq!(digest(&same), d2);
     mended(&same, &fourth, &d2, &d2);
