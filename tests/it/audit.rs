@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use crate::gen::Rng;
 use crate::util::{
     self, assert_exit, assert_ok, chmod, mode_of, object_path, parse_json, problems, remove_tree,
-    sha_hex, write, FileRow, TestEnv,
+    s, sha_hex, write, FileRow, TestEnv,
 };
 
 // ---------------------------------------------------------------------------
@@ -67,10 +67,6 @@ impl TestEnv {
             String::from_utf8_lossy(&out.stdout)
         );
     }
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
 }
 
 /// The distinct objects (non-empty files) of a set of snapshot files, with sizes.

@@ -21,6 +21,7 @@
 //!   oracle (needed whenever `gen.rs` changes what a seed makes).
 //! * `generator_is_deterministic`: the same seed makes the same tree twice.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::io::Read;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -316,20 +317,17 @@ impl Oracle {
     }
 }
 
-fn cestore(store: &Path) -> Command {
-    let mut cmd = Command::new(util::bin());
-    cmd.env_remove("CESTORE_DIR");
-    cmd.arg("--store").arg(store);
-    cmd
-}
-
 fn ingest(store: &Path, case: &Case) -> Run {
-    run(cestore(store)
-        .arg("ingest")
-        .arg(&case.dir)
-        .arg("--version")
-        .arg(&case.version)
-        .arg("--json"))
+    run(&mut util::cestore(
+        store,
+        [
+            OsStr::new("ingest"),
+            case.dir.as_os_str(),
+            OsStr::new("--version"),
+            OsStr::new(&case.version),
+            OsStr::new("--json"),
+        ],
+    ))
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -527,7 +525,10 @@ fn differential(seed: u64, oracle: &Oracle, keep: bool) -> Result<Outcome, Strin
         .expect("oracle digest")
         .to_string();
 
-    let s = run(cestore(&store).args(["show", &digest, "--files", "--json"]));
+    let s = run(&mut util::cestore(
+        &store,
+        ["show", &digest, "--files", "--json"],
+    ));
     let Some(sv) = s.json().filter(|_| s.code == Some(0)) else {
         return fail(
             "cestore show --files --json failed",
@@ -555,7 +556,7 @@ fn differential(seed: u64, oracle: &Oracle, keep: bool) -> Result<Outcome, Strin
         );
     }
 
-    let m = run(cestore(&store).args(["show", &digest, "--manifest"]));
+    let m = run(&mut util::cestore(&store, ["show", &digest, "--manifest"]));
     let canonical = ov["canonical_manifest"]
         .as_str()
         .expect("oracle canonical manifest");

@@ -13,7 +13,7 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::util::{
-    assert_exit, assert_ok, chmod, minimal_plugin, parse_json, remove_tree, write, TestEnv,
+    assert_exit, assert_ok, chmod, minimal_plugin, mode_of, parse_json, remove_tree, write, TestEnv,
 };
 
 /// A harness root holding a GitNexus runtime at `version`.
@@ -265,10 +265,6 @@ fn strict_arms_refuse_a_typo_that_the_reference_lets_through() {
     assert_ok(&env.run(&strict));
 }
 
-fn mode(path: &Path) -> u32 {
-    fs::symlink_metadata(path).unwrap().mode() & 0o7777
-}
-
 /// Gives every directory and file of a tree write permission, as `chmod -R
 /// u+w` does: through a view's hard links, that changes the objects.
 fn chmod_r_u_w(path: &Path) {
@@ -310,7 +306,7 @@ fn ingest_mends_objects_a_writable_view_let_drift() {
     let skill = object_of(&env, &view, "skills/ce-plan/SKILL.md");
     chmod_r_u_w(&view);
     assert_eq!(
-        mode(&skill),
+        mode_of(&skill),
         0o644,
         "chmod -R through the view reached the object"
     );
@@ -320,7 +316,7 @@ fn ingest_mends_objects_a_writable_view_let_drift() {
     let repaired = report["ingest"]["repaired"].as_array().unwrap();
     assert_eq!(repaired.len(), 4, "{report}");
     assert!(repaired.iter().all(|r| r["repair"] == "mode"), "{report}");
-    assert_eq!(mode(&skill), 0o444);
+    assert_eq!(mode_of(&skill), 0o444);
     let log = env.json(["log", d.as_str(), "--json"]);
     let repairs = log["ingests"]
         .as_array()
@@ -342,7 +338,7 @@ fn ingest_mends_objects_a_writable_view_let_drift() {
         "{report}"
     );
     assert_eq!(fs::read(&skill).unwrap(), b"# ce-plan\n");
-    assert_eq!(mode(&skill), 0o444);
+    assert_eq!(mode_of(&skill), 0o444);
     assert_ok(&env.run(["verify"]));
 }
 
@@ -370,7 +366,7 @@ fn checkout_sets_a_drifted_mode_back_and_refuses_changed_bytes() {
         .as_str()
         .unwrap()
         .starts_with(skill.to_str().unwrap()));
-    assert_eq!(mode(&skill), 0o444);
+    assert_eq!(mode_of(&skill), 0o444);
 
     // Same size, other bytes: refused, never handed out.
     fs::set_permissions(

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{assert_ok, minimal_plugin, write, TestEnv};
+use crate::util::{assert_ok, minimal_plugin, s, write, TestEnv};
 
 fn garbage_paths(verify: &Value) -> BTreeSet<(String, String)> {
     verify["problems"]
@@ -37,10 +37,6 @@ fn gc_paths(gc: &Value) -> BTreeSet<String> {
     .flat_map(|k| gc[*k].as_array().unwrap().iter())
     .map(|p| p.as_str().unwrap().to_string())
     .collect()
-}
-
-fn s(p: &Path) -> String {
-    p.to_string_lossy().into_owned()
 }
 
 #[test]

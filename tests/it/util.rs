@@ -236,6 +236,11 @@ pub fn object_path(store: &Path, sha256: &str, executable: bool) -> PathBuf {
     store.join("objects").join(&sha256[..2]).join(name)
 }
 
+/// A path as text (lossily), as JSON reports give paths.
+pub fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
 /// The lower-case hex SHA-256 of `data`.
 pub fn sha_hex(data: &[u8]) -> String {
     format!("{:x}", Sha256::digest(data))
