@@ -352,6 +352,22 @@ fn verify_is_honest(env: &TestEnv, src: &Path, now: &str, before: &str) {
     );
 }
 
+/// Ingests `src`, whose `backing` file a mount shows, twice once settled (any
+/// cache by metadata would hold it then), changes one byte of `backing` and
+/// sets its time back, and checks that every command then gives the new
+/// bytes' digest and that `verify` tells the two apart.
+fn flip_below_a_mount(env: &TestEnv, src: &Path, backing: &Path, what: &str) {
+    std::thread::sleep(Duration::from_millis(2200));
+    let d0 = every_command_reads(env, src, "first");
+    assert_eq!(every_command_reads(env, src, "again"), d0);
+    flip_and_touch_back(backing);
+    // The attributes FUSE reported are cached up to a second: let them expire.
+    std::thread::sleep(Duration::from_millis(1100));
+    let d1 = every_command_reads(env, src, what);
+    assert_ne!(d1, d0);
+    verify_is_honest(env, src, &d1, &d0);
+}
+
 #[test]
 fn a_fuse_mount_below_the_root_that_keeps_the_times_gives_the_new_bytes_digest() {
     if skip("a_fuse_mount_below_the_root_that_keeps_the_times_gives_the_new_bytes_digest") {
@@ -364,17 +380,12 @@ fn a_fuse_mount_below_the_root_that_keeps_the_times_gives_the_new_bytes_digest()
     write(&backing.join("notes.md"), "remote notes, first version\n");
     write(&backing.join("deep/more.md"), "more\n");
     let _mount = Mount::fuse(&env, &backing, &src.join("skills/remote"), "", 0.0);
-    // Settled, ingested twice: any cache by metadata would hold it now.
-    std::thread::sleep(Duration::from_millis(2200));
-    let d0 = every_command_reads(&env, &src, "first");
-    let again = every_command_reads(&env, &src, "again");
-    assert_eq!(again, d0);
-    flip_and_touch_back(&backing.join("notes.md"));
-    // The attributes FUSE reported are cached up to a second: let them expire.
-    std::thread::sleep(Duration::from_millis(1100));
-    let d1 = every_command_reads(&env, &src, "one byte changed, its time set back");
-    assert_ne!(d1, d0);
-    verify_is_honest(&env, &src, &d1, &d0);
+    flip_below_a_mount(
+        &env,
+        &src,
+        &backing.join("notes.md"),
+        "one byte changed, its time set back",
+    );
 }
 
 #[test]
@@ -408,14 +419,12 @@ fn an_overlay_over_fuse_at_the_root_gives_the_new_bytes_digest() {
             return;
         }
     };
-    std::thread::sleep(Duration::from_millis(2200));
-    let d0 = every_command_reads(&env, &src, "first");
-    assert_eq!(every_command_reads(&env, &src, "again"), d0);
-    flip_and_touch_back(&backing.join("assets/data.bin"));
-    std::thread::sleep(Duration::from_millis(1100));
-    let d1 = every_command_reads(&env, &src, "one byte changed below the overlay");
-    assert_ne!(d1, d0);
-    verify_is_honest(&env, &src, &d1, &d0);
+    flip_below_a_mount(
+        &env,
+        &src,
+        &backing.join("assets/data.bin"),
+        "one byte changed below the overlay",
+    );
 }
 
 /// A writer whose `write(2)` copies from a buffer mmapped from a slow file.
@@ -575,6 +584,23 @@ fn rounds() -> usize {
         .unwrap_or(1)
 }
 
+/// An ingest of `src` while its bytes change: it gives a digest or is
+/// refused as `rejected`, nothing else.
+fn ingest_while_writing(env: &TestEnv, src: &Path, what: &str) {
+    let out = env.run([
+        "ingest",
+        src.to_str().unwrap(),
+        "--version",
+        "1.0.0",
+        "--json",
+    ]);
+    let v = parse_json(&out);
+    assert!(
+        out.status.success() || v["error"]["kind"] == "rejected",
+        "{what}: {v}"
+    );
+}
+
 #[test]
 fn differential_rewrites_never_give_a_stale_digest() {
     let test = "differential_rewrites_never_give_a_stale_digest";
@@ -705,18 +731,7 @@ fn differential_rewrites_never_give_a_stale_digest() {
             }
         });
         for _ in 0..3 {
-            let out = env.run([
-                "ingest",
-                src.to_str().unwrap(),
-                "--version",
-                "1.0.0",
-                "--json",
-            ]);
-            let v = parse_json(&out);
-            assert!(
-                out.status.success() || v["error"]["kind"] == "rejected",
-                "an ingest beside a writer: {v}"
-            );
+            ingest_while_writing(&env, &src, "an ingest beside a writer");
             during += 1;
         }
         writer.join().unwrap();
@@ -748,18 +763,7 @@ fn differential_rewrites_never_give_a_stale_digest() {
             check("before a stalled write", &mut checked);
             let writer = StalledWrite::start(&env, target, slow);
             std::thread::sleep(Duration::from_millis(2100));
-            let out = env.run([
-                "ingest",
-                src.to_str().unwrap(),
-                "--version",
-                "1.0.0",
-                "--json",
-            ]);
-            let v = parse_json(&out);
-            assert!(
-                out.status.success() || v["error"]["kind"] == "rejected",
-                "an ingest during a stalled write: {v}"
-            );
+            ingest_while_writing(&env, &src, "an ingest during a stalled write");
             during += 1;
             writer.finish();
             rewrites += 1;

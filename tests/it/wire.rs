@@ -459,13 +459,8 @@ fn credential_helper(bin: &Path, calls: &Path, mode: &str) {
         "missing" => "echo 'credentials not found in native keychain'; exit 1".to_string(),
         _ => "echo 'the keychain is locked' >&2; exit 3".to_string(),
     };
-    let script = format!(
-        "#!/bin/sh\n[ \"$1\" = get ] || exit 2\nhost=$(cat)\necho \"$host\" >> '{}'\n{answer}\n",
-        calls.display()
-    );
-    let path = bin.join("docker-credential-test");
-    write(&path, script);
-    chmod(&path, 0o755);
+    let log = format!("echo \"$host\" >> '{}'", calls.display());
+    scripted_helper(bin, "test", &format!("{log}\n{answer}"));
 }
 
 /// Runs cestore with a Docker config and `bin` first on `PATH`, and no other credentials.
@@ -488,6 +483,21 @@ fn run_with_helper(
         .env("HOME", env.path("home"))
         .env("DOCKER_CONFIG", config);
     cmd.output().expect("run cestore")
+}
+
+/// `cestore pull REFERENCE --plain-http EXTRA... --json`, run as
+/// [`run_with_helper`] runs it.
+fn pull_with_helper(
+    env: &TestEnv,
+    reference: &str,
+    extra: &[&str],
+    config: &Path,
+    bin: &Path,
+) -> std::process::Output {
+    let mut args = vec!["pull", reference, "--plain-http"];
+    args.extend_from_slice(extra);
+    args.push("--json");
+    run_with_helper(env, &args, config, bin)
 }
 
 #[test]
@@ -531,12 +541,7 @@ fn a_credential_helper_answers_a_registry_that_wants_a_password() {
         r#"{"credsStore":"test","credHelpers":{"elsewhere.example":"absent"}}"#,
     );
     let b = TestEnv::new();
-    let out = run_with_helper(
-        &b,
-        &["pull", &reference, "--plain-http", "--json"],
-        &store_wide,
-        &bin,
-    );
+    let out = pull_with_helper(&b, &reference, &[], &store_wide, &bin);
     assert_ok(&out);
     assert_eq!(
         parse_json(&out)["provenance"]["manifest_digest"],
@@ -553,12 +558,7 @@ fn a_credential_helper_answers_a_registry_that_wants_a_password() {
     ] {
         credential_helper(&bin, &calls, mode);
         let c = TestEnv::new();
-        let out = run_with_helper(
-            &c,
-            &["pull", &reference, "--plain-http", "--json"],
-            &store_wide,
-            &bin,
-        );
+        let out = pull_with_helper(&c, &reference, &[], &store_wide, &bin);
         let stderr = assert_exit(&out, 8);
         assert!(stderr.contains(says), "{mode}: {stderr}");
         assert!(stderr.contains("authentication"), "{mode}: {stderr}");
@@ -579,6 +579,21 @@ fn a_credential_helper_answers_a_registry_that_wants_a_password() {
     let out = run_with_helper(&b, &push_args(&digest, &target), &nowhere, &bin);
     let stderr = assert_exit(&out, 8);
     assert!(stderr.contains("docker-credential-nowhere"), "{stderr}");
+}
+
+/// A registry that asks for user `u` and password `pw`, and the reference of
+/// a snapshot it does not hold.
+fn locked_registry() -> (Scripted, String) {
+    let registry = Scripted::start(Script::Locked {
+        user: "u".into(),
+        password: "pw".into(),
+    });
+    let reference = format!(
+        "{}/cestore/locked:sha256-{}",
+        registry.address,
+        "ab".repeat(32)
+    );
+    (registry, reference)
 }
 
 /// Writes `docker-credential-NAME` into `bin`: a shell script that checks
@@ -653,10 +668,7 @@ fn lingering_child(pid_file: &Path) -> String {
 
 #[test]
 fn a_credential_helper_whose_child_keeps_its_stdout_open_does_not_hold_the_pull() {
-    let registry = Scripted::start(Script::Locked {
-        user: "u".into(),
-        password: "pw".into(),
-    });
+    let (registry, reference) = locked_registry();
     let env = TestEnv::new();
     let bin = env.path("bin");
     let pid_file = env.path("child.pid");
@@ -669,25 +681,8 @@ fn a_credential_helper_whose_child_keeps_its_stdout_open_does_not_hold_the_pull(
         ),
     );
     let config = helper_config(&env, "lingering");
-    let reference = format!(
-        "{}/cestore/locked:sha256-{}",
-        registry.address,
-        "ab".repeat(32)
-    );
     let start = Instant::now();
-    let out = run_with_helper(
-        &env,
-        &[
-            "pull",
-            &reference,
-            "--plain-http",
-            "--timeout",
-            "5",
-            "--json",
-        ],
-        &config,
-        &bin,
-    );
+    let out = pull_with_helper(&env, &reference, &["--timeout", "5"], &config, &bin);
     let took = start.elapsed();
     eprintln!("a helper whose child holds its stdout, pull --timeout 5: done after {took:?}");
     // The helper's answer got in: the registry saw its credentials, and
@@ -711,10 +706,7 @@ fn a_credential_helper_whose_child_keeps_its_stdout_open_does_not_hold_the_pull(
 
 #[test]
 fn a_credential_helper_killed_at_the_limit_leaves_no_process_behind() {
-    let registry = Scripted::start(Script::Locked {
-        user: "u".into(),
-        password: "pw".into(),
-    });
+    let (registry, reference) = locked_registry();
     let env = TestEnv::new();
     let bin = env.path("bin");
     let pid_file = env.path("child.pid");
@@ -724,25 +716,8 @@ fn a_credential_helper_killed_at_the_limit_leaves_no_process_behind() {
         &format!("{}\nexec sleep 60", lingering_child(&pid_file)),
     );
     let config = helper_config(&env, "stuck");
-    let reference = format!(
-        "{}/cestore/locked:sha256-{}",
-        registry.address,
-        "ab".repeat(32)
-    );
     let start = Instant::now();
-    let out = run_with_helper(
-        &env,
-        &[
-            "pull",
-            &reference,
-            "--plain-http",
-            "--timeout",
-            "2",
-            "--json",
-        ],
-        &config,
-        &bin,
-    );
+    let out = pull_with_helper(&env, &reference, &["--timeout", "2"], &config, &bin);
     let took = start.elapsed();
     eprintln!("a helper that never answers, pull --timeout 2: exit 8 after {took:?}");
     let stderr = assert_exit(&out, 8);
@@ -764,17 +739,9 @@ fn a_credential_helper_killed_at_the_limit_leaves_no_process_behind() {
 #[test]
 fn a_credential_helpers_output_is_never_quoted_in_an_error() {
     const SECRET: &str = "TOPSECRET123";
-    let registry = Scripted::start(Script::Locked {
-        user: "u".into(),
-        password: "pw".into(),
-    });
+    let (registry, reference) = locked_registry();
     let env = TestEnv::new();
     let bin = env.path("bin");
-    let reference = format!(
-        "{}/cestore/locked:sha256-{}",
-        registry.address,
-        "ab".repeat(32)
-    );
     let answer = format!(r#"{{"Username":"u","Secret":"{SECRET}"}}"#);
     for (name, body, says) in [
         (
@@ -815,12 +782,7 @@ fn a_credential_helpers_output_is_never_quoted_in_an_error() {
     ] {
         scripted_helper(&bin, name, &body);
         let config = helper_config(&env, name);
-        let out = run_with_helper(
-            &env,
-            &["pull", &reference, "--plain-http", "--json"],
-            &config,
-            &bin,
-        );
+        let out = pull_with_helper(&env, &reference, &[], &config, &bin);
         let stderr = assert_exit(&out, 8);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(!stderr.contains(SECRET), "{name}: {stderr}");
