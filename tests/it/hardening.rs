@@ -478,9 +478,7 @@ fn killed_ingests_leave_a_consistent_store() {
     let kills = scale(10, 50);
     let mut rng = seeded_rng("killed_ingests_leave_a_consistent_store");
     let env = hardened_env();
-    let keep_src = env.path("keep");
-    release(&keep_src, "0.1.0", &bulk("skills/keep", 20, "keep"));
-    let keep = env.ingest_digest(&keep_src, "0.1.0");
+    let keep = keep_snapshot(&env);
     let src = env.path("victim");
     release(&src, "3.0.0", &bulk("skills/many", 300, "victim"));
     // The digest and duration of an ingest nobody kills, in a store of its own.
@@ -1795,14 +1793,30 @@ pub(crate) fn tmpfs_or_skip(test: &str, at: &Path, opts: &str) -> Option<Tmpfs> 
     }
 }
 
+/// A store on a tmpfs of `opts` mounted at `name` in `probe`'s directory,
+/// its commands run as [`hardened_env`] runs them; `None` (the test skips)
+/// where no tmpfs can be mounted.
+fn store_on_tmpfs(test: &str, probe: &TestEnv, name: &str, opts: &str) -> Option<(Tmpfs, TestEnv)> {
+    let mnt = tmpfs_or_skip(test, &probe.path(name), opts)?;
+    let env = TestEnv::with_store(mnt.at.join("store")).within(LONG);
+    Some((mnt, env))
+}
+
+/// Ingests a release of 20 files at version 0.1.0, the snapshot a failing
+/// operation must not cost; returns its digest.
+fn keep_snapshot(env: &TestEnv) -> String {
+    let keep_src = env.path("keep");
+    release(&keep_src, "0.1.0", &bulk("skills/keep", 20, "keep"));
+    env.ingest_digest(&keep_src, "0.1.0")
+}
+
 #[test]
 fn read_only_store_fails_clearly() {
     let test = "read_only_store_fails_clearly";
     let probe = hardened_env();
-    let Some(mnt) = tmpfs_or_skip(test, &probe.path("ro"), "size=64m") else {
+    let Some((mnt, env)) = store_on_tmpfs(test, &probe, "ro", "size=64m") else {
         return;
     };
-    let env = TestEnv::with_store(mnt.at.join("store")).within(LONG);
     let src = env.path("src");
     release(&src, V, &bulk("skills/x", 40, "ro"));
     let d = env.ingest_digest(&src, V);
@@ -1926,13 +1940,10 @@ fn read_only_store_fails_clearly() {
 fn full_disk_fails_clearly_and_loses_nothing() {
     let test = "full_disk_fails_clearly_and_loses_nothing";
     let probe = hardened_env();
-    let Some(mnt) = tmpfs_or_skip(test, &probe.path("full"), "size=2m") else {
+    let Some((mnt, env)) = store_on_tmpfs(test, &probe, "full", "size=2m") else {
         return;
     };
-    let env = TestEnv::with_store(mnt.at.join("store")).within(LONG);
-    let keep_src = env.path("keep");
-    release(&keep_src, "0.1.0", &bulk("skills/keep", 20, "keep"));
-    let keep = env.ingest_digest(&keep_src, "0.1.0");
+    let keep = keep_snapshot(&env);
     let big = env.path("big");
     let mut rng = Rng::new(0xb16);
     let files: Vec<(String, Vec<u8>, u32)> = (0..3)
@@ -1972,13 +1983,10 @@ fn full_disk_fails_clearly_and_loses_nothing() {
 fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
     let test = "disk_full_at_any_point_of_an_ingest_loses_nothing";
     let probe = hardened_env();
-    let Some(mnt) = tmpfs_or_skip(test, &probe.path("fill"), "size=16m") else {
+    let Some((mnt, env)) = store_on_tmpfs(test, &probe, "fill", "size=16m") else {
         return;
     };
-    let env = TestEnv::with_store(mnt.at.join("store")).within(LONG);
-    let keep_src = env.path("keep");
-    release(&keep_src, "0.1.0", &bulk("skills/keep", 20, "keep"));
-    let keep = env.ingest_digest(&keep_src, "0.1.0");
+    let keep = keep_snapshot(&env);
     let src = env.path("src");
     let files: Vec<(String, Vec<u8>, u32)> = (0..40)
         .map(|i| {

@@ -28,6 +28,15 @@ fn release(root: &Path, extra: usize, salt: u64) {
     }
 }
 
+/// A fresh store holding a [`release`] of `extra` files, and its digest.
+fn ingested_release(extra: usize) -> (TestEnv, String) {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    release(&src, extra, salt());
+    let digest = env.ingest_digest(&src, "1.0.0");
+    (env, digest)
+}
+
 /// A release at the bounds: 2,048 files and 16 MiB in all.
 fn bounds_release(root: &Path, salt: u64) {
     minimal_plugin(root, "1.0.0");
@@ -62,10 +71,7 @@ fn a_throttled_registry_is_retried_and_the_transfer_completes() {
             ..Behaviour::default()
         },
     );
-    let a = TestEnv::new();
-    let src = a.path("src");
-    release(&src, 12, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, digest) = ingested_release(12);
     let target = repo(&proxy.address, "throttled");
     let report = a.json(push_args(&digest, &target));
     assert_eq!(proxy.throttled(), 5);
@@ -104,10 +110,7 @@ fn a_registry_that_keeps_throttling_is_given_up_on_with_a_clear_error() {
             ..Behaviour::default()
         },
     );
-    let a = TestEnv::new();
-    let src = a.path("src");
-    release(&src, 2, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, digest) = ingested_release(2);
     let target = repo(&proxy.address, "throttled-forever");
     let out = a.run(push_args(&digest, &target));
     let stderr = assert_exit(&out, 8);
@@ -123,10 +126,7 @@ fn a_repush_sends_no_blob_uploads() {
         return;
     };
     let proxy = Proxy::start(&reg, Behaviour::default());
-    let a = TestEnv::new();
-    let src = a.path("src");
-    release(&src, 20, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, digest) = ingested_release(20);
     let target = repo(&proxy.address, "repush-wire");
     a.json(push_args(&digest, &target));
     proxy.reset();
@@ -233,10 +233,7 @@ fn a_registry_that_takes_one_post_per_blob_gets_one_post_per_blob() {
             ..Behaviour::default()
         },
     );
-    let a = TestEnv::new();
-    let src = a.path("src");
-    release(&src, 10, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, digest) = ingested_release(10);
     let target = repo(&proxy.address, "monolithic");
     let report = a.json(push_args(&digest, &target));
     let uploaded = report["blobs_uploaded"].as_u64().expect("uploaded");
@@ -280,10 +277,7 @@ fn a_push_to_another_repository_mounts_what_the_registry_already_holds() {
     let Some(reg) = registry("mount") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    release(&src, 15, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, digest) = ingested_release(15);
     let first = repo(&reg, "mount-from");
     let pushed = a.json(push_args(&digest, &first));
     let blobs = pushed["blobs_total"].as_u64().expect("blobs");
@@ -505,10 +499,7 @@ fn a_credential_helper_answers_a_registry_that_wants_a_password() {
     let Some(registry) = PasswordRegistry::start() else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    release(&src, 6, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, digest) = ingested_release(6);
     let bin = a.path("bin");
     fs::create_dir_all(&bin).expect("bin");
     let calls = a.path("calls");
