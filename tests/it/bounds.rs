@@ -530,10 +530,7 @@ fn an_index_whose_config_breaks_the_bounds_is_refused_before_any_part() {
     let target = repo(&reg, "index-config");
     // A real snapshot's image manifest, which the index will list: fetched,
     // it would be refused for naming another config than the index's.
-    let a = TestEnv::new();
-    let src = a.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let real = a.ingest_digest(&src, "1.0.0");
+    let (a, real) = minimal_store();
     a.json(["push", &real, &target, "--plain-http", "--json"]);
     let part = agent()
         .get(&manifest_url(&target, &format!("sha256-{real}")))

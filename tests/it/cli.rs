@@ -9,7 +9,8 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use crate::util::{
-    self, assert_exit, assert_ok, minimal_plugin, os, parse_json, sha_hex, write, TestEnv,
+    self, assert_exit, assert_ok, minimal_plugin, minimal_store, os, parse_json, sha_hex, write,
+    TestEnv,
 };
 
 fn stdout(out: &std::process::Output) -> String {
@@ -171,10 +172,7 @@ fn digest_validates_like_ingest_and_stores_nothing() {
 
 #[test]
 fn import_check_verifies_a_bundle_and_stores_nothing() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, d) = minimal_store();
     let bundle = env.path("b.tar");
     assert_ok(&env.run([os("export"), os(&d), os("-o"), bundle.as_os_str()]));
 
@@ -330,10 +328,7 @@ fn messages_name_the_thing_and_the_next_step() {
 
 #[test]
 fn counts_agree_in_number() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, d) = minimal_store();
 
     // One recorded view.
     let view = env.path("view");

@@ -1537,6 +1537,23 @@ impl Tmpfs {
     }
 
     /// Free bytes for an unprivileged writer.
+    /// Replaces `filler` (on this tmpfs) with a file of `byte`s that leaves
+    /// about `leave` bytes free, or as big as fits.
+    pub(crate) fn fill(&self, filler: &Path, leave: u64, byte: u8) {
+        let _ = fs::remove_file(filler);
+        let fill = self.free().saturating_sub(leave);
+        let mut f = fs::File::create(filler).unwrap();
+        let chunk = vec![byte; 64 * 1024];
+        let mut left = fill;
+        while left > 0 {
+            let n = left.min(chunk.len() as u64) as usize;
+            if f.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+            left -= n as u64;
+        }
+    }
+
     pub(crate) fn free(&self) -> u64 {
         let st = rustix::fs::statvfs(&self.at).expect("statvfs");
         st.f_bavail * st.f_frsize
@@ -2014,20 +2031,7 @@ fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
     free_pages.sort_unstable();
     free_pages.dedup();
     for want in &free_pages {
-        let _ = fs::remove_file(&filler);
-        let free = mnt.free();
-        let fill = free.saturating_sub(want * page);
-        let mut f = fs::File::create(&filler).unwrap();
-        let chunk = vec![0xa5u8; 64 * 1024];
-        let mut left = fill;
-        while left > 0 {
-            let n = left.min(chunk.len() as u64) as usize;
-            if f.write_all(&chunk[..n]).is_err() {
-                break;
-            }
-            left -= n as u64;
-        }
-        drop(f);
+        mnt.fill(&filler, want * page, 0xa5);
         let context = format!("{want} pages free ({need} needed by the objects)");
         let out = env.ingest_out(&src, V);
         let outcome = match out.status.code() {

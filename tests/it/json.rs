@@ -16,7 +16,9 @@ use std::process::{Command, Output};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use crate::util::{self, assert_ok, minimal_plugin, object_path, os, sha_hex, write, TestEnv};
+use crate::util::{
+    self, assert_ok, minimal_plugin, minimal_store, object_path, os, sha_hex, write, TestEnv,
+};
 
 // ---------------------------------------------------------------------------
 // The schema, as docs/json.md gives it
@@ -877,10 +879,7 @@ fn every_command_fits_the_documented_schema() {
 
 #[test]
 fn a_report_with_problems_fits_its_schema() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, d) = minimal_store();
     let view = env.path("view");
     assert_ok(&env.run([os("checkout"), os(&d), view.as_os_str()]));
     // A chmod through the view changes the shared inode's mode.
@@ -1832,10 +1831,7 @@ fn push_and_pull_fit_the_documented_schema() {
         );
         return;
     };
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, d) = minimal_store();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |t| t.as_nanos());

@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write as _;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -15,7 +14,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::hardening::{scale, tmpfs_or_skip};
-use crate::util::{assert_exit, assert_ok, minimal_plugin, parse_json, sha_hex, write, TestEnv};
+use crate::util::{
+    assert_exit, assert_ok, minimal_plugin, minimal_store, parse_json, sha_hex, write, TestEnv,
+};
 
 /// Two releases ingested and a view checked out: a store after normal use.
 struct Used {
@@ -352,19 +353,7 @@ fn a_checkout_on_a_full_disk_leaves_no_view() {
     let filler = mnt.at.join("filler");
     let mut failed = 0;
     for free_kib in [8u64, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024] {
-        let _ = fs::remove_file(&filler);
-        let fill = mnt.free().saturating_sub(free_kib * 1024);
-        let mut f = fs::File::create(&filler).unwrap();
-        let chunk = vec![0u8; 64 * 1024];
-        let mut left = fill;
-        while left > 0 {
-            let n = left.min(chunk.len() as u64) as usize;
-            if f.write_all(&chunk[..n]).is_err() {
-                break;
-            }
-            left -= n as u64;
-        }
-        drop(f);
+        mnt.fill(&filler, free_kib * 1024, 0);
         let dest = mnt.at.join(format!("view-{free_kib}"));
         let out = env.run(["checkout", d.as_str(), dest.to_str().unwrap(), "--json"]);
         let code = out.status.code();
@@ -532,10 +521,7 @@ fn the_store_root_is_0755_whatever_the_umask() {
 
 #[test]
 fn a_store_others_can_write_or_own_is_refused_unless_trusted() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, d) = minimal_store();
     for (what, dir, mode) in [
         ("a world-writable root", env.store.clone(), 0o777),
         ("a group-writable root", env.store.clone(), 0o775),
@@ -580,10 +566,7 @@ fn a_store_others_can_write_or_own_is_refused_unless_trusted() {
 
 #[test]
 fn a_command_waiting_for_the_lock_says_who_holds_it() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, d) = minimal_store();
     let Ok(mut holder) = Command::new("flock")
         .arg("--exclusive")
         .arg(env.store.join(".lock"))

@@ -467,6 +467,16 @@ pub fn minimal_plugin(root: &Path, version: &str) {
     }
 }
 
+/// A fresh environment whose store holds the minimal plugin (written at
+/// `src`, version 1.0.0), and that snapshot's digest.
+pub fn minimal_store() -> (TestEnv, String) {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let digest = env.ingest_digest(&src, "1.0.0");
+    (env, digest)
+}
+
 /// The oracle script beside the repository, when this checkout has one.
 pub fn oracle() -> Option<PathBuf> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/oracle.py");
