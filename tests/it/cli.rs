@@ -369,28 +369,15 @@ fn counts_agree_in_number() {
 /// `push D REG/REPO:TAG` publishes under both tags; pull takes either.
 #[test]
 fn push_publishes_a_human_tag_beside_the_digest_tag() {
-    let Some(reg) = std::env::var("CESTORE_TEST_REGISTRY")
-        .ok()
-        .filter(|v| !v.is_empty())
+    let Some(reg) = crate::remote::registry("push_publishes_a_human_tag_beside_the_digest_tag")
     else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must run the remote tests"
-        );
-        util::skip(
-            "push_publishes_a_human_tag_beside_the_digest_tag",
-            "CESTORE_TEST_REGISTRY is not set",
-        );
         return;
     };
     let env = TestEnv::new();
     let src = env.path("src");
     minimal_plugin(&src, "3.23.1");
     let d = env.ingest_digest(&src, "3.23.1");
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |t| t.as_nanos());
-    let repo = format!("{reg}/cestore-it/human-tag-{}-{nanos}", std::process::id());
+    let repo = crate::remote::repo(&reg, "human-tag");
     let pushed = env.json([
         "push",
         &d,

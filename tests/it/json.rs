@@ -1817,25 +1817,11 @@ struct PullOut {
 /// Needs a registry (`CESTORE_TEST_REGISTRY`, as `.ci/run` starts one).
 #[test]
 fn push_and_pull_fit_the_documented_schema() {
-    let Some(reg) = std::env::var("CESTORE_TEST_REGISTRY")
-        .ok()
-        .filter(|v| !v.is_empty())
-    else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI must run the remote tests"
-        );
-        util::skip(
-            "push_and_pull_fit_the_documented_schema",
-            "CESTORE_TEST_REGISTRY is not set",
-        );
+    let Some(reg) = crate::remote::registry("push_and_pull_fit_the_documented_schema") else {
         return;
     };
     let (env, d) = minimal_store();
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |t| t.as_nanos());
-    let repo = format!("{reg}/cestore-it/json-{}-{nanos}", std::process::id());
+    let repo = crate::remote::repo(&reg, "json");
     let target = format!("{repo}:1.0.0");
     let push: PushOut = run_typed(&env, &[os("push"), os(&d), os(&target), os("--plain-http")]);
     let r = &push.requests;

@@ -619,20 +619,7 @@ fn cases() -> Vec<Case> {
 
 /// The oracle's answer for a harness root; `None` when it is absent.
 fn oracle_gitnexus(harness: &Path) -> Option<Value> {
-    let oracle = util::oracle()?;
-    let out = Command::new("python3")
-        .arg(oracle)
-        .arg("gitnexus-mounts")
-        .arg(harness)
-        .output()
-        .expect("run python3 oracle");
-    Some(serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "oracle output is not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    }))
+    util::oracle_json([OsStr::new("gitnexus-mounts"), harness.as_os_str()])
 }
 
 /// cestore's answer: the mounts, or the exit code and stderr.

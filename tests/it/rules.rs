@@ -192,14 +192,7 @@ fn oracle(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Option<Value> {
         .arg("--version")
         .arg(version)
         .current_dir(env.dir.path());
-    let out = output_within(cmd, "the oracle");
-    Some(serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "oracle output is not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    }))
+    Some(util::oracle_answer(&output_within(cmd, "the oracle")))
 }
 
 /// Everything an ingest could leave behind in the store.

@@ -483,24 +483,41 @@ pub fn oracle() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
-/// Runs the oracle's `snapshot` on a tree; `None` when the oracle is absent.
-pub fn oracle_snapshot(dir: &Path, version: &str) -> Option<serde_json::Value> {
+/// Runs `python3 oracle.py ARGS...` and parses its answer; `None` when the
+/// oracle is absent.
+pub fn oracle_json<I, S>(args: I) -> Option<Value>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let oracle = oracle()?;
     let out = Command::new("python3")
         .arg(oracle)
-        .arg("snapshot")
-        .arg(dir)
-        .arg("--version")
-        .arg(version)
+        .args(args)
         .output()
         .expect("run python3 oracle");
-    Some(serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+    Some(oracle_answer(&out))
+}
+
+/// The oracle's stdout as JSON; panics with both its streams when it is not.
+pub fn oracle_answer(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "oracle output is not JSON ({e}): {}\n{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         )
-    }))
+    })
+}
+
+/// Runs the oracle's `snapshot` on a tree; `None` when the oracle is absent.
+pub fn oracle_snapshot(dir: &Path, version: &str) -> Option<Value> {
+    oracle_json([
+        OsStr::new("snapshot"),
+        dir.as_os_str(),
+        OsStr::new("--version"),
+        OsStr::new(version),
+    ])
 }
 
 /// Records that `test` skips a check, and why: prints `skipping TEST: REASON`
