@@ -572,19 +572,28 @@ fn a_credential_helper_answers_a_registry_that_wants_a_password() {
     assert!(stderr.contains("docker-credential-nowhere"), "{stderr}");
 }
 
-/// A registry that asks for user `u` and password `pw`, and the reference of
-/// a snapshot it does not hold.
-fn locked_registry() -> (Scripted, String) {
-    let registry = Scripted::start(Script::Locked {
-        user: "u".into(),
-        password: "pw".into(),
-    });
+/// A registry that answers as `script` says, and the reference of a
+/// snapshot in its repository `cestore/NAME`.
+fn scripted_registry(script: Script, name: &str) -> (Scripted, String) {
+    let registry = Scripted::start(script);
     let reference = format!(
-        "{}/cestore/locked:sha256-{}",
+        "{}/cestore/{name}:sha256-{}",
         registry.address,
         "ab".repeat(32)
     );
     (registry, reference)
+}
+
+/// A registry that asks for user `u` and password `pw`, and the reference of
+/// a snapshot it does not hold.
+fn locked_registry() -> (Scripted, String) {
+    scripted_registry(
+        Script::Locked {
+            user: "u".into(),
+            password: "pw".into(),
+        },
+        "locked",
+    )
 }
 
 /// Writes `docker-credential-NAME` into `bin`: a shell script that checks
@@ -819,12 +828,7 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
         ),
         (Script::DripHead(every), "did not answer in time"),
     ] {
-        let registry = Scripted::start(script.clone());
-        let reference = format!(
-            "{}/cestore/drip:sha256-{}",
-            registry.address,
-            "ab".repeat(32)
-        );
+        let (registry, reference) = scripted_registry(script.clone(), "drip");
         let start = Instant::now();
         let out = env.run([
             "pull",
@@ -847,12 +851,7 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     }
 
     // The floor and its period are the command's.
-    let registry = Scripted::start(Script::DripBody(every));
-    let reference = format!(
-        "{}/cestore/drip:sha256-{}",
-        registry.address,
-        "ab".repeat(32)
-    );
+    let (_registry, reference) = scripted_registry(Script::DripBody(every), "drip");
     let start = Instant::now();
     let out = env.run([
         "pull",
