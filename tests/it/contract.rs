@@ -13,7 +13,8 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::util::{
-    assert_exit, assert_ok, chmod, minimal_plugin, mode_of, parse_json, remove_tree, write, TestEnv,
+    self, assert_exit, assert_ok, chmod, minimal_plugin, mode_of, parse_json, remove_tree, write,
+    TestEnv,
 };
 
 /// A harness root holding a GitNexus runtime at `version`.
@@ -722,11 +723,10 @@ fn lowered_bounds_refuse_as_the_reference_does_on_ingest_digest_and_stage() {
 
 #[test]
 fn a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it() {
-    if !rustix::process::geteuid().is_root() {
-        crate::util::skip(
-            "a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it",
-            "run as root (it drops privileges itself)",
-        );
+    if util::skip_unless_root(
+        "a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it",
+        "run as root (it drops privileges itself)",
+    ) {
         return;
     }
     let env = TestEnv::new();
@@ -735,18 +735,8 @@ fn a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it() {
     minimal_plugin(&src, "1.0.0");
     let secret = src.join("skills/ce-plan/notes.md");
     write(&secret, "for group 1234 only\n");
-    let chown = Command::new("chown")
-        .args(["-R", "65534:65534"])
-        .arg(&env.base)
-        .status()
-        .expect("chown");
-    assert!(chown.success());
-    let chown = Command::new("chown")
-        .arg("0:1234")
-        .arg(&secret)
-        .status()
-        .expect("chown");
-    assert!(chown.success());
+    util::chown(&["-R"], "65534:65534", &env.base);
+    util::chown(&[], "0:1234", &secret);
     chmod(&secret, 0o640);
     let as_nobody = |groups: &str, args: &[&str]| {
         Command::new("setpriv")
@@ -787,12 +777,7 @@ fn a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it() {
         .to_string();
     let views = env.path("views");
     fs::create_dir(&views).unwrap();
-    let chown = Command::new("chown")
-        .arg("65534:65534")
-        .arg(&views)
-        .status()
-        .expect("chown");
-    assert!(chown.success());
+    util::chown(&[], "65534:65534", &views);
     let first = views.join("first");
     let second = views.join("second");
     assert_ok(&as_nobody("", &["checkout", &d, first.to_str().unwrap()]));

@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::hardening::{scale, tmpfs_or_skip};
 use crate::util::{
-    assert_exit, assert_ok, minimal_plugin, minimal_store, parse_json, sha_hex, write, TestEnv,
+    self, assert_exit, assert_ok, minimal_plugin, minimal_store, parse_json, sha_hex, write,
+    TestEnv,
 };
 
 /// Two releases ingested and a view checked out: a store after normal use.
@@ -547,12 +548,7 @@ fn a_store_others_can_write_or_own_is_refused_unless_trusted() {
         fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
     }
     if rustix::process::geteuid().is_root() {
-        let status = Command::new("chown")
-            .arg("65534:65534")
-            .arg(&env.store)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        util::chown(&[], "65534:65534", &env.store);
         let stderr = assert_exit(&env.run(["show", d.as_str()]), 7);
         assert!(stderr.contains("is owned by uid 65534"), "{stderr}");
         assert_ok(&env.run(["show", d.as_str(), "--trust-store"]));

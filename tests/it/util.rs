@@ -540,6 +540,27 @@ pub fn skip(test: &str, reason: &str) {
     }
 }
 
+/// Records why a test that must run as root is skipping (see [`skip`]);
+/// true when it skips.
+pub fn skip_unless_root(test: &str, why: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return false;
+    }
+    skip(test, why);
+    true
+}
+
+/// Runs `chown ARGS... OWNER PATH`, which must succeed.
+pub fn chown(args: &[&str], owner: &str, path: &Path) {
+    let status = Command::new("chown")
+        .args(args)
+        .arg(owner)
+        .arg(path)
+        .status()
+        .expect("run chown");
+    assert!(status.success(), "chown {owner} {}", path.display());
+}
+
 /// Records why a test that needs the oracle is skipping (see [`skip`]).
 pub fn skip_without_oracle(test: &str) -> bool {
     if oracle().is_none() {

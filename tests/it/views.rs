@@ -1457,23 +1457,17 @@ fn bad_requests() {
 /// 65534 with `setpriv`).
 #[test]
 fn path_works_for_an_unprivileged_user() {
-    if !rustix::process::geteuid().is_root() {
-        crate::util::skip(
-            "path_works_for_an_unprivileged_user",
-            "run as root (it drops privileges itself)",
-        );
+    if util::skip_unless_root(
+        "path_works_for_an_unprivileged_user",
+        "run as root (it drops privileges itself)",
+    ) {
         return;
     }
     let env = TestEnv::new();
     chmod(&env.base, 0o755);
     let src = env.path("src");
     minimal_plugin(&src, "1.0.0");
-    let chown = Command::new("chown")
-        .args(["-R", "65534:65534"])
-        .arg(&env.base)
-        .status()
-        .expect("chown");
-    assert!(chown.success());
+    util::chown(&["-R"], "65534:65534", &env.base);
     let as_nobody = |args: &[&OsStr]| -> Output {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
@@ -1687,11 +1681,10 @@ fn a_spare_changed_while_it_was_a_view_is_never_handed_out() {
 
 #[test]
 fn a_spare_whose_empty_file_or_directory_changed_owner_is_never_handed_out() {
-    if !rustix::process::geteuid().is_root() {
-        crate::util::skip(
-            "a_spare_whose_empty_file_or_directory_changed_owner_is_never_handed_out",
-            "giving a view's files to another user needs root",
-        );
+    if util::skip_unless_root(
+        "a_spare_whose_empty_file_or_directory_changed_owner_is_never_handed_out",
+        "giving a view's files to another user needs root",
+    ) {
         return;
     }
     let env = TestEnv::new();
