@@ -4,11 +4,9 @@
 //! Each command is run under a small Python harness that spawns it and reaps
 //! it with `wait4`, so the peak RSS reported is the cestore process's own.
 
-use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -98,21 +96,15 @@ fn assert_refused(m: &Measured, code: i64, says: &str) {
     );
 }
 
-/// What a store holds: its snapshots, its object files, its work directories.
-fn store_state(env: &TestEnv) -> (String, BTreeSet<PathBuf>, usize) {
+/// What a store holds: its snapshots (as `list --json` gives them), its
+/// object files and its work directories.
+fn store_state(env: &TestEnv) -> (String, StoreFiles) {
     let list = env.json(["list", "--json"]);
-    let mut objects = BTreeSet::new();
-    for shard in fs::read_dir(env.store.join("objects")).expect("objects") {
-        for f in fs::read_dir(shard.expect("shard").path()).expect("shard dir") {
-            objects.insert(f.expect("object").path());
-        }
-    }
-    let tmp = fs::read_dir(env.store.join("tmp")).map_or(0, |d| d.count());
-    (list["snapshots"].to_string(), objects, tmp)
+    (list["snapshots"].to_string(), store_files(&env.store))
 }
 
 /// A store that already holds one snapshot, with its state.
-fn seeded_store() -> (TestEnv, (String, BTreeSet<PathBuf>, usize)) {
+fn seeded_store() -> (TestEnv, (String, StoreFiles)) {
     let env = TestEnv::new();
     let src = env.path("seed-src");
     minimal_plugin(&src, "0.9.0");

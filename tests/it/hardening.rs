@@ -52,8 +52,8 @@ use serde_json::Value;
 use crate::gen::Rng;
 use crate::util::{
     self, assert_exit, assert_ok, assert_sane, cestore, chmod, describe, digest_of, exists, finish,
-    minimal_plugin, mkfifo, mode_of, names_in, parse_json, problems, run_within, sha_hex, write,
-    TestEnv,
+    minimal_plugin, mkfifo, mode_of, names_in, parse_json, problems, run_within, sha_hex,
+    store_files, write, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -152,28 +152,6 @@ fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
             Ok(m) if m.is_file() => out.push(path),
             _ => {}
         }
-    }
-}
-
-/// Object files (relative to `objects/`) with inode and size, and `tmp/`'s entries.
-#[derive(Debug, PartialEq, Eq)]
-struct StoreState {
-    objects: BTreeMap<String, (u64, u64)>,
-    tmp: Vec<String>,
-}
-
-fn store_state(store: &Path) -> StoreState {
-    let mut objects = BTreeMap::new();
-    let dir = store.join("objects");
-    for shard in names_in(&dir) {
-        for name in names_in(&dir.join(&shard)) {
-            let m = fs::symlink_metadata(dir.join(&shard).join(&name)).expect("stat object");
-            objects.insert(format!("{shard}/{name}"), (m.ino(), m.size()));
-        }
-    }
-    StoreState {
-        objects,
-        tmp: names_in(&store.join("tmp")),
     }
 }
 
@@ -1053,7 +1031,7 @@ impl Hostile {
             .collect();
         let n = cases.len();
         for (i, ((name, expect, tree), oracle)) in cases.into_iter().zip(oracles).enumerate() {
-            let before = store_state(&env.store);
+            let before = store_files(&env.store);
             let out = run_within(
                 cestore(
                     &env.store,
@@ -1120,7 +1098,7 @@ impl Hostile {
                     if let Some(o) = &oracle {
                         assert_eq!(o["ok"], false, "the oracle accepts: {context}");
                     }
-                    let after = store_state(&env.store);
+                    let after = store_files(&env.store);
                     assert_eq!(
                         after, before,
                         "a rejected ingest changed the store: {context}"
@@ -1714,7 +1692,7 @@ fn corrupt_catalogue_is_refused_and_kept() {
         "the WAL still holds pages"
     );
     let saved = save_catalogue(&env.store);
-    let objects = store_state(&env.store);
+    let objects = store_files(&env.store);
     let mut rng = Rng::new(0x5eed);
     let garbage: Vec<u8> = (0..8192).map(|_| rng.next_u64() as u8).collect();
     fs::write(catalogue(&env.store), &garbage).unwrap();
@@ -1739,7 +1717,7 @@ fn corrupt_catalogue_is_refused_and_kept() {
         refused += 1;
     }
     assert!(!exists(&dest));
-    assert_eq!(store_state(&env.store), objects, "objects changed");
+    assert_eq!(store_files(&env.store), objects, "objects changed");
     // Put back, nothing is lost.
     for (p, b) in &saved {
         fs::write(p, b).unwrap();
@@ -1771,7 +1749,7 @@ fn newer_catalogue_is_refused_and_left_untouched() {
             ),
         );
         let bytes = fs::read(catalogue(&env.store)).unwrap();
-        let objects = store_state(&env.store);
+        let objects = store_files(&env.store);
         for args in every_command(&d, &src, &dest) {
             let mut cmd = env.cmd(&args);
             cmd.arg("--json");
@@ -1788,7 +1766,7 @@ fn newer_catalogue_is_refused_and_left_untouched() {
             refused += 1;
         }
         assert!(!exists(&dest));
-        assert_eq!(store_state(&env.store), objects);
+        assert_eq!(store_files(&env.store), objects);
         python_sqlite(
             &env.store,
             &format!("c.execute('PRAGMA user_version = {current}')"),
@@ -2074,7 +2052,7 @@ fn missing_version_is_a_usage_error() {
     let src = env.path("src");
     minimal_plugin(&src, V);
     let d = env.ingest_digest(&src, V);
-    let before = store_state(&env.store);
+    let before = store_files(&env.store);
     let out = env.run([OsStr::new("ingest"), src.as_os_str(), OsStr::new("--json")]);
     let stderr = assert_exit(&out, 2);
     assert!(stderr.contains("--version"), "{stderr}");
@@ -2084,7 +2062,7 @@ fn missing_version_is_a_usage_error() {
         OsStr::new("--version"),
     ]);
     assert_exit(&out, 2);
-    assert_eq!(store_state(&env.store), before);
+    assert_eq!(store_files(&env.store), before);
     assert_eq!(env.listed(), vec![d]);
     env.verify_json_clean("after the usage errors");
 }
@@ -2110,7 +2088,7 @@ fn ambiguous_prefixes_and_bad_destinations_lose_nothing() {
     }
     let (prefix, one, two) = clash.expect("pigeonhole: 17 digests share a first hex digit");
     let all = env.listed();
-    let before = store_state(&env.store);
+    let before = store_files(&env.store);
     let dest = env.path("dest");
     let mut refused = 0;
     for args in [
@@ -2133,7 +2111,7 @@ fn ambiguous_prefixes_and_bad_destinations_lose_nothing() {
     }
     assert!(!exists(&dest));
     assert_eq!(env.listed(), all, "an ambiguous rm forgot something");
-    assert_eq!(store_state(&env.store), before);
+    assert_eq!(store_files(&env.store), before);
     assert_eq!(names_in(&env.store.join("views")), Vec::<String>::new());
 
     // DEST exists (with someone's file in it), or lies inside the store
@@ -2162,7 +2140,7 @@ fn ambiguous_prefixes_and_bad_destinations_lose_nothing() {
     assert_eq!(fs::read(dest.join("mine.txt")).unwrap(), b"mine\n");
     assert_eq!(names_in(&dest), vec!["mine.txt".to_string()]);
     assert!(!exists(&env.store.join("view")));
-    assert_eq!(store_state(&env.store), before);
+    assert_eq!(store_files(&env.store), before);
     env.verify_json_clean("after the bad requests");
     eprintln!("ambiguous_prefixes_and_bad_destinations_lose_nothing: {refused} requests refused");
 }

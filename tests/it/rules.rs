@@ -20,7 +20,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{symlink, MetadataExt};
+use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -31,8 +31,8 @@ use cestore::digest::ManifestDigest;
 use serde_json::Value;
 
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, digest_of, minimal_plugin, mkfifo, names_in, parse_json,
-    write, TestEnv,
+    self, assert_exit, assert_ok, chmod, digest_of, minimal_plugin, mkfifo, parse_json,
+    store_files, write, StoreFiles, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -195,29 +195,10 @@ fn oracle(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Option<Value> {
     Some(util::oracle_answer(&output_within(cmd, "the oracle")))
 }
 
-/// Everything an ingest could leave behind in the store.
-#[derive(Debug, PartialEq, Eq)]
-struct StoreState {
-    /// Object files (relative to `objects/`) and their inode numbers.
-    objects: BTreeMap<String, u64>,
-    /// Entries of `tmp/`.
-    tmp: Vec<String>,
-    /// Snapshot digests in the catalogue.
-    snapshots: Vec<String>,
-}
-
-fn store_state(env: &TestEnv) -> StoreState {
-    let mut objects = BTreeMap::new();
-    let objects_dir = env.store.join("objects");
-    for shard in names_in(&objects_dir) {
-        let shard_dir = objects_dir.join(&shard);
-        for name in names_in(&shard_dir) {
-            let meta = fs::symlink_metadata(shard_dir.join(&name)).expect("stat object");
-            objects.insert(format!("{shard}/{name}"), meta.ino());
-        }
-    }
+/// The snapshot digests the catalogue holds, read without the binary.
+fn snapshots_in(env: &TestEnv) -> Vec<String> {
     let catalogue = env.store.join("catalogue.sqlite");
-    let snapshots = if catalogue.exists() {
+    if catalogue.exists() {
         Catalogue::open(&catalogue, || Ok(false))
             .expect("open the catalogue")
             .snapshots(None, None)
@@ -227,12 +208,13 @@ fn store_state(env: &TestEnv) -> StoreState {
             .collect()
     } else {
         Vec::new()
-    };
-    StoreState {
-        objects,
-        tmp: names_in(&env.store.join("tmp")),
-        snapshots,
     }
+}
+
+/// Everything an ingest could leave behind: the store's files and the
+/// catalogue's snapshots.
+fn store_state(env: &TestEnv) -> (StoreFiles, Vec<String>) {
+    (store_files(&env.store), snapshots_in(env))
 }
 
 /// The verdicts on a rejected tree.
@@ -309,7 +291,7 @@ fn rejects_as(
         "a rejected ingest changed the store: {context}"
     );
     assert!(
-        after.tmp.is_empty(),
+        after.0.tmp.is_empty(),
         "work directories left behind: {context}"
     );
     // The store may be owned by uid 65534, which made it.
@@ -1416,9 +1398,9 @@ fn harness_total_byte_bound_holds() {
     rejects(&env, &tree, V, "too-many-bytes", Some(&ninth));
 }
 
-/// Object files under `STORE/objects` and their inode numbers.
-fn objects(env: &TestEnv) -> BTreeMap<String, u64> {
-    store_state(env).objects
+/// Object files under `STORE/objects` with their inode and size.
+fn objects(env: &TestEnv) -> BTreeMap<String, (u64, u64)> {
+    store_files(&env.store).objects
 }
 
 #[test]
@@ -1448,7 +1430,7 @@ fn ingesting_twice_gives_the_same_digest_and_writes_nothing() {
         before,
         "the second ingest touched the objects"
     );
-    assert_eq!(store_state(&env).snapshots, [digest_of(&first)]);
+    assert_eq!(snapshots_in(&env), [digest_of(&first)]);
 }
 
 // ---------------------------------------------------------------------------

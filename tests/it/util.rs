@@ -289,6 +289,31 @@ pub fn names_in(dir: &Path) -> Vec<String> {
     names
 }
 
+/// What a store holds on disk besides its catalogue.
+#[derive(Debug, PartialEq, Eq)]
+pub struct StoreFiles {
+    /// Object files (relative to `objects/`) with their inode and size.
+    pub objects: std::collections::BTreeMap<String, (u64, u64)>,
+    /// The entries of `tmp/`.
+    pub tmp: Vec<String>,
+}
+
+/// The object files and work directories of the store at `store`.
+pub fn store_files(store: &Path) -> StoreFiles {
+    let mut objects = std::collections::BTreeMap::new();
+    let dir = store.join("objects");
+    for shard in names_in(&dir) {
+        for name in names_in(&dir.join(&shard)) {
+            let m = fs::symlink_metadata(dir.join(&shard).join(&name)).expect("stat object");
+            objects.insert(format!("{shard}/{name}"), (m.ino(), m.size()));
+        }
+    }
+    StoreFiles {
+        objects,
+        tmp: names_in(&store.join("tmp")),
+    }
+}
+
 /// Makes a FIFO of mode 0644 at `path`.
 pub fn mkfifo(path: &Path) {
     rustix::fs::mknodat(
