@@ -2118,7 +2118,7 @@ fn ambiguous_prefixes_and_bad_destinations_lose_nothing() {
     // (through `..` or a symlinked parent).
     write(&dest.join("mine.txt"), b"mine\n");
     let inside_link = env.path("inside");
-    symlink(&env.store.join("tmp"), &inside_link).unwrap();
+    symlink(env.store.join("tmp"), &inside_link).unwrap();
     for target in [
         dest.clone(),
         env.path("x/../store/view"),

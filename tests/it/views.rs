@@ -1213,7 +1213,7 @@ fn concurrent_path_makes_one_view() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(entries, vec![d.clone()]);
-    let tmp: Vec<String> = fs::read_dir(&env.store.join("tmp"))
+    let tmp: Vec<String> = fs::read_dir(env.store.join("tmp"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -1364,7 +1364,7 @@ fn checkout_publishes_atomically() {
         .collect();
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     // No checkout marker is left in the store either.
-    assert_eq!(fs::read_dir(&env.store.join("tmp")).unwrap().count(), 0);
+    assert_eq!(fs::read_dir(env.store.join("tmp")).unwrap().count(), 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -1395,9 +1395,9 @@ fn bad_requests() {
 
     // DEST inside the store, directly or through a symlinked parent.
     for inside in [
-        &env.store.join("my-view"),
-        &env.store.join("views/my-view"),
-        &env.store.join("objects/ab/v"),
+        env.store.join("my-view"),
+        env.store.join("views/my-view"),
+        env.store.join("objects/ab/v"),
     ] {
         let err = assert_exit(&env.checkout(&d, &inside, &[]), 6);
         assert!(err.contains("inside the store"), "{err}");
