@@ -1,5 +1,10 @@
 //! Test harness: a fresh temporary directory per test, the real binary, and
 //! helpers to build plugin trees and read JSON output.
+//!
+//! Every helper more than one module needs is defined here once: the
+//! requests most tests make (`files`, `views`, `verify`, `checkout`), object
+//! paths and hashes, a store's files, commands under a deadline, the oracle,
+//! and the ways a test skips.
 
 #![allow(dead_code)]
 
@@ -18,9 +23,11 @@ use sha2::{Digest, Sha256};
 /// A fresh temporary directory with a store inside it, removed on drop even
 /// when views or tests left read-only directories in it.
 pub struct TestEnv {
+    /// The temporary directory itself.
     pub dir: tempfile::TempDir,
     /// The directory's canonical path.
     pub base: PathBuf,
+    /// The store every command is given (`base/store` unless moved).
     pub store: PathBuf,
     /// When set, every command run through [`TestEnv::run`] must finish
     /// within it, without a panic or a death by signal (see [`run_within`]).
@@ -28,6 +35,7 @@ pub struct TestEnv {
 }
 
 impl TestEnv {
+    /// A fresh directory, its store not yet made.
     pub fn new() -> TestEnv {
         let dir = tempfile::Builder::new()
             .prefix("cestore-it-")
@@ -216,9 +224,13 @@ impl TestEnv {
 /// One file of a snapshot as `show --files --json` lists it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FileRow {
+    /// The path relative to the plugin root.
     pub path: String,
+    /// The content's SHA-256, in hex.
     pub sha256: String,
+    /// The content's length in bytes.
     pub size: u64,
+    /// Whether the file is recorded as executable.
     pub executable: bool,
 }
 
