@@ -75,7 +75,6 @@ _EXACT_VERSION = re.compile(
 _SNAPSHOT_PREFIX = "wfbench-ce-plugin-"
 # The arm `stage` is given: any CE arm has it make the release's view.
 _STAGE_ARM = "ce_review"
-_REQUIRED_SKILLS = ("ce-plan", "ce-work", "ce-code-review")
 
 #: The harness revisions `bind` knows: the seed's and upstream's current one.
 REVISIONS = ("seed", "upstream")

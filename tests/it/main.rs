@@ -13,6 +13,7 @@ mod gen;
 mod hardening;
 mod json;
 mod mounts;
+mod next_step;
 mod proxy;
 mod recovery;
 mod remote;

@@ -1,0 +1,213 @@
+"""Every rule the Python package keeps a copy of, pinned to the binary's answer.
+
+The drop-in keeps the reference's constants as module attributes (a harness's
+tests read and monkeypatch them), checks the arms and the version in Python
+before any process starts, and checks the seed's GitNexus runtime in Python
+with the seed's messages. The binary decides the same things for the CLI.
+Each copy is checked here against the `cestore` binary the package runs, on
+the cases where a drift would show, so the two cannot part.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import cestore
+import cestore.runtime_mounts as rm
+from conftest import bound_harness, write_release
+from test_upstream_contract import install_runtime
+
+
+def cli(*args: str) -> tuple[int, dict[str, Any]]:
+    """Runs the binary with `--json`; its exit code and its one JSON object."""
+    done = subprocess.run(
+        [str(cestore.find_binary()), "--json", *args], capture_output=True, text=True, timeout=60
+    )
+    return done.returncode, json.loads(done.stdout)
+
+
+# The flag each of the drop-in's bounds is passed to the binary as.
+BOUND_FLAGS = {
+    "files": "--max-files",
+    "file_bytes": "--max-file-bytes",
+    "total_bytes": "--max-total-bytes",
+    "path_bytes": "--max-path-bytes",
+}
+
+
+@pytest.mark.parametrize("name", sorted(rm._CLI_BOUNDS))
+def test_each_bound_is_the_binarys_default(name: str, tmp_path: Path) -> None:
+    """The binary takes the drop-in's bound as the highest value of its flag, and refuses one more."""
+    field, default = rm._CLI_BOUNDS[name]
+    assert getattr(rm, name) == default
+    release = write_release(tmp_path / "release")
+    flag = BOUND_FLAGS[field]
+    code, out = cli("digest", str(release), "--version=1.2.3", f"{flag}={default}")
+    assert (code, out["ok"]) == (0, True), out
+    code, out = cli("digest", str(release), "--version=1.2.3", f"{flag}={default + 1}")
+    assert (code, out["error"]["kind"]) == (2, "usage"), out
+    assert f"{default + 1} is not in 0..={default}" in out["error"]["message"]
+
+
+ARMS = sorted(rm.CE_ARMS | {
+    "baseline", "ce", "ce_", "ce_workflow_", "ce_workflow_direct_", "CE_REVIEW", "ce_review ",
+    " ce_review", "ce_plan", "ce-review", "review", "",
+})
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_the_ce_arms_are_the_binarys(arm: str, tmp_path: Path, store_dir: Path) -> None:
+    """An arm gets the plugin at SANDBOX_CE_PLUGIN from the binary exactly when the drop-in calls it a CE arm."""
+    view = tmp_path / "view"
+    view.mkdir()
+    code, out = cli("mounts", f"--arm={arm}", f"--view={view}", "--unchecked")
+    assert (code, out["ok"]) == (0, True), out
+    if arm in rm.CE_ARMS:
+        assert out["plugin_dir"] == rm.SANDBOX_CE_PLUGIN
+        assert out["mounts"] == [{"source": str(view), "target": rm.SANDBOX_CE_PLUGIN, "read_only": True}]
+    else:
+        assert (out["plugin_dir"], out["mounts"]) == (None, [])
+    assert rm._STAGE_ARM in rm.CE_ARMS
+
+
+VERSIONS = [
+    "0.0.0", "1.2.3", "10.20.30", "1.2.3-rc.1", "1.2.3-0", "1.2.3-01", "1.2.3-a-b.c", "1.2.3+build.5",
+    "1.2.3-rc.1+build.5", "1.2.3+001", "99999999999999999999.0.0",
+    "01.2.3", "1.02.3", "1.2.03", "1.2", "1", "v1.2.3", "=1.2.3", "^1.2.3", "~1.2.3", "1.2.x", "*",
+    "latest", "1.2.3-", "1.2.3+", "1.2.3-rc..1", "1.2.3-rc_1", "1.2.3-é", "1.2.3 ", " 1.2.3",
+    "1.2.3\n", "1.2.3.4", "", "-1.2.3",
+]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_exact_version_rule_is_the_binarys(version: str, tmp_path: Path) -> None:
+    """A version is exact for the drop-in exactly when the binary takes it."""
+    release = tmp_path / "release"
+    (release / ".claude-plugin").mkdir(parents=True)
+    for skill in ("ce-plan", "ce-work", "ce-code-review"):
+        (release / "skills" / skill).mkdir(parents=True)
+        (release / "skills" / skill / "SKILL.md").write_text(f"# {skill}\n")
+    (release / ".claude-plugin" / "plugin.json").write_text(
+        json.dumps({"name": "compound-engineering", "version": version})
+    )
+    code, out = cli("digest", str(release), f"--version={version}")
+    exact = rm._EXACT_VERSION.fullmatch(version) is not None
+    if exact:
+        assert (code, out["ok"]) == (0, True), out
+    else:
+        assert (code, out["error"].get("rule")) == (3, "version-not-exact"), out
+
+
+# The seed's GitNexus runtime, broken one way at a time.
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        for child in sorted(path.rglob("*"), reverse=True):
+            child.unlink() if not child.is_dir() or child.is_symlink() else child.rmdir()
+        path.rmdir()
+    else:
+        path.unlink()
+
+
+def _to_file(path: Path) -> None:
+    _remove(path)
+    path.write_text("")
+
+
+def _to_dir(path: Path) -> None:
+    _remove(path)
+    path.mkdir()
+
+
+def _to_symlink(path: Path) -> None:
+    moved = path.with_name(path.name + ".real")
+    path.rename(moved)
+    path.symlink_to(moved)
+
+
+BREAKS: dict[str, Callable[[Path], None]] = {
+    "whole": lambda root: None,
+    "no runtime": lambda root: _remove(root / "gitnexus"),
+    "runtime a file": lambda root: _to_file(root / "gitnexus"),
+    "runtime a symlink": lambda root: _to_symlink(root / "gitnexus"),
+    "no shared": lambda root: _remove(root / "gitnexus-shared"),
+    "shared a symlink": lambda root: _to_symlink(root / "gitnexus-shared"),
+    "no dist": lambda root: _remove(root / "gitnexus" / "dist"),
+    "dist a file": lambda root: _to_file(root / "gitnexus" / "dist"),
+    "package.json a directory": lambda root: _to_dir(root / "gitnexus" / "package.json"),
+    "package.json a symlink": lambda root: _to_symlink(root / "gitnexus" / "package.json"),
+    "no node_modules": lambda root: _remove(root / "gitnexus" / "node_modules"),
+    "node_modules a symlink": lambda root: _to_symlink(root / "gitnexus" / "node_modules"),
+    "no vendor": lambda root: _remove(root / "gitnexus" / "vendor"),
+    "no shared dist": lambda root: _remove(root / "gitnexus-shared" / "dist"),
+    "shared package.json a directory": lambda root: _to_dir(root / "gitnexus-shared" / "package.json"),
+    "no claude hooks": lambda root: _remove(root / "gitnexus" / "hooks" / "claude"),
+    "claude hooks a file": lambda root: _to_file(root / "gitnexus" / "hooks" / "claude"),
+    "no entrypoint": lambda root: _remove(root / "gitnexus" / "dist" / "cli" / "index.js"),
+    "entrypoint a symlink": lambda root: _to_symlink(root / "gitnexus" / "dist" / "cli" / "index.js"),
+    "entrypoint a directory": lambda root: _to_dir(root / "gitnexus" / "dist" / "cli" / "index.js"),
+    "package.json not JSON": lambda root: (root / "gitnexus" / "package.json").write_text("{"),
+    "version drifted": lambda root: (root / "gitnexus" / "package.json").write_text('{"version": "1.7.0"}'),
+    "version a number": lambda root: (root / "gitnexus" / "package.json").write_text('{"version": 1.6}'),
+    "no version": lambda root: (root / "gitnexus" / "package.json").write_text("{}"),
+    "no shared link": lambda root: _remove(root / "gitnexus" / "node_modules" / "gitnexus-shared"),
+    "shared link a directory": lambda root: _to_dir(root / "gitnexus" / "node_modules" / "gitnexus-shared"),
+    "shared link elsewhere": lambda root: (
+        _remove(root / "gitnexus" / "node_modules" / "gitnexus-shared"),
+        (root / "gitnexus" / "node_modules" / "gitnexus-shared").symlink_to(root / "gitnexus" / "vendor"),
+    ),
+    "shared package.json not JSON": lambda root: (root / "gitnexus-shared" / "package.json").write_text("["),
+    "shared package renamed": lambda root: (root / "gitnexus-shared" / "package.json").write_text('{"name": "other"}'),
+}
+
+# Messages that end in what the system or the JSON parser said, which each
+# language words its own way: compared up to that detail. Where the seed says
+# no more, the binary may add what it found.
+DETAILED = (
+    "pinned GitNexus runtime is unavailable: ",
+    "pinned GitNexus shared runtime is unavailable: ",
+    "pinned GitNexus runtime component is unavailable: ",
+    "pinned GitNexus runtime metadata is invalid: ",
+    "pinned GitNexus shared runtime metadata is invalid: ",
+)
+
+
+def _comparable(message: str) -> str:
+    for prefix in DETAILED:
+        if message.startswith(prefix):
+            rest = message[len(prefix):]
+            # "PATH: detail" keeps PATH; a bare "detail" keeps nothing.
+            path = rest.split(": ")[0] if rest.startswith("/") else ""
+            return prefix + path
+    return message
+
+
+@pytest.mark.parametrize("case", sorted(BREAKS))
+def test_the_seeds_gitnexus_check_is_the_binarys(case: str, tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drop-in's seed-revision check accepts, mounts and refuses as `cestore mounts --gitnexus-rules seed` does."""
+    root = tmp_path.resolve() / "checkout"
+    install_runtime(root, rm.PINNED_GITNEXUS_VERSION)
+    BREAKS[case](root)
+    harness = bound_harness(tmp_path, "seed")
+    monkeypatch.setattr(harness, "HARNESS_ROOT", root)
+    try:
+        python: Any = [(str(m.source), m.target) for m in harness.trusted_gitnexus_runtime_mounts()]
+    except harness.SandboxError as exc:
+        python = _comparable(str(exc))
+    code, out = cli("mounts", "--arm=baseline", f"--gitnexus-root={root}", "--gitnexus-rules=seed")
+    if out["ok"]:
+        binary: Any = [(m["source"], m["target"]) for m in out["mounts"]]
+    else:
+        assert code == 3, out
+        binary = _comparable(out["error"]["message"])
+    assert (case == "whole") == isinstance(python, list)
+    if isinstance(python, list):
+        assert python == binary
+    else:
+        # The binary may name what it found after the seed's words.
+        assert isinstance(binary, str), binary
+        assert binary == python or binary.startswith(python.rstrip(": ") + ": "), (python, binary)
