@@ -30,10 +30,6 @@ fn hint_line(stderr: &str) -> String {
         .to_string()
 }
 
-fn os(s: &str) -> &OsStr {
-    OsStr::new(s)
-}
-
 #[test]
 fn checkout_onto_a_recorded_view_says_to_discard_it() {
     let env = TestEnv::new();
