@@ -22,7 +22,7 @@ use super::objects::{check_object, ObjectState};
 use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Classified, Classify, Error, ErrorKind, IoContext, Result};
 use crate::manifest::Manifest;
 use crate::policy::{self, Rejection};
 use crate::pyjson::{self, Value};
@@ -72,9 +72,20 @@ pub enum AdoptError {
     NoVersion(String),
 }
 
+impl Classify for AdoptError {
+    /// `integrity`: what arrived is not what it should be.
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Integrity
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+}
+
 impl From<AdoptError> for Error {
     fn from(e: AdoptError) -> Self {
-        Error::Integrity(e.to_string())
+        Error::Adopt(Classified::new(e))
     }
 }
 
