@@ -1,0 +1,34 @@
+"""The exception table of `cestore._errors` is the binary's (`cestore exit-codes`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import cestore
+from cestore._errors import _BY_CODE, _KINDS, from_json
+
+
+def binary_table() -> list[dict[str, Any]]:
+    """The binary's table: every error kind with its exit code."""
+    out = subprocess.run(
+        [cestore.find_binary(), "exit-codes", "--json"], capture_output=True, text=True, check=True
+    ).stdout
+    table = json.loads(out)
+    assert table["ok"] is True, table
+    return table["exit_codes"]
+
+
+def test_each_kind_has_the_binarys_exit_code() -> None:
+    table = binary_table()
+    assert len({e["kind"] for e in table}) == len(table), "a kind listed twice"
+    assert {e["kind"]: e["code"] for e in table} == {kind: code for kind, (code, _) in _KINDS.items()}
+
+
+def test_each_kind_raises_the_exception_of_its_code() -> None:
+    for e in binary_table():
+        exc = from_json({"code": e["code"], "kind": e["kind"], "message": "m"}, ["cestore"])
+        assert (exc.code, exc.kind) == (e["code"], e["kind"])
+        assert type(exc) is _KINDS[e["kind"]][1] is _BY_CODE[e["code"]], e
+        assert isinstance(exc, cestore.Error)
