@@ -14,6 +14,7 @@ use crate::cmd::{self, Report};
 pub use crate::error::error_chain;
 use crate::error::{Error, Misuse, Result};
 use crate::policy;
+use crate::remote::RemoteError;
 use crate::store;
 use crate::view;
 
@@ -925,22 +926,55 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     serde_json::json!({ "ok": false, "error": e })
 }
 
-/// An error's message as the command line gives it: its context chain, with
-/// the options of a [`Misuse`] named by their flags.
+/// An error's message as the command line gives it: its context chain,
+/// with the options the library speaks of named by their flags.
 pub fn error_message(err: &Error) -> String {
-    let Error::Misuse(misuse) = err else {
-        return error_chain(err);
+    let chain = error_chain(err);
+    let Some(head) = flagged_message(err) else {
+        return chain;
     };
-    match misuse {
-        Misuse::ExpectedDigest { reason } => {
-            format!("--digest takes a full 64-hex digest: {reason}")
+    // The chain starts with the error's own message; its sources follow.
+    let sources = chain.strip_prefix(&err.to_string()).unwrap_or_default();
+    format!("{head}{sources}")
+}
+
+/// The message of an error whose library wording names no flag, worded with
+/// the flags of the command line.
+fn flagged_message(err: &Error) -> Option<String> {
+    match err {
+        Error::Misuse(Misuse::ExpectedDigest { reason }) => {
+            Some(format!("--digest takes a full 64-hex digest: {reason}"))
         }
-        Misuse::HardlinksWithMethod { method } => {
-            format!("--require-hardlinks cannot be met with --method {method}")
-        }
-        Misuse::VersionWithUpstreamRules => "--gitnexus-version pins the seed's rules; \
+        Error::Misuse(Misuse::HardlinksWithMethod { method }) => Some(format!(
+            "--require-hardlinks cannot be met with --method {method}"
+        )),
+        Error::Misuse(Misuse::VersionWithUpstreamRules) => Some(
+            "--gitnexus-version pins the seed's rules; \
              --gitnexus-rules upstream accepts any non-empty version"
-            .into(),
+                .into(),
+        ),
+        Error::Remote(remote) => match remote.downcast_ref::<RemoteError>()? {
+            RemoteError::Timeout {
+                registry,
+                request,
+                connect,
+                idle,
+                ..
+            } => Some(format!(
+                "the registry {registry} did not answer in time ({request}: connect timeout \
+                 {connect} s, idle timeout {idle} s; --timeout SECS sets them)"
+            )),
+            RemoteError::TooSlow {
+                registry,
+                request,
+                detail,
+            } => Some(format!(
+                "the registry {registry} was too slow ({request}: {detail}; \
+                 --min-speed BYTES and --timeout SECS set this floor)"
+            )),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

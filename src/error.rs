@@ -380,3 +380,35 @@ pub fn counted(n: impl std::fmt::Display, one: &str, many: &str) -> String {
     let noun = if n == "1" { one } else { many };
     format!("{n} {noun}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The library speaks of options, not of the command line's flags.
+    #[test]
+    fn a_misuse_names_no_flag() {
+        for m in [
+            Misuse::ExpectedDigest {
+                reason: "too short".into(),
+            },
+            Misuse::HardlinksWithMethod { method: "copy" },
+            Misuse::VersionWithUpstreamRules,
+        ] {
+            let e = Error::from(m);
+            assert!(!e.to_string().contains("--"), "{e}");
+            assert_eq!(e.error_kind(), ErrorKind::Usage);
+        }
+    }
+
+    #[test]
+    fn a_conflict_at_one_path_names_it() {
+        let e = Error::Exists {
+            made: Made::Bundle,
+            path: "/b.tar".into(),
+        };
+        assert_eq!(e.to_string(), "the bundle '/b.tar' already exists");
+        assert_eq!(e.path(), Some(Path::new("/b.tar")));
+        assert_eq!(e.exit_code(), 6);
+    }
+}

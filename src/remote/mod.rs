@@ -63,7 +63,7 @@ pub enum RemoteError {
         reason: String,
     },
     /// The remote did not connect or answer in time.
-    #[error("the registry {registry} did not answer in time ({request}: connect timeout {connect} s, idle timeout {idle} s; --timeout SECS sets them)")]
+    #[error("the registry {registry} did not answer in time ({request}: connect timeout {connect} s, idle timeout {idle} s)")]
     Timeout {
         /// The registry's host.
         registry: String,
@@ -78,7 +78,7 @@ pub enum RemoteError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A transfer with the remote fell below the transfer-rate floor.
-    #[error("the registry {registry} was too slow ({request}: {detail}; --min-speed BYTES and --timeout SECS set this floor)")]
+    #[error("the registry {registry} was too slow ({request}: {detail})")]
     TooSlow {
         /// The registry's host.
         registry: String,

@@ -339,3 +339,30 @@ pub fn plugin_version(bytes: &[u8]) -> Result<String> {
         .map_err(|problem| Rejection::from_manifest_problem(problem, path))?;
     Ok(version)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::error_chain;
+
+    /// An adoption's error keeps its type and its sources, and is `integrity`.
+    #[test]
+    fn an_adoption_error_stays_typed() {
+        let err = Error::from(AdoptError::Rules(policy::ManifestRuleError::EmptyPath));
+        assert_eq!(err.error_kind(), ErrorKind::Integrity);
+        assert_eq!(err.exit_code(), 1);
+        assert_eq!(
+            error_chain(&err),
+            "the manifest breaks a rule: manifest path '' is empty"
+        );
+        let Error::Adopt(adopt) = &err else {
+            panic!("{err:?}");
+        };
+        assert!(matches!(
+            adopt.downcast_ref::<AdoptError>(),
+            Some(AdoptError::Rules(policy::ManifestRuleError::EmptyPath))
+        ));
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("manifest path '' is empty"));
+    }
+}
