@@ -102,6 +102,15 @@ pub enum Error {
     /// The store's content no longer matches its catalogue.
     #[error("{0}")]
     Integrity(String),
+    /// A manifest file of the store is damaged: its bytes are not a
+    /// manifest, or not the one its name says.
+    #[error("the manifest '{}' {problem}", .path.display())]
+    DamagedManifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong with it, as a predicate: `is damaged: …`, `hashes to …`.
+        problem: String,
+    },
     /// Received data (a pull, an import) cannot become a snapshot: an
     /// [`AdoptError`](crate::store::adopt::AdoptError).
     #[error(transparent)]
@@ -183,7 +192,9 @@ impl Error {
     /// [`ErrorKind::NotFound`], though the JSON still names the rule.
     pub fn error_kind(&self) -> ErrorKind {
         match self {
-            Error::Integrity(_) | Error::Adopt(_) => ErrorKind::Integrity,
+            Error::Integrity(_) | Error::DamagedManifest { .. } | Error::Adopt(_) => {
+                ErrorKind::Integrity
+            }
             Error::Usage(_) | Error::Misuse(_) => ErrorKind::Usage,
             Error::Rejected(Rejection::SourceUnavailable { source, .. }) if is_missing(source) => {
                 ErrorKind::NotFound
@@ -233,6 +244,7 @@ impl Error {
             | Error::Absent { path, .. }
             | Error::Exists { path, .. }
             | Error::InsideStore { path, .. }
+            | Error::DamagedManifest { path, .. }
             | Error::Catalogue { path, .. }
             | Error::CatalogueTooNew { path, .. }
             | Error::BadStore { path, .. } => Some(path),
