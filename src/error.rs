@@ -1,28 +1,19 @@
-//! The library's error type and the exit code each kind of error maps to.
+//! The library's error type, and the kind each error is of.
 //!
-//! | code | meaning |
-//! |---|---|
-//! | 0 | success |
-//! | 1 | integrity: damage or a mismatch (a damaged object or bundle, a file that is not a bundle, a view of another snapshot); `verify` or `audit` found a problem |
-//! | 2 | usage: the command line is wrong |
-//! | 3 | rejected input: the tree, version, arms or GitNexus runtime break a rule |
-//! | 4 | not found: no such snapshot, view, store or path; a directory named on the command line that does not exist, even where a rule checks it |
-//! | 5 | ambiguous: a digest prefix names several snapshots (or contents) |
-//! | 6 | conflict: the destination exists, or views still use a snapshot |
-//! | 7 | store failure: I/O, the catalogue, or the store's own layout |
-//! | 8 | remote failure: a registry could not be reached, refused the credentials, or answered something unusable |
+//! A failure's kind decides both its exit code and the `kind` of its JSON
+//! error object. [`ErrorKind`] (in [`kind`]) is the one table of both;
+//! `cestore exit-codes` prints it, and `docs/exit-codes.md` (which says what
+//! each code means) and the Python package's exceptions are checked against
+//! it. [`Error::error_kind`] places each variant in it.
 //!
 //! A held stage (`stage --hold`) ended by SIGHUP, SIGINT or SIGTERM exits
 //! 128 + the signal's number (129, 130, 143): not an error, but its release
 //! report's code (`cmd::stage::ReleaseReport`).
 //!
-//! Each variant's kind (and so its code) comes from [`ErrorKind`], the one
-//! table ([`kind`]); `cestore exit-codes` prints it, and `docs/exit-codes.md`
-//! and the Python package's exceptions are checked against it. Error types of
-//! the modules above this one (a remote's, the GitNexus runtime's rules, an
-//! adoption's) reach [`Error`] as a [`Classified`], which carries them by the
-//! [`Classify`] trait: this module names none of their types, so it sits
-//! below every module that returns an [`Error`].
+//! Error types of the modules above this one (a remote's, the GitNexus
+//! runtime's rules, an adoption's) reach [`Error`] as a [`Classified`], which
+//! carries them by the [`Classify`] trait: this module names none of their
+//! types, so it sits below every module that returns an [`Error`].
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -40,7 +31,7 @@ pub enum Error {
     #[error(transparent)]
     Rejected(#[from] Rejection),
     /// The GitNexus runtime or the arm's mounts broke one of the reference's
-    /// rules: a [`GitNexusError`](crate::gitnexus::GitNexusError).
+    /// rules: a `GitNexusError`, from the `gitnexus` module.
     #[error(transparent)]
     GitNexus(Classified),
     /// The request is malformed in a way the argument parser cannot see.
@@ -112,7 +103,7 @@ pub enum Error {
         problem: String,
     },
     /// Received data (a pull, an import) cannot become a snapshot: an
-    /// [`AdoptError`](crate::store::adopt::AdoptError).
+    /// `AdoptError`, from the store's `adopt` module.
     #[error(transparent)]
     Adopt(Classified),
     /// A filesystem operation failed.
@@ -157,7 +148,7 @@ pub enum Error {
         reason: String,
     },
     /// A remote (registry) failed, refused, or answered something unusable:
-    /// a [`RemoteError`](crate::remote::RemoteError).
+    /// a `RemoteError`, from the `remote` module.
     #[error(transparent)]
     Remote(Classified),
     /// The store directory is not usable as a store.
