@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use crate::catalogue::resolve;
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Made, Misuse, Result};
 use crate::manifest::Manifest;
 use crate::store::adopt::{adopt, AdoptError, Arrival};
 use crate::store::ingest::IngestReport;
@@ -261,10 +261,10 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
     };
     let dest = std::path::absolute(&dest).ctx("resolve the bundle path", &dest)?;
     if dest.symlink_metadata().is_ok() {
-        return Err(Error::Conflict(format!(
-            "the bundle '{}' already exists",
-            dest.display()
-        )));
+        return Err(Error::Exists {
+            made: Made::Bundle,
+            path: dest,
+        });
     }
     let name = dest
         .file_name()
@@ -284,10 +284,10 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
     match linked {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(Error::Conflict(format!(
-                "the bundle '{}' already exists",
-                dest.display()
-            )))
+            return Err(Error::Exists {
+                made: Made::Bundle,
+                path: dest,
+            })
         }
         Err(e) => return Err(Error::io("publish the bundle", &dest, e)),
     }
@@ -590,7 +590,9 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     let expected = match opts.digest {
         Some(d) => Some(
             d.parse::<ManifestDigest>()
-                .map_err(|e| Error::Usage(format!("--digest takes a full 64-hex digest: {e}")))?,
+                .map_err(|e| Misuse::ExpectedDigest {
+                    reason: e.to_string(),
+                })?,
         ),
         None => None,
     };

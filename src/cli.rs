@@ -12,8 +12,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::cmd::{self, Report};
 pub use crate::error::error_chain;
-use crate::error::{Error, Result};
+use crate::error::{Error, Misuse, Result};
 use crate::policy;
+use crate::remote::RemoteError;
 use crate::store;
 use crate::view;
 
@@ -26,9 +27,7 @@ use crate::view;
     name = "cestore",
     version,
     max_term_width = 100,
-    after_help = "Exit codes: 0 success, 1 integrity, 2 usage, 3 rejected, 4 not found, \
-                  5 ambiguous, 6 conflict, 7 store failure, 8 remote failure; \
-                  128+N stage --hold ended by signal N (docs/exit-codes.md; JSON: docs/json.md)."
+    after_help = exit_codes_help()
 )]
 pub struct Cli {
     /// The store directory [default: $CESTORE_DIR, else $XDG_DATA_HOME/cestore,
@@ -156,12 +155,23 @@ pub enum Command {
     /// Take a snapshot from a bundle made by export (tar or tar+zstd, told
     /// apart by their first bytes), checking every hash first.
     Import(ImportArgs),
+    /// List each kind of error, as `--json` names it, with its exit code.
+    ExitCodes,
+}
+
+/// The `--help` text's line of exit codes, from the table.
+fn exit_codes_help() -> String {
+    format!(
+        "Exit codes: {}; 128+N stage --hold ended by signal N \
+         (`cestore exit-codes`; docs/exit-codes.md; JSON: docs/json.md).",
+        crate::error::ErrorKind::code_summaries()
+    )
 }
 
 impl Command {
     /// Whether the command works on a store (`digest` alone does not).
     fn needs_store(&self) -> bool {
-        !matches!(self, Command::Digest(_))
+        !matches!(self, Command::Digest(_) | Command::ExitCodes)
     }
 }
 
@@ -857,6 +867,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Pull(a) => emit(cli, out, &cmd::pull::pull(&root, &a.options(progress))?),
         Command::Export(a) => emit(cli, out, &cmd::bundle::export(&root, &a.into())?),
         Command::Import(a) => emit(cli, out, &cmd::bundle::import(&root, &a.into())?),
+        Command::ExitCodes => emit(cli, out, &cmd::exit_codes::exit_codes()),
     }
 }
 
@@ -898,32 +909,73 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     let mut e = serde_json::json!({
         "code": err.exit_code(),
         "kind": err.kind(),
-        "message": error_chain(err),
+        "message": error_message(err),
     });
-    if let Error::Rejected(r) = err {
-        e["rule"] = r.rule().into();
-        if let Some(p) = r.path() {
-            e["path"] = p.to_string_lossy().into();
-        }
+    if let Some(rule) = err.rule() {
+        e["rule"] = rule.into();
     }
-    if let Error::GitNexus(g) = err {
-        e["rule"] = g.rule().into();
-        if let Some(path) = g.path() {
-            e["path"] = path.to_string_lossy().into();
+    if let Some(path) = err.path() {
+        // A rule names the path as the reference does; other errors, absolute.
+        e["path"] = if err.rule().is_some() {
+            path.to_string_lossy().into_owned()
+        } else {
+            json_path(path)
         }
-    }
-    match err {
-        Error::Io { path, .. }
-        | Error::NotFound { path, .. }
-        | Error::Absent { path, .. }
-        | Error::Catalogue { path, .. }
-        | Error::CatalogueTooNew { path, .. }
-        | Error::BadStore { path, .. } => {
-            e["path"] = json_path(path).into();
-        }
-        _ => {}
+        .into();
     }
     serde_json::json!({ "ok": false, "error": e })
+}
+
+/// An error's message as the command line gives it: its context chain,
+/// with the options the library speaks of named by their flags.
+pub fn error_message(err: &Error) -> String {
+    let chain = error_chain(err);
+    let Some(head) = flagged_message(err) else {
+        return chain;
+    };
+    // The chain starts with the error's own message; its sources follow.
+    let sources = chain.strip_prefix(&err.to_string()).unwrap_or_default();
+    format!("{head}{sources}")
+}
+
+/// The message of an error whose library wording names no flag, worded with
+/// the flags of the command line.
+fn flagged_message(err: &Error) -> Option<String> {
+    match err {
+        Error::Misuse(Misuse::ExpectedDigest { reason }) => {
+            Some(format!("--digest takes a full 64-hex digest: {reason}"))
+        }
+        Error::Misuse(Misuse::HardlinksWithMethod { method }) => Some(format!(
+            "--require-hardlinks cannot be met with --method {method}"
+        )),
+        Error::Misuse(Misuse::VersionWithUpstreamRules) => Some(
+            "--gitnexus-version pins the seed's rules; \
+             --gitnexus-rules upstream accepts any non-empty version"
+                .into(),
+        ),
+        Error::Remote(remote) => match remote.downcast_ref::<RemoteError>()? {
+            RemoteError::Timeout {
+                registry,
+                request,
+                connect,
+                idle,
+                ..
+            } => Some(format!(
+                "the registry {registry} did not answer in time ({request}: connect timeout \
+                 {connect} s, idle timeout {idle} s; --timeout SECS sets them)"
+            )),
+            RemoteError::TooSlow {
+                registry,
+                request,
+                detail,
+            } => Some(format!(
+                "the registry {registry} was too slow ({request}: {detail}; \
+                 --min-speed BYTES and --timeout SECS set this floor)"
+            )),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The one-line message of a command line the parser refused: its first

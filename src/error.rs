@@ -1,27 +1,28 @@
-//! The library's error type and the exit code each kind of error maps to.
+//! The library's error type, and the kind each error is of.
 //!
-//! | code | meaning |
-//! |---|---|
-//! | 0 | success |
-//! | 1 | integrity: damage or a mismatch (a damaged object or bundle, a file that is not a bundle, a view of another snapshot); `verify` or `audit` found a problem |
-//! | 2 | usage: the command line is wrong |
-//! | 3 | rejected input: the tree, version, arms or GitNexus runtime break a rule |
-//! | 4 | not found: no such snapshot, view, store or path; a directory named on the command line that does not exist, even where a rule checks it |
-//! | 5 | ambiguous: a digest prefix names several snapshots (or contents) |
-//! | 6 | conflict: the destination exists, or views still use a snapshot |
-//! | 7 | store failure: I/O, the catalogue, or the store's own layout |
-//! | 8 | remote failure: a registry could not be reached, refused the credentials, or answered something unusable |
+//! A failure's kind decides both its exit code and the `kind` of its JSON
+//! error object. [`ErrorKind`] (in [`kind`]) is the one table of both;
+//! `cestore exit-codes` prints it, and `docs/exit-codes.md` (which says what
+//! each code means) and the Python package's exceptions are checked against
+//! it. [`Error::error_kind`] places each variant in it.
 //!
 //! A held stage (`stage --hold`) ended by SIGHUP, SIGINT or SIGTERM exits
 //! 128 + the signal's number (129, 130, 143): not an error, but its release
 //! report's code (`cmd::stage::ReleaseReport`).
 //!
-//! The table is repeated in `docs/exit-codes.md`.
+//! Error types of the modules above this one (a remote's, the GitNexus
+//! runtime's rules, an adoption's) reach [`Error`] as a [`Classified`], which
+//! carries them by the [`Classify`] trait: this module names none of their
+//! types, so it sits below every module that returns an [`Error`].
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::policy::Rejection;
+
+pub mod kind;
+
+pub use kind::{Classify, ErrorKind};
 
 /// Anything a cestore command can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -29,9 +30,10 @@ pub enum Error {
     /// The input broke one of the reference's rules.
     #[error(transparent)]
     Rejected(#[from] Rejection),
-    /// The GitNexus runtime or the arm's mounts broke one of the reference's rules.
+    /// The GitNexus runtime or the arm's mounts broke one of the reference's
+    /// rules: a `GitNexusError`, from the `gitnexus` module.
     #[error(transparent)]
-    GitNexus(#[from] crate::gitnexus::GitNexusError),
+    GitNexus(Classified),
     /// The request is malformed in a way the argument parser cannot see.
     #[error("{0}")]
     Usage(String),
@@ -66,12 +68,44 @@ pub enum Error {
         /// What is missing there, and what to do.
         message: String,
     },
+    /// A request's options cannot go together or hold a malformed value.
+    #[error(transparent)]
+    Misuse(#[from] Misuse),
     /// The request would overwrite or orphan something.
     #[error("{0}")]
     Conflict(String),
+    /// Something is already at the path a view or a bundle was to be made at.
+    #[error("{}", exists_message(*.made, .path))]
+    Exists {
+        /// What was to be made there.
+        made: Made,
+        /// The path, absolute.
+        path: PathBuf,
+    },
+    /// A view was to be made inside the store.
+    #[error("the destination '{}' lies inside the store '{}'; use `cestore path` for a view inside the store", .path.display(), .store.display())]
+    InsideStore {
+        /// The view's destination.
+        path: PathBuf,
+        /// The store, resolved.
+        store: PathBuf,
+    },
     /// The store's content no longer matches its catalogue.
     #[error("{0}")]
     Integrity(String),
+    /// A manifest file of the store is damaged: its bytes are not a
+    /// manifest, or not the one its name says.
+    #[error("the manifest '{}' {problem}", .path.display())]
+    DamagedManifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong with it, as a predicate: `is damaged: …`, `hashes to …`.
+        problem: String,
+    },
+    /// Received data (a pull, an import) cannot become a snapshot: an
+    /// `AdoptError`, from the store's `adopt` module.
+    #[error(transparent)]
+    Adopt(Classified),
     /// A filesystem operation failed.
     #[error("could not {op} '{}'", .path.display())]
     Io {
@@ -113,9 +147,10 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
-    /// A remote (registry) failed, refused, or answered something unusable.
+    /// A remote (registry) failed, refused, or answered something unusable:
+    /// a `RemoteError`, from the `remote` module.
     #[error(transparent)]
-    Remote(#[from] crate::remote::RemoteError),
+    Remote(Classified),
     /// The store directory is not usable as a store.
     #[error("the store '{}' {reason}", .path.display())]
     BadStore {
@@ -140,68 +175,71 @@ fn recover_hint(e: &rusqlite::Error) -> &'static str {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The kind of this error: its place in the table, which gives its exit
+    /// code and its JSON name.
+    ///
+    /// A rule's refusal of a directory named on the command line (a release
+    /// source, a GitNexus harness root) only because it does not exist is
+    /// [`ErrorKind::NotFound`], though the JSON still names the rule.
+    pub fn error_kind(&self) -> ErrorKind {
+        match self {
+            Error::Integrity(_) | Error::DamagedManifest { .. } | Error::Adopt(_) => {
+                ErrorKind::Integrity
+            }
+            Error::Usage(_) | Error::Misuse(_) => ErrorKind::Usage,
+            Error::Rejected(Rejection::SourceUnavailable { source, .. }) if is_missing(source) => {
+                ErrorKind::NotFound
+            }
+            Error::Rejected(_) => ErrorKind::Rejected,
+            Error::GitNexus(c) | Error::Remote(c) => c.kind(),
+            Error::UnknownDigest { .. } => ErrorKind::UnknownDigest,
+            Error::NotFound { .. } | Error::Absent { .. } => ErrorKind::NotFound,
+            Error::AmbiguousDigest { .. } => ErrorKind::AmbiguousDigest,
+            Error::Conflict(_) | Error::Exists { .. } | Error::InsideStore { .. } => {
+                ErrorKind::Conflict
+            }
+            Error::Io { .. } => ErrorKind::Io,
+            Error::Catalogue { .. } => ErrorKind::Catalogue,
+            Error::CatalogueTooNew { .. } => ErrorKind::CatalogueTooNew,
+            Error::CatalogueLost { .. } => ErrorKind::CatalogueLost,
+            Error::BadStore { .. } => ErrorKind::BadStore,
+        }
+    }
+
     /// The process exit code for this error (see the module docs).
     pub fn exit_code(&self) -> u8 {
-        match self {
-            Error::Integrity(_) => 1,
-            Error::Usage(_) => 2,
-            _ if self.is_missing_named_path() => 4,
-            Error::Rejected(_) | Error::GitNexus(_) => 3,
-            Error::UnknownDigest { .. } | Error::NotFound { .. } | Error::Absent { .. } => 4,
-            Error::AmbiguousDigest { .. } => 5,
-            Error::Conflict(_) => 6,
-            Error::Io { .. }
-            | Error::Catalogue { .. }
-            | Error::CatalogueTooNew { .. }
-            | Error::CatalogueLost { .. }
-            | Error::BadStore { .. } => 7,
-            Error::Remote(r) => r.exit_code(),
-        }
+        self.error_kind().exit_code()
     }
 
     /// A stable name for the kind of error, for JSON output.
     pub fn kind(&self) -> &'static str {
+        self.error_kind().name()
+    }
+
+    /// The stable identifier of the rule broken, when a rule was.
+    pub fn rule(&self) -> Option<&'static str> {
         match self {
-            Error::Integrity(_) => "integrity",
-            Error::Usage(_) => "usage",
-            _ if self.is_missing_named_path() => "not-found",
-            Error::Rejected(_) | Error::GitNexus(_) => "rejected",
-            Error::UnknownDigest { .. } => "unknown-digest",
-            Error::NotFound { .. } | Error::Absent { .. } => "not-found",
-            Error::AmbiguousDigest { .. } => "ambiguous-digest",
-            Error::Conflict(_) => "conflict",
-            Error::Io { .. } => "io",
-            Error::Catalogue { .. } => "catalogue",
-            Error::CatalogueTooNew { .. } => "catalogue-too-new",
-            Error::CatalogueLost { .. } => "catalogue-lost",
-            Error::BadStore { .. } => "bad-store",
-            Error::Remote(r) => r.kind(),
+            Error::Rejected(r) => Some(r.rule()),
+            Error::GitNexus(c) | Error::Remote(c) | Error::Adopt(c) => c.rule(),
+            _ => None,
         }
     }
 
-    /// Whether this is a rule's refusal of a directory named on the command
-    /// line (a release source, a GitNexus harness root) only because it does
-    /// not exist: that is `not-found`, though the JSON still names the rule.
-    pub fn is_missing_named_path(&self) -> bool {
-        let missing = |e: &io::Error| {
-            matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            )
-        };
+    /// The one path the error concerns, when there is one.
+    pub fn path(&self) -> Option<&Path> {
         match self {
-            Error::Rejected(Rejection::SourceUnavailable { source, .. }) => missing(source),
-            // `ROOT/gitnexus` is missing: not-found when ROOT itself is.
-            Error::GitNexus(crate::gitnexus::GitNexusError::RootUnavailable {
-                source,
-                path,
-                ..
-            }) => missing(source) && path.parent().is_some_and(|root| !root.exists()),
-            // Upstream's rules check ROOT itself first.
-            Error::GitNexus(crate::gitnexus::GitNexusError::CheckoutUnavailable {
-                source, ..
-            }) => missing(source),
-            _ => false,
+            Error::Rejected(r) => r.path(),
+            Error::GitNexus(c) | Error::Remote(c) | Error::Adopt(c) => c.path(),
+            Error::Io { path, .. }
+            | Error::NotFound { path, .. }
+            | Error::Absent { path, .. }
+            | Error::Exists { path, .. }
+            | Error::InsideStore { path, .. }
+            | Error::DamagedManifest { path, .. }
+            | Error::Catalogue { path, .. }
+            | Error::CatalogueTooNew { path, .. }
+            | Error::BadStore { path, .. } => Some(path),
+            _ => None,
         }
     }
 
@@ -213,6 +251,103 @@ impl Error {
             source: source.into(),
         }
     }
+}
+
+/// Whether an I/O error says a path does not exist.
+fn is_missing(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+/// An error of a module above this one, carried by what [`Classify`] tells
+/// of it: its kind, its rule and its path. [`Classified::downcast_ref`] gives
+/// back its own type.
+#[derive(Debug)]
+pub struct Classified(Box<dyn Classify>);
+
+impl Classified {
+    /// Carries an error.
+    pub fn new(err: impl Classify) -> Classified {
+        Classified(Box::new(err))
+    }
+
+    /// The error's kind.
+    pub fn kind(&self) -> ErrorKind {
+        self.0.kind()
+    }
+
+    /// The rule it breaks, when it breaks one.
+    pub fn rule(&self) -> Option<&'static str> {
+        self.0.rule()
+    }
+
+    /// The one path it concerns, when there is one.
+    pub fn path(&self) -> Option<&Path> {
+        self.0.path()
+    }
+
+    /// The error as its own type, when it is a `T`.
+    pub fn downcast_ref<T: Classify>(&self) -> Option<&T> {
+        self.0.as_error().downcast_ref()
+    }
+}
+
+impl std::fmt::Display for Classified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for Classified {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+/// What a command was making at a path it found taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Made {
+    /// A view (checkout, stage).
+    View,
+    /// A bundle (export).
+    Bundle,
+}
+
+fn exists_message(made: Made, path: &Path) -> String {
+    match made {
+        Made::View => format!(
+            "the destination '{}' already exists; a view is only made at a new path",
+            path.display()
+        ),
+        Made::Bundle => format!("the bundle '{}' already exists", path.display()),
+    }
+}
+
+/// A request whose options cannot go together, or hold a malformed value.
+///
+/// The messages speak of the options as the library knows them; the command
+/// line words them with its flags (`cli::error_message`).
+#[derive(Debug, thiserror::Error)]
+pub enum Misuse {
+    /// The digest a bundle must hold is not a full digest.
+    #[error("the digest the bundle must hold is not a full 64-hex digest: {reason}")]
+    ExpectedDigest {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Hard links were required of a method that makes copies.
+    #[error("hard links cannot be required of the {method} method")]
+    HardlinksWithMethod {
+        /// The method's name.
+        method: &'static str,
+    },
+    /// A GitNexus version was given with upstream's rules, which pin none.
+    #[error(
+        "a GitNexus version pins the seed's rules; upstream's rules accept any non-empty version"
+    )]
+    VersionWithUpstreamRules,
 }
 
 /// Adds "could not {op} '{path}'" context to I/O results.
@@ -247,4 +382,36 @@ pub fn counted(n: impl std::fmt::Display, one: &str, many: &str) -> String {
     let n = n.to_string();
     let noun = if n == "1" { one } else { many };
     format!("{n} {noun}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The library speaks of options, not of the command line's flags.
+    #[test]
+    fn a_misuse_names_no_flag() {
+        for m in [
+            Misuse::ExpectedDigest {
+                reason: "too short".into(),
+            },
+            Misuse::HardlinksWithMethod { method: "copy" },
+            Misuse::VersionWithUpstreamRules,
+        ] {
+            let e = Error::from(m);
+            assert!(!e.to_string().contains("--"), "{e}");
+            assert_eq!(e.error_kind(), ErrorKind::Usage);
+        }
+    }
+
+    #[test]
+    fn a_conflict_at_one_path_names_it() {
+        let e = Error::Exists {
+            made: Made::Bundle,
+            path: "/b.tar".into(),
+        };
+        assert_eq!(e.to_string(), "the bundle '/b.tar' already exists");
+        assert_eq!(e.path(), Some(Path::new("/b.tar")));
+        assert_eq!(e.exit_code(), 6);
+    }
 }

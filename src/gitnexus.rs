@@ -35,6 +35,7 @@ use std::fs::FileType;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::error::{Classified, Classify, Error, ErrorKind, Misuse};
 use crate::pyjson::{self, Value};
 use crate::source::absolute_like_python;
 
@@ -93,9 +94,7 @@ impl Rules {
                 version: v.unwrap_or(PINNED_VERSION).to_owned(),
             }),
             (Revision::Upstream, None) => Ok(Rules::Upstream),
-            (Revision::Upstream, Some(_)) => Err(crate::error::Error::Usage(
-                "--gitnexus-version pins the seed's rules; --gitnexus-rules upstream accepts any non-empty version".into(),
-            )),
+            (Revision::Upstream, Some(_)) => Err(Misuse::VersionWithUpstreamRules.into()),
         }
     }
 }
@@ -390,6 +389,51 @@ impl GitNexusError {
             SharedMetadataInvalid { .. } => "gitnexus-shared-metadata-invalid",
             SharedIdentity { .. } => "gitnexus-shared-identity",
         }
+    }
+}
+
+impl Classify for GitNexusError {
+    /// `rejected`, except where the refusal is only that a directory named
+    /// on the command line does not exist: that is `not-found`.
+    fn kind(&self) -> ErrorKind {
+        let missing = |e: &io::Error| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            )
+        };
+        let not_found = match self {
+            // `ROOT/gitnexus` is missing: not-found when ROOT itself is.
+            GitNexusError::RootUnavailable { source, path, .. } => {
+                missing(source) && path.parent().is_some_and(|root| !root.exists())
+            }
+            // Upstream's rules check ROOT itself first.
+            GitNexusError::CheckoutUnavailable { source, .. } => missing(source),
+            _ => false,
+        };
+        if not_found {
+            ErrorKind::NotFound
+        } else {
+            ErrorKind::Rejected
+        }
+    }
+
+    fn rule(&self) -> Option<&'static str> {
+        Some(GitNexusError::rule(self))
+    }
+
+    fn path(&self) -> Option<&Path> {
+        GitNexusError::path(self)
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+}
+
+impl From<GitNexusError> for Error {
+    fn from(e: GitNexusError) -> Self {
+        Error::GitNexus(Classified::new(e))
     }
 }
 

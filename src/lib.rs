@@ -45,4 +45,4 @@ pub mod store;
 pub mod tree;
 pub mod view;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};

@@ -36,7 +36,9 @@ fn usage(err: &clap::Error, json: bool) -> ExitCode {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
     ) {
         return match err.print() {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => ExitCode::from(7),
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                ExitCode::from(cestore::ErrorKind::Io.exit_code())
+            }
             _ => ExitCode::SUCCESS,
         };
     }
@@ -54,9 +56,12 @@ fn report(json: bool, err: anyhow::Error) -> ExitCode {
     if is_broken_pipe(&err) {
         return ExitCode::SUCCESS;
     }
-    let code = err
-        .downcast_ref::<cestore::Error>()
-        .map_or(7, cestore::Error::exit_code);
+    // An error from outside the library (none is expected) counts as the
+    // store's failure.
+    let code = err.downcast_ref::<cestore::Error>().map_or(
+        cestore::ErrorKind::Io.exit_code(),
+        cestore::Error::exit_code,
+    );
     if json {
         if let Some(e) = err.downcast_ref::<cestore::Error>() {
             let mut out = std::io::stdout().lock();
@@ -64,7 +69,7 @@ fn report(json: bool, err: anyhow::Error) -> ExitCode {
         }
     }
     let message = match err.downcast_ref::<cestore::Error>() {
-        Some(e) => cli::error_chain(e),
+        Some(e) => cli::error_message(e),
         None => format!("{err:#}"),
     };
     let _ = writeln!(std::io::stderr().lock(), "cestore: error: {message}");

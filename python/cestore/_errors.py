@@ -65,26 +65,38 @@ class RemoteError(StoreError):
     """Exit 8, `remote`: a registry could not be reached or answered something unusable."""
 
 
-_BY_CODE: dict[int, type[Error]] = {
-    1: Damaged,
-    2: UsageError,
-    3: Rejected,
-    4: NotFound,
-    5: Ambiguous,
-    6: Conflict,
-    7: StoreError,
-    8: RemoteError,
+# Every JSON error `kind` with its exit code and exception. `cestore exit-codes`
+# prints the binary's table; tests/test_errors.py checks this copy against it.
+_KINDS: dict[str, tuple[int, type[Error]]] = {
+    "integrity": (1, Damaged),
+    "usage": (2, UsageError),
+    "rejected": (3, Rejected),
+    "not-found": (4, NotFound),
+    "unknown-digest": (4, NotFound),
+    "ambiguous-digest": (5, Ambiguous),
+    "conflict": (6, Conflict),
+    "io": (7, StoreError),
+    "catalogue": (7, StoreError),
+    "catalogue-lost": (7, StoreError),
+    "catalogue-too-new": (7, StoreError),
+    "bad-store": (7, StoreError),
+    "remote": (8, RemoteError),
 }
+
+# The exception of each exit code, for a kind this package does not know yet.
+_BY_CODE: dict[int, type[Error]] = {code: cls for code, cls in _KINDS.values()}
 
 
 def from_json(error: dict[str, Any], argv: list[str]) -> Error:
     """The exception for one JSON `error` object."""
     code = int(error.get("code", 0))
-    cls = _BY_CODE.get(code, Error)
+    kind = str(error.get("kind", ""))
+    known = _KINDS.get(kind)
+    cls = known[1] if known else _BY_CODE.get(code, Error)
     return cls(
         str(error.get("message", "")),
         code=code,
-        kind=str(error.get("kind", "")),
+        kind=kind,
         rule=error.get("rule"),
         path=error.get("path"),
         argv=argv,

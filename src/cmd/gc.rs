@@ -109,7 +109,7 @@ pub struct GcReport {
 impl Report for GcReport {
     fn exit_code(&self) -> u8 {
         if self.refused {
-            6
+            crate::error::ErrorKind::Conflict.exit_code()
         } else {
             0
         }

@@ -7,6 +7,7 @@ pub mod checkout;
 pub mod diff;
 pub mod digest;
 pub mod discard;
+pub mod exit_codes;
 pub mod gc;
 pub mod ingest;
 pub mod list;

@@ -22,7 +22,7 @@ pub mod pack;
 pub mod transfer;
 
 use crate::digest::{ManifestDigest, ObjectId};
-use crate::error::{Error, Result};
+use crate::error::{Classified, Classify, Error, ErrorKind, Result};
 use crate::manifest::Manifest;
 use crate::store::ObjectKey;
 
@@ -63,7 +63,7 @@ pub enum RemoteError {
         reason: String,
     },
     /// The remote did not connect or answer in time.
-    #[error("the registry {registry} did not answer in time ({request}: connect timeout {connect} s, idle timeout {idle} s; --timeout SECS sets them)")]
+    #[error("the registry {registry} did not answer in time ({request}: connect timeout {connect} s, idle timeout {idle} s)")]
     Timeout {
         /// The registry's host.
         registry: String,
@@ -78,7 +78,7 @@ pub enum RemoteError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A transfer with the remote fell below the transfer-rate floor.
-    #[error("the registry {registry} was too slow ({request}: {detail}; --min-speed BYTES and --timeout SECS set this floor)")]
+    #[error("the registry {registry} was too slow ({request}: {detail})")]
     TooSlow {
         /// The registry's host.
         registry: String,
@@ -103,21 +103,23 @@ fn fmt_detail(detail: &str) -> String {
     }
 }
 
-impl RemoteError {
-    /// The exit code: 4 for a snapshot the remote lacks, else 8.
-    pub fn exit_code(&self) -> u8 {
+impl Classify for RemoteError {
+    /// `not-found` for a snapshot the remote lacks, else `remote`.
+    fn kind(&self) -> ErrorKind {
         match self {
-            RemoteError::NotFound(_) => 4,
-            _ => 8,
+            RemoteError::NotFound(_) => ErrorKind::NotFound,
+            _ => ErrorKind::Remote,
         }
     }
 
-    /// A stable name for the kind of error, for JSON output.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            RemoteError::NotFound(_) => "not-found",
-            _ => "remote",
-        }
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+}
+
+impl From<RemoteError> for Error {
+    fn from(e: RemoteError) -> Self {
+        Error::Remote(Classified::new(e))
     }
 }
 
@@ -339,13 +341,11 @@ pub trait Remote: Sync {
 pub fn read_error(e: std::io::Error) -> Error {
     if e.get_ref().is_some_and(|inner| inner.is::<RemoteError>()) {
         if let Some(Ok(remote)) = e.into_inner().map(|inner| inner.downcast::<RemoteError>()) {
-            return Error::Remote(*remote);
+            return Error::from(*remote);
         }
-        return Error::Remote(RemoteError::Protocol("a blob could not be read".into()));
+        return RemoteError::Protocol("a blob could not be read".into()).into();
     }
-    Error::Remote(RemoteError::Protocol(format!(
-        "a blob could not be read: {e}"
-    )))
+    RemoteError::Protocol(format!("a blob could not be read: {e}")).into()
 }
 
 /// Opens a remote from an address such as `REGISTRY/REPOSITORY`,

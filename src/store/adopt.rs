@@ -22,7 +22,7 @@ use super::objects::{check_object, ObjectState};
 use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Classified, Classify, Error, ErrorKind, IoContext, Result};
 use crate::manifest::Manifest;
 use crate::policy::{self, Rejection};
 use crate::pyjson::{self, Value};
@@ -72,9 +72,20 @@ pub enum AdoptError {
     NoVersion(String),
 }
 
+impl Classify for AdoptError {
+    /// `integrity`: what arrived is not what it should be.
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Integrity
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+}
+
 impl From<AdoptError> for Error {
     fn from(e: AdoptError) -> Self {
-        Error::Integrity(e.to_string())
+        Error::Adopt(Classified::new(e))
     }
 }
 
@@ -327,4 +338,31 @@ pub fn plugin_version(bytes: &[u8]) -> Result<String> {
     pyjson::check_plugin_manifest(bytes, &version)
         .map_err(|problem| Rejection::from_manifest_problem(problem, path))?;
     Ok(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::error_chain;
+
+    /// An adoption's error keeps its type and its sources, and is `integrity`.
+    #[test]
+    fn an_adoption_error_stays_typed() {
+        let err = Error::from(AdoptError::Rules(policy::ManifestRuleError::EmptyPath));
+        assert_eq!(err.error_kind(), ErrorKind::Integrity);
+        assert_eq!(err.exit_code(), 1);
+        assert_eq!(
+            error_chain(&err),
+            "the manifest breaks a rule: manifest path '' is empty"
+        );
+        let Error::Adopt(adopt) = &err else {
+            panic!("{err:?}");
+        };
+        assert!(matches!(
+            adopt.downcast_ref::<AdoptError>(),
+            Some(AdoptError::Rules(policy::ManifestRuleError::EmptyPath))
+        ));
+        let source = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("manifest path '' is empty"));
+    }
 }

@@ -429,26 +429,30 @@ fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
         Err(e) => return damaged(e, Vec::new()),
     };
     if bytes.len() as u64 > crate::manifest::MAX_MANIFEST_BYTES {
-        let e = Error::Integrity(format!(
-            "the manifest '{}' is damaged: it is longer than any manifest ({} bytes)",
-            path.display(),
-            crate::manifest::MAX_MANIFEST_BYTES
-        ));
+        let e = Error::DamagedManifest {
+            path: path.to_path_buf(),
+            problem: format!(
+                "is damaged: it is longer than any manifest ({} bytes)",
+                crate::manifest::MAX_MANIFEST_BYTES
+            ),
+        };
         return damaged(e, bytes);
     }
     let manifest = match Manifest::parse(&bytes) {
         Ok(m) => m,
         Err(e) => {
-            let e = Error::Integrity(format!("the manifest '{}' is damaged: {e}", path.display()));
+            let e = Error::DamagedManifest {
+                path: path.to_path_buf(),
+                problem: format!("is damaged: {e}"),
+            };
             return damaged(e, bytes);
         }
     };
     if manifest.digest != *digest {
-        let e = Error::Integrity(format!(
-            "the manifest '{}' hashes to {}, not to its name",
-            path.display(),
-            manifest.digest
-        ));
+        let e = Error::DamagedManifest {
+            path: path.to_path_buf(),
+            problem: format!("hashes to {}, not to its name", manifest.digest),
+        };
         return damaged(e, bytes);
     }
     ManifestFile::Sound(manifest)
@@ -598,13 +602,13 @@ mod tests {
         overwrite(&store.manifest_path(&m.digest), &other.bytes);
         let err = store.read_manifest(&m.digest).unwrap_err();
         assert!(
-            matches!(err, Error::Integrity(ref s) if s.contains("not to its name")),
+            matches!(err, Error::DamagedManifest { ref problem, .. } if problem.contains("not to its name")),
             "{err}"
         );
         overwrite(&store.manifest_path(&m.digest), b"{}");
         let err = store.read_manifest(&m.digest).unwrap_err();
         assert!(
-            matches!(err, Error::Integrity(ref s) if s.contains("is damaged")),
+            matches!(err, Error::DamagedManifest { ref problem, .. } if problem.starts_with("is damaged")),
             "{err}"
         );
     }

@@ -13,7 +13,7 @@ use super::spares::Claimed;
 use super::{Store, WorkDir, VIEWS_DIR};
 use crate::catalogue::{resolve, SnapshotRow, ViewRow};
 use crate::digest::ManifestDigest;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Made, Misuse, Result};
 use crate::fsutil::remove_tree_at;
 use crate::source::Source;
 use crate::view::{self, Built, Method};
@@ -61,19 +61,18 @@ impl Destination {
         let (parent, name) = view::split_dest(dest)?;
         let dest = parent.join(&name);
         if rustix::fs::lstat(&dest).is_ok() {
-            return Err(Error::Conflict(format!(
-                "the destination '{}' already exists; a view is only made at a new path",
-                dest.display()
-            )));
+            return Err(Error::Exists {
+                made: Made::View,
+                path: dest,
+            });
         }
         let store_real =
             std::fs::canonicalize(store.root()).ctx("resolve the store path", store.root())?;
         if dest.starts_with(&store_real) {
-            return Err(Error::Conflict(format!(
-                "the destination '{}' lies inside the store '{}'; use `cestore path` for a view inside the store",
-                dest.display(),
-                store_real.display()
-            )));
+            return Err(Error::InsideStore {
+                path: dest,
+                store: store_real,
+            });
         }
         Ok(Destination { parent, name })
     }
@@ -88,10 +87,10 @@ impl Destination {
 pub fn effective_method(method: Method, require_hardlinks: bool) -> Result<Method> {
     match (method, require_hardlinks) {
         (Method::Auto | Method::Hardlink, true) => Ok(Method::Hardlink),
-        (m @ (Method::Copy | Method::Reflink), true) => Err(Error::Usage(format!(
-            "--require-hardlinks cannot be met with --method {}",
-            if m == Method::Copy { "copy" } else { "reflink" }
-        ))),
+        (m @ (Method::Copy | Method::Reflink), true) => Err(Misuse::HardlinksWithMethod {
+            method: if m == Method::Copy { "copy" } else { "reflink" },
+        }
+        .into()),
         (m, false) => Ok(m),
     }
 }

@@ -406,3 +406,53 @@ fn push_publishes_a_human_tag_beside_the_digest_tag() {
     assert_exit(&out, 2);
     assert!(Path::new(&env.store).exists());
 }
+
+/// Options the library refuses are named by the command line's flags, on
+/// stderr and in the JSON error alike.
+#[test]
+fn refused_options_are_named_by_their_flags() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let view = env.path("view");
+    let cases: [(Vec<&OsStr>, &str); 2] = [
+        (
+            vec![
+                OsStr::new("checkout"),
+                OsStr::new(&d),
+                view.as_os_str(),
+                OsStr::new("--method"),
+                OsStr::new("copy"),
+                OsStr::new("--require-hardlinks"),
+            ],
+            "--require-hardlinks cannot be met with --method copy",
+        ),
+        (
+            vec![
+                OsStr::new("import"),
+                OsStr::new("-"),
+                OsStr::new("--digest"),
+                OsStr::new("abc"),
+            ],
+            "--digest takes a full 64-hex digest: ",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = env.run(&args);
+        let stderr = assert_exit(&out, 2);
+        assert!(
+            stderr.contains(&format!("cestore: error: {says}")),
+            "{stderr}"
+        );
+        let mut json = args.clone();
+        json.push(OsStr::new("--json"));
+        let v = parse_json(&env.run(&json));
+        assert_eq!(v["error"]["kind"], "usage", "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().starts_with(says),
+            "{v}"
+        );
+    }
+    assert!(!view.exists());
+}

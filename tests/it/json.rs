@@ -455,6 +455,20 @@ struct RmOut {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ExitCodeOut {
+    kind: String,
+    code: u8,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExitCodesOut {
+    ok: bool,
+    exit_codes: Vec<ExitCodeOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ErrorBody {
     code: u8,
     kind: String,
@@ -1880,4 +1894,97 @@ fn documented_kinds() -> std::collections::BTreeSet<(u8, String)> {
     }
     // A registry's missing tag is not-found too; the table row 4 lists it once.
     kinds
+}
+
+#[test]
+fn exit_codes_lists_the_documented_table() {
+    // No store is needed, nor opened.
+    let mut cmd = Command::new(util::bin());
+    cmd.env_remove("CESTORE_DIR").args([
+        "exit-codes",
+        "--json",
+        "--store",
+        "/nonexistent/cestore-store",
+    ]);
+    let out = cmd.output().expect("run cestore");
+    assert_ok(&out);
+    let table: ExitCodesOut = one_object(&out, "exit-codes");
+    assert!(table.ok);
+    let listed: std::collections::BTreeSet<(u8, String)> = table
+        .exit_codes
+        .iter()
+        .map(|e| (e.code, e.kind.clone()))
+        .collect();
+    assert_eq!(listed.len(), table.exit_codes.len(), "a kind listed twice");
+    assert_eq!(listed, documented_kinds());
+    let codes: Vec<u8> = table.exit_codes.iter().map(|e| e.code).collect();
+    assert!(codes.windows(2).all(|w| w[0] <= w[1]), "{codes:?}");
+
+    // The human table: a header, success, then one line per kind.
+    let out = Command::new(util::bin())
+        .arg("exit-codes")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 2 + table.exit_codes.len(), "{text}");
+    for e in &table.exit_codes {
+        assert!(
+            text.lines().any(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                words.len() >= 2 && words[0] == e.code.to_string() && words[1] == e.kind
+            }),
+            "{} {} missing:\n{text}",
+            e.code,
+            e.kind
+        );
+    }
+}
+
+#[test]
+fn a_conflict_at_one_path_carries_it() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let d = env.ingest_digest(&src, "1.0.0");
+    let view = env.path("view");
+    assert_ok(&env.run([os("checkout"), os(&d), view.as_os_str()]));
+    let bundle = env.path("bundle.tar");
+    write(&bundle, "taken\n");
+    let inside = env.store.join("inside");
+    let store_real = fs::canonicalize(&env.store).unwrap();
+    let cases: [(&str, Vec<&OsStr>, PathBuf, &str); 3] = [
+        (
+            "dest exists",
+            vec![os("checkout"), os(&d), view.as_os_str()],
+            fs::canonicalize(env.path("")).unwrap().join("view"),
+            "a view is only made at a new path",
+        ),
+        (
+            "dest inside the store",
+            vec![os("checkout"), os(&d), inside.as_os_str()],
+            store_real.join("inside"),
+            "lies inside the store",
+        ),
+        (
+            "bundle exists",
+            vec![os("export"), os(&d), os("--output"), bundle.as_os_str()],
+            bundle.clone(),
+            "already exists",
+        ),
+    ];
+    for (what, args, path, words) in cases {
+        let mut all = args.clone();
+        all.push(os("--json"));
+        let out = env.run(&all);
+        assert_eq!(out.status.code(), Some(6), "{what}: {out:?}");
+        let err: ErrorOut = one_object(&out, what);
+        assert_eq!(err.error.kind, "conflict", "{what}");
+        assert_eq!(
+            err.error.path.as_deref(),
+            Some(&*path.to_string_lossy()),
+            "{what}: {err:?}"
+        );
+        assert!(err.error.message.contains(words), "{what}: {err:?}");
+    }
 }
