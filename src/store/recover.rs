@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::FileType;
 
 use super::objects::{check_object, ObjectState};
-use super::{Store, VIEWS_DIR};
+use super::Store;
 use crate::catalogue::{Catalogue, IngestEvent, NewSnapshot, ViewRow};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{error_chain, Error, Result};
@@ -340,20 +340,15 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
         store.catalogue().add_event(event)?;
         report.events_salvaged += 1;
     }
-    let views_dir = store.root().join(VIEWS_DIR);
     let mut views: Vec<ViewRow> = salvage.views;
     for row in store.catalogue().snapshots(None, None)? {
-        let path = views_dir.join(row.digest.to_hex());
-        views.push(ViewRow {
-            path: path.to_string_lossy().into_owned(),
-            digest: row.digest,
-            kind: "shared".into(),
-            method: "unknown".into(),
-            linked: 0,
-            copied: 0,
-            created_at: String::new(),
-            root_id: crate::view::root_id(&path),
-        });
+        let path = store.shared_view_dir(&row.digest);
+        let root_id = crate::view::root_id(&path);
+        views.push(ViewRow::found_shared(
+            path.to_string_lossy().into_owned(),
+            row.digest,
+            root_id,
+        ));
     }
     for view in views {
         let is_dir = rustix::fs::lstat(view.path.as_str())

@@ -103,7 +103,7 @@ impl Item {
                 path.clone()
             }
             Item::WorkDir { name } => store.root().join(TMP_DIR).join(name),
-            Item::SharedView { name, .. } => store.root().join(VIEWS_DIR).join(name),
+            Item::SharedView { name, .. } => store.views_dir().join(name),
             Item::Spare { name } => super::spares::path(store, name),
             Item::ViewRecord { path } => PathBuf::from(path),
         }
@@ -215,7 +215,7 @@ impl Plan {
             }
             items.push(Item::WorkDir { name: w.name });
         }
-        let views_path = store.root().join(VIEWS_DIR);
+        let views_path = store.views_dir();
         let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
             .ctx("open the views directory", &views_path)?;
         for name in read_names(views.as_fd(), &views_path)? {
@@ -273,7 +273,7 @@ impl Plan {
         let tmp_path = store.root().join(TMP_DIR);
         let tmp = crate::fsutil::open_dir(store.dir(), TMP_DIR)
             .ctx("open the tmp directory", &tmp_path)?;
-        let views_path = store.root().join(VIEWS_DIR);
+        let views_path = store.views_dir();
         let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
             .ctx("open the views directory", &views_path)?;
         for item in &self.items {
@@ -405,7 +405,7 @@ mod tests {
             .add_view(&ViewRow {
                 path: path.to_string_lossy().into_owned(),
                 digest,
-                kind: "checkout".into(),
+                kind: crate::catalogue::ViewKind::Checkout,
                 method: "hardlink".into(),
                 linked: 1,
                 copied: 0,
@@ -434,7 +434,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
         let objects = store.root().join(OBJECTS_DIR);
-        let views = store.root().join(VIEWS_DIR);
+        let views = store.views_dir();
 
         // Kept: a recorded snapshot's objects, an unrecorded manifest's
         // (recover records it again), and what a live operation publishes.

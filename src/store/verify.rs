@@ -16,7 +16,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use super::objects::{judge, ObjectState};
 use super::upkeep::{Item, Plan};
 use super::{ObjectKey, Store};
-use crate::catalogue::resolve;
+use crate::catalogue::{resolve, ViewKind};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{IoContext, Result};
 use crate::manifest::{Entry, Manifest};
@@ -400,7 +400,7 @@ fn stale_views(
                 .is_ok_and(|st| old_inodes.contains_key(&(st.st_dev, st.st_ino)))
         });
         if holds_old {
-            let renew = if view.kind == "shared" {
+            let renew = if view.kind == ViewKind::Shared {
                 format!(
                     "`cestore rm --force {d}`, `cestore gc`, then ingest the release again and `cestore path {d}`",
                     d = view.digest
