@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod client;
 pub mod mapping;
+mod retry;
 
 use std::collections::BTreeSet;
 
