@@ -364,7 +364,7 @@ impl Scan {
             self.problem(at, "arm-mismatch", arm_cut.as_deref(), detail);
         }
         let key = match &digest {
-            Val::Str(s) => match lower_hex_digest(s) {
+            Val::Str(s) => match ManifestDigest::from_lower_hex(s) {
                 Some(d) => Some(d),
                 None => {
                     let detail = format!(
@@ -430,14 +430,6 @@ impl Scan {
 /// A value already [`cut`], in quotes and escaped as JSON escapes it.
 pub(super) fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
-}
-
-/// The digest `s` names, when it is exactly 64 lowercase hex characters.
-pub(super) fn lower_hex_digest(s: &str) -> Option<ManifestDigest> {
-    if s.len() != 64 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return None;
-    }
-    s.parse().ok()
 }
 
 /// Reads every input once and tallies its rows by digest.

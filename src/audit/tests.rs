@@ -160,11 +160,11 @@ fn rows_give_only_their_fields() {
 #[test]
 fn only_lowercase_hex_is_a_digest() {
     let hex = "ab".repeat(32);
-    assert!(lower_hex_digest(&hex).is_some());
-    assert!(lower_hex_digest(&hex.to_uppercase()).is_none());
-    assert!(lower_hex_digest(&hex[..63]).is_none());
-    assert!(lower_hex_digest(&format!("{hex}0")).is_none());
-    assert!(lower_hex_digest(&"g".repeat(64)).is_none());
+    assert!(ManifestDigest::from_lower_hex(&hex).is_some());
+    assert!(ManifestDigest::from_lower_hex(&hex.to_uppercase()).is_none());
+    assert!(ManifestDigest::from_lower_hex(&hex[..63]).is_none());
+    assert!(ManifestDigest::from_lower_hex(&format!("{hex}0")).is_none());
+    assert!(ManifestDigest::from_lower_hex(&"g".repeat(64)).is_none());
 }
 
 #[test]

@@ -430,56 +430,36 @@ fn check_manifests(
     store: &Store,
     report: &mut VerifyReport,
 ) {
+    let mut found: Vec<(&'static str, &Path, String, Option<&ManifestDigest>)> = Vec::new();
     for path in &scan.stray {
-        report.problems.push(problem(
+        found.push((
             "stray-manifest",
-            Severity::Corruption,
             path,
             "not a manifest's name; nothing reads it: remove it by hand".into(),
+            None,
         ));
     }
-    let with = |kind, severity, path: &Path, detail: String, digest: &ManifestDigest| Problem {
-        kind,
-        severity,
-        path: path.to_string_lossy().into_owned(),
-        detail,
-        snapshots: vec![*digest],
-        views: Vec::new(),
-    };
     for (digest, path, why) in &scan.damaged {
-        report.problems.push(with(
-            "damaged-manifest",
-            Severity::Corruption,
-            path,
-            format!("{why}; gc keeps every object name left in it and refuses to sweep until `cestore recover` rewrites it from the catalogue (when the catalogue records it) or `cestore gc --force`"),
-            digest,
-        ));
+        found.push(("damaged-manifest", path, format!("{why}; gc keeps every object name left in it and refuses to sweep until `cestore recover` rewrites it from the catalogue (when the catalogue records it) or `cestore gc --force`"), Some(digest)));
     }
     for (digest, path) in &scan.unrecorded {
-        report.problems.push(with(
-            "unrecorded-manifest",
-            Severity::Corruption,
-            path,
-            "the catalogue does not record this snapshot; `cestore recover` records it again (gc keeps its objects)".into(),
-            digest,
-        ));
+        found.push(("unrecorded-manifest", path, "the catalogue does not record this snapshot; `cestore recover` records it again (gc keeps its objects)".into(), Some(digest)));
     }
     for (path, why) in &scan.set_aside {
-        report.problems.push(problem(
-            "set-aside-manifest",
-            Severity::Corruption,
-            path,
-            format!("`cestore recover` set this manifest aside: {why}; gc keeps the objects it names unless `cestore gc --force`; remove the file to let them go"),
-        ));
+        found.push(("set-aside-manifest", path, format!("`cestore recover` set this manifest aside: {why}; gc keeps the objects it names unless `cestore gc --force`; remove the file to let them go"), None));
     }
-    for digest in &scan.missing {
-        report.problems.push(with(
-            "missing-manifest",
-            Severity::Corruption,
-            &store.manifest_path(digest),
-            "the snapshot's manifest file is missing; gc refuses to sweep until `cestore recover` writes it from the catalogue".into(),
-            digest,
-        ));
+    let missing: Vec<_> = scan
+        .missing
+        .iter()
+        .map(|d| (d, store.manifest_path(d)))
+        .collect();
+    for (digest, path) in &missing {
+        found.push(("missing-manifest", path, "the snapshot's manifest file is missing; gc refuses to sweep until `cestore recover` writes it from the catalogue".into(), Some(digest)));
+    }
+    for (kind, path, detail, digest) in found {
+        let mut p = problem(kind, Severity::Corruption, path, detail);
+        p.snapshots.extend(digest.copied());
+        report.problems.push(p);
     }
 }
 
