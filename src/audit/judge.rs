@@ -252,37 +252,11 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         t.pulled = opts.pulled.contains(&t.digest);
     }
     drop(stored);
-    let mut damaged: BTreeMap<ManifestDigest, Vec<DamagedObject>> = BTreeMap::new();
-    if opts.verify && !held.is_empty() {
-        let hexes: Vec<String> = held.iter().map(ManifestDigest::to_hex).collect();
-        let report = verify_store(
-            store,
-            &VerifyOptions {
-                digests: &hexes,
-                repair_from: None,
-                progress: opts.progress,
-            },
-        )?;
-        for p in report
-            .problems
-            .iter()
-            .filter(|p| p.severity == Severity::Corruption)
-        {
-            // A problem of the catalogue itself touches every snapshot.
-            let hit: &[ManifestDigest] = if p.snapshots.is_empty() {
-                &held
-            } else {
-                &p.snapshots
-            };
-            for d in hit {
-                damaged.entry(*d).or_default().push(DamagedObject {
-                    kind: p.kind,
-                    path: p.path.clone(),
-                    detail: p.detail.clone(),
-                });
-            }
-        }
-    }
+    let damaged = if opts.verify && !held.is_empty() {
+        damaged_objects(store, &held, opts.progress)?
+    } else {
+        BTreeMap::new()
+    };
     let row_problems: Vec<RowProblem> = problems
         .into_iter()
         .map(|(at, kind, arm, detail)| {
@@ -309,20 +283,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
     for d in digests.iter() {
         *by.entry(d.status).or_default() += 1;
     }
-    // Lines that are not rows are listed, but do not fail the audit: the
-    // harness skips them (a line cut short by a killed writer is one). An
-    // input with no row, or whose rows carry none of the fields, is not a
-    // results file of these fields, though: nothing in it was audited.
-    let empty = if rows == 0 {
-        Some("no line is a row (a JSON object)".to_string())
-    } else if with_fields == 0 {
-        Some(format!(
-            "no row carries {}, {} or {} (see --digest-field, --version-field, --arm-field)",
-            fields.digest, fields.version, fields.arm
-        ))
-    } else {
-        None
-    };
+    let empty = nothing_audited(&fields, rows, with_fields);
     let passed = by.keys().all(|s| s.passes()) && problem_count == 0 && empty.is_none();
     let verdict = verdict(
         &by,
@@ -347,6 +308,62 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         passed,
         verdict,
     })
+}
+
+/// Re-hashes the snapshots the store holds of `held` and gathers, by
+/// snapshot, what corruption `verify` finds.
+fn damaged_objects(
+    store: &Store,
+    held: &[ManifestDigest],
+    progress: bool,
+) -> Result<BTreeMap<ManifestDigest, Vec<DamagedObject>>> {
+    let hexes: Vec<String> = held.iter().map(ManifestDigest::to_hex).collect();
+    let report = verify_store(
+        store,
+        &VerifyOptions {
+            digests: &hexes,
+            repair_from: None,
+            progress,
+        },
+    )?;
+    let mut damaged: BTreeMap<ManifestDigest, Vec<DamagedObject>> = BTreeMap::new();
+    for p in report
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Corruption)
+    {
+        // A problem of the catalogue itself touches every snapshot.
+        let hit: &[ManifestDigest] = if p.snapshots.is_empty() {
+            held
+        } else {
+            &p.snapshots
+        };
+        for d in hit {
+            damaged.entry(*d).or_default().push(DamagedObject {
+                kind: p.kind,
+                path: p.path.clone(),
+                detail: p.detail.clone(),
+            });
+        }
+    }
+    Ok(damaged)
+}
+
+/// Why nothing was audited, if so. Lines that are not rows are listed, but
+/// do not fail the audit: the harness skips them (a line cut short by a
+/// killed writer is one). Inputs with no row, or whose rows carry none of
+/// the fields, are not results files of these fields, though.
+fn nothing_audited(fields: &Fields, rows: u64, with_fields: u64) -> Option<String> {
+    if rows == 0 {
+        Some("no line is a row (a JSON object)".to_string())
+    } else if with_fields == 0 {
+        Some(format!(
+            "no row carries {}, {} or {} (see --digest-field, --version-field, --arm-field)",
+            fields.digest, fields.version, fields.arm
+        ))
+    } else {
+        None
+    }
 }
 
 pub(super) fn verdict(
