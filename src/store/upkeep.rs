@@ -375,7 +375,7 @@ mod tests {
     use crate::catalogue::ViewRow;
     use crate::manifest::{Entry, Manifest};
     use crate::store::testutil::record;
-    use crate::store::LockMode;
+    use crate::store::{LockMode, WorkDir};
 
     fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
         Entry::of(path, data, executable)
@@ -429,52 +429,67 @@ mod tests {
         std::fs::symlink_metadata(path).unwrap().len()
     }
 
-    #[test]
-    fn a_scan_finds_each_kind_of_garbage_and_apply_removes_exactly_that() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+    /// A store with what a scan keeps and one piece of each kind of garbage.
+    struct Yard {
+        kept: Manifest,
+        unrecorded: Manifest,
+        busy: WorkDir,
+        flying: ObjectKey,
+        orphan: Manifest,
+        orphan_path: PathBuf,
+        stray: PathBuf,
+        stray_dir: PathBuf,
+        abandoned: Manifest,
+        abandoned_object: PathBuf,
+        half: PathBuf,
+        unknown: String,
+        building: PathBuf,
+        gone: PathBuf,
+        here: PathBuf,
+    }
+
+    fn lay_out_yard(tmp: &Path, store: &mut Store) -> Yard {
         let objects = store.root().join(OBJECTS_DIR);
         let views = store.views_dir();
-
         // Kept: a recorded snapshot's objects, an unrecorded manifest's
         // (recover records it again), and what a live operation publishes.
         let kept = publish(
-            &store,
+            store,
             &[("a.md", b"kept a\n", false), ("run", b"kept run\n", true)],
         );
-        write_manifest(&store, &kept);
-        record(&mut store, &kept);
-        let unrecorded = publish(&store, &[("u.md", b"unrecorded\n", false)]);
-        write_manifest(&store, &unrecorded);
+        write_manifest(store, &kept);
+        record(store, &kept);
+        let unrecorded = publish(store, &[("u.md", b"unrecorded\n", false)]);
+        write_manifest(store, &unrecorded);
         let busy = store.work_dir("ingest").unwrap();
         let flying = entry("f.md", b"in flight\n", false).key();
         busy.note_publishing(std::iter::once(&flying), &ManifestDigest::of(b"x"))
             .unwrap();
-        publish(&store, &[("f.md", b"in flight\n", false)]);
+        publish(store, &[("f.md", b"in flight\n", false)]);
 
         // Garbage: an orphan object, a name that is no object's, and a
         // stray directory.
-        let orphan = publish(&store, &[("o.md", b"nobody's\n", false)]);
+        let orphan = publish(store, &[("o.md", b"nobody's\n", false)]);
         let orphan_path = store.object_path(&orphan.entries[0].key());
         let stray = objects.join("ab").join("not-an-object");
         std::fs::write(&stray, "?\n").unwrap();
         let stray_dir = objects.join("cd").join("a-directory");
         std::fs::create_dir_all(stray_dir.join("inside")).unwrap();
         // A manifest a dead ingest published, and the object only it names.
-        let abandoned = publish(&store, &[("x.md", b"abandoned\n", false)]);
+        let abandoned = publish(store, &[("x.md", b"abandoned\n", false)]);
         let abandoned_object = store.object_path(&abandoned.entries[0].key());
-        write_manifest(&store, &abandoned);
+        write_manifest(store, &abandoned);
         dead_work_dir(
-            &store,
+            store,
             "ingest-999999-2",
             &[("publishing", format!("manifest {}\n", abandoned.digest))],
         );
         // A dead checkout and the half-built view it names.
-        let half = tmp.path().join(".view.cestore-tmp-1-2-3");
+        let half = tmp.join(".view.cestore-tmp-1-2-3");
         std::fs::create_dir_all(half.join("skills")).unwrap();
         std::fs::write(half.join("skills/x.md"), "half\n").unwrap();
         dead_work_dir(
-            &store,
+            store,
             "checkout-999999-1",
             &[("target", half.to_string_lossy().into_owned())],
         );
@@ -486,28 +501,48 @@ mod tests {
         let building = views.join(".v.cestore-tmp-5");
         std::fs::create_dir(&building).unwrap();
         // A view record whose directory is gone, and one whose is there.
-        let gone = tmp.path().join("gone");
-        let here = tmp.path().join("here");
+        let gone = tmp.join("gone");
+        let here = tmp.join("here");
         std::fs::create_dir(&here).unwrap();
-        add_view(&mut store, &gone, kept.digest);
-        add_view(&mut store, &here, kept.digest);
+        add_view(store, &gone, kept.digest);
+        add_view(store, &here, kept.digest);
+        Yard {
+            kept,
+            unrecorded,
+            busy,
+            flying,
+            orphan,
+            orphan_path,
+            stray,
+            stray_dir,
+            abandoned,
+            abandoned_object,
+            half,
+            unknown,
+            building,
+            gone,
+            here,
+        }
+    }
 
-        let dir_size = size(&stray_dir);
-        let plan = Plan::scan(&store, false).unwrap();
+    /// What a scan of the yard must plan, the abandoned manifest first.
+    fn yard_garbage(store: &Store, y: &Yard) -> Vec<Item> {
         let object = |path: &Path, key| Item::Object {
             path: path.to_path_buf(),
             size: size(path),
             key,
         };
-        let want = [
+        vec![
             Item::Manifest {
-                path: store.manifest_path(&abandoned.digest),
+                path: store.manifest_path(&y.abandoned.digest),
             },
-            object(&orphan_path, Some(orphan.entries[0].key())),
-            object(&stray, None),
-            object(&stray_dir, None),
-            object(&abandoned_object, Some(abandoned.entries[0].key())),
-            Item::HalfBuiltView { path: half.clone() },
+            object(&y.orphan_path, Some(y.orphan.entries[0].key())),
+            object(&y.stray, None),
+            object(&y.stray_dir, None),
+            object(&y.abandoned_object, Some(y.abandoned.entries[0].key())),
+            Item::HalfBuiltView {
+                path: y.half.clone(),
+            },
             Item::WorkDir {
                 name: "checkout-999999-1".into(),
             },
@@ -515,17 +550,27 @@ mod tests {
                 name: "ingest-999999-2".into(),
             },
             Item::SharedView {
-                name: unknown.clone(),
+                name: y.unknown.clone(),
                 why: "no snapshot in the catalogue has this shared view",
             },
             Item::SharedView {
-                name: kept.digest.to_hex(),
+                name: y.kept.digest.to_hex(),
                 why: "not a directory where a shared view belongs",
             },
             Item::ViewRecord {
-                path: gone.to_string_lossy().into_owned(),
+                path: y.gone.to_string_lossy().into_owned(),
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn a_scan_finds_each_kind_of_garbage_and_apply_removes_exactly_that() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let y = lay_out_yard(tmp.path(), &mut store);
+        let dir_size = size(&y.stray_dir);
+        let plan = Plan::scan(&store, false).unwrap();
+        let want = yard_garbage(&store, &y);
         assert_eq!(plan.items.len(), want.len(), "{:#?}", plan.items);
         for item in &want {
             assert!(plan.items.contains(item), "not planned: {item:?}");
@@ -551,7 +596,7 @@ mod tests {
                 .iter()
                 .map(|(d, _)| *d)
                 .collect::<Vec<_>>(),
-            [unrecorded.digest]
+            [y.unrecorded.digest]
         );
 
         let mut freed = Vec::new();
@@ -565,25 +610,41 @@ mod tests {
         ];
         want_freed.sort_unstable();
         assert_eq!(freed, want_freed);
-
-        for path in [
-            store.manifest_path(&abandoned.digest),
-            orphan_path,
-            stray,
-            stray_dir,
-            abandoned_object,
-            half,
-            store.root().join(TMP_DIR).join("checkout-999999-1"),
-            store.root().join(TMP_DIR).join("ingest-999999-2"),
-            views.join(&unknown),
-            views.join(kept.digest.to_hex()),
-        ] {
+        for path in yard_garbage_paths(&store, &y) {
             assert!(
                 rustix::fs::lstat(&path).is_err(),
                 "left: {}",
                 path.display()
             );
         }
+        assert_yard_kept(&store, &y);
+
+        // Scanned again through the same handles: each listing starts from
+        // the top of its directory.
+        let again = Plan::scan(&store, false).unwrap();
+        assert!(again.items.is_empty(), "{:#?}", again.items);
+        assert_eq!(again.objects_kept, 4);
+    }
+
+    /// Where the yard's garbage stands.
+    fn yard_garbage_paths(store: &Store, y: &Yard) -> Vec<PathBuf> {
+        let views = store.views_dir();
+        vec![
+            store.manifest_path(&y.abandoned.digest),
+            y.orphan_path.clone(),
+            y.stray.clone(),
+            y.stray_dir.clone(),
+            y.abandoned_object.clone(),
+            y.half.clone(),
+            store.root().join(TMP_DIR).join("checkout-999999-1"),
+            store.root().join(TMP_DIR).join("ingest-999999-2"),
+            views.join(&y.unknown),
+            views.join(y.kept.digest.to_hex()),
+        ]
+    }
+
+    /// What the yard keeps is still there after the garbage went.
+    fn assert_yard_kept(store: &Store, y: &Yard) {
         let recorded: Vec<String> = store
             .catalogue()
             .views(None)
@@ -591,23 +652,16 @@ mod tests {
             .into_iter()
             .map(|v| v.path)
             .collect();
-        assert_eq!(recorded, [here.to_string_lossy().into_owned()]);
-        // What is kept stays.
-        for e in kept.entries.iter().chain(&unrecorded.entries) {
+        assert_eq!(recorded, [y.here.to_string_lossy().into_owned()]);
+        for e in y.kept.entries.iter().chain(&y.unrecorded.entries) {
             assert!(store.object_path(&e.key()).exists(), "{}", e.path);
         }
-        assert!(store.object_path(&flying).exists());
-        assert!(store.manifest_path(&kept.digest).exists());
-        assert!(store.manifest_path(&unrecorded.digest).exists());
-        assert!(busy.path().exists());
-        assert!(building.exists());
-        assert!(here.exists());
-
-        // Scanned again through the same handles: each listing starts from
-        // the top of its directory.
-        let again = Plan::scan(&store, false).unwrap();
-        assert!(again.items.is_empty(), "{:#?}", again.items);
-        assert_eq!(again.objects_kept, 4);
+        assert!(store.object_path(&y.flying).exists());
+        assert!(store.manifest_path(&y.kept.digest).exists());
+        assert!(store.manifest_path(&y.unrecorded.digest).exists());
+        assert!(y.busy.path().exists());
+        assert!(y.building.exists());
+        assert!(y.here.exists());
     }
 
     #[test]
