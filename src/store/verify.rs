@@ -168,13 +168,25 @@ pub fn verify_store(store: &Store, opts: &VerifyOptions<'_>) -> Result<VerifyRep
         repair(store, dir, &broken, &mut report)?;
     }
 
-    // Garbage is what the one upkeep plan says gc removes, item for item.
+    report_garbage(store, all, &views, &mut report)?;
+    Ok(report)
+}
+
+/// Reports the garbage, which is what the one upkeep plan says gc removes,
+/// item for item, and with `all` the manifests' problems; orphans and
+/// manifests are whole-store findings, left out of a check of some
+/// snapshots.
+fn report_garbage(
+    store: &Store,
+    all: bool,
+    views: &[crate::catalogue::ViewRow],
+    report: &mut VerifyReport,
+) -> Result<()> {
     let plan = Plan::scan(store, false)?;
     if all {
-        check_manifests(&plan.manifests, store, &mut report);
+        check_manifests(&plan.manifests, store, report);
     }
     for item in &plan.items {
-        // Orphans and manifests are whole-store findings.
         if !all && matches!(item, Item::Object { .. } | Item::Manifest { .. }) {
             continue;
         }
@@ -192,7 +204,7 @@ pub fn verify_store(store: &Store, opts: &VerifyOptions<'_>) -> Result<VerifyRep
         }
         report.problems.push(found);
     }
-    Ok(report)
+    Ok(())
 }
 
 fn problem(kind: &'static str, severity: Severity, path: &Path, detail: String) -> Problem {
