@@ -339,28 +339,7 @@ impl Scan {
         .map(|(_, f)| *f)
         .collect();
         if !carried.is_empty() {
-            let who = match &arm_cut {
-                Some(a) => format!(
-                    "the {} arm {}",
-                    if ce { "ce_*" } else { "non-CE" },
-                    quoted(a)
-                ),
-                None => "a row without an arm".to_string(),
-            };
-            let detail = if ce {
-                format!(
-                    "{who} must carry {}; it has no {}",
-                    self.both(),
-                    carried.join(" and no ")
-                )
-            } else {
-                format!(
-                    "{who} must carry neither {} nor {}; it has {}",
-                    self.fields.digest,
-                    self.fields.version,
-                    carried.join(" and ")
-                )
-            };
+            let detail = self.arm_mismatch(ce, arm_cut.as_deref(), &carried);
             self.problem(at, "arm-mismatch", arm_cut.as_deref(), detail);
         }
         let key = match &digest {
@@ -401,6 +380,34 @@ impl Scan {
         }
     }
 
+    /// How a row of arm `arm` (a CE arm when `ce`) breaks the arm rule:
+    /// `carried` names the fields it has though it must not (or lacks
+    /// though it must).
+    fn arm_mismatch(&self, ce: bool, arm: Option<&str>, carried: &[&str]) -> String {
+        let who = match arm {
+            Some(a) => format!(
+                "the {} arm {}",
+                if ce { "ce_*" } else { "non-CE" },
+                quoted(a)
+            ),
+            None => "a row without an arm".to_string(),
+        };
+        if ce {
+            format!(
+                "{who} must carry {}; it has no {}",
+                self.both(),
+                carried.join(" and no ")
+            )
+        } else {
+            format!(
+                "{who} must carry neither {} nor {}; it has {}",
+                self.fields.digest,
+                self.fields.version,
+                carried.join(" and ")
+            )
+        }
+    }
+
     pub(super) fn both(&self) -> String {
         format!("{} and {}", self.fields.digest, self.fields.version)
     }
@@ -432,6 +439,38 @@ pub(super) fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
+impl Scan {
+    /// A scan of nothing yet, for `fields`.
+    fn empty(fields: &Fields) -> Scan {
+        Scan {
+            fields: fields.clone(),
+            inputs: Vec::new(),
+            lines: Lines::default(),
+            tallies: Vec::new(),
+            index: Index::default(),
+            values: Values::default(),
+            problems: Vec::new(),
+            problem_count: 0,
+            with_fields: 0,
+        }
+    }
+}
+
+impl Input {
+    /// An input of nothing read yet.
+    fn empty(file: String, format: &'static str) -> Input {
+        Input {
+            file,
+            format,
+            bytes: 0,
+            lines: 0,
+            rows: 0,
+            malformed_count: 0,
+            malformed: Vec::new(),
+        }
+    }
+}
+
 /// Reads every input once and tallies its rows by digest.
 pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan> {
     let node = Node::of(fields)?;
@@ -445,32 +484,14 @@ pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan>
             "standard input (-) can be named only once".into(),
         ));
     }
-    let mut scan = Scan {
-        fields: fields.clone(),
-        inputs: Vec::new(),
-        lines: Lines::default(),
-        tallies: Vec::new(),
-        index: Index::default(),
-        values: Values::default(),
-        problems: Vec::new(),
-        problem_count: 0,
-        with_fields: 0,
-    };
+    let mut scan = Scan::empty(fields);
     let mut buf = vec![0u8; CHUNK];
     let mut before = 0u64;
     for source in sources {
         let (mut stream, size) = open(source)?;
         scan.lines.names.push(source.name());
         scan.lines.before.push(before);
-        let mut input = Input {
-            file: source.name(),
-            format: stream.format(),
-            bytes: 0,
-            lines: 0,
-            rows: 0,
-            malformed_count: 0,
-            malformed: Vec::new(),
-        };
+        let mut input = Input::empty(source.name(), stream.format());
         let mut bar =
             Progress::new("audit", size, progress).after(std::time::Duration::from_secs(1));
         let mut shown = 0u64;

@@ -93,13 +93,7 @@ impl Catalogue {
             path: path.to_path_buf(),
             reason: reason.to_string(),
         };
-        let reason = match probe(path) {
-            Probe::Missing => Some("is missing"),
-            Probe::Empty => Some("is empty"),
-            Probe::NotSqlite => Some("is not an SQLite database"),
-            Probe::Sqlite => None,
-        };
-        if let Some(reason) = reason {
+        if let Some(reason) = probe(path).unusable() {
             if !allow_new()? {
                 return Err(lost(reason));
             }
@@ -306,6 +300,18 @@ enum Probe {
     Empty,
     NotSqlite,
     Sqlite,
+}
+
+impl Probe {
+    /// Why a catalogue file that looks like this is unusable, if it is.
+    fn unusable(&self) -> Option<&'static str> {
+        match self {
+            Probe::Missing => Some("is missing"),
+            Probe::Empty => Some("is empty"),
+            Probe::NotSqlite => Some("is not an SQLite database"),
+            Probe::Sqlite => None,
+        }
+    }
 }
 
 /// Looks at a catalogue file's first bytes without opening it as a database.

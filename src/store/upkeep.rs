@@ -163,6 +163,33 @@ fn describe(why: &[(PathBuf, String)]) -> String {
         .join("; ")
 }
 
+/// What stands under `views/` that is not the directory of a recorded
+/// snapshot's shared view (a view being built is left be: a marker under
+/// `tmp/` names it).
+fn stray_shared_views(store: &Store, recorded: &HashSet<ManifestDigest>) -> Result<Vec<Item>> {
+    let mut items = Vec::new();
+    let views_path = store.views_dir();
+    let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
+        .ctx("open the views directory", &views_path)?;
+    for name in read_names(views.as_fd(), &views_path)? {
+        if is_temp_view(&name) {
+            continue;
+        }
+        let known = name
+            .parse::<ManifestDigest>()
+            .is_ok_and(|d| recorded.contains(&d));
+        let is_dir = rustix::fs::statat(&views, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+        let why = match (known, is_dir) {
+            (true, true) => continue,
+            (false, _) => "no snapshot in the catalogue has this shared view",
+            (true, false) => "not a directory where a shared view belongs",
+        };
+        items.push(Item::SharedView { name, why });
+    }
+    Ok(items)
+}
+
 impl Plan {
     /// Scans the store. Objects are listed first, then what operations in
     /// flight publish, then the catalogue and the manifests: an object
@@ -215,26 +242,7 @@ impl Plan {
             }
             items.push(Item::WorkDir { name: w.name });
         }
-        let views_path = store.views_dir();
-        let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
-            .ctx("open the views directory", &views_path)?;
-        for name in read_names(views.as_fd(), &views_path)? {
-            if is_temp_view(&name) {
-                // A view being built; a marker under tmp/ names it.
-                continue;
-            }
-            let known = name
-                .parse::<ManifestDigest>()
-                .is_ok_and(|d| recorded.contains(&d));
-            let is_dir = rustix::fs::statat(&views, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
-            let why = match (known, is_dir) {
-                (true, true) => continue,
-                (false, _) => "no snapshot in the catalogue has this shared view",
-                (true, false) => "not a directory where a shared view belongs",
-            };
-            items.push(Item::SharedView { name, why });
-        }
+        items.extend(stray_shared_views(store, &recorded)?);
         for name in super::spares::listed(store) {
             if !name
                 .parse::<ManifestDigest>()
