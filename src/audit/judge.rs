@@ -108,8 +108,8 @@ pub struct Digests {
     pub(super) tallies: Vec<Tally>,
     pub(super) values: Values,
     pub(super) lines: Lines,
-    pub(super) damaged: BTreeMap<ManifestDigest, Vec<DamagedObject>>,
-    pub(super) pull_errors: BTreeMap<ManifestDigest, String>,
+    damaged: BTreeMap<ManifestDigest, Vec<DamagedObject>>,
+    pull_errors: BTreeMap<ManifestDigest, String>,
 }
 
 impl Digests {
@@ -128,7 +128,7 @@ impl Digests {
         self.tallies.iter().map(|t| self.audit(t))
     }
 
-    pub(super) fn status(&self, t: &Tally) -> Status {
+    fn status(&self, t: &Tally) -> Status {
         let Some(stored) = t.stored else {
             return Status::Unknown;
         };
@@ -213,7 +213,7 @@ pub struct JudgeOptions<'a> {
 
 /// Every snapshot of the store with its version, asked once rather than
 /// once per digest of the inputs.
-pub(super) fn stored_versions(store: &Store) -> Result<HashMap<ManifestDigest, String>> {
+fn stored_versions(store: &Store) -> Result<HashMap<ManifestDigest, String>> {
     Ok(store
         .catalogue()
         .snapshots(None, None)?
@@ -366,7 +366,7 @@ fn nothing_audited(fields: &Fields, rows: u64, with_fields: u64) -> Option<Strin
     }
 }
 
-pub(super) fn verdict(
+fn verdict(
     by: &BTreeMap<Status, usize>,
     digests: usize,
     problems: u64,

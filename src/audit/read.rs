@@ -37,8 +37,8 @@ impl Default for Fields {
 /// The fields as one tree of object keys, each leaf a slot of a row.
 #[derive(Debug, Default)]
 pub(super) struct Node {
-    pub(super) children: Vec<(String, Node)>,
-    pub(super) slot: Option<usize>,
+    children: Vec<(String, Node)>,
+    slot: Option<usize>,
 }
 
 impl Node {
@@ -79,14 +79,14 @@ impl Node {
         Ok(root)
     }
 
-    pub(super) fn child(&self, key: &str) -> Option<&Node> {
+    fn child(&self, key: &str) -> Option<&Node> {
         self.children
             .iter()
             .find_map(|(k, n)| (k == key).then_some(n))
     }
 }
 
-pub(super) fn overlap(named: &[(&str, &String); 3], flag: &str, path: &str) -> Error {
+fn overlap(named: &[(&str, &String); 3], flag: &str, path: &str) -> Error {
     let others: Vec<String> = named
         .iter()
         .filter(|(f, _)| *f != flag)
@@ -126,12 +126,12 @@ impl Val<'_> {
 }
 
 /// Reads one object, filling the slots its tree names.
-pub(super) struct ObjectSeed<'n, 'v, 'a> {
+struct ObjectSeed<'n, 'v, 'a> {
     pub(super) node: &'n Node,
     pub(super) vals: &'v mut [Val<'a>; 3],
     /// Whether anything but an object is an error (the row itself) or
     /// ignored (a nested value on a field's path).
-    pub(super) top: bool,
+    top: bool,
 }
 
 impl<'de, 'n, 'v> DeserializeSeed<'de> for ObjectSeed<'n, 'v, 'de> {
@@ -147,7 +147,7 @@ impl<'de, 'n, 'v> DeserializeSeed<'de> for ObjectSeed<'n, 'v, 'de> {
 }
 
 /// A key, matched against a node's children without allocating.
-pub(super) struct KeySeed<'n>(pub(super) &'n Node);
+struct KeySeed<'n>(pub(super) &'n Node);
 
 impl<'de, 'n> DeserializeSeed<'de> for KeySeed<'n> {
     type Value = Option<&'n Node>;
@@ -170,7 +170,7 @@ impl<'n> Visitor<'_> for KeySeed<'n> {
 }
 
 /// A field's value.
-pub(super) struct ValSeed;
+struct ValSeed;
 
 impl<'de> DeserializeSeed<'de> for ValSeed {
     type Value = Val<'de>;
@@ -311,7 +311,7 @@ pub(super) fn parse_row<'a>(line: &'a [u8], node: &Node) -> Result<[Val<'a>; 3],
 }
 
 /// Why a line is not UTF-8: the first bad byte, counted from 1.
-pub(super) fn not_utf8(e: &std::str::Utf8Error) -> String {
+fn not_utf8(e: &std::str::Utf8Error) -> String {
     let at = e.valid_up_to() + 1;
     match e.error_len() {
         Some(_) => format!("invalid UTF-8 at byte {at}"),
@@ -320,7 +320,7 @@ pub(super) fn not_utf8(e: &std::str::Utf8Error) -> String {
 }
 
 /// What a JSON text other than an object would be, by its first character.
-pub(super) fn json_kind(line: &[u8]) -> Option<&'static str> {
+fn json_kind(line: &[u8]) -> Option<&'static str> {
     match line.iter().find(|b| !b.is_ascii_whitespace())? {
         b'[' => Some("a JSON array"),
         b'"' => Some("a JSON string"),
@@ -541,7 +541,7 @@ pub(super) fn read_lines(
     }
 }
 
-pub(super) fn emit(line: &[u8], each: &mut impl FnMut(Line<'_>)) {
+fn emit(line: &[u8], each: &mut impl FnMut(Line<'_>)) {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.len() > MAX_LINE_BYTES {
         each(Line::TooLong);

@@ -55,7 +55,7 @@ pub struct Place<'a> {
 #[derive(Debug, Default)]
 pub(super) struct Values {
     pub(super) list: Vec<Box<str>>,
-    pub(super) ids: HashMap<Box<str>, NonZeroU32>,
+    ids: HashMap<Box<str>, NonZeroU32>,
 }
 
 impl Values {
@@ -88,7 +88,7 @@ pub(super) struct Claim {
 /// most [`KEPT_VALUES`] in all; rows of further values are counted.
 #[derive(Debug, Default)]
 pub(super) struct Claims {
-    pub(super) head: Option<Claim>,
+    head: Option<Claim>,
     pub(super) rest: Option<Box<MoreClaims>>,
 }
 
@@ -408,7 +408,7 @@ impl Scan {
         }
     }
 
-    pub(super) fn both(&self) -> String {
+    fn both(&self) -> String {
         format!("{} and {}", self.fields.digest, self.fields.version)
     }
 
@@ -427,7 +427,7 @@ impl Scan {
     }
 
     /// Puts the tallies in digest order and lets go of what only reading needed.
-    pub(super) fn done(&mut self) {
+    fn done(&mut self) {
         self.index = Index::default();
         self.tallies.sort_unstable_by_key(|t| t.digest);
         self.tallies.shrink_to_fit();
