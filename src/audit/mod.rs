@@ -15,6 +15,11 @@
 //! row is [`cut`] to 80 characters as it is read; a distinct digest costs a
 //! fixed 128-byte tally, and the report is made from the tallies one digest
 //! at a time.
+//!
+//! The three steps are three modules: `read` (the inputs opened, cut into
+//! lines and parsed for the fields), `scan` (the rows tallied by digest) and
+//! `judge` (the tallies set against the store); what they share stays
+//! private to this module.
 
 mod judge;
 mod read;

@@ -14,6 +14,14 @@
 //! `synchronous=NORMAL`, which in WAL mode may lose the last records on power
 //! loss but never consistency.
 //! Each write is one `BEGIN IMMEDIATE` transaction.
+//!
+//! # Layout
+//!
+//! [`Catalogue`] is one type, opened and migrated here; each table's module
+//! adds the queries and transactions that belong to that table, with its row
+//! types, so that what a table holds and how it is read stand in one place.
+//! A transaction that writes several tables (an ingest writes a snapshot,
+//! its files and its events) lives with the table it is about.
 
 mod events;
 mod files;
