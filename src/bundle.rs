@@ -596,73 +596,13 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         ),
         None => None,
     };
-    let stdin = opts.file == Path::new("-");
-    let (label, mut raw): (String, Box<dyn Read>) = if stdin {
-        ("<stdin>".into(), Box::new(io::stdin().lock()))
-    } else {
-        let abs = std::path::absolute(opts.file).ctx("resolve the bundle path", opts.file)?;
-        let file = File::open(&abs).map_err(|e| {
-            if e.kind() == io::ErrorKind::NotFound {
-                Error::NotFound {
-                    what: "bundle",
-                    path: abs.clone(),
-                }
-            } else {
-                Error::io("open the bundle", &abs, e)
-            }
-        })?;
-        (abs.display().to_string(), Box::new(BufReader::new(file)))
-    };
-    // The first block tells a tar (its ustar magic) from a zstd frame.
-    let mut magic = Vec::with_capacity(BLOCK);
-    (&mut raw)
-        .take(BLOCK as u64)
-        .read_to_end(&mut magic)
-        .ctx("read the bundle", &label)?;
-    let format = if magic.starts_with(&ZSTD_MAGIC) {
-        Format::TarZstd
-    } else if magic.get(257..262) == Some(b"ustar") {
-        Format::Tar
-    } else {
-        return Err(Error::Integrity(format!(
-            "'{label}' is not a bundle: it is neither a tar archive nor zstd-compressed; make one with `cestore export`"
-        )));
-    };
-    let chained = io::Cursor::new(magic).chain(raw);
-    let mut body = match format {
-        Format::Tar => Body::Tar(Box::new(chained) as Box<dyn Read>),
-        Format::TarZstd => {
-            let sealed = SealReader {
-                inner: BufReader::new(Box::new(chained.take(MAX_COMPRESSED_BYTES)) as Box<dyn Read>),
-                hasher: ObjectHasher::default(),
-            };
-            Body::Zstd(
-                zstd::stream::read::Decoder::with_buffer(sealed)
-                    .ctx("start decompressing the bundle", &label)?
-                    .single_frame(),
-            )
-        }
-    };
-    // The manifest, its digest, and the snapshot they describe.
-    let bytes = read_small_entry(&mut body, MANIFEST_ENTRY, MAX_MANIFEST_BYTES)?;
-    let manifest = Manifest::parse(&bytes).map_err(AdoptError::from)?;
-    let recorded = read_small_entry(&mut body, DIGEST_ENTRY, 256)?;
-    if recorded != digest_entry(&manifest.digest) {
-        return Err(damaged(format!(
-            "{MANIFEST_ENTRY} hashes to {}, which {DIGEST_ENTRY} does not record",
-            manifest.digest
-        )));
-    }
-    // The next header is the optional origin entry's, or the first object's.
-    let next = read_header(&mut body, "its objects")?;
-    let (origin, mut pending) = if entry_name_of(&next) == ORIGIN_ENTRY {
-        let data = read_small_entry_after(&mut body, &next, ORIGIN_ENTRY, MAX_ORIGIN_BYTES)?;
-        let origin: Origin = serde_json::from_slice(&data)
-            .map_err(|e| damaged(format!("'{ORIGIN_ENTRY}' is not an origin: {e}")))?;
-        (Some(origin), None)
-    } else {
-        (None, Some(next))
-    };
+    let (label, raw) = open_bundle(opts.file)?;
+    let (format, mut body) = archive_of(&label, raw)?;
+    let Head {
+        manifest,
+        origin,
+        pending,
+    } = read_head(&mut body)?;
     let objects = objects_of(&manifest);
     let bundle = BundleStats {
         file: label,
@@ -670,63 +610,13 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         objects: objects.len() as u64,
         manifest_digest: manifest.digest,
     };
-    // Reads the objects, in the archive's order, and its end: `take` gets
-    // each object whose bytes the caller keeps, `check_object_entry` hashes
-    // the others.
-    let read_objects = |take: &mut dyn FnMut(&ObjectKey, &mut dyn Read) -> Result<bool>| {
-        for (key, size) in &objects {
-            let name = object_entry(key);
-            let block = match pending.take() {
-                Some(block) => block,
-                None => read_header(&mut body, &name)?,
-            };
-            check_header(&block, &name, key.mode(), *size)?;
-            if !take(key, &mut (&mut body).take(*size))? {
-                check_object_entry(&mut body, key, *size, &name)?;
-            }
-            read_padding(&mut body, *size, &name)?;
-        }
-        let mut end = [0u8; 2 * BLOCK];
-        let start = match pending.take() {
-            Some(block) => {
-                end[..BLOCK].copy_from_slice(&block);
-                BLOCK
-            }
-            None => 0,
-        };
-        if start + read_full(&mut body, &mut end[start..])? != end.len()
-            || end.iter().any(|&b| b != 0)
-        {
-            return Err(damaged(
-                "it does not end with the two zero blocks after its manifest's objects",
-            ));
-        }
-        body.finish()
+    let rest = Rest {
+        body,
+        pending,
+        objects,
     };
     if opts.check {
-        // What an import checks before it stores anything, with no store.
-        crate::store::adopt::check_received(&manifest.bytes, expected)?;
-        let plugin = manifest.entries[0].key();
-        let mut plugin_json = Vec::new();
-        read_objects(&mut |key, data| {
-            if *key != plugin {
-                return Ok(false);
-            }
-            let mut hashing = HashingWriter {
-                inner: &mut plugin_json,
-                hasher: ObjectHasher::default(),
-                bytes: 0,
-            };
-            io::copy(data, &mut hashing).map_err(damaged)?;
-            if hashing.hasher.finish() != key.id {
-                return Err(damaged(format!(
-                    "'{}' hashes to another digest",
-                    object_entry(key)
-                )));
-            }
-            Ok(true)
-        })?;
-        crate::store::adopt::plugin_version(&plugin_json)?;
+        check_only(&manifest, expected, rest)?;
         return Ok(ImportReport {
             ingest: None,
             bundle,
@@ -745,7 +635,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         |wanted, staging| {
             let wanted: BTreeMap<ObjectKey, &crate::store::adopt::Wanted> =
                 wanted.iter().map(|w| (w.key, w)).collect();
-            read_objects(&mut |key, data| match wanted.get(key) {
+            rest.read_objects(&mut |key, data| match wanted.get(key) {
                 Some(w) => staging.stage(w, data, &damaged).map(|()| true),
                 None => Ok(false),
             })
@@ -755,6 +645,173 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         ingest: Some(ingest),
         bundle,
     })
+}
+
+/// Opens the bundle at `file` (`-` for standard input), with the name its
+/// messages give it.
+fn open_bundle(file: &Path) -> Result<(String, Box<dyn Read>)> {
+    if file == Path::new("-") {
+        return Ok(("<stdin>".into(), Box::new(io::stdin().lock())));
+    }
+    let abs = std::path::absolute(file).ctx("resolve the bundle path", file)?;
+    let opened = File::open(&abs).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            Error::NotFound {
+                what: "bundle",
+                path: abs.clone(),
+            }
+        } else {
+            Error::io("open the bundle", &abs, e)
+        }
+    })?;
+    Ok((abs.display().to_string(), Box::new(BufReader::new(opened))))
+}
+
+/// The archive a bundle holds: the first block tells a tar (its ustar
+/// magic) from a zstd frame, which is then decoded as it is read.
+fn archive_of(label: &str, mut raw: Box<dyn Read>) -> Result<(Format, Body<Box<dyn Read>>)> {
+    let mut magic = Vec::with_capacity(BLOCK);
+    (&mut raw)
+        .take(BLOCK as u64)
+        .read_to_end(&mut magic)
+        .ctx("read the bundle", label)?;
+    let format = if magic.starts_with(&ZSTD_MAGIC) {
+        Format::TarZstd
+    } else if magic.get(257..262) == Some(b"ustar") {
+        Format::Tar
+    } else {
+        return Err(Error::Integrity(format!(
+            "'{label}' is not a bundle: it is neither a tar archive nor zstd-compressed; make one with `cestore export`"
+        )));
+    };
+    let chained = io::Cursor::new(magic).chain(raw);
+    let body = match format {
+        Format::Tar => Body::Tar(Box::new(chained) as Box<dyn Read>),
+        Format::TarZstd => {
+            let sealed = SealReader {
+                inner: BufReader::new(Box::new(chained.take(MAX_COMPRESSED_BYTES)) as Box<dyn Read>),
+                hasher: ObjectHasher::default(),
+            };
+            Body::Zstd(
+                zstd::stream::read::Decoder::with_buffer(sealed)
+                    .ctx("start decompressing the bundle", label)?
+                    .single_frame(),
+            )
+        }
+    };
+    Ok((format, body))
+}
+
+/// What a bundle holds before its objects.
+struct Head {
+    manifest: Manifest,
+    origin: Option<Origin>,
+    /// The header after them when it is the first object's (read to tell).
+    pending: Option<[u8; BLOCK]>,
+}
+
+/// Reads the manifest, its digest, and the optional origin entry.
+fn read_head(body: &mut dyn Read) -> Result<Head> {
+    let bytes = read_small_entry(body, MANIFEST_ENTRY, MAX_MANIFEST_BYTES)?;
+    let manifest = Manifest::parse(&bytes).map_err(AdoptError::from)?;
+    let recorded = read_small_entry(body, DIGEST_ENTRY, 256)?;
+    if recorded != digest_entry(&manifest.digest) {
+        return Err(damaged(format!(
+            "{MANIFEST_ENTRY} hashes to {}, which {DIGEST_ENTRY} does not record",
+            manifest.digest
+        )));
+    }
+    // The next header is the optional origin entry's, or the first object's.
+    let next = read_header(body, "its objects")?;
+    if entry_name_of(&next) != ORIGIN_ENTRY {
+        return Ok(Head {
+            manifest,
+            origin: None,
+            pending: Some(next),
+        });
+    }
+    let data = read_small_entry_after(body, &next, ORIGIN_ENTRY, MAX_ORIGIN_BYTES)?;
+    let origin: Origin = serde_json::from_slice(&data)
+        .map_err(|e| damaged(format!("'{ORIGIN_ENTRY}' is not an origin: {e}")))?;
+    Ok(Head {
+        manifest,
+        origin: Some(origin),
+        pending: None,
+    })
+}
+
+/// The rest of a bundle once its manifest is read: its objects, in the
+/// archive's order, and its end.
+struct Rest {
+    body: Body<Box<dyn Read>>,
+    /// A header already read: the first object's.
+    pending: Option<[u8; BLOCK]>,
+    objects: BTreeMap<ObjectKey, u64>,
+}
+
+impl Rest {
+    /// Reads the objects and the end: `take` gets each object whose bytes
+    /// the caller keeps (and says so), the others are hashed and checked.
+    fn read_objects(
+        mut self,
+        take: &mut dyn FnMut(&ObjectKey, &mut dyn Read) -> Result<bool>,
+    ) -> Result<()> {
+        let body = &mut self.body;
+        for (key, size) in &self.objects {
+            let name = object_entry(key);
+            let block = match self.pending.take() {
+                Some(block) => block,
+                None => read_header(body, &name)?,
+            };
+            check_header(&block, &name, key.mode(), *size)?;
+            if !take(key, &mut body.take(*size))? {
+                check_object_entry(body, key, *size, &name)?;
+            }
+            read_padding(body, *size, &name)?;
+        }
+        let mut end = [0u8; 2 * BLOCK];
+        let start = match self.pending.take() {
+            Some(block) => {
+                end[..BLOCK].copy_from_slice(&block);
+                BLOCK
+            }
+            None => 0,
+        };
+        if start + read_full(body, &mut end[start..])? != end.len() || end.iter().any(|&b| b != 0) {
+            return Err(damaged(
+                "it does not end with the two zero blocks after its manifest's objects",
+            ));
+        }
+        self.body.finish()
+    }
+}
+
+/// What an import checks before it stores anything, with no store: the
+/// manifest, every object's bytes, and `plugin.json` as an ingest checks it.
+fn check_only(manifest: &Manifest, expected: Option<ManifestDigest>, rest: Rest) -> Result<()> {
+    crate::store::adopt::check_received(&manifest.bytes, expected)?;
+    let plugin = manifest.entries[0].key();
+    let mut plugin_json = Vec::new();
+    rest.read_objects(&mut |key, data| {
+        if *key != plugin {
+            return Ok(false);
+        }
+        let mut hashing = HashingWriter {
+            inner: &mut plugin_json,
+            hasher: ObjectHasher::default(),
+            bytes: 0,
+        };
+        io::copy(data, &mut hashing).map_err(damaged)?;
+        if hashing.hasher.finish() != key.id {
+            return Err(damaged(format!(
+                "'{}' hashes to another digest",
+                object_entry(key)
+            )));
+        }
+        Ok(true)
+    })?;
+    crate::store::adopt::plugin_version(&plugin_json)?;
+    Ok(())
 }
 
 #[cfg(test)]

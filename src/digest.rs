@@ -19,13 +19,29 @@ pub enum ParseDigestError {
     /// The string holds a character that is not lowercase or uppercase hex.
     #[error("'{0}' is not hexadecimal")]
     NotHex(String),
+    /// The string does not name its algorithm as [`ALGORITHM_PREFIX`].
+    #[error("'{0}' does not start with sha256:")]
+    NoAlgorithm(String),
 }
 
-fn hex_value(c: u8) -> Option<u8> {
+/// How a digest names its algorithm where other algorithms could stand
+/// (OCI descriptors and references): `sha256:<hex>`.
+pub const ALGORITHM_PREFIX: &str = "sha256:";
+
+/// Which letters a digest's hex may use.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Case {
+    /// Lowercase or uppercase, as a user may type it.
+    Either,
+    /// Lowercase only: the one form cestore writes.
+    Lower,
+}
+
+fn hex_value(c: u8, case: Case) -> Option<u8> {
     match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
+        b'A'..=b'F' if case == Case::Either => Some(c - b'A' + 10),
         _ => None,
     }
 }
@@ -40,14 +56,15 @@ pub fn encode_hex(bytes: &[u8], out: &mut String) {
     }
 }
 
-fn parse_hex32(s: &str) -> Result<[u8; 32], ParseDigestError> {
+/// The one rule of a well-formed digest: 64 hex characters, in `case`.
+fn parse_hex32(s: &str, case: Case) -> Result<[u8; 32], ParseDigestError> {
     if s.len() != 64 {
         return Err(ParseDigestError::Length(s.to_string(), s.len()));
     }
     let mut out = [0u8; 32];
     for (i, pair) in s.as_bytes().chunks_exact(2).enumerate() {
-        let hi = hex_value(pair[0]).ok_or_else(|| ParseDigestError::NotHex(s.to_string()))?;
-        let lo = hex_value(pair[1]).ok_or_else(|| ParseDigestError::NotHex(s.to_string()))?;
+        let hex = |c| hex_value(c, case).ok_or_else(|| ParseDigestError::NotHex(s.to_string()));
+        let (hi, lo) = (hex(pair[0])?, hex(pair[1])?);
         out[i] = (hi << 4) | lo;
     }
     Ok(out)
@@ -75,6 +92,20 @@ macro_rules! sha256_id {
                 Self(Sha256::digest(data).into())
             }
 
+            /// The digest `s` names when it is written exactly as cestore
+            /// writes one: 64 lowercase hex characters.
+            pub fn from_lower_hex(s: &str) -> Option<Self> {
+                parse_hex32(s, Case::Lower).ok().map(Self)
+            }
+
+            /// Parses `sha256:<hex>`, the hex in either case.
+            pub fn from_prefixed(s: &str) -> Result<Self, ParseDigestError> {
+                let hex = s
+                    .strip_prefix(ALGORITHM_PREFIX)
+                    .ok_or_else(|| ParseDigestError::NoAlgorithm(s.to_string()))?;
+                hex.parse()
+            }
+
             /// The 64-character lowercase hex form.
             pub fn to_hex(&self) -> String {
                 let mut s = String::with_capacity(64);
@@ -98,7 +129,7 @@ macro_rules! sha256_id {
         impl FromStr for $name {
             type Err = ParseDigestError;
             fn from_str(s: &str) -> Result<Self, Self::Err> {
-                parse_hex32(s).map(Self)
+                parse_hex32(s, Case::Either).map(Self)
             }
         }
 
@@ -145,11 +176,11 @@ impl DigestPrefix {
 impl FromStr for DigestPrefix {
     type Err = ParseDigestError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let s = s.strip_prefix("sha256:").unwrap_or(s);
+        let s = s.strip_prefix(ALGORITHM_PREFIX).unwrap_or(s);
         if s.is_empty() || s.len() > 64 {
             return Err(ParseDigestError::Length(s.to_string(), s.len()));
         }
-        if !s.bytes().all(|c| hex_value(c).is_some()) {
+        if !s.bytes().all(|c| hex_value(c, Case::Either).is_some()) {
             return Err(ParseDigestError::NotHex(s.to_string()));
         }
         Ok(DigestPrefix(s.to_ascii_lowercase()))
@@ -258,6 +289,15 @@ mod tests {
         assert!("".parse::<DigestPrefix>().is_err());
         assert!("xyz".parse::<DigestPrefix>().is_err());
         assert_eq!("sha256:AB".parse::<DigestPrefix>().unwrap().as_str(), "ab");
+        let id = ObjectId::of(b"abc");
+        assert_eq!(ObjectId::from_lower_hex(&id.to_hex()), Some(id));
+        assert_eq!(ObjectId::from_lower_hex(&id.to_hex().to_uppercase()), None);
+        let upper = format!("sha256:{}", id.to_hex().to_uppercase());
+        assert_eq!(ObjectId::from_prefixed(&upper), Ok(id));
+        assert!(matches!(
+            ObjectId::from_prefixed(&id.to_hex()),
+            Err(ParseDigestError::NoAlgorithm(_))
+        ));
     }
 }
 

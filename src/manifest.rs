@@ -17,6 +17,10 @@ use std::fmt;
 
 use crate::digest::{ManifestDigest, ObjectId};
 
+/// The plugin's own manifest, relative to the plugin's root: every release
+/// has it, and every snapshot's manifest lists it first.
+pub const PLUGIN_JSON: &str = ".claude-plugin/plugin.json";
+
 /// The manifest schema version this crate writes and reads.
 pub const SCHEMA_VERSION: u32 = 1;
 

@@ -812,7 +812,7 @@ pub fn check_manifest_entries(entries: &[crate::manifest::Entry]) -> Result<(), 
             return Err(E::FileAndDirectory(a.clone()));
         }
     }
-    if entries.first().map(|e| e.path.as_str()) != Some(".claude-plugin/plugin.json") {
+    if entries.first().map(|e| e.path.as_str()) != Some(crate::manifest::PLUGIN_JSON) {
         return Err(E::NoPluginJson);
     }
     for skill in REQUIRED_SKILLS {

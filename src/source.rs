@@ -40,7 +40,7 @@ use rustix::io::Errno;
 
 use crate::digest::ObjectId;
 use crate::fsutil::{list_names, open_dir};
-use crate::manifest::Entry;
+use crate::manifest::{Entry, PLUGIN_JSON};
 use crate::policy::{self, LeftOut, Rejection};
 
 /// How deep below a top-level directory the reference can walk before
@@ -574,7 +574,7 @@ where
             }
             .into());
         }
-        if rel == b".claude-plugin/plugin.json" {
+        if rel == PLUGIN_JSON.as_bytes() {
             self.plugin_json = Some(buf.clone());
         }
         // Its hash is filled in when it comes back.
@@ -693,7 +693,7 @@ where
 
     /// The checks the reference makes once every file is read.
     fn check_release(&self, version: &str) -> Result<(), Rejection> {
-        let manifest_path = self.full(b".claude-plugin/plugin.json");
+        let manifest_path = self.full(PLUGIN_JSON.as_bytes());
         let bytes = self.plugin_json.as_deref().unwrap_or_default();
         crate::pyjson::check_plugin_manifest(bytes, version)
             .map_err(|problem| Rejection::from_manifest_problem(problem, manifest_path))?;

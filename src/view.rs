@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
-use crate::catalogue::ViewRow;
+use crate::catalogue::{ViewKind, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::manifest::Entry;
@@ -83,11 +83,11 @@ impl Built {
 impl ViewRow {
     /// The record of a view just built at `path`: its method and counts, and
     /// its root's identity.
-    pub fn of_built(path: &Path, digest: ManifestDigest, kind: &str, built: &Built) -> ViewRow {
+    pub fn of_built(path: &Path, digest: ManifestDigest, kind: ViewKind, built: &Built) -> ViewRow {
         ViewRow {
             path: path.to_string_lossy().into_owned(),
             digest,
-            kind: kind.into(),
+            kind,
             method: built.method().into(),
             linked: built.linked as i64,
             copied: built.copied as i64,

@@ -29,7 +29,7 @@ use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 use crate::gitnexus::{self, GitNexusError, ReadOnlyMount};
 use crate::source::absolute_like_python;
-use crate::store::{LockMode, Store, VIEWS_DIR};
+use crate::store::{LockMode, Store};
 
 pub use crate::policy::{is_ce_arm, CE_ARMS};
 /// Where the plugin is mounted, and Claude's plugin directory (`SANDBOX_CE_PLUGIN`).
@@ -309,7 +309,7 @@ fn recorded_view(
         }
         None => {
             // A shared view that was published but not yet recorded.
-            let views = std::fs::canonicalize(store.root().join(VIEWS_DIR)).ok();
+            let views = std::fs::canonicalize(store.views_dir()).ok();
             let shared = name
                 .to_str()
                 .and_then(|n| n.parse::<ManifestDigest>().ok())
@@ -345,7 +345,7 @@ fn recorded_view(
 /// `cestore path` makes; it must already exist.
 fn shared_view(store: &Store, digest: &str) -> Result<(PathBuf, ManifestDigest)> {
     let digest = super::resolve(store.catalogue(), digest)?;
-    let path = store.root().join(VIEWS_DIR).join(digest.to_hex());
+    let path = store.shared_view_dir(&digest);
     if !path.is_dir() {
         return Err(Error::Absent {
             message: format!(

@@ -155,7 +155,7 @@ pub enum SnapshotRef {
     Tag(String),
     /// A SHA-256 in hex: the remote record's own digest (for OCI, the image
     /// manifest's or index's), or the snapshot's digest.
-    Digest(String),
+    Digest(ObjectId),
 }
 
 /// The snapshot's digest a tag names, when the tag is `sha256-<hex>`.

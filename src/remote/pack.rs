@@ -356,60 +356,7 @@ pub fn check(manifest: &Manifest, carriers: &Carriers) -> Result<(), RemoteError
         carried.insert(*id);
     }
     for p in &carriers.packs {
-        let what = format!("pack sha256:{}", p.digest);
-        if p.slots.is_empty() {
-            return Err(RemoteError::Protocol(format!("{what} lists no objects")));
-        }
-        let mut in_pack = BTreeSet::new();
-        for s in &p.slots {
-            match sizes.get(&s.id) {
-                None => {
-                    return Err(RemoteError::Protocol(format!(
-                        "{what} lists object {}, which is no content of the snapshot",
-                        s.id
-                    )))
-                }
-                Some(&size) if size != s.size || size == 0 => {
-                    return Err(RemoteError::Protocol(format!(
-                        "{what} lists object {} with {} bytes, but '{}' has {size}",
-                        s.id,
-                        s.size,
-                        path_of(&s.id)
-                    )))
-                }
-                Some(_) => {}
-            }
-            if !in_pack.insert(s.id) {
-                return Err(RemoteError::Protocol(format!(
-                    "{what} lists object {} twice",
-                    s.id
-                )));
-            }
-        }
-        if let Some(s) = p
-            .slots
-            .iter()
-            .find(|s| s.offset.checked_add(s.size).is_none_or(|end| end > p.size))
-        {
-            return Err(RemoteError::Protocol(format!(
-                "{what} has {} bytes, but its index points outside it: object {} at offset {} with {} bytes",
-                p.size, s.id, s.offset, s.size
-            )));
-        }
-        let (expected, size) = slots(p.slots.iter().map(|s| (s.id, s.size)));
-        if let Some((s, _)) = p.slots.iter().zip(&expected).find(|(s, e)| s != e) {
-            return Err(RemoteError::Protocol(format!(
-                "{what} places object {} at offset {}, not where a pack's next object lies",
-                s.id, s.offset
-            )));
-        }
-        if size != p.size {
-            return Err(RemoteError::Protocol(format!(
-                "{what} is listed with {} bytes, but its objects take {size} (its index points outside it)",
-                p.size
-            )));
-        }
-        carried.extend(in_pack);
+        carried.extend(check_pack(p, &sizes, &path_of)?);
     }
     if let Some(e) = manifest
         .entries
@@ -422,6 +369,70 @@ pub fn check(manifest: &Manifest, carriers: &Carriers) -> Result<(), RemoteError
         )));
     }
     Ok(())
+}
+
+/// Checks one pack's slots against the snapshot's contents (`sizes`, by
+/// content; `path_of` names a content's file) and the layout a cestore pack
+/// has; returns the contents it carries.
+fn check_pack(
+    p: &PackRef,
+    sizes: &BTreeMap<ObjectId, u64>,
+    path_of: &dyn Fn(&ObjectId) -> String,
+) -> Result<BTreeSet<ObjectId>, RemoteError> {
+    let what = format!("pack sha256:{}", p.digest);
+    if p.slots.is_empty() {
+        return Err(RemoteError::Protocol(format!("{what} lists no objects")));
+    }
+    let mut in_pack = BTreeSet::new();
+    for s in &p.slots {
+        match sizes.get(&s.id) {
+            None => {
+                return Err(RemoteError::Protocol(format!(
+                    "{what} lists object {}, which is no content of the snapshot",
+                    s.id
+                )))
+            }
+            Some(&size) if size != s.size || size == 0 => {
+                return Err(RemoteError::Protocol(format!(
+                    "{what} lists object {} with {} bytes, but '{}' has {size}",
+                    s.id,
+                    s.size,
+                    path_of(&s.id)
+                )))
+            }
+            Some(_) => {}
+        }
+        if !in_pack.insert(s.id) {
+            return Err(RemoteError::Protocol(format!(
+                "{what} lists object {} twice",
+                s.id
+            )));
+        }
+    }
+    if let Some(s) = p
+        .slots
+        .iter()
+        .find(|s| s.offset.checked_add(s.size).is_none_or(|end| end > p.size))
+    {
+        return Err(RemoteError::Protocol(format!(
+            "{what} has {} bytes, but its index points outside it: object {} at offset {} with {} bytes",
+            p.size, s.id, s.offset, s.size
+        )));
+    }
+    let (expected, size) = slots(p.slots.iter().map(|s| (s.id, s.size)));
+    if let Some((s, _)) = p.slots.iter().zip(&expected).find(|(s, e)| s != e) {
+        return Err(RemoteError::Protocol(format!(
+            "{what} places object {} at offset {}, not where a pack's next object lies",
+            s.id, s.offset
+        )));
+    }
+    if size != p.size {
+        return Err(RemoteError::Protocol(format!(
+            "{what} is listed with {} bytes, but its objects take {size} (its index points outside it)",
+            p.size
+        )));
+    }
+    Ok(in_pack)
 }
 
 /// A reader that hashes and counts what passes through it.
@@ -578,6 +589,20 @@ mod tests {
 
     #[test]
     fn adversarial_trees_within_the_bounds_need_fewer_than_100_layers() {
+        for (name, files) in adversarial_shapes() {
+            let total: u64 = files.iter().map(|f| f.1).sum();
+            assert!(
+                files.len() <= MAX_FILES && total <= MAX_TOTAL_BYTES,
+                "{name}"
+            );
+            let count = layers(&manifest(&files));
+            eprintln!("{name}: {count} layers");
+            assert!(count < 100, "{name}: {count} layers");
+        }
+    }
+
+    /// Trees within the bounds shaped to need many layers.
+    fn adversarial_shapes() -> Vec<(&'static str, Vec<(String, u64)>)> {
         let n = MAX_FILES as u64;
         let mut shapes: Vec<(&str, Vec<(String, u64)>)> = Vec::new();
         // Every file its own group, the bytes spread evenly.
@@ -630,17 +655,12 @@ mod tests {
                 .map(|i| (format!("m/f{i}"), MAX_FILE_BYTES))
                 .collect(),
         ));
-        for (name, files) in shapes {
-            let total: u64 = files.iter().map(|f| f.1).sum();
-            assert!(
-                files.len() <= MAX_FILES && total <= MAX_TOTAL_BYTES,
-                "{name}"
-            );
-            let count = layers(&manifest(&files));
-            eprintln!("{name}: {count} layers");
-            assert!(count < 100, "{name}: {count} layers");
-        }
-        // A sweep of uniform sizes and group widths.
+        shapes
+    }
+
+    #[test]
+    fn uniform_trees_within_the_bounds_need_fewer_than_100_layers() {
+        let n = MAX_FILES as u64;
         let mut most = 0;
         for size in [
             1,

@@ -88,16 +88,54 @@ pub fn push(
     jobs: usize,
     progress: bool,
 ) -> Result<(PushStats, Published)> {
+    let layout = match outgoing.format {
+        Format::V1 => pack::Layout::default(),
+        Format::V2 => pack::layout(outgoing.manifest),
+    };
+    let list = blob_jobs(store, outgoing, &layout);
+    let done = parallel(&list, jobs, "push", progress, |job| push_blob(remote, job))?;
+    let mut stats = PushStats {
+        blobs_total: list.len() as u64,
+        ..PushStats::default()
+    };
+    let mut outgoing = outgoing.clone();
+    for (job, d) in list.iter().zip(&done) {
+        if d.uploaded {
+            stats.blobs_uploaded += 1;
+            stats.bytes_uploaded += d.size;
+        } else {
+            stats.blobs_present += 1;
+        }
+        if let Source::Pack(objects, _) = &job.source {
+            stats.packs_total += 1;
+            stats.packs_uploaded += u64::from(d.uploaded);
+            let (slots, size) = pack::slots(objects.iter().map(|o| (o.key.id, o.size)));
+            outgoing.packs.push(PackRef {
+                digest: d.id,
+                size,
+                slots,
+            });
+        }
+    }
+    outgoing.raw = layout.raw.clone();
+    let published = remote.publish(&outgoing)?;
+    Ok((stats, published))
+}
+
+/// The blobs a push offers, the canonical manifest (the config) first: in
+/// format 1 each distinct object raw; in format 2 the packs of `layout`,
+/// then its raw objects.
+fn blob_jobs<'a>(
+    store: &Store,
+    outgoing: &Outgoing<'a>,
+    layout: &'a pack::Layout,
+) -> Vec<BlobJob<'a>> {
     let manifest = outgoing.manifest;
     let mut list = vec![BlobJob {
         id: ObjectId::from_bytes(*manifest.digest.as_bytes()),
         size: manifest.bytes.len() as u64,
         source: Source::Memory(&manifest.bytes),
     }];
-    let layout = match outgoing.format {
-        Format::V1 => pack::Layout::default(),
-        Format::V2 => pack::layout(manifest),
-    };
     match outgoing.format {
         Format::V1 => {
             let mut seen = HashSet::new();
@@ -134,71 +172,49 @@ pub fn push(
             }
         }
     }
-    let done = parallel(&list, jobs, "push", progress, |job| {
-        let owned;
-        let (id, data) = match &job.source {
-            Source::Memory(b) => (job.id, *b),
-            Source::Object(path) => {
-                if remote.has_blob(&job.id)? {
-                    return Ok(Done {
-                        id: job.id,
-                        size: job.size,
-                        uploaded: false,
-                    });
-                }
-                owned = read_object(path, &job.id, job.size)?;
-                (job.id, &owned[..])
+    list
+}
+
+/// Pushes one blob unless the remote has it: an object is asked for before
+/// it is read; a pack is built first, since its digest is its bytes'.
+fn push_blob(remote: &dyn Remote, job: &BlobJob<'_>) -> Result<Done> {
+    let owned;
+    let (id, data) = match &job.source {
+        Source::Memory(b) => (job.id, *b),
+        Source::Object(path) => {
+            if remote.has_blob(&job.id)? {
+                return Ok(Done {
+                    id: job.id,
+                    size: job.size,
+                    uploaded: false,
+                });
             }
-            Source::Pack(objects, paths) => {
-                let mut w = pack::PackWriter::with_capacity(job.size);
-                for (o, path) in objects.iter().zip(paths) {
-                    let data = read_object(path, &o.key.id, o.size)?;
-                    w.add(&o.key.id, &data);
-                }
-                owned = w.finish();
-                (ObjectId::of(&owned), &owned[..])
-            }
-        };
-        if !matches!(job.source, Source::Object(_)) && remote.has_blob(&id)? {
-            return Ok(Done {
-                id,
-                size: job.size,
-                uploaded: false,
-            });
+            owned = read_object(path, &job.id, job.size)?;
+            (job.id, &owned[..])
         }
-        remote.put_blob(&id, data)?;
-        Ok(Done {
-            id,
-            size: data.len() as u64,
-            uploaded: true,
-        })
-    })?;
-    let mut stats = PushStats {
-        blobs_total: list.len() as u64,
-        ..PushStats::default()
+        Source::Pack(objects, paths) => {
+            let mut w = pack::PackWriter::with_capacity(job.size);
+            for (o, path) in objects.iter().zip(paths) {
+                let data = read_object(path, &o.key.id, o.size)?;
+                w.add(&o.key.id, &data);
+            }
+            owned = w.finish();
+            (ObjectId::of(&owned), &owned[..])
+        }
     };
-    let mut outgoing = outgoing.clone();
-    for (job, d) in list.iter().zip(&done) {
-        if d.uploaded {
-            stats.blobs_uploaded += 1;
-            stats.bytes_uploaded += d.size;
-        } else {
-            stats.blobs_present += 1;
-        }
-        if let Source::Pack(objects, _) = &job.source {
-            stats.packs_total += 1;
-            stats.packs_uploaded += u64::from(d.uploaded);
-            let (slots, size) = pack::slots(objects.iter().map(|o| (o.key.id, o.size)));
-            outgoing.packs.push(PackRef {
-                digest: d.id,
-                size,
-                slots,
-            });
-        }
+    if !matches!(job.source, Source::Object(_)) && remote.has_blob(&id)? {
+        return Ok(Done {
+            id,
+            size: job.size,
+            uploaded: false,
+        });
     }
-    outgoing.raw = layout.raw.clone();
-    let published = remote.publish(&outgoing)?;
-    Ok((stats, published))
+    remote.put_blob(&id, data)?;
+    Ok(Done {
+        id,
+        size: data.len() as u64,
+        uploaded: true,
+    })
 }
 
 /// Reads an object from the store, refusing one that no longer hashes to its key.

@@ -321,7 +321,7 @@ fn check_plugin_json(store: &Store, manifest: &Manifest, staging: &Staging<'_>) 
 
 /// Checks `plugin.json`'s bytes as an ingest does and returns its version.
 pub fn plugin_version(bytes: &[u8]) -> Result<String> {
-    let path = Path::new(".claude-plugin/plugin.json").to_path_buf();
+    let path = Path::new(crate::manifest::PLUGIN_JSON).to_path_buf();
     let value = pyjson::loads(bytes).map_err(|e| Rejection::ManifestInvalid {
         path: path.clone(),
         reason: e.to_string(),

@@ -129,38 +129,9 @@ fn walk_and_stage(
         // warm ingest, which stages nothing, starts none.
         let mut workers = Vec::new();
         let mut start_staging = || {
-            // The walk itself keeps one core busy reading and hashing; on two
-            // cores one staging thread beside it measured as fast as two (ext4
-            // serialises inode allocation), so stage on the remaining cores,
-            // at most three.
-            let threads = std::thread::available_parallelism()
-                .map_or(1, |n| n.get().saturating_sub(1))
-                .clamp(1, 3);
-            for i in 0..threads {
+            for i in 0..staging_threads() {
                 let rx = &rx;
-                workers.push(s.spawn(move || -> Result<Vec<(ObjectKey, String)>> {
-                    let mut done = Vec::new();
-                    let (stager, mut failed) = match work.stager(i) {
-                        Ok(stager) => (Some(stager), None),
-                        Err(e) => (None, Some(e)),
-                    };
-                    loop {
-                        let next = match rx.lock() {
-                            Ok(rx) => rx.recv(),
-                            Err(_) => break,
-                        };
-                        let Ok((key, data)) = next else { break };
-                        // After a failure, keep draining the queue so that
-                        // the walk never blocks; the first error is reported.
-                        if let (Some(stager), None) = (&stager, &failed) {
-                            match stager.stage(&key, &data) {
-                                Ok(name) => done.push((key, name)),
-                                Err(e) => failed = Some(e),
-                            }
-                        }
-                    }
-                    failed.map_or(Ok(done), Err)
-                }));
+                workers.push(s.spawn(move || stage_queued(work, i, rx)));
             }
         };
         let mut started = false;
@@ -185,24 +156,7 @@ fn walk_and_stage(
                 // A closed queue means a staging thread failed; its error is reported below.
                 let _ = tx.send((key, data.to_vec()));
             };
-            // The source is at hand: a drifted object is mended from it, at
-            // publishing time, so that a rejected tree changes nothing.
-            let state = match check_object(store, &key, size)? {
-                ObjectState::Intact => Pending::Reused,
-                ObjectState::Missing => {
-                    stage();
-                    Pending::Staged(String::new())
-                }
-                ObjectState::Damaged(why)
-                    if holds_its_bytes(store.objects(), &store.object_path(&key), &key, size)? =>
-                {
-                    Pending::ModeDrifted(why)
-                }
-                ObjectState::Damaged(why) => {
-                    stage();
-                    Pending::Replacing(String::new(), why)
-                }
-            };
+            let state = pending_state(store, &key, size, &mut stage)?;
             pending.insert(key, state);
             Ok(())
         });
@@ -230,6 +184,74 @@ fn walk_and_stage(
             pending,
             bytes_staged,
         })
+    })
+}
+
+/// How many staging threads an ingest starts. The walk itself keeps one
+/// core busy reading and hashing; on two cores one staging thread beside it
+/// measured as fast as two (ext4 serialises inode allocation), so stage on
+/// the remaining cores, at most three.
+fn staging_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get().saturating_sub(1))
+        .clamp(1, 3)
+}
+
+/// One staging thread: stages what the queue brings, with stager `i` of
+/// the work directory, until the queue closes; returns each object staged
+/// and its name there. After a failure it keeps draining the queue so that
+/// the walk never blocks; the first error is reported.
+fn stage_queued(
+    work: &WorkDir,
+    i: usize,
+    rx: &Mutex<mpsc::Receiver<(ObjectKey, Vec<u8>)>>,
+) -> Result<Vec<(ObjectKey, String)>> {
+    let mut done = Vec::new();
+    let (stager, mut failed) = match work.stager(i) {
+        Ok(stager) => (Some(stager), None),
+        Err(e) => (None, Some(e)),
+    };
+    loop {
+        let next = match rx.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => break,
+        };
+        let Ok((key, data)) = next else { break };
+        if let (Some(stager), None) = (&stager, &failed) {
+            match stager.stage(&key, &data) {
+                Ok(name) => done.push((key, name)),
+                Err(e) => failed = Some(e),
+            }
+        }
+    }
+    failed.map_or(Ok(done), Err)
+}
+
+/// What becomes of one content the walk found, by the state of its object
+/// in the store; `stage` queues its bytes when the store lacks them. The
+/// source is at hand: a drifted object is mended from it, at publishing
+/// time, so that a rejected tree changes nothing.
+fn pending_state(
+    store: &Store,
+    key: &ObjectKey,
+    size: u64,
+    stage: &mut dyn FnMut(),
+) -> Result<Pending> {
+    Ok(match check_object(store, key, size)? {
+        ObjectState::Intact => Pending::Reused,
+        ObjectState::Missing => {
+            stage();
+            Pending::Staged(String::new())
+        }
+        ObjectState::Damaged(why)
+            if holds_its_bytes(store.objects(), &store.object_path(key), key, size)? =>
+        {
+            Pending::ModeDrifted(why)
+        }
+        ObjectState::Damaged(why) => {
+            stage();
+            Pending::Replacing(String::new(), why)
+        }
     })
 }
 

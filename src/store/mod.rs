@@ -85,6 +85,7 @@ use rustix::fs::{FileType, FlockOperation, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::catalogue::Catalogue;
+use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 
 pub use crate::digest::ObjectKey;
@@ -439,6 +440,17 @@ impl Store {
     /// The store's absolute path.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The directory of the shared views (`STORE/views`).
+    pub fn views_dir(&self) -> PathBuf {
+        self.root.join(VIEWS_DIR)
+    }
+
+    /// Where a snapshot's shared view stands (`STORE/views/<digest>`): the
+    /// one place that names it.
+    pub fn shared_view_dir(&self, digest: &ManifestDigest) -> PathBuf {
+        self.views_dir().join(digest.to_hex())
     }
 
     /// The store directory's handle.

@@ -25,8 +25,9 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
 
+use super::manifests::FoundManifest;
 use super::objects::{check_object, ObjectState};
-use super::{Store, VIEWS_DIR};
+use super::{Store, WorkDir};
 use crate::catalogue::{Catalogue, IngestEvent, NewSnapshot, ViewRow};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{error_chain, Error, Result};
@@ -203,6 +204,10 @@ pub fn recover(store_root: &Path) -> Result<Recovery> {
     }
 }
 
+/// What a salvaged catalogue said of each snapshot: its version and when it
+/// was first ingested.
+type Salvaged = BTreeMap<ManifestDigest, (String, String)>;
+
 fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
     let mut report = Recovery {
         store: store.root().display().to_string(),
@@ -213,16 +218,15 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
         .as_deref()
         .map(Catalogue::salvage)
         .unwrap_or_default();
-    let versions: BTreeMap<ManifestDigest, (String, String)> = salvage
+    let versions: Salvaged = salvage
         .snapshots
         .iter()
         .map(|s| (s.digest, (s.version.clone(), s.first_ingested_at.clone())))
         .collect();
 
     let work = store.work_dir("recover")?;
-    let on_disk = store.list_manifests()?;
     let mut seen = BTreeSet::new();
-    for found in &on_disk {
+    for found in &store.list_manifests()? {
         let Some(digest) = found.digest else {
             report.problems.push(Unrecovered {
                 path: found.path.display().to_string(),
@@ -231,99 +235,156 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
             continue;
         };
         seen.insert(digest);
-        let recorded = store.catalogue().has_snapshot(&digest).unwrap_or(false);
-        let manifest = match store.read_manifest(&digest) {
-            Ok(m) => m,
-            Err(e) => {
-                // A recorded snapshot's catalogue copy may still be sound.
-                match recorded_manifest(store.catalogue(), &digest) {
-                    Some(m) => {
-                        store.write_manifest(&work, &m)?;
-                        report.manifests_written.push(digest);
-                        m
-                    }
-                    None => {
-                        report.problems.push(Unrecovered {
-                            path: found.path.display().to_string(),
-                            detail: format!(
-                                "{}; it still keeps from gc every object named in it, and gc \
-                                 refuses to sweep until it is mended or `cestore gc --force`",
-                                error_chain(&e)
-                            ),
-                        });
-                        continue;
-                    }
-                }
+        recover_manifest(&mut store, &work, found, digest, &versions, &mut report)?;
+    }
+    write_missing_manifests(&store, &work, &seen, &mut report)?;
+    for event in &salvage.ingests {
+        store.catalogue().add_event(event)?;
+        report.events_salvaged += 1;
+    }
+    record_views(&mut store, salvage.views, &mut report)?;
+
+    drop(work);
+    store.sync()?;
+    store.catalogue().checkpoint()?;
+    report.snapshots = store.catalogue().snapshots(None, None)?.len() as u64;
+    Ok(report)
+}
+
+/// Recovers one manifest found on disk: reads it (or writes it again from
+/// the catalogue's sound copy), then mends the rows of a recorded snapshot,
+/// or records one that passes the checks, or sets it aside.
+fn recover_manifest(
+    store: &mut Store,
+    work: &WorkDir,
+    found: &FoundManifest,
+    digest: ManifestDigest,
+    versions: &Salvaged,
+    report: &mut Recovery,
+) -> Result<()> {
+    let recorded = store.catalogue().has_snapshot(&digest).unwrap_or(false);
+    let manifest = match store.read_manifest(&digest) {
+        Ok(m) => m,
+        // A recorded snapshot's catalogue copy may still be sound.
+        Err(e) => match recorded_manifest(store.catalogue(), &digest) {
+            Some(m) => {
+                store.write_manifest(work, &m)?;
+                report.manifests_written.push(digest);
+                m
             }
-        };
-        if recorded {
-            if !store.catalogue().rows_match(&manifest) {
-                store.catalogue_mut().rewrite_rows(&manifest)?;
-                report.rewritten.push(digest);
-            }
-            if let Err(rule) = policy::check_manifest_entries(&manifest.entries) {
+            None => {
                 report.problems.push(Unrecovered {
                     path: found.path.display().to_string(),
                     detail: format!(
-                        "the recorded snapshot breaks a rule of the reference: {rule}; \
-                         no view of it is handed out; `cestore rm {digest}` forgets it"
+                        "{}; it still keeps from gc every object named in it, and gc \
+                         refuses to sweep until it is mended or `cestore gc --force`",
+                        error_chain(&e)
                     ),
                 });
+                return Ok(());
             }
-            continue;
-        }
-        let salvaged = versions.get(&digest);
-        let version =
-            match check_for_recording(&store, &manifest, salvaged.map(|(v, _)| v.as_str())) {
-                Ok(v) => v,
-                Err(refusal) => {
-                    let detail = format!("not recorded: {refusal}");
-                    let path = store.set_aside_manifest(&digest, &detail)?;
-                    report.manifests_set_aside.push(SetAside {
-                        manifest_digest: digest,
-                        path: path.display().to_string(),
-                        rule: refusal.rule(),
-                        detail,
-                    });
-                    continue;
-                }
-            };
-        let first = salvaged
-            .map(|(_, at)| at.clone())
-            .or_else(|| modified_at(&found.path));
-        store.catalogue_mut().record_ingest(
-            &NewSnapshot {
-                name: policy::PLUGIN_NAME,
-                version: &version,
-                digest,
-                manifest: &manifest.bytes,
-                entries: &manifest.entries,
-                first_ingested_at: first.as_deref(),
-            },
-            None,
-            &IngestEvent {
-                digest,
-                event: "recovered".into(),
-                at: String::new(),
-                source: found.path.display().to_string(),
-                host: host_name(),
-                user: user_name(),
-                tool_version: TOOL_VERSION.to_string(),
-                new_objects: 0,
-                reused_objects: 0,
-            },
-            &[],
-        )?;
-        report.recovered.push(digest);
+        },
+    };
+    if recorded {
+        return mend_recorded(store, found, &manifest, report);
     }
+    let salvaged = versions.get(&digest);
+    let version = match check_for_recording(store, &manifest, salvaged.map(|(v, _)| v.as_str())) {
+        Ok(v) => v,
+        Err(refusal) => {
+            let detail = format!("not recorded: {refusal}");
+            let path = store.set_aside_manifest(&digest, &detail)?;
+            report.manifests_set_aside.push(SetAside {
+                manifest_digest: digest,
+                path: path.display().to_string(),
+                rule: refusal.rule(),
+                detail,
+            });
+            return Ok(());
+        }
+    };
+    let first = salvaged
+        .map(|(_, at)| at.clone())
+        .or_else(|| modified_at(&found.path));
+    record_recovered(store, found, &manifest, &version, first.as_deref())?;
+    report.recovered.push(digest);
+    Ok(())
+}
 
+/// Rewrites a recorded snapshot's rows when they disagree with its manifest,
+/// and reports a snapshot that breaks a rule of the reference.
+fn mend_recorded(
+    store: &mut Store,
+    found: &FoundManifest,
+    manifest: &Manifest,
+    report: &mut Recovery,
+) -> Result<()> {
+    let digest = manifest.digest;
+    if !store.catalogue().rows_match(manifest) {
+        store.catalogue_mut().rewrite_rows(manifest)?;
+        report.rewritten.push(digest);
+    }
+    if let Err(rule) = policy::check_manifest_entries(&manifest.entries) {
+        report.problems.push(Unrecovered {
+            path: found.path.display().to_string(),
+            detail: format!(
+                "the recorded snapshot breaks a rule of the reference: {rule}; \
+                 no view of it is handed out; `cestore rm {digest}` forgets it"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Records a snapshot found on disk, with a `recovered` event.
+fn record_recovered(
+    store: &mut Store,
+    found: &FoundManifest,
+    manifest: &Manifest,
+    version: &str,
+    first_ingested_at: Option<&str>,
+) -> Result<()> {
+    let digest = manifest.digest;
+    let snapshot = NewSnapshot {
+        name: policy::PLUGIN_NAME,
+        version,
+        digest,
+        manifest: &manifest.bytes,
+        entries: &manifest.entries,
+        first_ingested_at,
+    };
+    let event = IngestEvent {
+        digest,
+        event: "recovered".into(),
+        at: String::new(),
+        source: found.path.display().to_string(),
+        host: host_name(),
+        user: user_name(),
+        tool_version: TOOL_VERSION.to_string(),
+        new_objects: 0,
+        reused_objects: 0,
+    };
+    store
+        .catalogue_mut()
+        .record_ingest(&snapshot, None, &event, &[])?;
+    Ok(())
+}
+
+/// Writes the manifest of each recorded snapshot that has none on disk
+/// (not in `seen`), from the catalogue's sound copy.
+fn write_missing_manifests(
+    store: &Store,
+    work: &WorkDir,
+    seen: &BTreeSet<ManifestDigest>,
+    report: &mut Recovery,
+) -> Result<()> {
     for row in store.catalogue().snapshots(None, None)? {
         if seen.contains(&row.digest) {
             continue;
         }
         match recorded_manifest(store.catalogue(), &row.digest) {
             Some(m) => {
-                store.write_manifest(&work, &m)?;
+                store.write_manifest(work, &m)?;
                 report.manifests_written.push(row.digest);
             }
             None => report.problems.push(Unrecovered {
@@ -335,25 +396,21 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
             }),
         }
     }
+    Ok(())
+}
 
-    for event in &salvage.ingests {
-        store.catalogue().add_event(event)?;
-        report.events_salvaged += 1;
-    }
-    let views_dir = store.root().join(VIEWS_DIR);
-    let mut views: Vec<ViewRow> = salvage.views;
+/// Records again the salvaged views and every snapshot's shared view that
+/// are still directories on disk, of snapshots still recorded.
+fn record_views(store: &mut Store, salvaged: Vec<ViewRow>, report: &mut Recovery) -> Result<()> {
+    let mut views = salvaged;
     for row in store.catalogue().snapshots(None, None)? {
-        let path = views_dir.join(row.digest.to_hex());
-        views.push(ViewRow {
-            path: path.to_string_lossy().into_owned(),
-            digest: row.digest,
-            kind: "shared".into(),
-            method: "unknown".into(),
-            linked: 0,
-            copied: 0,
-            created_at: String::new(),
-            root_id: crate::view::root_id(&path),
-        });
+        let path = store.shared_view_dir(&row.digest);
+        let root_id = crate::view::root_id(&path);
+        views.push(ViewRow::found_shared(
+            path.to_string_lossy().into_owned(),
+            row.digest,
+            root_id,
+        ));
     }
     for view in views {
         let is_dir = rustix::fs::lstat(view.path.as_str())
@@ -367,12 +424,7 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
         store.catalogue_mut().add_view(&view)?;
         report.views_recorded.push(view.path);
     }
-
-    drop(work);
-    store.sync()?;
-    store.catalogue().checkpoint()?;
-    report.snapshots = store.catalogue().snapshots(None, None)?.len() as u64;
-    Ok(report)
+    Ok(())
 }
 
 /// The catalogue's copy of a snapshot's manifest, when it is sound.

@@ -103,7 +103,7 @@ impl Item {
                 path.clone()
             }
             Item::WorkDir { name } => store.root().join(TMP_DIR).join(name),
-            Item::SharedView { name, .. } => store.root().join(VIEWS_DIR).join(name),
+            Item::SharedView { name, .. } => store.views_dir().join(name),
             Item::Spare { name } => super::spares::path(store, name),
             Item::ViewRecord { path } => PathBuf::from(path),
         }
@@ -163,6 +163,33 @@ fn describe(why: &[(PathBuf, String)]) -> String {
         .join("; ")
 }
 
+/// What stands under `views/` that is not the directory of a recorded
+/// snapshot's shared view (a view being built is left be: a marker under
+/// `tmp/` names it).
+fn stray_shared_views(store: &Store, recorded: &HashSet<ManifestDigest>) -> Result<Vec<Item>> {
+    let mut items = Vec::new();
+    let views_path = store.views_dir();
+    let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
+        .ctx("open the views directory", &views_path)?;
+    for name in read_names(views.as_fd(), &views_path)? {
+        if is_temp_view(&name) {
+            continue;
+        }
+        let known = name
+            .parse::<ManifestDigest>()
+            .is_ok_and(|d| recorded.contains(&d));
+        let is_dir = rustix::fs::statat(&views, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+        let why = match (known, is_dir) {
+            (true, true) => continue,
+            (false, _) => "no snapshot in the catalogue has this shared view",
+            (true, false) => "not a directory where a shared view belongs",
+        };
+        items.push(Item::SharedView { name, why });
+    }
+    Ok(items)
+}
+
 impl Plan {
     /// Scans the store. Objects are listed first, then what operations in
     /// flight publish, then the catalogue and the manifests: an object
@@ -215,26 +242,7 @@ impl Plan {
             }
             items.push(Item::WorkDir { name: w.name });
         }
-        let views_path = store.root().join(VIEWS_DIR);
-        let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
-            .ctx("open the views directory", &views_path)?;
-        for name in read_names(views.as_fd(), &views_path)? {
-            if is_temp_view(&name) {
-                // A view being built; a marker under tmp/ names it.
-                continue;
-            }
-            let known = name
-                .parse::<ManifestDigest>()
-                .is_ok_and(|d| recorded.contains(&d));
-            let is_dir = rustix::fs::statat(&views, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
-                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
-            let why = match (known, is_dir) {
-                (true, true) => continue,
-                (false, _) => "no snapshot in the catalogue has this shared view",
-                (true, false) => "not a directory where a shared view belongs",
-            };
-            items.push(Item::SharedView { name, why });
-        }
+        items.extend(stray_shared_views(store, &recorded)?);
         for name in super::spares::listed(store) {
             if !name
                 .parse::<ManifestDigest>()
@@ -273,7 +281,7 @@ impl Plan {
         let tmp_path = store.root().join(TMP_DIR);
         let tmp = crate::fsutil::open_dir(store.dir(), TMP_DIR)
             .ctx("open the tmp directory", &tmp_path)?;
-        let views_path = store.root().join(VIEWS_DIR);
+        let views_path = store.views_dir();
         let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
             .ctx("open the views directory", &views_path)?;
         for item in &self.items {
@@ -375,7 +383,7 @@ mod tests {
     use crate::catalogue::ViewRow;
     use crate::manifest::{Entry, Manifest};
     use crate::store::testutil::record;
-    use crate::store::LockMode;
+    use crate::store::{LockMode, WorkDir};
 
     fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
         Entry::of(path, data, executable)
@@ -405,7 +413,7 @@ mod tests {
             .add_view(&ViewRow {
                 path: path.to_string_lossy().into_owned(),
                 digest,
-                kind: "checkout".into(),
+                kind: crate::catalogue::ViewKind::Checkout,
                 method: "hardlink".into(),
                 linked: 1,
                 copied: 0,
@@ -429,52 +437,67 @@ mod tests {
         std::fs::symlink_metadata(path).unwrap().len()
     }
 
-    #[test]
-    fn a_scan_finds_each_kind_of_garbage_and_apply_removes_exactly_that() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
-        let objects = store.root().join(OBJECTS_DIR);
-        let views = store.root().join(VIEWS_DIR);
+    /// A store with what a scan keeps and one piece of each kind of garbage.
+    struct Yard {
+        kept: Manifest,
+        unrecorded: Manifest,
+        busy: WorkDir,
+        flying: ObjectKey,
+        orphan: Manifest,
+        orphan_path: PathBuf,
+        stray: PathBuf,
+        stray_dir: PathBuf,
+        abandoned: Manifest,
+        abandoned_object: PathBuf,
+        half: PathBuf,
+        unknown: String,
+        building: PathBuf,
+        gone: PathBuf,
+        here: PathBuf,
+    }
 
+    fn lay_out_yard(tmp: &Path, store: &mut Store) -> Yard {
+        let objects = store.root().join(OBJECTS_DIR);
+        let views = store.views_dir();
         // Kept: a recorded snapshot's objects, an unrecorded manifest's
         // (recover records it again), and what a live operation publishes.
         let kept = publish(
-            &store,
+            store,
             &[("a.md", b"kept a\n", false), ("run", b"kept run\n", true)],
         );
-        write_manifest(&store, &kept);
-        record(&mut store, &kept);
-        let unrecorded = publish(&store, &[("u.md", b"unrecorded\n", false)]);
-        write_manifest(&store, &unrecorded);
+        write_manifest(store, &kept);
+        record(store, &kept);
+        let unrecorded = publish(store, &[("u.md", b"unrecorded\n", false)]);
+        write_manifest(store, &unrecorded);
         let busy = store.work_dir("ingest").unwrap();
         let flying = entry("f.md", b"in flight\n", false).key();
         busy.note_publishing(std::iter::once(&flying), &ManifestDigest::of(b"x"))
             .unwrap();
-        publish(&store, &[("f.md", b"in flight\n", false)]);
+        publish(store, &[("f.md", b"in flight\n", false)]);
 
         // Garbage: an orphan object, a name that is no object's, and a
         // stray directory.
-        let orphan = publish(&store, &[("o.md", b"nobody's\n", false)]);
+        let orphan = publish(store, &[("o.md", b"nobody's\n", false)]);
         let orphan_path = store.object_path(&orphan.entries[0].key());
         let stray = objects.join("ab").join("not-an-object");
         std::fs::write(&stray, "?\n").unwrap();
         let stray_dir = objects.join("cd").join("a-directory");
         std::fs::create_dir_all(stray_dir.join("inside")).unwrap();
         // A manifest a dead ingest published, and the object only it names.
-        let abandoned = publish(&store, &[("x.md", b"abandoned\n", false)]);
+        let abandoned = publish(store, &[("x.md", b"abandoned\n", false)]);
         let abandoned_object = store.object_path(&abandoned.entries[0].key());
-        write_manifest(&store, &abandoned);
+        write_manifest(store, &abandoned);
         dead_work_dir(
-            &store,
+            store,
             "ingest-999999-2",
             &[("publishing", format!("manifest {}\n", abandoned.digest))],
         );
         // A dead checkout and the half-built view it names.
-        let half = tmp.path().join(".view.cestore-tmp-1-2-3");
+        let half = tmp.join(".view.cestore-tmp-1-2-3");
         std::fs::create_dir_all(half.join("skills")).unwrap();
         std::fs::write(half.join("skills/x.md"), "half\n").unwrap();
         dead_work_dir(
-            &store,
+            store,
             "checkout-999999-1",
             &[("target", half.to_string_lossy().into_owned())],
         );
@@ -486,28 +509,48 @@ mod tests {
         let building = views.join(".v.cestore-tmp-5");
         std::fs::create_dir(&building).unwrap();
         // A view record whose directory is gone, and one whose is there.
-        let gone = tmp.path().join("gone");
-        let here = tmp.path().join("here");
+        let gone = tmp.join("gone");
+        let here = tmp.join("here");
         std::fs::create_dir(&here).unwrap();
-        add_view(&mut store, &gone, kept.digest);
-        add_view(&mut store, &here, kept.digest);
+        add_view(store, &gone, kept.digest);
+        add_view(store, &here, kept.digest);
+        Yard {
+            kept,
+            unrecorded,
+            busy,
+            flying,
+            orphan,
+            orphan_path,
+            stray,
+            stray_dir,
+            abandoned,
+            abandoned_object,
+            half,
+            unknown,
+            building,
+            gone,
+            here,
+        }
+    }
 
-        let dir_size = size(&stray_dir);
-        let plan = Plan::scan(&store, false).unwrap();
+    /// What a scan of the yard must plan, the abandoned manifest first.
+    fn yard_garbage(store: &Store, y: &Yard) -> Vec<Item> {
         let object = |path: &Path, key| Item::Object {
             path: path.to_path_buf(),
             size: size(path),
             key,
         };
-        let want = [
+        vec![
             Item::Manifest {
-                path: store.manifest_path(&abandoned.digest),
+                path: store.manifest_path(&y.abandoned.digest),
             },
-            object(&orphan_path, Some(orphan.entries[0].key())),
-            object(&stray, None),
-            object(&stray_dir, None),
-            object(&abandoned_object, Some(abandoned.entries[0].key())),
-            Item::HalfBuiltView { path: half.clone() },
+            object(&y.orphan_path, Some(y.orphan.entries[0].key())),
+            object(&y.stray, None),
+            object(&y.stray_dir, None),
+            object(&y.abandoned_object, Some(y.abandoned.entries[0].key())),
+            Item::HalfBuiltView {
+                path: y.half.clone(),
+            },
             Item::WorkDir {
                 name: "checkout-999999-1".into(),
             },
@@ -515,17 +558,27 @@ mod tests {
                 name: "ingest-999999-2".into(),
             },
             Item::SharedView {
-                name: unknown.clone(),
+                name: y.unknown.clone(),
                 why: "no snapshot in the catalogue has this shared view",
             },
             Item::SharedView {
-                name: kept.digest.to_hex(),
+                name: y.kept.digest.to_hex(),
                 why: "not a directory where a shared view belongs",
             },
             Item::ViewRecord {
-                path: gone.to_string_lossy().into_owned(),
+                path: y.gone.to_string_lossy().into_owned(),
             },
-        ];
+        ]
+    }
+
+    #[test]
+    fn a_scan_finds_each_kind_of_garbage_and_apply_removes_exactly_that() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let y = lay_out_yard(tmp.path(), &mut store);
+        let dir_size = size(&y.stray_dir);
+        let plan = Plan::scan(&store, false).unwrap();
+        let want = yard_garbage(&store, &y);
         assert_eq!(plan.items.len(), want.len(), "{:#?}", plan.items);
         for item in &want {
             assert!(plan.items.contains(item), "not planned: {item:?}");
@@ -551,7 +604,7 @@ mod tests {
                 .iter()
                 .map(|(d, _)| *d)
                 .collect::<Vec<_>>(),
-            [unrecorded.digest]
+            [y.unrecorded.digest]
         );
 
         let mut freed = Vec::new();
@@ -565,25 +618,41 @@ mod tests {
         ];
         want_freed.sort_unstable();
         assert_eq!(freed, want_freed);
-
-        for path in [
-            store.manifest_path(&abandoned.digest),
-            orphan_path,
-            stray,
-            stray_dir,
-            abandoned_object,
-            half,
-            store.root().join(TMP_DIR).join("checkout-999999-1"),
-            store.root().join(TMP_DIR).join("ingest-999999-2"),
-            views.join(&unknown),
-            views.join(kept.digest.to_hex()),
-        ] {
+        for path in yard_garbage_paths(&store, &y) {
             assert!(
                 rustix::fs::lstat(&path).is_err(),
                 "left: {}",
                 path.display()
             );
         }
+        assert_yard_kept(&store, &y);
+
+        // Scanned again through the same handles: each listing starts from
+        // the top of its directory.
+        let again = Plan::scan(&store, false).unwrap();
+        assert!(again.items.is_empty(), "{:#?}", again.items);
+        assert_eq!(again.objects_kept, 4);
+    }
+
+    /// Where the yard's garbage stands.
+    fn yard_garbage_paths(store: &Store, y: &Yard) -> Vec<PathBuf> {
+        let views = store.views_dir();
+        vec![
+            store.manifest_path(&y.abandoned.digest),
+            y.orphan_path.clone(),
+            y.stray.clone(),
+            y.stray_dir.clone(),
+            y.abandoned_object.clone(),
+            y.half.clone(),
+            store.root().join(TMP_DIR).join("checkout-999999-1"),
+            store.root().join(TMP_DIR).join("ingest-999999-2"),
+            views.join(&y.unknown),
+            views.join(y.kept.digest.to_hex()),
+        ]
+    }
+
+    /// What the yard keeps is still there after the garbage went.
+    fn assert_yard_kept(store: &Store, y: &Yard) {
         let recorded: Vec<String> = store
             .catalogue()
             .views(None)
@@ -591,23 +660,16 @@ mod tests {
             .into_iter()
             .map(|v| v.path)
             .collect();
-        assert_eq!(recorded, [here.to_string_lossy().into_owned()]);
-        // What is kept stays.
-        for e in kept.entries.iter().chain(&unrecorded.entries) {
+        assert_eq!(recorded, [y.here.to_string_lossy().into_owned()]);
+        for e in y.kept.entries.iter().chain(&y.unrecorded.entries) {
             assert!(store.object_path(&e.key()).exists(), "{}", e.path);
         }
-        assert!(store.object_path(&flying).exists());
-        assert!(store.manifest_path(&kept.digest).exists());
-        assert!(store.manifest_path(&unrecorded.digest).exists());
-        assert!(busy.path().exists());
-        assert!(building.exists());
-        assert!(here.exists());
-
-        // Scanned again through the same handles: each listing starts from
-        // the top of its directory.
-        let again = Plan::scan(&store, false).unwrap();
-        assert!(again.items.is_empty(), "{:#?}", again.items);
-        assert_eq!(again.objects_kept, 4);
+        assert!(store.object_path(&y.flying).exists());
+        assert!(store.manifest_path(&y.kept.digest).exists());
+        assert!(store.manifest_path(&y.unrecorded.digest).exists());
+        assert!(y.busy.path().exists());
+        assert!(y.building.exists());
+        assert!(y.here.exists());
     }
 
     #[test]

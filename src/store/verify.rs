@@ -16,7 +16,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use super::objects::{judge, ObjectState};
 use super::upkeep::{Item, Plan};
 use super::{ObjectKey, Store};
-use crate::catalogue::resolve;
+use crate::catalogue::{resolve, ViewKind};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{IoContext, Result};
 use crate::manifest::{Entry, Manifest};
@@ -168,13 +168,25 @@ pub fn verify_store(store: &Store, opts: &VerifyOptions<'_>) -> Result<VerifyRep
         repair(store, dir, &broken, &mut report)?;
     }
 
-    // Garbage is what the one upkeep plan says gc removes, item for item.
+    report_garbage(store, all, &views, &mut report)?;
+    Ok(report)
+}
+
+/// Reports the garbage, which is what the one upkeep plan says gc removes,
+/// item for item, and with `all` the manifests' problems; orphans and
+/// manifests are whole-store findings, left out of a check of some
+/// snapshots.
+fn report_garbage(
+    store: &Store,
+    all: bool,
+    views: &[crate::catalogue::ViewRow],
+    report: &mut VerifyReport,
+) -> Result<()> {
     let plan = Plan::scan(store, false)?;
     if all {
-        check_manifests(&plan.manifests, store, &mut report);
+        check_manifests(&plan.manifests, store, report);
     }
     for item in &plan.items {
-        // Orphans and manifests are whole-store findings.
         if !all && matches!(item, Item::Object { .. } | Item::Manifest { .. }) {
             continue;
         }
@@ -192,7 +204,7 @@ pub fn verify_store(store: &Store, opts: &VerifyOptions<'_>) -> Result<VerifyRep
         }
         report.problems.push(found);
     }
-    Ok(report)
+    Ok(())
 }
 
 fn problem(kind: &'static str, severity: Severity, path: &Path, detail: String) -> Problem {
@@ -400,7 +412,7 @@ fn stale_views(
                 .is_ok_and(|st| old_inodes.contains_key(&(st.st_dev, st.st_ino)))
         });
         if holds_old {
-            let renew = if view.kind == "shared" {
+            let renew = if view.kind == ViewKind::Shared {
                 format!(
                     "`cestore rm --force {d}`, `cestore gc`, then ingest the release again and `cestore path {d}`",
                     d = view.digest
@@ -430,56 +442,36 @@ fn check_manifests(
     store: &Store,
     report: &mut VerifyReport,
 ) {
+    let mut found: Vec<(&'static str, &Path, String, Option<&ManifestDigest>)> = Vec::new();
     for path in &scan.stray {
-        report.problems.push(problem(
+        found.push((
             "stray-manifest",
-            Severity::Corruption,
             path,
             "not a manifest's name; nothing reads it: remove it by hand".into(),
+            None,
         ));
     }
-    let with = |kind, severity, path: &Path, detail: String, digest: &ManifestDigest| Problem {
-        kind,
-        severity,
-        path: path.to_string_lossy().into_owned(),
-        detail,
-        snapshots: vec![*digest],
-        views: Vec::new(),
-    };
     for (digest, path, why) in &scan.damaged {
-        report.problems.push(with(
-            "damaged-manifest",
-            Severity::Corruption,
-            path,
-            format!("{why}; gc keeps every object name left in it and refuses to sweep until `cestore recover` rewrites it from the catalogue (when the catalogue records it) or `cestore gc --force`"),
-            digest,
-        ));
+        found.push(("damaged-manifest", path, format!("{why}; gc keeps every object name left in it and refuses to sweep until `cestore recover` rewrites it from the catalogue (when the catalogue records it) or `cestore gc --force`"), Some(digest)));
     }
     for (digest, path) in &scan.unrecorded {
-        report.problems.push(with(
-            "unrecorded-manifest",
-            Severity::Corruption,
-            path,
-            "the catalogue does not record this snapshot; `cestore recover` records it again (gc keeps its objects)".into(),
-            digest,
-        ));
+        found.push(("unrecorded-manifest", path, "the catalogue does not record this snapshot; `cestore recover` records it again (gc keeps its objects)".into(), Some(digest)));
     }
     for (path, why) in &scan.set_aside {
-        report.problems.push(problem(
-            "set-aside-manifest",
-            Severity::Corruption,
-            path,
-            format!("`cestore recover` set this manifest aside: {why}; gc keeps the objects it names unless `cestore gc --force`; remove the file to let them go"),
-        ));
+        found.push(("set-aside-manifest", path, format!("`cestore recover` set this manifest aside: {why}; gc keeps the objects it names unless `cestore gc --force`; remove the file to let them go"), None));
     }
-    for digest in &scan.missing {
-        report.problems.push(with(
-            "missing-manifest",
-            Severity::Corruption,
-            &store.manifest_path(digest),
-            "the snapshot's manifest file is missing; gc refuses to sweep until `cestore recover` writes it from the catalogue".into(),
-            digest,
-        ));
+    let missing: Vec<_> = scan
+        .missing
+        .iter()
+        .map(|d| (d, store.manifest_path(d)))
+        .collect();
+    for (digest, path) in &missing {
+        found.push(("missing-manifest", path, "the snapshot's manifest file is missing; gc refuses to sweep until `cestore recover` writes it from the catalogue".into(), Some(digest)));
+    }
+    for (kind, path, detail, digest) in found {
+        let mut p = problem(kind, Severity::Corruption, path, detail);
+        p.snapshots.extend(digest.copied());
+        report.problems.push(p);
     }
 }
 

@@ -11,7 +11,7 @@ use rustix::io::Errno;
 use super::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
 use super::spares::Claimed;
 use super::{Store, WorkDir, VIEWS_DIR};
-use crate::catalogue::{resolve, SnapshotRow, ViewRow};
+use crate::catalogue::{resolve, SnapshotRow, ViewKind, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Made, Misuse, Result};
 use crate::fsutil::remove_tree_at;
@@ -221,7 +221,7 @@ pub fn view_for_run(
         None => shared_view(store, digest).map(|done| RunView {
             snapshot: done.snapshot,
             path: done.path.to_string_lossy().into_owned(),
-            kind: "shared",
+            kind: ViewKind::Shared.as_str(),
             ingested: None,
         }),
     };
@@ -320,7 +320,7 @@ fn checkout_with(
             return Err(e);
         }
     };
-    let row = ViewRow::of_built(&dest, digest, "checkout", &built);
+    let row = ViewRow::of_built(&dest, digest, ViewKind::Checkout, &built);
     let snapshot = match store.catalogue_mut().add_view(&row) {
         Ok(s) => s,
         Err(e) => {
@@ -360,7 +360,7 @@ pub struct PathReport {
 /// if it is absent.
 pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathReport> {
     let hex = digest.to_hex();
-    let path = store.root().join(VIEWS_DIR).join(&hex);
+    let path = store.shared_view_dir(&digest);
     let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
         .ctx("open the views directory", path.parent().unwrap_or(&path))?;
     match rustix::fs::statat(&views, hex.as_str(), AtFlags::SYMLINK_NOFOLLOW) {
@@ -369,16 +369,9 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
             // unrecorded view: record it now, so that rm and gc respect it.
             let text = path.to_string_lossy();
             let snapshot = if store.catalogue().view(&text)?.is_none() {
-                store.catalogue_mut().add_view(&ViewRow {
-                    path: text.into_owned(),
-                    digest,
-                    kind: "shared".into(),
-                    method: "unknown".into(),
-                    linked: 0,
-                    copied: 0,
-                    created_at: String::new(),
-                    root_id: Some((st.st_dev, st.st_ino)),
-                })?
+                let root_id = Some((st.st_dev, st.st_ino));
+                let row = ViewRow::found_shared(text.into_owned(), digest, root_id);
+                store.catalogue_mut().add_view(&row)?
             } else {
                 store.catalogue().snapshot(&digest)?
             };
@@ -433,7 +426,7 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
         }
     };
     let snapshot = if created {
-        let row = ViewRow::of_built(&path, digest, "shared", &built);
+        let row = ViewRow::of_built(&path, digest, ViewKind::Shared, &built);
         match store.catalogue_mut().add_view(&row) {
             Ok(snapshot) => snapshot,
             Err(e) => return Err(view::unpublish(views.as_fd(), hex.as_ref(), &path, e)),
@@ -493,8 +486,8 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
     let dest_text = dest.to_string_lossy().into_owned();
     let row = store.catalogue().view(&dest_text)?;
     let found = view::root_id(&dest);
-    let shared_dir = store.root().join(crate::store::VIEWS_DIR);
-    if row.as_ref().is_some_and(|r| r.kind == "shared") || dest.starts_with(&shared_dir) {
+    let shared_dir = store.views_dir();
+    if row.as_ref().is_some_and(|r| r.kind == ViewKind::Shared) || dest.starts_with(&shared_dir) {
         return Err(Error::Conflict(format!(
             "'{}' is a shared view of the store, which running sandboxes may have mounted; \
              discard never removes one: `cestore gc` does, once `cestore rm` has forgotten its snapshot",

@@ -161,10 +161,6 @@ fn run_helper(name: &str, registry: &str, limit: Duration) -> Result<Credentials
     };
     let (mut stdin, mut stdout, mut stderr) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    let nonblocking = |fd: std::os::fd::BorrowedFd<'_>| {
-        rustix::fs::fcntl_getfl(fd)
-            .and_then(|flags| rustix::fs::fcntl_setfl(fd, flags | rustix::fs::OFlags::NONBLOCK))
-    };
     let set = [
         stdin.as_ref().map(|p| nonblocking(p.as_fd())),
         stdout.as_ref().map(|p| nonblocking(p.as_fd())),
@@ -179,17 +175,7 @@ fn run_helper(name: &str, registry: &str, limit: Duration) -> Result<Credentials
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let mut exited: Option<(std::process::ExitStatus, Instant)> = None;
     loop {
-        if let Some(pipe) = stdin.as_mut() {
-            match pipe.write(request) {
-                Ok(n) => request = &request[n..],
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                // A helper that exits without reading its input is judged by its exit.
-                Err(_) => request = &[],
-            }
-            if request.is_empty() {
-                stdin = None;
-            }
-        }
+        feed(&mut stdin, &mut request);
         drain(&mut stdout, &mut out);
         drain(&mut stderr, &mut err);
         if exited.is_none() {
@@ -229,10 +215,41 @@ fn run_helper(name: &str, registry: &str, limit: Duration) -> Result<Credentials
     let Some((status, _)) = exited else {
         return Err(fail("could not be waited for".into()));
     };
+    helper_answer(status, &out, &err).map_err(fail)
+}
+
+/// Writes what of `request` a non-blocking pipe takes now; closes the pipe
+/// once all is written, or when the helper will not read it (a helper that
+/// exits without reading its input is judged by its exit).
+fn feed<W: Write>(pipe: &mut Option<W>, request: &mut &[u8]) {
+    let Some(w) = pipe.as_mut() else { return };
+    match w.write(request) {
+        Ok(n) => *request = &request[n..],
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Err(_) => *request = &[],
+    }
+    if request.is_empty() {
+        *pipe = None;
+    }
+}
+
+/// Sets a pipe's descriptor non-blocking.
+fn nonblocking(fd: std::os::fd::BorrowedFd<'_>) -> rustix::io::Result<()> {
+    rustix::fs::fcntl_getfl(fd)
+        .and_then(|flags| rustix::fs::fcntl_setfl(fd, flags | rustix::fs::OFlags::NONBLOCK))
+}
+
+/// The credentials a helper that exited with `status` gave on its standard
+/// output `out` (`err` its standard error), or why it gave none.
+fn helper_answer(
+    status: std::process::ExitStatus,
+    out: &[u8],
+    err: &[u8],
+) -> Result<Credentials, String> {
     if out.len() as u64 > HELPER_OUTPUT || err.len() as u64 > HELPER_OUTPUT {
-        return Err(fail(format!(
+        return Err(format!(
             "printed more than {HELPER_OUTPUT} bytes (its output is not shown: it may hold a secret)"
-        )));
+        ));
     }
     if !status.success() {
         let said = |b: &[u8]| {
@@ -240,18 +257,18 @@ fn run_helper(name: &str, registry: &str, limit: Duration) -> Result<Credentials
                 .to_ascii_lowercase()
                 .contains("credentials not found")
         };
-        if status.code().is_some() && (said(&out) || said(&err)) {
+        if status.code().is_some() && (said(out) || said(err)) {
             return Ok(Credentials::None);
         }
-        return Err(fail(match (status.code(), status.signal()) {
+        return Err(match (status.code(), status.signal()) {
             (Some(code), _) => format!(
                 "failed with exit status {code} (its output is not shown: it may hold a secret)"
             ),
             (None, Some(signal)) => format!("was killed by signal {signal}"),
             (None, None) => format!("failed ({status})"),
-        }));
+        });
     }
-    parse_helper_output(&out).map_err(fail)
+    parse_helper_output(out)
 }
 
 /// Moves what a non-blocking pipe holds into `into`, keeping at most one

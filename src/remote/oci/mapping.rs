@@ -358,8 +358,8 @@ impl Document {
 
 /// Parses `sha256:<hex>`.
 pub fn parse_digest(s: &str) -> Result<ObjectId, RemoteError> {
-    s.strip_prefix("sha256:")
-        .and_then(|h| h.parse().ok())
+    ObjectId::from_prefixed(s)
+        .ok()
         .ok_or_else(|| RemoteError::Protocol(format!("'{s}' is not a sha256 digest")))
 }
 

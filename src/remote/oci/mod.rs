@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod client;
 pub mod mapping;
+mod retry;
 
 use std::collections::BTreeSet;
 
@@ -17,7 +18,7 @@ use self::client::Client;
 use self::mapping::{Document, Plan};
 use super::pack::{self, Carriers, PackRef};
 use super::{Incoming, Options, Outgoing, Published, Remote, RemoteError, SnapshotRef};
-use crate::digest::ObjectId;
+use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, Result};
 
 /// The default most layers per image manifest: the CNCF registry takes
@@ -82,11 +83,9 @@ impl Address {
             ));
         }
         let (repository, reference) = if let Some((repo, digest)) = rest.split_once('@') {
-            let hex = digest
-                .strip_prefix("sha256:")
-                .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-                .ok_or_else(|| usage("a digest is sha256: and 64 hex characters"))?;
-            (repo, Some(SnapshotRef::Digest(hex.to_ascii_lowercase())))
+            let id = ObjectId::from_prefixed(digest)
+                .map_err(|_| usage("a digest is sha256: and 64 hex characters"))?;
+            (repo, Some(SnapshotRef::Digest(id)))
         } else {
             match rest.rsplit_once(':') {
                 Some((repo, tag)) if !tag.contains('/') => {
@@ -184,56 +183,9 @@ impl OciRemote {
     /// needs at most that many manifests (each lists one layer or more), so
     /// an index listing more is refused, and memory holds one manifest at a
     /// time, whatever the index lists.
-    #[allow(clippy::type_complexity)]
-    fn resolve_index(
-        &self,
-        doc: Document,
-        promised: Option<crate::digest::ManifestDigest>,
-    ) -> Result<(
-        crate::digest::ManifestDigest,
-        Vec<u8>,
-        crate::manifest::Manifest,
-        Collector,
-        usize,
-    )> {
-        let listed = doc.manifests.unwrap_or_default();
-        if listed.is_empty() {
-            return Err(
-                RemoteError::Protocol("the registry's index lists no manifests".into()).into(),
-            );
-        }
-        if listed.len() > crate::policy::MAX_FILES {
-            return Err(RemoteError::Protocol(format!(
-                "the index lists {} manifests, more than a snapshot of at most {} files can need",
-                listed.len(),
-                crate::policy::MAX_FILES
-            ))
-            .into());
-        }
-        let annotated = match doc.annotations.get(mapping::SNAPSHOT_ANNOTATION) {
-            Some(hex) => Some(hex.parse::<crate::digest::ManifestDigest>().map_err(|_| {
-                RemoteError::Protocol(format!(
-                    "the index's {} annotation '{hex}' is not a digest",
-                    mapping::SNAPSHOT_ANNOTATION
-                ))
-            })?),
-            None => None,
-        };
-        let snapshot = match (promised, annotated) {
-            (Some(p), Some(a)) if p != a => {
-                return Err(Error::Integrity(format!(
-                    "the tag sha256-{p} names an index of snapshot {a}"
-                )))
-            }
-            (Some(d), _) | (None, Some(d)) => d,
-            (None, None) => {
-                return Err(RemoteError::Protocol(format!(
-                    "the index names no snapshot (no {} annotation)",
-                    mapping::SNAPSHOT_ANNOTATION
-                ))
-                .into())
-            }
-        };
+    fn resolve_index(&self, doc: Document, promised: Option<ManifestDigest>) -> Result<Resolved> {
+        let listed = doc.manifests.as_deref().unwrap_or_default();
+        let snapshot = index_snapshot(&doc, listed, promised)?;
         let config_id = ObjectId::from_bytes(*snapshot.as_bytes());
         let manifest_bytes = self.fetch_config(&config_id, None)?;
         let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
@@ -241,7 +193,7 @@ impl OciRemote {
         let files: BTreeSet<ObjectId> = manifest.entries.iter().map(|e| e.sha256).collect();
         let mut collector = Collector::new(&manifest);
         let mut distinct = BTreeSet::new();
-        for d in &listed {
+        for d in listed {
             let id = mapping::parse_digest(&d.digest)?;
             if !distinct.insert(id) {
                 continue;
@@ -254,92 +206,131 @@ impl OciRemote {
                 ))
                 .into());
             }
-            let part = self.fetch_document(&d.digest)?.ok_or_else(|| {
-                RemoteError::Protocol(format!(
-                    "the index lists manifest {} that the registry does not have",
-                    d.digest
-                ))
-            })?;
-            if ObjectId::of(&part) != id {
-                return Err(Error::Integrity(format!(
-                    "the registry served a manifest for {} that hashes to sha256:{}",
-                    d.digest,
-                    ObjectId::of(&part)
-                )));
-            }
-            let part = Document::parse(&part)?;
-            if part.is_index() {
-                return Err(RemoteError::Protocol(
-                    "the index lists another index; cestore writes one level only".into(),
-                )
-                .into());
-            }
-            let c = check_config(&part)?;
-            if mapping::parse_digest(&c.digest)? != config_id
-                || c.size != manifest_bytes.len() as u64
-            {
-                return Err(RemoteError::Protocol(format!(
-                    "the index's manifest {} names another config ({}) than snapshot {snapshot}",
-                    d.digest, c.digest
-                ))
-                .into());
-            }
-            if part.layers.is_empty() {
-                return Err(RemoteError::Protocol(format!(
-                    "the index's manifest {} lists no layers",
-                    d.digest
-                ))
-                .into());
-            }
+            let config = (config_id, manifest_bytes.len() as u64);
+            let part = self.fetch_part(d, id, config, snapshot)?;
             for l in &part.layers {
                 collector.add(l)?;
             }
         }
-        Ok((
+        Ok(Resolved {
+            media_type: mapping::INDEX_MEDIA_TYPE,
+            manifests: distinct.len(),
             snapshot,
             manifest_bytes,
             manifest,
             collector,
-            distinct.len(),
-        ))
+        })
+    }
+
+    /// Fetches one manifest an index lists, as `d` names it (its digest
+    /// `id`), and checks that it is an image manifest of the index's
+    /// snapshot: its config is `config` (the id and size of the snapshot's
+    /// canonical manifest) and it lists layers.
+    fn fetch_part(
+        &self,
+        d: &mapping::Descriptor,
+        id: ObjectId,
+        config: (ObjectId, u64),
+        snapshot: ManifestDigest,
+    ) -> Result<Document> {
+        let part = self.fetch_document(&d.digest)?.ok_or_else(|| {
+            RemoteError::Protocol(format!(
+                "the index lists manifest {} that the registry does not have",
+                d.digest
+            ))
+        })?;
+        if ObjectId::of(&part) != id {
+            return Err(Error::Integrity(format!(
+                "the registry served a manifest for {} that hashes to sha256:{}",
+                d.digest,
+                ObjectId::of(&part)
+            )));
+        }
+        let part = Document::parse(&part)?;
+        if part.is_index() {
+            return Err(RemoteError::Protocol(
+                "the index lists another index; cestore writes one level only".into(),
+            )
+            .into());
+        }
+        let c = check_config(&part)?;
+        if (mapping::parse_digest(&c.digest)?, c.size) != config {
+            return Err(RemoteError::Protocol(format!(
+                "the index's manifest {} names another config ({}) than snapshot {snapshot}",
+                d.digest, c.digest
+            ))
+            .into());
+        }
+        if part.layers.is_empty() {
+            return Err(RemoteError::Protocol(format!(
+                "the index's manifest {} lists no layers",
+                d.digest
+            ))
+            .into());
+        }
+        Ok(part)
+    }
+
+    /// Resolves an image manifest: its config (the canonical manifest) and
+    /// what its layers carry.
+    fn resolve_manifest(
+        &self,
+        doc: &Document,
+        promised: Option<ManifestDigest>,
+    ) -> Result<Resolved> {
+        let config = check_config(doc)?;
+        let config_id = mapping::parse_digest(&config.digest)?;
+        let snapshot = ManifestDigest::from_bytes(*config_id.as_bytes());
+        check_promise(promised, snapshot)?;
+        let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
+        let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
+            .map_err(crate::store::adopt::AdoptError::from)?;
+        let mut collector = Collector::new(&manifest);
+        for l in &doc.layers {
+            collector.add(l)?;
+        }
+        Ok(Resolved {
+            media_type: mapping::MANIFEST_MEDIA_TYPE,
+            manifests: 1,
+            snapshot,
+            manifest_bytes,
+            manifest,
+            collector,
+        })
     }
 
     /// Fetches the document a reference names, with the snapshot digest the
     /// reference itself promises (a `sha256-<hex>` tag) and the document
     /// digest it pins (`@sha256:`).
-    #[allow(clippy::type_complexity)]
-    fn fetch_top(
-        &self,
-        reference: &SnapshotRef,
-    ) -> Result<(
-        Vec<u8>,
-        Option<crate::digest::ManifestDigest>,
-        Option<String>,
-    )> {
+    fn fetch_top(&self, reference: &SnapshotRef) -> Result<Top> {
+        let top = |bytes, promised, pinned| Top {
+            bytes,
+            promised,
+            pinned,
+        };
         Ok(match reference {
             SnapshotRef::Tag(tag) => {
                 let bytes = self
                     .fetch_document(tag)?
                     .ok_or_else(|| RemoteError::NotFound(self.full(tag)))?;
-                (bytes, super::tag_digest(tag), None)
+                top(bytes, super::tag_digest(tag), None)
             }
-            SnapshotRef::Digest(hex) => {
+            SnapshotRef::Digest(id) => {
                 // The snapshot's own digest is a tag; anything else must be a
                 // manifest's digest. (Asking for the config blob's digest as a
                 // manifest makes some registries answer 500, so the tag goes first.)
-                let tag = format!("sha256-{hex}");
+                let tag = format!("sha256-{id}");
                 match self.fetch_document(&tag)? {
-                    Some(bytes) => (bytes, super::tag_digest(&tag), None),
+                    Some(bytes) => top(bytes, super::tag_digest(&tag), None),
                     None => {
-                        let bytes =
-                            self.fetch_document(&format!("sha256:{hex}"))?
-                                .ok_or_else(|| {
-                                    RemoteError::NotFound(format!(
-                                        "{} (neither a snapshot's tag nor a manifest's digest)",
-                                        self.full(&format!("sha256:{hex}"))
-                                    ))
-                                })?;
-                        (bytes, None, Some(hex.clone()))
+                        let pinned = format!("sha256:{id}");
+                        let bytes = self.fetch_document(&pinned)?.ok_or_else(|| {
+                            RemoteError::NotFound(format!(
+                                "{} (neither a snapshot's tag nor a manifest's digest)",
+                                self.full(&pinned)
+                            ))
+                        })?;
+                        top(bytes, None, Some(*id))
                     }
                 }
             }
@@ -434,14 +425,16 @@ impl Remote for OciRemote {
     }
 
     fn resolve(&self, reference: &SnapshotRef) -> Result<Incoming> {
-        // The document, the snapshot digest the reference itself promises (a
-        // `sha256-<hex>` tag), and the document digest it promises (`@sha256:`).
-        let (bytes, promised, pinned) = self.fetch_top(reference)?;
+        let Top {
+            bytes,
+            promised,
+            pinned,
+        } = self.fetch_top(reference)?;
         let top = ObjectId::of(&bytes);
-        if let Some(hex) = pinned {
-            if top.to_hex() != hex {
+        if let Some(id) = pinned {
+            if top != id {
                 return Err(Error::Integrity(format!(
-                    "the registry served a manifest for sha256:{hex} that hashes to sha256:{top}"
+                    "the registry served a manifest for sha256:{id} that hashes to sha256:{top}"
                 )));
             }
         }
@@ -452,39 +445,18 @@ impl Remote for OciRemote {
         } else {
             1
         };
-        let (media_type, manifests, snapshot, manifest_bytes, manifest, collector) =
-            if doc.is_index() {
-                let (snapshot, manifest_bytes, manifest, collector, parts) =
-                    self.resolve_index(doc, promised)?;
-                (
-                    mapping::INDEX_MEDIA_TYPE,
-                    parts,
-                    snapshot,
-                    manifest_bytes,
-                    manifest,
-                    collector,
-                )
-            } else {
-                let config = check_config(&doc)?;
-                let config_id = mapping::parse_digest(&config.digest)?;
-                let snapshot = crate::digest::ManifestDigest::from_bytes(*config_id.as_bytes());
-                check_promise(promised, snapshot)?;
-                let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
-                let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
-                    .map_err(crate::store::adopt::AdoptError::from)?;
-                let mut collector = Collector::new(&manifest);
-                for l in &doc.layers {
-                    collector.add(l)?;
-                }
-                (
-                    mapping::MANIFEST_MEDIA_TYPE,
-                    1,
-                    snapshot,
-                    manifest_bytes,
-                    manifest,
-                    collector,
-                )
-            };
+        let Resolved {
+            media_type,
+            manifests,
+            snapshot,
+            manifest_bytes,
+            manifest,
+            collector,
+        } = if doc.is_index() {
+            self.resolve_index(doc, promised)?
+        } else {
+            self.resolve_manifest(&doc, promised)?
+        };
         let carriers = collector.carriers;
         pack::check(&manifest, &carriers)?;
         Ok(Incoming {
@@ -498,6 +470,73 @@ impl Remote for OciRemote {
             carriers,
             origin,
         })
+    }
+}
+
+/// The document a reference names, as [`OciRemote::fetch_top`] fetches it.
+struct Top {
+    /// The document's bytes.
+    bytes: Vec<u8>,
+    /// The snapshot the reference itself promises (a `sha256-<hex>` tag).
+    promised: Option<ManifestDigest>,
+    /// The document digest the reference pins (`@sha256:`).
+    pinned: Option<ObjectId>,
+}
+
+/// A record resolved down to its snapshot and what its layers carry.
+struct Resolved {
+    /// The record's media type: an image manifest or an index.
+    media_type: &'static str,
+    /// How many image manifests it is.
+    manifests: usize,
+    /// The snapshot it holds.
+    snapshot: ManifestDigest,
+    /// The snapshot's canonical manifest, as the config blob holds it.
+    manifest_bytes: Vec<u8>,
+    /// That manifest, parsed.
+    manifest: crate::manifest::Manifest,
+    /// What the layers carry.
+    collector: Collector,
+}
+
+/// The snapshot an index names: its annotation, which must agree with what
+/// the reference promised (either may be absent, not both). An index that
+/// lists no manifests, or more than a snapshot can need, is refused first.
+fn index_snapshot(
+    doc: &Document,
+    listed: &[mapping::Descriptor],
+    promised: Option<ManifestDigest>,
+) -> Result<ManifestDigest> {
+    if listed.is_empty() {
+        return Err(RemoteError::Protocol("the registry's index lists no manifests".into()).into());
+    }
+    if listed.len() > crate::policy::MAX_FILES {
+        return Err(RemoteError::Protocol(format!(
+            "the index lists {} manifests, more than a snapshot of at most {} files can need",
+            listed.len(),
+            crate::policy::MAX_FILES
+        ))
+        .into());
+    }
+    let annotated = match doc.annotations.get(mapping::SNAPSHOT_ANNOTATION) {
+        Some(hex) => Some(hex.parse::<ManifestDigest>().map_err(|_| {
+            RemoteError::Protocol(format!(
+                "the index's {} annotation '{hex}' is not a digest",
+                mapping::SNAPSHOT_ANNOTATION
+            ))
+        })?),
+        None => None,
+    };
+    match (promised, annotated) {
+        (Some(p), Some(a)) if p != a => Err(Error::Integrity(format!(
+            "the tag sha256-{p} names an index of snapshot {a}"
+        ))),
+        (Some(d), _) | (None, Some(d)) => Ok(d),
+        (None, None) => Err(RemoteError::Protocol(format!(
+            "the index names no snapshot (no {} annotation)",
+            mapping::SNAPSHOT_ANNOTATION
+        ))
+        .into()),
     }
 }
 
@@ -587,10 +626,7 @@ fn check_config(part: &Document) -> Result<&mapping::Descriptor> {
 }
 
 /// Checks that the snapshot a tag promises is the one its record names.
-fn check_promise(
-    promised: Option<crate::digest::ManifestDigest>,
-    snapshot: crate::digest::ManifestDigest,
-) -> Result<()> {
+fn check_promise(promised: Option<ManifestDigest>, snapshot: ManifestDigest) -> Result<()> {
     match promised {
         Some(p) if p != snapshot => Err(Error::Integrity(format!(
             "the tag sha256-{p} names a manifest whose config is snapshot {snapshot}"
@@ -614,7 +650,10 @@ mod tests {
         let hex = "A".repeat(64);
         let (a, r) = Address::parse(&format!("localhost:5000/a/b@sha256:{hex}")).unwrap();
         assert_eq!(a.repository, "a/b");
-        assert_eq!(r, Some(SnapshotRef::Digest("a".repeat(64))));
+        assert_eq!(
+            r,
+            Some(SnapshotRef::Digest("a".repeat(64).parse().unwrap()))
+        );
         for bad in [
             "noslash",
             "reg/",

@@ -1,0 +1,408 @@
+//! Judging: each digest the scan tallied looked up in the store (and with
+//! `--verify` re-hashed), and its rows' claims set against what the store
+//! holds.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::digest::ManifestDigest;
+use crate::error::Result;
+use crate::store::verify::{verify_store, Severity, VerifyOptions};
+use crate::store::Store;
+
+use super::*;
+
+/// A digest's standing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// In the store; every row claims its version (and, with `--verify`,
+    /// every object re-hashes right).
+    Ok,
+    /// Not in the store, and the registry had no copy it could take.
+    Unknown,
+    /// A row claims a version other than the snapshot's.
+    VersionMismatch,
+    /// `--verify` found an object that fails its re-hash.
+    Damaged,
+    /// Unknown, then fetched from `--registry` and verified.
+    Pulled,
+}
+
+impl Status {
+    /// The name as printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Unknown => "unknown",
+            Status::VersionMismatch => "version-mismatch",
+            Status::Damaged => "damaged",
+            Status::Pulled => "pulled",
+        }
+    }
+
+    /// Whether the digest passes.
+    pub fn passes(self) -> bool {
+        matches!(self, Status::Ok | Status::Pulled)
+    }
+}
+
+/// A version or an arm the rows claim, with how many rows and the first.
+#[derive(Debug, serde::Serialize)]
+pub struct Claimed<'a> {
+    /// The version or arm, [`cut`].
+    pub value: &'a str,
+    /// The rows that claim it.
+    pub rows: u64,
+    /// The first row that does.
+    pub first: Place<'a>,
+}
+
+/// A damaged object of a snapshot, from `--verify`.
+#[derive(Debug, serde::Serialize)]
+pub struct DamagedObject {
+    /// The problem's kind, as `verify` names it (`object-content`, …).
+    pub kind: &'static str,
+    /// The object's absolute path.
+    pub path: String,
+    /// What is wrong.
+    pub detail: String,
+}
+
+/// Everything the audit says about one digest: a view, made when asked, of
+/// what [`Digests`] holds compactly.
+#[derive(Debug, serde::Serialize)]
+pub struct DigestAudit<'a> {
+    /// The manifest digest.
+    pub manifest_digest: ManifestDigest,
+    /// Its standing.
+    pub status: Status,
+    /// The snapshot's version, or null when it is not in the store.
+    pub version: Option<&'a str>,
+    /// The versions the rows claim (non-strings in parentheses), at most
+    /// [`KEPT_VALUES`].
+    pub claimed_versions: Vec<Claimed<'a>>,
+    /// Rows claiming further versions.
+    pub claimed_versions_unlisted: u64,
+    /// The rows that name the digest.
+    pub rows: u64,
+    /// The arms of those rows, at most [`KEPT_VALUES`].
+    pub arms: Vec<Claimed<'a>>,
+    /// Rows of further arms.
+    pub arms_unlisted: u64,
+    /// The first row naming it.
+    pub first: Place<'a>,
+    /// The last row naming it.
+    pub last: Place<'a>,
+    /// With `--verify`, the objects that fail their re-hash.
+    pub damaged: &'a [DamagedObject],
+    /// Whether it was fetched from `--registry` by this audit.
+    pub pulled: bool,
+    /// With `--registry`, why the digest could not be pulled.
+    pub pull_error: Option<&'a str>,
+}
+
+/// Every distinct digest of the inputs, in digest order, held as the scan
+/// tallied it; serialized (and printed) one [`DigestAudit`] at a time.
+#[derive(Debug)]
+pub struct Digests {
+    pub(super) tallies: Vec<Tally>,
+    pub(super) values: Values,
+    pub(super) lines: Lines,
+    damaged: BTreeMap<ManifestDigest, Vec<DamagedObject>>,
+    pull_errors: BTreeMap<ManifestDigest, String>,
+}
+
+impl Digests {
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.tallies.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.tallies.is_empty()
+    }
+
+    /// Each digest's audit, in digest order.
+    pub fn iter(&self) -> impl Iterator<Item = DigestAudit<'_>> {
+        self.tallies.iter().map(|t| self.audit(t))
+    }
+
+    fn status(&self, t: &Tally) -> Status {
+        let Some(stored) = t.stored else {
+            return Status::Unknown;
+        };
+        if self.damaged.contains_key(&t.digest) {
+            Status::Damaged
+        } else if t.versions.unlisted() > 0 || t.versions.iter().any(|c| c.value != stored) {
+            Status::VersionMismatch
+        } else if t.pulled {
+            Status::Pulled
+        } else {
+            Status::Ok
+        }
+    }
+
+    pub(super) fn audit<'a>(&'a self, t: &'a Tally) -> DigestAudit<'a> {
+        DigestAudit {
+            manifest_digest: t.digest,
+            status: self.status(t),
+            version: t.stored.map(|v| self.values.get(v)),
+            claimed_versions: t.versions.report(&self.values, &self.lines),
+            claimed_versions_unlisted: t.versions.unlisted(),
+            rows: t.rows,
+            arms: t.arms.report(&self.values, &self.lines),
+            arms_unlisted: t.arms.unlisted(),
+            first: self.lines.place(t.first),
+            last: self.lines.place(t.last),
+            damaged: self.damaged.get(&t.digest).map_or(&[], Vec::as_slice),
+            pulled: t.pulled,
+            pull_error: self.pull_errors.get(&t.digest).map(String::as_str),
+        }
+    }
+}
+
+impl serde::Serialize for Digests {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+/// The report of an audit.
+#[derive(Debug, serde::Serialize)]
+pub struct AuditReport {
+    /// The fields read.
+    pub fields: Fields,
+    /// Each input as read.
+    pub inputs: Vec<Input>,
+    /// The rows, over all inputs.
+    pub rows: u64,
+    /// One entry per distinct digest, in digest order.
+    pub digests: Digests,
+    /// How many rows break a rule.
+    pub row_problem_count: u64,
+    /// The first [`LISTED`] of them, in input order.
+    pub row_problems: Vec<RowProblem>,
+    /// How many lines are not rows, over all inputs.
+    pub malformed_count: u64,
+    /// The most row problems, and malformed lines per input, listed.
+    pub listed_at_most: usize,
+    /// Whether objects were re-hashed (`--verify`).
+    pub verified: bool,
+    /// The registry unknown digests were pulled from, or null.
+    pub registry: Option<String>,
+    /// Whether everything passed.
+    pub passed: bool,
+    /// The one-line verdict.
+    pub verdict: String,
+}
+
+/// How to judge the digests.
+pub struct JudgeOptions<'a> {
+    /// Re-hash every snapshot's objects.
+    pub verify: bool,
+    /// Whether a progress line may be drawn.
+    pub progress: bool,
+    /// The registry pulled from, if any.
+    pub registry: Option<&'a str>,
+    /// The digests pulled from it.
+    pub pulled: &'a BTreeSet<ManifestDigest>,
+    /// The digests it could not give, and why.
+    pub pull_errors: &'a BTreeMap<ManifestDigest, String>,
+}
+
+/// Every snapshot of the store with its version, asked once rather than
+/// once per digest of the inputs.
+fn stored_versions(store: &Store) -> Result<HashMap<ManifestDigest, String>> {
+    Ok(store
+        .catalogue()
+        .snapshots(None, None)?
+        .into_iter()
+        .map(|s| (s.digest, s.version))
+        .collect())
+}
+
+/// The digests of `scan` the store does not hold.
+pub fn unknown(store: &Store, scan: &Scan) -> Result<Vec<ManifestDigest>> {
+    let stored = stored_versions(store)?;
+    Ok(scan.digests().filter(|d| !stored.contains_key(d)).collect())
+}
+
+/// Looks every digest up in the store and decides its status.
+pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<AuditReport> {
+    let Scan {
+        fields,
+        inputs,
+        lines,
+        mut tallies,
+        index: _,
+        mut values,
+        problems,
+        problem_count,
+        with_fields,
+    } = scan;
+    let stored = stored_versions(store)?;
+    let mut held: Vec<ManifestDigest> = Vec::new();
+    for t in &mut tallies {
+        if let Some(v) = stored.get(&t.digest) {
+            held.push(t.digest);
+            // No id left for the version is no version known: unknown.
+            t.stored = values.id(v);
+        }
+        t.pulled = opts.pulled.contains(&t.digest);
+    }
+    drop(stored);
+    let damaged = if opts.verify && !held.is_empty() {
+        damaged_objects(store, &held, opts.progress)?
+    } else {
+        BTreeMap::new()
+    };
+    let row_problems: Vec<RowProblem> = problems
+        .into_iter()
+        .map(|(at, kind, arm, detail)| {
+            let place = lines.place(at);
+            RowProblem {
+                file: place.file.to_string(),
+                line: place.line,
+                kind,
+                arm,
+                detail,
+            }
+        })
+        .collect();
+    let digests = Digests {
+        tallies,
+        values,
+        lines,
+        damaged,
+        pull_errors: opts.pull_errors.clone(),
+    };
+    let malformed_count = inputs.iter().map(|i| i.malformed_count).sum();
+    let rows = inputs.iter().map(|i| i.rows).sum();
+    let mut by: BTreeMap<Status, usize> = BTreeMap::new();
+    for d in digests.iter() {
+        *by.entry(d.status).or_default() += 1;
+    }
+    let empty = nothing_audited(&fields, rows, with_fields);
+    let passed = by.keys().all(|s| s.passes()) && problem_count == 0 && empty.is_none();
+    let verdict = verdict(
+        &by,
+        digests.len(),
+        problem_count,
+        malformed_count,
+        rows,
+        empty.as_deref(),
+        passed,
+    );
+    Ok(AuditReport {
+        fields,
+        inputs,
+        rows,
+        digests,
+        row_problem_count: problem_count,
+        row_problems,
+        malformed_count,
+        listed_at_most: LISTED,
+        verified: opts.verify,
+        registry: opts.registry.map(str::to_string),
+        passed,
+        verdict,
+    })
+}
+
+/// Re-hashes the snapshots the store holds of `held` and gathers, by
+/// snapshot, what corruption `verify` finds.
+fn damaged_objects(
+    store: &Store,
+    held: &[ManifestDigest],
+    progress: bool,
+) -> Result<BTreeMap<ManifestDigest, Vec<DamagedObject>>> {
+    let hexes: Vec<String> = held.iter().map(ManifestDigest::to_hex).collect();
+    let report = verify_store(
+        store,
+        &VerifyOptions {
+            digests: &hexes,
+            repair_from: None,
+            progress,
+        },
+    )?;
+    let mut damaged: BTreeMap<ManifestDigest, Vec<DamagedObject>> = BTreeMap::new();
+    for p in report
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Corruption)
+    {
+        // A problem of the catalogue itself touches every snapshot.
+        let hit: &[ManifestDigest] = if p.snapshots.is_empty() {
+            held
+        } else {
+            &p.snapshots
+        };
+        for d in hit {
+            damaged.entry(*d).or_default().push(DamagedObject {
+                kind: p.kind,
+                path: p.path.clone(),
+                detail: p.detail.clone(),
+            });
+        }
+    }
+    Ok(damaged)
+}
+
+/// Why nothing was audited, if so. Lines that are not rows are listed, but
+/// do not fail the audit: the harness skips them (a line cut short by a
+/// killed writer is one). Inputs with no row, or whose rows carry none of
+/// the fields, are not results files of these fields, though.
+fn nothing_audited(fields: &Fields, rows: u64, with_fields: u64) -> Option<String> {
+    if rows == 0 {
+        Some("no line is a row (a JSON object)".to_string())
+    } else if with_fields == 0 {
+        Some(format!(
+            "no row carries {}, {} or {} (see --digest-field, --version-field, --arm-field)",
+            fields.digest, fields.version, fields.arm
+        ))
+    } else {
+        None
+    }
+}
+
+fn verdict(
+    by: &BTreeMap<Status, usize>,
+    digests: usize,
+    problems: u64,
+    malformed: u64,
+    rows: u64,
+    empty: Option<&str>,
+    passed: bool,
+) -> String {
+    let statuses: Vec<String> = by
+        .iter()
+        .map(|(s, n)| format!("{n} {}", s.as_str()))
+        .collect();
+    let mut parts = vec![format!(
+        "{} ({})",
+        crate::error::counted(digests, "digest", "digests"),
+        if statuses.is_empty() {
+            "none".to_string()
+        } else {
+            statuses.join(", ")
+        }
+    )];
+    parts.push(crate::error::counted(
+        problems,
+        "row problem",
+        "row problems",
+    ));
+    parts.push(crate::error::counted(
+        malformed,
+        "malformed line",
+        "malformed lines",
+    ));
+    format!(
+        "{}: {}{} in {}",
+        if passed { "PASS" } else { "FAIL" },
+        empty.map(|e| format!("{e}: ")).unwrap_or_default(),
+        parts.join(", "),
+        crate::error::counted(rows, "row", "rows")
+    )
+}

@@ -1,0 +1,63 @@
+//! Auditing a results file: every manifest digest its rows name, checked
+//! against the store, and every row checked against the reference's arm rule.
+//!
+//! A results file is JSON Lines, one run per line, as the benchmark harness
+//! writes it: each row carries an arm, and the rows of the `ce_*` arms the
+//! plugin's version and manifest digest. [`scan`] reads the files once, as a
+//! stream: a line is parsed in place, only the three fields asked for are
+//! taken out of it, and only one tally per distinct digest is kept, so that
+//! memory grows with the digests, not the rows. [`judge`] then looks each
+//! digest up in the store (and with `--verify` re-hashes its objects).
+//!
+//! Every list that grows with the rows (row problems, malformed lines, the
+//! versions and arms of one digest) keeps at most [`LISTED`] or
+//! [`KEPT_VALUES`] entries and counts the rest; every string taken from a
+//! row is [`cut`] to 80 characters as it is read; a distinct digest costs a
+//! fixed 128-byte tally, and the report is made from the tallies one digest
+//! at a time.
+//!
+//! The three steps are three modules: `read` (the inputs opened, cut into
+//! lines and parsed for the fields), `scan` (the rows tallied by digest) and
+//! `judge` (the tallies set against the store); what they share stays
+//! private to this module.
+
+mod judge;
+mod read;
+mod scan;
+#[cfg(test)]
+mod tests;
+
+pub use judge::*;
+pub use read::*;
+pub use scan::*;
+
+/// The most row problems, and malformed lines per input, listed by line
+/// number; more are counted, not listed.
+pub const LISTED: usize = 1000;
+
+/// The most distinct versions and arms listed for one digest; rows beyond
+/// them are counted.
+pub const KEPT_VALUES: usize = 16;
+
+/// The longest line parsed; a longer one is a malformed line, skipped
+/// without being held in memory.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// The largest zstd window accepted (16 MiB), so that a frame cannot make
+/// audit hold more; a frame that asks for more is an error.
+pub const ZSTD_WINDOW_LOG_MAX: u32 = 24;
+
+/// How much of the input is read at once.
+const CHUNK: usize = 4 << 20;
+
+/// The most characters of a bad value quoted in a problem.
+pub const QUOTED: usize = 80;
+
+/// The harness's digest field.
+pub const DEFAULT_DIGEST_FIELD: &str = "ce_plugin_manifest_digest";
+
+/// The harness's version field.
+pub const DEFAULT_VERSION_FIELD: &str = "ce_plugin_version";
+
+/// The harness's arm field.
+pub const DEFAULT_ARM_FIELD: &str = "arm";

@@ -1,0 +1,347 @@
+//! The `snapshots` table: one row per snapshot, with its canonical manifest,
+//! and the ingest that records one (its file rows and events with it).
+
+use rusqlite::{params, OptionalExtension};
+
+use super::events::insert_event;
+use super::files::insert_files;
+use super::{errors, immediate, Catalogue, IngestEvent, NOW};
+use crate::digest::{DigestPrefix, ManifestDigest};
+use crate::error::{Error, Result};
+use crate::manifest::Entry;
+
+/// The reference's six provenance fields, exactly as it names them.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Provenance {
+    /// The plugin name.
+    pub name: String,
+    /// The release version.
+    pub version: String,
+    /// The manifest schema version.
+    pub manifest_schema_version: i64,
+    /// The manifest digest.
+    pub manifest_digest: ManifestDigest,
+    /// The number of files.
+    pub file_count: i64,
+    /// The bytes of all files together.
+    pub total_bytes: i64,
+}
+
+impl From<&SnapshotRow> for Provenance {
+    fn from(row: &SnapshotRow) -> Self {
+        Provenance {
+            name: row.name.clone(),
+            version: row.version.clone(),
+            manifest_schema_version: row.schema_version,
+            manifest_digest: row.digest,
+            file_count: row.file_count,
+            total_bytes: row.total_bytes,
+        }
+    }
+}
+
+/// Resolves a digest or unique prefix typed by a user.
+pub fn resolve(cat: &Catalogue, text: &str) -> Result<ManifestDigest> {
+    let prefix: DigestPrefix = text
+        .parse()
+        .map_err(|e| Error::Usage(format!("'{text}' is not a digest or digest prefix: {e}")))?;
+    cat.resolve(&prefix)
+}
+
+/// A snapshot's summary row.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SnapshotRow {
+    /// The manifest digest.
+    #[serde(rename = "manifest_digest")]
+    pub digest: ManifestDigest,
+    /// The plugin name.
+    pub name: String,
+    /// The release version.
+    pub version: String,
+    /// The manifest schema version.
+    #[serde(rename = "manifest_schema_version")]
+    pub schema_version: i64,
+    /// The number of files.
+    pub file_count: i64,
+    /// The bytes of all files together.
+    pub total_bytes: i64,
+    /// When the snapshot was first ingested (UTC, RFC 3339).
+    pub first_ingested_at: String,
+}
+
+/// What an ingest adds to the catalogue.
+pub struct NewSnapshot<'a> {
+    /// The snapshot's summary.
+    pub name: &'a str,
+    /// The release version.
+    pub version: &'a str,
+    /// The digest of `manifest`.
+    pub digest: ManifestDigest,
+    /// The canonical manifest bytes.
+    pub manifest: &'a [u8],
+    /// The entries `manifest` encodes.
+    pub entries: &'a [Entry],
+    /// When it was first ingested, when that is known from elsewhere (a
+    /// recovered row); now when `None`.
+    pub first_ingested_at: Option<&'a str>,
+}
+
+impl Catalogue {
+    /// Whether a snapshot with this digest is recorded.
+    pub fn has_snapshot(&self, digest: &ManifestDigest) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM snapshots WHERE digest = ?1",
+                [digest.to_hex()],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|r| r.is_some())
+            .map_err(self.err("look up a snapshot"))
+    }
+
+    /// Records an ingest: the snapshot and its files when new, the event
+    /// always, `origin` (where an adopted snapshot was first ingested) before
+    /// it when the snapshot is new, and `repairs` (events of objects it
+    /// mended) after it, in one transaction.
+    pub fn record_ingest(
+        &mut self,
+        snap: &NewSnapshot<'_>,
+        origin: Option<&IngestEvent>,
+        event: &IngestEvent,
+        repairs: &[IngestEvent],
+    ) -> Result<RecordedIngest> {
+        let err = errors(&self.path);
+        // A new snapshot, or a repair, survives a power loss once reported;
+        // one more event for a snapshot already recorded is not worth a
+        // flush. (SQLite fixes the level outside the transaction: should the
+        // snapshot vanish meanwhile, the transaction is made again durably.)
+        let mut durable = !repairs.is_empty() || !self.has_snapshot(&snap.digest)?;
+        loop {
+            self.conn
+                .execute_batch(if durable {
+                    "PRAGMA synchronous = FULL"
+                } else {
+                    "PRAGMA synchronous = NORMAL"
+                })
+                .map_err(err("choose the commit's durability"))?;
+            let tx = immediate(&mut self.conn).map_err(err("begin the ingest"))?;
+            let inserted = tx
+                .execute(
+                    &format!(
+                        "INSERT OR IGNORE INTO snapshots
+                         (digest, name, version, schema_version, file_count, total_bytes, manifest, first_ingested_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(?8, {NOW}))"
+                    ),
+                    params![
+                        snap.digest.to_hex(),
+                        snap.name,
+                        snap.version,
+                        crate::manifest::SCHEMA_VERSION,
+                        snap.entries.len() as i64,
+                        snap.entries.iter().map(|e| e.size).sum::<u64>() as i64,
+                        snap.manifest,
+                        snap.first_ingested_at,
+                    ],
+                )
+                .map_err(err("record the snapshot"))?
+                == 1;
+            if inserted && !durable {
+                durable = true;
+                continue;
+            }
+            if inserted {
+                let id = tx.last_insert_rowid();
+                insert_files(&tx, id, snap.entries).map_err(err("record a file row"))?;
+            }
+            if let Some(origin) = origin.filter(|_| inserted) {
+                insert_event(&tx, origin).map_err(err("record where the snapshot came from"))?;
+            }
+            insert_event(&tx, event).map_err(err("record the ingest event"))?;
+            let event_id = tx.last_insert_rowid();
+            for repair in repairs {
+                insert_event(&tx, repair).map_err(err("record a repair event"))?;
+            }
+            tx.commit().map_err(err("commit the ingest"))?;
+            if durable {
+                self.conn
+                    .execute_batch("PRAGMA synchronous = NORMAL")
+                    .map_err(err("choose the commit's durability"))?;
+            }
+            return Ok(RecordedIngest {
+                new_snapshot: inserted,
+                event_id,
+            });
+        }
+    }
+
+    /// Takes back an ingest whose command then failed: its event, and the
+    /// snapshot too when that ingest recorded it and nothing else uses it
+    /// yet (no view, no other event). `forget` runs, inside the same
+    /// transaction, when the snapshot goes. Returns whether it went.
+    pub fn undo_ingest(
+        &mut self,
+        digest: &ManifestDigest,
+        done: &RecordedIngest,
+        forget: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
+        let err = errors(&self.path);
+        let tx = immediate(&mut self.conn).map_err(err("begin taking back an ingest"))?;
+        tx.execute("DELETE FROM ingests WHERE id = ?1", [done.event_id])
+            .map_err(err("take back an ingest event"))?;
+        let forgotten = done.new_snapshot
+            && tx
+                .execute(
+                    "DELETE FROM snapshots WHERE digest = ?1
+                     AND NOT EXISTS (SELECT 1 FROM views v WHERE v.snapshot_id = snapshots.id)
+                     AND NOT EXISTS (SELECT 1 FROM ingests i WHERE i.digest = ?1)",
+                    [digest.to_hex()],
+                )
+                .map_err(err("take back a snapshot"))?
+                == 1;
+        if forgotten {
+            forget()?;
+        }
+        tx.commit().map_err(err("commit taking back an ingest"))?;
+        Ok(forgotten)
+    }
+
+    /// Resolves a digest or unique prefix to one snapshot's digest.
+    pub fn resolve(&self, prefix: &DigestPrefix) -> Result<ManifestDigest> {
+        let lo = prefix.as_str().to_string();
+        let hi = format!("{lo}g");
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT digest FROM snapshots WHERE digest >= ?1 AND digest < ?2 ORDER BY digest LIMIT 11")
+            .map_err(self.err("prepare a digest lookup"))?;
+        let matches: Vec<String> = stmt
+            .query_map([&lo, &hi], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("look up a digest prefix"))?;
+        match matches.as_slice() {
+            [] => Err(Error::UnknownDigest {
+                prefix: prefix.to_string(),
+            }),
+            [one] => one.parse().map_err(|_| {
+                Error::Integrity(format!("the catalogue holds a malformed digest '{one}'"))
+            }),
+            _ => Err(Error::AmbiguousDigest {
+                prefix: prefix.to_string(),
+                matches: matches.clone(),
+            }),
+        }
+    }
+
+    /// A snapshot's summary row.
+    pub fn snapshot(&self, digest: &ManifestDigest) -> Result<SnapshotRow> {
+        self.conn
+            .query_row(
+                &format!("{SNAPSHOT_SELECT} WHERE digest = ?1"),
+                [digest.to_hex()],
+                snapshot_row,
+            )
+            .optional()
+            .map_err(self.err("read a snapshot"))?
+            .ok_or_else(|| Error::UnknownDigest {
+                prefix: digest.to_hex(),
+            })
+    }
+
+    /// Every snapshot, optionally filtered by version and name, oldest first.
+    pub fn snapshots(&self, version: Option<&str>, name: Option<&str>) -> Result<Vec<SnapshotRow>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "{SNAPSHOT_SELECT} WHERE (?1 IS NULL OR version = ?1) AND (?2 IS NULL OR name = ?2)
+                 ORDER BY first_ingested_at, digest"
+            ))
+            .map_err(self.err("prepare the snapshot list"))?;
+        stmt.query_map(params![version, name], snapshot_row)
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("list snapshots"))
+    }
+
+    /// A snapshot's canonical manifest bytes, exactly as stored.
+    pub fn manifest_bytes(&self, digest: &ManifestDigest) -> Result<Vec<u8>> {
+        self.conn
+            .query_row(
+                "SELECT manifest FROM snapshots WHERE digest = ?1",
+                [digest.to_hex()],
+                |r| r.get(0),
+            )
+            .map_err(self.err("read a manifest"))
+    }
+
+    /// Forgets a snapshot and, with `force`, its view records, in one
+    /// transaction; without `force`, refuses while views of it are recorded.
+    /// `forget` runs inside the transaction, after the rows are deleted.
+    /// Returns the view records forgotten.
+    pub fn remove_snapshot(
+        &mut self,
+        digest: &ManifestDigest,
+        force: bool,
+        forget: impl FnOnce() -> Result<()>,
+    ) -> Result<Vec<String>> {
+        let err = errors(&self.path);
+        let hex = digest.to_hex();
+        let tx = immediate(&mut self.conn).map_err(err("begin forgetting a snapshot"))?;
+        let views: Vec<String> = tx
+            .prepare(
+                "SELECT v.path FROM views v JOIN snapshots s ON s.id = v.snapshot_id
+                 WHERE s.digest = ?1 ORDER BY v.path",
+            )
+            .and_then(|mut stmt| stmt.query_map([&hex], |r| r.get(0))?.collect())
+            .map_err(err("list a snapshot's views"))?;
+        if !views.is_empty() && !force {
+            return Err(Error::Conflict(format!(
+                "{digest} has {} recorded {} ({}); discard {} first, or pass --force",
+                views.len(),
+                if views.len() == 1 { "view" } else { "views" },
+                views.join(", "),
+                if views.len() == 1 { "it" } else { "them" },
+            )));
+        }
+        tx.execute(
+            "DELETE FROM views WHERE snapshot_id = (SELECT id FROM snapshots WHERE digest = ?1)",
+            [&hex],
+        )
+        .map_err(err("forget a snapshot's views"))?;
+        let removed = tx
+            .execute("DELETE FROM snapshots WHERE digest = ?1", [&hex])
+            .map_err(err("forget a snapshot"))?;
+        if removed == 0 {
+            return Err(Error::UnknownDigest { prefix: hex });
+        }
+        forget()?;
+        tx.commit().map_err(err("commit forgetting a snapshot"))?;
+        Ok(views)
+    }
+}
+
+/// What [`Catalogue::record_ingest`] recorded.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecordedIngest {
+    /// Whether the snapshot was new.
+    pub new_snapshot: bool,
+    /// The event's row id.
+    pub event_id: i64,
+}
+
+/// The summary columns of `snapshots`, in the order [`snapshot_row`] reads.
+pub(super) const SNAPSHOT_SELECT: &str =
+    "SELECT digest, name, version, schema_version, file_count, total_bytes, first_ingested_at FROM snapshots";
+
+/// A row of [`SNAPSHOT_SELECT`].
+pub(super) fn snapshot_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SnapshotRow> {
+    let (digest, name, version, schema_version, file_count, total_bytes, first_ingested_at) =
+        r.try_into()?;
+    Ok(SnapshotRow {
+        digest,
+        name,
+        version,
+        schema_version,
+        file_count,
+        total_bytes,
+        first_ingested_at,
+    })
+}

@@ -1,0 +1,581 @@
+//! The catalogue's tests.
+
+use super::*;
+use crate::digest::ObjectId;
+use crate::manifest::Entry;
+use crate::manifest::Manifest;
+use std::cell::Cell;
+
+fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
+    Entry::of(path, data, executable)
+}
+
+fn manifest(tag: &str) -> Manifest {
+    Manifest::new(vec![
+        entry("bin/run", format!("#!{tag}\n").as_bytes(), true),
+        entry(&format!("skills/{tag}.md"), b"hello world\n", false),
+    ])
+}
+
+fn snap<'a>(m: &'a Manifest, version: &'a str) -> NewSnapshot<'a> {
+    NewSnapshot {
+        name: "plug",
+        version,
+        digest: m.digest,
+        manifest: &m.bytes,
+        entries: &m.entries,
+        first_ingested_at: None,
+    }
+}
+
+fn event(digest: ManifestDigest, kind: &str, source: &str) -> IngestEvent {
+    IngestEvent {
+        digest,
+        event: kind.into(),
+        at: String::new(),
+        source: source.into(),
+        host: "host".into(),
+        user: "user".into(),
+        tool_version: "0.0.0".into(),
+        new_objects: 2,
+        reused_objects: 0,
+    }
+}
+
+fn view(path: &str, digest: ManifestDigest) -> ViewRow {
+    ViewRow {
+        path: path.into(),
+        digest,
+        kind: ViewKind::Checkout,
+        method: "hardlink".into(),
+        linked: 2,
+        copied: 0,
+        created_at: String::new(),
+        root_id: Some((7, 42)),
+    }
+}
+
+/// Records an ingest of `m` at `version` from `source`.
+fn ingest(cat: &mut Catalogue, m: &Manifest, version: &str, source: &str) -> RecordedIngest {
+    cat.record_ingest(
+        &snap(m, version),
+        None,
+        &event(m.digest, "ingest", source),
+        &[],
+    )
+    .unwrap()
+}
+
+fn fresh(dir: &Path) -> Catalogue {
+    Catalogue::open(&dir.join("catalogue.sqlite"), || Ok(false)).unwrap()
+}
+
+/// The kinds of a snapshot's events, oldest first.
+fn kinds(cat: &Catalogue, d: &ManifestDigest) -> Vec<String> {
+    cat.ingests(Some(d))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect()
+}
+
+/// The sorted names in a directory.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn remote_blobs_keep_the_last_repository_per_registry_and_blob() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let (x, y) = (ObjectId::of(b"x"), ObjectId::of(b"y"));
+    assert!(cat.remote_blobs("reg:5000").unwrap().is_empty());
+    cat.record_remote_blobs("reg:5000", "a/one", &[x, y])
+        .unwrap();
+    cat.record_remote_blobs("reg:5000", "a/two", &[y]).unwrap();
+    cat.record_remote_blobs("other", "a/one", &[x]).unwrap();
+    let found = cat.remote_blobs("reg:5000").unwrap();
+    assert_eq!(found.len(), 2);
+    assert_eq!(found[&x], "a/one");
+    assert_eq!(found[&y], "a/two");
+    assert_eq!(cat.remote_blobs("other").unwrap().len(), 1);
+    assert!(cat.remote_blobs("nowhere").unwrap().is_empty());
+}
+
+#[test]
+fn a_new_catalogue_is_created_at_the_current_schema_and_reopens() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("catalogue.sqlite");
+    let asked = Cell::new(0);
+    let cat = Catalogue::open(&path, || {
+        asked.set(asked.get() + 1);
+        Ok(false)
+    })
+    .unwrap();
+    assert_eq!(
+        asked.get(),
+        1,
+        "a missing catalogue asks whether data exists"
+    );
+    assert_eq!(cat.path(), path);
+    assert!(cat.snapshots(None, None).unwrap().is_empty());
+    let other = Connection::open(&path).unwrap();
+    assert_eq!(
+        Catalogue::user_version(&other).unwrap(),
+        SCHEMA_VERSION,
+        "every migration is applied"
+    );
+    let mode: String = other
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    drop(other);
+    drop(cat);
+    // A catalogue with a schema is opened without asking.
+    let again = Catalogue::open(&path, || -> Result<bool> {
+        panic!("holds_data must not be asked of a sound catalogue")
+    })
+    .unwrap();
+    assert!(again.integrity_problems().unwrap().is_empty());
+}
+
+#[test]
+fn a_new_snapshot_records_rows_origin_event_and_repairs_in_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    let mut new = snap(&m, "1.0.0");
+    new.first_ingested_at = Some("2020-01-02T03:04:05.000Z");
+    let origin = Origin {
+        at: "2019-12-31T00:00:00.000Z".into(),
+        host: "far".into(),
+        user: "someone".into(),
+        source: "/src/a".into(),
+        tool_version: "0.0.1".into(),
+    };
+    let repair = event(m.digest, "repair", "/src/a");
+    let done = cat
+        .record_ingest(
+            &new,
+            Some(&origin.event(m.digest)),
+            &event(m.digest, "ingest", "/here"),
+            std::slice::from_ref(&repair),
+        )
+        .unwrap();
+    assert!(done.new_snapshot);
+    assert_eq!(kinds(&cat, &m.digest), ["origin", "ingest", "repair"]);
+    let other = Connection::open(cat.path()).unwrap();
+    let (kind, source): (String, String) = other
+        .query_row(
+            "SELECT event, source FROM ingests WHERE id = ?1",
+            [done.event_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((kind.as_str(), source.as_str()), ("ingest", "/here"));
+
+    let row = cat.snapshot(&m.digest).unwrap();
+    assert_eq!(row.name, "plug");
+    assert_eq!(row.version, "1.0.0");
+    assert_eq!(row.file_count, 2);
+    assert_eq!(row.total_bytes, m.total_bytes() as i64);
+    assert_eq!(row.first_ingested_at, "2020-01-02T03:04:05.000Z");
+    assert_eq!(cat.manifest_bytes(&m.digest).unwrap(), m.bytes);
+    assert_eq!(cat.files(&m.digest).unwrap(), m.entries);
+    assert_eq!(cat.origin(&m.digest).unwrap(), Some(origin));
+    let live = cat.live_objects().unwrap();
+    assert_eq!(live.len(), 2);
+    assert!(m.entries.iter().all(|e| live.contains(&e.key())));
+}
+
+#[test]
+fn a_repeat_ingest_records_only_its_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    let first = cat
+        .record_ingest(
+            &snap(&m, "1.0.0"),
+            None,
+            &event(m.digest, "ingest", "/one"),
+            &[],
+        )
+        .unwrap();
+    let origin = event(m.digest, "origin", "/elsewhere");
+    // A repeat under another version keeps the first row as it was.
+    let second = cat
+        .record_ingest(
+            &snap(&m, "9.9.9"),
+            Some(&origin),
+            &event(m.digest, "ingest", "/two"),
+            &[event(m.digest, "repair", "/two")],
+        )
+        .unwrap();
+    assert!(first.new_snapshot);
+    assert!(!second.new_snapshot);
+    assert!(second.event_id > first.event_id);
+    assert_eq!(kinds(&cat, &m.digest), ["ingest", "ingest", "repair"]);
+    assert_eq!(cat.snapshot(&m.digest).unwrap().version, "1.0.0");
+    assert_eq!(cat.snapshots(None, None).unwrap().len(), 1);
+    assert_eq!(cat.files(&m.digest).unwrap().len(), 2);
+    assert_eq!(cat.origin(&m.digest).unwrap().unwrap().source, "/one");
+    let (first_at, last_at, count) = cat.ingest_summary(&m.digest).unwrap();
+    assert_eq!(count, 3);
+    assert!(first_at.is_some() && first_at <= last_at);
+}
+
+#[test]
+fn undo_forgets_a_snapshot_only_its_own_ingest_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    let done = ingest(&mut cat, &m, "1", "/");
+    let called = Cell::new(false);
+    let gone = cat
+        .undo_ingest(&m.digest, &done, || {
+            called.set(true);
+            Ok(())
+        })
+        .unwrap();
+    assert!(gone);
+    assert!(called.get());
+    assert!(!cat.has_snapshot(&m.digest).unwrap());
+    assert!(cat.ingests(None).unwrap().is_empty());
+    assert!(cat.files(&m.digest).unwrap().is_empty(), "file rows go too");
+}
+
+#[test]
+fn undo_keeps_a_snapshot_something_else_uses() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let never = || -> Result<()> { panic!("forget must not run while the snapshot stays") };
+
+    // A repeat ingest did not record the snapshot.
+    let m = manifest("a");
+    ingest(&mut cat, &m, "1", "/1");
+    let repeat = ingest(&mut cat, &m, "1", "/2");
+    assert!(!cat.undo_ingest(&m.digest, &repeat, never).unwrap());
+    assert!(cat.has_snapshot(&m.digest).unwrap());
+    let left = cat.ingests(Some(&m.digest)).unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].source, "/1", "only the undone event goes");
+
+    // Another ingest of it was recorded meanwhile.
+    let b = manifest("b");
+    let first = ingest(&mut cat, &b, "1", "/1");
+    ingest(&mut cat, &b, "1", "/2");
+    assert!(!cat.undo_ingest(&b.digest, &first, never).unwrap());
+    assert!(cat.has_snapshot(&b.digest).unwrap());
+    assert_eq!(cat.ingests(Some(&b.digest)).unwrap()[0].source, "/2");
+
+    // A view of it was recorded meanwhile.
+    let c = manifest("c");
+    let done = ingest(&mut cat, &c, "1", "/");
+    cat.add_view(&view("/views/c", c.digest)).unwrap();
+    assert!(!cat.undo_ingest(&c.digest, &done, never).unwrap());
+    assert!(cat.has_snapshot(&c.digest).unwrap());
+    assert!(cat.ingests(Some(&c.digest)).unwrap().is_empty());
+}
+
+#[test]
+fn a_failing_forget_leaves_the_ingest_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    let done = ingest(&mut cat, &m, "1", "/");
+    let err = cat
+        .undo_ingest(&m.digest, &done, || Err(Error::Integrity("no".into())))
+        .unwrap_err();
+    assert!(matches!(err, Error::Integrity(ref s) if s == "no"));
+    // The deletions ran in the transaction `forget` failed inside.
+    assert!(cat.has_snapshot(&m.digest).unwrap());
+    assert_eq!(kinds(&cat, &m.digest), ["ingest"]);
+    assert_eq!(cat.files(&m.digest).unwrap(), m.entries);
+}
+
+#[test]
+fn add_view_records_a_view_of_a_recorded_snapshot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    ingest(&mut cat, &m, "1.2", "/");
+    let row = cat.add_view(&view("/v/one", m.digest)).unwrap();
+    assert_eq!((row.digest, row.version.as_str()), (m.digest, "1.2"));
+    let got = cat.view("/v/one").unwrap().unwrap();
+    assert_eq!(got.digest, m.digest);
+    assert_eq!(got.root_id, Some((7, 42)));
+    assert!(!got.created_at.is_empty());
+    assert!(cat.remove_view("/v/one").unwrap());
+    assert!(!cat.remove_view("/v/one").unwrap());
+    assert!(cat.view("/v/one").unwrap().is_none());
+}
+
+#[test]
+fn add_view_of_a_forgotten_snapshot_is_a_conflict_and_records_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    ingest(&mut cat, &m, "1", "/");
+    cat.remove_snapshot(&m.digest, false, || Ok(())).unwrap();
+    let err = cat.add_view(&view("/v/late", m.digest)).unwrap_err();
+    assert!(
+        matches!(err, Error::Conflict(ref s) if s.contains("/v/late") && s.contains(&m.digest.to_hex())),
+        "{err}"
+    );
+    assert!(cat.views(None).unwrap().is_empty());
+    assert!(cat.view("/v/late").unwrap().is_none());
+}
+
+#[test]
+fn remove_snapshot_refuses_while_views_exist_unless_forced() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    let keep = manifest("b");
+    for s in [&m, &keep] {
+        ingest(&mut cat, s, "1", "/");
+    }
+    cat.add_view(&view("/v/b", m.digest)).unwrap();
+    cat.add_view(&view("/v/a", m.digest)).unwrap();
+    cat.add_view(&view("/v/other", keep.digest)).unwrap();
+
+    let called = Cell::new(false);
+    let err = cat
+        .remove_snapshot(&m.digest, false, || {
+            called.set(true);
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Conflict(ref s) if s.contains("2 recorded views") && s.contains("/v/a, /v/b")),
+        "{err}"
+    );
+    assert!(!called.get());
+    assert!(cat.has_snapshot(&m.digest).unwrap());
+    assert_eq!(cat.views(Some(&m.digest)).unwrap().len(), 2);
+
+    // A failing closure takes the whole removal back.
+    let err = cat
+        .remove_snapshot(&m.digest, true, || Err(Error::Integrity("stop".into())))
+        .unwrap_err();
+    assert!(matches!(err, Error::Integrity(_)));
+    assert!(cat.has_snapshot(&m.digest).unwrap());
+    assert_eq!(cat.views(Some(&m.digest)).unwrap().len(), 2);
+
+    let forgotten = cat
+        .remove_snapshot(&m.digest, true, || {
+            called.set(true);
+            Ok(())
+        })
+        .unwrap();
+    assert!(called.get());
+    assert_eq!(forgotten, ["/v/a", "/v/b"]);
+    assert!(!cat.has_snapshot(&m.digest).unwrap());
+    assert!(cat.files(&m.digest).unwrap().is_empty());
+    assert!(cat.views(Some(&m.digest)).unwrap().is_empty());
+    // The other snapshot, its view, and the history stay.
+    assert!(cat.has_snapshot(&keep.digest).unwrap());
+    assert_eq!(cat.views(None).unwrap().len(), 1);
+    assert_eq!(kinds(&cat, &m.digest), ["ingest"]);
+    let live = cat.live_objects().unwrap();
+    assert!(live.contains(&keep.entries[0].key()));
+    assert!(!live.contains(&m.entries[0].key()));
+
+    let err = cat.remove_snapshot(&m.digest, true, || panic!("nothing to forget"));
+    assert!(matches!(err, Err(Error::UnknownDigest { .. })));
+}
+
+#[test]
+fn rows_match_notices_damaged_rows_and_rewrite_rows_mends_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    ingest(&mut cat, &m, "1.0", "/");
+    assert!(cat.rows_match(&m));
+    assert!(!cat.rows_match(&manifest("unrecorded")));
+
+    let other = Connection::open(cat.path()).unwrap();
+    let damages = [
+        "UPDATE files SET size = size + 1 WHERE seq = 1",
+        "DELETE FROM files WHERE seq = 0",
+        "UPDATE snapshots SET manifest = X'00'",
+        "UPDATE snapshots SET total_bytes = 1",
+        "UPDATE snapshots SET file_count = 5",
+    ];
+    for damage in damages {
+        other.execute_batch(damage).unwrap();
+        assert!(!cat.rows_match(&m), "unnoticed: {damage}");
+        cat.rewrite_rows(&m).unwrap();
+        assert!(cat.rows_match(&m), "not mended: {damage}");
+    }
+    let row = cat.snapshot(&m.digest).unwrap();
+    assert_eq!((row.name.as_str(), row.version.as_str()), ("plug", "1.0"));
+    assert_eq!(kinds(&cat, &m.digest), ["ingest"]);
+    assert!(matches!(
+        cat.rewrite_rows(&manifest("unrecorded")),
+        Err(Error::Catalogue { .. })
+    ));
+}
+
+#[test]
+fn origin_is_the_earliest_ingest_or_origin_event() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    assert_eq!(cat.origin(&m.digest).unwrap(), None);
+    let mut recovered = event(m.digest, "recovered", "/recovered");
+    recovered.at = "2000-01-01T00:00:00.000Z".into();
+    cat.record_ingest(&snap(&m, "1"), None, &recovered, &[])
+        .unwrap();
+    assert_eq!(
+        cat.origin(&m.digest).unwrap(),
+        None,
+        "recovery is no origin"
+    );
+    let mut first = event(m.digest, "ingest", "/first");
+    first.at = "2001-01-01T00:00:00.000Z".into();
+    cat.record_ingest(&snap(&m, "1"), None, &first, &[])
+        .unwrap();
+    cat.record_ingest(
+        &snap(&m, "1"),
+        None,
+        &event(m.digest, "ingest", "/later"),
+        &[],
+    )
+    .unwrap();
+    let origin = cat.origin(&m.digest).unwrap().unwrap();
+    assert_eq!(origin.source, "/first");
+    assert_eq!(origin.at, "2001-01-01T00:00:00.000Z");
+    assert_eq!(
+        (origin.host.as_str(), origin.user.as_str()),
+        ("host", "user")
+    );
+}
+
+/// How many snapshots the main file alone holds, once its log is gone.
+fn snapshots_without_log(path: &Path) -> Option<i64> {
+    for ext in ["-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(ext);
+        let _ = std::fs::remove_file(p);
+    }
+    let conn = Connection::open(path).unwrap();
+    conn.query_row("SELECT count(*) FROM snapshots", [], |r| r.get(0))
+        .ok()
+}
+
+#[test]
+fn checkpoint_leaves_the_rows_in_the_main_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = manifest("a");
+    let folded = tmp.path().join("folded");
+    let kept = tmp.path().join("kept");
+    for (dir, fold) in [(&folded, true), (&kept, false)] {
+        std::fs::create_dir(dir).unwrap();
+        let mut cat = fresh(dir);
+        ingest(&mut cat, &m, "1", "/");
+        if fold {
+            cat.checkpoint().unwrap();
+        }
+    }
+    assert_eq!(
+        snapshots_without_log(&folded.join("catalogue.sqlite")),
+        Some(1)
+    );
+    // Without the checkpoint the rows lived in the log only.
+    assert_ne!(
+        snapshots_without_log(&kept.join("catalogue.sqlite")),
+        Some(1)
+    );
+}
+
+/// Opening `path` while the store holds data is refused as lost, with
+/// `reason`, and leaves the directory as it was.
+fn assert_lost(dir: &Path, path: &Path, reason: &str) {
+    let before = std::fs::read(path).ok();
+    let names = listing(dir);
+    let err = Catalogue::open(path, || Ok(true)).err().unwrap();
+    match &err {
+        Error::CatalogueLost { path: p, reason: r } => {
+            assert_eq!(p, path);
+            assert!(r.contains(reason), "{r}");
+        }
+        other => panic!("not CatalogueLost: {other}"),
+    }
+    assert_eq!(std::fs::read(path).ok(), before, "the file changed");
+    assert_eq!(listing(dir), names, "files appeared or went");
+}
+
+#[test]
+fn a_lost_catalogue_is_refused_when_the_store_holds_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let path = dir.join("catalogue.sqlite");
+
+    assert_lost(dir, &path, "is missing");
+    assert!(!path.exists());
+
+    std::fs::write(&path, b"").unwrap();
+    assert_lost(dir, &path, "is empty");
+
+    std::fs::write(&path, b"these are not the bytes of a database\n").unwrap();
+    assert_lost(dir, &path, "is not an SQLite database");
+
+    std::fs::remove_file(&path).unwrap();
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("CREATE TABLE unrelated (x)").unwrap();
+    drop(conn);
+    assert_lost(dir, &path, "holds no schema");
+
+    // The same files are taken as new when the store holds nothing.
+    let cat = Catalogue::open(&path, || Ok(false)).unwrap();
+    assert!(cat.snapshots(None, None).unwrap().is_empty());
+}
+
+#[test]
+fn an_error_from_holds_data_is_returned_and_nothing_is_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("catalogue.sqlite");
+    let err = Catalogue::open(&path, || Err(Error::Integrity("cannot tell".into())))
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::Integrity(ref s) if s == "cannot tell"));
+    assert!(listing(tmp.path()).is_empty());
+}
+
+#[test]
+fn a_damaged_or_newer_schema_version_is_refused_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (version, name) in [(-1, "negative"), (SCHEMA_VERSION + 1, "newer")] {
+        let path = tmp.path().join(name);
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE t (x)").unwrap();
+        conn.pragma_update(None, "user_version", version).unwrap();
+        drop(conn);
+        let before = std::fs::read(&path).unwrap();
+        let names = listing(tmp.path());
+        // Refused whatever holds_data would say.
+        let err = Catalogue::open(&path, || Ok(false)).err().unwrap();
+        match (version, &err) {
+            (-1, Error::CatalogueLost { reason, .. }) => {
+                assert!(reason.contains("damaged schema version (-1)"), "{reason}")
+            }
+            (
+                _,
+                Error::CatalogueTooNew {
+                    found, supported, ..
+                },
+            ) if version > 0 => {
+                assert_eq!((*found, *supported), (version, SCHEMA_VERSION))
+            }
+            _ => panic!("wrong refusal of version {version}: {err}"),
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        assert_eq!(listing(tmp.path()), names);
+    }
+}
