@@ -5,7 +5,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, RenameFlags};
+use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
 use super::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
@@ -14,7 +14,7 @@ use super::{Store, WorkDir, VIEWS_DIR};
 use crate::catalogue::{resolve, SnapshotRow, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::remove_tree_at;
+use crate::fsutil::{publish_noreplace, remove_tree_at, Published};
 use crate::source::Source;
 use crate::view::{self, Built, Method};
 
@@ -414,16 +414,11 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
             return Err(e);
         }
     };
-    let created = match rustix::fs::renameat_with(
-        &views,
-        tmp.as_str(),
-        &views,
-        hex.as_str(),
-        RenameFlags::NOREPLACE,
-    ) {
-        Ok(()) => true,
+    let created = match publish_noreplace(views.as_fd(), tmp.as_str(), views.as_fd(), hex.as_str())
+    {
+        Ok(Published::Created) => true,
         // Another process published it first: theirs is the view.
-        Err(Errno::EXIST | Errno::NOTEMPTY) => {
+        Ok(Published::Existed) => {
             remove_tree_at(views.as_fd(), &tmp)
                 .ctx("remove a redundant view", path.with_file_name(&tmp))?;
             false
