@@ -1,31 +1,12 @@
 //! `cestore checkout`: materialise a frozen view of a snapshot at a new path.
 
-use std::io::{self, Write};
 use std::path::Path;
 
-use super::{resolve, Report};
+use super::resolve;
 use crate::error::Result;
 use crate::store::views::{checkout_into, effective_method, Destination};
 pub use crate::store::views::{CheckoutOptions, CheckoutReport};
 use crate::store::{LockMode, Store};
-
-impl Report for CheckoutReport {
-    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        writeln!(w, "{}", self.view)?;
-        writeln!(
-            w,
-            "{}: {} linked, {} copied, {}",
-            self.manifest_digest,
-            self.built.linked,
-            self.built.copied,
-            super::counted(self.built.directories, "directory", "directories")
-        )?;
-        for (why, n) in &self.built.copy_reasons {
-            writeln!(w, "  copied {n}: {why}")?;
-        }
-        Ok(())
-    }
-}
 
 /// Checks out a snapshot as a new frozen view and records it.
 pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {

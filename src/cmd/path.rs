@@ -1,19 +1,12 @@
 //! `cestore path`: the one shared frozen view of a snapshot, inside the store.
 
-use std::io::{self, Write};
 use std::path::Path;
 
-use super::{resolve, Report};
+use super::resolve;
 use crate::error::Result;
 use crate::store::views::shared_view;
 pub use crate::store::views::PathReport;
 use crate::store::{LockMode, Store};
-
-impl Report for PathReport {
-    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        writeln!(w, "{}", self.path.display())
-    }
-}
 
 /// Returns the shared view of a snapshot, making it once if it is absent.
 pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {

@@ -5,10 +5,9 @@
 //! manifest or index, tagged `sha256-<hex>`) goes last, so a snapshot is
 //! visible only once it is complete.
 
-use std::io::{self, Write};
 use std::path::Path;
 
-use super::{resolve, Report};
+use super::resolve;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 use crate::remote::oci::client::Traffic;
@@ -44,33 +43,6 @@ pub struct PushReport {
     pub stats: transfer::PushStats,
     /// The requests sent and the bytes they carried.
     pub requests: Traffic,
-}
-
-impl Report for PushReport {
-    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        let s = &self.stats;
-        let p = &self.published;
-        writeln!(w, "{}", p.reference)?;
-        if let Some(tagged) = &p.tag_reference {
-            writeln!(w, "{tagged}")?;
-        }
-        writeln!(
-            w,
-            "{}: {} uploaded ({}; {} of {} packs), {} already present; {} in {}",
-            p.remote_digest,
-            super::counted(s.blobs_uploaded, "blob", "blobs"),
-            super::counted(s.bytes_uploaded, "byte", "bytes"),
-            s.packs_uploaded,
-            s.packs_total,
-            s.blobs_present,
-            super::counted(p.layers, "layer", "layers"),
-            if p.manifests == 1 {
-                "1 manifest".to_string()
-            } else {
-                format!("{} manifests under an index", p.manifests)
-            }
-        )
-    }
 }
 
 /// Pushes a stored snapshot to a remote.

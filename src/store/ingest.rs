@@ -252,6 +252,40 @@ pub fn open_source(opts: &IngestOptions<'_>) -> Result<Source> {
     Ok(Source::open(opts.source)?)
 }
 
+/// What a release's walk gives without a store: its provenance and where it is.
+#[derive(Debug, serde::Serialize)]
+pub struct DigestReport {
+    /// The reference's provenance fields.
+    pub provenance: Provenance,
+    /// The source directory, absolute.
+    pub source: String,
+}
+
+/// Walks the release at `opts.source` with every rule ingest checks, reading
+/// and hashing each file and keeping none, and returns its provenance: no
+/// object is written and no store or catalogue is opened or created.
+pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
+    let source = open_source(opts)?;
+    let walked = source
+        .walk(opts.version, opts.bounds, |_| Ok::<(), Error>(()))
+        .map_err(|e| match e {
+            WalkError::Rejected(r) => Error::Rejected(r),
+            WalkError::Visitor(e) => e,
+        })?;
+    let manifest = Manifest::new(walked.entries);
+    Ok(DigestReport {
+        provenance: Provenance {
+            name: policy::PLUGIN_NAME.to_string(),
+            version: opts.version.to_string(),
+            manifest_schema_version: i64::from(SCHEMA_VERSION),
+            manifest_digest: manifest.digest,
+            file_count: manifest.entries.len() as i64,
+            total_bytes: manifest.total_bytes() as i64,
+        },
+        source: source.root().display().to_string(),
+    })
+}
+
 /// Validates and stores a release in an open store.
 pub fn ingest_into(
     store: &mut Store,

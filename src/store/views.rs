@@ -579,3 +579,92 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
         spare,
     })
 }
+
+/// A view directory given by path: made absolute, and it must be a directory.
+pub fn view_dir(path: &Path) -> Result<PathBuf> {
+    let path = crate::source::absolute_like_python(path);
+    if !path.is_dir() {
+        return Err(Error::Absent {
+            message: format!("no view directory at '{}'", path.display()),
+            path,
+        });
+    }
+    Ok(path)
+}
+
+/// Whether `shown` is a view directory that cestore made: a recorded view
+/// whose root is still the directory recorded, or a snapshot's shared view.
+/// Returns its path as recorded and its snapshot, which must be `expect` (a
+/// digest or unique prefix) when that is given.
+pub fn recorded_view(
+    store: &Store,
+    shown: &Path,
+    expect: Option<&str>,
+) -> Result<(PathBuf, ManifestDigest)> {
+    let (parent, name) = view::split_dest(shown)?;
+    let dest = parent.join(&name);
+    let row = store.catalogue().view(&dest.to_string_lossy())?;
+    let digest = match row {
+        Some(row) => {
+            if row.root_id.is_some() && view::root_id(&dest) != row.root_id {
+                return Err(Error::Conflict(format!(
+                    "'{}' was recorded as a view of {}, but its root directory has been replaced since; \
+                     check it with `cestore verify --tree {} {}`, or make a new view",
+                    dest.display(),
+                    row.digest,
+                    dest.display(),
+                    row.digest
+                )));
+            }
+            row.digest
+        }
+        None => {
+            // A shared view that was published but not yet recorded.
+            let views = std::fs::canonicalize(store.root().join(VIEWS_DIR)).ok();
+            let shared = name
+                .to_str()
+                .and_then(|n| n.parse::<ManifestDigest>().ok())
+                .filter(|_| views.as_deref() == Some(parent.as_path()));
+            match shared {
+                Some(d) if store.catalogue().has_snapshot(&d)? => d,
+                _ => {
+                    return Err(Error::Absent {
+                        message: format!(
+                            "'{}' is not a view cestore recorded; make one with `cestore checkout` \
+                             or `cestore path`, or pass --unchecked to mount a tree cestore did not make",
+                            dest.display()
+                        ),
+                        path: dest,
+                    })
+                }
+            }
+        }
+    };
+    if let Some(expect) = expect {
+        let expected = resolve(store.catalogue(), expect)?;
+        if expected != digest {
+            return Err(Error::Integrity(format!(
+                "'{}' is a view of {digest}, not of {expected} as --digest expects",
+                dest.display()
+            )));
+        }
+    }
+    Ok((dest, digest))
+}
+
+/// A snapshot's shared view in the store (`STORE/views/<digest>`), which
+/// [`shared_view`] makes; unlike that, this one must already exist.
+pub fn existing_shared_view(store: &Store, digest: &str) -> Result<(PathBuf, ManifestDigest)> {
+    let digest = resolve(store.catalogue(), digest)?;
+    let path = store.root().join(VIEWS_DIR).join(digest.to_hex());
+    if !path.is_dir() {
+        return Err(Error::Absent {
+            message: format!(
+                "{digest} has no shared view at '{}' yet; make it with `cestore path {digest}`",
+                path.display()
+            ),
+            path,
+        });
+    }
+    Ok((path, digest))
+}
