@@ -65,25 +65,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
                 &cmd::verify::verify(&root, &a.options(progress))?,
             ),
         },
-        Command::Audit(a) => {
-            if a.markdown && cli.json {
-                return Err(Error::Usage(
-                    "audit prints either --markdown or --json, not both".into(),
-                ));
-            }
-            let sources: Vec<_> = a
-                .files
-                .iter()
-                .map(|f| cmd::audit::Source::from_arg(f))
-                .collect();
-            let report = cmd::audit::audit(&root, &a.options(&sources, progress))?;
-            let style = if a.markdown {
-                text::Style::Markdown
-            } else {
-                text::Style::Table
-            };
-            emit(cli.json, out, &text::AuditOutput { report, style })
-        }
+        Command::Audit(a) => audit(cli.json, &root, a, progress, out),
         Command::Diff(a) => emit(cli.json, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
         Command::Rm(a) => emit(cli.json, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
         Command::Recover => emit(cli.json, out, &cmd::recover::recover(&root)?),
@@ -109,4 +91,31 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Export(a) => emit(cli.json, out, &cmd::bundle::export(&root, &a.into())?),
         Command::Import(a) => emit(cli.json, out, &cmd::bundle::import(&root, &a.into())?),
     }
+}
+
+/// Runs `audit`, whose report is printed as a table, a Markdown table or JSON.
+fn audit(
+    json: bool,
+    root: &std::path::Path,
+    a: &args::AuditArgs,
+    progress: bool,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    if a.markdown && json {
+        return Err(Error::Usage(
+            "audit prints either --markdown or --json, not both".into(),
+        ));
+    }
+    let sources: Vec<_> = a
+        .files
+        .iter()
+        .map(|f| cmd::audit::Source::from_arg(f))
+        .collect();
+    let report = cmd::audit::audit(root, &a.options(&sources, progress))?;
+    let style = if a.markdown {
+        text::Style::Markdown
+    } else {
+        text::Style::Table
+    };
+    emit(json, out, &text::AuditOutput { report, style })
 }

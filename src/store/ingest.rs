@@ -138,28 +138,10 @@ fn walk_and_stage(
                 .clamp(1, 3);
             for i in 0..threads {
                 let rx = &rx;
-                workers.push(s.spawn(move || -> Result<Vec<(ObjectKey, String)>> {
-                    let mut done = Vec::new();
-                    let (stager, mut failed) = match work.stager(i) {
-                        Ok(stager) => (Some(stager), None),
-                        Err(e) => (None, Some(e)),
-                    };
-                    loop {
-                        let next = match rx.lock() {
-                            Ok(rx) => rx.recv(),
-                            Err(_) => break,
-                        };
-                        let Ok((key, data)) = next else { break };
-                        // After a failure, keep draining the queue so that
-                        // the walk never blocks; the first error is reported.
-                        if let (Some(stager), None) = (&stager, &failed) {
-                            match stager.stage(&key, &data) {
-                                Ok(name) => done.push((key, name)),
-                                Err(e) => failed = Some(e),
-                            }
-                        }
-                    }
-                    failed.map_or(Ok(done), Err)
+                workers.push(s.spawn(move || {
+                    crate::pool::drain(rx, work.stager(i), |stager, (key, data)| {
+                        Ok::<_, Error>((key, stager.stage(&key, &data)?))
+                    })
                 }));
             }
         };
@@ -185,24 +167,7 @@ fn walk_and_stage(
                 // A closed queue means a staging thread failed; its error is reported below.
                 let _ = tx.send((key, data.to_vec()));
             };
-            // The source is at hand: a drifted object is mended from it, at
-            // publishing time, so that a rejected tree changes nothing.
-            let state = match check_object(store, &key, size)? {
-                ObjectState::Intact => Pending::Reused,
-                ObjectState::Missing => {
-                    stage();
-                    Pending::Staged(String::new())
-                }
-                ObjectState::Damaged(why)
-                    if holds_its_bytes(store.objects(), &store.object_path(&key), &key, size)? =>
-                {
-                    Pending::ModeDrifted(why)
-                }
-                ObjectState::Damaged(why) => {
-                    stage();
-                    Pending::Replacing(String::new(), why)
-                }
-            };
+            let state = pending_state(store, &key, size, &mut stage)?;
             pending.insert(key, state);
             Ok(())
         });
@@ -230,6 +195,34 @@ fn walk_and_stage(
             pending,
             bytes_staged,
         })
+    })
+}
+
+/// Where one distinct content of the walk stands against the store: reused,
+/// or staged (calling `stage`) to be published or to replace a damaged
+/// object. The source is at hand: a drifted object is mended from it, at
+/// publishing time, so that a rejected tree changes nothing.
+fn pending_state(
+    store: &Store,
+    key: &ObjectKey,
+    size: u64,
+    stage: &mut dyn FnMut(),
+) -> Result<Pending> {
+    Ok(match check_object(store, key, size)? {
+        ObjectState::Intact => Pending::Reused,
+        ObjectState::Missing => {
+            stage();
+            Pending::Staged(String::new())
+        }
+        ObjectState::Damaged(why)
+            if holds_its_bytes(store.objects(), &store.object_path(key), key, size)? =>
+        {
+            Pending::ModeDrifted(why)
+        }
+        ObjectState::Damaged(why) => {
+            stage();
+            Pending::Replacing(String::new(), why)
+        }
     })
 }
 

@@ -528,26 +528,7 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
                 path: dest,
             })
         }
-        (None, Some(d)) => {
-            let digest = resolve(store.catalogue(), d)?;
-            if found.is_none() {
-                return Err(Error::NotFound {
-                    what: "directory",
-                    path: dest,
-                });
-            }
-            let entries = store.catalogue().files(&digest)?;
-            let diffs = crate::tree::matches(&dest, &entries)?;
-            if !diffs.is_empty() {
-                return Err(Error::Conflict(format!(
-                    "'{}' is not a recorded view and differs from {digest} in {} (first: {}); not removed",
-                    dest.display(),
-                    crate::error::counted(diffs.len(), "way", "ways"),
-                    diffs[0]
-                )));
-            }
-            (digest, false)
-        }
+        (None, Some(d)) => (exactly_a_snapshot(store, &dest, found.is_some(), d)?, false),
     };
     // Of two discards of one view, the one whose removal takes the view's
     // root removed it; the other finds it already gone. The record is
@@ -578,6 +559,29 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
         removed,
         spare,
     })
+}
+
+/// The snapshot `d` names, when the tree at `dest`, which no record names,
+/// is exactly that snapshot: what `discard --force DIGEST` may remove.
+fn exactly_a_snapshot(store: &Store, dest: &Path, found: bool, d: &str) -> Result<ManifestDigest> {
+    let digest = resolve(store.catalogue(), d)?;
+    if !found {
+        return Err(Error::NotFound {
+            what: "directory",
+            path: dest.to_path_buf(),
+        });
+    }
+    let entries = store.catalogue().files(&digest)?;
+    let diffs = crate::tree::matches(dest, &entries)?;
+    if !diffs.is_empty() {
+        return Err(Error::Conflict(format!(
+            "'{}' is not a recorded view and differs from {digest} in {} (first: {}); not removed",
+            dest.display(),
+            crate::error::counted(diffs.len(), "way", "ways"),
+            diffs[0]
+        )));
+    }
+    Ok(digest)
 }
 
 /// A view directory given by path: made absolute, and it must be a directory.
