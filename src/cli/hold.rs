@@ -4,7 +4,7 @@
 //!
 //! The line [`SPARE_LINE`] keeps the view as a spare; any other line, a read
 //! error or the end of input (the caller died) remove it, as a signal does.
-//! The Python package writes these lines (`Held.release`), and its tests
+//! The Python package writes these lines (`HeldStage.release`), and its tests
 //! check them against this binary.
 
 use std::io::{self, Write};

@@ -35,43 +35,16 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> 
         check_registry(reg)?;
     }
     let scan = scan(opts.sources, &opts.fields, opts.progress)?;
-    let mut pulled: BTreeSet<ManifestDigest> = BTreeSet::new();
-    let mut pull_errors: BTreeMap<ManifestDigest, String> = BTreeMap::new();
-    if let Some(reg) = opts.registry {
-        let missing = {
-            let store = Store::open(store_root, LockMode::Shared, true)?;
-            unknown(&store, &scan)?
-        };
-        if !missing.is_empty() {
-            match remote::open(reg, &opts.remote_options) {
-                Ok((remote, _)) => {
-                    for d in missing {
-                        let tag = SnapshotRef::Tag(remote::snapshot_tag(&d));
-                        let pull = transfer::pull(
-                            store_root,
-                            remote.as_ref(),
-                            &tag,
-                            transfer::DEFAULT_JOBS,
-                            opts.progress,
-                        );
-                        match pull {
-                            Ok(_) => {
-                                pulled.insert(d);
-                            }
-                            Err(e) => {
-                                pull_errors.insert(d, crate::error::error_chain(&e));
-                            }
-                        }
-                    }
-                }
-                // A registry that cannot be reached fails every pull alike.
-                Err(e) => {
-                    let why = crate::error::error_chain(&e);
-                    pull_errors.extend(missing.into_iter().map(|d| (d, why.clone())));
-                }
-            }
+    let (pulled, pull_errors) = match opts.registry {
+        Some(reg) => {
+            let missing = {
+                let store = Store::open(store_root, LockMode::Shared, true)?;
+                unknown(&store, &scan)?
+            };
+            pull_unknown(store_root, reg, missing, opts)
         }
-    }
+        None => Default::default(),
+    };
     let store = Store::open(store_root, LockMode::Shared, false)?;
     judge(
         &store,
@@ -84,6 +57,48 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> 
             pull_errors: &pull_errors,
         },
     )
+}
+
+/// Pulls each digest the store lacks from the repository `reg`, as
+/// `cestore pull REG:sha256-DIGEST` would: returns those pulled, and why
+/// each other one was not.
+fn pull_unknown(
+    store_root: &Path,
+    reg: &str,
+    missing: Vec<ManifestDigest>,
+    opts: &AuditOptions<'_>,
+) -> (BTreeSet<ManifestDigest>, BTreeMap<ManifestDigest, String>) {
+    let (mut pulled, mut pull_errors) = (BTreeSet::new(), BTreeMap::new());
+    if missing.is_empty() {
+        return (pulled, pull_errors);
+    }
+    let remote = match remote::open(reg, &opts.remote_options) {
+        Ok((remote, _)) => remote,
+        // A registry that cannot be reached fails every pull alike.
+        Err(e) => {
+            let why = crate::error::error_chain(&e);
+            pull_errors.extend(missing.into_iter().map(|d| (d, why.clone())));
+            return (pulled, pull_errors);
+        }
+    };
+    for d in missing {
+        let tag = SnapshotRef::Tag(remote::snapshot_tag(&d));
+        match transfer::pull(
+            store_root,
+            remote.as_ref(),
+            &tag,
+            transfer::DEFAULT_JOBS,
+            opts.progress,
+        ) {
+            Ok(_) => {
+                pulled.insert(d);
+            }
+            Err(e) => {
+                pull_errors.insert(d, crate::error::error_chain(&e));
+            }
+        }
+    }
+    (pulled, pull_errors)
 }
 
 /// `--registry` names a repository, not a tag or digest: audit adds the
