@@ -20,5 +20,3 @@ pub mod recover;
 pub mod show;
 pub mod stage;
 pub mod verify;
-
-pub use crate::catalogue::resolve;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{mpsc, Mutex};
 
 use super::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
-use super::{ObjectKey, Store, WorkDir};
+use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::{IngestEvent, NewSnapshot, Origin, Provenance, RecordedIngest};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
@@ -277,6 +277,14 @@ pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
         },
         source: source.root().display().to_string(),
     })
+}
+
+/// Validates a release and stores it in the store at `store_root` (made
+/// when absent).
+pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestReport> {
+    let source = open_source(opts)?;
+    let mut store = Store::open(store_root, LockMode::Shared, true)?;
+    ingest_into(&mut store, &source, opts)
 }
 
 /// Validates and stores a release in an open store.

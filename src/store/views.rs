@@ -10,7 +10,7 @@ use rustix::io::Errno;
 
 use super::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
 use super::spares::Claimed;
-use super::{Store, WorkDir, VIEWS_DIR};
+use super::{LockMode, Store, WorkDir, VIEWS_DIR};
 use crate::catalogue::{resolve, SnapshotRow, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
@@ -582,6 +582,32 @@ fn exactly_a_snapshot(store: &Store, dest: &Path, found: bool, d: &str) -> Resul
         )));
     }
     Ok(digest)
+}
+
+/// Checks out a snapshot (a digest or unique prefix) as a new frozen view
+/// at `opts.dest` in the store at `store_root`, and records it.
+pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), opts.digest)?;
+    let dest = Destination::check(&store, opts.dest)?;
+    let method = effective_method(opts.method, opts.require_hardlinks)?;
+    let mut report = checkout_into(&mut store, digest, &dest, method)?;
+    report.requested_method = opts.method;
+    Ok(report)
+}
+
+/// The shared view of a snapshot (a digest or unique prefix) in the store
+/// at `store_root`, made once if it is absent.
+pub fn shared_view_of(store_root: &Path, digest: &str) -> Result<PathReport> {
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), digest)?;
+    shared_view(&mut store, digest)
+}
+
+/// Removes a view from the store at `store_root`, as [`discard_view`] does.
+pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardReport> {
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    discard_view(&mut store, opts)
 }
 
 /// A view directory given by path: made absolute, and it must be a directory.
