@@ -4,7 +4,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
 use crate::error::{IoContext, Result};
@@ -57,6 +57,72 @@ pub fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<String>> {
         .collect();
     names.sort();
     Ok(names)
+}
+
+/// What publishing a name found: it made the name, or the name was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// The entry now stands at the name; the source name is gone.
+    Created,
+    /// Something already stood at the name and was left alone; the source is
+    /// still in place, for the caller to drop or keep.
+    Existed,
+}
+
+/// Moves the file or directory `from` (in `from_dir`) to `to` (in `to_dir`),
+/// never replacing what stands at `to`.
+///
+/// This is the store's one way of publishing: objects, manifests and views
+/// are built under a temporary name and appear whole under their own, or not
+/// at all. `renameat2(RENAME_NOREPLACE)` does it atomically. Where the
+/// filesystem lacks it (`EINVAL`, `ENOSYS`):
+///
+/// - a file is hard-linked to `to`, which never replaces anything either, and
+///   its temporary name is then unlinked (an unlink that fails leaves a
+///   second name in the work area, no harm);
+/// - a directory cannot be hard-linked, so `to` is looked up and the
+///   directory renamed only when nothing is there. The race this leaves is
+///   narrow and safe for what the store publishes: `rename(2)` itself refuses
+///   to replace a non-empty directory or a file, so the only thing a rename
+///   that loses the race can replace is an empty directory made in between,
+///   and a published view is never empty.
+///
+/// Errors are the system's (`ENOENT` for a missing parent, say), for the
+/// caller to put in context.
+pub fn publish_noreplace<P: rustix::path::Arg + Copy, Q: rustix::path::Arg + Copy>(
+    from_dir: BorrowedFd<'_>,
+    from: P,
+    to_dir: BorrowedFd<'_>,
+    to: Q,
+) -> Result<Published, Errno> {
+    let taken = |r: Result<(), Errno>| match r {
+        Ok(()) => Ok(Published::Created),
+        Err(Errno::EXIST | Errno::NOTEMPTY) => Ok(Published::Existed),
+        Err(e) => Err(e),
+    };
+    match rustix::fs::renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE) {
+        Err(Errno::INVAL | Errno::NOSYS) => {}
+        other => return taken(other),
+    }
+    let st = rustix::fs::statat(from_dir, from, AtFlags::SYMLINK_NOFOLLOW)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        let linked = taken(rustix::fs::linkat(
+            from_dir,
+            from,
+            to_dir,
+            to,
+            AtFlags::empty(),
+        ))?;
+        if linked == Published::Created {
+            let _ = rustix::fs::unlinkat(from_dir, from, AtFlags::empty());
+        }
+        return Ok(linked);
+    }
+    match rustix::fs::statat(to_dir, to, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(Errno::NOENT) => taken(rustix::fs::renameat(from_dir, from, to_dir, to)),
+        Ok(_) => Ok(Published::Existed),
+        Err(e) => Err(e),
+    }
 }
 
 /// Removes a directory tree relative to `parent`, giving write permission to
@@ -124,4 +190,45 @@ fn remove_tree_inner(
         remove_tree_inner(dir.as_fd(), &n, kind)?;
     }
     gone(rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn publishing_never_replaces_a_file_or_a_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = open_dir(rustix::fs::CWD, tmp.path()).unwrap();
+        std::fs::write(tmp.path().join("a"), b"new").unwrap();
+        assert_eq!(
+            publish_noreplace(dir.as_fd(), "a", dir.as_fd(), "b").unwrap(),
+            Published::Created
+        );
+        assert!(!tmp.path().join("a").exists());
+        std::fs::write(tmp.path().join("a"), b"other").unwrap();
+        assert_eq!(
+            publish_noreplace(dir.as_fd(), "a", dir.as_fd(), "b").unwrap(),
+            Published::Existed
+        );
+        assert_eq!(std::fs::read(tmp.path().join("b")).unwrap(), b"new");
+        assert!(tmp.path().join("a").exists(), "the source stays");
+
+        std::fs::create_dir_all(tmp.path().join("d/x")).unwrap();
+        std::fs::create_dir_all(tmp.path().join("e/y")).unwrap();
+        assert_eq!(
+            publish_noreplace(dir.as_fd(), "d", dir.as_fd(), "e").unwrap(),
+            Published::Existed
+        );
+        assert!(tmp.path().join("e/y").is_dir() && tmp.path().join("d/x").is_dir());
+        assert_eq!(
+            publish_noreplace(dir.as_fd(), "d", dir.as_fd(), "f").unwrap(),
+            Published::Created
+        );
+        assert!(tmp.path().join("f/x").is_dir());
+        assert_eq!(
+            publish_noreplace(dir.as_fd(), "gone", dir.as_fd(), "g"),
+            Err(Errno::NOENT)
+        );
+    }
 }

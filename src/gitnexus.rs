@@ -836,6 +836,61 @@ fn py_repr(value: Option<&Value>) -> String {
     value.map_or_else(|| "None".to_owned(), Value::py_repr)
 }
 
+/// Where the plugin is mounted, and Claude's plugin directory (`SANDBOX_CE_PLUGIN`).
+pub const SANDBOX_CE_PLUGIN: &str = "/opt/compound-engineering-plugin";
+
+/// The plugin mounts for an arm (`ce_plugin_mounts_for_arm`): the view for a
+/// CE arm ([`crate::policy::CE_ARMS`], an exact set: `ce_other` is not one of
+/// them), none for any other; a CE arm without a view is refused.
+pub fn ce_plugin_mounts_for_arm(
+    arm: &str,
+    view: Option<&Path>,
+) -> Result<Vec<ReadOnlyMount>, GitNexusError> {
+    if !crate::policy::is_ce_arm(arm) {
+        return Ok(Vec::new());
+    }
+    let view = view.ok_or_else(|| GitNexusError::CeArmWithoutPlugin {
+        arm: arm.to_owned(),
+    })?;
+    Ok(vec![ReadOnlyMount {
+        source: view.to_path_buf(),
+        target: SANDBOX_CE_PLUGIN.to_owned(),
+    }])
+}
+
+/// Claude's plugin directory for an arm (`ce_plugin_dir_for_arm`):
+/// [`SANDBOX_CE_PLUGIN`] for a CE arm, none for any other; a CE arm without
+/// a view is refused, as its mounts are.
+pub fn ce_plugin_dir_for_arm(
+    arm: &str,
+    view: Option<&Path>,
+) -> Result<Option<&'static str>, GitNexusError> {
+    ce_plugin_mounts_for_arm(arm, view)?;
+    Ok(crate::policy::is_ce_arm(arm).then_some(SANDBOX_CE_PLUGIN))
+}
+
+#[cfg(test)]
+mod arm_tests {
+    use super::*;
+    use crate::policy::CE_ARMS;
+
+    #[test]
+    fn arm_rules_follow_the_exact_set() {
+        let view = Path::new("/v");
+        for arm in CE_ARMS {
+            assert_eq!(
+                ce_plugin_dir_for_arm(arm, Some(view)).ok(),
+                Some(Some(SANDBOX_CE_PLUGIN))
+            );
+            assert!(ce_plugin_mounts_for_arm(arm, None).is_err());
+        }
+        for arm in ["baseline", "gitnexus", "ce_other", "CE_REVIEW", ""] {
+            assert_eq!(ce_plugin_dir_for_arm(arm, None).ok(), Some(None));
+            assert!(ce_plugin_mounts_for_arm(arm, Some(view)).is_ok_and(|m| m.is_empty()));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,19 @@
-//! The one worker pool: scoped threads taking items in order from a shared
-//! counter, for hashing, linking, verifying and transfers.
+//! The worker pool: scoped threads that share out items, for hashing,
+//! linking, verifying, transfers and staging.
+//!
+//! Two shapes of work use it. A list known in advance ([`map`]: verifying,
+//! linking a view, transfers) is shared out through a counter, in order. A
+//! queue a producer fills as it goes ([`drain`]: an ingest stages each
+//! content the walk finds while the walk goes on) is taken from by threads
+//! the producer starts when it first needs them, so that a warm ingest,
+//! which stages nothing, starts none.
+//!
+//! What is not a pool stays out of it: one task run beside another (a spare
+//! view claimed while the ingest plans, `store::views`), and the walk's one
+//! hashing thread (`source`), which is the walk's own pipeline.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::Receiver;
 use std::sync::Mutex;
 
 /// The threads worth starting for `items` with at most `max` at once.
@@ -71,6 +83,39 @@ where
         .collect())
 }
 
+/// One pool thread's share of a queue: takes items from `queue` until every
+/// sender is gone, doing `work` on each with the thread's own `state`.
+///
+/// After the first error (or when `state` could not be made) the thread
+/// keeps taking items and drops them, so that the producer never blocks on a
+/// full queue; that first error is returned. Otherwise the results come back
+/// in the order this thread took them.
+pub fn drain<T, S, R, E>(
+    queue: &Mutex<Receiver<T>>,
+    state: Result<S, E>,
+    mut work: impl FnMut(&mut S, T) -> Result<R, E>,
+) -> Result<Vec<R>, E> {
+    let mut done = Vec::new();
+    let (mut state, mut failed) = match state {
+        Ok(s) => (Some(s), None),
+        Err(e) => (None, Some(e)),
+    };
+    loop {
+        let next = match queue.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => break,
+        };
+        let Ok(item) = next else { break };
+        if let (Some(state), None) = (&mut state, &failed) {
+            match work(state, item) {
+                Ok(r) => done.push(r),
+                Err(e) => failed = Some(e),
+            }
+        }
+    }
+    failed.map_or(Ok(done), Err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +165,25 @@ mod tests {
         assert_eq!(none.unwrap(), Vec::<u8>::new());
         assert_eq!(threads_for(2, 8), 2);
         assert_eq!(threads_for(0, 8), 1);
+    }
+
+    #[test]
+    fn a_drained_queue_is_emptied_even_after_an_error() {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<u32>(1);
+        let rx = Mutex::new(rx);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                drain(
+                    &rx,
+                    Ok::<_, u32>(()),
+                    |_, x| if x == 3 { Err(x) } else { Ok(x) },
+                )
+            });
+            for x in 0..100 {
+                tx.send(x).unwrap();
+            }
+            drop(tx);
+            assert_eq!(h.join().unwrap(), Err(3));
+        });
     }
 }

@@ -21,12 +21,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::catalogue::{ViewKind, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
+use crate::fsutil::{publish_noreplace, Published};
 use crate::manifest::Entry;
 use crate::store::objects::{holds_its_bytes, judge, restore_mode, ObjectState};
 use crate::store::{ObjectKey, Store};
@@ -401,21 +402,9 @@ fn freeze(root: BorrowedFd<'_>, dirs: &mut [String], display: &Path) -> Result<(
 /// Moves a built view from `tmp` to `dest` in the same directory, refusing to
 /// replace anything at `dest`.
 pub fn publish(parent: BorrowedFd<'_>, tmp: &str, dest: &OsStr, display: &Path) -> Result<()> {
-    match rustix::fs::renameat_with(parent, tmp, parent, dest, RenameFlags::NOREPLACE) {
-        Ok(()) => Ok(()),
-        Err(Errno::INVAL | Errno::NOSYS) => {
-            // No RENAME_NOREPLACE here: check, then rename (a narrow race).
-            match rustix::fs::statat(parent, dest, AtFlags::SYMLINK_NOFOLLOW) {
-                Err(Errno::NOENT) => {
-                    rustix::fs::renameat(parent, tmp, parent, dest).ctx("publish the view", display)
-                }
-                _ => Err(Error::Conflict(format!(
-                    "'{}' already exists",
-                    display.display()
-                ))),
-            }
-        }
-        Err(Errno::EXIST | Errno::NOTEMPTY) => Err(Error::Conflict(format!(
+    match publish_noreplace(parent, tmp, parent, dest) {
+        Ok(Published::Created) => Ok(()),
+        Ok(Published::Existed) => Err(Error::Conflict(format!(
             "'{}' already exists",
             display.display()
         ))),

@@ -369,6 +369,20 @@ class Stage:
         )
 
 
+def _discard_args(spare: bool) -> list[str]:
+    """The `discard` command's words: `--spare` keeps the view as a spare."""
+    return ["discard", "--spare"] if spare else ["discard"]
+
+
+def _release_line(spare: bool) -> bytes:
+    """The line that releases a held stage: the `discard` command's own words.
+
+    The binary keeps the view as a spare only for `discard --spare`
+    (`SPARE_LINE` in its `cli/hold.rs`); the tests check this line against it.
+    """
+    return (" ".join(_discard_args(spare)) + "\n").encode()
+
+
 class HeldStage:
     """A staged run whose view lives until `release` (`stage --hold`).
 
@@ -439,7 +453,7 @@ class HeldStage:
         if self._released:
             return False
         self._released = True
-        rest = self._finish(b"discard --spare\n" if spare else b"discard\n")
+        rest = self._finish(_release_line(spare))
         if self.stage.view is None:
             return False
         return bool(_result(rest, self._stderr, self._code, self._argv)["removed"])
@@ -523,8 +537,7 @@ class Store:
         its snapshot (which checks it first) instead of deleting its files:
         only when no process and no sandbox mount still uses the view.
         """
-        args = ["discard", "--spare"] if spare else ["discard"]
-        out = self._typed(*args, "--", _path("view", view))
+        out = self._typed(*_discard_args(spare), "--", _path("view", view))
         return bool(out["removed"])
 
     @contextmanager

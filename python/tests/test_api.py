@@ -109,6 +109,21 @@ def test_held_stage_discards_on_release_and_when_its_caller_is_killed(tmp_path: 
     assert store.verify().ok
 
 
+@pytest.mark.parametrize("spare", [False, True])
+def test_the_held_release_lines_are_the_binarys(tmp_path: Path, store_dir: Path, spare: bool) -> None:
+    # The package writes the line; the binary decides what it means: its
+    # release report says whether it kept the view as a spare.
+    from cestore._store import _result, _release_line
+
+    store = cestore.Store()
+    src = write_release(tmp_path / "a")
+    held = store.hold_stage(["ce_review"], plugin_dir=src, plugin_version="1.2.3", dest=tmp_path / "view")
+    held._released = True
+    report = _result(held._finish(_release_line(spare)), held._stderr, held._code, held._argv)
+    assert report["removed"] is True and report["spare"] is spare
+    assert _release_line(False) == b"discard\n"
+
+
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP"])
 def test_a_held_stage_whose_process_is_signalled_discards_its_view(
     tmp_path: Path, store_dir: Path, signame: str

@@ -1,23 +1,4 @@
-//! `cestore path`: the one shared frozen view of a snapshot, inside the store.
+//! `cestore path`: the one shared frozen view of a snapshot, inside the store
+//! ([`crate::store::views::shared_view_of`]).
 
-use std::io::{self, Write};
-use std::path::Path;
-
-use super::{resolve, Report};
-use crate::error::Result;
-use crate::store::views::shared_view;
-pub use crate::store::views::PathReport;
-use crate::store::{LockMode, Store};
-
-impl Report for PathReport {
-    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        writeln!(w, "{}", self.path.display())
-    }
-}
-
-/// Returns the shared view of a snapshot, making it once if it is absent.
-pub fn path(store_root: &Path, digest: &str) -> Result<PathReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
-    let digest = resolve(store.catalogue(), digest)?;
-    shared_view(&mut store, digest)
-}
+pub use crate::store::views::{shared_view_of as path, PathReport};

@@ -191,3 +191,36 @@ mod tests {
         );
     }
 }
+
+/// One row of the table: a JSON error kind and its exit code.
+#[derive(Debug, serde::Serialize)]
+pub struct ExitCode {
+    /// The `kind` of a JSON error object.
+    pub kind: &'static str,
+    /// The process exit code of an error of that kind.
+    pub code: u8,
+    /// What the code stands for, in a word or two.
+    #[serde(skip)]
+    pub summary: &'static str,
+}
+
+/// The table of every [`ErrorKind`], as `cestore exit-codes` reports it.
+#[derive(Debug, serde::Serialize)]
+pub struct ExitCodesReport {
+    /// Every error kind, in the order of their codes.
+    pub exit_codes: Vec<ExitCode>,
+}
+
+/// The table of [`ErrorKind`], for scripts and bindings to check their copies against.
+pub fn exit_codes() -> ExitCodesReport {
+    ExitCodesReport {
+        exit_codes: ErrorKind::ALL
+            .into_iter()
+            .map(|k| ExitCode {
+                kind: k.name(),
+                code: k.exit_code(),
+                summary: k.summary(),
+            })
+            .collect(),
+    }
+}

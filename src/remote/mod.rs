@@ -19,6 +19,7 @@
 
 pub mod oci;
 pub mod pack;
+pub mod publish;
 pub mod transfer;
 
 use crate::digest::{ManifestDigest, ObjectId};

@@ -1,18 +1,23 @@
 //! Engine-neutral transfers: push a snapshot's blobs (its packs and raw
 //! objects) then its record, and fetch the blobs a pull lacks, several at a
-//! time, each streamed into the store's work directory as it arrives.
+//! time, each streamed into the store's work directory as it arrives; and
+//! [`pull`], a snapshot taken whole from a remote into the store.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::pack::{self, PackRef};
-use super::{Format, Outgoing, Published, Remote};
+use super::{Format, Outgoing, Published, Remote, SnapshotRef};
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
-use crate::store::adopt::{Staging, Wanted};
+use crate::store::adopt::{adopt, Arrival, Staging, Wanted};
+use crate::store::ingest::IngestReport;
 use crate::store::Store;
+
+/// Transfers in flight at once, unless the caller asks for another number.
+pub const DEFAULT_JOBS: usize = 4;
 
 /// What a push transferred.
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -456,6 +461,85 @@ where
             Ok(r)
         },
     )
+}
+
+/// Where a pull came from and what it fetched.
+#[derive(Debug, serde::Serialize)]
+pub struct PullStats {
+    /// The remote record pulled, as `oci://REGISTRY/REPOSITORY@sha256:<hex>`.
+    pub source: String,
+    /// The digest of the remote record (image manifest or index).
+    pub remote_digest: String,
+    /// The record's media type.
+    pub media_type: String,
+    /// How many image manifests the record has.
+    pub manifests: usize,
+    /// The record's format: 1 (one layer per file) or 2 (packs).
+    pub format: u8,
+    /// What was downloaded.
+    #[serde(flatten)]
+    pub fetched: FetchStats,
+    /// The requests sent and the bytes they carried.
+    pub requests: super::oci::client::Traffic,
+}
+
+/// The report of a pull: the ingest report and the transfer.
+#[derive(Debug, serde::Serialize)]
+pub struct PullReport {
+    /// What entered the store.
+    #[serde(flatten)]
+    pub ingest: IngestReport,
+    /// What was transferred.
+    pub pull: PullStats,
+}
+
+/// Takes the snapshot `reference` names on `remote` into the store at
+/// `store_root`, `jobs` downloads at a time.
+///
+/// The remote's record is fetched, its config (the canonical manifest) must
+/// hash to the snapshot digest the record and the reference name, and
+/// [`adopt`] then checks the manifest against the ingest rules and every
+/// fetched blob against its hash before anything enters the store. Only the
+/// objects the store lacks are fetched: a pack none of whose objects is
+/// wanted is skipped.
+pub fn pull(
+    store_root: &Path,
+    remote: &dyn Remote,
+    reference: &SnapshotRef,
+    jobs: usize,
+    progress: bool,
+) -> Result<PullReport> {
+    let incoming = remote.resolve(reference)?;
+    let mut fetched = FetchStats::default();
+    let ingest = adopt(
+        store_root,
+        &incoming.manifest_bytes,
+        Some(incoming.snapshot),
+        &Arrival {
+            event: "pull",
+            source: &incoming.source,
+            origin: incoming.origin.as_ref(),
+        },
+        |wanted, staging| {
+            fetched = fetch(remote, wanted, &incoming.carriers, jobs, progress, staging)?;
+            Ok(())
+        },
+    )?;
+    Ok(PullReport {
+        ingest,
+        pull: PullStats {
+            source: incoming.source,
+            remote_digest: incoming.remote_digest,
+            media_type: incoming.media_type,
+            manifests: incoming.manifests,
+            format: incoming.format,
+            fetched,
+            requests: remote
+                .as_oci()
+                .map(|o| o.client().traffic())
+                .unwrap_or_default(),
+        },
+    })
 }
 
 #[cfg(test)]

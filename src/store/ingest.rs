@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{mpsc, Mutex};
 
 use super::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
-use super::{ObjectKey, Store, WorkDir};
+use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::{IngestEvent, NewSnapshot, Origin, Provenance, RecordedIngest};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
@@ -131,7 +131,11 @@ fn walk_and_stage(
         let mut start_staging = || {
             for i in 0..staging_threads() {
                 let rx = &rx;
-                workers.push(s.spawn(move || stage_queued(work, i, rx)));
+                workers.push(s.spawn(move || {
+                    crate::pool::drain(rx, work.stager(i), |stager, (key, data)| {
+                        Ok::<_, Error>((key, stager.stage(&key, &data)?))
+                    })
+                }));
             }
         };
         let mut started = false;
@@ -197,40 +201,10 @@ fn staging_threads() -> usize {
         .clamp(1, 3)
 }
 
-/// One staging thread: stages what the queue brings, with stager `i` of
-/// the work directory, until the queue closes; returns each object staged
-/// and its name there. After a failure it keeps draining the queue so that
-/// the walk never blocks; the first error is reported.
-fn stage_queued(
-    work: &WorkDir,
-    i: usize,
-    rx: &Mutex<mpsc::Receiver<(ObjectKey, Vec<u8>)>>,
-) -> Result<Vec<(ObjectKey, String)>> {
-    let mut done = Vec::new();
-    let (stager, mut failed) = match work.stager(i) {
-        Ok(stager) => (Some(stager), None),
-        Err(e) => (None, Some(e)),
-    };
-    loop {
-        let next = match rx.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => break,
-        };
-        let Ok((key, data)) = next else { break };
-        if let (Some(stager), None) = (&stager, &failed) {
-            match stager.stage(&key, &data) {
-                Ok(name) => done.push((key, name)),
-                Err(e) => failed = Some(e),
-            }
-        }
-    }
-    failed.map_or(Ok(done), Err)
-}
-
-/// What becomes of one content the walk found, by the state of its object
-/// in the store; `stage` queues its bytes when the store lacks them. The
-/// source is at hand: a drifted object is mended from it, at publishing
-/// time, so that a rejected tree changes nothing.
+/// Where one distinct content of the walk stands against the store: reused,
+/// or staged (calling `stage`) to be published or to replace a damaged
+/// object. The source is at hand: a drifted object is mended from it, at
+/// publishing time, so that a rejected tree changes nothing.
 fn pending_state(
     store: &Store,
     key: &ObjectKey,
@@ -272,6 +246,48 @@ pub fn open_source(opts: &IngestOptions<'_>) -> Result<Source> {
         .into());
     }
     Ok(Source::open(opts.source)?)
+}
+
+/// What a release's walk gives without a store: its provenance and where it is.
+#[derive(Debug, serde::Serialize)]
+pub struct DigestReport {
+    /// The reference's provenance fields.
+    pub provenance: Provenance,
+    /// The source directory, absolute.
+    pub source: String,
+}
+
+/// Walks the release at `opts.source` with every rule ingest checks, reading
+/// and hashing each file and keeping none, and returns its provenance: no
+/// object is written and no store or catalogue is opened or created.
+pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
+    let source = open_source(opts)?;
+    let walked = source
+        .walk(opts.version, opts.bounds, |_| Ok::<(), Error>(()))
+        .map_err(|e| match e {
+            WalkError::Rejected(r) => Error::Rejected(r),
+            WalkError::Visitor(e) => e,
+        })?;
+    let manifest = Manifest::new(walked.entries);
+    Ok(DigestReport {
+        provenance: Provenance {
+            name: policy::PLUGIN_NAME.to_string(),
+            version: opts.version.to_string(),
+            manifest_schema_version: i64::from(SCHEMA_VERSION),
+            manifest_digest: manifest.digest,
+            file_count: manifest.entries.len() as i64,
+            total_bytes: manifest.total_bytes() as i64,
+        },
+        source: source.root().display().to_string(),
+    })
+}
+
+/// Validates a release and stores it in the store at `store_root` (made
+/// when absent).
+pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestReport> {
+    let source = open_source(opts)?;
+    let mut store = Store::open(store_root, LockMode::Shared, true)?;
+    ingest_into(&mut store, &source, opts)
 }
 
 /// Validates and stores a release in an open store.

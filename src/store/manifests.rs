@@ -29,12 +29,13 @@ use std::collections::HashSet;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, Mode, RenameFlags};
+use rustix::fs::{AtFlags, Mode};
 use rustix::io::Errno;
 
 use super::{ObjectKey, Store, WorkDir};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
+use crate::fsutil::{publish_noreplace, Published};
 use crate::manifest::Manifest;
 
 /// The manifests directory's name inside the store.
@@ -134,26 +135,9 @@ impl Store {
             "open the manifests directory",
             self.root().join(MANIFESTS_DIR),
         )?;
-        let published = match rustix::fs::renameat_with(
-            work.fd(),
-            staged.as_str(),
-            &manifests,
-            rel.as_str(),
-            RenameFlags::NOREPLACE,
-        ) {
-            // Filesystems without RENAME_NOREPLACE: link never overwrites either.
-            Err(Errno::INVAL | Errno::NOSYS) => rustix::fs::linkat(
-                work.fd(),
-                staged.as_str(),
-                &manifests,
-                rel.as_str(),
-                AtFlags::empty(),
-            ),
-            other => other,
-        };
-        match published {
-            Ok(()) => Ok(true),
-            Err(Errno::EXIST) => {
+        match publish_noreplace(work.fd(), staged.as_str(), manifests.as_fd(), rel.as_str()) {
+            Ok(Published::Created) => Ok(true),
+            Ok(Published::Existed) => {
                 let _ = rustix::fs::unlinkat(work.fd(), staged.as_str(), AtFlags::empty());
                 self.heal_manifest(manifest)?;
                 Ok(false)
@@ -366,15 +350,14 @@ impl Store {
                 AtFlags::empty(),
             );
             write_read_only(&why_path, format!("{why}\n").as_bytes())?;
-            match rustix::fs::renameat_with(
-                &manifests,
+            match publish_noreplace(
+                manifests.as_fd(),
                 rel_path(digest).as_str(),
-                &dir,
+                dir.as_fd(),
                 name.as_str(),
-                RenameFlags::NOREPLACE,
             ) {
-                Ok(()) => return Ok(root.join(name)),
-                Err(Errno::EXIST) => continue,
+                Ok(Published::Created) => return Ok(root.join(name)),
+                Ok(Published::Existed) => continue,
                 Err(e) => return Err(Error::io("set a manifest aside", &from, e)),
             }
         }

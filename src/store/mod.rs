@@ -64,10 +64,13 @@
 //! re-hashes everything.
 
 pub mod adopt;
+pub mod gc;
 pub mod ingest;
 pub mod manifests;
 pub mod objects;
+pub mod query;
 pub mod recover;
+pub mod sandbox;
 pub mod spares;
 #[cfg(test)]
 pub(crate) mod testutil;

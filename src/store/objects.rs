@@ -5,12 +5,13 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, RenameFlags, Stat};
+use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use super::{Store, OBJECTS_DIR, TMP_DIR};
 use crate::digest::{ManifestDigest, ObjectKey};
 use crate::error::{Error, IoContext, Result};
+use crate::fsutil::{publish_noreplace, Published};
 
 /// Creates the 256 shard directories of a new objects directory.
 pub(super) fn create_shards(store: BorrowedFd<'_>, root: &Path) -> Result<()> {
@@ -236,39 +237,18 @@ impl WorkDir {
     /// `false` when the object was already stored (the staged copy is dropped).
     pub fn publish(&self, store: &Store, staged: &str, key: &ObjectKey) -> Result<bool> {
         let dest = key.rel_path();
-        let result = rustix::fs::renameat_with(
-            &self.fd,
-            staged,
-            store.objects(),
-            dest.as_str(),
-            RenameFlags::NOREPLACE,
-        );
-        let result = match result {
-            // Filesystems without RENAME_NOREPLACE: link never overwrites either.
-            Err(Errno::INVAL) | Err(Errno::NOSYS) => rustix::fs::linkat(
-                &self.fd,
-                staged,
-                store.objects(),
-                dest.as_str(),
-                AtFlags::empty(),
-            )
-            .and_then(|()| rustix::fs::unlinkat(&self.fd, staged, AtFlags::empty())),
+        let publish = || publish_noreplace(self.fd.as_fd(), staged, store.objects(), dest.as_str());
+        let result = match publish() {
             Err(Errno::NOENT) => {
                 // A shard directory removed by hand: recreate it and retry once.
                 create_shards(store.dir(), store.root())?;
-                rustix::fs::renameat_with(
-                    &self.fd,
-                    staged,
-                    store.objects(),
-                    dest.as_str(),
-                    RenameFlags::NOREPLACE,
-                )
+                publish()
             }
             other => other,
         };
         match result {
-            Ok(()) => Ok(true),
-            Err(Errno::EXIST) => {
+            Ok(Published::Created) => Ok(true),
+            Ok(Published::Existed) => {
                 let _ = rustix::fs::unlinkat(&self.fd, staged, AtFlags::empty());
                 Ok(false)
             }

@@ -5,16 +5,16 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, RenameFlags};
+use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
 use super::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
 use super::spares::Claimed;
-use super::{Store, WorkDir, VIEWS_DIR};
+use super::{LockMode, Store, WorkDir, VIEWS_DIR};
 use crate::catalogue::{resolve, SnapshotRow, ViewKind, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Made, Misuse, Result};
-use crate::fsutil::remove_tree_at;
+use crate::fsutil::{publish_noreplace, remove_tree_at, Published};
 use crate::source::Source;
 use crate::view::{self, Built, Method};
 
@@ -406,16 +406,11 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
             return Err(e);
         }
     };
-    let created = match rustix::fs::renameat_with(
-        &views,
-        tmp.as_str(),
-        &views,
-        hex.as_str(),
-        RenameFlags::NOREPLACE,
-    ) {
-        Ok(()) => true,
+    let created = match publish_noreplace(views.as_fd(), tmp.as_str(), views.as_fd(), hex.as_str())
+    {
+        Ok(Published::Created) => true,
         // Another process published it first: theirs is the view.
-        Err(Errno::EXIST | Errno::NOTEMPTY) => {
+        Ok(Published::Existed) => {
             remove_tree_at(views.as_fd(), &tmp)
                 .ctx("remove a redundant view", path.with_file_name(&tmp))?;
             false
@@ -525,26 +520,7 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
                 path: dest,
             })
         }
-        (None, Some(d)) => {
-            let digest = resolve(store.catalogue(), d)?;
-            if found.is_none() {
-                return Err(Error::NotFound {
-                    what: "directory",
-                    path: dest,
-                });
-            }
-            let entries = store.catalogue().files(&digest)?;
-            let diffs = crate::tree::matches(&dest, &entries)?;
-            if !diffs.is_empty() {
-                return Err(Error::Conflict(format!(
-                    "'{}' is not a recorded view and differs from {digest} in {} (first: {}); not removed",
-                    dest.display(),
-                    crate::error::counted(diffs.len(), "way", "ways"),
-                    diffs[0]
-                )));
-            }
-            (digest, false)
-        }
+        (None, Some(d)) => (exactly_a_snapshot(store, &dest, found.is_some(), d)?, false),
     };
     // Of two discards of one view, the one whose removal takes the view's
     // root removed it; the other finds it already gone. The record is
@@ -575,4 +551,142 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
         removed,
         spare,
     })
+}
+
+/// The snapshot `d` names, when the tree at `dest`, which no record names,
+/// is exactly that snapshot: what `discard --force DIGEST` may remove.
+fn exactly_a_snapshot(store: &Store, dest: &Path, found: bool, d: &str) -> Result<ManifestDigest> {
+    let digest = resolve(store.catalogue(), d)?;
+    if !found {
+        return Err(Error::NotFound {
+            what: "directory",
+            path: dest.to_path_buf(),
+        });
+    }
+    let entries = store.catalogue().files(&digest)?;
+    let diffs = crate::tree::matches(dest, &entries)?;
+    if !diffs.is_empty() {
+        return Err(Error::Conflict(format!(
+            "'{}' is not a recorded view and differs from {digest} in {} (first: {}); not removed",
+            dest.display(),
+            crate::error::counted(diffs.len(), "way", "ways"),
+            diffs[0]
+        )));
+    }
+    Ok(digest)
+}
+
+/// Checks out a snapshot (a digest or unique prefix) as a new frozen view
+/// at `opts.dest` in the store at `store_root`, and records it.
+pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), opts.digest)?;
+    let dest = Destination::check(&store, opts.dest)?;
+    let method = effective_method(opts.method, opts.require_hardlinks)?;
+    let mut report = checkout_into(&mut store, digest, &dest, method)?;
+    report.requested_method = opts.method;
+    Ok(report)
+}
+
+/// The shared view of a snapshot (a digest or unique prefix) in the store
+/// at `store_root`, made once if it is absent.
+pub fn shared_view_of(store_root: &Path, digest: &str) -> Result<PathReport> {
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), digest)?;
+    shared_view(&mut store, digest)
+}
+
+/// Removes a view from the store at `store_root`, as [`discard_view`] does.
+pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardReport> {
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    discard_view(&mut store, opts)
+}
+
+/// A view directory given by path: made absolute, and it must be a directory.
+pub fn view_dir(path: &Path) -> Result<PathBuf> {
+    let path = crate::source::absolute_like_python(path);
+    if !path.is_dir() {
+        return Err(Error::Absent {
+            message: format!("no view directory at '{}'", path.display()),
+            path,
+        });
+    }
+    Ok(path)
+}
+
+/// Whether `shown` is a view directory that cestore made: a recorded view
+/// whose root is still the directory recorded, or a snapshot's shared view.
+/// Returns its path as recorded and its snapshot, which must be `expect` (a
+/// digest or unique prefix) when that is given.
+pub fn recorded_view(
+    store: &Store,
+    shown: &Path,
+    expect: Option<&str>,
+) -> Result<(PathBuf, ManifestDigest)> {
+    let (parent, name) = view::split_dest(shown)?;
+    let dest = parent.join(&name);
+    let row = store.catalogue().view(&dest.to_string_lossy())?;
+    let digest = match row {
+        Some(row) => {
+            if row.root_id.is_some() && view::root_id(&dest) != row.root_id {
+                return Err(Error::Conflict(format!(
+                    "'{}' was recorded as a view of {}, but its root directory has been replaced since; \
+                     check it with `cestore verify --tree {} {}`, or make a new view",
+                    dest.display(),
+                    row.digest,
+                    dest.display(),
+                    row.digest
+                )));
+            }
+            row.digest
+        }
+        None => {
+            // A shared view that was published but not yet recorded.
+            let views = std::fs::canonicalize(store.root().join(VIEWS_DIR)).ok();
+            let shared = name
+                .to_str()
+                .and_then(|n| n.parse::<ManifestDigest>().ok())
+                .filter(|_| views.as_deref() == Some(parent.as_path()));
+            match shared {
+                Some(d) if store.catalogue().has_snapshot(&d)? => d,
+                _ => {
+                    return Err(Error::Absent {
+                        message: format!(
+                            "'{}' is not a view cestore recorded; make one with `cestore checkout` \
+                             or `cestore path`, or pass --unchecked to mount a tree cestore did not make",
+                            dest.display()
+                        ),
+                        path: dest,
+                    })
+                }
+            }
+        }
+    };
+    if let Some(expect) = expect {
+        let expected = resolve(store.catalogue(), expect)?;
+        if expected != digest {
+            return Err(Error::Integrity(format!(
+                "'{}' is a view of {digest}, not of {expected} as --digest expects",
+                dest.display()
+            )));
+        }
+    }
+    Ok((dest, digest))
+}
+
+/// A snapshot's shared view in the store (`STORE/views/<digest>`), which
+/// [`shared_view`] makes; unlike that, this one must already exist.
+pub fn existing_shared_view(store: &Store, digest: &str) -> Result<(PathBuf, ManifestDigest)> {
+    let digest = resolve(store.catalogue(), digest)?;
+    let path = store.root().join(VIEWS_DIR).join(digest.to_hex());
+    if !path.is_dir() {
+        return Err(Error::Absent {
+            message: format!(
+                "{digest} has no shared view at '{}' yet; make it with `cestore path {digest}`",
+                path.display()
+            ),
+            path,
+        });
+    }
+    Ok((path, digest))
 }

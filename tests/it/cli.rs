@@ -416,25 +416,20 @@ fn refused_options_are_named_by_their_flags() {
     minimal_plugin(&src, "1.0.0");
     let d = env.ingest_digest(&src, "1.0.0");
     let view = env.path("view");
-    let cases: [(Vec<&OsStr>, &str); 2] = [
+    let cases: [(Vec<&std::ffi::OsStr>, &str); 2] = [
         (
             vec![
-                OsStr::new("checkout"),
-                OsStr::new(&d),
+                os("checkout"),
+                os(&d),
                 view.as_os_str(),
-                OsStr::new("--method"),
-                OsStr::new("copy"),
-                OsStr::new("--require-hardlinks"),
+                os("--method"),
+                os("copy"),
+                os("--require-hardlinks"),
             ],
             "--require-hardlinks cannot be met with --method copy",
         ),
         (
-            vec![
-                OsStr::new("import"),
-                OsStr::new("-"),
-                OsStr::new("--digest"),
-                OsStr::new("abc"),
-            ],
+            vec![os("import"), os("-"), os("--digest"), os("abc")],
             "--digest takes a full 64-hex digest: ",
         ),
     ];
@@ -446,7 +441,7 @@ fn refused_options_are_named_by_their_flags() {
             "{stderr}"
         );
         let mut json = args.clone();
-        json.push(OsStr::new("--json"));
+        json.push(os("--json"));
         let v = parse_json(&env.run(&json));
         assert_eq!(v["error"]["kind"], "usage", "{v}");
         assert!(

@@ -1,21 +1,13 @@
-//! The command line: argument definitions and dispatch to the commands.
-//!
-//! Each command returns a [`Report`]; only here is it written for people or as
-//! JSON (`--json`). The exit code comes from the report or from the error (see
-//! [`crate::error`]).
+//! The command line's arguments: clap's definitions, and each command's
+//! typed options made from them.
 
-use std::io::{self, Write};
-use std::os::fd::AsFd;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::cmd::{self, Report};
-pub use crate::error::error_chain;
-use crate::error::{Error, Misuse, Result};
+use crate::cmd;
+use crate::error::{Error, Result};
 use crate::policy;
-use crate::remote::RemoteError;
-use crate::store;
 use crate::view;
 
 /// A content-addressed snapshot store for pinned plugin releases.
@@ -170,7 +162,7 @@ fn exit_codes_help() -> String {
 
 impl Command {
     /// Whether the command works on a store (`digest` alone does not).
-    fn needs_store(&self) -> bool {
+    pub(super) fn needs_store(&self) -> bool {
         !matches!(self, Command::Digest(_) | Command::ExitCodes)
     }
 }
@@ -181,19 +173,19 @@ pub struct BoundsArgs {
     /// Refuse a release of more files than this (at most the default).
     #[arg(long, value_name = "N", default_value_t = policy::MAX_FILES as u64,
           value_parser = clap::value_parser!(u64).range(0..=policy::MAX_FILES as u64))]
-    max_files: u64,
+    pub(super) max_files: u64,
     /// Refuse a file larger than this many bytes (at most the default).
     #[arg(long, value_name = "BYTES", default_value_t = policy::MAX_FILE_BYTES,
           value_parser = clap::value_parser!(u64).range(0..=policy::MAX_FILE_BYTES))]
-    max_file_bytes: u64,
+    pub(super) max_file_bytes: u64,
     /// Refuse a release whose files hold more bytes than this together (at most the default).
     #[arg(long, value_name = "BYTES", default_value_t = policy::MAX_TOTAL_BYTES,
           value_parser = clap::value_parser!(u64).range(0..=policy::MAX_TOTAL_BYTES))]
-    max_total_bytes: u64,
+    pub(super) max_total_bytes: u64,
     /// Refuse a relative path longer than this many bytes (at most the default).
     #[arg(long, value_name = "BYTES", default_value_t = policy::MAX_PATH_BYTES as u64,
           value_parser = clap::value_parser!(u64).range(0..=policy::MAX_PATH_BYTES as u64))]
-    max_path_bytes: u64,
+    pub(super) max_path_bytes: u64,
 }
 
 impl From<BoundsArgs> for policy::Bounds {
@@ -213,12 +205,12 @@ impl From<BoundsArgs> for policy::Bounds {
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
     /// The release's source directory.
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     /// The exact version its plugin.json must carry (X.Y.Z).
     #[arg(long, value_name = "X.Y.Z")]
-    version: String,
+    pub(super) version: String,
     #[command(flatten)]
-    bounds: BoundsArgs,
+    pub(super) bounds: BoundsArgs,
 }
 
 impl<'a> From<&'a ReleaseArgs> for cmd::ingest::IngestOptions<'a> {
@@ -235,13 +227,13 @@ impl<'a> From<&'a ReleaseArgs> for cmd::ingest::IngestOptions<'a> {
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// A manifest digest or unique prefix.
-    digest: String,
+    pub(super) digest: String,
     /// List the files in manifest order.
     #[arg(long)]
-    files: bool,
+    pub(super) files: bool,
     /// Write the canonical manifest bytes exactly as stored.
     #[arg(long, conflicts_with = "files")]
-    manifest: bool,
+    pub(super) manifest: bool,
 }
 
 impl<'a> From<&'a ShowArgs> for cmd::show::ShowOptions<'a> {
@@ -257,16 +249,16 @@ impl<'a> From<&'a ShowArgs> for cmd::show::ShowOptions<'a> {
 #[derive(Debug, Args)]
 pub struct CheckoutArgs {
     /// A manifest digest or unique prefix.
-    digest: String,
+    pub(super) digest: String,
     /// Where to put the view; it must not exist.
-    dest: PathBuf,
+    pub(super) dest: PathBuf,
     /// How to make the files: hard links with copies where a link is
     /// refused (auto), hard links only, copies, or reflinks.
     #[arg(long, value_enum, default_value = "auto")]
-    method: view::Method,
+    pub(super) method: view::Method,
     /// Fail rather than copy where a hard link is refused.
     #[arg(long)]
-    require_hardlinks: bool,
+    pub(super) require_hardlinks: bool,
 }
 
 impl<'a> From<&'a CheckoutArgs> for cmd::checkout::CheckoutOptions<'a> {
@@ -284,17 +276,17 @@ impl<'a> From<&'a CheckoutArgs> for cmd::checkout::CheckoutOptions<'a> {
 #[derive(Debug, Args)]
 pub struct DiscardArgs {
     /// The view's path.
-    dest: PathBuf,
+    pub(super) dest: PathBuf,
     /// Remove a path that is not a recorded view, provided that it is
     /// exactly this snapshot.
     #[arg(long, value_name = "DIGEST")]
-    force: Option<String>,
+    pub(super) force: Option<String>,
     /// Keep the checkout whole, as a spare the next checkout of its snapshot
     /// takes after checking it, instead of deleting its files. Only when no
     /// process (working directory, open file) and no sandbox mount still
     /// uses the view: those would see the next view.
     #[arg(long, conflicts_with = "force")]
-    spare: bool,
+    pub(super) spare: bool,
 }
 
 impl<'a> From<&'a DiscardArgs> for cmd::discard::DiscardOptions<'a> {
@@ -312,33 +304,33 @@ impl<'a> From<&'a DiscardArgs> for cmd::discard::DiscardOptions<'a> {
 pub struct StageArgs {
     /// A benchmark arm; repeat for each arm of the run.
     #[arg(long = "arm", value_name = "ARM", required = true)]
-    arms: Vec<String>,
+    pub(super) arms: Vec<String>,
     /// The CE plugin release's source directory.
     #[arg(long, value_name = "DIR", conflicts_with = "digest")]
-    plugin_dir: Option<PathBuf>,
+    pub(super) plugin_dir: Option<PathBuf>,
     /// The exact version the release's plugin.json must carry.
     #[arg(long, value_name = "X.Y.Z", conflicts_with = "digest")]
-    plugin_version: Option<String>,
+    pub(super) plugin_version: Option<String>,
     /// A snapshot already in the store, instead of a source directory.
     #[arg(long)]
-    digest: Option<String>,
+    pub(super) digest: Option<String>,
     /// Check the view out here (it must not exist); without it the
     /// store's shared view is used.
     #[arg(long, value_name = "DEST")]
-    dest: Option<PathBuf>,
+    pub(super) dest: Option<PathBuf>,
     /// How to make the view's files.
     #[arg(long, value_enum, default_value = "auto")]
-    method: view::Method,
+    pub(super) method: view::Method,
     #[command(flatten)]
     gitnexus: GitNexusArgs,
     /// Refuse an arm that is neither a ce_* arm nor given with
     /// --known-arm (a typo such as ce_reviw otherwise silently gets no
     /// plugin, as in the reference).
     #[arg(long)]
-    strict_arms: bool,
+    pub(super) strict_arms: bool,
     /// A non-CE arm --strict-arms accepts; repeat for each.
     #[arg(long = "known-arm", value_name = "ARM", requires = "strict_arms")]
-    known_arms: Vec<String>,
+    pub(super) known_arms: Vec<String>,
     /// Once the view is made and reported, wait for one line on standard
     /// input, then discard the view and report that too: `discard --spare`
     /// keeps it as a spare, `discard` (or any other line, or the end of
@@ -348,9 +340,9 @@ pub struct StageArgs {
     /// while waiting.
     /// Without a ce_* arm there is no view, and nothing to wait for.
     #[arg(long, requires = "dest")]
-    hold: bool,
+    pub(super) hold: bool,
     #[command(flatten)]
-    bounds: BoundsArgs,
+    pub(super) bounds: BoundsArgs,
 }
 
 impl StageArgs {
@@ -376,9 +368,7 @@ impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
             release: a.release(),
             dest: a.dest.as_deref(),
             method: a.method,
-            gitnexus_root: a.gitnexus.root.as_deref(),
-            gitnexus_revision: a.gitnexus.rules,
-            gitnexus_version: a.gitnexus.version.as_deref(),
+            gitnexus: a.gitnexus.runtime(),
             strict_arms: a.strict_arms,
             known_arms: &a.known_arms,
             bounds: a.bounds.into(),
@@ -391,17 +381,17 @@ impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
 pub struct ListArgs {
     /// Only this version.
     #[arg(long)]
-    version: Option<String>,
+    pub(super) version: Option<String>,
     /// Only this plugin name.
     #[arg(long)]
-    name: Option<String>,
+    pub(super) name: Option<String>,
 }
 
 /// The arguments of `log`.
 #[derive(Debug, Args)]
 pub struct LogArgs {
     /// Only this snapshot's events (a digest or unique prefix).
-    digest: Option<String>,
+    pub(super) digest: Option<String>,
 }
 
 /// The arguments of `find`.
@@ -414,11 +404,11 @@ pub struct FindArgs {
         conflicts_with = "path",
         required_unless_present = "path"
     )]
-    object: Option<String>,
+    pub(super) object: Option<String>,
     /// A path relative to the plugin root (skills/ce-plan/SKILL.md), a
     /// directory (skills/ce-plan/), or a glob ('skills/*/SKILL.md').
     #[arg(long, value_name = "PATH|DIR|GLOB")]
-    path: Option<String>,
+    pub(super) path: Option<String>,
 }
 
 impl<'a> TryFrom<&'a FindArgs> for cmd::list::FindQuery<'a> {
@@ -438,20 +428,20 @@ impl<'a> TryFrom<&'a FindArgs> for cmd::list::FindQuery<'a> {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// Snapshots to check (digests or unique prefixes); all when none.
-    digests: Vec<String>,
+    pub(super) digests: Vec<String>,
     /// Audit this directory against the one snapshot named.
     #[arg(long, value_name = "DIR")]
-    tree: Option<PathBuf>,
+    pub(super) tree: Option<PathBuf>,
     /// Restore damaged or missing objects from files in this directory
     /// whose SHA-256 matches.
     #[arg(long, value_name = "DIR", conflicts_with = "tree")]
-    repair_from: Option<PathBuf>,
+    pub(super) repair_from: Option<PathBuf>,
 }
 
 impl VerifyArgs {
     /// With `--tree DIR`, the directory and the one snapshot to audit it
     /// against; `None` when the store itself is to be verified.
-    fn tree_audit(&self) -> Result<Option<(&std::path::Path, &str)>> {
+    pub(super) fn tree_audit(&self) -> Result<Option<(&std::path::Path, &str)>> {
         let Some(dir) = &self.tree else {
             return Ok(None);
         };
@@ -464,7 +454,7 @@ impl VerifyArgs {
     }
 
     /// The options of a store verification, drawing progress when asked.
-    fn options(&self, progress: bool) -> cmd::verify::VerifyOptions<'_> {
+    pub(super) fn options(&self, progress: bool) -> cmd::verify::VerifyOptions<'_> {
         cmd::verify::VerifyOptions {
             digests: &self.digests,
             repair_from: self.repair_from.as_deref(),
@@ -478,46 +468,46 @@ impl VerifyArgs {
 pub struct AuditArgs {
     /// Results files (JSON Lines); - for standard input.
     #[arg(required = true, value_name = "FILE")]
-    files: Vec<PathBuf>,
+    pub(super) files: Vec<PathBuf>,
     /// Print a Markdown table, to paste into a report (not with --json).
     #[arg(long)]
-    markdown: bool,
+    pub(super) markdown: bool,
     /// Re-hash every object of each snapshot named (once per snapshot), and
     /// name the damaged ones.
     #[arg(long)]
-    verify: bool,
+    pub(super) verify: bool,
     /// Pull digests the store lacks from REGISTRY/REPOSITORY (as
     /// `cestore pull REGISTRY/REPOSITORY:sha256-DIGEST`).
     #[arg(long, value_name = "REGISTRY/REPOSITORY")]
-    registry: Option<String>,
+    pub(super) registry: Option<String>,
     /// Speak plain HTTP to the registry (loopback or insecure registries).
     #[arg(long, requires = "registry")]
-    plain_http: bool,
+    pub(super) plain_http: bool,
     /// Seconds without progress on a registry connection before giving up
     /// on that digest.
     #[arg(long, value_name = "SECS", default_value_t = 30, requires = "registry",
           value_parser = clap::value_parser!(u64).range(1..=3600))]
-    timeout: u64,
+    pub(super) timeout: u64,
     /// The slowest transfer with the registry kept up: fewer bytes a second
     /// than this over SECS of --timeout gives up on that digest; 0 for no floor.
     #[arg(long, value_name = "BYTES", default_value_t = crate::remote::oci::client::Timeouts::DEFAULT_MIN_SPEED,
           requires = "registry")]
-    min_speed: u64,
+    pub(super) min_speed: u64,
     /// The digest's field; a dotted path reads nested objects
     /// (ce_plugin.manifest_digest).
     #[arg(long, value_name = "F", default_value = crate::audit::DEFAULT_DIGEST_FIELD)]
-    digest_field: String,
+    pub(super) digest_field: String,
     /// The claimed version's field.
     #[arg(long, value_name = "F", default_value = crate::audit::DEFAULT_VERSION_FIELD)]
-    version_field: String,
+    pub(super) version_field: String,
     /// The arm's field.
     #[arg(long, value_name = "F", default_value = crate::audit::DEFAULT_ARM_FIELD)]
-    arm_field: String,
+    pub(super) arm_field: String,
 }
 
 impl AuditArgs {
     /// The options of `audit`, drawing progress when asked.
-    fn options<'a>(
+    pub(super) fn options<'a>(
         &'a self,
         sources: &'a [cmd::audit::Source],
         progress: bool,
@@ -537,11 +527,6 @@ impl AuditArgs {
                 ..crate::remote::Options::default()
             },
             progress,
-            style: if self.markdown {
-                cmd::audit::Style::Markdown
-            } else {
-                cmd::audit::Style::Table
-            },
         }
     }
 }
@@ -550,19 +535,19 @@ impl AuditArgs {
 #[derive(Debug, Args)]
 pub struct DiffArgs {
     /// The earlier snapshot.
-    a: String,
+    pub(super) a: String,
     /// The later snapshot.
-    b: String,
+    pub(super) b: String,
 }
 
 /// The arguments of `rm`.
 #[derive(Debug, Args)]
 pub struct RmArgs {
     /// A digest or unique prefix.
-    digest: String,
+    pub(super) digest: String,
     /// Forget it even though views are recorded (the views stay on disk).
     #[arg(long)]
-    force: bool,
+    pub(super) force: bool,
 }
 
 /// The arguments of `gc`.
@@ -570,20 +555,20 @@ pub struct RmArgs {
 pub struct GcArgs {
     /// Only report what would be removed.
     #[arg(long)]
-    dry_run: bool,
+    pub(super) dry_run: bool,
     /// Sweep even while a manifest is damaged or a recorded snapshot lacks
     /// its manifest (gc otherwise refuses, exit 6), and let go of the
     /// objects only set-aside manifests name. Every object name still found
     /// in a damaged manifest stays kept.
     #[arg(long)]
-    force: bool,
+    pub(super) force: bool,
 }
 
 /// The arguments of `path`.
 #[derive(Debug, Args)]
 pub struct PathArgs {
     /// A manifest digest or unique prefix.
-    digest: String,
+    pub(super) digest: String,
 }
 
 /// The arguments of `mounts`.
@@ -591,43 +576,42 @@ pub struct PathArgs {
 pub struct MountsArgs {
     /// The benchmark arm.
     #[arg(long)]
-    arm: String,
+    pub(super) arm: String,
     /// The plugin view directory to mount for a CE arm: a view cestore
     /// recorded, or a shared view (see --unchecked).
     #[arg(long, value_name = "PATH")]
-    view: Option<PathBuf>,
+    pub(super) view: Option<PathBuf>,
     /// A manifest digest or unique prefix: with --view, the snapshot the
     /// view must show; alone, mount the snapshot's shared view in the store
     /// (made by `cestore path`).
     #[arg(long, value_name = "DIGEST")]
-    digest: Option<String>,
+    pub(super) digest: Option<String>,
     /// Mount --view as it is, without checking that cestore made it; the
     /// report then has no digest.
     #[arg(long, requires = "view", conflicts_with = "digest")]
-    unchecked: bool,
+    pub(super) unchecked: bool,
     #[command(flatten)]
     gitnexus: GitNexusArgs,
     /// Print the JSON report or bubblewrap arguments (bwrap0: NUL-separated,
     /// for `bwrap --args FD`) [default: text, or json with --json].
     #[arg(long, value_enum)]
-    format: Option<cmd::mounts::Format>,
+    pub(super) format: Option<super::output::Format>,
 }
 
 impl MountsArgs {
-    /// The options of `mounts`, given the global `--json`.
-    fn options(&self, json: bool) -> cmd::mounts::MountsOptions<'_> {
+    /// The options of `mounts`.
+    pub(super) fn options(&self) -> cmd::mounts::MountsOptions<'_> {
+        let view = match (self.view.as_deref(), self.digest.as_deref()) {
+            // The parser keeps --unchecked from --digest and requires --view with it.
+            (Some(p), _) if self.unchecked => cmd::mounts::ViewSource::Unchecked(p),
+            (Some(path), expect) => cmd::mounts::ViewSource::Recorded { path, expect },
+            (None, Some(d)) => cmd::mounts::ViewSource::Digest(d),
+            (None, None) => cmd::mounts::ViewSource::None,
+        };
         cmd::mounts::MountsOptions {
             arm: &self.arm,
-            view: cmd::mounts::ViewSource::from_args(
-                self.view.as_deref(),
-                self.digest.as_deref(),
-                self.unchecked,
-            ),
-            gitnexus_root: self.gitnexus.root.as_deref(),
-            gitnexus_revision: self.gitnexus.rules,
-            gitnexus_version: self.gitnexus.version.as_deref(),
-            format: self.format,
-            json,
+            view,
+            gitnexus: self.gitnexus.runtime(),
         }
     }
 }
@@ -636,32 +620,32 @@ impl MountsArgs {
 #[derive(Debug, Args)]
 pub struct PushArgs {
     /// A manifest digest or unique prefix.
-    digest: String,
+    pub(super) digest: String,
     /// REGISTRY/REPOSITORY, e.g. registry.example/cestore/ce, or
     /// REGISTRY/REPOSITORY:TAG to publish under a human tag too.
-    remote: String,
+    pub(super) remote: String,
     /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
     #[arg(long)]
-    plain_http: bool,
+    pub(super) plain_http: bool,
     /// Transfers in flight at once.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
-    jobs: u16,
+    pub(super) jobs: u16,
     /// The most layers one image manifest lists; more distinct files than
     /// this are pushed as an OCI index of several manifests.
     #[arg(long, value_name = "N", default_value_t = crate::remote::oci::DEFAULT_MAX_LAYERS as u32, value_parser = clap::value_parser!(u32).range(1..))]
-    max_layers: u32,
+    pub(super) max_layers: u32,
     /// How long to wait on the registry, and how slow it may be.
     #[command(flatten)]
-    limits: RegistryLimits,
+    pub(super) limits: RegistryLimits,
     /// The format to publish: 2 (packs), or 1 (one layer per file, as
     /// earlier cestores wrote; for compatibility tests).
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2), hide = true)]
-    format: u8,
+    pub(super) format: u8,
 }
 
 impl PushArgs {
     /// The options of `push`, drawing progress when asked.
-    fn options(&self, progress: bool) -> cmd::push::PushOptions<'_> {
+    pub(super) fn options(&self, progress: bool) -> cmd::push::PushOptions<'_> {
         cmd::push::PushOptions {
             digest: &self.digest,
             remote: &self.remote,
@@ -693,13 +677,13 @@ pub struct RegistryLimits {
     /// waits at most 10 s, or SECS when shorter; a credential helper at
     /// most 30 s, or SECS when shorter.
     #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    timeout: u64,
+    pub(super) timeout: u64,
     /// The slowest transfer kept up: a body that moves fewer than BYTES
     /// bytes a second over a period of SECS (--timeout) is given up on with
     /// exit 8 (an upload of N bytes must be sent and answered within
     /// SECS + N/BYTES seconds); 0 for no floor.
     #[arg(long, value_name = "BYTES", default_value_t = crate::remote::oci::client::Timeouts::DEFAULT_MIN_SPEED)]
-    min_speed: u64,
+    pub(super) min_speed: u64,
 }
 
 impl RegistryLimits {
@@ -715,21 +699,21 @@ pub struct PullArgs {
     /// REGISTRY/REPOSITORY:sha256-DIGEST, REGISTRY/REPOSITORY:TAG, or
     /// REGISTRY/REPOSITORY@sha256:HEX (the snapshot's digest or the OCI
     /// manifest's).
-    reference: String,
+    pub(super) reference: String,
     /// Speak plain HTTP, for a loopback or insecure registry (HTTPS otherwise).
     #[arg(long)]
-    plain_http: bool,
+    pub(super) plain_http: bool,
     /// Transfers in flight at once.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
-    jobs: u16,
+    pub(super) jobs: u16,
     /// How long to wait on the registry, and how slow it may be.
     #[command(flatten)]
-    limits: RegistryLimits,
+    pub(super) limits: RegistryLimits,
 }
 
 impl PullArgs {
     /// The options of `pull`, drawing progress when asked.
-    fn options(&self, progress: bool) -> cmd::pull::PullOptions<'_> {
+    pub(super) fn options(&self, progress: bool) -> cmd::pull::PullOptions<'_> {
         cmd::pull::PullOptions {
             reference: &self.reference,
             remote_options: crate::remote::Options {
@@ -747,13 +731,13 @@ impl PullArgs {
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// A manifest digest or unique prefix.
-    digest: String,
+    pub(super) digest: String,
     /// The bundle to write; it must not exist [default: DIGEST.tar or DIGEST.tar.zst].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: Option<PathBuf>,
+    pub(super) output: Option<PathBuf>,
     /// Compress the bundle with zstd.
     #[arg(long)]
-    zstd: bool,
+    pub(super) zstd: bool,
 }
 
 impl<'a> From<&'a ExportArgs> for cmd::bundle::ExportOptions<'a> {
@@ -770,14 +754,14 @@ impl<'a> From<&'a ExportArgs> for cmd::bundle::ExportOptions<'a> {
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// The bundle, or - for standard input.
-    file: PathBuf,
+    pub(super) file: PathBuf,
     /// The manifest digest the bundle must hold (64 hex).
     #[arg(long, value_name = "DIGEST")]
-    digest: Option<String>,
+    pub(super) digest: Option<String>,
     /// Only verify the bundle (every hash, its form, the ingest rules):
     /// store nothing, and open no store.
     #[arg(long)]
-    check: bool,
+    pub(super) check: bool,
 }
 
 impl<'a> From<&'a ImportArgs> for cmd::bundle::ImportOptions<'a> {
@@ -790,223 +774,6 @@ impl<'a> From<&'a ImportArgs> for cmd::bundle::ImportOptions<'a> {
     }
 }
 
-/// Runs the parsed command line, writing its report to `out`. Returns the exit code.
-pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
-    let root = if cli.command.needs_store() {
-        store::locate(cli.store.as_deref())?
-    } else {
-        PathBuf::new()
-    };
-    if cli.trust_store {
-        store::trust_any_store();
-    }
-    let progress = !cli.json;
-    match &cli.command {
-        Command::Ingest(a) => emit(cli, out, &cmd::ingest::ingest(&root, &a.into())?),
-        Command::Digest(a) => emit(cli, out, &cmd::digest::digest(&a.into())?),
-        Command::Show(a) if a.manifest => emit(cli, out, &cmd::show::manifest(&root, &a.digest)?),
-        Command::Show(a) => emit(cli, out, &cmd::show::show(&root, &a.into())?),
-        Command::Checkout(a) => emit(cli, out, &cmd::checkout::checkout(&root, &a.into())?),
-        Command::Discard(a) => emit(cli, out, &cmd::discard::discard(&root, &a.into())?),
-        Command::Path(a) => emit(cli, out, &cmd::path::path(&root, &a.digest)?),
-        Command::Stage(a) if a.hold => {
-            let mut interrupts = cmd::stage::catch_signals()?;
-            let staged = cmd::stage::stage(&root, &a.into())?;
-            let shown = emit(cli, out, &staged).and_then(|code| {
-                out.flush()
-                    .map_err(|e| Error::io("write the report", "<stdout>", e))?;
-                Ok(code)
-            });
-            // No CE arm, no view: nothing to hold.
-            let Some(view) = staged.view.as_deref().map(PathBuf::from) else {
-                return shown;
-            };
-            // A caller that cannot read the report (it died) gets no view left behind.
-            let ending = match shown {
-                Ok(_) => cmd::stage::wait_for_release(io::stdin().as_fd(), &mut interrupts),
-                Err(_) => cmd::stage::Ending::Released { spare: false },
-            };
-            let released = cmd::stage::release(&root, &view, ending, &mut interrupts);
-            shown?;
-            emit(cli, out, &released?)
-        }
-        Command::Stage(a) => emit(cli, out, &cmd::stage::stage(&root, &a.into())?),
-        Command::List(a) => {
-            let report = cmd::list::list(&root, a.version.as_deref(), a.name.as_deref())?;
-            emit(cli, out, &report)
-        }
-        Command::Log(a) => emit(cli, out, &cmd::list::log(&root, a.digest.as_deref())?),
-        Command::Find(a) => {
-            let query = cmd::list::FindQuery::try_from(a)?;
-            emit(cli, out, &cmd::list::find(&root, &query)?)
-        }
-        Command::Verify(a) => match a.tree_audit()? {
-            Some((dir, digest)) => emit(cli, out, &cmd::verify::verify_tree(&root, dir, digest)?),
-            None => emit(cli, out, &cmd::verify::verify(&root, &a.options(progress))?),
-        },
-        Command::Audit(a) => {
-            if a.markdown && cli.json {
-                return Err(Error::Usage(
-                    "audit prints either --markdown or --json, not both".into(),
-                ));
-            }
-            let sources: Vec<_> = a
-                .files
-                .iter()
-                .map(|f| cmd::audit::Source::from_arg(f))
-                .collect();
-            let report = cmd::audit::audit(&root, &a.options(&sources, progress))?;
-            emit(cli, out, &report)
-        }
-        Command::Diff(a) => emit(cli, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
-        Command::Rm(a) => emit(cli, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
-        Command::Recover => emit(cli, out, &cmd::recover::recover(&root)?),
-        Command::Gc(a) => emit(cli, out, &cmd::gc::gc(&root, a.dry_run, a.force, progress)?),
-        Command::Mounts(a) => emit_mounts(out, &cmd::mounts::mounts(&root, &a.options(cli.json))?),
-        Command::Push(a) => emit(cli, out, &cmd::push::push(&root, &a.options(progress))?),
-        Command::Pull(a) => emit(cli, out, &cmd::pull::pull(&root, &a.options(progress))?),
-        Command::Export(a) => emit(cli, out, &cmd::bundle::export(&root, &a.into())?),
-        Command::Import(a) => emit(cli, out, &cmd::bundle::import(&root, &a.into())?),
-        Command::ExitCodes => emit(cli, out, &cmd::exit_codes::exit_codes()),
-    }
-}
-
-/// Writes the report of `mounts` in the form it chose (JSON, text or
-/// bubblewrap arguments): `--format` decides it, not `--json` alone.
-fn emit_mounts(out: &mut dyn Write, report: &cmd::mounts::MountsReport) -> Result<u8> {
-    write_report(report.is_json(), out, report)
-        .map_err(|e| Error::io("write the report", "<stdout>", e))?;
-    Ok(report.exit_code())
-}
-
-/// Writes a report in the form the command line asked for.
-fn emit<R: Report>(cli: &Cli, out: &mut dyn Write, report: &R) -> Result<u8> {
-    write_report(cli.json, out, report)
-        .map_err(|e| Error::io("write the report", "<stdout>", e))?;
-    Ok(report.exit_code())
-}
-
-/// Writes a report as JSON (with `"ok": true`) or as text.
-pub fn write_report<R: Report>(json: bool, out: &mut dyn Write, report: &R) -> io::Result<()> {
-    if json {
-        #[derive(serde::Serialize)]
-        struct Envelope<'a, R> {
-            ok: bool,
-            #[serde(flatten)]
-            report: &'a R,
-        }
-        let ok = report.exit_code() == 0;
-        serde_json::to_writer(&mut *out, &Envelope { ok, report })?;
-        writeln!(out)?;
-    } else {
-        report.human(out)?;
-    }
-    out.flush()
-}
-
-/// The JSON form of an error: `{"ok": false, "error": {...}}`.
-pub fn error_json(err: &Error) -> serde_json::Value {
-    let mut e = serde_json::json!({
-        "code": err.exit_code(),
-        "kind": err.kind(),
-        "message": error_message(err),
-    });
-    if let Some(rule) = err.rule() {
-        e["rule"] = rule.into();
-    }
-    if let Some(path) = err.path() {
-        // A rule names the path as the reference does; other errors, absolute.
-        e["path"] = if err.rule().is_some() {
-            path.to_string_lossy().into_owned()
-        } else {
-            json_path(path)
-        }
-        .into();
-    }
-    serde_json::json!({ "ok": false, "error": e })
-}
-
-/// An error's message as the command line gives it: its context chain,
-/// with the options the library speaks of named by their flags.
-pub fn error_message(err: &Error) -> String {
-    let chain = error_chain(err);
-    let Some(head) = flagged_message(err) else {
-        return chain;
-    };
-    // The chain starts with the error's own message; its sources follow.
-    let sources = chain.strip_prefix(&err.to_string()).unwrap_or_default();
-    format!("{head}{sources}")
-}
-
-/// The message of an error whose library wording names no flag, worded with
-/// the flags of the command line.
-fn flagged_message(err: &Error) -> Option<String> {
-    match err {
-        Error::Misuse(Misuse::ExpectedDigest { reason }) => {
-            Some(format!("--digest takes a full 64-hex digest: {reason}"))
-        }
-        Error::Misuse(Misuse::HardlinksWithMethod { method }) => Some(format!(
-            "--require-hardlinks cannot be met with --method {method}"
-        )),
-        Error::Misuse(Misuse::VersionWithUpstreamRules) => Some(
-            "--gitnexus-version pins the seed's rules; \
-             --gitnexus-rules upstream accepts any non-empty version"
-                .into(),
-        ),
-        Error::Remote(remote) => match remote.downcast_ref::<RemoteError>()? {
-            RemoteError::Timeout {
-                registry,
-                request,
-                connect,
-                idle,
-                ..
-            } => Some(format!(
-                "the registry {registry} did not answer in time ({request}: connect timeout \
-                 {connect} s, idle timeout {idle} s; --timeout SECS sets them)"
-            )),
-            RemoteError::TooSlow {
-                registry,
-                request,
-                detail,
-            } => Some(format!(
-                "the registry {registry} was too slow ({request}: {detail}; \
-                 --min-speed BYTES and --timeout SECS set this floor)"
-            )),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// The one-line message of a command line the parser refused: its first
-/// paragraph on one line, without the `error: ` prefix.
-pub fn usage_message(err: &clap::Error) -> String {
-    if err.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-        return "no command given; see `cestore --help` for the commands".into();
-    }
-    let text = err.render().to_string();
-    let first: Vec<&str> = text
-        .trim_start()
-        .lines()
-        .take_while(|l| !l.trim().is_empty())
-        .map(str::trim)
-        .collect();
-    let first = first.join(" ");
-    let first = first.strip_prefix("error: ").unwrap_or(&first);
-    format!("{first}; see --help")
-}
-
-/// A path as JSON carries it: absolute, unless it names a stream (`<stdout>`).
-fn json_path(path: &std::path::Path) -> String {
-    if path.as_os_str().as_encoded_bytes().starts_with(b"<") {
-        return path.to_string_lossy().into_owned();
-    }
-    std::path::absolute(path)
-        .unwrap_or_else(|_| path.to_path_buf())
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// The GitNexus runtime's arguments, shared by `mounts` and `stage`.
 #[derive(Args, Debug)]
 struct GitNexusArgs {
@@ -1014,7 +781,7 @@ struct GitNexusArgs {
     /// GitNexus runtime's mounts to every arm, checked as the harness
     /// checks them.
     #[arg(long = "gitnexus-root", value_name = "ROOT")]
-    root: Option<PathBuf>,
+    pub(super) root: Option<PathBuf>,
     /// The harness revision whose rules check the GitNexus runtime: seed
     /// (the pinned version) or upstream (any version, linked worktrees).
     #[arg(
@@ -1024,9 +791,20 @@ struct GitNexusArgs {
         default_value = "seed",
         requires = "root"
     )]
-    rules: crate::gitnexus::Revision,
+    pub(super) rules: crate::gitnexus::Revision,
     /// The version the GitNexus runtime's package.json must carry under
     /// the seed's rules [default: 1.6.9].
     #[arg(long = "gitnexus-version", value_name = "V", requires = "root")]
-    version: Option<String>,
+    pub(super) version: Option<String>,
+}
+
+impl GitNexusArgs {
+    /// The runtime the arguments name.
+    fn runtime(&self) -> cmd::stage::GitNexusRuntime<'_> {
+        cmd::stage::GitNexusRuntime {
+            root: self.root.as_deref(),
+            revision: self.rules,
+            version: self.version.as_deref(),
+        }
+    }
 }

@@ -1,0 +1,124 @@
+//! The command line: argument definitions ([`args`]), dispatch to the
+//! commands, and output at the edge ([`output`], [`text`]), with the
+//! `stage --hold` protocol ([`hold`]).
+//!
+//! Each command returns a report; only here is it written for people or as
+//! JSON (`--json`). The exit code comes from the report or from the error (see
+//! [`crate::error`]).
+
+pub mod args;
+pub mod hold;
+pub mod output;
+pub mod text;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+pub use self::args::{Cli, Command};
+use self::output::emit;
+pub use self::output::{
+    error_chain, error_json, error_message, usage_message, write_report, Report,
+};
+use crate::cmd;
+use crate::error::{Error, Result};
+use crate::store;
+
+/// Runs the parsed command line, writing its report to `out`. Returns the exit code.
+pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
+    let root = if cli.command.needs_store() {
+        store::locate(cli.store.as_deref())?
+    } else {
+        PathBuf::new()
+    };
+    if cli.trust_store {
+        store::trust_any_store();
+    }
+    let progress = !cli.json;
+    match &cli.command {
+        Command::Ingest(a) => emit(cli.json, out, &cmd::ingest::ingest(&root, &a.into())?),
+        Command::Digest(a) => emit(cli.json, out, &cmd::digest::digest(&a.into())?),
+        Command::Show(a) if a.manifest => {
+            emit(cli.json, out, &cmd::show::manifest(&root, &a.digest)?)
+        }
+        Command::Show(a) => emit(cli.json, out, &cmd::show::show(&root, &a.into())?),
+        Command::Checkout(a) => emit(cli.json, out, &cmd::checkout::checkout(&root, &a.into())?),
+        Command::Discard(a) => emit(cli.json, out, &cmd::discard::discard(&root, &a.into())?),
+        Command::Path(a) => emit(cli.json, out, &cmd::path::path(&root, &a.digest)?),
+        Command::Stage(a) if a.hold => hold::held_stage(cli.json, &root, &a.into(), out),
+        Command::Stage(a) => emit(cli.json, out, &cmd::stage::stage(&root, &a.into())?),
+        Command::List(a) => {
+            let report = cmd::list::list(&root, a.version.as_deref(), a.name.as_deref())?;
+            emit(cli.json, out, &report)
+        }
+        Command::Log(a) => emit(cli.json, out, &cmd::list::log(&root, a.digest.as_deref())?),
+        Command::Find(a) => {
+            let query = cmd::list::FindQuery::try_from(a)?;
+            emit(cli.json, out, &cmd::list::find(&root, &query)?)
+        }
+        Command::Verify(a) => match a.tree_audit()? {
+            Some((dir, digest)) => emit(
+                cli.json,
+                out,
+                &cmd::verify::verify_tree(&root, dir, digest)?,
+            ),
+            None => emit(
+                cli.json,
+                out,
+                &cmd::verify::verify(&root, &a.options(progress))?,
+            ),
+        },
+        Command::Audit(a) => audit(cli.json, &root, a, progress, out),
+        Command::Diff(a) => emit(cli.json, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
+        Command::Rm(a) => emit(cli.json, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
+        Command::Recover => emit(cli.json, out, &cmd::recover::recover(&root)?),
+        Command::Gc(a) => emit(
+            cli.json,
+            out,
+            &cmd::gc::gc(&root, a.dry_run, a.force, progress)?,
+        ),
+        Command::Mounts(a) => {
+            let output = output::Output::choose(a.format, cli.json)?;
+            output::emit_mounts(output, out, &cmd::mounts::mounts(&root, &a.options())?)
+        }
+        Command::Push(a) => emit(
+            cli.json,
+            out,
+            &cmd::push::push(&root, &a.options(progress))?,
+        ),
+        Command::Pull(a) => emit(
+            cli.json,
+            out,
+            &cmd::pull::pull(&root, &a.options(progress))?,
+        ),
+        Command::Export(a) => emit(cli.json, out, &cmd::bundle::export(&root, &a.into())?),
+        Command::Import(a) => emit(cli.json, out, &cmd::bundle::import(&root, &a.into())?),
+        Command::ExitCodes => emit(cli.json, out, &cmd::exit_codes::exit_codes()),
+    }
+}
+
+/// Runs `audit`, whose report is printed as a table, a Markdown table or JSON.
+fn audit(
+    json: bool,
+    root: &std::path::Path,
+    a: &args::AuditArgs,
+    progress: bool,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    if a.markdown && json {
+        return Err(Error::Usage(
+            "audit prints either --markdown or --json, not both".into(),
+        ));
+    }
+    let sources: Vec<_> = a
+        .files
+        .iter()
+        .map(|f| cmd::audit::Source::from_arg(f))
+        .collect();
+    let report = cmd::audit::audit(root, &a.options(&sources, progress))?;
+    let style = if a.markdown {
+        text::Style::Markdown
+    } else {
+        text::Style::Table
+    };
+    emit(json, out, &text::AuditOutput { report, style })
+}

@@ -1,0 +1,294 @@
+//! The command line's output: a report written for people or as JSON, the
+//! JSON form of an error, and the forms `mounts` prints.
+//!
+//! Every command's report is a serde type beside the library function that
+//! makes it; [`Report`] adds its human text (in [`super::text`]) and the
+//! exit code it calls for. Only here is one form chosen: `--json` (and
+//! `mounts --format`) decide.
+
+use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+
+use crate::cmd::mounts::MountsReport;
+pub use crate::error::error_chain;
+use crate::error::{Error, Misuse, Result};
+use crate::remote::RemoteError;
+
+/// A command's result, printable for people or as JSON.
+pub trait Report: serde::Serialize {
+    /// Writes the report for a person to read.
+    fn human(&self, w: &mut dyn Write) -> io::Result<()>;
+
+    /// The exit code the report calls for: 0 unless it found problems.
+    fn exit_code(&self) -> u8 {
+        0
+    }
+}
+
+/// Writes a report in the form asked for, and returns its exit code.
+pub fn emit<R: Report>(json: bool, out: &mut dyn Write, report: &R) -> Result<u8> {
+    write_report(json, out, report).map_err(|e| Error::io("write the report", "<stdout>", e))?;
+    Ok(report.exit_code())
+}
+
+/// Writes a report as JSON (with `"ok": true`) or as text.
+pub fn write_report<R: Report>(json: bool, out: &mut dyn Write, report: &R) -> io::Result<()> {
+    if json {
+        #[derive(serde::Serialize)]
+        struct Envelope<'a, R> {
+            ok: bool,
+            #[serde(flatten)]
+            report: &'a R,
+        }
+        let ok = report.exit_code() == 0;
+        serde_json::to_writer(&mut *out, &Envelope { ok, report })?;
+        writeln!(out)?;
+    } else {
+        report.human(out)?;
+    }
+    out.flush()
+}
+
+/// The JSON form of an error: `{"ok": false, "error": {...}}`.
+pub fn error_json(err: &Error) -> serde_json::Value {
+    let mut e = serde_json::json!({
+        "code": err.exit_code(),
+        "kind": err.kind(),
+        "message": error_message(err),
+    });
+    if let Some(rule) = err.rule() {
+        e["rule"] = rule.into();
+    }
+    if let Some(path) = err.path() {
+        // A rule names the path as the reference does; other errors, absolute.
+        e["path"] = if err.rule().is_some() {
+            path.to_string_lossy().into_owned()
+        } else {
+            json_path(path)
+        }
+        .into();
+    }
+    serde_json::json!({ "ok": false, "error": e })
+}
+
+/// An error's message as the command line gives it: its context chain,
+/// with the options the library speaks of named by their flags.
+pub fn error_message(err: &Error) -> String {
+    let chain = error_chain(err);
+    let Some(head) = flagged_message(err) else {
+        return chain;
+    };
+    // The chain starts with the error's own message; its sources follow.
+    let sources = chain.strip_prefix(&err.to_string()).unwrap_or_default();
+    format!("{head}{sources}")
+}
+
+/// The message of an error whose library wording names no flag, worded with
+/// the flags of the command line.
+fn flagged_message(err: &Error) -> Option<String> {
+    match err {
+        Error::Misuse(Misuse::ExpectedDigest { reason }) => {
+            Some(format!("--digest takes a full 64-hex digest: {reason}"))
+        }
+        Error::Misuse(Misuse::HardlinksWithMethod { method }) => Some(format!(
+            "--require-hardlinks cannot be met with --method {method}"
+        )),
+        Error::Misuse(Misuse::VersionWithUpstreamRules) => Some(
+            "--gitnexus-version pins the seed's rules; \
+             --gitnexus-rules upstream accepts any non-empty version"
+                .into(),
+        ),
+        Error::Remote(remote) => match remote.downcast_ref::<RemoteError>()? {
+            RemoteError::Timeout {
+                registry,
+                request,
+                connect,
+                idle,
+                ..
+            } => Some(format!(
+                "the registry {registry} did not answer in time ({request}: connect timeout \
+                 {connect} s, idle timeout {idle} s; --timeout SECS sets them)"
+            )),
+            RemoteError::TooSlow {
+                registry,
+                request,
+                detail,
+            } => Some(format!(
+                "the registry {registry} was too slow ({request}: {detail}; \
+                 --min-speed BYTES and --timeout SECS set this floor)"
+            )),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The one-line message of a command line the parser refused: its first
+/// paragraph on one line, without the `error: ` prefix.
+pub fn usage_message(err: &clap::Error) -> String {
+    if err.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        return "no command given; see `cestore --help` for the commands".into();
+    }
+    let text = err.render().to_string();
+    let first: Vec<&str> = text
+        .trim_start()
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    let first = first.join(" ");
+    let first = first.strip_prefix("error: ").unwrap_or(&first);
+    format!("{first}; see --help")
+}
+
+/// A path as JSON carries it: absolute, unless it names a stream (`<stdout>`).
+fn json_path(path: &std::path::Path) -> String {
+    if path.as_os_str().as_encoded_bytes().starts_with(b"<") {
+        return path.to_string_lossy().into_owned();
+    }
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// How the mounts are printed (`--format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The mount report as one JSON object (what `--json` prints).
+    Json,
+    /// bubblewrap arguments: `--ro-bind SOURCE TARGET` per mount, on one
+    /// line, each word quoted for a POSIX shell.
+    Bwrap,
+    /// bubblewrap arguments, each followed by a NUL byte, for `bwrap --args FD`.
+    Bwrap0,
+}
+
+/// How the report is written, from `--format` and `--json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Text for people.
+    Text,
+    /// The JSON report.
+    Json,
+    /// bubblewrap arguments, shell-quoted on one line.
+    Bwrap,
+    /// bubblewrap arguments, NUL-terminated.
+    Bwrap0,
+}
+
+impl Output {
+    /// `--format` wins; without it `--json` picks JSON and otherwise text.
+    /// `--format bwrap --json` (or `bwrap0`) asks for two forms at once and is refused.
+    pub fn choose(format: Option<Format>, json: bool) -> Result<Output> {
+        match (format, json) {
+            (Some(Format::Bwrap | Format::Bwrap0), true) => Err(Error::Usage(
+                "--format bwrap and bwrap0 print bubblewrap arguments, not JSON; drop --json or use --format json".into(),
+            )),
+            (Some(Format::Bwrap), false) => Ok(Output::Bwrap),
+            (Some(Format::Bwrap0), false) => Ok(Output::Bwrap0),
+            (Some(Format::Json), _) | (None, true) => Ok(Output::Json),
+            (None, false) => Ok(Output::Text),
+        }
+    }
+}
+
+/// Writes the report of `mounts` in the form `output` names (JSON, text or
+/// bubblewrap arguments).
+pub fn emit_mounts(output: Output, out: &mut dyn Write, report: &MountsReport) -> Result<u8> {
+    if output == Output::Json {
+        if let Some(m) = report.mounts.iter().find(|m| m.source.to_str().is_none()) {
+            return Err(Error::Usage(format!(
+                "mount source '{}' is not UTF-8, which JSON cannot carry; use --format bwrap",
+                m.source.display()
+            )));
+        }
+    }
+    let written = match output {
+        Output::Json => write_report(true, out, report),
+        Output::Text => write_report(false, out, report),
+        Output::Bwrap => {
+            let words: Vec<Vec<u8>> = bwrap_args(report).into_iter().map(shell_quote).collect();
+            out.write_all(&words.join(&b' '))
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.flush())
+        }
+        Output::Bwrap0 => bwrap_args(report)
+            .into_iter()
+            .try_for_each(|arg| out.write_all(arg).and_then(|()| out.write_all(b"\0")))
+            .and_then(|()| out.flush()),
+    };
+    written.map_err(|e| Error::io("write the report", "<stdout>", e))?;
+    Ok(0)
+}
+
+/// The bubblewrap arguments: `--ro-bind SOURCE TARGET` per mount.
+fn bwrap_args(report: &MountsReport) -> Vec<&[u8]> {
+    report
+        .mounts
+        .iter()
+        .flat_map(|m| {
+            [
+                &b"--ro-bind"[..],
+                m.source.as_os_str().as_bytes(),
+                m.target.as_bytes(),
+            ]
+        })
+        .collect()
+}
+
+/// One word quoted for a POSIX shell: left bare when it holds only
+/// characters no shell treats specially, else in single quotes.
+fn shell_quote(word: &[u8]) -> Vec<u8> {
+    let bare = |b: &u8| b.is_ascii_alphanumeric() || b"@%+=:,./_-".contains(b);
+    if !word.is_empty() && word.iter().all(bare) {
+        return word.to_vec();
+    }
+    let mut out = vec![b'\''];
+    for &b in word {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
+        } else {
+            out.push(b);
+        }
+    }
+    out.push(b'\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(shell_quote(b"/opt/x-1.2_3"), b"/opt/x-1.2_3");
+        assert_eq!(shell_quote(b""), b"''");
+        assert_eq!(shell_quote(b"a b"), b"'a b'");
+        assert_eq!(shell_quote(b"it's"), b"'it'\\''s'");
+    }
+
+    #[test]
+    fn format_and_json() {
+        assert_eq!(Output::choose(None, false).ok(), Some(Output::Text));
+        assert_eq!(Output::choose(None, true).ok(), Some(Output::Json));
+        assert_eq!(
+            Output::choose(Some(Format::Json), false).ok(),
+            Some(Output::Json)
+        );
+        assert_eq!(
+            Output::choose(Some(Format::Json), true).ok(),
+            Some(Output::Json)
+        );
+        assert_eq!(
+            Output::choose(Some(Format::Bwrap), false).ok(),
+            Some(Output::Bwrap)
+        );
+        assert!(Output::choose(Some(Format::Bwrap), true).is_err());
+        assert_eq!(
+            Output::choose(Some(Format::Bwrap0), false).ok(),
+            Some(Output::Bwrap0)
+        );
+        assert!(Output::choose(Some(Format::Bwrap0), true).is_err());
+    }
+}

@@ -1,0 +1,625 @@
+//! The human text of every command's report ([`Report`]): one line per
+//! fact, in the order people read them. The JSON form is each report's serde
+//! form, written by [`super::output`].
+
+mod audit;
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+pub use self::audit::{AuditOutput, Style};
+use super::output::Report;
+use crate::catalogue::Provenance;
+use crate::cmd::bundle::{ExportReport, Format, ImportReport};
+use crate::cmd::checkout::CheckoutReport;
+use crate::cmd::diff::{Change, DiffReport};
+use crate::cmd::digest::DigestReport;
+use crate::cmd::discard::DiscardReport;
+use crate::cmd::exit_codes::ExitCodesReport;
+use crate::cmd::gc::{GcReport, RmReport};
+use crate::cmd::ingest::IngestReport;
+use crate::cmd::list::{FindReport, ListReport, LogReport};
+use crate::cmd::mounts::MountsReport;
+use crate::cmd::path::PathReport;
+use crate::cmd::pull::PullReport;
+use crate::cmd::push::PushReport;
+use crate::cmd::recover::RecoverReport;
+use crate::cmd::show::{ManifestReport, ShowReport};
+use crate::cmd::stage::{ReleaseReport, StageReport};
+use crate::cmd::verify::{TreeReport, VerifyReport};
+use crate::error::counted;
+use crate::interrupt::Signal;
+use crate::policy::LeftOut;
+use crate::store::verify::Severity;
+
+/// Writes the six provenance fields, one per line.
+fn provenance(p: &Provenance, w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "name:                    {}", p.name)?;
+    writeln!(w, "version:                 {}", p.version)?;
+    writeln!(w, "manifest_schema_version: {}", p.manifest_schema_version)?;
+    writeln!(w, "manifest_digest:         {}", p.manifest_digest)?;
+    writeln!(w, "file_count:              {}", p.file_count)?;
+    writeln!(w, "total_bytes:             {}", p.total_bytes)
+}
+
+impl Report for IngestReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        let p = &self.provenance;
+        let s = &self.ingest;
+        writeln!(w, "{}", p.manifest_digest)?;
+        writeln!(
+            w,
+            "{} {}: {}, {}; {}: {} ({}), {} reused",
+            p.name,
+            p.version,
+            counted(p.file_count, "file", "files"),
+            counted(p.total_bytes, "byte", "bytes"),
+            if s.already_present {
+                "already stored"
+            } else {
+                "stored"
+            },
+            counted(s.new_objects, "new object", "new objects"),
+            counted(s.bytes_written, "byte", "bytes"),
+            s.reused_objects
+        )?;
+        if !s.left_out.is_empty() {
+            let count = |why| s.left_out.iter().filter(|e| e.reason == why).count();
+            writeln!(
+                w,
+                "left out: {}, {}, {} (the reference's filters; `--json` lists them)",
+                counted(
+                    count(LeftOut::Secret),
+                    "possible secret",
+                    "possible secrets"
+                ),
+                counted(
+                    count(LeftOut::ForbiddenPart),
+                    "forbidden part",
+                    "forbidden parts"
+                ),
+                counted(
+                    count(LeftOut::OutsideAllowlist),
+                    "entry outside the allowlist",
+                    "entries outside the allowlist"
+                ),
+            )?;
+        }
+        for r in &s.repaired {
+            let how = match r.repair {
+                "mode" => "its mode was set back",
+                _ => "its bytes were replaced by the source's",
+            };
+            writeln!(w, "repaired {}: it {}; {how}", r.object, r.was)?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for DigestReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.provenance.manifest_digest)
+    }
+}
+
+impl Report for ShowReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        provenance(&self.provenance, w)?;
+        let none = "-".to_string();
+        writeln!(
+            w,
+            "first_ingested_at:       {}",
+            self.first_ingested_at.as_ref().unwrap_or(&none)
+        )?;
+        writeln!(
+            w,
+            "last_ingested_at:        {}",
+            self.last_ingested_at.as_ref().unwrap_or(&none)
+        )?;
+        writeln!(w, "ingest_count:            {}", self.ingest_count)?;
+        writeln!(w, "views:                   {}", self.views.len())?;
+        for v in &self.views {
+            writeln!(
+                w,
+                "  {} ({}, {}, {})",
+                v.path, v.kind, v.method, v.created_at
+            )?;
+        }
+        if let Some(files) = &self.files {
+            writeln!(w, "files:")?;
+            for f in files {
+                writeln!(
+                    w,
+                    "  {} {} {:>8} {}",
+                    f.sha256,
+                    if f.executable { "x" } else { "-" },
+                    f.size,
+                    f.path
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Report for ManifestReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        w.write_all(&self.bytes)
+    }
+}
+
+impl Report for CheckoutReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.view)?;
+        writeln!(
+            w,
+            "{}: {} linked, {} copied, {}",
+            self.manifest_digest,
+            self.built.linked,
+            self.built.copied,
+            counted(self.built.directories, "directory", "directories")
+        )?;
+        for (why, n) in &self.built.copy_reasons {
+            writeln!(w, "  copied {n}: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for RmReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            w,
+            "forgot {}; `cestore gc` frees its objects",
+            self.manifest_digest
+        )?;
+        for v in &self.views_forgotten {
+            writeln!(w, "  view no longer recorded (left on disk): {v}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for GcReport {
+    fn exit_code(&self) -> u8 {
+        if self.refused {
+            6
+        } else {
+            0
+        }
+    }
+
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for u in &self.unsafe_manifests {
+            writeln!(w, "unsafe to sweep: {}: {}", u.path, u.detail)?;
+        }
+        if self.refused {
+            writeln!(
+                w,
+                "refused to sweep while {}: nothing was removed. \
+                 `cestore recover` mends what the catalogue still knows; \
+                 `cestore gc --force` sweeps anyway, still keeping every object \
+                 the damaged manifests name",
+                counted(
+                    self.unsafe_manifests.len(),
+                    "manifest is damaged or missing",
+                    "manifests are damaged or missing"
+                )
+            )?;
+        }
+        let verb = if self.dry_run || self.refused {
+            "would remove"
+        } else {
+            "removed"
+        };
+        for o in &self.objects {
+            writeln!(w, "{verb} object {o}")?;
+        }
+        for t in &self.temporary {
+            writeln!(w, "{verb} temporary {t}")?;
+        }
+        for v in &self.shared_views {
+            writeln!(w, "{verb} shared view {v}")?;
+        }
+        for v in &self.spares {
+            writeln!(w, "{verb} the spare views {v}")?;
+        }
+        let forget = if self.dry_run || self.refused {
+            "would forget"
+        } else {
+            "forgot"
+        };
+        for v in &self.stale_view_records {
+            writeln!(w, "{forget} the record of the vanished view {v}")?;
+        }
+        for m in &self.manifests {
+            writeln!(w, "{verb} unrecorded manifest {m}")?;
+        }
+        writeln!(
+            w,
+            "{verb} {} ({}), {}, {}, {}; {forget} {}; kept {}",
+            counted(self.objects.len(), "object", "objects"),
+            counted(self.bytes_freed, "byte", "bytes"),
+            counted(self.temporary.len(), "temporary entry", "temporary entries"),
+            counted(
+                self.manifests.len(),
+                "unrecorded manifest",
+                "unrecorded manifests"
+            ),
+            counted(self.shared_views.len(), "shared view", "shared views"),
+            counted(
+                self.stale_view_records.len(),
+                "stale view record",
+                "stale view records"
+            ),
+            counted(self.objects_kept, "object", "objects")
+        )
+    }
+}
+
+impl Report for DiscardReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        match (self.manifest_digest, self.removed) {
+            (Some(d), true) => writeln!(w, "removed {} ({d})", self.view),
+            (Some(d), false) => writeln!(w, "forgot {} ({d}): already gone", self.view),
+            (None, _) => writeln!(
+                w,
+                "nothing to discard at {}: no view is there or recorded (already gone)",
+                self.view
+            ),
+        }
+    }
+}
+
+impl Report for PathReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.path.display())
+    }
+}
+
+impl Report for StageReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        match (&self.provenance, &self.view) {
+            (Some(p), Some(v)) => {
+                writeln!(w, "{} {} {}", p.manifest_digest, p.name, p.version)?;
+                writeln!(w, "view: {v}")?;
+            }
+            _ => writeln!(w, "no ce_* arm: nothing staged")?,
+        }
+        for a in &self.arms {
+            writeln!(
+                w,
+                "{}: {}",
+                a.arm,
+                counted(a.mounts.len(), "mount", "mounts")
+            )?;
+            for m in &a.mounts {
+                writeln!(w, "  {} -> {} (read-only)", m.source.display(), m.target)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Report for ReleaseReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        self.discard.human(w)?;
+        if let Some(signal) = self.signal {
+            writeln!(w, "stopped by {}", signal.name())?;
+        }
+        Ok(())
+    }
+
+    fn exit_code(&self) -> u8 {
+        self.signal.map_or(0, Signal::exit_code)
+    }
+}
+
+impl Report for ListReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for s in &self.snapshots {
+            writeln!(
+                w,
+                "{}  {} {}  {}  {}  {}",
+                s.digest,
+                s.name,
+                s.version,
+                counted(s.file_count, "file", "files"),
+                counted(s.total_bytes, "byte", "bytes"),
+                s.first_ingested_at
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for LogReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for e in &self.ingests {
+            writeln!(
+                w,
+                "{}  {}  {}  {}@{}  {}  new {} reused {}",
+                e.at,
+                e.digest,
+                e.source,
+                e.user,
+                e.host,
+                e.tool_version,
+                e.new_objects,
+                e.reused_objects
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for FindReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for h in &self.matches {
+            writeln!(
+                w,
+                "{}  {}  {} {} {:>8} {}",
+                h.manifest_digest,
+                h.version,
+                h.sha256,
+                if h.executable { "x" } else { "-" },
+                h.size,
+                h.path
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for VerifyReport {
+    /// 1 for damage or inconsistency; leftovers for gc alone are no failure.
+    fn exit_code(&self) -> u8 {
+        u8::from(self.damage().next().is_some())
+    }
+
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for r in &self.repaired {
+            writeln!(w, "repaired: {r}")?;
+        }
+        for v in &self.stale_views {
+            writeln!(
+                w,
+                "the view {} still links damaged bytes; renew it: {}",
+                v.view, v.renew
+            )?;
+        }
+        for p in self.damage() {
+            writeln!(w, "{} ({:?}): {}: {}", p.kind, p.severity, p.path, p.detail)?;
+            for s in &p.snapshots {
+                writeln!(w, "  affects snapshot {s}")?;
+            }
+            for v in &p.views {
+                writeln!(w, "  affects view {v}")?;
+            }
+        }
+        let damaged = self.damage().count();
+        if damaged > 0 {
+            writeln!(w, "{}", counted(damaged, "problem", "problems"))?;
+        }
+        let mut garbage: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in self
+            .problems
+            .iter()
+            .filter(|p| p.severity == Severity::Garbage)
+        {
+            *garbage.entry(p.kind).or_default() += 1;
+        }
+        if !garbage.is_empty() {
+            let kinds: Vec<String> = garbage
+                .iter()
+                .map(|(kind, n)| format!("{n} {kind}"))
+                .collect();
+            writeln!(
+                w,
+                "garbage for `cestore gc`: {} (`--json` lists them)",
+                kinds.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for TreeReport {
+    fn exit_code(&self) -> u8 {
+        u8::from(!self.differences.is_empty())
+    }
+
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for d in &self.differences {
+            writeln!(w, "{d}")?;
+        }
+        if !self.differences.is_empty() {
+            writeln!(
+                w,
+                "{} differs from {} in {}",
+                self.tree,
+                self.manifest_digest,
+                counted(self.differences.len(), "way", "ways")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for DiffReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for c in &self.changes {
+            match c {
+                Change::Added { path, .. } => writeln!(w, "A  {path}")?,
+                Change::Removed { path, .. } => writeln!(w, "D  {path}")?,
+                Change::Content {
+                    path, exec_changed, ..
+                } => writeln!(w, "M{} {path}", if *exec_changed { "x" } else { " " })?,
+                Change::Exec { path, executable } => {
+                    writeln!(w, "X  {path} ({})", if *executable { "+x" } else { "-x" })?
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Report for RecoverReport {
+    fn exit_code(&self) -> u8 {
+        u8::from(!self.problems.is_empty() || !self.manifests_set_aside.is_empty())
+    }
+
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        if let Some(a) = &self.set_aside {
+            writeln!(w, "set the unusable catalogue aside as {a}")?;
+        }
+        for d in &self.recovered {
+            writeln!(w, "recovered {d}")?;
+        }
+        for d in &self.rewritten {
+            writeln!(w, "rewrote the catalogue rows of {d}")?;
+        }
+        for d in &self.manifests_written {
+            writeln!(w, "wrote the manifest of {d}")?;
+        }
+        for m in &self.manifests_set_aside {
+            writeln!(
+                w,
+                "set the manifest of {} aside as {}: {} (gc keeps its objects unless --force)",
+                m.manifest_digest, m.path, m.detail
+            )?;
+        }
+        for v in &self.views_recorded {
+            writeln!(w, "recorded the view {v}")?;
+        }
+        for p in &self.problems {
+            writeln!(w, "not recovered: {}: {}", p.path, p.detail)?;
+        }
+        writeln!(
+            w,
+            "{} recorded; {} recovered, {} rewritten, {} written, {} set aside, {} recorded again, {} salvaged{}",
+            counted(self.snapshots, "snapshot", "snapshots"),
+            counted(self.recovered.len() as u64, "snapshot", "snapshots"),
+            counted(self.rewritten.len() as u64, "snapshot", "snapshots"),
+            counted(self.manifests_written.len() as u64, "manifest", "manifests"),
+            counted(
+                self.manifests_set_aside.len() as u64,
+                "manifest",
+                "manifests"
+            ),
+            counted(self.views_recorded.len() as u64, "view", "views"),
+            counted(self.events_salvaged, "event", "events"),
+            if self.problems.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {} not recovered",
+                    counted(self.problems.len() as u64, "problem", "problems")
+                )
+            }
+        )
+    }
+}
+
+impl Report for MountsReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "arm:        {}", self.arm)?;
+        writeln!(w, "plugin_dir: {}", self.plugin_dir.unwrap_or("-"))?;
+        match &self.manifest_digest {
+            Some(d) => writeln!(w, "digest:     {d}")?,
+            None => writeln!(w, "digest:     -")?,
+        }
+        writeln!(w, "mounts:     {}", self.mounts.len())?;
+        for m in &self.mounts {
+            writeln!(w, "  {} -> {} (read-only)", m.source.display(), m.target)?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for PushReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        let s = &self.stats;
+        let p = &self.published;
+        writeln!(w, "{}", p.reference)?;
+        if let Some(tagged) = &p.tag_reference {
+            writeln!(w, "{tagged}")?;
+        }
+        writeln!(
+            w,
+            "{}: {} uploaded ({}; {} of {} packs), {} already present; {} in {}",
+            p.remote_digest,
+            counted(s.blobs_uploaded, "blob", "blobs"),
+            counted(s.bytes_uploaded, "byte", "bytes"),
+            s.packs_uploaded,
+            s.packs_total,
+            s.blobs_present,
+            counted(p.layers, "layer", "layers"),
+            if p.manifests == 1 {
+                "1 manifest".to_string()
+            } else {
+                format!("{} manifests under an index", p.manifests)
+            }
+        )
+    }
+}
+
+impl Report for PullReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        self.ingest.human(w)?;
+        let f = &self.pull.fetched;
+        writeln!(
+            w,
+            "pulled from {}: {} fetched ({}); {} fetched, {} skipped",
+            self.pull.source,
+            counted(f.blobs_fetched, "blob", "blobs"),
+            counted(f.bytes_fetched, "byte", "bytes"),
+            counted(f.packs_fetched, "pack", "packs"),
+            f.packs_skipped
+        )
+    }
+}
+
+impl Report for ExportReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.file)?;
+        writeln!(
+            w,
+            "{}: {} objects, {} bytes ({}), sha256 {}",
+            self.manifest_digest,
+            self.objects,
+            self.bytes,
+            match self.format {
+                Format::Tar => "tar",
+                Format::TarZstd => "tar+zstd",
+            },
+            self.sha256
+        )
+    }
+}
+
+impl Report for ImportReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        match &self.ingest {
+            Some(ingest) => ingest.human(w),
+            None => writeln!(
+                w,
+                "{}: a sound bundle of {} ({}); not imported",
+                self.bundle.file,
+                self.bundle.manifest_digest,
+                counted(self.bundle.objects, "object", "objects")
+            ),
+        }
+    }
+}
+
+impl Report for ExitCodesReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "code  kind               meaning")?;
+        writeln!(w, "{:>4}  {:<17}  success", crate::error::kind::SUCCESS, "")?;
+        for e in &self.exit_codes {
+            writeln!(w, "{:>4}  {:<17}  {}", e.code, e.kind, e.summary)?;
+        }
+        Ok(())
+    }
+}

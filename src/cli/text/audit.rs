@@ -1,0 +1,255 @@
+//! The audit's human forms: a plain table, or a Markdown one to paste into
+//! a report.
+
+use std::io::{self, Write};
+
+use crate::audit::DigestAudit;
+use crate::cli::output::Report;
+use crate::cmd::audit::AuditReport;
+use crate::error::counted;
+
+/// How the report is printed for people.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// A plain table.
+    Table,
+    /// A Markdown table, to paste into a report.
+    Markdown,
+}
+
+/// The audit's report, with the form people see.
+#[derive(Debug, serde::Serialize)]
+pub struct AuditOutput {
+    /// The report.
+    #[serde(flatten)]
+    pub report: AuditReport,
+    /// The human form.
+    #[serde(skip)]
+    pub style: Style,
+}
+
+impl Report for AuditOutput {
+    fn exit_code(&self) -> u8 {
+        u8::from(!self.report.passed)
+    }
+
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        match self.style {
+            Style::Table => table(&self.report, w),
+            Style::Markdown => markdown(&self.report, w),
+        }
+    }
+}
+
+/// `line N`, or `FILE:N` when several inputs were read.
+fn at(r: &AuditReport, p: &crate::audit::Place<'_>) -> String {
+    if r.inputs.len() > 1 {
+        format!("{}:{}", p.file, p.line)
+    } else {
+        p.line.to_string()
+    }
+}
+
+/// The claimed values, `a (n)` each, and the rest counted.
+fn claims(cs: &[crate::audit::Claimed<'_>], unlisted: u64) -> String {
+    let mut parts: Vec<String> = cs
+        .iter()
+        .map(|c| format!("{} ({})", c.value, c.rows))
+        .collect();
+    if unlisted > 0 {
+        parts.push(format!("+{unlisted} more rows"));
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// One row of the digest table, cell by cell.
+fn cells(r: &AuditReport, d: &DigestAudit<'_>) -> [String; 7] {
+    [
+        d.manifest_digest.to_hex(),
+        d.status.as_str().to_string(),
+        d.version.unwrap_or("-").to_string(),
+        claims(&d.claimed_versions, d.claimed_versions_unlisted),
+        d.rows.to_string(),
+        claims(&d.arms, d.arms_unlisted),
+        format!("{}-{}", at(r, &d.first), at(r, &d.last)),
+    ]
+}
+
+const HEADS: [&str; 7] = [
+    "digest",
+    "status",
+    "store version",
+    "claimed versions (rows)",
+    "rows",
+    "arms (rows)",
+    "lines",
+];
+
+/// The notes under a digest: damaged objects, a failed pull, the first row
+/// of each wrong version.
+fn notes(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(v) = &d.version {
+        for c in d.claimed_versions.iter().filter(|c| c.value != *v) {
+            out.push(format!(
+                "claims version {} in {} from line {}",
+                c.value,
+                counted(c.rows, "row", "rows"),
+                at(r, &c.first)
+            ));
+        }
+    }
+    for o in d.damaged {
+        out.push(format!("damaged: {} {}: {}", o.kind, o.path, o.detail));
+    }
+    if let Some(e) = &d.pull_error {
+        out.push(format!("not pulled: {e}"));
+    }
+    out
+}
+
+/// The table: the cells of each digest are made twice, once to size the
+/// columns and once to print them, so that a million digests are never held
+/// as text.
+fn table(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
+    let mut width = HEADS.map(str::len);
+    for d in r.digests.iter() {
+        for (i, c) in cells(r, &d).iter().enumerate() {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let line = |w: &mut dyn Write, cs: &[String]| -> io::Result<()> {
+        let padded: Vec<String> = cs
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = width[i]))
+            .collect();
+        writeln!(w, "{}", padded.join("  ").trim_end())
+    };
+    if !r.digests.is_empty() {
+        line(w, &HEADS.map(String::from))?;
+        for d in r.digests.iter() {
+            line(w, &cells(r, &d))?;
+            for n in notes(r, &d) {
+                writeln!(w, "  {n}")?;
+            }
+        }
+    }
+    for (place, kind, detail) in problems(r) {
+        writeln!(w, "{place}: {kind}: {detail}")?;
+    }
+    if r.row_problem_count > r.row_problems.len() as u64 {
+        writeln!(
+            w,
+            "… and {} more row problems (the first {} are listed)",
+            r.row_problem_count - r.row_problems.len() as u64,
+            r.listed_at_most
+        )?;
+    }
+    for i in r
+        .inputs
+        .iter()
+        .filter(|i| i.malformed_count > i.malformed.len() as u64)
+    {
+        writeln!(
+            w,
+            "… and {} more malformed lines in {} (the first {} are listed)",
+            i.malformed_count - i.malformed.len() as u64,
+            i.file,
+            r.listed_at_most
+        )?;
+    }
+    writeln!(w, "{}", r.verdict)
+}
+
+/// `line N`, or `FILE:N` when several inputs were read.
+fn place(r: &AuditReport, file: &str, line: u64) -> String {
+    if r.inputs.len() > 1 {
+        format!("{file}:{line}")
+    } else {
+        format!("line {line}")
+    }
+}
+
+/// The row problems and malformed lines listed, in input and line order:
+/// where, what, and the detail.
+fn problems(r: &AuditReport) -> Vec<(String, &'static str, String)> {
+    let index = |file: &str| r.inputs.iter().position(|i| i.file == file).unwrap_or(0);
+    let mut all: Vec<(usize, u64, &'static str, &str, &str)> = r
+        .row_problems
+        .iter()
+        .map(|p| {
+            (
+                index(&p.file),
+                p.line,
+                p.kind,
+                p.file.as_str(),
+                p.detail.as_str(),
+            )
+        })
+        .collect();
+    for (n, i) in r.inputs.iter().enumerate() {
+        all.extend(i.malformed.iter().map(|m| {
+            (
+                n,
+                m.line,
+                "malformed-line",
+                i.file.as_str(),
+                m.reason.as_str(),
+            )
+        }));
+    }
+    all.sort_by_key(|(n, line, ..)| (*n, *line));
+    all.into_iter()
+        .map(|(_, line, kind, file, detail)| (place(r, file, line), kind, detail.to_string()))
+        .collect()
+}
+
+/// A Markdown table cell: pipes escaped, no line breaks.
+fn md(cell: &str) -> String {
+    cell.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace(['\n', '\r'], " ")
+}
+
+fn markdown(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
+    writeln!(w, "| {} |", HEADS.join(" | "))?;
+    writeln!(w, "|{}", "---|".repeat(HEADS.len()))?;
+    for d in r.digests.iter() {
+        let mut c = cells(r, &d).map(|c| md(&c));
+        c[0] = format!("`{}`", c[0]);
+        let notes = notes(r, &d);
+        if !notes.is_empty() {
+            c[1] = format!("{}: {}", c[1], md(&notes.join("; ")));
+        }
+        writeln!(w, "| {} |", c.join(" | "))?;
+    }
+    let problems = problems(r);
+    if !problems.is_empty() {
+        writeln!(w)?;
+        writeln!(w, "| where | problem | detail |")?;
+        writeln!(w, "|---|---|---|")?;
+        for (p, kind, detail) in problems {
+            writeln!(w, "| {} | {kind} | {} |", md(&p), md(&detail))?;
+        }
+    }
+    let listed = r.row_problems.len() as u64
+        + r.inputs
+            .iter()
+            .map(|i| i.malformed.len() as u64)
+            .sum::<u64>();
+    if r.row_problem_count + r.malformed_count > listed {
+        writeln!(
+            w,
+            "\n{} more problems are not listed (at most {} of each list are).",
+            r.row_problem_count + r.malformed_count - listed,
+            r.listed_at_most
+        )?;
+    }
+    writeln!(w)?;
+    writeln!(w, "**{}**", r.verdict)
+}

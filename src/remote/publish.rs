@@ -1,0 +1,123 @@
+//! A stored snapshot published to a remote: the snapshot's own checks (it
+//! is whole, its manifest canonical), the tag it may carry, then
+//! [`super::transfer::push`].
+
+use std::path::Path;
+
+use super::oci::client::Traffic;
+use super::transfer::{push, PushStats};
+use super::{Format, Outgoing, Published, SnapshotRef};
+use crate::catalogue::resolve;
+use crate::error::{Error, Result};
+use crate::manifest::Manifest;
+use crate::store::{LockMode, Store};
+
+/// What to push, and where.
+pub struct PushOptions<'a> {
+    /// A digest or unique prefix.
+    pub digest: &'a str,
+    /// `REGISTRY/REPOSITORY`.
+    pub remote: &'a str,
+    /// How to reach the remote.
+    pub remote_options: super::Options,
+    /// Transfers in flight at once.
+    pub jobs: usize,
+    /// The format to publish (format 1 is kept for compatibility tests).
+    pub format: Format,
+    /// Whether to draw a progress line on a terminal.
+    pub progress: bool,
+}
+
+/// The report of `cestore push`.
+#[derive(Debug, serde::Serialize)]
+pub struct PushReport {
+    /// The snapshot pushed.
+    pub manifest_digest: crate::digest::ManifestDigest,
+    /// Where it was published.
+    #[serde(flatten)]
+    pub published: Published,
+    /// What was transferred.
+    #[serde(flatten)]
+    pub stats: PushStats,
+    /// The requests sent and the bytes they carried.
+    pub requests: Traffic,
+}
+
+/// Pushes a stored snapshot to a remote.
+///
+/// Every blob the snapshot needs is asked for first (HEAD) and only the
+/// missing ones are uploaded; the record that names the snapshot (the image
+/// manifest or index, tagged `sha256-<hex>`) goes last, so a snapshot is
+/// visible only once it is complete.
+pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), opts.digest)?;
+    // A registry gets only what a view could hold.
+    store.entries_to_hand_out(&digest)?;
+    let row = store.catalogue().snapshot(&digest)?;
+    let bytes = store.catalogue().manifest_bytes(&digest)?;
+    let manifest = Manifest::parse(&bytes).map_err(|e| {
+        Error::Integrity(format!(
+            "the catalogue's manifest for {digest} is not canonical: {e}"
+        ))
+    })?;
+    if manifest.digest != digest {
+        return Err(Error::Integrity(format!(
+            "the catalogue's manifest for {digest} hashes to {}",
+            manifest.digest
+        )));
+    }
+    let mut remote_options = opts.remote_options.clone();
+    remote_options.push = true;
+    let (remote, reference) = super::open(opts.remote, &remote_options)?;
+    // A human tag is published beside the digest tag; a digest tag must be
+    // this snapshot's own.
+    let tag = match reference {
+        None => None,
+        Some(SnapshotRef::Tag(t)) => match super::tag_digest(&t) {
+            None => Some(t),
+            Some(d) if d == digest => None,
+            Some(d) => {
+                return Err(Error::Usage(format!(
+                    "'{}': the tag names the snapshot {d}, not {digest}; give a human tag such as 3.23.1, or none",
+                    opts.remote
+                )))
+            }
+        },
+        Some(SnapshotRef::Digest(_)) => {
+            return Err(Error::Usage(format!(
+                "'{}': push takes REGISTRY/REPOSITORY or REGISTRY/REPOSITORY:TAG, not a digest; the digest tag sha256-<digest> is always published",
+                opts.remote
+            )))
+        }
+    };
+    // Blobs pushed earlier to another repository of the same registry are
+    // mounted from there rather than uploaded.
+    let oci = remote.as_oci();
+    if let Some(oci) = oci {
+        let sources = store.catalogue().remote_blobs(&oci.address().registry)?;
+        oci.client().set_mount_sources(sources);
+    }
+    let mut outgoing = Outgoing::new(&manifest, &row.version);
+    outgoing.origin = store.catalogue().origin(&digest)?;
+    outgoing.tag = tag;
+    outgoing.format = opts.format;
+    let (stats, published) = push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;
+    let requests = oci.map(|o| o.client().traffic()).unwrap_or_default();
+    if let Some(oci) = oci {
+        let a = oci.address();
+        // A hint for later mounts: a push that could not record it still
+        // published its snapshot, and a later push only uploads again.
+        let _ = store.catalogue_mut().record_remote_blobs(
+            &a.registry,
+            &a.repository,
+            &oci.client().present_blobs(),
+        );
+    }
+    Ok(PushReport {
+        manifest_digest: digest,
+        published,
+        stats,
+        requests,
+    })
+}

@@ -1,0 +1,142 @@
+//! Forgetting snapshots (`rm`), then sweeping what nothing uses (`gc`).
+//!
+//! gc is a mark and sweep from the catalogue, never from link counts. Live are
+//! the objects of every recorded snapshot (which includes every snapshot with
+//! a recorded view, since `rm` refuses those unless forced) and the shared
+//! views of recorded snapshots. Ingests and checkouts in flight hold the
+//! store's shared lock and gc its exclusive one, so nothing is published
+//! between the mark and the sweep. `--dry-run` plans under the shared lock.
+//!
+//! While a manifest file is damaged or a recorded snapshot lacks one, gc
+//! refuses to sweep (exit 6, removing nothing) unless `--force`: the
+//! objects such a manifest named are no longer all known.
+
+use std::path::Path;
+
+use super::upkeep::{Item, Plan};
+use super::{LockMode, Store};
+use crate::catalogue::resolve;
+use crate::digest::ManifestDigest;
+use crate::error::Result;
+use crate::progress::Progress;
+
+/// The report of `cestore rm`.
+#[derive(Debug, serde::Serialize)]
+pub struct RmReport {
+    /// The snapshot forgotten.
+    pub manifest_digest: ManifestDigest,
+    /// The view records dropped with it (only with `--force`).
+    pub views_forgotten: Vec<String>,
+}
+
+/// Forgets a snapshot; refuses while views of it are recorded unless `force`.
+pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), digest)?;
+    let manifest = store.manifest_path(&digest);
+    // The manifest goes inside the transaction that forgets the row, so
+    // that no ingest of the same snapshot records it in between; a crash
+    // before the commit leaves a recorded snapshot whose manifest
+    // `cestore recover` writes again.
+    let views = store
+        .catalogue_mut()
+        .remove_snapshot(&digest, force, || super::manifests::remove_file(&manifest))?;
+    let _ = store.catalogue().checkpoint();
+    // Its spares go too (what this misses, gc removes).
+    super::spares::forget(&store, &digest);
+    Ok(RmReport {
+        manifest_digest: digest,
+        views_forgotten: views,
+    })
+}
+
+/// One reason a sweep is unsafe: a damaged or missing manifest.
+#[derive(Debug, serde::Serialize)]
+pub struct UnsafeManifest {
+    /// The manifest file.
+    pub path: String,
+    /// What is wrong with it.
+    pub detail: String,
+}
+
+/// What gc removes (or, with `--dry-run` or when it refuses, would remove).
+#[derive(Debug, Default, serde::Serialize)]
+pub struct GcReport {
+    /// Whether this was only a plan.
+    pub dry_run: bool,
+    /// Whether `--force` was given.
+    pub force: bool,
+    /// The damaged and missing manifests that make a sweep unsafe.
+    #[serde(rename = "unsafe")]
+    pub unsafe_manifests: Vec<UnsafeManifest>,
+    /// Whether gc refused to sweep because of them (nothing was removed).
+    pub refused: bool,
+    /// Objects that no snapshot uses.
+    pub objects: Vec<String>,
+    /// Their bytes.
+    pub bytes_freed: u64,
+    /// Stale work directories and half-built views.
+    pub temporary: Vec<String>,
+    /// Shared views of snapshots no longer recorded, and anything else
+    /// than a directory where a shared view belongs.
+    pub shared_views: Vec<String>,
+    /// Spare views kept for snapshots no longer recorded.
+    pub spares: Vec<String>,
+    /// Records of views whose directory no longer exists.
+    pub stale_view_records: Vec<String>,
+    /// Manifests an operation that did not finish published and nothing
+    /// records.
+    pub manifests: Vec<String>,
+    /// Objects kept.
+    pub objects_kept: u64,
+}
+
+/// Removes everything no snapshot uses: objects, stale temporary files and
+/// shared views of forgotten snapshots, as the one upkeep [`Plan`] says.
+/// Refuses (and reports what it would remove) while the plan is unsafe,
+/// unless `force`.
+pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Result<GcReport> {
+    let mode = if dry_run {
+        LockMode::Shared
+    } else {
+        LockMode::Exclusive
+    };
+    let store = Store::open(store_root, mode, false)?;
+    let plan = Plan::scan(&store, force)?;
+    let mut report = GcReport {
+        dry_run,
+        force,
+        unsafe_manifests: plan
+            .unsafe_because
+            .iter()
+            .map(|(path, detail)| UnsafeManifest {
+                path: path.to_string_lossy().into_owned(),
+                detail: detail.clone(),
+            })
+            .collect(),
+        refused: !dry_run && plan.refusal().is_some(),
+        objects_kept: plan.objects_kept,
+        ..GcReport::default()
+    };
+    for item in &plan.items {
+        let path = item.path(&store).to_string_lossy().into_owned();
+        match item {
+            Item::Object { size, .. } => {
+                report.objects.push(path);
+                report.bytes_freed += size;
+            }
+            Item::WorkDir { .. } | Item::HalfBuiltView { .. } => report.temporary.push(path),
+            Item::Manifest { .. } => report.manifests.push(path),
+            Item::SharedView { .. } => report.shared_views.push(path),
+            Item::Spare { .. } => report.spares.push(path),
+            Item::ViewRecord { .. } => report.stale_view_records.push(path),
+        }
+    }
+    if dry_run || report.refused {
+        return Ok(report);
+    }
+    let objects = report.objects.len() as u64;
+    let mut bar = Progress::new("gc", objects, progress);
+    plan.apply(&store, |size| bar.add(1, size))?;
+    Ok(report)
+}

@@ -1,0 +1,395 @@
+//! The catalogue's answers for auditors: which snapshots are stored
+//! (`list`), their ingest events (`log`), which hold a content or a path
+//! (`find`), what is known of one (`show`), and what changed between two
+//! (`diff`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::{LockMode, Store};
+use crate::catalogue::{resolve, FileFilter, IngestEvent, Provenance, SnapshotRow, ViewRow};
+use crate::digest::{DigestPrefix, ManifestDigest, ObjectId};
+use crate::error::{Error, Result};
+use crate::manifest::Entry;
+
+/// The report of `cestore list`.
+#[derive(Debug, serde::Serialize)]
+pub struct ListReport {
+    /// The snapshots, oldest first.
+    pub snapshots: Vec<SnapshotRow>,
+}
+
+/// Lists snapshots, optionally filtered.
+pub fn list(store_root: &Path, version: Option<&str>, name: Option<&str>) -> Result<ListReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    Ok(ListReport {
+        snapshots: store.catalogue().snapshots(version, name)?,
+    })
+}
+
+/// The report of `cestore log`.
+#[derive(Debug, serde::Serialize)]
+pub struct LogReport {
+    /// The ingest events, oldest first.
+    pub ingests: Vec<IngestEvent>,
+}
+
+/// Lists ingest events, of one snapshot or all.
+pub fn log(store_root: &Path, digest: Option<&str>) -> Result<LogReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = digest.map(|d| resolve(store.catalogue(), d)).transpose()?;
+    Ok(LogReport {
+        ingests: store.catalogue().ingests(digest.as_ref())?,
+    })
+}
+
+/// What `cestore find` looks for.
+pub enum FindQuery<'a> {
+    /// A file content, by SHA-256.
+    Object(&'a str),
+    /// A relative path.
+    Path(&'a str),
+}
+
+/// One file of one snapshot that `cestore find` matched.
+#[derive(Debug, serde::Serialize)]
+pub struct FindHit {
+    /// The snapshot.
+    pub manifest_digest: ManifestDigest,
+    /// Its version.
+    pub version: String,
+    /// The file's path.
+    pub path: String,
+    /// The file's SHA-256.
+    pub sha256: ObjectId,
+    /// The file's size.
+    pub size: i64,
+    /// Whether it is executable.
+    pub executable: bool,
+}
+
+/// The report of `cestore find`.
+#[derive(Debug, serde::Serialize)]
+pub struct FindReport {
+    /// Every match, by snapshot then manifest order.
+    pub matches: Vec<FindHit>,
+}
+
+/// Lists the snapshots that contain a content or a path.
+///
+/// `--object` takes a SHA-256 or a prefix that only one stored content has.
+/// `--path` takes an exact path, a directory (`skills/ce-plan` or
+/// `skills/ce-plan/`: every file below it), or a glob (see [`glob_matches`]).
+pub fn find(store_root: &Path, query: &FindQuery<'_>) -> Result<FindReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let cat = store.catalogue();
+    let hits = match query {
+        FindQuery::Object(text) => {
+            let prefix: DigestPrefix = text.parse().map_err(|e| {
+                Error::Usage(format!("--object takes a SHA-256 or a unique prefix: {e}"))
+            })?;
+            let ids = cat.objects_with_prefix(prefix.as_str(), 11)?;
+            match ids.as_slice() {
+                [] => Vec::new(),
+                [one] => {
+                    let id: ObjectId = one.parse().map_err(|_| {
+                        Error::Integrity(format!(
+                            "the catalogue holds a malformed object id '{one}'"
+                        ))
+                    })?;
+                    cat.files_matching(&FileFilter::Object(id))?
+                }
+                _ => {
+                    return Err(Error::AmbiguousDigest {
+                        prefix: prefix.to_string(),
+                        matches: ids,
+                    })
+                }
+            }
+        }
+        FindQuery::Path(p) => {
+            let p = p.trim_start_matches("./");
+            if p.contains(['*', '?']) {
+                let literal = &p[..p.find(['*', '?']).unwrap_or(p.len())];
+                cat.files_matching(&FileFilter::PathStartsWith(literal))?
+                    .into_iter()
+                    .filter(|h| glob_matches(p, &h.entry.path))
+                    .collect()
+            } else {
+                cat.files_matching(&FileFilter::PathOrUnder(p.trim_end_matches('/')))?
+            }
+        }
+    };
+    let matches = hits
+        .into_iter()
+        .map(|h| FindHit {
+            manifest_digest: h.digest,
+            version: h.version,
+            path: h.entry.path,
+            sha256: h.entry.sha256,
+            size: h.entry.size as i64,
+            executable: h.entry.executable,
+        })
+        .collect();
+    Ok(FindReport { matches })
+}
+
+/// Whether `path` matches the glob `pattern`, compared component by
+/// component (split at `/`): `*` matches any run of characters within one
+/// component, `?` one character, and a component that is exactly `**`
+/// matches any number of whole components, none included. Every other
+/// character matches itself.
+pub fn glob_matches(pattern: &str, path: &str) -> bool {
+    let pat: Vec<&str> = pattern.split('/').collect();
+    let parts: Vec<&str> = path.split('/').collect();
+    components_match(&pat, &parts)
+}
+
+fn components_match(pat: &[&str], parts: &[&str]) -> bool {
+    match pat.split_first() {
+        None => parts.is_empty(),
+        Some((&"**", rest)) => (0..=parts.len()).any(|i| components_match(rest, &parts[i..])),
+        Some((first, rest)) => parts.split_first().is_some_and(|(part, tail)| {
+            component_matches(first.as_bytes(), part.as_bytes()) && components_match(rest, tail)
+        }),
+    }
+}
+
+/// `*` and `?` within one component, by characters (a `?` takes one UTF-8
+/// character, not one byte).
+fn component_matches(pat: &[u8], text: &[u8]) -> bool {
+    let text: Vec<char> = String::from_utf8_lossy(text).chars().collect();
+    let pat: Vec<char> = String::from_utf8_lossy(pat).chars().collect();
+    // Iterative matching with one backtrack point: linear in practice and
+    // never exponential.
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pat.len() && (pat[p] == '?' || pat[p] == text[t]) {
+            p += 1;
+            t += 1;
+        } else if p < pat.len() && pat[p] == '*' {
+            star = Some((p, t));
+            p += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pat[p..].iter().all(|c| *c == '*')
+}
+
+/// What to show.
+pub struct ShowOptions<'a> {
+    /// A digest or unique prefix.
+    pub digest: &'a str,
+    /// Whether to list the files.
+    pub files: bool,
+}
+
+/// The report of `cestore show`.
+#[derive(Debug, serde::Serialize)]
+pub struct ShowReport {
+    /// The reference's provenance fields.
+    pub provenance: Provenance,
+    /// When the snapshot was first ingested.
+    pub first_ingested_at: Option<String>,
+    /// When it was last ingested.
+    pub last_ingested_at: Option<String>,
+    /// How many times it was ingested.
+    pub ingest_count: i64,
+    /// The views of it that are recorded.
+    pub views: Vec<ViewRow>,
+    /// The files in manifest order, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<Entry>>,
+}
+
+/// The canonical manifest bytes of a snapshot, as stored.
+#[derive(Debug, serde::Serialize)]
+pub struct ManifestReport {
+    /// The manifest digest.
+    pub manifest_digest: crate::digest::ManifestDigest,
+    /// The canonical manifest, as text (it is ASCII).
+    pub canonical_manifest: String,
+    /// The bytes, for the raw form.
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
+/// Gathers what the store knows about a snapshot.
+pub fn show(store_root: &Path, opts: &ShowOptions<'_>) -> Result<ShowReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let cat = store.catalogue();
+    let digest = resolve(cat, opts.digest)?;
+    let row = cat.snapshot(&digest)?;
+    let (first, last, count) = cat.ingest_summary(&digest)?;
+    Ok(ShowReport {
+        provenance: Provenance::from(&row),
+        first_ingested_at: first,
+        last_ingested_at: last,
+        ingest_count: count,
+        views: cat.views(Some(&digest))?,
+        files: if opts.files {
+            Some(cat.files(&digest)?)
+        } else {
+            None
+        },
+    })
+}
+
+/// Reads a snapshot's canonical manifest bytes.
+pub fn manifest(store_root: &Path, digest: &str) -> Result<ManifestReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), digest)?;
+    let bytes = store.catalogue().manifest_bytes(&digest)?;
+    Ok(ManifestReport {
+        manifest_digest: digest,
+        canonical_manifest: String::from_utf8_lossy(&bytes).into_owned(),
+        bytes,
+    })
+}
+
+/// One file that differs between two snapshots.
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "change", rename_all = "kebab-case")]
+pub enum Change {
+    /// In B only.
+    Added {
+        /// The path.
+        path: String,
+        /// Its SHA-256 in B.
+        sha256: ObjectId,
+    },
+    /// In A only.
+    Removed {
+        /// The path.
+        path: String,
+        /// Its SHA-256 in A.
+        sha256: ObjectId,
+    },
+    /// In both, with other bytes (and possibly another exec bit).
+    Content {
+        /// The path.
+        path: String,
+        /// Its SHA-256 in A.
+        from: ObjectId,
+        /// Its SHA-256 in B.
+        to: ObjectId,
+        /// Whether the exec bit changed too.
+        exec_changed: bool,
+    },
+    /// In both, with the same bytes and another exec bit.
+    Exec {
+        /// The path.
+        path: String,
+        /// Whether it is executable in B.
+        executable: bool,
+    },
+}
+
+/// The report of `cestore diff`.
+#[derive(Debug, serde::Serialize)]
+pub struct DiffReport {
+    /// The first snapshot.
+    pub from: ManifestDigest,
+    /// The second snapshot.
+    pub to: ManifestDigest,
+    /// The changes, by path.
+    pub changes: Vec<Change>,
+}
+
+/// Lists the changes between the files of two manifests.
+pub fn changes(a: &[Entry], b: &[Entry]) -> Vec<Change> {
+    let a: BTreeMap<&str, &Entry> = a.iter().map(|e| (e.path.as_str(), e)).collect();
+    let b: BTreeMap<&str, &Entry> = b.iter().map(|e| (e.path.as_str(), e)).collect();
+    let mut out = Vec::new();
+    for (path, ea) in &a {
+        match b.get(path) {
+            None => out.push(Change::Removed {
+                path: path.to_string(),
+                sha256: ea.sha256,
+            }),
+            Some(eb) if ea.sha256 != eb.sha256 => out.push(Change::Content {
+                path: path.to_string(),
+                from: ea.sha256,
+                to: eb.sha256,
+                exec_changed: ea.executable != eb.executable,
+            }),
+            Some(eb) if ea.executable != eb.executable => out.push(Change::Exec {
+                path: path.to_string(),
+                executable: eb.executable,
+            }),
+            Some(_) => {}
+        }
+    }
+    for (path, eb) in &b {
+        if !a.contains_key(path) {
+            out.push(Change::Added {
+                path: path.to_string(),
+                sha256: eb.sha256,
+            });
+        }
+    }
+    out.sort_by(|x, y| change_path(x).cmp(change_path(y)));
+    out
+}
+
+fn change_path(c: &Change) -> &str {
+    match c {
+        Change::Added { path, .. }
+        | Change::Removed { path, .. }
+        | Change::Content { path, .. }
+        | Change::Exec { path, .. } => path,
+    }
+}
+
+/// Compares two snapshots.
+pub fn diff(store_root: &Path, a: &str, b: &str) -> Result<DiffReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let cat = store.catalogue();
+    let from = resolve(cat, a)?;
+    let to = resolve(cat, b)?;
+    Ok(DiffReport {
+        from,
+        to,
+        changes: changes(&cat.files(&from)?, &cat.files(&to)?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_matches;
+
+    #[test]
+    fn globs() {
+        let yes = [
+            ("skills/*/SKILL.md", "skills/ce-plan/SKILL.md"),
+            ("skills/ce-*/SKILL.md", "skills/ce-plan/SKILL.md"),
+            ("skills/**/SKILL.md", "skills/SKILL.md"),
+            ("skills/**/SKILL.md", "skills/a/b/SKILL.md"),
+            ("**", "a/b"),
+            ("*.md", "README.md"),
+            ("a?c", "abc"),
+            ("a?c", "aéc"),
+            ("*", ""),
+        ];
+        let no = [
+            ("skills/*/SKILL.md", "skills/a/b/SKILL.md"),
+            ("skills/*", "skills/a/b"),
+            ("*.md", "skills/a.md"),
+            ("a?c", "ac"),
+            ("a*b", "a/b"),
+            ("skills/*/SKILL.md", "skills/ce-plan/SKILL.mdx"),
+        ];
+        for (p, t) in yes {
+            assert!(glob_matches(p, t), "{p} should match {t}");
+        }
+        for (p, t) in no {
+            assert!(!glob_matches(p, t), "{p} should not match {t}");
+        }
+    }
+}
