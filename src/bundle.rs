@@ -264,6 +264,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
         return Err(Error::Exists {
             made: Made::Bundle,
             path: dest,
+            view_of: None,
         });
     }
     let name = dest
@@ -287,6 +288,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
             return Err(Error::Exists {
                 made: Made::Bundle,
                 path: dest,
+                view_of: None,
             })
         }
         Err(e) => return Err(Error::io("publish the bundle", &dest, e)),

@@ -18,6 +18,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::digest::ManifestDigest;
 use crate::policy::Rejection;
 
 pub mod kind;
@@ -51,6 +52,28 @@ pub enum Error {
         /// The digests it matches.
         matches: Vec<String>,
     },
+    /// The store directory does not exist (and the command does not create one).
+    #[error("store not found: '{}'", .path.display())]
+    StoreNotFound {
+        /// The store directory looked for.
+        path: PathBuf,
+    },
+    /// The store may be read but not written: the command must record
+    /// something in it (an ingest, a view).
+    #[error("could not write to the store '{}'", .path.display())]
+    StoreNotWritable {
+        /// The store directory.
+        path: PathBuf,
+        /// What the system said.
+        #[source]
+        source: io::Error,
+    },
+    /// A tree to audit is not a directory.
+    #[error("'{}' is not a directory; give the path of a view or tree", .path.display())]
+    NotATree {
+        /// The path given, absolute.
+        path: PathBuf,
+    },
     /// Something named on the command line does not exist.
     #[error("{what} not found: '{}'", .path.display())]
     NotFound {
@@ -81,6 +104,8 @@ pub enum Error {
         made: Made,
         /// The path, absolute.
         path: PathBuf,
+        /// The snapshot whose recorded view is there, when it is one.
+        view_of: Option<ManifestDigest>,
     },
     /// A view was to be made inside the store.
     #[error("the destination '{}' lies inside the store '{}'; use `cestore path` for a view inside the store", .path.display(), .store.display())]
@@ -89,6 +114,14 @@ pub enum Error {
         path: PathBuf,
         /// The store, resolved.
         store: PathBuf,
+    },
+    /// The store lies inside the release it was to store.
+    #[error("the store '{}' lies inside the source '{}'; it would be ingested into itself", .path.display(), .source_dir.display())]
+    StoreInsideSource {
+        /// The store, resolved.
+        path: PathBuf,
+        /// The release's source directory.
+        source_dir: PathBuf,
     },
     /// The store's content no longer matches its catalogue.
     #[error("{0}")]
@@ -186,19 +219,22 @@ impl Error {
             Error::Integrity(_) | Error::DamagedManifest { .. } | Error::Adopt(_) => {
                 ErrorKind::Integrity
             }
-            Error::Usage(_) | Error::Misuse(_) => ErrorKind::Usage,
+            Error::Usage(_) | Error::Misuse(_) | Error::NotATree { .. } => ErrorKind::Usage,
             Error::Rejected(Rejection::SourceUnavailable { source, .. }) if is_missing(source) => {
                 ErrorKind::NotFound
             }
             Error::Rejected(_) => ErrorKind::Rejected,
             Error::GitNexus(c) | Error::Remote(c) => c.kind(),
             Error::UnknownDigest { .. } => ErrorKind::UnknownDigest,
-            Error::NotFound { .. } | Error::Absent { .. } => ErrorKind::NotFound,
-            Error::AmbiguousDigest { .. } => ErrorKind::AmbiguousDigest,
-            Error::Conflict(_) | Error::Exists { .. } | Error::InsideStore { .. } => {
-                ErrorKind::Conflict
+            Error::NotFound { .. } | Error::Absent { .. } | Error::StoreNotFound { .. } => {
+                ErrorKind::NotFound
             }
-            Error::Io { .. } => ErrorKind::Io,
+            Error::AmbiguousDigest { .. } => ErrorKind::AmbiguousDigest,
+            Error::Conflict(_)
+            | Error::Exists { .. }
+            | Error::InsideStore { .. }
+            | Error::StoreInsideSource { .. } => ErrorKind::Conflict,
+            Error::Io { .. } | Error::StoreNotWritable { .. } => ErrorKind::Io,
             Error::Catalogue { .. } => ErrorKind::Catalogue,
             Error::CatalogueTooNew { .. } => ErrorKind::CatalogueTooNew,
             Error::CatalogueLost { .. } => ErrorKind::CatalogueLost,
@@ -235,6 +271,10 @@ impl Error {
             | Error::Absent { path, .. }
             | Error::Exists { path, .. }
             | Error::InsideStore { path, .. }
+            | Error::StoreInsideSource { path, .. }
+            | Error::StoreNotFound { path }
+            | Error::StoreNotWritable { path, .. }
+            | Error::NotATree { path }
             | Error::DamagedManifest { path, .. }
             | Error::Catalogue { path, .. }
             | Error::CatalogueTooNew { path, .. }
@@ -409,6 +449,7 @@ mod tests {
         let e = Error::Exists {
             made: Made::Bundle,
             path: "/b.tar".into(),
+            view_of: None,
         };
         assert_eq!(e.to_string(), "the bundle '/b.tar' already exists");
         assert_eq!(e.path(), Some(Path::new("/b.tar")));

@@ -68,11 +68,15 @@ fn report(json: bool, err: anyhow::Error) -> ExitCode {
             let _ = writeln!(out, "{}", cli::error_json(e));
         }
     }
-    let message = match err.downcast_ref::<cestore::Error>() {
-        Some(e) => cli::error_message(e),
-        None => format!("{err:#}"),
+    let (message, hint) = match err.downcast_ref::<cestore::Error>() {
+        Some(e) => (cli::error_message(e), cli::hint(e)),
+        None => (format!("{err:#}"), None),
     };
-    let _ = writeln!(std::io::stderr().lock(), "cestore: error: {message}");
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "cestore: error: {message}");
+    if let Some(hint) = hint {
+        let _ = writeln!(stderr, "hint: {hint}");
+    }
     ExitCode::from(code)
 }
 

@@ -145,6 +145,33 @@ pub fn is_ce_arm(arm: &str) -> bool {
     CE_ARMS.contains(&arm)
 }
 
+/// Which arms a run may name: with `strict`, every arm must be a CE arm or
+/// one of `known`, so that a typo such as `ce_reviw` is refused instead of
+/// silently getting no plugin (the reference's own rule accepts any arm).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ArmRule<'a> {
+    /// Refuse an arm that is neither a CE arm nor known.
+    pub strict: bool,
+    /// The non-CE arms `strict` accepts.
+    pub known: &'a [String],
+}
+
+impl ArmRule<'_> {
+    /// Refuses the first arm the rule does not accept.
+    pub fn check<'s>(&self, arms: impl IntoIterator<Item = &'s str>) -> Result<(), Rejection> {
+        if !self.strict {
+            return Ok(());
+        }
+        match arms
+            .into_iter()
+            .find(|a| !is_ce_arm(a) && !self.known.iter().any(|k| k == a))
+        {
+            Some(arm) => Err(Rejection::UnknownArm { arm: arm.into() }),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Whether `version` is an exact semantic version: `MAJOR.MINOR.PATCH`, with
 /// an optional `-prerelease` and `+build`, as the reference's pattern says.
 ///

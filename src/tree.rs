@@ -263,10 +263,7 @@ pub fn matches(root: &Path, entries: &[Entry]) -> Result<Vec<Difference>> {
     if !root.is_dir() {
         let path = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
         if root.exists() {
-            return Err(Error::Usage(format!(
-                "'{}' is not a directory; give the path of a view or tree",
-                path.display()
-            )));
+            return Err(Error::NotATree { path });
         }
         return Err(Error::Absent {
             message: format!(

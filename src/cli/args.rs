@@ -19,7 +19,8 @@ use crate::view;
     name = "cestore",
     version,
     max_term_width = 100,
-    after_help = exit_codes_help()
+    after_help = exit_codes_help(),
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     /// The store directory [default: $CESTORE_DIR, else $XDG_DATA_HOME/cestore,
@@ -70,7 +71,8 @@ pub enum Command {
     /// --path takes an exact path, a directory (skills/ce-plan or
     /// skills/ce-plan/: every file below it), or a glob when it holds * or ?:
     /// `*` matches within one path component, `?` one character, and a `**`
-    /// component any number of components (skills/**/SKILL.md).
+    /// component any number of components (skills/**/SKILL.md). Exits 1 when
+    /// nothing matches.
     Find(FindArgs),
     /// Check every manifest digest of a results file (JSON Lines, as the
     /// harness writes results.jsonl) against the store, and every row
@@ -149,6 +151,16 @@ pub enum Command {
     Import(ImportArgs),
     /// List each kind of error, as `--json` names it, with its exit code.
     ExitCodes,
+    /// Print this message or the help of the given command.
+    Help(HelpArgs),
+}
+
+/// The arguments of `help`.
+#[derive(Debug, Args)]
+pub struct HelpArgs {
+    /// The command (and its subcommand) to print the help of.
+    #[arg(value_name = "COMMAND")]
+    pub(super) command: Vec<String>,
 }
 
 /// The `--help` text's line of exit codes, from the table.
@@ -161,9 +173,13 @@ fn exit_codes_help() -> String {
 }
 
 impl Command {
-    /// Whether the command works on a store (`digest` alone does not).
+    /// Whether the command works on a store (`digest`, `exit-codes` and
+    /// `help` do not).
     pub(super) fn needs_store(&self) -> bool {
-        !matches!(self, Command::Digest(_) | Command::ExitCodes)
+        !matches!(
+            self,
+            Command::Digest(_) | Command::ExitCodes | Command::Help(_)
+        )
     }
 }
 
@@ -323,14 +339,8 @@ pub struct StageArgs {
     pub(super) method: view::Method,
     #[command(flatten)]
     gitnexus: GitNexusArgs,
-    /// Refuse an arm that is neither a ce_* arm nor given with
-    /// --known-arm (a typo such as ce_reviw otherwise silently gets no
-    /// plugin, as in the reference).
-    #[arg(long)]
-    pub(super) strict_arms: bool,
-    /// A non-CE arm --strict-arms accepts; repeat for each.
-    #[arg(long = "known-arm", value_name = "ARM", requires = "strict_arms")]
-    pub(super) known_arms: Vec<String>,
+    #[command(flatten)]
+    arm_rule: ArmRuleArgs,
     /// Once the view is made and reported, wait for one line on standard
     /// input, then discard the view and report that too: `discard --spare`
     /// keeps it as a spare, `discard` (or any other line, or the end of
@@ -369,8 +379,7 @@ impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
             dest: a.dest.as_deref(),
             method: a.method,
             gitnexus: a.gitnexus.runtime(),
-            strict_arms: a.strict_arms,
-            known_arms: &a.known_arms,
+            arm_rule: a.arm_rule.rule(),
             bounds: a.bounds.into(),
         }
     }
@@ -396,14 +405,10 @@ pub struct LogArgs {
 
 /// The arguments of `find`.
 #[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
 pub struct FindArgs {
     /// A file content's SHA-256, or a prefix only one stored content has.
-    #[arg(
-        long,
-        value_name = "SHA256",
-        conflicts_with = "path",
-        required_unless_present = "path"
-    )]
+    #[arg(long, value_name = "SHA256")]
     pub(super) object: Option<String>,
     /// A path relative to the plugin root (skills/ce-plan/SKILL.md), a
     /// directory (skills/ce-plan/), or a glob ('skills/*/SKILL.md').
@@ -592,6 +597,8 @@ pub struct MountsArgs {
     pub(super) unchecked: bool,
     #[command(flatten)]
     gitnexus: GitNexusArgs,
+    #[command(flatten)]
+    arm_rule: ArmRuleArgs,
     /// Print the JSON report or bubblewrap arguments (bwrap0: NUL-separated,
     /// for `bwrap --args FD`) [default: text, or json with --json].
     #[arg(long, value_enum)]
@@ -612,6 +619,30 @@ impl MountsArgs {
             arm: &self.arm,
             view,
             gitnexus: self.gitnexus.runtime(),
+            arm_rule: self.arm_rule.rule(),
+        }
+    }
+}
+
+/// Which arms `stage` and `mounts` accept.
+#[derive(Args, Debug)]
+struct ArmRuleArgs {
+    /// Refuse an arm that is neither a ce_* arm nor given with
+    /// --known-arm (a typo such as ce_reviw otherwise silently gets no
+    /// plugin, as in the reference).
+    #[arg(long)]
+    strict_arms: bool,
+    /// A non-CE arm --strict-arms accepts; repeat for each.
+    #[arg(long = "known-arm", value_name = "ARM", requires = "strict_arms")]
+    known_arms: Vec<String>,
+}
+
+impl ArmRuleArgs {
+    /// The rule the flags ask for.
+    fn rule(&self) -> policy::ArmRule<'_> {
+        policy::ArmRule {
+            strict: self.strict_arms,
+            known: &self.known_arms,
         }
     }
 }

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 pub use self::args::{Cli, Command};
 use self::output::emit;
 pub use self::output::{
-    error_chain, error_json, error_message, usage_message, write_report, Report,
+    error_chain, error_json, error_message, hint, usage_message, write_report, Report,
 };
 use crate::cmd;
 use crate::error::{Error, Result};
@@ -93,6 +93,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Export(a) => emit(cli.json, out, &cmd::bundle::export(&root, &a.into())?),
         Command::Import(a) => emit(cli.json, out, &cmd::bundle::import(&root, &a.into())?),
         Command::ExitCodes => emit(cli.json, out, &cmd::exit_codes::exit_codes()),
+        Command::Help(a) => emit(cli.json, out, &help(&a.command)?),
     }
 }
 
@@ -121,4 +122,38 @@ fn audit(
         text::Style::Table
     };
     emit(json, out, &text::AuditOutput { report, style })
+}
+
+/// The report of `cestore help`: the help text of the command named.
+#[derive(Debug, serde::Serialize)]
+pub struct HelpReport {
+    /// The help text, as `--help` prints it.
+    pub help: String,
+}
+
+impl Report for HelpReport {
+    fn human(&self, w: &mut dyn Write) -> std::io::Result<()> {
+        w.write_all(self.help.as_bytes())?;
+        if self.help.ends_with('\n') {
+            Ok(())
+        } else {
+            writeln!(w)
+        }
+    }
+}
+
+/// The long help of the command `path` names (of cestore itself when empty).
+fn help(path: &[String]) -> Result<HelpReport> {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    command.build();
+    for name in path {
+        command = command
+            .find_subcommand(name)
+            .cloned()
+            .ok_or_else(|| Error::Usage(format!("no command '{name}'; see `cestore help`")))?;
+    }
+    Ok(HelpReport {
+        help: command.render_long_help().to_string(),
+    })
 }

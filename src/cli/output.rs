@@ -12,6 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use crate::cmd::mounts::MountsReport;
 pub use crate::error::error_chain;
 use crate::error::{Error, Misuse, Result};
+use crate::policy::Rejection;
 use crate::remote::RemoteError;
 
 /// A command's result, printable for people or as JSON.
@@ -59,6 +60,9 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     if let Some(rule) = err.rule() {
         e["rule"] = rule.into();
     }
+    if let Some(hint) = hint(err) {
+        e["hint"] = hint.into();
+    }
     if let Some(path) = err.path() {
         // A rule names the path as the reference does; other errors, absolute.
         e["path"] = if err.rule().is_some() {
@@ -69,6 +73,50 @@ pub fn error_json(err: &Error) -> serde_json::Value {
         .into();
     }
     serde_json::json!({ "ok": false, "error": e })
+}
+
+/// The next step after an error, when the command line knows one: printed
+/// after the error as `hint: ...`, and as the JSON error's `hint`.
+pub fn hint(err: &Error) -> Option<String> {
+    match err {
+        Error::Exists {
+            path,
+            view_of: Some(digest),
+            ..
+        } => Some(format!(
+            "'{path}' is a view of {digest} that cestore recorded; \
+             `cestore discard {path}` removes it",
+            path = path.display()
+        )),
+        Error::StoreNotFound { .. } => Some(
+            "name a store with --store STORE or CESTORE_DIR; \
+             `cestore ingest DIR --version X.Y.Z` creates one"
+                .into(),
+        ),
+        Error::StoreNotWritable { .. } => Some(
+            "a checkout records its view in the store, so checkout, stage and path \
+             need write access to it, as ingest does; \
+             use a store you can write (--store STORE or CESTORE_DIR)"
+                .into(),
+        ),
+        Error::Rejected(
+            Rejection::ManifestDirUnavailable { path, .. }
+            | Rejection::ManifestDirNotReal { path }
+            | Rejection::ManifestMissing { path },
+        ) => {
+            // `DIR/.claude-plugin` or `DIR/.claude-plugin/plugin.json`.
+            let dir = path
+                .ancestors()
+                .find(|p| p.file_name().is_some_and(|n| n == ".claude-plugin"))?
+                .parent()?;
+            Some(format!(
+                "'{}' must be the plugin's root: the directory that holds {}",
+                dir.display(),
+                crate::manifest::PLUGIN_JSON
+            ))
+        }
+        _ => None,
+    }
 }
 
 /// An error's message as the command line gives it: its context chain,

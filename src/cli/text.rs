@@ -30,6 +30,7 @@ use crate::cmd::verify::{TreeReport, VerifyReport};
 use crate::error::counted;
 use crate::interrupt::Signal;
 use crate::policy::LeftOut;
+use crate::store::query::ShownView;
 use crate::store::verify::Severity;
 
 /// Writes the six provenance fields, one per line.
@@ -118,10 +119,11 @@ impl Report for ShowReport {
         )?;
         writeln!(w, "ingest_count:            {}", self.ingest_count)?;
         writeln!(w, "views:                   {}", self.views.len())?;
-        for v in &self.views {
+        for ShownView { row: v, on_disk } in &self.views {
+            let gone = if *on_disk { "" } else { " gone from disk" };
             writeln!(
                 w,
-                "  {} ({}, {}, {})",
+                "  {} ({}, {}, {}){gone}",
                 v.path, v.kind, v.method, v.created_at
             )?;
         }
@@ -338,9 +340,10 @@ impl Report for LogReport {
         for e in &self.ingests {
             writeln!(
                 w,
-                "{}  {}  {}  {}@{}  {}  new {} reused {}",
+                "{}  {}  {}  {}  {}@{}  {}  new {} reused {}",
                 e.at,
                 e.digest,
+                e.event,
                 e.source,
                 e.user,
                 e.host,
@@ -354,6 +357,11 @@ impl Report for LogReport {
 }
 
 impl Report for FindReport {
+    /// 1 when nothing matched, as `grep` exits.
+    fn exit_code(&self) -> u8 {
+        u8::from(self.matches.is_empty())
+    }
+
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         for h in &self.matches {
             writeln!(
@@ -397,10 +405,6 @@ impl Report for VerifyReport {
                 writeln!(w, "  affects view {v}")?;
             }
         }
-        let damaged = self.damage().count();
-        if damaged > 0 {
-            writeln!(w, "{}", counted(damaged, "problem", "problems"))?;
-        }
         let mut garbage: BTreeMap<&str, usize> = BTreeMap::new();
         for p in self
             .problems
@@ -420,7 +424,17 @@ impl Report for VerifyReport {
                 kinds.join(", ")
             )?;
         }
-        Ok(())
+        let damaged = match self.damage().count() {
+            0 => "no problems".to_string(),
+            n => counted(n, "problem", "problems"),
+        };
+        writeln!(
+            w,
+            "verified {}, {} ({} re-hashed): {damaged}",
+            counted(self.snapshots_checked, "snapshot", "snapshots"),
+            counted(self.objects_checked, "object", "objects"),
+            counted(self.bytes_hashed, "byte", "bytes"),
+        )
     }
 }
 
@@ -460,7 +474,17 @@ impl Report for DiffReport {
                 }
             }
         }
-        Ok(())
+        if self.changes.is_empty() {
+            return writeln!(w, "no differences");
+        }
+        let count = |f: fn(&Change) -> bool| self.changes.iter().filter(|c| f(c)).count();
+        writeln!(
+            w,
+            "{} added, {} removed, {} changed",
+            count(|c| matches!(c, Change::Added { .. })),
+            count(|c| matches!(c, Change::Removed { .. })),
+            count(|c| matches!(c, Change::Content { .. } | Change::Exec { .. })),
+        )
     }
 }
 

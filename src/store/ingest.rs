@@ -333,11 +333,10 @@ impl IngestPlan {
 pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> Result<IngestPlan> {
     if let Ok(real) = std::fs::canonicalize(store.root()) {
         if real.starts_with(source.root()) {
-            return Err(Error::Conflict(format!(
-                "the store '{}' lies inside the source '{}'; it would be ingested into itself",
-                real.display(),
-                source.root().display()
-            )));
+            return Err(Error::StoreInsideSource {
+                path: real,
+                source_dir: source.root().to_path_buf(),
+            });
         }
     }
     let work = store.work_dir("ingest")?;

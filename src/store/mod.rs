@@ -278,12 +278,7 @@ fn open_locked(root: &Path, mode: LockMode, create: bool) -> Result<(PathBuf, Ow
             rustix::fs::chmod(&root, Mode::from_raw_mode(0o755))
                 .ctx("set the store directory's mode", &root)?;
         }
-        Err(Errno::NOENT) => {
-            return Err(Error::NotFound {
-                what: "store",
-                path: root,
-            })
-        }
+        Err(Errno::NOENT) => return Err(Error::StoreNotFound { path: root }),
         Err(e) => return Err(Error::io("examine the store directory", &root, e)),
     }
     let dir =

@@ -152,8 +152,18 @@ impl WorkDir {
             .ctx("open the store's tmp directory", &tmp_path)?;
         let name = format!("{op}-{}", unique_suffix());
         let path = tmp_path.join(&name);
-        rustix::fs::mkdirat(&tmp, name.as_str(), Mode::from_raw_mode(0o700))
-            .ctx("create a work directory", &path)?;
+        match rustix::fs::mkdirat(&tmp, name.as_str(), Mode::from_raw_mode(0o700)) {
+            Ok(()) => {}
+            // Every change goes through a work directory: a store that
+            // refuses one is a store this user cannot write.
+            Err(e @ (Errno::ACCESS | Errno::PERM | Errno::ROFS)) => {
+                return Err(Error::StoreNotWritable {
+                    path: store.root().to_path_buf(),
+                    source: e.into(),
+                })
+            }
+            Err(e) => return Err(Error::io("create a work directory", &path, e)),
+        }
         let fd = crate::fsutil::open_dir(tmp.as_fd(), name.as_str())
             .ctx("open a work directory", &path)?;
         rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)

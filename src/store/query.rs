@@ -202,10 +202,29 @@ pub struct ShowReport {
     /// How many times it was ingested.
     pub ingest_count: i64,
     /// The views of it that are recorded.
-    pub views: Vec<ViewRow>,
+    pub views: Vec<ShownView>,
     /// The files in manifest order, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<Entry>>,
+}
+
+/// A recorded view, and whether it is still on disk.
+#[derive(Debug, serde::Serialize)]
+pub struct ShownView {
+    /// The catalogue's record.
+    #[serde(flatten)]
+    pub row: ViewRow,
+    /// Whether anything is at the view's path; a view removed without
+    /// `cestore discard` stays recorded until `cestore gc` forgets it.
+    pub on_disk: bool,
+}
+
+impl ShownView {
+    /// Looks at the path of a recorded view.
+    fn of(row: ViewRow) -> ShownView {
+        let on_disk = std::fs::symlink_metadata(&row.path).is_ok();
+        ShownView { row, on_disk }
+    }
 }
 
 /// The canonical manifest bytes of a snapshot, as stored.
@@ -232,7 +251,11 @@ pub fn show(store_root: &Path, opts: &ShowOptions<'_>) -> Result<ShowReport> {
         first_ingested_at: first,
         last_ingested_at: last,
         ingest_count: count,
-        views: cat.views(Some(&digest))?,
+        views: cat
+            .views(Some(&digest))?
+            .into_iter()
+            .map(ShownView::of)
+            .collect(),
         files: if opts.files {
             Some(cat.files(&digest)?)
         } else {

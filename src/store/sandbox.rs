@@ -28,7 +28,7 @@ use crate::catalogue::Provenance;
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 use crate::gitnexus::{self, ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, ReadOnlyMount};
-use crate::policy::{is_ce_arm, Rejection};
+use crate::policy::{is_ce_arm, ArmRule, Rejection};
 use crate::view::Method;
 
 /// The GitNexus runtime to mount, if any.
@@ -84,10 +84,8 @@ pub struct StageOptions<'a> {
     pub method: Method,
     /// The GitNexus runtime every arm gets.
     pub gitnexus: GitNexusRuntime<'a>,
-    /// Refuse an arm that is neither a CE arm nor in `known_arms`.
-    pub strict_arms: bool,
-    /// The non-CE arms `strict_arms` accepts.
-    pub known_arms: &'a [String],
+    /// Which arms may be named.
+    pub arm_rule: ArmRule<'a>,
     /// The bounds the release's walk enforces.
     pub bounds: crate::policy::Bounds,
 }
@@ -119,22 +117,14 @@ pub struct StageReport {
 }
 
 /// The reference's preflight of the arms: release inputs only with a CE
-/// arm, and with `strict_arms`, no arm that is neither a CE arm nor known.
+/// arm, and no arm the arm rule refuses.
 fn check_arms(opts: &StageOptions<'_>) -> Result<bool> {
     let has_ce_arm = opts.arms.iter().any(|a| is_ce_arm(a));
     let supplied = !matches!(opts.release, Release::None);
     if !has_ce_arm && supplied {
         return Err(Rejection::PluginInputsWithoutCeArm.into());
     }
-    if opts.strict_arms {
-        if let Some(arm) = opts
-            .arms
-            .iter()
-            .find(|a| !is_ce_arm(a) && !opts.known_arms.contains(a))
-        {
-            return Err(Rejection::UnknownArm { arm: arm.clone() }.into());
-        }
-    }
+    opts.arm_rule.check(opts.arms.iter().map(String::as_str))?;
     Ok(has_ce_arm)
 }
 
@@ -229,6 +219,8 @@ pub struct MountsOptions<'a> {
     pub view: ViewSource<'a>,
     /// The GitNexus runtime every arm gets.
     pub gitnexus: GitNexusRuntime<'a>,
+    /// Which arms may be named.
+    pub arm_rule: ArmRule<'a>,
 }
 
 /// The report of `cestore mounts`.
@@ -269,6 +261,7 @@ fn find_view(
 /// Computes an arm's mounts: the plugin view's for a CE arm, then the
 /// GitNexus runtime's.
 pub fn mounts(store_root: &Path, opts: &MountsOptions<'_>) -> Result<MountsReport> {
+    opts.arm_rule.check([opts.arm])?;
     let (view, manifest_digest) = find_view(store_root, opts.view)?;
     let plugin_dir = ce_plugin_dir_for_arm(opts.arm, view.as_deref())?;
     let mut mounts = ce_plugin_mounts_for_arm(opts.arm, view.as_deref())?;

@@ -61,9 +61,15 @@ impl Destination {
         let (parent, name) = view::split_dest(dest)?;
         let dest = parent.join(&name);
         if rustix::fs::lstat(&dest).is_ok() {
+            // A view cestore recorded there can be discarded; say whose it is.
+            let view_of = match dest.to_str() {
+                Some(path) => store.catalogue().view(path)?.map(|row| row.digest),
+                None => None,
+            };
             return Err(Error::Exists {
                 made: Made::View,
                 path: dest,
+                view_of,
             });
         }
         let store_real =

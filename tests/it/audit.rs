@@ -30,8 +30,8 @@ use sha2::{Digest, Sha256};
 
 use crate::gen::Rng;
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, mode_of, object_path, parse_json, problems, remove_tree,
-    s, sha_hex, write, FileRow, TestEnv,
+    self, assert_exit, assert_ok, chmod, find_matches, mode_of, object_path, parse_json, problems,
+    remove_tree, s, sha_hex, write, FileRow, TestEnv,
 };
 
 // ---------------------------------------------------------------------------
@@ -55,16 +55,19 @@ impl TestEnv {
             .unwrap_or_else(|| panic!("{path} is not in {digest}"))
     }
 
-    /// A human-mode `verify` that must be clean: exit 0, nothing on stdout.
+    /// A human-mode `verify` that must be clean: exit 0, and only its
+    /// summary line, which finds no problems.
     fn verify_clean(&self, extra: &[&str]) {
         let mut args = vec!["verify"];
         args.extend_from_slice(extra);
         let out = self.run(&args);
         assert_exit(&out, 0);
+        let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
-            out.stdout.is_empty(),
-            "verify printed on a clean store:\n{}",
-            String::from_utf8_lossy(&out.stdout)
+            stdout.starts_with("verified ")
+                && stdout.ends_with(": no problems\n")
+                && stdout.lines().count() == 1,
+            "verify printed more than its summary on a clean store:\n{stdout}"
         );
     }
 }
@@ -830,11 +833,7 @@ fn list_log_and_find_answer_from_the_catalogue() {
 
     // find --object: exactly the snapshots holding that content.
     let found = |args: &[&str]| -> Vec<(String, String, bool)> {
-        let mut full = vec!["find", "--json"];
-        full.extend_from_slice(args);
-        env.json(&full)["matches"]
-            .as_array()
-            .expect("matches")
+        find_matches(&env, args)
             .iter()
             .map(|m| {
                 (
@@ -903,7 +902,7 @@ fn list_log_and_find_answer_from_the_catalogue() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn verify_clean_store_is_silent() {
+fn verify_of_a_clean_store_is_one_summary_line() {
     let p = pair();
     let env = &p.env;
     env.verify_clean(&[]);
@@ -983,7 +982,7 @@ fn verify_finds_a_flipped_byte() {
     let human = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(human.contains(&format!("object-content (Corruption): {}", s(&only_a))));
     assert!(human.contains(&format!("affects snapshot {}", p.b)));
-    assert!(human.contains("\n2 problems\n"), "{human}");
+    assert!(human.ends_with(": 2 problems\n"), "{human}");
     assert!(!human.contains("garbage for"), "{human}");
 }
 
@@ -1760,7 +1759,16 @@ fn diff_lists_exactly_the_changes() {
         let out = env.run(["diff", &da, &db]);
         assert_ok(&out);
         let human = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert_eq!(human.lines().count(), 7, "{human}");
+        // One line per change, then the count of each kind.
+        assert_eq!(human.lines().count(), 8, "{human}");
+        let kind = |k: &str| changes.iter().filter(|c| c["change"] == k).count();
+        let summary = format!(
+            "{} added, {} removed, {} changed",
+            kind("added"),
+            kind("removed"),
+            kind("content") + kind("exec")
+        );
+        assert_eq!(human.lines().last(), Some(summary.as_str()), "{human}");
         let exec_now = if b.executable(&flipped) { "+x" } else { "-x" };
         for line in [
             format!("D  {removed}"),

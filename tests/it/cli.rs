@@ -19,12 +19,7 @@ fn stdout(out: &std::process::Output) -> String {
 
 /// The `(digest, path)` pairs `find` reports.
 fn found(env: &TestEnv, args: &[&str]) -> Vec<(String, String)> {
-    let mut all = vec!["find"];
-    all.extend_from_slice(args);
-    all.push("--json");
-    env.json(all)["matches"]
-        .as_array()
-        .expect("matches")
+    util::find_matches(env, args)
         .iter()
         .map(|m| {
             (
@@ -348,7 +343,7 @@ fn counts_agree_in_number() {
     util::chmod(&view.join("skills/ce-plan/SKILL.md"), 0o644);
     let out = env.run(["verify"]);
     assert_exit(&out, 1);
-    assert!(stdout(&out).contains("\n1 problem\n"), "{}", stdout(&out));
+    assert!(stdout(&out).ends_with(": 1 problem\n"), "{}", stdout(&out));
     assert!(!stdout(&out).contains("1 problems"), "{}", stdout(&out));
     util::chmod(&view.join("skills/ce-plan/SKILL.md"), 0o444);
     let extra = env.path("extra");

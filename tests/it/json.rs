@@ -89,6 +89,7 @@ struct ViewOut {
     linked: u64,
     copied: u64,
     created_at: String,
+    on_disk: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -475,6 +476,7 @@ struct ErrorBody {
     message: String,
     rule: Option<String>,
     path: Option<String>,
+    hint: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -607,6 +609,7 @@ fn every_command_fits_the_documented_schema() {
         assert_eq!(v.manifest_digest, d);
         assert!(["checkout", "shared"].contains(&v.kind.as_str()), "{v:?}");
         assert!(!v.method.is_empty() && !v.created_at.is_empty() && v.linked + v.copied == 5);
+        assert!(v.on_disk, "{v:?}");
     }
     let files = show.files.expect("--files lists the files");
     assert_eq!(files.len(), 5);

@@ -629,3 +629,17 @@ pub fn remove_tree(path: &Path) {
     unlock(path);
     let _ = fs::remove_dir_all(path);
 }
+
+/// The matches of `cestore find ARGS --json`, checking its exit code: 0
+/// with matches, 1 (as `grep`) with none.
+pub fn find_matches(env: &TestEnv, args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = vec!["find"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let out = env.run(&all);
+    let json = parse_json(&out);
+    let matches = json["matches"].as_array().expect("matches").clone();
+    assert_exit(&out, i32::from(matches.is_empty()));
+    assert_eq!(json["ok"], !matches.is_empty(), "{json}");
+    matches
+}
