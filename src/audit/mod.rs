@@ -19,16 +19,20 @@
 //! The three steps are three modules: `read` (the inputs opened, cut into
 //! lines and parsed for the fields), `scan` (the rows tallied by digest) and
 //! `judge` (the tallies set against the store); what they share stays
-//! private to this module.
+//! private to this module. `run` is the whole audit ([`audit`]): the scan,
+//! the pull of the digests the store lacks from a registry when one is
+//! named, and the judgement.
 
 mod judge;
 mod read;
+mod run;
 mod scan;
 #[cfg(test)]
 mod tests;
 
 pub use judge::*;
 pub use read::*;
+pub use run::*;
 pub use scan::*;
 
 /// The most row problems, and malformed lines per input, listed by line

@@ -1,0 +1,112 @@
+//! The whole audit: read every results file, pull the digests the store
+//! lacks from a registry when one is named (exactly as `cestore pull` takes
+//! them), then judge each digest against the store.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use super::{judge, scan, unknown, AuditReport, Fields, JudgeOptions, Source};
+use crate::digest::ManifestDigest;
+use crate::error::{Error, Result};
+use crate::remote::{self, transfer, SnapshotRef};
+use crate::store::{LockMode, Store};
+
+/// What to audit.
+pub struct AuditOptions<'a> {
+    /// The inputs.
+    pub sources: &'a [Source],
+    /// The fields read.
+    pub fields: Fields,
+    /// Re-hash every snapshot's objects.
+    pub verify: bool,
+    /// `REGISTRY/REPOSITORY` to pull unknown digests from.
+    pub registry: Option<&'a str>,
+    /// How to reach the registry.
+    pub remote_options: crate::remote::Options,
+    /// Whether to draw progress lines on a terminal.
+    pub progress: bool,
+}
+
+/// Audits results files against the store.
+pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> {
+    if let Some(reg) = opts.registry {
+        check_registry(reg)?;
+    }
+    let scan = scan(opts.sources, &opts.fields, opts.progress)?;
+    let (pulled, pull_errors) = match opts.registry {
+        Some(reg) => {
+            let missing = {
+                let store = Store::open(store_root, LockMode::Shared, true)?;
+                unknown(&store, &scan)?
+            };
+            pull_unknown(store_root, reg, missing, opts)
+        }
+        None => Default::default(),
+    };
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    judge(
+        &store,
+        scan,
+        &JudgeOptions {
+            verify: opts.verify,
+            progress: opts.progress,
+            registry: opts.registry,
+            pulled: &pulled,
+            pull_errors: &pull_errors,
+        },
+    )
+}
+
+/// Pulls each digest the store lacks from the repository `reg`, as
+/// `cestore pull REG:sha256-DIGEST` would: returns those pulled, and why
+/// each other one was not.
+fn pull_unknown(
+    store_root: &Path,
+    reg: &str,
+    missing: Vec<ManifestDigest>,
+    opts: &AuditOptions<'_>,
+) -> (BTreeSet<ManifestDigest>, BTreeMap<ManifestDigest, String>) {
+    let (mut pulled, mut pull_errors) = (BTreeSet::new(), BTreeMap::new());
+    if missing.is_empty() {
+        return (pulled, pull_errors);
+    }
+    let remote = match remote::open(reg, &opts.remote_options) {
+        Ok((remote, _)) => remote,
+        // A registry that cannot be reached fails every pull alike.
+        Err(e) => {
+            let why = crate::error::error_chain(&e);
+            pull_errors.extend(missing.into_iter().map(|d| (d, why.clone())));
+            return (pulled, pull_errors);
+        }
+    };
+    for d in missing {
+        let tag = SnapshotRef::Tag(remote::snapshot_tag(&d));
+        match transfer::pull(
+            store_root,
+            remote.as_ref(),
+            &tag,
+            transfer::DEFAULT_JOBS,
+            opts.progress,
+        ) {
+            Ok(_) => {
+                pulled.insert(d);
+            }
+            Err(e) => {
+                pull_errors.insert(d, crate::error::error_chain(&e));
+            }
+        }
+    }
+    (pulled, pull_errors)
+}
+
+/// The registry names a repository, not a tag or digest: audit adds the
+/// digest tag itself.
+fn check_registry(reg: &str) -> Result<()> {
+    let last = reg.rsplit('/').next().unwrap_or(reg);
+    if !reg.contains('/') || last.contains(':') || last.contains('@') || last.is_empty() {
+        return Err(Error::Usage(format!(
+            "the registry repository '{reg}': give REGISTRY/REPOSITORY, without a tag or digest (audit pulls REGISTRY/REPOSITORY:sha256-DIGEST)"
+        )));
+    }
+    Ok(())
+}
