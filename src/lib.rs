@@ -6,22 +6,27 @@
 //! of a canonical manifest that is byte-identical to the reference's. Frozen
 //! read-only views are then made by hard links.
 //!
-//! The modules, from the bottom up:
+//! The modules, from the bottom up (docs/design.md draws the map):
 //!
+//! - [`error`]: the library's error and the one table of error kinds, each
+//!   with its exit code and JSON name;
 //! - [`digest`]: one type per kind of SHA-256 identity;
-//! - [`manifest`]: the canonical manifest encoding;
 //! - [`policy`]: the reference's rules, as pure functions;
+//! - [`manifest`]: the canonical manifest encoding;
 //! - [`pyjson`]: Python's `json.loads`, for the `plugin.json` check;
-//! - [`fsutil`]: directory-handle helpers;
+//! - [`fsutil`]: directory-handle helpers; [`pool`]: the worker pool;
+//!   [`progress`]: progress lines on a terminal; [`interrupt`]: termination
+//!   signals caught, for `stage --hold`;
 //! - [`source`]: the walk of a source tree through directory handles;
-//! - [`store`]: the object store, its lock and work directories;
+//! - [`gitnexus`]: the GitNexus runtime's mounts and the arm rule's;
 //! - [`catalogue`]: the SQLite catalogue;
-//! - [`view`]: frozen views made by hard links, and [`tree`]: auditing a tree;
+//! - [`store`]: the object store, its lock and work directories, and every
+//!   operation on it; [`view`]: frozen views made by hard links (one layer
+//!   with the store), and [`tree`]: auditing a tree;
 //! - [`remote`]: pushing to and pulling from registries (OCI), and
 //!   [`bundle`]: a snapshot as one file;
 //! - [`audit`]: a results file's digests and rows against the store;
-//! - [`interrupt`]: termination signals caught, for `stage --hold`;
-//! - [`cmd`]: one module per command;
+//! - [`cmd`]: one module per command, naming the library function it calls;
 //! - [`cli`]: the command line.
 
 pub mod audit;
