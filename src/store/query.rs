@@ -100,9 +100,18 @@ pub fn find(store_root: &Path, query: &FindQuery<'_>) -> Result<FindReport> {
                     cat.files_matching(&FileFilter::Object(id))?
                 }
                 _ => {
-                    return Err(Error::AmbiguousDigest {
+                    return Err(Error::AmbiguousObject {
                         prefix: prefix.to_string(),
-                        matches: ids,
+                        matches: ids
+                            .iter()
+                            .map(|id| id.parse())
+                            .collect::<Result<_, _>>()
+                            .map_err(|_| {
+                                Error::Integrity(format!(
+                                    "the catalogue holds a malformed object id among {}",
+                                    ids.join(", ")
+                                ))
+                            })?,
                     })
                 }
             }
