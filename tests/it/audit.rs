@@ -638,14 +638,15 @@ fn show_reports_provenance_ingests_views_and_files() {
     let other = "0123456789abcdef"
         .chars()
         .find(|c| !d.starts_with(*c))
-        .expect("some other first character")
-        .to_string();
+        .expect("some other first character");
+    // Four hex digits, the fewest a prefix may have.
+    let other = format!("{other}{}", &d[1..4]);
     let err = assert_exit(&env.run(["show", &other]), 4);
     assert!(err.contains("no snapshot"), "{err}");
     let out = env.run(["show", &other, "--json"]);
     assert_exit(&out, 4);
     assert_eq!(parse_json(&out)["error"]["kind"], "unknown-digest");
-    let unknown = format!("{other}{}", &d[1..]);
+    let unknown = format!("{other}{}", &d[4..]);
     assert_exit(&env.run(["show", &unknown]), 4);
     assert_exit(&env.run(["show", &unknown, "--files"]), 4);
     assert_exit(&env.run(["show", &unknown, "--manifest"]), 4);
