@@ -41,8 +41,8 @@ impl From<&SnapshotRow> for Provenance {
 }
 
 /// Resolves a snapshot named by a user: by its digest, by a unique prefix of
-/// it (at least [`MIN_PREFIX_LEN`](crate::digest::MIN_PREFIX_LEN) hex digits), or as `@VERSION`, by the
-/// version only it has.
+/// it (at least [`MIN_PREFIX_LEN`](crate::digest::MIN_PREFIX_LEN) hex
+/// digits), or as `@VERSION`, by the version only it has.
 pub fn resolve(cat: &Catalogue, text: &str) -> Result<ManifestDigest> {
     if let Some(version) = text.strip_prefix('@') {
         if version.is_empty() {

@@ -590,8 +590,8 @@ pub struct MountsArgs {
     #[arg(long, value_name = "PATH")]
     pub(super) view: Option<PathBuf>,
     /// A manifest digest, a unique prefix of it (4 hex digits or more), or
-    /// @VERSION: with --view, the snapshot the view must show; alone, mount the snapshot's shared view in the store
-    /// (made by `cestore path`).
+    /// @VERSION: with --view, the snapshot the view must show; alone, mount
+    /// the snapshot's shared view in the store (made by `cestore path`).
     #[arg(long, value_name = "DIGEST")]
     pub(super) digest: Option<String>,
     /// Mount --view as it is, without checking that cestore made it; the
