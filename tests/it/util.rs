@@ -4,7 +4,7 @@
 //! Every helper more than one module needs is defined here once: the
 //! requests most tests make (`files`, `views`, `verify`, `checkout`), object
 //! paths and hashes, a store's files, commands under a deadline, the oracle,
-//! and the ways a test skips.
+//! the ways a test skips, and two snapshots whose digests share a prefix.
 
 #![allow(dead_code)]
 
