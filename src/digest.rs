@@ -3,7 +3,9 @@
 //! An [`ObjectId`] names one file content in the object store; a
 //! [`ManifestDigest`] names one snapshot (the SHA-256 of its canonical
 //! manifest). Both print as 64 lowercase hex characters. A [`DigestPrefix`]
-//! is what a user may type to name a snapshot: 1 to 64 hex characters.
+//! is what a user may type to name a snapshot: 4 to 64 hex characters. As
+//! git does, a prefix needs [`MIN_PREFIX_LEN`] digits: a shorter one names
+//! one snapshot only while the store is small, and stops working as it grows.
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,7 +24,13 @@ pub enum ParseDigestError {
     /// The string does not name its algorithm as [`ALGORITHM_PREFIX`].
     #[error("'{0}' does not start with sha256:")]
     NoAlgorithm(String),
+    /// A prefix has fewer than [`MIN_PREFIX_LEN`] hex digits.
+    #[error("a prefix needs at least {MIN_PREFIX_LEN} hex digits, '{0}' has {1}")]
+    TooShort(String, usize),
 }
+
+/// The fewest hex digits a [`DigestPrefix`] may have, as git asks.
+pub const MIN_PREFIX_LEN: usize = 4;
 
 /// How a digest names its algorithm where other algorithms could stand
 /// (OCI descriptors and references): `sha256:<hex>`.
@@ -157,7 +165,8 @@ sha256_id!(
     ManifestDigest
 );
 
-/// A user-typed digest or unique prefix of one: 1 to 64 hex characters.
+/// A user-typed digest or unique prefix of one: [`MIN_PREFIX_LEN`] to 64 hex
+/// characters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DigestPrefix(String);
 
@@ -177,11 +186,14 @@ impl FromStr for DigestPrefix {
     type Err = ParseDigestError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let s = s.strip_prefix(ALGORITHM_PREFIX).unwrap_or(s);
-        if s.is_empty() || s.len() > 64 {
+        if s.len() > 64 {
             return Err(ParseDigestError::Length(s.to_string(), s.len()));
         }
         if !s.bytes().all(|c| hex_value(c, Case::Either).is_some()) {
             return Err(ParseDigestError::NotHex(s.to_string()));
+        }
+        if s.len() < MIN_PREFIX_LEN {
+            return Err(ParseDigestError::TooShort(s.to_string(), s.len()));
         }
         Ok(DigestPrefix(s.to_ascii_lowercase()))
     }
@@ -286,9 +298,22 @@ mod tests {
             not_hex.parse::<ManifestDigest>(),
             Err(ParseDigestError::NotHex(_))
         ));
-        assert!("".parse::<DigestPrefix>().is_err());
-        assert!("xyz".parse::<DigestPrefix>().is_err());
-        assert_eq!("sha256:AB".parse::<DigestPrefix>().unwrap().as_str(), "ab");
+        assert!(matches!(
+            "".parse::<DigestPrefix>(),
+            Err(ParseDigestError::TooShort(_, 0))
+        ));
+        assert!(matches!(
+            "xyz".parse::<DigestPrefix>(),
+            Err(ParseDigestError::NotHex(_))
+        ));
+        assert!(matches!(
+            "sha256:abc".parse::<DigestPrefix>(),
+            Err(ParseDigestError::TooShort(_, 3))
+        ));
+        assert_eq!(
+            "sha256:ABCD".parse::<DigestPrefix>().unwrap().as_str(),
+            "abcd"
+        );
         let id = ObjectId::of(b"abc");
         assert_eq!(ObjectId::from_lower_hex(&id.to_hex()), Some(id));
         assert_eq!(ObjectId::from_lower_hex(&id.to_hex().to_uppercase()), None);

@@ -18,11 +18,13 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::digest::ManifestDigest;
+use crate::digest::{ManifestDigest, ObjectId};
 use crate::policy::Rejection;
 
+pub mod ambiguity;
 pub mod kind;
 
+pub use ambiguity::Candidate;
 pub use kind::{Classify, ErrorKind};
 
 /// Anything a cestore command can fail with.
@@ -38,19 +40,29 @@ pub enum Error {
     /// The request is malformed in a way the argument parser cannot see.
     #[error("{0}")]
     Usage(String),
-    /// No snapshot's digest starts with the prefix.
+    /// No snapshot answers to the name: no digest starts with the prefix, or
+    /// no snapshot has the `@VERSION`.
     #[error("no snapshot in the store matches '{prefix}'")]
     UnknownDigest {
-        /// The prefix as given.
+        /// The name as given.
         prefix: String,
     },
-    /// Several snapshots' digests (or stored contents' SHA-256s) start with the prefix.
-    #[error("'{prefix}' is ambiguous: it matches {} digests ({}); give more of the digest", .matches.len(), .matches.join(", "))]
+    /// Several snapshots answer to the name: their digests start with the
+    /// prefix, or they have the `@VERSION`.
+    #[error("{}", ambiguity::snapshots_message(.name, .matches))]
     AmbiguousDigest {
+        /// The name as given: a prefix or `@VERSION`.
+        name: String,
+        /// The snapshots it matches.
+        matches: Vec<Candidate>,
+    },
+    /// Several stored contents' SHA-256s start with the prefix.
+    #[error("{}", ambiguity::contents_message(.prefix, .matches))]
+    AmbiguousObject {
         /// The prefix as given.
         prefix: String,
-        /// The digests it matches.
-        matches: Vec<String>,
+        /// The contents it matches.
+        matches: Vec<ObjectId>,
     },
     /// The store directory does not exist (and the command does not create one).
     #[error("store not found: '{}'", .path.display())]
@@ -229,7 +241,9 @@ impl Error {
             Error::NotFound { .. } | Error::Absent { .. } | Error::StoreNotFound { .. } => {
                 ErrorKind::NotFound
             }
-            Error::AmbiguousDigest { .. } => ErrorKind::AmbiguousDigest,
+            Error::AmbiguousDigest { .. } | Error::AmbiguousObject { .. } => {
+                ErrorKind::AmbiguousDigest
+            }
             Error::Conflict(_)
             | Error::Exists { .. }
             | Error::InsideStore { .. }

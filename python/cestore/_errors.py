@@ -50,7 +50,14 @@ class NotFound(Error):
 
 
 class Ambiguous(Error):
-    """Exit 5, `ambiguous-digest`: a digest prefix matches several snapshots."""
+    """Exit 5, `ambiguous-digest`: a digest prefix or `@VERSION` matches several snapshots.
+
+    `matches` holds what it matches, as the JSON error lists them: a snapshot's
+    `manifest_digest`, `version` and `ingested_at`, or (`find --object`) a
+    stored content's `sha256`.
+    """
+
+    matches: tuple[dict[str, Any], ...] = ()
 
 
 class Conflict(Error):
@@ -93,7 +100,7 @@ def from_json(error: dict[str, Any], argv: list[str]) -> Error:
     kind = str(error.get("kind", ""))
     known = _KINDS.get(kind)
     cls = known[1] if known else _BY_CODE.get(code, Error)
-    return cls(
+    exc = cls(
         str(error.get("message", "")),
         code=code,
         kind=kind,
@@ -101,3 +108,6 @@ def from_json(error: dict[str, Any], argv: list[str]) -> Error:
         path=error.get("path"),
         argv=argv,
     )
+    if isinstance(exc, Ambiguous):
+        exc.matches = tuple(error.get("matches") or ())
+    return exc

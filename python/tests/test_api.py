@@ -173,15 +173,30 @@ def test_not_found(tmp_path: Path, store_dir: Path) -> None:
 
 def test_ambiguous(tmp_path: Path, store_dir: Path) -> None:
     store = cestore.Store()
-    digests = [
-        store.ingest(write_release(tmp_path / str(i), extra={"assets/n": str(i).encode()}), "1.2.3").manifest_digest
-        for i in range(17)
-    ]
-    firsts = [d[0] for d in digests]
-    prefix = next(c for c in firsts if firsts.count(c) > 1)
+    # Two releases whose digests share four hex digits, found without storing.
+    release = write_release(tmp_path / "r")
+    (release / "assets").mkdir()
+    seen: dict[str, int] = {}
+    for i in range(10_000):
+        (release / "assets" / "n").write_bytes(str(i).encode())
+        prefix = store.digest(release, "1.2.3").manifest_digest[:4]
+        if prefix in seen:
+            break
+        seen[prefix] = i
+    digests = set()
+    for i in (seen[prefix], i):
+        (release / "assets" / "n").write_bytes(str(i).encode())
+        digests.add(store.ingest(release, "1.2.3").manifest_digest)
     with pytest.raises(cestore.Ambiguous) as info:
         store.show(prefix)
     assert (info.value.code, info.value.kind) == (5, "ambiguous-digest")
+    assert {m["manifest_digest"] for m in info.value.matches} == digests
+    assert {m["version"] for m in info.value.matches} == {"1.2.3"}
+    with pytest.raises(cestore.Ambiguous) as info:
+        store.show("@1.2.3")
+    assert {m["manifest_digest"] for m in info.value.matches} == digests
+    with pytest.raises(cestore.UsageError):
+        store.show(prefix[:3])
 
 
 def test_conflict(tmp_path: Path, store_dir: Path) -> None:

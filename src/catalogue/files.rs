@@ -168,7 +168,7 @@ pub struct FileHit {
 impl Catalogue {
     /// The distinct file contents whose SHA-256 starts with `prefix` (lowercase
     /// hex), at most `limit` of them, in order.
-    pub fn objects_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>> {
+    pub fn objects_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<ObjectId>> {
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -176,9 +176,17 @@ impl Catalogue {
                  WHERE sha256 >= ?1 AND sha256 < ?1 || 'g' ORDER BY sha256 LIMIT ?2",
             )
             .map_err(self.err("prepare an object lookup"))?;
-        stmt.query_map(params![prefix, limit as i64], |r| r.get(0))
+        let ids: Vec<String> = stmt
+            .query_map(params![prefix, limit as i64], |r| r.get(0))
             .and_then(|rows| rows.collect())
-            .map_err(self.err("look up an object prefix"))
+            .map_err(self.err("look up an object prefix"))?;
+        ids.iter()
+            .map(|id| {
+                id.parse().map_err(|_| {
+                    Error::Integrity(format!("the catalogue holds a malformed object id '{id}'"))
+                })
+            })
+            .collect()
     }
 
     /// The files of every snapshot that `filter` selects, by snapshot (oldest

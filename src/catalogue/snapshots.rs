@@ -7,7 +7,7 @@ use super::events::insert_event;
 use super::files::insert_files;
 use super::{errors, immediate, Catalogue, IngestEvent, NOW};
 use crate::digest::{DigestPrefix, ManifestDigest};
-use crate::error::{Error, Result};
+use crate::error::{Candidate, Error, Result};
 use crate::manifest::Entry;
 
 /// The reference's six provenance fields, exactly as it names them.
@@ -40,12 +40,34 @@ impl From<&SnapshotRow> for Provenance {
     }
 }
 
-/// Resolves a digest or unique prefix typed by a user.
+/// Resolves a snapshot named by a user: by its digest, by a unique prefix of
+/// it (at least [`MIN_PREFIX_LEN`](crate::digest::MIN_PREFIX_LEN) hex
+/// digits), or as `@VERSION`, by the version only it has.
 pub fn resolve(cat: &Catalogue, text: &str) -> Result<ManifestDigest> {
-    let prefix: DigestPrefix = text
-        .parse()
-        .map_err(|e| Error::Usage(format!("'{text}' is not a digest or digest prefix: {e}")))?;
+    if let Some(version) = text.strip_prefix('@') {
+        if version.is_empty() {
+            return Err(Error::Usage(format!(
+                "'{text}' names no version: @VERSION takes a snapshot's version, such as @1.2.3"
+            )));
+        }
+        return cat.resolve_version(version);
+    }
+    let prefix: DigestPrefix = text.parse().map_err(|e| {
+        Error::Usage(format!(
+            "'{text}' is not a digest, a digest prefix or @VERSION: {e}"
+        ))
+    })?;
     cat.resolve(&prefix)
+}
+
+impl From<SnapshotRow> for Candidate {
+    fn from(row: SnapshotRow) -> Self {
+        Candidate {
+            manifest_digest: row.digest,
+            version: row.version,
+            ingested_at: row.first_ingested_at,
+        }
+    }
 }
 
 /// A snapshot's summary row.
@@ -212,24 +234,20 @@ impl Catalogue {
         let hi = format!("{lo}g");
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT digest FROM snapshots WHERE digest >= ?1 AND digest < ?2 ORDER BY digest LIMIT 11")
+            .prepare_cached(&format!(
+                "{SNAPSHOT_SELECT} WHERE digest >= ?1 AND digest < ?2 ORDER BY digest LIMIT 11"
+            ))
             .map_err(self.err("prepare a digest lookup"))?;
-        let matches: Vec<String> = stmt
-            .query_map([&lo, &hi], |r| r.get(0))
+        let matches: Vec<SnapshotRow> = stmt
+            .query_map([&lo, &hi], snapshot_row)
             .and_then(|rows| rows.collect())
             .map_err(self.err("look up a digest prefix"))?;
-        match matches.as_slice() {
-            [] => Err(Error::UnknownDigest {
-                prefix: prefix.to_string(),
-            }),
-            [one] => one.parse().map_err(|_| {
-                Error::Integrity(format!("the catalogue holds a malformed digest '{one}'"))
-            }),
-            _ => Err(Error::AmbiguousDigest {
-                prefix: prefix.to_string(),
-                matches: matches.clone(),
-            }),
-        }
+        one_of(prefix.to_string(), matches)
+    }
+
+    /// Resolves `@VERSION` to the one snapshot with that version.
+    pub fn resolve_version(&self, version: &str) -> Result<ManifestDigest> {
+        one_of(format!("@{version}"), self.snapshots(Some(version), None)?)
     }
 
     /// A snapshot's summary row.
@@ -315,6 +333,23 @@ impl Catalogue {
         forget()?;
         tx.commit().map_err(err("commit forgetting a snapshot"))?;
         Ok(views)
+    }
+}
+
+/// The one snapshot a name matches; `name` as given, for the refusal.
+fn one_of(name: String, matches: Vec<SnapshotRow>) -> Result<ManifestDigest> {
+    let mut matches = matches.into_iter();
+    match (matches.next(), matches.next()) {
+        (None, _) => Err(Error::UnknownDigest { prefix: name }),
+        (Some(one), None) => Ok(one.digest),
+        (Some(first), Some(second)) => Err(Error::AmbiguousDigest {
+            name,
+            matches: [first, second]
+                .into_iter()
+                .chain(matches)
+                .map(Candidate::from)
+                .collect(),
+        }),
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::digest::ObjectId;
+use crate::error::ErrorKind;
 use crate::manifest::Entry;
 use crate::manifest::Manifest;
 use std::cell::Cell;
@@ -227,6 +228,52 @@ fn a_repeat_ingest_records_only_its_event() {
     let (first_at, last_at, count) = cat.ingest_summary(&m.digest).unwrap();
     assert_eq!(count, 3);
     assert!(first_at.is_some() && first_at <= last_at);
+}
+
+#[test]
+fn a_snapshot_is_named_by_digest_prefix_or_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let (one, two, three) = (manifest("one"), manifest("two"), manifest("three"));
+    ingest(&mut cat, &one, "1.0.0", "/one");
+    ingest(&mut cat, &two, "2.0.0", "/two");
+    ingest(&mut cat, &three, "2.0.0", "/three");
+    let hex = one.digest.to_hex();
+    for name in [hex.as_str(), &hex[..12], "@1.0.0"] {
+        assert_eq!(resolve(&cat, name).unwrap(), one.digest, "{name}");
+    }
+    assert_eq!(
+        resolve(&cat, &hex.to_uppercase()[..12]).unwrap(),
+        one.digest
+    );
+    // Fewer than four hex digits, an empty version, not hex: usage errors.
+    for name in [&hex[..3], "", "@", "xyz!"] {
+        let err = resolve(&cat, name).unwrap_err();
+        assert_eq!(err.error_kind(), ErrorKind::Usage, "{name}: {err}");
+    }
+    assert!(resolve(&cat, &hex[..2])
+        .unwrap_err()
+        .to_string()
+        .contains("at least 4"));
+    let err = resolve(&cat, "@9.9.9").unwrap_err();
+    assert_eq!(err.error_kind(), ErrorKind::UnknownDigest);
+    assert!(err.to_string().contains("9.9.9"), "{err}");
+    // Two snapshots of 2.0.0: each listed with its version and ingest time.
+    let err = resolve(&cat, "@2.0.0").unwrap_err();
+    let Error::AmbiguousDigest { name, matches } = &err else {
+        panic!("not ambiguous: {err}");
+    };
+    assert_eq!(name, "@2.0.0");
+    let mut digests: Vec<ManifestDigest> = matches.iter().map(|c| c.manifest_digest).collect();
+    let mut both = [two.digest, three.digest];
+    digests.sort_by_key(ManifestDigest::to_hex);
+    both.sort_by_key(ManifestDigest::to_hex);
+    assert_eq!(digests, both);
+    for c in matches {
+        assert_eq!(c.version, "2.0.0");
+        assert!(c.ingested_at.ends_with('Z'), "{c:?}");
+        assert!(err.to_string().contains(&c.ingested_at), "{err}");
+    }
 }
 
 #[test]

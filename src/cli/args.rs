@@ -242,7 +242,8 @@ impl<'a> From<&'a ReleaseArgs> for cmd::ingest::IngestOptions<'a> {
 /// The arguments of `show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// A manifest digest or unique prefix.
+    /// A manifest digest, a unique prefix of it (4 hex digits or more), or
+    /// @VERSION (the one snapshot with that version).
     pub(super) digest: String,
     /// List the files in manifest order.
     #[arg(long)]
@@ -264,7 +265,8 @@ impl<'a> From<&'a ShowArgs> for cmd::show::ShowOptions<'a> {
 /// The arguments of `checkout`.
 #[derive(Debug, Args)]
 pub struct CheckoutArgs {
-    /// A manifest digest or unique prefix.
+    /// A manifest digest, a unique prefix of it (4 hex digits or more), or
+    /// @VERSION (the one snapshot with that version).
     pub(super) digest: String,
     /// Where to put the view; it must not exist.
     pub(super) dest: PathBuf,
@@ -294,7 +296,7 @@ pub struct DiscardArgs {
     /// The view's path.
     pub(super) dest: PathBuf,
     /// Remove a path that is not a recorded view, provided that it is
-    /// exactly this snapshot.
+    /// exactly this snapshot (a digest, a unique prefix or @VERSION).
     #[arg(long, value_name = "DIGEST")]
     pub(super) force: Option<String>,
     /// Keep the checkout whole, as a spare the next checkout of its snapshot
@@ -327,7 +329,8 @@ pub struct StageArgs {
     /// The exact version the release's plugin.json must carry.
     #[arg(long, value_name = "X.Y.Z", conflicts_with = "digest")]
     pub(super) plugin_version: Option<String>,
-    /// A snapshot already in the store, instead of a source directory.
+    /// A snapshot already in the store, instead of a source directory: a
+    /// digest, a unique prefix of 4 hex digits or more, or @VERSION.
     #[arg(long)]
     pub(super) digest: Option<String>,
     /// Check the view out here (it must not exist); without it the
@@ -399,7 +402,8 @@ pub struct ListArgs {
 /// The arguments of `log`.
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// Only this snapshot's events (a digest or unique prefix).
+    /// Only this snapshot's events (a digest, a unique prefix of 4 hex
+    /// digits or more, or @VERSION).
     pub(super) digest: Option<String>,
 }
 
@@ -432,7 +436,8 @@ impl<'a> TryFrom<&'a FindArgs> for cmd::list::FindQuery<'a> {
 /// The arguments of `verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// Snapshots to check (digests or unique prefixes); all when none.
+    /// Snapshots to check (digests, unique prefixes of 4 hex digits or more,
+    /// or @VERSION); all when none.
     pub(super) digests: Vec<String>,
     /// Audit this directory against the one snapshot named.
     #[arg(long, value_name = "DIR")]
@@ -539,16 +544,18 @@ impl AuditArgs {
 /// The arguments of `diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// The earlier snapshot.
+    /// The earlier snapshot: a digest, a unique prefix of 4 hex digits or
+    /// more, or @VERSION.
     pub(super) a: String,
-    /// The later snapshot.
+    /// The later snapshot, named as the earlier one.
     pub(super) b: String,
 }
 
 /// The arguments of `rm`.
 #[derive(Debug, Args)]
 pub struct RmArgs {
-    /// A digest or unique prefix.
+    /// A manifest digest, a unique prefix of it (4 hex digits or more), or
+    /// @VERSION (the one snapshot with that version).
     pub(super) digest: String,
     /// Forget it even though views are recorded (the views stay on disk).
     #[arg(long)]
@@ -572,7 +579,8 @@ pub struct GcArgs {
 /// The arguments of `path`.
 #[derive(Debug, Args)]
 pub struct PathArgs {
-    /// A manifest digest or unique prefix.
+    /// A manifest digest, a unique prefix of it (4 hex digits or more), or
+    /// @VERSION (the one snapshot with that version).
     pub(super) digest: String,
 }
 
@@ -586,9 +594,9 @@ pub struct MountsArgs {
     /// recorded, or a shared view (see --unchecked).
     #[arg(long, value_name = "PATH")]
     pub(super) view: Option<PathBuf>,
-    /// A manifest digest or unique prefix: with --view, the snapshot the
-    /// view must show; alone, mount the snapshot's shared view in the store
-    /// (made by `cestore path`).
+    /// A manifest digest, a unique prefix of it (4 hex digits or more), or
+    /// @VERSION: with --view, the snapshot the view must show; alone, mount
+    /// the snapshot's shared view in the store (made by `cestore path`).
     #[arg(long, value_name = "DIGEST")]
     pub(super) digest: Option<String>,
     /// Mount --view as it is, without checking that cestore made it; the
@@ -650,7 +658,8 @@ impl ArmRuleArgs {
 /// The arguments of `push`.
 #[derive(Debug, Args)]
 pub struct PushArgs {
-    /// A manifest digest or unique prefix.
+    /// A manifest digest, a unique prefix of it (4 hex digits or more), or
+    /// @VERSION (the one snapshot with that version).
     pub(super) digest: String,
     /// REGISTRY/REPOSITORY, e.g. registry.example/cestore/ce, or
     /// REGISTRY/REPOSITORY:TAG to publish under a human tag too.
@@ -761,7 +770,8 @@ impl PullArgs {
 /// The arguments of `export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// A manifest digest or unique prefix.
+    /// A manifest digest, a unique prefix of it (4 hex digits or more), or
+    /// @VERSION (the one snapshot with that version).
     pub(super) digest: String,
     /// The bundle to write; it must not exist [default: DIGEST.tar or DIGEST.tar.zst].
     #[arg(short = 'o', long = "output", value_name = "FILE")]

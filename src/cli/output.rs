@@ -72,6 +72,9 @@ pub fn error_json(err: &Error) -> serde_json::Value {
         }
         .into();
     }
+    if let Some(matches) = ambiguity_matches(err) {
+        e["matches"] = matches;
+    }
     serde_json::json!({ "ok": false, "error": e })
 }
 
@@ -115,6 +118,22 @@ pub fn hint(err: &Error) -> Option<String> {
                 crate::manifest::PLUGIN_JSON
             ))
         }
+        _ => None,
+    }
+}
+
+/// What an ambiguous name matches, for the error object's `matches`: each
+/// snapshot's `manifest_digest`, `version` and `ingested_at`, or each stored
+/// content's `sha256`.
+fn ambiguity_matches(err: &Error) -> Option<serde_json::Value> {
+    match err {
+        Error::AmbiguousDigest { matches, .. } => serde_json::to_value(matches).ok(),
+        Error::AmbiguousObject { matches, .. } => Some(
+            matches
+                .iter()
+                .map(|id| serde_json::json!({ "sha256": id }))
+                .collect(),
+        ),
         _ => None,
     }
 }

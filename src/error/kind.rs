@@ -26,9 +26,10 @@ pub enum ErrorKind {
     Rejected,
     /// Something named does not exist.
     NotFound,
-    /// No snapshot's digest starts with the prefix given.
+    /// No snapshot answers to the digest, prefix or `@VERSION` given.
     UnknownDigest,
-    /// A digest prefix matches several snapshots (or stored contents).
+    /// A digest prefix or `@VERSION` matches several snapshots (or a prefix
+    /// several stored contents).
     AmbiguousDigest,
     /// The request would overwrite or orphan something.
     Conflict,

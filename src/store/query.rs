@@ -91,16 +91,9 @@ pub fn find(store_root: &Path, query: &FindQuery<'_>) -> Result<FindReport> {
             let ids = cat.objects_with_prefix(prefix.as_str(), 11)?;
             match ids.as_slice() {
                 [] => Vec::new(),
-                [one] => {
-                    let id: ObjectId = one.parse().map_err(|_| {
-                        Error::Integrity(format!(
-                            "the catalogue holds a malformed object id '{one}'"
-                        ))
-                    })?;
-                    cat.files_matching(&FileFilter::Object(id))?
-                }
+                [one] => cat.files_matching(&FileFilter::Object(*one))?,
                 _ => {
-                    return Err(Error::AmbiguousDigest {
+                    return Err(Error::AmbiguousObject {
                         prefix: prefix.to_string(),
                         matches: ids,
                     })

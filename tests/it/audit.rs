@@ -30,8 +30,8 @@ use sha2::{Digest, Sha256};
 
 use crate::gen::Rng;
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, find_matches, mode_of, object_path, parse_json, problems,
-    remove_tree, s, sha_hex, write, FileRow, TestEnv,
+    self, assert_exit, assert_ok, chmod, find_matches, ingest_sharing_four_digits, mode_of,
+    object_path, parse_json, problems, s, sha_hex, write, FileRow, TestEnv,
 };
 
 // ---------------------------------------------------------------------------
@@ -641,14 +641,15 @@ fn show_reports_provenance_ingests_views_and_files() {
     let other = "0123456789abcdef"
         .chars()
         .find(|c| !d.starts_with(*c))
-        .expect("some other first character")
-        .to_string();
+        .expect("some other first character");
+    // Four hex digits, the fewest a prefix may have.
+    let other = format!("{other}{}", &d[1..4]);
     let err = assert_exit(&env.run(["show", &other]), 4);
     assert!(err.contains("no snapshot"), "{err}");
     let out = env.run(["show", &other, "--json"]);
     assert_exit(&out, 4);
     assert_eq!(parse_json(&out)["error"]["kind"], "unknown-digest");
-    let unknown = format!("{other}{}", &d[1..]);
+    let unknown = format!("{other}{}", &d[4..]);
     assert_exit(&env.run(["show", &unknown]), 4);
     assert_exit(&env.run(["show", &unknown, "--files"]), 4);
     assert_exit(&env.run(["show", &unknown, "--manifest"]), 4);
@@ -657,25 +658,8 @@ fn show_reports_provenance_ingests_views_and_files() {
 #[test]
 fn show_ambiguous_prefix_exits_5() {
     let env = TestEnv::new();
-    let src = env.path("src");
-    let mut by_first: BTreeMap<char, Vec<String>> = BTreeMap::new();
-    let mut shared = None;
-    for i in 0..17 {
-        let release = Release::new(&format!("3.0.{i}"));
-        remove_tree(&src);
-        release.write(&src);
-        let d = env.ingest_digest(&src, &release.version);
-        let first = d.chars().next().expect("digest");
-        let slot = by_first.entry(first).or_default();
-        slot.push(d);
-        if slot.len() == 2 {
-            shared = Some(first);
-            break;
-        }
-    }
-    let first = shared.expect("17 digests share a first hex character");
-    let both = by_first[&first].clone();
-    let prefix = first.to_string();
+    let (prefix, one, two) = ingest_sharing_four_digits(&env, "3.0.0", "3.0.1");
+    let both = [one, two];
 
     let out = env.run(["show", &prefix]);
     let err = assert_exit(&out, 5);

@@ -53,24 +53,47 @@ fn find_takes_object_prefixes_directories_and_globs() {
         found(&env, &["--object", &deep.to_uppercase()]),
         found(&env, &["--object", &deep])
     );
-    // A prefix several contents share is ambiguous, like any digest prefix.
-    let shared = env.json(["show", &a, "--files", "--json"])["files"]
+    // A prefix several contents share is ambiguous, like any digest prefix:
+    // two contents whose SHA-256s share four hex digits, in a store of their own.
+    let out = env.run(["find", "--object", "", "--json"]);
+    assert_exit(&out, 2);
+    let mut seen = std::collections::HashMap::new();
+    let (one, two) = (0u32..)
+        .find_map(|n| {
+            let content = format!("{n}\n");
+            let hex = sha(content.as_bytes());
+            seen.insert(hex[..4].to_string(), content.clone())
+                .map(|other| (other, content))
+        })
+        .unwrap();
+    let shared = TestEnv::new();
+    let src = shared.path("src");
+    minimal_plugin(&src, "1.0.0");
+    write(&src.join("skills/ce-plan/one.md"), &one);
+    write(&src.join("skills/ce-plan/two.md"), &two);
+    shared.ingest_digest(&src, "1.0.0");
+    let prefix = &sha(one.as_bytes())[..4];
+    let out = shared.run(["find", "--object", prefix, "--json"]);
+    assert_exit(&out, 5);
+    let error = &parse_json(&out)["error"];
+    assert_eq!(error["kind"], "ambiguous-digest");
+    let mut listed: Vec<&str> = error["matches"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| f["sha256"].as_str().unwrap().to_string())
-        .collect::<Vec<_>>();
-    let first_chars: Vec<char> = shared.iter().map(|s| s.chars().next().unwrap()).collect();
-    let out = env.run(["find", "--object", "", "--json"]);
+        .map(|m| m["sha256"].as_str().unwrap())
+        .collect();
+    listed.sort_unstable();
+    let mut both = [sha(one.as_bytes()), sha(two.as_bytes())];
+    both.sort_unstable();
+    assert_eq!(listed, both);
+    // Fewer than four hex digits are refused, as for a snapshot's digest.
+    let out = shared.run(["find", "--object", &prefix[..3], "--json"]);
     assert_exit(&out, 2);
-    if let Some(c) = first_chars
-        .iter()
-        .find(|c| first_chars.iter().filter(|d| d == c).count() > 1)
-    {
-        let out = env.run(["find", "--object", &c.to_string(), "--json"]);
-        assert_exit(&out, 5);
-        assert_eq!(parse_json(&out)["error"]["kind"], "ambiguous-digest");
-    }
+    assert!(parse_json(&out)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("at least 4"));
     assert!(found(&env, &["--object", &sha(b"in no release")[..12]]).is_empty());
     let out = env.run(["find", "--object", "xyz", "--json"]);
     assert_exit(&out, 2);

@@ -52,8 +52,8 @@ use serde_json::Value;
 use crate::gen::Rng;
 use crate::util::{
     self, assert_exit, assert_ok, assert_sane, cestore, chmod, describe, digest_of, exists, finish,
-    minimal_plugin, mkfifo, mode_of, names_in, parse_json, problems, run_within, sha_hex,
-    store_files, write, TestEnv,
+    ingest_sharing_four_digits, minimal_plugin, mkfifo, mode_of, names_in, parse_json, problems,
+    run_within, sha_hex, store_files, write, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -2073,20 +2073,7 @@ fn missing_version_is_a_usage_error() {
 #[test]
 fn ambiguous_prefixes_and_bad_destinations_lose_nothing() {
     let env = hardened_env();
-    let mut by_first: BTreeMap<char, String> = BTreeMap::new();
-    let mut clash = None;
-    for patch in 0..=16 {
-        let version = format!("1.0.{patch}");
-        let s = env.path(&format!("src-{patch}"));
-        minimal_plugin(&s, &version);
-        let d = env.ingest_digest(&s, &version);
-        let c = d.chars().next().unwrap();
-        if let Some(prev) = by_first.insert(c, d.clone()) {
-            clash = Some((c.to_string(), prev, d));
-            break;
-        }
-    }
-    let (prefix, one, two) = clash.expect("pigeonhole: 17 digests share a first hex digit");
+    let (prefix, one, two) = ingest_sharing_four_digits(&env, "1.0.0", "1.0.1");
     let all = env.listed();
     let before = store_files(&env.store);
     let dest = env.path("dest");

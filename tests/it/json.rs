@@ -477,6 +477,30 @@ struct ErrorBody {
     rule: Option<String>,
     path: Option<String>,
     hint: Option<String>,
+    matches: Option<Vec<MatchOut>>,
+}
+
+/// One thing an ambiguous name matches: a snapshot, or (`find --object`) a
+/// stored content.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum MatchOut {
+    Snapshot(SnapshotMatch),
+    Content(ContentMatch),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotMatch {
+    manifest_digest: String,
+    version: String,
+    ingested_at: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContentMatch {
+    sha256: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1121,23 +1145,6 @@ fn ruled(mut c: Case, rule: &'static str) -> Case {
     c
 }
 
-/// Ingests releases until two digests share their first hex digit; returns
-/// that digit and the two digests.
-fn ambiguous_pair(env: &TestEnv) -> (String, String, String) {
-    let mut seen: BTreeMap<char, String> = BTreeMap::new();
-    for patch in 0..17 {
-        let version = format!("9.0.{patch}");
-        let src = env.path(&format!("amb-{patch}"));
-        minimal_plugin(&src, &version);
-        let d = env.ingest_digest(&src, &version);
-        let first = d.chars().next().unwrap();
-        if let Some(other) = seen.insert(first, d.clone()) {
-            return (first.to_string(), other, d);
-        }
-    }
-    unreachable!("17 digests over 16 hex digits always share one")
-}
-
 #[test]
 fn every_failure_prints_one_json_error_object() {
     let env = TestEnv::new();
@@ -1148,7 +1155,7 @@ fn every_failure_prints_one_json_error_object() {
     let other_src = env.path("other");
     minimal_plugin(&other_src, "2.0.0");
     let other = env.ingest_digest(&other_src, "2.0.0");
-    let (amb, _, _) = ambiguous_pair(&env);
+    let (amb, _, _) = util::ingest_sharing_four_digits(&env, "9.0.0", "9.0.1");
     let view = env.path("view");
     assert_ok(&env.run([os("checkout"), os(&d), view.as_os_str()]));
     let replaced = env.path("replaced");
@@ -1199,6 +1206,12 @@ fn every_failure_prints_one_json_error_object() {
             2,
             "usage",
             &[os("ingest"), src.as_os_str()],
+        ),
+        case(
+            "prefix of three hex digits",
+            2,
+            "usage",
+            &[os("show"), os(&d[..3])],
         ),
         case(
             "conflicting flags",
@@ -1397,6 +1410,12 @@ fn every_failure_prints_one_json_error_object() {
             4,
             "unknown-digest",
             &[os("checkout"), os("0000000000"), missing.as_os_str()],
+        ),
+        case(
+            "unknown version",
+            4,
+            "unknown-digest",
+            &[os("show"), os("@9.9.9")],
         ),
         case(
             "missing store",
@@ -1735,6 +1754,24 @@ fn check_case(c: &Case, lead: &[&str]) {
     }
     if let Some(p) = &err.error.path {
         absolute(p);
+    }
+    // An ambiguity lists what it matches; no other error has `matches`.
+    let matches = err.error.matches.as_deref().unwrap_or_default();
+    assert_eq!(
+        matches.len() >= 2,
+        c.kind == "ambiguous-digest",
+        "{what}: {err:?}"
+    );
+    for m in matches {
+        match m {
+            MatchOut::Snapshot(m) => {
+                is_digest(&m.manifest_digest);
+                assert!(!m.version.is_empty(), "{what}: {err:?}");
+                assert!(m.ingested_at.ends_with('Z'), "{what}: {err:?}");
+                assert!(err.error.message.contains(&m.manifest_digest), "{what}");
+            }
+            MatchOut::Content(m) => is_digest(&m.sha256),
+        }
     }
     assert!(!out.stderr.is_empty(), "{what}: nothing on stderr");
 }

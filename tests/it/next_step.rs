@@ -5,10 +5,9 @@
 //! error object's `hint` in JSON; the error's message itself stays the one
 //! the reference gives, so that the drop-in's messages do not change.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use crate::util::*;
@@ -253,59 +252,6 @@ fn every_error_about_one_path_carries_it() {
     ]);
     let error = error_of(&out, 2);
     assert_eq!(error["path"], file.display().to_string());
-}
-
-/// A release at `version` with one note that `n` words, at `cand-VERSION-N`.
-fn candidate(env: &TestEnv, version: &str, n: u32) -> PathBuf {
-    let src = env.path(&format!("cand-{version}-{n}"));
-    if !src.exists() {
-        minimal_plugin(&src, version);
-        write(&src.join("skills/ce-plan/notes.md"), format!("{n}\n"));
-    }
-    src
-}
-
-/// Two releases, at versions `a` and `b`, whose digests share their first
-/// four hex digits: searched among releases that differ in one note, with
-/// `cestore digest`, which stores nothing. Returns each one's source and
-/// digest.
-fn sharing_four_digits(env: &TestEnv, a: &str, b: &str) -> [(PathBuf, String); 2] {
-    let mut seen: HashMap<String, (usize, u32, String)> = HashMap::new();
-    let versions = [a, b];
-    for n in 0..5000u32 {
-        for (side, version) in versions.into_iter().enumerate() {
-            let src = candidate(env, version, n);
-            let out = env.run([
-                os("digest"),
-                src.as_os_str(),
-                os("--version"),
-                os(version),
-                os("--json"),
-            ]);
-            assert_ok(&out);
-            let digest = parse_json(&out)["provenance"]["manifest_digest"]
-                .as_str()
-                .unwrap()
-                .to_string();
-            remove_tree(&src);
-            match seen.get(&digest[..4]) {
-                Some((other_side, m, other)) if *other_side != side => {
-                    let mut pair = [
-                        (candidate(env, versions[*other_side], *m), other.clone()),
-                        (candidate(env, version, n), digest),
-                    ];
-                    if side == 0 {
-                        pair.swap(0, 1);
-                    }
-                    return pair;
-                }
-                _ => {
-                    seen.insert(digest[..4].to_string(), (side, n, digest));
-                }
-            }
-        }
-    }
-    panic!("no two of 10,000 digests share four hex digits")
 }
 
 #[test]

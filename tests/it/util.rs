@@ -4,10 +4,11 @@
 //! Every helper more than one module needs is defined here once: the
 //! requests most tests make (`files`, `views`, `verify`, `checkout`), object
 //! paths and hashes, a store's files, commands under a deadline, the oracle,
-//! and the ways a test skips.
+//! the ways a test skips, and two snapshots whose digests share a prefix.
 
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::Read;
@@ -642,4 +643,66 @@ pub fn find_matches(env: &TestEnv, args: &[&str]) -> Vec<serde_json::Value> {
     assert_exit(&out, i32::from(matches.is_empty()));
     assert_eq!(json["ok"], !matches.is_empty(), "{json}");
     matches
+}
+
+/// A release at `version` with one note that `n` words, at `cand-VERSION-N`.
+pub fn candidate(env: &TestEnv, version: &str, n: u32) -> PathBuf {
+    let src = env.path(&format!("cand-{version}-{n}"));
+    if !src.exists() {
+        minimal_plugin(&src, version);
+        write(&src.join("skills/ce-plan/notes.md"), format!("{n}\n"));
+    }
+    src
+}
+
+/// Two releases, at versions `a` and `b` (which differ), whose digests share their first
+/// four hex digits: searched among releases that differ in one note, with
+/// `cestore digest`, which stores nothing. Returns each one's source and
+/// digest. The first four hex digits of either are a prefix both match.
+pub fn sharing_four_digits(env: &TestEnv, a: &str, b: &str) -> [(PathBuf, String); 2] {
+    let mut seen: HashMap<String, (usize, u32, String)> = HashMap::new();
+    let versions = [a, b];
+    for n in 0..5000u32 {
+        for (side, version) in versions.into_iter().enumerate() {
+            let src = candidate(env, version, n);
+            let out = env.run([
+                os("digest"),
+                src.as_os_str(),
+                os("--version"),
+                os(version),
+                os("--json"),
+            ]);
+            assert_ok(&out);
+            let digest = parse_json(&out)["provenance"]["manifest_digest"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            remove_tree(&src);
+            match seen.get(&digest[..4]) {
+                Some((other_side, m, other)) if *other_side != side => {
+                    let mut pair = [
+                        (candidate(env, versions[*other_side], *m), other.clone()),
+                        (candidate(env, version, n), digest),
+                    ];
+                    if side == 0 {
+                        pair.swap(0, 1);
+                    }
+                    return pair;
+                }
+                _ => {
+                    seen.insert(digest[..4].to_string(), (side, n, digest));
+                }
+            }
+        }
+    }
+    panic!("no two of 10,000 digests share four hex digits")
+}
+
+/// Ingests the two releases of [`sharing_four_digits`]; returns the prefix of
+/// four hex digits both digests start with, and the two digests.
+pub fn ingest_sharing_four_digits(env: &TestEnv, a: &str, b: &str) -> (String, String, String) {
+    let [(a_src, one), (b_src, two)] = sharing_four_digits(env, a, b);
+    assert_eq!(env.ingest_digest(&a_src, a), one);
+    assert_eq!(env.ingest_digest(&b_src, b), two);
+    (one[..4].to_string(), one, two)
 }

@@ -22,8 +22,8 @@ use serde_json::Value;
 
 use crate::gen;
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, exists, minimal_plugin, mode_of, object_path, parse_json,
-    sha_hex, write, FileRow, TestEnv,
+    self, assert_exit, assert_ok, chmod, exists, ingest_sharing_four_digits, minimal_plugin,
+    mode_of, object_path, parse_json, sha_hex, write, FileRow, TestEnv,
 };
 
 // ---------------------------------------------------------------------------
@@ -1423,24 +1423,10 @@ fn bad_requests() {
     // DEST's parent does not exist.
     assert_exit(&env.checkout(&d, &env.path("no/such/parent/v"), &[]), 4);
 
-    // An ambiguous prefix: ingest versions until two digests share a first hex char.
-    let mut by_first: BTreeMap<char, String> = BTreeMap::new();
-    by_first.insert(d.chars().next().unwrap(), d.clone());
-    let mut clash = None;
-    for patch in 1..=17 {
-        let version = format!("1.0.{patch}");
-        let s = env.path(&format!("src-{patch}"));
-        minimal_plugin(&s, &version);
-        let dn = env.ingest_digest(&s, &version);
-        let c = dn.chars().next().unwrap();
-        if let Some(prev) = by_first.insert(c, dn.clone()) {
-            clash = Some((c, prev, dn));
-            break;
-        }
-    }
-    let (c, one, two) = clash.expect("pigeonhole: 17 digests share a first hex character");
+    // An ambiguous prefix: two digests that share their first four hex digits.
+    let (prefix, one, two) = ingest_sharing_four_digits(&env, "1.0.1", "1.0.2");
     let dest = env.path("ambiguous");
-    let err = assert_exit(&env.checkout(&c.to_string(), &dest, &[]), 5);
+    let err = assert_exit(&env.checkout(&prefix, &dest, &[]), 5);
     assert!(err.contains(&one) && err.contains(&two), "{err}");
     assert!(!exists(&dest));
     // A longer prefix that tells them apart works.
