@@ -411,7 +411,8 @@ pub struct LogArgs {
 #[derive(Debug, Args)]
 #[group(required = true, multiple = false)]
 pub struct FindArgs {
-    /// A file content's SHA-256, or a prefix only one stored content has.
+    /// A file content's SHA-256, or a prefix of it (4 hex digits or more)
+    /// that only one stored content has.
     #[arg(long, value_name = "SHA256")]
     pub(super) object: Option<String>,
     /// A path relative to the plugin root (skills/ce-plan/SKILL.md), a
