@@ -96,25 +96,18 @@ fn assert_refused(m: &Measured, code: i64, says: &str) {
     );
 }
 
-/// What a store holds: its snapshots (as `list --json` gives them), its
-/// object files and its work directories.
-fn store_state(env: &TestEnv) -> (String, StoreFiles) {
-    let list = env.json(["list", "--json"]);
-    (list["snapshots"].to_string(), store_files(&env.store))
-}
-
 /// A store that already holds one snapshot, with its state.
-fn seeded_store() -> (TestEnv, (String, StoreFiles)) {
+fn seeded_store() -> (TestEnv, StoreState) {
     let env = TestEnv::new();
     let src = env.path("seed-src");
     minimal_plugin(&src, "0.9.0");
     env.ingest_digest(&src, "0.9.0");
-    let state = store_state(&env);
+    let state = store_state(&env.store);
     (env, state)
 }
 
 /// The ustar header `cestore export` writes.
-fn header(name: &str, mode: u32, size: u64) -> tar::Header {
+fn export_header(name: &str, mode: u32, size: u64) -> tar::Header {
     let mut h = tar::Header::new_ustar();
     h.set_path(name).expect("name");
     h.set_size(size);
@@ -142,7 +135,7 @@ enum Data {
 
 /// Writes one entry: header, data, padding.
 fn entry(w: &mut dyn Write, name: &str, mode: u32, size: u64, data: &Data) {
-    w.write_all(header(name, mode, size).as_bytes())
+    w.write_all(export_header(name, mode, size).as_bytes())
         .expect("header");
     let written = match data {
         Data::Bytes(b) => {
@@ -286,7 +279,7 @@ fn import_hostile(bundle: &[u8], name: &str) -> Measured {
     fs::write(&file, bundle).expect("write bundle");
     eprintln!("{name}: {} bytes", bundle.len());
     let m = measure(&env, &[OsStr::new("import"), file.as_os_str()]);
-    assert_eq!(store_state(&env), before, "the store changed");
+    assert_eq!(store_state(&env.store), before, "the store changed");
     m
 }
 
@@ -509,7 +502,7 @@ fn an_index_listing_one_manifest_300_times_is_pulled_once_in_bounded_memory() {
         ],
     );
     assert_refused(&m, 8, "2049 manifests");
-    assert_eq!(store_state(&c), before);
+    assert_eq!(store_state(&c.store), before);
 }
 
 #[test]
@@ -578,7 +571,7 @@ fn an_index_whose_config_breaks_the_bounds_is_refused_before_any_part() {
     );
     assert_refused(&m, 1, "exceeds the per-file limit");
     assert!(!m.stderr.contains("names another config"), "{}", m.stderr);
-    assert_eq!(store_state(&env), before);
+    assert_eq!(store_state(&env.store), before);
 }
 
 /// A listener that accepts connections and never answers, for as long as
@@ -618,12 +611,10 @@ fn a_registry_that_never_answers_times_out_with_exit_8_naming_it() {
     assert!(stderr.contains("did not answer in time"), "{stderr}");
     assert_eq!(parse_json(&out)["error"]["kind"], "remote");
     assert!(took < Duration::from_secs(5), "took {took:?}");
-    assert_eq!(store_state(&env), before);
+    assert_eq!(store_state(&env.store), before);
 
     // A push to it gives up the same way.
-    let digest = before.0.clone();
-    let digest: serde_json::Value = serde_json::from_str(&digest).expect("snapshots");
-    let digest = digest[0]["manifest_digest"]
+    let digest = before.snapshots[0]["manifest_digest"]
         .as_str()
         .expect("a snapshot's digest")
         .to_string();

@@ -317,7 +317,8 @@ impl Oracle {
     }
 }
 
-fn ingest(store: &Path, case: &Case) -> Run {
+/// Ingests the case's tree into `store` with `--json`.
+fn ingest_case(store: &Path, case: &Case) -> Run {
     run(&mut util::cestore(
         store,
         [
@@ -388,7 +389,9 @@ fn parallel<T: Send>(
         .collect()
 }
 
-fn header(case: &Case) -> String {
+/// The lines that name a case in a failure: its seed, how to replay it,
+/// its tree, version and directory.
+fn case_header(case: &Case) -> String {
     format!(
         "seed {} (replay: CESTORE_CONFORMANCE_ONLY={} CESTORE_CONFORMANCE_KEEP=1 cargo test --test it live_differential)\n  tree: {}\n  version: {:?}\n  dir: {}",
         case.seed,
@@ -428,7 +431,7 @@ fn differential(seed: u64, oracle: &Oracle, keep: bool) -> Result<Outcome, Strin
     }
     let store = scratch.store();
     let fail =
-        |what: &str, details: String| Err(format!("{what}\n  {}\n  {details}", header(&case)));
+        |what: &str, details: String| Err(format!("{what}\n  {}\n  {details}", case_header(&case)));
 
     let o = oracle.run(&case);
     let Some(ov) = o.json().filter(|v| v["ok"].is_boolean()) else {
@@ -450,7 +453,7 @@ fn differential(seed: u64, oracle: &Oracle, keep: bool) -> Result<Outcome, Strin
         );
     }
 
-    let c = ingest(&store, &case);
+    let c = ingest_case(&store, &case);
     let both = || {
         format!(
             "oracle: {}\n  cestore ingest: {}",
@@ -721,12 +724,12 @@ fn pinned_table() {
                 case.version, entry["version"]
             ));
         }
-        let c = ingest(&scratch.store(), &case);
+        let c = ingest_case(&scratch.store(), &case);
         let cv = c.json().unwrap_or(Value::Null);
         let context = || {
             format!(
                 "{}\n  table: {entry}\n  cestore ingest: {}",
-                header(&case),
+                case_header(&case),
                 c.describe()
             )
         };
@@ -790,53 +793,13 @@ fn pinned_table() {
 
 /// Everything about the files under `base` that the seed or cestore could
 /// see, one line per entry in byte order of the paths; `base` itself is
-/// written `<base>` inside symlink targets.
-fn fingerprint(base: &Path) -> Vec<String> {
-    use std::hash::{DefaultHasher, Hasher};
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
-        let mut entries: Vec<_> = fs::read_dir(dir)
-            .expect("read dir")
-            .map(|e| e.expect("dir entry").path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            let meta = fs::symlink_metadata(&path).expect("lstat");
-            let rel = path.strip_prefix(base).expect("under base");
-            let mode = meta.permissions().mode() & 0o7777;
-            let ft = meta.file_type();
-            let what = if ft.is_symlink() {
-                let target = fs::read_link(&path).expect("readlink");
-                let target = target
-                    .to_string_lossy()
-                    .replace(&*base.to_string_lossy(), "<base>");
-                format!("symlink -> {target:?}")
-            } else if ft.is_dir() {
-                format!("dir {mode:o}")
-            } else if ft.is_file() {
-                let mut hasher = DefaultHasher::new();
-                hasher.write(&fs::read(&path).expect("read"));
-                format!(
-                    "file {mode:o} {} bytes {:016x}",
-                    meta.len(),
-                    hasher.finish()
-                )
-            } else if ft.is_fifo() {
-                format!("fifo {mode:o}")
-            } else if ft.is_socket() {
-                format!("socket {mode:o}")
-            } else {
-                format!("other {mode:o}")
-            };
-            out.push(format!("{rel:?}: {what}"));
-            if ft.is_dir() {
-                walk(base, &path, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(base, base, &mut out);
-    out
+/// written `<base>` inside symlink targets. Times are left out: two trees
+/// made alike are made at different times.
+fn tree_lines(base: &Path) -> Vec<String> {
+    util::fingerprint(base)
+        .into_iter()
+        .map(|(rel, seen)| format!("{rel:?}: {}", seen.what))
+        .collect()
 }
 
 /// The same seed makes the same tree (names, bytes, modes, symlinks, FIFOs,
@@ -850,7 +813,7 @@ fn generator_is_deterministic() {
             gen::plugin_tree(seed, &a.root()),
             gen::plugin_tree(seed, &b.root()),
         );
-        let (fa, fb) = (fingerprint(&a.base), fingerprint(&b.base));
+        let (fa, fb) = (tree_lines(&a.base), tree_lines(&b.base));
         let same_case = (&ca.version, &ca.description, &ca.broken, ca.files, ca.bytes)
             == (&cb.version, &cb.description, &cb.broken, cb.files, cb.bytes)
             && ca.dir.strip_prefix(&a.base).ok() == cb.dir.strip_prefix(&b.base).ok()

@@ -13,8 +13,8 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, mode_of, parse_json, remove_tree, write,
-    TestEnv,
+    self, assert_exit, assert_ok, chmod, minimal_plugin, mode_of, parse_json, remove_tree,
+    store_files, write, TestEnv,
 };
 
 /// A harness root holding a GitNexus runtime at `version`.
@@ -278,22 +278,16 @@ fn chmod_r_u_w(path: &Path) {
     assert!(status.success());
 }
 
-fn object_of(env: &TestEnv, view: &Path, rel: &str) -> PathBuf {
+/// The object a view's file `rel` is a hard link of, found by inode: its
+/// bytes may have drifted from the object's name.
+fn linked_object(env: &TestEnv, view: &Path, rel: &str) -> PathBuf {
     let ino = fs::metadata(view.join(rel)).unwrap().ino();
-    walk_objects(&env.store.join("objects"))
+    let (name, _) = store_files(&env.store)
+        .objects
         .into_iter()
-        .find(|p| fs::metadata(p).unwrap().ino() == ino)
-        .unwrap()
-}
-
-fn walk_objects(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for shard in fs::read_dir(dir).unwrap() {
-        for f in fs::read_dir(shard.unwrap().path()).unwrap() {
-            out.push(f.unwrap().path());
-        }
-    }
-    out
+        .find(|(_, (i, _))| *i == ino)
+        .expect("an object linked to the view's file");
+    env.store.join("objects").join(name)
 }
 
 #[test]
@@ -304,7 +298,7 @@ fn ingest_mends_objects_a_writable_view_let_drift() {
     let d = env.ingest_digest(&release, "1.0.0");
     let view = env.path("view");
     assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
-    let skill = object_of(&env, &view, "skills/ce-plan/SKILL.md");
+    let skill = linked_object(&env, &view, "skills/ce-plan/SKILL.md");
     chmod_r_u_w(&view);
     assert_eq!(
         mode_of(&skill),
@@ -351,7 +345,7 @@ fn checkout_sets_a_drifted_mode_back_and_refuses_changed_bytes() {
     let d = env.ingest_digest(&release, "1.0.0");
     let view = env.path("view");
     assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
-    let skill = object_of(&env, &view, "skills/ce-plan/SKILL.md");
+    let skill = linked_object(&env, &view, "skills/ce-plan/SKILL.md");
     fs::set_permissions(
         view.join("skills/ce-plan/SKILL.md"),
         fs::Permissions::from_mode(0o644),
@@ -406,7 +400,7 @@ fn verify_tells_damage_from_garbage_and_names_views_to_renew() {
     // damaged inode is named, with the commands that renew it.
     let view = env.path("view");
     assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
-    let object = object_of(&env, &view, "skills/ce-plan/SKILL.md");
+    let object = linked_object(&env, &view, "skills/ce-plan/SKILL.md");
     fs::set_permissions(&object, fs::Permissions::from_mode(0o644)).unwrap();
     fs::write(&object, "# ce-PLAN\n").unwrap();
     fs::set_permissions(&object, fs::Permissions::from_mode(0o444)).unwrap();

@@ -133,7 +133,8 @@ fn cannot_mount() -> Option<String> {
     None
 }
 
-fn skip(test: &str) -> bool {
+/// Skips `test`, saying why, when a FUSE mount cannot be made here.
+fn skip_unless_mountable(test: &str) -> bool {
     match cannot_mount() {
         Some(why) => {
             crate::util::skip(test, &why.to_string());
@@ -370,7 +371,9 @@ fn flip_below_a_mount(env: &TestEnv, src: &Path, backing: &Path, what: &str) {
 
 #[test]
 fn a_fuse_mount_below_the_root_that_keeps_the_times_gives_the_new_bytes_digest() {
-    if skip("a_fuse_mount_below_the_root_that_keeps_the_times_gives_the_new_bytes_digest") {
+    if skip_unless_mountable(
+        "a_fuse_mount_below_the_root_that_keeps_the_times_gives_the_new_bytes_digest",
+    ) {
         return;
     }
     let env = TestEnv::new();
@@ -391,7 +394,7 @@ fn a_fuse_mount_below_the_root_that_keeps_the_times_gives_the_new_bytes_digest()
 #[test]
 fn an_overlay_over_fuse_at_the_root_gives_the_new_bytes_digest() {
     let test = "an_overlay_over_fuse_at_the_root_gives_the_new_bytes_digest";
-    if skip(test) {
+    if skip_unless_mountable(test) {
         return;
     }
     let env = TestEnv::new();
@@ -463,7 +466,9 @@ impl StalledWrite {
 
 #[test]
 fn a_write_whose_copy_stalls_gives_the_final_bytes_digest_once_it_returns() {
-    if skip("a_write_whose_copy_stalls_gives_the_final_bytes_digest_once_it_returns") {
+    if skip_unless_mountable(
+        "a_write_whose_copy_stalls_gives_the_final_bytes_digest_once_it_returns",
+    ) {
         return;
     }
     let env = TestEnv::new();

@@ -39,7 +39,7 @@ use std::ffi::OsStr;
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{symlink, MetadataExt};
+use std::os::unix::fs::symlink;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -51,9 +51,9 @@ use serde_json::Value;
 
 use crate::gen::Rng;
 use crate::util::{
-    self, assert_exit, assert_ok, assert_sane, cestore, chmod, describe, digest_of, exists, finish,
-    ingest_sharing_four_digits, minimal_plugin, mkfifo, mode_of, names_in, parse_json, problems,
-    run_within, sha_hex, store_files, write, TestEnv,
+    self, assert_exit, assert_ok, assert_sane, cestore, chmod, describe, digest_of, exists,
+    fingerprint, finish, ingest_sharing_four_digits, minimal_plugin, mkfifo, mode_of, names_in,
+    parse_json, problems, run_within, sha_hex, store_files, write, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -155,29 +155,6 @@ fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every path below `dir` with its type, size, mode and mtime: a store
-/// "untouched" keeps all of these.
-fn fingerprint(dir: &Path) -> BTreeMap<String, (u32, u64, i64, i64)> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, (u32, u64, i64, i64)>) {
-        for entry in fs::read_dir(dir).expect("read dir").flatten() {
-            let path = entry.path();
-            let m = fs::symlink_metadata(&path).expect("lstat");
-            let rel = path
-                .strip_prefix(base)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
-            out.insert(rel, (m.mode(), m.size(), m.mtime(), m.mtime_nsec()));
-            if m.is_dir() {
-                walk(base, &path, out);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(dir, dir, &mut out);
-    out
-}
-
 /// Writes `files` (relative path, bytes, mode) below `root`.
 fn write_files(root: &Path, files: &[(String, Vec<u8>, u32)]) {
     for (rel, bytes, mode) in files {
@@ -201,7 +178,7 @@ fn bulk(top: &str, n: usize, salt: &str) -> Vec<(String, Vec<u8>, u32)> {
 }
 
 /// A release: the minimal plugin at `version` plus `files`.
-fn release(root: &Path, version: &str, files: &[(String, Vec<u8>, u32)]) {
+fn release_with(root: &Path, version: &str, files: &[(String, Vec<u8>, u32)]) {
     minimal_plugin(root, version);
     write_files(root, files);
 }
@@ -228,7 +205,7 @@ fn concurrent_processes_lose_nothing() {
     let mut rng = seeded_rng("concurrent_processes_lose_nothing");
     let env = hardened_env();
     let p_src = env.path("p");
-    release(&p_src, "1.0.0", &bulk("skills/base", 150, "base"));
+    release_with(&p_src, "1.0.0", &bulk("skills/base", 150, "base"));
     let p = env.ingest_digest(&p_src, "1.0.0");
     let mut expected: BTreeSet<String> = BTreeSet::from([p.clone()]);
     let mut shared_created = 0;
@@ -238,7 +215,7 @@ fn concurrent_processes_lose_nothing() {
         let shared = bulk("skills/lib", 120, &format!("round {k}"));
         let mk = |name: &str, version: &str, own: &str| {
             let root = env.path(&format!("r{k}-{name}"));
-            release(&root, version, &shared);
+            release_with(&root, version, &shared);
             write(&root.join("skills/own/own.md"), format!("own to {own}\n"));
             root
         };
@@ -246,7 +223,7 @@ fn concurrent_processes_lose_nothing() {
         let b = (mk("b", &format!("2.{k}.1"), "b"), format!("2.{k}.1"));
         let c = (mk("c", &format!("2.{k}.2"), "c"), format!("2.{k}.2"));
         let decoy = env.path(&format!("r{k}-decoy"));
-        release(&decoy, &format!("9.{k}.0"), &shared[..60]);
+        release_with(&decoy, &format!("9.{k}.0"), &shared[..60]);
         let d = env.ingest_digest(&decoy, &format!("9.{k}.0"));
         env.json(["rm", d.as_str(), "--json"]);
 
@@ -458,7 +435,7 @@ fn killed_ingests_leave_a_consistent_store() {
     let env = hardened_env();
     let keep = keep_snapshot(&env);
     let src = env.path("victim");
-    release(&src, "3.0.0", &bulk("skills/many", 300, "victim"));
+    release_with(&src, "3.0.0", &bulk("skills/many", 300, "victim"));
     // The digest and duration of an ingest nobody kills, in a store of its own.
     let reference = hardened_env();
     let started = Instant::now();
@@ -543,7 +520,7 @@ fn killed_checkouts_never_leave_a_half_built_view() {
     let mut rng = seeded_rng("killed_checkouts_never_leave_a_half_built_view");
     let env = hardened_env();
     let src = env.path("src");
-    release(&src, "3.0.0", &bulk("skills/many", 1000, "checkout"));
+    release_with(&src, "3.0.0", &bulk("skills/many", 1000, "checkout"));
     let d = env.ingest_digest(&src, "3.0.0");
     let out = env.path("out");
     fs::create_dir(&out).unwrap();
@@ -1005,7 +982,7 @@ impl Hostile {
     fn new(test: &'static str) -> Hostile {
         let env = hardened_env();
         let seed = env.path("seed");
-        release(&seed, "0.0.1", &bulk("skills/seed", 8, "seed"));
+        release_with(&seed, "0.0.1", &bulk("skills/seed", 8, "seed"));
         env.ingest_digest(&seed, "0.0.1");
         Hostile {
             test,
@@ -1678,7 +1655,7 @@ fn save_catalogue(store: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 fn corrupt_catalogue_is_refused_and_kept() {
     let env = hardened_env();
     let src = env.path("src");
-    release(&src, V, &bulk("skills/x", 20, "cat"));
+    release_with(&src, V, &bulk("skills/x", 20, "cat"));
     let d = env.ingest_digest(&src, V);
     let other = env.path("other");
     minimal_plugin(&other, "7.7.7");
@@ -1733,7 +1710,7 @@ fn newer_catalogue_is_refused_and_left_untouched() {
     for journal in ["wal", "delete"] {
         let env = hardened_env();
         let src = env.path("src");
-        release(&src, V, &bulk("skills/x", 20, "newer"));
+        release_with(&src, V, &bulk("skills/x", 20, "newer"));
         let d = env.ingest_digest(&src, V);
         let other = env.path("other");
         minimal_plugin(&other, "7.7.7");
@@ -1801,7 +1778,7 @@ fn store_on_tmpfs(test: &str, probe: &TestEnv, name: &str, opts: &str) -> Option
 /// operation must not cost; returns its digest.
 fn keep_snapshot(env: &TestEnv) -> String {
     let keep_src = env.path("keep");
-    release(&keep_src, "0.1.0", &bulk("skills/keep", 20, "keep"));
+    release_with(&keep_src, "0.1.0", &bulk("skills/keep", 20, "keep"));
     env.ingest_digest(&keep_src, "0.1.0")
 }
 
@@ -1813,7 +1790,7 @@ fn read_only_store_fails_clearly() {
         return;
     };
     let src = env.path("src");
-    release(&src, V, &bulk("skills/x", 40, "ro"));
+    release_with(&src, V, &bulk("skills/x", 40, "ro"));
     let d = env.ingest_digest(&src, V);
     let shared = env.json(["path", d.as_str(), "--json"]);
     let view = env.path("view");
@@ -1947,7 +1924,7 @@ fn full_disk_fails_clearly_and_loses_nothing() {
             (format!("assets/big{i}.bin"), bytes, 0o644)
         })
         .collect();
-    release(&big, V, &files);
+    release_with(&big, V, &files);
     let out = env.ingest_out(&big, V);
     let stderr = assert_exit(&out, 7);
     assert!(stderr.contains("No space left on device"), "{stderr}");
@@ -1992,7 +1969,7 @@ fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
             )
         })
         .collect();
-    release(&src, V, &files);
+    release_with(&src, V, &files);
     let page = 4096u64;
     let need: u64 = files
         .iter()
@@ -2156,7 +2133,7 @@ fn tampered_objects_are_never_handed_out_silently() {
     let script: &[u8] = b"#!/bin/sh\necho shared script\n";
     let mk = |name: &str, version: &str| {
         let root = env.path(name);
-        release(
+        release_with(
             &root,
             version,
             &[

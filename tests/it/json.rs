@@ -1052,7 +1052,7 @@ fn audit_fits_the_documented_schema() {
         ),
     );
     // A damaged object, for `damaged`.
-    let object = object_of(&env.store, &src.join("skills/ce-plan/SKILL.md"));
+    let object = object_holding(&env.store, &src.join("skills/ce-plan/SKILL.md"));
     util::chmod(&object, 0o644);
     fs::write(&object, "damaged\n").unwrap();
     util::chmod(&object, 0o444);
@@ -1649,9 +1649,9 @@ fn every_failure_prints_one_json_error_object() {
     assert_eq!(covered, documented_kinds());
     let before = util_state(&env);
     for c in &cases {
-        check_case(c, &["--json"]);
+        check_json_case(c, &["--json"]);
         // `--json` anywhere on the line, first included.
-        check_case(c, &[]);
+        check_json_case(c, &[]);
     }
     assert_eq!(
         util_state(&env),
@@ -1660,12 +1660,12 @@ fn every_failure_prints_one_json_error_object() {
     );
 
     // A damaged object and a corrupt or too-new catalogue, last: they spoil the store.
-    let object = object_of(&env.store, &src.join("skills/ce-plan/SKILL.md"));
+    let object = object_holding(&env.store, &src.join("skills/ce-plan/SKILL.md"));
     util::chmod(&object, 0o644);
     fs::write(&object, "damaged\n").unwrap();
     util::chmod(&object, 0o444);
     let dest = env.path("dest");
-    check_case(
+    check_json_case(
         &case(
             "damaged object",
             1,
@@ -1685,7 +1685,7 @@ fn every_failure_prints_one_json_error_object() {
     let too_new = rusqlite::Connection::open(env.store.join("catalogue.sqlite")).unwrap();
     too_new.pragma_update(None, "user_version", 99).unwrap();
     drop(too_new);
-    check_case(
+    check_json_case(
         &case(
             "catalogue too new",
             7,
@@ -1698,7 +1698,7 @@ fn every_failure_prints_one_json_error_object() {
         let _ = fs::remove_file(env.store.join(format!("catalogue.sqlite{suffix}")));
     }
     write(&env.store.join("catalogue.sqlite"), vec![0x5a; 8192]);
-    check_case(
+    check_json_case(
         &case(
             "corrupt catalogue beside objects",
             7,
@@ -1711,7 +1711,7 @@ fn every_failure_prints_one_json_error_object() {
     // catalogue error.
     let bare = env.path("bare");
     write(&bare.join("catalogue.sqlite"), vec![0x5a; 8192]);
-    check_case(
+    check_json_case(
         &case(
             "corrupt catalogue of an empty store",
             7,
@@ -1724,7 +1724,7 @@ fn every_failure_prints_one_json_error_object() {
 
 /// Runs one case with `--json` placed first (`lead`) or last, and checks the
 /// one JSON object, the exit code and stderr.
-fn check_case(c: &Case, lead: &[&str]) {
+fn check_json_case(c: &Case, lead: &[&str]) {
     let mut cmd = Command::new(util::bin());
     cmd.env_remove("CESTORE_DIR");
     if lead.is_empty() {
@@ -1803,7 +1803,7 @@ fn util_state(env: &TestEnv) -> (Vec<PathBuf>, String, String, Vec<String>) {
 }
 
 /// The store object holding `file`'s content (not executable).
-fn object_of(store: &Path, file: &Path) -> PathBuf {
+fn object_holding(store: &Path, file: &Path) -> PathBuf {
     object_path(store, &sha_hex(&fs::read(file).unwrap()), false)
 }
 

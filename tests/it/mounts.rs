@@ -650,7 +650,7 @@ fn cestore_gitnexus(
 /// Builds one case's layout in a fresh directory, checks cestore's committed
 /// answer, and compares with the oracle when it is present. Returns whether
 /// the oracle was consulted.
-fn check_case(name: &str, mutate: fn(&Path), expect: &Expect) -> bool {
+fn check_harness_case(name: &str, mutate: fn(&Path), expect: &Expect) -> bool {
     let env = TestEnv::new();
     let h = env.path("harness");
     good_harness(&h);
@@ -713,7 +713,7 @@ fn gitnexus_layouts_agree_with_the_reference() {
     let mut consulted = 0;
     let cases = cases();
     for (name, mutate, expect) in &cases {
-        consulted += usize::from(check_case(name, *mutate, expect));
+        consulted += usize::from(check_harness_case(name, *mutate, expect));
     }
     if consulted == 0 {
         util::skip(

@@ -15,8 +15,8 @@ use serde_json::Value;
 
 use crate::hardening::{scale, tmpfs_or_skip};
 use crate::util::{
-    self, assert_exit, assert_ok, minimal_plugin, minimal_store, parse_json, sha_hex, write,
-    TestEnv,
+    self, assert_exit, assert_ok, minimal_plugin, minimal_store, object_sizes, parse_json, sha_hex,
+    write, TestEnv,
 };
 
 /// Two releases ingested and a view checked out: a store after normal use.
@@ -41,26 +41,6 @@ fn used_store() -> Used {
     let view = env.path("view");
     assert_ok(&env.run(["checkout", a.as_str(), view.to_str().unwrap()]));
     Used { env, a, b, view }
-}
-
-/// Every object file under the store, with its size.
-fn objects(store: &Path) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for shard in fs::read_dir(store.join("objects")).unwrap() {
-        let shard = shard.unwrap();
-        for f in fs::read_dir(shard.path()).unwrap() {
-            let f = f.unwrap();
-            out.insert(
-                format!(
-                    "{}/{}",
-                    shard.file_name().to_string_lossy(),
-                    f.file_name().to_string_lossy()
-                ),
-                f.metadata().unwrap().len(),
-            );
-        }
-    }
-    out
 }
 
 /// The catalogue's files and the SHA-256 of their bytes.
@@ -145,7 +125,7 @@ fn a_damaged_catalogue_is_refused_untouched_or_recovered_and_gc_keeps_every_obje
     let u = used_store();
     let pristine = u.env.path("pristine");
     copy_store(&u.env.store, &pristine);
-    let before = objects(&pristine);
+    let before = object_sizes(&pristine);
     let mut refused = 0;
     for (what, damage) in damages() {
         let _ = Command::new("rm").arg("-rf").arg(&u.env.store).status();
@@ -174,7 +154,11 @@ fn a_damaged_catalogue_is_refused_untouched_or_recovered_and_gc_keeps_every_obje
         // manifest on disk names.
         let gc = u.env.run(["gc", "--json"]);
         assert!(matches!(gc.status.code(), Some(0 | 7)), "{what}: gc {gc:?}");
-        assert_eq!(objects(&u.env.store), before, "{what}: gc lost objects");
+        assert_eq!(
+            object_sizes(&u.env.store),
+            before,
+            "{what}: gc lost objects"
+        );
 
         let out = u.env.run(["recover", "--json"]);
         assert_ok(&out);
@@ -185,7 +169,7 @@ fn a_damaged_catalogue_is_refused_untouched_or_recovered_and_gc_keeps_every_obje
         assert_eq!(got, want, "{what}: snapshots after recover");
         assert_ok(&u.env.run(["gc"]));
         assert_eq!(
-            objects(&u.env.store),
+            object_sizes(&u.env.store),
             before,
             "{what}: objects after recover and gc"
         );
@@ -678,7 +662,7 @@ fn damaged_manifest_keeps_its_objects(damage: ManifestDamage) {
         .cloned()
         .collect();
     assert!(own.len() >= 2, "a has objects of its own: {own:?}");
-    let before = objects(store);
+    let before = object_sizes(store);
     lose_catalogue(store);
     let may_lose = damage(&u, &file);
 
@@ -706,7 +690,7 @@ fn damaged_manifest_keeps_its_objects(damage: ManifestDamage) {
         .as_str()
         .unwrap()
         .starts_with("damaged"));
-    assert_eq!(objects(store), before, "a refused gc removed objects");
+    assert_eq!(object_sizes(store), before, "a refused gc removed objects");
     let human = u.env.run(["gc"]);
     assert_exit(&human, 6);
     let text = String::from_utf8_lossy(&human.stdout);
@@ -736,7 +720,7 @@ fn damaged_manifest_keeps_its_objects(damage: ManifestDamage) {
     let forced = u.env.json(["gc", "--force", "--json"]);
     assert_eq!(forced["refused"], false);
     assert_eq!(gc_objects(store, &forced), planned);
-    let after = objects(store);
+    let after = object_sizes(store);
     for o in before.keys() {
         assert_eq!(
             after.contains_key(o),
@@ -798,7 +782,7 @@ fn gc_refuses_while_a_recorded_snapshot_lacks_its_manifest() {
     let u = used_store();
     let file = manifest_file(&u.env.store, &u.b);
     fs::remove_file(&file).unwrap();
-    let before = objects(&u.env.store);
+    let before = object_sizes(&u.env.store);
     let out = u.env.run(["gc", "--json"]);
     assert_exit(&out, 6);
     let gc = parse_json(&out);
@@ -807,13 +791,13 @@ fn gc_refuses_while_a_recorded_snapshot_lacks_its_manifest() {
         .as_str()
         .unwrap()
         .starts_with("missing"));
-    assert_eq!(objects(&u.env.store), before);
+    assert_eq!(object_sizes(&u.env.store), before);
     // recover writes it from the catalogue; gc then runs.
     let r = u.env.json(["recover", "--json"]);
     assert_eq!(r["manifests_written"], serde_json::json!([u.b]), "{r}");
     let gc = u.env.json(["gc", "--json"]);
     assert_eq!(gc["unsafe"], serde_json::json!([]));
-    assert_eq!(objects(&u.env.store), before);
+    assert_eq!(object_sizes(&u.env.store), before);
 }
 
 /// Places a snapshot by hand: each file's bytes as an object, and a
@@ -855,7 +839,7 @@ fn refused_by_recover(entries: &[(&str, &[u8])], leave_out: Option<&str>, rule: 
     let d = place_by_hand(store, entries, leave_out);
     let file = manifest_file(store, &d);
     let bytes = fs::read(&file).unwrap();
-    let before = objects(store);
+    let before = object_sizes(store);
 
     let out = u.env.run(["recover", "--json"]);
     assert_exit(&out, 1);
@@ -910,7 +894,7 @@ fn refused_by_recover(entries: &[(&str, &[u8])], leave_out: Option<&str>, rule: 
     );
     let gc = u.env.json(["gc", "--json"]);
     assert_eq!(gc["objects"], serde_json::json!([]), "{gc}");
-    assert_eq!(objects(store), before);
+    assert_eq!(object_sizes(store), before);
     let own: BTreeSet<String> = {
         let mut mine = objects_named(&bytes);
         for s in [&u.a, &u.b] {
@@ -925,7 +909,7 @@ fn refused_by_recover(entries: &[(&str, &[u8])], leave_out: Option<&str>, rule: 
     assert!(!own.is_empty());
     let dry = u.env.json(["gc", "--dry-run", "--force", "--json"]);
     assert_eq!(gc_objects(store, &dry), own, "{dry}");
-    assert_eq!(objects(store), before);
+    assert_eq!(object_sizes(store), before);
     let forced = u.env.json(["gc", "--force", "--json"]);
     assert_eq!(gc_objects(store, &forced), own, "{forced}");
     assert!(moved.exists(), "gc never removes a set-aside manifest");

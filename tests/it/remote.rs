@@ -79,7 +79,7 @@ pub(crate) fn salt() -> u64 {
 /// A release with `extra` generated files besides the minimal plugin: some
 /// executable, some empty, some sharing a content, one content both
 /// executable and not.
-fn plugin(root: &Path, version: &str, extra: usize, salt: u64) {
+fn mixed_release(root: &Path, version: &str, extra: usize, salt: u64) {
     minimal_plugin(root, version);
     for i in 0..extra {
         let path = if i % 5 == 4 {
@@ -103,28 +103,22 @@ fn plugin(root: &Path, version: &str, extra: usize, salt: u64) {
     chmod(&root.join("scripts/same.sh"), 0o755);
 }
 
-/// A release at the bounds: 2,048 files and 16 MiB in all.
-fn bounds_plugin(root: &Path, salt: u64) {
+/// A release at the bounds: 2,048 files and a little under 16 MiB in all.
+pub(crate) fn bounds_release(root: &Path, salt: u64) {
     minimal_plugin(root, "1.0.0");
-    let small: u64 = walk(root).values().map(|d| d.len() as u64).sum();
+    let small: u64 = 4 * 64;
     let files = 2048 - 4;
-    let total: u64 = 16 * 1024 * 1024 - small;
-    let each = total / files as u64;
+    let each = (16 * 1024 * 1024 - small) / files as u64 - 64;
     for i in 0..files {
-        let len = if i == files - 1 {
-            total - each * (files as u64 - 1)
-        } else {
-            each
-        };
         write(
             &root.join(format!("skills/bulk/d{:02}/f{i:04}.md", i % 32)),
-            noise(salt, i as u64, len as usize),
+            noise(salt, i as u64, each as usize),
         );
     }
 }
 
 /// Every file under `root`, by relative path.
-fn walk(root: &Path) -> BTreeMap<String, Vec<u8>> {
+fn files_under(root: &Path) -> BTreeMap<String, Vec<u8>> {
     fn go(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         for e in fs::read_dir(dir).expect("read dir") {
             let e = e.expect("dir entry");
@@ -235,7 +229,7 @@ fn push_then_pull_into_an_empty_store_checks_out_the_same_tree() {
     };
     let a = TestEnv::new();
     let src = a.path("src");
-    plugin(&src, "1.2.3", 40, salt());
+    mixed_release(&src, "1.2.3", 40, salt());
     let digest = a.ingest_digest(&src, "1.2.3");
     let target = repo(&reg, "round-trip");
 
@@ -279,7 +273,11 @@ fn push_then_pull_into_an_empty_store_checks_out_the_same_tree() {
     assert!(log.to_string().contains(&source), "{log}");
 
     let view = checkout_and_verify(&b, &digest);
-    assert_eq!(walk(&view), walk(&src), "the view differs from the release");
+    assert_eq!(
+        files_under(&view),
+        files_under(&src),
+        "the view differs from the release"
+    );
 
     // A second pull fetches nothing; the other reference forms name the same snapshot.
     let again = pull(&b, &format!("{target}@sha256:{digest}"));
@@ -301,7 +299,7 @@ fn a_repush_uploads_nothing_and_publishes_the_same_manifest() {
     };
     let env = TestEnv::new();
     let src = env.path("src");
-    plugin(&src, "1.0.0", 25, salt());
+    mixed_release(&src, "1.0.0", 25, salt());
     let digest = env.ingest_digest(&src, "1.0.0");
     let target = repo(&reg, "repush");
     let first = push(&env, &digest, &target, &[]);
@@ -323,8 +321,8 @@ fn two_releases_sharing_files_upload_the_shared_blobs_once() {
     let s = salt();
     let one = env.path("one");
     let two = env.path("two");
-    plugin(&one, "1.0.0", 30, s);
-    plugin(&two, "1.0.1", 30, s);
+    mixed_release(&one, "1.0.0", 30, s);
+    mixed_release(&two, "1.0.1", 30, s);
     write(&two.join("skills/gen/new-in-two.md"), noise(s, 999, 500));
     write(&two.join("skills/gen/file0000.md"), noise(s, 1000, 300));
     let d1 = env.ingest_digest(&one, "1.0.0");
@@ -357,7 +355,7 @@ fn a_tampered_blob_is_refused_and_nothing_enters_the_store() {
     };
     let a = TestEnv::new();
     let src = a.path("src");
-    plugin(&src, "1.0.0", 10, salt());
+    mixed_release(&src, "1.0.0", 10, salt());
     let victim = noise(salt(), 4242, 4000);
     write(&src.join("skills/gen/victim.md"), &victim);
     let digest = a.ingest_digest(&src, "1.0.0");
@@ -402,7 +400,7 @@ fn a_tag_that_names_another_snapshot_is_refused() {
     };
     let a = TestEnv::new();
     let src = a.path("src");
-    plugin(&src, "1.0.0", 5, salt());
+    mixed_release(&src, "1.0.0", 5, salt());
     let digest = a.ingest_digest(&src, "1.0.0");
     let target = repo(&reg, "lying");
     push(&a, &digest, &target, &[]);
@@ -442,7 +440,7 @@ fn a_killed_push_leaves_no_visible_tag() {
     let storage = std::env::var("CESTORE_TEST_REGISTRY_DIR").ok();
     let env = TestEnv::new();
     let src = env.path("src");
-    plugin(&src, "1.0.0", 400, salt());
+    mixed_release(&src, "1.0.0", 400, salt());
     let digest = env.ingest_digest(&src, "1.0.0");
     let mut killed_mid_push = 0;
     for attempt in 0..3 {
@@ -545,7 +543,7 @@ fn many_files_fall_back_to_an_index_and_pull_back_equal() {
     assert_eq!(pulled["pull"]["format"], 1);
     assert_eq!(pulled["pull"]["blobs_fetched"], 30);
     let view = checkout_and_verify(&b, &digest);
-    assert_eq!(walk(&view), walk(&src));
+    assert_eq!(files_under(&view), files_under(&src));
 
     // The index's own digest is a reference too.
     let c = TestEnv::new();
@@ -564,7 +562,7 @@ fn oras_pulls_what_cestore_pushed() {
     };
     let env = TestEnv::new();
     let src = env.path("src");
-    plugin(&src, "3.1.4", 20, salt());
+    mixed_release(&src, "3.1.4", 20, salt());
     // A content of 256 KiB or more travels raw, under its path.
     write(&src.join("assets/model.bin"), noise(salt(), 77, 300 * 1024));
     let digest = env.ingest_digest(&src, "3.1.4");
@@ -588,8 +586,8 @@ for path in client.pull(target=target, outdir=outdir):
         .output()
         .expect("run oras-py");
     assert_ok(&out);
-    let pulled = walk(&out_dir);
-    let release = walk(&src);
+    let pulled = files_under(&out_dir);
+    let release = files_under(&src);
     // One file per layer: a raw content under its title, equal to the
     // release's file; a pack under its digest, a tar any tar reads, whose
     // entries are named by their contents' SHA-256.
@@ -671,7 +669,7 @@ fn export(env: &TestEnv, digest: &str, file: &Path, zstd: bool) -> serde_json::V
 fn export_then_import_round_trips_plain_and_zstd() {
     let a = TestEnv::new();
     let src = a.path("src");
-    plugin(&src, "1.0.0", 30, salt());
+    mixed_release(&src, "1.0.0", 30, salt());
     let digest = a.ingest_digest(&src, "1.0.0");
     for zstd in [false, true] {
         let file = a.path(if zstd { "b.tar.zst" } else { "b.tar" });
@@ -707,7 +705,7 @@ fn export_then_import_round_trips_plain_and_zstd() {
             .as_str()
             .is_some_and(|s| s.starts_with("bundle:")));
         let view = checkout_and_verify(&b, &digest);
-        assert_eq!(walk(&view), walk(&src));
+        assert_eq!(files_under(&view), files_under(&src));
     }
     // A plain tar is a tar any tool reads.
     let listing = Command::new("tar")
@@ -729,7 +727,7 @@ fn export_then_import_round_trips_plain_and_zstd() {
 fn a_bundle_with_one_flipped_byte_is_refused_and_the_store_stays_empty() {
     let a = TestEnv::new();
     let src = a.path("src");
-    plugin(&src, "1.0.0", 8, salt());
+    mixed_release(&src, "1.0.0", 8, salt());
     let digest = a.ingest_digest(&src, "1.0.0");
     for zstd in [false, true] {
         let file = a.path(if zstd { "b.tar.zst" } else { "b.tar" });
@@ -783,7 +781,7 @@ fn push_and_pull_times_at_the_bounds() {
     };
     let a = TestEnv::new();
     let src = a.path("src");
-    bounds_plugin(&src, salt());
+    bounds_release(&src, salt());
     let digest = a.ingest_digest(&src, "1.0.0");
     let target = repo(&reg, "bounds");
     let b = TestEnv::new();
@@ -944,7 +942,7 @@ fn credentials_answer_basic_and_bearer_challenges() {
     };
     let a = TestEnv::new();
     let src = a.path("src");
-    plugin(&src, "1.0.0", 6, salt());
+    mixed_release(&src, "1.0.0", 6, salt());
     let digest = a.ingest_digest(&src, "1.0.0");
     for mode in ["basic", "bearer"] {
         let proxy = AuthProxy::start(mode, &reg);
@@ -1054,7 +1052,7 @@ fn blob_file(dir: &str, digest: &str) -> PathBuf {
 /// A release with several packs and a raw content: a group big enough for
 /// packs of its own, small groups sharing a pack, and a 300 KiB file.
 fn packed_plugin(root: &Path, version: &str, salt: u64) {
-    plugin(root, version, 30, salt);
+    mixed_release(root, version, 30, salt);
     for i in 0..6 {
         write(
             &root.join(format!("skills/big/part{i}.md")),
@@ -1121,7 +1119,7 @@ fn both_formats_round_trip_and_pull_reads_each() {
         assert_eq!(pulled["pull"]["manifests"], pushed["manifests"]);
         assert_eq!(pulled["provenance"]["manifest_digest"], digest.as_str());
         let view = checkout_and_verify(&b, &digest);
-        assert_eq!(walk(&view), walk(&src), "format {format}");
+        assert_eq!(files_under(&view), files_under(&src), "format {format}");
     }
 }
 
@@ -1176,7 +1174,7 @@ fn a_release_that_changes_one_file_moves_one_pack_each_way() {
     // The changed file and plugin.json (its version).
     assert_eq!(second["ingest"]["new_objects"], 2, "{second}");
     let view = checkout_and_verify(&b, &d2);
-    assert_eq!(walk(&view), walk(&two));
+    assert_eq!(files_under(&view), files_under(&two));
 }
 
 /// Pushes a packed release and returns (store, digest, target, its packs).
@@ -1376,7 +1374,7 @@ fn adversarial_releases_at_the_bounds_travel_in_fewer_than_100_layers() {
         let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
         assert_eq!(pulled["pull"]["blobs_fetched"], layers, "{shape}");
         let view = checkout_and_verify(&b, &digest);
-        assert_eq!(walk(&view).len(), 2048);
+        assert_eq!(files_under(&view).len(), 2048);
         eprintln!("{shape}: {layers} layers");
     }
 }

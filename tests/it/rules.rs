@@ -15,7 +15,6 @@
 //! The permission cases run as `nobody` through `setpriv`, since root ignores
 //! file modes; they skip with a printed reason when that is not possible.
 
-use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::Write;
@@ -26,13 +25,12 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use cestore::catalogue::Catalogue;
 use cestore::digest::ManifestDigest;
 use serde_json::Value;
 
 use crate::util::{
     self, assert_exit, assert_ok, chmod, digest_of, minimal_plugin, mkfifo, parse_json,
-    store_files, write, StoreFiles, TestEnv,
+    store_files, store_state, write, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -66,7 +64,7 @@ fn output_within(mut cmd: Command, what: &str) -> Output {
 
 /// `cestore ingest DIR --version VERSION --json --store STORE`, run from the
 /// test's directory.
-fn ingest(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Output {
+fn ingest_as(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Output {
     let mut cmd = match who {
         As::Me => Command::new(util::bin()),
         As::Nobody => {
@@ -140,7 +138,7 @@ fn nobody_reads(py: &str, script: &Path) -> bool {
 }
 
 /// The oracle's verdict on a tree, or `None` when it cannot be asked.
-fn oracle(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Option<Value> {
+fn oracle_verdict(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Option<Value> {
     let script = util::oracle()?;
     let mut cmd = match who {
         As::Me => Command::new(my_python()),
@@ -168,28 +166,6 @@ fn oracle(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Option<Value> {
         .arg(version)
         .current_dir(env.dir.path());
     Some(util::oracle_answer(&output_within(cmd, "the oracle")))
-}
-
-/// The snapshot digests the catalogue holds, read without the binary.
-fn snapshots_in(env: &TestEnv) -> Vec<String> {
-    let catalogue = env.store.join("catalogue.sqlite");
-    if catalogue.exists() {
-        Catalogue::open(&catalogue, || Ok(false))
-            .expect("open the catalogue")
-            .snapshots(None, None)
-            .expect("list snapshots")
-            .into_iter()
-            .map(|row| row.digest.to_hex())
-            .collect()
-    } else {
-        Vec::new()
-    }
-}
-
-/// Everything an ingest could leave behind: the store's files and the
-/// catalogue's snapshots.
-fn store_state(env: &TestEnv) -> (StoreFiles, Vec<String>) {
-    (store_files(&env.store), snapshots_in(env))
 }
 
 /// The verdicts on a rejected tree.
@@ -227,14 +203,14 @@ fn rejects_as(
     rule: &str,
     at: Option<&Path>,
 ) -> Rejected {
-    let before = store_state(env);
+    let before = store_state(&env.store);
     // A source that does not exist is not-found (4), still under its rule.
     let (code, kind) = if rule == "source-unavailable" && !Path::new(dir).exists() {
         (4, "not-found")
     } else {
         (3, "rejected")
     };
-    let out = ingest(env, who, dir, version);
+    let out = ingest_as(env, who, dir, version);
     let stderr = assert_exit(&out, code);
     let json = parse_json(&out);
     let err = json["error"].clone();
@@ -260,19 +236,19 @@ fn rejects_as(
         }
         None => assert!(err.get("path").is_none(), "{context}"),
     }
-    let after = store_state(env);
+    let after = store_state(&env.store);
     assert_eq!(
         after, before,
         "a rejected ingest changed the store: {context}"
     );
     assert!(
-        after.0.tmp.is_empty(),
+        after.files.tmp.is_empty(),
         "work directories left behind: {context}"
     );
     // The store may be owned by uid 65534, which made it.
     let show = env.run(["show", &"0".repeat(64), "--trust-store"]);
     assert_exit(&show, 4);
-    let oracle = oracle(env, who, dir, version);
+    let oracle = oracle_verdict(env, who, dir, version);
     if let Some(o) = &oracle {
         assert_eq!(
             o["ok"],
@@ -291,7 +267,7 @@ fn accepts(env: &TestEnv, tree: &Path, version: &str) -> Value {
 /// provenance must equal the oracle's and (when run as ourselves) the stored
 /// file list must equal the oracle's, entry for entry and in order.
 fn accepts_as(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Value {
-    let oracle = oracle(env, who, dir, version);
+    let oracle = oracle_verdict(env, who, dir, version);
     if let Some(o) = &oracle {
         assert_eq!(
             o["ok"],
@@ -299,7 +275,7 @@ fn accepts_as(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Value {
             "the oracle rejects {dir:?} at {version}: {o}"
         );
     }
-    let out = ingest(env, who, dir, version);
+    let out = ingest_as(env, who, dir, version);
     assert!(
         out.status.success(),
         "cestore rejects {dir:?} at {version} (exit {:?}), the reference {}:\n{}{}",
@@ -321,7 +297,7 @@ fn accepts_as(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Value {
         );
         if who == As::Me {
             assert_eq!(
-                files(env, &digest_of(&report)),
+                shown_files(env, &digest_of(&report)),
                 o["files"],
                 "files differ from the oracle's"
             );
@@ -331,12 +307,12 @@ fn accepts_as(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Value {
 }
 
 /// `show DIGEST --files --json`'s file list.
-fn files(env: &TestEnv, digest: &str) -> Value {
+fn shown_files(env: &TestEnv, digest: &str) -> Value {
     env.json(["show", digest, "--files", "--json"])["files"].clone()
 }
 
 fn file_paths(env: &TestEnv, digest: &str) -> Vec<String> {
-    files(env, digest)
+    shown_files(env, digest)
         .as_array()
         .expect("files")
         .iter()
@@ -345,7 +321,7 @@ fn file_paths(env: &TestEnv, digest: &str) -> Vec<String> {
 }
 
 /// A minimal plugin at `ENV/name`, version [`V`].
-fn plugin(env: &TestEnv, name: &str) -> PathBuf {
+fn minimal_at(env: &TestEnv, name: &str) -> PathBuf {
     let root = env.path(name);
     minimal_plugin(&root, V);
     root
@@ -409,7 +385,7 @@ fn nobody_env(test: &str) -> Option<TestEnv> {
 #[test]
 fn version_must_be_exact_semver() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     for bad in [
         "1.0",
         "1",
@@ -459,7 +435,7 @@ fn source_missing_is_unavailable() {
 #[test]
 fn source_symlink_is_not_a_real_directory() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let link = env.path("link");
     symlink(&tree, &link).unwrap();
     rejects(&env, &link, V, "source-not-real-directory", Some(&link));
@@ -476,7 +452,7 @@ fn source_file_is_not_a_real_directory() {
 #[test]
 fn source_reached_through_a_symlinked_parent_is_not_a_real_directory() {
     let env = TestEnv::new();
-    plugin(&env, "real/p");
+    minimal_at(&env, "real/p");
     symlink(env.path("real"), env.path("parent")).unwrap();
     let through = env.path("parent/p");
     rejects(
@@ -492,7 +468,7 @@ fn source_reached_through_a_symlinked_parent_is_not_a_real_directory() {
 fn source_spelt_with_dotdot_is_not_a_real_directory() {
     // pathlib's absolute() keeps `..`, so the resolved path differs.
     let env = TestEnv::new();
-    plugin(&env, "p");
+    minimal_at(&env, "p");
     let r = rejects_as(
         &env,
         As::Me,
@@ -511,7 +487,7 @@ fn source_spelt_with_dotdot_is_not_a_real_directory() {
 #[test]
 fn manifest_dir_missing_is_unavailable() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     fs::remove_dir_all(tree.join(".claude-plugin")).unwrap();
     let dir = tree.join(".claude-plugin");
     rejects(&env, &tree, V, "manifest-dir-unavailable", Some(&dir));
@@ -520,7 +496,7 @@ fn manifest_dir_missing_is_unavailable() {
 #[test]
 fn manifest_dir_symlink_is_not_real() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let dir = tree.join(".claude-plugin");
     fs::rename(&dir, env.path("elsewhere")).unwrap();
     symlink(env.path("elsewhere"), &dir).unwrap();
@@ -530,7 +506,7 @@ fn manifest_dir_symlink_is_not_real() {
 #[test]
 fn manifest_dir_file_is_not_real() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let dir = tree.join(".claude-plugin");
     fs::remove_dir_all(&dir).unwrap();
     write(&dir, "{}");
@@ -540,7 +516,7 @@ fn manifest_dir_file_is_not_real() {
 #[test]
 fn plugin_json_missing() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = tree.join(".claude-plugin/plugin.json");
     fs::remove_file(&manifest).unwrap();
     rejects(&env, &tree, V, "manifest-missing", Some(&manifest));
@@ -550,7 +526,7 @@ fn plugin_json_missing() {
 fn plugin_json_dangling_symlink_is_missing() {
     // `exists()` follows the link, so the reference says "missing".
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = tree.join(".claude-plugin/plugin.json");
     fs::remove_file(&manifest).unwrap();
     symlink("gone.json", &manifest).unwrap();
@@ -560,7 +536,7 @@ fn plugin_json_dangling_symlink_is_missing() {
 #[test]
 fn plugin_json_symlink_to_a_real_file_is_not_regular() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = tree.join(".claude-plugin/plugin.json");
     fs::rename(&manifest, tree.join(".claude-plugin/real.json")).unwrap();
     symlink("real.json", &manifest).unwrap();
@@ -570,7 +546,7 @@ fn plugin_json_symlink_to_a_real_file_is_not_regular() {
 #[test]
 fn plugin_json_directory_is_not_regular() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = tree.join(".claude-plugin/plugin.json");
     fs::remove_file(&manifest).unwrap();
     fs::create_dir(&manifest).unwrap();
@@ -580,7 +556,7 @@ fn plugin_json_directory_is_not_regular() {
 #[test]
 fn plugin_json_fifo_is_not_regular_and_does_not_block() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = tree.join(".claude-plugin/plugin.json");
     fs::remove_file(&manifest).unwrap();
     mkfifo(&manifest);
@@ -590,7 +566,7 @@ fn plugin_json_fifo_is_not_regular_and_does_not_block() {
 #[test]
 fn marketplace_json_is_optional_and_listed_second() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     write(
         &tree.join(".claude-plugin/marketplace.json"),
         r#"{"plugins": []}"#,
@@ -610,7 +586,7 @@ fn marketplace_json_is_optional_and_listed_second() {
 #[test]
 fn marketplace_json_dangling_symlink_is_skipped() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     symlink("gone.json", tree.join(".claude-plugin/marketplace.json")).unwrap();
     let report = accepts(&env, &tree, V);
     let paths = file_paths(&env, &digest_of(&report));
@@ -624,7 +600,7 @@ fn marketplace_json_dangling_symlink_is_skipped() {
 #[test]
 fn marketplace_json_symlink_to_a_real_file_is_not_regular() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     write(&tree.join(".claude-plugin/real.json"), "{}");
     let link = tree.join(".claude-plugin/marketplace.json");
     symlink("real.json", &link).unwrap();
@@ -638,7 +614,7 @@ fn marketplace_json_symlink_to_a_real_file_is_not_regular() {
 #[test]
 fn skills_missing() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let skills = tree.join("skills");
     fs::remove_dir_all(&skills).unwrap();
     rejects(&env, &tree, V, "skills-missing", Some(&skills));
@@ -647,7 +623,7 @@ fn skills_missing() {
 #[test]
 fn skills_dangling_symlink_is_missing() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let skills = tree.join("skills");
     fs::remove_dir_all(&skills).unwrap();
     symlink("gone", &skills).unwrap();
@@ -657,7 +633,7 @@ fn skills_dangling_symlink_is_missing() {
 #[test]
 fn skills_symlink_is_not_a_real_directory() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let skills = tree.join("skills");
     fs::rename(&skills, env.path("real-skills")).unwrap();
     symlink(env.path("real-skills"), &skills).unwrap();
@@ -673,7 +649,7 @@ fn skills_symlink_is_not_a_real_directory() {
 #[test]
 fn skills_file_is_not_a_real_directory() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let skills = tree.join("skills");
     fs::remove_dir_all(&skills).unwrap();
     write(&skills, "no");
@@ -690,7 +666,7 @@ fn skills_file_is_not_a_real_directory() {
 fn scripts_and_assets_files_are_not_real_directories() {
     let env = TestEnv::new();
     for name in ["scripts", "assets"] {
-        let tree = plugin(&env, &format!("file-{name}"));
+        let tree = minimal_at(&env, &format!("file-{name}"));
         let component = tree.join(name);
         write(&component, "#!/bin/sh\n");
         rejects(
@@ -707,7 +683,7 @@ fn scripts_and_assets_files_are_not_real_directories() {
 fn scripts_and_assets_symlinks_are_not_real_directories() {
     let env = TestEnv::new();
     for name in ["scripts", "assets"] {
-        let tree = plugin(&env, &format!("link-{name}"));
+        let tree = minimal_at(&env, &format!("link-{name}"));
         write(&env.path(&format!("real-{name}/x.sh")), "#!/bin/sh\n");
         let component = tree.join(name);
         symlink(env.path(&format!("real-{name}")), &component).unwrap();
@@ -725,7 +701,7 @@ fn scripts_and_assets_symlinks_are_not_real_directories() {
 fn dangling_scripts_and_assets_symlinks_are_skipped() {
     // `exists()` follows links: a dangling one counts as absent.
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     symlink("gone", tree.join("scripts")).unwrap();
     symlink("/nonexistent/assets", tree.join("assets")).unwrap();
     let report = accepts(&env, &tree, V);
@@ -739,7 +715,7 @@ fn dangling_scripts_and_assets_symlinks_are_skipped() {
 #[test]
 fn forbidden_and_secret_names_are_skipped_silently() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let noise = [
         "skills/ce-plan/tests/test_plan.py",
         "skills/ce-plan/.env.local",
@@ -805,7 +781,7 @@ fn symlinks_under_skills_are_rejected() {
         ("dangling", PathBuf::from("nothing-here")),
     ];
     for (name, target) in cases {
-        let tree = plugin(&env, name);
+        let tree = minimal_at(&env, name);
         let link = tree.join("skills/ce-plan/link");
         symlink(&target, &link).unwrap();
         rejects(&env, &tree, V, "symlink", Some(&link));
@@ -815,7 +791,7 @@ fn symlinks_under_skills_are_rejected() {
 #[test]
 fn fifo_under_skills_is_not_a_regular_file_and_does_not_block() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let fifo = tree.join("skills/ce-plan/pipe");
     mkfifo(&fifo);
     rejects(&env, &tree, V, "not-regular-file", Some(&fifo));
@@ -824,7 +800,7 @@ fn fifo_under_skills_is_not_a_regular_file_and_does_not_block() {
 #[test]
 fn non_utf8_file_name_is_rejected() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let bad = tree
         .join("skills/ce-plan")
         .join(OsStr::from_bytes(b"caf\xe9.md"));
@@ -836,7 +812,7 @@ fn non_utf8_file_name_is_rejected() {
 fn non_utf8_empty_directory_name_is_accepted() {
     // No file below it, so the reference never encodes its name.
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     fs::create_dir(
         tree.join("skills/ce-plan")
             .join(OsStr::from_bytes(b"caf\xe9")),
@@ -854,7 +830,7 @@ fn non_utf8_empty_directory_name_is_accepted() {
 fn path_of_1024_bytes_is_accepted_and_1025_rejected() {
     // One store: the refused ingest must leave the first snapshot's store as it was.
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let rel = rel_of_len(1024);
     write(&tree.join(&rel), "deep\n");
     let report = accepts(&env, &tree, V);
@@ -871,7 +847,7 @@ fn path_of_1024_bytes_is_accepted_and_1025_rejected() {
 
 /// A plugin with `extra` empty files in `skills/zz-bulk/`, walked last.
 fn bulk_plugin(env: &TestEnv, extra: usize) -> PathBuf {
-    let tree = plugin(env, "p");
+    let tree = minimal_at(env, "p");
     let bulk = tree.join("skills/zz-bulk");
     fs::create_dir_all(&bulk).unwrap();
     for i in 0..extra {
@@ -895,7 +871,7 @@ fn file_count_of_2048_is_accepted_and_2049_rejected() {
 #[test]
 fn file_of_2_mib_is_accepted_and_one_byte_more_rejected() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let big = tree.join("assets/big.bin");
     write(&big, vec![7u8; 2 * MIB]);
     let report = accepts(&env, &tree, V);
@@ -908,7 +884,7 @@ fn file_of_2_mib_is_accepted_and_one_byte_more_rejected() {
 /// A plugin of exactly 16 MiB: eight files in `skills/zz-big/`, the last
 /// one (returned) short by the manifest's and skills' bytes.
 fn plugin_of_16_mib(env: &TestEnv) -> (PathBuf, PathBuf) {
-    let tree = plugin(env, "p");
+    let tree = minimal_at(env, "p");
     let base: u64 = [
         ".claude-plugin/plugin.json",
         "skills/ce-plan/SKILL.md",
@@ -948,7 +924,7 @@ fn total_of_16_mib_is_accepted_and_one_byte_more_rejected() {
 fn nesting_of_986_directories_is_accepted_and_987_too_deep() {
     // The reference recurses once per level and hits Python's recursion limit.
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let deepest = tree.join("skills").join(["d"; 987].join("/"));
     fs::create_dir_all(deepest.parent().unwrap()).unwrap();
     accepts(&env, &tree, V);
@@ -965,7 +941,7 @@ fn entry_past_path_max_is_unreadable() {
     // Every name is short enough, but an absolute path reaches PATH_MAX
     // (4,096 bytes), so the reference's lstat of that entry fails.
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let name = "n".repeat(250);
     let parts = vec![name.as_str(); 17];
     let mut first_too_long = None;
@@ -1001,7 +977,7 @@ fn entry_past_path_max_is_unreadable() {
 #[test]
 fn plugin_json_invalid_json() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = set_plugin_json(
         &tree,
         r#"{"name": "compound-engineering", "version": "1.0.0",}"#,
@@ -1012,7 +988,7 @@ fn plugin_json_invalid_json() {
 #[test]
 fn plugin_json_with_a_bom_is_invalid() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = set_plugin_json(
         &tree,
         "\u{feff}{\"name\": \"compound-engineering\", \"version\": \"1.0.0\"}",
@@ -1023,7 +999,7 @@ fn plugin_json_with_a_bom_is_invalid() {
 #[test]
 fn plugin_json_not_utf8_is_invalid() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = set_plugin_json(
         &tree,
         b"{\"name\": \"compound-engineering\", \"version\": \"1.0.0\", \"by\": \"Jos\xe9\"}",
@@ -1034,7 +1010,7 @@ fn plugin_json_not_utf8_is_invalid() {
 #[test]
 fn plugin_json_array_is_not_compound_engineering() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = set_plugin_json(
         &tree,
         r#"[{"name": "compound-engineering", "version": "1.0.0"}]"#,
@@ -1045,7 +1021,7 @@ fn plugin_json_array_is_not_compound_engineering() {
 #[test]
 fn plugin_json_wrong_name_is_not_compound_engineering() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = set_plugin_json(
         &tree,
         r#"{"name": "Compound-Engineering", "version": "1.0.0"}"#,
@@ -1078,7 +1054,7 @@ fn plugin_json_version_drift_is_a_mismatch() {
 fn plugin_json_integer_versions() {
     let env = TestEnv::new();
     // A big integer is a number, not the version: a mismatch, shown as Python shows it.
-    let tree = plugin(&env, "big");
+    let tree = minimal_at(&env, "big");
     let big = "123456789012345678901234567890";
     let manifest = set_plugin_json(
         &tree,
@@ -1098,7 +1074,7 @@ fn plugin_json_integer_versions() {
         );
     }
     // Past CPython's 4,300-digit limit, json.loads itself fails.
-    let tree = plugin(&env, "huge");
+    let tree = minimal_at(&env, "huge");
     let huge = "9".repeat(5000);
     let manifest = set_plugin_json(
         &tree,
@@ -1111,7 +1087,7 @@ fn plugin_json_integer_versions() {
 #[test]
 fn plugin_json_with_nan_is_accepted_like_the_reference() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     set_plugin_json(
         &tree,
         r#"{"name": "compound-engineering", "version": "1.0.0", "weight": NaN, "limits": [Infinity, -Infinity, 1e400]}"#,
@@ -1122,14 +1098,14 @@ fn plugin_json_with_nan_is_accepted_like_the_reference() {
 #[test]
 fn plugin_json_duplicate_keys_last_wins() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "last-right");
+    let tree = minimal_at(&env, "last-right");
     set_plugin_json(
         &tree,
         r#"{"name": "other", "version": "0.9.0", "name": "compound-engineering", "version": "1.0.0"}"#,
     );
     accepts(&env, &tree, V);
 
-    let tree = plugin(&env, "last-wrong");
+    let tree = minimal_at(&env, "last-wrong");
     let manifest = set_plugin_json(
         &tree,
         r#"{"name": "compound-engineering", "version": "1.0.0", "version": "0.9.0"}"#,
@@ -1137,7 +1113,7 @@ fn plugin_json_duplicate_keys_last_wins() {
     let r = rejects(&env, &tree, V, "version-mismatch", Some(&manifest));
     assert!(r.message().contains("got '0.9.0'"), "{}", r.message());
 
-    let tree = plugin(&env, "name-wrong");
+    let tree = minimal_at(&env, "name-wrong");
     let manifest = set_plugin_json(
         &tree,
         r#"{"name": "compound-engineering", "version": "1.0.0", "name": "other"}"#,
@@ -1149,14 +1125,14 @@ fn plugin_json_duplicate_keys_last_wins() {
 fn each_required_skill_must_be_present() {
     let env = TestEnv::new();
     for skill in ["ce-plan", "ce-work", "ce-code-review"] {
-        let tree = plugin(&env, skill);
+        let tree = minimal_at(&env, skill);
         let skill_md = tree.join(format!("skills/{skill}/SKILL.md"));
         fs::remove_file(&skill_md).unwrap();
         let r = rejects(&env, &tree, V, "missing-skill", Some(&skill_md));
         assert!(r.message().contains(skill), "{}", r.message());
     }
     // A directory named SKILL.md does not count.
-    let tree = plugin(&env, "dir");
+    let tree = minimal_at(&env, "dir");
     let skill_md = tree.join("skills/ce-work/SKILL.md");
     fs::remove_file(&skill_md).unwrap();
     fs::create_dir(&skill_md).unwrap();
@@ -1172,7 +1148,7 @@ fn unreadable_file_is_rejected() {
     let Some(env) = nobody_env("unreadable_file_is_rejected") else {
         return;
     };
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let file = tree.join("skills/ce-plan/notes.md");
     write(&file, "secret-free\n");
     chmod(&file, 0o000);
@@ -1191,7 +1167,7 @@ fn unreadable_directory_is_rejected() {
     let Some(env) = nobody_env("unreadable_directory_is_rejected") else {
         return;
     };
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let dir = tree.join("skills/extra");
     write(&dir.join("x.md"), "x\n");
     chmod(&dir, 0o000);
@@ -1214,7 +1190,7 @@ fn unsearchable_manifest_dir_leaves_existence_unknown() {
     let Some(env) = nobody_env("unsearchable_manifest_dir_leaves_existence_unknown") else {
         return;
     };
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     chmod(&tree.join(".claude-plugin"), 0o444);
     let manifest = tree.join(".claude-plugin/plugin.json");
     let r = rejects_as(
@@ -1235,7 +1211,7 @@ fn unsearchable_manifest_dir_leaves_existence_unknown() {
 /// it, so it accepts.
 fn search_only_is_accepted(test: &str, rel: &str) {
     let Some(env) = nobody_env(test) else { return };
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     chmod(&tree.join(rel), 0o111);
     accepts_as(&env, As::Nobody, tree.as_os_str(), V);
 }
@@ -1267,7 +1243,7 @@ fn search_only_manifest_dir_is_accepted_like_the_reference() {
 fn readable_unsearchable_directory_fails_at_its_entry_like_the_reference() {
     let test = "readable_unsearchable_directory_fails_at_its_entry_like_the_reference";
     let Some(env) = nobody_env(test) else { return };
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let dir = tree.join("skills/extra");
     write(&dir.join("x.md"), "x\n");
     chmod(&dir, 0o444);
@@ -1290,7 +1266,7 @@ fn readable_unsearchable_directory_fails_at_its_entry_like_the_reference() {
 fn readable_unsearchable_empty_directory_is_accepted_like_the_reference() {
     let test = "readable_unsearchable_empty_directory_is_accepted_like_the_reference";
     let Some(env) = nobody_env(test) else { return };
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     fs::create_dir(tree.join("skills/extra")).unwrap();
     chmod(&tree.join("skills/extra"), 0o444);
     accepts_as(&env, As::Nobody, tree.as_os_str(), V);
@@ -1303,7 +1279,7 @@ fn readable_unsearchable_empty_directory_is_accepted_like_the_reference() {
 #[test]
 fn harness_noise_tree_keeps_exactly_the_six_runtime_files() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     write(
         &tree.join(".claude-plugin/marketplace.json"),
         r#"{"name": "ce-marketplace", "plugins": [{"name": "compound-engineering"}]}"#,
@@ -1337,14 +1313,14 @@ fn harness_noise_tree_keeps_exactly_the_six_runtime_files() {
             "scripts/bootstrap.sh",
         ]
     );
-    let script = &files(&env, &digest_of(&report))[5];
+    let script = &shown_files(&env, &digest_of(&report))[5];
     assert_eq!(script["executable"], true);
 }
 
 #[test]
 fn harness_version_drift_is_rejected() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let manifest = tree.join(".claude-plugin/plugin.json");
     rejects(&env, &tree, "1.0.1", "version-mismatch", Some(&manifest));
 }
@@ -1352,7 +1328,7 @@ fn harness_version_drift_is_rejected() {
 #[test]
 fn harness_symlink_under_skills_is_rejected() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let link = tree.join("skills/ce-plan/linked.md");
     symlink(tree.join("skills/ce-work/SKILL.md"), &link).unwrap();
     rejects(&env, &tree, V, "symlink", Some(&link));
@@ -1363,7 +1339,7 @@ fn harness_total_byte_bound_holds() {
     // Nine files each within the per-file bound add up past the total one,
     // and no object of the refused release is kept.
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     let chunk = vec![b'z'; 2 * MIB];
     for i in 0..9 {
         write(&tree.join(format!("assets/chunk-{i}.bin")), &chunk);
@@ -1373,21 +1349,16 @@ fn harness_total_byte_bound_holds() {
     rejects(&env, &tree, V, "too-many-bytes", Some(&ninth));
 }
 
-/// Object files under `STORE/objects` with their inode and size.
-fn objects(env: &TestEnv) -> BTreeMap<String, (u64, u64)> {
-    store_files(&env.store).objects
-}
-
 #[test]
 fn ingesting_twice_gives_the_same_digest_and_writes_nothing() {
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     write(&tree.join("scripts/run.sh"), "#!/bin/sh\n");
     chmod(&tree.join("scripts/run.sh"), 0o755);
     let first = accepts(&env, &tree, V);
     assert_eq!(first["ingest"]["already_present"], false);
     assert_eq!(first["ingest"]["new_objects"], 5);
-    let before = objects(&env);
+    let before = store_files(&env.store).objects;
     assert_eq!(before.len(), 5, "{before:?}");
     assert!(
         before.keys().any(|k| k.ends_with(".x")),
@@ -1401,11 +1372,18 @@ fn ingesting_twice_gives_the_same_digest_and_writes_nothing() {
     assert_eq!(second["ingest"]["reused_objects"], 5);
     assert_eq!(second["ingest"]["bytes_written"], 0);
     assert_eq!(
-        objects(&env),
+        store_files(&env.store).objects,
         before,
         "the second ingest touched the objects"
     );
-    assert_eq!(snapshots_in(&env), [digest_of(&first)]);
+    let snapshots = store_state(&env.store).snapshots;
+    assert_eq!(
+        snapshots
+            .iter()
+            .map(|row| row["manifest_digest"].as_str().expect("digest"))
+            .collect::<Vec<_>>(),
+        [digest_of(&first)]
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -1441,7 +1419,7 @@ fn example_release_has_the_pinned_digest() {
         }
         _ => eprintln!("sha256sum is unavailable; checked with ManifestDigest::of only"),
     }
-    if let Some(o) = oracle(&env, As::Me, example.as_os_str(), "1.0.0") {
+    if let Some(o) = oracle_verdict(&env, As::Me, example.as_os_str(), "1.0.0") {
         assert_eq!(
             o["canonical_manifest"].as_str().unwrap().as_bytes(),
             &out.stdout[..]
@@ -1455,7 +1433,7 @@ fn json_provenance_equals_the_oracles() {
         return;
     }
     let env = TestEnv::new();
-    let tree = plugin(&env, "p");
+    let tree = minimal_at(&env, "p");
     write(
         &tree.join(".claude-plugin/marketplace.json"),
         "{\"plugins\": []}\n",

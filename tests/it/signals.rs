@@ -24,7 +24,7 @@ use std::time::Duration;
 use rustix::process::{Pid, Signal};
 use serde_json::Value;
 
-use crate::util::{assert_ok, bin, minimal_plugin, TestEnv};
+use crate::util::{assert_ok, bin, minimal_plugin, spares, TestEnv};
 
 /// A store with one snapshot, and the path a held stage checks it out at.
 struct Setup {
@@ -177,11 +177,6 @@ fn recorded_views(s: &Setup) -> Vec<String> {
         .collect()
 }
 
-/// The spares the store keeps of the snapshot.
-fn spares(s: &Setup) -> usize {
-    fs::read_dir(s.env.store.join("spare").join(&s.digest)).map_or(0, |rd| rd.count())
-}
-
 /// The view exists and is recorded: the stage's object said so and it is.
 fn assert_held(s: &Setup, staged: &Value) {
     assert_eq!(staged["ok"], true, "{staged}");
@@ -192,7 +187,7 @@ fn assert_held(s: &Setup, staged: &Value) {
 
 /// Nothing of the view is left: no directory, no record, nothing beside
 /// it, and the store verifies clean.
-fn assert_gone(s: &Setup) {
+fn assert_view_gone(s: &Setup) {
     assert!(fs::symlink_metadata(&s.view).is_err(), "the view is left");
     assert!(recorded_views(s).is_empty(), "the view is still recorded");
     let beside: Vec<_> = fs::read_dir(&s.env.base)
@@ -236,8 +231,12 @@ fn a_held_stage_killed_by_a_signal_discards_its_view() {
         assert_eq!(status, code, "{name}: {objects:?}");
         assert_eq!(objects.len(), 1, "{name}: one object for the release");
         assert_signalled(&objects[0], &s, name, false);
-        assert_gone(&s);
-        assert_eq!(spares(&s), 0, "{name}: a signal keeps no spare");
+        assert_view_gone(&s);
+        assert_eq!(
+            spares(&s.env.store, &s.digest).len(),
+            0,
+            "{name}: a signal keeps no spare"
+        );
     }
 
     // As a harness's shell runs it: the whole session's group is signalled.
@@ -276,7 +275,7 @@ fn a_held_stage_killed_by_a_signal_discards_its_view() {
     let _ = shell.wait();
     let released: Value = serde_json::from_str(rest.trim()).expect("the release's object");
     assert_signalled(&released, &s, "SIGTERM", false);
-    assert_gone(&s);
+    assert_view_gone(&s);
 }
 
 #[test]
@@ -298,7 +297,7 @@ fn a_signal_while_the_view_is_made_is_acted_on_once_it_is_made() {
     assert_eq!(status, 130, "{objects:?}");
     assert_eq!(objects.len(), 1, "{objects:?}");
     assert_signalled(&objects[0], &s, "SIGINT", false);
-    assert_gone(&s);
+    assert_view_gone(&s);
 
     // Before the store is even opened: the process takes its view back too.
     let mut held = Held::start(&s);
@@ -316,7 +315,7 @@ fn a_signal_while_the_view_is_made_is_acted_on_once_it_is_made() {
         assert_eq!(status.code(), Some(143), "{first}{objects:?}");
         assert_signalled(&objects[0], &s, "SIGTERM", false);
     }
-    assert_gone(&s);
+    assert_view_gone(&s);
 }
 
 #[test]
@@ -342,7 +341,7 @@ fn a_second_signal_during_the_discard_changes_nothing() {
     assert_eq!(status, 129, "the first signal's code: {objects:?}");
     assert_eq!(objects.len(), 1, "{objects:?}");
     assert_signalled(&objects[0], &s, "SIGHUP", false);
-    assert_gone(&s);
+    assert_view_gone(&s);
 }
 
 #[test]
@@ -366,8 +365,8 @@ fn a_signal_during_a_release_lets_it_finish_as_asked() {
     assert_eq!(objects.len(), 1, "{objects:?}");
     // The release was under way: it kept the spare it was asked to keep.
     assert_signalled(&objects[0], &s, "SIGTERM", true);
-    assert_eq!(spares(&s), 1);
-    assert_gone(&s);
+    assert_eq!(spares(&s.env.store, &s.digest).len(), 1);
+    assert_view_gone(&s);
     // And a plain release, with no signal, says so.
     let mut held = Held::start(&s);
     assert_held(&s, &held.object());
@@ -376,5 +375,5 @@ fn a_signal_during_a_release_lets_it_finish_as_asked() {
     assert_eq!(status, 0);
     assert_eq!(objects[0]["ok"], true, "{}", objects[0]);
     assert_eq!(objects[0]["signal"], Value::Null, "{}", objects[0]);
-    assert_gone(&s);
+    assert_view_gone(&s);
 }

@@ -327,6 +327,128 @@ pub fn store_files(store: &Path) -> StoreFiles {
     }
 }
 
+/// The size of every object file of the store at `store` (relative to
+/// `objects/`): what two stores must agree on when their inodes differ.
+pub fn object_sizes(store: &Path) -> std::collections::BTreeMap<String, u64> {
+    store_files(store)
+        .objects
+        .into_iter()
+        .map(|(name, (_, size))| (name, size))
+        .collect()
+}
+
+/// What a store holds: its object files and work directories, and its
+/// snapshots.
+#[derive(Debug, PartialEq, Eq)]
+pub struct StoreState {
+    /// The object files and the entries of `tmp/`.
+    pub files: StoreFiles,
+    /// The catalogue's snapshots as `list --json` gives them, oldest first;
+    /// none when there is no catalogue.
+    pub snapshots: Vec<Value>,
+}
+
+/// What the store at `store` holds, read without the binary, so that
+/// looking changes nothing (and works whoever owns the store).
+pub fn store_state(store: &Path) -> StoreState {
+    let catalogue = store.join("catalogue.sqlite");
+    let snapshots = if catalogue.exists() {
+        cestore::catalogue::Catalogue::open(&catalogue, || Ok(false))
+            .expect("open the catalogue")
+            .snapshots(None, None)
+            .expect("list snapshots")
+            .iter()
+            .map(|row| serde_json::to_value(row).expect("a snapshot as JSON"))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    StoreState {
+        files: store_files(store),
+        snapshots,
+    }
+}
+
+/// The spare views the store at `store` keeps of snapshot `digest`: the
+/// directories `discard` kept whole.
+pub fn spares(store: &Path, digest: &str) -> Vec<PathBuf> {
+    match fs::read_dir(store.join("spare").join(digest)) {
+        Ok(entries) => entries.map(|e| e.expect("entry").path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// What a test can see of one entry of a tree without following symlinks.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Seen {
+    /// The type, permission bits and contents, one line: `file 644 12 bytes
+    /// <hash>`, `dir 755`, `symlink -> "<base>/x"`, `fifo 644`, `socket
+    /// 644` or `other 644`, with the tree's base written `<base>` in a
+    /// symlink's target.
+    pub what: String,
+    /// The whole `st_mode`: type and permission bits.
+    pub mode: u32,
+    /// The size `lstat` gives.
+    pub size: u64,
+    /// The modification time: seconds and nanoseconds.
+    pub mtime: (i64, i64),
+}
+
+/// Every entry below `base` (not `base` itself), by path relative to it:
+/// type, mode, size, a hash of a file's bytes, a symlink's target and the
+/// modification time. A tree left untouched keeps all of these; two trees
+/// made alike agree on every [`Seen::what`].
+pub fn fingerprint(base: &Path) -> std::collections::BTreeMap<PathBuf, Seen> {
+    use std::collections::BTreeMap;
+    use std::hash::{DefaultHasher, Hasher};
+    use std::os::unix::fs::FileTypeExt;
+    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Seen>) {
+        for entry in fs::read_dir(dir).expect("read dir") {
+            let path = entry.expect("dir entry").path();
+            let meta = fs::symlink_metadata(&path).expect("lstat");
+            let bits = meta.mode() & 0o7777;
+            let ft = meta.file_type();
+            let what = if ft.is_symlink() {
+                let target = fs::read_link(&path).expect("readlink");
+                let target = target
+                    .to_string_lossy()
+                    .replace(&*base.to_string_lossy(), "<base>");
+                format!("symlink -> {target:?}")
+            } else if ft.is_dir() {
+                format!("dir {bits:o}")
+            } else if ft.is_file() {
+                let mut hasher = DefaultHasher::new();
+                hasher.write(&fs::read(&path).expect("read"));
+                format!(
+                    "file {bits:o} {} bytes {:016x}",
+                    meta.len(),
+                    hasher.finish()
+                )
+            } else if ft.is_fifo() {
+                format!("fifo {bits:o}")
+            } else if ft.is_socket() {
+                format!("socket {bits:o}")
+            } else {
+                format!("other {bits:o}")
+            };
+            let rel = path.strip_prefix(base).expect("under base").to_path_buf();
+            let seen = Seen {
+                what,
+                mode: meta.mode(),
+                size: meta.size(),
+                mtime: (meta.mtime(), meta.mtime_nsec()),
+            };
+            out.insert(rel, seen);
+            if ft.is_dir() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(base, base, &mut out);
+    out
+}
+
 /// Makes a FIFO of mode 0644 at `path`.
 pub fn mkfifo(path: &Path) {
     rustix::fs::mknodat(

@@ -23,7 +23,7 @@ use serde_json::Value;
 use crate::gen;
 use crate::util::{
     self, assert_exit, assert_ok, chmod, exists, ingest_sharing_four_digits, minimal_plugin,
-    mode_of, object_path, parse_json, sha_hex, write, FileRow, TestEnv,
+    mode_of, object_path, parse_json, sha_hex, spares, write, FileRow, TestEnv,
 };
 
 // ---------------------------------------------------------------------------
@@ -82,7 +82,7 @@ impl std::fmt::Debug for Node {
 }
 
 /// Every entry under `root` (the root itself as ""), by relative path.
-fn walk(root: &Path) -> BTreeMap<String, Node> {
+fn entries_under(root: &Path) -> BTreeMap<String, Node> {
     fn inner(dir: &Path, prefix: &str, out: &mut BTreeMap<String, Node>) {
         let mut names: Vec<_> = fs::read_dir(dir)
             .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
@@ -136,7 +136,7 @@ fn ancestors(path: &str) -> impl Iterator<Item = &str> {
 /// those bytes, 0444/0555 files, 0555 directories (only the needed ones), no
 /// symlinks. Returns the walk.
 fn assert_view_is(view: &Path, files: &[FileRow]) -> BTreeMap<String, Node> {
-    let tree = walk(view);
+    let tree = entries_under(view);
     let mut dirs: BTreeSet<&str> = BTreeSet::from([""]);
     for f in files {
         dirs.extend(ancestors(&f.path));
@@ -642,7 +642,7 @@ fn checkout_matches_reference_staging() {
                 "the reference's digest for {}",
                 src.display()
             );
-            let ref_tree = walk(&staged);
+            let ref_tree = entries_under(&staged);
             let view_keys: Vec<&String> = tree.keys().collect();
             let ref_keys: Vec<&String> = ref_tree.keys().collect();
             assert_eq!(
@@ -1275,7 +1275,7 @@ fn checkout_publishes_atomically() {
             checked = true;
             saw_dest_running = !done;
             assert_eq!(mode_of(&dest), 0o555, "a published view is already frozen");
-            let n = walk(&dest)
+            let n = entries_under(&dest)
                 .values()
                 .filter(|n| matches!(n, Node::File { .. }))
                 .count();
@@ -1488,14 +1488,6 @@ const SPARE_FILES: &[(&str, &[u8], u32)] = &[
     ("assets/deep/b.txt", b"bravo\n", 0o644),
     ("scripts/c.sh", b"#!/bin/sh\n", 0o755),
 ];
-
-/// The spare views of a snapshot: the directories `discard` kept whole.
-fn spares(store: &Path, digest: &str) -> Vec<PathBuf> {
-    match fs::read_dir(store.join("spare").join(digest)) {
-        Ok(entries) => entries.map(|e| e.expect("entry").path()).collect(),
-        Err(_) => Vec::new(),
-    }
-}
 
 #[test]
 fn a_discarded_view_serves_the_next_checkout_whole() {
@@ -1907,7 +1899,7 @@ fn held(env: &TestEnv, src: &Path, dest: &Path) -> (std::process::Child, Value) 
 
 /// Ends a held stage with `line` (none: the caller's end of input) and
 /// returns its exit code and second object.
-fn release(mut child: std::process::Child, line: Option<&str>) -> (i32, Value) {
+fn release_held(mut child: std::process::Child, line: Option<&str>) -> (i32, Value) {
     use std::io::Write;
     let mut stdin = child.stdin.take().unwrap();
     if let Some(line) = line {
@@ -1945,7 +1937,7 @@ fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
     // Nothing of the store is held while waiting: gc runs meanwhile.
     assert_ok(&env.run(["gc", "--json"]));
     assert!(exists(&view));
-    let (code, discarded) = release(child, Some("discard --spare\n"));
+    let (code, discarded) = release_held(child, Some("discard --spare\n"));
     assert_eq!(code, 0);
     assert_eq!(
         (&discarded["removed"], &discarded["spare"]),
@@ -1959,7 +1951,7 @@ fn a_held_stage_discards_its_view_when_released_or_when_its_caller_goes() {
     // not kept, since its sandboxes may still be running.
     let (child, _) = held(&env, &src, &view);
     assert!(exists(&view));
-    let (code, discarded) = release(child, None);
+    let (code, discarded) = release_held(child, None);
     assert_eq!(code, 0);
     assert_eq!(
         (&discarded["removed"], &discarded["spare"]),

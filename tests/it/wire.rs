@@ -12,12 +12,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::proxy::{Behaviour, Proxy, Script, Scripted};
-use crate::remote::{noise, registry, repo, salt};
+use crate::remote::{bounds_release, noise, registry, repo, salt};
 use crate::util::*;
 
 /// A release of `extra` generated files besides the minimal plugin, spread
 /// over a few directories, a few of them executable.
-fn release(root: &Path, extra: usize, salt: u64) {
+fn spread_release(root: &Path, extra: usize, salt: u64) {
     minimal_plugin(root, "1.0.0");
     for i in 0..extra {
         let path = root.join(format!("skills/gen{}/file{i:04}.md", i % 3));
@@ -28,27 +28,13 @@ fn release(root: &Path, extra: usize, salt: u64) {
     }
 }
 
-/// A fresh store holding a [`release`] of `extra` files, and its digest.
+/// A fresh store holding a [`spread_release`] of `extra` files, and its digest.
 fn ingested_release(extra: usize) -> (TestEnv, String) {
     let env = TestEnv::new();
     let src = env.path("src");
-    release(&src, extra, salt());
+    spread_release(&src, extra, salt());
     let digest = env.ingest_digest(&src, "1.0.0");
     (env, digest)
-}
-
-/// A release at the bounds: 2,048 files and 16 MiB in all.
-fn bounds_release(root: &Path, salt: u64) {
-    minimal_plugin(root, "1.0.0");
-    let small: u64 = 4 * 64;
-    let files = 2048 - 4;
-    let each = (16 * 1024 * 1024 - small) / files as u64 - 64;
-    for i in 0..files {
-        write(
-            &root.join(format!("skills/bulk/d{:02}/f{i:04}.md", i % 32)),
-            noise(salt, i as u64, each as usize),
-        );
-    }
 }
 
 fn push_args<'a>(digest: &'a str, target: &'a str) -> Vec<&'a str> {
@@ -171,7 +157,7 @@ fn one_token_serves_every_request_of_a_scope() {
     );
     let a = TestEnv::new();
     let src = a.path("src");
-    release(&src, 10, salt());
+    spread_release(&src, 10, salt());
     // Contents of 256 KiB and more travel as blobs of their own in either
     // format: more blobs than threads.
     let s = salt();
@@ -256,7 +242,7 @@ fn a_registry_that_takes_one_post_per_blob_gets_one_post_per_blob() {
     // first blob, so asking costs no request there.
     let direct = TestEnv::new();
     let src = direct.path("src");
-    release(&src, 10, salt());
+    spread_release(&src, 10, salt());
     let digest = direct.ingest_digest(&src, "1.0.0");
     let report = direct.json(push_args(&digest, &repo(&reg, "not-monolithic")));
     let uploaded = report["blobs_uploaded"].as_u64().expect("uploaded");
@@ -646,7 +632,7 @@ fn child_pid(file: &Path, within: Duration) -> u32 {
 }
 
 /// Asserts that `pid` is gone within `within`, killing it if not.
-fn assert_gone(pid: u32, within: Duration) {
+fn assert_process_gone(pid: u32, within: Duration) {
     let deadline = Instant::now() + within;
     while running(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -698,7 +684,7 @@ fn a_credential_helper_whose_child_keeps_its_stdout_open_does_not_hold_the_pull(
         registry.authorizations()
     );
     assert!(took < Duration::from_secs(4), "the pull took {took:?}");
-    assert_gone(
+    assert_process_gone(
         child_pid(&pid_file, Duration::from_secs(1)),
         Duration::from_secs(2),
     );
@@ -730,7 +716,7 @@ fn a_credential_helper_killed_at_the_limit_leaves_no_process_behind() {
     assert_eq!(parse_json(&out)["error"]["kind"], "remote");
     assert!(took >= Duration::from_secs(2), "{took:?}");
     assert!(took < Duration::from_secs(5), "the pull took {took:?}");
-    assert_gone(
+    assert_process_gone(
         child_pid(&pid_file, Duration::from_secs(1)),
         Duration::from_secs(2),
     );
@@ -872,7 +858,7 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
 
     // A push meets the same bounds: its first request's answer drips.
     let src = env.path("src");
-    release(&src, 1, salt());
+    spread_release(&src, 1, salt());
     let digest = env.ingest_digest(&src, "1.0.0");
     let registry = Scripted::start(Script::DripHead(every));
     let start = Instant::now();
@@ -893,7 +879,7 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     // that reads 10 KiB a second, with a floor of 1 MB a second over 1 s,
     // is given up on after about 3 s.
     let big = env.path("big");
-    release(&big, 1, salt());
+    spread_release(&big, 1, salt());
     write(&big.join("assets/big.bin"), noise(salt(), 7, 2 << 20));
     let digest = env.ingest_digest(&big, "1.0.0");
     let registry = Scripted::start(Script::SlowReader(Duration::from_millis(100)));
