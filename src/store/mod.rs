@@ -89,7 +89,7 @@ use rustix::io::Errno;
 
 use crate::catalogue::Catalogue;
 use crate::digest::ManifestDigest;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Misuse, Result};
 
 pub use crate::digest::ObjectKey;
 pub use crate::fsutil::read_names;
@@ -243,9 +243,7 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(home) = env("HOME") {
         return Ok(PathBuf::from(home).join(".local/share/cestore"));
     }
-    Err(Error::Usage(
-        "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into(),
-    ))
+    Err(Misuse::NoStoreGiven.into())
 }
 
 /// Resolves, checks (creating when asked) and locks the store directory.
