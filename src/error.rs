@@ -414,6 +414,15 @@ pub enum Misuse {
     /// No store was named, and the environment names none.
     #[error("no store given: name one, or set CESTORE_DIR, XDG_DATA_HOME or HOME")]
     NoStoreGiven,
+    /// The store is owned by another user or writable by others, and such
+    /// stores were not to be trusted.
+    #[error("the store '{}' {why}; whoever can write there decides what every view shows. If you trust it, trust any store or set CESTORE_TRUST_STORE=1", .path.display())]
+    UntrustedStore {
+        /// The directory refused (the store, or its objects directory).
+        path: PathBuf,
+        /// Who else owns or can write it, as a predicate: `is owned by …`.
+        why: String,
+    },
     /// A directory to discard is no recorded view, and no snapshot was named
     /// to check it against.
     #[error("'{}' is not a recorded view; to remove a tree that is exactly a snapshot, force the discard with the snapshot's digest", .path.display())]
@@ -458,6 +467,7 @@ impl Misuse {
             Misuse::NotARecordedView { .. } | Misuse::NotAView { .. } => ErrorKind::NotFound,
             Misuse::ViewOfAnother { .. } => ErrorKind::Integrity,
             Misuse::SnapshotHasViews { .. } => ErrorKind::Conflict,
+            Misuse::UntrustedStore { .. } => ErrorKind::BadStore,
             Misuse::ExpectedDigest { .. }
             | Misuse::HardlinksWithMethod { .. }
             | Misuse::VersionWithUpstreamRules
@@ -470,7 +480,9 @@ impl Misuse {
     /// The one path the misuse concerns, when the error reports one.
     pub fn path(&self) -> Option<&Path> {
         match self {
-            Misuse::NotARecordedView { path } | Misuse::NotAView { path } => Some(path),
+            Misuse::NotARecordedView { path }
+            | Misuse::NotAView { path }
+            | Misuse::UntrustedStore { path, .. } => Some(path),
             _ => None,
         }
     }
@@ -584,6 +596,14 @@ mod tests {
                 Misuse::NotAView { path: "/v".into() },
                 ErrorKind::NotFound,
                 Some("/v"),
+            ),
+            (
+                Misuse::UntrustedStore {
+                    path: "/s".into(),
+                    why: "is writable by others (mode 0777)".into(),
+                },
+                ErrorKind::BadStore,
+                Some("/s"),
             ),
             (
                 Misuse::ViewOfAnother {

@@ -191,6 +191,11 @@ fn flagged_misuse(m: &Misuse) -> Option<String> {
         Misuse::NoStoreGiven => {
             "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into()
         }
+        Misuse::UntrustedStore { path, why } => format!(
+            "the store '{}' {why}; whoever can write there decides what every view shows. \
+             If you trust it, pass --trust-store or set CESTORE_TRUST_STORE=1",
+            path.display()
+        ),
         Misuse::NotARecordedView { path } => format!(
             "'{}' is not a recorded view; to remove a tree that is exactly a snapshot, \
              pass --force DIGEST",
@@ -448,6 +453,17 @@ mod tests {
             (
                 Misuse::NoStoreGiven.into(),
                 "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into(),
+            ),
+            (
+                Misuse::UntrustedStore {
+                    path: "/s".into(),
+                    why: "is writable by others (mode 0777)".into(),
+                }
+                .into(),
+                "the store '/s' is writable by others (mode 0777); whoever can write there \
+                 decides what every view shows. \
+                 If you trust it, pass --trust-store or set CESTORE_TRUST_STORE=1"
+                    .into(),
             ),
             (
                 Misuse::NotARecordedView { path: "/v".into() }.into(),

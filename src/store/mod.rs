@@ -141,13 +141,11 @@ fn check_trust(st: &rustix::fs::Stat, path: &Path) -> Result<()> {
     } else {
         return Ok(());
     };
-    Err(Error::BadStore {
+    Err(Misuse::UntrustedStore {
         path: path.to_path_buf(),
-        reason: format!(
-            "{why}; whoever can write there decides what every view shows. \
-             If you trust it, pass --trust-store or set CESTORE_TRUST_STORE=1"
-        ),
-    })
+        why,
+    }
+    .into())
 }
 
 /// Takes the store's lock, saying on stderr after a second of waiting who
