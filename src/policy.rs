@@ -406,16 +406,16 @@ pub enum Rejection {
         path: PathBuf,
     },
     /// Plugin inputs were given but no arm sees the plugin.
-    #[error("--plugin-dir, --plugin-version and --digest require at least one ce_* arm (ce_workflow, ce_workflow_direct, ce_review)")]
+    #[error("a plugin directory, version or digest requires at least one ce_* arm (ce_workflow, ce_workflow_direct, ce_review)")]
     PluginInputsWithoutCeArm,
     /// With `--strict-arms`, an arm that is neither a CE arm nor a known one.
-    #[error("unknown arm '{arm}': it is neither a ce_* arm (ce_workflow, ce_workflow_direct, ce_review) nor one given with --known-arm")]
+    #[error("unknown arm '{arm}': it is neither a ce_* arm (ce_workflow, ce_workflow_direct, ce_review) nor one of the known arms")]
     UnknownArm {
         /// The arm as given.
         arm: String,
     },
     /// A CE arm was selected without saying which release it sees.
-    #[error("ce_* arms require both --plugin-dir and --plugin-version, or a --digest already in the store")]
+    #[error("ce_* arms require both a plugin directory and its version, or the digest of a snapshot already in the store")]
     CeArmWithoutPluginInputs,
     /// The tree nests deeper than the reference can walk.
     #[error("Compound Engineering plugin nests too deep ({depth} directories): {}", .path.display())]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Misuse, Result, RowField};
 
 use super::*;
 
@@ -46,21 +46,23 @@ impl Node {
     pub(super) fn of(fields: &Fields) -> Result<Node> {
         let mut root = Node::default();
         let named = [
-            ("--digest-field", &fields.digest),
-            ("--version-field", &fields.version),
-            ("--arm-field", &fields.arm),
+            (RowField::Digest, &fields.digest),
+            (RowField::Version, &fields.version),
+            (RowField::Arm, &fields.arm),
         ];
-        for (slot, (flag, path)) in named.iter().enumerate() {
+        for (slot, &(field, path)) in named.iter().enumerate() {
             let parts: Vec<&str> = path.split('.').collect();
             if parts.iter().any(|p| p.is_empty()) {
-                return Err(Error::Usage(format!(
-                    "{flag} '{path}': a field is a key or a dotted path of keys (ce_plugin.manifest_digest), with no empty key"
-                )));
+                return Err(Misuse::FieldWithEmptyKey {
+                    field,
+                    path: path.clone(),
+                }
+                .into());
             }
             let mut node = &mut root;
             for part in parts {
                 if node.slot.is_some() {
-                    return Err(overlap(&named, flag, path));
+                    return Err(overlap(&named, field, path));
                 }
                 let at = match node.children.iter().position(|(k, _)| k == part) {
                     Some(at) => at,
@@ -72,7 +74,7 @@ impl Node {
                 node = &mut node.children[at].1;
             }
             if node.slot.is_some() || !node.children.is_empty() {
-                return Err(overlap(&named, flag, path));
+                return Err(overlap(&named, field, path));
             }
             node.slot = Some(slot);
         }
@@ -86,16 +88,18 @@ impl Node {
     }
 }
 
-fn overlap(named: &[(&str, &String); 3], flag: &str, path: &str) -> Error {
-    let others: Vec<String> = named
+fn overlap(named: &[(RowField, &String); 3], field: RowField, path: &str) -> Error {
+    let others = named
         .iter()
-        .filter(|(f, _)| *f != flag)
-        .map(|(f, p)| format!("{f} '{p}'"))
+        .filter(|(f, _)| *f != field)
+        .map(|(f, p)| (*f, p.to_string()))
         .collect();
-    Error::Usage(format!(
-        "{flag} '{path}' is, holds or lies inside another field ({}); the three fields must be distinct and not nested in each other",
-        others.join(", ")
-    ))
+    Misuse::FieldsOverlap {
+        field,
+        path: path.to_string(),
+        others,
+    }
+    .into()
 }
 
 /// One field's value in a row.

@@ -7,7 +7,7 @@ use super::events::insert_event;
 use super::files::insert_files;
 use super::{errors, immediate, Catalogue, IngestEvent, NOW};
 use crate::digest::{DigestPrefix, ManifestDigest};
-use crate::error::{Candidate, Error, Result};
+use crate::error::{Candidate, Error, Misuse, Result};
 use crate::manifest::Entry;
 
 /// The reference's six provenance fields, exactly as it names them.
@@ -311,13 +311,11 @@ impl Catalogue {
             .and_then(|mut stmt| stmt.query_map([&hex], |r| r.get(0))?.collect())
             .map_err(err("list a snapshot's views"))?;
         if !views.is_empty() && !force {
-            return Err(Error::Conflict(format!(
-                "{digest} has {} recorded {} ({}); discard {} first, or pass --force",
-                views.len(),
-                if views.len() == 1 { "view" } else { "views" },
-                views.join(", "),
-                if views.len() == 1 { "it" } else { "them" },
-            )));
+            return Err(Misuse::SnapshotHasViews {
+                digest: *digest,
+                views,
+            }
+            .into());
         }
         tx.execute(
             "DELETE FROM views WHERE snapshot_id = (SELECT id FROM snapshots WHERE digest = ?1)",

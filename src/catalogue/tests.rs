@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::digest::ObjectId;
-use crate::error::ErrorKind;
+use crate::error::{ErrorKind, Misuse};
 use crate::manifest::Entry;
 use crate::manifest::Manifest;
 use std::cell::Cell;
@@ -399,7 +399,7 @@ fn remove_snapshot_refuses_while_views_exist_unless_forced() {
         })
         .unwrap_err();
     assert!(
-        matches!(err, Error::Conflict(ref s) if s.contains("2 recorded views") && s.contains("/v/a, /v/b")),
+        matches!(err, Error::Misuse(Misuse::SnapshotHasViews { ref views, .. }) if views == &["/v/a", "/v/b"]),
         "{err}"
     );
     assert!(!called.get());

@@ -11,7 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use crate::cmd::mounts::MountsReport;
 pub use crate::error::error_chain;
-use crate::error::{Error, Misuse, Result};
+use crate::error::{Error, Misuse, Result, RowField};
 use crate::policy::Rejection;
 use crate::remote::RemoteError;
 
@@ -154,39 +154,141 @@ pub fn error_message(err: &Error) -> String {
 /// the flags of the command line.
 fn flagged_message(err: &Error) -> Option<String> {
     match err {
-        Error::Misuse(Misuse::ExpectedDigest { reason }) => {
-            Some(format!("--digest takes a full 64-hex digest: {reason}"))
-        }
-        Error::Misuse(Misuse::HardlinksWithMethod { method }) => Some(format!(
-            "--require-hardlinks cannot be met with --method {method}"
-        )),
-        Error::Misuse(Misuse::VersionWithUpstreamRules) => Some(
-            "--gitnexus-version pins the seed's rules; \
-             --gitnexus-rules upstream accepts any non-empty version"
+        Error::Misuse(m) => flagged_misuse(m),
+        Error::Rejected(Rejection::PluginInputsWithoutCeArm) => Some(
+            "--plugin-dir, --plugin-version and --digest require at least one ce_* arm \
+             (ce_workflow, ce_workflow_direct, ce_review)"
                 .into(),
         ),
-        Error::Remote(remote) => match remote.downcast_ref::<RemoteError>()? {
-            RemoteError::Timeout {
-                registry,
-                request,
-                connect,
-                idle,
-                ..
-            } => Some(format!(
-                "the registry {registry} did not answer in time ({request}: connect timeout \
-                 {connect} s, idle timeout {idle} s; --timeout SECS sets them)"
-            )),
-            RemoteError::TooSlow {
-                registry,
-                request,
-                detail,
-            } => Some(format!(
-                "the registry {registry} was too slow ({request}: {detail}; \
-                 --min-speed BYTES and --timeout SECS set this floor)"
-            )),
-            _ => None,
-        },
+        Error::Rejected(Rejection::UnknownArm { arm }) => Some(format!(
+            "unknown arm '{arm}': it is neither a ce_* arm (ce_workflow, ce_workflow_direct, \
+             ce_review) nor one given with --known-arm"
+        )),
+        Error::Rejected(Rejection::CeArmWithoutPluginInputs) => Some(
+            "ce_* arms require both --plugin-dir and --plugin-version, \
+             or a --digest already in the store"
+                .into(),
+        ),
+        Error::Remote(remote) => flagged_remote(remote.downcast_ref::<RemoteError>()?),
         _ => None,
+    }
+}
+
+/// A misuse's message, worded with the flags of the command line.
+fn flagged_misuse(m: &Misuse) -> Option<String> {
+    Some(match m {
+        Misuse::ExpectedDigest { reason } => {
+            format!("--digest takes a full 64-hex digest: {reason}")
+        }
+        Misuse::HardlinksWithMethod { method } => {
+            format!("--require-hardlinks cannot be met with --method {method}")
+        }
+        Misuse::VersionWithUpstreamRules => "--gitnexus-version pins the seed's rules; \
+             --gitnexus-rules upstream accepts any non-empty version"
+            .into(),
+        Misuse::FieldWithEmptyKey { field, path } => format!(
+            "{} '{path}': a field is a key or a dotted path of keys \
+             (ce_plugin.manifest_digest), with no empty key",
+            field_flag(*field)
+        ),
+        Misuse::FieldsOverlap {
+            field,
+            path,
+            others,
+        } => {
+            let others: Vec<String> = others
+                .iter()
+                .map(|(f, p)| format!("{} '{p}'", field_flag(*f)))
+                .collect();
+            format!(
+                "{} '{path}' is, holds or lies inside another field ({}); \
+                 the three fields must be distinct and not nested in each other",
+                field_flag(*field),
+                others.join(", ")
+            )
+        }
+        Misuse::NoStoreGiven => {
+            "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into()
+        }
+        Misuse::UntrustedStore { path, why } => format!(
+            "the store '{}' {why}; whoever can write there decides what every view shows. \
+             If you trust it, pass --trust-store or set CESTORE_TRUST_STORE=1",
+            path.display()
+        ),
+        Misuse::NotARecordedView { path } => format!(
+            "'{}' is not a recorded view; to remove a tree that is exactly a snapshot, \
+             pass --force DIGEST",
+            path.display()
+        ),
+        Misuse::NotAView { path } => format!(
+            "'{}' is not a view cestore recorded; make one with `cestore checkout` \
+             or `cestore path`, or pass --unchecked to mount a tree cestore did not make",
+            path.display()
+        ),
+        Misuse::ViewOfAnother {
+            path,
+            digest,
+            expected,
+        } => format!(
+            "'{}' is a view of {digest}, not of {expected} as --digest expects",
+            path.display()
+        ),
+        Misuse::SnapshotHasViews { digest, views } => {
+            let (noun, them) = if views.len() == 1 {
+                ("view", "it")
+            } else {
+                ("views", "them")
+            };
+            format!(
+                "{digest} has {} recorded {noun} ({}); discard {them} first, or pass --force",
+                views.len(),
+                views.join(", ")
+            )
+        }
+    })
+}
+
+/// A remote's error, worded with the flags of the command line when it
+/// speaks of an option.
+fn flagged_remote(err: &RemoteError) -> Option<String> {
+    match err {
+        RemoteError::Transport {
+            method,
+            url,
+            plain_http: true,
+            ..
+        } => Some(format!(
+            "{method} {url} failed (the registry speaks plain HTTP? \
+             pass --plain-http for a loopback or insecure registry)"
+        )),
+        RemoteError::Timeout {
+            registry,
+            request,
+            connect,
+            idle,
+            ..
+        } => Some(format!(
+            "the registry {registry} did not answer in time ({request}: connect timeout \
+             {connect} s, idle timeout {idle} s; --timeout SECS sets them)"
+        )),
+        RemoteError::TooSlow {
+            registry,
+            request,
+            detail,
+        } => Some(format!(
+            "the registry {registry} was too slow ({request}: {detail}; \
+             --min-speed BYTES and --timeout SECS set this floor)"
+        )),
+        _ => None,
+    }
+}
+
+/// The flag that names a field of the results rows `audit` reads.
+fn field_flag(field: RowField) -> &'static str {
+    match field {
+        RowField::Digest => "--digest-field",
+        RowField::Version => "--version-field",
+        RowField::Arm => "--arm-field",
     }
 }
 
@@ -333,6 +435,128 @@ mod tests {
         assert_eq!(shell_quote(b""), b"''");
         assert_eq!(shell_quote(b"a b"), b"'a b'");
         assert_eq!(shell_quote(b"it's"), b"'it'\\''s'");
+    }
+
+    /// The command line words the library's options with its flags, as it
+    /// always has.
+    #[test]
+    fn options_are_named_by_their_flags() {
+        let digest: crate::digest::ManifestDigest = "ab".repeat(32).parse().unwrap();
+        let expected: crate::digest::ManifestDigest = "cd".repeat(32).parse().unwrap();
+        let cases: Vec<(Error, String)> = vec![
+            (
+                Misuse::FieldWithEmptyKey {
+                    field: RowField::Version,
+                    path: "a..b".into(),
+                }
+                .into(),
+                "--version-field 'a..b': a field is a key or a dotted path of keys \
+                 (ce_plugin.manifest_digest), with no empty key"
+                    .into(),
+            ),
+            (
+                Misuse::FieldsOverlap {
+                    field: RowField::Arm,
+                    path: "a".into(),
+                    others: vec![
+                        (RowField::Digest, "a.b".into()),
+                        (RowField::Version, "c".into()),
+                    ],
+                }
+                .into(),
+                "--arm-field 'a' is, holds or lies inside another field \
+                 (--digest-field 'a.b', --version-field 'c'); \
+                 the three fields must be distinct and not nested in each other"
+                    .into(),
+            ),
+            (
+                Misuse::NoStoreGiven.into(),
+                "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into(),
+            ),
+            (
+                Misuse::UntrustedStore {
+                    path: "/s".into(),
+                    why: "is writable by others (mode 0777)".into(),
+                }
+                .into(),
+                "the store '/s' is writable by others (mode 0777); whoever can write there \
+                 decides what every view shows. \
+                 If you trust it, pass --trust-store or set CESTORE_TRUST_STORE=1"
+                    .into(),
+            ),
+            (
+                Misuse::NotARecordedView { path: "/v".into() }.into(),
+                "'/v' is not a recorded view; to remove a tree that is exactly a snapshot, \
+                 pass --force DIGEST"
+                    .into(),
+            ),
+            (
+                Misuse::NotAView { path: "/v".into() }.into(),
+                "'/v' is not a view cestore recorded; make one with `cestore checkout` \
+                 or `cestore path`, or pass --unchecked to mount a tree cestore did not make"
+                    .into(),
+            ),
+            (
+                Misuse::ViewOfAnother {
+                    path: "/v".into(),
+                    digest,
+                    expected,
+                }
+                .into(),
+                format!("'/v' is a view of {digest}, not of {expected} as --digest expects"),
+            ),
+            (
+                Misuse::SnapshotHasViews {
+                    digest,
+                    views: vec!["/v".into()],
+                }
+                .into(),
+                format!("{digest} has 1 recorded view (/v); discard it first, or pass --force"),
+            ),
+            (
+                Misuse::SnapshotHasViews {
+                    digest,
+                    views: vec!["/v".into(), "/w".into()],
+                }
+                .into(),
+                format!(
+                    "{digest} has 2 recorded views (/v, /w); discard them first, or pass --force"
+                ),
+            ),
+            (
+                Rejection::PluginInputsWithoutCeArm.into(),
+                "--plugin-dir, --plugin-version and --digest require at least one ce_* arm \
+                 (ce_workflow, ce_workflow_direct, ce_review)"
+                    .into(),
+            ),
+            (
+                Rejection::UnknownArm { arm: "x".into() }.into(),
+                "unknown arm 'x': it is neither a ce_* arm (ce_workflow, ce_workflow_direct, \
+                 ce_review) nor one given with --known-arm"
+                    .into(),
+            ),
+            (
+                Rejection::CeArmWithoutPluginInputs.into(),
+                "ce_* arms require both --plugin-dir and --plugin-version, \
+                 or a --digest already in the store"
+                    .into(),
+            ),
+            (
+                Error::Remote(crate::error::Classified::new(RemoteError::Transport {
+                    method: "GET".into(),
+                    url: "https://r/v2/".into(),
+                    plain_http: true,
+                    source: Box::new(io::Error::other("corrupt message")),
+                })),
+                "GET https://r/v2/ failed (the registry speaks plain HTTP? \
+                 pass --plain-http for a loopback or insecure registry): corrupt message"
+                    .into(),
+            ),
+        ];
+        for (err, want) in cases {
+            assert_eq!(error_message(&err), want);
+            assert!(!err.to_string().contains("--"), "{err}");
+        }
     }
 
     #[test]

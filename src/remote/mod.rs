@@ -27,18 +27,23 @@ use crate::error::{Classified, Classify, Error, ErrorKind, Result};
 use crate::manifest::Manifest;
 use crate::store::ObjectKey;
 
+/// What a transport error adds when a TLS request was answered in plain HTTP.
+const PLAIN_HTTP_HINT: &str =
+    " (the registry speaks plain HTTP? allow plain HTTP for a loopback or insecure registry)";
+
 /// A remote failed or answered something this cestore cannot use.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {
     /// The request could not be made or its answer could not be read.
-    #[error("{method} {url} failed{hint}")]
+    #[error("{method} {url} failed{}", if *.plain_http { PLAIN_HTTP_HINT } else { "" })]
     Transport {
         /// The HTTP method.
         method: String,
         /// The URL.
         url: String,
-        /// A likely cause, when one is known (empty otherwise).
-        hint: &'static str,
+        /// Whether the answer reads as plain HTTP to a TLS request: the
+        /// registry likely speaks plain HTTP.
+        plain_http: bool,
         /// What the client said.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,

@@ -89,7 +89,7 @@ use rustix::io::Errno;
 
 use crate::catalogue::Catalogue;
 use crate::digest::ManifestDigest;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Misuse, Result};
 
 pub use crate::digest::ObjectKey;
 pub use crate::fsutil::read_names;
@@ -141,13 +141,11 @@ fn check_trust(st: &rustix::fs::Stat, path: &Path) -> Result<()> {
     } else {
         return Ok(());
     };
-    Err(Error::BadStore {
+    Err(Misuse::UntrustedStore {
         path: path.to_path_buf(),
-        reason: format!(
-            "{why}; whoever can write there decides what every view shows. \
-             If you trust it, pass --trust-store or set CESTORE_TRUST_STORE=1"
-        ),
-    })
+        why,
+    }
+    .into())
 }
 
 /// Takes the store's lock, saying on stderr after a second of waiting who
@@ -243,9 +241,7 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(home) = env("HOME") {
         return Ok(PathBuf::from(home).join(".local/share/cestore"));
     }
-    Err(Error::Usage(
-        "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into(),
-    ))
+    Err(Misuse::NoStoreGiven.into())
 }
 
 /// Resolves, checks (creating when asked) and locks the store directory.

@@ -153,7 +153,7 @@ pub struct Plan {
 
 /// Why gc would not sweep.
 #[derive(Debug, thiserror::Error)]
-#[error("gc would not sweep while {} (`cestore recover` mends what the catalogue still knows; `cestore gc --force` sweeps anyway)", describe(.0))]
+#[error("gc would not sweep while {} (recovering the store mends what the catalogue still knows; a forced plan sweeps anyway)", describe(.0))]
 pub struct Unsafe(pub Vec<(PathBuf, String)>);
 
 fn describe(why: &[(PathBuf, String)]) -> String {

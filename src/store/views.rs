@@ -518,13 +518,7 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
             })
         }
         (None, None) => {
-            return Err(Error::Absent {
-                message: format!(
-                    "'{}' is not a recorded view; to remove a tree that is exactly a snapshot, pass --force DIGEST",
-                    dest.display()
-                ),
-                path: dest,
-            })
+            return Err(Misuse::NotARecordedView { path: dest }.into())
         }
         (None, Some(d)) => (exactly_a_snapshot(store, &dest, found.is_some(), d)?, false),
     };
@@ -655,26 +649,19 @@ pub fn recorded_view(
                 .filter(|_| views.as_deref() == Some(parent.as_path()));
             match shared {
                 Some(d) if store.catalogue().has_snapshot(&d)? => d,
-                _ => {
-                    return Err(Error::Absent {
-                        message: format!(
-                            "'{}' is not a view cestore recorded; make one with `cestore checkout` \
-                             or `cestore path`, or pass --unchecked to mount a tree cestore did not make",
-                            dest.display()
-                        ),
-                        path: dest,
-                    })
-                }
+                _ => return Err(Misuse::NotAView { path: dest }.into()),
             }
         }
     };
     if let Some(expect) = expect {
         let expected = resolve(store.catalogue(), expect)?;
         if expected != digest {
-            return Err(Error::Integrity(format!(
-                "'{}' is a view of {digest}, not of {expected} as --digest expects",
-                dest.display()
-            )));
+            return Err(Misuse::ViewOfAnother {
+                path: dest,
+                digest,
+                expected,
+            }
+            .into());
         }
     }
     Ok((dest, digest))

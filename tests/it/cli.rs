@@ -434,7 +434,15 @@ fn refused_options_are_named_by_their_flags() {
     minimal_plugin(&src, "1.0.0");
     let d = env.ingest_digest(&src, "1.0.0");
     let view = env.path("view");
-    let cases: [(Vec<&std::ffi::OsStr>, &str); 2] = [
+    let results = env.path("results.jsonl");
+    std::fs::write(&results, "{}\n").unwrap();
+    let plain = env.path("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let plain = std::fs::canonicalize(&plain).unwrap();
+    let recorded = env.path("recorded");
+    assert_ok(&env.run([os("checkout"), os(&d), recorded.as_os_str()]));
+    let recorded = std::fs::canonicalize(&recorded).unwrap();
+    let cases: [(Vec<&std::ffi::OsStr>, u8, &str, String); 9] = [
         (
             vec![
                 os("checkout"),
@@ -444,16 +452,94 @@ fn refused_options_are_named_by_their_flags() {
                 os("copy"),
                 os("--require-hardlinks"),
             ],
-            "--require-hardlinks cannot be met with --method copy",
+            2,
+            "usage",
+            "--require-hardlinks cannot be met with --method copy".into(),
         ),
         (
             vec![os("import"), os("-"), os("--digest"), os("abc")],
-            "--digest takes a full 64-hex digest: ",
+            2,
+            "usage",
+            "--digest takes a full 64-hex digest: ".into(),
+        ),
+        (
+            vec![
+                os("audit"),
+                results.as_os_str(),
+                os("--digest-field"),
+                os("ce_plugin"),
+                os("--version-field"),
+                os("ce_plugin.version"),
+            ],
+            2,
+            "usage",
+            "--version-field 'ce_plugin.version' is, holds or lies inside another field \
+             (--digest-field 'ce_plugin', --arm-field 'arm'); \
+             the three fields must be distinct and not nested in each other"
+                .into(),
+        ),
+        (
+            vec![
+                os("audit"),
+                results.as_os_str(),
+                os("--arm-field"),
+                os("a..b"),
+            ],
+            2,
+            "usage",
+            "--arm-field 'a..b': a field is a key or a dotted path of keys".into(),
+        ),
+        (
+            vec![
+                os("stage"),
+                os("--arm"),
+                os("baseline"),
+                os("--digest"),
+                os(&d),
+            ],
+            3,
+            "rejected",
+            "--plugin-dir, --plugin-version and --digest require at least one ce_* arm".into(),
+        ),
+        (
+            vec![os("stage"), os("--arm"), os("ce_review")],
+            3,
+            "rejected",
+            "ce_* arms require both --plugin-dir and --plugin-version, \
+             or a --digest already in the store"
+                .into(),
+        ),
+        (
+            vec![os("stage"), os("--arm"), os("mystery"), os("--strict-arms")],
+            3,
+            "rejected",
+            "unknown arm 'mystery': it is neither a ce_* arm \
+             (ce_workflow, ce_workflow_direct, ce_review) nor one given with --known-arm"
+                .into(),
+        ),
+        (
+            vec![os("discard"), plain.as_os_str()],
+            4,
+            "not-found",
+            format!(
+                "'{}' is not a recorded view; to remove a tree that is exactly a snapshot, \
+                 pass --force DIGEST",
+                plain.display()
+            ),
+        ),
+        (
+            vec![os("rm"), os(&d)],
+            6,
+            "conflict",
+            format!(
+                "{d} has 1 recorded view ({}); discard it first, or pass --force",
+                recorded.display()
+            ),
         ),
     ];
-    for (args, says) in cases {
+    for (args, code, kind, says) in cases {
         let out = env.run(&args);
-        let stderr = assert_exit(&out, 2);
+        let stderr = assert_exit(&out, code.into());
         assert!(
             stderr.contains(&format!("cestore: error: {says}")),
             "{stderr}"
@@ -461,9 +547,10 @@ fn refused_options_are_named_by_their_flags() {
         let mut json = args.clone();
         json.push(os("--json"));
         let v = parse_json(&env.run(&json));
-        assert_eq!(v["error"]["kind"], "usage", "{v}");
+        assert_eq!(v["error"]["kind"], kind, "{v}");
+        assert_eq!(v["error"]["code"], code, "{v}");
         assert!(
-            v["error"]["message"].as_str().unwrap().starts_with(says),
+            v["error"]["message"].as_str().unwrap().starts_with(&says),
             "{v}"
         );
     }

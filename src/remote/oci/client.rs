@@ -139,17 +139,12 @@ fn transport(
 ) -> RemoteError {
     // A TLS handshake answered in plain HTTP reads as a corrupt TLS record.
     let text = e.to_string();
-    let hint = if url.starts_with("https://")
-        && (text.contains("InvalidContentType") || text.contains("corrupt message"))
-    {
-        " (the registry speaks plain HTTP? pass --plain-http for a loopback or insecure registry)"
-    } else {
-        ""
-    };
+    let plain_http = url.starts_with("https://")
+        && (text.contains("InvalidContentType") || text.contains("corrupt message"));
     RemoteError::Transport {
         method: method.to_string(),
         url: url.to_string(),
-        hint,
+        plain_http,
         source: Box::new(e),
     }
 }
