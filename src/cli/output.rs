@@ -437,10 +437,19 @@ mod tests {
         assert_eq!(shell_quote(b"it's"), b"'it'\\''s'");
     }
 
-    /// The command line words the library's options with its flags, as it
+    /// Each error's command-line message is the one given, and its library
+    /// message names no flag.
+    fn check_flagged(cases: Vec<(Error, String)>) {
+        for (err, want) in cases {
+            assert_eq!(error_message(&err), want);
+            assert!(!err.to_string().contains("--"), "{err}");
+        }
+    }
+
+    /// The command line words the library's misuses with its flags, as it
     /// always has.
     #[test]
-    fn options_are_named_by_their_flags() {
+    fn misuses_are_named_by_their_flags() {
         let digest: crate::digest::ManifestDigest = "ab".repeat(32).parse().unwrap();
         let expected: crate::digest::ManifestDigest = "cd".repeat(32).parse().unwrap();
         let cases: Vec<(Error, String)> = vec![
@@ -523,6 +532,15 @@ mod tests {
                     "{digest} has 2 recorded views (/v, /w); discard them first, or pass --force"
                 ),
             ),
+        ];
+        check_flagged(cases);
+    }
+
+    /// The arm rules and a registry's plain-HTTP hint name their flags on the
+    /// command line alone.
+    #[test]
+    fn rules_and_remotes_are_named_by_their_flags() {
+        let cases: Vec<(Error, String)> = vec![
             (
                 Rejection::PluginInputsWithoutCeArm.into(),
                 "--plugin-dir, --plugin-version and --digest require at least one ce_* arm \
@@ -553,10 +571,7 @@ mod tests {
                     .into(),
             ),
         ];
-        for (err, want) in cases {
-            assert_eq!(error_message(&err), want);
-            assert!(!err.to_string().contains("--"), "{err}");
-        }
+        check_flagged(cases);
     }
 
     #[test]
