@@ -8,7 +8,7 @@
 //!
 //! A held stage (`stage --hold`) ended by SIGHUP, SIGINT or SIGTERM exits
 //! 128 + the signal's number (129, 130, 143): not an error, but its release
-//! report's code (`cmd::stage::ReleaseReport`).
+//! report's code (the release report of `stage --hold`).
 //!
 //! Error types of the modules above this one (a remote's, the GitNexus
 //! runtime's rules, an adoption's) reach [`Error`] as a [`Classified`], which
@@ -428,6 +428,19 @@ pub enum Misuse {
     /// No store was named, and the environment names none.
     #[error("no store given: name one, or set CESTORE_DIR, XDG_DATA_HOME or HOME")]
     NoStoreGiven,
+    /// A content to find is not named by a SHA-256 or a prefix of one.
+    #[error("a content is named by its SHA-256 or a unique prefix of it: {reason}")]
+    ObjectPrefix {
+        /// What is wrong with the name.
+        reason: String,
+    },
+    /// The registry an audit pulls from names a tag or digest, or no
+    /// repository: the audit adds each digest's tag itself.
+    #[error("the registry '{registry}' to pull from must be REGISTRY/REPOSITORY, without a tag or digest (audit pulls REGISTRY/REPOSITORY:sha256-DIGEST)")]
+    RegistryNotRepository {
+        /// The registry as given.
+        registry: String,
+    },
     /// The store is owned by another user or writable by others, and such
     /// stores were not to be trusted.
     #[error("the store '{}' {why}; whoever can write there decides what every view shows. If you trust it, trust any store or set CESTORE_TRUST_STORE=1", .path.display())]
@@ -487,7 +500,9 @@ impl Misuse {
             | Misuse::VersionWithUpstreamRules
             | Misuse::FieldWithEmptyKey { .. }
             | Misuse::FieldsOverlap { .. }
-            | Misuse::NoStoreGiven => ErrorKind::Usage,
+            | Misuse::NoStoreGiven
+            | Misuse::ObjectPrefix { .. }
+            | Misuse::RegistryNotRepository { .. } => ErrorKind::Usage,
         }
     }
 
@@ -592,6 +607,12 @@ mod tests {
                 ],
             },
             Misuse::NoStoreGiven,
+            Misuse::RegistryNotRepository {
+                registry: "r.example/repo:tag".into(),
+            },
+            Misuse::ObjectPrefix {
+                reason: "'xyz' is not hexadecimal".into(),
+            },
         ] {
             let e = Error::from(m);
             assert!(!e.to_string().contains("--"), "{e}");

@@ -78,8 +78,10 @@ pub enum Published {
 /// filesystem lacks it (`EINVAL`, `ENOSYS`):
 ///
 /// - a file is hard-linked to `to`, which never replaces anything either, and
-///   its temporary name is then unlinked (an unlink that fails leaves a
-///   second name in the work area, no harm);
+///   its old name is then unlinked; an unlink that fails is an error, the
+///   file then standing under both names (a caller moving a file out of the
+///   store's own names, as setting a manifest aside does, must not take it
+///   as moved);
 /// - a directory cannot be hard-linked, so `to` is looked up and the
 ///   directory renamed only when nothing is there. The race this leaves is
 ///   narrow and safe for what the store publishes: `rename(2)` itself refuses
@@ -114,7 +116,7 @@ pub fn publish_noreplace<P: rustix::path::Arg + Copy, Q: rustix::path::Arg + Cop
             AtFlags::empty(),
         ))?;
         if linked == Published::Created {
-            let _ = rustix::fs::unlinkat(from_dir, from, AtFlags::empty());
+            rustix::fs::unlinkat(from_dir, from, AtFlags::empty())?;
         }
         return Ok(linked);
     }

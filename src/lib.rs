@@ -8,10 +8,10 @@
 //!
 //! The modules, from the bottom up (docs/design.md draws the map):
 //!
-//! - [`error`]: the library's error and the one table of error kinds, each
-//!   with its exit code and JSON name;
 //! - [`digest`]: one type per kind of SHA-256 identity;
 //! - [`policy`]: the reference's rules, as pure functions;
+//! - [`error`]: the library's error, and the one table of error kinds
+//!   (which imports nothing), each with its exit code and JSON name;
 //! - [`manifest`]: the canonical manifest encoding;
 //! - [`pyjson`]: Python's `json.loads`, for the `plugin.json` check;
 //! - [`fsutil`]: directory-handle helpers; [`pool`]: the worker pool;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::{judge, scan, unknown, AuditReport, Fields, JudgeOptions, Source};
 use crate::digest::ManifestDigest;
-use crate::error::{Error, Result};
+use crate::error::{Misuse, Result};
 use crate::remote::{self, transfer, SnapshotRef};
 use crate::store::{LockMode, Store};
 
@@ -104,9 +104,10 @@ fn pull_unknown(
 fn check_registry(reg: &str) -> Result<()> {
     let last = reg.rsplit('/').next().unwrap_or(reg);
     if !reg.contains('/') || last.contains(':') || last.contains('@') || last.is_empty() {
-        return Err(Error::Usage(format!(
-            "the registry repository '{reg}': give REGISTRY/REPOSITORY, without a tag or digest (audit pulls REGISTRY/REPOSITORY:sha256-DIGEST)"
-        )));
+        return Err(Misuse::RegistryNotRepository {
+            registry: reg.to_string(),
+        }
+        .into());
     }
     Ok(())
 }

@@ -97,9 +97,9 @@ pub fn hint(err: &Error) -> Option<String> {
                 .into(),
         ),
         Error::StoreNotWritable { .. } => Some(
-            "a checkout records its view in the store, so checkout, stage and path \
-             need write access to it, as ingest does; \
-             use a store you can write (--store STORE or CESTORE_DIR)"
+            "every command that changes the store needs write access to it: an ingest \
+             records its snapshot, and a checkout records its view, so checkout, stage \
+             and path need it too; use a store you can write (--store STORE or CESTORE_DIR)"
                 .into(),
         ),
         Error::Rejected(
@@ -183,6 +183,13 @@ fn flagged_misuse(m: &Misuse) -> Option<String> {
         Misuse::HardlinksWithMethod { method } => {
             format!("--require-hardlinks cannot be met with --method {method}")
         }
+        Misuse::ObjectPrefix { reason } => {
+            format!("--object takes a SHA-256 or a unique prefix: {reason}")
+        }
+        Misuse::RegistryNotRepository { registry } => format!(
+            "--registry '{registry}': give REGISTRY/REPOSITORY, without a tag or digest \
+             (audit pulls REGISTRY/REPOSITORY:sha256-DIGEST)"
+        ),
         Misuse::VersionWithUpstreamRules => "--gitnexus-version pins the seed's rules; \
              --gitnexus-rules upstream accepts any non-empty version"
             .into(),

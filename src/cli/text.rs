@@ -27,11 +27,21 @@ use crate::cmd::recover::RecoverReport;
 use crate::cmd::show::{ManifestReport, ShowReport};
 use crate::cmd::stage::{ReleaseReport, StageReport};
 use crate::cmd::verify::{TreeReport, VerifyReport};
-use crate::error::counted;
+use crate::error::{counted, ErrorKind};
 use crate::interrupt::Signal;
 use crate::policy::LeftOut;
 use crate::store::query::ShownView;
 use crate::store::verify::Severity;
+
+/// A report's exit code: 1, the code of damage, when it found a problem
+/// (for `find`, when it found nothing), else 0.
+pub(super) fn found_problems(found: bool) -> u8 {
+    if found {
+        ErrorKind::Integrity.exit_code()
+    } else {
+        crate::error::kind::SUCCESS
+    }
+}
 
 /// Writes the six provenance fields, one per line.
 fn provenance(p: &Provenance, w: &mut dyn Write) -> io::Result<()> {
@@ -185,9 +195,9 @@ impl Report for RmReport {
 impl Report for GcReport {
     fn exit_code(&self) -> u8 {
         if self.refused {
-            6
+            ErrorKind::Conflict.exit_code()
         } else {
-            0
+            crate::error::kind::SUCCESS
         }
     }
 
@@ -359,7 +369,7 @@ impl Report for LogReport {
 impl Report for FindReport {
     /// 1 when nothing matched, as `grep` exits.
     fn exit_code(&self) -> u8 {
-        u8::from(self.matches.is_empty())
+        found_problems(self.matches.is_empty())
     }
 
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
@@ -382,7 +392,7 @@ impl Report for FindReport {
 impl Report for VerifyReport {
     /// 1 for damage or inconsistency; leftovers for gc alone are no failure.
     fn exit_code(&self) -> u8 {
-        u8::from(self.damage().next().is_some())
+        found_problems(self.damage().next().is_some())
     }
 
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
@@ -440,7 +450,7 @@ impl Report for VerifyReport {
 
 impl Report for TreeReport {
     fn exit_code(&self) -> u8 {
-        u8::from(!self.differences.is_empty())
+        found_problems(!self.differences.is_empty())
     }
 
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
@@ -490,7 +500,7 @@ impl Report for DiffReport {
 
 impl Report for RecoverReport {
     fn exit_code(&self) -> u8 {
-        u8::from(!self.problems.is_empty() || !self.manifests_set_aside.is_empty())
+        found_problems(!self.problems.is_empty() || !self.manifests_set_aside.is_empty())
     }
 
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {

@@ -167,32 +167,6 @@ pub trait Classify: std::error::Error + Send + Sync + 'static {
     fn as_error(&self) -> &(dyn std::error::Error + 'static);
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_are_unique_and_found_again() {
-        for kind in ErrorKind::ALL {
-            assert_eq!(ErrorKind::from_name(kind.name()), Some(kind));
-        }
-        let names: std::collections::BTreeSet<_> =
-            ErrorKind::ALL.iter().map(|k| k.name()).collect();
-        assert_eq!(names.len(), ErrorKind::ALL.len());
-    }
-
-    #[test]
-    fn codes_rise_through_the_table() {
-        let codes: Vec<u8> = ErrorKind::ALL.iter().map(|k| k.exit_code()).collect();
-        assert!(codes.windows(2).all(|w| w[0] <= w[1]), "{codes:?}");
-        assert_eq!(
-            ErrorKind::code_summaries(),
-            "0 success, 1 integrity, 2 usage, 3 rejected, 4 not found, 5 ambiguous, \
-             6 conflict, 7 store failure, 8 remote failure"
-        );
-    }
-}
-
 /// One row of the table: a JSON error kind and its exit code.
 #[derive(Debug, serde::Serialize)]
 pub struct ExitCode {
@@ -223,5 +197,31 @@ pub fn exit_codes() -> ExitCodesReport {
                 summary: k.summary(),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_found_again() {
+        for kind in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_name(kind.name()), Some(kind));
+        }
+        let names: std::collections::BTreeSet<_> =
+            ErrorKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn codes_rise_through_the_table() {
+        let codes: Vec<u8> = ErrorKind::ALL.iter().map(|k| k.exit_code()).collect();
+        assert!(codes.windows(2).all(|w| w[0] <= w[1]), "{codes:?}");
+        assert_eq!(
+            ErrorKind::code_summaries(),
+            "0 success, 1 integrity, 2 usage, 3 rejected, 4 not found, 5 ambiguous, \
+             6 conflict, 7 store failure, 8 remote failure"
+        );
     }
 }

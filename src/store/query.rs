@@ -8,8 +8,8 @@ use std::path::Path;
 
 use super::{LockMode, Store};
 use crate::catalogue::{resolve, FileFilter, IngestEvent, Provenance, SnapshotRow, ViewRow};
-use crate::digest::{DigestPrefix, ManifestDigest, ObjectId};
-use crate::error::{Error, Result};
+use crate::digest::{DigestPrefix, ManifestDigest, ObjectId, ParseDigestError};
+use crate::error::{Error, Misuse, Result};
 use crate::manifest::Entry;
 
 /// The report of `cestore list`.
@@ -85,9 +85,11 @@ pub fn find(store_root: &Path, query: &FindQuery<'_>) -> Result<FindReport> {
     let cat = store.catalogue();
     let hits = match query {
         FindQuery::Object(text) => {
-            let prefix: DigestPrefix = text.parse().map_err(|e| {
-                Error::Usage(format!("--object takes a SHA-256 or a unique prefix: {e}"))
-            })?;
+            let prefix: DigestPrefix =
+                text.parse()
+                    .map_err(|e: ParseDigestError| Misuse::ObjectPrefix {
+                        reason: e.to_string(),
+                    })?;
             let ids = cat.objects_with_prefix(prefix.as_str(), 11)?;
             match ids.as_slice() {
                 [] => Vec::new(),

@@ -24,7 +24,7 @@ use super::views::{
     ViewOf,
 };
 use super::{LockMode, Store};
-use crate::catalogue::Provenance;
+use crate::catalogue::{Provenance, ViewKind};
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 use crate::gitnexus::{self, ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, ReadOnlyMount};
@@ -109,7 +109,7 @@ pub struct StageReport {
     /// The view's absolute path.
     pub view: Option<String>,
     /// `checkout` (a view at `--dest`) or `shared` (the store's shared view).
-    pub view_kind: Option<&'static str>,
+    pub view_kind: Option<ViewKind>,
     /// What the ingest did, when a source directory was given.
     pub ingest: Option<IngestStats>,
     /// Every arm's mounts, in the order given.

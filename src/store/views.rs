@@ -185,8 +185,8 @@ pub struct RunView {
     pub snapshot: SnapshotRow,
     /// The view's absolute path.
     pub path: String,
-    /// `checkout` (a view at a destination) or `shared` (the store's shared view).
-    pub kind: &'static str,
+    /// A checkout (a view at a destination) or the store's shared view.
+    pub kind: ViewKind,
     /// What the ingest did, for a source.
     pub ingested: Option<IngestReport>,
 }
@@ -206,7 +206,7 @@ pub fn view_for_run(
             return Ok(RunView {
                 snapshot: view.snapshot,
                 path: view.view,
-                kind: "checkout",
+                kind: ViewKind::Checkout,
                 ingested: Some(done),
             });
         }
@@ -221,13 +221,13 @@ pub fn view_for_run(
         Some(dest) => checkout_into(store, digest, dest, method).map(|done| RunView {
             snapshot: done.snapshot,
             path: done.view,
-            kind: "checkout",
+            kind: ViewKind::Checkout,
             ingested: None,
         }),
         None => shared_view(store, digest).map(|done| RunView {
             snapshot: done.snapshot,
             path: done.path.to_string_lossy().into_owned(),
-            kind: ViewKind::Shared.as_str(),
+            kind: ViewKind::Shared,
             ingested: None,
         }),
     };
@@ -642,7 +642,7 @@ pub fn recorded_view(
         }
         None => {
             // A shared view that was published but not yet recorded.
-            let views = std::fs::canonicalize(store.root().join(VIEWS_DIR)).ok();
+            let views = std::fs::canonicalize(store.views_dir()).ok();
             let shared = name
                 .to_str()
                 .and_then(|n| n.parse::<ManifestDigest>().ok())
@@ -671,7 +671,7 @@ pub fn recorded_view(
 /// [`shared_view`] makes; unlike that, this one must already exist.
 pub fn existing_shared_view(store: &Store, digest: &str) -> Result<(PathBuf, ManifestDigest)> {
     let digest = resolve(store.catalogue(), digest)?;
-    let path = store.root().join(VIEWS_DIR).join(digest.to_hex());
+    let path = store.shared_view_dir(&digest);
     if !path.is_dir() {
         return Err(Error::Absent {
             message: format!(

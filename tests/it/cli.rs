@@ -442,7 +442,7 @@ fn refused_options_are_named_by_their_flags() {
     let recorded = env.path("recorded");
     assert_ok(&env.run([os("checkout"), os(&d), recorded.as_os_str()]));
     let recorded = std::fs::canonicalize(&recorded).unwrap();
-    let cases: [(Vec<&std::ffi::OsStr>, u8, &str, String); 9] = [
+    let cases: [(Vec<&std::ffi::OsStr>, u8, &str, String); 11] = [
         (
             vec![
                 os("checkout"),
@@ -461,6 +461,24 @@ fn refused_options_are_named_by_their_flags() {
             2,
             "usage",
             "--digest takes a full 64-hex digest: ".into(),
+        ),
+        (
+            vec![
+                os("audit"),
+                results.as_os_str(),
+                os("--registry"),
+                os("127.0.0.1:1/repo:tag"),
+            ],
+            2,
+            "usage",
+            "--registry '127.0.0.1:1/repo:tag': give REGISTRY/REPOSITORY, without a tag or digest"
+                .into(),
+        ),
+        (
+            vec![os("find"), os("--object"), os("xyz")],
+            2,
+            "usage",
+            "--object takes a SHA-256 or a unique prefix: ".into(),
         ),
         (
             vec![

@@ -30,7 +30,7 @@ pub struct AuditOutput {
 
 impl Report for AuditOutput {
     fn exit_code(&self) -> u8 {
-        u8::from(!self.report.passed)
+        super::found_problems(!self.report.passed)
     }
 
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
