@@ -267,12 +267,12 @@ impl GitTree {
         let repo_path = absolute_like_python(request.repo);
         let repo = gix::open(&repo_path).map_err(|e| GitError::Open {
             path: repo_path.clone(),
-            reason: format!("{e:#}"),
+            reason: reason(&e),
         })?;
         let revision = |e: gix::Error| GitError::Revision {
             repo: repo_path.clone(),
             rev: request.rev.to_string(),
-            reason: format!("{e:#}"),
+            reason: reason(&e),
         };
         let (commit_id, root_tree) = {
             let commit = repo
@@ -337,7 +337,7 @@ impl GitTree {
         GitError::Read {
             repo: self.repo_path.clone(),
             what,
-            reason: format!("{e:#}"),
+            reason: reason(&e),
         }
     }
 
@@ -685,7 +685,7 @@ fn checkout(
 ) -> Result<Checkout, GitError> {
     let failed = |e: gix::Error| GitError::Attributes {
         repo: repo_path.to_path_buf(),
-        reason: format!("{e:#}"),
+        reason: reason(&e),
     };
     let index = repo.index_from_tree(&tree).map_err(failed)?;
     let stack = repo
@@ -839,4 +839,9 @@ impl Tree for GitTree {
             _ => Vec::new(),
         }
     }
+}
+
+/// What git said, on one line: the error and its causes.
+fn reason(e: &gix::Error) -> String {
+    crate::error::error_chain(e).replace('\n', " ")
 }
