@@ -174,6 +174,7 @@ fn open(store: &Path, create: bool) -> Store {
 fn ingest(store: &Path, source: &Path) -> IngestReport {
     let opts = IngestOptions {
         source,
+        git: None,
         version: VERSION,
         bounds: cestore::policy::Bounds::REFERENCE,
     };

@@ -11,7 +11,7 @@
 //! report's code (the release report of `stage --hold`).
 //!
 //! Error types of the modules above this one (a remote's, the GitNexus
-//! runtime's rules, an adoption's) reach [`Error`] as a [`Classified`], which
+//! runtime's rules, an adoption's, a git source's) reach [`Error`] as a [`Classified`], which
 //! carries them by the [`Classify`] trait: this module names none of their
 //! types, so it sits below every module that returns an [`Error`].
 
@@ -37,6 +37,10 @@ pub enum Error {
     /// rules: a `GitNexusError`, from the `gitnexus` module.
     #[error(transparent)]
     GitNexus(Classified),
+    /// A release could not be read from git, besides the rules it breaks: a
+    /// `GitError`, from the `source` module.
+    #[error(transparent)]
+    Git(Classified),
     /// The request is malformed in a way the argument parser cannot see.
     #[error("{0}")]
     Usage(String),
@@ -238,7 +242,7 @@ impl Error {
                 ErrorKind::NotFound
             }
             Error::Rejected(_) => ErrorKind::Rejected,
-            Error::GitNexus(c) | Error::Remote(c) => c.kind(),
+            Error::GitNexus(c) | Error::Remote(c) | Error::Git(c) => c.kind(),
             Error::UnknownDigest { .. } => ErrorKind::UnknownDigest,
             Error::NotFound { .. } | Error::Absent { .. } | Error::StoreNotFound { .. } => {
                 ErrorKind::NotFound
@@ -272,7 +276,7 @@ impl Error {
     pub fn rule(&self) -> Option<&'static str> {
         match self {
             Error::Rejected(r) => Some(r.rule()),
-            Error::GitNexus(c) | Error::Remote(c) | Error::Adopt(c) => c.rule(),
+            Error::GitNexus(c) | Error::Remote(c) | Error::Adopt(c) | Error::Git(c) => c.rule(),
             _ => None,
         }
     }
@@ -281,7 +285,7 @@ impl Error {
     pub fn path(&self) -> Option<&Path> {
         match self {
             Error::Rejected(r) => r.path(),
-            Error::GitNexus(c) | Error::Remote(c) | Error::Adopt(c) => c.path(),
+            Error::GitNexus(c) | Error::Remote(c) | Error::Adopt(c) | Error::Git(c) => c.path(),
             Error::Misuse(m) => m.path(),
             Error::Io { path, .. }
             | Error::NotFound { path, .. }

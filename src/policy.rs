@@ -425,6 +425,26 @@ pub enum Rejection {
         /// Its depth.
         depth: usize,
     },
+    /// Ingesting from git: a checkout would not hold a file's blob as it is
+    /// stored, because the repository's attributes or configuration convert
+    /// it (`eol=crlf`, `text` with `core.autocrlf`, `ident`, `filter=`,
+    /// `working-tree-encoding`).
+    #[error("a checkout would not hold this file's git blob unchanged ({attribute}); only files a checkout copies byte for byte are ingested from git: {}", .path.display())]
+    CheckoutConverts {
+        /// The file, where a checkout at the repository's path would put it.
+        path: PathBuf,
+        /// The attributes or settings that convert it, as `.gitattributes` spells them.
+        attribute: String,
+    },
+    /// Ingesting from git: a symlink the reference follows points outside
+    /// the repository, so what a checkout holds there depends on the host.
+    #[error("Compound Engineering plugin symlink points outside the git repository ('{target}'), so the release cannot be judged from the repository alone: {}", .path.display())]
+    SymlinkLeavesRepository {
+        /// The symlink, where a checkout at the repository's path would put it.
+        path: PathBuf,
+        /// Its target, as stored.
+        target: String,
+    },
 }
 
 impl Rejection {
@@ -480,6 +500,8 @@ impl Rejection {
             VersionMismatch { .. } => "version-mismatch",
             MissingSkill { .. } => "missing-skill",
             TooDeep { .. } => "too-deep",
+            CheckoutConverts { .. } => "checkout-converts",
+            SymlinkLeavesRepository { .. } => "symlink-leaves-repository",
             PluginInputsWithoutCeArm => "plugin-inputs-without-ce-arm",
             CeArmWithoutPluginInputs => "ce-arm-without-plugin-inputs",
             UnknownArm { .. } => "unknown-arm",
@@ -520,7 +542,9 @@ impl Rejection {
             | NotCompoundEngineering { path }
             | VersionMismatch { path, .. }
             | MissingSkill { path, .. }
-            | TooDeep { path, .. } => Some(path),
+            | TooDeep { path, .. }
+            | CheckoutConverts { path, .. }
+            | SymlinkLeavesRepository { path, .. } => Some(path),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The command line's arguments: clap's definitions, and each command's
 //! typed options made from them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -221,7 +221,22 @@ impl From<BoundsArgs> for policy::Bounds {
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
     /// The release's source directory.
-    pub(super) dir: PathBuf,
+    #[arg(required_unless_present = "git", conflicts_with = "git")]
+    pub(super) dir: Option<PathBuf>,
+    /// Read the release from this git repository's objects (no checkout),
+    /// at --rev, as a checkout of that revision would hold it.
+    #[arg(long, value_name = "REPO", requires = "rev")]
+    pub(super) git: Option<PathBuf>,
+    /// The revision to read with --git: a tag, a branch or a commit.
+    #[arg(long, value_name = "REV", requires = "git")]
+    pub(super) rev: Option<String>,
+    /// With --git, the plugin's directory is the one the revision's
+    /// .claude-plugin/marketplace.json gives the plugin of this name.
+    #[arg(long, value_name = "NAME", requires = "git", conflicts_with = "subdir")]
+    pub(super) plugin: Option<String>,
+    /// With --git, the plugin's directory in the repository (default: its root).
+    #[arg(long, value_name = "PATH", requires = "git")]
+    pub(super) subdir: Option<PathBuf>,
     /// The exact version its plugin.json must carry (X.Y.Z).
     #[arg(long, value_name = "X.Y.Z")]
     pub(super) version: String,
@@ -231,8 +246,24 @@ pub struct ReleaseArgs {
 
 impl<'a> From<&'a ReleaseArgs> for cmd::ingest::IngestOptions<'a> {
     fn from(a: &'a ReleaseArgs) -> Self {
+        use crate::source::git::PluginDir;
+        let git = a.rev.as_deref().map(|rev| {
+            let dir = match (&a.plugin, &a.subdir) {
+                (Some(name), _) => PluginDir::Plugin(name),
+                (None, Some(subdir)) => PluginDir::Subdir(subdir),
+                (None, None) => PluginDir::Root,
+            };
+            (rev, dir)
+        });
+        // The parser requires a directory or --git, not both.
+        let source = a
+            .git
+            .as_deref()
+            .or(a.dir.as_deref())
+            .unwrap_or(Path::new(""));
         cmd::ingest::IngestOptions {
-            source: &a.dir,
+            source,
+            git,
             version: &a.version,
             bounds: a.bounds.into(),
         }

@@ -12,12 +12,17 @@ use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
-use crate::source::{Source, WalkError, Walked};
+use crate::source::git::PluginDir;
+use crate::source::{GitRequest, Source, WalkError, Walked};
 
 /// What to ingest.
 pub struct IngestOptions<'a> {
-    /// The release's source directory.
+    /// The release's source directory; with [`IngestOptions::git`], the
+    /// repository.
     pub source: &'a Path,
+    /// Read the release from a revision of the git repository at `source`,
+    /// not from a directory: the revision, and the plugin's directory in it.
+    pub git: Option<(&'a str, PluginDir<'a>)>,
     /// The version its `plugin.json` must carry.
     pub version: &'a str,
     /// The bounds the walk enforces: the reference's, or lower.
@@ -27,7 +32,8 @@ pub struct IngestOptions<'a> {
 /// What an ingest did.
 #[derive(Debug, serde::Serialize)]
 pub struct IngestStats {
-    /// The source directory, absolute.
+    /// The source directory, absolute; a git source reads
+    /// `git:REPO@COMMIT:PATH`.
     pub source: String,
     /// The store, absolute.
     pub store: String,
@@ -172,10 +178,7 @@ fn walk_and_stage(
                     .map_err(|_| Error::Integrity("a staging thread panicked".into()))??,
             );
         }
-        let walked = walked.map_err(|e| match e {
-            WalkError::Rejected(r) => Error::Rejected(r),
-            WalkError::Visitor(e) => e,
-        })?;
+        let walked = walked.map_err(walk_error)?;
         for (key, name) in staged {
             let state = match pending.remove(&key) {
                 Some(Pending::Replacing(_, why)) => Pending::Replacing(name, why),
@@ -236,8 +239,18 @@ struct Staging {
     bytes_staged: u64,
 }
 
-/// Checks the version and opens the release's source directory: what an
-/// ingest checks before it opens the store.
+/// A walk's error as the library's.
+fn walk_error(e: WalkError<Error>) -> Error {
+    match e {
+        WalkError::Rejected(r) => Error::Rejected(r),
+        WalkError::Git(e) => e.into(),
+        WalkError::Visitor(e) => e,
+    }
+}
+
+/// Checks the version and opens the release's source (a directory, or a
+/// revision of a git repository): what an ingest checks before it opens the
+/// store.
 pub fn open_source(opts: &IngestOptions<'_>) -> Result<Source> {
     if !policy::is_exact_version(opts.version) {
         return Err(Rejection::VersionNotExact {
@@ -245,7 +258,14 @@ pub fn open_source(opts: &IngestOptions<'_>) -> Result<Source> {
         }
         .into());
     }
-    Ok(Source::open(opts.source)?)
+    match opts.git {
+        Some((rev, dir)) => Source::open_git(&GitRequest {
+            repo: opts.source,
+            rev,
+            dir,
+        }),
+        None => Ok(Source::open(opts.source)?),
+    }
 }
 
 /// What a release's walk gives without a store: its provenance and where it is.
@@ -253,7 +273,8 @@ pub fn open_source(opts: &IngestOptions<'_>) -> Result<Source> {
 pub struct DigestReport {
     /// The reference's provenance fields.
     pub provenance: Provenance,
-    /// The source directory, absolute.
+    /// The source directory, absolute; a git source reads
+    /// `git:REPO@COMMIT:PATH`.
     pub source: String,
 }
 
@@ -264,10 +285,7 @@ pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
     let source = open_source(opts)?;
     let walked = source
         .walk(opts.version, opts.bounds, |_| Ok::<(), Error>(()))
-        .map_err(|e| match e {
-            WalkError::Rejected(r) => Error::Rejected(r),
-            WalkError::Visitor(e) => e,
-        })?;
+        .map_err(walk_error)?;
     let manifest = Manifest::new(walked.entries);
     Ok(DigestReport {
         provenance: Provenance {
@@ -278,7 +296,7 @@ pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
             file_count: manifest.entries.len() as i64,
             total_bytes: manifest.total_bytes() as i64,
         },
-        source: source.root().display().to_string(),
+        source: source.shown().to_string(),
     })
 }
 
@@ -331,8 +349,9 @@ impl IngestPlan {
 /// Walks the release, checking every rule, and stages what the store lacks;
 /// changes nothing the store's readers see.
 pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> Result<IngestPlan> {
+    // A git source reads objects, not the work tree the store may lie in.
     if let Ok(real) = std::fs::canonicalize(store.root()) {
-        if real.starts_with(source.root()) {
+        if source.is_directory() && real.starts_with(source.root()) {
             return Err(Error::StoreInsideSource {
                 path: real,
                 source_dir: source.root().to_path_buf(),
@@ -371,7 +390,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         work,
         manifest,
         version: opts.version.to_string(),
-        source: source.root().display().to_string(),
+        source: source.shown().to_string(),
         staged,
         drifted,
         reused,

@@ -152,6 +152,7 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
             } => {
                 let ingest = IngestOptions {
                     source: dir,
+                    git: None,
                     version,
                     bounds: opts.bounds,
                 };

@@ -481,6 +481,7 @@ mod tests {
         let source = crate::source::Source::open(&src).unwrap();
         let opts = IngestOptions {
             source: &src,
+            git: None,
             version: "1.2.3",
             bounds: crate::policy::Bounds::REFERENCE,
         };

@@ -261,7 +261,7 @@ impl ClaimAhead {
 /// The spare claim for a checkout at `dest` of what `source` gives: a spare
 /// of the snapshot it gave last; `None` when it gave none yet.
 fn claim_ahead(store: &Store, source: &Source, dest: &Destination) -> Option<ClaimAhead> {
-    let source = source.root().display().to_string();
+    let source = source.shown().to_string();
     let digest = store.catalogue().last_ingested_from(&source).ok()??;
     Some(ClaimAhead {
         parent: crate::fsutil::open_dir(rustix::fs::CWD, &dest.parent).ok()?,

@@ -828,7 +828,7 @@ fn consistent_growth(data: &[u8], base: &[u8]) -> bool {
         return false;
     }
     let rest = &data[GROW_BASE..];
-    if rest.len() % GROW_CHUNK != 0 || rest.len() / GROW_CHUNK > GROW_CHUNKS {
+    if !rest.len().is_multiple_of(GROW_CHUNK) || rest.len() / GROW_CHUNK > GROW_CHUNKS {
         return false;
     }
     if rest.is_empty() {

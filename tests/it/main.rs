@@ -10,6 +10,7 @@ mod conformance;
 mod contract;
 mod exact;
 mod gen;
+mod git;
 mod hardening;
 mod json;
 mod mounts;

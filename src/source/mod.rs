@@ -1,6 +1,7 @@
-//! Reading a plugin release from a source directory, through directory handles.
+//! Reading a plugin release from a source: a directory, through directory
+//! handles (`fs.rs`), or a git tree, through the repository's objects ([`git`]).
 //!
-//! [`Source::open`] checks the source as the reference's
+//! [`Source::open`] checks a source directory as the reference's
 //! `_validated_runtime_root` does, and [`Source::walk`] visits the release in
 //! the reference's order (`_plugin_files` with `_build_ce_plugin_snapshot`):
 //!
@@ -12,13 +13,19 @@
 //! count, its size, its identity while it is read, and the running total. So the
 //! first rule broken is the one the reference reports.
 //!
+//! # One walk, two trees
+//!
+//! The walk asks a tree (the `Tree` trait) what the reference asks the filesystem: `lstat`,
+//! `exists()`, a sorted listing, a bounded read. The filesystem answers for a
+//! directory; a git tree answers for what a checkout of it would hold
+//! ([`Source::open_git`]). Every rule, and the order they are asked in, lives
+//! here once, so that both sources accept, refuse and digest alike.
+//!
 //! # Safer than the reference
 //!
-//! Every directory is opened with `openat(O_DIRECTORY | O_NOFOLLOW)` relative
-//! to its parent's handle, and every file with `openat(O_NOFOLLOW | O_NONBLOCK)`;
-//! the open handle is then `fstat`ed and compared with what the walk saw. A
-//! component swapped for a symlink mid-walk therefore fails the walk instead of
-//! leading it outside the tree, and a FIFO can never block it.
+//! The filesystem backend opens every directory relative to its parent's
+//! handle without following symlinks, and compares every handle with what the
+//! walk saw (see `fs.rs`).
 //!
 //! # Limits
 //!
@@ -30,18 +37,20 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::mpsc;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
 use crate::digest::ObjectId;
-use crate::fsutil::{list_names, open_dir};
 use crate::manifest::{Entry, PLUGIN_JSON};
 use crate::policy::{self, LeftOut, Rejection};
+
+mod fs;
+pub mod git;
+
+pub use git::{GitError, GitRequest};
 
 /// How deep below a top-level directory the reference can walk before
 /// Python's recursion limit stops it (measured: 986 nested directories pass,
@@ -78,11 +87,14 @@ pub struct Walked {
     pub left_out: Vec<(LeftOut, String)>,
 }
 
-/// An error from a walk: the tree broke a rule, or the visitor failed.
+/// An error from a walk: the tree broke a rule, the repository could not be
+/// read, or the visitor failed.
 #[derive(Debug)]
 pub enum WalkError<E> {
     /// The tree broke one of the reference's rules.
     Rejected(Rejection),
+    /// A git source's repository could not be read.
+    Git(GitError),
     /// The visitor returned an error.
     Visitor(E),
 }
@@ -93,73 +105,58 @@ impl<E> From<Rejection> for WalkError<E> {
     }
 }
 
-/// A validated source directory, held open.
+/// A release's source, validated and held open: a directory, or a tree of a
+/// git repository.
 pub struct Source {
-    root: PathBuf,
-    fd: OwnedFd,
+    /// How the source is named in reports and ingest events.
+    shown: String,
+    tree: Backing,
+}
+
+enum Backing {
+    Dir(fs::DirTree),
+    Git(Box<git::GitTree>),
 }
 
 impl Source {
     /// Opens `path` as a release source: a real directory reached by no symlink hop.
     pub fn open(path: &Path) -> Result<Source, Rejection> {
-        let root = absolute_like_python(path);
-        let unavailable = |source| Rejection::SourceUnavailable {
-            path: root.clone(),
-            source,
-        };
-        let lstat = rustix::fs::lstat(&root).map_err(|e| unavailable(e.into()))?;
-        let resolved = std::fs::canonicalize(&root).map_err(unavailable)?;
-        // POSIX keeps exactly two leading slashes as a root of their own, and
-        // so does Python's pathlib; `resolve()` then drops one, so the
-        // reference finds the path changed and refuses it.
-        let raw = path.as_os_str().as_bytes();
-        if raw.starts_with(b"//") && !raw.starts_with(b"///") {
-            let mut shown = std::ffi::OsString::from("/");
-            shown.push(root.as_os_str());
-            return Err(Rejection::SourceNotRealDirectory { path: shown.into() });
-        }
-        if FileType::from_raw_mode(lstat.st_mode) != FileType::Directory || resolved != root {
-            return Err(Rejection::SourceNotRealDirectory { path: root });
-        }
-        let fd = open_path_dir(rustix::fs::CWD, &root).map_err(|e| unavailable(e.into()))?;
-        let opened = rustix::fs::fstat(&fd).map_err(|e| unavailable(e.into()))?;
-        if !same_inode(&opened, &lstat) {
-            return Err(Rejection::SourceNotRealDirectory { path: root });
-        }
-        Ok(Source { root, fd })
+        let dir = fs::DirTree::open(path)?;
+        Ok(Source {
+            shown: dir.root_path().display().to_string(),
+            tree: Backing::Dir(dir),
+        })
     }
 
-    /// The source's absolute path.
+    /// Opens the plugin directory of a revision of a git repository as a
+    /// release source: what a checkout of that revision would hold, read
+    /// from the repository's objects.
+    pub fn open_git(request: &GitRequest<'_>) -> crate::error::Result<Source> {
+        let tree = git::GitTree::open(request)?;
+        Ok(Source {
+            shown: tree.shown(),
+            tree: Backing::Git(Box::new(tree)),
+        })
+    }
+
+    /// The source's absolute path: for a git source, where a checkout at the
+    /// repository's path would put it.
     pub fn root(&self) -> &Path {
-        &self.root
+        match &self.tree {
+            Backing::Dir(t) => t.root_path(),
+            Backing::Git(t) => t.root_path(),
+        }
     }
 
-    /// The entries at the root and in `.claude-plugin/` that the allowlist
-    /// leaves out. Best effort: the reference never lists these
-    /// directories, so one that cannot be listed gives nothing.
-    fn outside_allowlist(&self) -> Vec<(LeftOut, String)> {
-        let mut out = Vec::new();
-        let mut names_in = |rel: &str, allowed: &[&str]| {
-            let Ok(dir) = open_dir(rustix::fs::CWD, self.root.join(rel)) else {
-                return;
-            };
-            for name in list_names(dir.as_fd()).unwrap_or_default() {
-                let name = String::from_utf8_lossy(&name).into_owned();
-                if !allowed.contains(&name.as_str()) {
-                    let path = if rel.is_empty() {
-                        name
-                    } else {
-                        format!("{rel}/{name}")
-                    };
-                    out.push((LeftOut::OutsideAllowlist, path));
-                }
-            }
-        };
-        let mut top = policy::PLUGIN_DIRS.to_vec();
-        top.push(policy::MANIFEST_DIR);
-        names_in("", &top);
-        names_in(policy::MANIFEST_DIR, &policy::MANIFESTS);
-        out
+    /// How reports and ingest events name the source: its absolute path, or
+    /// `git:REPO@COMMIT:PATH` for a git source.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Whether the source is a directory on this filesystem (not a git tree).
+    pub fn is_directory(&self) -> bool {
+        matches!(self.tree, Backing::Dir(_))
     }
 
     /// Walks the release, checking every rule within `bounds`, and hands
@@ -176,38 +173,206 @@ impl Source {
     where
         F: FnMut(&SourceFile<'_>) -> Result<(), E>,
     {
-        let bounds = bounds.at_most_reference();
-        std::thread::scope(|scope| {
-            let mut walker = Walker {
-                root: &self.root,
-                entries: Vec::new(),
-                left_out: Vec::new(),
-                total_bytes: 0,
-                plugin_json: None,
-                bounds,
-                hashing: Hashing::start(scope),
-                visited: 0,
-                visit,
-            };
-            let walked = walker
-                .manifests(self.fd.as_fd())
-                .and_then(|()| walker.components(self.fd.as_fd()));
-            // Every file read is handed over before the walk ends, as it
-            // would have been had it been hashed on the spot: a visitor's
-            // error comes before a rule a later file broke.
-            walker.hand_over(0)?;
-            walked?;
-            walker.check_release(version)?;
-            let mut left_out = walker.left_out;
-            left_out.extend(self.outside_allowlist());
-            left_out.sort();
-            Ok(Walked {
-                entries: walker.entries,
-                total_bytes: walker.total_bytes,
-                left_out,
-            })
-        })
+        match &self.tree {
+            Backing::Dir(t) => walk(t, version, bounds, visit),
+            Backing::Git(t) => walk(&**t, version, bounds, visit),
+        }
     }
+}
+
+/// What an entry of a tree is, as `lstat` sees it: no symlink followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Directory,
+    File,
+    Symlink,
+    Other,
+}
+
+/// What a tree tells of one entry, and what it needs to find it again.
+#[derive(Clone)]
+struct Node<R> {
+    kind: Kind,
+    /// A file's size.
+    size: u64,
+    /// Whether any execute bit is set.
+    executable: bool,
+    raw: R,
+}
+
+/// Why a tree could not answer a question of the walk.
+enum Fault {
+    /// What the system said: the walk names the rule it breaks there.
+    Io(io::Error),
+    /// The answer is itself a refusal, with its path.
+    Rejected(Rejection),
+    /// The repository could not be read.
+    Git(GitError),
+}
+
+impl From<io::Error> for Fault {
+    fn from(e: io::Error) -> Self {
+        Fault::Io(e)
+    }
+}
+
+impl From<Errno> for Fault {
+    fn from(e: Errno) -> Self {
+        Fault::Io(e.into())
+    }
+}
+
+impl From<Rejection> for Fault {
+    fn from(r: Rejection) -> Self {
+        Fault::Rejected(r)
+    }
+}
+
+impl From<GitError> for Fault {
+    fn from(e: GitError) -> Self {
+        Fault::Git(e)
+    }
+}
+
+impl Fault {
+    /// The walk's error for this fault, naming the rule `io` gives for what
+    /// the system said.
+    fn at<E>(self, io: impl FnOnce(io::Error) -> Rejection) -> WalkError<E> {
+        match self {
+            Fault::Io(e) => WalkError::Rejected(io(e)),
+            Fault::Rejected(r) => WalkError::Rejected(r),
+            Fault::Git(e) => WalkError::Git(e),
+        }
+    }
+}
+
+/// What the walk asks of a source: the questions the reference asks the
+/// filesystem, answered by a directory or by a git tree.
+trait Tree {
+    /// An open directory.
+    type Dir;
+    /// What the tree keeps of an entry to find it again.
+    type Raw: Clone;
+
+    /// The source's absolute path, which every rejection's path starts with.
+    fn root_path(&self) -> &Path;
+
+    /// The source directory itself.
+    fn root_dir(&self) -> &Self::Dir;
+
+    /// `lstat` of `name` in `dir`.
+    fn lstat(&self, dir: &Self::Dir, name: &[u8]) -> Result<Node<Self::Raw>, Fault>;
+
+    /// Python's `Path.exists()` of `name` in `dir`: follows symlinks, is
+    /// false for `ENOENT`, `ENOTDIR`, `EBADF` and `ELOOP`, and fails for any
+    /// other error.
+    fn exists(&self, dir: &Self::Dir, name: &[u8]) -> Result<bool, Fault>;
+
+    /// Opens directory `name` of `parent`, which `lstat` found to be `seen`,
+    /// to list it (`listing`) or to look names up in it; `path` is its path
+    /// for a refusal. An I/O fault is the open's.
+    fn open_dir(
+        &self,
+        parent: &Self::Dir,
+        name: &[u8],
+        seen: &Node<Self::Raw>,
+        listing: bool,
+        path: &Path,
+    ) -> Result<Self::Dir, Fault>;
+
+    /// The names in `dir` (without `.` and `..`), in Python's `str` order.
+    fn list(&self, dir: &Self::Dir) -> Result<Vec<Vec<u8>>, Fault>;
+
+    /// Reads file `name` of `dir` (at `rel` below the root), which `lstat`
+    /// found to be `seen` and within `max` bytes, into `buf`: the rest of
+    /// the reference's `_bounded_plugin_bytes`. Refuses with `path()`.
+    #[allow(clippy::too_many_arguments)]
+    fn read(
+        &self,
+        dir: &Self::Dir,
+        name: &[u8],
+        rel: &[u8],
+        seen: &Node<Self::Raw>,
+        max: u64,
+        buf: &mut Vec<u8>,
+        path: &dyn Fn() -> PathBuf,
+    ) -> Result<(), Fault>;
+
+    /// The names in the directory at `rel` below the root, in no order;
+    /// none when it cannot be listed. Best effort: only for what the
+    /// allowlist leaves out, which the reference never lists.
+    fn names_at(&self, rel: &str) -> Vec<Vec<u8>>;
+}
+
+/// Walks the release in `tree`, checking every rule within `bounds`, and
+/// hands each file to `visit`.
+fn walk<T, E, F>(
+    tree: &T,
+    version: &str,
+    bounds: policy::Bounds,
+    visit: F,
+) -> Result<Walked, WalkError<E>>
+where
+    T: Tree,
+    F: FnMut(&SourceFile<'_>) -> Result<(), E>,
+{
+    let bounds = bounds.at_most_reference();
+    std::thread::scope(|scope| {
+        let mut walker = Walker {
+            tree,
+            entries: Vec::new(),
+            left_out: Vec::new(),
+            total_bytes: 0,
+            plugin_json: None,
+            bounds,
+            hashing: Hashing::start(scope),
+            visited: 0,
+            visit,
+        };
+        let root = tree.root_dir();
+        let walked = walker
+            .manifests(root)
+            .and_then(|()| walker.components(root));
+        // Every file read is handed over before the walk ends, as it
+        // would have been had it been hashed on the spot: a visitor's
+        // error comes before a rule a later file broke.
+        walker.hand_over(0)?;
+        walked?;
+        walker.check_release(version)?;
+        let mut left_out = walker.left_out;
+        left_out.extend(outside_allowlist(tree));
+        left_out.sort();
+        Ok(Walked {
+            entries: walker.entries,
+            total_bytes: walker.total_bytes,
+            left_out,
+        })
+    })
+}
+
+/// The entries at the root and in `.claude-plugin/` that the allowlist
+/// leaves out. Best effort: the reference never lists these
+/// directories, so one that cannot be listed gives nothing.
+fn outside_allowlist<T: Tree>(tree: &T) -> Vec<(LeftOut, String)> {
+    let mut out = Vec::new();
+    let mut names_in = |rel: &str, allowed: &[&str]| {
+        for name in tree.names_at(rel) {
+            let name = String::from_utf8_lossy(&name).into_owned();
+            if !allowed.contains(&name.as_str()) {
+                let path = if rel.is_empty() {
+                    name
+                } else {
+                    format!("{rel}/{name}")
+                };
+                out.push((LeftOut::OutsideAllowlist, path));
+            }
+        }
+    };
+    let mut top = policy::PLUGIN_DIRS.to_vec();
+    top.push(policy::MANIFEST_DIR);
+    names_in("", &top);
+    names_in(policy::MANIFEST_DIR, &policy::MANIFESTS);
+    out
 }
 
 /// How many files read may wait for their hash at once, and how many bytes
@@ -367,8 +532,8 @@ impl Hashing {
     }
 }
 
-struct Walker<'r, F> {
-    root: &'r Path,
+struct Walker<'r, T, F> {
+    tree: &'r T,
     entries: Vec<Entry>,
     left_out: Vec<(LeftOut, String)>,
     total_bytes: u64,
@@ -382,39 +547,63 @@ struct Walker<'r, F> {
     visit: F,
 }
 
-impl<F, E> Walker<'_, F>
+impl<T, F, E> Walker<'_, T, F>
 where
+    T: Tree,
     F: FnMut(&SourceFile<'_>) -> Result<(), E>,
 {
     fn full(&self, rel: &[u8]) -> PathBuf {
-        self.root.join(OsStr::from_bytes(rel))
+        self.tree.root_path().join(OsStr::from_bytes(rel))
     }
 
     /// The length of the absolute path of `rel`, as the reference would build it.
     fn abs_len(&self, rel: &[u8]) -> usize {
-        self.root.as_os_str().len() + 1 + rel.len()
+        self.tree.root_path().as_os_str().len() + 1 + rel.len()
     }
 
-    fn manifests(&mut self, root: BorrowedFd<'_>) -> Result<(), WalkError<E>> {
+    /// `lstat` of `name` in `dir`, failing as the reference's path-based
+    /// call would for a path (`rel`) of `PATH_MAX` bytes or more.
+    fn lstat(&self, dir: &T::Dir, name: &[u8], rel: &[u8]) -> Result<Node<T::Raw>, Fault> {
+        if self.abs_len(rel) >= PATH_MAX {
+            return Err(Errno::NAMETOOLONG.into());
+        }
+        self.tree.lstat(dir, name)
+    }
+
+    /// Python's `Path.exists()` of `name` in `dir`, with the same bound.
+    fn exists(&self, dir: &T::Dir, name: &[u8], rel: &[u8]) -> Result<bool, Fault> {
+        if self.abs_len(rel) >= PATH_MAX {
+            return Err(Errno::NAMETOOLONG.into());
+        }
+        self.tree.exists(dir, name)
+    }
+
+    fn manifests(&mut self, root: &T::Dir) -> Result<(), WalkError<E>> {
         let dir_rel = policy::MANIFEST_DIR.as_bytes();
         let dir_path = self.full(dir_rel);
         let unavailable = |source: io::Error| Rejection::ManifestDirUnavailable {
             path: dir_path.clone(),
             source,
         };
-        let meta = statat_checked(root, dir_rel, self.abs_len(dir_rel), false)
-            .map_err(|e| unavailable(e.into()))?;
-        if FileType::from_raw_mode(meta.st_mode) != FileType::Directory {
+        let meta = self
+            .lstat(root, dir_rel, dir_rel)
+            .map_err(|f| f.at(unavailable))?;
+        if meta.kind != Kind::Directory {
             return Err(Rejection::ManifestDirNotReal { path: dir_path }.into());
         }
-        let dir = open_path_dir(root, policy::MANIFEST_DIR).map_err(|e| unavailable(e.into()))?;
-        check_same_dir(&dir, &meta, &dir_path)?;
+        let dir = self
+            .tree
+            .open_dir(root, dir_rel, &meta, false, &dir_path)
+            .map_err(|f| f.at(unavailable))?;
         for (i, name) in policy::MANIFESTS.iter().enumerate() {
             let rel = format!("{}/{}", policy::MANIFEST_DIR, name);
-            let exists = python_exists(dir.as_fd(), name.as_bytes(), self.abs_len(rel.as_bytes()))
-                .map_err(|source| Rejection::ExistenceUnknown {
-                    path: self.full(rel.as_bytes()),
-                    source,
+            let exists = self
+                .exists(&dir, name.as_bytes(), rel.as_bytes())
+                .map_err(|f| {
+                    f.at(|source| Rejection::ExistenceUnknown {
+                        path: self.full(rel.as_bytes()),
+                        source,
+                    })
                 })?;
             if !exists {
                 if i == 0 {
@@ -425,18 +614,18 @@ where
                 }
                 continue;
             }
-            self.file(dir.as_fd(), name.as_bytes(), rel.as_bytes(), None)?;
+            self.file(&dir, name.as_bytes(), rel.as_bytes(), None)?;
         }
         Ok(())
     }
 
-    fn components(&mut self, root: BorrowedFd<'_>) -> Result<(), WalkError<E>> {
+    fn components(&mut self, root: &T::Dir) -> Result<(), WalkError<E>> {
         let skills = policy::PLUGIN_DIRS[0].as_bytes();
-        let exists = python_exists(root, skills, self.abs_len(skills)).map_err(|source| {
-            Rejection::ExistenceUnknown {
+        let exists = self.exists(root, skills, skills).map_err(|f| {
+            f.at(|source| Rejection::ExistenceUnknown {
                 path: self.full(skills),
                 source,
-            }
+            })
         })?;
         if !exists {
             return Err(Rejection::SkillsMissing {
@@ -447,22 +636,22 @@ where
         for name in policy::PLUGIN_DIRS {
             let rel = name.as_bytes();
             let path = self.full(rel);
-            let exists = python_exists(root, rel, self.abs_len(rel)).map_err(|source| {
-                Rejection::ExistenceUnknown {
+            let exists = self.exists(root, rel, rel).map_err(|f| {
+                f.at(|source| Rejection::ExistenceUnknown {
                     path: path.clone(),
                     source,
-                }
+                })
             })?;
             if !exists {
                 continue;
             }
-            let meta = statat_checked(root, rel, self.abs_len(rel), false).map_err(|e| {
-                Rejection::ComponentUnreadable {
+            let meta = self.lstat(root, rel, rel).map_err(|f| {
+                f.at(|source| Rejection::ComponentUnreadable {
                     path: path.clone(),
-                    source: e.into(),
-                }
+                    source,
+                })
             })?;
-            if FileType::from_raw_mode(meta.st_mode) != FileType::Directory {
+            if meta.kind != Kind::Directory {
                 return Err(Rejection::ComponentNotRealDirectory { path }.into());
             }
             self.directory(root, rel, rel, &meta, 0)?;
@@ -473,10 +662,10 @@ where
     /// Opens and walks one directory whose `lstat` the caller already has.
     fn directory(
         &mut self,
-        parent: BorrowedFd<'_>,
+        parent: &T::Dir,
         name: &[u8],
         rel: &[u8],
-        meta: &Stat,
+        meta: &Node<T::Raw>,
         depth: usize,
     ) -> Result<(), WalkError<E>> {
         if depth > MAX_WALK_DEPTH {
@@ -486,16 +675,18 @@ where
             }
             .into());
         }
-        let unreadable = |e: Errno| Rejection::DirectoryUnreadable {
+        let unreadable = |source: io::Error| Rejection::DirectoryUnreadable {
             path: self.full(rel),
-            source: e.into(),
+            source,
         };
         if self.abs_len(rel) >= PATH_MAX {
-            return Err(unreadable(Errno::NAMETOOLONG).into());
+            return Err(unreadable(Errno::NAMETOOLONG.into()).into());
         }
-        let dir = open_dir(parent, name).map_err(unreadable)?;
-        check_same_dir(&dir, meta, &self.full(rel))?;
-        let names = list_sorted(dir.as_fd()).map_err(unreadable)?;
+        let dir = self
+            .tree
+            .open_dir(parent, name, meta, true, &self.full(rel))
+            .map_err(|f| f.at(unreadable))?;
+        let names = self.tree.list(&dir).map_err(|f| f.at(unreadable))?;
         let mut child_rel = rel.to_vec();
         for child in names {
             if let Some(why) = policy::left_out_reason(&String::from_utf8_lossy(&child)) {
@@ -508,23 +699,22 @@ where
             child_rel.truncate(rel.len());
             child_rel.push(b'/');
             child_rel.extend_from_slice(&child);
-            let meta = statat_checked(dir.as_fd(), &child, self.abs_len(&child_rel), false)
-                .map_err(|e| Rejection::EntryUnreadable {
+            let meta = self.lstat(&dir, &child, &child_rel).map_err(|f| {
+                f.at(|source| Rejection::EntryUnreadable {
                     path: self.full(&child_rel),
-                    source: e.into(),
-                })?;
-            match FileType::from_raw_mode(meta.st_mode) {
-                FileType::Symlink => {
+                    source,
+                })
+            })?;
+            match meta.kind {
+                Kind::Symlink => {
                     return Err(Rejection::Symlink {
                         path: self.full(&child_rel),
                     }
                     .into())
                 }
-                FileType::Directory => {
-                    self.directory(dir.as_fd(), &child, &child_rel, &meta, depth + 1)?
-                }
-                FileType::RegularFile => self.file(dir.as_fd(), &child, &child_rel, Some(meta))?,
-                _ => {
+                Kind::Directory => self.directory(&dir, &child, &child_rel, &meta, depth + 1)?,
+                Kind::File => self.file(&dir, &child, &child_rel, Some(meta))?,
+                Kind::Other => {
                     return Err(Rejection::NotRegularEntry {
                         path: self.full(&child_rel),
                     }
@@ -538,10 +728,10 @@ where
     /// Checks, reads, hashes and hands over one file, in the reference's order.
     fn file(
         &mut self,
-        dir: BorrowedFd<'_>,
+        dir: &T::Dir,
         name: &[u8],
         rel: &[u8],
-        seen: Option<Stat>,
+        seen: Option<Node<T::Raw>>,
     ) -> Result<(), WalkError<E>> {
         let path_text = std::str::from_utf8(rel).map_err(|_| Rejection::PathNotUtf8 {
             path: self.full(rel),
@@ -562,9 +752,25 @@ where
             .into());
         }
         let before = self.regular_file(dir, name, rel, seen)?;
-        let executable = before.st_mode & 0o111 != 0;
+        let executable = before.executable;
         let mut buf = self.hashing.buffer();
-        self.read_bounded(dir, name, rel, &before, &mut buf)?;
+        let path = || self.full(rel);
+        self.tree
+            .read(
+                dir,
+                name,
+                rel,
+                &before,
+                self.bounds.file_bytes,
+                &mut buf,
+                &path,
+            )
+            .map_err(|f| {
+                f.at(|source| Rejection::FileUnreadable {
+                    path: path(),
+                    source,
+                })
+            })?;
         let size = buf.len() as u64;
         self.total_bytes += size;
         if self.total_bytes > self.bounds.total_bytes {
@@ -615,80 +821,32 @@ where
     /// reference's `_bounded_plugin_bytes` made before it opens the file.
     fn regular_file(
         &self,
-        dir: BorrowedFd<'_>,
+        dir: &T::Dir,
         name: &[u8],
         rel: &[u8],
-        seen: Option<Stat>,
-    ) -> Result<Stat, Rejection> {
+        seen: Option<Node<T::Raw>>,
+    ) -> Result<Node<T::Raw>, WalkError<E>> {
         let path = || self.full(rel);
         let before = match seen {
             Some(meta) => meta,
-            None => statat_checked(
-                dir,
-                name,
-                self.root.as_os_str().len() + 1 + rel.len(),
-                false,
-            )
-            .map_err(|e| Rejection::FileUnreadable {
-                path: path(),
-                source: e.into(),
+            None => self.lstat(dir, name, rel).map_err(|f| {
+                f.at(|source| Rejection::FileUnreadable {
+                    path: path(),
+                    source,
+                })
             })?,
         };
-        if FileType::from_raw_mode(before.st_mode) != FileType::RegularFile {
-            return Err(Rejection::FileNotRegular { path: path() });
+        if before.kind != Kind::File {
+            return Err(Rejection::FileNotRegular { path: path() }.into());
         }
-        if before.st_size as u64 > self.bounds.file_bytes {
+        if before.size > self.bounds.file_bytes {
             return Err(Rejection::FileTooLarge {
                 path: path(),
                 limit: self.bounds.file_bytes,
-            });
+            }
+            .into());
         }
         Ok(before)
-    }
-
-    /// Reads one stable regular file, found by [`Walker::regular_file`],
-    /// into `buf`: the rest of the reference's `_bounded_plugin_bytes`.
-    fn read_bounded(
-        &self,
-        dir: BorrowedFd<'_>,
-        name: &[u8],
-        rel: &[u8],
-        before: &Stat,
-        buf: &mut Vec<u8>,
-    ) -> Result<(), Rejection> {
-        let root = self.root;
-        let max = self.bounds.file_bytes;
-        let path = || root.join(OsStr::from_bytes(rel));
-        let unreadable = |e: io::Error| Rejection::FileUnreadable {
-            path: path(),
-            source: e,
-        };
-        let fd = rustix::fs::openat(
-            dir,
-            name,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-            Mode::empty(),
-        )
-        .map_err(|e| unreadable(e.into()))?;
-        let opened = rustix::fs::fstat(&fd).map_err(|e| unreadable(e.into()))?;
-        if !same_inode(&opened, before)
-            || FileType::from_raw_mode(opened.st_mode) != FileType::RegularFile
-        {
-            return Err(Rejection::ChangedDuringValidation { path: path() });
-        }
-        let file = std::fs::File::from(fd);
-        read_up_to(&file, buf, opened.st_size as u64, max + 1).map_err(unreadable)?;
-        let after = rustix::fs::fstat(&file).map_err(|e| unreadable(e.into()))?;
-        if buf.len() as u64 > max {
-            return Err(Rejection::FileTooLarge {
-                path: path(),
-                limit: max,
-            });
-        }
-        if identity(&opened) != identity(&after) || buf.len() as u64 != after.st_size as u64 {
-            return Err(Rejection::ChangedWhileCopying { path: path() });
-        }
-        Ok(())
     }
 
     /// The checks the reference makes once every file is read.
@@ -754,90 +912,15 @@ impl TrimSlash for [u8] {
     }
 }
 
-/// Opens a directory for lookups only (`O_PATH`): like the reference's path
-/// lookups, it needs search permission on the directory, not read permission.
-fn open_path_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<OwnedFd, Errno> {
-    rustix::fs::openat(
-        dir,
-        path,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
-/// `fstatat`, failing as the reference's path-based call would for a path of
-/// `PATH_MAX` bytes or more.
-fn statat_checked(
-    dir: BorrowedFd<'_>,
-    name: &[u8],
-    abs_len: usize,
-    follow: bool,
-) -> Result<Stat, Errno> {
-    if abs_len >= PATH_MAX {
-        return Err(Errno::NAMETOOLONG);
-    }
-    let flags = if follow {
-        AtFlags::empty()
-    } else {
-        AtFlags::SYMLINK_NOFOLLOW
-    };
-    rustix::fs::statat(dir, name, flags)
-}
-
-/// Python's `Path.exists()`: follows symlinks, is false for `ENOENT`,
-/// `ENOTDIR`, `EBADF` and `ELOOP`, and fails for any other error.
-fn python_exists(dir: BorrowedFd<'_>, name: &[u8], abs_len: usize) -> io::Result<bool> {
-    match statat_checked(dir, name, abs_len, true) {
-        Ok(_) => Ok(true),
-        Err(Errno::NOENT | Errno::NOTDIR | Errno::BADF | Errno::LOOP) => Ok(false),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn check_same_dir<E>(dir: &OwnedFd, seen: &Stat, path: &Path) -> Result<(), WalkError<E>> {
-    let opened = rustix::fs::fstat(dir).map_err(|e| Rejection::DirectoryUnreadable {
-        path: path.to_path_buf(),
-        source: e.into(),
-    })?;
-    if !same_inode(&opened, seen) {
-        return Err(Rejection::ChangedDuringValidation {
-            path: path.to_path_buf(),
-        }
-        .into());
-    }
-    Ok(())
-}
-
-fn same_inode(a: &Stat, b: &Stat) -> bool {
-    a.st_dev == b.st_dev && a.st_ino == b.st_ino
-}
-
-fn identity(s: &Stat) -> (u64, u64, i64, i128) {
-    let mtime_ns = i128::from(s.st_mtime) * 1_000_000_000 + s.st_mtime_nsec as i128;
-    (s.st_dev, s.st_ino, s.st_size, mtime_ns)
-}
-
-/// Reads until end of file or until `limit` bytes into `buf`, which
-/// holds them all once done. Room is made for `size` (what `fstat` said)
-/// and one byte more, so that a file that did not grow is read in one call
-/// and its end found in a second.
-fn read_up_to(file: &std::fs::File, buf: &mut Vec<u8>, size: u64, limit: u64) -> io::Result<()> {
-    use std::io::Read as _;
-    buf.reserve(size.saturating_add(1).min(limit) as usize);
-    file.take(limit).read_to_end(buf)?;
-    Ok(())
-}
-
-/// Lists a directory's names (without `.` and `..`) in Python's `str` order.
-fn list_sorted(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
-    let mut names = list_names(dir)?;
+/// Sorts names as Python sorts `str`: by code point, each undecodable byte
+/// taken as its `surrogateescape` code point.
+fn sort_like_python(names: &mut [Vec<u8>]) {
     if names.iter().all(|n| std::str::from_utf8(n).is_ok()) {
         // For valid UTF-8, byte order is code point order.
         names.sort_unstable();
     } else {
         names.sort_by_cached_key(|n| python_code_points(n));
     }
-    Ok(names)
 }
 
 /// The code points Python sees for a file name: UTF-8 decoded with
@@ -861,7 +944,7 @@ mod tests {
         match source.walk("1.2.3", bounds, |_| Ok::<(), ()>(())) {
             Ok(_) => None,
             Err(WalkError::Rejected(r)) => Some(r),
-            Err(WalkError::Visitor(())) => unreachable!(),
+            Err(WalkError::Visitor(()) | WalkError::Git(_)) => unreachable!(),
         }
     }
 
@@ -1005,6 +1088,7 @@ mod tests {
 mod proptests {
     use std::collections::HashSet;
     use std::fs::File;
+    use std::os::fd::AsFd;
 
     use proptest::prelude::*;
 
@@ -1086,7 +1170,8 @@ mod proptests {
                 .map_err(|e| TestCaseError::fail(format!("create {name:?}: {e}")))?;
         }
         let handle = File::open(dir.path()).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let listed = list_sorted(handle.as_fd()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let listed =
+            fs::list_sorted(handle.as_fd()).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let mut expected = names;
         expected.sort_by_key(|n| reference_key(n));
         prop_assert_eq!(listed, expected);

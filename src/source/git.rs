@@ -1,0 +1,847 @@
+//! The walk's git backend: a release read from a revision's tree, with no
+//! checkout and no temporary file.
+//!
+//! The walk's rules are the reference's, applied to what `git checkout REV`
+//! (or `git worktree add`) would put on disk, so that the digest, or the
+//! refusal, is the one the reference gives on such a checkout:
+//!
+//! - a blob of mode `100755` is an executable file, any other blob a plain one;
+//! - a symlink (`120000`) is a symlink: refused where the reference refuses
+//!   one, followed inside the tree where the reference asks `exists()`, and
+//!   never read where the reference never looks. One that leads out of the
+//!   repository is refused ([`Rejection::SymlinkLeavesRepository`]): what a
+//!   checkout finds there depends on the host;
+//! - a submodule (`160000`) is an empty directory, as in a checkout that
+//!   does not initialise it;
+//! - a file whose checkout bytes would differ from its blob (the
+//!   repository's attributes and configuration: `eol=crlf`, `text` with
+//!   `core.autocrlf`, `ident`) is refused, and so is one a `filter=` driver or
+//!   a `working-tree-encoding` would write ([`Rejection::CheckoutConverts`]).
+//!
+//! Paths in refusals read as a checkout at the repository's path would
+//! name them: `REPO/<path in the repository>`.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use gix::bstr::ByteSlice;
+use gix::objs::tree::EntryKind;
+use gix::ObjectId;
+use rustix::io::Errno;
+
+use super::{absolute_like_python, sort_like_python, Fault, Kind, Node, Tree};
+use crate::error::{Classified, Classify, Error, ErrorKind};
+use crate::policy::{self, Rejection};
+
+/// How many symlinks a lookup follows before the system gives up (`ELOOP`).
+const MAX_SYMLINK_HOPS: usize = 40;
+
+/// Which directory of the revision holds the plugin.
+#[derive(Clone, Copy, Debug)]
+pub enum PluginDir<'a> {
+    /// The repository's root.
+    Root,
+    /// This directory, relative to the repository's root.
+    Subdir(&'a Path),
+    /// The directory the revision's `.claude-plugin/marketplace.json` gives
+    /// the plugin of this name, as Claude Code finds it when it installs
+    /// from a marketplace.
+    Plugin(&'a str),
+}
+
+/// A release to read from git: a repository, a revision, and where the plugin is.
+#[derive(Clone, Copy, Debug)]
+pub struct GitRequest<'a> {
+    /// The repository: a work tree or a bare repository.
+    pub repo: &'a Path,
+    /// The revision: a tag, a branch, a commit, anything `git rev-parse` takes.
+    pub rev: &'a str,
+    /// The plugin's directory in it.
+    pub dir: PluginDir<'a>,
+}
+
+/// Why a release could not be read from git, besides the rules the release
+/// itself breaks.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// The repository cannot be opened.
+    #[error("could not open the git repository '{}': {reason}", .path.display())]
+    Open {
+        /// The repository, absolute.
+        path: PathBuf,
+        /// What git said.
+        reason: String,
+    },
+    /// The revision names no commit.
+    #[error("could not resolve the revision '{rev}' to a commit in '{}': {reason}", .repo.display())]
+    Revision {
+        /// The repository, absolute.
+        repo: PathBuf,
+        /// The revision as given.
+        rev: String,
+        /// What git said.
+        reason: String,
+    },
+    /// An object of the repository cannot be read.
+    #[error("could not read the git object {what} of '{}': {reason}", .repo.display())]
+    Read {
+        /// The repository, absolute.
+        repo: PathBuf,
+        /// Which object, and where it is in the tree.
+        what: String,
+        /// What git said.
+        reason: String,
+    },
+    /// The repository's attributes or configuration cannot be read.
+    #[error("could not read the attributes of '{}': {reason}", .repo.display())]
+    Attributes {
+        /// The repository, absolute.
+        repo: PathBuf,
+        /// What git said.
+        reason: String,
+    },
+    /// The plugin's directory was not given as a plain relative path.
+    #[error("the plugin directory '{subdir}' is not a relative path inside the repository: give one such as plugins/NAME, with no '..'")]
+    Subdir {
+        /// The directory as given.
+        subdir: String,
+    },
+    /// The revision has no marketplace to find the plugin in.
+    #[error("could not find the marketplace '{}' at the revision '{rev}'", .path.display())]
+    NoMarketplace {
+        /// Where a checkout would hold it.
+        path: PathBuf,
+        /// The revision as given.
+        rev: String,
+    },
+    /// The marketplace is not what Claude Code reads.
+    #[error("the marketplace '{}' is invalid: {reason}", .path.display())]
+    MarketplaceInvalid {
+        /// Where a checkout would hold it.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The marketplace lists no plugin of the name.
+    #[error("the marketplace '{}' lists no plugin named '{name}'", .path.display())]
+    PluginNotListed {
+        /// Where a checkout would hold it.
+        path: PathBuf,
+        /// The plugin's name.
+        name: String,
+    },
+    /// The marketplace gives the plugin a source outside the repository.
+    #[error("the marketplace '{}' gives the plugin '{name}' the source {source_given}, which is not a directory inside the repository; only a relative path such as ./plugins/{name} is read from git", .path.display())]
+    PluginSourceOutside {
+        /// Where a checkout would hold it.
+        path: PathBuf,
+        /// The plugin's name.
+        name: String,
+        /// The source, as JSON.
+        source_given: String,
+    },
+}
+
+impl Classify for GitError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            GitError::Open { .. }
+            | GitError::Revision { .. }
+            | GitError::NoMarketplace { .. }
+            | GitError::PluginNotListed { .. } => ErrorKind::NotFound,
+            GitError::Read { .. } | GitError::Attributes { .. } => ErrorKind::Io,
+            GitError::Subdir { .. } => ErrorKind::Usage,
+            GitError::MarketplaceInvalid { .. } | GitError::PluginSourceOutside { .. } => {
+                ErrorKind::Rejected
+            }
+        }
+    }
+
+    fn rule(&self) -> Option<&'static str> {
+        match self {
+            GitError::MarketplaceInvalid { .. } => Some("marketplace-invalid"),
+            GitError::PluginSourceOutside { .. } => Some("plugin-source-outside"),
+            _ => None,
+        }
+    }
+
+    fn path(&self) -> Option<&Path> {
+        match self {
+            GitError::Open { path, .. }
+            | GitError::NoMarketplace { path, .. }
+            | GitError::MarketplaceInvalid { path, .. }
+            | GitError::PluginNotListed { path, .. }
+            | GitError::PluginSourceOutside { path, .. } => Some(path),
+            GitError::Revision { repo, .. }
+            | GitError::Read { repo, .. }
+            | GitError::Attributes { repo, .. } => Some(repo),
+            GitError::Subdir { .. } => None,
+        }
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+}
+
+impl From<GitError> for Error {
+    fn from(e: GitError) -> Self {
+        Error::Git(Classified::new(e))
+    }
+}
+
+/// One entry of a tree.
+#[derive(Clone, Debug)]
+pub(super) struct GitEntry {
+    name: Vec<u8>,
+    kind: EntryKind,
+    id: ObjectId,
+}
+
+/// A directory of the revision: its path in the repository and its entries,
+/// sorted by name. A submodule is a directory with no entries.
+pub(super) struct GitDir {
+    rel: Vec<u8>,
+    entries: Vec<GitEntry>,
+}
+
+impl GitDir {
+    fn find(&self, name: &[u8]) -> Option<&GitEntry> {
+        self.entries
+            .binary_search_by(|e| e.name.as_slice().cmp(name))
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+
+    /// The path in the repository of `name` in this directory.
+    fn child(&self, name: &[u8]) -> Vec<u8> {
+        let mut rel = self.rel.clone();
+        if !rel.is_empty() {
+            rel.push(b'/');
+        }
+        rel.extend_from_slice(name);
+        rel
+    }
+}
+
+/// The attribute lookups and the checkout conversion of one revision.
+struct Checkout {
+    stack: gix::worktree::Stack,
+    outcome: gix::attrs::search::Outcome,
+    pipeline: gix::filter::plumbing::Pipeline,
+    /// The settings that convert line endings when no attribute says so.
+    config: String,
+}
+
+/// The attributes whose settings a refusal names.
+const CONVERTING: [&str; 6] = [
+    "text",
+    "eol",
+    "crlf",
+    "ident",
+    "filter",
+    "working-tree-encoding",
+];
+
+/// A plugin directory of a revision, read from the repository's objects.
+pub(super) struct GitTree {
+    repo: gix::Repository,
+    /// The repository as given, absolute: the checkout's root in paths.
+    repo_path: PathBuf,
+    /// The plugin directory, where a checkout would put it.
+    root: PathBuf,
+    /// The plugin directory's path in the repository (empty at the root).
+    prefix: Vec<u8>,
+    commit: ObjectId,
+    root_tree: ObjectId,
+    root_dir: GitDir,
+    checkout: RefCell<Checkout>,
+}
+
+impl GitTree {
+    /// Opens the repository, resolves the revision and finds the plugin's
+    /// directory in its tree.
+    pub(super) fn open(request: &GitRequest<'_>) -> crate::error::Result<GitTree> {
+        let repo_path = absolute_like_python(request.repo);
+        let repo = gix::open(&repo_path).map_err(|e| GitError::Open {
+            path: repo_path.clone(),
+            reason: reason(&e),
+        })?;
+        let revision = |e: gix::Error| GitError::Revision {
+            repo: repo_path.clone(),
+            rev: request.rev.to_string(),
+            reason: reason(&e),
+        };
+        let (commit_id, root_tree) = {
+            let commit = repo
+                .rev_parse_single(request.rev)
+                .map_err(revision)?
+                .object()
+                .map_err(revision)?
+                .peel_to_commit()
+                .map_err(revision)?;
+            let tree = commit.tree_id().map_err(revision)?.detach();
+            (commit.id, tree)
+        };
+        let checkout = checkout(&repo, &repo_path, root_tree)?;
+        let mut tree = GitTree {
+            repo,
+            root: repo_path.clone(),
+            repo_path,
+            prefix: Vec::new(),
+            commit: commit_id,
+            root_tree,
+            root_dir: GitDir {
+                rel: Vec::new(),
+                entries: Vec::new(),
+            },
+            checkout: RefCell::new(checkout),
+        };
+        let parts = match request.dir {
+            PluginDir::Root => Vec::new(),
+            PluginDir::Subdir(dir) => {
+                plain_parts(dir.as_os_str().as_bytes()).ok_or_else(|| GitError::Subdir {
+                    subdir: dir.display().to_string(),
+                })?
+            }
+            PluginDir::Plugin(name) => tree.plugin_parts(name, request.rev)?,
+        };
+        tree.prefix = parts.join(&b'/');
+        tree.root = tree.checkout_path(&tree.prefix);
+        tree.root_dir = tree.plugin_dir(&parts)?;
+        Ok(tree)
+    }
+
+    /// How reports name the source: `git:REPO@COMMIT:PATH`.
+    pub(super) fn shown(&self) -> String {
+        format!(
+            "git:{}@{}:{}",
+            self.repo_path.display(),
+            self.commit,
+            String::from_utf8_lossy(&self.prefix)
+        )
+    }
+
+    /// Where a checkout at the repository's path would put `rel`.
+    fn checkout_path(&self, rel: &[u8]) -> PathBuf {
+        if rel.is_empty() {
+            self.repo_path.clone()
+        } else {
+            self.repo_path.join(std::ffi::OsStr::from_bytes(rel))
+        }
+    }
+
+    fn read_error(&self, what: String, e: gix::Error) -> GitError {
+        GitError::Read {
+            repo: self.repo_path.clone(),
+            what,
+            reason: reason(&e),
+        }
+    }
+
+    /// The entries of tree `id` (at `rel`), sorted by name.
+    fn entries(&self, id: ObjectId, rel: &[u8]) -> Result<Vec<GitEntry>, GitError> {
+        let what = || format!("{id} ('{}')", String::from_utf8_lossy(rel));
+        let tree = self
+            .repo
+            .find_tree(id)
+            .map_err(|e| self.read_error(what(), e))?;
+        let decoded = tree.decode().map_err(|e| self.read_error(what(), e))?;
+        let mut entries: Vec<GitEntry> = decoded
+            .entries
+            .iter()
+            .map(|e| GitEntry {
+                name: e.filename.to_vec(),
+                kind: e.mode.kind(),
+                id: e.oid.to_owned(),
+            })
+            .collect();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+
+    /// The entry `name` of tree `id` (at `rel`).
+    fn entry(&self, id: ObjectId, rel: &[u8], name: &[u8]) -> Result<Option<GitEntry>, GitError> {
+        let entries = self.entries(id, rel)?;
+        Ok(entries
+            .binary_search_by(|e| e.name.as_slice().cmp(name))
+            .ok()
+            .map(|i| entries[i].clone()))
+    }
+
+    /// A blob's bytes.
+    fn blob(&self, id: ObjectId, rel: &[u8]) -> Result<Vec<u8>, GitError> {
+        self.repo
+            .find_blob(id)
+            .map(|mut b| b.take_data())
+            .map_err(|e| self.read_error(format!("{id} ('{}')", String::from_utf8_lossy(rel)), e))
+    }
+
+    /// The plugin directory's path in the repository, from the revision's
+    /// marketplace.
+    fn plugin_parts(&self, name: &str, rev: &str) -> crate::error::Result<Vec<Vec<u8>>> {
+        let rel = format!("{}/marketplace.json", policy::MANIFEST_DIR);
+        let path = self.checkout_path(rel.as_bytes());
+        let manifest_dir = self.entry(self.root_tree, b"", policy::MANIFEST_DIR.as_bytes())?;
+        let file = match manifest_dir {
+            Some(GitEntry {
+                kind: EntryKind::Tree,
+                id,
+                ..
+            }) => self.entry(id, policy::MANIFEST_DIR.as_bytes(), b"marketplace.json")?,
+            _ => None,
+        };
+        let id = match file {
+            Some(GitEntry {
+                kind: EntryKind::Blob | EntryKind::BlobExecutable,
+                id,
+                ..
+            }) => id,
+            _ => {
+                return Err(GitError::NoMarketplace {
+                    path,
+                    rev: rev.to_string(),
+                }
+                .into())
+            }
+        };
+        let bytes = self.blob(id, rel.as_bytes())?;
+        let invalid = |reason: String| GitError::MarketplaceInvalid {
+            path: path.clone(),
+            reason,
+        };
+        let json: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+        let plugins = json
+            .get("plugins")
+            .and_then(|p| p.as_array())
+            .ok_or_else(|| invalid("it has no \"plugins\" list".into()))?;
+        let plugin = plugins
+            .iter()
+            .find(|p| p.get("name").and_then(|n| n.as_str()) == Some(name))
+            .ok_or_else(|| GitError::PluginNotListed {
+                path: path.clone(),
+                name: name.to_string(),
+            })?;
+        let source = plugin
+            .get("source")
+            .ok_or_else(|| invalid(format!("the plugin '{name}' has no \"source\"")))?;
+        let outside = || GitError::PluginSourceOutside {
+            path: path.clone(),
+            name: name.to_string(),
+            source_given: source.to_string(),
+        };
+        let text = source.as_str().ok_or_else(outside)?;
+        if text.contains("://") || text.starts_with("git@") {
+            return Err(outside().into());
+        }
+        Ok(plain_parts(text.as_bytes()).ok_or_else(outside)?)
+    }
+
+    /// The plugin directory at `parts`, checked as the reference checks a
+    /// source directory: there, a directory, reached by no symlink.
+    fn plugin_dir(&self, parts: &[Vec<u8>]) -> crate::error::Result<GitDir> {
+        let unavailable = |errno: Errno| Rejection::SourceUnavailable {
+            path: self.root.clone(),
+            source: errno.into(),
+        };
+        let mut dir = GitDir {
+            rel: Vec::new(),
+            entries: self.entries(self.root_tree, b"")?,
+        };
+        for (i, part) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
+            let entry = dir.find(part).cloned();
+            let rel = dir.child(part);
+            dir = match entry {
+                None => return Err(unavailable(Errno::NOENT).into()),
+                Some(e) => match e.kind {
+                    EntryKind::Tree => GitDir {
+                        entries: self.entries(e.id, &rel)?,
+                        rel,
+                    },
+                    EntryKind::Commit => GitDir {
+                        rel,
+                        entries: Vec::new(),
+                    },
+                    EntryKind::Blob | EntryKind::BlobExecutable if !last => {
+                        return Err(unavailable(Errno::NOTDIR).into())
+                    }
+                    EntryKind::Blob | EntryKind::BlobExecutable | EntryKind::Link => {
+                        return Err(Rejection::SourceNotRealDirectory {
+                            path: self.root.clone(),
+                        }
+                        .into())
+                    }
+                },
+            };
+        }
+        Ok(dir)
+    }
+
+    /// Python's `exists()` of the symlink `link` in `dir`: follows it, and
+    /// every symlink after it, inside the revision's tree.
+    fn link_exists(&self, dir: &GitDir, link: &GitEntry) -> Result<bool, Fault> {
+        let link_rel = dir.child(&link.name);
+        let leaves = |target: &[u8]| Rejection::SymlinkLeavesRepository {
+            path: self.checkout_path(&link_rel),
+            target: String::from_utf8_lossy(target).into_owned(),
+        };
+        // The trees from the root to where the lookup stands; `None` is a
+        // submodule, an empty directory.
+        let mut at: Vec<(Vec<u8>, Option<ObjectId>)> = vec![(Vec::new(), Some(self.root_tree))];
+        let mut tree = self.root_tree;
+        for part in dir.rel.split(|b| *b == b'/').filter(|p| !p.is_empty()) {
+            let rel = at.last().map(|(r, _)| r.clone()).unwrap_or_default();
+            let next = self.entry(tree, &rel, part)?;
+            let child = join(&rel, part);
+            match next {
+                Some(GitEntry {
+                    kind: EntryKind::Tree,
+                    id,
+                    ..
+                }) => {
+                    tree = id;
+                    at.push((child, Some(id)));
+                }
+                // The walk reached `dir` through trees only; a submodule
+                // above it would have been empty.
+                _ => return Ok(false),
+            }
+        }
+        let mut pending: std::collections::VecDeque<Vec<u8>> = std::collections::VecDeque::new();
+        let mut hops = 0;
+        let mut next_link = Some(link.id);
+        let mut first_target = None;
+        loop {
+            if let Some(id) = next_link.take() {
+                hops += 1;
+                if hops > MAX_SYMLINK_HOPS {
+                    return Ok(false);
+                }
+                let target = self.blob(id, &link_rel)?;
+                if target.is_empty() {
+                    return Ok(false);
+                }
+                let shown = first_target.get_or_insert_with(|| target.clone());
+                if target.starts_with(b"/") {
+                    return Err(leaves(shown).into());
+                }
+                for part in target.split(|b| *b == b'/').rev() {
+                    pending.push_front(part.to_vec());
+                }
+            }
+            let Some(part) = pending.pop_front() else {
+                return Ok(true);
+            };
+            match part.as_slice() {
+                b"" | b"." => continue,
+                b".." if at.len() == 1 => {
+                    let shown = first_target.as_deref().unwrap_or_default();
+                    return Err(leaves(shown).into());
+                }
+                b".." => {
+                    at.pop();
+                    continue;
+                }
+                _ => {}
+            }
+            let Some((rel, Some(tree))) = at.last().cloned() else {
+                // Inside a submodule: nothing is there.
+                return Ok(false);
+            };
+            let child = join(&rel, &part);
+            match self.entry(tree, &rel, &part)? {
+                None => return Ok(false),
+                Some(e) => match e.kind {
+                    EntryKind::Tree => at.push((child, Some(e.id))),
+                    EntryKind::Commit => at.push((child, None)),
+                    EntryKind::Blob | EntryKind::BlobExecutable => return Ok(pending.is_empty()),
+                    EntryKind::Link => next_link = Some(e.id),
+                },
+            }
+        }
+    }
+
+    /// Refuses a file whose checkout would not hold its blob unchanged.
+    fn check_checkout(
+        &self,
+        rel: &[u8],
+        data: &[u8],
+        path: &dyn Fn() -> PathBuf,
+    ) -> Result<(), Fault> {
+        use gix::attrs::StateRef;
+        use gix::filter::plumbing::pipeline::convert::{to_worktree, ToWorktreeOutcome};
+        let mut checkout = self.checkout.borrow_mut();
+        let Checkout {
+            stack,
+            outcome,
+            pipeline,
+            config,
+        } = &mut *checkout;
+        let attributes = |e: io::Error| GitError::Attributes {
+            repo: self.repo_path.clone(),
+            reason: format!("{}: {e}", String::from_utf8_lossy(rel)),
+        };
+        let platform = stack
+            .at_entry(
+                rel.as_bstr(),
+                Some(gix::index::entry::Mode::FILE),
+                &self.repo.objects,
+            )
+            .map_err(attributes)?;
+        platform.matching_attributes(outcome);
+        let mut named = Vec::new();
+        let mut driven = None;
+        for m in outcome.iter_selected() {
+            let name = m.assignment.name.as_str();
+            match m.assignment.state {
+                StateRef::Unspecified => {}
+                StateRef::Set => named.push(name.to_string()),
+                StateRef::Unset => named.push(format!("-{name}")),
+                StateRef::Value(v) => {
+                    let setting = format!("{name}={}", v.as_bstr());
+                    if matches!(name, "filter" | "working-tree-encoding") {
+                        driven.get_or_insert_with(|| setting.clone());
+                    }
+                    named.push(setting);
+                }
+            }
+        }
+        if let Some(attribute) = driven {
+            return Err(Rejection::CheckoutConverts {
+                path: path(),
+                attribute,
+            }
+            .into());
+        }
+        let converted = pipeline.convert_to_worktree(
+            data,
+            rel.as_bstr(),
+            &mut |_, out| {
+                platform.matching_attributes(out);
+            },
+            to_worktree::Options {
+                can_delay: gix::filter::plumbing::driver::apply::Delay::Forbid,
+                unknown_encoding: to_worktree::UnknownEncoding::Fail,
+            },
+        );
+        let unchanged = match converted {
+            Ok(ToWorktreeOutcome::Unchanged(_)) => true,
+            Ok(ToWorktreeOutcome::Buffer(bytes)) => bytes == data,
+            Ok(ToWorktreeOutcome::Process(_)) | Err(_) => false,
+        };
+        if unchanged {
+            return Ok(());
+        }
+        if !config.is_empty() {
+            named.push(config.clone());
+        }
+        Err(Rejection::CheckoutConverts {
+            path: path(),
+            attribute: named.join(" "),
+        }
+        .into())
+    }
+}
+
+/// `rel/part`, or `part` at the root.
+fn join(rel: &[u8], part: &[u8]) -> Vec<u8> {
+    let mut out = rel.to_vec();
+    if !out.is_empty() {
+        out.push(b'/');
+    }
+    out.extend_from_slice(part);
+    out
+}
+
+/// The parts of a plain relative path (`./` and empty parts dropped); `None`
+/// for an absolute path or one with `..`.
+fn plain_parts(path: &[u8]) -> Option<Vec<Vec<u8>>> {
+    if path.starts_with(b"/") {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for part in path.split(|b| *b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => return None,
+            _ => parts.push(part.to_vec()),
+        }
+    }
+    Some(parts)
+}
+
+/// The attribute stack and the checkout conversion of the revision whose
+/// root tree is `tree`: attributes from its `.gitattributes` blobs and the
+/// repository's own files, conversions from its configuration, and no
+/// filter driver, so that nothing outside runs.
+fn checkout(
+    repo: &gix::Repository,
+    repo_path: &Path,
+    tree: ObjectId,
+) -> Result<Checkout, GitError> {
+    let failed = |e: gix::Error| GitError::Attributes {
+        repo: repo_path.to_path_buf(),
+        reason: reason(&e),
+    };
+    let index = repo.index_from_tree(&tree).map_err(failed)?;
+    let stack = repo
+        .attributes_only(
+            &index,
+            gix::worktree::stack::state::attributes::Source::IdMapping,
+        )
+        .map_err(failed)?
+        .detach();
+    let outcome = stack.selected_attribute_matches(CONVERTING);
+    let mut options = gix::filter::Pipeline::options(repo).map_err(failed)?;
+    options.drivers.clear();
+    let pipeline = gix::filter::plumbing::Pipeline::new(
+        repo.command_context().map_err(failed)?,
+        repo.object_hash(),
+        options,
+    );
+    let snapshot = repo.config_snapshot();
+    let config = ["core.autocrlf", "core.eol"]
+        .iter()
+        .filter_map(|key| snapshot.string(*key).map(|v| format!("{key}={v}")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Ok(Checkout {
+        stack,
+        outcome,
+        pipeline,
+        config,
+    })
+}
+
+impl Tree for GitTree {
+    type Dir = GitDir;
+    type Raw = GitEntry;
+
+    fn root_path(&self) -> &Path {
+        &self.root
+    }
+
+    fn root_dir(&self) -> &GitDir {
+        &self.root_dir
+    }
+
+    fn lstat(&self, dir: &GitDir, name: &[u8]) -> Result<Node<GitEntry>, Fault> {
+        let Some(entry) = dir.find(name) else {
+            return Err(Errno::NOENT.into());
+        };
+        let (kind, executable) = match entry.kind {
+            EntryKind::Tree | EntryKind::Commit => (Kind::Directory, false),
+            EntryKind::Blob => (Kind::File, false),
+            EntryKind::BlobExecutable => (Kind::File, true),
+            EntryKind::Link => (Kind::Symlink, false),
+        };
+        let size = if kind == Kind::File {
+            self.repo
+                .find_header(entry.id)
+                .map_err(|e| {
+                    self.read_error(
+                        format!(
+                            "{} ('{}')",
+                            entry.id,
+                            String::from_utf8_lossy(&dir.child(name))
+                        ),
+                        e,
+                    )
+                })?
+                .size()
+        } else {
+            0
+        };
+        Ok(Node {
+            kind,
+            size,
+            executable,
+            raw: entry.clone(),
+        })
+    }
+
+    fn exists(&self, dir: &GitDir, name: &[u8]) -> Result<bool, Fault> {
+        match dir.find(name) {
+            None => Ok(false),
+            Some(e) if e.kind == EntryKind::Link => self.link_exists(dir, e),
+            Some(_) => Ok(true),
+        }
+    }
+
+    fn open_dir(
+        &self,
+        parent: &GitDir,
+        name: &[u8],
+        seen: &Node<GitEntry>,
+        _listing: bool,
+        _path: &Path,
+    ) -> Result<GitDir, Fault> {
+        let rel = parent.child(name);
+        let entries = match seen.raw.kind {
+            EntryKind::Tree => self.entries(seen.raw.id, &rel)?,
+            _ => Vec::new(),
+        };
+        Ok(GitDir { rel, entries })
+    }
+
+    fn list(&self, dir: &GitDir) -> Result<Vec<Vec<u8>>, Fault> {
+        let mut names: Vec<Vec<u8>> = dir.entries.iter().map(|e| e.name.clone()).collect();
+        sort_like_python(&mut names);
+        Ok(names)
+    }
+
+    fn read(
+        &self,
+        dir: &GitDir,
+        name: &[u8],
+        _rel: &[u8],
+        seen: &Node<GitEntry>,
+        max: u64,
+        buf: &mut Vec<u8>,
+        path: &dyn Fn() -> PathBuf,
+    ) -> Result<(), Fault> {
+        let rel = dir.child(name);
+        let data = self.blob(seen.raw.id, &rel)?;
+        if data.len() as u64 > max {
+            return Err(Rejection::FileTooLarge {
+                path: path(),
+                limit: max,
+            }
+            .into());
+        }
+        self.check_checkout(&rel, &data, path)?;
+        buf.extend_from_slice(&data);
+        Ok(())
+    }
+
+    fn names_at(&self, rel: &str) -> Vec<Vec<u8>> {
+        if rel.is_empty() {
+            return self
+                .root_dir
+                .entries
+                .iter()
+                .map(|e| e.name.clone())
+                .collect();
+        }
+        match self.root_dir.find(rel.as_bytes()) {
+            Some(GitEntry {
+                kind: EntryKind::Tree,
+                id,
+                ..
+            }) => self
+                .entries(*id, &self.root_dir.child(rel.as_bytes()))
+                .map(|entries| entries.into_iter().map(|e| e.name).collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// What git said, on one line: the error and its causes.
+fn reason(e: &gix::Error) -> String {
+    crate::error::error_chain(e).replace('\n', " ")
+}
