@@ -1988,7 +1988,7 @@ fn a_conflict_at_one_path_carries_it() {
     minimal_plugin(&src, "1.0.0");
     let d = env.ingest_digest(&src, "1.0.0");
     let view = env.path("view");
-    assert_ok(&env.run([os("checkout"), os(&d), view.as_os_str()]));
+    env.checkout_ok(&d, &view, &[]);
     let bundle = env.path("bundle.tar");
     write(&bundle, "taken\n");
     let inside = env.store.join("inside");

@@ -36,7 +36,7 @@ fn checkout_onto_a_recorded_view_says_to_discard_it() {
     minimal_plugin(&src, "1.0.0");
     let d = env.ingest_digest(&src, "1.0.0");
     let view = env.path("view");
-    assert_ok(&env.run([os("checkout"), os(&d), view.as_os_str()]));
+    env.checkout_ok(&d, &view, &[]);
 
     let out = env.run([os("checkout"), os(&d), view.as_os_str()]);
     let stderr = assert_exit(&out, 6);
@@ -492,8 +492,8 @@ fn show_marks_a_view_gone_from_disk() {
     let d = env.ingest_digest(&src, "1.0.0");
     let kept = env.path("kept");
     let gone = env.path("gone");
-    assert_ok(&env.run([os("checkout"), os(&d), kept.as_os_str()]));
-    assert_ok(&env.run([os("checkout"), os(&d), gone.as_os_str()]));
+    env.checkout_ok(&d, &kept, &[]);
+    env.checkout_ok(&d, &gone, &[]);
     remove_tree(&gone);
 
     let out = env.run(["show", &d]);
