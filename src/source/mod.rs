@@ -49,8 +49,10 @@ use crate::policy::{self, LeftOut, Rejection};
 
 mod fs;
 pub mod git;
+pub mod record;
 
 pub use git::{GitError, GitRequest};
+pub use record::{Changes, ReadFrom, SourceEntry, SourceRecord, Via};
 
 /// How deep below a top-level directory the reference can walk before
 /// Python's recursion limit stops it (measured: 986 nested directories pass,
