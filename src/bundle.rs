@@ -633,6 +633,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             event: "import",
             source: &format!("bundle:{}", bundle.file),
             origin: origin.as_ref(),
+            sources: Vec::new(),
         },
         |wanted, staging| {
             let wanted: BTreeMap<ObjectKey, &crate::store::adopt::Wanted> =

@@ -164,6 +164,10 @@ sha256_id!(
     /// The SHA-256 of a snapshot's canonical manifest: the snapshot's identity.
     ManifestDigest
 );
+sha256_id!(
+    /// The SHA-256 of a source record file's bytes: its name in the store.
+    SourceId
+);
 
 /// A user-typed digest or unique prefix of one: [`MIN_PREFIX_LEN`] to 64 hex
 /// characters.

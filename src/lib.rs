@@ -32,6 +32,7 @@
 pub mod audit;
 pub mod bundle;
 pub mod catalogue;
+pub mod clock;
 pub mod cli;
 pub mod cmd;
 pub mod digest;

@@ -27,6 +27,7 @@ mod events;
 mod files;
 mod remote_blobs;
 mod snapshots;
+mod sources;
 #[cfg(test)]
 mod tests;
 mod views;
@@ -42,6 +43,7 @@ use crate::error::{Error, Result};
 pub use events::{IngestEvent, Origin};
 pub use files::{FileFilter, FileHit};
 pub use snapshots::{resolve, NewSnapshot, Provenance, RecordedIngest, SnapshotRow};
+pub use sources::{Attached, KeptSource};
 pub use views::{ViewKind, ViewRow};
 
 /// The migrations, in order; migration `i` brings the schema to version `i + 1`.
@@ -59,6 +61,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0004_remote_blobs",
         include_str!("../../migrations/0004_remote_blobs.sql"),
     ),
+    ("0005_sources", include_str!("../../migrations/0005_sources.sql")),
 ];
 
 /// The schema version this build writes.

@@ -5,7 +5,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::events::insert_event;
 use super::files::insert_files;
-use super::{errors, immediate, Catalogue, IngestEvent, NOW};
+use super::{errors, immediate, Attached, Catalogue, IngestEvent, NOW};
 use crate::digest::{DigestPrefix, ManifestDigest};
 use crate::error::{Candidate, Error, Misuse, Result};
 use crate::manifest::Entry;
@@ -125,13 +125,15 @@ impl Catalogue {
     /// Records an ingest: the snapshot and its files when new, the event
     /// always, `origin` (where an adopted snapshot was first ingested) before
     /// it when the snapshot is new, and `repairs` (events of objects it
-    /// mended) after it, in one transaction.
+    /// mended) after it, and what is `attached` (source records, a git
+    /// tree's digest), in one transaction.
     pub fn record_ingest(
         &mut self,
         snap: &NewSnapshot<'_>,
         origin: Option<&IngestEvent>,
         event: &IngestEvent,
         repairs: &[IngestEvent],
+        attached: Attached<'_>,
     ) -> Result<RecordedIngest> {
         let err = errors(&self.path);
         // A new snapshot, or a repair, survives a power loss once reported;
@@ -184,6 +186,9 @@ impl Catalogue {
             for repair in repairs {
                 insert_event(&tx, repair).map_err(err("record a repair event"))?;
             }
+            attached
+                .insert(&tx, &snap.digest)
+                .map_err(err("record the source records"))?;
             tx.commit().map_err(err("commit the ingest"))?;
             if durable {
                 self.conn

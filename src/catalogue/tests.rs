@@ -63,6 +63,7 @@ fn ingest(cat: &mut Catalogue, m: &Manifest, version: &str, source: &str) -> Rec
         None,
         &event(m.digest, "ingest", source),
         &[],
+        Default::default(),
     )
     .unwrap()
 }
@@ -166,6 +167,7 @@ fn a_new_snapshot_records_rows_origin_event_and_repairs_in_order() {
             Some(&origin.event(m.digest)),
             &event(m.digest, "ingest", "/here"),
             std::slice::from_ref(&repair),
+            Default::default(),
         )
         .unwrap();
     assert!(done.new_snapshot);
@@ -205,6 +207,7 @@ fn a_repeat_ingest_records_only_its_event() {
             None,
             &event(m.digest, "ingest", "/one"),
             &[],
+            Default::default(),
         )
         .unwrap();
     let origin = event(m.digest, "origin", "/elsewhere");
@@ -215,6 +218,7 @@ fn a_repeat_ingest_records_only_its_event() {
             Some(&origin),
             &event(m.digest, "ingest", "/two"),
             &[event(m.digest, "repair", "/two")],
+            Default::default(),
         )
         .unwrap();
     assert!(first.new_snapshot);
@@ -477,7 +481,7 @@ fn origin_is_the_earliest_ingest_or_origin_event() {
     assert_eq!(cat.origin(&m.digest).unwrap(), None);
     let mut recovered = event(m.digest, "recovered", "/recovered");
     recovered.at = "2000-01-01T00:00:00.000Z".into();
-    cat.record_ingest(&snap(&m, "1"), None, &recovered, &[])
+    cat.record_ingest(&snap(&m, "1"), None, &recovered, &[], Default::default())
         .unwrap();
     assert_eq!(
         cat.origin(&m.digest).unwrap(),
@@ -486,13 +490,14 @@ fn origin_is_the_earliest_ingest_or_origin_event() {
     );
     let mut first = event(m.digest, "ingest", "/first");
     first.at = "2001-01-01T00:00:00.000Z".into();
-    cat.record_ingest(&snap(&m, "1"), None, &first, &[])
+    cat.record_ingest(&snap(&m, "1"), None, &first, &[], Default::default())
         .unwrap();
     cat.record_ingest(
         &snap(&m, "1"),
         None,
         &event(m.digest, "ingest", "/later"),
         &[],
+        Default::default(),
     )
     .unwrap();
     let origin = cat.origin(&m.digest).unwrap().unwrap();

@@ -531,7 +531,7 @@ impl Report for RecoverReport {
         }
         writeln!(
             w,
-            "{} recorded; {} recovered, {} rewritten, {} written, {} set aside, {} recorded again, {} salvaged{}",
+            "{} recorded; {} recovered, {} rewritten, {} written, {} set aside, {} recorded again, {} salvaged{}{}",
             counted(self.snapshots, "snapshot", "snapshots"),
             counted(self.recovered.len() as u64, "snapshot", "snapshots"),
             counted(self.rewritten.len() as u64, "snapshot", "snapshots"),
@@ -543,6 +543,12 @@ impl Report for RecoverReport {
             ),
             counted(self.views_recorded.len() as u64, "view", "views"),
             counted(self.events_salvaged, "event", "events"),
+            match (self.sources_recorded, self.sources_written) {
+                (0, 0) => String::new(),
+                (r, w) => format!(
+                    "; source records: {r} recorded again, {w} written again"
+                ),
+            },
             if self.problems.is_empty() {
                 String::new()
             } else {

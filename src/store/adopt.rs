@@ -21,6 +21,7 @@ use super::ingest::{publish_and_record, IngestReport, Staged};
 use super::objects::{check_object, ObjectState};
 use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::Origin;
+use crate::source::SourceEntry;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, IoContext, Result};
 use crate::manifest::Manifest;
@@ -204,6 +205,8 @@ pub struct Arrival<'a> {
     /// Its first ingest, recorded before the arrival when the store did not
     /// hold the snapshot yet.
     pub origin: Option<&'a Origin>,
+    /// The source records its carrier brought, each marked as it came.
+    pub sources: Vec<SourceEntry>,
 }
 
 /// Checks manifest bytes received from elsewhere before anything else of the
@@ -291,6 +294,8 @@ where
             event: arrival.event,
             source: arrival.source,
             origin: arrival.origin,
+            sources: arrival.sources.clone(),
+            tree_digest: None,
             objects: staged,
             drifted: Vec::new(),
             left_out: Vec::new(),

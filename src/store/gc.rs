@@ -13,6 +13,7 @@
 
 use std::path::Path;
 
+use super::sources::SourceFiles;
 use super::upkeep::{Item, Plan};
 use super::{LockMode, Store};
 use crate::catalogue::resolve;
@@ -34,13 +35,15 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
     let manifest = store.manifest_path(&digest);
-    // The manifest goes inside the transaction that forgets the row, so
-    // that no ingest of the same snapshot records it in between; a crash
-    // before the commit leaves a recorded snapshot whose manifest
-    // `cestore recover` writes again.
-    let views = store
-        .catalogue_mut()
-        .remove_snapshot(&digest, force, || super::manifests::remove_file(&manifest))?;
+    let sources = SourceFiles::of(&store, digest);
+    // The manifest and the source records go inside the transaction that
+    // forgets the rows, so that no ingest of the same snapshot records them
+    // in between; a crash before the commit leaves a recorded snapshot
+    // whose files `cestore recover` writes again.
+    let views = store.catalogue_mut().remove_snapshot(&digest, force, || {
+        sources.remove()?;
+        super::manifests::remove_file(&manifest)
+    })?;
     let _ = store.catalogue().checkpoint();
     // Its spares go too (what this misses, gc removes).
     super::spares::forget(&store, &digest);

@@ -7,13 +7,15 @@ use std::sync::{mpsc, Mutex};
 
 use super::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
 use super::{LockMode, ObjectKey, Store, WorkDir};
-use crate::catalogue::{IngestEvent, NewSnapshot, Origin, Provenance, RecordedIngest};
+use crate::catalogue::{
+    Attached, IngestEvent, KeptSource, NewSnapshot, Origin, Provenance, RecordedIngest,
+};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
 use crate::source::git::PluginDir;
-use crate::source::{GitRequest, Source, WalkError, Walked};
+use crate::source::{GitRequest, Source, SourceEntry, Via, WalkError, Walked};
 
 /// What to ingest.
 pub struct IngestOptions<'a> {
@@ -331,6 +333,8 @@ pub struct IngestPlan {
     reused: u64,
     bytes_staged: u64,
     left_out: Vec<(LeftOut, String)>,
+    sources: Vec<SourceEntry>,
+    tree_digest: Option<(String, ManifestDigest)>,
 }
 
 impl IngestPlan {
@@ -396,6 +400,8 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         reused,
         bytes_staged,
         left_out: walked.left_out,
+        sources: Vec::new(),
+        tree_digest: None,
     })
 }
 
@@ -410,6 +416,8 @@ pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport>
             event: "ingest",
             source: &plan.source,
             origin: None,
+            sources: plan.sources,
+            tree_digest: plan.tree_digest,
             objects: plan.staged,
             drifted: plan.drifted,
             reused: plan.reused,
@@ -441,6 +449,7 @@ pub fn undo_ingest(store: &mut Store, report: &IngestReport) -> Result<()> {
 fn record(
     store: &mut Store,
     s: &Staged<'_>,
+    kept: &[KeptSource],
     sync: bool,
     new_objects: u64,
     reused: u64,
@@ -451,10 +460,17 @@ fn record(
     }
     let digest = s.manifest.digest;
     let already_present = store.catalogue().has_snapshot(&digest)?;
+    // The event's time is its source record's, so that each names the other.
+    let at = s
+        .sources
+        .iter()
+        .find(|e| e.via == Via::Ingest)
+        .map(|e| e.at.clone())
+        .unwrap_or_default();
     let event = |event: &str, source: String, new_objects: u64, reused: u64| IngestEvent {
         digest,
         event: event.into(),
-        at: String::new(),
+        at: if event == "repair" { String::new() } else { at.clone() },
         source,
         host: host_name(),
         user: user_name(),
@@ -481,6 +497,10 @@ fn record(
         s.origin.map(|o| o.event(digest)).as_ref(),
         &event(s.event, s.source.to_string(), new_objects, reused),
         &repairs,
+        Attached {
+            sources: kept,
+            tree_digest: s.tree_digest.as_ref().map(|(k, d)| (k.as_str(), *d)),
+        },
     )?;
     Ok((already_present, recorded))
 }
@@ -497,6 +517,12 @@ pub struct Staged<'a> {
     pub source: &'a str,
     /// Where an adopted snapshot was first ingested, when its carrier says.
     pub origin: Option<&'a Origin>,
+    /// The source records to keep with the snapshot: the one this ingest
+    /// found, or those an adopted snapshot's carrier brought.
+    pub sources: Vec<SourceEntry>,
+    /// The digest of the git tree the source record names, learned by this
+    /// ingest, by its key.
+    pub tree_digest: Option<(String, ManifestDigest)>,
     /// The staged objects: their names in the work directory, and keys.
     pub objects: Vec<(String, ObjectKey)>,
     /// Stored objects found drifted, to mend before recording.
@@ -540,14 +566,25 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
         });
     }
     let new_manifest = store.write_manifest(&work, s.manifest)?;
-    let sync = new_objects > 0 || new_manifest || !repaired.is_empty();
-    let recorded = record(store, &s, sync, new_objects, reused, &repaired);
+    let kept: Vec<KeptSource> = s.sources.iter().cloned().map(KeptSource::new).collect();
+    let mut new_sources = Vec::new();
+    for k in &kept {
+        if store.write_source(&work, &digest, k)? {
+            new_sources.push(k.id);
+        }
+    }
+    let sync = new_objects > 0 || new_manifest || !repaired.is_empty() || !new_sources.is_empty();
+    let recorded = record(store, &s, &kept, sync, new_objects, reused, &repaired);
     let (already_present, recorded) = match recorded {
         Ok(r) => r,
         Err(e) => {
-            // A failed command leaves no manifest for `recover` to revive,
-            // unless another ingest of the same snapshot recorded it
-            // meanwhile. Best effort: what is left is a sound snapshot.
+            // A failed command leaves no manifest or source record for
+            // `recover` to revive, unless another ingest of the same
+            // snapshot recorded it meanwhile. Best effort: what is left is
+            // a sound snapshot.
+            for id in &new_sources {
+                let _ = store.remove_source(&digest, id);
+            }
             if new_manifest {
                 let _ = store.forget_unrecorded_manifest(&digest);
             }

@@ -8,6 +8,8 @@
 //! ├── catalogue.sqlite       the catalogue (plus -wal and -shm), an index
 //! ├── manifests/
 //! │   └── ab/<64 hex>        every snapshot's canonical manifest, by digest
+//! ├── sources/
+//! │   └── ab/<64 hex>/       a snapshot's source records (`sources`)
 //! ├── objects/
 //! │   ├── 00/ … ff/          256 shards, by the first byte of the SHA-256
 //! │   │   ├── <62 hex>       a non-executable file's bytes, mode 0444
@@ -71,6 +73,7 @@ pub mod objects;
 pub mod query;
 pub mod recover;
 pub mod sandbox;
+pub mod sources;
 pub mod spares;
 #[cfg(test)]
 pub(crate) mod testutil;

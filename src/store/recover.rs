@@ -13,7 +13,9 @@
 //!    fails them is moved to `manifests-set-aside/` with the reason, never
 //!    deleted, and its objects stay live there;
 //! 3. rewrites the rows of a recorded snapshot that disagree with its manifest;
-//! 4. writes the manifest of a recorded snapshot that has none on disk;
+//! 4. writes the manifest of a recorded snapshot that has none on disk, and
+//!    reconciles source records: a record file the catalogue lacks is
+//!    recorded, a recorded one whose file is gone is written again;
 //! 5. records again the shared views and the salvaged views still on disk;
 //! 6. makes it durable and folds the write-ahead log in.
 //!
@@ -26,6 +28,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::FileType;
 
 use super::manifests::FoundManifest;
+use super::sources::FoundSource;
 use super::objects::{check_object, ObjectState};
 use super::{Store, WorkDir};
 use crate::catalogue::{Catalogue, IngestEvent, NewSnapshot, ViewRow};
@@ -76,6 +79,10 @@ pub struct Recovery {
     pub views_recorded: Vec<String>,
     /// Events salvaged from the set-aside catalogue.
     pub events_salvaged: u64,
+    /// Source records recorded again from their files.
+    pub sources_recorded: u64,
+    /// Source record files written again from the catalogue.
+    pub sources_written: u64,
     /// Snapshots recorded after recovery.
     pub snapshots: u64,
     /// What could not be mended.
@@ -238,6 +245,7 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
         recover_manifest(&mut store, &work, found, digest, &versions, &mut report)?;
     }
     write_missing_manifests(&store, &work, &seen, &mut report)?;
+    reconcile_sources(&store, &work, &mut report)?;
     for event in &salvage.ingests {
         store.catalogue().add_event(event)?;
         report.events_salvaged += 1;
@@ -366,7 +374,7 @@ fn record_recovered(
     };
     store
         .catalogue_mut()
-        .record_ingest(&snapshot, None, &event, &[])?;
+        .record_ingest(&snapshot, None, &event, &[], Default::default())?;
     Ok(())
 }
 
@@ -394,6 +402,36 @@ fn write_missing_manifests(
                     row.digest
                 ),
             }),
+        }
+    }
+    Ok(())
+}
+
+/// Records every sound source record file of a recorded snapshot that the
+/// catalogue lacks, and writes again every record the catalogue holds whose
+/// file is gone; a damaged record file is reported and left as it is.
+fn reconcile_sources(store: &Store, work: &WorkDir, report: &mut Recovery) -> Result<()> {
+    for row in store.catalogue().snapshots(None, None)? {
+        let digest = row.digest;
+        let mut on_disk = BTreeSet::new();
+        for found in store.read_sources(&digest)? {
+            match found {
+                FoundSource::Sound(kept) => {
+                    on_disk.insert(kept.id);
+                    if store.catalogue().add_source(&digest, &kept)? {
+                        report.sources_recorded += 1;
+                    }
+                }
+                FoundSource::Damaged(path, why) => report.problems.push(Unrecovered {
+                    path: path.display().to_string(),
+                    detail: format!("not a sound source record ({why}); left as it is"),
+                }),
+            }
+        }
+        for kept in store.catalogue().sources(&digest)? {
+            if !on_disk.contains(&kept.id) && store.write_source(work, &digest, &kept)? {
+                report.sources_written += 1;
+            }
         }
     }
     Ok(())
@@ -436,43 +474,5 @@ fn recorded_manifest(cat: &Catalogue, digest: &ManifestDigest) -> Option<Manifes
 /// A file's modification time as RFC 3339 UTC with milliseconds.
 fn modified_at(path: &Path) -> Option<String> {
     let st = rustix::fs::stat(path).ok()?;
-    let secs = st.st_mtime;
-    let millis = st.st_mtime_nsec / 1_000_000;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    Some(format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    ))
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::civil_from_days;
-
-    #[test]
-    fn days_become_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
-        assert_eq!(civil_from_days(20_422), (2025, 11, 30));
-        assert_eq!(civil_from_days(-1), (1969, 12, 31));
-    }
+    Some(crate::clock::rfc3339(st.st_mtime, (st.st_mtime_nsec / 1_000_000) as i64))
 }

@@ -50,7 +50,7 @@ pub fn record(store: &mut Store, m: &Manifest) {
     };
     store
         .catalogue_mut()
-        .record_ingest(&snap, None, &event, &[])
+        .record_ingest(&snap, None, &event, &[], Default::default())
         .unwrap();
 }
 

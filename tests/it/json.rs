@@ -418,6 +418,8 @@ struct RecoverOut {
     manifests_set_aside: Vec<SetAsideOut>,
     views_recorded: Vec<String>,
     events_salvaged: u64,
+    sources_recorded: u64,
+    sources_written: u64,
     snapshots: u64,
     problems: Vec<UnrecoveredOut>,
 }
