@@ -32,8 +32,8 @@
 pub mod audit;
 pub mod bundle;
 pub mod catalogue;
-pub mod clock;
 pub mod cli;
+pub mod clock;
 pub mod cmd;
 pub mod digest;
 pub mod error;

@@ -61,7 +61,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0004_remote_blobs",
         include_str!("../../migrations/0004_remote_blobs.sql"),
     ),
-    ("0005_sources", include_str!("../../migrations/0005_sources.sql")),
+    (
+        "0005_sources",
+        include_str!("../../migrations/0005_sources.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

@@ -54,13 +54,19 @@ pub struct Attached<'a> {
 
 impl Attached<'_> {
     /// Adds the records and the tree's digest inside an ingest's transaction.
-    pub(super) fn insert(&self, tx: &Transaction<'_>, digest: &ManifestDigest) -> rusqlite::Result<()> {
+    pub(super) fn insert(
+        &self,
+        tx: &Transaction<'_>,
+        digest: &ManifestDigest,
+    ) -> rusqlite::Result<()> {
         for kept in self.sources {
             insert_source(tx, digest, kept)?;
         }
         if let Some((key, tree_digest)) = self.tree_digest {
-            tx.prepare_cached("INSERT OR REPLACE INTO git_tree_digests (key, digest) VALUES (?1, ?2)")?
-                .execute(params![key, tree_digest.to_hex()])?;
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO git_tree_digests (key, digest) VALUES (?1, ?2)",
+            )?
+            .execute(params![key, tree_digest.to_hex()])?;
         }
         Ok(())
     }
@@ -98,7 +104,10 @@ impl Catalogue {
             .query_map([digest.to_hex()], |r| r.get(0))
             .and_then(|rows| rows.collect())
             .map_err(self.err("read the source records"))?;
-        Ok(rows.iter().filter_map(|json| KeptSource::parse(json)).collect())
+        Ok(rows
+            .iter()
+            .filter_map(|json| KeptSource::parse(json))
+            .collect())
     }
 
     /// Adds a record of a recorded snapshot unless it is there already;

@@ -21,12 +21,12 @@ use super::ingest::{publish_and_record, IngestReport, Staged};
 use super::objects::{check_object, ObjectState};
 use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::Origin;
-use crate::source::SourceEntry;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, IoContext, Result};
 use crate::manifest::Manifest;
 use crate::policy::{self, Rejection};
 use crate::pyjson::{self, Value};
+use crate::source::SourceEntry;
 
 /// Why received data cannot become a snapshot.
 #[derive(Debug, thiserror::Error)]

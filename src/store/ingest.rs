@@ -52,6 +52,9 @@ pub struct IngestStats {
     /// What the reference's filters left out of the snapshot (a directory
     /// counts once); the digest does not depend on it.
     pub left_out: Vec<LeftOutEntry>,
+    /// The source records kept with this ingest: the one it found (the git
+    /// commit its source lies in), or those an adopted snapshot brought.
+    pub sources: Vec<SourceEntry>,
     /// What the catalogue recorded, for taking the ingest back.
     #[serde(skip)]
     pub recorded: RecordedIngest,
@@ -400,7 +403,15 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         reused,
         bytes_staged,
         left_out: walked.left_out,
-        sources: Vec::new(),
+        sources: source
+            .git_record()
+            .map(|record| SourceEntry {
+                at: crate::clock::now(),
+                via: Via::Ingest,
+                record,
+            })
+            .into_iter()
+            .collect(),
         tree_digest: None,
     })
 }
@@ -470,7 +481,11 @@ fn record(
     let event = |event: &str, source: String, new_objects: u64, reused: u64| IngestEvent {
         digest,
         event: event.into(),
-        at: if event == "repair" { String::new() } else { at.clone() },
+        at: if event == "repair" {
+            String::new()
+        } else {
+            at.clone()
+        },
         source,
         host: host_name(),
         user: user_name(),
@@ -625,6 +640,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
                 .into_iter()
                 .map(|(reason, path)| LeftOutEntry { path, reason })
                 .collect(),
+            sources: s.sources,
             recorded,
         },
     })

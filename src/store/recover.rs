@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use rustix::fs::FileType;
 
 use super::manifests::FoundManifest;
-use super::sources::FoundSource;
 use super::objects::{check_object, ObjectState};
+use super::sources::FoundSource;
 use super::{Store, WorkDir};
 use crate::catalogue::{Catalogue, IngestEvent, NewSnapshot, ViewRow};
 use crate::digest::{ManifestDigest, ObjectId};
@@ -474,5 +474,8 @@ fn recorded_manifest(cat: &Catalogue, digest: &ManifestDigest) -> Option<Manifes
 /// A file's modification time as RFC 3339 UTC with milliseconds.
 fn modified_at(path: &Path) -> Option<String> {
     let st = rustix::fs::stat(path).ok()?;
-    Some(crate::clock::rfc3339(st.st_mtime, (st.st_mtime_nsec / 1_000_000) as i64))
+    Some(crate::clock::rfc3339(
+        st.st_mtime,
+        (st.st_mtime_nsec / 1_000_000) as i64,
+    ))
 }

@@ -47,7 +47,7 @@ fn rel_dir(digest: &ManifestDigest) -> String {
 #[derive(Debug)]
 pub enum FoundSource {
     /// A sound record: its bytes hash to its name.
-    Sound(KeptSource),
+    Sound(Box<KeptSource>),
     /// A file that is not a sound record, and why.
     Damaged(PathBuf, String),
 }
@@ -61,7 +61,12 @@ impl Store {
     /// Writes a record of a snapshot through the work directory, never
     /// overwriting. Returns whether it was new. Durable only after the next
     /// [`Store::sync`].
-    pub fn write_source(&self, work: &WorkDir, digest: &ManifestDigest, kept: &KeptSource) -> Result<bool> {
+    pub fn write_source(
+        &self,
+        work: &WorkDir,
+        digest: &ManifestDigest,
+        kept: &KeptSource,
+    ) -> Result<bool> {
         let dir = self.sources_dir(digest);
         let rel = rel_dir(digest);
         let mut made = String::new();
@@ -152,7 +157,10 @@ impl SourceFiles {
 /// Reads one record file and checks its bytes against its name.
 fn read_one(path: &std::path::Path) -> FoundSource {
     let damaged = |why: String| FoundSource::Damaged(path.to_path_buf(), why);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let Some(id) = name.strip_suffix(SUFFIX).and_then(SourceId::from_lower_hex) else {
         return damaged("its name is not a source record's".into());
     };
@@ -168,7 +176,7 @@ fn read_one(path: &std::path::Path) -> FoundSource {
         return damaged("its bytes do not hash to its name".into());
     }
     match std::str::from_utf8(&bytes).ok().and_then(KeptSource::parse) {
-        Some(kept) => FoundSource::Sound(kept),
+        Some(kept) => FoundSource::Sound(Box::new(kept)),
         None => damaged("it is not a source record".into()),
     }
 }

@@ -24,7 +24,7 @@ use crate::util::{self, assert_exit, chmod, minimal_plugin, os, parse_json, writ
 const V: &str = "1.0.0";
 
 /// Runs `git ARGS` in `dir`, which must succeed; returns its stdout.
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = git_output(dir, args);
     assert!(
         out.status.success(),
@@ -59,13 +59,13 @@ fn git_output(dir: &Path, args: &[&str]) -> Output {
 }
 
 /// A new repository at `dir` (made if missing).
-fn init(dir: &Path) {
+pub(crate) fn init(dir: &Path) {
     fs::create_dir_all(dir).expect("create the repository");
     git(dir, &["init", "-q"]);
 }
 
 /// Commits everything in the work tree; returns the commit.
-fn commit_all(repo: &Path, message: &str) -> String {
+pub(crate) fn commit_all(repo: &Path, message: &str) -> String {
     git(repo, &["add", "-A"]);
     git(repo, &["commit", "-q", "--allow-empty", "-m", message]);
     git(repo, &["rev-parse", "HEAD"])
@@ -182,7 +182,7 @@ fn refuses_alike(error: &str, answer: &Answer) -> bool {
 }
 
 /// A release at the root of a new repository, committed.
-fn plugin_repo(env: &TestEnv) -> PathBuf {
+pub(crate) fn plugin_repo(env: &TestEnv) -> PathBuf {
     let repo = env.path("repo");
     init(&repo);
     minimal_plugin(&repo, V);

@@ -46,6 +46,42 @@ struct IngestStats {
     bytes_written: u64,
     repaired: Vec<RepairedOut>,
     left_out: Vec<LeftOutOut>,
+    sources: Vec<SourceEntryOut>,
+}
+
+/// A source record as kept, with when and how (docs/format.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SourceEntryOut {
+    pub(crate) at: String,
+    pub(crate) via: String,
+    pub(crate) record: SourceRecordOut,
+}
+
+/// Where a snapshot's bytes came from.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SourceRecordOut {
+    pub(crate) read_from: String,
+    pub(crate) repository: String,
+    pub(crate) commit: Option<String>,
+    pub(crate) path: String,
+    pub(crate) tree: Option<String>,
+    pub(crate) tag: Option<String>,
+    pub(crate) clean: bool,
+    #[serde(default)]
+    pub(crate) changes: Option<ChangesOut>,
+    #[serde(default)]
+    pub(crate) commit_refused: Option<String>,
+}
+
+/// What differs from the commit's snapshot.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChangesOut {
+    pub(crate) added: Vec<String>,
+    pub(crate) changed: Vec<String>,
+    pub(crate) removed: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
