@@ -205,7 +205,10 @@ mod tests {
                 "ssh://git:pw@github.com/o/r.git",
                 "ssh://git@github.com/o/r.git",
             ),
-            ("ssh://git@github.com/o/r.git", "ssh://git@github.com/o/r.git"),
+            (
+                "ssh://git@github.com/o/r.git",
+                "ssh://git@github.com/o/r.git",
+            ),
             ("git@github.com:o/r.git", "git@github.com:o/r.git"),
             ("/srv/git/r.git", "/srv/git/r.git"),
             ("file:///srv/git/r.git", "file:///srv/git/r.git"),
