@@ -256,14 +256,46 @@ pub(super) struct GitTree {
     prefix: Vec<u8>,
     commit: ObjectId,
     root_tree: ObjectId,
+    /// The plugin directory's tree; `None` for a submodule.
+    dir_tree: Option<ObjectId>,
     root_dir: GitDir,
     checkout: RefCell<Checkout>,
+}
+
+/// Why a revision's plugin directory could not be opened: it breaks a rule,
+/// or the repository could not be read.
+pub(super) enum OpenError {
+    /// The directory breaks one of the reference's rules.
+    Rejected(Rejection),
+    /// The repository could not be read, or the request names nothing in it.
+    Git(GitError),
+}
+
+impl From<Rejection> for OpenError {
+    fn from(r: Rejection) -> Self {
+        OpenError::Rejected(r)
+    }
+}
+
+impl From<GitError> for OpenError {
+    fn from(e: GitError) -> Self {
+        OpenError::Git(e)
+    }
+}
+
+impl From<OpenError> for Error {
+    fn from(e: OpenError) -> Self {
+        match e {
+            OpenError::Rejected(r) => r.into(),
+            OpenError::Git(e) => e.into(),
+        }
+    }
 }
 
 impl GitTree {
     /// Opens the repository, resolves the revision and finds the plugin's
     /// directory in its tree.
-    pub(super) fn open(request: &GitRequest<'_>) -> crate::error::Result<GitTree> {
+    pub(super) fn open(request: &GitRequest<'_>) -> Result<GitTree, OpenError> {
         let repo_path = absolute_like_python(request.repo);
         let repo = gix::open(&repo_path).map_err(|e| GitError::Open {
             path: repo_path.clone(),
@@ -285,14 +317,28 @@ impl GitTree {
             let tree = commit.tree_id().map_err(revision)?.detach();
             (commit.id, tree)
         };
+        GitTree::at_commit(repo, repo_path, commit_id, root_tree, request)
+    }
+
+    /// Finds the plugin's directory in the tree of `commit` (whose root tree
+    /// is `root_tree`) of an open repository at `repo_path`, absolute; only
+    /// `request.dir` and, in messages, `request.rev` are read of `request`.
+    pub(super) fn at_commit(
+        repo: gix::Repository,
+        repo_path: PathBuf,
+        commit: ObjectId,
+        root_tree: ObjectId,
+        request: &GitRequest<'_>,
+    ) -> Result<GitTree, OpenError> {
         let checkout = checkout(&repo, &repo_path, root_tree)?;
         let mut tree = GitTree {
             repo,
             root: repo_path.clone(),
             repo_path,
             prefix: Vec::new(),
-            commit: commit_id,
+            commit,
             root_tree,
+            dir_tree: Some(root_tree),
             root_dir: GitDir {
                 rel: Vec::new(),
                 entries: Vec::new(),
@@ -310,8 +356,36 @@ impl GitTree {
         };
         tree.prefix = parts.join(&b'/');
         tree.root = tree.checkout_path(&tree.prefix);
-        tree.root_dir = tree.plugin_dir(&parts)?;
+        let (dir, dir_tree) = tree.plugin_dir(&parts)?;
+        tree.root_dir = dir;
+        tree.dir_tree = dir_tree;
         Ok(tree)
+    }
+
+    /// The open repository.
+    pub(super) fn repo(&self) -> &gix::Repository {
+        &self.repo
+    }
+
+    /// The revision's commit.
+    pub(super) fn commit(&self) -> ObjectId {
+        self.commit
+    }
+
+    /// The revision's root tree.
+    pub(super) fn root_tree(&self) -> ObjectId {
+        self.root_tree
+    }
+
+    /// The plugin directory's tree; `None` when it is a submodule.
+    pub(super) fn dir_tree(&self) -> Option<ObjectId> {
+        self.dir_tree
+    }
+
+    /// The plugin directory's path in the repository, `/`-separated (empty
+    /// at the root).
+    pub(super) fn prefix(&self) -> &[u8] {
+        &self.prefix
     }
 
     /// How reports name the source: `git:REPO@COMMIT:PATH`.
@@ -381,7 +455,7 @@ impl GitTree {
 
     /// The plugin directory's path in the repository, from the revision's
     /// marketplace.
-    fn plugin_parts(&self, name: &str, rev: &str) -> crate::error::Result<Vec<Vec<u8>>> {
+    fn plugin_parts(&self, name: &str, rev: &str) -> Result<Vec<Vec<u8>>, OpenError> {
         let rel = format!("{}/marketplace.json", policy::MANIFEST_DIR);
         let path = self.checkout_path(rel.as_bytes());
         let manifest_dir = self.entry(self.root_tree, b"", policy::MANIFEST_DIR.as_bytes())?;
@@ -441,8 +515,9 @@ impl GitTree {
     }
 
     /// The plugin directory at `parts`, checked as the reference checks a
-    /// source directory: there, a directory, reached by no symlink.
-    fn plugin_dir(&self, parts: &[Vec<u8>]) -> crate::error::Result<GitDir> {
+    /// source directory: there, a directory, reached by no symlink; and its
+    /// tree (`None` for a submodule).
+    fn plugin_dir(&self, parts: &[Vec<u8>]) -> Result<(GitDir, Option<ObjectId>), OpenError> {
         let unavailable = |errno: Errno| Rejection::SourceUnavailable {
             path: self.root.clone(),
             source: errno.into(),
@@ -451,6 +526,7 @@ impl GitTree {
             rel: Vec::new(),
             entries: self.entries(self.root_tree, b"")?,
         };
+        let mut tree = Some(self.root_tree);
         for (i, part) in parts.iter().enumerate() {
             let last = i + 1 == parts.len();
             let entry = dir.find(part).cloned();
@@ -458,14 +534,20 @@ impl GitTree {
             dir = match entry {
                 None => return Err(unavailable(Errno::NOENT).into()),
                 Some(e) => match e.kind {
-                    EntryKind::Tree => GitDir {
-                        entries: self.entries(e.id, &rel)?,
-                        rel,
-                    },
-                    EntryKind::Commit => GitDir {
-                        rel,
-                        entries: Vec::new(),
-                    },
+                    EntryKind::Tree => {
+                        tree = Some(e.id);
+                        GitDir {
+                            entries: self.entries(e.id, &rel)?,
+                            rel,
+                        }
+                    }
+                    EntryKind::Commit => {
+                        tree = None;
+                        GitDir {
+                            rel,
+                            entries: Vec::new(),
+                        }
+                    }
                     EntryKind::Blob | EntryKind::BlobExecutable if !last => {
                         return Err(unavailable(Errno::NOTDIR).into())
                     }
@@ -478,7 +560,7 @@ impl GitTree {
                 },
             };
         }
-        Ok(dir)
+        Ok((dir, tree))
     }
 
     /// Python's `exists()` of the symlink `link` in `dir`: follows it, and
@@ -703,18 +785,24 @@ fn checkout(
         repo.object_hash(),
         options,
     );
-    let snapshot = repo.config_snapshot();
-    let config = ["core.autocrlf", "core.eol"]
-        .iter()
-        .filter_map(|key| snapshot.string(*key).map(|v| format!("{key}={v}")))
-        .collect::<Vec<_>>()
-        .join(" ");
     Ok(Checkout {
         stack,
         outcome,
         pipeline,
-        config,
+        config: conversion_config(repo),
     })
+}
+
+/// The repository's settings that convert line endings when no attribute
+/// says so, as refusals name them: `core.autocrlf=… core.eol=…`, each only
+/// when set; empty when neither is.
+pub(super) fn conversion_config(repo: &gix::Repository) -> String {
+    let snapshot = repo.config_snapshot();
+    ["core.autocrlf", "core.eol"]
+        .iter()
+        .filter_map(|key| snapshot.string(*key).map(|v| format!("{key}={v}")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 impl Tree for GitTree {
@@ -842,7 +930,7 @@ impl Tree for GitTree {
 }
 
 /// What git said, on one line: the error and its causes.
-fn reason(e: &gix::Error) -> String {
+pub(super) fn reason(e: &gix::Error) -> String {
     crate::error::error_chain(e).replace('\n', " ")
 }
 

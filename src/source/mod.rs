@@ -50,9 +50,11 @@ use crate::policy::{self, LeftOut, Rejection};
 mod fs;
 pub mod git;
 pub mod record;
+pub mod worktree;
 
 pub use git::{GitError, GitRequest};
 pub use record::{Changes, ReadFrom, SourceEntry, SourceRecord, Via};
+pub use worktree::{work_tree_record, NoCache, TreeDigests, TreeKey, WorkTreeFound};
 
 /// How deep below a top-level directory the reference can walk before
 /// Python's recursion limit stops it (measured: 986 nested directories pass,
