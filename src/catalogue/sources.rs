@@ -6,7 +6,7 @@ use rusqlite::{params, OptionalExtension, Transaction};
 use super::Catalogue;
 use crate::digest::{ManifestDigest, SourceId};
 use crate::error::Result;
-use crate::source::SourceEntry;
+use crate::source::{SourceEntry, TreeDigests, TreeKey};
 
 /// A source record as a store keeps it: its file's bytes and their name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,5 +128,13 @@ impl Catalogue {
             )
             .optional()
             .map_err(self.err("read a git tree's digest"))
+    }
+}
+
+impl TreeDigests for Catalogue {
+    /// A catalogue that cannot be read answers as a cache that misses: the
+    /// tree is walked instead.
+    fn get(&self, key: &TreeKey) -> Option<ManifestDigest> {
+        self.tree_digest(key.as_str()).ok().flatten()
     }
 }

@@ -933,21 +933,3 @@ impl Tree for GitTree {
 pub(super) fn reason(e: &gix::Error) -> String {
     crate::error::error_chain(e).replace('\n', " ")
 }
-
-impl GitTree {
-    /// The source record of this tree: the commit, the plugin directory's
-    /// path and tree id, clean by construction.
-    pub(super) fn record(&self) -> super::SourceRecord {
-        super::SourceRecord {
-            read_from: super::ReadFrom::Git,
-            repository: self.repo_path.display().to_string(),
-            commit: Some(self.commit.to_string()),
-            path: String::from_utf8_lossy(&self.prefix).into_owned(),
-            tree: None,
-            tag: None,
-            clean: true,
-            changes: super::Changes::default(),
-            commit_refused: None,
-        }
-    }
-}

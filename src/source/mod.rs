@@ -158,14 +158,6 @@ impl Source {
         &self.shown
     }
 
-    /// The source record of a git source; `None` for a directory.
-    pub fn git_record(&self) -> Option<SourceRecord> {
-        match &self.tree {
-            Backing::Dir(_) => None,
-            Backing::Git(t) => Some(t.record()),
-        }
-    }
-
     /// Whether the source is a directory on this filesystem (not a git tree).
     pub fn is_directory(&self) -> bool {
         matches!(self.tree, Backing::Dir(_))

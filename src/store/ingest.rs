@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
 use crate::source::git::PluginDir;
-use crate::source::{GitRequest, Source, SourceEntry, Via, WalkError, Walked};
+use crate::source::{work_tree_record, GitRequest, Source, SourceEntry, Via, WalkError, Walked};
 
 /// What to ingest.
 pub struct IngestOptions<'a> {
@@ -55,6 +55,9 @@ pub struct IngestStats {
     /// The source records kept with this ingest: the one it found (the git
     /// commit its source lies in), or those an adopted snapshot brought.
     pub sources: Vec<SourceEntry>,
+    /// Why no source record was kept although the source lies in a git
+    /// repository: the repository could not be read.
+    pub source_unrecorded: Option<String>,
     /// What the catalogue recorded, for taking the ingest back.
     #[serde(skip)]
     pub recorded: RecordedIngest,
@@ -338,6 +341,7 @@ pub struct IngestPlan {
     left_out: Vec<(LeftOut, String)>,
     sources: Vec<SourceEntry>,
     tree_digest: Option<(String, ManifestDigest)>,
+    source_error: Option<String>,
 }
 
 impl IngestPlan {
@@ -373,6 +377,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
     } = walk_and_stage(store, &work, source, opts)?;
 
     let manifest = Manifest::new(std::mem::take(&mut walked.entries));
+    let found = find_source(store, source, &manifest, opts);
     let mut staged = Vec::new();
     let mut drifted = Vec::new();
     let mut reused = 0;
@@ -403,22 +408,68 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         reused,
         bytes_staged,
         left_out: walked.left_out,
-        sources: source
-            .git_record()
-            .map(|record| SourceEntry {
-                at: crate::clock::now(),
-                via: Via::Ingest,
-                record,
-            })
-            .into_iter()
-            .collect(),
-        tree_digest: None,
+        sources: found.record.into_iter().collect(),
+        tree_digest: found.learned,
+        source_error: found.error,
     })
+}
+
+/// What an ingest found of its source's provenance.
+#[derive(Default)]
+struct FoundSource {
+    record: Option<SourceEntry>,
+    learned: Option<(String, ManifestDigest)>,
+    error: Option<String>,
+}
+
+/// The source record of a release just walked into `manifest`: a git
+/// source's, or that of the git work tree a directory lies in, if any. A
+/// repository that cannot be read records nothing and says why: the ingest
+/// itself does not depend on it.
+fn find_source(
+    store: &Store,
+    source: &Source,
+    manifest: &Manifest,
+    opts: &IngestOptions<'_>,
+) -> FoundSource {
+    let entry = |record| SourceEntry {
+        at: crate::clock::now(),
+        via: Via::Ingest,
+        record,
+    };
+    if let Some((record, key)) = source.git_record() {
+        return FoundSource {
+            record: Some(entry(record)),
+            learned: Some((key.as_str().to_string(), manifest.digest)),
+            error: None,
+        };
+    }
+    match work_tree_record(
+        source.root(),
+        manifest,
+        opts.version,
+        opts.bounds,
+        store.catalogue(),
+    ) {
+        Ok(Some(found)) => FoundSource {
+            record: Some(entry(found.record)),
+            learned: found
+                .learned
+                .map(|(key, digest)| (key.as_str().to_string(), digest)),
+            error: None,
+        },
+        Ok(None) => FoundSource::default(),
+        Err(e) => FoundSource {
+            error: Some(crate::error::error_chain(&e)),
+            ..FoundSource::default()
+        },
+    }
 }
 
 /// Publishes and records what [`plan_ingest`] staged.
 pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport> {
-    publish_and_record(
+    let source_unrecorded = plan.source_error;
+    let mut report = publish_and_record(
         store,
         plan.work,
         Staged {
@@ -435,7 +486,9 @@ pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport>
             bytes: plan.bytes_staged,
             left_out: plan.left_out,
         },
-    )
+    )?;
+    report.ingest.source_unrecorded = source_unrecorded;
+    Ok(report)
 }
 
 /// Takes back an ingest whose command then failed (see
@@ -641,6 +694,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
                 .map(|(reason, path)| LeftOutEntry { path, reason })
                 .collect(),
             sources: s.sources,
+            source_unrecorded: None,
             recorded,
         },
     })

@@ -19,6 +19,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::gen;
+use crate::json::{SourceEntryOut, SourceRecordOut};
 use crate::util::{self, assert_exit, chmod, minimal_plugin, os, parse_json, write, TestEnv};
 
 const V: &str = "1.0.0";
@@ -147,6 +148,14 @@ fn agrees(env: &TestEnv, repo: &Path, rev: &str, extra: &[&str], sub: &str) -> A
         from_git, from_checkout,
         "--git {rev} {extra:?} differs from its checkout"
     );
+    if let Answer::Digest(digest) = &from_checkout {
+        let commit = git(repo, &["rev-parse", &format!("{rev}^{{commit}}")]);
+        let record = ingested_record(env, &plugin, digest);
+        assert_eq!(record.read_from, "work-tree");
+        assert_eq!(record.commit.as_deref(), Some(commit.as_str()));
+        assert_eq!(record.path, sub);
+        assert!(record.clean, "a checkout of {rev} is clean: {record:?}");
+    }
     match util::oracle_snapshot(&plugin, V) {
         None => util::skip(
             "git::agrees",
@@ -166,6 +175,27 @@ fn agrees(env: &TestEnv, repo: &Path, rev: &str, extra: &[&str], sub: &str) -> A
         }
     }
     from_git
+}
+
+/// Ingests the directory `dir` (which must make `digest`) and returns the
+/// source record the ingest kept.
+pub(crate) fn ingested_record(env: &TestEnv, dir: &Path, digest: &str) -> SourceRecordOut {
+    let out = env.run([
+        os("ingest"),
+        dir.as_os_str(),
+        os("--version"),
+        os(V),
+        os("--json"),
+    ]);
+    let json = parse_json(&out);
+    assert!(out.status.success(), "{}", util::describe(&out));
+    assert_eq!(util::digest_of(&json), digest);
+    let mut sources: Vec<SourceEntryOut> =
+        serde_json::from_value(json["ingest"]["sources"].clone()).expect("the ingest's sources");
+    assert_eq!(sources.len(), 1, "one record per ingest: {json}");
+    let entry = sources.remove(0);
+    assert_eq!(entry.via, "ingest");
+    entry.record
 }
 
 /// Whether the oracle's refusal `error` is cestore's `answer`: it names the
@@ -527,6 +557,119 @@ fn annotated_and_lightweight_tags_name_their_commits() {
     let (out, json) = digest_git(&env, &repo, "no-such-tag", &[]);
     assert_exit(&out, 4);
     assert_eq!(json["error"]["kind"], "not-found", "{json}");
+}
+
+/// A work tree's ingest records its commit, tag, tree and origin (without
+/// credentials); a changed byte, an added and a removed file make it dirty,
+/// each named; the records survive a lost catalogue and go with `rm`.
+#[test]
+fn a_work_tree_records_its_commit_and_what_differs() {
+    let env = TestEnv::new();
+    let repo = plugin_repo(&env);
+    write(&repo.join("skills/ce-plan/notes.md"), "notes\n");
+    let commit = commit_all(&repo, "one");
+    git(&repo, &["tag", "-a", "v1", "-m", "release one"]);
+    let secret = "s3cr3t-t0ken";
+    let origin = format!("https://bob:{secret}@example.com/o/r.git");
+    git(&repo, &["remote", "add", "origin", &origin]);
+    let clean_digest = env.ingest_digest(&repo, V);
+
+    let record = ingested_record(&env, &repo, &clean_digest);
+    assert!(record.clean);
+    assert_eq!(record.commit.as_deref(), Some(commit.as_str()));
+    assert_eq!(record.tag.as_deref(), Some("v1"));
+    assert_eq!(record.path, "");
+    assert_eq!(record.tree, Some(git(&repo, &["rev-parse", "HEAD^{tree}"])));
+    assert_eq!(record.repository, "https://example.com/o/r.git");
+    assert!(record.changes.is_none());
+
+    // One changed byte.
+    let skill = repo.join("skills/ce-plan/SKILL.md");
+    let mut bytes = fs::read(&skill).unwrap();
+    bytes[0] ^= 1;
+    fs::write(&skill, &bytes).unwrap();
+    let dirty = env.ingest_digest(&repo, V);
+    assert_ne!(dirty, clean_digest);
+    let record = ingested_record(&env, &repo, &dirty);
+    assert!(!record.clean);
+    let changes = record.changes.expect("what differs");
+    assert_eq!(changes.changed, ["skills/ce-plan/SKILL.md"]);
+    assert!(changes.added.is_empty() && changes.removed.is_empty());
+
+    // An added and a removed file, besides.
+    write(&repo.join("skills/ce-work/more.md"), "more\n");
+    fs::remove_file(repo.join("skills/ce-plan/notes.md")).unwrap();
+    let digest = env.ingest_digest(&repo, V);
+    let changes = ingested_record(&env, &repo, &digest)
+        .changes
+        .expect("what differs");
+    assert_eq!(changes.added, ["skills/ce-work/more.md"]);
+    assert_eq!(changes.changed, ["skills/ce-plan/SKILL.md"]);
+    assert_eq!(changes.removed, ["skills/ce-plan/notes.md"]);
+
+    // No credential anywhere in the store, or in what ingest prints.
+    let out = env.run([os("ingest"), repo.as_os_str(), os("--version"), os(V)]);
+    assert!(out.status.success(), "{}", util::describe(&out));
+    assert!(!util::describe(&out).contains(secret));
+    let leaked = Command::new("grep")
+        .args(["-rl", secret])
+        .arg(&env.store)
+        .output()
+        .expect("run grep");
+    assert!(leaked.stdout.is_empty(), "{}", util::describe(&leaked));
+
+    // A lost catalogue: recover records every record file again.
+    for name in [
+        "catalogue.sqlite",
+        "catalogue.sqlite-wal",
+        "catalogue.sqlite-shm",
+    ] {
+        let _ = fs::remove_file(env.store.join(name));
+    }
+    let recovered = env.json(["recover", "--json"]);
+    assert_eq!(recovered["sources_recorded"], 7, "{recovered}");
+    let again = env.json(["recover", "--json"]);
+    assert_eq!(again["sources_recorded"], 0, "{again}");
+    assert_eq!(again["sources_written"], 0, "{again}");
+
+    // A lost record file: recover writes it again from the catalogue.
+    let lost = record_files(&env.store, &dirty).remove(0);
+    let _ = Command::new("chmod")
+        .arg("u+w")
+        .arg(lost.parent().unwrap())
+        .status();
+    fs::remove_file(&lost).unwrap();
+    let rewritten = env.json(["recover", "--json"]);
+    assert_eq!(rewritten["sources_written"], 1, "{rewritten}");
+    assert!(lost.exists());
+
+    // rm takes a snapshot's records with it.
+    let records = record_files(&env.store, &clean_digest);
+    assert_eq!(records.len(), 2, "{records:?}");
+    let out = env.run(["rm", clean_digest.as_str()]);
+    assert!(out.status.success(), "{}", util::describe(&out));
+    assert!(record_files(&env.store, &clean_digest).is_empty());
+    assert_eq!(record_files(&env.store, &dirty).len(), 2);
+}
+
+/// A directory outside any work tree keeps no record.
+#[test]
+fn a_directory_outside_git_keeps_no_record() {
+    let env = TestEnv::new();
+    let src = env.path("plain");
+    minimal_plugin(&src, V);
+    let json = env.ingest(&src, V);
+    assert_eq!(json["ingest"]["sources"], serde_json::json!([]), "{json}");
+    assert_eq!(json["ingest"]["source_unrecorded"], Value::Null, "{json}");
+}
+
+/// The source record files of a snapshot in `store`.
+fn record_files(store: &Path, digest: &str) -> Vec<PathBuf> {
+    let dir = store.join("sources").join(&digest[..2]).join(digest);
+    match fs::read_dir(dir) {
+        Ok(entries) => entries.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Generated trees (see `gen`), committed: `--git` answers as the checkout.

@@ -47,6 +47,7 @@ struct IngestStats {
     repaired: Vec<RepairedOut>,
     left_out: Vec<LeftOutOut>,
     sources: Vec<SourceEntryOut>,
+    source_unrecorded: Option<String>,
 }
 
 /// A source record as kept, with when and how (docs/format.md).
