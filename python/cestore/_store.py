@@ -73,8 +73,74 @@ class Bounds:
 
 
 @dataclass(frozen=True)
+class Changes:
+    """The files that differ between a snapshot and its commit's snapshot."""
+
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """Where a snapshot's bytes came from: a directory of a git commit's tree.
+
+    `clean` says whether the snapshot is exactly that directory's snapshot;
+    when not, `changes` lists what differs, and `commit_refused` why the
+    commit's directory makes no snapshot, if it makes none.
+    """
+
+    read_from: str
+    repository: str
+    commit: Optional[str]
+    path: str
+    tree: Optional[str]
+    tag: Optional[str]
+    clean: bool
+    changes: Changes = Changes()
+    commit_refused: Optional[str] = None
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> SourceRecord:
+        changes = d.get("changes") or {}
+        return cls(
+            d["read_from"],
+            d["repository"],
+            d["commit"],
+            d["path"],
+            d["tree"],
+            d["tag"],
+            d["clean"],
+            Changes(*(tuple(changes.get(k, ())) for k in ("added", "changed", "removed"))),
+            d.get("commit_refused"),
+        )
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """A source record as a store keeps it: when its ingest ran and how the store came to hold it.
+
+    `via` is `ingest`, `registry` (pulled) or `bundle` (imported).
+    """
+
+    at: str
+    via: str
+    record: SourceRecord
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> SourceEntry:
+        return cls(d["at"], d["via"], SourceRecord._of(d["record"]))
+
+
+@dataclass(frozen=True)
 class IngestStats:
-    """What one ingest did."""
+    """What one ingest did.
+
+    `sources` holds the source record the ingest kept (the git commit its
+    directory lies in), or those an adopted snapshot brought;
+    `source_unrecorded` says why none was kept for a directory in a git
+    repository that could not be read.
+    """
 
     source: str
     store: str
@@ -84,10 +150,17 @@ class IngestStats:
     bytes_written: int
     repaired: list[dict[str, Any]]
     left_out: list[dict[str, Any]]
+    sources: tuple[SourceEntry, ...] = ()
+    source_unrecorded: Optional[str] = None
 
     @classmethod
     def _of(cls, d: dict[str, Any]) -> IngestStats:
-        return cls(**{k: d[k] for k in cls.__dataclass_fields__})
+        plain = {k: d[k] for k in cls.__dataclass_fields__ if k not in ("sources", "source_unrecorded")}
+        return cls(
+            **plain,
+            sources=tuple(SourceEntry._of(e) for e in d["sources"]),
+            source_unrecorded=d["source_unrecorded"],
+        )
 
 
 @dataclass(frozen=True)
@@ -131,13 +204,14 @@ class FileEntry:
 
 @dataclass(frozen=True)
 class SnapshotInfo:
-    """What the store knows about a snapshot (`show`)."""
+    """What the store knows about a snapshot (`show`): `sources` are its source records, oldest first."""
 
     provenance: Provenance
     first_ingested_at: str
     last_ingested_at: Optional[str]
     ingest_count: int
     views: list[dict[str, Any]]
+    sources: tuple[SourceEntry, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -508,11 +582,31 @@ class Store:
         except Error as exc:
             raise _with_keywords(exc) from None
 
-    def ingest(self, source: StrPath, version: str, *, bounds: Optional[Bounds] = None) -> Snapshot:
-        """Validates a release as the reference does and stores it."""
-        extra = _bounds(bounds)
-        source, version = _path("source", source), _str("version", version)
-        out = self._typed("ingest", "--version", version, *extra, "--", source)
+    def ingest(
+        self,
+        source: Optional[StrPath] = None,
+        version: Optional[str] = None,
+        *,
+        bounds: Optional[Bounds] = None,
+        git: Optional[StrPath] = None,
+        rev: Optional[str] = None,
+        plugin: Optional[str] = None,
+        subdir: Optional[str] = None,
+    ) -> Snapshot:
+        """Validates a release as the reference does and stores it.
+
+        The release is the directory `source`, or, with `git` (a repository)
+        and `rev` (a tag, branch or commit), that revision's tree read from
+        the repository's objects: at its root, at `subdir`, or where its
+        marketplace puts `plugin`. Either way the snapshot keeps a source
+        record naming the commit (`Snapshot.ingest.sources`).
+        """
+        extra = _bounds(bounds) + _git_args(source, git, rev, plugin, subdir)
+        if version is None:
+            raise TypeError("ingest() needs a version")
+        version = _str("version", version)
+        where = [] if git is not None else ["--", _path("source", source)]
+        out = self._typed("ingest", "--version", version, *extra, *where)
         return Snapshot(Provenance._of(out["provenance"]), IngestStats._of(out["ingest"]))
 
     def digest(self, source: StrPath, version: str, *, bounds: Optional[Bounds] = None) -> Provenance:
@@ -566,6 +660,7 @@ class Store:
             out["last_ingested_at"],
             out["ingest_count"],
             out["views"],
+            tuple(SourceEntry._of(e) for e in out["sources"]),
         )
 
     def files(self, digest: str) -> list[FileEntry]:
@@ -755,6 +850,10 @@ _KEYWORDS = {
     "--method": "method",
     "--tree": "tree",
     "--spare": "spare",
+    "--git": "git",
+    "--rev": "rev",
+    "--plugin": "plugin",
+    "--subdir": "subdir",
     "--max-files": "Bounds(files=...)",
     "--max-file-bytes": "Bounds(file_bytes=...)",
     "--max-total-bytes": "Bounds(total_bytes=...)",
@@ -790,6 +889,35 @@ def _path(name: str, value: Any) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"{name} must be a str or os.PathLike, not {type(value).__name__}")
     return _abs(value)
+
+
+def _git_args(
+    source: Optional[StrPath],
+    git: Optional[StrPath],
+    rev: Optional[str],
+    plugin: Optional[str],
+    subdir: Optional[str],
+) -> list[str]:
+    """The CLI flags that read a release from git, after checking that exactly one of `source` and `git` is given."""
+    if git is None:
+        if source is None:
+            raise TypeError("ingest() needs a source directory, or git= and rev=")
+        for name, value in (("rev", rev), ("plugin", plugin), ("subdir", subdir)):
+            if value is not None:
+                raise TypeError(f"{name}= reads a release from git: give git= too")
+        return []
+    if source is not None:
+        raise TypeError("give a source directory or git=, not both")
+    if rev is None:
+        raise TypeError("git= needs rev=, the revision to read")
+    if plugin is not None and subdir is not None:
+        raise TypeError("give plugin= or subdir=, not both")
+    out = ["--git", _path("git", git), "--rev", _str("rev", rev)]
+    if plugin is not None:
+        out += ["--plugin", _str("plugin", plugin)]
+    if subdir is not None:
+        out += ["--subdir", _str("subdir", subdir)]
+    return out
 
 
 def _bounds(bounds: Any) -> list[str]:
