@@ -247,6 +247,9 @@ impl Report for GcReport {
         for m in &self.manifests {
             writeln!(w, "{verb} unrecorded manifest {m}")?;
         }
+        for r in &self.source_records {
+            writeln!(w, "{verb} the orphan source records {r}")?;
+        }
         writeln!(
             w,
             "{verb} {} ({}), {}, {}, {}; {forget} {}; kept {}",

@@ -90,6 +90,8 @@ pub struct GcReport {
     /// Manifests an operation that did not finish published and nothing
     /// records.
     pub manifests: Vec<String>,
+    /// Source records of snapshots neither recorded nor kept as a manifest.
+    pub source_records: Vec<String>,
     /// Objects kept.
     pub objects_kept: u64,
 }
@@ -133,6 +135,7 @@ pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Resu
             Item::SharedView { .. } => report.shared_views.push(path),
             Item::Spare { .. } => report.spares.push(path),
             Item::ViewRecord { .. } => report.stale_view_records.push(path),
+            Item::SourceRecords { .. } => report.source_records.push(path),
         }
     }
     if dry_run || report.refused {

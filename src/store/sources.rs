@@ -154,6 +154,49 @@ impl SourceFiles {
     }
 }
 
+/// Every entry under `sources/<shard>/`, with the digest its name gives (an
+/// entry whose name is not a digest, or a shard that is not a directory, is
+/// listed with `None`).
+pub fn listed(store: &Store) -> Result<Vec<(Option<ManifestDigest>, PathBuf)>> {
+    let root = store.root().join(SOURCES_DIR);
+    let top = match crate::fsutil::open_dir(store.dir(), SOURCES_DIR) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("open the source records directory", root, e)),
+    };
+    let mut out = Vec::new();
+    for shard in crate::fsutil::read_names(top.as_fd(), &root)? {
+        let shard_path = root.join(&shard);
+        let fd = match crate::fsutil::open_dir(top.as_fd(), shard.as_str()) {
+            Ok(fd) => fd,
+            Err(_) => {
+                out.push((None, shard_path));
+                continue;
+            }
+        };
+        for name in crate::fsutil::read_names(fd.as_fd(), &shard_path)? {
+            let digest = ManifestDigest::from_lower_hex(&name).filter(|d| d.to_hex()[..2] == shard);
+            out.push((digest, shard_path.join(name)));
+        }
+    }
+    Ok(out)
+}
+
+/// Removes an entry [`listed`] gave: a directory as a tree, else a file.
+pub fn remove_listed(path: &std::path::Path) -> Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(());
+    };
+    let parent_fd = match crate::fsutil::open_dir(rustix::fs::CWD, parent) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(Error::io("open a source records directory", parent, e)),
+    };
+    crate::fsutil::remove_tree_at(parent_fd.as_fd(), name)
+        .map(|_| ())
+        .ctx("remove orphan source records", path)
+}
+
 /// Reads one record file and checks its bytes against its name.
 fn read_one(path: &std::path::Path) -> FoundSource {
     let damaged = |why: String| FoundSource::Damaged(path.to_path_buf(), why);

@@ -81,6 +81,13 @@ pub enum Item {
         /// The view's path.
         path: String,
     },
+    /// The source records of a snapshot that is neither recorded nor has a
+    /// manifest on disk (or something under `sources/` that is not a
+    /// snapshot's records directory).
+    SourceRecords {
+        /// Its path.
+        path: PathBuf,
+    },
 }
 
 impl Item {
@@ -93,15 +100,17 @@ impl Item {
             Item::SharedView { .. } => "orphan-shared-view",
             Item::Spare { .. } => "orphan-spare",
             Item::ViewRecord { .. } => "stale-view-record",
+            Item::SourceRecords { .. } => "orphan-source-records",
         }
     }
 
     /// The path the finding concerns.
     pub fn path(&self, store: &Store) -> PathBuf {
         match self {
-            Item::Object { path, .. } | Item::HalfBuiltView { path } | Item::Manifest { path } => {
-                path.clone()
-            }
+            Item::Object { path, .. }
+            | Item::HalfBuiltView { path }
+            | Item::Manifest { path }
+            | Item::SourceRecords { path } => path.clone(),
             Item::WorkDir { name } => store.root().join(TMP_DIR).join(name),
             Item::SharedView { name, .. } => store.views_dir().join(name),
             Item::Spare { name } => super::spares::path(store, name),
@@ -128,6 +137,9 @@ impl Item {
             Item::ViewRecord { .. } => {
                 "the recorded view no longer exists; `cestore discard` or `cestore gc` forgets it"
                     .into()
+            }
+            Item::SourceRecords { .. } => {
+                "source records of a snapshot neither recorded nor kept as a manifest".into()
             }
         }
     }
@@ -256,6 +268,20 @@ impl Plan {
                 items.push(Item::ViewRecord { path: v.path });
             }
         }
+        // Records stay while `recover` may still record their snapshot: it
+        // is recorded, or its manifest stays on disk.
+        let abandoned: HashSet<ManifestDigest> =
+            manifests.abandoned.iter().map(|(d, _)| *d).collect();
+        for (digest, path) in super::sources::listed(store)? {
+            let kept = digest.is_some_and(|d| {
+                recorded.contains(&d)
+                    || (!abandoned.contains(&d)
+                        && rustix::fs::lstat(store.manifest_path(&d)).is_ok())
+            });
+            if !kept {
+                items.push(Item::SourceRecords { path });
+            }
+        }
         Ok(Plan {
             items,
             objects_kept,
@@ -320,6 +346,7 @@ impl Plan {
                 Item::ViewRecord { path } => {
                     store.catalogue().remove_view(path)?;
                 }
+                Item::SourceRecords { path } => super::sources::remove_listed(path)?,
             }
         }
         Ok(())

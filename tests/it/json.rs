@@ -439,6 +439,7 @@ struct GcOut {
     shared_views: Vec<String>,
     spares: Vec<String>,
     stale_view_records: Vec<String>,
+    source_records: Vec<String>,
     manifests: Vec<String>,
     objects_kept: u64,
 }

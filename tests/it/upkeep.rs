@@ -32,6 +32,7 @@ fn gc_paths(gc: &Value) -> BTreeSet<String> {
         "manifests",
         "shared_views",
         "stale_view_records",
+        "source_records",
     ]
     .iter()
     .flat_map(|k| gc[*k].as_array().unwrap().iter())
@@ -84,6 +85,16 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
     let gone = env.path("gone");
     assert_ok(&env.run(["checkout", d.as_str(), gone.to_str().unwrap()]));
     crate::util::remove_tree(&gone);
+    // Source records of a snapshot neither recorded nor kept as a manifest,
+    // and of the abandoned manifest above; those of a recorded one stay.
+    let records = |digest: &str, name: &str| {
+        let dir = store.join("sources").join(&digest[..2]).join(digest);
+        write(&dir.join(format!("{}.json", name.repeat(64))), "{}\n");
+        dir
+    };
+    let orphan_records = records(&"a".repeat(64), "b");
+    let abandoned_records = records(&b, "c");
+    let kept_records = records(&d, "d");
 
     let verify = env.json(["verify", "--json"]);
     let claimed = garbage_paths(&verify);
@@ -95,6 +106,7 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
             "leftover-temporary",
             "orphan-object",
             "orphan-shared-view",
+            "orphan-source-records",
             "orphan-spare",
             "stale-view-record",
         ]),
@@ -111,6 +123,8 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
         &not_dir,
         &spare,
         &gone,
+        &orphan_records,
+        &abandoned_records,
     ]
     .iter()
     .map(|p| s(p))
@@ -129,6 +143,7 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
             "{p} is still there"
         );
     }
+    assert!(kept_records.exists());
     let verify = env.json(["verify", "--json"]);
     assert_eq!(garbage_paths(&verify), BTreeSet::new(), "{verify:#}");
     // The shared view that was a plain file is made again.
