@@ -12,6 +12,8 @@
 //! manifest.sha256        "<64 hex>  manifest.json\n", the snapshot's digest
 //! origin.json            optional: where the snapshot was first ingested,
 //!                        {at, host, user, source, tool_version} (0444)
+//! sources.json           optional: the snapshot's source records, a JSON
+//!                        list of {at, record} (0444; see source::carried)
 //! objects/<64 hex>       one per non-executable object, by SHA-256 (0444)
 //! objects/<64 hex>.x     one per executable object (0555)
 //! ```
@@ -26,6 +28,11 @@
 //! directory while hashing it, and stops at the archive's end: it reads
 //! nothing after the end blocks but one probe byte and, in a compressed
 //! bundle, the seal.
+//!
+//! The optional entries came later than the others: a bundle without them
+//! (as earlier cestores wrote) imports as before, and each is written only
+//! when there is something to say, so a snapshot without source records
+//! gives the same bundle as before they existed.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -37,6 +44,7 @@ use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Made, Misuse, Result};
 use crate::manifest::Manifest;
+use crate::source::{carried, SourceEntry, Via};
 use crate::store::adopt::{adopt, AdoptError, Arrival};
 use crate::store::ingest::IngestReport;
 use crate::store::{LockMode, ObjectKey, Store};
@@ -49,6 +57,8 @@ pub const DIGEST_ENTRY: &str = "manifest.sha256";
 pub const ORIGIN_ENTRY: &str = "origin.json";
 /// The most bytes the origin entry may declare.
 const MAX_ORIGIN_BYTES: u64 = 64 * 1024;
+/// The optional entry that holds the snapshot's source records.
+pub const SOURCES_ENTRY: &str = "sources.json";
 /// The objects' directory inside a bundle.
 pub const OBJECTS_PREFIX: &str = "objects/";
 /// The zstd frame magic number, as it starts a compressed bundle.
@@ -198,19 +208,31 @@ fn write_entry(w: &mut dyn Write, name: &str, mode: u32, data: &[u8]) -> io::Res
     w.write_all(&[0u8; BLOCK][..pad])
 }
 
+/// What a bundle says of its snapshot besides its bytes.
+#[derive(Clone, Copy, Default)]
+struct About<'a> {
+    /// Where the snapshot was first ingested.
+    origin: Option<&'a Origin>,
+    /// Its source records, as they travel ([`carried::to_json`]).
+    sources: Option<&'a str>,
+}
+
 /// Writes the canonical archive of a manifest and its objects (sorted by key).
 fn write_archive<'a>(
     w: &mut dyn Write,
     manifest: &Manifest,
-    origin: Option<&Origin>,
+    about: About<'_>,
     objects: impl Iterator<Item = Result<(ObjectKey, std::borrow::Cow<'a, [u8]>)>>,
 ) -> Result<u64> {
     let werr = |e| Error::io("write the bundle", "<bundle>", e);
     write_entry(w, MANIFEST_ENTRY, 0o444, &manifest.bytes).map_err(werr)?;
     write_entry(w, DIGEST_ENTRY, 0o444, &digest_entry(&manifest.digest)).map_err(werr)?;
-    if let Some(origin) = origin {
+    if let Some(origin) = about.origin {
         let json = serde_json::to_vec(origin).map_err(|e| werr(e.into()))?;
         write_entry(w, ORIGIN_ENTRY, 0o444, &json).map_err(werr)?;
+    }
+    if let Some(sources) = about.sources {
+        write_entry(w, SOURCES_ENTRY, 0o444, sources.as_bytes()).map_err(werr)?;
     }
     let mut count = 0;
     for o in objects {
@@ -312,7 +334,17 @@ fn write_bundle(
     format: Format,
 ) -> Result<(u64, u64, ObjectId)> {
     let origin = store.catalogue().origin(&manifest.digest)?;
-    let origin = origin.as_ref();
+    let sources: Vec<SourceEntry> = store
+        .catalogue()
+        .sources(&manifest.digest)?
+        .into_iter()
+        .map(|kept| kept.entry)
+        .collect();
+    let sources = carried::to_json(&sources);
+    let about = About {
+        origin: origin.as_ref(),
+        sources: sources.as_deref(),
+    };
     let file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -335,13 +367,13 @@ fn write_bundle(
         Ok((key, std::borrow::Cow::Owned(data)))
     });
     let count = match format {
-        Format::Tar => write_archive(&mut out, manifest, origin, objects)?,
+        Format::Tar => write_archive(&mut out, manifest, about, objects)?,
         Format::TarZstd => {
             let mut enc = zstd::stream::write::Encoder::new(&mut out, ZSTD_LEVEL)
                 .ctx("start compressing the bundle", tmp)?;
             enc.include_checksum(true)
                 .ctx("start compressing the bundle", tmp)?;
-            let count = write_archive(&mut enc, manifest, origin, objects)?;
+            let count = write_archive(&mut enc, manifest, about, objects)?;
             enc.finish().ctx("finish compressing the bundle", tmp)?;
             let sealed = out.hasher.clone().finish();
             let mut seal = Vec::with_capacity(SEAL_LEN);
@@ -603,6 +635,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     let Head {
         manifest,
         origin,
+        sources,
         pending,
     } = read_head(&mut body)?;
     let objects = objects_of(&manifest);
@@ -633,7 +666,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             event: "import",
             source: &format!("bundle:{}", bundle.file),
             origin: origin.as_ref(),
-            sources: Vec::new(),
+            sources,
         },
         |wanted, staging| {
             let wanted: BTreeMap<ObjectKey, &crate::store::adopt::Wanted> =
@@ -709,11 +742,18 @@ fn archive_of(label: &str, mut raw: Box<dyn Read>) -> Result<(Format, Body<Box<d
 struct Head {
     manifest: Manifest,
     origin: Option<Origin>,
-    /// The header after them when it is the first object's (read to tell).
+    /// Its source records, marked as come from a bundle.
+    sources: Vec<SourceEntry>,
+    /// The header after them: the first object's (read to tell), or the
+    /// first end block.
     pending: Option<[u8; BLOCK]>,
 }
 
-/// Reads the manifest, its digest, and the optional origin entry.
+/// Reads the manifest, its digest, and the optional origin and sources
+/// entries.
+///
+/// An unreadable sources entry refuses the bundle, as an unreadable origin
+/// does: export never writes one, so the bundle was changed.
 fn read_head(body: &mut dyn Read) -> Result<Head> {
     let bytes = read_small_entry(body, MANIFEST_ENTRY, MAX_MANIFEST_BYTES)?;
     let manifest = Manifest::parse(&bytes).map_err(AdoptError::from)?;
@@ -724,22 +764,35 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
             manifest.digest
         )));
     }
-    // The next header is the optional origin entry's, or the first object's.
-    let next = read_header(body, "its objects")?;
-    if entry_name_of(&next) != ORIGIN_ENTRY {
-        return Ok(Head {
-            manifest,
-            origin: None,
-            pending: Some(next),
-        });
+    // The next header is an optional entry's, in their order, or the first
+    // object's.
+    let mut next = read_header(body, "its objects")?;
+    let mut origin = None;
+    if entry_name_of(&next) == ORIGIN_ENTRY {
+        let data = read_small_entry_after(body, &next, ORIGIN_ENTRY, MAX_ORIGIN_BYTES)?;
+        origin = Some(
+            serde_json::from_slice(&data)
+                .map_err(|e| damaged(format!("'{ORIGIN_ENTRY}' is not an origin: {e}")))?,
+        );
+        next = read_header(body, "its objects")?;
     }
-    let data = read_small_entry_after(body, &next, ORIGIN_ENTRY, MAX_ORIGIN_BYTES)?;
-    let origin: Origin = serde_json::from_slice(&data)
-        .map_err(|e| damaged(format!("'{ORIGIN_ENTRY}' is not an origin: {e}")))?;
+    let mut sources = Vec::new();
+    if entry_name_of(&next) == SOURCES_ENTRY {
+        let data = read_small_entry_after(
+            body,
+            &next,
+            SOURCES_ENTRY,
+            carried::MAX_CARRIED_BYTES as u64,
+        )?;
+        sources = carried::from_json(&data, Via::Bundle)
+            .map_err(|e| damaged(format!("'{SOURCES_ENTRY}' holds no source records: {e}")))?;
+        next = read_header(body, "its objects")?;
+    }
     Ok(Head {
         manifest,
-        origin: Some(origin),
-        pending: None,
+        origin,
+        sources,
+        pending: Some(next),
     })
 }
 
@@ -851,12 +904,19 @@ mod tests {
     }
 
     fn archive(origin: Option<&Origin>) -> Vec<u8> {
+        archive_about(About {
+            origin,
+            sources: None,
+        })
+    }
+
+    fn archive_about(about: About<'_>) -> Vec<u8> {
         let (m, objects) = manifest();
         let mut out = Vec::new();
         let n = write_archive(
             &mut out,
             &m,
-            origin,
+            about,
             objects
                 .iter()
                 .map(|(k, d)| Ok((*k, std::borrow::Cow::Borrowed(&d[..])))),
@@ -896,6 +956,93 @@ mod tests {
         let with = archive(Some(&origin));
         assert_eq!(names(&with)[2], ORIGIN_ENTRY);
         assert_eq!(with.len() % BLOCK, 0);
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            at: "2026-01-01T00:00:00.000Z".into(),
+            host: "h".into(),
+            user: "u".into(),
+            source: "/src".into(),
+            tool_version: "cestore 0".into(),
+        }
+    }
+
+    fn sources_json() -> String {
+        let entry = SourceEntry {
+            at: "2026-01-02T00:00:00.000Z".into(),
+            via: Via::Ingest,
+            record: crate::source::SourceRecord {
+                read_from: crate::source::ReadFrom::Git,
+                repository: "https://example.invalid/o/r.git".into(),
+                commit: Some("c".repeat(40)),
+                path: String::new(),
+                tree: None,
+                tag: None,
+                clean: true,
+                changes: crate::source::Changes::default(),
+                commit_refused: None,
+            },
+        };
+        carried::to_json(&[entry]).unwrap()
+    }
+
+    #[test]
+    fn the_optional_entries_read_back_in_their_order_each_with_or_without_the_other() {
+        let origin = origin();
+        let json = sources_json();
+        for (with_origin, with_sources) in
+            [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let bytes = archive_about(About {
+                origin: with_origin.then_some(&origin),
+                sources: with_sources.then_some(json.as_str()),
+            });
+            let mut want = vec![MANIFEST_ENTRY, DIGEST_ENTRY];
+            if with_origin {
+                want.push(ORIGIN_ENTRY);
+            }
+            if with_sources {
+                want.push(SOURCES_ENTRY);
+            }
+            assert_eq!(names(&bytes)[..want.len()], want);
+            let mut r = io::Cursor::new(bytes);
+            let head = read_head(&mut r).unwrap();
+            assert_eq!(head.origin.is_some(), with_origin);
+            assert_eq!(head.sources.len(), usize::from(with_sources));
+            assert!(head.sources.iter().all(|e| e.via == Via::Bundle));
+            assert_eq!(
+                head.sources.first().and_then(|e| e.record.commit.clone()),
+                with_sources.then(|| "c".repeat(40))
+            );
+            let objects = objects_of(&head.manifest);
+            let rest = Rest {
+                body: Body::Tar(Box::new(r) as Box<dyn Read>),
+                pending: head.pending,
+                objects,
+            };
+            let mut seen = 0;
+            rest.read_objects(&mut |_, _| {
+                seen += 1;
+                Ok(false)
+            })
+            .unwrap();
+            assert_eq!(seen, 3, "every object is offered, then the end is read");
+        }
+        // A sources entry export would never write is refused.
+        let bytes = archive_about(About {
+            origin: None,
+            sources: Some("{\"not\":\"a list\"}"),
+        });
+        let Err(err) = read_head(&mut &bytes[..]) else {
+            panic!("an unreadable sources entry was taken")
+        };
+        assert!(
+            err.to_string().starts_with(
+                "the bundle is damaged: 'sources.json' holds no source records: it is not a list"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -220,6 +220,11 @@ pub struct Outgoing<'a> {
     pub tag: Option<String>,
     /// Where the snapshot was first ingested, carried as an annotation.
     pub origin: Option<crate::catalogue::Origin>,
+    /// When the snapshot was first ingested (UTC, RFC 3339), for the
+    /// `org.opencontainers.image.created` annotation.
+    pub created: Option<String>,
+    /// The snapshot's source records, carried as annotations.
+    pub sources: Vec<crate::source::SourceEntry>,
     /// How its objects travel.
     pub format: Format,
     /// In format 2, its packs as built (digest, size, objects); the push
@@ -251,6 +256,8 @@ impl<'a> Outgoing<'a> {
             objects,
             tag: None,
             origin: None,
+            created: None,
+            sources: Vec::new(),
             format: Format::default(),
             packs: Vec::new(),
             raw: Vec::new(),
@@ -304,6 +311,8 @@ pub struct Incoming {
     pub carriers: pack::Carriers,
     /// Where the snapshot was first ingested, when the record says.
     pub origin: Option<crate::catalogue::Origin>,
+    /// The source records the record carries, marked as come from a registry.
+    pub sources: Vec<crate::source::SourceEntry>,
 }
 
 /// A place snapshots are pushed to and pulled from.

@@ -100,6 +100,20 @@ pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushRe
     }
     let mut outgoing = Outgoing::new(&manifest, &row.version);
     outgoing.origin = store.catalogue().origin(&digest)?;
+    // The first ingest's time: the origin's, which travels with the
+    // snapshot, else the time this store first recorded it.
+    outgoing.created = Some(
+        outgoing
+            .origin
+            .as_ref()
+            .map_or_else(|| row.first_ingested_at.clone(), |o| o.at.clone()),
+    );
+    outgoing.sources = store
+        .catalogue()
+        .sources(&digest)?
+        .into_iter()
+        .map(|kept| kept.entry)
+        .collect();
     outgoing.tag = tag;
     outgoing.format = opts.format;
     let (stats, published) = push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;

@@ -519,7 +519,7 @@ pub fn pull(
             event: "pull",
             source: &incoming.source,
             origin: incoming.origin.as_ref(),
-            sources: Vec::new(),
+            sources: incoming.sources.clone(),
         },
         |wanted, staging| {
             fetched = fetch(remote, wanted, &incoming.carriers, jobs, progress, staging)?;

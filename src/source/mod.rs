@@ -47,6 +47,7 @@ use crate::digest::ObjectId;
 use crate::manifest::{Entry, PLUGIN_JSON};
 use crate::policy::{self, LeftOut, Rejection};
 
+pub mod carried;
 mod fs;
 pub mod git;
 pub mod record;

@@ -71,6 +71,15 @@ pub enum AdoptError {
     /// `plugin.json`'s version is not an exact semantic version.
     #[error("plugin.json carries no exact semantic version (found {0})")]
     NoVersion(String),
+    /// The source records that came with the snapshot cannot be read.
+    #[error("{carrier} carries unreadable source records: {source}")]
+    Sources {
+        /// What carried them, e.g. a registry's annotation.
+        carrier: String,
+        /// Why they cannot be read.
+        #[source]
+        source: crate::source::carried::CarriedError,
+    },
 }
 
 impl Classify for AdoptError {

@@ -1378,3 +1378,283 @@ fn adversarial_releases_at_the_bounds_travel_in_fewer_than_100_layers() {
         eprintln!("{shape}: {layers} layers");
     }
 }
+
+/// The annotation that carries a snapshot's source records.
+const SOURCES_ANNOTATION: &str = "dev.cestore.sources";
+
+/// A release committed in a new repository whose `origin` remote carries
+/// credentials, ingested from its commit with `--git`: returns the digest,
+/// the commit and the record the ingest kept.
+fn git_ingest(env: &TestEnv) -> (String, String, crate::json::SourceEntryOut) {
+    let repo = crate::git::plugin_repo(env);
+    crate::git::git(
+        &repo,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://user:token@example.invalid/o/r.git",
+        ],
+    );
+    let commit = crate::git::commit_all(&repo, "release");
+    let report = env.json([
+        os("ingest"),
+        os("--git"),
+        repo.as_os_str(),
+        os("--rev"),
+        os(&commit),
+        os("--version"),
+        os("1.0.0"),
+        os("--json"),
+    ]);
+    let mut sources = source_entries(&report);
+    assert_eq!(sources.len(), 1, "{report}");
+    let entry = sources.remove(0);
+    assert_eq!(entry.via, "ingest");
+    assert_eq!(entry.record.commit.as_deref(), Some(commit.as_str()));
+    (digest_of(&report), commit, entry)
+}
+
+/// The source records an ingest, pull or import report lists.
+fn source_entries(report: &serde_json::Value) -> Vec<crate::json::SourceEntryOut> {
+    serde_json::from_value(report["ingest"]["sources"].clone()).expect("ingest.sources")
+}
+
+/// The records kept on disk beside a snapshot.
+fn kept_entries(env: &TestEnv, digest: &str) -> Vec<crate::json::SourceEntryOut> {
+    let dir = env.store.join("sources").join(&digest[..2]).join(digest);
+    let Ok(files) = fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    files
+        .map(|f| {
+            let bytes = fs::read(f.expect("record file").path()).expect("read a record");
+            serde_json::from_slice(&bytes).expect("a record")
+        })
+        .collect()
+}
+
+/// Whether `s` is a time as cestore writes it: RFC 3339, UTC, milliseconds.
+fn is_rfc3339(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 24
+        && b[4] == b'-'
+        && b[10] == b'T'
+        && b[19] == b'.'
+        && b[23] == b'Z'
+        && s[..4].parse::<u32>().is_ok()
+}
+
+#[test]
+fn source_records_travel_through_a_registry_beside_the_standard_annotations() {
+    let Some(reg) = registry("records_through_a_registry") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let (digest, commit, ingested) = git_ingest(&a);
+    let target = repo(&reg, "records");
+    let pushed = push(&a, &digest, &target, &[]);
+
+    // The manifest says where the bytes came from, in the standard terms.
+    let tag = format!("sha256-{digest}");
+    let manifest = get_manifest(&target, &tag);
+    let annotations = &manifest["annotations"];
+    assert_eq!(
+        annotations["org.opencontainers.image.source"],
+        ingested.record.repository.as_str(),
+        "{manifest}"
+    );
+    assert_eq!(
+        annotations["org.opencontainers.image.revision"],
+        commit.as_str()
+    );
+    assert_eq!(annotations["org.opencontainers.image.version"], "1.0.0");
+    let first = a.json(["show", &digest, "--json"])["first_ingested_at"].clone();
+    assert_eq!(annotations["org.opencontainers.image.created"], first);
+    assert!(is_rfc3339(first.as_str().unwrap()), "{first}");
+    // The full records, without how this store came to hold them.
+    let carried: serde_json::Value =
+        serde_json::from_str(annotations[SOURCES_ANNOTATION].as_str().expect("records"))
+            .expect("a JSON list");
+    let carried = carried.as_array().expect("a list");
+    assert_eq!(carried.len(), 1);
+    assert_eq!(carried[0]["at"], ingested.at.as_str());
+    assert_eq!(carried[0]["record"]["commit"], commit.as_str());
+    assert!(carried[0].get("via").is_none(), "{}", carried[0]);
+    // No credential of the repository's remote, anywhere.
+    let text = manifest.to_string();
+    assert!(!text.contains("token") && !text.contains("user:"), "{text}");
+
+    // A pull brings the records back, marked as come from a registry, and
+    // keeps them beside the snapshot.
+    let b = TestEnv::new();
+    let pulled = pull(&b, &format!("{target}:{tag}"));
+    for entries in [source_entries(&pulled), kept_entries(&b, &digest)] {
+        assert_eq!(entries.len(), 1, "{pulled}");
+        let e = &entries[0];
+        assert_eq!(e.via, "registry");
+        assert_eq!(e.at, ingested.at);
+        assert_eq!(e.record.commit.as_deref(), Some(commit.as_str()));
+        assert_eq!(e.record.repository, ingested.record.repository);
+        assert_eq!(e.record.read_from, "git");
+        assert!(e.record.clean);
+    }
+
+    // A repush publishes the same manifest, and so does a push from the
+    // store that pulled it: the records travel without their `via`.
+    for env in [&a, &b] {
+        let again = push(env, &digest, &target, &[]);
+        assert_eq!(again["remote_digest"], pushed["remote_digest"], "{again}");
+        assert_eq!(again["blobs_uploaded"], 0, "{again}");
+    }
+
+    // A bundle of the pulled snapshot carries them on, marked as come from
+    // a bundle.
+    let file = b.path("b.tar.zst");
+    export(&b, &digest, &file, true);
+    let c = TestEnv::new();
+    let imported = c.json([os("import"), file.as_os_str(), os("--json")]);
+    let entries = source_entries(&imported);
+    assert_eq!(entries.len(), 1, "{imported}");
+    assert_eq!(entries[0].via, "bundle");
+    assert_eq!(entries[0].at, ingested.at);
+    assert_eq!(entries[0].record.commit.as_deref(), Some(commit.as_str()));
+    assert_eq!(kept_entries(&c, &digest).len(), 1);
+}
+
+#[test]
+fn a_snapshot_without_records_is_published_with_its_version_and_creation_only() {
+    let Some(reg) = registry("no_records") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    mixed_release(&src, "2.0.0", 5, salt());
+    let digest = a.ingest_digest(&src, "2.0.0");
+    let target = repo(&reg, "no-records");
+    let pushed = push(&a, &digest, &target, &[]);
+    let manifest = get_manifest(&target, &format!("sha256-{digest}"));
+    let annotations = manifest["annotations"].as_object().expect("annotations");
+    for absent in [
+        "org.opencontainers.image.source",
+        "org.opencontainers.image.revision",
+        SOURCES_ANNOTATION,
+    ] {
+        assert!(!annotations.contains_key(absent), "{absent}: {manifest}");
+    }
+    assert_eq!(annotations["org.opencontainers.image.version"], "2.0.0");
+    let first = a.json(["show", &digest, "--json"])["first_ingested_at"].clone();
+    assert_eq!(annotations["org.opencontainers.image.created"], first);
+    assert_eq!(
+        push(&a, &digest, &target, &[])["remote_digest"],
+        pushed["remote_digest"]
+    );
+    let b = TestEnv::new();
+    let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
+    assert!(source_entries(&pulled).is_empty(), "{pulled}");
+    assert!(kept_entries(&b, &digest).is_empty());
+}
+
+#[test]
+fn a_registry_that_serves_unreadable_records_is_refused_and_nothing_enters_the_store() {
+    let Some(reg) = registry("unreadable_records") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let (digest, _, _) = git_ingest(&a);
+    let target = repo(&reg, "unreadable-records");
+    push(&a, &digest, &target, &[]);
+    let mut manifest = get_manifest(&target, &format!("sha256-{digest}"));
+    for (tag, bad) in [
+        (
+            "not-a-list",
+            r#"{"at":"2026-01-01T00:00:00.000Z"}"#.to_string(),
+        ),
+        (
+            "no-record",
+            r#"[{"at":"2026-01-01T00:00:00.000Z"}]"#.to_string(),
+        ),
+        ("too-long", format!("[{}]", " ".repeat(300 * 1024))),
+    ] {
+        manifest["annotations"][SOURCES_ANNOTATION] = bad.into();
+        put_manifest(&target, tag, &manifest);
+        let b = TestEnv::new();
+        let out = b.run(["pull", &format!("{target}:{tag}"), "--plain-http", "--json"]);
+        assert_exit(&out, 1);
+        let err = &parse_json(&out)["error"];
+        assert_eq!(err["kind"], "integrity", "{tag}: {err}");
+        assert!(
+            err["message"].as_str().is_some_and(
+                |m| m.contains("dev.cestore.sources carries unreadable source records")
+            ),
+            "{tag}: {err}"
+        );
+        assert_store_empty(&b);
+    }
+}
+
+#[test]
+fn source_records_travel_in_a_bundle_and_a_bundle_without_them_imports_as_before() {
+    let a = TestEnv::new();
+    let (digest, commit, ingested) = git_ingest(&a);
+    for zstd in [false, true] {
+        let file = a.path(if zstd { "b.tar.zst" } else { "b.tar" });
+        export(&a, &digest, &file, zstd);
+        let b = TestEnv::new();
+        let imported = b.json([
+            os("import"),
+            file.as_os_str(),
+            os("--digest"),
+            os(&digest),
+            os("--json"),
+        ]);
+        for entries in [source_entries(&imported), kept_entries(&b, &digest)] {
+            assert_eq!(entries.len(), 1, "{imported}");
+            assert_eq!(entries[0].via, "bundle");
+            assert_eq!(entries[0].at, ingested.at);
+            assert_eq!(entries[0].record.commit.as_deref(), Some(commit.as_str()));
+            assert_eq!(entries[0].record.repository, ingested.record.repository);
+        }
+        // The importing store exports the same bundle: the records travel
+        // without their `via`.
+        let twin = b.path("twin");
+        export(&b, &digest, &twin, zstd);
+        assert_eq!(
+            fs::read(&file).expect("bundle"),
+            fs::read(&twin).expect("twin")
+        );
+        // `--check` reads the records too.
+        b.json([os("import"), file.as_os_str(), os("--check"), os("--json")]);
+    }
+    let listing = Command::new("tar")
+        .arg("tf")
+        .arg(a.path("b.tar"))
+        .output()
+        .expect("run tar");
+    assert_ok(&listing);
+    let names = String::from_utf8_lossy(&listing.stdout).into_owned();
+    let names: Vec<&str> = names.lines().take(4).collect();
+    assert_eq!(
+        names,
+        [
+            "manifest.json",
+            "manifest.sha256",
+            "origin.json",
+            "sources.json"
+        ]
+    );
+    let bundle = fs::read(a.path("b.tar")).expect("bundle");
+    let text = String::from_utf8_lossy(&bundle);
+    assert!(!text.contains("token") && !text.contains("user:"));
+
+    // A bundle without records (a snapshot ingested from a directory, as
+    // earlier cestores wrote every bundle) imports with none.
+    let src = a.path("plain");
+    mixed_release(&src, "3.0.0", 4, salt());
+    let plain = a.ingest_digest(&src, "3.0.0");
+    let file = a.path("plain.tar");
+    export(&a, &plain, &file, false);
+    let c = TestEnv::new();
+    let imported = c.json([os("import"), file.as_os_str(), os("--json")]);
+    assert!(source_entries(&imported).is_empty(), "{imported}");
+}

@@ -1,6 +1,15 @@
 //! The mapping of a snapshot onto OCI image manifests, serialised by hand so
 //! that the same snapshot always gives the same bytes (and so the same
-//! digests): fixed key order, no white space, no timestamps.
+//! digests): fixed key order, no white space, and no time but the
+//! snapshot's first ingest, which a push does not change.
+//!
+//! The standard annotations (`org.opencontainers.image.version`, `.created`,
+//! `.source`, `.revision`) say what any OCI tool can read; the full source
+//! records travel in `dev.cestore.sources`, an annotation rather than the
+//! config, whose bytes are the canonical manifest and must hash to the
+//! snapshot's digest. Every value comes from what the store keeps of the
+//! snapshot (its version, origin and source records, in a fixed order), so
+//! a push of the same store state publishes the same manifest.
 //!
 //! See `docs/remote.md` for the mapping in prose.
 
@@ -8,6 +17,9 @@ use std::collections::BTreeMap;
 
 use crate::digest::ObjectId;
 use crate::remote::{pack, Format, Outgoing, RemoteError};
+use crate::source::carried;
+use crate::source::record::{redact_url, SourceEntry, Via};
+use crate::store::adopt::AdoptError;
 
 /// The OCI image manifest media type.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -39,6 +51,17 @@ pub const VERSION_ANNOTATION: &str = "org.opencontainers.image.version";
 /// The annotation that carries where the snapshot was first ingested, as a
 /// JSON object `{at, host, user, source, tool_version}`.
 pub const ORIGIN_ANNOTATION: &str = "dev.cestore.origin";
+/// The manifest annotation carrying when the snapshot was first ingested
+/// (RFC 3339).
+pub const CREATED_ANNOTATION: &str = "org.opencontainers.image.created";
+/// The manifest annotation carrying the repository of the snapshot's newest
+/// source record that names a commit.
+pub const SOURCE_ANNOTATION: &str = "org.opencontainers.image.source";
+/// The manifest annotation carrying that record's commit.
+pub const REVISION_ANNOTATION: &str = "org.opencontainers.image.revision";
+/// The manifest annotation carrying the snapshot's source records, as a
+/// JSON list of `{at, record}` (see [`crate::source::carried`]).
+pub const SOURCES_ANNOTATION: &str = "dev.cestore.sources";
 /// The largest manifest the CNCF distribution registry accepts (and most
 /// hosted registries): 4 MiB.
 pub const MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
@@ -173,6 +196,18 @@ fn manifest_annotations<'a>(
         if let Ok(json) = serde_json::to_string(origin) {
             a.insert(ORIGIN_ANNOTATION, json);
         }
+    }
+    if let Some(created) = &outgoing.created {
+        a.insert(CREATED_ANNOTATION, created.clone());
+    }
+    if let Some(record) = carried::newest_with_commit(&outgoing.sources) {
+        a.insert(SOURCE_ANNOTATION, redact_url(&record.repository));
+        if let Some(commit) = &record.commit {
+            a.insert(REVISION_ANNOTATION, commit.clone());
+        }
+    }
+    if let Some(json) = carried::to_json(&outgoing.sources) {
+        a.insert(SOURCES_ANNOTATION, json);
     }
     if let Some((i, n)) = part {
         a.insert(PART_ANNOTATION, format!("{i}/{n}"));
@@ -336,6 +371,27 @@ impl Document {
         serde_json::from_str(self.annotations.get(ORIGIN_ANNOTATION)?).ok()
     }
 
+    /// The source records the document carries, marked as come from a
+    /// registry; none when it carries none.
+    ///
+    /// Unlike an unreadable origin, which is only left out, an unreadable
+    /// records annotation refuses the pull: the records are what an auditor
+    /// asks of a snapshot, and a registry that serves a list cestore never
+    /// writes (too long, not records) has been tampered with or is not
+    /// speaking cestore's mapping, so it is not trusted silently. A newer
+    /// cestore's extra fields are no such thing: they are ignored.
+    pub fn sources(&self) -> Result<Vec<SourceEntry>, AdoptError> {
+        match self.annotations.get(SOURCES_ANNOTATION) {
+            None => Ok(Vec::new()),
+            Some(json) => carried::from_json(json.as_bytes(), Via::Registry).map_err(|source| {
+                AdoptError::Sources {
+                    carrier: format!("the registry's annotation {SOURCES_ANNOTATION}"),
+                    source,
+                }
+            }),
+        }
+    }
+
     /// Parses a manifest or index, checking its schema version.
     pub fn parse(bytes: &[u8]) -> Result<Document, RemoteError> {
         let doc: Document = serde_json::from_slice(bytes).map_err(|e| {
@@ -417,6 +473,105 @@ mod tests {
         assert_eq!(doc.layers[1].annotations[EXECUTABLE_ANNOTATION], "true");
         let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(v["annotations"][SNAPSHOT_ANNOTATION], m.digest.to_hex());
+    }
+
+    fn record(at: &str, repository: &str, commit: Option<&str>) -> SourceEntry {
+        SourceEntry {
+            at: at.into(),
+            via: Via::Ingest,
+            record: crate::source::SourceRecord {
+                read_from: crate::source::ReadFrom::WorkTree,
+                repository: repository.into(),
+                commit: commit.map(str::to_string),
+                path: "plugins/p".into(),
+                tree: None,
+                tag: None,
+                clean: true,
+                changes: crate::source::Changes::default(),
+                commit_refused: None,
+            },
+        }
+    }
+
+    #[test]
+    fn the_standard_annotations_and_the_records_travel_without_credentials() {
+        let m = manifest(3);
+        let mut out = Outgoing::new(&m, "1.2.3");
+        out.format = Format::V1;
+        out.created = Some("2026-01-02T03:04:05.678Z".into());
+        let commit = "c".repeat(40);
+        out.sources = vec![
+            // As an older store might have kept it, credentials and all.
+            record(
+                "2026-01-02T03:04:05.678Z",
+                "https://user:token@example.invalid/o/r.git",
+                Some(&commit),
+            ),
+            record("2026-01-01T00:00:00.000Z", "/old", Some(&"a".repeat(40))),
+            record("2026-01-03T00:00:00.000Z", "/unborn", None),
+        ];
+        let Plan::Single(bytes, 4) = plan(&out, 1000, MAX_MANIFEST_BYTES) else {
+            panic!("expected one manifest")
+        };
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(!text.contains("token") && !text.contains("user:"), "{text}");
+        let doc = Document::parse(&bytes).unwrap();
+        let a = &doc.annotations;
+        assert_eq!(a[VERSION_ANNOTATION], "1.2.3");
+        assert_eq!(a[CREATED_ANNOTATION], "2026-01-02T03:04:05.678Z");
+        assert_eq!(a[SOURCE_ANNOTATION], "https://example.invalid/o/r.git");
+        assert_eq!(a[REVISION_ANNOTATION], commit);
+        let back = doc.sources().unwrap();
+        assert_eq!(back.len(), 3);
+        assert!(back.iter().all(|e| e.via == Via::Registry));
+        assert_eq!(back[0].record.repository, "/old");
+        assert_eq!(back[1].record.repository, "https://example.invalid/o/r.git");
+        // The same records, however this store came to hold them, publish
+        // the same manifest.
+        let mut again = out.clone();
+        again.sources.reverse();
+        again.sources[0].via = Via::Bundle;
+        assert_eq!(
+            plan(&again, 1000, MAX_MANIFEST_BYTES),
+            Plan::Single(bytes, 4)
+        );
+        // An index carries them too, on every part and on the index.
+        let Plan::Index { parts, index, .. } = plan(&out, 2, MAX_MANIFEST_BYTES) else {
+            panic!("expected an index")
+        };
+        for d in parts.iter().chain([&index]) {
+            let doc = Document::parse(d).unwrap();
+            assert_eq!(doc.annotations[REVISION_ANNOTATION], commit);
+            assert_eq!(doc.sources().unwrap().len(), 3);
+        }
+        // Without records: version and created, no source or revision.
+        out.sources.clear();
+        let Plan::Single(bytes, _) = plan(&out, 1000, MAX_MANIFEST_BYTES) else {
+            panic!("expected one manifest")
+        };
+        let doc = Document::parse(&bytes).unwrap();
+        let keys: Vec<&str> = doc.annotations.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [SNAPSHOT_ANNOTATION, CREATED_ANNOTATION, VERSION_ANNOTATION]
+        );
+        assert!(doc.sources().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_records_annotation_is_refused() {
+        for bad in ["{}", "[{\"at\":1}]", "nonsense"] {
+            let text = format!(
+                "{{\"schemaVersion\":2,\"annotations\":{{\"{SOURCES_ANNOTATION}\":{}}}}}",
+                serde_json::to_string(bad).unwrap()
+            );
+            let doc = Document::parse(text.as_bytes()).unwrap();
+            let err = doc.sources().unwrap_err().to_string();
+            assert!(
+                err.starts_with("the registry's annotation dev.cestore.sources carries unreadable source records: it is not a list of source records"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

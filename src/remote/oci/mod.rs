@@ -440,6 +440,7 @@ impl Remote for OciRemote {
         }
         let doc = Document::parse(&bytes)?;
         let origin = doc.origin();
+        let sources = doc.sources()?;
         let format = if doc.artifact_type.as_deref() == Some(mapping::ARTIFACT_TYPE_V2) {
             2
         } else {
@@ -469,6 +470,7 @@ impl Remote for OciRemote {
             format,
             carriers,
             origin,
+            sources,
         })
     }
 }
