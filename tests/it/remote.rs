@@ -1412,6 +1412,7 @@ fn git_ingest(env: &TestEnv) -> (String, String, crate::json::SourceEntryOut) {
     let entry = sources.remove(0);
     assert_eq!(entry.via, "ingest");
     assert_eq!(entry.record.commit.as_deref(), Some(commit.as_str()));
+    assert_eq!(entry.record.repository, "https://example.invalid/o/r.git");
     (digest_of(&report), commit, entry)
 }
 
