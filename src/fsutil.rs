@@ -127,6 +127,32 @@ pub fn publish_noreplace<P: rustix::path::Arg + Copy, Q: rustix::path::Arg + Cop
     }
 }
 
+/// Writes a new file at mode 0444 (refusing to replace one): what the store
+/// writes once and never changes.
+pub fn write_new_read_only(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+}
+
+/// Removes the tree at `path` as [`remove_tree_at`] does; a parent already
+/// gone is no error (nothing is left to remove).
+pub fn remove_tree_path(path: &Path) -> std::io::Result<()> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(());
+    };
+    match open_dir(rustix::fs::CWD, parent) {
+        Ok(fd) => remove_tree_at(fd.as_fd(), name).map(|_| ()),
+        Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Removes a directory tree relative to `parent`, giving write permission to
 /// its directories only: files are never chmod-ed, since a file may be a hard
 /// link that shares its mode with an object and every other view. Returns

@@ -466,15 +466,7 @@ pub fn remove_file(path: &std::path::Path) -> Result<()> {
 
 /// Writes a new file at mode 0444, as objects are: a manifest never changes.
 fn write_read_only(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o444)
-        .open(path)
-        .and_then(|mut f| f.write_all(bytes))
-        .ctx("write a manifest", path)
+    crate::fsutil::write_new_read_only(path, bytes).ctx("write a manifest", path)
 }
 
 /// Whether the store directory's `objects/` or `manifests/` holds any file.

@@ -82,7 +82,9 @@ impl Store {
         }
         let name = format!("{}{SUFFIX}", kept.id);
         let staged = format!("source-{}", kept.id);
-        write_new(&work.path().join(&staged), kept.json.as_bytes())?;
+        let staged_path = work.path().join(&staged);
+        crate::fsutil::write_new_read_only(&staged_path, kept.json.as_bytes())
+            .ctx("write a source record", &staged_path)?;
         let target = crate::fsutil::open_dir(self.dir(), rel.as_str())
             .ctx("open a source records directory", &dir)?;
         match publish_noreplace(work.fd(), staged.as_str(), target.as_fd(), name.as_str()) {
@@ -184,17 +186,7 @@ pub fn listed(store: &Store) -> Result<Vec<(Option<ManifestDigest>, PathBuf)>> {
 
 /// Removes an entry [`listed`] gave: a directory as a tree, else a file.
 pub fn remove_listed(path: &std::path::Path) -> Result<()> {
-    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return Ok(());
-    };
-    let parent_fd = match crate::fsutil::open_dir(rustix::fs::CWD, parent) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(()),
-        Err(e) => return Err(Error::io("open a source records directory", parent, e)),
-    };
-    crate::fsutil::remove_tree_at(parent_fd.as_fd(), name)
-        .map(|_| ())
-        .ctx("remove orphan source records", path)
+    crate::fsutil::remove_tree_path(path).ctx("remove orphan source records", path)
 }
 
 /// Reads one record file and checks its bytes against its name.
@@ -222,17 +214,4 @@ fn read_one(path: &std::path::Path) -> FoundSource {
         Some(kept) => FoundSource::Sound(Box::new(kept)),
         None => damaged("it is not a source record".into()),
     }
-}
-
-/// Writes a new file at mode 0444: a record never changes.
-fn write_new(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o444)
-        .open(path)
-        .and_then(|mut f| f.write_all(bytes))
-        .ctx("write a source record", path)
 }

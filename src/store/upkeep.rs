@@ -391,17 +391,7 @@ fn is_half_built_view(target: &Path) -> bool {
 
 /// Removes a half-built view named by a marker.
 fn remove_half_built_view(target: &Path) -> Result<()> {
-    let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
-        return Ok(());
-    };
-    let parent_fd = match crate::fsutil::open_dir(rustix::fs::CWD, parent) {
-        Ok(fd) => fd,
-        Err(Errno::NOENT) => return Ok(()),
-        Err(e) => return Err(Error::io("open a half-built view's parent", parent, e)),
-    };
-    remove_tree_at(parent_fd.as_fd(), name)
-        .map(|_| ())
-        .ctx("remove a half-built view", target)
+    crate::fsutil::remove_tree_path(target).ctx("remove a half-built view", target)
 }
 
 #[cfg(test)]
