@@ -3,6 +3,7 @@
 //! form, written by [`super::output`].
 
 mod audit;
+mod source;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -26,10 +27,11 @@ use crate::cmd::push::PushReport;
 use crate::cmd::recover::RecoverReport;
 use crate::cmd::show::{ManifestReport, ShowReport};
 use crate::cmd::stage::{ReleaseReport, StageReport};
-use crate::cmd::verify::{TreeReport, VerifyReport};
+use crate::cmd::verify::{SourceReport, TreeReport, VerifyReport};
 use crate::error::{counted, ErrorKind};
 use crate::interrupt::Signal;
 use crate::policy::LeftOut;
+use crate::source::Via;
 use crate::store::query::ShownView;
 use crate::store::verify::Severity;
 
@@ -103,6 +105,18 @@ impl Report for IngestReport {
             };
             writeln!(w, "repaired {}: it {}; {how}", r.object, r.was)?;
         }
+        for e in &s.sources {
+            match e.via {
+                Via::Ingest => writeln!(w, "source: {}", source::record_line(&e.record))?,
+                via => writeln!(
+                    w,
+                    "source ({} via {}): {}",
+                    e.at,
+                    via.as_str(),
+                    source::record_line(&e.record)
+                )?,
+            }
+        }
         Ok(())
     }
 }
@@ -135,6 +149,16 @@ impl Report for ShowReport {
                 w,
                 "  {} ({}, {}, {}){gone}",
                 v.path, v.kind, v.method, v.created_at
+            )?;
+        }
+        writeln!(w, "sources:                 {}", self.sources.len())?;
+        for e in &self.sources {
+            writeln!(
+                w,
+                "  {} {}: {}",
+                e.at,
+                e.via.as_str(),
+                source::record_line(&e.record)
             )?;
         }
         if let Some(files) = &self.files {
@@ -329,10 +353,16 @@ impl Report for ReleaseReport {
 
 impl Report for ListReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        for s in &self.snapshots {
+        for l in &self.snapshots {
+            let s = &l.row;
+            let source = l
+                .source
+                .as_ref()
+                .map(|s| format!("  source {}", source::short(s)))
+                .unwrap_or_default();
             writeln!(
                 w,
-                "{}  {} {}  {}  {}  {}",
+                "{}  {} {}  {}  {}  {}{source}",
                 s.digest,
                 s.name,
                 s.version,
@@ -347,10 +377,16 @@ impl Report for ListReport {
 
 impl Report for LogReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        for e in &self.ingests {
+        for l in &self.ingests {
+            let e = &l.event;
+            let source = l
+                .source_record
+                .as_ref()
+                .map(|r| format!("  source {}", source::record_line(r)))
+                .unwrap_or_default();
             writeln!(
                 w,
-                "{}  {}  {}  {}  {}@{}  {}  new {} reused {}",
+                "{}  {}  {}  {}  {}@{}  {}  new {} reused {}{source}",
                 e.at,
                 e.digest,
                 e.event,
@@ -467,6 +503,30 @@ impl Report for TreeReport {
             )?;
         }
         Ok(())
+    }
+}
+
+impl Report for SourceReport {
+    /// 1, the code of damage, unless the snapshot re-derives from its commit.
+    fn exit_code(&self) -> u8 {
+        found_problems(!self.check.is_equal())
+    }
+
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        match source::check_line(&self.check) {
+            None => writeln!(
+                w,
+                "{} re-derives from commit {} at {} of {}",
+                self.manifest_digest,
+                self.check.commit.as_deref().unwrap_or("-"),
+                match self.check.path.as_deref() {
+                    None | Some("") => "the root",
+                    Some(p) => p,
+                },
+                self.repository
+            ),
+            Some(line) => writeln!(w, "{}: {line}", self.manifest_digest),
+        }
     }
 }
 
