@@ -146,6 +146,7 @@ struct ShowOut {
     last_ingested_at: Option<String>,
     ingest_count: u64,
     views: Vec<ViewOut>,
+    sources: Vec<SourceEntryOut>,
     files: Option<Vec<FileOut>>,
 }
 
@@ -191,6 +192,48 @@ struct SnapshotOut {
     file_count: u64,
     total_bytes: u64,
     first_ingested_at: String,
+    source: Option<SourceSummaryOut>,
+}
+
+/// A snapshot's newest source record in brief (`list`, `audit`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SourceSummaryOut {
+    pub(crate) commit: Option<String>,
+    pub(crate) tag: Option<String>,
+    pub(crate) clean: bool,
+    pub(crate) read_from: String,
+    pub(crate) via: String,
+}
+
+/// A snapshot re-derived from its recorded commit (`audit --source-repo`,
+/// `verify --source`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SourceCheckOut {
+    pub(crate) status: String,
+    pub(crate) mismatch: Option<String>,
+    pub(crate) commit: Option<String>,
+    pub(crate) path: Option<String>,
+    pub(crate) expected: String,
+    pub(crate) found: Option<String>,
+    pub(crate) detail: Option<String>,
+}
+
+/// `verify --source REPO DIGEST`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VerifySourceOut {
+    pub(crate) ok: bool,
+    pub(crate) manifest_digest: String,
+    pub(crate) repository: String,
+    pub(crate) status: String,
+    pub(crate) mismatch: Option<String>,
+    pub(crate) commit: Option<String>,
+    pub(crate) path: Option<String>,
+    pub(crate) expected: String,
+    pub(crate) found: Option<String>,
+    pub(crate) detail: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -212,6 +255,7 @@ struct EventOut {
     tool_version: String,
     new_objects: u64,
     reused_objects: u64,
+    source_record: Option<SourceRecordOut>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -553,7 +597,7 @@ struct ErrorOut {
 // ---------------------------------------------------------------------------
 
 /// Stdout as exactly one JSON object, then as `T`.
-fn one_object<T: DeserializeOwned>(out: &Output, what: &str) -> T {
+pub(crate) fn one_object<T: DeserializeOwned>(out: &Output, what: &str) -> T {
     let mut values =
         serde_json::Deserializer::from_slice(&out.stdout).into_iter::<serde_json::Value>();
     let first = match values.next() {
@@ -1041,6 +1085,8 @@ struct AuditDigestOut {
     damaged: Vec<DamagedOut>,
     pulled: bool,
     pull_error: Option<String>,
+    source: Option<SourceSummaryOut>,
+    source_check: Option<SourceCheckOut>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1067,6 +1113,8 @@ struct AuditOut {
     listed_at_most: u64,
     verified: bool,
     registry: Option<String>,
+    require_clean_source: bool,
+    source_repo: Option<String>,
     passed: bool,
     verdict: String,
 }
