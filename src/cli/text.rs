@@ -525,7 +525,12 @@ impl Report for SourceReport {
                 },
                 self.repository
             ),
-            Some(line) => writeln!(w, "{}: {line}", self.manifest_digest),
+            Some(line) => writeln!(
+                w,
+                "{}: {}: {line}",
+                self.manifest_digest,
+                self.check.status.as_str()
+            ),
         }
     }
 }

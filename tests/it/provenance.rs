@@ -251,7 +251,7 @@ fn verify_source_re_derives_one_snapshot_from_its_commit() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.starts_with(&format!(
-            "{digest}: source-mismatch (missing-commit): commit {} at plugins/p: ",
+            "{digest}: source-mismatch: from commit {} at plugins/p: missing-commit: ",
             &commit[..12]
         )),
         "{said}"

@@ -116,7 +116,7 @@ fn notes(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
         out.push(line);
     }
     if d.status == crate::audit::Status::NoCleanSource {
-        out.push("no-clean-source: no source record is clean and names a commit".into());
+        out.push("no source record is clean and names a commit".into());
     }
     out
 }

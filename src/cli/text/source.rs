@@ -93,8 +93,9 @@ pub fn short(s: &SourceSummary) -> String {
     out
 }
 
-/// A re-derivation that did not find the snapshot, on one line; `None`
-/// when it did.
+/// Why a re-derivation did not find the snapshot, on one line (`from
+/// commit 0123456789ab at plugins/x: missing-commit: …`); `None` when it
+/// did.
 pub fn check_line(c: &SourceCheck) -> Option<String> {
     match c.status {
         CheckStatus::Equal => None,
@@ -102,21 +103,20 @@ pub fn check_line(c: &SourceCheck) -> Option<String> {
             Some("no source record names a commit to re-derive it from".into())
         }
         CheckStatus::SourceMismatch => {
-            let at = format!(
-                "commit {} at {}",
-                commit(c.commit.as_deref()),
-                match c.path.as_deref() {
-                    None | Some("") => "the root",
-                    Some(p) => p,
-                }
-            );
             let why = match (&c.found, &c.detail) {
                 (Some(found), _) => format!("its tree's digest is {found}"),
                 (None, Some(detail)) => detail.clone(),
                 (None, None) => "it makes no snapshot".into(),
             };
-            let kind = c.mismatch.map_or("", |m| m.as_str());
-            Some(format!("source-mismatch ({kind}): {at}: {why}"))
+            Some(format!(
+                "from commit {} at {}: {}: {why}",
+                commit(c.commit.as_deref()),
+                match c.path.as_deref() {
+                    None | Some("") => "the root",
+                    Some(p) => p,
+                },
+                c.mismatch.map_or("mismatch", |m| m.as_str()),
+            ))
         }
     }
 }
@@ -208,5 +208,40 @@ mod tests {
         s.tag = None;
         s.via = Via::Registry;
         assert_eq!(short(&s), "0123456789ab dirty via registry");
+    }
+
+    #[test]
+    fn a_check_names_the_commit_and_why_it_is_no_match() {
+        use crate::digest::ManifestDigest;
+        use crate::store::provenance::Mismatch;
+        let expected: ManifestDigest = "a".repeat(64).parse().unwrap();
+        let found: ManifestDigest = "b".repeat(64).parse().unwrap();
+        let mut c = SourceCheck {
+            status: CheckStatus::Equal,
+            mismatch: None,
+            commit: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            path: Some(String::new()),
+            expected,
+            found: Some(expected),
+            detail: None,
+        };
+        assert_eq!(check_line(&c), None);
+        c.status = CheckStatus::SourceMismatch;
+        c.mismatch = Some(Mismatch::Digest);
+        c.found = Some(found);
+        assert_eq!(
+            check_line(&c).unwrap(),
+            format!("from commit 0123456789ab at the root: digest: its tree's digest is {found}")
+        );
+        c.mismatch = Some(Mismatch::MissingCommit);
+        c.found = None;
+        c.path = Some("plugins/x".into());
+        c.detail = Some("no such commit".into());
+        assert_eq!(
+            check_line(&c).unwrap(),
+            "from commit 0123456789ab at plugins/x: missing-commit: no such commit"
+        );
+        c.status = CheckStatus::NoSourceRecord;
+        assert!(check_line(&c).unwrap().starts_with("no source record"));
     }
 }
