@@ -67,7 +67,7 @@ pub(crate) fn other_repo(env: &TestEnv) -> PathBuf {
 }
 
 fn text(env: &TestEnv, args: &[&str]) -> String {
-    let out = env.run(args.iter().map(|a| OsStr::new(a)));
+    let out = env.run(args.iter().map(OsStr::new));
     util::assert_ok(&out);
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
