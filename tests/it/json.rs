@@ -2114,3 +2114,60 @@ fn a_conflict_at_one_path_carries_it() {
         assert!(err.error.message.contains(words), "{what}: {err:?}");
     }
 }
+
+#[test]
+fn source_fields_fit_the_documented_schema() {
+    let env = TestEnv::new();
+    let (repo, commit) = crate::provenance::subdir_repo(&env, "repo");
+    let human = crate::provenance::ingest_git(&env, &repo, "HEAD", &["--subdir", "plugins/p"]);
+    let d = human.lines().next().unwrap().to_string();
+
+    let show: ShowOut = run_typed(&env, &[os("show"), os(&d)]);
+    assert_eq!(show.sources.len(), 1);
+    assert_eq!(
+        show.sources[0].record.commit.as_deref(),
+        Some(commit.as_str())
+    );
+    assert_eq!(show.sources[0].record.path, "plugins/p");
+    let list: ListOut = run_typed(&env, &[os("list")]);
+    let brief = list.snapshots[0].source.as_ref().expect("a source");
+    assert_eq!(brief.commit.as_deref(), Some(commit.as_str()));
+    assert!(brief.clean);
+    let log: LogOut = run_typed(&env, &[os("log")]);
+    let record = log.ingests[0].source_record.as_ref().expect("a record");
+    assert_eq!(record.read_from, "git");
+
+    let results = env.path("results.jsonl");
+    write(
+        &results,
+        format!(
+            "{}\n",
+            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d})
+        ),
+    );
+    let audit: AuditOut = run_typed(
+        &env,
+        &[
+            os("audit"),
+            results.as_os_str(),
+            os("--require-clean-source"),
+            os("--source-repo"),
+            repo.as_os_str(),
+        ],
+    );
+    assert!(audit.passed && audit.require_clean_source);
+    absolute(audit.source_repo.as_deref().unwrap());
+    let check = audit.digests[0].source_check.as_ref().expect("a check");
+    assert_eq!(check.status, "equal");
+    assert_eq!(check.found.as_deref(), Some(d.as_str()));
+    assert!(audit.digests[0].source.is_some());
+
+    let verify: VerifySourceOut = run_typed(
+        &env,
+        &[os("verify"), os("--source"), repo.as_os_str(), os(&d)],
+    );
+    assert!(verify.ok);
+    absolute(&verify.repository);
+    assert_eq!(verify.status, "equal");
+    assert_eq!(verify.expected, d);
+}
