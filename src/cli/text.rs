@@ -31,7 +31,7 @@ use crate::cmd::verify::{SourceReport, TreeReport, VerifyReport};
 use crate::error::{counted, ErrorKind};
 use crate::interrupt::Signal;
 use crate::policy::LeftOut;
-use crate::source::Via;
+use crate::source::{SourceEntry, Via};
 use crate::store::query::ShownView;
 use crate::store::verify::Severity;
 
@@ -53,6 +53,24 @@ fn provenance(p: &Provenance, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "manifest_digest:         {}", p.manifest_digest)?;
     writeln!(w, "file_count:              {}", p.file_count)?;
     writeln!(w, "total_bytes:             {}", p.total_bytes)
+}
+
+/// The source records an ingest kept, one line each: `source: git …`, or,
+/// for a record a registry or bundle brought, with when and how.
+fn sources(kept: &[SourceEntry], w: &mut dyn Write) -> io::Result<()> {
+    for e in kept {
+        match e.via {
+            Via::Ingest => writeln!(w, "source: {}", source::record_line(&e.record))?,
+            via => writeln!(
+                w,
+                "source ({} via {}): {}",
+                e.at,
+                via.as_str(),
+                source::record_line(&e.record)
+            )?,
+        }
+    }
+    Ok(())
 }
 
 impl Report for IngestReport {
@@ -105,19 +123,7 @@ impl Report for IngestReport {
             };
             writeln!(w, "repaired {}: it {}; {how}", r.object, r.was)?;
         }
-        for e in &s.sources {
-            match e.via {
-                Via::Ingest => writeln!(w, "source: {}", source::record_line(&e.record))?,
-                via => writeln!(
-                    w,
-                    "source ({} via {}): {}",
-                    e.at,
-                    via.as_str(),
-                    source::record_line(&e.record)
-                )?,
-            }
-        }
-        Ok(())
+        sources(&s.sources, w)
     }
 }
 
@@ -319,6 +325,9 @@ impl Report for StageReport {
             (Some(p), Some(v)) => {
                 writeln!(w, "{} {} {}", p.manifest_digest, p.name, p.version)?;
                 writeln!(w, "view: {v}")?;
+                if let Some(ingest) = &self.ingest {
+                    sources(&ingest.sources, w)?;
+                }
             }
             _ => writeln!(w, "no ce_* arm: nothing staged")?,
         }
