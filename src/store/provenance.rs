@@ -222,3 +222,62 @@ pub fn verify_source(store_root: &Path, repo: &Path, digest: &str) -> Result<Sou
         check,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Changes, ReadFrom, SourceEntry, SourceRecord, Via};
+
+    fn kept(commit: Option<&str>, path: &str) -> KeptSource {
+        KeptSource::new(SourceEntry {
+            at: "2026-01-02T03:04:05.678Z".into(),
+            via: Via::Ingest,
+            record: SourceRecord {
+                read_from: ReadFrom::WorkTree,
+                repository: "/nowhere".into(),
+                commit: commit.map(str::to_string),
+                path: path.into(),
+                tree: None,
+                tag: None,
+                clean: false,
+                changes: Changes::default(),
+                commit_refused: None,
+            },
+        })
+    }
+
+    #[test]
+    fn a_snapshot_without_a_record_naming_a_commit_has_nothing_to_re_derive() {
+        let expected: ManifestDigest = "a".repeat(64).parse().unwrap();
+        // The repository is never opened: there is no commit to read.
+        let check = check_source(
+            Path::new("/nonexistent"),
+            &expected,
+            "1.0.0",
+            &[kept(None, "")],
+        )
+        .unwrap();
+        assert_eq!(check.status, CheckStatus::NoSourceRecord);
+        assert_eq!((&check.commit, &check.found), (&None, &None));
+        assert!(!SourceCheck {
+            status: CheckStatus::SourceMismatch,
+            ..check
+        }
+        .is_equal());
+    }
+
+    #[test]
+    fn a_repository_that_cannot_be_opened_is_an_error_not_a_mismatch() {
+        let expected: ManifestDigest = "a".repeat(64).parse().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let commit = "0".repeat(40);
+        let err = check_source(
+            dir.path(),
+            &expected,
+            "1.0.0",
+            &[kept(Some(&commit), "plugins/p"), kept(None, "")],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("could not open"), "{err}");
+    }
+}
