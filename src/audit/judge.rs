@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::digest::ManifestDigest;
 use crate::error::Result;
+use crate::store::provenance::{check_source, CheckStatus, SourceCheck};
+use crate::store::query::SourceSummary;
 use crate::store::verify::{verify_store, Severity, VerifyOptions};
 use crate::store::Store;
 
@@ -26,6 +28,12 @@ pub enum Status {
     Damaged,
     /// Unknown, then fetched from `--registry` and verified.
     Pulled,
+    /// `--source-repo`: the commit its newest source record names has
+    /// another tree, is not in the repository, or makes no snapshot.
+    SourceMismatch,
+    /// `--require-clean-source`: no source record of it is clean and names
+    /// a commit.
+    NoCleanSource,
 }
 
 impl Status {
@@ -37,6 +45,8 @@ impl Status {
             Status::VersionMismatch => "version-mismatch",
             Status::Damaged => "damaged",
             Status::Pulled => "pulled",
+            Status::SourceMismatch => "source-mismatch",
+            Status::NoCleanSource => "no-clean-source",
         }
     }
 
@@ -99,6 +109,23 @@ pub struct DigestAudit<'a> {
     pub pulled: bool,
     /// With `--registry`, why the digest could not be pulled.
     pub pull_error: Option<&'a str>,
+    /// Its newest source record in brief, or null when it has none (or is
+    /// not in the store).
+    pub source: Option<&'a SourceSummary>,
+    /// With `--source-repo`, what re-deriving it from its recorded commit
+    /// found; null otherwise, and for a digest not in the store.
+    pub source_check: Option<&'a SourceCheck>,
+}
+
+/// What the store knows of a held digest's source.
+#[derive(Debug, Default)]
+pub(super) struct DigestSource {
+    /// The newest record in brief.
+    newest: Option<SourceSummary>,
+    /// Whether a record is clean and names a commit.
+    clean: bool,
+    /// With `--source-repo`, the re-derivation.
+    check: Option<SourceCheck>,
 }
 
 /// Every distinct digest of the inputs, in digest order, held as the scan
@@ -110,6 +137,8 @@ pub struct Digests {
     pub(super) lines: Lines,
     damaged: BTreeMap<ManifestDigest, Vec<DamagedObject>>,
     pull_errors: BTreeMap<ManifestDigest, String>,
+    sources: HashMap<ManifestDigest, DigestSource>,
+    require_clean_source: bool,
 }
 
 impl Digests {
@@ -132,10 +161,18 @@ impl Digests {
         let Some(stored) = t.stored else {
             return Status::Unknown;
         };
+        let source = self.sources.get(&t.digest);
         if self.damaged.contains_key(&t.digest) {
             Status::Damaged
         } else if t.versions.unlisted() > 0 || t.versions.iter().any(|c| c.value != stored) {
             Status::VersionMismatch
+        } else if source
+            .and_then(|s| s.check.as_ref())
+            .is_some_and(|c| c.status == CheckStatus::SourceMismatch)
+        {
+            Status::SourceMismatch
+        } else if self.require_clean_source && !source.is_some_and(|s| s.clean) {
+            Status::NoCleanSource
         } else if t.pulled {
             Status::Pulled
         } else {
@@ -158,6 +195,8 @@ impl Digests {
             damaged: self.damaged.get(&t.digest).map_or(&[], Vec::as_slice),
             pulled: t.pulled,
             pull_error: self.pull_errors.get(&t.digest).map(String::as_str),
+            source: self.sources.get(&t.digest).and_then(|s| s.newest.as_ref()),
+            source_check: self.sources.get(&t.digest).and_then(|s| s.check.as_ref()),
         }
     }
 }
@@ -191,6 +230,12 @@ pub struct AuditReport {
     pub verified: bool,
     /// The registry unknown digests were pulled from, or null.
     pub registry: Option<String>,
+    /// Whether a digest without a clean source record fails
+    /// (`--require-clean-source`).
+    pub require_clean_source: bool,
+    /// The clone digests were re-derived in (`--source-repo`), absolute; or
+    /// null.
+    pub source_repo: Option<String>,
     /// Whether everything passed.
     pub passed: bool,
     /// The one-line verdict.
@@ -201,6 +246,10 @@ pub struct AuditReport {
 pub struct JudgeOptions<'a> {
     /// Re-hash every snapshot's objects.
     pub verify: bool,
+    /// Fail every digest without a clean source record naming a commit.
+    pub require_clean_source: bool,
+    /// A local clone to re-derive each digest from its recorded commit in.
+    pub source_repo: Option<&'a std::path::Path>,
     /// Whether a progress line may be drawn.
     pub progress: bool,
     /// The registry pulled from, if any.
@@ -242,10 +291,18 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         with_fields,
     } = scan;
     let stored = stored_versions(store)?;
+    let source_repo = opts
+        .source_repo
+        .map(|r| std::path::absolute(r).unwrap_or_else(|_| r.to_path_buf()));
     let mut held: Vec<ManifestDigest> = Vec::new();
+    let mut sources = HashMap::new();
     for t in &mut tallies {
         if let Some(v) = stored.get(&t.digest) {
             held.push(t.digest);
+            sources.insert(
+                t.digest,
+                digest_source(store, &t.digest, v, source_repo.as_deref())?,
+            );
             // No id left for the version is no version known: unknown.
             t.stored = values.id(v);
         }
@@ -276,6 +333,8 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         lines,
         damaged,
         pull_errors: opts.pull_errors.clone(),
+        sources,
+        require_clean_source: opts.require_clean_source,
     };
     let malformed_count = inputs.iter().map(|i| i.malformed_count).sum();
     let rows = inputs.iter().map(|i| i.rows).sum();
@@ -305,8 +364,31 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         listed_at_most: LISTED,
         verified: opts.verify,
         registry: opts.registry.map(str::to_string),
+        require_clean_source: opts.require_clean_source,
+        source_repo: source_repo.map(|r| r.display().to_string()),
         passed,
         verdict,
+    })
+}
+
+/// What the store's source records say of a held digest, re-derived from
+/// its recorded commit in `source_repo` when one is given.
+fn digest_source(
+    store: &Store,
+    digest: &ManifestDigest,
+    version: &str,
+    source_repo: Option<&std::path::Path>,
+) -> Result<DigestSource> {
+    let kept = store.catalogue().sources(digest)?;
+    let check = source_repo
+        .map(|repo| check_source(repo, digest, version, &kept))
+        .transpose()?;
+    Ok(DigestSource {
+        newest: kept.last().map(|k| SourceSummary::from(&k.entry)),
+        clean: kept
+            .iter()
+            .any(|k| k.entry.record.clean && k.entry.record.commit.is_some()),
+        check,
     })
 }
 

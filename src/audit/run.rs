@@ -19,6 +19,10 @@ pub struct AuditOptions<'a> {
     pub fields: Fields,
     /// Re-hash every snapshot's objects.
     pub verify: bool,
+    /// Fail every digest without a clean source record naming a commit.
+    pub require_clean_source: bool,
+    /// A local clone to re-derive each digest from its recorded commit in.
+    pub source_repo: Option<&'a Path>,
     /// `REGISTRY/REPOSITORY` to pull unknown digests from.
     pub registry: Option<&'a str>,
     /// How to reach the registry.
@@ -49,6 +53,8 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> 
         scan,
         &JudgeOptions {
             verify: opts.verify,
+            require_clean_source: opts.require_clean_source,
+            source_repo: opts.source_repo,
             progress: opts.progress,
             registry: opts.registry,
             pulled: &pulled,

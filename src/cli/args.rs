@@ -478,6 +478,10 @@ pub struct VerifyArgs {
     /// whose SHA-256 matches.
     #[arg(long, value_name = "DIR", conflicts_with = "tree")]
     pub(super) repair_from: Option<PathBuf>,
+    /// Re-derive the one snapshot named from the commit its source record
+    /// names, read from this local clone, and compare the digests.
+    #[arg(long, value_name = "REPO", conflicts_with_all = ["tree", "repair_from"])]
+    pub(super) source: Option<PathBuf>,
 }
 
 impl VerifyArgs {
@@ -493,6 +497,20 @@ impl VerifyArgs {
             ));
         };
         Ok(Some((dir, digest)))
+    }
+
+    /// With `--source REPO`, the repository and the one snapshot to
+    /// re-derive from it; `None` otherwise.
+    pub(super) fn source_check(&self) -> Result<Option<(&std::path::Path, &str)>> {
+        let Some(repo) = &self.source else {
+            return Ok(None);
+        };
+        let [digest] = self.digests.as_slice() else {
+            return Err(Error::Usage(
+                "verify --source REPO takes exactly one DIGEST".into(),
+            ));
+        };
+        Ok(Some((repo, digest)))
     }
 
     /// The options of a store verification, drawing progress when asked.
@@ -545,6 +563,13 @@ pub struct AuditArgs {
     /// The arm's field.
     #[arg(long, value_name = "F", default_value = crate::audit::DEFAULT_ARM_FIELD)]
     pub(super) arm_field: String,
+    /// Fail every digest that has no clean source record naming a commit.
+    #[arg(long)]
+    pub(super) require_clean_source: bool,
+    /// Re-derive each digest from the commit its newest source record
+    /// names, read from this local clone, and fail those that differ.
+    #[arg(long, value_name = "REPO")]
+    pub(super) source_repo: Option<PathBuf>,
 }
 
 impl AuditArgs {
@@ -562,6 +587,8 @@ impl AuditArgs {
                 arm: self.arm_field.clone(),
             },
             verify: self.verify,
+            require_clean_source: self.require_clean_source,
+            source_repo: self.source_repo.as_deref(),
             registry: self.registry.as_deref(),
             remote_options: crate::remote::Options {
                 plain_http: self.plain_http,

@@ -55,13 +55,18 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             let query = cmd::list::FindQuery::try_from(a)?;
             emit(cli.json, out, &cmd::list::find(&root, &query)?)
         }
-        Command::Verify(a) => match a.tree_audit()? {
-            Some((dir, digest)) => emit(
+        Command::Verify(a) => match (a.source_check()?, a.tree_audit()?) {
+            (Some((repo, digest)), _) => emit(
+                cli.json,
+                out,
+                &cmd::verify::verify_source(&root, repo, digest)?,
+            ),
+            (None, Some((dir, digest))) => emit(
                 cli.json,
                 out,
                 &cmd::verify::verify_tree(&root, dir, digest)?,
             ),
-            None => emit(
+            (None, None) => emit(
                 cli.json,
                 out,
                 &cmd::verify::verify(&root, &a.options(progress))?,

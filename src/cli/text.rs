@@ -3,6 +3,7 @@
 //! form, written by [`super::output`].
 
 mod audit;
+mod source;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -26,10 +27,11 @@ use crate::cmd::push::PushReport;
 use crate::cmd::recover::RecoverReport;
 use crate::cmd::show::{ManifestReport, ShowReport};
 use crate::cmd::stage::{ReleaseReport, StageReport};
-use crate::cmd::verify::{TreeReport, VerifyReport};
+use crate::cmd::verify::{SourceReport, TreeReport, VerifyReport};
 use crate::error::{counted, ErrorKind};
 use crate::interrupt::Signal;
 use crate::policy::LeftOut;
+use crate::source::{SourceEntry, Via};
 use crate::store::query::ShownView;
 use crate::store::verify::Severity;
 
@@ -51,6 +53,24 @@ fn provenance(p: &Provenance, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "manifest_digest:         {}", p.manifest_digest)?;
     writeln!(w, "file_count:              {}", p.file_count)?;
     writeln!(w, "total_bytes:             {}", p.total_bytes)
+}
+
+/// The source records an ingest kept, one line each: `source: git …`, or,
+/// for a record a registry or bundle brought, with when and how.
+fn sources(kept: &[SourceEntry], w: &mut dyn Write) -> io::Result<()> {
+    for e in kept {
+        match e.via {
+            Via::Ingest => writeln!(w, "source: {}", source::record_line(&e.record))?,
+            via => writeln!(
+                w,
+                "source ({} via {}): {}",
+                e.at,
+                via.as_str(),
+                source::record_line(&e.record)
+            )?,
+        }
+    }
+    Ok(())
 }
 
 impl Report for IngestReport {
@@ -103,7 +123,7 @@ impl Report for IngestReport {
             };
             writeln!(w, "repaired {}: it {}; {how}", r.object, r.was)?;
         }
-        Ok(())
+        sources(&s.sources, w)
     }
 }
 
@@ -135,6 +155,16 @@ impl Report for ShowReport {
                 w,
                 "  {} ({}, {}, {}){gone}",
                 v.path, v.kind, v.method, v.created_at
+            )?;
+        }
+        writeln!(w, "sources:                 {}", self.sources.len())?;
+        for e in &self.sources {
+            writeln!(
+                w,
+                "  {} {}: {}",
+                e.at,
+                e.via.as_str(),
+                source::record_line(&e.record)
             )?;
         }
         if let Some(files) = &self.files {
@@ -298,6 +328,9 @@ impl Report for StageReport {
             (Some(p), Some(v)) => {
                 writeln!(w, "{} {} {}", p.manifest_digest, p.name, p.version)?;
                 writeln!(w, "view: {v}")?;
+                if let Some(ingest) = &self.ingest {
+                    sources(&ingest.sources, w)?;
+                }
             }
             _ => writeln!(w, "no ce_* arm: nothing staged")?,
         }
@@ -332,10 +365,16 @@ impl Report for ReleaseReport {
 
 impl Report for ListReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        for s in &self.snapshots {
+        for l in &self.snapshots {
+            let s = &l.row;
+            let source = l
+                .source
+                .as_ref()
+                .map(|s| format!("  source {}", source::short(s)))
+                .unwrap_or_default();
             writeln!(
                 w,
-                "{}  {} {}  {}  {}  {}",
+                "{}  {} {}  {}  {}  {}{source}",
                 s.digest,
                 s.name,
                 s.version,
@@ -350,10 +389,16 @@ impl Report for ListReport {
 
 impl Report for LogReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        for e in &self.ingests {
+        for l in &self.ingests {
+            let e = &l.event;
+            let source = l
+                .source_record
+                .as_ref()
+                .map(|r| format!("  source {}", source::record_line(r)))
+                .unwrap_or_default();
             writeln!(
                 w,
-                "{}  {}  {}  {}  {}@{}  {}  new {} reused {}",
+                "{}  {}  {}  {}  {}@{}  {}  new {} reused {}{source}",
                 e.at,
                 e.digest,
                 e.event,
@@ -470,6 +515,35 @@ impl Report for TreeReport {
             )?;
         }
         Ok(())
+    }
+}
+
+impl Report for SourceReport {
+    /// 1, the code of damage, unless the snapshot re-derives from its commit.
+    fn exit_code(&self) -> u8 {
+        found_problems(!self.check.is_equal())
+    }
+
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        match source::check_line(&self.check) {
+            None => writeln!(
+                w,
+                "{} re-derives from commit {} at {} of {}",
+                self.manifest_digest,
+                self.check.commit.as_deref().unwrap_or("-"),
+                match self.check.path.as_deref() {
+                    None | Some("") => "the root",
+                    Some(p) => p,
+                },
+                self.repository
+            ),
+            Some(line) => writeln!(
+                w,
+                "{}: {}: {line}",
+                self.manifest_digest,
+                self.check.status.as_str()
+            ),
+        }
     }
 }
 

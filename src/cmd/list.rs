@@ -2,5 +2,6 @@
 //! auditors, which live in [`crate::store::query`].
 
 pub use crate::store::query::{
-    find, glob_matches, list, log, FindHit, FindQuery, FindReport, ListReport, LogReport,
+    find, glob_matches, list, log, FindHit, FindQuery, FindReport, ListReport, ListedSnapshot,
+    LogReport, LoggedEvent, SourceSummary,
 };

@@ -1,10 +1,12 @@
 //! `cestore verify`: re-hash the store and check the catalogue against itself,
-//! or audit a directory tree against a snapshot (`--tree`). The checks live
-//! in [`crate::store::verify`].
+//! audit a directory tree against a snapshot (`--tree`), or re-derive a
+//! snapshot from its recorded commit (`--source`). The checks live in
+//! [`crate::store::verify`] and [`crate::store::provenance`].
 
 use std::path::Path;
 
 use crate::error::Result;
+pub use crate::store::provenance::{verify_source, SourceCheck, SourceReport};
 use crate::store::verify::{audit_tree, verify_store};
 pub use crate::store::verify::{Problem, StaleView, TreeReport, VerifyOptions, VerifyReport};
 use crate::store::{LockMode, Store};

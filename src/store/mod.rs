@@ -70,6 +70,7 @@ pub mod gc;
 pub mod ingest;
 pub mod manifests;
 pub mod objects;
+pub mod provenance;
 pub mod query;
 pub mod recover;
 pub mod sandbox;

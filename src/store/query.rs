@@ -3,44 +3,133 @@
 //! (`find`), what is known of one (`show`), and what changed between two
 //! (`diff`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use super::{LockMode, Store};
-use crate::catalogue::{resolve, FileFilter, IngestEvent, Provenance, SnapshotRow, ViewRow};
+use crate::catalogue::{
+    resolve, Catalogue, FileFilter, IngestEvent, Provenance, SnapshotRow, ViewRow,
+};
 use crate::digest::{DigestPrefix, ManifestDigest, ObjectId, ParseDigestError};
 use crate::error::{Error, Misuse, Result};
 use crate::manifest::Entry;
+use crate::source::{ReadFrom, SourceEntry, SourceRecord, Via};
+
+/// A source record in brief: the commit, its tag, whether the snapshot is
+/// the commit's, how the bytes were read and how the store came to hold the
+/// record. `list` and `audit` show a snapshot's newest record so.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SourceSummary {
+    /// The commit, as 40 hex digits; null in a work tree with no commit yet.
+    pub commit: Option<String>,
+    /// A tag pointing at the commit, if any.
+    pub tag: Option<String>,
+    /// Whether the snapshot equals the snapshot of the commit's tree.
+    pub clean: bool,
+    /// How the ingest read the bytes.
+    pub read_from: ReadFrom,
+    /// How the store came to hold the record.
+    pub via: Via,
+}
+
+impl From<&SourceEntry> for SourceSummary {
+    fn from(e: &SourceEntry) -> SourceSummary {
+        SourceSummary {
+            commit: e.record.commit.clone(),
+            tag: e.record.tag.clone(),
+            clean: e.record.clean,
+            read_from: e.record.read_from,
+            via: e.via,
+        }
+    }
+}
+
+/// The summary of a snapshot's newest source record, if it has one.
+pub fn newest_source(cat: &Catalogue, digest: &ManifestDigest) -> Result<Option<SourceSummary>> {
+    Ok(cat
+        .sources(digest)?
+        .last()
+        .map(|k| SourceSummary::from(&k.entry)))
+}
+
+/// One snapshot as `cestore list` shows it.
+#[derive(Debug, serde::Serialize)]
+pub struct ListedSnapshot {
+    /// The catalogue's row.
+    #[serde(flatten)]
+    pub row: SnapshotRow,
+    /// Its newest source record in brief, or null when it has none.
+    pub source: Option<SourceSummary>,
+}
 
 /// The report of `cestore list`.
 #[derive(Debug, serde::Serialize)]
 pub struct ListReport {
     /// The snapshots, oldest first.
-    pub snapshots: Vec<SnapshotRow>,
+    pub snapshots: Vec<ListedSnapshot>,
 }
 
-/// Lists snapshots, optionally filtered.
+/// Lists snapshots, optionally filtered, each with its newest source record.
 pub fn list(store_root: &Path, version: Option<&str>, name: Option<&str>) -> Result<ListReport> {
     let store = Store::open(store_root, LockMode::Shared, false)?;
-    Ok(ListReport {
-        snapshots: store.catalogue().snapshots(version, name)?,
-    })
+    let cat = store.catalogue();
+    let snapshots = cat
+        .snapshots(version, name)?
+        .into_iter()
+        .map(|row| {
+            let source = newest_source(cat, &row.digest)?;
+            Ok(ListedSnapshot { row, source })
+        })
+        .collect::<Result<_>>()?;
+    Ok(ListReport { snapshots })
+}
+
+/// One ingest event as `cestore log` shows it.
+#[derive(Debug, serde::Serialize)]
+pub struct LoggedEvent {
+    /// The catalogue's event.
+    #[serde(flatten)]
+    pub event: IngestEvent,
+    /// The source record this event kept (the record of the same snapshot
+    /// and time), or null.
+    pub source_record: Option<SourceRecord>,
 }
 
 /// The report of `cestore log`.
 #[derive(Debug, serde::Serialize)]
 pub struct LogReport {
     /// The ingest events, oldest first.
-    pub ingests: Vec<IngestEvent>,
+    pub ingests: Vec<LoggedEvent>,
 }
 
-/// Lists ingest events, of one snapshot or all.
+/// Lists ingest events, of one snapshot or all, each with the source
+/// record it kept.
 pub fn log(store_root: &Path, digest: Option<&str>) -> Result<LogReport> {
     let store = Store::open(store_root, LockMode::Shared, false)?;
-    let digest = digest.map(|d| resolve(store.catalogue(), d)).transpose()?;
-    Ok(LogReport {
-        ingests: store.catalogue().ingests(digest.as_ref())?,
-    })
+    let cat = store.catalogue();
+    let digest = digest.map(|d| resolve(cat, d)).transpose()?;
+    let mut records: HashMap<ManifestDigest, Vec<SourceEntry>> = HashMap::new();
+    let mut ingests = Vec::new();
+    for event in cat.ingests(digest.as_ref())? {
+        let kept = match records.entry(event.digest) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => v.insert(
+                cat.sources(&event.digest)?
+                    .into_iter()
+                    .map(|k| k.entry)
+                    .collect(),
+            ),
+        };
+        let source_record = kept
+            .iter()
+            .find(|e| e.at == event.at)
+            .map(|e| e.record.clone());
+        ingests.push(LoggedEvent {
+            event,
+            source_record,
+        });
+    }
+    Ok(LogReport { ingests })
 }
 
 /// What `cestore find` looks for.
@@ -198,6 +287,9 @@ pub struct ShowReport {
     pub ingest_count: i64,
     /// The views of it that are recorded.
     pub views: Vec<ShownView>,
+    /// Its source records, oldest first: where its bytes came from, as each
+    /// ingest (or the registry or bundle it came through) found it.
+    pub sources: Vec<SourceEntry>,
     /// The files in manifest order, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<Entry>>,
@@ -251,6 +343,7 @@ pub fn show(store_root: &Path, opts: &ShowOptions<'_>) -> Result<ShowReport> {
             .into_iter()
             .map(ShownView::of)
             .collect(),
+        sources: cat.sources(&digest)?.into_iter().map(|k| k.entry).collect(),
         files: if opts.files {
             Some(cat.files(&digest)?)
         } else {

@@ -1914,6 +1914,7 @@ fn expected_table(r: &Results) -> Vec<(String, Vec<String>)> {
                 "4".into(),
                 "ce_workflow (1), ce_review (2), baseline (1)".into(),
                 "1-11".into(),
+                "-".into(),
             ],
         ),
         (
@@ -1926,6 +1927,7 @@ fn expected_table(r: &Results) -> Vec<(String, Vec<String>)> {
                 "2".into(),
                 "ce_review (1), ce_workflow (1)".into(),
                 "2-10".into(),
+                "-".into(),
             ],
         ),
         (
@@ -1938,6 +1940,7 @@ fn expected_table(r: &Results) -> Vec<(String, Vec<String>)> {
                 "1".into(),
                 "ce_workflow_direct (1)".into(),
                 "4-4".into(),
+                "-".into(),
             ],
         ),
     ];
@@ -1974,7 +1977,8 @@ fn audit_names_every_digest_status_and_row_problem() {
             "claimed versions (rows)",
             "rows",
             "arms (rows)",
-            "lines"
+            "lines",
+            "source"
         ],
         "{human}"
     );
@@ -2035,6 +2039,7 @@ fn audit_names_every_digest_status_and_row_problem() {
             "arms": [claim("ce_workflow", 1, 1), claim("ce_review", 2, 5), claim("baseline", 1, 6)],
             "arms_unlisted": 0, "first": at_line(1), "last": at_line(11),
             "damaged": [], "pulled": false, "pull_error": null,
+            "source": null, "source_check": null,
         }),
         json!({
             "manifest_digest": r.b, "status": "ok", "version": "1.1.0",
@@ -2043,6 +2048,7 @@ fn audit_names_every_digest_status_and_row_problem() {
             "arms": [claim("ce_review", 1, 2), claim("ce_workflow", 1, 10)],
             "arms_unlisted": 0, "first": at_line(2), "last": at_line(10),
             "damaged": [], "pulled": false, "pull_error": null,
+            "source": null, "source_check": null,
         }),
         json!({
             "manifest_digest": r.c, "status": "unknown", "version": null,
@@ -2051,6 +2057,7 @@ fn audit_names_every_digest_status_and_row_problem() {
             "arms": [claim("ce_workflow_direct", 1, 4)],
             "arms_unlisted": 0, "first": at_line(4), "last": at_line(4),
             "damaged": [], "pulled": false, "pull_error": null,
+            "source": null, "source_check": null,
         }),
     ];
     want.sort_by_key(|d| d["manifest_digest"].as_str().unwrap().to_string());
@@ -2086,9 +2093,9 @@ fn audit_names_every_digest_status_and_row_problem() {
     let md_lines: Vec<&str> = md.lines().collect();
     assert_eq!(
         md_lines[0],
-        "| digest | status | store version | claimed versions (rows) | rows | arms (rows) | lines |"
+        "| digest | status | store version | claimed versions (rows) | rows | arms (rows) | lines | source |"
     );
-    assert_eq!(md_lines[1], "|---|---|---|---|---|---|---|");
+    assert_eq!(md_lines[1], "|---|---|---|---|---|---|---|---|");
     for (i, (digest, mut cells)) in expected_table(&r).into_iter().enumerate() {
         cells[0] = format!("`{}`", cells[0]);
         if digest == r.a {
@@ -2701,7 +2708,8 @@ fn audit_holds_a_few_dozen_bytes_per_digest() {
             "1.0.0 (1), 1.0.1 (2)",
             "3",
             "ce_workflow (1), ce_review (2)",
-            &format!("1-{}", N + 2)
+            &format!("1-{}", N + 2),
+            "-"
         ]
     );
     let last = N - 1;
@@ -2714,7 +2722,8 @@ fn audit_holds_a_few_dozen_bytes_per_digest() {
             "1.0.0 (1)",
             "1",
             "ce_workflow (1)",
-            &format!("{N}-{N}")
+            &format!("{N}-{N}"),
+            "-"
         ]
     );
     assert_eq!(
@@ -2726,7 +2735,8 @@ fn audit_holds_a_few_dozen_bytes_per_digest() {
             "1.0.0 (1)",
             "1",
             "ce_review (1)",
-            &format!("{}-{}", N + 3, N + 3)
+            &format!("{}-{}", N + 3, N + 3),
+            "-"
         ]
     );
     // In digest order.
@@ -2861,4 +2871,233 @@ fn audit_fails_an_input_with_no_row_or_none_of_the_fields() {
         human.contains("line 1: arm-mismatch: a row without an arm must carry neither"),
         "{human}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Sources: --require-clean-source and --source-repo
+// ---------------------------------------------------------------------------
+
+/// A store with a snapshot ingested from git (under `plugins/p` of `repo`,
+/// at `commit`) and one ingested from a directory, and a results file that
+/// names both.
+struct Sourced {
+    env: TestEnv,
+    repo: PathBuf,
+    commit: String,
+    from_git: String,
+    from_dir: String,
+    file: PathBuf,
+}
+
+fn sourced() -> Sourced {
+    let env = TestEnv::new();
+    let (repo, commit) = crate::provenance::subdir_repo(&env, "repo");
+    let human = crate::provenance::ingest_git(&env, &repo, "HEAD", &["--subdir", "plugins/p"]);
+    let from_git = human.lines().next().unwrap().to_string();
+    let dir = env.path("dir");
+    util::minimal_plugin(&dir, "2.0.0");
+    let from_dir = env.ingest_digest(&dir, "2.0.0");
+    let file = env.path("results.jsonl");
+    let row = |d: &str, v: &str| {
+        json!({"arm": "ce_workflow", "ce_plugin_version": v, "ce_plugin_manifest_digest": d})
+            .to_string()
+    };
+    write(
+        &file,
+        format!("{}\n{}\n", row(&from_git, "1.0.0"), row(&from_dir, "2.0.0")),
+    );
+    Sourced {
+        env,
+        repo,
+        commit,
+        from_git,
+        from_dir,
+        file,
+    }
+}
+
+/// `audit FILE EXTRA --json`: the exit code and the report.
+fn audit_json(env: &TestEnv, file: &Path, extra: &[&OsStr]) -> (i32, Value) {
+    let mut all = vec![OsStr::new("audit"), file.as_os_str()];
+    all.extend_from_slice(extra);
+    all.push(OsStr::new("--json"));
+    let out = env.run(&all);
+    (out.status.code().expect("exit code"), parse_json(&out))
+}
+
+/// The digest entry of `d` in an audit's JSON report.
+fn entry<'a>(report: &'a Value, d: &str) -> &'a Value {
+    report["digests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manifest_digest"] == d)
+        .unwrap_or_else(|| panic!("{d} not in {report}"))
+}
+
+#[test]
+fn audit_names_each_digests_source_and_can_require_a_clean_one() {
+    let r = sourced();
+    let short = &r.commit[..12];
+
+    // Without the flag a digest with no record passes; each carries its
+    // newest record in brief.
+    let (code, report) = audit_json(&r.env, &r.file, &[]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["require_clean_source"], false);
+    assert_eq!(report["source_repo"], Value::Null);
+    assert_eq!(
+        entry(&report, &r.from_git)["source"],
+        json!({"commit": r.commit, "tag": null, "clean": true, "read_from": "git", "via": "ingest"})
+    );
+    assert_eq!(entry(&report, &r.from_git)["source_check"], Value::Null);
+    assert_eq!(entry(&report, &r.from_dir)["source"], Value::Null);
+    let (code, human) = audit(&r.env, &[r.file.as_os_str()]);
+    assert_eq!(code, 0, "{human}");
+    let lines: Vec<&str> = human.lines().collect();
+    assert_eq!(cells_of(lines[0]).last().unwrap(), "source", "{human}");
+    let cells = |d: &str| {
+        cells_of(
+            lines
+                .iter()
+                .find(|l| l.starts_with(d))
+                .unwrap_or_else(|| panic!("no line for {d}:\n{human}")),
+        )
+    };
+    assert_eq!(
+        cells(&r.from_git).last().unwrap(),
+        &format!("{short} clean")
+    );
+    assert_eq!(cells(&r.from_dir).last().unwrap(), "-");
+
+    // With it, the digest without a clean git record fails.
+    let flag = OsStr::new("--require-clean-source");
+    let (code, report) = audit_json(&r.env, &r.file, &[flag]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(report["passed"], false);
+    assert_eq!(report["require_clean_source"], true);
+    assert_eq!(entry(&report, &r.from_git)["status"], "ok");
+    assert_eq!(entry(&report, &r.from_dir)["status"], "no-clean-source");
+    assert_eq!(
+        report["verdict"],
+        "FAIL: 2 digests (1 ok, 1 no-clean-source), 0 row problems, 0 malformed lines in 2 rows"
+    );
+    let (code, human) = audit(&r.env, &[r.file.as_os_str(), flag]);
+    assert_eq!(code, 1, "{human}");
+    assert!(
+        human
+            .lines()
+            .any(|l| l == "  no source record is clean and names a commit"),
+        "{human}"
+    );
+
+    // Markdown names the source too, and why the other fails.
+    let (code, md) = audit(
+        &r.env,
+        &[r.file.as_os_str(), flag, OsStr::new("--markdown")],
+    );
+    assert_eq!(code, 1, "{md}");
+    assert!(
+        md.lines().next().unwrap().ends_with("| lines | source |"),
+        "{md}"
+    );
+    let row = |d: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| `{d}` |")))
+            .unwrap_or_else(|| panic!("no row for {d}:\n{md}"))
+            .to_string()
+    };
+    assert!(
+        row(&r.from_git).ends_with(&format!("| {short} clean |")),
+        "{md}"
+    );
+    assert!(
+        row(&r.from_dir)
+            .contains("| no-clean-source: no source record is clean and names a commit |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn audit_source_repo_re_derives_each_digest_from_its_commit() {
+    let r = sourced();
+    let flag = OsStr::new("--source-repo");
+
+    // The repository the release came from: equal. A digest without a
+    // record is named, and passes unless a clean source is required.
+    let (code, report) = audit_json(&r.env, &r.file, &[flag, r.repo.as_os_str()]);
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(report["source_repo"], s(&r.repo));
+    let check = &entry(&report, &r.from_git)["source_check"];
+    let typed: crate::json::SourceCheckOut = serde_json::from_value(check.clone()).unwrap();
+    assert_eq!(typed.status, "equal");
+    assert_eq!(typed.commit.as_deref(), Some(r.commit.as_str()));
+    assert_eq!(typed.path.as_deref(), Some("plugins/p"));
+    assert_eq!(typed.found.as_deref(), Some(r.from_git.as_str()));
+    assert_eq!(entry(&report, &r.from_dir)["status"], "ok");
+    assert_eq!(
+        entry(&report, &r.from_dir)["source_check"]["status"],
+        "no-source-record"
+    );
+    let (code, report) = audit_json(
+        &r.env,
+        &r.file,
+        &[
+            flag,
+            r.repo.as_os_str(),
+            OsStr::new("--require-clean-source"),
+        ],
+    );
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(entry(&report, &r.from_dir)["status"], "no-clean-source");
+
+    // A repository without the commit: source-mismatch, naming it.
+    let other = crate::provenance::other_repo(&r.env);
+    let (code, report) = audit_json(&r.env, &r.file, &[flag, other.as_os_str()]);
+    assert_eq!(code, 1, "{report}");
+    let e = entry(&report, &r.from_git);
+    assert_eq!(e["status"], "source-mismatch");
+    assert_eq!(e["source_check"]["mismatch"], "missing-commit");
+    assert_eq!(e["source_check"]["found"], Value::Null);
+    assert_eq!(
+        report["verdict"],
+        "FAIL: 2 digests (1 ok, 1 source-mismatch), 0 row problems, 0 malformed lines in 2 rows"
+    );
+    let (code, human) = audit(&r.env, &[r.file.as_os_str(), flag, other.as_os_str()]);
+    assert_eq!(code, 1, "{human}");
+    let want = format!(
+        "  from commit {} at plugins/p: missing-commit: ",
+        &r.commit[..12]
+    );
+    assert!(human.lines().any(|l| l.starts_with(&want)), "{human}");
+
+    // A clone whose checkout converts the files: the tree is refused.
+    let converting = crate::provenance::converting_clone(&r.env, &r.repo);
+    let (code, report) = audit_json(&r.env, &r.file, &[flag, converting.as_os_str()]);
+    assert_eq!(code, 1, "{report}");
+    let e = entry(&report, &r.from_git);
+    assert_eq!(e["status"], "source-mismatch");
+    assert_eq!(e["source_check"]["mismatch"], "refused");
+    let (_, md) = audit(
+        &r.env,
+        &[
+            r.file.as_os_str(),
+            flag,
+            converting.as_os_str(),
+            OsStr::new("--markdown"),
+        ],
+    );
+    assert!(
+        md.contains("| source-mismatch: from commit ") && md.contains(" at plugins/p: refused: "),
+        "{md}"
+    );
+
+    // A path that is no repository is an error: nothing could be checked.
+    let out = r.env.run([
+        OsStr::new("audit"),
+        r.file.as_os_str(),
+        flag,
+        r.env.path("dir").as_os_str(),
+    ]);
+    assert_exit(&out, 4);
 }

@@ -147,6 +147,7 @@ struct ShowOut {
     last_ingested_at: Option<String>,
     ingest_count: u64,
     views: Vec<ViewOut>,
+    sources: Vec<SourceEntryOut>,
     files: Option<Vec<FileOut>>,
 }
 
@@ -192,6 +193,48 @@ struct SnapshotOut {
     file_count: u64,
     total_bytes: u64,
     first_ingested_at: String,
+    source: Option<SourceSummaryOut>,
+}
+
+/// A snapshot's newest source record in brief (`list`, `audit`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SourceSummaryOut {
+    pub(crate) commit: Option<String>,
+    pub(crate) tag: Option<String>,
+    pub(crate) clean: bool,
+    pub(crate) read_from: String,
+    pub(crate) via: String,
+}
+
+/// A snapshot re-derived from its recorded commit (`audit --source-repo`,
+/// `verify --source`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SourceCheckOut {
+    pub(crate) status: String,
+    pub(crate) mismatch: Option<String>,
+    pub(crate) commit: Option<String>,
+    pub(crate) path: Option<String>,
+    pub(crate) expected: String,
+    pub(crate) found: Option<String>,
+    pub(crate) detail: Option<String>,
+}
+
+/// `verify --source REPO DIGEST`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct VerifySourceOut {
+    pub(crate) ok: bool,
+    pub(crate) manifest_digest: String,
+    pub(crate) repository: String,
+    pub(crate) status: String,
+    pub(crate) mismatch: Option<String>,
+    pub(crate) commit: Option<String>,
+    pub(crate) path: Option<String>,
+    pub(crate) expected: String,
+    pub(crate) found: Option<String>,
+    pub(crate) detail: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -213,6 +256,7 @@ struct EventOut {
     tool_version: String,
     new_objects: u64,
     reused_objects: u64,
+    source_record: Option<SourceRecordOut>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -555,7 +599,7 @@ struct ErrorOut {
 // ---------------------------------------------------------------------------
 
 /// Stdout as exactly one JSON object, then as `T`.
-fn one_object<T: DeserializeOwned>(out: &Output, what: &str) -> T {
+pub(crate) fn one_object<T: DeserializeOwned>(out: &Output, what: &str) -> T {
     let mut values =
         serde_json::Deserializer::from_slice(&out.stdout).into_iter::<serde_json::Value>();
     let first = match values.next() {
@@ -1043,6 +1087,8 @@ struct AuditDigestOut {
     damaged: Vec<DamagedOut>,
     pulled: bool,
     pull_error: Option<String>,
+    source: Option<SourceSummaryOut>,
+    source_check: Option<SourceCheckOut>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1069,6 +1115,8 @@ struct AuditOut {
     listed_at_most: u64,
     verified: bool,
     registry: Option<String>,
+    require_clean_source: bool,
+    source_repo: Option<String>,
     passed: bool,
     verdict: String,
 }
@@ -2067,4 +2115,61 @@ fn a_conflict_at_one_path_carries_it() {
         );
         assert!(err.error.message.contains(words), "{what}: {err:?}");
     }
+}
+
+#[test]
+fn source_fields_fit_the_documented_schema() {
+    let env = TestEnv::new();
+    let (repo, commit) = crate::provenance::subdir_repo(&env, "repo");
+    let human = crate::provenance::ingest_git(&env, &repo, "HEAD", &["--subdir", "plugins/p"]);
+    let d = human.lines().next().unwrap().to_string();
+
+    let show: ShowOut = run_typed(&env, &[os("show"), os(&d)]);
+    assert_eq!(show.sources.len(), 1);
+    assert_eq!(
+        show.sources[0].record.commit.as_deref(),
+        Some(commit.as_str())
+    );
+    assert_eq!(show.sources[0].record.path, "plugins/p");
+    let list: ListOut = run_typed(&env, &[os("list")]);
+    let brief = list.snapshots[0].source.as_ref().expect("a source");
+    assert_eq!(brief.commit.as_deref(), Some(commit.as_str()));
+    assert!(brief.clean);
+    let log: LogOut = run_typed(&env, &[os("log")]);
+    let record = log.ingests[0].source_record.as_ref().expect("a record");
+    assert_eq!(record.read_from, "git");
+
+    let results = env.path("results.jsonl");
+    write(
+        &results,
+        format!(
+            "{}\n",
+            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d})
+        ),
+    );
+    let audit: AuditOut = run_typed(
+        &env,
+        &[
+            os("audit"),
+            results.as_os_str(),
+            os("--require-clean-source"),
+            os("--source-repo"),
+            repo.as_os_str(),
+        ],
+    );
+    assert!(audit.passed && audit.require_clean_source);
+    absolute(audit.source_repo.as_deref().unwrap());
+    let check = audit.digests[0].source_check.as_ref().expect("a check");
+    assert_eq!(check.status, "equal");
+    assert_eq!(check.found.as_deref(), Some(d.as_str()));
+    assert!(audit.digests[0].source.is_some());
+
+    let verify: VerifySourceOut = run_typed(
+        &env,
+        &[os("verify"), os("--source"), repo.as_os_str(), os(&d)],
+    );
+    assert!(verify.ok);
+    absolute(&verify.repository);
+    assert_eq!(verify.status, "equal");
+    assert_eq!(verify.expected, d);
 }

@@ -15,6 +15,7 @@ mod hardening;
 mod json;
 mod mounts;
 mod next_step;
+mod provenance;
 mod proxy;
 mod recovery;
 mod remote;

@@ -67,7 +67,7 @@ fn claims(cs: &[crate::audit::Claimed<'_>], unlisted: u64) -> String {
 }
 
 /// One row of the digest table, cell by cell.
-fn cells(r: &AuditReport, d: &DigestAudit<'_>) -> [String; 7] {
+fn cells(r: &AuditReport, d: &DigestAudit<'_>) -> [String; 8] {
     [
         d.manifest_digest.to_hex(),
         d.status.as_str().to_string(),
@@ -76,10 +76,11 @@ fn cells(r: &AuditReport, d: &DigestAudit<'_>) -> [String; 7] {
         d.rows.to_string(),
         claims(&d.arms, d.arms_unlisted),
         format!("{}-{}", at(r, &d.first), at(r, &d.last)),
+        d.source.map_or_else(|| "-".into(), super::source::short),
     ]
 }
 
-const HEADS: [&str; 7] = [
+const HEADS: [&str; 8] = [
     "digest",
     "status",
     "store version",
@@ -87,10 +88,12 @@ const HEADS: [&str; 7] = [
     "rows",
     "arms (rows)",
     "lines",
+    "source",
 ];
 
 /// The notes under a digest: damaged objects, a failed pull, the first row
-/// of each wrong version.
+/// of each wrong version, a source that does not re-derive it, the want of
+/// a clean source.
 fn notes(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(v) = &d.version {
@@ -108,6 +111,12 @@ fn notes(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
     }
     if let Some(e) = &d.pull_error {
         out.push(format!("not pulled: {e}"));
+    }
+    if let Some(line) = d.source_check.and_then(super::source::check_line) {
+        out.push(line);
+    }
+    if d.status == crate::audit::Status::NoCleanSource {
+        out.push("no source record is clean and names a commit".into());
     }
     out
 }
