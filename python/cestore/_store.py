@@ -133,6 +133,47 @@ class SourceEntry:
 
 
 @dataclass(frozen=True)
+class SourceSummary:
+    """A snapshot's newest source record in brief (`list`, `audit`)."""
+
+    commit: Optional[str]
+    tag: Optional[str]
+    clean: bool
+    read_from: str
+    via: str
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> SourceSummary:
+        return cls(d["commit"], d["tag"], d["clean"], d["read_from"], d["via"])
+
+
+@dataclass(frozen=True)
+class SourceCheck:
+    """A snapshot re-derived from its recorded commit in a local clone (`verify --source`, `audit --source-repo`).
+
+    `status` is `equal`, `source-mismatch` or `no-source-record`; a mismatch
+    says which (`digest`, `missing-commit` or `refused`), with `detail`.
+    """
+
+    status: str
+    mismatch: Optional[str]
+    commit: Optional[str]
+    path: Optional[str]
+    expected: str
+    found: Optional[str]
+    detail: Optional[str]
+
+    @property
+    def equal(self) -> bool:
+        """Whether the commit's tree gives the snapshot's digest."""
+        return self.status == "equal"
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> SourceCheck:
+        return cls(d["status"], d["mismatch"], d["commit"], d["path"], d["expected"], d["found"], d["detail"])
+
+
+@dataclass(frozen=True)
 class IngestStats:
     """What one ingest did.
 
@@ -272,7 +313,10 @@ class DamagedObject:
 class DigestAudit:
     """One digest of a results file: its status and what the rows say about it.
 
-    `status` is `ok`, `unknown`, `version-mismatch`, `damaged` or `pulled`.
+    `status` is `ok`, `unknown`, `version-mismatch`, `damaged`,
+    `source-mismatch`, `no-clean-source` or `pulled`. `source` is the
+    snapshot's newest source record in brief; `source_check` is set when the
+    audit re-derived the digest from its commit (`source_repo`).
     """
 
     manifest_digest: str
@@ -288,6 +332,8 @@ class DigestAudit:
     damaged: tuple[DamagedObject, ...]
     pulled: bool
     pull_error: Optional[str]
+    source: Optional[SourceSummary] = None
+    source_check: Optional[SourceCheck] = None
 
     @classmethod
     def _of(cls, d: dict[str, Any]) -> DigestAudit:
@@ -305,6 +351,8 @@ class DigestAudit:
             tuple(DamagedObject(o["kind"], o["path"], o["detail"]) for o in d["damaged"]),
             d["pulled"],
             d["pull_error"],
+            SourceSummary._of(d["source"]) if d["source"] else None,
+            SourceCheck._of(d["source_check"]) if d["source_check"] else None,
         )
 
 
@@ -687,6 +735,15 @@ class Store:
             out,
         )
 
+    def check_source(self, digest: str, repo: StrPath) -> SourceCheck:
+        """Re-derives `digest` from the commit its source record names, read from the local clone `repo`.
+
+        A report, not an exception, when the digests differ
+        (`SourceCheck.equal` is false).
+        """
+        out = self.run("verify", "--source", _path("repo", repo), "--", _str("digest", digest))
+        return SourceCheck._of(out)
+
     def audit(
         self,
         paths: Union[StrPath, Sequence[StrPath]],
@@ -697,6 +754,8 @@ class Store:
         digest_field: Optional[str] = None,
         version_field: Optional[str] = None,
         arm_field: Optional[str] = None,
+        require_clean_source: bool = False,
+        source_repo: Optional[StrPath] = None,
     ) -> AuditReport:
         """Checks every digest of results files (JSON Lines; `.gz`, `.zst`) against the store.
 
@@ -704,7 +763,10 @@ class Store:
         (`passed` is false); an exception when a file cannot be read. With
         `verify`, every object of each snapshot is re-hashed; with `registry`
         (`REGISTRY/REPOSITORY`), unknown digests are pulled from it. A field
-        may be a dotted path (`ce_plugin.manifest_digest`).
+        may be a dotted path (`ce_plugin.manifest_digest`). With
+        `require_clean_source`, a digest without a clean git source record
+        fails; with `source_repo` (a local clone), each digest is re-derived
+        from its recorded commit and fails as `source-mismatch` when it differs.
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
@@ -718,6 +780,10 @@ class Store:
             args += ["--registry", registry]
         if plain_http:
             args.append("--plain-http")
+        if require_clean_source:
+            args.append("--require-clean-source")
+        if source_repo is not None:
+            args += ["--source-repo", _path("source_repo", source_repo)]
         for flag, value in (
             ("--digest-field", digest_field),
             ("--version-field", version_field),

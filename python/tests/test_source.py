@@ -21,12 +21,12 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def committed_release(root: Path, tag: str = "v1.2.3") -> str:
+def committed_release(root: Path, tag: str = "v1.2.3", message: str = "release") -> str:
     """A release at the root of a new repository, committed and tagged; returns the commit."""
     write_release(root)
     git(root, "init", "-q")
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "release")
+    git(root, "commit", "-q", "-m", message)
     git(root, "tag", "-a", tag, "-m", "release")
     return git(root, "rev-parse", "HEAD")
 
@@ -109,3 +109,33 @@ def test_the_drop_in_records_the_source_of_the_harness_s_plugin_directory(tmp_pa
         digest = snap.manifest_digest
     (entry,) = cestore.Store().show(digest).sources
     assert entry.record.commit == commit and entry.record.clean and entry.record.tag == "v1.2.3"
+
+
+def test_audit_and_check_source_re_derive_a_digest_from_its_commit(tmp_path: Path, store_dir: Path) -> None:
+    repo = tmp_path / "repo"
+    commit = committed_release(repo)
+    store = cestore.Store()
+    recorded = store.ingest(git=repo, rev="v1.2.3", version="1.2.3").manifest_digest
+    unrecorded = store.ingest(write_release(tmp_path / "plain", extra={"assets/x.txt": b"x"}), "1.2.3").manifest_digest
+    check = store.check_source(recorded, repo)
+    assert isinstance(check, cestore.SourceCheck) and check.equal
+    assert check.commit == commit and check.found == recorded == check.expected
+    other = tmp_path / "other"
+    committed_release(other, tag="v9", message="another history")
+    missing = store.check_source(recorded, other)
+    assert not missing.equal and missing.status == "source-mismatch" and missing.mismatch == "missing-commit"
+
+    results = tmp_path / "results.jsonl"
+    rows = [
+        {"arm": "ce_review", "ce_plugin_version": "1.2.3", "ce_plugin_manifest_digest": d}
+        for d in (recorded, unrecorded)
+    ]
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = store.audit(results, require_clean_source=True, source_repo=repo)
+    assert not report.passed
+    by_digest = {d.manifest_digest: d for d in report.digests}
+    good, bad = by_digest[recorded], by_digest[unrecorded]
+    assert good.status == "ok" and good.source == cestore.SourceSummary(commit, "v1.2.3", True, "git", "ingest")
+    assert good.source_check is not None and good.source_check.equal
+    assert bad.status == "no-clean-source" and bad.source is None
+    assert store.audit(results).passed
