@@ -180,11 +180,16 @@ fn agrees(env: &TestEnv, repo: &Path, rev: &str, extra: &[&str], sub: &str) -> A
 /// Ingests the directory `dir` (which must make `digest`) and returns the
 /// source record the ingest kept.
 pub(crate) fn ingested_record(env: &TestEnv, dir: &Path, digest: &str) -> SourceRecordOut {
+    ingested_record_of(env, dir, V, digest)
+}
+
+/// [`ingested_record`] of a release of `version`.
+fn ingested_record_of(env: &TestEnv, dir: &Path, version: &str, digest: &str) -> SourceRecordOut {
     let out = env.run([
         os("ingest"),
         dir.as_os_str(),
         os("--version"),
-        os(V),
+        os(version),
         os("--json"),
     ]);
     let json = parse_json(&out);
@@ -742,7 +747,7 @@ fn every_tag() {
         ],
     );
     let tags = git(&repo, &["tag", "-l", "compound-engineering-v*"]);
-    let (mut agreed, mut accepted, mut refused) = (0, 0, 0);
+    let (mut agreed, mut accepted, mut refused, mut clean) = (0, 0, 0, 0);
     let (mut git_time, mut oracle_time) = (0.0, 0.0);
     let tags: Vec<&str> = tags.lines().collect();
     for tag in &tags {
@@ -813,11 +818,27 @@ fn every_tag() {
         } else {
             eprintln!("{tag}: --git {from_git:?}, oracle {oracle:?}");
         }
+        // The checkout, ingested from its work tree, records the tag's
+        // commit, clean.
+        if let Answer::Digest(d) = &from_git {
+            let record = ingested_record_of(&env, &plugin, version, d);
+            let commit = git(&clone, &["rev-parse", "HEAD"]);
+            if record.clean
+                && record.commit.as_deref() == Some(commit.as_str())
+                && record.path == sub
+            {
+                clean += 1;
+            } else {
+                eprintln!("{tag}: the checkout's record {record:?}");
+            }
+        }
     }
     eprintln!(
-        "{agreed} of {} tags agree ({accepted} accepted, {refused} refused); \
+        "{agreed} of {} tags agree ({accepted} accepted, {refused} refused), \
+         {clean} checkouts recorded clean at their tag's commit; \
          --git took {git_time:.1} s in all, the oracle {oracle_time:.1} s",
         tags.len()
     );
     assert_eq!(agreed, tags.len());
+    assert_eq!(clean, accepted);
 }
