@@ -636,13 +636,19 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
     let new_manifest = store.write_manifest(&work, s.manifest)?;
     let kept: Vec<KeptSource> = s.sources.iter().cloned().map(KeptSource::new).collect();
     let mut new_sources = Vec::new();
-    for k in &kept {
-        if store.write_source(&work, &digest, k)? {
-            new_sources.push(k.id);
-        }
-    }
-    let sync = new_objects > 0 || new_manifest || !repaired.is_empty() || !new_sources.is_empty();
-    let recorded = record(store, &s, &kept, sync, new_objects, reused, &repaired);
+    let recorded = kept
+        .iter()
+        .try_for_each(|k| {
+            if store.write_source(&work, &digest, k)? {
+                new_sources.push(k.id);
+            }
+            Ok(())
+        })
+        .and_then(|()| {
+            let sync =
+                new_objects > 0 || new_manifest || !repaired.is_empty() || !new_sources.is_empty();
+            record(store, &s, &kept, sync, new_objects, reused, &repaired)
+        });
     let (already_present, recorded) = match recorded {
         Ok(r) => r,
         Err(e) => {

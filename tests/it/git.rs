@@ -657,6 +657,55 @@ fn a_work_tree_records_its_commit_and_what_differs() {
     assert_eq!(record_files(&env.store, &dirty).len(), 2);
 }
 
+/// An ingest that cannot keep its source record fails and changes nothing:
+/// no snapshot, no event, no manifest; nor does a refused one leave a record.
+#[test]
+fn an_ingest_that_cannot_keep_its_record_changes_nothing() {
+    let env = TestEnv::new();
+    let repo = plugin_repo(&env);
+    commit_all(&repo, "one");
+    // A first snapshot, so that the store exists and holds something.
+    let other = env.path("other");
+    minimal_plugin(&other, "2.0.0");
+    env.ingest_digest(&other, "2.0.0");
+    let manifests = || {
+        let root = env.store.join("manifests");
+        util::names_in(&root)
+            .iter()
+            .flat_map(|shard| util::names_in(&root.join(shard)))
+            .collect::<Vec<_>>()
+    };
+    let before = manifests();
+    write(&env.store.join("sources"), "not a directory\n");
+    let out = env.run([
+        os("ingest"),
+        repo.as_os_str(),
+        os("--version"),
+        os(V),
+        os("--json"),
+    ]);
+    assert!(!out.status.success(), "{}", util::describe(&out));
+    let error = parse_json(&out);
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sources"),
+        "{error}"
+    );
+    assert_eq!(env.listed().len(), 1, "no snapshot recorded");
+    let log = env.json(["log", "--json"]);
+    assert_eq!(log["ingests"].as_array().unwrap().len(), 1, "{log}");
+    assert_eq!(manifests(), before, "no manifest left behind");
+    fs::remove_file(env.store.join("sources")).unwrap();
+
+    // A tree the rules refuse keeps no record either.
+    fs::remove_file(repo.join("skills/ce-plan/SKILL.md")).unwrap();
+    let out = env.run([os("ingest"), repo.as_os_str(), os("--version"), os(V)]);
+    assert_exit(&out, 3);
+    assert!(!env.store.join("sources").exists());
+}
+
 /// A directory outside any work tree keeps no record.
 #[test]
 fn a_directory_outside_git_keeps_no_record() {
