@@ -168,6 +168,11 @@ sha256_id!(
     /// The SHA-256 of a source record file's bytes: its name in the store.
     SourceId
 );
+sha256_id!(
+    /// The SHA-256 of an ed25519 public key's SubjectPublicKeyInfo DER bytes:
+    /// the key's id in attestations.
+    KeyId
+);
 
 /// A user-typed digest or unique prefix of one: [`MIN_PREFIX_LEN`] to 64 hex
 /// characters.

@@ -41,6 +41,17 @@ pub enum Error {
     /// `GitError`, from the `source` module.
     #[error(transparent)]
     Git(Classified),
+    /// A key could not be made or used: a `SignError`, from the `sign` module.
+    #[error(transparent)]
+    Sign(Classified),
+    /// No attestation vouches for a snapshot under a key trusted.
+    #[error("could not trust the snapshot {digest}: {why}")]
+    Untrusted {
+        /// The snapshot.
+        digest: crate::digest::ManifestDigest,
+        /// Why each attestation, or the lack of one, does not vouch for it.
+        why: String,
+    },
     /// The request is malformed in a way the argument parser cannot see.
     #[error("{0}")]
     Usage(String),
@@ -242,7 +253,8 @@ impl Error {
                 ErrorKind::NotFound
             }
             Error::Rejected(_) => ErrorKind::Rejected,
-            Error::GitNexus(c) | Error::Remote(c) | Error::Git(c) => c.kind(),
+            Error::GitNexus(c) | Error::Remote(c) | Error::Git(c) | Error::Sign(c) => c.kind(),
+            Error::Untrusted { .. } => ErrorKind::Untrusted,
             Error::UnknownDigest { .. } => ErrorKind::UnknownDigest,
             Error::NotFound { .. } | Error::Absent { .. } | Error::StoreNotFound { .. } => {
                 ErrorKind::NotFound
@@ -276,7 +288,11 @@ impl Error {
     pub fn rule(&self) -> Option<&'static str> {
         match self {
             Error::Rejected(r) => Some(r.rule()),
-            Error::GitNexus(c) | Error::Remote(c) | Error::Adopt(c) | Error::Git(c) => c.rule(),
+            Error::GitNexus(c)
+            | Error::Remote(c)
+            | Error::Adopt(c)
+            | Error::Git(c)
+            | Error::Sign(c) => c.rule(),
             _ => None,
         }
     }
@@ -285,7 +301,11 @@ impl Error {
     pub fn path(&self) -> Option<&Path> {
         match self {
             Error::Rejected(r) => r.path(),
-            Error::GitNexus(c) | Error::Remote(c) | Error::Adopt(c) | Error::Git(c) => c.path(),
+            Error::GitNexus(c)
+            | Error::Remote(c)
+            | Error::Adopt(c)
+            | Error::Git(c)
+            | Error::Sign(c) => c.path(),
             Error::Misuse(m) => m.path(),
             Error::Io { path, .. }
             | Error::NotFound { path, .. }

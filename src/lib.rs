@@ -46,6 +46,7 @@ pub mod pool;
 pub mod progress;
 pub mod pyjson;
 pub mod remote;
+pub mod sign;
 pub mod source;
 pub mod store;
 pub mod tree;

@@ -17,6 +17,7 @@ from ._errors import (
     Rejected,
     RemoteError,
     StoreError,
+    Untrusted,
     UsageError,
 )
 from ._find import BinaryNotFound, find_binary
@@ -85,6 +86,7 @@ __all__ = [
     "Stage",
     "Store",
     "StoreError",
+    "Untrusted",
     "UsageError",
     "VerifyReport",
     "View",

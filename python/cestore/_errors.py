@@ -72,6 +72,11 @@ class RemoteError(StoreError):
     """Exit 8, `remote`: a registry could not be reached or answered something unusable."""
 
 
+class Untrusted(Error):
+    """Exit 9 (`untrusted`, `bad-key`): no attestation vouches for a snapshot under a key
+    trusted, or a key file is not a key, or a private key file is not its owner's alone."""
+
+
 # Every JSON error `kind` with its exit code and exception. `cestore exit-codes`
 # prints the binary's table; tests/test_errors.py checks this copy against it.
 _KINDS: dict[str, tuple[int, type[Error]]] = {
@@ -88,6 +93,8 @@ _KINDS: dict[str, tuple[int, type[Error]]] = {
     "catalogue-too-new": (7, StoreError),
     "bad-store": (7, StoreError),
     "remote": (8, RemoteError),
+    "untrusted": (9, Untrusted),
+    "bad-key": (9, Untrusted),
 }
 
 # The exception of each exit code, for a kind this package does not know yet.

@@ -149,6 +149,9 @@ pub enum Command {
     /// Take a snapshot from a bundle made by export (tar or tar+zstd, told
     /// apart by their first bytes), checking every hash first.
     Import(ImportArgs),
+    /// Make and use ed25519 signing keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
     /// List each kind of error, as `--json` names it, with its exit code.
     ExitCodes,
     /// Print this message or the help of the given command.
@@ -178,7 +181,7 @@ impl Command {
     pub(super) fn needs_store(&self) -> bool {
         !matches!(
             self,
-            Command::Digest(_) | Command::ExitCodes | Command::Help(_)
+            Command::Digest(_) | Command::ExitCodes | Command::Help(_) | Command::Key(_)
         )
     }
 }
@@ -608,6 +611,20 @@ pub struct DiffArgs {
     pub(super) a: String,
     /// The later snapshot, named as the earlier one.
     pub(super) b: String,
+}
+
+/// The subcommands of `key`.
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Write a new ed25519 key pair: FILE, the private key (PKCS#8 PEM, mode
+    /// 0600), and FILE.pub, the public key (SubjectPublicKeyInfo PEM). The
+    /// key id is the SHA-256 of the public key's DER bytes. Refuses to
+    /// replace either file.
+    Generate {
+        /// The private key file to make; the public key goes to FILE.pub.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
 }
 
 /// The arguments of `rm`.

@@ -97,6 +97,9 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         ),
         Command::Export(a) => emit(cli.json, out, &cmd::bundle::export(&root, &a.into())?),
         Command::Import(a) => emit(cli.json, out, &cmd::bundle::import(&root, &a.into())?),
+        Command::Key(args::KeyCommand::Generate { file }) => {
+            emit(cli.json, out, &cmd::key::generate(file)?)
+        }
         Command::ExitCodes => emit(cli.json, out, &cmd::exit_codes::exit_codes()),
         Command::Help(a) => emit(cli.json, out, &help(&a.command)?),
     }

@@ -208,6 +208,22 @@ impl Report for CheckoutReport {
     }
 }
 
+impl Report for crate::cmd::key::GeneratedKey {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            w,
+            "private key: {} (mode 0600; keep it to yourself)",
+            self.private_key.display()
+        )?;
+        writeln!(
+            w,
+            "public key:  {} (give it to whoever checks your signatures)",
+            self.public_key.display()
+        )?;
+        writeln!(w, "key id:      {}", self.keyid)
+    }
+}
+
 impl Report for RmReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(

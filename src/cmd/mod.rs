@@ -12,6 +12,7 @@ pub mod discard;
 pub mod exit_codes;
 pub mod gc;
 pub mod ingest;
+pub mod key;
 pub mod list;
 pub mod mounts;
 pub mod path;

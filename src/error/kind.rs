@@ -45,11 +45,15 @@ pub enum ErrorKind {
     BadStore,
     /// A registry could not be reached, refused, or answered something unusable.
     Remote,
+    /// No attestation vouches for a snapshot under a key trusted.
+    Untrusted,
+    /// A key file is not a key, or a private key file is not its owner's alone.
+    BadKey,
 }
 
 impl ErrorKind {
     /// Every kind, in the order of their exit codes (the order `cestore exit-codes` lists).
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 15] = [
         ErrorKind::Integrity,
         ErrorKind::Usage,
         ErrorKind::Rejected,
@@ -63,6 +67,8 @@ impl ErrorKind {
         ErrorKind::CatalogueTooNew,
         ErrorKind::BadStore,
         ErrorKind::Remote,
+        ErrorKind::Untrusted,
+        ErrorKind::BadKey,
     ];
 
     /// The process exit code of a failure of this kind.
@@ -77,6 +83,7 @@ impl ErrorKind {
             Conflict => 6,
             Io | Catalogue | CatalogueLost | CatalogueTooNew | BadStore => 7,
             Remote => 8,
+            Untrusted | BadKey => 9,
         }
     }
 
@@ -97,6 +104,8 @@ impl ErrorKind {
             CatalogueTooNew => "catalogue-too-new",
             BadStore => "bad-store",
             Remote => "remote",
+            Untrusted => "untrusted",
+            BadKey => "bad-key",
         }
     }
 
@@ -113,6 +122,7 @@ impl ErrorKind {
             Conflict => "conflict",
             Io | Catalogue | CatalogueLost | CatalogueTooNew | BadStore => "store failure",
             Remote => "remote failure",
+            Untrusted | BadKey => "untrusted",
         }
     }
 
