@@ -190,6 +190,70 @@ impl PublicKey {
     }
 }
 
+/// The public keys trusted: each `--trusted-key PUB` file, and every key of
+/// each `--trusted-keys FILE` (public keys in PEM, one after another, as an
+/// ssh `authorized_keys` lists keys; lines outside the PEM blocks are
+/// comments). At least one key, or none given at all.
+pub fn trusted_keys(keys: &[PathBuf], lists: &[PathBuf]) -> Result<Vec<PublicKey>, SignError> {
+    let mut out = Vec::new();
+    for path in keys {
+        out.push(PublicKey::load(path)?);
+    }
+    for path in lists {
+        let file = std::fs::File::open(path).map_err(|source| SignError::ReadKey {
+            path: path.clone(),
+            source,
+        })?;
+        let text = read_bounded_list(file, path)?;
+        let blocks = pem_blocks(&text);
+        if blocks.is_empty() {
+            return Err(SignError::NotAKey {
+                path: path.clone(),
+                what: "a list of ed25519 public keys (SubjectPublicKeyInfo PEM)",
+            });
+        }
+        for block in blocks {
+            out.push(PublicKey::from_pem(block).ok_or_else(|| SignError::NotAKey {
+                path: path.clone(),
+                what: "a list of ed25519 public keys (SubjectPublicKeyInfo PEM)",
+            })?);
+        }
+    }
+    Ok(out)
+}
+
+/// The PEM blocks of `text`, each from its `-----BEGIN` line to its
+/// `-----END` line.
+fn pem_blocks(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("-----BEGIN ") {
+        let after = &rest[start..];
+        let Some(end) = after.find("-----END ") else {
+            break;
+        };
+        let close = after[end..]
+            .find('\n')
+            .map_or(after.len(), |i| end + i + 1);
+        out.push(&after[..close]);
+        rest = &after[close..];
+    }
+    out
+}
+
+/// Reads a list of public keys, at most a thousand keys' worth.
+fn read_bounded_list(file: std::fs::File, path: &Path) -> Result<String, SignError> {
+    use std::io::Read;
+    let mut text = String::new();
+    file.take(MAX_KEY_BYTES * 64)
+        .read_to_string(&mut text)
+        .map_err(|source| SignError::ReadKey {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(text)
+}
+
 /// Reads a key file's text, at most [`MAX_KEY_BYTES`].
 fn read_bounded(file: std::fs::File, path: &Path) -> Result<String, SignError> {
     use std::io::Read;
@@ -280,6 +344,34 @@ mod tests {
         }
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o400)).unwrap();
         assert!(PrivateKey::load(&file).is_ok());
+    }
+
+    #[test]
+    fn trusted_keys_come_from_files_and_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ids = Vec::new();
+        for name in ["a", "b", "c"] {
+            ids.push(generate(&dir.path().join(name)).unwrap().keyid);
+        }
+        let list = dir.path().join("trusted");
+        let text = format!(
+            "# the release team\n{}\n# the stager\n{}",
+            std::fs::read_to_string(dir.path().join("b.pub")).unwrap(),
+            std::fs::read_to_string(dir.path().join("c.pub")).unwrap()
+        );
+        std::fs::write(&list, text).unwrap();
+        let keys = trusted_keys(&[dir.path().join("a.pub")], &[list.clone()]).unwrap();
+        assert_eq!(keys.iter().map(PublicKey::id).collect::<Vec<_>>(), ids);
+        std::fs::write(&list, "no keys here\n").unwrap();
+        assert!(matches!(
+            trusted_keys(&[], &[list]),
+            Err(SignError::NotAKey { .. })
+        ));
+        // A private key is no public key.
+        assert!(matches!(
+            trusted_keys(&[dir.path().join("a")], &[]),
+            Err(SignError::NotAKey { .. })
+        ));
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::digest::{KeyId, ManifestDigest};
 use crate::error::{Classified, Classify, Error, ErrorKind};
 
 pub use dsse::{Envelope, IN_TOTO_PAYLOAD_TYPE};
-pub use key::{generate, GeneratedKey, PrivateKey, PublicKey};
+pub use key::{generate, trusted_keys, GeneratedKey, PrivateKey, PublicKey};
 pub use statement::{SnapshotFacts, Statement};
 
 /// Why a key could not be made or used.
