@@ -168,6 +168,10 @@ sha256_id!(
     /// The SHA-256 of a source record file's bytes: its name in the store.
     SourceId
 );
+sha256_id!(
+    /// The SHA-256 of an attestation's envelope bytes: its name in the store.
+    AttestationId
+);
 
 /// A user-typed digest or unique prefix of one: [`MIN_PREFIX_LEN`] to 64 hex
 /// characters.
