@@ -758,3 +758,69 @@ fn passwd_name(uid: u32) -> Option<String> {
 
 /// This build's version, for ingest events.
 pub const TOOL_VERSION: &str = concat!("cestore ", env!("CARGO_PKG_VERSION"));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::beside::{Found, Kind};
+    use crate::store::testutil;
+
+    fn attestation() -> KeptAttestation {
+        KeptAttestation::new(
+            r#"{"payload":"e30=","payloadType":"application/vnd.in-toto+json","signatures":[]}"#,
+            "a".repeat(64),
+            "2026-01-02T03:04:05.000Z",
+        )
+        .unwrap()
+    }
+
+    /// Plans the ingest of a minimal release with one attestation.
+    fn planned(store: &Store, src: &Path) -> IngestPlan {
+        testutil::release(src);
+        let source = Source::open(src).unwrap();
+        let opts = IngestOptions {
+            source: src,
+            git: None,
+            version: "1.2.3",
+            bounds: policy::Bounds::REFERENCE,
+        };
+        let mut plan = plan_ingest(store, &source, &opts).unwrap();
+        plan.attest([attestation()]);
+        plan
+    }
+
+    #[test]
+    fn an_ingest_keeps_and_records_its_attestations_and_its_undoing_takes_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = testutil::open(tmp.path());
+        let plan = planned(&store, &tmp.path().join("src"));
+        let digest = plan.digest();
+        let report = apply_ingest(&mut store, plan).unwrap();
+        assert_eq!(
+            store.catalogue().attestations(&digest).unwrap(),
+            [attestation()]
+        );
+        let found = store.read_beside::<KeptAttestation>(&digest).unwrap();
+        assert!(
+            matches!(&found[..], [Found::Sound(k)] if **k == attestation()),
+            "{found:?}"
+        );
+
+        undo_ingest(&mut store, &report).unwrap();
+        assert!(!store.catalogue().has_snapshot(&digest).unwrap());
+        assert!(!store.beside_dir(Kind::Attestations, &digest).exists());
+    }
+
+    #[test]
+    fn an_ingest_that_cannot_keep_its_attestations_changes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = testutil::open(tmp.path());
+        let plan = planned(&store, &tmp.path().join("src"));
+        let digest = plan.digest();
+        std::fs::write(store.root().join("attestations"), "not a directory\n").unwrap();
+        let err = apply_ingest(&mut store, plan).unwrap_err();
+        assert!(err.to_string().contains("attestations"), "{err}");
+        assert!(!store.catalogue().has_snapshot(&digest).unwrap());
+        assert!(!store.manifest_path(&digest).exists());
+    }
+}
