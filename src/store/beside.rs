@@ -15,10 +15,11 @@
 //! durable by a `syncfs` before the catalogue records it, `rm` removes the
 //! snapshot's directories inside the transaction that forgets the snapshot
 //! ([`BesideDirs`]), `cestore recover` records again every file the
-//! catalogue lacks and writes again every file whose row has none, and gc
-//! keeps the files of a snapshot that is recorded or whose manifest stays on
-//! disk ([`listed`]). No such file enters the manifest: the snapshot's digest
-//! does not depend on it.
+//! catalogue lacks and writes again every recorded one whose file is gone
+//! (an attestation's file carries all its row holds: see
+//! [`KeptAttestation`]), and gc keeps the files of a snapshot that is
+//! recorded or whose manifest stays on disk ([`listed`]). No such file
+//! enters the manifest: the snapshot's digest does not depend on it.
 //!
 //! What differs between the kinds is only the directory, the words of the
 //! messages ([`Kind`]) and how a file's bytes read ([`Beside`]); every step
