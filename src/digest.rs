@@ -173,6 +173,10 @@ sha256_id!(
     /// the key's id in attestations.
     KeyId
 );
+sha256_id!(
+    /// The SHA-256 of an attestation's envelope bytes: its name in the store.
+    AttestationId
+);
 
 /// A user-typed digest or unique prefix of one: [`MIN_PREFIX_LEN`] to 64 hex
 /// characters.

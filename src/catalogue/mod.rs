@@ -23,6 +23,7 @@
 //! A transaction that writes several tables (an ingest writes a snapshot,
 //! its files and its events) lives with the table it is about.
 
+mod attestations;
 mod events;
 mod files;
 mod remote_blobs;
@@ -40,6 +41,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 
+pub use attestations::KeptAttestation;
 pub use events::{IngestEvent, Origin};
 pub use files::{FileFilter, FileHit};
 pub use snapshots::{resolve, NewSnapshot, Provenance, RecordedIngest, SnapshotRow};
@@ -64,6 +66,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0005_sources",
         include_str!("../../migrations/0005_sources.sql"),
+    ),
+    (
+        "0006_attestations",
+        include_str!("../../migrations/0006_attestations.sql"),
     ),
 ];
 

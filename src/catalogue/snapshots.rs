@@ -125,8 +125,8 @@ impl Catalogue {
     /// Records an ingest: the snapshot and its files when new, the event
     /// always, `origin` (where an adopted snapshot was first ingested) before
     /// it when the snapshot is new, and `repairs` (events of objects it
-    /// mended) after it, and what is `attached` (source records, a git
-    /// tree's digest), in one transaction.
+    /// mended) after it, and what is `attached` (source records,
+    /// attestations, a git tree's digest), in one transaction.
     pub fn record_ingest(
         &mut self,
         snap: &NewSnapshot<'_>,
@@ -188,7 +188,7 @@ impl Catalogue {
             }
             attached
                 .insert(&tx, &snap.digest)
-                .map_err(err("record the source records"))?;
+                .map_err(err("record the source records and attestations"))?;
             tx.commit().map_err(err("commit the ingest"))?;
             if durable {
                 self.conn

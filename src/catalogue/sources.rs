@@ -3,7 +3,8 @@
 
 use rusqlite::{params, OptionalExtension, Transaction};
 
-use super::Catalogue;
+use super::attestations::insert_attestation;
+use super::{Catalogue, KeptAttestation};
 use crate::digest::{ManifestDigest, SourceId};
 use crate::error::Result;
 use crate::source::{SourceEntry, TreeDigests, TreeKey};
@@ -48,12 +49,15 @@ impl KeptSource {
 pub struct Attached<'a> {
     /// Source records of the snapshot.
     pub sources: &'a [KeptSource],
+    /// Attestations of the snapshot.
+    pub attestations: &'a [KeptAttestation],
     /// The digest a git tree's snapshot was found to have, by its key.
     pub tree_digest: Option<(&'a str, ManifestDigest)>,
 }
 
 impl Attached<'_> {
-    /// Adds the records and the tree's digest inside an ingest's transaction.
+    /// Adds the records, the attestations and the tree's digest inside an
+    /// ingest's transaction.
     pub(super) fn insert(
         &self,
         tx: &Transaction<'_>,
@@ -61,6 +65,9 @@ impl Attached<'_> {
     ) -> rusqlite::Result<()> {
         for kept in self.sources {
             insert_source(tx, digest, kept)?;
+        }
+        for kept in self.attestations {
+            insert_attestation(tx, digest, kept)?;
         }
         if let Some((key, tree_digest)) = self.tree_digest {
             tx.prepare_cached(

@@ -296,6 +296,9 @@ impl Report for GcReport {
         for r in &self.source_records {
             writeln!(w, "{verb} the orphan source records {r}")?;
         }
+        for a in &self.attestations {
+            writeln!(w, "{verb} the orphan attestations {a}")?;
+        }
         writeln!(
             w,
             "{verb} {} ({}), {}, {}, {}; {forget} {}; kept {}",
@@ -624,7 +627,7 @@ impl Report for RecoverReport {
         }
         writeln!(
             w,
-            "{} recorded; {} recovered, {} rewritten, {} written, {} set aside, {} recorded again, {} salvaged{}{}",
+            "{} recorded; {} recovered, {} rewritten, {} written, {} set aside, {} recorded again, {} salvaged{}{}{}",
             counted(self.snapshots, "snapshot", "snapshots"),
             counted(self.recovered.len() as u64, "snapshot", "snapshots"),
             counted(self.rewritten.len() as u64, "snapshot", "snapshots"),
@@ -641,6 +644,10 @@ impl Report for RecoverReport {
                 (r, w) => format!(
                     "; source records: {r} recorded again, {w} written again"
                 ),
+            },
+            match (self.attestations_recorded, self.attestations_written) {
+                (0, 0) => String::new(),
+                (r, w) => format!("; attestations: {r} recorded again, {w} written again"),
             },
             if self.problems.is_empty() {
                 String::new()

@@ -304,6 +304,7 @@ where
             source: arrival.source,
             origin: arrival.origin,
             sources: arrival.sources.clone(),
+            attestations: Vec::new(),
             tree_digest: None,
             objects: staged,
             drifted: Vec::new(),

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use super::sources::SourceFiles;
+use super::beside::{BesideDirs, Kind};
 use super::upkeep::{Item, Plan};
 use super::{LockMode, Store};
 use crate::catalogue::resolve;
@@ -35,13 +35,13 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
     let manifest = store.manifest_path(&digest);
-    let sources = SourceFiles::of(&store, digest);
-    // The manifest and the source records go inside the transaction that
-    // forgets the rows, so that no ingest of the same snapshot records them
-    // in between; a crash before the commit leaves a recorded snapshot
-    // whose files `cestore recover` writes again.
+    let beside = BesideDirs::of(&store, digest);
+    // The manifest, the source records and the attestations go inside the
+    // transaction that forgets the rows, so that no ingest of the same
+    // snapshot records them in between; a crash before the commit leaves a
+    // recorded snapshot whose files `cestore recover` writes again.
     let views = store.catalogue_mut().remove_snapshot(&digest, force, || {
-        sources.remove()?;
+        beside.remove()?;
         super::manifests::remove_file(&manifest)
     })?;
     let _ = store.catalogue().checkpoint();
@@ -92,6 +92,8 @@ pub struct GcReport {
     pub manifests: Vec<String>,
     /// Source records of snapshots neither recorded nor kept as a manifest.
     pub source_records: Vec<String>,
+    /// Attestations of snapshots neither recorded nor kept as a manifest.
+    pub attestations: Vec<String>,
     /// Objects kept.
     pub objects_kept: u64,
 }
@@ -135,7 +137,14 @@ pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Resu
             Item::SharedView { .. } => report.shared_views.push(path),
             Item::Spare { .. } => report.spares.push(path),
             Item::ViewRecord { .. } => report.stale_view_records.push(path),
-            Item::SourceRecords { .. } => report.source_records.push(path),
+            Item::Beside {
+                kind: Kind::Sources,
+                ..
+            } => report.source_records.push(path),
+            Item::Beside {
+                kind: Kind::Attestations,
+                ..
+            } => report.attestations.push(path),
         }
     }
     if dry_run || report.refused {

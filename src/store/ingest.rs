@@ -5,10 +5,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{mpsc, Mutex};
 
+use super::beside::{BesideDirs, Written};
 use super::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
 use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::{
-    Attached, IngestEvent, KeptSource, NewSnapshot, Origin, Provenance, RecordedIngest,
+    Attached, IngestEvent, KeptAttestation, KeptSource, NewSnapshot, Origin, Provenance,
+    RecordedIngest,
 };
 use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
@@ -340,11 +342,23 @@ pub struct IngestPlan {
     bytes_staged: u64,
     left_out: Vec<(LeftOut, String)>,
     sources: Vec<SourceEntry>,
+    attestations: Vec<KeptAttestation>,
     tree_digest: Option<(String, ManifestDigest)>,
     source_error: Option<String>,
 }
 
 impl IngestPlan {
+    /// The source records the ingest will keep (at most the one it found).
+    pub fn sources(&self) -> &[SourceEntry] {
+        &self.sources
+    }
+
+    /// Adds attestations of the snapshot, kept and recorded with it by
+    /// [`apply_ingest`], in its own transaction.
+    pub fn attest(&mut self, attestations: impl IntoIterator<Item = KeptAttestation>) {
+        self.attestations.extend(attestations);
+    }
+
     /// The snapshot the release makes.
     pub fn digest(&self) -> ManifestDigest {
         self.manifest.digest
@@ -409,6 +423,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         bytes_staged,
         left_out: walked.left_out,
         sources: found.record.into_iter().collect(),
+        attestations: Vec::new(),
         tree_digest: found.learned,
         source_error: found.error,
     })
@@ -479,6 +494,7 @@ pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport>
             source: &plan.source,
             origin: None,
             sources: plan.sources,
+            attestations: plan.attestations,
             tree_digest: plan.tree_digest,
             objects: plan.staged,
             drifted: plan.drifted,
@@ -493,13 +509,15 @@ pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport>
 
 /// Takes back an ingest whose command then failed (see
 /// [`crate::catalogue::Catalogue::undo_ingest`]), with the snapshot's
-/// manifest when the snapshot goes too.
+/// manifest, source records and attestations when the snapshot goes too.
 pub fn undo_ingest(store: &mut Store, report: &IngestReport) -> Result<()> {
     let digest = report.provenance.manifest_digest;
     let manifest = store.manifest_path(&digest);
+    let beside = BesideDirs::of(store, digest);
     let forgotten = store
         .catalogue_mut()
         .undo_ingest(&digest, &report.ingest.recorded, || {
+            beside.remove()?;
             crate::store::manifests::remove_file(&manifest)
         })?;
     if forgotten {
@@ -567,6 +585,7 @@ fn record(
         &repairs,
         Attached {
             sources: kept,
+            attestations: &s.attestations,
             tree_digest: s.tree_digest.as_ref().map(|(k, d)| (k.as_str(), *d)),
         },
     )?;
@@ -588,6 +607,8 @@ pub struct Staged<'a> {
     /// The source records to keep with the snapshot: the one this ingest
     /// found, or those an adopted snapshot's carrier brought.
     pub sources: Vec<SourceEntry>,
+    /// The attestations to keep with the snapshot.
+    pub attestations: Vec<KeptAttestation>,
     /// The digest of the git tree the source record names, learned by this
     /// ingest, by its key.
     pub tree_digest: Option<(String, ManifestDigest)>,
@@ -604,8 +625,10 @@ pub struct Staged<'a> {
 }
 
 /// The common end of ingest and adopt: lists the staged objects as in flight,
-/// publishes them without overwriting, makes them durable with one `syncfs`,
-/// and records the snapshot and its ingest event in one transaction.
+/// publishes them without overwriting, writes the manifest, source records
+/// and attestations, makes them durable with one `syncfs`, and records the
+/// snapshot, its ingest event, source records and attestations in one
+/// transaction.
 pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Result<IngestReport> {
     let digest = s.manifest.digest;
     work.note_publishing(s.objects.iter().map(|(_, key)| key), &digest)?;
@@ -635,30 +658,27 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
     }
     let new_manifest = store.write_manifest(&work, s.manifest)?;
     let kept: Vec<KeptSource> = s.sources.iter().cloned().map(KeptSource::new).collect();
-    let mut new_sources = Vec::new();
+    let mut written = Written::new(digest);
     let recorded = kept
         .iter()
-        .try_for_each(|k| {
-            if store.write_source(&work, &digest, k)? {
-                new_sources.push(k.id);
-            }
-            Ok(())
+        .try_for_each(|k| written.write(store, &work, k).map(drop))
+        .and_then(|()| {
+            s.attestations
+                .iter()
+                .try_for_each(|a| written.write(store, &work, a).map(drop))
         })
         .and_then(|()| {
-            let sync =
-                new_objects > 0 || new_manifest || !repaired.is_empty() || !new_sources.is_empty();
+            let sync = new_objects > 0 || new_manifest || !repaired.is_empty() || written.any();
             record(store, &s, &kept, sync, new_objects, reused, &repaired)
         });
     let (already_present, recorded) = match recorded {
         Ok(r) => r,
         Err(e) => {
-            // A failed command leaves no manifest or source record for
-            // `recover` to revive, unless another ingest of the same
-            // snapshot recorded it meanwhile. Best effort: what is left is
-            // a sound snapshot.
-            for id in &new_sources {
-                let _ = store.remove_source(&digest, id);
-            }
+            // A failed command leaves no manifest, source record or
+            // attestation for `recover` to revive, unless another ingest of
+            // the same snapshot recorded it meanwhile. Best effort: what is
+            // left is a sound snapshot.
+            written.take_back(store);
             if new_manifest {
                 let _ = store.forget_unrecorded_manifest(&digest);
             }
@@ -738,3 +758,69 @@ fn passwd_name(uid: u32) -> Option<String> {
 
 /// This build's version, for ingest events.
 pub const TOOL_VERSION: &str = concat!("cestore ", env!("CARGO_PKG_VERSION"));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::beside::{Found, Kind};
+    use crate::store::testutil;
+
+    fn attestation() -> KeptAttestation {
+        KeptAttestation::new(
+            r#"{"payload":"e30=","payloadType":"application/vnd.in-toto+json","signatures":[]}"#,
+            "a".repeat(64),
+            "2026-01-02T03:04:05.000Z",
+        )
+        .unwrap()
+    }
+
+    /// Plans the ingest of a minimal release with one attestation.
+    fn planned(store: &Store, src: &Path) -> IngestPlan {
+        testutil::release(src);
+        let source = Source::open(src).unwrap();
+        let opts = IngestOptions {
+            source: src,
+            git: None,
+            version: "1.2.3",
+            bounds: policy::Bounds::REFERENCE,
+        };
+        let mut plan = plan_ingest(store, &source, &opts).unwrap();
+        plan.attest([attestation()]);
+        plan
+    }
+
+    #[test]
+    fn an_ingest_keeps_and_records_its_attestations_and_its_undoing_takes_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = testutil::open(tmp.path());
+        let plan = planned(&store, &tmp.path().join("src"));
+        let digest = plan.digest();
+        let report = apply_ingest(&mut store, plan).unwrap();
+        assert_eq!(
+            store.catalogue().attestations(&digest).unwrap(),
+            [attestation()]
+        );
+        let found = store.read_beside::<KeptAttestation>(&digest).unwrap();
+        assert!(
+            matches!(&found[..], [Found::Sound(k)] if **k == attestation()),
+            "{found:?}"
+        );
+
+        undo_ingest(&mut store, &report).unwrap();
+        assert!(!store.catalogue().has_snapshot(&digest).unwrap());
+        assert!(!store.beside_dir(Kind::Attestations, &digest).exists());
+    }
+
+    #[test]
+    fn an_ingest_that_cannot_keep_its_attestations_changes_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = testutil::open(tmp.path());
+        let plan = planned(&store, &tmp.path().join("src"));
+        let digest = plan.digest();
+        std::fs::write(store.root().join("attestations"), "not a directory\n").unwrap();
+        let err = apply_ingest(&mut store, plan).unwrap_err();
+        assert!(err.to_string().contains("attestations"), "{err}");
+        assert!(!store.catalogue().has_snapshot(&digest).unwrap());
+        assert!(!store.manifest_path(&digest).exists());
+    }
+}

@@ -9,7 +9,9 @@
 //! ├── manifests/
 //! │   └── ab/<64 hex>        every snapshot's canonical manifest, by digest
 //! ├── sources/
-//! │   └── ab/<64 hex>/       a snapshot's source records (`sources`)
+//! │   └── ab/<64 hex>/       a snapshot's source records (`beside`)
+//! ├── attestations/
+//! │   └── ab/<64 hex>/       a snapshot's attestations (`beside`)
 //! ├── objects/
 //! │   ├── 00/ … ff/          256 shards, by the first byte of the SHA-256
 //! │   │   ├── <62 hex>       a non-executable file's bytes, mode 0444
@@ -66,6 +68,8 @@
 //! re-hashes everything.
 
 pub mod adopt;
+pub mod attest;
+pub mod beside;
 pub mod gc;
 pub mod ingest;
 pub mod manifests;
@@ -74,7 +78,6 @@ pub mod provenance;
 pub mod query;
 pub mod recover;
 pub mod sandbox;
-pub mod sources;
 pub mod spares;
 #[cfg(test)]
 pub(crate) mod testutil;

@@ -14,8 +14,9 @@
 //!    deleted, and its objects stay live there;
 //! 3. rewrites the rows of a recorded snapshot that disagree with its manifest;
 //! 4. writes the manifest of a recorded snapshot that has none on disk, and
-//!    reconciles source records: a record file the catalogue lacks is
-//!    recorded, a recorded one whose file is gone is written again;
+//!    reconciles the files kept beside it (source records, attestations): a
+//!    file the catalogue lacks is recorded, a recorded one whose file is gone
+//!    is written again;
 //! 5. records again the shared views and the salvaged views still on disk;
 //! 6. makes it durable and folds the write-ahead log in.
 //!
@@ -27,11 +28,11 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
 
+use super::beside::{Beside, Found};
 use super::manifests::FoundManifest;
 use super::objects::{check_object, ObjectState};
-use super::sources::FoundSource;
 use super::{Store, WorkDir};
-use crate::catalogue::{Catalogue, IngestEvent, NewSnapshot, ViewRow};
+use crate::catalogue::{Catalogue, IngestEvent, KeptAttestation, KeptSource, NewSnapshot, ViewRow};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{error_chain, Error, Result};
 use crate::manifest::Manifest;
@@ -83,6 +84,10 @@ pub struct Recovery {
     pub sources_recorded: u64,
     /// Source record files written again from the catalogue.
     pub sources_written: u64,
+    /// Attestations recorded again from their files.
+    pub attestations_recorded: u64,
+    /// Attestation files written again from the catalogue.
+    pub attestations_written: u64,
     /// Snapshots recorded after recovery.
     pub snapshots: u64,
     /// What could not be mended.
@@ -245,7 +250,10 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
         recover_manifest(&mut store, &work, found, digest, &versions, &mut report)?;
     }
     write_missing_manifests(&store, &work, &seen, &mut report)?;
-    reconcile_sources(&store, &work, &mut report)?;
+    (report.sources_recorded, report.sources_written) =
+        reconcile::<KeptSource>(&store, &work, &mut report.problems)?;
+    (report.attestations_recorded, report.attestations_written) =
+        reconcile::<KeptAttestation>(&store, &work, &mut report.problems)?;
     for event in &salvage.ingests {
         store.catalogue().add_event(event)?;
         report.events_salvaged += 1;
@@ -407,34 +415,41 @@ fn write_missing_manifests(
     Ok(())
 }
 
-/// Records every sound source record file of a recorded snapshot that the
-/// catalogue lacks, and writes again every record the catalogue holds whose
-/// file is gone; a damaged record file is reported and left as it is.
-fn reconcile_sources(store: &Store, work: &WorkDir, report: &mut Recovery) -> Result<()> {
+/// Records every sound file of kind `K` beside a recorded snapshot that the
+/// catalogue lacks, and writes again every one the catalogue holds whose
+/// file is gone; a damaged file is reported and left as it is. Returns how
+/// many were recorded and written.
+fn reconcile<K: Beside>(
+    store: &Store,
+    work: &WorkDir,
+    problems: &mut Vec<Unrecovered>,
+) -> Result<(u64, u64)> {
+    let (mut recorded, mut written) = (0, 0);
+    let what = K::KIND.one();
     for row in store.catalogue().snapshots(None, None)? {
         let digest = row.digest;
         let mut on_disk = BTreeSet::new();
-        for found in store.read_sources(&digest)? {
+        for found in store.read_beside::<K>(&digest)? {
             match found {
-                FoundSource::Sound(kept) => {
-                    on_disk.insert(kept.id);
-                    if store.catalogue().add_source(&digest, &kept)? {
-                        report.sources_recorded += 1;
+                Found::Sound(kept) => {
+                    on_disk.insert(kept.id());
+                    if kept.record(store.catalogue(), &digest)? {
+                        recorded += 1;
                     }
                 }
-                FoundSource::Damaged(path, why) => report.problems.push(Unrecovered {
+                Found::Damaged(path, why) => problems.push(Unrecovered {
                     path: path.display().to_string(),
-                    detail: format!("not a sound source record ({why}); left as it is"),
+                    detail: format!("not a sound {what} ({why}); left as it is"),
                 }),
             }
         }
-        for kept in store.catalogue().sources(&digest)? {
-            if !on_disk.contains(&kept.id) && store.write_source(work, &digest, &kept)? {
-                report.sources_written += 1;
+        for kept in K::recorded(store.catalogue(), &digest)? {
+            if !on_disk.contains(&kept.id()) && store.write_beside(work, &digest, &kept)? {
+                written += 1;
             }
         }
     }
-    Ok(())
+    Ok((recorded, written))
 }
 
 /// Records again the salvaged views and every snapshot's shared view that

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
+use super::beside::{self, Kind};
 use super::manifests::ManifestScan;
 use super::objects::{work_dirs, FoundWorkDir};
 use super::{ObjectKey, Store, OBJECTS_DIR, TMP_DIR, VIEWS_DIR};
@@ -81,10 +82,12 @@ pub enum Item {
         /// The view's path.
         path: String,
     },
-    /// The source records of a snapshot that is neither recorded nor has a
-    /// manifest on disk (or something under `sources/` that is not a
-    /// snapshot's records directory).
-    SourceRecords {
+    /// The source records or attestations of a snapshot that is neither
+    /// recorded nor has a manifest on disk (or something under `sources/` or
+    /// `attestations/` that is not a snapshot's directory).
+    Beside {
+        /// Which files.
+        kind: Kind,
         /// Its path.
         path: PathBuf,
     },
@@ -100,7 +103,14 @@ impl Item {
             Item::SharedView { .. } => "orphan-shared-view",
             Item::Spare { .. } => "orphan-spare",
             Item::ViewRecord { .. } => "stale-view-record",
-            Item::SourceRecords { .. } => "orphan-source-records",
+            Item::Beside {
+                kind: Kind::Sources,
+                ..
+            } => "orphan-source-records",
+            Item::Beside {
+                kind: Kind::Attestations,
+                ..
+            } => "orphan-attestations",
         }
     }
 
@@ -110,7 +120,7 @@ impl Item {
             Item::Object { path, .. }
             | Item::HalfBuiltView { path }
             | Item::Manifest { path }
-            | Item::SourceRecords { path } => path.clone(),
+            | Item::Beside { path, .. } => path.clone(),
             Item::WorkDir { name } => store.root().join(TMP_DIR).join(name),
             Item::SharedView { name, .. } => store.views_dir().join(name),
             Item::Spare { name } => super::spares::path(store, name),
@@ -138,9 +148,7 @@ impl Item {
                 "the recorded view no longer exists; `cestore discard` or `cestore gc` forgets it"
                     .into()
             }
-            Item::SourceRecords { .. } => {
-                "source records of a snapshot neither recorded nor kept as a manifest".into()
-            }
+            Item::Beside { kind, .. } => kind.orphans().into(),
         }
     }
 }
@@ -268,18 +276,20 @@ impl Plan {
                 items.push(Item::ViewRecord { path: v.path });
             }
         }
-        // Records stay while `recover` may still record their snapshot: it
-        // is recorded, or its manifest stays on disk.
+        // Source records and attestations stay while `recover` may still
+        // record their snapshot: it is recorded, or its manifest stays on disk.
         let abandoned: HashSet<ManifestDigest> =
             manifests.abandoned.iter().map(|(d, _)| *d).collect();
-        for (digest, path) in super::sources::listed(store)? {
-            let kept = digest.is_some_and(|d| {
-                recorded.contains(&d)
-                    || (!abandoned.contains(&d)
-                        && rustix::fs::lstat(store.manifest_path(&d)).is_ok())
-            });
-            if !kept {
-                items.push(Item::SourceRecords { path });
+        for kind in Kind::ALL {
+            for (digest, path) in beside::listed(store, kind)? {
+                let kept = digest.is_some_and(|d| {
+                    recorded.contains(&d)
+                        || (!abandoned.contains(&d)
+                            && rustix::fs::lstat(store.manifest_path(&d)).is_ok())
+                });
+                if !kept {
+                    items.push(Item::Beside { kind, path });
+                }
             }
         }
         Ok(Plan {
@@ -346,7 +356,7 @@ impl Plan {
                 Item::ViewRecord { path } => {
                     store.catalogue().remove_view(path)?;
                 }
-                Item::SourceRecords { path } => super::sources::remove_listed(path)?,
+                Item::Beside { kind, path } => beside::remove_listed(*kind, path)?,
             }
         }
         Ok(())

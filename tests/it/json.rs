@@ -484,6 +484,7 @@ struct GcOut {
     spares: Vec<String>,
     stale_view_records: Vec<String>,
     source_records: Vec<String>,
+    attestations: Vec<String>,
     manifests: Vec<String>,
     objects_kept: u64,
 }
@@ -502,6 +503,8 @@ struct RecoverOut {
     events_salvaged: u64,
     sources_recorded: u64,
     sources_written: u64,
+    attestations_recorded: u64,
+    attestations_written: u64,
     snapshots: u64,
     problems: Vec<UnrecoveredOut>,
 }

@@ -3,6 +3,7 @@
 
 mod util;
 
+mod attest_store;
 mod audit;
 mod bounds;
 mod cli;

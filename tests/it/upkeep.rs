@@ -33,6 +33,7 @@ fn gc_paths(gc: &Value) -> BTreeSet<String> {
         "shared_views",
         "stale_view_records",
         "source_records",
+        "attestations",
     ]
     .iter()
     .flat_map(|k| gc[*k].as_array().unwrap().iter())
@@ -95,6 +96,15 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
     let orphan_records = records(&"a".repeat(64), "b");
     let abandoned_records = records(&b, "c");
     let kept_records = records(&d, "d");
+    // The same of attestations.
+    let attestations = |digest: &str, name: &str| {
+        let dir = store.join("attestations").join(&digest[..2]).join(digest);
+        write(&dir.join(format!("{}.json", name.repeat(64))), "{}\n");
+        dir
+    };
+    let orphan_attestations = attestations(&"a".repeat(64), "b");
+    let abandoned_attestations = attestations(&b, "c");
+    let kept_attestations = attestations(&d, "d");
 
     let verify = env.json(["verify", "--json"]);
     let claimed = garbage_paths(&verify);
@@ -106,6 +116,7 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
             "leftover-temporary",
             "orphan-object",
             "orphan-shared-view",
+            "orphan-attestations",
             "orphan-source-records",
             "orphan-spare",
             "stale-view-record",
@@ -125,6 +136,8 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
         &gone,
         &orphan_records,
         &abandoned_records,
+        &orphan_attestations,
+        &abandoned_attestations,
     ]
     .iter()
     .map(|p| s(p))
@@ -143,7 +156,7 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
             "{p} is still there"
         );
     }
-    assert!(kept_records.exists());
+    assert!(kept_records.exists() && kept_attestations.exists());
     let verify = env.json(["verify", "--json"]);
     assert_eq!(garbage_paths(&verify), BTreeSet::new(), "{verify:#}");
     // The shared view that was a plain file is made again.
