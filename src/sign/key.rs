@@ -213,10 +213,12 @@ pub fn trusted_keys(keys: &[PathBuf], lists: &[PathBuf]) -> Result<Vec<PublicKey
             });
         }
         for block in blocks {
-            out.push(PublicKey::from_pem(block).ok_or_else(|| SignError::NotAKey {
-                path: path.clone(),
-                what: "a list of ed25519 public keys (SubjectPublicKeyInfo PEM)",
-            })?);
+            out.push(
+                PublicKey::from_pem(block).ok_or_else(|| SignError::NotAKey {
+                    path: path.clone(),
+                    what: "a list of ed25519 public keys (SubjectPublicKeyInfo PEM)",
+                })?,
+            );
         }
     }
     Ok(out)
@@ -232,9 +234,7 @@ fn pem_blocks(text: &str) -> Vec<&str> {
         let Some(end) = after.find("-----END ") else {
             break;
         };
-        let close = after[end..]
-            .find('\n')
-            .map_or(after.len(), |i| end + i + 1);
+        let close = after[end..].find('\n').map_or(after.len(), |i| end + i + 1);
         out.push(&after[..close]);
         rest = &after[close..];
     }
@@ -360,7 +360,7 @@ mod tests {
             std::fs::read_to_string(dir.path().join("c.pub")).unwrap()
         );
         std::fs::write(&list, text).unwrap();
-        let keys = trusted_keys(&[dir.path().join("a.pub")], &[list.clone()]).unwrap();
+        let keys = trusted_keys(&[dir.path().join("a.pub")], std::slice::from_ref(&list)).unwrap();
         assert_eq!(keys.iter().map(PublicKey::id).collect::<Vec<_>>(), ids);
         std::fs::write(&list, "no keys here\n").unwrap();
         assert!(matches!(
