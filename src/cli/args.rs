@@ -152,6 +152,13 @@ pub enum Command {
     /// Make and use ed25519 signing keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Sign a stored snapshot: an attestation (a DSSE envelope of an in-toto
+    /// statement with SLSA provenance) that vouches for its digest, kept
+    /// beside it and carried by push, pull, export and import.
+    Sign(SignArgs),
+    /// List a snapshot's attestations: who signed, when, and with
+    /// --trusted-key whether each vouches for the snapshot.
+    Attestations(AttestationsArgs),
     /// List each kind of error, as `--json` names it, with its exit code.
     ExitCodes,
     /// Print this message or the help of the given command.
@@ -611,6 +618,53 @@ pub struct DiffArgs {
     pub(super) a: String,
     /// The later snapshot, named as the earlier one.
     pub(super) b: String,
+}
+
+/// The public keys a command trusts.
+#[derive(Clone, Debug, Default, Args)]
+pub struct TrustArgs {
+    /// A public key (SubjectPublicKeyInfo PEM, as `key generate` writes
+    /// FILE.pub) whose attestations are trusted; repeatable.
+    #[arg(long = "trusted-key", value_name = "PUB")]
+    pub(super) trusted_key: Vec<PathBuf>,
+    /// A file of trusted public keys in PEM, one after another (lines
+    /// outside the keys are comments); repeatable.
+    #[arg(long = "trusted-keys", value_name = "FILE")]
+    pub(super) trusted_keys: Vec<PathBuf>,
+}
+
+impl TrustArgs {
+    /// The keys trusted; empty when none is given.
+    pub(super) fn keys(&self) -> Result<Vec<crate::sign::PublicKey>> {
+        Ok(crate::sign::trusted_keys(&self.trusted_key, &self.trusted_keys)?)
+    }
+
+    /// Whether any key is given.
+    pub(super) fn given(&self) -> bool {
+        !self.trusted_key.is_empty() || !self.trusted_keys.is_empty()
+    }
+}
+
+/// The arguments of `sign`.
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// A manifest digest, a unique prefix of it (4 hex digits or more), or
+    /// @VERSION.
+    pub(super) digest: String,
+    /// The private key to sign with (PKCS#8 PEM, mode 0600, as `key
+    /// generate` writes it).
+    #[arg(long, value_name = "FILE")]
+    pub(super) key: PathBuf,
+}
+
+/// The arguments of `attestations`.
+#[derive(Debug, Args)]
+pub struct AttestationsArgs {
+    /// A manifest digest, a unique prefix of it (4 hex digits or more), or
+    /// @VERSION.
+    pub(super) digest: String,
+    #[command(flatten)]
+    pub(super) trust: TrustArgs,
 }
 
 /// The subcommands of `key`.

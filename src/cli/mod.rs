@@ -100,6 +100,11 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Key(args::KeyCommand::Generate { file }) => {
             emit(cli.json, out, &cmd::key::generate(file)?)
         }
+        Command::Sign(a) => emit(cli.json, out, &cmd::sign::sign(&root, &a.digest, &a.key)?),
+        Command::Attestations(a) => {
+            let keys = a.trust.keys()?;
+            emit(cli.json, out, &cmd::sign::attestations(&root, &a.digest, &keys)?)
+        }
         Command::ExitCodes => emit(cli.json, out, &cmd::exit_codes::exit_codes()),
         Command::Help(a) => emit(cli.json, out, &help(&a.command)?),
     }

@@ -224,6 +224,42 @@ impl Report for crate::cmd::key::GeneratedKey {
     }
 }
 
+impl Report for crate::cmd::sign::SignReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            w,
+            "signed {} with key {}: attestation {} ({})",
+            self.manifest_digest, self.keyid, self.attestation, self.at
+        )
+    }
+}
+
+impl Report for crate::cmd::sign::AttestationsReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        if self.attestations.is_empty() {
+            return writeln!(w, "{}: no attestation (`cestore sign` makes one)", self.manifest_digest);
+        }
+        writeln!(w, "{}: {} attestation(s)", self.manifest_digest, self.attestations.len())?;
+        for a in &self.attestations {
+            let verdict = match &a.verified {
+                None => String::new(),
+                Some(v) if v.ok => "; vouches for it under a trusted key".to_string(),
+                Some(v) => format!("; does not vouch for it: {}", v.why.as_deref().unwrap_or("")),
+            };
+            writeln!(
+                w,
+                "  {} key {} at {}: {} by {}{verdict}",
+                a.id,
+                a.keyid,
+                a.at,
+                a.subjects.join(", "),
+                a.builder.as_deref().unwrap_or("an unknown stager")
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl Report for RmReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(

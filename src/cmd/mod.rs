@@ -20,5 +20,6 @@ pub mod pull;
 pub mod push;
 pub mod recover;
 pub mod show;
+pub mod sign;
 pub mod stage;
 pub mod verify;

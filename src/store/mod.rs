@@ -78,6 +78,7 @@ pub mod provenance;
 pub mod query;
 pub mod recover;
 pub mod sandbox;
+pub mod signed;
 pub mod spares;
 #[cfg(test)]
 pub(crate) mod testutil;

@@ -1,0 +1,266 @@
+//! Signing snapshots and asking who vouches for them: `cestore sign`,
+//! `ingest --sign-with`, `cestore attestations`, and the trust checks of
+//! `pull`, `import`, `audit` and `verify` with `--trusted-key`.
+//!
+//! An attestation is made from what the store knows of the snapshot (its
+//! name, version and digest, its newest source record, its first ingest
+//! time, and who signs where) and kept beside its manifest
+//! ([`super::attest::attach`]). Trust is decided in one place,
+//! [`vouched_by`]: an attestation vouches for a snapshot under a key when
+//! that key signed it and its statement's one subject is the snapshot's
+//! digest.
+
+use std::path::Path;
+
+use super::{LockMode, Store};
+use crate::catalogue::{resolve, KeptAttestation};
+use crate::digest::{AttestationId, KeyId, ManifestDigest};
+use crate::error::{Error, Result};
+use crate::sign::{self, Distrust, PrivateKey, PublicKey, SnapshotFacts, Statement};
+use crate::source::SourceRecord;
+
+/// What `cestore sign` did.
+#[derive(Debug, serde::Serialize)]
+pub struct SignReport {
+    /// The snapshot signed.
+    pub manifest_digest: ManifestDigest,
+    /// The signing key's id.
+    pub keyid: KeyId,
+    /// The attestation's id: the SHA-256 of its envelope.
+    pub attestation: AttestationId,
+    /// When it was made.
+    pub at: String,
+}
+
+/// The attestation of a snapshot that `key` signs now: its statement names
+/// the snapshot, its source record and who stages where.
+pub fn attestation(
+    key: &PrivateKey,
+    name: &str,
+    version: &str,
+    digest: ManifestDigest,
+    source: Option<&SourceRecord>,
+    ingested_at: &str,
+) -> Result<KeptAttestation> {
+    let stager = format!(
+        "{}@{}",
+        super::ingest::user_name(),
+        super::ingest::host_name()
+    );
+    let (bytes, keyid) = sign::attest(
+        key,
+        &SnapshotFacts {
+            name,
+            version,
+            digest,
+            source,
+            stager: &stager,
+            ingested_at,
+        },
+    );
+    // The envelope is compact JSON on one line and the key id 64 hex
+    // digits: what a kept attestation must be.
+    KeptAttestation::new(
+        String::from_utf8_lossy(&bytes),
+        keyid.to_hex(),
+        crate::clock::now(),
+    )
+    .ok_or_else(|| Error::Integrity(format!("could not keep the attestation of {digest}: it is not one JSON line")))
+}
+
+/// Signs a recorded snapshot with the private key at `key_file`, and keeps
+/// the attestation beside it. The key is checked before the store is opened.
+pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result<SignReport> {
+    let key = PrivateKey::load(key_file)?;
+    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), digest)?;
+    let row = store.catalogue().snapshot(&digest)?;
+    let sources = store.catalogue().sources(&digest)?;
+    let newest = sources.last().map(|k| &k.entry.record);
+    let kept = attestation(
+        &key,
+        &row.name,
+        &row.version,
+        digest,
+        newest,
+        &row.first_ingested_at,
+    )?;
+    super::attest::attach(&mut store, &digest, std::slice::from_ref(&kept))?;
+    Ok(SignReport {
+        manifest_digest: digest,
+        keyid: key.public().id(),
+        attestation: kept.id,
+        at: kept.at,
+    })
+}
+
+/// The key among `trusted` under which an attestation vouches for
+/// `digest`, or why it does not.
+pub fn vouched_by(
+    envelope: &[u8],
+    trusted: &[PublicKey],
+    digest: &ManifestDigest,
+) -> std::result::Result<KeyId, Distrust> {
+    sign::verify_attestation(envelope, trusted, digest)
+}
+
+/// The first of `attestations` that vouches for `digest` under a key of
+/// `trusted`, and that key; else the error that says why none does.
+pub fn require_trusted<'a>(
+    attestations: impl IntoIterator<Item = &'a [u8]>,
+    trusted: &[PublicKey],
+    digest: &ManifestDigest,
+) -> Result<KeyId> {
+    let mut why = Vec::new();
+    for (i, envelope) in attestations.into_iter().enumerate() {
+        match vouched_by(envelope, trusted, digest) {
+            Ok(key) => return Ok(key),
+            Err(d) => why.push(format!("attestation {}: {d}", i + 1)),
+        }
+    }
+    let why = if why.is_empty() {
+        "it has no attestation; a key trusted must sign it (`cestore sign`)".to_string()
+    } else {
+        format!(
+            "no attestation vouches for it under a key trusted ({})",
+            why.join("; ")
+        )
+    };
+    Err(Error::Untrusted {
+        digest: *digest,
+        why,
+    })
+}
+
+/// Whether a snapshot is signed under the keys trusted: what `audit
+/// --trusted-key` says of each digest.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "status")]
+pub enum Signature {
+    /// An attestation vouches for it under this key.
+    Signed {
+        /// The key's id.
+        keyid: KeyId,
+    },
+    /// None does.
+    Unsigned {
+        /// Why, in words.
+        why: String,
+    },
+}
+
+/// Whether the stored attestations of `digest` vouch for it under a key of
+/// `trusted`.
+pub fn signature(
+    attestations: &[KeptAttestation],
+    trusted: &[PublicKey],
+    digest: &ManifestDigest,
+) -> Signature {
+    let envelopes = attestations.iter().map(|a| envelope_bytes(a));
+    match require_trusted(envelopes, trusted, digest) {
+        Ok(keyid) => Signature::Signed { keyid },
+        Err(Error::Untrusted { why, .. }) => Signature::Unsigned { why },
+        Err(e) => Signature::Unsigned { why: e.to_string() },
+    }
+}
+
+/// An attestation's envelope bytes, without the line's end.
+pub fn envelope_bytes(kept: &KeptAttestation) -> &[u8] {
+    kept.json.trim_end_matches('\n').as_bytes()
+}
+
+/// One stored attestation, as `cestore attestations` lists it.
+#[derive(Debug, serde::Serialize)]
+pub struct AttestationInfo {
+    /// Its id: the SHA-256 of its envelope.
+    pub id: AttestationId,
+    /// The key id its signature claims (checked only with `--trusted-key`).
+    pub keyid: String,
+    /// When it was made or received.
+    pub at: String,
+    /// The subjects its statement names (`PLUGIN@VERSION`).
+    pub subjects: Vec<String>,
+    /// Who staged the snapshot, as its provenance says.
+    pub builder: Option<String>,
+    /// With `--trusted-key`: whether it vouches for the snapshot, and why not.
+    pub verified: Option<Verified>,
+    /// The envelope, verbatim (a DSSE JSON object).
+    pub envelope: serde_json::Value,
+}
+
+/// The verdict on one attestation under the keys trusted.
+#[derive(Debug, serde::Serialize)]
+pub struct Verified {
+    /// Whether it vouches for the snapshot.
+    pub ok: bool,
+    /// The trusted key that signed it, when it does.
+    pub keyid: Option<KeyId>,
+    /// Why not, when it does not.
+    pub why: Option<String>,
+}
+
+/// The report of `cestore attestations`.
+#[derive(Debug, serde::Serialize)]
+pub struct AttestationsReport {
+    /// The snapshot.
+    pub manifest_digest: ManifestDigest,
+    /// Its attestations, oldest first.
+    pub attestations: Vec<AttestationInfo>,
+}
+
+/// Lists a snapshot's attestations; with `trusted` keys, says of each
+/// whether it vouches for the snapshot.
+pub fn list_attestations(
+    store_root: &Path,
+    digest: &str,
+    trusted: &[PublicKey],
+) -> Result<AttestationsReport> {
+    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let digest = resolve(store.catalogue(), digest)?;
+    let attestations = store
+        .catalogue()
+        .attestations(&digest)?
+        .iter()
+        .map(|kept| describe(kept, trusted, &digest))
+        .collect();
+    Ok(AttestationsReport {
+        manifest_digest: digest,
+        attestations,
+    })
+}
+
+/// What one stored attestation says, read without trusting it.
+fn describe(kept: &KeptAttestation, trusted: &[PublicKey], digest: &ManifestDigest) -> AttestationInfo {
+    let bytes = envelope_bytes(kept);
+    let envelope: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    let statement: Option<Statement> = serde_json::from_value::<sign::Envelope>(envelope.clone())
+        .ok()
+        .and_then(|e| e.payload_bytes())
+        .and_then(|p| serde_json::from_slice(&p).ok());
+    let verified = (!trusted.is_empty()).then(|| match vouched_by(bytes, trusted, digest) {
+        Ok(keyid) => Verified {
+            ok: true,
+            keyid: Some(keyid),
+            why: None,
+        },
+        Err(d) => Verified {
+            ok: false,
+            keyid: None,
+            why: Some(d.to_string()),
+        },
+    });
+    AttestationInfo {
+        id: kept.id,
+        keyid: kept.keyid.clone(),
+        at: kept.at.clone(),
+        subjects: statement
+            .as_ref()
+            .map(|s| s.subject.iter().map(|x| x.name.clone()).collect())
+            .unwrap_or_default(),
+        builder: statement
+            .as_ref()
+            .and_then(|s| s.builder().map(str::to_string)),
+        verified,
+        envelope,
+    }
+}
