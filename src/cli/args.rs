@@ -49,7 +49,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate a plugin release as the reference does, and store it.
-    Ingest(ReleaseArgs),
+    Ingest(IngestArgs),
     /// Validate a plugin release as ingest does and print its manifest
     /// digest, storing nothing (no store is opened or created).
     Digest(ReleaseArgs),
@@ -276,8 +276,27 @@ impl<'a> From<&'a ReleaseArgs> for cmd::ingest::IngestOptions<'a> {
             git,
             version: &a.version,
             bounds: a.bounds.into(),
+            sign_with: None,
         }
     }
+}
+
+/// The arguments of `ingest`: a release, and a key to sign it with.
+#[derive(Debug, Args)]
+pub struct IngestArgs {
+    #[command(flatten)]
+    pub(super) release: ReleaseArgs,
+    /// Sign the snapshot with this private key (see `cestore sign`): its
+    /// attestation is kept and recorded with the ingest. The key is checked
+    /// before anything else.
+    #[arg(long, value_name = "FILE")]
+    pub(super) sign_with: Option<PathBuf>,
+}
+
+/// The private key a `--sign-with FILE` names, loaded (and its file
+/// checked) before anything else is done.
+pub(super) fn signing_key(file: Option<&Path>) -> Result<Option<crate::sign::PrivateKey>> {
+    Ok(file.map(crate::sign::PrivateKey::load).transpose()?)
 }
 
 /// The arguments of `show`.
@@ -397,6 +416,10 @@ pub struct StageArgs {
     pub(super) hold: bool,
     #[command(flatten)]
     pub(super) bounds: BoundsArgs,
+    /// Sign the snapshot the stage ingests with this private key (see
+    /// `cestore sign`); the key is checked before anything else.
+    #[arg(long, value_name = "FILE", conflicts_with = "digest")]
+    pub(super) sign_with: Option<PathBuf>,
 }
 
 impl StageArgs {
@@ -425,6 +448,7 @@ impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
             gitnexus: a.gitnexus.runtime(),
             arm_rule: a.arm_rule.rule(),
             bounds: a.bounds.into(),
+            sign_with: None,
         }
     }
 }

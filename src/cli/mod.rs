@@ -35,7 +35,12 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     }
     let progress = !cli.json;
     match &cli.command {
-        Command::Ingest(a) => emit(cli.json, out, &cmd::ingest::ingest(&root, &a.into())?),
+        Command::Ingest(a) => {
+            let key = args::signing_key(a.sign_with.as_deref())?;
+            let mut opts = cmd::ingest::IngestOptions::from(&a.release);
+            opts.sign_with = key.as_ref();
+            emit(cli.json, out, &cmd::ingest::ingest(&root, &opts)?)
+        }
         Command::Digest(a) => emit(cli.json, out, &cmd::digest::digest(&a.into())?),
         Command::Show(a) if a.manifest => {
             emit(cli.json, out, &cmd::show::manifest(&root, &a.digest)?)
@@ -44,8 +49,16 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Checkout(a) => emit(cli.json, out, &cmd::checkout::checkout(&root, &a.into())?),
         Command::Discard(a) => emit(cli.json, out, &cmd::discard::discard(&root, &a.into())?),
         Command::Path(a) => emit(cli.json, out, &cmd::path::path(&root, &a.digest)?),
-        Command::Stage(a) if a.hold => hold::held_stage(cli.json, &root, &a.into(), out),
-        Command::Stage(a) => emit(cli.json, out, &cmd::stage::stage(&root, &a.into())?),
+        Command::Stage(a) => {
+            let key = args::signing_key(a.sign_with.as_deref())?;
+            let mut opts = cmd::stage::StageOptions::from(a);
+            opts.sign_with = key.as_ref();
+            if a.hold {
+                hold::held_stage(cli.json, &root, &opts, out)
+            } else {
+                emit(cli.json, out, &cmd::stage::stage(&root, &opts)?)
+            }
+        }
         Command::List(a) => {
             let report = cmd::list::list(&root, a.version.as_deref(), a.name.as_deref())?;
             emit(cli.json, out, &report)

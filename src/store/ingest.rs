@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
 use crate::source::git::PluginDir;
+use crate::sign::PrivateKey;
 use crate::source::{work_tree_record, GitRequest, Source, SourceEntry, Via, WalkError, Walked};
 
 /// What to ingest.
@@ -31,6 +32,9 @@ pub struct IngestOptions<'a> {
     pub version: &'a str,
     /// The bounds the walk enforces: the reference's, or lower.
     pub bounds: policy::Bounds,
+    /// Sign the snapshot with this key: an attestation kept and recorded
+    /// with the ingest, in its own transaction.
+    pub sign_with: Option<&'a PrivateKey>,
 }
 
 /// What an ingest did.
@@ -412,6 +416,20 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         }
     }
     drifted.sort_by_key(|d| d.key);
+    let attestations = match opts.sign_with {
+        Some(key) => vec![super::signed::attestation(
+            key,
+            policy::PLUGIN_NAME,
+            opts.version,
+            manifest.digest,
+            found.record.as_ref().map(|e| &e.record),
+            &found
+                .record
+                .as_ref()
+                .map_or_else(crate::clock::now, |e| e.at.clone()),
+        )?],
+        None => Vec::new(),
+    };
     Ok(IngestPlan {
         work,
         manifest,
@@ -423,7 +441,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         bytes_staged,
         left_out: walked.left_out,
         sources: found.record.into_iter().collect(),
-        attestations: Vec::new(),
+        attestations,
         tree_digest: found.learned,
         source_error: found.error,
     })
@@ -783,6 +801,7 @@ mod tests {
             git: None,
             version: "1.2.3",
             bounds: policy::Bounds::REFERENCE,
+            sign_with: None,
         };
         let mut plan = plan_ingest(store, &source, &opts).unwrap();
         plan.attest([attestation()]);

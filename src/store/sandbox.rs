@@ -88,6 +88,8 @@ pub struct StageOptions<'a> {
     pub arm_rule: ArmRule<'a>,
     /// The bounds the release's walk enforces.
     pub bounds: crate::policy::Bounds,
+    /// Sign the snapshot ingested with this key.
+    pub sign_with: Option<&'a crate::sign::PrivateKey>,
 }
 
 /// One arm's sandbox inputs.
@@ -155,6 +157,7 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
                     git: None,
                     version,
                     bounds: opts.bounds,
+                    sign_with: opts.sign_with,
                 };
                 Some((open_source(&ingest)?, ingest))
             }

@@ -484,6 +484,7 @@ mod tests {
             git: None,
             version: "1.2.3",
             bounds: crate::policy::Bounds::REFERENCE,
+            sign_with: None,
         };
         let digest = ingest_into(&mut store, &source, &opts)
             .unwrap()
