@@ -761,6 +761,7 @@ impl PushArgs {
                 crate::remote::Format::V2
             },
             progress,
+            attestations: Vec::new(),
         }
     }
 }
@@ -822,6 +823,7 @@ impl PullArgs {
             },
             jobs: usize::from(self.jobs),
             progress,
+            accept: None,
         }
     }
 }

@@ -1914,6 +1914,8 @@ struct PushOut {
     bytes_uploaded: u64,
     packs_total: u64,
     packs_uploaded: u64,
+    attestations_pushed: u64,
+    attestations_present: u64,
 }
 
 /// The `requests` object of push and pull reports.
@@ -1941,6 +1943,7 @@ struct PullStatsOut {
     media_type: String,
     manifests: u64,
     format: u8,
+    attestations_fetched: u64,
     blobs_fetched: u64,
     bytes_fetched: u64,
     packs_fetched: u64,
@@ -1978,6 +1981,10 @@ fn push_and_pull_fit_the_documented_schema() {
     assert_eq!(push.blobs_uploaded + push.blobs_present, push.blobs_total);
     assert!(push.bytes_uploaded > 0);
     assert!(push.packs_total == 1 && push.packs_uploaded == 1);
+    assert_eq!(
+        (push.attestations_pushed, push.attestations_present),
+        (0, 0)
+    );
 
     let other = TestEnv::new();
     let pull: PullOut = run_typed(&other, &[os("pull"), os(&target), os("--plain-http")]);
@@ -1997,6 +2004,7 @@ fn push_and_pull_fit_the_documented_schema() {
     );
     assert_eq!(pull.pull.format, 2);
     assert_eq!((pull.pull.packs_fetched, pull.pull.packs_skipped), (1, 0));
+    assert_eq!(pull.pull.attestations_fetched, 0);
 }
 
 /// The `(code, kind)` pairs the table of docs/exit-codes.md lists.
