@@ -848,6 +848,7 @@ impl<'a> From<&'a ExportArgs> for cmd::bundle::ExportOptions<'a> {
             digest: &a.digest,
             output: a.output.as_deref(),
             zstd: a.zstd,
+            attestations: Vec::new(),
         }
     }
 }
@@ -872,6 +873,7 @@ impl<'a> From<&'a ImportArgs> for cmd::bundle::ImportOptions<'a> {
             file: &a.file,
             digest: a.digest.as_deref(),
             check: a.check,
+            accept: None,
         }
     }
 }

@@ -19,7 +19,7 @@ pub struct PullOptions<'a> {
     pub progress: bool,
     /// The check the snapshot's attestations must pass before it is
     /// adopted; none takes it whatever they say.
-    pub accept: Option<&'a remote::AcceptFn>,
+    pub accept: Option<&'a remote::AcceptFn<'a>>,
 }
 
 /// Pulls a snapshot from a remote into the store.

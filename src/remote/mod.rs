@@ -48,7 +48,7 @@ pub const MAX_ATTESTATIONS: usize = 64;
 /// of it enters the store: given the attestations (DSSE envelopes, as
 /// bytes) and the digest of the snapshot they came with (the hash of the
 /// manifest bytes received), it returns an error to refuse the snapshot.
-pub type AcceptFn = dyn Fn(&[Vec<u8>], &ManifestDigest) -> Result<()>;
+pub type AcceptFn<'a> = dyn Fn(&[Vec<u8>], &ManifestDigest) -> Result<()> + 'a;
 
 /// The [`AcceptFn`] that takes any snapshot, with or without attestations.
 pub fn accept_all(_: &[Vec<u8>], _: &ManifestDigest) -> Result<()> {

@@ -535,7 +535,7 @@ pub fn pull_accepting(
     reference: &SnapshotRef,
     jobs: usize,
     progress: bool,
-    accept: &AcceptFn,
+    accept: &AcceptFn<'_>,
 ) -> Result<PullReport> {
     let incoming = remote.resolve(reference)?;
     accept(&incoming.attestations, &incoming.snapshot)?;

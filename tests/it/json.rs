@@ -424,6 +424,7 @@ struct ExportOut {
     objects: u64,
     bytes: u64,
     sha256: String,
+    attestations: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -433,6 +434,7 @@ struct BundleOut {
     format: String,
     objects: u64,
     manifest_digest: String,
+    attestations: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -948,6 +950,7 @@ fn every_command_fits_the_documented_schema() {
     assert!(export.ok && export.manifest_digest == d && export.format == "tar+zstd");
     absolute(&export.file);
     assert!(export.objects == 5 && export.bytes > 0 && export.sha256.len() == 64);
+    assert_eq!(export.attestations, 0);
 
     let check: ImportOut = run_typed(&env, &[os("import"), os("--check"), bundle.as_os_str()]);
     assert!(check.ok && check.provenance.is_none() && check.ingest.is_none());
@@ -957,6 +960,7 @@ fn every_command_fits_the_documented_schema() {
         ("tar+zstd", 5)
     );
     absolute(&check.bundle.file);
+    assert_eq!(check.bundle.attestations, 0);
     let import: ImportOut = run_typed(&env, &[os("import"), bundle.as_os_str()]);
     assert!(import.ok);
     assert_eq!(import.provenance.expect("provenance").manifest_digest, d);
