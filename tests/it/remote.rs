@@ -1863,7 +1863,7 @@ fn attestations_travel_as_referrers_under_the_tag_schema_and_a_refusing_check_ad
     assert_eq!(seen.len(), 1);
     assert_eq!(sorted(seen[0].0.clone()), sorted(envelopes.clone()));
     assert_eq!(seen[0].1, digest);
-    assert_eq!(b.listed(), [digest.clone()]);
+    assert_eq!(b.listed(), std::slice::from_ref(&digest));
     // The command says how many came.
     let by_cli = pull(&b, &reference);
     assert_eq!(by_cli["pull"]["attestations_fetched"], 2, "{by_cli}");
@@ -1997,7 +1997,7 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
     let c = TestEnv::new();
     let imported = c.json([os("import"), plain.as_os_str(), os("--json")]);
     assert_eq!(imported["bundle"]["attestations"], 0, "{imported}");
-    assert_eq!(c.listed(), [digest.clone()]);
+    assert_eq!(c.listed(), std::slice::from_ref(&digest));
     // A check offered such a bundle sees no attestation.
     let d = TestEnv::new();
     let none = |att: &[Vec<u8>], _: &cestore::digest::ManifestDigest| {

@@ -475,7 +475,7 @@ mod tests {
         let first = merge_index(None, &[a.clone(), b.clone(), a.clone()])
             .unwrap()
             .unwrap();
-        let listed = listed_attestations(&[first.clone()]).unwrap();
+        let listed = listed_attestations(std::slice::from_ref(&first)).unwrap();
         assert_eq!(listed, [a.0, b.0]);
         assert!(first.starts_with(
             b"{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\",\"manifests\":["
@@ -490,7 +490,7 @@ mod tests {
             r#"{{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.cncf.notary.signature","digest":"sha256:{}","size":7}}],"annotations":{{"k":"v"}}}}"#,
             ObjectId::of(b"sig")
         );
-        let merged = merge_index(Some(foreign.as_bytes()), &[a.clone()])
+        let merged = merge_index(Some(foreign.as_bytes()), std::slice::from_ref(&a))
             .unwrap()
             .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&merged).unwrap();
@@ -502,7 +502,10 @@ mod tests {
         );
         assert_eq!(manifests[1]["digest"], format!("sha256:{}", a.0));
         assert_eq!(v["annotations"]["k"], "v");
-        assert_eq!(listed_attestations(&[merged.clone()]).unwrap(), [a.0]);
+        assert_eq!(
+            listed_attestations(std::slice::from_ref(&merged)).unwrap(),
+            [a.0]
+        );
         assert_eq!(merge_index(Some(&merged), &[a]).unwrap(), None);
         // A tag that holds something else is not taken for an index.
         for bad in [
@@ -513,11 +516,13 @@ mod tests {
             br#"{"schemaVersion":2,"manifests":{}}"#,
             br#"{"schemaVersion":2,"manifests":[{"size":1}]}"#,
         ] {
-            assert!(merge_index(Some(bad), &[b.clone()]).is_err());
+            assert!(merge_index(Some(bad), std::slice::from_ref(&b)).is_err());
         }
         // An empty index gains its first referrer.
         let empty = br#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}"#;
-        let one = merge_index(Some(empty), &[b.clone()]).unwrap().unwrap();
+        let one = merge_index(Some(empty), std::slice::from_ref(&b))
+            .unwrap()
+            .unwrap();
         assert_eq!(listed_attestations(&[one]).unwrap(), [b.0]);
     }
 
