@@ -2016,3 +2016,143 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
     .expect("import a bundle without attestations");
     assert!(imported.attestations.is_empty());
 }
+
+#[test]
+fn attestations_of_an_index_keep_another_tools_referrers_in_their_place() {
+    let Some(reg) = registry("attestations_index") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    let s = salt();
+    minimal_plugin(&src, "1.0.0");
+    for i in 0..3 {
+        write(&src.join(format!("skills/gen/f{i}.md")), noise(s, i, 300));
+    }
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "attestations-index");
+    let envelopes = fake_envelopes(s);
+    // One layer per manifest: the record is an index.
+    let push_index = |attestations: &[Vec<u8>]| {
+        cestore::remote::publish::push_snapshot(
+            &a.store,
+            &cestore::remote::publish::PushOptions {
+                digest: &digest,
+                remote: &target,
+                remote_options: cestore::remote::Options {
+                    plain_http: true,
+                    max_layers: 1,
+                    ..cestore::remote::Options::default()
+                },
+                jobs: 4,
+                format: cestore::remote::Format::V1,
+                progress: false,
+                attestations: attestations.to_vec(),
+            },
+        )
+        .expect("push an index with attestations")
+    };
+    let pushed = push_index(&envelopes[..1]);
+    assert_eq!(
+        pushed.published.media_type,
+        "application/vnd.oci.image.index.v1+json"
+    );
+    assert_eq!(pushed.published.attestations_pushed, 1);
+    let record_hex = pushed
+        .published
+        .remote_digest
+        .strip_prefix("sha256:")
+        .expect("digest")
+        .to_string();
+    let tag = format!("sha256-{record_hex}");
+    let first: serde_json::Value =
+        serde_json::from_slice(&raw_manifest(&target, &tag).expect("referrers index"))
+            .expect("index JSON");
+
+    // Another tool attaches its own artifact to the same record, listed
+    // first in the index.
+    let empty = serde_json::json!({
+        "mediaType": "application/vnd.oci.empty.v1+json",
+        "digest": format!("sha256:{}", sha_hex(b"{}")),
+        "size": 2
+    });
+    let foreign = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": "application/vnd.example.sbom",
+        "config": empty,
+        "layers": [empty],
+        "subject": {
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "digest": format!("sha256:{record_hex}"),
+            "size": raw_manifest(&target, &format!("sha256-{digest}")).expect("record").len()
+        }
+    });
+    let foreign_bytes = serde_json::to_vec(&foreign).expect("serialise");
+    let foreign_digest = format!("sha256:{}", sha_hex(&foreign_bytes));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let put = |reference: &str, media: &str, bytes: &[u8]| {
+        let resp = agent
+            .put(&manifest_url(&target, reference))
+            .header("Content-Type", media)
+            .send(bytes)
+            .expect("PUT");
+        assert_eq!(resp.status().as_u16(), 201, "PUT {reference}");
+    };
+    put(
+        &foreign_digest,
+        "application/vnd.oci.image.manifest.v1+json",
+        &foreign_bytes,
+    );
+    let mut listed = vec![serde_json::json!({
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": "application/vnd.example.sbom",
+        "digest": foreign_digest,
+        "size": foreign_bytes.len()
+    })];
+    listed.extend(first["manifests"].as_array().expect("manifests").clone());
+    let by_hand = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": listed
+    });
+    put(
+        &tag,
+        "application/vnd.oci.image.index.v1+json",
+        &serde_json::to_vec(&by_hand).expect("serialise"),
+    );
+
+    // cestore adds the second attestation after both, keeping the first.
+    let again = push_index(&envelopes);
+    assert_eq!(
+        (
+            again.published.attestations_pushed,
+            again.published.attestations_present
+        ),
+        (1, 1)
+    );
+    let merged: serde_json::Value =
+        serde_json::from_slice(&raw_manifest(&target, &tag).expect("referrers index"))
+            .expect("index JSON");
+    let entries = merged["manifests"].as_array().expect("manifests");
+    assert_eq!(entries.len(), 3, "{merged}");
+    assert_eq!(entries[0]["artifactType"], "application/vnd.example.sbom");
+    assert_eq!(entries[1], first["manifests"][0]);
+
+    // A pull by the index's digest takes the snapshot, not the referrers
+    // that tag now holds, and brings back only cestore's attestations.
+    let b = TestEnv::new();
+    let report = pull_attested(
+        &b,
+        &format!("{target}@sha256:{record_hex}"),
+        &cestore::remote::accept_all,
+    )
+    .expect("pull");
+    assert_eq!(report.pull.manifests, pushed.published.manifests);
+    assert!(report.pull.manifests > 1);
+    assert_eq!(report.pull.attestations_fetched, 2);
+    assert_eq!(sorted(report.attestations), sorted(envelopes));
+}
