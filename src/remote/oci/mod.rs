@@ -315,8 +315,8 @@ impl OciRemote {
                 let bytes = self
                     .fetch_document(tag)?
                     .ok_or_else(|| RemoteError::NotFound(self.full(tag)))?;
-                if is_referrers_index(&bytes) {
-                    let digest = tag.strip_prefix("sha256-").unwrap_or(tag);
+                if let Some(digest) = super::tag_digest(tag).filter(|_| is_referrers_index(&bytes))
+                {
                     return Err(RemoteError::Protocol(format!(
                         "{} holds the referrers (attestations) of the manifest sha256:{digest}, not a snapshot; pull {}",
                         self.full(tag),
