@@ -2156,3 +2156,64 @@ fn attestations_of_an_index_keep_another_tools_referrers_in_their_place() {
     assert_eq!(report.pull.attestations_fetched, 2);
     assert_eq!(sorted(report.attestations), sorted(envelopes));
 }
+
+#[test]
+fn a_registry_with_the_referrers_api_lists_attestations_itself_and_gets_no_referrers_tag() {
+    let Some(reg) = registry("attestations_api") else {
+        return;
+    };
+    let proxy = crate::proxy::Proxy::start(
+        &reg,
+        crate::proxy::Behaviour {
+            referrers_api: true,
+            ..crate::proxy::Behaviour::default()
+        },
+    );
+    let a = TestEnv::new();
+    let src = a.path("src");
+    let s = salt();
+    mixed_release(&src, "1.0.0", 5, s);
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let name = repo("", "attestations-api");
+    let target = format!("{}{name}", proxy.address);
+    let envelopes = fake_envelopes(s);
+
+    let pushed = push_attested(&a, &digest, &target, &envelopes);
+    assert_eq!(pushed.published.attestations_pushed, 2);
+    let record_hex = pushed
+        .published
+        .remote_digest
+        .strip_prefix("sha256:")
+        .expect("digest")
+        .to_string();
+    let tag = format!("sha256-{record_hex}");
+    assert_eq!(
+        raw_manifest(&target, &tag),
+        None,
+        "a referrers tag was written"
+    );
+    let again = push_attested(&a, &digest, &target, &envelopes);
+    assert_eq!(
+        (
+            again.published.attestations_pushed,
+            again.published.attestations_present
+        ),
+        (0, 2)
+    );
+    assert_eq!(
+        raw_manifest(&target, &tag),
+        None,
+        "a referrers tag was written"
+    );
+
+    // Through the API, both come back; the registry itself, without it and
+    // without the tag, lists none.
+    let b = TestEnv::new();
+    let reference = format!("{target}:sha256-{digest}");
+    let report = pull_attested(&b, &reference, &cestore::remote::accept_all).expect("pull");
+    assert_eq!(sorted(report.attestations), sorted(envelopes));
+    let c = TestEnv::new();
+    let direct = format!("{reg}{name}:sha256-{digest}");
+    let report = pull_attested(&c, &direct, &cestore::remote::accept_all).expect("pull");
+    assert_eq!(report.pull.attestations_fetched, 0);
+}
