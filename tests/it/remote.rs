@@ -2217,3 +2217,46 @@ fn a_registry_with_the_referrers_api_lists_attestations_itself_and_gets_no_refer
     let report = pull_attested(&c, &direct, &cestore::remote::accept_all).expect("pull");
     assert_eq!(report.pull.attestations_fetched, 0);
 }
+
+#[test]
+fn a_tampered_attestation_is_refused_and_nothing_enters_the_store() {
+    let Some(reg) = registry("tampered_attestation") else {
+        return;
+    };
+    let Some(dir) = env_var("CESTORE_TEST_REGISTRY_DIR", "tampered_attestation") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    let s = salt();
+    mixed_release(&src, "1.0.0", 4, s);
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "tampered-attestation");
+    let envelopes = fake_envelopes(s);
+    push_attested(&a, &digest, &target, &envelopes);
+    let hex = sha_hex(&envelopes[1]);
+    let blob = Path::new(&dir).join(format!(
+        "docker/registry/v2/blobs/sha256/{}/{hex}/data",
+        &hex[..2]
+    ));
+    let mut bad = fs::read(&blob).expect("read the stored envelope");
+    assert_eq!(bad, envelopes[1]);
+    bad[10] ^= 0x01;
+    fs::write(&blob, &bad).expect("tamper with the envelope");
+
+    let b = TestEnv::new();
+    let other = b.path("other");
+    mixed_release(&other, "2.0.0", 3, salt());
+    b.ingest_digest(&other, "2.0.0");
+    let before = store_state(&b.store);
+    let out = b.run([
+        "pull",
+        &format!("{target}:sha256-{digest}"),
+        "--plain-http",
+        "--json",
+    ]);
+    let stderr = assert_exit(&out, 1);
+    assert!(stderr.contains(&hex), "{stderr}");
+    assert_eq!(parse_json(&out)["error"]["kind"], "integrity");
+    assert_eq!(store_state(&b.store), before, "the store changed");
+}
