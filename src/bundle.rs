@@ -14,6 +14,10 @@
 //!                        {at, host, user, source, tool_version} (0444)
 //! sources.json           optional: the snapshot's source records, a JSON
 //!                        list of {at, record} (0444; see source::carried)
+//! attestations/<64 hex>.json
+//!                        optional: one per attestation (a DSSE envelope,
+//!                        its bytes as given), named by its SHA-256, sorted
+//!                        by name (0444)
 //! objects/<64 hex>       one per non-executable object, by SHA-256 (0444)
 //! objects/<64 hex>.x     one per executable object (0555)
 //! ```
@@ -32,7 +36,9 @@
 //! The optional entries came later than the others: a bundle without them
 //! (as earlier cestores wrote) imports as before, and each is written only
 //! when there is something to say, so a snapshot without source records
-//! gives the same bundle as before they existed.
+//! gives the same bundle as before they existed. Import offers the
+//! attestations, with the snapshot's digest, to the caller's check before
+//! it reads any object, so a refused bundle leaves the store as it was.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -59,6 +65,8 @@ pub const ORIGIN_ENTRY: &str = "origin.json";
 const MAX_ORIGIN_BYTES: u64 = 64 * 1024;
 /// The optional entry that holds the snapshot's source records.
 pub const SOURCES_ENTRY: &str = "sources.json";
+/// The directory of the optional attestation entries.
+pub const ATTESTATIONS_PREFIX: &str = "attestations/";
 /// The objects' directory inside a bundle.
 pub const OBJECTS_PREFIX: &str = "objects/";
 /// The zstd frame magic number, as it starts a compressed bundle.
@@ -99,6 +107,8 @@ pub struct ExportOptions<'a> {
     pub output: Option<&'a Path>,
     /// Compress with zstd.
     pub zstd: bool,
+    /// The attestations to carry (DSSE envelopes, as bytes).
+    pub attestations: Vec<Vec<u8>>,
 }
 
 /// The report of `cestore export`.
@@ -116,6 +126,8 @@ pub struct ExportReport {
     pub bytes: u64,
     /// The SHA-256 of the bundle file.
     pub sha256: ObjectId,
+    /// The attestations it carries.
+    pub attestations: u64,
 }
 
 /// What to import.
@@ -126,6 +138,9 @@ pub struct ImportOptions<'a> {
     pub digest: Option<&'a str>,
     /// Only verify the bundle: open no store and record nothing.
     pub check: bool,
+    /// The check the bundle's attestations must pass, with `--check` too,
+    /// before any object is read; none takes the bundle whatever they say.
+    pub accept: Option<&'a crate::remote::AcceptFn<'a>>,
 }
 
 /// What an import read.
@@ -139,6 +154,8 @@ pub struct BundleStats {
     pub objects: u64,
     /// The snapshot it holds.
     pub manifest_digest: ManifestDigest,
+    /// The attestations it carried.
+    pub attestations: u64,
 }
 
 /// The report of `cestore import`.
@@ -149,6 +166,10 @@ pub struct ImportReport {
     pub ingest: Option<IngestReport>,
     /// What was read.
     pub bundle: BundleStats,
+    /// The attestations the bundle carried (DSSE envelopes, as bytes), as
+    /// the accept check saw them; not part of the report's JSON.
+    #[serde(skip)]
+    pub attestations: Vec<Vec<u8>>,
 }
 
 /// A writer that hashes and counts what passes through it.
@@ -174,6 +195,19 @@ impl<W: Write> Write for HashingWriter<W> {
 /// The entry name of an object.
 fn object_entry(key: &ObjectKey) -> String {
     format!("{OBJECTS_PREFIX}{}", key.name())
+}
+
+/// The entry name of an attestation whose SHA-256 is `id`.
+fn attestation_entry(id: &ObjectId) -> String {
+    format!("{ATTESTATIONS_PREFIX}{id}.json")
+}
+
+/// Attestations as a bundle carries them: each once, sorted by SHA-256.
+fn sorted_attestations(attestations: &[Vec<u8>]) -> BTreeMap<ObjectId, &[u8]> {
+    attestations
+        .iter()
+        .map(|a| (ObjectId::of(a), &a[..]))
+        .collect()
 }
 
 fn digest_entry(digest: &ManifestDigest) -> Vec<u8> {
@@ -215,6 +249,8 @@ struct About<'a> {
     origin: Option<&'a Origin>,
     /// Its source records, as they travel ([`carried::to_json`]).
     sources: Option<&'a str>,
+    /// Its attestations.
+    attestations: &'a [Vec<u8>],
 }
 
 /// Writes the canonical archive of a manifest and its objects (sorted by key).
@@ -233,6 +269,9 @@ fn write_archive<'a>(
     }
     if let Some(sources) = about.sources {
         write_entry(w, SOURCES_ENTRY, 0o444, sources.as_bytes()).map_err(werr)?;
+    }
+    for (id, data) in sorted_attestations(about.attestations) {
+        write_entry(w, &attestation_entry(&id), 0o444, data).map_err(werr)?;
     }
     let mut count = 0;
     for o in objects {
@@ -256,6 +295,7 @@ fn objects_of(manifest: &Manifest) -> BTreeMap<ObjectKey, u64> {
 
 /// Writes a snapshot's bundle.
 pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportReport> {
+    crate::remote::check_attestations(&opts.attestations)?;
     let store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
     // A bundle holds only what a view could.
@@ -293,7 +333,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
         .file_name()
         .map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
     let tmp = dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = write_bundle(&store, &manifest, &tmp, format);
+    let result = write_bundle(&store, &manifest, &opts.attestations, &tmp, format);
     let (objects, bytes, sha256) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -322,6 +362,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
         objects,
         bytes,
         sha256,
+        attestations: sorted_attestations(&opts.attestations).len() as u64,
     })
 }
 
@@ -330,6 +371,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
 fn write_bundle(
     store: &Store,
     manifest: &Manifest,
+    attestations: &[Vec<u8>],
     tmp: &Path,
     format: Format,
 ) -> Result<(u64, u64, ObjectId)> {
@@ -344,6 +386,7 @@ fn write_bundle(
     let about = About {
         origin: origin.as_ref(),
         sources: sources.as_deref(),
+        attestations,
     };
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -636,6 +679,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         manifest,
         origin,
         sources,
+        attestations,
         pending,
     } = read_head(&mut body)?;
     let objects = objects_of(&manifest);
@@ -644,7 +688,11 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         format,
         objects: objects.len() as u64,
         manifest_digest: manifest.digest,
+        attestations: attestations.len() as u64,
     };
+    // The digest is the hash of the manifest bytes read, so the check sees
+    // the snapshot that would be adopted.
+    (opts.accept.unwrap_or(&crate::remote::accept_all))(&attestations, &manifest.digest)?;
     let rest = Rest {
         body,
         pending,
@@ -655,6 +703,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
         return Ok(ImportReport {
             ingest: None,
             bundle,
+            attestations,
         });
     }
     // `adopt` checks the manifest and its bounds before it asks for objects.
@@ -680,6 +729,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     Ok(ImportReport {
         ingest: Some(ingest),
         bundle,
+        attestations,
     })
 }
 
@@ -744,6 +794,8 @@ struct Head {
     origin: Option<Origin>,
     /// Its source records, marked as come from a bundle.
     sources: Vec<SourceEntry>,
+    /// Its attestations, in the bundle's order.
+    attestations: Vec<Vec<u8>>,
     /// The header after them: the first object's (read to tell), or the
     /// first end block.
     pending: Option<[u8; BLOCK]>,
@@ -788,12 +840,49 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
             .map_err(|e| damaged(format!("'{SOURCES_ENTRY}' holds no source records: {e}")))?;
         next = read_header(body, "its objects")?;
     }
+    let attestations = read_attestations(body, &mut next)?;
     Ok(Head {
         manifest,
         origin,
         sources,
+        attestations,
         pending: Some(next),
     })
+}
+
+/// Reads the attestation entries, from the header `next` on, and leaves in
+/// `next` the header after them. Each must be named by its bytes' SHA-256,
+/// in increasing order (so each comes once), and there are at most
+/// [`MAX_ATTESTATIONS`](crate::remote::MAX_ATTESTATIONS), each at most
+/// [`MAX_ATTESTATION_BYTES`](crate::remote::MAX_ATTESTATION_BYTES).
+fn read_attestations(body: &mut dyn Read, next: &mut [u8; BLOCK]) -> Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut last: Option<ObjectId> = None;
+    loop {
+        let name = entry_name_of(next);
+        if !name.starts_with(ATTESTATIONS_PREFIX) {
+            return Ok(out);
+        }
+        if out.len() == crate::remote::MAX_ATTESTATIONS {
+            return Err(damaged(format!(
+                "it carries more than {} attestations",
+                crate::remote::MAX_ATTESTATIONS
+            )));
+        }
+        let data = read_small_entry_after(body, next, &name, crate::remote::MAX_ATTESTATION_BYTES)?;
+        let id = ObjectId::of(&data);
+        if name != attestation_entry(&id) {
+            return Err(damaged(format!("'{name}' hashes to {id}")));
+        }
+        if last.is_some_and(|l| l >= id) {
+            return Err(damaged(format!(
+                "'{name}' is out of order among the attestations"
+            )));
+        }
+        last = Some(id);
+        out.push(data);
+        *next = read_header(body, "its objects")?;
+    }
 }
 
 /// The rest of a bundle once its manifest is read: its objects, in the
@@ -907,6 +996,7 @@ mod tests {
         archive_about(About {
             origin,
             sources: None,
+            attestations: &[],
         })
     }
 
@@ -997,6 +1087,7 @@ mod tests {
             let bytes = archive_about(About {
                 origin: with_origin.then_some(&origin),
                 sources: with_sources.then_some(json.as_str()),
+                attestations: &[],
             });
             let mut want = vec![MANIFEST_ENTRY, DIGEST_ENTRY];
             if with_origin {
@@ -1033,6 +1124,7 @@ mod tests {
         let bytes = archive_about(About {
             origin: None,
             sources: Some("{\"not\":\"a list\"}"),
+            attestations: &[],
         });
         let Err(err) = read_head(&mut &bytes[..]) else {
             panic!("an unreadable sources entry was taken")
@@ -1043,6 +1135,86 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn attestations_follow_the_sources_each_once_by_hash_and_read_back() {
+        let json = sources_json();
+        let envelopes = vec![
+            br#"{"payloadType":"application/vnd.in-toto+json","payload":"b25l","signatures":[]}"#
+                .to_vec(),
+            br#"{"payloadType":"application/vnd.in-toto+json","payload":"dHdv","signatures":[]}"#
+                .to_vec(),
+        ];
+        let mut twice = envelopes.clone();
+        twice.push(envelopes[0].clone());
+        let bytes = archive_about(About {
+            origin: None,
+            sources: Some(&json),
+            attestations: &twice,
+        });
+        let mut sorted: Vec<(ObjectId, Vec<u8>)> = envelopes
+            .iter()
+            .map(|e| (ObjectId::of(e), e.clone()))
+            .collect();
+        sorted.sort();
+        let got = names(&bytes);
+        assert_eq!(got[2], SOURCES_ENTRY);
+        assert_eq!(got[3], attestation_entry(&sorted[0].0));
+        assert_eq!(got[4], attestation_entry(&sorted[1].0));
+        assert!(got[5].starts_with(OBJECTS_PREFIX));
+        let mut r = io::Cursor::new(bytes.clone());
+        let head = read_head(&mut r).unwrap();
+        assert_eq!(
+            head.attestations,
+            sorted.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>()
+        );
+        let rest = Rest {
+            body: Body::Tar(Box::new(r) as Box<dyn Read>),
+            pending: head.pending,
+            objects: objects_of(&head.manifest),
+        };
+        rest.read_objects(&mut |_, _| Ok(false)).unwrap();
+        // None: the archive is the one written before attestations existed.
+        let without = archive_about(About {
+            origin: None,
+            sources: Some(&json),
+            attestations: &[],
+        });
+        assert!(!names(&without)
+            .iter()
+            .any(|n| n.starts_with(ATTESTATIONS_PREFIX)));
+        assert!(read_head(&mut &without[..])
+            .unwrap()
+            .attestations
+            .is_empty());
+
+        // An entry whose name is not its hash, or out of order, is refused.
+        let (m, objects) = manifest();
+        let write = |entries: &[(String, &[u8])]| {
+            let mut out = Vec::new();
+            write_entry(&mut out, MANIFEST_ENTRY, 0o444, &m.bytes).unwrap();
+            write_entry(&mut out, DIGEST_ENTRY, 0o444, &digest_entry(&m.digest)).unwrap();
+            for (name, data) in entries {
+                write_entry(&mut out, name, 0o444, data).unwrap();
+            }
+            let (k, d) = &objects[0];
+            write_entry(&mut out, &object_entry(k), k.mode(), d).unwrap();
+            out
+        };
+        let misnamed = write(&[(attestation_entry(&sorted[0].0), &sorted[1].1)]);
+        let Err(err) = read_head(&mut &misnamed[..]) else {
+            panic!("a misnamed attestation was taken")
+        };
+        assert!(err.to_string().contains("hashes to"), "{err}");
+        let reversed = write(&[
+            (attestation_entry(&sorted[1].0), &sorted[1].1),
+            (attestation_entry(&sorted[0].0), &sorted[0].1),
+        ]);
+        let Err(err) = read_head(&mut &reversed[..]) else {
+            panic!("attestations out of order were taken")
+        };
+        assert!(err.to_string().contains("out of order"), "{err}");
     }
 
     #[test]

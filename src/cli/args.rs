@@ -856,6 +856,7 @@ impl PushArgs {
                 crate::remote::Format::V2
             },
             progress,
+            attestations: Vec::new(),
         }
     }
 }
@@ -917,6 +918,7 @@ impl PullArgs {
             },
             jobs: usize::from(self.jobs),
             progress,
+            accept: None,
         }
     }
 }
@@ -941,6 +943,7 @@ impl<'a> From<&'a ExportArgs> for cmd::bundle::ExportOptions<'a> {
             digest: &a.digest,
             output: a.output.as_deref(),
             zstd: a.zstd,
+            attestations: Vec::new(),
         }
     }
 }
@@ -965,6 +968,7 @@ impl<'a> From<&'a ImportArgs> for cmd::bundle::ImportOptions<'a> {
             file: &a.file,
             digest: a.digest.as_deref(),
             check: a.check,
+            accept: None,
         }
     }
 }

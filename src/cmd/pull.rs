@@ -17,6 +17,9 @@ pub struct PullOptions<'a> {
     pub jobs: usize,
     /// Whether to draw a progress line on a terminal.
     pub progress: bool,
+    /// The check the snapshot's attestations must pass before it is
+    /// adopted; none takes it whatever they say.
+    pub accept: Option<&'a remote::AcceptFn<'a>>,
 }
 
 /// Pulls a snapshot from a remote into the store.
@@ -28,11 +31,12 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
             opts.reference
         ))
     })?;
-    transfer::pull(
+    transfer::pull_accepting(
         store_root,
         remote.as_ref(),
         &reference,
         opts.jobs,
         opts.progress,
+        opts.accept.unwrap_or(&remote::accept_all),
     )
 }

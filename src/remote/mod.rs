@@ -12,6 +12,13 @@
 //!   and its tag), written last, so that a snapshot becomes visible only once
 //!   every blob it needs is there.
 //!
+//! A snapshot may travel with **attestations**: signed statements about it
+//! (DSSE envelopes), which this module moves as opaque bytes. The OCI engine
+//! publishes each beside the snapshot's record as a referrer (see
+//! [`oci::referrers`]); a pull brings them back in [`Incoming::attestations`]
+//! and offers them to an [`AcceptFn`] before anything enters the store, so
+//! that a caller that trusts only some signers can refuse the snapshot.
+//!
 //! The one engine today is [`oci`], the OCI distribution API that container
 //! registries speak. Another engine (an S3 bucket, say) would implement
 //! [`Remote`] and be chosen by [`open`] from the address's scheme, without
@@ -30,6 +37,45 @@ use crate::store::ObjectKey;
 /// What a transport error adds when a TLS request was answered in plain HTTP.
 const PLAIN_HTTP_HINT: &str =
     " (the registry speaks plain HTTP? allow plain HTTP for a loopback or insecure registry)";
+
+/// The most bytes one attestation (a DSSE envelope) may have: a pull or an
+/// import refuses a larger one, and a push does not publish one.
+pub const MAX_ATTESTATION_BYTES: u64 = 1024 * 1024;
+/// The most attestations one snapshot may travel with.
+pub const MAX_ATTESTATIONS: usize = 64;
+
+/// A check of the attestations a snapshot arrives with, run before anything
+/// of it enters the store: given the attestations (DSSE envelopes, as
+/// bytes) and the digest of the snapshot they came with (the hash of the
+/// manifest bytes received), it returns an error to refuse the snapshot.
+pub type AcceptFn<'a> = dyn Fn(&[Vec<u8>], &ManifestDigest) -> Result<()> + 'a;
+
+/// The [`AcceptFn`] that takes any snapshot, with or without attestations.
+pub fn accept_all(_: &[Vec<u8>], _: &ManifestDigest) -> Result<()> {
+    Ok(())
+}
+
+/// Checks the attestations a snapshot is to travel with against the bounds
+/// a pull and an import hold them to: at most [`MAX_ATTESTATIONS`], each at
+/// most [`MAX_ATTESTATION_BYTES`].
+pub fn check_attestations(attestations: &[Vec<u8>]) -> Result<()> {
+    if attestations.len() > MAX_ATTESTATIONS {
+        return Err(Error::Usage(format!(
+            "a snapshot travels with at most {MAX_ATTESTATIONS} attestations, not {}",
+            attestations.len()
+        )));
+    }
+    if let Some(big) = attestations
+        .iter()
+        .find(|a| a.len() as u64 > MAX_ATTESTATION_BYTES)
+    {
+        return Err(Error::Usage(format!(
+            "an attestation of {} bytes is larger than the {MAX_ATTESTATION_BYTES} a pull or an import takes",
+            big.len()
+        )));
+    }
+    Ok(())
+}
 
 /// A remote failed or answered something this cestore cannot use.
 #[derive(Debug, thiserror::Error)]
@@ -232,6 +278,9 @@ pub struct Outgoing<'a> {
     pub packs: Vec<pack::PackRef>,
     /// In format 2, its raw contents.
     pub raw: Vec<pack::RawObject>,
+    /// Its attestations (DSSE envelopes, as bytes), published beside its
+    /// record once the record is.
+    pub attestations: Vec<Vec<u8>>,
 }
 
 impl<'a> Outgoing<'a> {
@@ -261,6 +310,7 @@ impl<'a> Outgoing<'a> {
             format: Format::default(),
             packs: Vec::new(),
             raw: Vec::new(),
+            attestations: Vec::new(),
         }
     }
 }
@@ -285,6 +335,10 @@ pub struct Published {
     /// The full reference under the human tag, when one was given, e.g.
     /// `127.0.0.1:5000/cestore/ce:3.23.1`.
     pub tag_reference: Option<String>,
+    /// Attestations this push published beside the record.
+    pub attestations_pushed: u64,
+    /// Attestations the remote already held beside the record.
+    pub attestations_present: u64,
 }
 
 /// A snapshot a remote offers: its canonical manifest bytes, not yet trusted.
@@ -313,6 +367,9 @@ pub struct Incoming {
     pub origin: Option<crate::catalogue::Origin>,
     /// The source records the record carries, marked as come from a registry.
     pub sources: Vec<crate::source::SourceEntry>,
+    /// The attestations the remote holds beside the record (DSSE envelopes,
+    /// as bytes, each checked against its digest), not yet trusted.
+    pub attestations: Vec<Vec<u8>>,
 }
 
 /// A place snapshots are pushed to and pulled from.

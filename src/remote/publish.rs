@@ -26,6 +26,9 @@ pub struct PushOptions<'a> {
     pub format: Format,
     /// Whether to draw a progress line on a terminal.
     pub progress: bool,
+    /// The attestations to publish beside the snapshot (DSSE envelopes, as
+    /// bytes); see [`super::oci::referrers`].
+    pub attestations: Vec<Vec<u8>>,
 }
 
 /// The report of `cestore push`.
@@ -48,8 +51,10 @@ pub struct PushReport {
 /// Every blob the snapshot needs is asked for first (HEAD) and only the
 /// missing ones are uploaded; the record that names the snapshot (the image
 /// manifest or index, tagged `sha256-<hex>`) goes last, so a snapshot is
-/// visible only once it is complete.
+/// visible only once it is complete. Its attestations follow, each an
+/// artifact that refers to that record.
 pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
+    super::check_attestations(&opts.attestations)?;
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
     // A registry gets only what a view could hold.
@@ -116,6 +121,7 @@ pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushRe
         .collect();
     outgoing.tag = tag;
     outgoing.format = opts.format;
+    outgoing.attestations = opts.attestations.clone();
     let (stats, published) = push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;
     let requests = oci.map(|o| o.client().traffic()).unwrap_or_default();
     if let Some(oci) = oci {

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::pack::{self, PackRef};
-use super::{Format, Outgoing, Published, Remote, SnapshotRef};
+use super::{AcceptFn, Format, Outgoing, Published, Remote, SnapshotRef};
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
@@ -476,6 +476,8 @@ pub struct PullStats {
     pub manifests: usize,
     /// The record's format: 1 (one layer per file) or 2 (packs).
     pub format: u8,
+    /// Attestations fetched from beside the record.
+    pub attestations_fetched: u64,
     /// What was downloaded.
     #[serde(flatten)]
     pub fetched: FetchStats,
@@ -491,6 +493,10 @@ pub struct PullReport {
     pub ingest: IngestReport,
     /// What was transferred.
     pub pull: PullStats,
+    /// The attestations that came with the snapshot (DSSE envelopes, as
+    /// bytes), as the accept check saw them; not part of the report's JSON.
+    #[serde(skip)]
+    pub attestations: Vec<Vec<u8>>,
 }
 
 /// Takes the snapshot `reference` names on `remote` into the store at
@@ -501,7 +507,8 @@ pub struct PullReport {
 /// [`adopt`] then checks the manifest against the ingest rules and every
 /// fetched blob against its hash before anything enters the store. Only the
 /// objects the store lacks are fetched: a pack none of whose objects is
-/// wanted is skipped.
+/// wanted is skipped. Any attestations beside the record come along; the
+/// snapshot is taken whatever they say (see [`pull_accepting`]).
 pub fn pull(
     store_root: &Path,
     remote: &dyn Remote,
@@ -509,7 +516,29 @@ pub fn pull(
     jobs: usize,
     progress: bool,
 ) -> Result<PullReport> {
+    pull_accepting(
+        store_root,
+        remote,
+        reference,
+        jobs,
+        progress,
+        &super::accept_all,
+    )
+}
+
+/// Pulls as [`pull`] does, and first offers the attestations beside the
+/// record, with the snapshot's digest, to `accept`: an error from it refuses
+/// the snapshot before any object is fetched or anything enters the store.
+pub fn pull_accepting(
+    store_root: &Path,
+    remote: &dyn Remote,
+    reference: &SnapshotRef,
+    jobs: usize,
+    progress: bool,
+    accept: &AcceptFn<'_>,
+) -> Result<PullReport> {
     let incoming = remote.resolve(reference)?;
+    accept(&incoming.attestations, &incoming.snapshot)?;
     let mut fetched = FetchStats::default();
     let ingest = adopt(
         store_root,
@@ -534,12 +563,14 @@ pub fn pull(
             media_type: incoming.media_type,
             manifests: incoming.manifests,
             format: incoming.format,
+            attestations_fetched: incoming.attestations.len() as u64,
             fetched,
             requests: remote
                 .as_oci()
                 .map(|o| o.client().traffic())
                 .unwrap_or_default(),
         },
+        attestations: incoming.attestations,
     })
 }
 

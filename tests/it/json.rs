@@ -424,6 +424,7 @@ struct ExportOut {
     objects: u64,
     bytes: u64,
     sha256: String,
+    attestations: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -433,6 +434,7 @@ struct BundleOut {
     format: String,
     objects: u64,
     manifest_digest: String,
+    attestations: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -951,6 +953,7 @@ fn every_command_fits_the_documented_schema() {
     assert!(export.ok && export.manifest_digest == d && export.format == "tar+zstd");
     absolute(&export.file);
     assert!(export.objects == 5 && export.bytes > 0 && export.sha256.len() == 64);
+    assert_eq!(export.attestations, 0);
 
     let check: ImportOut = run_typed(&env, &[os("import"), os("--check"), bundle.as_os_str()]);
     assert!(check.ok && check.provenance.is_none() && check.ingest.is_none());
@@ -960,6 +963,7 @@ fn every_command_fits_the_documented_schema() {
         ("tar+zstd", 5)
     );
     absolute(&check.bundle.file);
+    assert_eq!(check.bundle.attestations, 0);
     let import: ImportOut = run_typed(&env, &[os("import"), bundle.as_os_str()]);
     assert!(import.ok);
     assert_eq!(import.provenance.expect("provenance").manifest_digest, d);
@@ -1917,6 +1921,8 @@ struct PushOut {
     bytes_uploaded: u64,
     packs_total: u64,
     packs_uploaded: u64,
+    attestations_pushed: u64,
+    attestations_present: u64,
 }
 
 /// The `requests` object of push and pull reports.
@@ -1944,6 +1950,7 @@ struct PullStatsOut {
     media_type: String,
     manifests: u64,
     format: u8,
+    attestations_fetched: u64,
     blobs_fetched: u64,
     bytes_fetched: u64,
     packs_fetched: u64,
@@ -1981,6 +1988,10 @@ fn push_and_pull_fit_the_documented_schema() {
     assert_eq!(push.blobs_uploaded + push.blobs_present, push.blobs_total);
     assert!(push.bytes_uploaded > 0);
     assert!(push.packs_total == 1 && push.packs_uploaded == 1);
+    assert_eq!(
+        (push.attestations_pushed, push.attestations_present),
+        (0, 0)
+    );
 
     let other = TestEnv::new();
     let pull: PullOut = run_typed(&other, &[os("pull"), os(&target), os("--plain-http")]);
@@ -2000,6 +2011,7 @@ fn push_and_pull_fit_the_documented_schema() {
     );
     assert_eq!(pull.pull.format, 2);
     assert_eq!((pull.pull.packs_fetched, pull.pull.packs_skipped), (1, 0));
+    assert_eq!(pull.pull.attestations_fetched, 0);
 }
 
 /// The `(code, kind)` pairs the table of docs/exit-codes.md lists.

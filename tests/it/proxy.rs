@@ -3,7 +3,9 @@
 //! method, and can answer the first requests with `429`, ask for a bearer
 //! token it hands out itself, or take a blob in one `POST ?digest=` (which
 //! the CNCF registry does not) by turning it into a `POST` then a `PUT`
-//! upstream. cestore is pointed at the proxy's address as the registry.
+//! upstream, or serve the OCI 1.1 referrers API (which it lacks either) from
+//! the manifests with a `subject` put through it. cestore is pointed at the
+//! proxy's address as the registry.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -24,6 +26,10 @@ pub struct Behaviour {
     /// Take `POST /v2/<repo>/blobs/uploads/?digest=` with the blob as one
     /// upload, answering `201`.
     pub monolithic: bool,
+    /// Serve the referrers API: answer the `PUT` of a manifest with a
+    /// `subject` with `OCI-Subject`, and `GET /v2/<repo>/referrers/<digest>`
+    /// with an index of the manifests put through the proxy with that subject.
+    pub referrers_api: bool,
 }
 
 #[derive(Default)]
@@ -32,6 +38,8 @@ struct State {
     throttled: AtomicU64,
     tokens: Mutex<Vec<String>>,
     token_scopes: Mutex<Vec<String>>,
+    /// Referrers put through the proxy, by their subject's digest.
+    referrers: Mutex<BTreeMap<String, Vec<serde_json::Value>>>,
     stop: AtomicBool,
 }
 
@@ -431,7 +439,80 @@ fn answer(
         };
         return up.forward(&put);
     }
+    if behaviour.referrers_api {
+        if let Some(answer) = referrers_api(req, &method, &path, up, state)? {
+            return Ok(answer);
+        }
+    }
     up.forward(req)
+}
+
+/// The referrers API, kept by the proxy: `None` for a request it does not
+/// concern.
+fn referrers_api(
+    req: &Message,
+    method: &str,
+    path: &str,
+    up: &mut Upstream,
+    state: &State,
+) -> std::io::Result<Option<Message>> {
+    if method == "GET" && path.contains("/referrers/") {
+        let digest = path
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .split('?')
+            .next()
+            .unwrap_or("");
+        let listed = state
+            .referrers
+            .lock()
+            .expect("referrers")
+            .get(digest)
+            .cloned()
+            .unwrap_or_default();
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": listed,
+        });
+        return Ok(Some(reply(
+            "200 OK",
+            &[("Content-Type", "application/vnd.oci.image.index.v1+json")],
+            &serde_json::to_vec(&index).expect("serialise"),
+        )));
+    }
+    if method != "PUT" || !path.contains("/manifests/") {
+        return Ok(None);
+    }
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&req.body) else {
+        return Ok(None);
+    };
+    let Some(subject) = doc["subject"]["digest"].as_str() else {
+        return Ok(None);
+    };
+    let mut answer = up.forward(req)?;
+    if answer.start.split(' ').nth(1) == Some("201") {
+        let mut descriptor = serde_json::json!({
+            "mediaType": doc["mediaType"],
+            "digest": format!("sha256:{}", crate::util::sha_hex(&req.body)),
+            "size": req.body.len(),
+        });
+        for key in ["artifactType", "annotations"] {
+            if !doc[key].is_null() {
+                descriptor[key] = doc[key].clone();
+            }
+        }
+        let mut referrers = state.referrers.lock().expect("referrers");
+        let listed = referrers.entry(subject.to_string()).or_default();
+        if !listed.contains(&descriptor) {
+            listed.push(descriptor);
+        }
+        answer
+            .headers
+            .push(("OCI-Subject".to_string(), subject.to_string()));
+    }
+    Ok(Some(answer))
 }
 
 /// What a [`Scripted`] registry does with every request.

@@ -1659,3 +1659,604 @@ fn source_records_travel_in_a_bundle_and_a_bundle_without_them_imports_as_before
     let imported = c.json([os("import"), file.as_os_str(), os("--json")]);
     assert!(source_entries(&imported).is_empty(), "{imported}");
 }
+
+/// Two stand-ins for DSSE envelopes: any JSON bytes travel as they are.
+fn fake_envelopes(salt: u64) -> Vec<Vec<u8>> {
+    (0..2)
+        .map(|i| {
+            format!(
+                r#"{{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[{{"keyid":"k{i}-{salt}","sig":"AAAA"}}]}}"#
+            )
+            .into_bytes()
+        })
+        .collect()
+}
+
+/// Pushes `digest` to `target` with `attestations`, through the library.
+fn push_attested(
+    env: &TestEnv,
+    digest: &str,
+    target: &str,
+    attestations: &[Vec<u8>],
+) -> cestore::remote::publish::PushReport {
+    cestore::remote::publish::push_snapshot(
+        &env.store,
+        &cestore::remote::publish::PushOptions {
+            digest,
+            remote: target,
+            remote_options: cestore::remote::Options {
+                plain_http: true,
+                ..cestore::remote::Options::default()
+            },
+            jobs: 4,
+            format: cestore::remote::Format::V2,
+            progress: false,
+            attestations: attestations.to_vec(),
+        },
+    )
+    .expect("push with attestations")
+}
+
+/// Pulls `reference` into `env`'s store through the library, offering the
+/// attestations to `accept`.
+fn pull_attested(
+    env: &TestEnv,
+    reference: &str,
+    accept: &cestore::remote::AcceptFn<'_>,
+) -> cestore::error::Result<cestore::remote::transfer::PullReport> {
+    cestore::cmd::pull::pull(
+        &env.store,
+        &cestore::cmd::pull::PullOptions {
+            reference,
+            remote_options: cestore::remote::Options {
+                plain_http: true,
+                ..cestore::remote::Options::default()
+            },
+            jobs: 4,
+            progress: false,
+            accept: Some(accept),
+        },
+    )
+}
+
+/// The bytes a tag or digest names, by raw HTTP, or `None` for a `404`.
+fn raw_manifest(target: &str, reference: &str) -> Option<Vec<u8>> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut resp = agent
+        .get(&manifest_url(target, reference))
+        .header(
+            "Accept",
+            "application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json",
+        )
+        .call()
+        .expect("GET manifest");
+    match resp.status().as_u16() {
+        404 => None,
+        200 => Some(resp.body_mut().read_to_vec().expect("read manifest")),
+        other => panic!("GET {reference} answered {other}"),
+    }
+}
+
+fn sorted(mut v: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    v.sort();
+    v
+}
+
+#[test]
+fn attestations_travel_as_referrers_under_the_tag_schema_and_a_refusing_check_adopts_nothing() {
+    let Some(reg) = registry("attestations") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    let s = salt();
+    mixed_release(&src, "1.0.0", 12, s);
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "attestations");
+    let envelopes = fake_envelopes(s);
+
+    let pushed = push_attested(&a, &digest, &target, &envelopes);
+    assert_eq!(pushed.published.attestations_pushed, 2);
+    assert_eq!(pushed.published.attestations_present, 0);
+    let record = raw_manifest(&target, &format!("sha256-{digest}")).expect("the snapshot's tag");
+    let record_hex = sha_hex(&record);
+    assert_eq!(
+        pushed.published.remote_digest,
+        format!("sha256:{record_hex}")
+    );
+    // The referrers tag names the record's digest, not the snapshot's.
+    assert_ne!(record_hex, digest);
+    let index_bytes = raw_manifest(&target, &format!("sha256-{record_hex}"))
+        .expect("the referrers tag: the registry has no referrers API");
+    let index: serde_json::Value = serde_json::from_slice(&index_bytes).expect("index JSON");
+    assert_eq!(
+        index["mediaType"],
+        "application/vnd.oci.image.index.v1+json"
+    );
+    let listed = index["manifests"].as_array().expect("manifests");
+    assert_eq!(listed.len(), 2, "{index}");
+    let mut carried = Vec::new();
+    for d in listed {
+        assert_eq!(
+            d["artifactType"],
+            "application/vnd.dev.cestore.attestation.v1+json"
+        );
+        assert_eq!(d["annotations"]["dev.cestore.snapshot"], digest.as_str());
+        let reference = d["digest"].as_str().expect("digest");
+        let bytes = raw_manifest(&target, reference).expect("the referrer");
+        assert_eq!(format!("sha256:{}", sha_hex(&bytes)), reference);
+        assert_eq!(d["size"], bytes.len());
+        let m: serde_json::Value = serde_json::from_slice(&bytes).expect("referrer JSON");
+        assert_eq!(m["subject"]["digest"], format!("sha256:{record_hex}"));
+        assert_eq!(m["subject"]["size"], record.len());
+        assert_eq!(
+            m["subject"]["mediaType"],
+            "application/vnd.oci.image.manifest.v1+json"
+        );
+        assert_eq!(
+            m["config"]["mediaType"],
+            "application/vnd.oci.empty.v1+json"
+        );
+        assert_eq!(m["config"]["size"], 2);
+        let layers = m["layers"].as_array().expect("layers");
+        assert_eq!(layers.len(), 1);
+        assert_eq!(
+            layers[0]["mediaType"],
+            "application/vnd.dsse.envelope.v1+json"
+        );
+        carried.push(layers[0]["digest"].as_str().expect("digest").to_string());
+    }
+    carried.sort();
+    let mut want: Vec<String> = envelopes
+        .iter()
+        .map(|e| format!("sha256:{}", sha_hex(e)))
+        .collect();
+    want.sort();
+    assert_eq!(carried, want);
+
+    // A repush changes nothing: the same artifacts, the same index.
+    let again = push_attested(&a, &digest, &target, &envelopes);
+    assert_eq!(
+        (
+            again.published.attestations_pushed,
+            again.published.attestations_present
+        ),
+        (0, 2)
+    );
+    assert_eq!(
+        again.published.remote_digest,
+        pushed.published.remote_digest
+    );
+    assert_eq!(
+        raw_manifest(&target, &format!("sha256-{record_hex}")).as_deref(),
+        Some(&index_bytes[..])
+    );
+    // So does a push without them, through the command.
+    let plain = push(&a, &digest, &target, &[]);
+    assert_eq!(plain["attestations_pushed"], 0, "{plain}");
+    assert_eq!(
+        raw_manifest(&target, &format!("sha256-{record_hex}")).as_deref(),
+        Some(&index_bytes[..])
+    );
+
+    // A pull into an empty store brings both envelopes, byte for byte, and
+    // offers them with the snapshot's digest first.
+    let b = TestEnv::new();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let record_check = |att: &[Vec<u8>], d: &cestore::digest::ManifestDigest| {
+        seen.lock()
+            .expect("seen")
+            .push((att.to_vec(), d.to_string()));
+        Ok(())
+    };
+    let reference = format!("{target}:sha256-{digest}");
+    let report = pull_attested(&b, &reference, &record_check).expect("pull");
+    assert_eq!(report.pull.attestations_fetched, 2);
+    assert_eq!(
+        sorted(report.attestations.clone()),
+        sorted(envelopes.clone())
+    );
+    let seen = seen.into_inner().expect("seen");
+    assert_eq!(seen.len(), 1);
+    assert_eq!(sorted(seen[0].0.clone()), sorted(envelopes.clone()));
+    assert_eq!(seen[0].1, digest);
+    assert_eq!(b.listed(), std::slice::from_ref(&digest));
+    // The command says how many came.
+    let by_cli = pull(&b, &reference);
+    assert_eq!(by_cli["pull"]["attestations_fetched"], 2, "{by_cli}");
+    // The record's digest still names the snapshot, though its digest tag
+    // now holds the referrers; that tag itself is no snapshot.
+    let c = TestEnv::new();
+    let by_record = pull(&c, &format!("{target}@sha256:{record_hex}"));
+    assert_eq!(by_record["provenance"]["manifest_digest"], digest.as_str());
+    let out = c.run([
+        "pull",
+        &format!("{target}:sha256-{record_hex}"),
+        "--plain-http",
+    ]);
+    let stderr = assert_exit(&out, 8);
+    assert!(stderr.contains("referrers"), "{stderr}");
+
+    // A check that refuses leaves the store as it was.
+    let d = TestEnv::new();
+    let other = d.path("other");
+    mixed_release(&other, "2.0.0", 3, salt());
+    d.ingest_digest(&other, "2.0.0");
+    let before = store_state(&d.store);
+    let refuse = |_: &[Vec<u8>], _: &cestore::digest::ManifestDigest| {
+        Err(cestore::error::Error::Usage(
+            "no trusted attestation".into(),
+        ))
+    };
+    let Err(err) = pull_attested(&d, &reference, &refuse) else {
+        panic!("a refused snapshot was adopted")
+    };
+    assert!(err.to_string().contains("no trusted attestation"), "{err}");
+    assert_eq!(store_state(&d.store), before, "the store changed");
+}
+
+#[test]
+fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
+    let a = TestEnv::new();
+    let src = a.path("src");
+    let s = salt();
+    mixed_release(&src, "1.0.0", 8, s);
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let envelopes = fake_envelopes(s);
+    for zstd in [false, true] {
+        let name = if zstd { "a.tar.zst" } else { "a.tar" };
+        let file = a.path(name);
+        let exported = cestore::bundle::export(
+            &a.store,
+            &cestore::bundle::ExportOptions {
+                digest: &digest,
+                output: Some(&file),
+                zstd,
+                attestations: envelopes.clone(),
+            },
+        )
+        .expect("export with attestations");
+        assert_eq!(exported.attestations, 2);
+
+        let import = |env: &TestEnv, check: bool, accept: &cestore::remote::AcceptFn<'_>| {
+            cestore::bundle::import(
+                &env.store,
+                &cestore::bundle::ImportOptions {
+                    file: &file,
+                    digest: None,
+                    check,
+                    accept: Some(accept),
+                },
+            )
+        };
+        // A refusing check: nothing stored, with --check too.
+        let b = TestEnv::new();
+        let other = b.path("other");
+        mixed_release(&other, "2.0.0", 3, salt());
+        b.ingest_digest(&other, "2.0.0");
+        let before = store_state(&b.store);
+        let refuse = |att: &[Vec<u8>], d: &cestore::digest::ManifestDigest| {
+            assert_eq!(att.len(), 2);
+            assert_eq!(d.to_string(), digest);
+            Err(cestore::error::Error::Usage(
+                "no trusted attestation".into(),
+            ))
+        };
+        for check in [false, true] {
+            let Err(err) = import(&b, check, &refuse) else {
+                panic!("a refused bundle was taken")
+            };
+            assert!(err.to_string().contains("no trusted attestation"), "{err}");
+        }
+        assert_eq!(store_state(&b.store), before, "the store changed");
+
+        // Taken: the envelopes come back byte for byte.
+        let imported = import(&b, false, &cestore::remote::accept_all).expect("import");
+        assert_eq!(imported.bundle.attestations, 2);
+        assert_eq!(sorted(imported.attestations), sorted(envelopes.clone()));
+        assert!(b.listed().contains(&digest));
+    }
+    // The entries sit after the manifest's, named by their hashes.
+    let listing = Command::new("tar")
+        .arg("tf")
+        .arg(a.path("a.tar"))
+        .output()
+        .expect("run tar");
+    assert_ok(&listing);
+    let names = String::from_utf8_lossy(&listing.stdout).into_owned();
+    let names: Vec<&str> = names.lines().take(5).collect();
+    let mut want: Vec<String> = envelopes
+        .iter()
+        .map(|e| format!("attestations/{}.json", sha_hex(e)))
+        .collect();
+    want.sort();
+    assert_eq!(names[..2], ["manifest.json", "manifest.sha256"]);
+    assert_eq!(names[3..5], [want[0].as_str(), want[1].as_str()]);
+
+    // Without attestations the bundle is the one the command writes, which
+    // holds no attestation entry, and imports as before.
+    let plain = a.path("plain.tar");
+    let lib = a.path("lib.tar");
+    export(&a, &digest, &plain, false);
+    cestore::bundle::export(
+        &a.store,
+        &cestore::bundle::ExportOptions {
+            digest: &digest,
+            output: Some(&lib),
+            zstd: false,
+            attestations: Vec::new(),
+        },
+    )
+    .expect("export without attestations");
+    let plain_bytes = fs::read(&plain).expect("bundle");
+    assert_eq!(plain_bytes, fs::read(&lib).expect("bundle"));
+    assert!(!String::from_utf8_lossy(&plain_bytes).contains("attestations/"));
+    let c = TestEnv::new();
+    let imported = c.json([os("import"), plain.as_os_str(), os("--json")]);
+    assert_eq!(imported["bundle"]["attestations"], 0, "{imported}");
+    assert_eq!(c.listed(), std::slice::from_ref(&digest));
+    // A check offered such a bundle sees no attestation.
+    let d = TestEnv::new();
+    let none = |att: &[Vec<u8>], _: &cestore::digest::ManifestDigest| {
+        assert!(att.is_empty());
+        Ok(())
+    };
+    let imported = cestore::bundle::import(
+        &d.store,
+        &cestore::bundle::ImportOptions {
+            file: &plain,
+            digest: Some(&digest),
+            check: false,
+            accept: Some(&none),
+        },
+    )
+    .expect("import a bundle without attestations");
+    assert!(imported.attestations.is_empty());
+}
+
+#[test]
+fn attestations_of_an_index_keep_another_tools_referrers_in_their_place() {
+    let Some(reg) = registry("attestations_index") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    let s = salt();
+    minimal_plugin(&src, "1.0.0");
+    for i in 0..3 {
+        write(&src.join(format!("skills/gen/f{i}.md")), noise(s, i, 300));
+    }
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "attestations-index");
+    let envelopes = fake_envelopes(s);
+    // One layer per manifest: the record is an index.
+    let push_index = |attestations: &[Vec<u8>]| {
+        cestore::remote::publish::push_snapshot(
+            &a.store,
+            &cestore::remote::publish::PushOptions {
+                digest: &digest,
+                remote: &target,
+                remote_options: cestore::remote::Options {
+                    plain_http: true,
+                    max_layers: 1,
+                    ..cestore::remote::Options::default()
+                },
+                jobs: 4,
+                format: cestore::remote::Format::V1,
+                progress: false,
+                attestations: attestations.to_vec(),
+            },
+        )
+        .expect("push an index with attestations")
+    };
+    let pushed = push_index(&envelopes[..1]);
+    assert_eq!(
+        pushed.published.media_type,
+        "application/vnd.oci.image.index.v1+json"
+    );
+    assert_eq!(pushed.published.attestations_pushed, 1);
+    let record_hex = pushed
+        .published
+        .remote_digest
+        .strip_prefix("sha256:")
+        .expect("digest")
+        .to_string();
+    let tag = format!("sha256-{record_hex}");
+    let first: serde_json::Value =
+        serde_json::from_slice(&raw_manifest(&target, &tag).expect("referrers index"))
+            .expect("index JSON");
+
+    // Another tool attaches its own artifact to the same record, listed
+    // first in the index.
+    let empty = serde_json::json!({
+        "mediaType": "application/vnd.oci.empty.v1+json",
+        "digest": format!("sha256:{}", sha_hex(b"{}")),
+        "size": 2
+    });
+    let foreign = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": "application/vnd.example.sbom",
+        "config": empty,
+        "layers": [empty],
+        "subject": {
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "digest": format!("sha256:{record_hex}"),
+            "size": raw_manifest(&target, &format!("sha256-{digest}")).expect("record").len()
+        }
+    });
+    let foreign_bytes = serde_json::to_vec(&foreign).expect("serialise");
+    let foreign_digest = format!("sha256:{}", sha_hex(&foreign_bytes));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let put = |reference: &str, media: &str, bytes: &[u8]| {
+        let resp = agent
+            .put(&manifest_url(&target, reference))
+            .header("Content-Type", media)
+            .send(bytes)
+            .expect("PUT");
+        assert_eq!(resp.status().as_u16(), 201, "PUT {reference}");
+    };
+    put(
+        &foreign_digest,
+        "application/vnd.oci.image.manifest.v1+json",
+        &foreign_bytes,
+    );
+    let mut listed = vec![serde_json::json!({
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": "application/vnd.example.sbom",
+        "digest": foreign_digest,
+        "size": foreign_bytes.len()
+    })];
+    listed.extend(first["manifests"].as_array().expect("manifests").clone());
+    let by_hand = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": listed
+    });
+    put(
+        &tag,
+        "application/vnd.oci.image.index.v1+json",
+        &serde_json::to_vec(&by_hand).expect("serialise"),
+    );
+
+    // cestore adds the second attestation after both, keeping the first.
+    let again = push_index(&envelopes);
+    assert_eq!(
+        (
+            again.published.attestations_pushed,
+            again.published.attestations_present
+        ),
+        (1, 1)
+    );
+    let merged: serde_json::Value =
+        serde_json::from_slice(&raw_manifest(&target, &tag).expect("referrers index"))
+            .expect("index JSON");
+    let entries = merged["manifests"].as_array().expect("manifests");
+    assert_eq!(entries.len(), 3, "{merged}");
+    assert_eq!(entries[0]["artifactType"], "application/vnd.example.sbom");
+    assert_eq!(entries[1], first["manifests"][0]);
+
+    // A pull by the index's digest takes the snapshot, not the referrers
+    // that tag now holds, and brings back only cestore's attestations.
+    let b = TestEnv::new();
+    let report = pull_attested(
+        &b,
+        &format!("{target}@sha256:{record_hex}"),
+        &cestore::remote::accept_all,
+    )
+    .expect("pull");
+    assert_eq!(report.pull.manifests, pushed.published.manifests);
+    assert!(report.pull.manifests > 1);
+    assert_eq!(report.pull.attestations_fetched, 2);
+    assert_eq!(sorted(report.attestations), sorted(envelopes));
+}
+
+#[test]
+fn a_registry_with_the_referrers_api_lists_attestations_itself_and_gets_no_referrers_tag() {
+    let Some(reg) = registry("attestations_api") else {
+        return;
+    };
+    let proxy = crate::proxy::Proxy::start(
+        &reg,
+        crate::proxy::Behaviour {
+            referrers_api: true,
+            ..crate::proxy::Behaviour::default()
+        },
+    );
+    let a = TestEnv::new();
+    let src = a.path("src");
+    let s = salt();
+    mixed_release(&src, "1.0.0", 5, s);
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let name = repo("", "attestations-api");
+    let target = format!("{}{name}", proxy.address);
+    let envelopes = fake_envelopes(s);
+
+    let pushed = push_attested(&a, &digest, &target, &envelopes);
+    assert_eq!(pushed.published.attestations_pushed, 2);
+    let record_hex = pushed
+        .published
+        .remote_digest
+        .strip_prefix("sha256:")
+        .expect("digest")
+        .to_string();
+    let tag = format!("sha256-{record_hex}");
+    assert_eq!(
+        raw_manifest(&target, &tag),
+        None,
+        "a referrers tag was written"
+    );
+    let again = push_attested(&a, &digest, &target, &envelopes);
+    assert_eq!(
+        (
+            again.published.attestations_pushed,
+            again.published.attestations_present
+        ),
+        (0, 2)
+    );
+    assert_eq!(
+        raw_manifest(&target, &tag),
+        None,
+        "a referrers tag was written"
+    );
+
+    // Through the API, both come back; the registry itself, without it and
+    // without the tag, lists none.
+    let b = TestEnv::new();
+    let reference = format!("{target}:sha256-{digest}");
+    let report = pull_attested(&b, &reference, &cestore::remote::accept_all).expect("pull");
+    assert_eq!(sorted(report.attestations), sorted(envelopes));
+    let c = TestEnv::new();
+    let direct = format!("{reg}{name}:sha256-{digest}");
+    let report = pull_attested(&c, &direct, &cestore::remote::accept_all).expect("pull");
+    assert_eq!(report.pull.attestations_fetched, 0);
+}
+
+#[test]
+fn a_tampered_attestation_is_refused_and_nothing_enters_the_store() {
+    let Some(reg) = registry("tampered_attestation") else {
+        return;
+    };
+    let Some(dir) = env_var("CESTORE_TEST_REGISTRY_DIR", "tampered_attestation") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    let s = salt();
+    mixed_release(&src, "1.0.0", 4, s);
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "tampered-attestation");
+    let envelopes = fake_envelopes(s);
+    push_attested(&a, &digest, &target, &envelopes);
+    let hex = sha_hex(&envelopes[1]);
+    let blob = Path::new(&dir).join(format!(
+        "docker/registry/v2/blobs/sha256/{}/{hex}/data",
+        &hex[..2]
+    ));
+    let mut bad = fs::read(&blob).expect("read the stored envelope");
+    assert_eq!(bad, envelopes[1]);
+    bad[10] ^= 0x01;
+    fs::write(&blob, &bad).expect("tamper with the envelope");
+
+    let b = TestEnv::new();
+    let other = b.path("other");
+    mixed_release(&other, "2.0.0", 3, salt());
+    b.ingest_digest(&other, "2.0.0");
+    let before = store_state(&b.store);
+    let out = b.run([
+        "pull",
+        &format!("{target}:sha256-{digest}"),
+        "--plain-http",
+        "--json",
+    ]);
+    let stderr = assert_exit(&out, 1);
+    assert!(stderr.contains(&hex), "{stderr}");
+    assert_eq!(parse_json(&out)["error"]["kind"], "integrity");
+    assert_eq!(store_state(&b.store), before, "the store changed");
+}

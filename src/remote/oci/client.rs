@@ -922,6 +922,76 @@ impl Client {
         Ok(Some(data))
     }
 
+    /// Whether the repository holds a manifest or index under a tag or digest.
+    pub fn has_manifest(&self, reference: &str) -> Result<bool, RemoteError> {
+        let url = self.url(&format!("manifests/{reference}"));
+        let accept = format!(
+            "{}, {}",
+            super::mapping::MANIFEST_MEDIA_TYPE,
+            super::mapping::INDEX_MEDIA_TYPE
+        );
+        let resp = self.send(Method::HEAD, &url, &[("Accept", &accept)], None)?;
+        match resp.status().as_u16() {
+            200 => Ok(true),
+            404 => Ok(false),
+            _ => Err(self.unexpected(&Method::HEAD, &url, resp)),
+        }
+    }
+
+    /// Lists the referrers of the manifest `digest` through the referrers
+    /// API: the index of every page (at most `max` bytes each, at most
+    /// [`MAX_REFERRER_PAGES`] pages, following `Link: <…>; rel="next"`), or
+    /// `None` when the registry has no referrers API (it answers `404`, as
+    /// a registry with the API never does, or `400`, `405` or `501`).
+    pub fn get_referrers(
+        &self,
+        digest: &ObjectId,
+        max: usize,
+    ) -> Result<Option<Vec<Vec<u8>>>, RemoteError> {
+        let mut url = self.url(&format!("referrers/sha256:{digest}"));
+        let accept = super::mapping::INDEX_MEDIA_TYPE;
+        let mut pages = Vec::new();
+        loop {
+            let resp = self.send(Method::GET, &url, &[("Accept", accept)], None)?;
+            match resp.status().as_u16() {
+                200 => {}
+                400 | 404 | 405 | 501 if pages.is_empty() => return Ok(None),
+                _ => return Err(self.unexpected(&Method::GET, &url, resp)),
+            }
+            let next = resp
+                .headers()
+                .get("link")
+                .and_then(|v| v.to_str().ok())
+                .and_then(next_link)
+                .map(|link| self.absolute(&link));
+            let data = self.read_body(&Method::GET, &url, resp, max as u64 + 1, true)?;
+            if data.len() > max {
+                return Err(RemoteError::Protocol(format!(
+                    "the referrers list at {url} is larger than {max} bytes"
+                )));
+            }
+            pages.push(data);
+            match next {
+                Some(n) if pages.len() < MAX_REFERRER_PAGES => url = n,
+                Some(_) => {
+                    return Err(RemoteError::Protocol(format!(
+                        "the referrers of sha256:{digest} span more than {MAX_REFERRER_PAGES} pages"
+                    )))
+                }
+                None => return Ok(Some(pages)),
+            }
+        }
+    }
+
+    /// An absolute URL for a path the registry names (`/v2/…`) or a full URL.
+    fn absolute(&self, link: &str) -> String {
+        if link.starts_with("http://") || link.starts_with("https://") {
+            link.to_string()
+        } else {
+            format!("{}{link}", self.base)
+        }
+    }
+
     /// Uploads a manifest or index under a tag or its digest.
     pub fn put_manifest(
         &self,
@@ -929,6 +999,20 @@ impl Client {
         media_type: &str,
         bytes: &[u8],
     ) -> Result<(), RemoteError> {
+        self.put_manifest_answer(reference, media_type, bytes)
+            .map(|_| ())
+    }
+
+    /// Uploads a manifest or index under a tag or its digest, and returns
+    /// the `OCI-Subject` header the registry answered with, if any: a
+    /// registry with the referrers API names the subject of a manifest that
+    /// has one, and so says it registered the referrer itself.
+    pub fn put_manifest_answer(
+        &self,
+        reference: &str,
+        media_type: &str,
+        bytes: &[u8],
+    ) -> Result<Option<String>, RemoteError> {
         let url = self.url(&format!("manifests/{reference}"));
         let resp = self.send(
             Method::PUT,
@@ -951,8 +1035,30 @@ impl Client {
                 )));
             }
         }
-        Ok(())
+        Ok(resp
+            .headers()
+            .get("oci-subject")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string))
     }
+}
+
+/// The most pages of a referrers list a client follows.
+pub const MAX_REFERRER_PAGES: usize = 16;
+
+/// The target of a `Link` header's `rel="next"` link, if it has one.
+fn next_link(header: &str) -> Option<String> {
+    header.split(',').find_map(|part| {
+        let (target, params) = part.trim().split_once(';')?;
+        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        params
+            .split(';')
+            .any(|p| {
+                let p = p.trim().replace(' ', "");
+                p == "rel=\"next\"" || p == "rel=next"
+            })
+            .then(|| target.to_string())
+    })
 }
 
 impl super::OciRemote {
@@ -1014,6 +1120,20 @@ impl Read for BodyReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_next_page_of_a_referrers_list_is_its_next_link() {
+        assert_eq!(
+            next_link(r#"</v2/a/referrers/sha256:x?n=2&last=y>; rel="next""#).as_deref(),
+            Some("/v2/a/referrers/sha256:x?n=2&last=y")
+        );
+        assert_eq!(
+            next_link(r#"<https://r/prev>; rel="prev", <https://r/next>; rel=next"#).as_deref(),
+            Some("https://r/next")
+        );
+        assert_eq!(next_link(r#"<https://r/prev>; rel="prev""#), None);
+        assert_eq!(next_link("garbage"), None);
+    }
 
     #[test]
     fn a_mount_needs_pull_on_the_other_repository() {

@@ -82,19 +82,19 @@ pub enum Plan {
     },
 }
 
-fn push_str(out: &mut Vec<u8>, s: &str) {
+pub(super) fn push_str(out: &mut Vec<u8>, s: &str) {
     // serde_json writes a &str without error into a Vec; the escaping is
     // fixed, so the bytes are reproducible.
     let _ = serde_json::to_writer(&mut *out, s);
 }
 
-fn push_digest(out: &mut Vec<u8>, id: &ObjectId) {
+pub(super) fn push_digest(out: &mut Vec<u8>, id: &ObjectId) {
     out.extend_from_slice(b"\"sha256:");
     out.extend_from_slice(id.to_hex().as_bytes());
     out.push(b'"');
 }
 
-fn push_annotations(out: &mut Vec<u8>, annotations: &BTreeMap<&str, String>) {
+pub(super) fn push_annotations(out: &mut Vec<u8>, annotations: &BTreeMap<&str, String>) {
     out.extend_from_slice(b"\"annotations\":{");
     for (i, (k, v)) in annotations.iter().enumerate() {
         if i > 0 {
@@ -329,6 +329,10 @@ pub struct Descriptor {
     /// Its media type.
     #[serde(rename = "mediaType", default)]
     pub media_type: String,
+    /// The artifact type of the manifest it names, when it says (in an
+    /// index, and in a list of referrers).
+    #[serde(rename = "artifactType", default)]
+    pub artifact_type: Option<String>,
     /// `sha256:<hex>`.
     pub digest: String,
     /// Its size.
@@ -359,6 +363,10 @@ pub struct Document {
     /// An index's manifests.
     #[serde(default)]
     pub manifests: Option<Vec<Descriptor>>,
+    /// The manifest this one refers to, when it is a referrer (an
+    /// attestation beside a snapshot).
+    #[serde(default)]
+    pub subject: Option<Descriptor>,
     /// Its annotations.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,

@@ -4,12 +4,14 @@
 //! several) whose config blob is the canonical manifest and whose layers
 //! carry the snapshot's objects: packs of small objects with their index and
 //! large objects raw (format 2), or one raw layer per object (format 1, still
-//! read); it is tagged `sha256-<hex>`. See [`mapping`], [`super::pack`] and
+//! read); it is tagged `sha256-<hex>`. Its attestations are referrers of
+//! that record (see [`referrers`]). See [`mapping`], [`super::pack`] and
 //! `docs/remote.md`.
 
 pub mod auth;
 pub mod client;
 pub mod mapping;
+pub mod referrers;
 mod retry;
 
 use std::collections::BTreeSet;
@@ -313,6 +315,15 @@ impl OciRemote {
                 let bytes = self
                     .fetch_document(tag)?
                     .ok_or_else(|| RemoteError::NotFound(self.full(tag)))?;
+                if let Some(digest) = super::tag_digest(tag).filter(|_| is_referrers_index(&bytes))
+                {
+                    return Err(RemoteError::Protocol(format!(
+                        "{} holds the referrers (attestations) of the manifest sha256:{digest}, not a snapshot; pull {}",
+                        self.full(tag),
+                        self.full(&format!("sha256:{digest}"))
+                    ))
+                    .into());
+                }
                 top(bytes, super::tag_digest(tag), None)
             }
             SnapshotRef::Digest(id) => {
@@ -320,7 +331,10 @@ impl OciRemote {
                 // manifest's digest. (Asking for the config blob's digest as a
                 // manifest makes some registries answer 500, so the tag goes first.)
                 let tag = format!("sha256-{id}");
-                match self.fetch_document(&tag)? {
+                match self
+                    .fetch_document(&tag)?
+                    .filter(|b| !is_referrers_index(b))
+                {
                     Some(bytes) => top(bytes, super::tag_digest(&tag), None),
                     None => {
                         let pinned = format!("sha256:{id}");
@@ -383,6 +397,15 @@ impl Remote for OciRemote {
                     self.client
                         .put_manifest(human, mapping::MANIFEST_MEDIA_TYPE, &bytes)?;
                 }
+                let attached = self.attach(
+                    &referrers::Subject {
+                        media_type: mapping::MANIFEST_MEDIA_TYPE.into(),
+                        digest: ObjectId::of(&bytes),
+                        size: bytes.len() as u64,
+                    },
+                    &snapshot.manifest.digest,
+                    &snapshot.attestations,
+                )?;
                 Ok(Published {
                     reference,
                     remote_digest: format!("sha256:{}", ObjectId::of(&bytes)),
@@ -391,6 +414,8 @@ impl Remote for OciRemote {
                     layers,
                     format: snapshot.format.number(),
                     tag_reference: snapshot.tag.as_ref().map(|t| self.full(t)),
+                    attestations_pushed: attached.pushed,
+                    attestations_present: attached.present,
                 })
             }
             Plan::Index {
@@ -411,6 +436,15 @@ impl Remote for OciRemote {
                     self.client
                         .put_manifest(human, mapping::INDEX_MEDIA_TYPE, &index)?;
                 }
+                let attached = self.attach(
+                    &referrers::Subject {
+                        media_type: mapping::INDEX_MEDIA_TYPE.into(),
+                        digest: ObjectId::of(&index),
+                        size: index.len() as u64,
+                    },
+                    &snapshot.manifest.digest,
+                    &snapshot.attestations,
+                )?;
                 Ok(Published {
                     reference,
                     remote_digest: format!("sha256:{}", ObjectId::of(&index)),
@@ -419,6 +453,8 @@ impl Remote for OciRemote {
                     layers,
                     format: snapshot.format.number(),
                     tag_reference: snapshot.tag.as_ref().map(|t| self.full(t)),
+                    attestations_pushed: attached.pushed,
+                    attestations_present: attached.present,
                 })
             }
         }
@@ -460,6 +496,7 @@ impl Remote for OciRemote {
         };
         let carriers = collector.carriers;
         pack::check(&manifest, &carriers)?;
+        let attestations = self.attestations_of(&top)?;
         Ok(Incoming {
             manifest_bytes,
             snapshot,
@@ -471,8 +508,21 @@ impl Remote for OciRemote {
             carriers,
             origin,
             sources,
+            attestations,
         })
     }
+}
+
+/// Whether a document a `sha256-<hex>` tag holds is a referrers index (the
+/// referrers tag schema's) rather than a snapshot's record: an index that
+/// names no cestore artifact type.
+fn is_referrers_index(bytes: &[u8]) -> bool {
+    Document::parse(bytes).is_ok_and(|doc| {
+        doc.is_index()
+            && doc.artifact_type.as_deref() != Some(mapping::ARTIFACT_TYPE)
+            && doc.artifact_type.as_deref() != Some(mapping::ARTIFACT_TYPE_V2)
+            && !doc.annotations.contains_key(mapping::SNAPSHOT_ANNOTATION)
+    })
 }
 
 /// The document a reference names, as [`OciRemote::fetch_top`] fetches it.
