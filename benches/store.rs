@@ -177,6 +177,7 @@ fn ingest(store: &Path, source: &Path) -> IngestReport {
         git: None,
         version: VERSION,
         bounds: cestore::policy::Bounds::REFERENCE,
+        sign_with: None,
     };
     let source = open_source(&opts).expect("source");
     ingest_into(&mut open(store, true), &source, &opts).expect("ingest")

@@ -107,8 +107,6 @@ pub struct ExportOptions<'a> {
     pub output: Option<&'a Path>,
     /// Compress with zstd.
     pub zstd: bool,
-    /// The attestations to carry (DSSE envelopes, as bytes).
-    pub attestations: Vec<Vec<u8>>,
 }
 
 /// The report of `cestore export`.
@@ -138,9 +136,10 @@ pub struct ImportOptions<'a> {
     pub digest: Option<&'a str>,
     /// Only verify the bundle: open no store and record nothing.
     pub check: bool,
-    /// The check the bundle's attestations must pass, with `--check` too,
-    /// before any object is read; none takes the bundle whatever they say.
-    pub accept: Option<&'a crate::remote::AcceptFn<'a>>,
+    /// The keys one of the bundle's attestations must vouch for its
+    /// snapshot under, checked with `--check` too, before any object is
+    /// read; none takes the bundle whatever its attestations say.
+    pub trusted: &'a [crate::sign::PublicKey],
 }
 
 /// What an import read.
@@ -295,9 +294,10 @@ fn objects_of(manifest: &Manifest) -> BTreeMap<ObjectKey, u64> {
 
 /// Writes a snapshot's bundle.
 pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportReport> {
-    crate::remote::check_attestations(&opts.attestations)?;
     let store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
+    let attestations = crate::store::signed::stored_envelopes(&store, &digest)?;
+    crate::remote::check_attestations(&attestations)?;
     // A bundle holds only what a view could.
     store.entries_to_hand_out(&digest)?;
     let bytes = store.catalogue().manifest_bytes(&digest)?;
@@ -333,7 +333,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
         .file_name()
         .map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
     let tmp = dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = write_bundle(&store, &manifest, &opts.attestations, &tmp, format);
+    let result = write_bundle(&store, &manifest, &attestations, &tmp, format);
     let (objects, bytes, sha256) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -362,7 +362,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
         objects,
         bytes,
         sha256,
-        attestations: sorted_attestations(&opts.attestations).len() as u64,
+        attestations: sorted_attestations(&attestations).len() as u64,
     })
 }
 
@@ -692,7 +692,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     };
     // The digest is the hash of the manifest bytes read, so the check sees
     // the snapshot that would be adopted.
-    (opts.accept.unwrap_or(&crate::remote::accept_all))(&attestations, &manifest.digest)?;
+    crate::store::signed::trust_check(opts.trusted)(&attestations, &manifest.digest)?;
     let rest = Rest {
         body,
         pending,
@@ -716,6 +716,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             source: &format!("bundle:{}", bundle.file),
             origin: origin.as_ref(),
             sources,
+            attestations: crate::store::signed::received(&attestations),
         },
         |wanted, staging| {
             let wanted: BTreeMap<ObjectKey, &crate::store::adopt::Wanted> =

@@ -660,12 +660,10 @@ pub struct TrustArgs {
 impl TrustArgs {
     /// The keys trusted; empty when none is given.
     pub(super) fn keys(&self) -> Result<Vec<crate::sign::PublicKey>> {
-        Ok(crate::sign::trusted_keys(&self.trusted_key, &self.trusted_keys)?)
-    }
-
-    /// Whether any key is given.
-    pub(super) fn given(&self) -> bool {
-        !self.trusted_key.is_empty() || !self.trusted_keys.is_empty()
+        Ok(crate::sign::trusted_keys(
+            &self.trusted_key,
+            &self.trusted_keys,
+        )?)
     }
 }
 
@@ -856,7 +854,6 @@ impl PushArgs {
                 crate::remote::Format::V2
             },
             progress,
-            attestations: Vec::new(),
         }
     }
 }
@@ -904,11 +901,20 @@ pub struct PullArgs {
     /// How long to wait on the registry, and how slow it may be.
     #[command(flatten)]
     pub(super) limits: RegistryLimits,
+    /// Adopt the snapshot only when one of its attestations vouches for it
+    /// under one of these keys; otherwise exit 9 (`untrusted`) and leave the
+    /// store as it was.
+    #[command(flatten)]
+    pub(super) trust: TrustArgs,
 }
 
 impl PullArgs {
-    /// The options of `pull`, drawing progress when asked.
-    pub(super) fn options(&self, progress: bool) -> cmd::pull::PullOptions<'_> {
+    /// The options of `pull`, drawing progress when asked, trusting `trusted`.
+    pub(super) fn options<'a>(
+        &'a self,
+        progress: bool,
+        trusted: &'a [crate::sign::PublicKey],
+    ) -> cmd::pull::PullOptions<'a> {
         cmd::pull::PullOptions {
             reference: &self.reference,
             remote_options: crate::remote::Options {
@@ -918,7 +924,7 @@ impl PullArgs {
             },
             jobs: usize::from(self.jobs),
             progress,
-            accept: None,
+            trusted,
         }
     }
 }
@@ -943,7 +949,6 @@ impl<'a> From<&'a ExportArgs> for cmd::bundle::ExportOptions<'a> {
             digest: &a.digest,
             output: a.output.as_deref(),
             zstd: a.zstd,
-            attestations: Vec::new(),
         }
     }
 }
@@ -960,15 +965,24 @@ pub struct ImportArgs {
     /// store nothing, and open no store.
     #[arg(long)]
     pub(super) check: bool,
+    /// Take the snapshot only when one of the bundle's attestations vouches
+    /// for it under one of these keys; otherwise exit 9 (`untrusted`) and
+    /// leave the store as it was.
+    #[command(flatten)]
+    pub(super) trust: TrustArgs,
 }
 
-impl<'a> From<&'a ImportArgs> for cmd::bundle::ImportOptions<'a> {
-    fn from(a: &'a ImportArgs) -> Self {
+impl ImportArgs {
+    /// The options of `import`, trusting `trusted`.
+    pub(super) fn options<'a>(
+        &'a self,
+        trusted: &'a [crate::sign::PublicKey],
+    ) -> cmd::bundle::ImportOptions<'a> {
         cmd::bundle::ImportOptions {
-            file: &a.file,
-            digest: a.digest.as_deref(),
-            check: a.check,
-            accept: None,
+            file: &self.file,
+            digest: self.digest.as_deref(),
+            check: self.check,
+            trusted,
         }
     }
 }

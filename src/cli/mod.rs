@@ -103,20 +103,34 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             out,
             &cmd::push::push(&root, &a.options(progress))?,
         ),
-        Command::Pull(a) => emit(
-            cli.json,
-            out,
-            &cmd::pull::pull(&root, &a.options(progress))?,
-        ),
+        Command::Pull(a) => {
+            let trusted = a.trust.keys()?;
+            emit(
+                cli.json,
+                out,
+                &cmd::pull::pull(&root, &a.options(progress, &trusted))?,
+            )
+        }
         Command::Export(a) => emit(cli.json, out, &cmd::bundle::export(&root, &a.into())?),
-        Command::Import(a) => emit(cli.json, out, &cmd::bundle::import(&root, &a.into())?),
+        Command::Import(a) => {
+            let trusted = a.trust.keys()?;
+            emit(
+                cli.json,
+                out,
+                &cmd::bundle::import(&root, &a.options(&trusted))?,
+            )
+        }
         Command::Key(args::KeyCommand::Generate { file }) => {
             emit(cli.json, out, &cmd::key::generate(file)?)
         }
         Command::Sign(a) => emit(cli.json, out, &cmd::sign::sign(&root, &a.digest, &a.key)?),
         Command::Attestations(a) => {
             let keys = a.trust.keys()?;
-            emit(cli.json, out, &cmd::sign::attestations(&root, &a.digest, &keys)?)
+            emit(
+                cli.json,
+                out,
+                &cmd::sign::attestations(&root, &a.digest, &keys)?,
+            )
         }
         Command::ExitCodes => emit(cli.json, out, &cmd::exit_codes::exit_codes()),
         Command::Help(a) => emit(cli.json, out, &help(&a.command)?),

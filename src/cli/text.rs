@@ -237,14 +237,26 @@ impl Report for crate::cmd::sign::SignReport {
 impl Report for crate::cmd::sign::AttestationsReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         if self.attestations.is_empty() {
-            return writeln!(w, "{}: no attestation (`cestore sign` makes one)", self.manifest_digest);
+            return writeln!(
+                w,
+                "{}: no attestation (`cestore sign` makes one)",
+                self.manifest_digest
+            );
         }
-        writeln!(w, "{}: {} attestation(s)", self.manifest_digest, self.attestations.len())?;
+        writeln!(
+            w,
+            "{}: {} attestation(s)",
+            self.manifest_digest,
+            self.attestations.len()
+        )?;
         for a in &self.attestations {
             let verdict = match &a.verified {
                 None => String::new(),
                 Some(v) if v.ok => "; vouches for it under a trusted key".to_string(),
-                Some(v) => format!("; does not vouch for it: {}", v.why.as_deref().unwrap_or("")),
+                Some(v) => format!(
+                    "; does not vouch for it: {}",
+                    v.why.as_deref().unwrap_or("")
+                ),
             };
             writeln!(
                 w,

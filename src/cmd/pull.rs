@@ -17,9 +17,9 @@ pub struct PullOptions<'a> {
     pub jobs: usize,
     /// Whether to draw a progress line on a terminal.
     pub progress: bool,
-    /// The check the snapshot's attestations must pass before it is
-    /// adopted; none takes it whatever they say.
-    pub accept: Option<&'a remote::AcceptFn<'a>>,
+    /// The keys one of the snapshot's attestations must vouch for it under
+    /// before it is adopted; none takes it whatever they say.
+    pub trusted: &'a [crate::sign::PublicKey],
 }
 
 /// Pulls a snapshot from a remote into the store.
@@ -37,6 +37,6 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
         &reference,
         opts.jobs,
         opts.progress,
-        opts.accept.unwrap_or(&remote::accept_all),
+        &crate::store::signed::trust_check(opts.trusted),
     )
 }

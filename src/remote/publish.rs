@@ -26,9 +26,6 @@ pub struct PushOptions<'a> {
     pub format: Format,
     /// Whether to draw a progress line on a terminal.
     pub progress: bool,
-    /// The attestations to publish beside the snapshot (DSSE envelopes, as
-    /// bytes); see [`super::oci::referrers`].
-    pub attestations: Vec<Vec<u8>>,
 }
 
 /// The report of `cestore push`.
@@ -54,9 +51,10 @@ pub struct PushReport {
 /// visible only once it is complete. Its attestations follow, each an
 /// artifact that refers to that record.
 pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
-    super::check_attestations(&opts.attestations)?;
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
+    let attestations = crate::store::signed::stored_envelopes(&store, &digest)?;
+    super::check_attestations(&attestations)?;
     // A registry gets only what a view could hold.
     store.entries_to_hand_out(&digest)?;
     let row = store.catalogue().snapshot(&digest)?;
@@ -121,7 +119,7 @@ pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushRe
         .collect();
     outgoing.tag = tag;
     outgoing.format = opts.format;
-    outgoing.attestations = opts.attestations.clone();
+    outgoing.attestations = attestations;
     let (stats, published) = push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;
     let requests = oci.map(|o| o.client().traffic()).unwrap_or_default();
     if let Some(oci) = oci {

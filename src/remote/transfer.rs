@@ -549,6 +549,7 @@ pub fn pull_accepting(
             source: &incoming.source,
             origin: incoming.origin.as_ref(),
             sources: incoming.sources.clone(),
+            attestations: crate::store::signed::received(&incoming.attestations),
         },
         |wanted, staging| {
             fetched = fetch(remote, wanted, &incoming.carriers, jobs, progress, staging)?;

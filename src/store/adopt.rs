@@ -216,6 +216,8 @@ pub struct Arrival<'a> {
     pub origin: Option<&'a Origin>,
     /// The source records its carrier brought, each marked as it came.
     pub sources: Vec<SourceEntry>,
+    /// The attestations its carrier brought, kept and recorded with it.
+    pub attestations: Vec<crate::catalogue::KeptAttestation>,
 }
 
 /// Checks manifest bytes received from elsewhere before anything else of the
@@ -304,7 +306,7 @@ where
             source: arrival.source,
             origin: arrival.origin,
             sources: arrival.sources.clone(),
-            attestations: Vec::new(),
+            attestations: arrival.attestations.clone(),
             tree_digest: None,
             objects: staged,
             drifted: Vec::new(),

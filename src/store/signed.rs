@@ -65,7 +65,11 @@ pub fn attestation(
         keyid.to_hex(),
         crate::clock::now(),
     )
-    .ok_or_else(|| Error::Integrity(format!("could not keep the attestation of {digest}: it is not one JSON line")))
+    .ok_or_else(|| {
+        Error::Integrity(format!(
+            "could not keep the attestation of {digest}: it is not one JSON line"
+        ))
+    })
 }
 
 /// Signs a recorded snapshot with the private key at `key_file`, and keeps
@@ -132,6 +136,47 @@ pub fn require_trusted<'a>(
     })
 }
 
+/// The check `pull` and `import` give their carrier's attestations: with no
+/// key trusted, any (or none) will do; else one must vouch for the snapshot
+/// under a key trusted, or nothing enters the store.
+pub fn trust_check(
+    trusted: &[PublicKey],
+) -> impl Fn(&[Vec<u8>], &ManifestDigest) -> Result<()> + '_ {
+    move |attestations, digest| {
+        if trusted.is_empty() {
+            return Ok(());
+        }
+        require_trusted(attestations.iter().map(Vec::as_slice), trusted, digest).map(drop)
+    }
+}
+
+/// Attestations a carrier brought, as the store keeps them: each under the
+/// key id its first signature claims, received now. One that is not a DSSE
+/// envelope on one line with such a key id is not kept.
+pub fn received(attestations: &[Vec<u8>]) -> Vec<KeptAttestation> {
+    let at = crate::clock::now();
+    attestations
+        .iter()
+        .filter_map(|bytes| {
+            let envelope: sign::Envelope = serde_json::from_slice(bytes).ok()?;
+            let keyid = envelope.claimed_keyids().into_iter().next()?;
+            let json = std::str::from_utf8(bytes).ok()?;
+            KeptAttestation::new(json, keyid.to_hex(), at.clone())
+        })
+        .collect()
+}
+
+/// The envelopes of a snapshot's stored attestations, as push and export
+/// carry them.
+pub fn stored_envelopes(store: &Store, digest: &ManifestDigest) -> Result<Vec<Vec<u8>>> {
+    Ok(store
+        .catalogue()
+        .attestations(digest)?
+        .iter()
+        .map(|a| envelope_bytes(a).to_vec())
+        .collect())
+}
+
 /// Whether a snapshot is signed under the keys trusted: what `audit
 /// --trusted-key` says of each digest.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -156,7 +201,7 @@ pub fn signature(
     trusted: &[PublicKey],
     digest: &ManifestDigest,
 ) -> Signature {
-    let envelopes = attestations.iter().map(|a| envelope_bytes(a));
+    let envelopes = attestations.iter().map(envelope_bytes);
     match require_trusted(envelopes, trusted, digest) {
         Ok(keyid) => Signature::Signed { keyid },
         Err(Error::Untrusted { why, .. }) => Signature::Unsigned { why },
@@ -230,7 +275,11 @@ pub fn list_attestations(
 }
 
 /// What one stored attestation says, read without trusting it.
-fn describe(kept: &KeptAttestation, trusted: &[PublicKey], digest: &ManifestDigest) -> AttestationInfo {
+fn describe(
+    kept: &KeptAttestation,
+    trusted: &[PublicKey],
+    digest: &ManifestDigest,
+) -> AttestationInfo {
     let bytes = envelope_bytes(kept);
     let envelope: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let statement: Option<Statement> = serde_json::from_value::<sign::Envelope>(envelope.clone())

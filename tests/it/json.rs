@@ -1282,6 +1282,9 @@ fn every_failure_prints_one_json_error_object() {
         .expect("the object's bytes in the bundle");
     bytes[at + 2] ^= 0x20;
     fs::write(&tampered, &bytes).unwrap();
+    let trusted = env.path("trusted");
+    assert_ok(&env.run([os("key"), os("generate"), trusted.as_os_str()]));
+    let trusted_pub = env.path("trusted.pub");
     let store_file = env.path("store-file");
     write(&store_file, "x");
     let inside = src.join("nested-store");
@@ -1657,6 +1660,18 @@ fn every_failure_prints_one_json_error_object() {
             1,
             "integrity",
             &[os("import"), os("--check"), tampered.as_os_str()],
+        ),
+        // trust failures (9): a bundle nothing signed, under a key trusted.
+        case(
+            "unsigned bundle under a trusted key",
+            9,
+            "untrusted",
+            &[
+                os("import"),
+                bundle.as_os_str(),
+                os("--trusted-key"),
+                trusted_pub.as_os_str(),
+            ],
         ),
         // store failures (7).
         case(

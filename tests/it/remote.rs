@@ -1660,25 +1660,41 @@ fn source_records_travel_in_a_bundle_and_a_bundle_without_them_imports_as_before
     assert!(source_entries(&imported).is_empty(), "{imported}");
 }
 
-/// Two stand-ins for DSSE envelopes: any JSON bytes travel as they are.
+/// Two stand-ins for DSSE envelopes, signed by no one: without a key
+/// trusted, any envelope travels as it is.
 fn fake_envelopes(salt: u64) -> Vec<Vec<u8>> {
-    (0..2)
+    (0..2u64)
         .map(|i| {
+            let keyid = format!("{:064x}", salt.wrapping_mul(2).wrapping_add(i));
             format!(
-                r#"{{"payloadType":"application/vnd.in-toto+json","payload":"e30=","signatures":[{{"keyid":"k{i}-{salt}","sig":"AAAA"}}]}}"#
+                r#"{{"payload":"e30=","payloadType":"application/vnd.in-toto+json","signatures":[{{"keyid":"{keyid}","sig":"AAAA"}}]}}"#
             )
             .into_bytes()
         })
         .collect()
 }
 
-/// Pushes `digest` to `target` with `attestations`, through the library.
+/// Keeps `attestations` beside the snapshot `digest` in `env`'s store, as a
+/// pull or an import of them would.
+fn keep_attestations(env: &TestEnv, digest: &str, attestations: &[Vec<u8>]) {
+    let mut store =
+        cestore::store::Store::open(&env.store, cestore::store::LockMode::Shared, false)
+            .expect("open the store");
+    let digest: cestore::digest::ManifestDigest = digest.parse().expect("a digest");
+    let kept = cestore::store::signed::received(attestations);
+    assert_eq!(kept.len(), attestations.len());
+    cestore::store::attest::attach(&mut store, &digest, &kept).expect("keep the attestations");
+}
+
+/// Keeps `attestations` with `digest`, then pushes it (with every
+/// attestation it has) to `target`, through the library.
 fn push_attested(
     env: &TestEnv,
     digest: &str,
     target: &str,
     attestations: &[Vec<u8>],
 ) -> cestore::remote::publish::PushReport {
+    keep_attestations(env, digest, attestations);
     cestore::remote::publish::push_snapshot(
         &env.store,
         &cestore::remote::publish::PushOptions {
@@ -1691,7 +1707,6 @@ fn push_attested(
             jobs: 4,
             format: cestore::remote::Format::V2,
             progress: false,
-            attestations: attestations.to_vec(),
         },
     )
     .expect("push with attestations")
@@ -1704,18 +1719,18 @@ fn pull_attested(
     reference: &str,
     accept: &cestore::remote::AcceptFn<'_>,
 ) -> cestore::error::Result<cestore::remote::transfer::PullReport> {
-    cestore::cmd::pull::pull(
+    let options = cestore::remote::Options {
+        plain_http: true,
+        ..cestore::remote::Options::default()
+    };
+    let (remote, named) = cestore::remote::open(reference, &options)?;
+    cestore::remote::transfer::pull_accepting(
         &env.store,
-        &cestore::cmd::pull::PullOptions {
-            reference,
-            remote_options: cestore::remote::Options {
-                plain_http: true,
-                ..cestore::remote::Options::default()
-            },
-            jobs: 4,
-            progress: false,
-            accept: Some(accept),
-        },
+        remote.as_ref(),
+        &named.expect("a tag or digest"),
+        4,
+        false,
+        accept,
     )
 }
 
@@ -1906,6 +1921,12 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
     mixed_release(&src, "1.0.0", 8, s);
     let digest = a.ingest_digest(&src, "1.0.0");
     let envelopes = fake_envelopes(s);
+    keep_attestations(&a, &digest, &envelopes);
+    // A key no envelope is signed by.
+    let stranger = a.path("stranger");
+    assert_ok(&a.run([os("key"), os("generate"), stranger.as_os_str()]));
+    let stranger =
+        cestore::sign::PublicKey::load(&a.path("stranger.pub")).expect("the stranger's key");
     for zstd in [false, true] {
         let name = if zstd { "a.tar.zst" } else { "a.tar" };
         let file = a.path(name);
@@ -1915,46 +1936,40 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
                 digest: &digest,
                 output: Some(&file),
                 zstd,
-                attestations: envelopes.clone(),
             },
         )
         .expect("export with attestations");
         assert_eq!(exported.attestations, 2);
 
-        let import = |env: &TestEnv, check: bool, accept: &cestore::remote::AcceptFn<'_>| {
+        let import = |env: &TestEnv, check: bool, trusted: &[cestore::sign::PublicKey]| {
             cestore::bundle::import(
                 &env.store,
                 &cestore::bundle::ImportOptions {
                     file: &file,
                     digest: None,
                     check,
-                    accept: Some(accept),
+                    trusted,
                 },
             )
         };
-        // A refusing check: nothing stored, with --check too.
+        // Under a key none of them is signed by: nothing stored, with
+        // --check too.
         let b = TestEnv::new();
         let other = b.path("other");
         mixed_release(&other, "2.0.0", 3, salt());
         b.ingest_digest(&other, "2.0.0");
         let before = store_state(&b.store);
-        let refuse = |att: &[Vec<u8>], d: &cestore::digest::ManifestDigest| {
-            assert_eq!(att.len(), 2);
-            assert_eq!(d.to_string(), digest);
-            Err(cestore::error::Error::Usage(
-                "no trusted attestation".into(),
-            ))
-        };
         for check in [false, true] {
-            let Err(err) = import(&b, check, &refuse) else {
+            let Err(err) = import(&b, check, std::slice::from_ref(&stranger)) else {
                 panic!("a refused bundle was taken")
             };
-            assert!(err.to_string().contains("no trusted attestation"), "{err}");
+            assert_eq!(err.kind(), "untrusted", "{err}");
+            assert!(err.to_string().contains(&digest), "{err}");
         }
         assert_eq!(store_state(&b.store), before, "the store changed");
 
         // Taken: the envelopes come back byte for byte.
-        let imported = import(&b, false, &cestore::remote::accept_all).expect("import");
+        let imported = import(&b, false, &[]).expect("import");
         assert_eq!(imported.bundle.attestations, 2);
         assert_eq!(sorted(imported.attestations), sorted(envelopes.clone()));
         assert!(b.listed().contains(&digest));
@@ -1976,45 +1991,32 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
     assert_eq!(names[..2], ["manifest.json", "manifest.sha256"]);
     assert_eq!(names[3..5], [want[0].as_str(), want[1].as_str()]);
 
-    // Without attestations the bundle is the one the command writes, which
-    // holds no attestation entry, and imports as before.
+    // A snapshot without attestations makes a bundle with no attestation
+    // entry, which imports as before.
+    let unsigned = TestEnv::new();
+    assert_eq!(unsigned.ingest_digest(&src, "1.0.0"), digest);
     let plain = a.path("plain.tar");
-    let lib = a.path("lib.tar");
-    export(&a, &digest, &plain, false);
-    cestore::bundle::export(
-        &a.store,
-        &cestore::bundle::ExportOptions {
-            digest: &digest,
-            output: Some(&lib),
-            zstd: false,
-            attestations: Vec::new(),
-        },
-    )
-    .expect("export without attestations");
+    export(&unsigned, &digest, &plain, false);
     let plain_bytes = fs::read(&plain).expect("bundle");
-    assert_eq!(plain_bytes, fs::read(&lib).expect("bundle"));
     assert!(!String::from_utf8_lossy(&plain_bytes).contains("attestations/"));
     let c = TestEnv::new();
     let imported = c.json([os("import"), plain.as_os_str(), os("--json")]);
     assert_eq!(imported["bundle"]["attestations"], 0, "{imported}");
     assert_eq!(c.listed(), std::slice::from_ref(&digest));
-    // A check offered such a bundle sees no attestation.
+    // Under a key trusted, such a bundle is refused: nothing vouches for it.
     let d = TestEnv::new();
-    let none = |att: &[Vec<u8>], _: &cestore::digest::ManifestDigest| {
-        assert!(att.is_empty());
-        Ok(())
-    };
-    let imported = cestore::bundle::import(
+    let Err(err) = cestore::bundle::import(
         &d.store,
         &cestore::bundle::ImportOptions {
             file: &plain,
             digest: Some(&digest),
             check: false,
-            accept: Some(&none),
+            trusted: std::slice::from_ref(&stranger),
         },
-    )
-    .expect("import a bundle without attestations");
-    assert!(imported.attestations.is_empty());
+    ) else {
+        panic!("an unsigned bundle was taken under a key trusted")
+    };
+    assert!(err.to_string().contains("it has no attestation"), "{err}");
 }
 
 #[test]
@@ -2034,6 +2036,7 @@ fn attestations_of_an_index_keep_another_tools_referrers_in_their_place() {
     let envelopes = fake_envelopes(s);
     // One layer per manifest: the record is an index.
     let push_index = |attestations: &[Vec<u8>]| {
+        keep_attestations(&a, &digest, attestations);
         cestore::remote::publish::push_snapshot(
             &a.store,
             &cestore::remote::publish::PushOptions {
@@ -2047,7 +2050,6 @@ fn attestations_of_an_index_keep_another_tools_referrers_in_their_place() {
                 jobs: 4,
                 format: cestore::remote::Format::V1,
                 progress: false,
-                attestations: attestations.to_vec(),
             },
         )
         .expect("push an index with attestations")
@@ -2259,4 +2261,139 @@ fn a_tampered_attestation_is_refused_and_nothing_enters_the_store() {
     assert!(stderr.contains(&hex), "{stderr}");
     assert_eq!(parse_json(&out)["error"]["kind"], "integrity");
     assert_eq!(store_state(&b.store), before, "the store changed");
+}
+
+/// The envelopes of a snapshot's stored attestations, as bytes.
+fn stored_envelopes(env: &TestEnv, digest: &str) -> Vec<Vec<u8>> {
+    let listed = env.json(["attestations", digest, "--json"]);
+    listed["attestations"]
+        .as_array()
+        .expect("attestations")
+        .iter()
+        .map(|a| serde_json::to_vec(&a["envelope"]).expect("an envelope"))
+        .collect()
+}
+
+/// An envelope with one byte of its payload (or of its signature) changed.
+fn tampered(envelope: &[u8], field: &str) -> Vec<u8> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut e: serde_json::Value = serde_json::from_slice(envelope).expect("an envelope");
+    let slot = match field {
+        "payload" => &mut e["payload"],
+        _ => &mut e["signatures"][0]["sig"],
+    };
+    let mut bytes = b64.decode(slot.as_str().expect("base64")).expect("base64");
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    *slot = serde_json::Value::String(b64.encode(bytes));
+    serde_json::to_vec(&e).expect("JSON")
+}
+
+/// A pull under `--trusted-key KEY` that must be refused, exit 9, leaving
+/// `env`'s store as it was; returns the message.
+fn refused_pull(env: &TestEnv, reference: &str, key: &Path) -> String {
+    let before = store_state(&env.store);
+    let out = env.run([
+        os("pull"),
+        os(reference),
+        os("--plain-http"),
+        os("--trusted-key"),
+        key.as_os_str(),
+        os("--json"),
+    ]);
+    assert_exit(&out, 9);
+    let error = parse_json(&out);
+    assert_eq!(error["error"]["kind"], "untrusted", "{error}");
+    assert_eq!(store_state(&env.store), before, "the store changed");
+    error["error"]["message"]
+        .as_str()
+        .expect("a message")
+        .to_string()
+}
+
+#[test]
+fn a_pull_under_a_trusted_key_adopts_only_what_that_key_vouches_for() {
+    let Some(reg) = registry("trusted_pull") else {
+        return;
+    };
+    let a = TestEnv::new();
+    for name in ["signer", "stranger"] {
+        assert_ok(&a.run([os("key"), os("generate"), a.path(name).as_os_str()]));
+    }
+    let (signer, stranger) = (a.path("signer.pub"), a.path("stranger.pub"));
+    let src = a.path("src");
+    mixed_release(&src, "1.0.0", 6, salt());
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let signed = a.json([
+        os("sign"),
+        os(&digest),
+        os("--key"),
+        a.path("signer").as_os_str(),
+        os("--json"),
+    ]);
+    let target = repo(&reg, "trusted");
+    let pushed = push(&a, &digest, &target, &[]);
+    assert_eq!(pushed["attestations_pushed"], 1, "{pushed}");
+    let reference = format!("{target}:sha256-{digest}");
+
+    // Under the signer's key: adopted, with the attestation, which still
+    // vouches for it in the new store.
+    let b = TestEnv::new();
+    let out = b.run([
+        os("pull"),
+        os(&reference),
+        os("--plain-http"),
+        os("--trusted-key"),
+        signer.as_os_str(),
+        os("--json"),
+    ]);
+    assert_ok(&out);
+    assert_eq!(b.listed(), std::slice::from_ref(&digest));
+    let listed = b.json([
+        os("attestations"),
+        os(&digest),
+        os("--trusted-key"),
+        signer.as_os_str(),
+        os("--json"),
+    ]);
+    let kept = &listed["attestations"][0];
+    assert_eq!(kept["id"], signed["attestation"], "{listed}");
+    assert_eq!(kept["verified"]["ok"], true, "{listed}");
+    assert_eq!(kept["verified"]["keyid"], signed["keyid"], "{listed}");
+
+    // Under another key: refused, the store unchanged.
+    let c = TestEnv::new();
+    let other = c.path("other");
+    mixed_release(&other, "2.0.0", 3, salt());
+    c.ingest_digest(&other, "2.0.0");
+    let why = refused_pull(&c, &reference, &stranger);
+    assert!(why.contains("no trusted key signed it"), "{why}");
+
+    // One byte of the payload, or of the signature, changed: refused.
+    let honest = stored_envelopes(&a, &digest).remove(0);
+    for (field, name) in [("payload", "tampered-payload"), ("sig", "tampered-sig")] {
+        let t = TestEnv::new();
+        assert_eq!(t.ingest_digest(&src, "1.0.0"), digest);
+        keep_attestations(&t, &digest, &[tampered(&honest, field)]);
+        let target = repo(&reg, name);
+        push(&t, &digest, &target, &[]);
+        let why = refused_pull(&c, &format!("{target}:sha256-{digest}"), &signer);
+        assert!(why.contains("no trusted key signed it"), "{field}: {why}");
+    }
+
+    // The signer's attestation of this snapshot, kept with another one:
+    // refused, for its subject is not that snapshot.
+    let o = TestEnv::new();
+    let other_src = o.path("src");
+    mixed_release(&other_src, "3.0.0", 4, salt());
+    let other_digest = o.ingest_digest(&other_src, "3.0.0");
+    keep_attestations(&o, &other_digest, std::slice::from_ref(&honest));
+    let target = repo(&reg, "other-subject");
+    push(&o, &other_digest, &target, &[]);
+    let why = refused_pull(&c, &format!("{target}:sha256-{other_digest}"), &signer);
+    assert!(
+        why.contains("its subject is") && why.contains(&digest),
+        "{why}"
+    );
 }
