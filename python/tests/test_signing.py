@@ -136,7 +136,8 @@ def test_a_tampered_envelope_or_another_key_fails_securesystemslib(
 
     sig = bytearray(base64.b64decode(att.envelope["signatures"][0]["sig"]))
     sig[0] ^= 0x01
-    forged = {**att.envelope, "signatures": [{**att.envelope["signatures"][0], "sig": base64.b64encode(bytes(sig)).decode()}]}
+    forged_sig = {**att.envelope["signatures"][0], "sig": base64.b64encode(bytes(sig)).decode()}
+    forged = {**att.envelope, "signatures": [forged_sig]}
     with pytest.raises(sslib_exceptions.VerificationError):
         envelope_of(forged).verify([sslib_key(key.public_key)], 1)
 
@@ -165,13 +166,12 @@ def test_a_private_key_others_can_read_is_refused_naming_the_file(tmp_path: Path
     store = cestore.Store()
     snap = store.ingest(write_release(tmp_path / "a"), "1.2.3")
     os.chmod(key.private_key, 0o644)
+    release = {"plugin_dir": tmp_path / "a", "plugin_version": "1.2.3", "sign_with": key.private_key}
     calls = (
         lambda: store.sign(snap.manifest_digest, key.private_key),
         lambda: store.ingest(tmp_path / "a", "1.2.3", sign_with=key.private_key),
-        lambda: store.stage(["ce_review"], plugin_dir=tmp_path / "a", plugin_version="1.2.3", sign_with=key.private_key),
-        lambda: store.hold_stage(
-            ["ce_review"], plugin_dir=tmp_path / "a", plugin_version="1.2.3", dest=tmp_path / "v", sign_with=key.private_key
-        ),
+        lambda: store.stage(["ce_review"], **release),
+        lambda: store.hold_stage(["ce_review"], dest=tmp_path / "v", **release),
     )
     for call in calls:
         with pytest.raises(cestore.Untrusted) as info:
@@ -187,12 +187,27 @@ def test_keyword_names_in_messages(tmp_path: Path, store_dir: Path) -> None:
     store = cestore.Store()
     with pytest.raises(TypeError, match="trusted_keys"):
         store.attestations("abcd", trusted_keys="k.pub")  # type: ignore[arg-type]
-    assert cestore.Store()._argv("x")[-1] == "x"
     from cestore._store import _KEYWORDS
 
     assert _KEYWORDS["--sign-with"] == "sign_with"
     assert _KEYWORDS["--key"] == "key"
     assert _KEYWORDS["--trusted-key"] == "trusted_keys"
+
+
+def test_show_reads_who_signed_where_the_cli_says_it(
+    tmp_path: Path, key: cestore.GeneratedKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = cestore.Store()
+    snap = store.ingest(write_release(tmp_path / "a"), "1.2.3", sign_with=key.private_key)
+    (att,) = verify_all(store, snap.manifest_digest, key.public_key)
+    real = store.run("show", "--", snap.manifest_digest)
+    real.pop("attestations", None)
+    assert store.show(snap.manifest_digest).provenance == snap.provenance
+    brief = {"id": att.id, "keyid": att.keyid, "at": att.at}
+    monkeypatch.setattr(store, "run", lambda *args: {**real, "attestations": [brief]})
+    assert store.show(snap.manifest_digest).attestations == (cestore.SignedBy(att.id, key.keyid, att.at),)
+    monkeypatch.setattr(store, "run", lambda *args: real)
+    assert store.show(snap.manifest_digest).attestations == ()
 
 
 def stage_with_drop_in(module: Any, source: Path, parent: Path) -> str:
