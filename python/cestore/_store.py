@@ -244,8 +244,86 @@ class FileEntry:
 
 
 @dataclass(frozen=True)
+class GeneratedKey:
+    """An ed25519 key pair made by `generate_key`: the private key (PKCS#8 PEM, mode 0600),
+    its public key (SubjectPublicKeyInfo PEM) and the key id (SHA-256 of the public key's DER)."""
+
+    private_key: Path
+    public_key: Path
+    keyid: str
+
+
+@dataclass(frozen=True)
+class SignReport:
+    """An attestation `sign` made: the snapshot it vouches for, the key that signed, its id and time."""
+
+    manifest_digest: str
+    keyid: str
+    attestation: str
+    at: str
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Whether an attestation vouches for its snapshot under the keys trusted.
+
+    `keyid` is the trusted key that signed it; `why` says why it does not vouch.
+    """
+
+    ok: bool
+    keyid: Optional[str]
+    why: Optional[str]
+
+
+@dataclass(frozen=True)
+class Attestation:
+    """One attestation of a snapshot (`attestations`): a DSSE envelope of an in-toto statement.
+
+    `subjects` are the statement's subject names (`PLUGIN@VERSION`),
+    `builder` the stager that signed. `verified` is None when no key was
+    trusted. `envelope` is the DSSE envelope as stored: any DSSE
+    implementation verifies it with the signer's public key (docs/python.md).
+    """
+
+    id: str
+    keyid: str
+    at: str
+    subjects: tuple[str, ...]
+    builder: Optional[str]
+    verified: Optional[Verification]
+    envelope: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> Attestation:
+        v = d.get("verified")
+        return cls(
+            d["id"],
+            d["keyid"],
+            d["at"],
+            tuple(d.get("subjects") or ()),
+            d.get("builder"),
+            Verification(bool(v["ok"]), v.get("keyid"), v.get("why")) if v else None,
+            dict(d.get("envelope") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class SignedBy:
+    """An attestation of a snapshot in brief (`show`): its id, the key that signed and when."""
+
+    id: str
+    keyid: str
+    at: str
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> SignedBy:
+        return cls(d["id"], d["keyid"], d["at"])
+
+
+@dataclass(frozen=True)
 class SnapshotInfo:
-    """What the store knows about a snapshot (`show`): `sources` are its source records, oldest first."""
+    """What the store knows about a snapshot (`show`): `sources` are its source records, oldest first;
+    `attestations` who signed it."""
 
     provenance: Provenance
     first_ingested_at: str
@@ -253,6 +331,7 @@ class SnapshotInfo:
     ingest_count: int
     views: list[dict[str, Any]]
     sources: tuple[SourceEntry, ...] = ()
+    attestations: tuple[SignedBy, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -640,6 +719,7 @@ class Store:
         rev: Optional[str] = None,
         plugin: Optional[str] = None,
         subdir: Optional[str] = None,
+        sign_with: Optional[StrPath] = None,
     ) -> Snapshot:
         """Validates a release as the reference does and stores it.
 
@@ -648,8 +728,11 @@ class Store:
         the repository's objects: at its root, at `subdir`, or where its
         marketplace puts `plugin`. Either way the snapshot keeps a source
         record naming the commit (`Snapshot.ingest.sources`).
+
+        With `sign_with` (a private key file from `generate_key`), the
+        snapshot is signed too: `attestations` lists the attestation.
         """
-        extra = _bounds(bounds) + _git_args(source, git, rev, plugin, subdir)
+        extra = _bounds(bounds) + _git_args(source, git, rev, plugin, subdir) + _sign_args(sign_with)
         if version is None:
             raise TypeError("ingest() needs a version")
         version = _str("version", version)
@@ -709,6 +792,7 @@ class Store:
             out["ingest_count"],
             out["views"],
             tuple(SourceEntry._of(e) for e in out["sources"]),
+            tuple(SignedBy._of(a) for a in out.get("attestations") or ()),
         )
 
     def files(self, digest: str) -> list[FileEntry]:
@@ -799,6 +883,40 @@ class Store:
         out = self._typed("diff", "--", _str("a", a), _str("b", b))
         return [Change(c["change"], c["path"], c) for c in out["changes"]]
 
+    def generate_key(self, path: StrPath) -> GeneratedKey:
+        """Writes a new ed25519 key pair: `path` (the private key, mode 0600) and `path`.pub.
+
+        Neither file may exist. The private key never leaves the file: give
+        its path to `sign`, or as `sign_with`; give the `.pub` file to whoever
+        checks the attestations.
+        """
+        out = self._typed("key", "generate", "--", _path("path", path))
+        return GeneratedKey(Path(out["private_key"]), Path(out["public_key"]), out["keyid"])
+
+    def sign(self, digest: str, key: StrPath) -> SignReport:
+        """Signs a stored snapshot with the private key file `key`; the attestation is kept beside it.
+
+        Raises `Untrusted` (kind `bad-key`) when `key` is no private key, or
+        when others can read it or another user owns it.
+        """
+        out = self._typed("sign", "--key", _path("key", key), "--", _str("digest", digest))
+        return SignReport(out["manifest_digest"], out["keyid"], out["attestation"], out["at"])
+
+    def attestations(self, digest: str, *, trusted_keys: Sequence[StrPath] = ()) -> tuple[Attestation, ...]:
+        """The attestations of a snapshot; with `trusted_keys` (public key files), whether each vouches for it.
+
+        Each one's `verified` is None without `trusted_keys`; with them, it
+        says whether the attestation's signature verifies under one of them
+        and its subject is exactly the snapshot's digest.
+        """
+        if isinstance(trusted_keys, (str, os.PathLike)) or not isinstance(trusted_keys, Sequence):
+            raise TypeError(f"trusted_keys must be a sequence of paths, not {type(trusted_keys).__name__}")
+        args = ["attestations"]
+        for pub in trusted_keys:
+            args += ["--trusted-key", _path("trusted_keys", pub)]
+        out = self._typed(*args, "--", _str("digest", digest))
+        return tuple(Attestation._of(a) for a in out["attestations"])
+
     def stage(
         self,
         arms: Sequence[str],
@@ -811,15 +929,18 @@ class Store:
         gitnexus_rules: Optional[str] = None,
         strict_arms: bool = False,
         bounds: Optional[Bounds] = None,
+        sign_with: Optional[StrPath] = None,
     ) -> Stage:
         """Stages a run: checks the arms, ingests the release, makes its view, lists every arm's mounts.
 
         `gitnexus_rules` is the harness revision whose GitNexus runtime check
         applies with `gitnexus_root`: `"seed"` (the default) or `"upstream"`.
+        With `sign_with` (a private key file), the staged snapshot is signed,
+        as `ingest(..., sign_with=...)` signs it; the key is checked first.
         """
         args = _stage_args(
             arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, gitnexus_rules, strict_arms, bounds
-        )
+        ) + _sign_args(sign_with)
         return Stage._of(self._typed(*args))
 
     def hold_stage(
@@ -834,6 +955,7 @@ class Store:
         gitnexus_rules: Optional[str] = None,
         strict_arms: bool = False,
         bounds: Optional[Bounds] = None,
+        sign_with: Optional[StrPath] = None,
     ) -> HeldStage:
         """`stage` with a view at `dest` that lives until `HeldStage.release` (or the `with` block's end).
 
@@ -842,7 +964,7 @@ class Store:
         """
         args = _stage_args(
             arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, gitnexus_rules, strict_arms, bounds
-        )
+        ) + _sign_args(sign_with)
         try:
             return HeldStage(self._argv(*args, "--hold"))
         except Error as exc:
@@ -880,6 +1002,13 @@ def _stage_args(
     if strict_arms:
         args.append("--strict-arms")
     return args + _bounds(bounds)
+
+
+def _sign_args(sign_with: Optional[StrPath]) -> list[str]:
+    """The CLI flag that signs what an ingest or a stage stores (none for None)."""
+    if sign_with is None:
+        return []
+    return ["--sign-with", _path("sign_with", sign_with)]
 
 
 def _result(stdout: bytes, stderr: bytes, code: int, argv: list[str]) -> dict[str, Any]:
@@ -920,6 +1049,9 @@ _KEYWORDS = {
     "--rev": "rev",
     "--plugin": "plugin",
     "--subdir": "subdir",
+    "--sign-with": "sign_with",
+    "--key": "key",
+    "--trusted-key": "trusted_keys",
     "--max-files": "Bounds(files=...)",
     "--max-file-bytes": "Bounds(file_bytes=...)",
     "--max-total-bytes": "Bounds(total_bytes=...)",

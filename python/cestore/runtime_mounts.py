@@ -17,6 +17,13 @@ classes. Every function reads the constants (`MAX_CE_PLUGIN_*`,
 `HARNESS_ROOT`, `SANDBOX_*`, `CESTORE_STORE`) from its namespace when it is
 called, so a test may monkeypatch them.
 
+When the environment variable `CESTORE_SIGNING_KEY` names a private key
+file (`cestore key generate`), each staged snapshot is also signed with it
+(`stage --sign-with`): its attestation is kept with it in the store. Unset
+or empty, nothing is signed. A key that cannot be used (not a key, or
+readable by others) fails the staging with the harness's `SandboxError`,
+whose cause is the `cestore.Untrusted` naming the file.
+
 The harness names its revision in `bind(..., revision=...)`. The two differ
 only in `trusted_gitnexus_runtime_mounts`: at the seed's revision
 (`"seed"`, the default) it takes no argument and requires the runtime to
@@ -303,6 +310,7 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
         parent = validated_root(destination_parent, label="CE plugin snapshot parent")
         st = store()
         bounds = lowered_bounds()
+        sign_with = _signing_key()
         held = None
         for _ in range(16):
             made = Path(tempfile.mkdtemp(prefix=_SNAPSHOT_PREFIX, dir=parent))
@@ -316,6 +324,7 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
                     plugin_version=config.version,
                     dest=made,
                     bounds=bounds,
+                    sign_with=sign_with,
                 )
                 break
             except _errors.Conflict:
@@ -327,6 +336,9 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
                 if exc.rule is None:
                     raise
                 raise _reference_error(ns, exc, config) from None
+            except _errors.Untrusted as exc:
+                # The signing key: an operator's input the harness reports as it reports the others.
+                raise err(exc.message) from exc
         if held is None:
             raise err(f"could not find a free snapshot name under {parent}")
         staged = held.stage
@@ -394,6 +406,16 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
         fn.__qualname__ = fn.__name__
         ns[fn.__name__] = fn
     ns["CePluginSnapshot"] = CePluginSnapshot
+
+
+#: The environment variable naming the private key that signs each staged snapshot.
+SIGNING_KEY_ENV = "CESTORE_SIGNING_KEY"
+
+
+def _signing_key() -> Optional[Path]:
+    """The private key file `CESTORE_SIGNING_KEY` names, read at each staging; None when unset or empty."""
+    value = os.environ.get(SIGNING_KEY_ENV, "")
+    return Path(value).expanduser().absolute() if value else None
 
 
 def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: CePluginConfig) -> BaseException:
