@@ -2397,3 +2397,48 @@ fn a_pull_under_a_trusted_key_adopts_only_what_that_key_vouches_for() {
         "{why}"
     );
 }
+
+/// Format 1 writes one layer per object, a content and its exec bit: an
+/// index of one layer per manifest, for a release holding the same bytes
+/// executable and not, lists one manifest more than the release has
+/// contents, and pulls whole.
+#[test]
+fn a_format_1_index_of_the_same_bytes_executable_and_not_pulls_whole() {
+    let Some(reg) = registry("format1_exec_twice") else {
+        return;
+    };
+    let a = TestEnv::new();
+    let src = a.path("src");
+    minimal_plugin(&src, "1.0.0");
+    let s = salt();
+    let same = noise(s, 1, 500);
+    write(&src.join("scripts/run.sh"), &same);
+    chmod(&src.join("scripts/run.sh"), 0o755);
+    write(&src.join("skills/ce-plan/run.txt"), &same);
+    let digest = a.ingest_digest(&src, "1.0.0");
+    let target = repo(&reg, "format1-exec-twice");
+    let pushed = cestore::remote::publish::push_snapshot(
+        &a.store,
+        &cestore::remote::publish::PushOptions {
+            digest: &digest,
+            remote: &target,
+            remote_options: cestore::remote::Options {
+                plain_http: true,
+                max_layers: 1,
+                ..cestore::remote::Options::default()
+            },
+            jobs: 4,
+            format: cestore::remote::Format::V1,
+            progress: false,
+        },
+    )
+    .expect("push format 1, one layer per manifest");
+    assert_eq!(
+        pushed.published.media_type,
+        "application/vnd.oci.image.index.v1+json"
+    );
+    let b = TestEnv::new();
+    let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
+    assert_eq!(pulled["provenance"]["manifest_digest"], digest.as_str());
+    checkout_and_verify(&b, &digest);
+}

@@ -192,7 +192,9 @@ impl OciRemote {
         let manifest_bytes = self.fetch_config(&config_id, None)?;
         let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
             .map_err(crate::store::adopt::AdoptError::from)?;
-        let files: BTreeSet<ObjectId> = manifest.entries.iter().map(|e| e.sha256).collect();
+        // Format 1 writes one layer per object: a content and its exec bit.
+        let files: BTreeSet<crate::digest::ObjectKey> =
+            manifest.entries.iter().map(|e| e.key()).collect();
         let mut collector = Collector::new(&manifest);
         let mut distinct = BTreeSet::new();
         for d in listed {
@@ -202,7 +204,7 @@ impl OciRemote {
             }
             if distinct.len() > files.len() {
                 return Err(RemoteError::Protocol(format!(
-                    "the index lists {} distinct manifests for a snapshot of {} distinct contents",
+                    "the index lists {} distinct manifests for a snapshot of {} distinct objects",
                     distinct.len(),
                     files.len()
                 ))
