@@ -64,9 +64,21 @@ pub struct IngestStats {
     /// Why no source record was kept although the source lies in a git
     /// repository: the repository could not be read.
     pub source_unrecorded: Option<String>,
+    /// The attestations kept with this ingest: the one `--sign-with` made,
+    /// or those an adopted snapshot brought.
+    pub attestations: Vec<KeptRef>,
     /// What the catalogue recorded, for taking the ingest back.
     #[serde(skip)]
     pub recorded: RecordedIngest,
+}
+
+/// An attestation an ingest kept, as its report names it.
+#[derive(Debug, serde::Serialize)]
+pub struct KeptRef {
+    /// The attestation's id: the SHA-256 of its envelope.
+    pub id: crate::digest::AttestationId,
+    /// The key id its signature claims.
+    pub keyid: String,
 }
 
 /// The report of `cestore ingest`.
@@ -739,6 +751,14 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
                 .collect(),
             sources: s.sources,
             source_unrecorded: None,
+            attestations: s
+                .attestations
+                .iter()
+                .map(|a| KeptRef {
+                    id: a.id,
+                    keyid: a.keyid.clone(),
+                })
+                .collect(),
             recorded,
         },
     })

@@ -48,6 +48,15 @@ struct IngestStats {
     left_out: Vec<LeftOutOut>,
     sources: Vec<SourceEntryOut>,
     source_unrecorded: Option<String>,
+    attestations: Vec<KeptRefOut>,
+}
+
+/// An attestation an ingest kept.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeptRefOut {
+    id: String,
+    keyid: String,
 }
 
 /// A source record as kept, with when and how (docs/format.md).
