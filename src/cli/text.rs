@@ -123,6 +123,9 @@ impl Report for IngestReport {
             };
             writeln!(w, "repaired {}: it {}; {how}", r.object, r.was)?;
         }
+        for a in &s.attestations {
+            writeln!(w, "attestation {} (key {})", a.id, a.keyid)?;
+        }
         sources(&s.sources, w)
     }
 }
