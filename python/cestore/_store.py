@@ -255,12 +255,17 @@ class GeneratedKey:
 
 @dataclass(frozen=True)
 class SignReport:
-    """An attestation `sign` made: the snapshot it vouches for, the key that signed, its id and time."""
+    """An attestation `sign` made: the snapshot it vouches for, the key that signed, its id and time.
+
+    `new` is false when the key had signed the snapshot already: the
+    attestation it had is the one named.
+    """
 
     manifest_digest: str
     keyid: str
     attestation: str
     at: str
+    new: bool = True
 
 
 @dataclass(frozen=True)
@@ -900,7 +905,7 @@ class Store:
         when others can read it or another user owns it.
         """
         out = self._typed("sign", "--key", _path("key", key), "--", _str("digest", digest))
-        return SignReport(out["manifest_digest"], out["keyid"], out["attestation"], out["at"])
+        return SignReport(out["manifest_digest"], out["keyid"], out["attestation"], out["at"], out["new"])
 
     def attestations(self, digest: str, *, trusted_keys: Sequence[StrPath] = ()) -> tuple[Attestation, ...]:
         """The attestations of a snapshot; with `trusted_keys` (public key files), whether each vouches for it.

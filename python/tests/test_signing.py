@@ -158,8 +158,8 @@ def test_ingest_and_stage_sign_with(tmp_path: Path, key: cestore.GeneratedKey) -
         ["ce_review"], plugin_dir=tmp_path / "a", plugin_version="1.2.3", dest=tmp_path / "v", sign_with=key.private_key
     ) as held:
         assert held.provenance is not None and held.provenance.manifest_digest == snap.manifest_digest
-    found = verify_all(store, snap.manifest_digest, key.public_key)
-    assert len(found) == 3 and first in found
+    # The key had signed the snapshot: each stage keeps the one attestation.
+    assert verify_all(store, snap.manifest_digest, key.public_key) == (first,)
 
 
 def test_a_private_key_others_can_read_is_refused_naming_the_file(tmp_path: Path, key: cestore.GeneratedKey) -> None:
@@ -238,7 +238,7 @@ def test_the_drop_in_signs_each_staged_snapshot_with_cestore_signing_key(
 
     harness = bound_harness(tmp_path / "harness", "seed")
     assert stage_with_drop_in(harness, source, tmp_path / "runs3") == digest
-    assert len(verify_all(store, digest, key.public_key)) == 2
+    assert verify_all(store, digest, key.public_key) == (att,)
 
 
 def test_the_drop_in_fails_staging_on_a_bad_key_with_the_harness_error(
@@ -263,3 +263,15 @@ def test_the_drop_in_fails_staging_on_a_bad_key_with_the_harness_error(
         assert list(parent.iterdir()) == []
     # The key is checked before anything is stored.
     assert not store_dir.exists() or store.run("list")["snapshots"] == []
+
+
+def test_signing_again_with_the_same_key_keeps_the_one_attestation(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    key = store.generate_key(tmp_path / "k")
+    release = write_release(tmp_path / "rel")
+    snap = store.ingest(release, "1.2.3", sign_with=key.private_key)
+    first = store.attestations(snap.manifest_digest)
+    again = store.sign(snap.manifest_digest, key.private_key)
+    assert not again.new and again.attestation == first[0].id
+    store.ingest(release, "1.2.3", sign_with=key.private_key)
+    assert [a.id for a in store.attestations(snap.manifest_digest)] == [first[0].id]

@@ -229,9 +229,10 @@ impl Report for crate::cmd::key::GeneratedKey {
 
 impl Report for crate::cmd::sign::SignReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        let how = if self.new { "signed" } else { "already signed" };
         writeln!(
             w,
-            "signed {} with key {}: attestation {} ({})",
+            "{how} {} with key {}: attestation {} ({})",
             self.manifest_digest, self.keyid, self.attestation, self.at
         )
     }

@@ -428,7 +428,16 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         }
     }
     drifted.sort_by_key(|d| d.key);
-    let attestations = match opts.sign_with {
+    // A snapshot this key has signed already is not signed again: each warm
+    // stage of a sweep would add one more attestation saying the same.
+    let signed = match opts.sign_with {
+        Some(key) => {
+            let held = store.catalogue().attestations(&manifest.digest)?;
+            super::signed::signed_by(&held, key, &manifest.digest).is_some()
+        }
+        None => false,
+    };
+    let attestations = match opts.sign_with.filter(|_| !signed) {
         Some(key) => vec![super::signed::attestation(
             key,
             policy::PLUGIN_NAME,

@@ -30,6 +30,9 @@ pub struct SignReport {
     pub attestation: AttestationId,
     /// When it was made.
     pub at: String,
+    /// Whether it was made now: false when the key had signed the snapshot
+    /// already.
+    pub new: bool,
 }
 
 /// The attestation of a snapshot that `key` signs now: its statement names
@@ -72,12 +75,36 @@ pub fn attestation(
     })
 }
 
+/// The attestation among `kept` that already vouches for `digest` under
+/// `key`: signing again would add nothing a verifier needs.
+pub fn signed_by<'a>(
+    kept: &'a [KeptAttestation],
+    key: &PrivateKey,
+    digest: &ManifestDigest,
+) -> Option<&'a KeptAttestation> {
+    let public = std::slice::from_ref(key.public());
+    kept.iter()
+        .find(|a| vouched_by(envelope_bytes(a), public, digest).is_ok())
+}
+
 /// Signs a recorded snapshot with the private key at `key_file`, and keeps
-/// the attestation beside it. The key is checked before the store is opened.
+/// the attestation beside it; a snapshot this key has signed already keeps
+/// the attestation it has (`new` is false). The key is checked before the
+/// store is opened.
 pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result<SignReport> {
     let key = PrivateKey::load(key_file)?;
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
+    let held = store.catalogue().attestations(&digest)?;
+    if let Some(a) = signed_by(&held, &key, &digest) {
+        return Ok(SignReport {
+            manifest_digest: digest,
+            keyid: key.public().id(),
+            attestation: a.id,
+            at: a.at.clone(),
+            new: false,
+        });
+    }
     let row = store.catalogue().snapshot(&digest)?;
     let sources = store.catalogue().sources(&digest)?;
     let newest = sources.last().map(|k| &k.entry.record);
@@ -95,6 +122,7 @@ pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result
         keyid: key.public().id(),
         attestation: kept.id,
         at: kept.at,
+        new: true,
     })
 }
 
