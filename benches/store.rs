@@ -177,6 +177,7 @@ fn ingest(store: &Path, source: &Path) -> IngestReport {
         git: None,
         version: VERSION,
         bounds: cestore::policy::Bounds::REFERENCE,
+        sign_with: None,
     };
     let source = open_source(&opts).expect("source");
     ingest_into(&mut open(store, true), &source, &opts).expect("ingest")
@@ -292,6 +293,7 @@ fn bench_store(c: &mut Criterion) {
             let opts = VerifyOptions {
                 digests: &[],
                 repair_from: None,
+                trusted: &[],
                 progress: false,
             };
             b.iter(|| verify_store(&open(&f.store, false), &opts).expect("verify"))

@@ -68,6 +68,12 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             let query = cmd::list::FindQuery::try_from(a)?;
             emit(cli.json, out, &cmd::list::find(&root, &query)?)
         }
+        Command::Verify(a) if a.trust.given() && (a.tree.is_some() || a.source.is_some()) => {
+            Err(Error::Usage(
+                "verify --trusted-key checks the store's attestations; not with --tree or --source"
+                    .into(),
+            ))
+        }
         Command::Verify(a) => match (a.source_check()?, a.tree_audit()?) {
             (Some((repo, digest)), _) => emit(
                 cli.json,
@@ -79,11 +85,14 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
                 out,
                 &cmd::verify::verify_tree(&root, dir, digest)?,
             ),
-            (None, None) => emit(
-                cli.json,
-                out,
-                &cmd::verify::verify(&root, &a.options(progress))?,
-            ),
+            (None, None) => {
+                let keys = a.trust.keys()?;
+                emit(
+                    cli.json,
+                    out,
+                    &cmd::verify::verify(&root, &a.options(&keys, progress))?,
+                )
+            }
         },
         Command::Audit(a) => audit(cli.json, &root, a, progress, out),
         Command::Diff(a) => emit(cli.json, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
@@ -116,7 +125,11 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Sign(a) => emit(cli.json, out, &cmd::sign::sign(&root, &a.digest, &a.key)?),
         Command::Attestations(a) => {
             let keys = a.trust.keys()?;
-            emit(cli.json, out, &cmd::sign::attestations(&root, &a.digest, &keys)?)
+            emit(
+                cli.json,
+                out,
+                &cmd::sign::attestations(&root, &a.digest, &keys)?,
+            )
         }
         Command::ExitCodes => emit(cli.json, out, &cmd::exit_codes::exit_codes()),
         Command::Help(a) => emit(cli.json, out, &help(&a.command)?),
@@ -141,7 +154,8 @@ fn audit(
         .iter()
         .map(|f| cmd::audit::Source::from_arg(f))
         .collect();
-    let report = cmd::audit::audit(root, &a.options(&sources, progress))?;
+    let keys = a.trust.keys()?;
+    let report = cmd::audit::audit(root, &a.options(&sources, &keys, progress))?;
     let style = if a.markdown {
         text::Style::Markdown
     } else {

@@ -167,6 +167,10 @@ impl Report for ShowReport {
                 source::record_line(&e.record)
             )?;
         }
+        writeln!(w, "signed by:               {}", self.attestations.len())?;
+        for a in &self.attestations {
+            writeln!(w, "  key {} at {} (attestation {})", a.keyid, a.at, a.id)?;
+        }
         if let Some(files) = &self.files {
             writeln!(w, "files:")?;
             for f in files {
@@ -237,14 +241,26 @@ impl Report for crate::cmd::sign::SignReport {
 impl Report for crate::cmd::sign::AttestationsReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         if self.attestations.is_empty() {
-            return writeln!(w, "{}: no attestation (`cestore sign` makes one)", self.manifest_digest);
+            return writeln!(
+                w,
+                "{}: no attestation (`cestore sign` makes one)",
+                self.manifest_digest
+            );
         }
-        writeln!(w, "{}: {} attestation(s)", self.manifest_digest, self.attestations.len())?;
+        writeln!(
+            w,
+            "{}: {} attestation(s)",
+            self.manifest_digest,
+            self.attestations.len()
+        )?;
         for a in &self.attestations {
             let verdict = match &a.verified {
                 None => String::new(),
                 Some(v) if v.ok => "; vouches for it under a trusted key".to_string(),
-                Some(v) => format!("; does not vouch for it: {}", v.why.as_deref().unwrap_or("")),
+                Some(v) => format!(
+                    "; does not vouch for it: {}",
+                    v.why.as_deref().unwrap_or("")
+                ),
             };
             writeln!(
                 w,
@@ -541,9 +557,16 @@ impl Report for VerifyReport {
             0 => "no problems".to_string(),
             n => counted(n, "problem", "problems"),
         };
+        let attestations = match (self.attestations_checked, self.attestations_verified) {
+            (Some(n), Some(ok)) => format!(
+                ", {} ({ok} signed by a key trusted)",
+                counted(n, "attestation", "attestations")
+            ),
+            _ => String::new(),
+        };
         writeln!(
             w,
-            "verified {}, {} ({} re-hashed): {damaged}",
+            "verified {}, {} ({} re-hashed){attestations}: {damaged}",
             counted(self.snapshots_checked, "snapshot", "snapshots"),
             counted(self.objects_checked, "object", "objects"),
             counted(self.bytes_hashed, "byte", "bytes"),

@@ -2,6 +2,6 @@
 //! ([`crate::store::signed`]).
 
 pub use crate::store::signed::{
-    list_attestations as attestations, sign_snapshot as sign, AttestationInfo,
-    AttestationsReport, SignReport, Verified,
+    list_attestations as attestations, sign_snapshot as sign, AttestationInfo, AttestationsReport,
+    SignReport, Verified,
 };

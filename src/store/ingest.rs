@@ -16,8 +16,8 @@ use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
-use crate::source::git::PluginDir;
 use crate::sign::PrivateKey;
+use crate::source::git::PluginDir;
 use crate::source::{work_tree_record, GitRequest, Source, SourceEntry, Via, WalkError, Walked};
 
 /// What to ingest.

@@ -10,8 +10,11 @@
 //! that key signed it and its statement's one subject is the snapshot's
 //! digest.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::beside::Found;
+use super::verify::{Problem, Severity, VerifyReport};
 use super::{LockMode, Store};
 use crate::catalogue::{resolve, KeptAttestation};
 use crate::digest::{AttestationId, KeyId, ManifestDigest};
@@ -65,7 +68,11 @@ pub fn attestation(
         keyid.to_hex(),
         crate::clock::now(),
     )
-    .ok_or_else(|| Error::Integrity(format!("could not keep the attestation of {digest}: it is not one JSON line")))
+    .ok_or_else(|| {
+        Error::Integrity(format!(
+            "could not keep the attestation of {digest}: it is not one JSON line"
+        ))
+    })
 }
 
 /// Signs a recorded snapshot with the private key at `key_file`, and keeps
@@ -156,7 +163,7 @@ pub fn signature(
     trusted: &[PublicKey],
     digest: &ManifestDigest,
 ) -> Signature {
-    let envelopes = attestations.iter().map(|a| envelope_bytes(a));
+    let envelopes = attestations.iter().map(envelope_bytes);
     match require_trusted(envelopes, trusted, digest) {
         Ok(keyid) => Signature::Signed { keyid },
         Err(Error::Untrusted { why, .. }) => Signature::Unsigned { why },
@@ -230,7 +237,11 @@ pub fn list_attestations(
 }
 
 /// What one stored attestation says, read without trusting it.
-fn describe(kept: &KeptAttestation, trusted: &[PublicKey], digest: &ManifestDigest) -> AttestationInfo {
+fn describe(
+    kept: &KeptAttestation,
+    trusted: &[PublicKey],
+    digest: &ManifestDigest,
+) -> AttestationInfo {
     let bytes = envelope_bytes(kept);
     let envelope: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let statement: Option<Statement> = serde_json::from_value::<sign::Envelope>(envelope.clone())
@@ -263,4 +274,72 @@ fn describe(kept: &KeptAttestation, trusted: &[PublicKey], digest: &ManifestDige
         verified,
         envelope,
     }
+}
+
+/// Checks every attestation kept of `digest` under the keys `trusted`, as
+/// `verify --trusted-key` does: each file beside the snapshot must hash to
+/// its name (`damaged-attestation` when not) and vouch for the snapshot
+/// under a key trusted (`untrusted-attestation` when not: no trusted key
+/// signed it, its signature no longer verifies, or its subject is another
+/// digest). A recorded attestation whose file is gone is checked from the
+/// catalogue's copy. Counts each in the report.
+pub fn check_attestations(
+    store: &Store,
+    digest: &ManifestDigest,
+    trusted: &[PublicKey],
+    report: &mut VerifyReport,
+) -> Result<()> {
+    let dir = store.beside_dir(crate::store::beside::Kind::Attestations, digest);
+    let mut on_disk = BTreeSet::new();
+    let mut found = Vec::new();
+    for file in store.read_beside::<KeptAttestation>(digest)? {
+        match file {
+            Found::Sound(kept) => {
+                on_disk.insert(kept.id);
+                let path = dir.join(format!("{}.json", kept.id));
+                found.push((path, Ok(*kept)));
+            }
+            Found::Damaged(path, why) => {
+                if let Some(id) = path
+                    .file_stem()
+                    .and_then(|s| AttestationId::from_lower_hex(&s.to_string_lossy()))
+                {
+                    on_disk.insert(id);
+                }
+                found.push((path, Err(why)));
+            }
+        }
+    }
+    for kept in store.catalogue().attestations(digest)? {
+        if !on_disk.contains(&kept.id) {
+            found.push((dir.join(format!("{}.json", kept.id)), Ok(kept)));
+        }
+    }
+    for (path, file) in found {
+        *report.attestations_checked.get_or_insert(0) += 1;
+        let (kind, detail) = match file {
+            Err(why) => (
+                "damaged-attestation",
+                format!(
+                    "{why}: it is not the attestation signed; remove it and `cestore recover` writes the recorded one again"
+                ),
+            ),
+            Ok(kept) => match vouched_by(envelope_bytes(&kept), trusted, digest) {
+                Ok(_) => {
+                    *report.attestations_verified.get_or_insert(0) += 1;
+                    continue;
+                }
+                Err(d) => ("untrusted-attestation", format!("it does not vouch for its snapshot: {d}")),
+            },
+        };
+        report.problems.push(Problem {
+            kind,
+            severity: Severity::Corruption,
+            path: path.to_string_lossy().into_owned(),
+            detail,
+            snapshots: vec![*digest],
+            views: Vec::new(),
+        });
+    }
+    Ok(())
 }
