@@ -139,8 +139,8 @@ fn notes(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
     if d.status == crate::audit::Status::NoCleanSource {
         out.push("no source record is clean and names a commit".into());
     }
-    if let Some(Signature::Unsigned { why }) = d.signature {
-        out.push(format!("unsigned: {why}"));
+    if let (Some(Signature::Unsigned { why }), Some(_)) = (d.signature, d.version) {
+        out.push(format!("signature: {why}"));
     }
     out
 }
