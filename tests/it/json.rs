@@ -1252,7 +1252,7 @@ fn audit_fits_the_documented_schema() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let audit: AuditOut = one_object(&out, "audit --trusted-key");
-    assert_eq!(audit.trusted_keys, [keyid.clone()]);
+    assert_eq!(audit.trusted_keys, std::slice::from_ref(&keyid));
     for x in &audit.digests {
         match &x.signature {
             Some(SignatureOut::Signed { keyid: k }) => {
