@@ -343,3 +343,61 @@ pub fn check_attestations(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Entry, Manifest};
+    use crate::store::testutil::record;
+
+    fn key(dir: &Path, name: &str) -> PrivateKey {
+        sign::generate(&dir.join(name)).unwrap();
+        PrivateKey::load(&dir.join(name)).unwrap()
+    }
+
+    #[test]
+    fn only_a_trusted_key_over_exactly_the_digest_signs_a_snapshot() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let (a, b) = (key(tmp.path(), "a"), key(tmp.path(), "b"));
+        let one = Manifest::new(vec![Entry::of("a.md", b"a\n", false)]);
+        let two = Manifest::new(vec![Entry::of("b.md", b"b\n", false)]);
+        record(&mut store, &one);
+        record(&mut store, &two);
+        let by_a = attestation(&a, "p", "1.0.0", one.digest, None, "t").unwrap();
+        crate::store::attest::attach(&mut store, &one.digest, std::slice::from_ref(&by_a)).unwrap();
+        let kept = store.catalogue().attestations(&one.digest).unwrap();
+        let (pa, pb) = (a.public().clone(), b.public().clone());
+        assert_eq!(
+            signature(&kept, &[pb.clone(), pa.clone()], &one.digest),
+            Signature::Signed { keyid: pa.id() }
+        );
+        assert!(matches!(
+            signature(&kept, std::slice::from_ref(&pb), &one.digest),
+            Signature::Unsigned { .. }
+        ));
+        assert!(matches!(
+            signature(&[], std::slice::from_ref(&pa), &one.digest),
+            Signature::Unsigned { .. }
+        ));
+
+        // A's attestation of one, kept beside two: checked, not verified.
+        crate::store::attest::attach(&mut store, &two.digest, std::slice::from_ref(&by_a)).unwrap();
+        let mut report = VerifyReport::default();
+        for d in [one.digest, two.digest] {
+            check_attestations(&store, &d, std::slice::from_ref(&pa), &mut report).unwrap();
+        }
+        assert_eq!(report.attestations_checked, Some(2));
+        assert_eq!(report.attestations_verified, Some(1));
+        let [problem] = &report.problems[..] else {
+            panic!("{:?}", report.problems)
+        };
+        assert_eq!(problem.kind, "untrusted-attestation");
+        assert_eq!(problem.snapshots, [two.digest]);
+        assert!(
+            problem.path.ends_with(&format!("{}.json", by_a.id)),
+            "{problem:?}"
+        );
+        assert!(problem.detail.contains("its subject is"), "{problem:?}");
+    }
+}

@@ -272,6 +272,29 @@ fn audit_names_the_key_that_signed_each_digest_and_fails_the_unsigned() {
     );
     assert_eq!(entry(&v, &r.unsigned)["status"], "unsigned", "{v}");
 
+    // The same keys from one file, with a comment between them.
+    let list = env.path("trusted-keys");
+    write(
+        &list,
+        format!(
+            "# staging\n{}# maintainers\n{}",
+            fs::read_to_string(&r.a.public).unwrap(),
+            fs::read_to_string(&r.b.public).unwrap()
+        ),
+    );
+    let from_file = parse_json(&audit(
+        env,
+        &file,
+        &[
+            OsStr::new("--trusted-keys"),
+            list.as_os_str(),
+            OsStr::new("--json"),
+        ],
+        1,
+    ));
+    assert_eq!(from_file["digests"], v["digests"], "{from_file}");
+    assert_eq!(from_file["trusted_keys"], v["trusted_keys"], "{from_file}");
+
     // Markdown says the same.
     let mut args = both.clone();
     args.push(OsStr::new("--markdown"));
