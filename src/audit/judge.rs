@@ -1,6 +1,9 @@
 //! Judging: each digest the scan tallied looked up in the store (and with
 //! `--verify` re-hashed), and its rows' claims set against what the store
-//! holds.
+//! holds. With keys trusted, each digest is also asked for an attestation
+//! that vouches for it ([`crate::store::signed::signature`]): a signature
+//! speaks for bytes, so `unsigned` comes after every status about the bytes
+//! and their source.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
