@@ -293,6 +293,7 @@ fn bench_store(c: &mut Criterion) {
             let opts = VerifyOptions {
                 digests: &[],
                 repair_from: None,
+                trusted: &[],
                 progress: false,
             };
             b.iter(|| verify_store(&open(&f.store, false), &opts).expect("verify"))

@@ -1,13 +1,18 @@
 //! Judging: each digest the scan tallied looked up in the store (and with
 //! `--verify` re-hashed), and its rows' claims set against what the store
-//! holds.
+//! holds. With keys trusted, each digest is also asked for an attestation
+//! that vouches for it ([`crate::store::signed::signature`]): a signature
+//! speaks for bytes, so `unsigned` comes after every status about the bytes
+//! and their source.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use crate::digest::ManifestDigest;
+use crate::digest::{KeyId, ManifestDigest};
 use crate::error::Result;
+use crate::sign::PublicKey;
 use crate::store::provenance::{check_source, CheckStatus, SourceCheck};
 use crate::store::query::SourceSummary;
+use crate::store::signed::{signature, Signature};
 use crate::store::verify::{verify_store, Severity, VerifyOptions};
 use crate::store::Store;
 
@@ -34,6 +39,9 @@ pub enum Status {
     /// `--require-clean-source`: no source record of it is clean and names
     /// a commit.
     NoCleanSource,
+    /// `--trusted-key`: no stored attestation vouches for it under a key
+    /// trusted.
+    Unsigned,
 }
 
 impl Status {
@@ -47,6 +55,7 @@ impl Status {
             Status::Pulled => "pulled",
             Status::SourceMismatch => "source-mismatch",
             Status::NoCleanSource => "no-clean-source",
+            Status::Unsigned => "unsigned",
         }
     }
 
@@ -115,6 +124,10 @@ pub struct DigestAudit<'a> {
     /// With `--source-repo`, what re-deriving it from its recorded commit
     /// found; null otherwise, and for a digest not in the store.
     pub source_check: Option<&'a SourceCheck>,
+    /// With `--trusted-key`, whether an attestation vouches for it under a
+    /// key trusted (`unsigned` for a digest not in the store); null
+    /// otherwise.
+    pub signature: Option<&'a Signature>,
 }
 
 /// What the store knows of a held digest's source.
@@ -139,6 +152,8 @@ pub struct Digests {
     pull_errors: BTreeMap<ManifestDigest, String>,
     sources: HashMap<ManifestDigest, DigestSource>,
     require_clean_source: bool,
+    /// With `--trusted-key`, each digest's signature (every digest has one).
+    signatures: Option<HashMap<ManifestDigest, Signature>>,
 }
 
 impl Digests {
@@ -173,6 +188,12 @@ impl Digests {
             Status::SourceMismatch
         } else if self.require_clean_source && !source.is_some_and(|s| s.clean) {
             Status::NoCleanSource
+        } else if self
+            .signatures
+            .as_ref()
+            .is_some_and(|s| !matches!(s.get(&t.digest), Some(Signature::Signed { .. })))
+        {
+            Status::Unsigned
         } else if t.pulled {
             Status::Pulled
         } else {
@@ -197,6 +218,7 @@ impl Digests {
             pull_error: self.pull_errors.get(&t.digest).map(String::as_str),
             source: self.sources.get(&t.digest).and_then(|s| s.newest.as_ref()),
             source_check: self.sources.get(&t.digest).and_then(|s| s.check.as_ref()),
+            signature: self.signatures.as_ref().and_then(|s| s.get(&t.digest)),
         }
     }
 }
@@ -236,6 +258,9 @@ pub struct AuditReport {
     /// The clone digests were re-derived in (`--source-repo`), absolute; or
     /// null.
     pub source_repo: Option<String>,
+    /// The ids of the keys trusted (`--trusted-key`, `--trusted-keys`);
+    /// when any is given, a digest no attestation vouches for fails.
+    pub trusted_keys: Vec<KeyId>,
     /// Whether everything passed.
     pub passed: bool,
     /// The one-line verdict.
@@ -250,6 +275,9 @@ pub struct JudgeOptions<'a> {
     pub require_clean_source: bool,
     /// A local clone to re-derive each digest from its recorded commit in.
     pub source_repo: Option<&'a std::path::Path>,
+    /// The keys trusted; when any is given, each digest must be signed by
+    /// one of them.
+    pub trusted: &'a [PublicKey],
     /// Whether a progress line may be drawn.
     pub progress: bool,
     /// The registry pulled from, if any.
@@ -308,6 +336,9 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         }
         t.pulled = opts.pulled.contains(&t.digest);
     }
+    let signatures = (!opts.trusted.is_empty())
+        .then(|| signatures(store, &tallies, &stored, opts.trusted))
+        .transpose()?;
     drop(stored);
     let damaged = if opts.verify && !held.is_empty() {
         damaged_objects(store, &held, opts.progress)?
@@ -335,6 +366,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         pull_errors: opts.pull_errors.clone(),
         sources,
         require_clean_source: opts.require_clean_source,
+        signatures,
     };
     let malformed_count = inputs.iter().map(|i| i.malformed_count).sum();
     let rows = inputs.iter().map(|i| i.rows).sum();
@@ -366,6 +398,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         registry: opts.registry.map(str::to_string),
         require_clean_source: opts.require_clean_source,
         source_repo: source_repo.map(|r| r.display().to_string()),
+        trusted_keys: opts.trusted.iter().map(PublicKey::id).collect(),
         passed,
         verdict,
     })
@@ -392,6 +425,33 @@ fn digest_source(
     })
 }
 
+/// Whether each digest of `tallies` is signed under a key of `trusted`: an
+/// attestation the store keeps of it vouches for exactly its digest. A
+/// digest the store does not hold is unsigned.
+fn signatures(
+    store: &Store,
+    tallies: &[Tally],
+    stored: &HashMap<ManifestDigest, String>,
+    trusted: &[PublicKey],
+) -> Result<HashMap<ManifestDigest, Signature>> {
+    let mut out = HashMap::with_capacity(tallies.len());
+    for t in tallies {
+        let sig = if stored.contains_key(&t.digest) {
+            signature(
+                &store.catalogue().attestations(&t.digest)?,
+                trusted,
+                &t.digest,
+            )
+        } else {
+            Signature::Unsigned {
+                why: "it is not in the store".into(),
+            }
+        };
+        out.insert(t.digest, sig);
+    }
+    Ok(out)
+}
+
 /// Re-hashes the snapshots the store holds of `held` and gathers, by
 /// snapshot, what corruption `verify` finds.
 fn damaged_objects(
@@ -405,6 +465,7 @@ fn damaged_objects(
         &VerifyOptions {
             digests: &hexes,
             repair_from: None,
+            trusted: &[],
             progress,
         },
     )?;

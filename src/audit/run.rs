@@ -23,6 +23,9 @@ pub struct AuditOptions<'a> {
     pub require_clean_source: bool,
     /// A local clone to re-derive each digest from its recorded commit in.
     pub source_repo: Option<&'a Path>,
+    /// The keys trusted: with any, a digest no attestation vouches for
+    /// under one of them fails (`unsigned`).
+    pub trusted: &'a [crate::sign::PublicKey],
     /// `REGISTRY/REPOSITORY` to pull unknown digests from.
     pub registry: Option<&'a str>,
     /// How to reach the registry.
@@ -55,6 +58,7 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> 
             verify: opts.verify,
             require_clean_source: opts.require_clean_source,
             source_repo: opts.source_repo,
+            trusted: opts.trusted,
             progress: opts.progress,
             registry: opts.registry,
             pulled: &pulled,

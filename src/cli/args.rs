@@ -516,6 +516,10 @@ pub struct VerifyArgs {
     /// names, read from this local clone, and compare the digests.
     #[arg(long, value_name = "REPO", conflicts_with_all = ["tree", "repair_from"])]
     pub(super) source: Option<PathBuf>,
+    /// Also check every stored attestation of the snapshots: signed by one
+    /// of these keys, about its own snapshot's digest.
+    #[command(flatten)]
+    pub(super) trust: TrustArgs,
 }
 
 impl VerifyArgs {
@@ -548,10 +552,15 @@ impl VerifyArgs {
     }
 
     /// The options of a store verification, drawing progress when asked.
-    pub(super) fn options(&self, progress: bool) -> cmd::verify::VerifyOptions<'_> {
+    pub(super) fn options<'a>(
+        &'a self,
+        trusted: &'a [crate::sign::PublicKey],
+        progress: bool,
+    ) -> cmd::verify::VerifyOptions<'a> {
         cmd::verify::VerifyOptions {
             digests: &self.digests,
             repair_from: self.repair_from.as_deref(),
+            trusted,
             progress,
         }
     }
@@ -604,6 +613,10 @@ pub struct AuditArgs {
     /// names, read from this local clone, and fail those that differ.
     #[arg(long, value_name = "REPO")]
     pub(super) source_repo: Option<PathBuf>,
+    /// With a key given, fail every digest that no stored attestation
+    /// signed by one of the keys vouches for.
+    #[command(flatten)]
+    pub(super) trust: TrustArgs,
 }
 
 impl AuditArgs {
@@ -611,6 +624,7 @@ impl AuditArgs {
     pub(super) fn options<'a>(
         &'a self,
         sources: &'a [cmd::audit::Source],
+        trusted: &'a [crate::sign::PublicKey],
         progress: bool,
     ) -> cmd::audit::AuditOptions<'a> {
         cmd::audit::AuditOptions {
@@ -623,6 +637,7 @@ impl AuditArgs {
             verify: self.verify,
             require_clean_source: self.require_clean_source,
             source_repo: self.source_repo.as_deref(),
+            trusted,
             registry: self.registry.as_deref(),
             remote_options: crate::remote::Options {
                 plain_http: self.plain_http,
@@ -664,6 +679,11 @@ impl TrustArgs {
             &self.trusted_key,
             &self.trusted_keys,
         )?)
+    }
+
+    /// Whether any key is given.
+    pub(super) fn given(&self) -> bool {
+        !self.trusted_key.is_empty() || !self.trusted_keys.is_empty()
     }
 }
 

@@ -68,6 +68,12 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             let query = cmd::list::FindQuery::try_from(a)?;
             emit(cli.json, out, &cmd::list::find(&root, &query)?)
         }
+        Command::Verify(a) if a.trust.given() && (a.tree.is_some() || a.source.is_some()) => {
+            Err(Error::Usage(
+                "verify --trusted-key checks the store's attestations; not with --tree or --source"
+                    .into(),
+            ))
+        }
         Command::Verify(a) => match (a.source_check()?, a.tree_audit()?) {
             (Some((repo, digest)), _) => emit(
                 cli.json,
@@ -79,11 +85,14 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
                 out,
                 &cmd::verify::verify_tree(&root, dir, digest)?,
             ),
-            (None, None) => emit(
-                cli.json,
-                out,
-                &cmd::verify::verify(&root, &a.options(progress))?,
-            ),
+            (None, None) => {
+                let keys = a.trust.keys()?;
+                emit(
+                    cli.json,
+                    out,
+                    &cmd::verify::verify(&root, &a.options(&keys, progress))?,
+                )
+            }
         },
         Command::Audit(a) => audit(cli.json, &root, a, progress, out),
         Command::Diff(a) => emit(cli.json, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
@@ -155,7 +164,8 @@ fn audit(
         .iter()
         .map(|f| cmd::audit::Source::from_arg(f))
         .collect();
-    let report = cmd::audit::audit(root, &a.options(&sources, progress))?;
+    let keys = a.trust.keys()?;
+    let report = cmd::audit::audit(root, &a.options(&sources, &keys, progress))?;
     let style = if a.markdown {
         text::Style::Markdown
     } else {

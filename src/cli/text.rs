@@ -170,6 +170,10 @@ impl Report for ShowReport {
                 source::record_line(&e.record)
             )?;
         }
+        writeln!(w, "signed by:               {}", self.attestations.len())?;
+        for a in &self.attestations {
+            writeln!(w, "  key {} at {} (attestation {})", a.keyid, a.at, a.id)?;
+        }
         if let Some(files) = &self.files {
             writeln!(w, "files:")?;
             for f in files {
@@ -557,9 +561,16 @@ impl Report for VerifyReport {
             0 => "no problems".to_string(),
             n => counted(n, "problem", "problems"),
         };
+        let attestations = match (self.attestations_checked, self.attestations_verified) {
+            (Some(n), Some(ok)) => format!(
+                ", {} ({ok} signed by a key trusted)",
+                counted(n, "attestation", "attestations")
+            ),
+            _ => String::new(),
+        };
         writeln!(
             w,
-            "verified {}, {} ({} re-hashed): {damaged}",
+            "verified {}, {} ({} re-hashed){attestations}: {damaged}",
             counted(self.snapshots_checked, "snapshot", "snapshots"),
             counted(self.objects_checked, "object", "objects"),
             counted(self.bytes_hashed, "byte", "bytes"),

@@ -290,9 +290,23 @@ pub struct ShowReport {
     /// Its source records, oldest first: where its bytes came from, as each
     /// ingest (or the registry or bundle it came through) found it.
     pub sources: Vec<SourceEntry>,
+    /// Its attestations, oldest first: who signed it and when (the key ids
+    /// they claim; `cestore attestations --trusted-key` checks them).
+    pub attestations: Vec<ShownAttestation>,
     /// The files in manifest order, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<Entry>>,
+}
+
+/// One attestation of a snapshot, in brief.
+#[derive(Debug, serde::Serialize)]
+pub struct ShownAttestation {
+    /// Its id: the SHA-256 of its envelope.
+    pub id: crate::digest::AttestationId,
+    /// The id of the key that signed it, as the envelope claims.
+    pub keyid: String,
+    /// When it was made or received.
+    pub at: String,
 }
 
 /// A recorded view, and whether it is still on disk.
@@ -344,6 +358,15 @@ pub fn show(store_root: &Path, opts: &ShowOptions<'_>) -> Result<ShowReport> {
             .map(ShownView::of)
             .collect(),
         sources: cat.sources(&digest)?.into_iter().map(|k| k.entry).collect(),
+        attestations: cat
+            .attestations(&digest)?
+            .into_iter()
+            .map(|k| ShownAttestation {
+                id: k.id,
+                keyid: k.keyid,
+                at: k.at,
+            })
+            .collect(),
         files: if opts.files {
             Some(cat.files(&digest)?)
         } else {

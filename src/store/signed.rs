@@ -10,8 +10,11 @@
 //! that key signed it and its statement's one subject is the snapshot's
 //! digest.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::beside::Found;
+use super::verify::{Problem, Severity, VerifyReport};
 use super::{LockMode, Store};
 use crate::catalogue::{resolve, KeptAttestation};
 use crate::digest::{AttestationId, KeyId, ManifestDigest};
@@ -339,5 +342,131 @@ fn describe(
             .and_then(|s| s.builder().map(str::to_string)),
         verified,
         envelope,
+    }
+}
+
+/// Checks every attestation kept of `digest` under the keys `trusted`, as
+/// `verify --trusted-key` does: each file beside the snapshot must hash to
+/// its name (`damaged-attestation` when not) and vouch for the snapshot
+/// under a key trusted (`untrusted-attestation` when not: no trusted key
+/// signed it, its signature no longer verifies, or its subject is another
+/// digest). A recorded attestation whose file is gone is checked from the
+/// catalogue's copy. Counts each in the report.
+pub fn check_attestations(
+    store: &Store,
+    digest: &ManifestDigest,
+    trusted: &[PublicKey],
+    report: &mut VerifyReport,
+) -> Result<()> {
+    let dir = store.beside_dir(crate::store::beside::Kind::Attestations, digest);
+    let mut on_disk = BTreeSet::new();
+    let mut found = Vec::new();
+    for file in store.read_beside::<KeptAttestation>(digest)? {
+        match file {
+            Found::Sound(kept) => {
+                on_disk.insert(kept.id);
+                let path = dir.join(format!("{}.json", kept.id));
+                found.push((path, Ok(*kept)));
+            }
+            Found::Damaged(path, why) => {
+                if let Some(id) = path
+                    .file_stem()
+                    .and_then(|s| AttestationId::from_lower_hex(&s.to_string_lossy()))
+                {
+                    on_disk.insert(id);
+                }
+                found.push((path, Err(why)));
+            }
+        }
+    }
+    for kept in store.catalogue().attestations(digest)? {
+        if !on_disk.contains(&kept.id) {
+            found.push((dir.join(format!("{}.json", kept.id)), Ok(kept)));
+        }
+    }
+    for (path, file) in found {
+        *report.attestations_checked.get_or_insert(0) += 1;
+        let (kind, detail) = match file {
+            Err(why) => (
+                "damaged-attestation",
+                format!(
+                    "{why}: it is not the attestation signed; remove it and `cestore recover` writes the recorded one again"
+                ),
+            ),
+            Ok(kept) => match vouched_by(envelope_bytes(&kept), trusted, digest) {
+                Ok(_) => {
+                    *report.attestations_verified.get_or_insert(0) += 1;
+                    continue;
+                }
+                Err(d) => ("untrusted-attestation", format!("it does not vouch for its snapshot: {d}")),
+            },
+        };
+        report.problems.push(Problem {
+            kind,
+            severity: Severity::Corruption,
+            path: path.to_string_lossy().into_owned(),
+            detail,
+            snapshots: vec![*digest],
+            views: Vec::new(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Entry, Manifest};
+    use crate::store::testutil::record;
+
+    fn key(dir: &Path, name: &str) -> PrivateKey {
+        sign::generate(&dir.join(name)).unwrap();
+        PrivateKey::load(&dir.join(name)).unwrap()
+    }
+
+    #[test]
+    fn only_a_trusted_key_over_exactly_the_digest_signs_a_snapshot() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&tmp.path().join("store"), LockMode::Shared, true).unwrap();
+        let (a, b) = (key(tmp.path(), "a"), key(tmp.path(), "b"));
+        let one = Manifest::new(vec![Entry::of("a.md", b"a\n", false)]);
+        let two = Manifest::new(vec![Entry::of("b.md", b"b\n", false)]);
+        record(&mut store, &one);
+        record(&mut store, &two);
+        let by_a = attestation(&a, "p", "1.0.0", one.digest, None, "t").unwrap();
+        crate::store::attest::attach(&mut store, &one.digest, std::slice::from_ref(&by_a)).unwrap();
+        let kept = store.catalogue().attestations(&one.digest).unwrap();
+        let (pa, pb) = (a.public().clone(), b.public().clone());
+        assert_eq!(
+            signature(&kept, &[pb.clone(), pa.clone()], &one.digest),
+            Signature::Signed { keyid: pa.id() }
+        );
+        assert!(matches!(
+            signature(&kept, std::slice::from_ref(&pb), &one.digest),
+            Signature::Unsigned { .. }
+        ));
+        assert!(matches!(
+            signature(&[], std::slice::from_ref(&pa), &one.digest),
+            Signature::Unsigned { .. }
+        ));
+
+        // A's attestation of one, kept beside two: checked, not verified.
+        crate::store::attest::attach(&mut store, &two.digest, std::slice::from_ref(&by_a)).unwrap();
+        let mut report = VerifyReport::default();
+        for d in [one.digest, two.digest] {
+            check_attestations(&store, &d, std::slice::from_ref(&pa), &mut report).unwrap();
+        }
+        assert_eq!(report.attestations_checked, Some(2));
+        assert_eq!(report.attestations_verified, Some(1));
+        let [problem] = &report.problems[..] else {
+            panic!("{:?}", report.problems)
+        };
+        assert_eq!(problem.kind, "untrusted-attestation");
+        assert_eq!(problem.snapshots, [two.digest]);
+        assert!(
+            problem.path.ends_with(&format!("{}.json", by_a.id)),
+            "{problem:?}"
+        );
+        assert!(problem.detail.contains("its subject is"), "{problem:?}");
     }
 }

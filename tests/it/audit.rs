@@ -2039,7 +2039,7 @@ fn audit_names_every_digest_status_and_row_problem() {
             "arms": [claim("ce_workflow", 1, 1), claim("ce_review", 2, 5), claim("baseline", 1, 6)],
             "arms_unlisted": 0, "first": at_line(1), "last": at_line(11),
             "damaged": [], "pulled": false, "pull_error": null,
-            "source": null, "source_check": null,
+            "source": null, "source_check": null, "signature": null,
         }),
         json!({
             "manifest_digest": r.b, "status": "ok", "version": "1.1.0",
@@ -2048,7 +2048,7 @@ fn audit_names_every_digest_status_and_row_problem() {
             "arms": [claim("ce_review", 1, 2), claim("ce_workflow", 1, 10)],
             "arms_unlisted": 0, "first": at_line(2), "last": at_line(10),
             "damaged": [], "pulled": false, "pull_error": null,
-            "source": null, "source_check": null,
+            "source": null, "source_check": null, "signature": null,
         }),
         json!({
             "manifest_digest": r.c, "status": "unknown", "version": null,
@@ -2057,7 +2057,7 @@ fn audit_names_every_digest_status_and_row_problem() {
             "arms": [claim("ce_workflow_direct", 1, 4)],
             "arms_unlisted": 0, "first": at_line(4), "last": at_line(4),
             "damaged": [], "pulled": false, "pull_error": null,
-            "source": null, "source_check": null,
+            "source": null, "source_check": null, "signature": null,
         }),
     ];
     want.sort_by_key(|d| d["manifest_digest"].as_str().unwrap().to_string());

@@ -284,7 +284,10 @@ fn help_lists_the_documented_exit_codes() {
         .filter(|c| c.parse::<u8>().is_ok())
         .map(String::from)
         .collect();
-    assert_eq!(documented, ["0", "1", "2", "3", "4", "5", "6", "7", "8"]);
+    assert_eq!(
+        documented,
+        ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
+    );
     let out = Command::new(util::bin()).arg("--help").output().unwrap();
     assert_ok(&out);
     let help = stdout(&out).replace('\n', " ");

@@ -157,7 +157,16 @@ struct ShowOut {
     ingest_count: u64,
     views: Vec<ViewOut>,
     sources: Vec<SourceEntryOut>,
+    attestations: Vec<ShownAttestationOut>,
     files: Option<Vec<FileOut>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShownAttestationOut {
+    id: String,
+    keyid: String,
+    at: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -346,6 +355,12 @@ struct VerifyOut {
     repaired: Vec<String>,
     stale_views: Vec<StaleViewOut>,
     problems: Vec<ProblemOut>,
+    /// Only with `--trusted-key`.
+    #[serde(default)]
+    attestations_checked: Option<u64>,
+    /// Only with `--trusted-key`.
+    #[serde(default)]
+    attestations_verified: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -830,6 +845,7 @@ fn every_command_fits_the_documented_schema() {
 
     let verify: VerifyOut = run_typed(&env, &[os("verify")]);
     assert!(verify.ok && verify.problems.is_empty() && verify.repaired.is_empty());
+    assert!(verify.attestations_checked.is_none() && verify.attestations_verified.is_none());
     assert_eq!(verify.snapshots_checked, 2);
     assert!(verify.objects_checked > 0 && verify.bytes_hashed > 0);
 
@@ -1105,6 +1121,14 @@ struct AuditDigestOut {
     pull_error: Option<String>,
     source: Option<SourceSummaryOut>,
     source_check: Option<SourceCheckOut>,
+    signature: Option<SignatureOut>,
+}
+
+#[derive(Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, tag = "status", rename_all = "kebab-case")]
+enum SignatureOut {
+    Signed { keyid: String },
+    Unsigned { why: String },
 }
 
 #[derive(Debug, Deserialize)]
@@ -1133,6 +1157,7 @@ struct AuditOut {
     registry: Option<String>,
     require_clean_source: bool,
     source_repo: Option<String>,
+    trusted_keys: Vec<String>,
     passed: bool,
     verdict: String,
 }
@@ -1218,6 +1243,54 @@ fn audit_fits_the_documented_schema() {
         "{}",
         audit.verdict
     );
+    assert!(audit.trusted_keys.is_empty());
+    assert!(audit.digests.iter().all(|x| x.signature.is_none()));
+
+    // With a key trusted: every digest says whether it is signed.
+    let key = env.path("key");
+    let generated = env.json([os("key"), os("generate"), key.as_os_str(), os("--json")]);
+    let keyid = generated["keyid"].as_str().unwrap().to_string();
+    assert_ok(&env.run([os("sign"), os(&d), os("--key"), key.as_os_str()]));
+    let public = env.path("key.pub");
+    let out = env.run([
+        os("audit"),
+        results.as_os_str(),
+        os("--trusted-key"),
+        public.as_os_str(),
+        os("--json"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let audit: AuditOut = one_object(&out, "audit --trusted-key");
+    assert_eq!(audit.trusted_keys, std::slice::from_ref(&keyid));
+    for x in &audit.digests {
+        match &x.signature {
+            Some(SignatureOut::Signed { keyid: k }) => {
+                assert_eq!((x.manifest_digest.as_str(), k), (d.as_str(), &keyid));
+            }
+            Some(SignatureOut::Unsigned { why }) => {
+                assert_eq!(x.manifest_digest, unknown, "{why}");
+                assert_eq!(x.status, "unknown");
+            }
+            None => panic!("no signature for {}", x.manifest_digest),
+        }
+    }
+
+    let verify: VerifyOut = one_object(
+        &env.run([
+            os("verify"),
+            os("--trusted-key"),
+            public.as_os_str(),
+            os("--json"),
+        ]),
+        "verify --trusted-key",
+    );
+    assert_eq!(verify.attestations_checked, Some(1));
+    assert_eq!(verify.attestations_verified, Some(1));
+    let show: ShowOut = run_typed(&env, &[os("show"), os(&d)]);
+    assert_eq!(show.attestations.len(), 1);
+    assert_eq!(show.attestations[0].keyid, keyid);
+    is_digest(&show.attestations[0].id);
+    assert!(!show.attestations[0].at.is_empty());
 }
 
 // ---------------------------------------------------------------------------
@@ -1299,6 +1372,9 @@ fn every_failure_prints_one_json_error_object() {
     let inside = src.join("nested-store");
     let bad_zst = env.path("results.jsonl.zst");
     write(&bad_zst, "not zstd\n");
+    let open_key = env.path("open.key");
+    assert_ok(&env.run([os("key"), os("generate"), open_key.as_os_str()]));
+    util::chmod(&open_key, 0o644);
 
     let mut cases = vec![
         // usage (2): the parser's refusals and the requests it cannot see.
@@ -1737,6 +1813,12 @@ fn every_failure_prints_one_json_error_object() {
             7,
             "io",
             &[os("audit"), bad_zst.as_os_str()],
+        ),
+        case(
+            "a private key others may read (sign)",
+            9,
+            "bad-key",
+            &[os("sign"), os(&d), os("--key"), open_key.as_os_str()],
         ),
         case(
             "unreachable registry (pull)",

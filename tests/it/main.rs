@@ -22,6 +22,7 @@ mod recovery;
 mod remote;
 mod rules;
 mod signals;
+mod signing;
 mod upkeep;
 mod views;
 mod wire;

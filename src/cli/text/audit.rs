@@ -7,6 +7,7 @@ use crate::audit::DigestAudit;
 use crate::cli::output::Report;
 use crate::cmd::audit::AuditReport;
 use crate::error::counted;
+use crate::store::signed::Signature;
 
 /// How the report is printed for people.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,9 +67,10 @@ fn claims(cs: &[crate::audit::Claimed<'_>], unlisted: u64) -> String {
     }
 }
 
-/// One row of the digest table, cell by cell.
-fn cells(r: &AuditReport, d: &DigestAudit<'_>) -> [String; 8] {
-    [
+/// One row of the digest table, cell by cell; with keys trusted, the key
+/// that signed each digest last.
+fn cells(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
+    let mut cells = vec![
         d.manifest_digest.to_hex(),
         d.status.as_str().to_string(),
         d.version.unwrap_or("-").to_string(),
@@ -77,7 +79,26 @@ fn cells(r: &AuditReport, d: &DigestAudit<'_>) -> [String; 8] {
         claims(&d.arms, d.arms_unlisted),
         format!("{}-{}", at(r, &d.first), at(r, &d.last)),
         d.source.map_or_else(|| "-".into(), super::source::short),
-    ]
+    ];
+    if !r.trusted_keys.is_empty() {
+        cells.push(match d.signature {
+            Some(Signature::Signed { keyid }) => keyid.to_hex(),
+            _ => "unsigned".into(),
+        });
+    }
+    cells
+}
+
+/// The column of the key that signed a digest, with `--trusted-key`.
+const SIGNED_BY: &str = "signed by";
+
+/// The table's heads: with keys trusted, [`SIGNED_BY`] last.
+fn heads(r: &AuditReport) -> Vec<&'static str> {
+    let mut heads = HEADS.to_vec();
+    if !r.trusted_keys.is_empty() {
+        heads.push(SIGNED_BY);
+    }
+    heads
 }
 
 const HEADS: [&str; 8] = [
@@ -118,6 +139,9 @@ fn notes(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
     if d.status == crate::audit::Status::NoCleanSource {
         out.push("no source record is clean and names a commit".into());
     }
+    if let (Some(Signature::Unsigned { why }), Some(_)) = (d.signature, d.version) {
+        out.push(format!("signature: {why}"));
+    }
     out
 }
 
@@ -125,7 +149,8 @@ fn notes(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
 /// columns and once to print them, so that a million digests are never held
 /// as text.
 fn table(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
-    let mut width = HEADS.map(str::len);
+    let heads = heads(r);
+    let mut width: Vec<usize> = heads.iter().map(|h| h.len()).collect();
     for d in r.digests.iter() {
         for (i, c) in cells(r, &d).iter().enumerate() {
             width[i] = width[i].max(c.chars().count());
@@ -140,7 +165,8 @@ fn table(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "{}", padded.join("  ").trim_end())
     };
     if !r.digests.is_empty() {
-        line(w, &HEADS.map(String::from))?;
+        let heads: Vec<String> = heads.iter().map(|h| h.to_string()).collect();
+        line(w, &heads)?;
         for d in r.digests.iter() {
             line(w, &cells(r, &d))?;
             for n in notes(r, &d) {
@@ -226,10 +252,11 @@ fn md(cell: &str) -> String {
 }
 
 fn markdown(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
-    writeln!(w, "| {} |", HEADS.join(" | "))?;
-    writeln!(w, "|{}", "---|".repeat(HEADS.len()))?;
+    let heads = heads(r);
+    writeln!(w, "| {} |", heads.join(" | "))?;
+    writeln!(w, "|{}", "---|".repeat(heads.len()))?;
     for d in r.digests.iter() {
-        let mut c = cells(r, &d).map(|c| md(&c));
+        let mut c: Vec<String> = cells(r, &d).iter().map(|c| md(c)).collect();
         c[0] = format!("`{}`", c[0]);
         let notes = notes(r, &d);
         if !notes.is_empty() {
