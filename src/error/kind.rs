@@ -231,7 +231,7 @@ mod tests {
         assert_eq!(
             ErrorKind::code_summaries(),
             "0 success, 1 integrity, 2 usage, 3 rejected, 4 not found, 5 ambiguous, \
-             6 conflict, 7 store failure, 8 remote failure"
+             6 conflict, 7 store failure, 8 remote failure, 9 untrusted"
         );
     }
 }
