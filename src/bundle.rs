@@ -716,7 +716,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             source: &format!("bundle:{}", bundle.file),
             origin: origin.as_ref(),
             sources,
-            attestations: crate::store::signed::received(&attestations),
+            attestations: crate::store::signed::received(&attestations, opts.trusted),
         },
         |wanted, staging| {
             let wanted: BTreeMap<ObjectKey, &crate::store::adopt::Wanted> =

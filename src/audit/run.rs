@@ -68,8 +68,9 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> 
 }
 
 /// Pulls each digest the store lacks from the repository `reg`, as
-/// `cestore pull REG:sha256-DIGEST` would: returns those pulled, and why
-/// each other one was not.
+/// `cestore pull REG:sha256-DIGEST` would (with the audit's trusted keys, a
+/// snapshot none of them vouches for is not taken): returns those pulled,
+/// and why each other one was not.
 fn pull_unknown(
     store_root: &Path,
     reg: &str,
@@ -97,6 +98,7 @@ fn pull_unknown(
             &tag,
             transfer::DEFAULT_JOBS,
             opts.progress,
+            opts.trusted,
         ) {
             Ok(_) => {
                 pulled.insert(d);

@@ -31,12 +31,12 @@ pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
             opts.reference
         ))
     })?;
-    transfer::pull_accepting(
+    transfer::pull(
         store_root,
         remote.as_ref(),
         &reference,
         opts.jobs,
         opts.progress,
-        &crate::store::signed::trust_check(opts.trusted),
+        opts.trusted,
     )
 }

@@ -16,8 +16,8 @@
 //! (DSSE envelopes), which this module moves as opaque bytes. The OCI engine
 //! publishes each beside the snapshot's record as a referrer (see
 //! [`oci::referrers`]); a pull brings them back in [`Incoming::attestations`]
-//! and offers them to an [`AcceptFn`] before anything enters the store, so
-//! that a caller that trusts only some signers can refuse the snapshot.
+//! and, when keys are trusted, a snapshot none of them vouches for is refused
+//! before anything enters the store ([`crate::store::signed::trust_check`]).
 //!
 //! The one engine today is [`oci`], the OCI distribution API that container
 //! registries speak. Another engine (an S3 bucket, say) would implement
@@ -43,17 +43,6 @@ const PLAIN_HTTP_HINT: &str =
 pub const MAX_ATTESTATION_BYTES: u64 = 1024 * 1024;
 /// The most attestations one snapshot may travel with.
 pub const MAX_ATTESTATIONS: usize = 64;
-
-/// A check of the attestations a snapshot arrives with, run before anything
-/// of it enters the store: given the attestations (DSSE envelopes, as
-/// bytes) and the digest of the snapshot they came with (the hash of the
-/// manifest bytes received), it returns an error to refuse the snapshot.
-pub type AcceptFn<'a> = dyn Fn(&[Vec<u8>], &ManifestDigest) -> Result<()> + 'a;
-
-/// The [`AcceptFn`] that takes any snapshot, with or without attestations.
-pub fn accept_all(_: &[Vec<u8>], _: &ManifestDigest) -> Result<()> {
-    Ok(())
-}
 
 /// Checks the attestations a snapshot is to travel with against the bounds
 /// a pull and an import hold them to: at most [`MAX_ATTESTATIONS`], each at

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::pack::{self, PackRef};
-use super::{AcceptFn, Format, Outgoing, Published, Remote, SnapshotRef};
+use super::{Format, Outgoing, Published, Remote, SnapshotRef};
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
@@ -494,7 +494,7 @@ pub struct PullReport {
     /// What was transferred.
     pub pull: PullStats,
     /// The attestations that came with the snapshot (DSSE envelopes, as
-    /// bytes), as the accept check saw them; not part of the report's JSON.
+    /// bytes), as the trust check saw them; not part of the report's JSON.
     #[serde(skip)]
     pub attestations: Vec<Vec<u8>>,
 }
@@ -507,38 +507,20 @@ pub struct PullReport {
 /// [`adopt`] then checks the manifest against the ingest rules and every
 /// fetched blob against its hash before anything enters the store. Only the
 /// objects the store lacks are fetched: a pack none of whose objects is
-/// wanted is skipped. Any attestations beside the record come along; the
-/// snapshot is taken whatever they say (see [`pull_accepting`]).
+/// wanted is skipped. Any attestations beside the record come along and are
+/// kept with the snapshot; with keys `trusted`, a snapshot none of them
+/// vouches for is refused before any object is fetched or anything enters
+/// the store ([`crate::store::signed::trust_check`]).
 pub fn pull(
     store_root: &Path,
     remote: &dyn Remote,
     reference: &SnapshotRef,
     jobs: usize,
     progress: bool,
-) -> Result<PullReport> {
-    pull_accepting(
-        store_root,
-        remote,
-        reference,
-        jobs,
-        progress,
-        &super::accept_all,
-    )
-}
-
-/// Pulls as [`pull`] does, and first offers the attestations beside the
-/// record, with the snapshot's digest, to `accept`: an error from it refuses
-/// the snapshot before any object is fetched or anything enters the store.
-pub fn pull_accepting(
-    store_root: &Path,
-    remote: &dyn Remote,
-    reference: &SnapshotRef,
-    jobs: usize,
-    progress: bool,
-    accept: &AcceptFn<'_>,
+    trusted: &[crate::sign::PublicKey],
 ) -> Result<PullReport> {
     let incoming = remote.resolve(reference)?;
-    accept(&incoming.attestations, &incoming.snapshot)?;
+    crate::store::signed::trust_check(trusted)(&incoming.attestations, &incoming.snapshot)?;
     let mut fetched = FetchStats::default();
     let ingest = adopt(
         store_root,
@@ -549,7 +531,7 @@ pub fn pull_accepting(
             source: &incoming.source,
             origin: incoming.origin.as_ref(),
             sources: incoming.sources.clone(),
-            attestations: crate::store::signed::received(&incoming.attestations),
+            attestations: crate::store::signed::received(&incoming.attestations, trusted),
         },
         |wanted, staging| {
             fetched = fetch(remote, wanted, &incoming.carriers, jobs, progress, staging)?;

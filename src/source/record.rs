@@ -143,35 +143,49 @@ pub struct SourceEntry {
     pub record: SourceRecord,
 }
 
-/// A remote URL as a record keeps it: without a user name's password or
-/// token, a query or a fragment.
+/// A remote URL as a record keeps it: without a password or token, a query
+/// or a fragment.
 ///
 /// `https://user:token@host/x` and `https://token@host/x` become
-/// `https://host/x`; an scp-like `git@host:x` keeps its user, which is no
-/// secret; anything without `://` or `@` is kept as it is.
+/// `https://host/x`; an ssh URL (`ssh://git@host/x`) and an scp-like one
+/// (`git@host:x`) keep the account name, which is no secret, and drop a
+/// password (`user:pass@host:x` becomes `user@host:x`). The user part is cut
+/// off first (the authority ends at the first `/`), so a `?`, `#` or `:`
+/// inside it never leaves a piece of it behind. A local path is kept as it
+/// is.
 pub fn redact_url(url: &str) -> String {
-    let url = url.split(['?', '#']).next().unwrap_or("");
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = match rest.find('/') {
-                Some(i) => rest.split_at(i),
-                None => (rest, ""),
-            };
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            if scheme == "ssh" {
-                // `ssh://git@host/x`: the user is the account, not a secret;
-                // a password is dropped.
-                if let Some((user, _)) = authority.rsplit_once('@') {
-                    let user = user.split(':').next().unwrap_or("");
-                    if !user.is_empty() {
-                        return format!("{scheme}://{user}@{host}{path}");
-                    }
-                }
+    let strip = |s: &str| s.split(['?', '#']).next().unwrap_or("").to_string();
+    if let Some((scheme, rest)) = url.split_once("://") {
+        // The authority ends at the first `/` (a user part holds none, RFC
+        // 3986); a `?` or `#` before it is part of the user part or the host.
+        let end = rest.find('/').unwrap_or(rest.len());
+        let (authority, path) = rest.split_at(end);
+        let (user, host) = match authority.rsplit_once('@') {
+            Some((user, host)) => (Some(user), host),
+            None => (None, authority),
+        };
+        let host = strip(host);
+        let path = strip(path);
+        let account = user
+            .filter(|_| scheme == "ssh" || scheme == "git+ssh")
+            .map(|u| u.split(':').next().unwrap_or(""))
+            .filter(|u| !u.is_empty());
+        return match account {
+            Some(account) => format!("{scheme}://{account}@{host}{path}"),
+            None => format!("{scheme}://{host}{path}"),
+        };
+    }
+    // scp-like `[user[:password]@]host:path`: no `/` before the `@`.
+    match url.rsplit_once('@') {
+        Some((user, rest)) if !user.contains('/') && rest.contains(':') => {
+            let account = user.split(':').next().unwrap_or("");
+            if account.is_empty() {
+                rest.to_string()
+            } else {
+                format!("{account}@{rest}")
             }
-            format!("{scheme}://{host}{path}")
         }
-        // scp-like `user@host:path` has no place for a password.
-        None => url.to_string(),
+        _ => url.to_string(),
     }
 }
 
@@ -210,7 +224,16 @@ mod tests {
                 "ssh://git@github.com/o/r.git",
             ),
             ("git@github.com:o/r.git", "git@github.com:o/r.git"),
+            ("git:pa55@github.com:o/r.git", "git@github.com:o/r.git"),
+            (":pa55@github.com:o/r.git", "github.com:o/r.git"),
+            ("https://user:p#ss@host/r", "https://host/r"),
+            ("https://user:p?ss@host/r?x=1", "https://host/r"),
+            ("https://host?token=x", "https://host"),
+            ("https://user@host", "https://host"),
+            ("https://host/a@b/r.git", "https://host/a@b/r.git"),
+            ("git+ssh://git:pw@host/r", "git+ssh://git@host/r"),
             ("/srv/git/r.git", "/srv/git/r.git"),
+            ("/srv/a@b/r.git", "/srv/a@b/r.git"),
             ("file:///srv/git/r.git", "file:///srv/git/r.git"),
         ] {
             assert_eq!(redact_url(url), want, "{url}");

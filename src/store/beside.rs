@@ -354,46 +354,48 @@ impl Written {
 /// borrowed elsewhere (inside the catalogue's transaction that forgets the
 /// snapshot).
 pub struct BesideDirs {
-    dirs: Vec<OneDir>,
-}
-
-struct OneDir {
-    kind: Kind,
-    shard: std::result::Result<std::os::fd::OwnedFd, Errno>,
-    dir: PathBuf,
+    /// The store's directory, held open: the shards are opened only when
+    /// removing, inside the transaction, so that one a concurrent command
+    /// made since is removed too.
+    root: std::io::Result<std::os::fd::OwnedFd>,
+    dirs: Vec<(Kind, PathBuf)>,
     name: String,
 }
 
 impl BesideDirs {
     /// The directories of `digest` in `store`.
     pub fn of(store: &Store, digest: ManifestDigest) -> BesideDirs {
-        let hex = digest.to_hex();
-        let dirs = Kind::ALL
-            .into_iter()
-            .map(|kind| OneDir {
-                kind,
-                shard: crate::fsutil::open_dir(
-                    store.dir(),
-                    format!("{}/{}", kind.dir(), &hex[..2]).as_str(),
-                ),
-                dir: store.beside_dir(kind, &digest),
-                name: hex.clone(),
-            })
-            .collect();
-        BesideDirs { dirs }
+        BesideDirs {
+            root: store.dir().try_clone_to_owned(),
+            dirs: Kind::ALL
+                .into_iter()
+                .map(|kind| (kind, store.beside_dir(kind, &digest)))
+                .collect(),
+            name: digest.to_hex(),
+        }
     }
 
     /// Removes every file, and the directories; one already gone is no
     /// error.
     pub fn remove(&self) -> Result<()> {
-        for d in &self.dirs {
-            let w = d.kind.words();
-            match &d.shard {
+        let root = self.root.as_ref().map_err(|e| {
+            Error::io(
+                "open the store directory",
+                self.dirs
+                    .first()
+                    .map_or_else(PathBuf::new, |(_, d)| d.clone()),
+                std::io::Error::new(e.kind(), e.to_string()),
+            )
+        })?;
+        for (kind, dir) in &self.dirs {
+            let w = kind.words();
+            let shard = format!("{}/{}", kind.dir(), &self.name[..2]);
+            match crate::fsutil::open_dir(root.as_fd(), shard.as_str()) {
                 Ok(fd) => {
-                    crate::fsutil::remove_tree_at(fd.as_fd(), &d.name).ctx(w.remove_all, &d.dir)?;
+                    crate::fsutil::remove_tree_at(fd.as_fd(), &self.name).ctx(w.remove_all, dir)?;
                 }
                 Err(Errno::NOENT) => {}
-                Err(e) => return Err(Error::io(w.open, &d.dir, *e)),
+                Err(e) => return Err(Error::io(w.open, dir, e)),
             }
         }
         Ok(())

@@ -181,17 +181,23 @@ pub fn trust_check(
     }
 }
 
-/// Attestations a carrier brought, as the store keeps them: each under the
-/// key id its first signature claims, received now. One that is not a DSSE
-/// envelope on one line with such a key id is not kept.
-pub fn received(attestations: &[Vec<u8>]) -> Vec<KeptAttestation> {
+/// Attestations a carrier brought, as the store keeps them, received now:
+/// each DSSE envelope as compact JSON on one line (a signature covers the
+/// payload and its type, not the envelope's layout), under the key among
+/// `trusted` that signed it, else the key id its first signature claims.
+/// Whatever vouched for the snapshot under a key trusted is kept; an
+/// envelope that is none, or names no signer, is not.
+pub fn received(attestations: &[Vec<u8>], trusted: &[PublicKey]) -> Vec<KeptAttestation> {
     let at = crate::clock::now();
     attestations
         .iter()
         .filter_map(|bytes| {
             let envelope: sign::Envelope = serde_json::from_slice(bytes).ok()?;
-            let keyid = envelope.claimed_keyids().into_iter().next()?;
-            let json = std::str::from_utf8(bytes).ok()?;
+            let keyid = envelope
+                .signed_by(trusted)
+                .map(PublicKey::id)
+                .or_else(|| envelope.claimed_keyids().into_iter().next())?;
+            let json = serde_json::to_string(&envelope).ok()?;
             KeptAttestation::new(json, keyid.to_hex(), at.clone())
         })
         .collect()

@@ -1681,7 +1681,7 @@ fn keep_attestations(env: &TestEnv, digest: &str, attestations: &[Vec<u8>]) {
         cestore::store::Store::open(&env.store, cestore::store::LockMode::Shared, false)
             .expect("open the store");
     let digest: cestore::digest::ManifestDigest = digest.parse().expect("a digest");
-    let kept = cestore::store::signed::received(attestations);
+    let kept = cestore::store::signed::received(attestations, &[]);
     assert_eq!(kept.len(), attestations.len());
     cestore::store::attest::attach(&mut store, &digest, &kept).expect("keep the attestations");
 }
@@ -1712,25 +1712,25 @@ fn push_attested(
     .expect("push with attestations")
 }
 
-/// Pulls `reference` into `env`'s store through the library, offering the
-/// attestations to `accept`.
+/// Pulls `reference` into `env`'s store through the library, trusting the
+/// keys `trusted` (none: any snapshot is taken).
 fn pull_attested(
     env: &TestEnv,
     reference: &str,
-    accept: &cestore::remote::AcceptFn<'_>,
+    trusted: &[cestore::sign::PublicKey],
 ) -> cestore::error::Result<cestore::remote::transfer::PullReport> {
     let options = cestore::remote::Options {
         plain_http: true,
         ..cestore::remote::Options::default()
     };
     let (remote, named) = cestore::remote::open(reference, &options)?;
-    cestore::remote::transfer::pull_accepting(
+    cestore::remote::transfer::pull(
         &env.store,
         remote.as_ref(),
         &named.expect("a tag or digest"),
         4,
         false,
-        accept,
+        trusted,
     )
 }
 
@@ -1858,27 +1858,22 @@ fn attestations_travel_as_referrers_under_the_tag_schema_and_a_refusing_check_ad
     );
 
     // A pull into an empty store brings both envelopes, byte for byte, and
-    // offers them with the snapshot's digest first.
+    // keeps them with the snapshot.
     let b = TestEnv::new();
-    let seen = std::sync::Mutex::new(Vec::new());
-    let record_check = |att: &[Vec<u8>], d: &cestore::digest::ManifestDigest| {
-        seen.lock()
-            .expect("seen")
-            .push((att.to_vec(), d.to_string()));
-        Ok(())
-    };
     let reference = format!("{target}:sha256-{digest}");
-    let report = pull_attested(&b, &reference, &record_check).expect("pull");
+    let report = pull_attested(&b, &reference, &[]).expect("pull");
     assert_eq!(report.pull.attestations_fetched, 2);
     assert_eq!(
         sorted(report.attestations.clone()),
         sorted(envelopes.clone())
     );
-    let seen = seen.into_inner().expect("seen");
-    assert_eq!(seen.len(), 1);
-    assert_eq!(sorted(seen[0].0.clone()), sorted(envelopes.clone()));
-    assert_eq!(seen[0].1, digest);
     assert_eq!(b.listed(), std::slice::from_ref(&digest));
+    let kept = b.json(["attestations", digest.as_str(), "--json"]);
+    assert_eq!(
+        kept["attestations"].as_array().map(Vec::len),
+        Some(2),
+        "{kept}"
+    );
     // The command says how many came.
     let by_cli = pull(&b, &reference);
     assert_eq!(by_cli["pull"]["attestations_fetched"], 2, "{by_cli}");
@@ -1895,21 +1890,19 @@ fn attestations_travel_as_referrers_under_the_tag_schema_and_a_refusing_check_ad
     let stderr = assert_exit(&out, 8);
     assert!(stderr.contains("referrers"), "{stderr}");
 
-    // A check that refuses leaves the store as it was.
+    // Under a key none of them is signed by, the pull is refused and leaves
+    // the store as it was.
     let d = TestEnv::new();
     let other = d.path("other");
     mixed_release(&other, "2.0.0", 3, salt());
     d.ingest_digest(&other, "2.0.0");
+    assert_ok(&d.run([os("key"), os("generate"), d.path("stranger").as_os_str()]));
+    let stranger = cestore::sign::PublicKey::load(&d.path("stranger.pub")).expect("a key");
     let before = store_state(&d.store);
-    let refuse = |_: &[Vec<u8>], _: &cestore::digest::ManifestDigest| {
-        Err(cestore::error::Error::Usage(
-            "no trusted attestation".into(),
-        ))
-    };
-    let Err(err) = pull_attested(&d, &reference, &refuse) else {
+    let Err(err) = pull_attested(&d, &reference, std::slice::from_ref(&stranger)) else {
         panic!("a refused snapshot was adopted")
     };
-    assert!(err.to_string().contains("no trusted attestation"), "{err}");
+    assert_eq!(err.kind(), "untrusted", "{err}");
     assert_eq!(store_state(&d.store), before, "the store changed");
 }
 
@@ -2147,12 +2140,7 @@ fn attestations_of_an_index_keep_another_tools_referrers_in_their_place() {
     // A pull by the index's digest takes the snapshot, not the referrers
     // that tag now holds, and brings back only cestore's attestations.
     let b = TestEnv::new();
-    let report = pull_attested(
-        &b,
-        &format!("{target}@sha256:{record_hex}"),
-        &cestore::remote::accept_all,
-    )
-    .expect("pull");
+    let report = pull_attested(&b, &format!("{target}@sha256:{record_hex}"), &[]).expect("pull");
     assert_eq!(report.pull.manifests, pushed.published.manifests);
     assert!(report.pull.manifests > 1);
     assert_eq!(report.pull.attestations_fetched, 2);
@@ -2212,11 +2200,11 @@ fn a_registry_with_the_referrers_api_lists_attestations_itself_and_gets_no_refer
     // without the tag, lists none.
     let b = TestEnv::new();
     let reference = format!("{target}:sha256-{digest}");
-    let report = pull_attested(&b, &reference, &cestore::remote::accept_all).expect("pull");
+    let report = pull_attested(&b, &reference, &[]).expect("pull");
     assert_eq!(sorted(report.attestations), sorted(envelopes));
     let c = TestEnv::new();
     let direct = format!("{reg}{name}:sha256-{digest}");
-    let report = pull_attested(&c, &direct, &cestore::remote::accept_all).expect("pull");
+    let report = pull_attested(&c, &direct, &[]).expect("pull");
     assert_eq!(report.pull.attestations_fetched, 0);
 }
 
@@ -2381,6 +2369,61 @@ fn a_pull_under_a_trusted_key_adopts_only_what_that_key_vouches_for() {
         let why = refused_pull(&c, &format!("{target}:sha256-{digest}"), &signer);
         assert!(why.contains("no trusted key signed it"), "{field}: {why}");
     }
+
+    // An envelope that names no key id (DSSE allows an empty one), laid out
+    // over several lines: under the signer's key it vouches, and the store
+    // that pulls it keeps it, under that key.
+    let t = TestEnv::new();
+    assert_eq!(t.ingest_digest(&src, "1.0.0"), digest);
+    let mut anonymous: serde_json::Value = serde_json::from_slice(&honest).expect("an envelope");
+    anonymous["signatures"][0]["keyid"] = serde_json::Value::String(String::new());
+    let pretty = serde_json::to_string_pretty(&anonymous).expect("JSON");
+    {
+        let mut store =
+            cestore::store::Store::open(&t.store, cestore::store::LockMode::Shared, false)
+                .expect("open the store");
+        let kept = cestore::catalogue::KeptAttestation::new(
+            serde_json::to_string(&anonymous).expect("JSON"),
+            signed["keyid"].as_str().expect("a key id"),
+            "2026-01-01T00:00:00.000Z",
+        )
+        .expect("a kept attestation");
+        cestore::store::attest::attach(&mut store, &digest.parse().expect("a digest"), &[kept])
+            .expect("keep it");
+    }
+    let target = repo(&reg, "anonymous");
+    push(&t, &digest, &target, &[]);
+    let e = TestEnv::new();
+    let out = e.run([
+        os("pull"),
+        os(&format!("{target}:sha256-{digest}")),
+        os("--plain-http"),
+        os("--trusted-key"),
+        signer.as_os_str(),
+    ]);
+    assert_ok(&out);
+    let listed = e.json([
+        os("attestations"),
+        os(&digest),
+        os("--trusted-key"),
+        signer.as_os_str(),
+        os("--json"),
+    ]);
+    assert_eq!(
+        listed["attestations"][0]["verified"]["ok"], true,
+        "{listed}"
+    );
+    assert_eq!(
+        listed["attestations"][0]["keyid"], signed["keyid"],
+        "{listed}"
+    );
+    // The same envelope over several lines is kept as one.
+    let kept = cestore::store::signed::received(
+        &[pretty.into_bytes()],
+        &[cestore::sign::PublicKey::load(&signer).expect("the signer's key")],
+    );
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].keyid, signed["keyid"].as_str().expect("a key id"));
 
     // The signer's attestation of this snapshot, kept with another one:
     // refused, for its subject is not that snapshot.
