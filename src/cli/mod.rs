@@ -35,12 +35,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     }
     let progress = !cli.json;
     match &cli.command {
-        Command::Ingest(a) => {
-            let key = args::signing_key(a.sign_with.as_deref())?;
-            let mut opts = cmd::ingest::IngestOptions::from(&a.release);
-            opts.sign_with = key.as_ref();
-            emit(cli.json, out, &cmd::ingest::ingest(&root, &opts)?)
-        }
+        Command::Ingest(a) => ingest(cli.json, &root, a, out),
         Command::Digest(a) => emit(cli.json, out, &cmd::digest::digest(&a.into())?),
         Command::Show(a) if a.manifest => {
             emit(cli.json, out, &cmd::show::manifest(&root, &a.digest)?)
@@ -49,16 +44,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Checkout(a) => emit(cli.json, out, &cmd::checkout::checkout(&root, &a.into())?),
         Command::Discard(a) => emit(cli.json, out, &cmd::discard::discard(&root, &a.into())?),
         Command::Path(a) => emit(cli.json, out, &cmd::path::path(&root, &a.digest)?),
-        Command::Stage(a) => {
-            let key = args::signing_key(a.sign_with.as_deref())?;
-            let mut opts = cmd::stage::StageOptions::from(a);
-            opts.sign_with = key.as_ref();
-            if a.hold {
-                hold::held_stage(cli.json, &root, &opts, out)
-            } else {
-                emit(cli.json, out, &cmd::stage::stage(&root, &opts)?)
-            }
-        }
+        Command::Stage(a) => stage(cli.json, &root, a, out),
         Command::List(a) => {
             let report = cmd::list::list(&root, a.version.as_deref(), a.name.as_deref())?;
             emit(cli.json, out, &report)
@@ -68,32 +54,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             let query = cmd::list::FindQuery::try_from(a)?;
             emit(cli.json, out, &cmd::list::find(&root, &query)?)
         }
-        Command::Verify(a) if a.trust.given() && (a.tree.is_some() || a.source.is_some()) => {
-            Err(Error::Usage(
-                "verify --trusted-key checks the store's attestations; not with --tree or --source"
-                    .into(),
-            ))
-        }
-        Command::Verify(a) => match (a.source_check()?, a.tree_audit()?) {
-            (Some((repo, digest)), _) => emit(
-                cli.json,
-                out,
-                &cmd::verify::verify_source(&root, repo, digest)?,
-            ),
-            (None, Some((dir, digest))) => emit(
-                cli.json,
-                out,
-                &cmd::verify::verify_tree(&root, dir, digest)?,
-            ),
-            (None, None) => {
-                let keys = a.trust.keys()?;
-                emit(
-                    cli.json,
-                    out,
-                    &cmd::verify::verify(&root, &a.options(&keys, progress))?,
-                )
-            }
-        },
+        Command::Verify(a) => verify(cli.json, &root, a, progress, out),
         Command::Audit(a) => audit(cli.json, &root, a, progress, out),
         Command::Diff(a) => emit(cli.json, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
         Command::Rm(a) => emit(cli.json, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
@@ -143,6 +104,70 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         }
         Command::ExitCodes => emit(cli.json, out, &cmd::exit_codes::exit_codes()),
         Command::Help(a) => emit(cli.json, out, &help(&a.command)?),
+    }
+}
+
+/// Runs `ingest`, signing with `--sign-with`'s key (checked before anything
+/// else).
+fn ingest(
+    json: bool,
+    root: &std::path::Path,
+    a: &args::IngestArgs,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let key = args::signing_key(a.sign_with.as_deref())?;
+    let mut opts = cmd::ingest::IngestOptions::from(&a.release);
+    opts.sign_with = key.as_ref();
+    emit(json, out, &cmd::ingest::ingest(root, &opts)?)
+}
+
+/// Runs `stage`, held (`--hold`) or not, signing with `--sign-with`'s key.
+fn stage(
+    json: bool,
+    root: &std::path::Path,
+    a: &args::StageArgs,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    let key = args::signing_key(a.sign_with.as_deref())?;
+    let mut opts = cmd::stage::StageOptions::from(a);
+    opts.sign_with = key.as_ref();
+    if a.hold {
+        hold::held_stage(json, root, &opts, out)
+    } else {
+        emit(json, out, &cmd::stage::stage(root, &opts)?)
+    }
+}
+
+/// Runs `verify`: of the store (with `--trusted-key`, its attestations too),
+/// of a tree (`--tree`), or of a snapshot against its commit (`--source`).
+fn verify(
+    json: bool,
+    root: &std::path::Path,
+    a: &args::VerifyArgs,
+    progress: bool,
+    out: &mut dyn Write,
+) -> Result<u8> {
+    if a.trust.given() && (a.tree.is_some() || a.source.is_some()) {
+        return Err(Error::Usage(
+            "verify --trusted-key checks the store's attestations; not with --tree or --source"
+                .into(),
+        ));
+    }
+    match (a.source_check()?, a.tree_audit()?) {
+        (Some((repo, digest)), _) => {
+            emit(json, out, &cmd::verify::verify_source(root, repo, digest)?)
+        }
+        (None, Some((dir, digest))) => {
+            emit(json, out, &cmd::verify::verify_tree(root, dir, digest)?)
+        }
+        (None, None) => {
+            let keys = a.trust.keys()?;
+            emit(
+                json,
+                out,
+                &cmd::verify::verify(root, &a.options(&keys, progress))?,
+            )
+        }
     }
 }
 

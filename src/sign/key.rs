@@ -116,7 +116,7 @@ impl PrivateKey {
                 mode: meta.mode() & 0o777,
             });
         }
-        let text = read_bounded(file, path)?;
+        let text = read_bounded(file, path, MAX_KEY_BYTES)?;
         let signing = SigningKey::from_pkcs8_pem(&text).map_err(|_| SignError::NotAKey {
             path: path.to_path_buf(),
             what: "an ed25519 private key (PKCS#8 PEM)",
@@ -152,7 +152,7 @@ impl PublicKey {
             path: path.to_path_buf(),
             source,
         })?;
-        let text = read_bounded(file, path)?;
+        let text = read_bounded(file, path, MAX_KEY_BYTES)?;
         Self::from_pem(&text).ok_or_else(|| SignError::NotAKey {
             path: path.to_path_buf(),
             what: "an ed25519 public key (SubjectPublicKeyInfo PEM)",
@@ -204,7 +204,7 @@ pub fn trusted_keys(keys: &[PathBuf], lists: &[PathBuf]) -> Result<Vec<PublicKey
             path: path.clone(),
             source,
         })?;
-        let text = read_bounded_list(file, path)?;
+        let text = read_bounded(file, path, MAX_KEY_BYTES * 64)?;
         let blocks = pem_blocks(&text);
         if blocks.is_empty() {
             return Err(SignError::NotAKey {
@@ -241,24 +241,11 @@ fn pem_blocks(text: &str) -> Vec<&str> {
     out
 }
 
-/// Reads a list of public keys, at most a thousand keys' worth.
-fn read_bounded_list(file: std::fs::File, path: &Path) -> Result<String, SignError> {
+/// Reads a key file's text, at most `max` bytes.
+fn read_bounded(file: std::fs::File, path: &Path, max: u64) -> Result<String, SignError> {
     use std::io::Read;
     let mut text = String::new();
-    file.take(MAX_KEY_BYTES * 64)
-        .read_to_string(&mut text)
-        .map_err(|source| SignError::ReadKey {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    Ok(text)
-}
-
-/// Reads a key file's text, at most [`MAX_KEY_BYTES`].
-fn read_bounded(file: std::fs::File, path: &Path) -> Result<String, SignError> {
-    use std::io::Read;
-    let mut text = String::new();
-    file.take(MAX_KEY_BYTES)
+    file.take(max)
         .read_to_string(&mut text)
         .map_err(|source| SignError::ReadKey {
             path: path.to_path_buf(),

@@ -680,21 +680,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
             reused += 1;
         }
     }
-    let mut repaired = Vec::new();
-    for d in &s.drifted {
-        match &d.mend {
-            Mend::Mode => restore_mode(store.objects(), &store.object_path(&d.key), &d.key)?,
-            Mend::Bytes(name) => work.replace(store, name, &d.key)?,
-        }
-        repaired.push(Repaired {
-            object: store.object_path(&d.key).display().to_string(),
-            repair: match d.mend {
-                Mend::Mode => "mode",
-                Mend::Bytes(_) => "bytes",
-            },
-            was: d.was.clone(),
-        });
-    }
+    let repaired = mend_drifted(store, &work, &s.drifted)?;
     let new_manifest = store.write_manifest(&work, s.manifest)?;
     let kept: Vec<KeptSource> = s.sources.iter().cloned().map(KeptSource::new).collect();
     let mut written = Written::new(digest);
@@ -771,6 +757,27 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
             recorded,
         },
     })
+}
+
+/// Mends the stored objects an ingest found drifted: their mode set back,
+/// or the source's bytes renamed over them.
+fn mend_drifted(store: &Store, work: &WorkDir, drifted: &[Drifted]) -> Result<Vec<Repaired>> {
+    let mut repaired = Vec::new();
+    for d in drifted {
+        match &d.mend {
+            Mend::Mode => restore_mode(store.objects(), &store.object_path(&d.key), &d.key)?,
+            Mend::Bytes(name) => work.replace(store, name, &d.key)?,
+        }
+        repaired.push(Repaired {
+            object: store.object_path(&d.key).display().to_string(),
+            repair: match d.mend {
+                Mend::Mode => "mode",
+                Mend::Bytes(_) => "bytes",
+            },
+            was: d.was.clone(),
+        });
+    }
+    Ok(repaired)
 }
 
 /// The host name, for ingest events.

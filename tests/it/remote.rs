@@ -2030,22 +2030,7 @@ fn attestations_of_an_index_keep_another_tools_referrers_in_their_place() {
     // One layer per manifest: the record is an index.
     let push_index = |attestations: &[Vec<u8>]| {
         keep_attestations(&a, &digest, attestations);
-        cestore::remote::publish::push_snapshot(
-            &a.store,
-            &cestore::remote::publish::PushOptions {
-                digest: &digest,
-                remote: &target,
-                remote_options: cestore::remote::Options {
-                    plain_http: true,
-                    max_layers: 1,
-                    ..cestore::remote::Options::default()
-                },
-                jobs: 4,
-                format: cestore::remote::Format::V1,
-                progress: false,
-            },
-        )
-        .expect("push an index with attestations")
+        push_format_1_index(&a, &digest, &target)
     };
     let pushed = push_index(&envelopes[..1]);
     assert_eq!(
@@ -2249,6 +2234,31 @@ fn a_tampered_attestation_is_refused_and_nothing_enters_the_store() {
     assert!(stderr.contains(&hex), "{stderr}");
     assert_eq!(parse_json(&out)["error"]["kind"], "integrity");
     assert_eq!(store_state(&b.store), before, "the store changed");
+}
+
+/// Pushes `digest` to `target` in format 1 with one layer per manifest, so
+/// that its record is an index, through the library.
+fn push_format_1_index(
+    env: &TestEnv,
+    digest: &str,
+    target: &str,
+) -> cestore::remote::publish::PushReport {
+    cestore::remote::publish::push_snapshot(
+        &env.store,
+        &cestore::remote::publish::PushOptions {
+            digest,
+            remote: target,
+            remote_options: cestore::remote::Options {
+                plain_http: true,
+                max_layers: 1,
+                ..cestore::remote::Options::default()
+            },
+            jobs: 4,
+            format: cestore::remote::Format::V1,
+            progress: false,
+        },
+    )
+    .expect("push format 1, one layer per manifest")
 }
 
 /// The envelopes of a snapshot's stored attestations, as bytes.
@@ -2460,22 +2470,7 @@ fn a_format_1_index_of_the_same_bytes_executable_and_not_pulls_whole() {
     write(&src.join("skills/ce-plan/run.txt"), &same);
     let digest = a.ingest_digest(&src, "1.0.0");
     let target = repo(&reg, "format1-exec-twice");
-    let pushed = cestore::remote::publish::push_snapshot(
-        &a.store,
-        &cestore::remote::publish::PushOptions {
-            digest: &digest,
-            remote: &target,
-            remote_options: cestore::remote::Options {
-                plain_http: true,
-                max_layers: 1,
-                ..cestore::remote::Options::default()
-            },
-            jobs: 4,
-            format: cestore::remote::Format::V1,
-            progress: false,
-        },
-    )
-    .expect("push format 1, one layer per manifest");
+    let pushed = push_format_1_index(&a, &digest, &target);
     assert_eq!(
         pushed.published.media_type,
         "application/vnd.oci.image.index.v1+json"
