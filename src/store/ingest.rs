@@ -364,13 +364,9 @@ pub struct IngestPlan {
 }
 
 impl IngestPlan {
-    /// The source records the ingest will keep (at most the one it found).
-    pub fn sources(&self) -> &[SourceEntry] {
-        &self.sources
-    }
-
     /// Adds attestations of the snapshot, kept and recorded with it by
     /// [`apply_ingest`], in its own transaction.
+    #[cfg(test)]
     pub fn attest(&mut self, attestations: impl IntoIterator<Item = KeptAttestation>) {
         self.attestations.extend(attestations);
     }
@@ -428,27 +424,24 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         }
     }
     drifted.sort_by_key(|d| d.key);
-    // A snapshot this key has signed already is not signed again: each warm
-    // stage of a sweep would add one more attestation saying the same.
-    let signed = match opts.sign_with {
+    let attestations = match opts.sign_with {
         Some(key) => {
-            let held = store.catalogue().attestations(&manifest.digest)?;
-            super::signed::signed_by(&held, key, &manifest.digest).is_some()
-        }
-        None => false,
-    };
-    let attestations = match opts.sign_with.filter(|_| !signed) {
-        Some(key) => vec![super::signed::attestation(
-            key,
-            policy::PLUGIN_NAME,
-            opts.version,
-            manifest.digest,
-            found.record.as_ref().map(|e| &e.record),
-            &found
+            let at = found
                 .record
                 .as_ref()
-                .map_or_else(crate::clock::now, |e| e.at.clone()),
-        )?],
+                .map_or_else(crate::clock::now, |e| e.at.clone());
+            let what = super::signed::ToSign {
+                name: policy::PLUGIN_NAME,
+                version: opts.version,
+                digest: manifest.digest,
+                source: found.record.as_ref().map(|e| &e.record),
+                ingested_at: &at,
+            };
+            match super::signed::sign_once(store.catalogue(), key, &what)? {
+                super::signed::Signing::New(kept) => vec![kept],
+                super::signed::Signing::Held(_) => Vec::new(),
+            }
+        }
         None => Vec::new(),
     };
     Ok(IngestPlan {

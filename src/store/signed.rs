@@ -38,16 +38,25 @@ pub struct SignReport {
     pub new: bool,
 }
 
+/// A snapshot to sign: what its attestation says of it, besides who signs
+/// where.
+#[derive(Clone, Copy, Debug)]
+pub struct ToSign<'a> {
+    /// The plugin's name.
+    pub name: &'a str,
+    /// The release's version.
+    pub version: &'a str,
+    /// The manifest digest.
+    pub digest: ManifestDigest,
+    /// Its newest source record, if any.
+    pub source: Option<&'a SourceRecord>,
+    /// When it was ingested (RFC 3339).
+    pub ingested_at: &'a str,
+}
+
 /// The attestation of a snapshot that `key` signs now: its statement names
 /// the snapshot, its source record and who stages where.
-pub fn attestation(
-    key: &PrivateKey,
-    name: &str,
-    version: &str,
-    digest: ManifestDigest,
-    source: Option<&SourceRecord>,
-    ingested_at: &str,
-) -> Result<KeptAttestation> {
+pub fn attestation(key: &PrivateKey, what: &ToSign<'_>) -> Result<KeptAttestation> {
     let stager = format!(
         "{}@{}",
         super::ingest::user_name(),
@@ -56,12 +65,12 @@ pub fn attestation(
     let (bytes, keyid) = sign::attest(
         key,
         &SnapshotFacts {
-            name,
-            version,
-            digest,
-            source,
+            name: what.name,
+            version: what.version,
+            digest: what.digest,
+            source: what.source,
             stager: &stager,
-            ingested_at,
+            ingested_at: what.ingested_at,
         },
     );
     // The envelope is compact JSON on one line and the key id 64 hex
@@ -73,14 +82,15 @@ pub fn attestation(
     )
     .ok_or_else(|| {
         Error::Integrity(format!(
-            "could not keep the attestation of {digest}: it is not one JSON line"
+            "could not keep the attestation of {}: it is not one JSON line",
+            what.digest
         ))
     })
 }
 
 /// The attestation among `kept` that already vouches for `digest` under
 /// `key`: signing again would add nothing a verifier needs.
-pub fn signed_by<'a>(
+fn signed_by<'a>(
     kept: &'a [KeptAttestation],
     key: &PrivateKey,
     digest: &ManifestDigest,
@@ -88,6 +98,30 @@ pub fn signed_by<'a>(
     let public = std::slice::from_ref(key.public());
     kept.iter()
         .find(|a| vouched_by(envelope_bytes(a), public, digest).is_ok())
+}
+
+/// What signing a snapshot with a key comes to.
+pub enum Signing {
+    /// The key had signed it already: the attestation it holds.
+    Held(KeptAttestation),
+    /// A new attestation, to keep beside it.
+    New(KeptAttestation),
+}
+
+/// Signs the snapshot `digest` with `key` once: the attestation by `key`
+/// that `cat` holds of it already, else a new one (see [`attestation`]).
+/// Each warm stage of a sweep with `--sign-with` would otherwise add one
+/// more attestation saying the same.
+pub fn sign_once(
+    cat: &crate::catalogue::Catalogue,
+    key: &PrivateKey,
+    what: &ToSign<'_>,
+) -> Result<Signing> {
+    let held = cat.attestations(&what.digest)?;
+    if let Some(a) = signed_by(&held, key, &what.digest) {
+        return Ok(Signing::Held(a.clone()));
+    }
+    attestation(key, what).map(Signing::New)
 }
 
 /// Signs a recorded snapshot with the private key at `key_file`, and keeps
@@ -98,34 +132,28 @@ pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result
     let key = PrivateKey::load(key_file)?;
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
-    let held = store.catalogue().attestations(&digest)?;
-    if let Some(a) = signed_by(&held, &key, &digest) {
-        return Ok(SignReport {
-            manifest_digest: digest,
-            keyid: key.public().id(),
-            attestation: a.id,
-            at: a.at.clone(),
-            new: false,
-        });
-    }
     let row = store.catalogue().snapshot(&digest)?;
     let sources = store.catalogue().sources(&digest)?;
-    let newest = sources.last().map(|k| &k.entry.record);
-    let kept = attestation(
-        &key,
-        &row.name,
-        &row.version,
+    let what = ToSign {
+        name: &row.name,
+        version: &row.version,
         digest,
-        newest,
-        &row.first_ingested_at,
-    )?;
-    super::attest::attach(&mut store, &digest, std::slice::from_ref(&kept))?;
+        source: sources.last().map(|k| &k.entry.record),
+        ingested_at: &row.first_ingested_at,
+    };
+    let (kept, new) = match sign_once(store.catalogue(), &key, &what)? {
+        Signing::Held(kept) => (kept, false),
+        Signing::New(kept) => {
+            super::attest::attach(&mut store, &digest, std::slice::from_ref(&kept))?;
+            (kept, true)
+        }
+    };
     Ok(SignReport {
         manifest_digest: digest,
         keyid: key.public().id(),
         attestation: kept.id,
         at: kept.at,
-        new: true,
+        new,
     })
 }
 
@@ -439,7 +467,17 @@ mod tests {
         let two = Manifest::new(vec![Entry::of("b.md", b"b\n", false)]);
         record(&mut store, &one);
         record(&mut store, &two);
-        let by_a = attestation(&a, "p", "1.0.0", one.digest, None, "t").unwrap();
+        let by_a = attestation(
+            &a,
+            &ToSign {
+                name: "p",
+                version: "1.0.0",
+                digest: one.digest,
+                source: None,
+                ingested_at: "t",
+            },
+        )
+        .unwrap();
         crate::store::attest::attach(&mut store, &one.digest, std::slice::from_ref(&by_a)).unwrap();
         let kept = store.catalogue().attestations(&one.digest).unwrap();
         let (pa, pb) = (a.public().clone(), b.public().clone());
