@@ -127,17 +127,24 @@ pub fn publish_noreplace<P: rustix::path::Arg + Copy, Q: rustix::path::Arg + Cop
     }
 }
 
+/// Writes a new file at `mode` (less the umask), refusing to replace one;
+/// returns it, still open.
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<std::fs::File> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    file.write_all(bytes)?;
+    Ok(file)
+}
+
 /// Writes a new file at mode 0444 (refusing to replace one): what the store
 /// writes once and never changes.
 pub fn write_new_read_only(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o444)
-        .open(path)
-        .and_then(|mut f| f.write_all(bytes))
+    write_new(path, bytes, 0o444).map(drop)
 }
 
 /// Removes the tree at `path` as [`remove_tree_at`] does; a parent already

@@ -101,17 +101,10 @@ fn sources_json() -> String {
     let entry = SourceEntry {
         at: "2026-01-02T00:00:00.000Z".into(),
         via: Via::Ingest,
-        record: crate::source::SourceRecord {
-            read_from: crate::source::ReadFrom::Git,
-            repository: "https://example.invalid/o/r.git".into(),
-            commit: Some("c".repeat(40)),
-            path: String::new(),
-            tree: None,
-            tag: None,
-            clean: true,
-            changes: crate::source::Changes::default(),
-            commit_refused: None,
-        },
+        record: crate::source::SourceRecord::of_commit(
+            "https://example.invalid/o/r.git",
+            Some(&"c".repeat(40)),
+        ),
     };
     carried::to_json(&[entry]).unwrap()
 }

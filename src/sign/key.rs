@@ -6,8 +6,7 @@
 //! key others can read signs for them too. No byte of a private key is ever
 //! printed, logged or written anywhere but its own file.
 
-use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
@@ -256,21 +255,16 @@ fn read_bounded(file: std::fs::File, path: &Path, max: u64) -> Result<String, Si
 
 /// Writes a new file at `mode`, whatever the umask, refusing to replace one.
 fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), SignError> {
-    let write = |source| SignError::WriteKey {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(path)
-        .map_err(write)?;
     use std::os::unix::fs::PermissionsExt;
-    file.set_permissions(std::fs::Permissions::from_mode(mode))
-        .and_then(|()| file.write_all(bytes))
-        .and_then(|()| file.sync_all())
-        .map_err(write)
+    crate::fsutil::write_new(path, bytes, mode)
+        .and_then(|file| {
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            file.sync_all()
+        })
+        .map_err(|source| SignError::WriteKey {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// Fills `buf` from the system's random source.

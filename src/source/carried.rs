@@ -123,11 +123,14 @@ pub fn from_json(bytes: &[u8], via: Via) -> Result<Vec<SourceEntry>, CarriedErro
         .collect())
 }
 
-/// The newest record that names a commit, as the standard OCI annotations
-/// `org.opencontainers.image.source` and `.revision` give it.
-pub fn newest_with_commit(entries: &[SourceEntry]) -> Option<&SourceRecord> {
+/// The newest record that names a commit (the last of those as new): what
+/// the standard OCI annotations `org.opencontainers.image.source` and
+/// `.revision` give, and what `audit --source-repo` re-derives.
+pub fn newest_with_commit<'a>(
+    entries: impl IntoIterator<Item = &'a SourceEntry>,
+) -> Option<&'a SourceRecord> {
     entries
-        .iter()
+        .into_iter()
         .filter(|e| e.record.commit.is_some())
         .max_by(|a, b| a.at.cmp(&b.at))
         .map(|e| &e.record)
@@ -136,23 +139,12 @@ pub fn newest_with_commit(entries: &[SourceEntry]) -> Option<&SourceRecord> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::record::{Changes, ReadFrom};
 
     fn entry(at: &str, via: Via, repository: &str, commit: Option<&str>) -> SourceEntry {
         SourceEntry {
             at: at.into(),
             via,
-            record: SourceRecord {
-                read_from: ReadFrom::Git,
-                repository: repository.into(),
-                commit: commit.map(str::to_string),
-                path: String::new(),
-                tree: None,
-                tag: None,
-                clean: true,
-                changes: Changes::default(),
-                commit_refused: None,
-            },
+            record: SourceRecord::of_commit(repository, commit),
         }
     }
 

@@ -108,6 +108,25 @@ impl Changes {
     }
 }
 
+#[cfg(test)]
+impl SourceRecord {
+    /// A clean record of `commit` at the root of `repository`, read from
+    /// its objects: what tests vary one field of.
+    pub(crate) fn of_commit(repository: &str, commit: Option<&str>) -> SourceRecord {
+        SourceRecord {
+            read_from: ReadFrom::Git,
+            repository: repository.into(),
+            commit: commit.map(str::to_string),
+            path: String::new(),
+            tree: None,
+            tag: None,
+            clean: true,
+            changes: Changes::default(),
+            commit_refused: None,
+        }
+    }
+}
+
 /// How a store came to hold a source record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -277,14 +277,13 @@ impl Store {
         }
     }
 
-    /// Removes one file beside a snapshot; one already gone is no error.
-    pub fn remove_beside<K: Beside>(&self, digest: &ManifestDigest, id: &K::Id) -> Result<()> {
-        let path = self
-            .beside_dir(K::KIND, digest)
-            .join(format!("{id}{SUFFIX}"));
+    /// Removes one file of `kind` beside a snapshot, by its id (64 hex);
+    /// one already gone is no error.
+    pub fn remove_beside(&self, kind: Kind, digest: &ManifestDigest, id: &str) -> Result<()> {
+        let path = self.beside_dir(kind, digest).join(format!("{id}{SUFFIX}"));
         match rustix::fs::unlink(&path) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
-            Err(e) => Err(Error::io(K::KIND.words().remove, path, e)),
+            Err(e) => Err(Error::io(kind.words().remove, path, e)),
         }
     }
 
@@ -331,7 +330,7 @@ impl Written {
     pub fn write<K: Beside>(&mut self, store: &Store, work: &WorkDir, kept: &K) -> Result<bool> {
         let new = store.write_beside(work, &self.digest, kept)?;
         if new {
-            self.files.push((K::KIND, format!("{}{SUFFIX}", kept.id())));
+            self.files.push((K::KIND, kept.id().to_string()));
         }
         Ok(new)
     }
@@ -344,8 +343,8 @@ impl Written {
     /// Removes every new file again. Best effort: a file left behind is one
     /// gc or `recover` deals with.
     pub fn take_back(&self, store: &Store) {
-        for (kind, name) in &self.files {
-            let _ = rustix::fs::unlink(store.beside_dir(*kind, &self.digest).join(name));
+        for (kind, id) in &self.files {
+            let _ = store.remove_beside(*kind, &self.digest, id);
         }
     }
 }
@@ -476,7 +475,7 @@ fn is_lower_hex64(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{Changes, ReadFrom, SourceEntry, SourceRecord, Via};
+    use crate::source::{SourceEntry, SourceRecord, Via};
     use crate::store::LockMode;
 
     fn envelope(n: u8) -> String {
@@ -494,17 +493,7 @@ mod tests {
         KeptSource::new(SourceEntry {
             at: "2026-01-02T03:04:05.000Z".into(),
             via: Via::Ingest,
-            record: SourceRecord {
-                read_from: ReadFrom::Git,
-                repository: "/nowhere".into(),
-                commit: None,
-                path: String::new(),
-                tree: None,
-                tag: None,
-                clean: true,
-                changes: Changes::default(),
-                commit_refused: None,
-            },
+            record: SourceRecord::of_commit("/nowhere", None),
         })
     }
 
@@ -544,11 +533,12 @@ mod tests {
             "{found:?}"
         );
 
+        let id = a.id.to_hex();
         store
-            .remove_beside::<KeptAttestation>(&digest, &a.id)
+            .remove_beside(Kind::Attestations, &digest, &id)
             .unwrap();
         store
-            .remove_beside::<KeptAttestation>(&digest, &a.id)
+            .remove_beside(Kind::Attestations, &digest, &id)
             .unwrap();
         assert!(store
             .read_beside::<KeptAttestation>(&digest)

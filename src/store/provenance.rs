@@ -111,13 +111,8 @@ pub fn check_source(
     version: &str,
     sources: &[KeptSource],
 ) -> Result<SourceCheck> {
-    let newest = sources.iter().rev().find_map(|k| {
-        k.entry
-            .record
-            .commit
-            .as_deref()
-            .map(|c| (c, k.entry.record.path.as_str()))
-    });
+    let newest = crate::source::carried::newest_with_commit(sources.iter().map(|k| &k.entry))
+        .and_then(|r| Some((r.commit.as_deref()?, r.path.as_str())));
     let Some((commit, path)) = newest else {
         return Ok(SourceCheck {
             status: CheckStatus::NoSourceRecord,
@@ -226,7 +221,7 @@ pub fn verify_source(store_root: &Path, repo: &Path, digest: &str) -> Result<Sou
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{Changes, ReadFrom, SourceEntry, SourceRecord, Via};
+    use crate::source::{ReadFrom, SourceEntry, SourceRecord, Via};
 
     fn kept(commit: Option<&str>, path: &str) -> KeptSource {
         KeptSource::new(SourceEntry {
@@ -234,14 +229,9 @@ mod tests {
             via: Via::Ingest,
             record: SourceRecord {
                 read_from: ReadFrom::WorkTree,
-                repository: "/nowhere".into(),
-                commit: commit.map(str::to_string),
                 path: path.into(),
-                tree: None,
-                tag: None,
                 clean: false,
-                changes: Changes::default(),
-                commit_refused: None,
+                ..SourceRecord::of_commit("/nowhere", commit)
             },
         })
     }

@@ -489,14 +489,8 @@ mod tests {
             via: Via::Ingest,
             record: crate::source::SourceRecord {
                 read_from: crate::source::ReadFrom::WorkTree,
-                repository: repository.into(),
-                commit: commit.map(str::to_string),
                 path: "plugins/p".into(),
-                tree: None,
-                tag: None,
-                clean: true,
-                changes: crate::source::Changes::default(),
-                commit_refused: None,
+                ..crate::source::SourceRecord::of_commit(repository, commit)
             },
         }
     }
