@@ -324,6 +324,16 @@ impl Error {
         }
     }
 
+    /// The error a bus error (SIGBUS) stands for: a memory-mapped file of the
+    /// store at `store` that the filesystem could not back, as on a full disk.
+    pub fn bus_error(store: PathBuf) -> Error {
+        Error::io(
+            "write a memory-mapped file (the system sent SIGBUS) of the store",
+            store,
+            io::Error::from(io::ErrorKind::StorageFull),
+        )
+    }
+
     /// Wraps an I/O error with the operation and path it came from.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: impl Into<io::Error>) -> Error {
         Error::Io {

@@ -205,6 +205,45 @@ impl Drop for Interrupts {
     }
 }
 
+/// Turns a bus error into an orderly exit: from now on, SIGBUS runs
+/// `report` (which prints the error) on a thread of its own, and the process
+/// exits with the code it returns.
+///
+/// The kernel sends SIGBUS when a page of a memory-mapped file cannot be
+/// backed: SQLite's shared-memory index (`catalogue.sqlite-shm`) on a full
+/// filesystem whose blocks are smaller than a page, where SQLite allocates
+/// only a page's last block before it writes the rest. The faulting thread
+/// stops where it is (each retry of the access is caught again, never
+/// obeyed), as it would under `kill -9`, so the store is left as a crash
+/// leaves it, and nothing is ever half-reported: the command exits with a
+/// message instead of dying of the signal.
+pub fn exit_on_bus_error(report: impl FnOnce() -> u8 + Send + 'static) -> io::Result<()> {
+    // The standard library's own SIGBUS handler (it looks for stack
+    // overflows) would restore the default action at the first fault it does
+    // not recognise, and the retried access would then kill the process:
+    // the default action goes back first, so that the handler below runs
+    // alone.
+    //
+    // SAFETY: `signal` with `SIG_DFL` installs no code of ours; it runs
+    // before the handler below exists, and nothing else sets SIGBUS.
+    #[allow(unsafe_code)]
+    let previous = unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+    if previous == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    let (mut wake, write) = UnixStream::pair()?;
+    signal_hook::low_level::pipe::register(signal_hook::consts::SIGBUS, write)?;
+    std::thread::Builder::new()
+        .name("sigbus".into())
+        .spawn(move || {
+            let mut byte = [0u8; 1];
+            if matches!(wake.read(&mut byte), Ok(1)) {
+                std::process::exit(i32::from(report()));
+            }
+        })?;
+    Ok(())
+}
+
 /// How many [`Interrupts`] are alive; `None` until the first is made.
 static LIVE: Mutex<Option<usize>> = Mutex::new(None);
 /// Whether the signals take their default action: no `Interrupts` is alive.

@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
+use std::os::fd::AsFd;
 use std::process::ExitCode;
 
 use cestore::cli::{self, Cli};
@@ -17,9 +18,28 @@ fn main() -> ExitCode {
         Ok(args) => args,
         Err(err) => return usage(&err, json),
     };
+    // A bus error (a memory-mapped file the full disk cannot back) is
+    // reported like any other failure of the store, and never kills.
+    let (store, json) = (args.store.clone(), args.json);
+    let _ = cestore::interrupt::exit_on_bus_error(move || {
+        let store = cestore::store::locate(store.as_deref()).unwrap_or_default();
+        let err = cestore::Error::bus_error(store).into();
+        // The faulting thread may hold the standard streams' locks: this
+        // thread writes through handles of its own.
+        let own = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().map(std::fs::File::from);
+        match (own(std::io::stdout().as_fd()), own(std::io::stderr().as_fd())) {
+            (Ok(mut out), Ok(mut errout)) => report(json, err, &mut out, &mut errout),
+            _ => report(json, err, &mut std::io::sink(), &mut std::io::sink()),
+        }
+    });
     match run(&args) {
         Ok(code) => ExitCode::from(code),
-        Err(err) => report(args.json, err),
+        Err(err) => ExitCode::from(report(
+            args.json,
+            err,
+            &mut std::io::stdout().lock(),
+            &mut std::io::stderr().lock(),
+        )),
     }
 }
 
@@ -51,10 +71,11 @@ fn usage(err: &clap::Error, json: bool) -> ExitCode {
     ExitCode::from(usage.exit_code())
 }
 
-/// Prints an error with its context chain and returns its exit code.
-fn report(json: bool, err: anyhow::Error) -> ExitCode {
+/// Prints an error with its context chain (and with `json`, its JSON object
+/// on `out`) and returns its exit code.
+fn report(json: bool, err: anyhow::Error, out: &mut dyn Write, errout: &mut dyn Write) -> u8 {
     if is_broken_pipe(&err) {
-        return ExitCode::SUCCESS;
+        return 0;
     }
     // An error from outside the library (none is expected) counts as the
     // store's failure.
@@ -64,20 +85,20 @@ fn report(json: bool, err: anyhow::Error) -> ExitCode {
     );
     if json {
         if let Some(e) = err.downcast_ref::<cestore::Error>() {
-            let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{}", cli::error_json(e));
+            let _ = out.flush();
         }
     }
     let (message, hint) = match err.downcast_ref::<cestore::Error>() {
         Some(e) => (cli::error_message(e), cli::hint(e)),
         None => (format!("{err:#}"), None),
     };
-    let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "cestore: error: {message}");
+    let _ = writeln!(errout, "cestore: error: {message}");
     if let Some(hint) = hint {
-        let _ = writeln!(stderr, "hint: {hint}");
+        let _ = writeln!(errout, "hint: {hint}");
     }
-    ExitCode::from(code)
+    let _ = errout.flush();
+    code
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {

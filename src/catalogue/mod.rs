@@ -161,14 +161,60 @@ impl Catalogue {
             conn,
             path: path.to_path_buf(),
         };
-        cat.conn
-            .pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| err("switch to WAL mode", e))?;
+        cat.switch_to_wal()?;
         cat.conn
             .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
             .map_err(|e| err("set pragmas", e))?;
         cat.migrate()?;
         Ok(cat)
+    }
+
+    /// Puts the database in WAL mode, once, under an exclusive `flock` on
+    /// the directory that holds it.
+    ///
+    /// A new catalogue is in rollback mode until its first command switches
+    /// it; several first commands at once would each try, and SQLite
+    /// refuses a switch while another connection reads (`database is
+    /// locked`, without waiting). Under the lock the switches take turns,
+    /// and each looks again first: every later one finds WAL and does
+    /// nothing. A catalogue already in WAL mode (every store but a new one)
+    /// takes no lock.
+    fn switch_to_wal(&mut self) -> Result<()> {
+        let err = errors(&self.path);
+        if self.journal_mode().map_err(err("read the journal mode"))? == "wal" {
+            return Ok(());
+        }
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let lock = crate::fsutil::open_dir(rustix::fs::CWD, dir)
+            .map_err(|e| Error::io("open the catalogue's directory", dir, e))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+            .map_err(|e| Error::io("lock the catalogue's directory", dir, e))?;
+        if self.journal_mode().map_err(err("read the journal mode"))? == "wal" {
+            return Ok(());
+        }
+        // A command that opened the catalogue before this switch may still
+        // read it in rollback mode for a moment; SQLite answers such a
+        // switch `SQLITE_BUSY` at once rather than through the busy
+        // handler, so it is asked again until the busy timeout.
+        let started = std::time::Instant::now();
+        loop {
+            match self.conn.pragma_update(None, "journal_mode", "WAL") {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && started.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                done => return done.map_err(err("switch to WAL mode")),
+            }
+        }
+    }
+
+    /// The journal mode SQLite reports, in lower case.
+    fn journal_mode(&self) -> rusqlite::Result<String> {
+        self.conn
+            .query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0))
+            .map(|m| m.to_ascii_lowercase())
     }
 
     fn err(&self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + '_ {

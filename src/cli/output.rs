@@ -118,6 +118,16 @@ pub fn hint(err: &Error) -> Option<String> {
                 crate::manifest::PLUGIN_JSON
             ))
         }
+        Error::Io { source, path, .. }
+            if source.kind() == std::io::ErrorKind::StorageFull
+                || source.raw_os_error() == Some(libc::ENOSPC) =>
+        {
+            Some(format!(
+                "the filesystem holding '{}' is full: free space on it (`cestore gc` \
+                 removes what no snapshot uses), then run the command again",
+                path.display()
+            ))
+        }
         _ => None,
     }
 }

@@ -13,8 +13,9 @@
 //! As with manifests, the files are the store's own record and the
 //! catalogue's tables (`sources`, `attestations`) their index: a file is made
 //! durable by a `syncfs` before the catalogue records it, `rm` removes the
-//! snapshot's directories inside the transaction that forgets the snapshot
-//! ([`BesideDirs`]), `cestore recover` records again every file the
+//! snapshot's directories (with its manifest) aside inside the transaction
+//! that forgets the snapshot and removes them once it commits
+//! ([`SetAside`]), `cestore recover` records again every file the
 //! catalogue lacks and writes again every recorded one whose file is gone
 //! (an attestation's file carries all its row holds: see
 //! [`KeptAttestation`]), and gc keeps the files of a snapshot that is
@@ -61,7 +62,6 @@ struct Words {
     open_top: &'static str,
     publish: &'static str,
     remove: &'static str,
-    remove_all: &'static str,
     remove_orphans: &'static str,
     list: &'static str,
     bad_name: &'static str,
@@ -84,7 +84,6 @@ macro_rules! words {
             open_top: concat!("open the ", $many, " directory"),
             publish: concat!("publish ", $a, " ", $one),
             remove: concat!("remove ", $a, " ", $one),
-            remove_all: concat!("remove a snapshot's ", $many),
             remove_orphans: concat!("remove orphan ", $many),
             list: concat!("list ", $many),
             bad_name: concat!("its name is not ", $a, " ", $one, "'s"),
@@ -346,58 +345,78 @@ impl Written {
         for (kind, id) in &self.files {
             let _ = store.remove_beside(*kind, &self.digest, id);
         }
-    }
-}
-
-/// A snapshot's directories of every kind, to remove while the store is
-/// borrowed elsewhere (inside the catalogue's transaction that forgets the
-/// snapshot).
-pub struct BesideDirs {
-    /// The store's directory, held open: the shards are opened only when
-    /// removing, inside the transaction, so that one a concurrent command
-    /// made since is removed too.
-    root: std::io::Result<std::os::fd::OwnedFd>,
-    dirs: Vec<(Kind, PathBuf)>,
-    name: String,
-}
-
-impl BesideDirs {
-    /// The directories of `digest` in `store`.
-    pub fn of(store: &Store, digest: ManifestDigest) -> BesideDirs {
-        BesideDirs {
-            root: store.dir().try_clone_to_owned(),
-            dirs: Kind::ALL
-                .into_iter()
-                .map(|kind| (kind, store.beside_dir(kind, &digest)))
-                .collect(),
-            name: digest.to_hex(),
+        // A directory made for a file that was then not written goes too,
+        // when nothing else is in it.
+        for kind in Kind::ALL {
+            let _ = rustix::fs::unlinkat(
+                store.dir(),
+                kind.rel_dir(&self.digest).as_str(),
+                AtFlags::REMOVEDIR,
+            );
         }
     }
+}
 
-    /// Removes every file, and the directories; one already gone is no
-    /// error.
-    pub fn remove(&self) -> Result<()> {
-        let root = self.root.as_ref().map_err(|e| {
-            Error::io(
-                "open the store directory",
-                self.dirs
-                    .first()
-                    .map_or_else(PathBuf::new, |(_, d)| d.clone()),
-                std::io::Error::new(e.kind(), e.to_string()),
-            )
-        })?;
-        for (kind, dir) in &self.dirs {
-            let w = kind.words();
-            let shard = format!("{}/{}", kind.dir(), &self.name[..2]);
-            match crate::fsutil::open_dir(root.as_fd(), shard.as_str()) {
-                Ok(fd) => {
-                    crate::fsutil::remove_tree_at(fd.as_fd(), &self.name).ctx(w.remove_all, dir)?;
-                }
-                Err(Errno::NOENT) => {}
-                Err(e) => return Err(Error::io(w.open, dir, e)),
+/// A snapshot's own files (its manifest, source records and attestations),
+/// moved aside while the catalogue forgets it: removed with the work
+/// directory that holds them once the forgetting commits, or put back where
+/// they were when it does not.
+///
+/// So a command that forgets a snapshot and fails (a full disk refusing the
+/// commit, say) changes nothing: only making the work directory needs room,
+/// and it comes first; a move and its way back need none. The moves happen
+/// inside the transaction, so that no command records the snapshot's files
+/// in between.
+pub struct SetAside {
+    work: WorkDir,
+    /// Each file or directory to move: where it is in the store, and its
+    /// name in the work directory.
+    places: Vec<(PathBuf, &'static str)>,
+    /// How many of `places` were moved.
+    moved: usize,
+}
+
+impl SetAside {
+    /// Makes the work directory for the files of `digest`, moving nothing yet.
+    pub fn new(store: &Store, digest: &ManifestDigest) -> Result<SetAside> {
+        let mut places = vec![(store.manifest_path(digest), "manifest")];
+        for kind in Kind::ALL {
+            places.push((store.beside_dir(kind, digest), kind.dir()));
+        }
+        Ok(SetAside {
+            work: store.work_dir("forget")?,
+            places,
+            moved: 0,
+        })
+    }
+
+    /// Moves each file into the work directory; one that is not there is
+    /// skipped.
+    pub fn take(&mut self) -> Result<()> {
+        for (from, name) in &self.places[self.moved..] {
+            match rustix::fs::rename(from, self.work.path().join(name)) {
+                Ok(()) | Err(Errno::NOENT) => self.moved += 1,
+                Err(e) => return Err(Error::io("set aside", from, e)),
             }
         }
         Ok(())
+    }
+
+    /// Moves back what [`SetAside::take`] moved, and returns `e`. Anything
+    /// that cannot go back stays in the work directory, which is then left
+    /// for gc (and the snapshot's files for `cestore recover` to write again).
+    pub fn put_back(self, e: Error) -> Error {
+        let mut all_back = true;
+        for (to, name) in &self.places[..self.moved] {
+            match rustix::fs::rename(self.work.path().join(name), to) {
+                Ok(()) | Err(Errno::NOENT) => {}
+                Err(_) => all_back = false,
+            }
+        }
+        if !all_back {
+            self.work.abandon();
+        }
+        e
     }
 }
 
@@ -626,13 +645,29 @@ mod tests {
             listed_a,
             [(Some(digest), store.beside_dir(Kind::Attestations, &digest))]
         );
-        BesideDirs::of(&store, digest).remove().unwrap();
-        BesideDirs::of(&store, digest).remove().unwrap();
+        // Set aside and put back: every file where it was.
+        let mut aside = SetAside::new(&store, &digest).unwrap();
+        aside.take().unwrap();
         for kind in Kind::ALL {
             assert!(!store.beside_dir(kind, &digest).exists(), "{kind:?}");
         }
-        assert!(BesideDirs::of(&store, ManifestDigest::of(b"none"))
-            .remove()
-            .is_ok());
+        let e = aside.put_back(Error::Usage("refused".into()));
+        assert_eq!(e.to_string(), "refused");
+        assert_eq!(listed(&store, Kind::Attestations).unwrap(), listed_a);
+        assert_eq!(
+            std::fs::read_dir(store.beside_dir(Kind::Sources, &digest))
+                .unwrap()
+                .count(),
+            1
+        );
+        // Set aside and dropped: gone, and nothing left under tmp/.
+        let mut aside = SetAside::new(&store, &digest).unwrap();
+        aside.take().unwrap();
+        drop(aside);
+        for kind in Kind::ALL {
+            assert!(!store.beside_dir(kind, &digest).exists(), "{kind:?}");
+        }
+        let mut none = SetAside::new(&store, &ManifestDigest::of(b"none")).unwrap();
+        assert!(none.take().is_ok());
     }
 }

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use super::beside::{BesideDirs, Kind};
+use super::beside::{Kind, SetAside};
 use super::upkeep::{Item, Plan};
 use super::{LockMode, Store};
 use crate::catalogue::resolve;
@@ -31,19 +31,24 @@ pub struct RmReport {
 }
 
 /// Forgets a snapshot; refuses while views of it are recorded unless `force`.
+///
+/// A failed `rm` changes nothing, on a full disk too: the snapshot's files
+/// are set aside inside the transaction that forgets its rows and removed
+/// only once it commits ([`SetAside`]). A crash between the two leaves a
+/// recorded snapshot whose files `cestore recover` writes again (gc refuses
+/// to sweep until then).
 pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
-    let manifest = store.manifest_path(&digest);
-    let beside = BesideDirs::of(&store, digest);
-    // The manifest, the source records and the attestations go inside the
-    // transaction that forgets the rows, so that no ingest of the same
-    // snapshot records them in between; a crash before the commit leaves a
-    // recorded snapshot whose files `cestore recover` writes again.
-    let views = store.catalogue_mut().remove_snapshot(&digest, force, || {
-        beside.remove()?;
-        super::manifests::remove_file(&manifest)
-    })?;
+    let mut aside = SetAside::new(&store, &digest)?;
+    let forgotten = store
+        .catalogue_mut()
+        .remove_snapshot(&digest, force, || aside.take());
+    let views = match forgotten {
+        Ok(views) => views,
+        Err(e) => return Err(aside.put_back(e)),
+    };
+    drop(aside);
     let _ = store.catalogue().checkpoint();
     // Its spares go too (what this misses, gc removes).
     super::spares::forget(&store, &digest);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{mpsc, Mutex};
 
-use super::beside::{BesideDirs, Written};
+use super::beside::{SetAside, Written};
 use super::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
 use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::{
@@ -544,14 +544,15 @@ pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport>
 /// manifest, source records and attestations when the snapshot goes too.
 pub fn undo_ingest(store: &mut Store, report: &IngestReport) -> Result<()> {
     let digest = report.provenance.manifest_digest;
-    let manifest = store.manifest_path(&digest);
-    let beside = BesideDirs::of(store, digest);
-    let forgotten = store
+    let mut aside = SetAside::new(store, &digest)?;
+    let forgotten = match store
         .catalogue_mut()
-        .undo_ingest(&digest, &report.ingest.recorded, || {
-            beside.remove()?;
-            crate::store::manifests::remove_file(&manifest)
-        })?;
+        .undo_ingest(&digest, &report.ingest.recorded, || aside.take())
+    {
+        Ok(forgotten) => forgotten,
+        Err(e) => return Err(aside.put_back(e)),
+    };
+    drop(aside);
     if forgotten {
         let _ = store.catalogue().checkpoint();
     }

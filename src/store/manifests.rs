@@ -184,6 +184,11 @@ impl Store {
         digest: &ManifestDigest,
     ) -> Result<Vec<crate::manifest::Entry>> {
         let entries = self.catalogue().files(digest)?;
+        if entries.is_empty() {
+            // No rows at all: the snapshot was forgotten since its name was
+            // resolved (an `rm` racing this command), not damaged.
+            self.catalogue().snapshot(digest)?;
+        }
         crate::policy::check_manifest_entries(&entries).map_err(|rule| {
             Error::Integrity(format!(
                 "the snapshot {digest} breaks a rule of the reference: {rule}; nothing of it is handed out (`cestore rm {digest}` forgets it)"

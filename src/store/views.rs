@@ -329,6 +329,11 @@ fn checkout_with(
     let row = ViewRow::of_built(&dest, digest, ViewKind::Checkout, &built);
     let snapshot = match store.catalogue_mut().add_view(&row) {
         Ok(s) => s,
+        // A spare taken goes back to the spares, as it was: a failed
+        // checkout changes nothing.
+        Err(e) if built.spare && super::spares::keep(store, &digest, parent_fd.as_fd(), name) => {
+            return Err(e)
+        }
         Err(e) => {
             return Err(view::unpublish(
                 parent_fd.as_fd(),
@@ -522,26 +527,48 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
         }
         (None, Some(d)) => (exactly_a_snapshot(store, &dest, found.is_some(), d)?, false),
     };
-    // Of two discards of one view, the one whose removal takes the view's
-    // root removed it; the other finds it already gone. The record is
-    // forgotten once, by whichever gets there first.
+    // Of two discards of one view, the one whose move takes the view's root
+    // removes it; the other finds it already gone. The record is forgotten
+    // once, by whichever gets there first.
+    //
+    // A failed discard changes nothing, on a full disk too: the view is
+    // moved aside (a rename within its parent) before its record is
+    // forgotten, and goes back when forgetting fails; only then is it kept
+    // as a spare or removed.
     let mut spare = false;
+    let mut forgotten = false;
     let removed = match found {
         Some(_) => {
             let parent_fd = crate::fsutil::open_dir(rustix::fs::CWD, &parent)
                 .ctx("open the view's parent", &parent)?;
+            let aside = view::temp_name(name.as_os_str());
+            match rustix::fs::renameat(&parent_fd, &name, &parent_fd, aside.as_str()) {
+                Ok(()) => {}
+                // Another discard moved it first.
+                Err(rustix::io::Errno::NOENT) => return discarded(store, dest_text, digest, recorded),
+                Err(e) => return Err(Error::io("set the view aside", &dest, e)),
+            }
+            if recorded {
+                if let Err(e) = store.catalogue_mut().remove_view(&dest_text) {
+                    let _ = rustix::fs::renameat(&parent_fd, aside.as_str(), &parent_fd, &name);
+                    return Err(e);
+                }
+                forgotten = true;
+            }
             // A checkout made of hard links (and fresh empty files) can serve
             // the next checkout of its snapshot: keep it whole instead of
             // deleting it. Taking it checks every file's inode, so a view
             // with copies in it is never handed out.
             spare = opts.spare
                 && row.as_ref().is_some_and(|r| r.method != "copy")
-                && super::spares::keep(store, &digest, parent_fd.as_fd(), &name);
-            spare || remove_tree_at(parent_fd.as_fd(), &name).ctx("remove the view", &dest)?
+                && super::spares::keep(store, &digest, parent_fd.as_fd(), Path::new(&aside));
+            spare
+                || remove_tree_at(parent_fd.as_fd(), Path::new(&aside))
+                    .ctx("remove the view", &dest)?
         }
         None => false,
     };
-    if recorded {
+    if recorded && !forgotten {
         store.catalogue_mut().remove_view(&dest_text)?;
     }
     Ok(DiscardReport {
@@ -550,6 +577,26 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
         recorded,
         removed,
         spare,
+    })
+}
+
+/// The report of a discard that found its view already moved by another:
+/// the record, if any is left, is forgotten here.
+fn discarded(
+    store: &mut Store,
+    view: String,
+    digest: ManifestDigest,
+    recorded: bool,
+) -> Result<DiscardReport> {
+    if recorded {
+        store.catalogue_mut().remove_view(&view)?;
+    }
+    Ok(DiscardReport {
+        view,
+        manifest_digest: Some(digest),
+        recorded,
+        removed: false,
+        spare: false,
     })
 }
 
