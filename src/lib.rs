@@ -16,7 +16,7 @@
 //! - [`pyjson`]: Python's `json.loads`, for the `plugin.json` check;
 //! - [`fsutil`]: directory-handle helpers; [`pool`]: the worker pool;
 //!   [`progress`]: progress lines on a terminal; [`interrupt`]: termination
-//!   signals caught, for `stage --hold`;
+//!   signals caught, for `stage --hold`, and a bus error turned into exit 7;
 //! - [`source`]: the walk of a source tree through directory handles;
 //! - [`gitnexus`]: the GitNexus runtime's mounts and the arm rule's;
 //! - [`catalogue`]: the SQLite catalogue;
