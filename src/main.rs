@@ -26,8 +26,12 @@ fn main() -> ExitCode {
         let err = cestore::Error::bus_error(store).into();
         // The faulting thread may hold the standard streams' locks: this
         // thread writes through handles of its own.
-        let own = |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().map(std::fs::File::from);
-        match (own(std::io::stdout().as_fd()), own(std::io::stderr().as_fd())) {
+        let own =
+            |fd: std::os::fd::BorrowedFd<'_>| fd.try_clone_to_owned().map(std::fs::File::from);
+        match (
+            own(std::io::stdout().as_fd()),
+            own(std::io::stderr().as_fd()),
+        ) {
             (Ok(mut out), Ok(mut errout)) => report(json, err, &mut out, &mut errout),
             _ => report(json, err, &mut std::io::sink(), &mut std::io::sink()),
         }

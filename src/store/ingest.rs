@@ -545,13 +545,14 @@ pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport>
 pub fn undo_ingest(store: &mut Store, report: &IngestReport) -> Result<()> {
     let digest = report.provenance.manifest_digest;
     let mut aside = SetAside::new(store, &digest)?;
-    let forgotten = match store
-        .catalogue_mut()
-        .undo_ingest(&digest, &report.ingest.recorded, || aside.take())
-    {
-        Ok(forgotten) => forgotten,
-        Err(e) => return Err(aside.put_back(e)),
-    };
+    let forgotten =
+        match store
+            .catalogue_mut()
+            .undo_ingest(&digest, &report.ingest.recorded, || aside.take())
+        {
+            Ok(forgotten) => forgotten,
+            Err(e) => return Err(aside.put_back(e)),
+        };
     drop(aside);
     if forgotten {
         let _ = store.catalogue().checkpoint();

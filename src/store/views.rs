@@ -545,7 +545,9 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
             match rustix::fs::renameat(&parent_fd, &name, &parent_fd, aside.as_str()) {
                 Ok(()) => {}
                 // Another discard moved it first.
-                Err(rustix::io::Errno::NOENT) => return discarded(store, dest_text, digest, recorded),
+                Err(rustix::io::Errno::NOENT) => {
+                    return discarded(store, dest_text, digest, recorded)
+                }
                 Err(e) => return Err(Error::io("set the view aside", &dest, e)),
             }
             if recorded {

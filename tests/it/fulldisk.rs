@@ -64,7 +64,10 @@ impl LoopFs {
                 .status()
                 .is_ok_and(|s| s.success());
         if !made {
-            skip(test, "mkfs.ext4 could not make an image (is e2fsprogs installed?)");
+            skip(
+                test,
+                "mkfs.ext4 could not make an image (is e2fsprogs installed?)",
+            );
             return None;
         }
         let mounted = Command::new("mount")
@@ -161,13 +164,16 @@ fn seen(store: &Path, views: &[PathBuf]) -> Seen {
     }
 }
 
+/// Sets a store up (with room to spare); returns the command's arguments and
+/// the views whose presence must not change on failure.
+type Setup = fn(&TestEnv, &Path) -> (Vec<String>, Vec<PathBuf>);
+
 /// One command under test: what to set up, what to run, and what holds
 /// after it succeeded.
 struct Case {
     name: &'static str,
-    /// Sets the store up (with room to spare); returns the command's
-    /// arguments and the views whose presence must not change on failure.
-    setup: fn(&TestEnv, &Path) -> (Vec<String>, Vec<PathBuf>),
+    /// Sets the store up.
+    setup: Setup,
     /// Checks what a success did.
     done: fn(&TestEnv, &[PathBuf]),
 }
@@ -392,7 +398,10 @@ fn every_command_at_every_level(test: &str, block: u64) {
         } else if *name == "list" {
             assert!(*ok > 0, "list never succeeded");
         } else {
-            assert!(*ok > 0 && *failed > 0, "{name}: {ok} succeeded, {failed} failed");
+            assert!(
+                *ok > 0 && *failed > 0,
+                "{name}: {ok} succeeded, {failed} failed"
+            );
         }
     }
 }
