@@ -15,11 +15,11 @@ fn main() -> ExitCode {
     let json = argv.iter().skip(1).any(|a| a == "--json");
     let args = match Cli::try_parse_from(&argv) {
         Ok(args) => args,
-        Err(err) => return usage(&err, json),
+        Err(err) => return usage(&err, json, &argv),
     };
     match run(&args) {
         Ok(code) => ExitCode::from(code),
-        Err(err) => report(args.json, err),
+        Err(err) => report(args.json, err, &argv),
     }
 }
 
@@ -29,8 +29,9 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
 }
 
 /// Handles a command line the parser refused: `--help` and `--version` print
-/// and succeed; anything else is a usage error, reported like every other error.
-fn usage(err: &clap::Error, json: bool) -> ExitCode {
+/// and succeed; anything else is a usage error, reported like every other
+/// error, with every URL of `argv` that holds a credential redacted.
+fn usage(err: &clap::Error, json: bool, argv: &[OsString]) -> ExitCode {
     if matches!(
         err.kind(),
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
@@ -43,16 +44,25 @@ fn usage(err: &clap::Error, json: bool) -> ExitCode {
         };
     }
     // The parser's own text (with its usage line and tips) is the human message.
-    let _ = err.print();
-    let usage = cestore::Error::Usage(cli::usage_message(err));
+    // A URL holding a credential is redacted there too (at the cost of the
+    // text's colours).
+    let text = err.render().to_string();
+    let scrubbed = cli::urls::scrub(&text, argv);
+    if scrubbed == text {
+        let _ = err.print();
+    } else {
+        let _ = write!(std::io::stderr().lock(), "{scrubbed}");
+    }
+    let usage = cestore::Error::Usage(cli::urls::scrub(&cli::usage_message(err), argv));
     if json {
         let _ = writeln!(std::io::stdout().lock(), "{}", cli::error_json(&usage));
     }
     ExitCode::from(usage.exit_code())
 }
 
-/// Prints an error with its context chain and returns its exit code.
-fn report(json: bool, err: anyhow::Error) -> ExitCode {
+/// Prints an error with its context chain and returns its exit code; every
+/// URL of `argv` that holds a credential is shown redacted.
+fn report(json: bool, err: anyhow::Error, argv: &[OsString]) -> ExitCode {
     if is_broken_pipe(&err) {
         return ExitCode::SUCCESS;
     }
@@ -64,8 +74,10 @@ fn report(json: bool, err: anyhow::Error) -> ExitCode {
     );
     if json {
         if let Some(e) = err.downcast_ref::<cestore::Error>() {
+            let mut object = cli::error_json(e);
+            cli::urls::scrub_json(&mut object, argv);
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", cli::error_json(e));
+            let _ = writeln!(out, "{object}");
         }
     }
     let (message, hint) = match err.downcast_ref::<cestore::Error>() {
@@ -73,9 +85,13 @@ fn report(json: bool, err: anyhow::Error) -> ExitCode {
         None => (format!("{err:#}"), None),
     };
     let mut stderr = std::io::stderr().lock();
-    let _ = writeln!(stderr, "cestore: error: {message}");
+    let _ = writeln!(
+        stderr,
+        "cestore: error: {}",
+        cli::urls::scrub(&message, argv)
+    );
     if let Some(hint) = hint {
-        let _ = writeln!(stderr, "hint: {hint}");
+        let _ = writeln!(stderr, "hint: {}", cli::urls::scrub(&hint, argv));
     }
     ExitCode::from(code)
 }
