@@ -16,11 +16,11 @@ fn main() -> ExitCode {
     let json = argv.iter().skip(1).any(|a| a == "--json");
     let args = match Cli::try_parse_from(&argv) {
         Ok(args) => args,
-        Err(err) => return usage(&err, json),
+        Err(err) => return usage(&err, json, &argv),
     };
     // A bus error (a memory-mapped file the full disk cannot back) is
     // reported like any other failure of the store, and never kills.
-    let (store, json) = (args.store.clone(), args.json);
+    let (store, json, shown) = (args.store.clone(), args.json, argv.clone());
     let _ = cestore::interrupt::exit_on_bus_error(move || {
         let store = cestore::store::locate(store.as_deref()).unwrap_or_default();
         let err = cestore::Error::bus_error(store).into();
@@ -32,8 +32,14 @@ fn main() -> ExitCode {
             own(std::io::stdout().as_fd()),
             own(std::io::stderr().as_fd()),
         ) {
-            (Ok(mut out), Ok(mut errout)) => report(json, err, &mut out, &mut errout),
-            _ => report(json, err, &mut std::io::sink(), &mut std::io::sink()),
+            (Ok(mut out), Ok(mut errout)) => report(json, err, &shown, &mut out, &mut errout),
+            _ => report(
+                json,
+                err,
+                &shown,
+                &mut std::io::sink(),
+                &mut std::io::sink(),
+            ),
         }
     });
     match run(&args) {
@@ -41,6 +47,7 @@ fn main() -> ExitCode {
         Err(err) => ExitCode::from(report(
             args.json,
             err,
+            &argv,
             &mut std::io::stdout().lock(),
             &mut std::io::stderr().lock(),
         )),
@@ -53,8 +60,9 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
 }
 
 /// Handles a command line the parser refused: `--help` and `--version` print
-/// and succeed; anything else is a usage error, reported like every other error.
-fn usage(err: &clap::Error, json: bool) -> ExitCode {
+/// and succeed; anything else is a usage error, reported like every other
+/// error, with every URL of `argv` that holds a credential redacted.
+fn usage(err: &clap::Error, json: bool, argv: &[OsString]) -> ExitCode {
     if matches!(
         err.kind(),
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
@@ -67,17 +75,32 @@ fn usage(err: &clap::Error, json: bool) -> ExitCode {
         };
     }
     // The parser's own text (with its usage line and tips) is the human message.
-    let _ = err.print();
-    let usage = cestore::Error::Usage(cli::usage_message(err));
+    // A URL holding a credential is redacted there too (at the cost of the
+    // text's colours).
+    let text = err.render().to_string();
+    let scrubbed = cli::urls::scrub(&text, argv);
+    if scrubbed == text {
+        let _ = err.print();
+    } else {
+        let _ = write!(std::io::stderr().lock(), "{scrubbed}");
+    }
+    let usage = cestore::Error::Usage(cli::urls::scrub(&cli::usage_message(err), argv));
     if json {
         let _ = writeln!(std::io::stdout().lock(), "{}", cli::error_json(&usage));
     }
     ExitCode::from(usage.exit_code())
 }
 
-/// Prints an error with its context chain (and with `json`, its JSON object
-/// on `out`) and returns its exit code.
-fn report(json: bool, err: anyhow::Error, out: &mut dyn Write, errout: &mut dyn Write) -> u8 {
+/// Prints an error with its context chain on `errout` (and with `json`, its
+/// JSON object on `out`) and returns its exit code; every URL of `argv` that
+/// holds a credential is shown redacted.
+fn report(
+    json: bool,
+    err: anyhow::Error,
+    argv: &[OsString],
+    out: &mut dyn Write,
+    errout: &mut dyn Write,
+) -> u8 {
     if is_broken_pipe(&err) {
         return 0;
     }
@@ -89,7 +112,9 @@ fn report(json: bool, err: anyhow::Error, out: &mut dyn Write, errout: &mut dyn 
     );
     if json {
         if let Some(e) = err.downcast_ref::<cestore::Error>() {
-            let _ = writeln!(out, "{}", cli::error_json(e));
+            let mut object = cli::error_json(e);
+            cli::urls::scrub_json(&mut object, argv);
+            let _ = writeln!(out, "{object}");
             let _ = out.flush();
         }
     }
@@ -97,9 +122,13 @@ fn report(json: bool, err: anyhow::Error, out: &mut dyn Write, errout: &mut dyn 
         Some(e) => (cli::error_message(e), cli::hint(e)),
         None => (format!("{err:#}"), None),
     };
-    let _ = writeln!(errout, "cestore: error: {message}");
+    let _ = writeln!(
+        errout,
+        "cestore: error: {}",
+        cli::urls::scrub(&message, argv)
+    );
     if let Some(hint) = hint {
-        let _ = writeln!(errout, "hint: {hint}");
+        let _ = writeln!(errout, "hint: {}", cli::urls::scrub(&hint, argv));
     }
     let _ = errout.flush();
     code

@@ -233,8 +233,9 @@ pub struct ReleaseArgs {
     /// The release's source directory.
     #[arg(required_unless_present = "git", conflicts_with = "git")]
     pub(super) dir: Option<PathBuf>,
-    /// Read the release from this git repository's objects (no checkout),
-    /// at --rev, as a checkout of that revision would hold it.
+    /// Read the release from this local git repository's objects (no
+    /// checkout), at --rev, as a checkout of that revision would hold it; a
+    /// URL is refused: clone it and give the clone's path.
     #[arg(long, value_name = "REPO", requires = "rev")]
     pub(super) git: Option<PathBuf>,
     /// The revision to read with --git: a tag, a branch or a commit.

@@ -4,12 +4,14 @@
 //!
 //! Each command returns a report; only here is it written for people or as
 //! JSON (`--json`). The exit code comes from the report or from the error (see
-//! [`crate::error`]).
+//! [`crate::error`]). A URL given where a local path is read is refused
+//! first ([`urls`]).
 
 pub mod args;
 pub mod hold;
 pub mod output;
 pub mod text;
+pub mod urls;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -25,6 +27,7 @@ use crate::store;
 
 /// Runs the parsed command line, writing its report to `out`. Returns the exit code.
 pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
+    urls::check(&cli.command)?;
     let root = if cli.command.needs_store() {
         store::locate(cli.store.as_deref())?
     } else {

@@ -416,6 +416,7 @@ pub fn read_error(e: std::io::Error) -> Error {
 pub fn open(address: &str, opts: &Options) -> Result<(Box<dyn Remote>, Option<SnapshotRef>)> {
     let rest = address.strip_prefix("oci://").unwrap_or(address);
     if let Some((scheme, _)) = rest.split_once("://") {
+        let address = crate::source::url::redact_address(address);
         return Err(Error::Usage(format!(
             "'{address}': the remote scheme '{scheme}' is not supported (only OCI registries, as REGISTRY/REPOSITORY)"
         )));

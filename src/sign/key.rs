@@ -5,8 +5,13 @@
 //! may read or write, is refused before it is read, as ssh refuses one: a
 //! key others can read signs for them too. No byte of a private key is ever
 //! printed, logged or written anywhere but its own file.
+//!
+//! Every key file, private or public, is read through [`open_key`]: one
+//! that is not a regular file (a FIFO, a device, a directory, a socket, or
+//! a symlink to one) is refused at once, before any open that could block,
+//! and the file opened must be the regular file looked at.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
@@ -100,7 +105,7 @@ impl PrivateKey {
             path: path.to_path_buf(),
             source,
         };
-        let file = std::fs::File::open(path).map_err(read)?;
+        let file = open_key(path)?;
         let meta = file.metadata().map_err(read)?;
         let uid = rustix::process::geteuid().as_raw();
         if meta.uid() != uid {
@@ -147,10 +152,7 @@ impl PublicKey {
 
     /// Loads a public key file (SubjectPublicKeyInfo PEM).
     pub fn load(path: &Path) -> Result<PublicKey, SignError> {
-        let file = std::fs::File::open(path).map_err(|source| SignError::ReadKey {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let file = open_key(path)?;
         let text = read_bounded(file, path, MAX_KEY_BYTES)?;
         Self::from_pem(&text).ok_or_else(|| SignError::NotAKey {
             path: path.to_path_buf(),
@@ -199,10 +201,7 @@ pub fn trusted_keys(keys: &[PathBuf], lists: &[PathBuf]) -> Result<Vec<PublicKey
         out.push(PublicKey::load(path)?);
     }
     for path in lists {
-        let file = std::fs::File::open(path).map_err(|source| SignError::ReadKey {
-            path: path.clone(),
-            source,
-        })?;
+        let file = open_key(path)?;
         let text = read_bounded(file, path, MAX_KEY_BYTES * 64)?;
         let blocks = pem_blocks(&text);
         if blocks.is_empty() {
@@ -238,6 +237,60 @@ fn pem_blocks(text: &str) -> Vec<&str> {
         rest = &after[close..];
     }
     out
+}
+
+/// What a file that is not a regular file is, as a refusal names it.
+fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens a key file to read, refusing anything but a regular file before
+/// any open that could block: the path is looked at first (through a
+/// symlink), opened without blocking (`O_NONBLOCK`: a FIFO that no one
+/// writes, or a device, never holds the command up), and what was opened
+/// must be that same regular file (its device and inode).
+fn open_key(path: &Path) -> Result<std::fs::File, SignError> {
+    let read = |source| SignError::ReadKey {
+        path: path.to_path_buf(),
+        source,
+    };
+    let not_regular = |what| SignError::NotRegular {
+        path: path.to_path_buf(),
+        what,
+    };
+    let looked = std::fs::metadata(path).map_err(read)?;
+    if !looked.is_file() {
+        return Err(not_regular(kind_of(looked.file_type())));
+    }
+    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        // The flags' bits, as open(2) takes them.
+        .custom_flags(flags.bits() as i32)
+        .open(path)
+        .map_err(read)?;
+    let opened = file.metadata().map_err(read)?;
+    if !opened.is_file() {
+        return Err(not_regular(kind_of(opened.file_type())));
+    }
+    if (opened.dev(), opened.ino()) != (looked.dev(), looked.ino()) {
+        return Err(not_regular(
+            "another file than the one looked at: it was replaced",
+        ));
+    }
+    Ok(file)
 }
 
 /// Reads a key file's text, at most `max` bytes.
@@ -353,6 +406,52 @@ mod tests {
             trusted_keys(&[dir.path().join("a")], &[]),
             Err(SignError::NotAKey { .. })
         ));
+    }
+
+    #[test]
+    fn a_key_path_that_is_no_regular_file_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let socket = dir.path().join("socket");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        for (path, what) in [
+            (fifo.as_path(), "a FIFO"),
+            (link.as_path(), "a FIFO"),
+            (dir.path(), "a directory"),
+            (socket.as_path(), "a socket"),
+            (Path::new("/dev/null"), "a character device"),
+        ] {
+            for err in [
+                PrivateKey::load(path).unwrap_err(),
+                PublicKey::load(path).unwrap_err(),
+                trusted_keys(&[], &[path.to_path_buf()]).unwrap_err(),
+            ] {
+                assert!(matches!(err, SignError::NotRegular { .. }), "{err}");
+                let text = err.to_string();
+                assert!(
+                    text.contains(&path.display().to_string())
+                        && text.contains(what)
+                        && text.contains("must be a regular file"),
+                    "{text}"
+                );
+            }
+        }
+        // A symlink to a key is followed.
+        let key = dir.path().join("k");
+        generate(&key).unwrap();
+        let to_key = dir.path().join("to-key");
+        std::os::unix::fs::symlink(&key, &to_key).unwrap();
+        assert!(PrivateKey::load(&to_key).is_ok());
     }
 
     #[test]

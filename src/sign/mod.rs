@@ -84,6 +84,14 @@ pub enum SignError {
         /// Its owner.
         owner: u32,
     },
+    /// A key path that is not a regular file (followed through a symlink).
+    #[error("could not read the key '{}': it is {what}; a key must be a regular file", .path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
     /// A file that holds no key of the kind expected.
     #[error("could not read the key '{}': it is not {what}", .path.display())]
     NotAKey {
@@ -107,6 +115,7 @@ impl Classify for SignError {
             SignError::ReadKey { .. }
             | SignError::KeyTooOpen { .. }
             | SignError::KeyNotOwned { .. }
+            | SignError::NotRegular { .. }
             | SignError::NotAKey { .. } => ErrorKind::BadKey,
         }
     }
@@ -120,6 +129,7 @@ impl Classify for SignError {
             | SignError::ReadKey { path, .. }
             | SignError::KeyTooOpen { path, .. }
             | SignError::KeyNotOwned { path, .. }
+            | SignError::NotRegular { path, .. }
             | SignError::NotAKey { path, .. } => Some(path),
         }
     }

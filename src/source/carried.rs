@@ -185,6 +185,26 @@ mod tests {
         );
         let back = from_json(sent.as_bytes(), Via::Registry).unwrap();
         assert_eq!(back[0].record.repository, "https://example.invalid/o/r.git");
+        // Every form git reads, both ways.
+        for (url, kept) in [
+            (
+                "https:///user:token@example.invalid/r",
+                "https:///example.invalid/r",
+            ),
+            ("user:token@example.invalid:o/r", "example.invalid:o/r"),
+            (
+                "ssh://user@example.invalid/r#token",
+                "ssh://example.invalid/r",
+            ),
+        ] {
+            let e = entry("2026-01-01T00:00:00.000Z", Via::Ingest, url, Some("a"));
+            let json = to_json(&[e]).unwrap();
+            assert!(!json.contains("token") && !json.contains("user"), "{json}");
+            let sent = json.replace(kept, url);
+            assert!(sent.contains("token"), "{sent}");
+            let back = from_json(sent.as_bytes(), Via::Bundle).unwrap();
+            assert_eq!(back[0].record.repository, kept);
+        }
     }
 
     #[test]

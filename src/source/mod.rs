@@ -51,6 +51,7 @@ pub mod carried;
 mod fs;
 pub mod git;
 pub mod record;
+pub mod url;
 pub mod worktree;
 
 pub use git::{GitError, GitRequest};

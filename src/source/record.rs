@@ -11,7 +11,8 @@
 //! ├── via                ingest | registry | bundle
 //! └── record             SourceRecord
 //!     ├── read_from      git (the revision's objects) | work-tree (a directory)
-//!     ├── repository     the origin remote's URL, without credentials, else the path
+//!     ├── repository     the origin remote's URL, with no user part, query or
+//!     │                  fragment ([`redact_url`]), else the path
 //!     ├── commit, tree   the commit, and the tree id of `path` in it
 //!     ├── path           the directory's path in the repository ("" at the root)
 //!     ├── tag            a tag pointing at the commit, if any
@@ -20,6 +21,8 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
+
+pub use super::url::redact_url;
 
 /// How an ingest read the bytes a source record describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,8 +40,9 @@ pub enum ReadFrom {
 pub struct SourceRecord {
     /// How the ingest read the bytes.
     pub read_from: ReadFrom,
-    /// The repository: its `origin` remote's URL without credentials, else
-    /// the repository's absolute path.
+    /// The repository: its `origin` remote's URL with no user part (user
+    /// and password alike), query or fragment ([`redact_url`]), else the
+    /// repository's absolute path.
     pub repository: String,
     /// The commit (`HEAD` of a work tree, or the revision asked for), as 40
     /// hex digits; `None` in a work tree with no commit yet.
@@ -162,52 +166,6 @@ pub struct SourceEntry {
     pub record: SourceRecord,
 }
 
-/// A remote URL as a record keeps it: without a password or token, a query
-/// or a fragment.
-///
-/// `https://user:token@host/x` and `https://token@host/x` become
-/// `https://host/x`; an ssh URL (`ssh://git@host/x`) and an scp-like one
-/// (`git@host:x`) keep the account name, which is no secret, and drop a
-/// password (`user:pass@host:x` becomes `user@host:x`). The user part is cut
-/// off first (the authority ends at the first `/`), so a `?`, `#` or `:`
-/// inside it never leaves a piece of it behind. A local path is kept as it
-/// is.
-pub fn redact_url(url: &str) -> String {
-    let strip = |s: &str| s.split(['?', '#']).next().unwrap_or("").to_string();
-    if let Some((scheme, rest)) = url.split_once("://") {
-        // The authority ends at the first `/` (a user part holds none, RFC
-        // 3986); a `?` or `#` before it is part of the user part or the host.
-        let end = rest.find('/').unwrap_or(rest.len());
-        let (authority, path) = rest.split_at(end);
-        let (user, host) = match authority.rsplit_once('@') {
-            Some((user, host)) => (Some(user), host),
-            None => (None, authority),
-        };
-        let host = strip(host);
-        let path = strip(path);
-        let account = user
-            .filter(|_| scheme == "ssh" || scheme == "git+ssh")
-            .map(|u| u.split(':').next().unwrap_or(""))
-            .filter(|u| !u.is_empty());
-        return match account {
-            Some(account) => format!("{scheme}://{account}@{host}{path}"),
-            None => format!("{scheme}://{host}{path}"),
-        };
-    }
-    // scp-like `[user[:password]@]host:path`: no `/` before the `@`.
-    match url.rsplit_once('@') {
-        Some((user, rest)) if !user.contains('/') && rest.contains(':') => {
-            let account = user.split(':').next().unwrap_or("");
-            if account.is_empty() {
-                rest.to_string()
-            } else {
-                format!("{account}@{rest}")
-            }
-        }
-        _ => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,48 +173,6 @@ mod tests {
 
     fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
         Entry::of(path, data, executable)
-    }
-
-    #[test]
-    fn credentials_never_stay_in_a_url() {
-        for (url, want) in [
-            (
-                "https://user:token@github.com/o/r.git",
-                "https://github.com/o/r.git",
-            ),
-            (
-                "https://ghp_secret@github.com/o/r.git",
-                "https://github.com/o/r.git",
-            ),
-            ("https://github.com/o/r", "https://github.com/o/r"),
-            (
-                "https://x:y@host:8443/o/r?token=abc#frag",
-                "https://host:8443/o/r",
-            ),
-            ("http://a:b@host", "http://host"),
-            (
-                "ssh://git:pw@github.com/o/r.git",
-                "ssh://git@github.com/o/r.git",
-            ),
-            (
-                "ssh://git@github.com/o/r.git",
-                "ssh://git@github.com/o/r.git",
-            ),
-            ("git@github.com:o/r.git", "git@github.com:o/r.git"),
-            ("git:pa55@github.com:o/r.git", "git@github.com:o/r.git"),
-            (":pa55@github.com:o/r.git", "github.com:o/r.git"),
-            ("https://user:p#ss@host/r", "https://host/r"),
-            ("https://user:p?ss@host/r?x=1", "https://host/r"),
-            ("https://host?token=x", "https://host"),
-            ("https://user@host", "https://host"),
-            ("https://host/a@b/r.git", "https://host/a@b/r.git"),
-            ("git+ssh://git:pw@host/r", "git+ssh://git@host/r"),
-            ("/srv/git/r.git", "/srv/git/r.git"),
-            ("/srv/a@b/r.git", "/srv/a@b/r.git"),
-            ("file:///srv/git/r.git", "file:///srv/git/r.git"),
-        ] {
-            assert_eq!(redact_url(url), want, "{url}");
-        }
     }
 
     #[test]

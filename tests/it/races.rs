@@ -113,7 +113,10 @@ fn a_checkout_racing_rm_force_is_done_or_unknown_never_an_integrity_failure() {
                 // Unknown by the time it looked, or forgotten while its view
                 // was being made (not kept).
                 Some(4 | 6) => assert!(!view.exists(), "round {round}: a view was left"),
-                other => panic!("round {round}: checkout exited {other:?}: {}", describe(&co)),
+                other => panic!(
+                    "round {round}: checkout exited {other:?}: {}",
+                    describe(&co)
+                ),
             }
             remove_tree(view);
         }

@@ -999,7 +999,7 @@ fn credentials_answer_basic_and_bearer_challenges() {
 }
 
 /// The image manifest a tag names, by raw HTTP.
-fn get_manifest(target: &str, reference: &str) -> serde_json::Value {
+pub(crate) fn get_manifest(target: &str, reference: &str) -> serde_json::Value {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
@@ -1016,7 +1016,7 @@ fn get_manifest(target: &str, reference: &str) -> serde_json::Value {
 }
 
 /// Publishes `manifest` under `tag`, by raw HTTP.
-fn put_manifest(target: &str, tag: &str, manifest: &serde_json::Value) {
+pub(crate) fn put_manifest(target: &str, tag: &str, manifest: &serde_json::Value) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()

@@ -69,9 +69,11 @@ fn valid_registry(reg: &str) -> bool {
 }
 
 impl Address {
-    /// Parses `REGISTRY/REPOSITORY[:TAG|@sha256:HEX]`.
+    /// Parses `REGISTRY/REPOSITORY[:TAG|@sha256:HEX]`. A refusal shows the
+    /// address without a user part, a query or a fragment.
     pub fn parse(s: &str) -> Result<(Address, Option<SnapshotRef>)> {
         let usage = |why: &str| {
+            let s = crate::source::url::redact_address(s);
             Error::Usage(format!(
                 "'{s}' is not a remote address ({why}): write REGISTRY/REPOSITORY, e.g. 127.0.0.1:5000/cestore/ce, with :TAG or @sha256:<hex> to pull"
             ))
@@ -718,6 +720,19 @@ mod tests {
             "reg/-a",
         ] {
             assert!(Address::parse(bad).is_err(), "{bad}");
+        }
+        for hostile in [
+            "u:S3CRET@reg.example/ce:1.0.0",
+            "https://u:S3CRET@reg.example/ce",
+            "reg.example/ce:1.0.0?token=S3CRET",
+        ] {
+            let err = Address::parse(hostile).unwrap_err().to_string();
+            assert!(!err.contains("S3CRET"), "{err}");
+            let err = crate::remote::open(hostile, &crate::remote::Options::default())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(!err.contains("S3CRET"), "{err}");
         }
     }
 }
