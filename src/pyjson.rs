@@ -18,7 +18,10 @@
 //!
 //! The grammar and the error messages follow `scan_once_unicode` in CPython
 //! 3.11's `Modules/_json.c` and `json.decoder.JSONDecoder.decode`. The parser
-//! is iterative, so hostile nesting cannot overflow the Rust stack.
+//! is iterative, so hostile nesting cannot overflow the Rust stack, and it
+//! reads a text as a stream of [`Event`]s ([`walk`]): [`loads`] builds the
+//! value from them, and a reader that wants a few fields of a large text
+//! (`cestore audit`'s rows) takes them as they pass, holding nothing else.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -115,12 +118,13 @@ pub enum LoadError {
         /// Number of digits in the literal, sign excluded.
         digits: usize,
     },
-    /// Containers nest deeper than [`MAX_DEPTH`] (Python's `RecursionError`).
+    /// Containers nest deeper than Python's recursion limit allows
+    /// ([`MAX_DEPTH`] for [`loads`]; Python's `RecursionError`).
     #[error(
         "maximum recursion depth exceeded while decoding a JSON {container} from a unicode string"
     )]
     TooDeep {
-        /// Nesting depth of the container that was refused (`MAX_DEPTH + 1`).
+        /// Nesting depth of the container that was refused (one more than allowed).
         depth: usize,
         /// "array" or "object".
         container: &'static str,
@@ -153,6 +157,40 @@ pub enum ManifestProblem {
 /// A [`LoadError`] whenever that Python expression raises, with Python's message.
 pub fn loads(bytes: &[u8]) -> Result<Value, LoadError> {
     parse_text(decode_utf8(bytes)?)
+}
+
+/// One step of a JSON text read as a stream by [`walk`]: what `json.loads`
+/// builds, in the order of the text, without building it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// An object opens; each member follows as its [`Event::Key`] and then
+    /// its value's events, and [`Event::End`] closes it.
+    ObjectStart,
+    /// An array opens; its items' events follow, and [`Event::End`] closes it.
+    ArrayStart,
+    /// The key of the next member of the innermost object open.
+    Key(PyString),
+    /// The innermost container open closes.
+    End,
+    /// A value that is no container: null, a boolean, a number or a string.
+    Scalar(Value),
+}
+
+/// Reads `bytes` as `json.loads(bytes.decode("utf-8"))` does where Python's
+/// recursion limit allows `max_depth` nested containers, handing each step
+/// to `each` rather than building the value.
+///
+/// It accepts and refuses exactly what [`loads`] does at that depth (which
+/// is built on it), and holds only the closers of the containers open and
+/// one token at a time. Duplicate keys are handed on as they come: the one
+/// Python keeps is the last.
+///
+/// # Errors
+///
+/// The [`LoadError`] Python raises; the events already handed on belong to
+/// a text Python refuses.
+pub fn walk(bytes: &[u8], max_depth: usize, mut each: impl FnMut(Event)) -> Result<(), LoadError> {
+    walk_text(decode_utf8(bytes)?, max_depth, &mut each)
 }
 
 /// Validates a `plugin.json` exactly like the reference's manifest check.
@@ -261,6 +299,14 @@ impl PyString {
         match &self.0 {
             Repr::Utf8(text) => Some(text),
             Repr::CodePoints(_) => None,
+        }
+    }
+
+    /// The string as UTF-8, or itself back when it holds a lone surrogate.
+    pub fn into_string(self) -> Result<String, PyString> {
+        match self.0 {
+            Repr::Utf8(text) => Ok(text),
+            points @ Repr::CodePoints(_) => Err(PyString(points)),
         }
     }
 
@@ -420,23 +466,20 @@ fn universal_newlines(text: &str) -> Cow<'_, str> {
     }
 }
 
-/// `json.loads` on already decoded text.
+/// `json.loads` on already decoded text, as the reference calls it
+/// ([`MAX_DEPTH`]).
 fn parse_text(text: &str) -> Result<Value, LoadError> {
-    let mut parser = Parser {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
-    };
-    if text.starts_with('\u{feff}') {
-        return Err(parser.error("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0));
-    }
-    parser.skip_whitespace();
-    let value = parser.value()?;
-    parser.skip_whitespace();
-    if parser.pos != parser.bytes.len() {
-        return Err(parser.error("Extra data", parser.pos));
-    }
-    Ok(value)
+    let mut builder = Builder::default();
+    let mut parser = Parser::new(text, MAX_DEPTH);
+    parser.document(&mut |event| builder.event(event))?;
+    builder
+        .done
+        .ok_or_else(|| parser.error("Expecting value", 0))
+}
+
+/// `json.loads` on already decoded text, each step handed to `each`.
+fn walk_text(text: &str, max_depth: usize, each: &mut dyn FnMut(Event)) -> Result<(), LoadError> {
+    Parser::new(text, max_depth).document(each)
 }
 
 /// Builds a `JSONDecodeError`-style error, converting a byte offset to Python's char/line/column.
@@ -461,7 +504,7 @@ fn syntax_error(text: &str, message: &'static str, byte_pos: usize) -> LoadError
     }
 }
 
-/// A container being filled while the parser reads its members.
+/// A container being filled while a [`Builder`] reads its members.
 enum Frame {
     /// An open array and the items read so far.
     Array(Vec<Value>),
@@ -500,19 +543,52 @@ impl Frame {
         }
     }
 
-    /// The byte that closes this container.
-    fn closer(&self) -> u8 {
-        match self {
-            Frame::Array(_) => b']',
-            Frame::Object { .. } => b'}',
-        }
-    }
-
     /// The finished container as a value.
     fn into_value(self) -> Value {
         match self {
             Frame::Array(items) => Value::Array(items),
             Frame::Object { members, .. } => Value::Object(members.entries),
+        }
+    }
+}
+
+/// Builds the value a stream of [`Event`]s describes, as `json.loads` does.
+#[derive(Default)]
+struct Builder {
+    /// The containers open, innermost last.
+    open: Vec<Frame>,
+    /// The whole value, once its last event came.
+    done: Option<Value>,
+}
+
+impl Builder {
+    /// Takes one event.
+    fn event(&mut self, event: Event) {
+        match event {
+            Event::ObjectStart => self.open.push(Frame::Object {
+                members: Members::default(),
+                key: PyString::from(""),
+            }),
+            Event::ArrayStart => self.open.push(Frame::Array(Vec::new())),
+            Event::Key(k) => {
+                if let Some(Frame::Object { key, .. }) = self.open.last_mut() {
+                    *key = k;
+                }
+            }
+            Event::End => {
+                if let Some(frame) = self.open.pop() {
+                    self.add(frame.into_value());
+                }
+            }
+            Event::Scalar(value) => self.add(value),
+        }
+    }
+
+    /// Adds a finished value to the innermost container, or ends the document.
+    fn add(&mut self, value: Value) {
+        match self.open.last_mut() {
+            Some(frame) => frame.push(value),
+            None => self.done = Some(value),
         }
     }
 }
@@ -570,9 +646,21 @@ struct Parser<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// The deepest nesting of containers read; deeper is [`LoadError::TooDeep`].
+    max_depth: usize,
 }
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    /// A parser at the start of `text`.
+    fn new(text: &'a str, max_depth: usize) -> Parser<'a> {
+        Parser {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            max_depth,
+        }
+    }
+
     /// The byte at the cursor.
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.pos).copied()
@@ -590,64 +678,78 @@ impl Parser<'_> {
         syntax_error(self.text, message, at)
     }
 
-    /// Reads one value starting exactly at the cursor, iteratively.
-    fn value(&mut self) -> Result<Value, LoadError> {
-        let mut stack: Vec<Frame> = Vec::new();
+    /// The whole text: one value, with whitespace around it.
+    fn document(&mut self, each: &mut dyn FnMut(Event)) -> Result<(), LoadError> {
+        if self.text.starts_with('\u{feff}') {
+            return Err(self.error("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0));
+        }
+        self.skip_whitespace();
+        self.value(each)?;
+        self.skip_whitespace();
+        if self.pos != self.bytes.len() {
+            return Err(self.error("Extra data", self.pos));
+        }
+        Ok(())
+    }
+
+    /// Reads one value starting exactly at the cursor, iteratively: the
+    /// closers of the containers open are its only stack.
+    fn value(&mut self, each: &mut dyn FnMut(Event)) -> Result<(), LoadError> {
+        let mut open: Vec<u8> = Vec::new();
         loop {
-            let Some(mut value) = self.open(&mut stack)? else {
+            if self.open(&mut open, each)? {
                 continue;
-            };
+            }
+            // A value is complete: close the containers that end after it,
+            // or go on to the next member of the innermost one.
             loop {
-                let Some(mut frame) = stack.pop() else {
-                    return Ok(value);
+                let Some(&closer) = open.last() else {
+                    return Ok(());
                 };
-                frame.push(value);
-                if !self.after_member(&mut frame)? {
-                    stack.push(frame);
+                if !self.after_member(closer, each)? {
                     break;
                 }
-                value = frame.into_value();
+                open.pop();
+                each(Event::End);
             }
         }
     }
 
-    /// Reads a scalar or an empty container, or pushes a new open container and returns `None`.
-    fn open(&mut self, stack: &mut Vec<Frame>) -> Result<Option<Value>, LoadError> {
-        let (container, closer) = match self.peek() {
-            Some(b'[') => ("array", b']'),
-            Some(b'{') => ("object", b'}'),
-            _ => return self.scalar().map(Some),
+    /// Reads a scalar or an empty container (returns false), or opens a
+    /// container, reading its first key when it is an object (returns true).
+    fn open(&mut self, open: &mut Vec<u8>, each: &mut dyn FnMut(Event)) -> Result<bool, LoadError> {
+        let (container, closer, start) = match self.peek() {
+            Some(b'[') => ("array", b']', Event::ArrayStart),
+            Some(b'{') => ("object", b'}', Event::ObjectStart),
+            _ => {
+                each(Event::Scalar(self.scalar()?));
+                return Ok(false);
+            }
         };
-        let depth = stack.len() + 1;
-        if depth > MAX_DEPTH {
+        let depth = open.len() + 1;
+        if depth > self.max_depth {
             return Err(LoadError::TooDeep { depth, container });
         }
         self.pos += 1;
         self.skip_whitespace();
+        each(start);
         if self.peek() == Some(closer) {
             self.pos += 1;
-            return Ok(Some(if closer == b']' {
-                Value::Array(Vec::new())
-            } else {
-                Value::Object(Vec::new())
-            }));
+            each(Event::End);
+            return Ok(false);
         }
-        let frame = if closer == b']' {
-            Frame::Array(Vec::new())
-        } else {
-            Frame::Object {
-                members: Members::default(),
-                key: self.key()?,
-            }
-        };
-        stack.push(frame);
-        Ok(None)
+        if closer == b'}' {
+            each(Event::Key(self.key()?));
+        }
+        open.push(closer);
+        Ok(true)
     }
 
-    /// After a member: consumes the closer (returns true) or a comma and the next key (returns false).
-    fn after_member(&mut self, frame: &mut Frame) -> Result<bool, LoadError> {
+    /// After a member of the container `closer` closes: consumes the closer
+    /// (returns true) or a comma and the next key (returns false).
+    fn after_member(&mut self, closer: u8, each: &mut dyn FnMut(Event)) -> Result<bool, LoadError> {
         self.skip_whitespace();
-        if self.peek() == Some(frame.closer()) {
+        if self.peek() == Some(closer) {
             self.pos += 1;
             return Ok(true);
         }
@@ -656,8 +758,8 @@ impl Parser<'_> {
         }
         self.pos += 1;
         self.skip_whitespace();
-        if let Frame::Object { key, .. } = frame {
-            *key = self.key()?;
+        if closer == b'}' {
+            each(Event::Key(self.key()?));
         }
         Ok(false)
     }
@@ -787,7 +889,10 @@ impl Parser<'_> {
             _ => return Err(self.error("Invalid \\uXXXX escape", u)),
         };
         let is_high = (0xd800..0xdc00).contains(&unit);
-        if is_high && self.bytes.get(end..end + 2) == Some(b"\\u") {
+        // The C scanner joins a pair only when a character follows it
+        // (`end + 6 < len`); otherwise the second escape is read alone and,
+        // at the end of the text, refused.
+        if is_high && end + 6 < self.bytes.len() && self.bytes.get(end..end + 2) == Some(b"\\u") {
             if let Some(low) = self
                 .hex4(end + 2)
                 .filter(|low| (0xdc00..0xe000).contains(low))

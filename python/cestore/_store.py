@@ -475,8 +475,14 @@ class AuditInput:
 @dataclass(frozen=True)
 class AuditReport:
     """The result of `audit`: `passed` is false when a digest is not `ok` or `pulled`,
-    a row breaks a rule, no line is a row, or no row carries any of the three fields
-    (a line that is not a row is listed, and fails nothing by itself)."""
+    a row breaks a rule, no line is a row, no row carries any of the three fields,
+    or a line is malformed and `allow_malformed` is false.
+
+    A row is a line `json.loads` reads as a dict (`NaN`, `Infinity` and lone
+    surrogates included); a malformed line (one it refuses, or reads as no
+    dict) is listed in its input's `malformed`, and any digest in it was not
+    audited: it fails the audit unless `allow_malformed` was given.
+    """
 
     passed: bool
     verdict: str
@@ -485,6 +491,7 @@ class AuditReport:
     row_problem_count: int
     row_problems: tuple[RowProblem, ...]
     malformed_count: int
+    allow_malformed: bool
     inputs: tuple[AuditInput, ...]
     verified: bool
     registry: Optional[str]
@@ -509,6 +516,7 @@ class AuditReport:
             d["row_problem_count"],
             tuple(RowProblem(p["file"], p["line"], p["kind"], p["arm"], p["detail"]) for p in d["row_problems"]),
             d["malformed_count"],
+            d["allow_malformed"],
             tuple(
                 AuditInput(
                     i["file"],
@@ -845,6 +853,7 @@ class Store:
         arm_field: Optional[str] = None,
         require_clean_source: bool = False,
         source_repo: Optional[StrPath] = None,
+        allow_malformed: bool = False,
     ) -> AuditReport:
         """Checks every digest of results files (JSON Lines; `.gz`, `.zst`) against the store.
 
@@ -856,6 +865,9 @@ class Store:
         `require_clean_source`, a digest without a clean git source record
         fails; with `source_repo` (a local clone), each digest is re-derived
         from its recorded commit and fails as `source-mismatch` when it differs.
+        A line `json.loads` cannot read as a row fails the audit, since any
+        digest in it was not audited; with `allow_malformed`, such lines are
+        listed and counted but fail nothing.
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
@@ -873,6 +885,8 @@ class Store:
             args.append("--require-clean-source")
         if source_repo is not None:
             args += ["--source-repo", _path("source_repo", source_repo)]
+        if allow_malformed:
+            args.append("--allow-malformed")
         for flag, value in (
             ("--digest-field", digest_field),
             ("--version-field", version_field),

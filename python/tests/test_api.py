@@ -307,6 +307,8 @@ def test_audit_returns_a_typed_report(tmp_path: Path, store_dir: Path) -> None:
         (7, "malformed-digest", "ce_review"),
     ]
     assert report.verdict.startswith("FAIL: 2 digests")
+    assert not report.allow_malformed
+    assert report.verdict.endswith("; 1 line could not be read, so any digest in it was not audited")
 
     clean = tmp_path / "clean.jsonl"
     clean.write_text(lines[0] + "\n" + lines[2] + "\n")
@@ -320,6 +322,46 @@ def test_audit_returns_a_typed_report(tmp_path: Path, store_dir: Path) -> None:
 
     with pytest.raises(cestore.NotFound):
         store.audit(tmp_path / "missing.jsonl")
+
+
+def test_audit_reads_what_json_loads_reads_and_fails_malformed_lines(tmp_path: Path, store_dir: Path) -> None:
+    import json
+
+    store = cestore.Store()
+    a = store.ingest(write_release(tmp_path / "a", "1.0.0"), "1.0.0")
+    unknown = "e" * 64
+
+    def row(digest: str, **extra: object) -> dict[str, object]:
+        return {"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": digest, **extra}
+
+    # Rows json.dumps writes and json.loads reads back: NaN, infinities, a lone surrogate.
+    rows = [
+        row(a.manifest_digest, score=float("nan")),
+        row(unknown, score=float("inf"), low=float("-inf"), note="\ud800"),
+    ]
+    results = tmp_path / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert all(isinstance(json.loads(line), dict) for line in results.read_text().splitlines())
+    report = store.audit(results)
+    assert not report.passed and report.rows == 2 and report.malformed_count == 0
+    assert report.digest(unknown).status == "unknown"
+    assert report.digest(a.manifest_digest).status == "ok"
+
+    # A line cut short: json.loads refuses it, so its digest is not audited and the audit fails,
+    # unless malformed lines are allowed.
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(json.dumps(rows[0]) + "\n" + json.dumps(row(unknown))[:60] + "\n")
+    failed = store.audit(cut)
+    assert not failed.passed and failed.malformed_count == 1 and not failed.allow_malformed
+    assert failed.inputs[0].malformed[0].line == 2
+    assert failed.inputs[0].malformed[0].reason.startswith("not JSON: Unterminated string starting at")
+    assert failed.verdict == (
+        "FAIL: 1 digest (1 ok), 0 row problems, 1 malformed line in 1 row; "
+        "1 line could not be read, so any digest in it was not audited"
+    )
+    allowed = store.audit(cut, allow_malformed=True)
+    assert allowed.passed and allowed.allow_malformed and allowed.malformed_count == 1
+    assert allowed.verdict.startswith("PASS: ") and allowed.verdict.endswith("(allowed: --allow-malformed)")
 
 
 def test_errors_name_keyword_arguments_not_cli_flags(tmp_path: Path, store_dir: Path) -> None:

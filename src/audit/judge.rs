@@ -244,8 +244,14 @@ pub struct AuditReport {
     pub row_problem_count: u64,
     /// The first [`LISTED`] of them, in input order.
     pub row_problems: Vec<RowProblem>,
-    /// How many lines are not rows, over all inputs.
+    /// How many lines are not rows, over all inputs: lines `json.loads`
+    /// refuses, or reads as something other than an object. Any digest
+    /// they hold was not audited, so one fails the audit unless
+    /// `allow_malformed`.
     pub malformed_count: u64,
+    /// Whether malformed lines were allowed (`--allow-malformed`): then
+    /// they are listed and counted but fail nothing.
+    pub allow_malformed: bool,
     /// The most row problems, and malformed lines per input, listed.
     pub listed_at_most: usize,
     /// Whether objects were re-hashed (`--verify`).
@@ -280,6 +286,8 @@ pub struct JudgeOptions<'a> {
     pub trusted: &'a [PublicKey],
     /// Whether a progress line may be drawn.
     pub progress: bool,
+    /// Pass an audit with malformed lines when all else passes.
+    pub allow_malformed: bool,
     /// The registry pulled from, if any.
     pub registry: Option<&'a str>,
     /// The digests pulled from it.
@@ -375,12 +383,15 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         *by.entry(d.status).or_default() += 1;
     }
     let empty = nothing_audited(&fields, rows, with_fields);
-    let passed = by.keys().all(|s| s.passes()) && problem_count == 0 && empty.is_none();
+    let passed = by.keys().all(|s| s.passes())
+        && problem_count == 0
+        && empty.is_none()
+        && (malformed_count == 0 || opts.allow_malformed);
     let verdict = verdict(
         &by,
         digests.len(),
         problem_count,
-        malformed_count,
+        (malformed_count, opts.allow_malformed),
         rows,
         empty.as_deref(),
         passed,
@@ -393,6 +404,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         row_problem_count: problem_count,
         row_problems,
         malformed_count,
+        allow_malformed: opts.allow_malformed,
         listed_at_most: LISTED,
         verified: opts.verify,
         registry: opts.registry.map(str::to_string),
@@ -492,10 +504,9 @@ fn damaged_objects(
     Ok(damaged)
 }
 
-/// Why nothing was audited, if so. Lines that are not rows are listed, but
-/// do not fail the audit: the harness skips them (a line cut short by a
-/// killed writer is one). Inputs with no row, or whose rows carry none of
-/// the fields, are not results files of these fields, though.
+/// Why nothing was audited, if so: inputs with no row, or whose rows carry
+/// none of the fields, are not results files of these fields. (Malformed
+/// lines fail the audit on their own, unless allowed.)
 fn nothing_audited(fields: &Fields, rows: u64, with_fields: u64) -> Option<String> {
     if rows == 0 {
         Some("no line is a row (a JSON object)".to_string())
@@ -509,11 +520,14 @@ fn nothing_audited(fields: &Fields, rows: u64, with_fields: u64) -> Option<Strin
     }
 }
 
+/// The one-line verdict: PASS or FAIL, why nothing was audited when so,
+/// the counts, and, when lines could not be read, that any digest in them
+/// was not audited (and whether `--allow-malformed` let that pass).
 fn verdict(
     by: &BTreeMap<Status, usize>,
     digests: usize,
     problems: u64,
-    malformed: u64,
+    (malformed, allowed): (u64, bool),
     rows: u64,
     empty: Option<&str>,
     passed: bool,
@@ -541,8 +555,21 @@ fn verdict(
         "malformed line",
         "malformed lines",
     ));
+    let unread = match (malformed, allowed) {
+        (0, _) => String::new(),
+        (n, allowed) => format!(
+            "; {} could not be read, so any digest in {} was not audited{}",
+            crate::error::counted(n, "line", "lines"),
+            if n == 1 { "it" } else { "them" },
+            if allowed {
+                " (allowed: --allow-malformed)"
+            } else {
+                ""
+            }
+        ),
+    };
     format!(
-        "{}: {}{} in {}",
+        "{}: {}{} in {}{unread}",
         if passed { "PASS" } else { "FAIL" },
         empty.map(|e| format!("{e}: ")).unwrap_or_default(),
         parts.join(", "),

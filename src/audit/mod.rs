@@ -47,6 +47,23 @@ pub const KEPT_VALUES: usize = 16;
 /// without being held in memory.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 
+/// The deepest nesting of arrays and objects in a row (the row itself
+/// counted): what `json.loads` reads where Python's recursion limit leaves
+/// it the most room.
+///
+/// CPython 3.11 charges each nested `[` or `{` to its recursion budget
+/// (1000, less the Python frames already on the stack), so how deep a line
+/// the harness reads depends on where it calls `json.loads` from. Called
+/// at a script's top level (`python3 -c 'import json, sys` and a loop of
+/// `json.loads(line)` over `sys.stdin`), it reads 995 levels and refuses 996
+/// (arrays and objects alike, measured by bisection); from inside functions
+/// a few fewer. Audit reads every line any caller could, so that no digest
+/// Python can read goes unaudited; the differential test
+/// `audit::tests::rows_are_what_python_reads` checks 995 and 996 against
+/// `python3`. (The reference's `plugin.json` check sits deeper:
+/// [`crate::pyjson::MAX_DEPTH`].)
+pub const ROW_MAX_DEPTH: usize = 995;
+
 /// The largest zstd window accepted (16 MiB), so that a frame cannot make
 /// audit hold more; a frame that asks for more is an error.
 pub const ZSTD_WINDOW_LOG_MAX: u32 = 24;

@@ -1,6 +1,18 @@
 //! Reading results files: each input opened (plain, gzip or zstd, within
 //! bounded memory), cut into lines, and each line parsed in place for only
 //! the three fields asked for.
+//!
+//! A line is a row exactly when Python's `json.loads` of it (decoded as
+//! strict UTF-8) gives a dict, as the harness reads it back. serde_json reads
+//! a line first, in place and fast; it accepts a subset of what Python does
+//! (no `NaN`, `Infinity`, `-Infinity`, numbers beyond a double's range, lone
+//! surrogates in the strings it keeps, nesting deeper than 128 in what it
+//! keeps), and gives the same fields for what it accepts, but it skips the
+//! values it does not keep unchecked for depth and integer length. A line it
+//! refuses, or one that may nest deeper than Python reads or hold an integer
+//! literal Python refuses ([`python_must_decide`]), is read again by
+//! [`pyjson::walk`], Python's own grammar, which decides: a row, or a
+//! malformed line with Python's reason.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -10,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{Error, IoContext, Misuse, Result, RowField};
+use crate::pyjson::{self, Event, PyString};
 
 use super::*;
 
@@ -86,6 +99,19 @@ impl Node {
             .iter()
             .find_map(|(k, n)| (k == key).then_some(n))
     }
+
+    /// Empties the slots under this node: a key met again replaces its
+    /// value whole, as in a Python dict (the last of a repeated key wins).
+    /// Only a node on a field's path needs it: a field's own slot is
+    /// overwritten by its next value.
+    fn clear(&self, vals: &mut [Val<'_>; 3]) {
+        if let Some(slot) = self.slot {
+            vals[slot] = Val::Absent;
+        }
+        for (_, child) in &self.children {
+            child.clear(vals);
+        }
+    }
 }
 
 fn overlap(named: &[(RowField, &String); 3], field: RowField, path: &str) -> Error {
@@ -112,6 +138,10 @@ pub(super) enum Val<'a> {
     Null,
     /// A string.
     Str(Cow<'a, str>),
+    /// A string that holds a lone surrogate (`"\ud800"` decodes to one in
+    /// Python): no Rust string, and never a digest, a snapshot's version or
+    /// a `ce_*` arm.
+    Lone(PyString),
     /// Anything else: what it is.
     Other(&'static str),
 }
@@ -243,11 +273,14 @@ impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
                         self.vals[slot] = v;
                     }
                 }
-                Some(n) => map.next_value_seed(ObjectSeed {
-                    node: n,
-                    vals: &mut *self.vals,
-                    top: false,
-                })?,
+                Some(n) => {
+                    n.clear(self.vals);
+                    map.next_value_seed(ObjectSeed {
+                        node: n,
+                        vals: &mut *self.vals,
+                        top: false,
+                    })?
+                }
                 None => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -289,29 +322,176 @@ impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
 /// JSON is UTF-8: a line that is not is no row, whatever it holds, and the
 /// reason names the first byte that breaks it (serde_json skips the strings
 /// it does not keep without checking them, so the line is checked first).
+/// serde_json reads the line in place; what it refuses (or skips unread and
+/// Python might refuse) is read by Python's grammar, which decides.
 pub(super) fn parse_row<'a>(line: &'a [u8], node: &Node) -> Result<[Val<'a>; 3], String> {
     let text = std::str::from_utf8(line).map_err(|e| not_utf8(&e))?;
     let mut vals: [Val<'a>; 3] = Default::default();
     let mut de = serde_json::Deserializer::from_str(text);
-    let parsed = ObjectSeed {
+    let fast = ObjectSeed {
         node,
         vals: &mut vals,
         top: true,
     }
     .deserialize(&mut de)
     .and_then(|()| de.end());
-    match parsed {
-        Ok(()) => Ok(vals),
-        // Not an object: say what it is, or, when it is no JSON text at
-        // all, what a plain parse of it finds.
-        Err(e) => Err(match json_kind(line) {
-            Some(kind) => match serde_json::from_str::<IgnoredAny>(text) {
-                Ok(_) => format!("{kind}, not an object"),
-                Err(e) => format!("not JSON: {e}"),
-            },
-            None => format!("not JSON: {e}"),
-        }),
+    if fast.is_ok() && !python_must_decide(line) {
+        return Ok(vals);
     }
+    python_row(line, node)
+}
+
+/// Whether a line serde_json accepted may yet be one Python refuses.
+/// serde_json skips the values no field reads without limiting their
+/// nesting or converting their integers, and Python refuses nesting deeper
+/// than [`ROW_MAX_DEPTH`] and integer literals of more than
+/// [`pyjson::MAX_INT_DIGITS`] digits. A line with more than
+/// [`ROW_MAX_DEPTH`] brackets (`[` or `{`, in strings too), or with a run
+/// of more digits than that, is read by Python's grammar; a shorter line
+/// holds neither and is not looked at.
+fn python_must_decide(line: &[u8]) -> bool {
+    if line.len() <= ROW_MAX_DEPTH {
+        return false;
+    }
+    if memchr::memchr2_iter(b'[', b'{', line)
+        .nth(ROW_MAX_DEPTH)
+        .is_some()
+    {
+        return true;
+    }
+    // A run of more than MAX_INT_DIGITS digits covers a multiple of
+    // MAX_INT_DIGITS + 1: only the digits there are measured.
+    let long = pyjson::MAX_INT_DIGITS + 1;
+    (long - 1..line.len()).step_by(long).any(|at| {
+        let digit = |i: &usize| line[*i].is_ascii_digit();
+        digit(&at) && {
+            let before = (0..at).rev().take_while(digit).count();
+            let after = (at..line.len()).take_while(digit).count();
+            before + after >= long
+        }
+    })
+}
+
+/// A line read as Python's `json.loads` reads it ([`pyjson::walk`], at
+/// [`ROW_MAX_DEPTH`]), taking the three fields as they pass.
+fn python_row(line: &[u8], node: &Node) -> Result<[Val<'static>; 3], String> {
+    let mut row = RowEvents {
+        root: node,
+        kind: None,
+        path: Vec::new(),
+        skip: 0,
+        next: None,
+        vals: Default::default(),
+    };
+    pyjson::walk(line, ROW_MAX_DEPTH, |event| row.event(event))
+        .map_err(|e| format!("not JSON: {e}"))?;
+    match row.kind {
+        Some(kind) => Err(format!("{kind}, not an object")),
+        None => Ok(row.vals),
+    }
+}
+
+/// The three fields taken from a line's [`Event`]s as they pass.
+struct RowEvents<'n> {
+    /// The fields' tree.
+    root: &'n Node,
+    /// What the line is when it is no object, once its first event came.
+    kind: Option<&'static str>,
+    /// The objects open on a field's path, the row itself first.
+    path: Vec<&'n Node>,
+    /// How many containers are open inside a value no field path enters.
+    skip: usize,
+    /// The node of the member whose value comes next, when its key is on a
+    /// field's path.
+    next: Option<&'n Node>,
+    vals: [Val<'static>; 3],
+}
+
+impl RowEvents<'_> {
+    fn event(&mut self, event: Event) {
+        if self.skip > 0 {
+            match event {
+                Event::ObjectStart | Event::ArrayStart => self.skip += 1,
+                Event::End => self.skip -= 1,
+                Event::Key(_) | Event::Scalar(_) => {}
+            }
+            return;
+        }
+        let Some(&node) = self.path.last() else {
+            // The line's first event: a row is an object.
+            match event {
+                Event::ObjectStart => self.path.push(self.root),
+                Event::ArrayStart => {
+                    self.kind = Some("a JSON array");
+                    self.skip = 1;
+                }
+                Event::Scalar(v) => self.kind = Some(json_kind(&v)),
+                Event::Key(_) | Event::End => {}
+            }
+            return;
+        };
+        match event {
+            Event::Key(key) => {
+                self.next = key.as_str().and_then(|k| node.child(k));
+                if let Some(n) = self.next.filter(|n| n.slot.is_none()) {
+                    n.clear(&mut self.vals);
+                }
+            }
+            Event::End => {
+                self.path.pop();
+            }
+            Event::ObjectStart | Event::ArrayStart | Event::Scalar(_) => {
+                let container = !matches!(event, Event::Scalar(_));
+                match self.next.take() {
+                    Some(n) => match n.slot {
+                        Some(slot) => {
+                            self.vals[slot] = val_of(event);
+                            self.skip = usize::from(container);
+                        }
+                        None if matches!(event, Event::ObjectStart) => self.path.push(n),
+                        None => self.skip = usize::from(container),
+                    },
+                    None => self.skip = usize::from(container),
+                }
+            }
+        }
+    }
+}
+
+/// A field's value from the event that starts it.
+fn val_of(event: Event) -> Val<'static> {
+    match event {
+        Event::ObjectStart => Val::Other("an object"),
+        Event::ArrayStart => Val::Other("an array"),
+        Event::Scalar(pyjson::Value::Null) => Val::Null,
+        Event::Scalar(pyjson::Value::Bool(_)) => Val::Other("a boolean"),
+        Event::Scalar(pyjson::Value::Str(s)) => match s.into_string() {
+            Ok(s) => Val::Str(Cow::Owned(s)),
+            Err(lone) => Val::Lone(lone),
+        },
+        Event::Scalar(_) => Val::Other("a number"),
+        Event::Key(_) | Event::End => Val::Absent,
+    }
+}
+
+/// What a JSON value other than an object is.
+fn json_kind(value: &pyjson::Value) -> &'static str {
+    match value {
+        pyjson::Value::Null => "JSON null",
+        pyjson::Value::Bool(_) => "a JSON boolean",
+        pyjson::Value::Int(_) | pyjson::Value::Float(_) => "a JSON number",
+        pyjson::Value::Str(_) => "a JSON string",
+        pyjson::Value::Array(_) => "a JSON array",
+        pyjson::Value::Object(_) => "a JSON object",
+    }
+}
+
+/// Whether a line is blank: empty, or only the whitespace JSON allows
+/// between tokens (space, tab, carriage return). A blank line is skipped,
+/// neither a row nor malformed; any other line `json.loads` refuses
+/// (a form feed alone, say) is malformed.
+pub(super) fn is_blank(line: &[u8]) -> bool {
+    line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r'))
 }
 
 /// Why a line is not UTF-8: the first bad byte, counted from 1.
@@ -320,18 +500,6 @@ fn not_utf8(e: &std::str::Utf8Error) -> String {
     match e.error_len() {
         Some(_) => format!("invalid UTF-8 at byte {at}"),
         None => format!("invalid UTF-8 at byte {at}: the line ends inside a character"),
-    }
-}
-
-/// What a JSON text other than an object would be, by its first character.
-fn json_kind(line: &[u8]) -> Option<&'static str> {
-    match line.iter().find(|b| !b.is_ascii_whitespace())? {
-        b'[' => Some("a JSON array"),
-        b'"' => Some("a JSON string"),
-        b'n' => Some("JSON null"),
-        b't' | b'f' => Some("a JSON boolean"),
-        b'-' | b'0'..=b'9' => Some("a JSON number"),
-        _ => None,
     }
 }
 

@@ -32,6 +32,10 @@ pub struct AuditOptions<'a> {
     pub remote_options: crate::remote::Options,
     /// Whether to draw progress lines on a terminal.
     pub progress: bool,
+    /// Pass an audit with malformed lines when all else passes
+    /// (`--allow-malformed`); by default one fails it, since any digest in
+    /// it was not audited.
+    pub allow_malformed: bool,
 }
 
 /// Audits results files against the store.
@@ -60,6 +64,7 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> 
             source_repo: opts.source_repo,
             trusted: opts.trusted,
             progress: opts.progress,
+            allow_malformed: opts.allow_malformed,
             registry: opts.registry,
             pulled: &pulled,
             pull_errors: &pull_errors,

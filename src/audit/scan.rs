@@ -9,6 +9,7 @@ use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 use crate::policy::is_ce_arm;
 use crate::progress::Progress;
+use crate::pyjson::PyString;
 
 use super::*;
 
@@ -327,9 +328,14 @@ impl Scan {
         {
             self.with_fields += 1;
         }
-        let arm_text = arm.as_str();
-        let ce = arm_text.is_some_and(is_ce_arm);
-        let arm_cut = arm_text.map(cut);
+        // The arm as held and listed (as quoted in a problem's detail, when
+        // one is made).
+        let arm_shown: Option<Cow<'_, str>> = match &arm {
+            Val::Str(s) => Some(cut(s)),
+            Val::Lone(s) => Some(Cow::Owned(shown_lone(s))),
+            Val::Absent | Val::Null | Val::Other(_) => None,
+        };
+        let ce = arm.as_str().is_some_and(is_ce_arm);
         let carried: Vec<&str> = [
             (digest.present(), self.fields.digest.as_str()),
             (version.present(), self.fields.version.as_str()),
@@ -339,8 +345,12 @@ impl Scan {
         .map(|(_, f)| *f)
         .collect();
         if !carried.is_empty() {
-            let detail = self.arm_mismatch(ce, arm_cut.as_deref(), &carried);
-            self.problem(at, "arm-mismatch", arm_cut.as_deref(), detail);
+            let arm_quoted = match &arm {
+                Val::Lone(s) => Some(quoted_lone(s)),
+                _ => arm_shown.as_deref().map(quoted),
+            };
+            let detail = self.arm_mismatch(ce, arm_quoted.as_deref(), &carried);
+            self.problem(at, "arm-mismatch", arm_shown.as_deref(), detail);
         }
         let key = match &digest {
             Val::Str(s) => match ManifestDigest::from_lower_hex(s) {
@@ -351,16 +361,27 @@ impl Scan {
                         self.fields.digest,
                         quoted(&cut(s))
                     );
-                    self.problem(at, "malformed-digest", arm_cut.as_deref(), detail);
+                    self.problem(at, "malformed-digest", arm_shown.as_deref(), detail);
                     None
                 }
             },
+            // No digest is a lone surrogate: the row names none the store
+            // could hold, and says so.
+            Val::Lone(s) => {
+                let detail = format!(
+                    "{} {} holds a lone surrogate, so it is not 64 lowercase hex characters",
+                    self.fields.digest,
+                    quoted_lone(s)
+                );
+                self.problem(at, "malformed-digest", arm_shown.as_deref(), detail);
+                None
+            }
             Val::Other(kind) => {
                 let detail = format!(
                     "{} is {kind}, not a string of 64 lowercase hex characters",
                     self.fields.digest
                 );
-                self.problem(at, "malformed-digest", arm_cut.as_deref(), detail);
+                self.problem(at, "malformed-digest", arm_shown.as_deref(), detail);
                 None
             }
             Val::Absent | Val::Null => None,
@@ -372,24 +393,22 @@ impl Scan {
         t.last = at;
         match &version {
             Val::Str(v) => t.versions.add(&mut self.values, &cut(v), at),
+            // Shown with its `\udXXX`: never a snapshot's version.
+            Val::Lone(v) => t.versions.add(&mut self.values, &shown_lone(v), at),
             Val::Other(kind) => t.versions.add(&mut self.values, &format!("({kind})"), at),
             Val::Absent | Val::Null => {}
         }
-        if let Some(a) = &arm_cut {
+        if let Some(a) = &arm_shown {
             t.arms.add(&mut self.values, a, at);
         }
     }
 
-    /// How a row of arm `arm` (a CE arm when `ce`) breaks the arm rule:
-    /// `carried` names the fields it has though it must not (or lacks
-    /// though it must).
+    /// How a row of arm `arm` (already quoted; a CE arm when `ce`) breaks
+    /// the arm rule: `carried` names the fields it has though it must not
+    /// (or lacks though it must).
     fn arm_mismatch(&self, ce: bool, arm: Option<&str>, carried: &[&str]) -> String {
         let who = match arm {
-            Some(a) => format!(
-                "the {} arm {}",
-                if ce { "ce_*" } else { "non-CE" },
-                quoted(a)
-            ),
+            Some(a) => format!("the {} arm {a}", if ce { "ce_*" } else { "non-CE" }),
             None => "a row without an arm".to_string(),
         };
         if ce {
@@ -437,6 +456,53 @@ impl Scan {
 /// A value already [`cut`], in quotes and escaped as JSON escapes it.
 pub(super) fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
+}
+
+/// A string that holds a lone surrogate, as audit holds and lists it (an
+/// arm, a claimed version): cut to [`QUOTED`] characters as [`cut`] does,
+/// each lone surrogate written `\udXXX`, as `json.dumps` writes it.
+pub(super) fn shown_lone(s: &PyString) -> String {
+    let mut out = String::new();
+    lone_pieces(s, |piece| match piece {
+        Ok(c) => out.push(c),
+        Err(unit) => out.push_str(&format!("\\u{unit:04x}")),
+    });
+    out
+}
+
+/// A string that holds a lone surrogate, cut as [`shown_lone`], as a JSON
+/// string literal (what `json.dumps(s, ensure_ascii=False)` writes).
+pub(super) fn quoted_lone(s: &PyString) -> String {
+    /// Moves a run of characters to `out`, JSON-escaped.
+    fn flush(run: &mut String, out: &mut String) {
+        let q = quoted(run);
+        out.push_str(q.get(1..q.len().saturating_sub(1)).unwrap_or_default());
+        run.clear();
+    }
+    let mut out = String::from("\"");
+    let mut run = String::new();
+    lone_pieces(s, |piece| match piece {
+        Ok(c) => run.push(c),
+        Err(unit) => {
+            flush(&mut run, &mut out);
+            out.push_str(&format!("\\u{unit:04x}"));
+        }
+    });
+    flush(&mut run, &mut out);
+    out.push('"');
+    out
+}
+
+/// The first [`QUOTED`] code points of `s`, each a character or a lone
+/// surrogate, then `…` when there are more.
+fn lone_pieces(s: &PyString, mut each: impl FnMut(std::result::Result<char, u32>)) {
+    let points = s.code_points();
+    for &cp in points.iter().take(QUOTED) {
+        each(char::from_u32(cp).ok_or(cp));
+    }
+    if points.len() > QUOTED {
+        each(Ok('…'));
+    }
 }
 
 impl Scan {
@@ -502,7 +568,7 @@ pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan>
                 Line::Text(line) => {
                     input.lines += 1;
                     let at = At(before + input.lines);
-                    if line.iter().all(u8::is_ascii_whitespace) {
+                    if is_blank(line) {
                         return;
                     }
                     match parse_row(line, &node) {

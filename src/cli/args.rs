@@ -84,8 +84,11 @@ pub enum Command {
     /// (--registry). Per row: a ce_* arm (ce_workflow, ce_workflow_direct,
     /// ce_review) must carry a digest and a version, any other arm neither
     /// (arm-mismatch); a digest must be 64 lowercase hex characters
-    /// (malformed-digest). Lines that are not JSON objects are listed, as
-    /// the harness skips them; the audit fails when no line is a row or no
+    /// (malformed-digest). A row is a line Python's json.loads reads as an
+    /// object (NaN, Infinity, lone surrogates and all); other lines
+    /// (blank ones aside) are malformed: listed, and failing the audit, as
+    /// any digest in them was not audited (--allow-malformed passes them).
+    /// The audit also fails when no line is a row or no
     /// row carries any of the three fields. Values taken from rows are cut
     /// to 80 characters. FILE may be - (standard input); FILE.gz and
     /// FILE.zst are decompressed.
@@ -614,6 +617,12 @@ pub struct AuditArgs {
     /// names, read from this local clone, and fail those that differ.
     #[arg(long, value_name = "REPO")]
     pub(super) source_repo: Option<PathBuf>,
+    /// Pass the audit despite malformed lines (lines json.loads refuses or
+    /// reads as no object), when all else passes; they are still listed and
+    /// counted. Without it a malformed line fails the audit: any digest in
+    /// it was not audited.
+    #[arg(long)]
+    pub(super) allow_malformed: bool,
     /// With a key given, fail every digest that no stored attestation
     /// signed by one of the keys vouches for.
     #[command(flatten)]
@@ -646,6 +655,7 @@ impl AuditArgs {
                 ..crate::remote::Options::default()
             },
             progress,
+            allow_malformed: self.allow_malformed,
         }
     }
 }

@@ -147,6 +147,16 @@ fn string_errors_match_python() {
         syntax(r#""\u0041"#),
         "Invalid \\uXXXX escape: line 1 column 3 (char 2)"
     );
+    // A pair of escapes at the very end is no pair: the second is read
+    // alone, and wants a character after it.
+    assert_eq!(
+        syntax(r#""\ud83d\ude00"#),
+        "Invalid \\uXXXX escape: line 1 column 9 (char 8)"
+    );
+    assert_eq!(
+        syntax(r#"["\ud83d\ude00"#),
+        "Invalid \\uXXXX escape: line 1 column 10 (char 9)"
+    );
     assert_eq!(
         syntax(r#"["abc"#),
         "Unterminated string starting at: line 1 column 2 (char 1)"

@@ -1953,10 +1953,10 @@ const ROW_PROBLEMS_HUMAN: [&str; 5] = [
     "line 7: arm-mismatch: the ce_* arm \"ce_review\" must carry ce_plugin_manifest_digest and ce_plugin_version; it has no ce_plugin_manifest_digest",
     "line 8: malformed-line: a JSON array, not an object",
     "line 9: malformed-digest: ce_plugin_manifest_digest \"ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ\" is not 64 lowercase hex characters",
-    "line 12: malformed-line: not JSON: EOF while parsing a string at line 1 column",
+    "line 12: malformed-line: not JSON: Unterminated string starting at: line 1 column",
 ];
 
-const VERDICT: &str = "FAIL: 3 digests (1 ok, 1 unknown, 1 version-mismatch), 3 row problems, 2 malformed lines in 10 rows";
+const VERDICT: &str = "FAIL: 3 digests (1 ok, 1 unknown, 1 version-mismatch), 3 row problems, 2 malformed lines in 10 rows; 2 lines could not be read, so any digest in them was not audited";
 
 #[test]
 fn audit_names_every_digest_status_and_row_problem() {
@@ -2029,7 +2029,7 @@ fn audit_names_every_digest_status_and_row_problem() {
     assert!(v["inputs"][0]["malformed"][1]["reason"]
         .as_str()
         .unwrap()
-        .starts_with("not JSON: EOF while parsing"));
+        .starts_with("not JSON: Unterminated string starting at: line 1 column"));
     let claim = |value: &str, rows: u64, line: u64| json!({"value": value, "rows": rows, "first": at_line(line)});
     let mut want = vec![
         json!({
@@ -2220,7 +2220,7 @@ fn audit_reads_gzip_zstd_and_standard_input_alike() {
         "{human}"
     );
     assert!(human.ends_with(
-        "FAIL: 3 digests (1 ok, 1 unknown, 1 version-mismatch), 6 row problems, 4 malformed lines in 20 rows\n"
+        "FAIL: 3 digests (1 ok, 1 unknown, 1 version-mismatch), 6 row problems, 4 malformed lines in 20 rows; 4 lines could not be read, so any digest in them was not audited\n"
     ), "{human}");
 
     // A damaged compressed file is an error that names it.
@@ -2470,9 +2470,19 @@ fn audit_bounds_what_it_lists_and_holds() {
     util::minimal_plugin(&minimal, "1.0.0");
     env.ingest_digest(&minimal, "1.0.0");
     let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
-    // Malformed lines are listed, not fatal: the one row passes.
-    assert_exit(&out, 0);
+    // Malformed lines are listed, and fail the audit; allowed, the one row
+    // passes.
+    assert_exit(&out, 1);
+    let allowed = env.run([
+        OsStr::new("audit"),
+        file.as_os_str(),
+        OsStr::new("--json"),
+        OsStr::new("--allow-malformed"),
+    ]);
+    assert_exit(&allowed, 0);
+    assert_eq!(parse_json(&allowed)["allow_malformed"], true);
     let v = parse_json(&out);
+    assert_eq!(v["allow_malformed"], false);
     let input = &v["inputs"][0];
     assert_eq!(input["lines"], 1502);
     assert_eq!(input["rows"], 1);
@@ -2486,7 +2496,7 @@ fn audit_bounds_what_it_lists_and_holds() {
     assert_eq!(listed[1]["line"], 2);
     assert_eq!(listed[999]["line"], 1000);
     let (code, human) = audit(&env, &[file.as_os_str()]);
-    assert_eq!(code, 0);
+    assert_eq!(code, 1);
     assert!(
         human.contains(&format!(
             "… and 501 more malformed lines in {} (the first 1000 are listed)",
@@ -2496,7 +2506,12 @@ fn audit_bounds_what_it_lists_and_holds() {
         &human[human.len().saturating_sub(400)..]
     );
     assert!(
-        human.ends_with("PASS: 0 digests (none), 0 row problems, 1501 malformed lines in 1 row\n")
+        human.ends_with("FAIL: 0 digests (none), 0 row problems, 1501 malformed lines in 1 row; 1501 lines could not be read, so any digest in them was not audited\n")
+    );
+    let (code, human) = audit(&env, &[file.as_os_str(), OsStr::new("--allow-malformed")]);
+    assert_eq!(code, 0);
+    assert!(
+        human.ends_with("PASS: 0 digests (none), 0 row problems, 1501 malformed lines in 1 row; 1501 lines could not be read, so any digest in them was not audited (allowed: --allow-malformed)\n")
     );
 
     // Nothing but malformed lines is no results file: it fails.
@@ -2505,7 +2520,7 @@ fn audit_bounds_what_it_lists_and_holds() {
     let (code, human) = audit(&env, &[garbage.as_os_str()]);
     assert_eq!(code, 1, "{human}");
     assert!(
-        human.ends_with("FAIL: no line is a row (a JSON object): 0 digests (none), 0 row problems, 2 malformed lines in 0 rows\n"),
+        human.ends_with("FAIL: no line is a row (a JSON object): 0 digests (none), 0 row problems, 2 malformed lines in 0 rows; 2 lines could not be read, so any digest in them was not audited\n"),
         "{human}"
     );
 }
@@ -2765,8 +2780,9 @@ fn audit_names_a_line_that_is_not_utf8() {
     data.push(b'\n');
     write(&file, &data);
     let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
-    // The line is not a row; the good row passes, as with any malformed line.
-    assert_exit(&out, 0);
+    // The line is not a row: it fails the audit, as any malformed line
+    // does; allowed, the good row passes.
+    assert_exit(&out, 1);
     let v = parse_json(&out);
     let reason = format!("invalid UTF-8 at byte {}", at + 1);
     assert_eq!(
@@ -2774,12 +2790,349 @@ fn audit_names_a_line_that_is_not_utf8() {
         json!([{"line": 2, "reason": reason}])
     );
     let (code, human) = audit(&env, &[file.as_os_str()]);
+    assert_eq!(code, 1);
+    let (code, _) = audit(&env, &[file.as_os_str(), OsStr::new("--allow-malformed")]);
     assert_eq!(code, 0);
     assert!(
         human.contains(&format!("line 2: malformed-line: {reason}\n")),
         "{human}"
     );
     assert!(!human.contains("JSON number"), "{human}");
+}
+
+/// Writes results rows with Python's `json.dumps`, as the harness does, to
+/// `out`: first a row of the stored digest `stored`, then one row per
+/// digest of `digests` (5 of them), each with a value only Python's JSON
+/// has: `NaN`, `Infinity`, `-Infinity`, `1e400`, and lone surrogates (in a
+/// value and in a key). The script checks that `json.loads` reads every
+/// line back as a row, as the harness does.
+fn python_rows(out: &Path, stored: &str, digests: &[&str; 5]) {
+    let script = r#"
+import json, sys
+out, stored, *digests = sys.argv[1:]
+def row(run, arm, digest, **extra):
+    r = {"task_id": "task-%03d" % run, "arm": arm, "run": run}
+    r.update(extra)
+    r.update({"ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": digest})
+    return r
+rows = [
+    row(0, "ce_review", stored, score=0.5),
+    row(1, "ce_review", digests[0], score=float("nan")),
+    row(2, "ce_workflow", digests[1], tokens={"input": float("inf")}),
+    row(3, "ce_workflow_direct", digests[2], latency=[1.0, float("-inf")]),
+    row(4, "ce_review", digests[3], big="__1e400__"),
+    {"\udc00": [1], **row(5, "ce_workflow", digests[4], note="cut \ud800 here")},
+]
+# 1e400 as a harness writing its own float text leaves it.
+lines = [json.dumps(r).replace('"__1e400__"', "1e400") for r in rows]
+for line in lines:
+    assert isinstance(json.loads(line), dict), line
+with open(out, "w") as f:
+    f.write("".join(line + "\n" for line in lines))
+"#;
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(out)
+        .arg(stored)
+        .args(digests)
+        .status()
+        .expect("run python3");
+    assert!(status.success(), "python3 could not write the rows");
+}
+
+/// `cestore audit - ARGS` with `data` on standard input.
+fn audit_stdin(env: &TestEnv, data: &[u8], args: &[&str]) -> std::process::Output {
+    let mut all = vec!["audit", "-"];
+    all.extend_from_slice(args);
+    let mut child = env
+        .cmd(all)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `data` gzipped.
+fn gzipped(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(data).unwrap();
+    enc.finish().unwrap()
+}
+
+#[test]
+fn audit_reads_the_rows_python_writes_with_nan_infinity_and_lone_surrogates() {
+    let env = TestEnv::new();
+    let minimal = env.path("min");
+    util::minimal_plugin(&minimal, "1.0.0");
+    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let unknown: Vec<String> = (1..=5)
+        .map(|i| sha_hex(format!("not stored {i}").as_bytes()))
+        .collect();
+    let unknown_refs: [&str; 5] = std::array::from_fn(|i| unknown[i].as_str());
+    let file = env.path("results.jsonl");
+    python_rows(&file, &stored, &unknown_refs);
+    let data = fs::read(&file).unwrap();
+    let gz = env.path("results.jsonl.gz");
+    write(&gz, gzipped(&data));
+
+    // Each row is read and its digest audited: five not in the store.
+    let verdict = "FAIL: 6 digests (1 ok, 5 unknown), 0 row problems, 0 malformed lines in 6 rows";
+    let (code, human) = audit(&env, &[file.as_os_str()]);
+    assert_eq!(code, 1, "{human}");
+    for d in &unknown {
+        let line = human
+            .lines()
+            .find(|l| l.starts_with(d.as_str()))
+            .unwrap_or_else(|| panic!("{d} is not listed:\n{human}"));
+        assert_eq!(cells_of(line)[1], "unknown", "{human}");
+    }
+    assert_eq!(human.lines().last(), Some(verdict), "{human}");
+    let report = |out: &std::process::Output| {
+        assert_exit(out, 1);
+        let v = parse_json(out);
+        assert_eq!(v["verdict"], verdict);
+        assert_eq!(v["rows"], 6);
+        assert_eq!(v["malformed_count"], 0);
+        let statuses: BTreeMap<String, String> = v["digests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["manifest_digest"].as_str().unwrap().to_string(),
+                    d["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let mut want: BTreeMap<String, String> = unknown
+            .iter()
+            .map(|d| (d.clone(), "unknown".to_string()))
+            .collect();
+        want.insert(stored.clone(), "ok".into());
+        assert_eq!(statuses, want);
+        without_inputs(v)
+    };
+    let plain = report(&env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]));
+    // gzip and standard input alike.
+    let from_gz = report(&env.run([OsStr::new("audit"), gz.as_os_str(), OsStr::new("--json")]));
+    assert_eq!(from_gz, plain);
+    let from_stdin = report(&audit_stdin(&env, &data, &["--json"]));
+    assert_eq!(from_stdin, plain);
+    let md = String::from_utf8(audit_stdin(&env, &data, &["--markdown"]).stdout).unwrap();
+    assert!(md.ends_with(&format!("**{verdict}**\n")), "{md}");
+
+    // The same rows naming the stored digest pass.
+    let same = env.path("stored.jsonl");
+    python_rows(&same, &stored, &[stored.as_str(); 5]);
+    let pass = "PASS: 1 digest (1 ok), 0 row problems, 0 malformed lines in 6 rows";
+    let (code, human) = audit(&env, &[same.as_os_str()]);
+    assert_eq!(code, 0, "{human}");
+    assert_eq!(human.lines().last(), Some(pass), "{human}");
+    let same_gz = env.path("stored.jsonl.gz");
+    write(&same_gz, gzipped(&fs::read(&same).unwrap()));
+    let out = env.run([
+        OsStr::new("audit"),
+        same_gz.as_os_str(),
+        OsStr::new("--json"),
+    ]);
+    assert_exit(&out, 0);
+    assert_eq!(parse_json(&out)["digests"][0]["rows"], 6);
+    let out = audit_stdin(&env, &fs::read(&same).unwrap(), &["--json"]);
+    assert_exit(&out, 0);
+    assert_eq!(parse_json(&out)["verdict"], pass);
+}
+
+#[test]
+fn audit_names_a_lone_surrogate_in_the_digest_version_or_arm() {
+    let env = TestEnv::new();
+    let minimal = env.path("min");
+    util::minimal_plugin(&minimal, "1.0.0");
+    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let file = env.path("lone.jsonl");
+    let script = r#"
+import json, sys
+out, d = sys.argv[1:]
+rows = [
+    {"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d[:10] + "\ud800" + d[11:]},
+    {"arm": "ce_review", "ce_plugin_version": "1.0.\udfff", "ce_plugin_manifest_digest": d},
+    {"arm": "ce_\ud800review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d},
+]
+with open(out, "w") as f:
+    f.write("".join(json.dumps(r) + "\n" for r in rows))
+"#;
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(&file)
+        .arg(&stored)
+        .status()
+        .expect("run python3");
+    assert!(status.success());
+    let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
+    assert_exit(&out, 1);
+    let v = parse_json(&out);
+    assert_eq!(v["rows"], 3);
+    assert_eq!(v["malformed_count"], 0);
+    // A lone surrogate is no digest: a row problem, not a skipped line.
+    let lone_digest = format!("{}\\ud800{}", &stored[..10], &stored[11..]);
+    assert_eq!(
+        v["row_problems"],
+        json!([
+            {
+                "file": s(&file), "line": 1, "kind": "malformed-digest", "arm": "ce_review",
+                "detail": format!("ce_plugin_manifest_digest \"{lone_digest}\" holds a lone surrogate, so it is not 64 lowercase hex characters"),
+            },
+            {
+                "file": s(&file), "line": 3, "kind": "arm-mismatch", "arm": "ce_\\ud800review",
+                "detail": "the non-CE arm \"ce_\\ud800review\" must carry neither ce_plugin_manifest_digest nor ce_plugin_version; it has ce_plugin_manifest_digest and ce_plugin_version",
+            },
+        ])
+    );
+    // A claimed version with one is never the snapshot's.
+    let d = &v["digests"][0];
+    assert_eq!(d["manifest_digest"], stored.as_str());
+    assert_eq!(d["status"], "version-mismatch");
+    let claimed: Vec<(&str, u64)> = d["claimed_versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["value"].as_str().unwrap(), c["rows"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(claimed, [("1.0.\\udfff", 1), ("1.0.0", 1)]);
+    let (code, human) = audit(&env, &[file.as_os_str()]);
+    assert_eq!(code, 1);
+    assert!(
+        human.contains(&format!(
+            "line 1: malformed-digest: ce_plugin_manifest_digest \"{lone_digest}\" holds a lone surrogate"
+        )),
+        "{human}"
+    );
+    assert!(
+        human.contains("  claims version 1.0.\\udfff in 1 row from line 2"),
+        "{human}"
+    );
+}
+
+#[test]
+fn audit_fails_a_malformed_line_unless_allowed() {
+    let env = TestEnv::new();
+    let minimal = env.path("min");
+    util::minimal_plugin(&minimal, "1.0.0");
+    let stored = env.ingest_digest(&minimal, "1.0.0");
+    // A good row, then one cut short inside a digest not in the store, as
+    // a writer killed mid-line leaves it.
+    let unknown = sha_hex(b"never stored");
+    let full = harness_row("ce_review", 2, Some("1.0.0"), Some(&unknown));
+    let key = "\"ce_plugin_manifest_digest\":\"";
+    let cut = full.find(key).unwrap() + key.len() + 20;
+    let text = format!(
+        "{}\n{}\n",
+        harness_row("ce_review", 1, Some("1.0.0"), Some(&stored)),
+        &full[..cut]
+    );
+    let reason = format!(
+        "not JSON: Unterminated string starting at: line 1 column {} (char {})",
+        cut - 20,
+        cut - 21
+    );
+    let counts = "1 digest (1 ok), 0 row problems, 1 malformed line in 1 row; 1 line could not be read, so any digest in it was not audited";
+    let fail = format!("FAIL: {counts}");
+    let pass = format!("PASS: {counts} (allowed: --allow-malformed)");
+    let file = env.path("cut.jsonl");
+    write(&file, &text);
+    let gz = env.path("cut.jsonl.gz");
+    write(&gz, gzipped(text.as_bytes()));
+
+    for input in [file.as_os_str(), gz.as_os_str()] {
+        // Text: the line named, and the verdict.
+        let (code, human) = audit(&env, &[input]);
+        assert_eq!(code, 1, "{human}");
+        assert!(
+            human.contains(&format!("line 2: malformed-line: {reason}\n")),
+            "{human}"
+        );
+        assert!(human.ends_with(&format!("{fail}\n")), "{human}");
+        let (code, human) = audit(&env, &[input, OsStr::new("--allow-malformed")]);
+        assert_eq!(code, 0, "{human}");
+        assert!(
+            human.contains(&format!("line 2: malformed-line: {reason}\n")),
+            "{human}"
+        );
+        assert!(human.ends_with(&format!("{pass}\n")), "{human}");
+        // Markdown.
+        let (code, md) = audit(&env, &[input, OsStr::new("--markdown")]);
+        assert_eq!(code, 1);
+        assert!(
+            md.contains("| line 2 | malformed-line | not JSON: Unterminated string"),
+            "{md}"
+        );
+        assert!(md.ends_with(&format!("**{fail}**\n")), "{md}");
+        let (code, md) = audit(
+            &env,
+            &[
+                input,
+                OsStr::new("--markdown"),
+                OsStr::new("--allow-malformed"),
+            ],
+        );
+        assert_eq!(code, 0);
+        assert!(md.ends_with(&format!("**{pass}**\n")), "{md}");
+    }
+    // JSON, from a file and from standard input alike.
+    let check = |out: &std::process::Output, allowed: bool| {
+        assert_exit(out, if allowed { 0 } else { 1 });
+        let v = parse_json(out);
+        assert_eq!(v["passed"], allowed);
+        assert_eq!(v["ok"], allowed);
+        assert_eq!(v["allow_malformed"], allowed);
+        assert_eq!(v["malformed_count"], 1);
+        assert_eq!(
+            v["inputs"][0]["malformed"],
+            json!([{"line": 2, "reason": reason}])
+        );
+        assert_eq!(
+            v["verdict"],
+            if allowed {
+                pass.as_str()
+            } else {
+                fail.as_str()
+            }
+        );
+    };
+    check(
+        &env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]),
+        false,
+    );
+    check(
+        &env.run([
+            OsStr::new("audit"),
+            gz.as_os_str(),
+            OsStr::new("--json"),
+            OsStr::new("--allow-malformed"),
+        ]),
+        true,
+    );
+    check(&audit_stdin(&env, text.as_bytes(), &["--json"]), false);
+    check(
+        &audit_stdin(&env, text.as_bytes(), &["--json", "--allow-malformed"]),
+        true,
+    );
+    // Allowing malformed lines passes nothing else: a row problem still fails.
+    let bad = env.path("bad.jsonl");
+    write(
+        &bad,
+        format!(
+            "{}\n{{\"arm\":\n",
+            harness_row("baseline", 1, None, Some(&stored))
+        ),
+    );
+    let (code, human) = audit(&env, &[bad.as_os_str(), OsStr::new("--allow-malformed")]);
+    assert_eq!(code, 1, "{human}");
+    assert!(human.ends_with("FAIL: 1 digest (1 ok), 1 row problem, 1 malformed line in 1 row; 1 line could not be read, so any digest in it was not audited (allowed: --allow-malformed)\n"), "{human}");
 }
 
 #[test]
@@ -2804,7 +3157,7 @@ fn audit_fails_an_input_with_no_row_or_none_of_the_fields() {
         (
             "garbage.jsonl",
             "a,b\n",
-            format!("{no_row}, 1 malformed line in 0 rows"),
+            format!("{no_row}, 1 malformed line in 0 rows; 1 line could not be read, so any digest in it was not audited"),
         ),
         (
             "foo.jsonl",

@@ -1152,6 +1152,7 @@ struct AuditOut {
     row_problem_count: u64,
     row_problems: Vec<RowProblemOut>,
     malformed_count: u64,
+    allow_malformed: bool,
     listed_at_most: u64,
     verified: bool,
     registry: Option<String>,
@@ -1197,6 +1198,7 @@ fn audit_fits_the_documented_schema() {
     assert!(audit.registry.is_none());
     assert_eq!(audit.rows, 4);
     assert_eq!(audit.malformed_count, 1);
+    assert!(!audit.allow_malformed);
     assert_eq!(audit.listed_at_most, 1000);
     absolute(&audit.inputs[0].file);
     assert_eq!(audit.inputs[0].format, "plain");
