@@ -18,10 +18,37 @@
 //!   `core.autocrlf`, `ident`) is refused, and so is one a `filter=` driver or
 //!   a `working-tree-encoding` would write ([`Rejection::CheckoutConverts`]).
 //!
+//! What git itself checks is checked first, as `git checkout` checks it
+//! (see `git/revision.rs`, [`name`] and `git/objects.rs`):
+//!
+//! - every object read (the commit, any annotated tag on the way to it, every
+//!   tree of the revision, the blobs of the plugin's files, symlink targets,
+//!   `.gitattributes` files and `marketplace.json`) is checked against its
+//!   id: a mismatch is refused ([`GitError::ObjectCorrupt`], rule
+//!   `git-object-corrupt`), and so is an object the revision names but the
+//!   repository lacks, where it is read (`git-object-missing`);
+//! - every tree of the revision is checked as a checkout checks it: a tree
+//!   git would not check out is refused ([`GitError::TreeInvalid`], rule
+//!   `git-tree-invalid`; or `git-object-missing` for a blob it names that the
+//!   repository lacks, except in a partial clone), and so is one `git fsck`
+//!   calls broken in a way that leaves a checkout ill-defined (an empty name,
+//!   a name with `/`, a name listed twice);
+//! - every blob read for cestore's own use is bounded from its header before
+//!   it is inflated: a plugin file by the per-file bound (`file-too-large`),
+//!   `marketplace.json` by the same bound (`marketplace-invalid`), a symlink
+//!   target by `PATH_MAX`, and an attributes file of 100 MiB or more is
+//!   ignored, as git's `attr.c` ignores it (as are its lines of 2,048 bytes
+//!   or more, and whatever follows a NUL); trees, commits and tags are
+//!   bounded at 64 MiB (`git-object-too-large`).
+//!
+//! Of the blobs the walk never reads (files outside the plugin's directory)
+//! only the header is read: their type, and that they are there.
+//!
 //! Paths in refusals read as a checkout at the repository's path would
 //! name them: `REPO/<path in the repository>`.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -34,6 +61,13 @@ use rustix::io::Errno;
 use super::{absolute_like_python, sort_like_python, Fault, Kind, Node, Tree};
 use crate::error::{Classified, Classify, Error, ErrorKind};
 use crate::policy::{self, Rejection};
+
+pub mod name;
+mod objects;
+mod revision;
+
+use objects::Bad;
+use revision::{bad_object, Revision};
 
 /// How many symlinks a lookup follows before the system gives up (`ELOOP`).
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -142,6 +176,49 @@ pub enum GitError {
         /// The source, as JSON.
         source_given: String,
     },
+    /// An object of the revision is not what its id names: its bytes hash to
+    /// another id, or they are not an object of its type.
+    #[error("could not trust the git object {id} at '{}': {reason}", .path.display())]
+    ObjectCorrupt {
+        /// Where a checkout would write what the object holds (the
+        /// repository itself for a commit or a tag).
+        path: PathBuf,
+        /// The object's id.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An object the revision names, and cestore must read, is not in the
+    /// repository.
+    #[error("could not find the git object {id} at '{}' in the repository, so no checkout can write it", .path.display())]
+    ObjectMissing {
+        /// Where a checkout would write it.
+        path: PathBuf,
+        /// The object's id.
+        id: String,
+    },
+    /// A tree, commit or tag object is larger than cestore reads.
+    #[error("could not read the git object {id} at '{}': it holds {size} bytes, more than the {limit} read of a tree, commit or tag", .path.display())]
+    ObjectTooLarge {
+        /// Where a checkout would write it.
+        path: PathBuf,
+        /// The object's id.
+        id: String,
+        /// Its size, from its header.
+        size: u64,
+        /// The bound.
+        limit: u64,
+    },
+    /// The revision holds a path git would not check out, or a tree `git
+    /// fsck` calls broken in a way that leaves a checkout ill-defined.
+    #[error("could not check out '{}' as git would: {reason}", .path.display())]
+    TreeInvalid {
+        /// Where a checkout would write the path (for an empty name, the
+        /// tree that lists it).
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl Classify for GitError {
@@ -153,9 +230,12 @@ impl Classify for GitError {
             | GitError::PluginNotListed { .. } => ErrorKind::NotFound,
             GitError::Read { .. } | GitError::Attributes { .. } => ErrorKind::Io,
             GitError::Subdir { .. } => ErrorKind::Usage,
-            GitError::MarketplaceInvalid { .. } | GitError::PluginSourceOutside { .. } => {
-                ErrorKind::Rejected
-            }
+            GitError::MarketplaceInvalid { .. }
+            | GitError::PluginSourceOutside { .. }
+            | GitError::ObjectCorrupt { .. }
+            | GitError::ObjectMissing { .. }
+            | GitError::ObjectTooLarge { .. }
+            | GitError::TreeInvalid { .. } => ErrorKind::Rejected,
         }
     }
 
@@ -163,6 +243,10 @@ impl Classify for GitError {
         match self {
             GitError::MarketplaceInvalid { .. } => Some("marketplace-invalid"),
             GitError::PluginSourceOutside { .. } => Some("plugin-source-outside"),
+            GitError::ObjectCorrupt { .. } => Some("git-object-corrupt"),
+            GitError::ObjectMissing { .. } => Some("git-object-missing"),
+            GitError::ObjectTooLarge { .. } => Some("git-object-too-large"),
+            GitError::TreeInvalid { .. } => Some("git-tree-invalid"),
             _ => None,
         }
     }
@@ -173,7 +257,11 @@ impl Classify for GitError {
             | GitError::NoMarketplace { path, .. }
             | GitError::MarketplaceInvalid { path, .. }
             | GitError::PluginNotListed { path, .. }
-            | GitError::PluginSourceOutside { path, .. } => Some(path),
+            | GitError::PluginSourceOutside { path, .. }
+            | GitError::ObjectCorrupt { path, .. }
+            | GitError::ObjectMissing { path, .. }
+            | GitError::ObjectTooLarge { path, .. }
+            | GitError::TreeInvalid { path, .. } => Some(path),
             GitError::Revision { repo, .. }
             | GitError::Read { repo, .. }
             | GitError::Attributes { repo, .. } => Some(repo),
@@ -259,7 +347,13 @@ pub(super) struct GitTree {
     /// The plugin directory's tree; `None` for a submodule.
     dir_tree: Option<ObjectId>,
     root_dir: GitDir,
+    /// Every tree and symlink of the revision, read and checked.
+    revision: Revision,
     checkout: RefCell<Checkout>,
+    /// The attribute files read so far, checked.
+    attributes_kept: RefCell<HashMap<ObjectId, Vec<u8>>>,
+    /// The first attribute file that could not be read, and why.
+    attributes_fault: RefCell<Option<(ObjectId, Bad)>>,
 }
 
 /// Why a revision's plugin directory could not be opened: it breaks a rule,
@@ -306,17 +400,24 @@ impl GitTree {
             rev: request.rev.to_string(),
             reason: reason(&e),
         };
-        let (commit_id, root_tree) = {
-            let commit = repo
-                .rev_parse_single(request.rev)
-                .map_err(revision)?
-                .object()
-                .map_err(revision)?
-                .peel_to_commit()
-                .map_err(revision)?;
-            let tree = commit.tree_id().map_err(revision)?.detach();
-            (commit.id, tree)
-        };
+        let named = repo
+            .rev_parse_single(request.rev)
+            .map_err(revision)?
+            .detach();
+        let (commit_id, root_tree) =
+            objects::peel_to_commit(&repo, named).map_err(|(at, bad)| match bad {
+                Bad::Kind { found, .. } => GitError::Revision {
+                    repo: repo_path.clone(),
+                    rev: request.rev.to_string(),
+                    reason: format!("it names a {found}, not a commit"),
+                },
+                Bad::Missing => GitError::Revision {
+                    repo: repo_path.clone(),
+                    rev: request.rev.to_string(),
+                    reason: format!("the object {at} is not in the repository"),
+                },
+                other => bad_object(&repo_path, b"", at, other),
+            })?;
         GitTree::at_commit(repo, repo_path, commit_id, root_tree, request)
     }
 
@@ -330,7 +431,12 @@ impl GitTree {
         root_tree: ObjectId,
         request: &GitRequest<'_>,
     ) -> Result<GitTree, OpenError> {
-        let checkout = checkout(&repo, &repo_path, root_tree)?;
+        let fold = repo
+            .config_snapshot()
+            .boolean("core.ignoreCase")
+            .unwrap_or(false);
+        let revision = Revision::read(&repo, &repo_path, root_tree, protect(&repo), fold)?;
+        let checkout = checkout(&repo, &repo_path, revision.attributes())?;
         let mut tree = GitTree {
             repo,
             root: repo_path.clone(),
@@ -343,7 +449,10 @@ impl GitTree {
                 rel: Vec::new(),
                 entries: Vec::new(),
             },
+            revision,
             checkout: RefCell::new(checkout),
+            attributes_kept: RefCell::new(HashMap::new()),
+            attributes_fault: RefCell::new(None),
         };
         let parts = match request.dir {
             PluginDir::Root => Vec::new(),
@@ -407,33 +516,20 @@ impl GitTree {
         }
     }
 
-    fn read_error(&self, what: String, e: gix::Error) -> GitError {
-        GitError::Read {
-            repo: self.repo_path.clone(),
-            what,
-            reason: reason(&e),
-        }
+    /// The error for object `id` at `rel` that could not be read.
+    fn bad(&self, rel: &[u8], id: ObjectId, bad: Bad) -> GitError {
+        bad_object(&self.repo_path, rel, id, bad)
     }
 
-    /// The entries of tree `id` (at `rel`), sorted by name.
+    /// The entries of tree `id` (at `rel`), sorted by name: read and checked
+    /// with the revision's.
     fn entries(&self, id: ObjectId, rel: &[u8]) -> Result<Vec<GitEntry>, GitError> {
-        let what = || format!("{id} ('{}')", String::from_utf8_lossy(rel));
-        let tree = self
-            .repo
-            .find_tree(id)
-            .map_err(|e| self.read_error(what(), e))?;
-        let decoded = tree.decode().map_err(|e| self.read_error(what(), e))?;
-        let mut entries: Vec<GitEntry> = decoded
-            .entries
-            .iter()
-            .map(|e| GitEntry {
-                name: e.filename.to_vec(),
-                kind: e.mode.kind(),
-                id: e.oid.to_owned(),
-            })
-            .collect();
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(entries)
+        match self.revision.tree(id) {
+            Some(entries) => Ok(entries.to_vec()),
+            // Every tree the walk reaches is the revision's; one that is
+            // not is read and checked alike.
+            None => Ok(revision::read_tree(&self.repo, &self.repo_path, id, rel)?.to_vec()),
+        }
     }
 
     /// The entry `name` of tree `id` (at `rel`).
@@ -445,12 +541,13 @@ impl GitTree {
             .map(|i| entries[i].clone()))
     }
 
-    /// A blob's bytes.
-    fn blob(&self, id: ObjectId, rel: &[u8]) -> Result<Vec<u8>, GitError> {
-        self.repo
-            .find_blob(id)
-            .map(|mut b| b.take_data())
-            .map_err(|e| self.read_error(format!("{id} ('{}')", String::from_utf8_lossy(rel)), e))
+    /// The target of symlink `id` (at `rel`), as a checkout writes it.
+    fn link_target(&self, id: ObjectId, rel: &[u8]) -> Result<Vec<u8>, GitError> {
+        if let Some(target) = self.revision.link(id) {
+            return Ok(target.to_vec());
+        }
+        revision::link_target(&self.repo, &self.repo_path, id, rel)?
+            .ok_or_else(|| self.bad(rel, id, Bad::Missing))
     }
 
     /// The plugin directory's path in the repository, from the revision's
@@ -481,10 +578,19 @@ impl GitTree {
                 .into())
             }
         };
-        let bytes = self.blob(id, rel.as_bytes())?;
         let invalid = |reason: String| GitError::MarketplaceInvalid {
             path: path.clone(),
             reason,
+        };
+        let bytes = match objects::read(&self.repo, id, gix::objs::Kind::Blob, MARKETPLACE_BYTES) {
+            Ok(bytes) => bytes,
+            Err(Bad::TooLarge { size, limit }) => {
+                return Err(invalid(format!(
+                    "it holds {size} bytes, more than the {limit} a plugin's file may hold"
+                ))
+                .into())
+            }
+            Err(bad) => return Err(self.bad(rel.as_bytes(), id, bad).into()),
         };
         let json: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
@@ -603,7 +709,7 @@ impl GitTree {
                 if hops > MAX_SYMLINK_HOPS {
                     return Ok(false);
                 }
-                let target = self.blob(id, &link_rel)?;
+                let target = self.link_target(id, &link_rel)?;
                 if target.is_empty() {
                     return Ok(false);
                 }
@@ -647,6 +753,25 @@ impl GitTree {
         }
     }
 
+    /// The error for attributes that could not be read for `rel`: an
+    /// attribute file that failed its checks, or what gix said.
+    fn attributes_error(&self, rel: &[u8], e: io::Error) -> GitError {
+        if let Some((id, bad)) = self.attributes_fault.borrow_mut().take() {
+            let at = self
+                .revision
+                .attributes()
+                .iter()
+                .find(|(_, a)| *a == id)
+                .map(|(path, _)| path.as_slice())
+                .unwrap_or(b".gitattributes");
+            return self.bad(at, id, bad);
+        }
+        GitError::Attributes {
+            repo: self.repo_path.clone(),
+            reason: format!("{}: {e}", String::from_utf8_lossy(rel)),
+        }
+    }
+
     /// Refuses a file whose checkout would not hold its blob unchanged.
     fn check_checkout(
         &self,
@@ -663,17 +788,14 @@ impl GitTree {
             pipeline,
             config,
         } = &mut *checkout;
-        let attributes = |e: io::Error| GitError::Attributes {
-            repo: self.repo_path.clone(),
-            reason: format!("{}: {e}", String::from_utf8_lossy(rel)),
+        let files = objects::AttributeFiles {
+            repo: &self.repo,
+            kept: &self.attributes_kept,
+            fault: &self.attributes_fault,
         };
         let platform = stack
-            .at_entry(
-                rel.as_bstr(),
-                Some(gix::index::entry::Mode::FILE),
-                &self.repo.objects,
-            )
-            .map_err(attributes)?;
+            .at_entry(rel.as_bstr(), Some(gix::index::entry::Mode::FILE), &files)
+            .map_err(|e| self.attributes_error(rel, e))?;
         platform.matching_attributes(outcome);
         let mut named = Vec::new();
         let mut driven = None;
@@ -729,6 +851,47 @@ impl GitTree {
     }
 }
 
+/// The commit object `id` names (through annotated tags) in the repository
+/// at `repo_path`, and its root tree: each object on the way checked
+/// against its id.
+pub(super) fn commit_and_tree(
+    repo: &gix::Repository,
+    repo_path: &Path,
+    id: ObjectId,
+) -> Result<(ObjectId, ObjectId), GitError> {
+    objects::peel_to_commit(repo, id).map_err(|(at, bad)| bad_object(repo_path, b"", at, bad))
+}
+
+/// The commit a tag's target `id` leads to, each object on the way checked
+/// against its id; `None` when one cannot be read or trusted.
+pub(super) fn tagged_commit(repo: &gix::Repository, id: ObjectId) -> Option<ObjectId> {
+    objects::peel_to_commit(repo, id)
+        .ok()
+        .map(|(commit, _)| commit)
+}
+
+/// The tree at `path` (`/`-separated, empty for the root) of the root tree
+/// `root_tree`, each tree on the way read and checked as the revision's
+/// are; `None` when nothing, or no tree, is there.
+pub(super) fn tree_at(
+    repo: &gix::Repository,
+    repo_path: &Path,
+    root_tree: ObjectId,
+    path: &[u8],
+) -> Result<Option<ObjectId>, GitError> {
+    let mut tree = root_tree;
+    let mut rel = Vec::new();
+    for part in path.split(|b| *b == b'/').filter(|p| !p.is_empty()) {
+        let entries = revision::read_tree(repo, repo_path, tree, &rel)?;
+        match entries.iter().find(|e| e.name == part) {
+            Some(e) if e.kind == EntryKind::Tree => tree = e.id,
+            _ => return Ok(None),
+        }
+        rel = join(&rel, part);
+    }
+    Ok(Some(tree))
+}
+
 /// `rel/part`, or `part` at the root.
 fn join(rel: &[u8], part: &[u8]) -> Vec<u8> {
     let mut out = rel.to_vec();
@@ -763,13 +926,27 @@ fn plain_parts(path: &[u8]) -> Option<Vec<Vec<u8>>> {
 fn checkout(
     repo: &gix::Repository,
     repo_path: &Path,
-    tree: ObjectId,
+    attribute_files: &[(Vec<u8>, ObjectId)],
 ) -> Result<Checkout, GitError> {
     let failed = |e: gix::Error| GitError::Attributes {
         repo: repo_path.to_path_buf(),
         reason: reason(&e),
     };
-    let index = repo.index_from_tree(&tree).map_err(failed)?;
+    // An index of the attribute files alone: the lookups find them in it.
+    // Git reads one whatever its mode (executable, or a symlink whose
+    // target is read as its text); the lookups read only regular files, so
+    // each is listed as one.
+    let mut index = gix::index::State::new(repo.object_hash());
+    for (path, id) in attribute_files {
+        index.dangerously_push_entry(
+            gix::index::entry::Stat::default(),
+            *id,
+            gix::index::entry::Flags::empty(),
+            gix::index::entry::Mode::FILE,
+            path.as_bstr(),
+        );
+    }
+    index.sort_entries();
     let stack = repo
         .attributes_only(
             &index,
@@ -791,6 +968,24 @@ fn checkout(
         pipeline,
         config: conversion_config(repo),
     })
+}
+
+/// The most bytes of a `marketplace.json` read: the reference's bound on a
+/// plugin's file.
+const MARKETPLACE_BYTES: u64 = policy::MAX_FILE_BYTES;
+
+/// The protections of the repository's checkouts: `core.protectNTFS` and
+/// `core.protectHFS`, as git reads them (git's defaults on this platform).
+fn protect(repo: &gix::Repository) -> name::Protect {
+    let config = repo.config_snapshot();
+    name::Protect {
+        ntfs: config
+            .boolean("core.protectNTFS")
+            .unwrap_or(name::Protect::DEFAULT.ntfs),
+        hfs: config
+            .boolean("core.protectHFS")
+            .unwrap_or(name::Protect::DEFAULT.hfs),
+    }
 }
 
 /// The repository's settings that convert line endings when no attribute
@@ -828,19 +1023,16 @@ impl Tree for GitTree {
             EntryKind::Link => (Kind::Symlink, false),
         };
         let size = if kind == Kind::File {
-            self.repo
-                .find_header(entry.id)
-                .map_err(|e| {
-                    self.read_error(
-                        format!(
-                            "{} ('{}')",
-                            entry.id,
-                            String::from_utf8_lossy(&dir.child(name))
-                        ),
-                        e,
-                    )
-                })?
-                .size()
+            let rel = dir.child(name);
+            match objects::header(&self.repo, entry.id) {
+                Ok((gix::objs::Kind::Blob, size)) => size,
+                Ok((found, _)) => {
+                    let bad =
+                        objects::wrong_kind(&self.repo, entry.id, gix::objs::Kind::Blob, found);
+                    return Err(self.bad(&rel, entry.id, bad).into());
+                }
+                Err(bad) => return Err(self.bad(&rel, entry.id, bad).into()),
+            }
         } else {
             0
         };
@@ -893,14 +1085,20 @@ impl Tree for GitTree {
         path: &dyn Fn() -> PathBuf,
     ) -> Result<(), Fault> {
         let rel = dir.child(name);
-        let data = self.blob(seen.raw.id, &rel)?;
-        if data.len() as u64 > max {
-            return Err(Rejection::FileTooLarge {
-                path: path(),
-                limit: max,
-            }
-            .into());
+        let too_large = || Rejection::FileTooLarge {
+            path: path(),
+            limit: max,
+        };
+        // The header's size, which lstat gave, is checked before the blob
+        // is inflated; the blob, once read, against its id.
+        if seen.size > max {
+            return Err(too_large().into());
         }
+        let data = match objects::read(&self.repo, seen.raw.id, gix::objs::Kind::Blob, max) {
+            Ok(data) => data,
+            Err(Bad::TooLarge { .. }) => return Err(too_large().into()),
+            Err(bad) => return Err(self.bad(&rel, seen.raw.id, bad).into()),
+        };
         self.check_checkout(&rel, &data, path)?;
         buf.extend_from_slice(&data);
         Ok(())

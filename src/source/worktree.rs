@@ -27,10 +27,14 @@ use super::record::{redact_url, Changes, ReadFrom, SourceRecord};
 use super::{walk, Backing, Source, WalkError};
 use crate::digest::ManifestDigest;
 use crate::manifest::{Entry, Manifest};
-use crate::policy::{self, Rejection};
+use crate::policy;
 
 /// What a [`TreeKey`] hashes first: the key's own format.
-const KEY_FORMAT: &str = "cestore tree key 1";
+///
+/// Format 2: digests learned since every git object read is checked against
+/// its id; one kept under format 1 may have been learned from a tampered
+/// object, and is not looked up.
+const KEY_FORMAT: &str = "cestore tree key 2";
 
 /// The key under which the digest of a git tree's snapshot is kept: the
 /// SHA-256, as 64 lowercase hex digits, of everything that decides it.
@@ -117,7 +121,11 @@ pub struct WorkTreeFound {
 /// from `cache` when it holds it and walked otherwise; a walk's digest comes
 /// back in [`WorkTreeFound::learned`].
 ///
-/// Fails only when the repository, once found, cannot be read.
+/// Fails only when the repository, once found, cannot be read, or holds an
+/// object (HEAD's commit, a tree, or anything the walk of `HEAD` reads)
+/// whose bytes do not hash to its name: no record is made from it. A
+/// commit whose tree git would not check out is dirty, `commit_refused`
+/// saying why.
 pub fn work_tree_record(
     dir: &Path,
     snapshot: &Manifest,
@@ -156,22 +164,31 @@ pub fn work_tree_record(
     };
 
     let (commit, root_tree) = {
-        let mut head = repo.head().map_err(|e| read("HEAD".into(), e))?;
+        let head = repo.head().map_err(|e| read("HEAD".into(), e))?;
         if head.is_unborn() {
             record.changes = all_added();
             return found(record);
         }
-        let commit = head.peel_to_commit().map_err(|e| read("HEAD".into(), e))?;
-        let root_tree = commit
-            .tree_id()
-            .map_err(|e| read(format!("{} (HEAD)", commit.id), e))?
-            .detach();
-        (commit.id, root_tree)
+        let Some(id) = head.id() else {
+            return Err(GitError::Read {
+                repo: root.clone(),
+                what: "HEAD".into(),
+                reason: "HEAD names no object".into(),
+            });
+        };
+        git::commit_and_tree(&repo, &root, id.detach())?
     };
     record.commit = Some(commit.to_string());
     record.tag = tag_at(&repo, commit);
-    let dir_tree = tree_at(&repo, root_tree, &path)
-        .map_err(|e| read(format!("{root_tree} ('{}')", record.path), e))?;
+    let dir_tree = match git::tree_at(&repo, &root, root_tree, &path) {
+        Ok(dir_tree) => dir_tree,
+        Err(e @ GitError::TreeInvalid { .. }) => {
+            record.commit_refused = Some(e.to_string());
+            record.changes = all_added();
+            return found(record);
+        }
+        Err(e) => return Err(e),
+    };
     let Some(dir_tree) = dir_tree else {
         record.commit_refused = Some(format!("the commit has no directory '{}'", record.path));
         record.changes = all_added();
@@ -198,7 +215,7 @@ pub fn work_tree_record(
     let head = match head_entries(repo, &request, commit, root_tree, version, bounds)? {
         Ok(entries) => Manifest::new(entries),
         Err(refused) => {
-            record.commit_refused = Some(refused.to_string());
+            record.commit_refused = Some(refused);
             record.changes = all_added();
             return found(record);
         }
@@ -297,34 +314,22 @@ fn repository_name(repo: &gix::Repository) -> String {
 }
 
 /// The first by name of the tags, lightweight or annotated, that point at
-/// `commit`; a tag that cannot be read is passed over.
+/// `commit`, each annotated tag checked against its id; a tag that cannot
+/// be read or trusted is passed over.
 fn tag_at(repo: &gix::Repository, commit: gix::ObjectId) -> Option<String> {
     let references = repo.references().ok()?;
-    let tags = references.tags().ok()?.peeled().ok()?;
+    let tags = references.tags().ok()?;
     tags.filter_map(Result::ok)
-        .filter(|r| r.try_id().is_some_and(|id| id == commit))
+        .filter(|r| {
+            r.try_id()
+                .is_some_and(|id| git::tagged_commit(repo, id.detach()) == Some(commit))
+        })
         .map(|r| r.name().shorten().to_str_lossy().into_owned())
         .min()
 }
 
-/// The tree at `path` (`/`-separated, empty for the root) of the root tree
-/// `root_tree`; `None` when nothing, or no tree, is there.
-fn tree_at(
-    repo: &gix::Repository,
-    root_tree: gix::ObjectId,
-    path: &[u8],
-) -> gix::Result<Option<gix::ObjectId>> {
-    if path.is_empty() {
-        return Ok(Some(root_tree));
-    }
-    let entry = repo
-        .find_tree(root_tree)?
-        .lookup_entry_by_path(Path::new(OsStr::from_bytes(path)))?;
-    Ok(entry.filter(|e| e.mode().is_tree()).map(|e| e.object_id()))
-}
-
-/// The entries of the snapshot of `commit`'s tree at `request.dir`, or the
-/// rule it breaks.
+/// The entries of the snapshot of `commit`'s tree at `request.dir`, or why
+/// it makes none: the rule it breaks, or a tree git would not check out.
 fn head_entries(
     repo: gix::Repository,
     request: &GitRequest<'_>,
@@ -332,17 +337,21 @@ fn head_entries(
     root_tree: gix::ObjectId,
     version: &str,
     bounds: policy::Bounds,
-) -> Result<Result<Vec<Entry>, Rejection>, GitError> {
+) -> Result<Result<Vec<Entry>, String>, GitError> {
+    let refused = |e: GitError| match e {
+        GitError::TreeInvalid { .. } => Ok(Err(e.to_string())),
+        e => Err(e),
+    };
     let repo_path = request.repo.to_path_buf();
     let tree = match GitTree::at_commit(repo, repo_path, commit, root_tree, request) {
         Ok(tree) => tree,
-        Err(OpenError::Rejected(r)) => return Ok(Err(r)),
-        Err(OpenError::Git(e)) => return Err(e),
+        Err(OpenError::Rejected(r)) => return Ok(Err(r.to_string())),
+        Err(OpenError::Git(e)) => return refused(e),
     };
     match walk(&tree, version, bounds, |_| Ok::<(), Infallible>(())) {
         Ok(walked) => Ok(Ok(walked.entries)),
-        Err(WalkError::Rejected(r)) => Ok(Err(r)),
-        Err(WalkError::Git(e)) => Err(e),
+        Err(WalkError::Rejected(r)) => Ok(Err(r.to_string())),
+        Err(WalkError::Git(e)) => refused(e),
         Err(WalkError::Visitor(never)) => match never {},
     }
 }
@@ -720,6 +729,36 @@ mod tests {
         assert_eq!(out.record.commit, main.record.commit);
         assert_eq!(out.record.repository, "https://example.com/o/r.git");
         assert_eq!(out.learned, main.learned);
+    }
+
+    #[test]
+    fn a_tampered_object_makes_no_record_and_learns_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("r");
+        let dir = repository(&repo, "");
+        let rel = "skills/ce-plan/SKILL.md";
+        let blob = git(&repo, &["rev-parse", &format!("HEAD:{rel}")]);
+        let forged_file = tmp.path().join("forged");
+        fs::write(&forged_file, b"# forged\n").unwrap();
+        let forged = git(&repo, &["hash-object", "-w", forged_file.to_str().unwrap()]);
+        let object = |id: &str| repo.join(".git/objects").join(&id[..2]).join(&id[2..]);
+        fs::remove_file(object(&blob)).unwrap();
+        fs::copy(object(&forged), object(&blob)).unwrap();
+        // The work tree holds the forged bytes: what the tampered commit claims.
+        fs::copy(&forged_file, dir.join(rel)).unwrap();
+        // No record, so no digest learned either.
+        let err = work_tree_record(
+            &dir,
+            &snapshot(&dir),
+            V,
+            policy::Bounds::REFERENCE,
+            &NoCache,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, GitError::ObjectCorrupt { id, .. } if *id == blob),
+            "{err}"
+        );
     }
 
     #[test]

@@ -891,3 +891,1116 @@ fn every_tag() {
     assert_eq!(agreed, tags.len());
     assert_eq!(clean, accepted);
 }
+
+// Trees and objects git itself would refuse, or check out only by accident,
+// written object by object (`git mktree` and `git add` refuse to make
+// them), and objects whose bytes are not what their names say.
+
+/// Writes a loose object of type `kind` holding `data` into the repository
+/// at `repo`, as git writes one; returns its id.
+fn write_object(repo: &Path, kind: &str, data: &[u8]) -> String {
+    write_object_streamed(repo, kind, data.len() as u64, &mut |out| {
+        out(data);
+    })
+}
+
+/// Where [`write_object_streamed`]'s filler puts each piece of an object.
+type PutBytes<'a> = &'a mut dyn FnMut(&[u8]);
+
+/// Writes a loose object of type `kind` and `size` bytes, which `fill`
+/// hands to its argument piece by piece, without holding it whole; returns
+/// its id.
+fn write_object_streamed(
+    repo: &Path,
+    kind: &str,
+    size: u64,
+    fill: &mut dyn FnMut(PutBytes<'_>),
+) -> String {
+    use std::io::Write;
+    let header = format!("{kind} {size}\0");
+    let tmp = repo.join(".git/objects/tmp-object");
+    let file = fs::File::create(&tmp).expect("create the object file");
+    let mut deflate = gix::zlib::stream::deflate::Write::new(file, gix::zlib::Compression::DEFAULT);
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    let mut written = 0u64;
+    let mut put = |bytes: &[u8]| {
+        hasher.update(bytes);
+        deflate.write_all(bytes).expect("deflate");
+        written += bytes.len() as u64;
+    };
+    put(header.as_bytes());
+    fill(&mut put);
+    assert_eq!(written, header.len() as u64 + size, "the object's size");
+    deflate.flush().expect("finish the zlib stream");
+    let id = hasher.try_finalize().expect("hash").to_string();
+    let dir = repo.join(".git/objects").join(&id[..2]);
+    fs::create_dir_all(&dir).expect("create the object's directory");
+    fs::rename(&tmp, dir.join(&id[2..])).expect("name the object");
+    id
+}
+
+/// A tree entry as a tree object spells it: mode, name, object id.
+type RawEntry = (String, Vec<u8>, String);
+
+fn raw(mode: &str, name: impl AsRef<[u8]>, id: &str) -> RawEntry {
+    (mode.into(), name.as_ref().to_vec(), id.into())
+}
+
+/// Writes a tree object listing `entries` as given: in this order, twice
+/// if twice, whatever their names; returns its id.
+fn raw_tree(repo: &Path, entries: &[RawEntry]) -> String {
+    let mut data = Vec::new();
+    for (mode, name, id) in entries {
+        data.extend_from_slice(mode.as_bytes());
+        data.push(b' ');
+        data.extend_from_slice(name);
+        data.push(0);
+        let hash = gix::ObjectId::from_hex(id.as_bytes()).expect("a hex object id");
+        data.extend_from_slice(hash.as_bytes());
+    }
+    write_object(repo, "tree", &data)
+}
+
+/// A commit of `tree`.
+fn commit_tree(repo: &Path, tree: &str) -> String {
+    git(repo, &["commit-tree", tree, "-m", "raw"])
+}
+
+/// A commit, in the repository at `repo`, of the smallest release (version
+/// [`V`]) with `in_plan` added to `skills/ce-plan/` and `at_root` to the
+/// root, every tree written as given.
+fn raw_release(repo: &Path, in_plan: &[RawEntry], at_root: &[RawEntry]) -> String {
+    let blob = |data: &str| write_object(repo, "blob", data.as_bytes());
+    let manifest = raw_tree(
+        repo,
+        &[raw(
+            "100644",
+            "plugin.json",
+            &blob(&format!(
+                r#"{{"name": "compound-engineering", "version": "{V}"}}"#
+            )),
+        )],
+    );
+    let mut skills = Vec::new();
+    for skill in ["ce-code-review", "ce-plan", "ce-work"] {
+        let mut entries = vec![raw("100644", "SKILL.md", &blob(&format!("# {skill}\n")))];
+        if skill == "ce-plan" {
+            entries.extend_from_slice(in_plan);
+        }
+        skills.push(raw("40000", skill, &raw_tree(repo, &entries)));
+    }
+    let mut root = vec![
+        raw("40000", ".claude-plugin", &manifest),
+        raw("40000", "skills", &raw_tree(repo, &skills)),
+    ];
+    root.extend_from_slice(at_root);
+    commit_tree(repo, &raw_tree(repo, &root))
+}
+
+/// `git worktree add` of `rev` at a new directory: the checkout, or `None`
+/// when git refuses it (and leaves nothing there).
+fn try_worktree(env: &TestEnv, repo: &Path, rev: &str) -> Option<PathBuf> {
+    let n = fs::read_dir(&env.base).map(|d| d.count()).unwrap_or(0);
+    let dest = env.path(&format!("checkout-{n}"));
+    let out = git_output(
+        repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            dest.to_str().expect("utf-8 path"),
+            rev,
+        ],
+    );
+    if out.status.success() {
+        Some(dest)
+    } else {
+        assert!(!dest.exists(), "a refused checkout left {}", dest.display());
+        None
+    }
+}
+
+/// What a refused ingest must leave as it was: the store's objects, work
+/// directories and snapshots, its manifest and source record files, and the
+/// git tree digests it keeps.
+#[derive(Debug, PartialEq, Eq)]
+struct StoreSeen {
+    state: util::StoreState,
+    manifests: std::collections::BTreeMap<PathBuf, util::Seen>,
+    sources: std::collections::BTreeMap<PathBuf, util::Seen>,
+    tree_digests: Vec<(String, String)>,
+}
+
+fn store_seen(env: &TestEnv) -> StoreSeen {
+    let under = |dir: &str| {
+        let path = env.store.join(dir);
+        if path.exists() {
+            util::fingerprint(&path)
+        } else {
+            Default::default()
+        }
+    };
+    StoreSeen {
+        state: util::store_state(&env.store),
+        manifests: under("manifests"),
+        sources: under("sources"),
+        tree_digests: tree_digests(&env.store),
+    }
+}
+
+/// The rows of the catalogue's `git_tree_digests`, sorted.
+fn tree_digests(store: &Path) -> Vec<(String, String)> {
+    let path = store.join("catalogue.sqlite");
+    if !path.exists() {
+        return Vec::new();
+    }
+    let conn =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("open the catalogue");
+    let mut stmt = conn
+        .prepare("SELECT key, digest FROM git_tree_digests ORDER BY key")
+        .expect("query the tree digests");
+    stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .expect("read the tree digests")
+        .map(|r| r.expect("a row"))
+        .collect()
+}
+
+/// A store holding one snapshot read from git, so that it has manifests,
+/// source records and a tree digest to leave alone.
+fn store_with_a_git_snapshot(env: &TestEnv) {
+    let repo = env.path("first");
+    init(&repo);
+    minimal_plugin(&repo, V);
+    write(&repo.join("skills/ce-plan/first.md"), "first\n");
+    commit_all(&repo, "first");
+    let out = ingest_git(env, &repo, "HEAD", &[]);
+    util::assert_ok(&out);
+    assert_eq!(tree_digests(&env.store).len(), 1);
+}
+
+/// `cestore ingest --git REPO --rev REV EXTRA --version V --json`.
+fn ingest_git(env: &TestEnv, repo: &Path, rev: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        os("ingest"),
+        os("--git"),
+        repo.as_os_str(),
+        os("--rev"),
+        os(rev),
+    ];
+    args.extend(extra.iter().map(|a| os(a)));
+    args.extend([os("--version"), os(V), os("--json")]);
+    env.run(&args)
+}
+
+/// Ingests `--git REPO --rev REV`, which must be refused with exit 3 and
+/// `rule` at `path`, leaving the store as it was; returns the error.
+fn refused_unchanged(env: &TestEnv, repo: &Path, rev: &str, rule: &str, path: &Path) -> Value {
+    let before = store_seen(env);
+    let out = ingest_git(env, repo, rev, &[]);
+    assert_exit(&out, 3);
+    let json = parse_json(&out);
+    let err = json["error"].clone();
+    assert_eq!(err["rule"], rule, "{json}");
+    assert_eq!(err["kind"], "rejected", "{json}");
+    assert_eq!(err["path"], util::s(path), "{json}");
+    assert_eq!(
+        store_seen(env),
+        before,
+        "a refused ingest changed the store"
+    );
+    err
+}
+
+/// Makes a commit in a repository.
+type MakeCommit = dyn Fn(&Path) -> String;
+
+/// Trees git's `fsck` calls broken, with an empty name, a name listed
+/// twice, or a blob and a tree of one name, are refused (exit 3,
+/// `git-tree-invalid`, the path named) and nothing is recorded: git itself
+/// refuses the first, and checks the others out only by picking one entry.
+#[test]
+fn malformed_trees_are_refused_and_record_nothing() {
+    let env = TestEnv::new();
+    store_with_a_git_snapshot(&env);
+    let cases: [(&str, &MakeCommit, &str, bool); 4] = [
+        (
+            "empty-name",
+            &|repo| {
+                let blob = write_object(repo, "blob", b"x\n");
+                raw_release(repo, &[raw("100644", "", &blob)], &[])
+            },
+            "skills/ce-plan",
+            false,
+        ),
+        (
+            "twice",
+            &|repo| {
+                let blob = write_object(repo, "blob", b"# other\n");
+                raw_release(repo, &[raw("100644", "SKILL.md", &blob)], &[])
+            },
+            "skills/ce-plan/SKILL.md",
+            true,
+        ),
+        (
+            "file-and-directory",
+            &|repo| {
+                let blob = write_object(repo, "blob", b"x\n");
+                let tree = raw_tree(repo, &[raw("100644", "SKILL.md", &blob)]);
+                raw_release(
+                    repo,
+                    &[],
+                    &[raw("40000", "docs", &tree), raw("100644", "docs", &blob)],
+                )
+            },
+            "docs",
+            true,
+        ),
+        (
+            "twice-unsorted",
+            &|repo| {
+                let blob = write_object(repo, "blob", b"a\n");
+                let other = write_object(repo, "blob", b"b\n");
+                raw_release(
+                    repo,
+                    &[
+                        raw("100644", "z.md", &blob),
+                        raw("100644", "a.md", &blob),
+                        raw("100755", "z.md", &other),
+                    ],
+                    &[],
+                )
+            },
+            "skills/ce-plan/z.md",
+            true,
+        ),
+    ];
+    for (name, make, at, git_checks_out) in cases {
+        let repo = env.path(name);
+        init(&repo);
+        let commit = make(&repo);
+        assert_eq!(
+            try_worktree(&env, &repo, &commit).is_some(),
+            git_checks_out,
+            "{name}: git's own checkout"
+        );
+        let err = refused_unchanged(&env, &repo, &commit, "git-tree-invalid", &repo.join(at));
+        assert!(
+            err["message"].as_str().unwrap().contains("git would"),
+            "{name}: {err}"
+        );
+        let (out, json) = digest_git(&env, &repo, &commit, &[]);
+        assert_exit(&out, 3);
+        assert_eq!(json["error"]["rule"], "git-tree-invalid", "{name}: {json}");
+    }
+}
+
+/// Entry names git's checkout refuses (`..`, `.git` in any case and its
+/// NTFS aliases, a symlink `.gitmodules`), or that hold `/`, are refused by
+/// rule (exit 3, `git-tree-invalid`), not as a store failure; wherever they
+/// are in the revision, as a checkout refuses the whole revision.
+#[test]
+fn hostile_entry_names_are_refused_by_rule() {
+    let env = TestEnv::new();
+    store_with_a_git_snapshot(&env);
+    let cases: [(&str, &str, &str); 8] = [
+        ("dotdot", "..", "skills/ce-plan/../f"),
+        ("dotgit", ".git", "skills/ce-plan/.git/f"),
+        ("dotgit-upper", ".GIT", "skills/ce-plan/.GIT/f"),
+        ("ntfs-short", "git~1", "skills/ce-plan/git~1/f"),
+        (
+            "ntfs-stream",
+            ".git::$INDEX_ALLOCATION",
+            "skills/ce-plan/.git::$INDEX_ALLOCATION/f",
+        ),
+        ("ntfs-dots", ".git. .", "skills/ce-plan/.git. ./f"),
+        ("slash", "a/b", "skills/ce-plan/a/b"),
+        ("dot", ".", "skills/ce-plan/./f"),
+    ];
+    for (name, entry, at) in cases {
+        let repo = env.path(name);
+        init(&repo);
+        let blob = write_object(&repo, "blob", b"x\n");
+        let inside = raw_tree(&repo, &[raw("100644", "f", &blob)]);
+        let hostile = if entry.contains('/') {
+            raw("100644", entry, &blob)
+        } else {
+            raw("40000", entry, &inside)
+        };
+        let commit = raw_release(&repo, &[hostile], &[]);
+        let err = refused_unchanged(&env, &repo, &commit, "git-tree-invalid", &repo.join(at));
+        assert_ne!(err["kind"], "io", "{name}: {err}");
+        if !entry.contains('/') {
+            assert!(try_worktree(&env, &repo, &commit).is_none(), "{name}");
+        }
+    }
+    // Outside the plugin's directory too: a checkout writes every path.
+    let repo = env.path("outside");
+    init(&repo);
+    let blob = write_object(&repo, "blob", b"x\n");
+    let docs = raw_tree(&repo, &[raw("100644", ".git", &blob)]);
+    let commit = raw_release(&repo, &[], &[raw("40000", "docs", &docs)]);
+    refused_unchanged(
+        &env,
+        &repo,
+        &commit,
+        "git-tree-invalid",
+        &repo.join("docs/.git"),
+    );
+    // A symlink named .gitmodules.
+    let repo = env.path("gitmodules-link");
+    init(&repo);
+    let target = write_object(&repo, "blob", b"elsewhere");
+    let commit = raw_release(&repo, &[], &[raw("120000", ".gitmodules", &target)]);
+    assert!(try_worktree(&env, &repo, &commit).is_none());
+    refused_unchanged(
+        &env,
+        &repo,
+        &commit,
+        "git-tree-invalid",
+        &repo.join(".gitmodules"),
+    );
+}
+
+/// Replaces the loose object `id` of the repository at `repo` with the file
+/// of the loose object `by`: the object database then answers `id` with
+/// `by`'s bytes, as `git fsck` says ("hash-path mismatch").
+fn tamper(repo: &Path, id: &str, by: &str) {
+    let file = |id: &str| repo.join(".git/objects").join(&id[..2]).join(&id[2..]);
+    let target = file(id);
+    assert!(target.exists(), "{id} is not loose in {}", repo.display());
+    fs::remove_file(&target).expect("remove the object file");
+    fs::copy(file(by), &target).expect("copy the object file");
+    let fsck = git_output(repo, &["fsck", "--no-dangling"]);
+    assert!(
+        String::from_utf8_lossy(&fsck.stderr).contains("hash-path mismatch"),
+        "{}",
+        util::describe(&fsck)
+    );
+}
+
+/// The source records an ingest of the directory `dir` kept (at most one).
+fn ingest_dir_records(env: &TestEnv, dir: &Path) -> (String, Option<SourceRecordOut>, Value) {
+    let json = env.ingest(dir, V);
+    let mut sources: Vec<SourceEntryOut> =
+        serde_json::from_value(json["ingest"]["sources"].clone()).expect("the ingest's sources");
+    assert!(sources.len() <= 1, "{json}");
+    let record = sources.pop().map(|s| s.record);
+    (util::digest_of(&json), record, json)
+}
+
+/// A loose object whose bytes are another object's (a blob, a tree or the
+/// commit itself) is refused (exit 3, `git-object-corrupt`, naming the
+/// object and the path), and nothing is recorded: not the snapshot, not a
+/// tree digest. A genuine clone's work tree edited to the forged bytes is
+/// then recorded dirty, not clean; the tampered repository's own work tree
+/// keeps no record; `verify --source` against it finds a mismatch.
+#[test]
+fn a_tampered_object_is_refused_and_never_vouches_for_a_snapshot() {
+    let env = TestEnv::new();
+    store_with_a_git_snapshot(&env);
+    let repo = plugin_repo(&env);
+    let commit = commit_all(&repo, "genuine");
+    let genuine = env.path("genuine");
+    git(
+        &env.base,
+        &[
+            "clone",
+            "-q",
+            "--no-hardlinks",
+            repo.to_str().unwrap(),
+            genuine.to_str().unwrap(),
+        ],
+    );
+    let skill = "skills/ce-plan/SKILL.md";
+    let blob = git(&repo, &["rev-parse", &format!("HEAD:{skill}")]);
+    let forged_bytes = "# forged\n";
+    let forged = write_object(&repo, "blob", forged_bytes.as_bytes());
+    tamper(&repo, &blob, &forged);
+
+    // The ingest from the tampered objects is refused, and records nothing.
+    let err = refused_unchanged(
+        &env,
+        &repo,
+        &commit,
+        "git-object-corrupt",
+        &repo.join(skill),
+    );
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains(&blob) && message.contains(&forged),
+        "{err}"
+    );
+    let (out, json) = digest_git(&env, &repo, &commit, &[]);
+    assert_exit(&out, 3);
+    assert_eq!(json["error"]["rule"], "git-object-corrupt", "{json}");
+
+    // A genuine clone edited to the forged bytes is dirty.
+    write(&genuine.join(skill), forged_bytes);
+    let (forged_digest, record, _) = ingest_dir_records(&env, &genuine);
+    let record = record.expect("a work tree's record");
+    assert_eq!(record.commit.as_deref(), Some(commit.as_str()));
+    assert!(!record.clean, "the forged bytes recorded clean: {record:?}");
+    assert_eq!(record.changes.expect("what differs").changed, [skill]);
+
+    // The tampered repository's own work tree, holding the forged bytes,
+    // keeps no record: its commit cannot be read.
+    write(&repo.join(skill), forged_bytes);
+    let (digest, record, json) = ingest_dir_records(&env, &repo);
+    assert_eq!(digest, forged_digest);
+    assert!(record.is_none(), "{json}");
+    let why = json["ingest"]["source_unrecorded"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("could not trust"), "{json}");
+
+    // Re-derived from the tampered repository, the snapshot is no match.
+    let out = env.run([
+        os("verify"),
+        os("--source"),
+        repo.as_os_str(),
+        os(&forged_digest),
+        os("--json"),
+    ]);
+    assert_exit(&out, 1);
+    let report = parse_json(&out);
+    assert_eq!(report["status"], "source-mismatch", "{report}");
+    assert_eq!(report["mismatch"], "refused", "{report}");
+    assert!(
+        report["detail"]
+            .as_str()
+            .unwrap()
+            .contains("could not trust"),
+        "{report}"
+    );
+    // And so it is to an audit re-deriving a results file's digests.
+    let results = env.path("results.jsonl");
+    let row = serde_json::json!({"arm": "ce_workflow", "ce_plugin_version": V,
+        "ce_plugin_manifest_digest": forged_digest});
+    write(&results, format!("{row}\n"));
+    let out = env.run([
+        os("audit"),
+        results.as_os_str(),
+        os("--source-repo"),
+        repo.as_os_str(),
+        os("--json"),
+    ]);
+    assert_exit(&out, 1);
+    let report = parse_json(&out);
+    let check = &report["digests"][0]["source_check"];
+    assert_eq!(check["status"], "source-mismatch", "{report}");
+    assert_eq!(check["mismatch"], "refused", "{report}");
+
+    // A tree and the commit replaced by others of their kind, and a blob
+    // by a tree.
+    let replaced = [
+        ("tree", "skills/ce-plan"),
+        ("commit", ""),
+        ("blob-by-a-tree", "skills/ce-work/SKILL.md"),
+    ];
+    for (what, at) in replaced {
+        let repo = env.path(&format!("tampered-{what}"));
+        init(&repo);
+        minimal_plugin(&repo, V);
+        let commit = commit_all(&repo, "genuine");
+        let id = if at.is_empty() {
+            commit.clone()
+        } else {
+            git(&repo, &["rev-parse", &format!("HEAD:{at}")])
+        };
+        let forged = match what {
+            "commit" => {
+                let tree = git(&repo, &["rev-parse", "HEAD^{tree}"]);
+                git(&repo, &["commit-tree", &tree, "-m", "forged"])
+            }
+            _ => {
+                let blob = write_object(&repo, "blob", forged_bytes.as_bytes());
+                raw_tree(&repo, &[raw("100644", "SKILL.md", &blob)])
+            }
+        };
+        tamper(&repo, &id, &forged);
+        let path = if at.is_empty() {
+            repo.clone()
+        } else {
+            repo.join(at)
+        };
+        let err = refused_unchanged(&env, &repo, "HEAD", "git-object-corrupt", &path);
+        assert!(err["message"].as_str().unwrap().contains(&id), "{err}");
+    }
+}
+
+/// A blob of `size` bytes: `head`, then lines of `#` (comments, to git's
+/// attributes) up to the size.
+fn padded_blob(repo: &Path, head: &[u8], size: u64) -> String {
+    write_object_streamed(repo, "blob", size, &mut |out| {
+        out(head);
+        let mut left = size - head.len() as u64;
+        let mut line = vec![b'#'; 1023];
+        line.push(b'\n');
+        while left > 0 {
+            let n = left.min(line.len() as u64) as usize;
+            // The last piece ends with a newline too, when it can.
+            if n < line.len() {
+                let mut last = vec![b'#'; n];
+                last[n - 1] = b'\n';
+                out(&last);
+            } else {
+                out(&line);
+            }
+            left -= n as u64;
+        }
+    })
+}
+
+/// Runs `cestore ARGS --store STORE` with its address space limited to
+/// `limit_kib` KiB (`ulimit -v`): a command that inflated a large object
+/// whole fails.
+fn run_limited(env: &TestEnv, limit_kib: u64, args: &[&OsStr]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {limit_kib} && exec \"$0\" \"$@\""))
+        .arg(util::bin())
+        .args(args)
+        .arg("--store")
+        .arg(&env.store)
+        .env_remove("CESTORE_DIR")
+        .output()
+        .expect("run cestore under ulimit")
+}
+
+/// A small object that inflates to 1 GiB is never inflated: as
+/// `.gitattributes` it is ignored, as git ignores an attributes file of
+/// 100 MiB or more; as `marketplace.json` or a plugin's file it is refused
+/// from its header, and so is a tree of more than 64 MiB. Each run keeps
+/// within a 512 MiB address space.
+#[test]
+fn an_object_that_inflates_to_a_gibibyte_is_never_inflated() {
+    let env = TestEnv::new();
+    let repo = env.path("repo");
+    init(&repo);
+    let gib = 1u64 << 30;
+    let zeros = vec![0u8; 1 << 20];
+    let huge = write_object_streamed(&repo, "blob", gib, &mut |out| {
+        for _ in 0..1024 {
+            out(&zeros);
+        }
+    });
+    let file = repo.join(".git/objects").join(&huge[..2]).join(&huge[2..]);
+    let stored = fs::metadata(&file).unwrap().len();
+    assert!(stored < 2 << 20, "{stored} bytes stored");
+    let limit = 512 * 1024;
+    let plain = raw_release(&repo, &[], &[]);
+    let run = |commit: &str, extra: &[&str]| {
+        let mut args = vec![
+            os("ingest"),
+            os("--git"),
+            repo.as_os_str(),
+            os("--rev"),
+            os(commit),
+        ];
+        args.extend(extra.iter().map(|a| os(a)));
+        args.extend([os("--version"), os(V), os("--json")]);
+        let out = run_limited(&env, limit, &args);
+        (parse_json(&out), out)
+    };
+    let (expected, out) = run(&plain, &[]);
+    util::assert_ok(&out);
+
+    let attributes = raw_release(&repo, &[], &[raw("100644", ".gitattributes", &huge)]);
+    let (json, out) = run(&attributes, &[]);
+    util::assert_ok(&out);
+    assert_eq!(util::digest_of(&json), util::digest_of(&expected));
+
+    let plugin_json = git(
+        &repo,
+        &["rev-parse", &format!("{plain}:.claude-plugin/plugin.json")],
+    );
+    let claude = raw_tree(
+        &repo,
+        &[
+            raw("100644", "marketplace.json", &huge),
+            raw("100644", "plugin.json", &plugin_json),
+        ],
+    );
+    let skills = git(&repo, &["rev-parse", &format!("{plain}:skills")]);
+    let root = raw_tree(
+        &repo,
+        &[
+            raw("40000", ".claude-plugin", &claude),
+            raw("40000", "skills", &skills),
+        ],
+    );
+    let commit = commit_tree(&repo, &root);
+    let (json, out) = run(&commit, &["--plugin", "compound-engineering"]);
+    assert_exit(&out, 3);
+    assert_eq!(json["error"]["rule"], "marketplace-invalid", "{json}");
+    assert_eq!(
+        json["error"]["path"],
+        util::s(&repo.join(".claude-plugin/marketplace.json")),
+        "{json}"
+    );
+
+    let assets = raw_tree(&repo, &[raw("100644", "big.bin", &huge)]);
+    let commit = raw_release(&repo, &[], &[raw("40000", "assets", &assets)]);
+    let (json, out) = run(&commit, &[]);
+    assert_exit(&out, 3);
+    assert_eq!(json["error"]["rule"], "file-too-large", "{json}");
+    assert_eq!(
+        json["error"]["path"],
+        util::s(&repo.join("assets/big.bin")),
+        "{json}"
+    );
+
+    // A tree of more than 64 MiB, outside the plugin: refused from its
+    // header, unread.
+    let big_tree = write_object_streamed(&repo, "tree", (64 << 20) + 1, &mut |out| {
+        for _ in 0..64 {
+            out(&zeros);
+        }
+        out(&[0]);
+    });
+    let commit = raw_release(&repo, &[], &[raw("40000", "docs", &big_tree)]);
+    let (json, out) = run(&commit, &[]);
+    assert_exit(&out, 3);
+    assert_eq!(json["error"]["rule"], "git-object-too-large", "{json}");
+    assert_eq!(json["error"]["path"], util::s(&repo.join("docs")), "{json}");
+}
+
+/// Attribute files as git's `attr.c` reads them, compared with real
+/// checkouts: one of 100 MiB is ignored whole, one a byte shorter applies;
+/// a line of 2,048 bytes or more is ignored, and so is whatever follows a
+/// NUL; a byte-order mark is part of the first pattern; an executable
+/// `.gitattributes`, or a symlink one (its target read as its text),
+/// applies.
+#[test]
+fn attribute_files_are_read_as_git_reads_them() {
+    let env = TestEnv::new();
+    let repo = env.path("repo");
+    init(&repo);
+    let crlf = b"*.md text eol=crlf\n";
+    let limit = 100u64 << 20;
+    let ignored = padded_blob(&repo, crlf, limit);
+    let applied = padded_blob(&repo, crlf, limit - 1);
+    let mut long = b"*.md text eol=crlf".to_vec();
+    long.resize(2048, b' ');
+    long.push(b'\n');
+    let mut under = b"*.md text eol=crlf".to_vec();
+    under.resize(2047, b' ');
+    under.push(b'\n');
+    let blob = |data: &[u8]| write_object(&repo, "blob", data);
+    let cases: Vec<(&str, RawEntry, bool)> = vec![
+        ("100 MiB", raw("100644", ".gitattributes", &ignored), false),
+        (
+            "100 MiB less a byte",
+            raw("100644", ".gitattributes", &applied),
+            true,
+        ),
+        (
+            "a 2048-byte line",
+            raw("100644", ".gitattributes", &blob(&long)),
+            false,
+        ),
+        (
+            "a 2047-byte line",
+            raw("100644", ".gitattributes", &blob(&under)),
+            true,
+        ),
+        (
+            "after a NUL",
+            raw(
+                "100644",
+                ".gitattributes",
+                &blob(b"#\0\n*.md text eol=crlf\n"),
+            ),
+            false,
+        ),
+        (
+            "a byte-order mark, part of the first pattern",
+            raw(
+                "100644",
+                ".gitattributes",
+                &blob(b"\xef\xbb\xbf*.md text eol=crlf\n"),
+            ),
+            false,
+        ),
+        (
+            "executable",
+            raw("100755", ".gitattributes", &blob(crlf)),
+            true,
+        ),
+        (
+            "a symlink",
+            raw("120000", ".gitattributes", &blob(b"*.md text eol=crlf")),
+            true,
+        ),
+    ];
+    for (what, entry, converts) in cases {
+        let commit = raw_release(&repo, &[], &[entry]);
+        if converts {
+            converts_as_its_checkout(&env, &repo, &commit, what);
+        } else {
+            assert!(
+                matches!(agrees(&env, &repo, &commit, &[], ""), Answer::Digest(_)),
+                "{what}"
+            );
+        }
+    }
+}
+
+/// `--git REPO --rev REV` is refused with `checkout-converts` at a file,
+/// and a checkout of `rev` holds other bytes there than the blob.
+fn converts_as_its_checkout(env: &TestEnv, repo: &Path, rev: &str, what: &str) {
+    let (out, json) = digest_git(env, repo, rev, &[]);
+    assert_exit(&out, 3);
+    assert_eq!(json["error"]["rule"], "checkout-converts", "{what}: {json}");
+    let path = json["error"]["path"].as_str().unwrap();
+    let rel = Path::new(path)
+        .strip_prefix(repo)
+        .unwrap()
+        .to_str()
+        .unwrap();
+    let checkout = try_worktree(env, repo, rev).expect("git checks it out");
+    let on_disk = fs::read(checkout.join(rel)).unwrap();
+    let blob = git_output(repo, &["cat-file", "blob", &format!("{rev}:{rel}")]).stdout;
+    assert_ne!(
+        on_disk, blob,
+        "{what}: the checkout holds the blob at {rel}"
+    );
+}
+
+/// Makes, in a repository, the entries of one hostile case.
+type MakeEntries = Box<dyn Fn(&Path) -> Vec<RawEntry>>;
+
+/// Entries that git refuses to check out, checks out only by accident, or
+/// checks out fine although they look hostile.
+fn hostile_entries() -> Vec<(&'static str, MakeEntries)> {
+    fn blob(repo: &Path, data: &[u8]) -> String {
+        write_object(repo, "blob", data)
+    }
+    fn holding_f(repo: &Path) -> String {
+        let f = blob(repo, b"f\n");
+        raw_tree(repo, &[raw("100644", "f", &f)])
+    }
+    /// A directory named `name`, holding a file.
+    fn dir(name: &'static str) -> MakeEntries {
+        Box::new(move |r| vec![raw("40000", name, &holding_f(r))])
+    }
+    fn make(f: fn(&Path) -> Vec<RawEntry>) -> MakeEntries {
+        Box::new(f)
+    }
+    vec![
+        (
+            "an empty name",
+            make(|r| vec![raw("100644", "", &blob(r, b"x\n"))]),
+        ),
+        (
+            "a name twice",
+            make(|r| {
+                vec![
+                    raw("100644", "x.md", &blob(r, b"one\n")),
+                    raw("100644", "x.md", &blob(r, b"two\n")),
+                ]
+            }),
+        ),
+        (
+            "a blob and a tree of one name",
+            make(|r| {
+                vec![
+                    raw("40000", "d", &holding_f(r)),
+                    raw("100644", "d", &blob(r, b"x\n")),
+                ]
+            }),
+        ),
+        (
+            "a name with a slash",
+            make(|r| vec![raw("100644", "a/b", &blob(r, b"x\n"))]),
+        ),
+        ("'.'", dir(".")),
+        ("'..'", dir("..")),
+        ("'.git'", dir(".git")),
+        (
+            "'.Git' as a file",
+            make(|r| vec![raw("100644", ".Git", &blob(r, b"x\n"))]),
+        ),
+        ("'git~1'", dir("git~1")),
+        ("'.git. '", dir(".git. ")),
+        ("'.git::$INDEX_ALLOCATION'", dir(".git::$INDEX_ALLOCATION")),
+        ("'a\\.git'", dir("a\\.git")),
+        ("'\\.git'", dir("\\.git")),
+        ("an HFS+ alias of '.git'", dir(".g\u{200c}it")),
+        (
+            "a symlink '.gitmodules'",
+            make(|r| vec![raw("120000", ".gitmodules", &blob(r, b"elsewhere"))]),
+        ),
+        (
+            "a symlink 'gitmod~1'",
+            make(|r| vec![raw("120000", "gitmod~1", &blob(r, b"elsewhere"))]),
+        ),
+        (
+            "a file '.gitmodules'",
+            make(|r| vec![raw("100644", ".gitmodules", &blob(r, b"# none\n"))]),
+        ),
+        (
+            "a 256-byte name",
+            make(|r| vec![raw("100644", "n".repeat(256), &blob(r, b"x\n"))]),
+        ),
+        (
+            "a 255-byte name",
+            make(|r| vec![raw("100644", "n".repeat(255), &blob(r, b"x\n"))]),
+        ),
+        (
+            "an empty tree named '..'",
+            make(|r| vec![raw("40000", "..", &raw_tree(r, &[]))]),
+        ),
+        (
+            "mode 100664",
+            make(|r| vec![raw("100664", "m.md", &blob(r, b"x\n"))]),
+        ),
+        (
+            "mode 100744",
+            make(|r| vec![raw("100744", "m.sh", &blob(r, b"x\n"))]),
+        ),
+        (
+            "mode 100600",
+            make(|r| vec![raw("100600", "m.md", &blob(r, b"x\n"))]),
+        ),
+        ("mode 0", make(|r| vec![raw("0", "m", &blob(r, b"x\n"))])),
+        (
+            "mode 40755",
+            make(|r| vec![raw("40755", "m", &holding_f(r))]),
+        ),
+        (
+            "a submodule",
+            make(|_| vec![raw("160000", "vendor", &"2".repeat(40))]),
+        ),
+        (
+            "a submodule '.git'",
+            make(|_| vec![raw("160000", ".git", &"2".repeat(40))]),
+        ),
+        (
+            "entries out of order",
+            make(|r| {
+                vec![
+                    raw("100644", "z.md", &blob(r, b"z\n")),
+                    raw("100644", "a.md", &blob(r, b"a\n")),
+                ]
+            }),
+        ),
+        (
+            "a symlink with an empty target",
+            make(|r| vec![raw("120000", "link", &blob(r, b""))]),
+        ),
+        (
+            "a symlink whose target starts with NUL",
+            make(|r| vec![raw("120000", "link", &blob(r, b"\0skills"))]),
+        ),
+        (
+            "a symlink of 4096 bytes",
+            make(|r| {
+                vec![raw(
+                    "120000",
+                    "link",
+                    &blob(r, "a/".repeat(2048).as_bytes()),
+                )]
+            }),
+        ),
+        (
+            "a symlink of 4095 bytes",
+            make(|r| {
+                let mut target = "a/".repeat(2047);
+                target.push('a');
+                vec![raw("120000", "link", &blob(r, target.as_bytes()))]
+            }),
+        ),
+        (
+            "'scripts' a symlink to skills, cut at a NUL",
+            make(|r| vec![raw("120000", "scripts", &blob(r, b"skills\0junk"))]),
+        ),
+        (
+            "a file naming a tree",
+            make(|r| vec![raw("100644", "t.md", &holding_f(r))]),
+        ),
+        (
+            "a directory naming a blob",
+            make(|r| vec![raw("40000", "d", &blob(r, b"x\n"))]),
+        ),
+        (
+            "a symlink naming a tree",
+            make(|r| vec![raw("120000", "link", &holding_f(r))]),
+        ),
+        (
+            "a file the repository lacks",
+            make(|_| vec![raw("100644", "gone.md", &"1".repeat(40))]),
+        ),
+        (
+            "attributes that convert",
+            make(|r| {
+                vec![raw(
+                    "100644",
+                    ".gitattributes",
+                    &blob(r, b"*.md text eol=crlf\n"),
+                )]
+            }),
+        ),
+    ]
+}
+
+/// How `--git` answered a revision a checkout of which git refused, or
+/// made.
+#[derive(Debug, Default)]
+struct Tally {
+    git_refused: usize,
+    agreed: usize,
+    stricter: Vec<String>,
+}
+
+/// Checks one hostile revision: where git refuses to check it out, cestore
+/// refuses it (exit 3, a `git-*` rule) and the store is unchanged; where git
+/// checks it out, `--git` answers as the checkout does (see [`agrees`]),
+/// or refuses it where cestore is stricter than git's checkout, leaving the
+/// store unchanged: a tree `git fsck` reports, an object whose bytes are
+/// not its name's, a file the checkout converts.
+fn answers_as_git(env: &TestEnv, repo: &Path, commit: &str, what: &str, tally: &mut Tally) {
+    let checkout = try_worktree(env, repo, commit);
+    let before = store_seen(env);
+    let out = ingest_git(env, repo, commit, &[]);
+    let json = parse_json(&out);
+    let rule = json["error"]["rule"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let refused = !out.status.success();
+    if refused {
+        assert_eq!(
+            store_seen(env),
+            before,
+            "{what}: a refused ingest changed the store"
+        );
+    }
+    let Some(_checkout) = checkout else {
+        assert_exit(&out, 3);
+        assert!(
+            rule.starts_with("git-"),
+            "{what}: git refuses, cestore: {json}"
+        );
+        tally.git_refused += 1;
+        return;
+    };
+    if refused && (rule.starts_with("git-") || rule == "checkout-converts") {
+        assert_exit(&out, 3);
+        let fsck = git_output(repo, &["fsck", "--no-dangling"]);
+        let fsck = String::from_utf8_lossy(&fsck.stderr).into_owned();
+        match rule.as_str() {
+            "git-tree-invalid" => assert!(fsck.contains("in tree"), "{what}: {json}\n{fsck}"),
+            "git-object-corrupt" => {
+                assert!(
+                    fsck.contains("hash-path mismatch"),
+                    "{what}: {json}\n{fsck}"
+                )
+            }
+            "checkout-converts" => converts_as_its_checkout(env, repo, commit, what),
+            _ => panic!("{what}: git checks it out, cestore: {json}"),
+        }
+        tally.stricter.push(format!("{what}: {rule}"));
+        return;
+    }
+    let answer = agrees(env, repo, commit, &[], "");
+    if let Answer::Digest(digest) = &answer {
+        assert_eq!(util::digest_of(&json), *digest, "{what}");
+    }
+    tally.agreed += 1;
+}
+
+/// Generated hostile trees: every entry of [`hostile_entries`], inside the
+/// plugin's `skills/ce-plan/` and at the repository's root (outside what
+/// the plugin's walk reads, but not outside what a checkout writes), and
+/// objects replaced by others (a blob, a tree, an attributes file, a
+/// symlink, a file outside the plugin) answer as git's checkout of them
+/// (see [`answers_as_git`]).
+#[test]
+fn hostile_trees_answer_as_their_checkouts() {
+    let env = TestEnv::new();
+    store_with_a_git_snapshot(&env);
+    let mut tally = Tally::default();
+    for (i, (what, entries)) in hostile_entries().into_iter().enumerate() {
+        for inside in [true, false] {
+            let repo = env.path(&format!("h{i}-{}", if inside { "in" } else { "root" }));
+            init(&repo);
+            let made = entries(&repo);
+            let commit = if inside {
+                raw_release(&repo, &made, &[])
+            } else {
+                raw_release(&repo, &[], &made)
+            };
+            let at = if inside {
+                "in skills/ce-plan"
+            } else {
+                "at the root"
+            };
+            answers_as_git(&env, &repo, &commit, &format!("{what} {at}"), &mut tally);
+        }
+    }
+    // Objects replaced by others of their kind.
+    let tampered: [(&str, &str, &[u8], &str); 6] = [
+        (
+            "a plugin file",
+            "skills/ce-plan/SKILL.md",
+            b"# forged\n",
+            "blob",
+        ),
+        (
+            "a file outside the plugin",
+            "docs/x.md",
+            b"forged\n",
+            "blob",
+        ),
+        (
+            "an attributes file",
+            ".gitattributes",
+            b"*.md text eol=crlf\n",
+            "blob",
+        ),
+        ("a symlink", "README", b"skills", "blob"),
+        ("a tree", "skills/ce-work", b"# forged\n", "tree"),
+        (
+            "a plugin file, by a tree",
+            "skills/ce-work/SKILL.md",
+            b"# forged\n",
+            "tree",
+        ),
+    ];
+    for (i, (what, at, forged, kind)) in tampered.into_iter().enumerate() {
+        let repo = env.path(&format!("t{i}"));
+        init(&repo);
+        minimal_plugin(&repo, V);
+        write(&repo.join("docs/x.md"), "genuine\n");
+        write(&repo.join(".gitattributes"), "*.sh text eol=lf\n");
+        symlink("skills/ce-plan", repo.join("README")).unwrap();
+        let commit = commit_all(&repo, "genuine");
+        let id = git(&repo, &["rev-parse", &format!("HEAD:{at}")]);
+        let blob = write_object(&repo, "blob", forged);
+        let by = match kind {
+            "tree" => raw_tree(&repo, &[raw("100644", "SKILL.md", &blob)]),
+            _ => blob,
+        };
+        tamper(&repo, &id, &by);
+        answers_as_git(
+            &env,
+            &repo,
+            &commit,
+            &format!("{what} replaced"),
+            &mut tally,
+        );
+    }
+    eprintln!(
+        "{} hostile revisions: {} refused by git and by cestore, {} answered as their checkout, {} refused by cestore alone: {:#?}",
+        tally.git_refused + tally.agreed + tally.stricter.len(),
+        tally.git_refused,
+        tally.agreed,
+        tally.stricter.len(),
+        tally.stricter
+    );
+    assert!(tally.git_refused >= 30, "{tally:?}");
+    assert!(tally.agreed >= 20, "{tally:?}");
+}
