@@ -2004,3 +2004,35 @@ fn hostile_trees_answer_as_their_checkouts() {
     assert!(tally.git_refused >= 30, "{tally:?}");
     assert!(tally.agreed >= 20, "{tally:?}");
 }
+
+/// Trees that name each other many times over (25 levels of two names for
+/// one tree: 2^25 paths from 26 small trees) are refused by rule once the
+/// walk passes its bound of paths, in bounded time, and nothing is recorded.
+#[test]
+fn trees_that_name_each_other_many_times_over_are_refused_in_bounded_time() {
+    let env = TestEnv::new();
+    store_with_a_git_snapshot(&env);
+    let repo = env.path("bomb");
+    init(&repo);
+    let blob = write_object(&repo, "blob", b"x\n");
+    let mut tree = raw_tree(&repo, &[raw("100644", "f", &blob)]);
+    for _ in 0..25 {
+        tree = raw_tree(&repo, &[raw("40000", "a", &tree), raw("40000", "b", &tree)]);
+    }
+    let commit = raw_release(&repo, &[], &[raw("40000", "bomb", &tree)]);
+    let before = store_seen(&env);
+    let started = std::time::Instant::now();
+    let out = ingest_git(&env, &repo, &commit, &[]);
+    let took = started.elapsed();
+    assert_exit(&out, 3);
+    let json = parse_json(&out);
+    assert_eq!(json["error"]["rule"], "git-tree-invalid", "{json}");
+    assert!(
+        json["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("paths; none of it is read")),
+        "{json}"
+    );
+    assert!(took < std::time::Duration::from_secs(120), "took {took:?}");
+    assert_eq!(store_seen(&env), before, "a refused ingest changed the store");
+}

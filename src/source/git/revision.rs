@@ -23,6 +23,10 @@
 //!
 //! An empty directory is written by no checkout, so the names inside one
 //! are only checked by [`name::check_entries`], as git does.
+//!
+//! The walk stops at [`MAX_PATHS`] paths: trees that name each other many
+//! times over (each is read once, but walked at every path) would otherwise
+//! make a few kilobytes of objects take hours.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,6 +39,11 @@ use gix::ObjectId;
 use super::name::{self, Protect};
 use super::objects::{self, Bad};
 use super::{join, GitEntry, GitError};
+
+/// The most paths (files, symlinks, submodules and directories) a revision
+/// may hold: more than the largest repositories' checkouts, and a bound on
+/// the walk's time where trees name each other many times over.
+pub(super) const MAX_PATHS: usize = 1 << 20;
 
 /// A revision's trees and symlinks, read and checked.
 #[derive(Default)]
@@ -70,6 +79,7 @@ impl Revision {
         };
         let mut revision = Revision::default();
         let mut pending: Vec<(ObjectId, Vec<u8>)> = vec![(root, Vec::new())];
+        let mut paths = 0usize;
         while let Some((id, rel)) = pending.pop() {
             let entries = match revision.trees.get(&id) {
                 Some(entries) => Rc::clone(entries),
@@ -81,6 +91,17 @@ impl Revision {
             };
             for entry in entries.iter() {
                 let path = join(&rel, &entry.name);
+                // One tree named from many places is walked at each: a few
+                // small trees can name more paths than any checkout holds.
+                paths += 1;
+                if paths > MAX_PATHS {
+                    return Err(invalid(
+                        &path,
+                        format!(
+                            "the revision holds more than {MAX_PATHS} paths; none of it is read"
+                        ),
+                    ));
+                }
                 if entry.kind == EntryKind::Tree {
                     pending.push((entry.id, path));
                     continue;
