@@ -40,6 +40,13 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub trust_store: bool,
 
+    /// Shorten digests in the text of list, log, show, find and audit to
+    /// their shortest unique prefix of at least 12 hex digits, piped too (on
+    /// a terminal narrower than 120 columns they are short anyway); every
+    /// command takes such a prefix back. `--json` always gives full digests.
+    #[arg(long, global = true)]
+    pub short: bool,
+
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,

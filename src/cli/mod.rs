@@ -43,22 +43,27 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         Command::Show(a) if a.manifest => {
             emit(cli.json, out, &cmd::show::manifest(&root, &a.digest)?)
         }
-        Command::Show(a) => emit(cli.json, out, &cmd::show::show(&root, &a.into())?),
+        Command::Show(a) => fitted(cli, &root, out, &cmd::show::show(&root, &a.into())?),
         Command::Checkout(a) => emit(cli.json, out, &cmd::checkout::checkout(&root, &a.into())?),
         Command::Discard(a) => emit(cli.json, out, &cmd::discard::discard(&root, &a.into())?),
         Command::Path(a) => emit(cli.json, out, &cmd::path::path(&root, &a.digest)?),
         Command::Stage(a) => stage(cli.json, &root, a, out),
         Command::List(a) => {
             let report = cmd::list::list(&root, a.version.as_deref(), a.name.as_deref())?;
-            emit(cli.json, out, &report)
+            fitted(cli, &root, out, &report)
         }
-        Command::Log(a) => emit(cli.json, out, &cmd::list::log(&root, a.digest.as_deref())?),
+        Command::Log(a) => fitted(
+            cli,
+            &root,
+            out,
+            &cmd::list::log(&root, a.digest.as_deref())?,
+        ),
         Command::Find(a) => {
             let query = cmd::list::FindQuery::try_from(a)?;
-            emit(cli.json, out, &cmd::list::find(&root, &query)?)
+            fitted(cli, &root, out, &cmd::list::find(&root, &query)?)
         }
         Command::Verify(a) => verify(cli.json, &root, a, progress, out),
-        Command::Audit(a) => audit(cli.json, &root, a, progress, out),
+        Command::Audit(a) => audit(cli, &root, a, progress, out),
         Command::Diff(a) => emit(cli.json, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
         Command::Rm(a) => emit(cli.json, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
         Command::Recover => emit(cli.json, out, &cmd::recover::recover(&root)?),
@@ -174,15 +179,35 @@ fn verify(
     }
 }
 
+/// Writes a report whose text follows a [`text::Layout`]: as JSON with
+/// `--json`, else laid out as [`text::Layout::decide`] says for this stdout
+/// and `--short`.
+fn fitted<R: text::Fitted>(
+    cli: &Cli,
+    root: &std::path::Path,
+    out: &mut dyn Write,
+    report: &R,
+) -> Result<u8> {
+    if cli.json {
+        return emit(true, out, report);
+    }
+    let layout = text::Layout::decide(cli.short, root, report);
+    report
+        .fitted(&layout, out)
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::io("write the report", "<stdout>", e))?;
+    Ok(report.exit_code())
+}
+
 /// Runs `audit`, whose report is printed as a table, a Markdown table or JSON.
 fn audit(
-    json: bool,
+    cli: &Cli,
     root: &std::path::Path,
     a: &args::AuditArgs,
     progress: bool,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    if a.markdown && json {
+    if a.markdown && cli.json {
         return Err(Error::Usage(
             "audit prints either --markdown or --json, not both".into(),
         ));
@@ -199,7 +224,7 @@ fn audit(
     } else {
         text::Style::Table
     };
-    emit(json, out, &text::AuditOutput { report, style })
+    fitted(cli, root, out, &text::AuditOutput { report, style })
 }
 
 /// The report of `cestore help`: the help text of the command named.

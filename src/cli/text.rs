@@ -1,16 +1,21 @@
 //! The human text of every command's report ([`Report`]): one line per
 //! fact, in the order people read them. The JSON form is each report's serde
-//! form, written by [`super::output`].
+//! form, written by [`super::output`]. The text of `list`, `log`, `find`,
+//! `show` and `audit` follows a [`Layout`], decided once per command: piped,
+//! it is the text as it always was; on a terminal, it fits its width, with
+//! short digests when it is narrow or `--short` is given ([`layout`]).
 
 mod audit;
+mod layout;
+mod queries;
 mod source;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 pub use self::audit::{AuditOutput, Style};
+pub use self::layout::{Fitted, Layout, Named};
 use super::output::Report;
-use crate::catalogue::Provenance;
 use crate::cmd::bundle::{ExportReport, Format, ImportReport};
 use crate::cmd::checkout::CheckoutReport;
 use crate::cmd::diff::{Change, DiffReport};
@@ -19,20 +24,18 @@ use crate::cmd::discard::DiscardReport;
 use crate::cmd::exit_codes::ExitCodesReport;
 use crate::cmd::gc::{GcReport, RmReport};
 use crate::cmd::ingest::IngestReport;
-use crate::cmd::list::{FindReport, ListReport, LogReport};
 use crate::cmd::mounts::MountsReport;
 use crate::cmd::path::PathReport;
 use crate::cmd::pull::PullReport;
 use crate::cmd::push::PushReport;
 use crate::cmd::recover::RecoverReport;
-use crate::cmd::show::{ManifestReport, ShowReport};
+use crate::cmd::show::ManifestReport;
 use crate::cmd::stage::{ReleaseReport, StageReport};
 use crate::cmd::verify::{SourceReport, TreeReport, VerifyReport};
 use crate::error::{counted, ErrorKind};
 use crate::interrupt::Signal;
 use crate::policy::LeftOut;
 use crate::source::{SourceEntry, Via};
-use crate::store::query::ShownView;
 use crate::store::verify::Severity;
 
 /// A report's exit code: 1, the code of damage, when it found a problem
@@ -43,16 +46,6 @@ pub(super) fn found_problems(found: bool) -> u8 {
     } else {
         crate::error::kind::SUCCESS
     }
-}
-
-/// Writes the six provenance fields, one per line.
-fn provenance(p: &Provenance, w: &mut dyn Write) -> io::Result<()> {
-    writeln!(w, "name:                    {}", p.name)?;
-    writeln!(w, "version:                 {}", p.version)?;
-    writeln!(w, "manifest_schema_version: {}", p.manifest_schema_version)?;
-    writeln!(w, "manifest_digest:         {}", p.manifest_digest)?;
-    writeln!(w, "file_count:              {}", p.file_count)?;
-    writeln!(w, "total_bytes:             {}", p.total_bytes)
 }
 
 /// The source records an ingest kept, one line each: `source: git …`, or,
@@ -133,61 +126,6 @@ impl Report for IngestReport {
 impl Report for DigestReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "{}", self.provenance.manifest_digest)
-    }
-}
-
-impl Report for ShowReport {
-    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        provenance(&self.provenance, w)?;
-        let none = "-".to_string();
-        writeln!(
-            w,
-            "first_ingested_at:       {}",
-            self.first_ingested_at.as_ref().unwrap_or(&none)
-        )?;
-        writeln!(
-            w,
-            "last_ingested_at:        {}",
-            self.last_ingested_at.as_ref().unwrap_or(&none)
-        )?;
-        writeln!(w, "ingest_count:            {}", self.ingest_count)?;
-        writeln!(w, "views:                   {}", self.views.len())?;
-        for ShownView { row: v, on_disk } in &self.views {
-            let gone = if *on_disk { "" } else { " gone from disk" };
-            writeln!(
-                w,
-                "  {} ({}, {}, {}){gone}",
-                v.path, v.kind, v.method, v.created_at
-            )?;
-        }
-        writeln!(w, "sources:                 {}", self.sources.len())?;
-        for e in &self.sources {
-            writeln!(
-                w,
-                "  {} {}: {}",
-                e.at,
-                e.via.as_str(),
-                source::record_line(&e.record)
-            )?;
-        }
-        writeln!(w, "signed by:               {}", self.attestations.len())?;
-        for a in &self.attestations {
-            writeln!(w, "  key {} at {} (attestation {})", a.keyid, a.at, a.id)?;
-        }
-        if let Some(files) = &self.files {
-            writeln!(w, "files:")?;
-            for f in files {
-                writeln!(
-                    w,
-                    "  {} {} {:>8} {}",
-                    f.sha256,
-                    if f.executable { "x" } else { "-" },
-                    f.size,
-                    f.path
-                )?;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -435,80 +373,6 @@ impl Report for ReleaseReport {
 
     fn exit_code(&self) -> u8 {
         self.signal.map_or(0, Signal::exit_code)
-    }
-}
-
-impl Report for ListReport {
-    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        for l in &self.snapshots {
-            let s = &l.row;
-            let source = l
-                .source
-                .as_ref()
-                .map(|s| format!("  source {}", source::short(s)))
-                .unwrap_or_default();
-            writeln!(
-                w,
-                "{}  {} {}  {}  {}  {}{source}",
-                s.digest,
-                s.name,
-                s.version,
-                counted(s.file_count, "file", "files"),
-                counted(s.total_bytes, "byte", "bytes"),
-                s.first_ingested_at
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl Report for LogReport {
-    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        for l in &self.ingests {
-            let e = &l.event;
-            let source = l
-                .source_record
-                .as_ref()
-                .map(|r| format!("  source {}", source::record_line(r)))
-                .unwrap_or_default();
-            writeln!(
-                w,
-                "{}  {}  {}  {}  {}@{}  {}  new {} reused {}{source}",
-                e.at,
-                e.digest,
-                e.event,
-                e.source,
-                e.user,
-                e.host,
-                e.tool_version,
-                e.new_objects,
-                e.reused_objects
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl Report for FindReport {
-    /// 1 when nothing matched, as `grep` exits.
-    fn exit_code(&self) -> u8 {
-        found_problems(self.matches.is_empty())
-    }
-
-    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
-        for h in &self.matches {
-            writeln!(
-                w,
-                "{}  {}  {} {} {:>8} {}",
-                h.manifest_digest,
-                h.version,
-                h.sha256,
-                if h.executable { "x" } else { "-" },
-                h.size,
-                h.path
-            )?;
-        }
-        Ok(())
     }
 }
 

@@ -29,4 +29,5 @@ mod signing;
 mod upkeep;
 mod urls;
 mod views;
+mod width;
 mod wire;

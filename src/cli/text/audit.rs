@@ -1,8 +1,10 @@
 //! The audit's human forms: a plain table, or a Markdown one to paste into
-//! a report.
+//! a report; both name digests as their [`Layout`] says, and the table fits
+//! its width.
 
 use std::io::{self, Write};
 
+use super::layout::{columns, Fitted, Layout, Named};
 use crate::audit::DigestAudit;
 use crate::cli::output::Report;
 use crate::cmd::audit::AuditReport;
@@ -35,9 +37,28 @@ impl Report for AuditOutput {
     }
 
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        self.fitted(&Layout::plain(), w)
+    }
+}
+
+impl Fitted for AuditOutput {
+    /// Every digest audited: those the store lacks too.
+    fn named(&self) -> Named {
+        Named {
+            snapshots: self
+                .report
+                .digests
+                .iter()
+                .map(|d| d.manifest_digest)
+                .collect(),
+            objects: Vec::new(),
+        }
+    }
+
+    fn fitted(&self, layout: &Layout, w: &mut dyn Write) -> io::Result<()> {
         match self.style {
-            Style::Table => table(&self.report, w),
-            Style::Markdown => markdown(&self.report, w),
+            Style::Table => table(&self.report, layout, w),
+            Style::Markdown => markdown(&self.report, layout, w),
         }
     }
 }
@@ -69,9 +90,9 @@ fn claims(cs: &[crate::audit::Claimed<'_>], unlisted: u64) -> String {
 
 /// One row of the digest table, cell by cell; with keys trusted, the key
 /// that signed each digest last.
-fn cells(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
+fn cells(r: &AuditReport, layout: &Layout, d: &DigestAudit<'_>) -> Vec<String> {
     let mut cells = vec![
-        d.manifest_digest.to_hex(),
+        layout.digest(&d.manifest_digest),
         d.status.as_str().to_string(),
         d.version.unwrap_or("-").to_string(),
         claims(&d.claimed_versions, d.claimed_versions_unlisted),
@@ -145,21 +166,48 @@ fn notes(r: &AuditReport, d: &DigestAudit<'_>) -> Vec<String> {
     out
 }
 
+/// The columns a table of these widths keeps within `fit` columns: all when
+/// they fit (or nothing is fitted); else the digest and its status, then
+/// each further column, in order, that still fits. The others fold: their
+/// cells are written under the row, each on lines of its own.
+fn kept(width: &[usize], fit: Option<usize>) -> Vec<bool> {
+    let all = width.iter().sum::<usize>() + 2 * width.len().saturating_sub(1);
+    let Some(fit) = fit.filter(|&f| all > f) else {
+        return vec![true; width.len()];
+    };
+    let mut used = 0;
+    width
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let gap = if i == 0 { 0 } else { 2 };
+            let keep = i < 2 || used + gap + w <= fit;
+            if keep {
+                used += gap + w;
+            }
+            keep
+        })
+        .collect()
+}
+
 /// The table: the cells of each digest are made twice, once to size the
 /// columns and once to print them, so that a million digests are never held
-/// as text.
-fn table(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
+/// as text. Fitted, the columns that do not fit fold under each row, and
+/// every other line wraps.
+fn table(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<()> {
     let heads = heads(r);
     let mut width: Vec<usize> = heads.iter().map(|h| h.len()).collect();
     for d in r.digests.iter() {
-        for (i, c) in cells(r, &d).iter().enumerate() {
-            width[i] = width[i].max(c.chars().count());
+        for (i, c) in cells(r, layout, &d).iter().enumerate() {
+            width[i] = width[i].max(columns(c));
         }
     }
+    let kept = kept(&width, layout.width());
     let line = |w: &mut dyn Write, cs: &[String]| -> io::Result<()> {
         let padded: Vec<String> = cs
             .iter()
             .enumerate()
+            .filter(|(i, _)| kept[*i])
             .map(|(i, c)| format!("{c:<width$}", width = width[i]))
             .collect();
         writeln!(w, "{}", padded.join("  ").trim_end())
@@ -168,37 +216,41 @@ fn table(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
         let heads: Vec<String> = heads.iter().map(|h| h.to_string()).collect();
         line(w, &heads)?;
         for d in r.digests.iter() {
-            line(w, &cells(r, &d))?;
+            let cells = cells(r, layout, &d);
+            line(w, &cells)?;
+            for (i, c) in cells.iter().enumerate().filter(|(i, _)| !kept[*i]) {
+                layout.line(w, &format!("  {}: {c}", heads[i]), 4)?;
+            }
             for n in notes(r, &d) {
-                writeln!(w, "  {n}")?;
+                layout.line(w, &format!("  {n}"), 4)?;
             }
         }
     }
     for (place, kind, detail) in problems(r) {
-        writeln!(w, "{place}: {kind}: {detail}")?;
+        layout.line(w, &format!("{place}: {kind}: {detail}"), 2)?;
     }
     if r.row_problem_count > r.row_problems.len() as u64 {
-        writeln!(
-            w,
+        let more = format!(
             "… and {} more row problems (the first {} are listed)",
             r.row_problem_count - r.row_problems.len() as u64,
             r.listed_at_most
-        )?;
+        );
+        layout.line(w, &more, 2)?;
     }
     for i in r
         .inputs
         .iter()
         .filter(|i| i.malformed_count > i.malformed.len() as u64)
     {
-        writeln!(
-            w,
+        let more = format!(
             "… and {} more malformed lines in {} (the first {} are listed)",
             i.malformed_count - i.malformed.len() as u64,
             i.file,
             r.listed_at_most
-        )?;
+        );
+        layout.line(w, &more, 2)?;
     }
-    writeln!(w, "{}", r.verdict)
+    layout.line(w, &r.verdict, 2)
 }
 
 /// `line N`, or `FILE:N` when several inputs were read.
@@ -251,12 +303,14 @@ fn md(cell: &str) -> String {
         .replace(['\n', '\r'], " ")
 }
 
-fn markdown(r: &AuditReport, w: &mut dyn Write) -> io::Result<()> {
+/// The Markdown tables: digests as `layout` names them, lines never
+/// wrapped (a table row is one line).
+fn markdown(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<()> {
     let heads = heads(r);
     writeln!(w, "| {} |", heads.join(" | "))?;
     writeln!(w, "|{}", "---|".repeat(heads.len()))?;
     for d in r.digests.iter() {
-        let mut c: Vec<String> = cells(r, &d).iter().map(|c| md(c)).collect();
+        let mut c: Vec<String> = cells(r, layout, &d).iter().map(|c| md(c)).collect();
         c[0] = format!("`{}`", c[0]);
         let notes = notes(r, &d);
         if !notes.is_empty() {
