@@ -159,12 +159,29 @@ pub enum GitError {
         reason: String,
     },
     /// The marketplace lists no plugin of the name.
-    #[error("the marketplace '{}' lists no plugin named '{name}'", .path.display())]
+    #[error("the marketplace '{}' at the revision '{rev}' lists no plugin named '{name}'; {}", .path.display(), listing(.listed))]
     PluginNotListed {
         /// Where a checkout would hold it.
         path: PathBuf,
+        /// The revision as given.
+        rev: String,
         /// The plugin's name.
         name: String,
+        /// The names it lists.
+        listed: Vec<String>,
+    },
+    /// The revision's root is no plugin, but a marketplace of plugins: the
+    /// reference's `manifest-missing`, with what to ask for instead.
+    #[error("the revision '{rev}' (commit {commit}) has no plugin at its root: '{}' is missing; {} (give --plugin NAME), or give --subdir PATH for a plugin elsewhere", .path.display(), listing(.listed))]
+    MarketplaceRoot {
+        /// Where a checkout would hold the missing `plugin.json`.
+        path: PathBuf,
+        /// The revision as given.
+        rev: String,
+        /// Its commit.
+        commit: ObjectId,
+        /// The plugins its marketplace lists.
+        listed: Vec<String>,
     },
     /// The marketplace gives the plugin a source outside the repository.
     #[error("the marketplace '{}' gives the plugin '{name}' the source {source_given}, which is not a directory inside the repository; only a relative path such as ./plugins/{name} is read from git", .path.display())]
@@ -221,6 +238,15 @@ pub enum GitError {
     },
 }
 
+/// What a marketplace lists, in words: `it lists the plugins a, b`.
+fn listing(listed: &[String]) -> String {
+    if listed.is_empty() {
+        "its marketplace lists no plugin".into()
+    } else {
+        format!("its marketplace lists the plugins {}", listed.join(", "))
+    }
+}
+
 impl Classify for GitError {
     fn kind(&self) -> ErrorKind {
         match self {
@@ -232,6 +258,7 @@ impl Classify for GitError {
             GitError::Subdir { .. } => ErrorKind::Usage,
             GitError::MarketplaceInvalid { .. }
             | GitError::PluginSourceOutside { .. }
+            | GitError::MarketplaceRoot { .. }
             | GitError::ObjectCorrupt { .. }
             | GitError::ObjectMissing { .. }
             | GitError::ObjectTooLarge { .. }
@@ -243,6 +270,7 @@ impl Classify for GitError {
         match self {
             GitError::MarketplaceInvalid { .. } => Some("marketplace-invalid"),
             GitError::PluginSourceOutside { .. } => Some("plugin-source-outside"),
+            GitError::MarketplaceRoot { .. } => Some("manifest-missing"),
             GitError::ObjectCorrupt { .. } => Some("git-object-corrupt"),
             GitError::ObjectMissing { .. } => Some("git-object-missing"),
             GitError::ObjectTooLarge { .. } => Some("git-object-too-large"),
@@ -257,6 +285,7 @@ impl Classify for GitError {
             | GitError::NoMarketplace { path, .. }
             | GitError::MarketplaceInvalid { path, .. }
             | GitError::PluginNotListed { path, .. }
+            | GitError::MarketplaceRoot { path, .. }
             | GitError::PluginSourceOutside { path, .. }
             | GitError::ObjectCorrupt { path, .. }
             | GitError::ObjectMissing { path, .. }
@@ -350,6 +379,8 @@ pub(super) struct GitTree {
     /// Every tree and symlink of the revision, read and checked.
     revision: Revision,
     checkout: RefCell<Checkout>,
+    /// The revision as given.
+    rev: String,
     /// The attribute files read so far, checked.
     attributes_kept: RefCell<HashMap<ObjectId, Vec<u8>>>,
     /// The first attribute file that could not be read, and why.
@@ -451,11 +482,15 @@ impl GitTree {
             },
             revision,
             checkout: RefCell::new(checkout),
+            rev: request.rev.to_string(),
             attributes_kept: RefCell::new(HashMap::new()),
             attributes_fault: RefCell::new(None),
         };
         let parts = match request.dir {
-            PluginDir::Root => Vec::new(),
+            PluginDir::Root => {
+                tree.check_root_is_a_plugin(request.rev)?;
+                Vec::new()
+            }
             PluginDir::Subdir(dir) => {
                 plain_parts(dir.as_os_str().as_bytes()).ok_or_else(|| GitError::Subdir {
                     subdir: dir.display().to_string(),
@@ -474,6 +509,11 @@ impl GitTree {
     /// The open repository.
     pub(super) fn repo(&self) -> &gix::Repository {
         &self.repo
+    }
+
+    /// The revision as given.
+    pub(super) fn rev(&self) -> &str {
+        &self.rev
     }
 
     /// The revision's commit.
@@ -550,9 +590,10 @@ impl GitTree {
             .ok_or_else(|| self.bad(rel, id, Bad::Missing))
     }
 
-    /// The plugin directory's path in the repository, from the revision's
-    /// marketplace.
-    fn plugin_parts(&self, name: &str, rev: &str) -> Result<Vec<Vec<u8>>, OpenError> {
+    /// The revision's marketplace (`.claude-plugin/marketplace.json`):
+    /// where a checkout would hold it, and its list of plugins; `None` when
+    /// the revision has none.
+    fn marketplace(&self) -> Result<Option<(PathBuf, Vec<serde_json::Value>)>, OpenError> {
         let rel = format!("{}/marketplace.json", policy::MANIFEST_DIR);
         let path = self.checkout_path(rel.as_bytes());
         let manifest_dir = self.entry(self.root_tree, b"", policy::MANIFEST_DIR.as_bytes())?;
@@ -564,19 +605,13 @@ impl GitTree {
             }) => self.entry(id, policy::MANIFEST_DIR.as_bytes(), b"marketplace.json")?,
             _ => None,
         };
-        let id = match file {
-            Some(GitEntry {
-                kind: EntryKind::Blob | EntryKind::BlobExecutable,
-                id,
-                ..
-            }) => id,
-            _ => {
-                return Err(GitError::NoMarketplace {
-                    path,
-                    rev: rev.to_string(),
-                }
-                .into())
-            }
+        let Some(GitEntry {
+            kind: EntryKind::Blob | EntryKind::BlobExecutable,
+            id,
+            ..
+        }) = file
+        else {
+            return Ok(None);
         };
         let invalid = |reason: String| GitError::MarketplaceInvalid {
             path: path.clone(),
@@ -598,12 +633,71 @@ impl GitTree {
             .get("plugins")
             .and_then(|p| p.as_array())
             .ok_or_else(|| invalid("it has no \"plugins\" list".into()))?;
+        Ok(Some((path, plugins.clone())))
+    }
+
+    /// The names a marketplace's plugins list gives, in its order.
+    fn names(plugins: &[serde_json::Value]) -> Vec<String> {
+        plugins
+            .iter()
+            .filter_map(|p| p.get("name").and_then(|n| n.as_str()))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Refuses a revision whose root holds no `plugin.json` but a
+    /// marketplace, naming its plugins: the reference's `manifest-missing`
+    /// (same rule, same path), with the flags that find a plugin instead.
+    fn check_root_is_a_plugin(&self, rev: &str) -> Result<(), OpenError> {
+        let rel = format!("{}/{}", policy::MANIFEST_DIR, "plugin.json");
+        let has_manifest = match self.entry(self.root_tree, b"", policy::MANIFEST_DIR.as_bytes())? {
+            Some(GitEntry {
+                kind: EntryKind::Tree,
+                id,
+                ..
+            }) => self
+                .entry(id, policy::MANIFEST_DIR.as_bytes(), b"plugin.json")?
+                .is_some(),
+            _ => false,
+        };
+        if has_manifest {
+            return Ok(());
+        }
+        let Ok(Some((_, plugins))) = self.marketplace() else {
+            return Ok(());
+        };
+        Err(GitError::MarketplaceRoot {
+            path: self.checkout_path(rel.as_bytes()),
+            rev: rev.to_string(),
+            commit: self.commit,
+            listed: Self::names(&plugins),
+        }
+        .into())
+    }
+
+    /// The plugin directory's path in the repository, from the revision's
+    /// marketplace.
+    fn plugin_parts(&self, name: &str, rev: &str) -> Result<Vec<Vec<u8>>, OpenError> {
+        let Some((path, plugins)) = self.marketplace()? else {
+            let rel = format!("{}/marketplace.json", policy::MANIFEST_DIR);
+            return Err(GitError::NoMarketplace {
+                path: self.checkout_path(rel.as_bytes()),
+                rev: rev.to_string(),
+            }
+            .into());
+        };
+        let invalid = |reason: String| GitError::MarketplaceInvalid {
+            path: path.clone(),
+            reason,
+        };
         let plugin = plugins
             .iter()
             .find(|p| p.get("name").and_then(|n| n.as_str()) == Some(name))
             .ok_or_else(|| GitError::PluginNotListed {
                 path: path.clone(),
+                rev: rev.to_string(),
                 name: name.to_string(),
+                listed: Self::names(&plugins),
             })?;
         let source = plugin
             .get("source")

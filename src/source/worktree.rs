@@ -248,7 +248,7 @@ impl Source {
             commit: Some(tree.commit().to_string()),
             path: String::from_utf8_lossy(tree.prefix()).into_owned(),
             tree: tree.dir_tree().map(|id| id.to_string()),
-            tag: tag_at(repo, tree.commit()),
+            tag: tag_asked(repo, tree.rev(), tree.commit()).or_else(|| tag_at(repo, tree.commit())),
             clean: true,
             changes: Changes::default(),
             commit_refused: None,
@@ -311,6 +311,22 @@ fn repository_name(repo: &gix::Repository) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .display()
         .to_string()
+}
+
+/// The tag `rev` names, when it was asked by tag (`TAG`, `tags/TAG` or
+/// `refs/tags/TAG`, as `git rev-parse` reads them: a tag before a branch of
+/// the same name) and the tag points at `commit`, checked as [`tag_at`]
+/// checks it.
+fn tag_asked(repo: &gix::Repository, rev: &str, commit: gix::ObjectId) -> Option<String> {
+    let name = rev
+        .strip_prefix("refs/tags/")
+        .or_else(|| rev.strip_prefix("tags/"))
+        .unwrap_or(rev);
+    let reference = repo
+        .try_find_reference(format!("refs/tags/{name}").as_str())
+        .ok()??;
+    let id = reference.try_id()?.detach();
+    (git::tagged_commit(repo, id) == Some(commit)).then(|| name.to_string())
 }
 
 /// The first by name of the tags, lightweight or annotated, that point at

@@ -2034,5 +2034,89 @@ fn trees_that_name_each_other_many_times_over_are_refused_in_bounded_time() {
         "{json}"
     );
     assert!(took < std::time::Duration::from_secs(120), "took {took:?}");
-    assert_eq!(store_seen(&env), before, "a refused ingest changed the store");
+    assert_eq!(
+        store_seen(&env),
+        before,
+        "a refused ingest changed the store"
+    );
+}
+
+/// A revision asked for by tag records that tag, even where another tag
+/// of the same commit comes first by name; asked for otherwise, the first
+/// by name.
+#[test]
+fn a_tag_asked_for_is_the_tag_recorded() {
+    let env = TestEnv::new();
+    let repo = plugin_repo(&env);
+    commit_all(&repo, "one");
+    git(&repo, &["tag", "a-cli-v1"]);
+    git(&repo, &["tag", "-a", "z-plugin-v1", "-m", "the plugin's release"]);
+    let commit = git(&repo, &["rev-parse", "HEAD"]);
+    for (rev, tag) in [
+        ("z-plugin-v1", "z-plugin-v1"),
+        ("tags/z-plugin-v1", "z-plugin-v1"),
+        ("refs/tags/z-plugin-v1", "z-plugin-v1"),
+        ("a-cli-v1", "a-cli-v1"),
+        (commit.as_str(), "a-cli-v1"),
+        ("HEAD", "a-cli-v1"),
+    ] {
+        let out = ingest_git(&env, &repo, rev, &[]);
+        util::assert_ok(&out);
+        let digest = util::digest_of(&parse_json(&out));
+        let show = env.json(["show", &digest, "--json"]);
+        let tags: Vec<&str> = show["sources"]
+            .as_array()
+            .expect("sources")
+            .iter()
+            .filter_map(|s| s["record"]["tag"].as_str())
+            .collect();
+        assert_eq!(tags.last(), Some(&tag), "--rev {rev}: {show}");
+    }
+}
+
+/// Without `--plugin` or `--subdir`, a revision whose root is a marketplace
+/// is refused as the reference refuses it (`manifest-missing`, the same
+/// path), naming the revision, its commit and the plugins listed, and the
+/// flags that find one; `--plugin` of a name not listed lists the names.
+#[test]
+fn a_marketplace_root_names_its_plugins_and_the_flags_that_find_one() {
+    let env = TestEnv::new();
+    let repo = env.path("repo");
+    init(&repo);
+    minimal_plugin(&repo.join("plugins/compound-engineering"), V);
+    write(
+        &repo.join(".claude-plugin/marketplace.json"),
+        marketplace(&"./plugins/compound-engineering".into()),
+    );
+    let commit = commit_all(&repo, "market");
+    git(&repo, &["tag", "market-v1"]);
+    let (out, json) = digest_git(&env, &repo, "market-v1", &[]);
+    assert_exit(&out, 3);
+    let err = &json["error"];
+    assert_eq!(err["rule"], "manifest-missing", "{json}");
+    assert_eq!(
+        err["path"],
+        util::s(&repo.join(".claude-plugin/plugin.json")),
+        "{json}"
+    );
+    let message = err["message"].as_str().unwrap();
+    for part in [
+        "'market-v1'",
+        commit.as_str(),
+        "other, compound-engineering",
+        "--plugin NAME",
+        "--subdir PATH",
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    let (out, json) = digest_git(&env, &repo, "market-v1", &["--plugin", "nope"]);
+    assert_exit(&out, 4);
+    let message = json["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("'nope'") && message.contains("other, compound-engineering"),
+        "{message}"
+    );
+    // The hint leads somewhere: the plugin it names is ingested.
+    let (out, _) = digest_git(&env, &repo, "market-v1", &["--plugin", "compound-engineering"]);
+    util::assert_ok(&out);
 }
