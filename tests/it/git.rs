@@ -859,7 +859,11 @@ fn every_tag() {
     let (mut git_time, mut oracle_time) = (0.0, 0.0);
     let mut regenerated = Vec::new();
     let tags: Vec<&str> = tags.lines().collect();
-    assert!(!tags.is_empty(), "no compound-engineering-v* tag in {}", repo.display());
+    assert!(
+        !tags.is_empty(),
+        "no compound-engineering-v* tag in {}",
+        repo.display()
+    );
     for tag in &tags {
         let version = tag.trim_start_matches("compound-engineering-v");
         git(&clone, &["checkout", "-q", "--detach", "--force", tag]);
@@ -949,7 +953,10 @@ fn every_tag() {
         if why_not.is_empty() {
             agreed += 1;
         } else {
-            eprintln!("{tag}: --git gives {from_git:?}, but {}", why_not.join("; "));
+            eprintln!(
+                "{tag}: --git gives {from_git:?}, but {}",
+                why_not.join("; ")
+            );
         }
         // The checkout, ingested from its work tree, records the tag's
         // commit, clean.
@@ -977,7 +984,11 @@ fn every_tag() {
          {clean} checkouts recorded clean at their tag's commit; \
          --git took {git_time:.1} s in all, the oracle {oracle_time:.1} s",
         tags.len(),
-        if have_oracle { " and all against the oracle" } else { ", none against the oracle" },
+        if have_oracle {
+            " and all against the oracle"
+        } else {
+            ", none against the oracle"
+        },
     );
     assert_eq!(agreed, tags.len());
     assert_eq!(clean, accepted);
