@@ -39,8 +39,11 @@ from ._store import (
     GeneratedKey,
     HeldStage,
     IngestStats,
+    LeftOut,
     Mount,
+    Problem,
     Provenance,
+    Repaired,
     SignedBy,
     SignReport,
     Snapshot,
@@ -54,6 +57,7 @@ from ._store import (
     Verification,
     VerifyReport,
     View,
+    ViewRecord,
 )
 
 __all__ = [
@@ -76,13 +80,16 @@ __all__ = [
     "GeneratedKey",
     "HeldStage",
     "IngestStats",
+    "LeftOut",
     "MalformedLine",
     "Mount",
     "NotFound",
     "Place",
+    "Problem",
     "Provenance",
     "Rejected",
     "RemoteError",
+    "Repaired",
     "RowProblem",
     "SignReport",
     "SignedBy",
@@ -100,6 +107,7 @@ __all__ = [
     "Verification",
     "VerifyReport",
     "View",
+    "ViewRecord",
     "find_binary",
 ]
 

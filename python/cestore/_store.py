@@ -174,13 +174,47 @@ class SourceCheck:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """An entry of the release the reference's filters left out of the snapshot (a directory counts once).
+
+    `path` is relative to the source; `reason` is `secret`, `forbidden-part`
+    or `outside-allowlist`.
+    """
+
+    path: str
+    reason: str
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> LeftOut:
+        return cls(d["path"], d["reason"])
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """A stored object an ingest found drifted and mended from the source.
+
+    `object` is its absolute path, `repair` is `mode` (set back) or `bytes`
+    (replaced by the source's), and `was` says what was wrong.
+    """
+
+    object: str
+    repair: str
+    was: str
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> Repaired:
+        return cls(d["object"], d["repair"], d["was"])
+
+
+@dataclass(frozen=True)
 class IngestStats:
     """What one ingest did.
 
-    `sources` holds the source record the ingest kept (the git commit its
-    directory lies in), or those an adopted snapshot brought;
-    `source_unrecorded` says why none was kept for a directory in a git
-    repository that could not be read.
+    `repaired` lists the stored objects it mended, `left_out` what the
+    reference's filters left out of the snapshot. `sources` holds the source
+    record the ingest kept (the git commit its directory lies in), or those
+    an adopted snapshot brought; `source_unrecorded` says why none was kept
+    for a directory in a git repository that could not be read.
     """
 
     source: str
@@ -189,16 +223,22 @@ class IngestStats:
     new_objects: int
     reused_objects: int
     bytes_written: int
-    repaired: list[dict[str, Any]]
-    left_out: list[dict[str, Any]]
+    repaired: tuple[Repaired, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
     sources: tuple[SourceEntry, ...] = ()
     source_unrecorded: Optional[str] = None
 
     @classmethod
     def _of(cls, d: dict[str, Any]) -> IngestStats:
-        plain = {k: d[k] for k in cls.__dataclass_fields__ if k not in ("sources", "source_unrecorded")}
         return cls(
-            **plain,
+            d["source"],
+            d["store"],
+            d["already_present"],
+            d["new_objects"],
+            d["reused_objects"],
+            d["bytes_written"],
+            repaired=tuple(Repaired._of(r) for r in d["repaired"]),
+            left_out=tuple(LeftOut._of(e) for e in d["left_out"]),
             sources=tuple(SourceEntry._of(e) for e in d["sources"]),
             source_unrecorded=d["source_unrecorded"],
         )
@@ -326,15 +366,48 @@ class SignedBy:
 
 
 @dataclass(frozen=True)
+class ViewRecord:
+    """A view of a snapshot the store records (`show`).
+
+    `kind` is `checkout` or `shared`; `method` how its files were made
+    (`hardlink`; `copy` or `mixed` where hard links were refused), with how
+    many were `linked` and `copied`; `on_disk` whether its directory is
+    still there.
+    """
+
+    path: Path
+    manifest_digest: str
+    kind: str
+    method: str
+    linked: int
+    copied: int
+    created_at: str
+    on_disk: bool
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> ViewRecord:
+        return cls(
+            Path(d["path"]),
+            d["manifest_digest"],
+            d["kind"],
+            d["method"],
+            d["linked"],
+            d["copied"],
+            d["created_at"],
+            d["on_disk"],
+        )
+
+
+@dataclass(frozen=True)
 class SnapshotInfo:
-    """What the store knows about a snapshot (`show`): `sources` are its source records, oldest first;
-    `attestations` who signed it."""
+    """What the store knows about a snapshot (`show`): `views` are its recorded views; `sources` its
+    source records, oldest first; `attestations` who signed it."""
 
     provenance: Provenance
     first_ingested_at: str
     last_ingested_at: Optional[str]
     ingest_count: int
-    views: list[dict[str, Any]]
+    views: tuple[ViewRecord, ...]
     sources: tuple[SourceEntry, ...] = ()
     attestations: tuple[SignedBy, ...] = ()
 
@@ -349,13 +422,48 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """One problem `verify` found.
+
+    In the store: `severity` (`corruption` or `garbage`), `detail`, and the
+    `snapshots` and `views` it affects. With `verify(d, tree=dir)`, one
+    difference between the directory and the snapshot: `kind` is `missing`,
+    `extra-file`, `extra-directory`, `symlink`, `not-a-file`,
+    `content-changed` (with the `expected` and `found` SHA-256) or
+    `exec-changed` (with the `expected` exec bit); what a kind lacks is None.
+    """
+
+    kind: str
+    path: str
+    severity: Optional[str] = None
+    detail: Optional[str] = None
+    snapshots: tuple[str, ...] = ()
+    views: tuple[str, ...] = ()
+    expected: Union[str, bool, None] = None
+    found: Optional[str] = None
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> Problem:
+        return cls(
+            d["kind"],
+            d["path"],
+            d.get("severity"),
+            d.get("detail"),
+            tuple(d.get("snapshots") or ()),
+            tuple(d.get("views") or ()),
+            d.get("expected"),
+            d.get("found"),
+        )
+
+
+@dataclass(frozen=True)
 class VerifyReport:
     """The result of `verify`: `ok` is false only when a problem is corruption."""
 
     ok: bool
     snapshots_checked: int
     objects_checked: int
-    problems: list[dict[str, Any]]
+    problems: tuple[Problem, ...]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
@@ -803,7 +911,7 @@ class Store:
             out["first_ingested_at"],
             out["last_ingested_at"],
             out["ingest_count"],
-            out["views"],
+            tuple(ViewRecord._of(v) for v in out["views"]),
             tuple(SourceEntry._of(e) for e in out["sources"]),
             tuple(SignedBy._of(a) for a in out.get("attestations") or ()),
         )
@@ -828,7 +936,7 @@ class Store:
             bool(out["ok"]),
             int(out.get("snapshots_checked", 1 if tree is not None else 0)),
             int(out.get("objects_checked", 0)),
-            problems,
+            tuple(Problem._of(p) for p in problems),
             out,
         )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import subprocess
@@ -40,7 +41,7 @@ def test_ingest_show_files_diff_verify(tmp_path: Path, store_dir: Path) -> None:
     changes = {(c.change, c.path) for c in store.diff(a.manifest_digest, b.manifest_digest)}
     assert changes == {("removed", "scripts/run.sh"), ("added", "assets/x.txt")}
     report = store.verify()
-    assert report.ok and report.snapshots_checked == 2 and report.problems == []
+    assert report.ok and report.snapshots_checked == 2 and report.problems == ()
     shared = store.path(a.manifest_digest)
     assert (shared / "skills" / "ce-plan" / "SKILL.md").read_text() == "# ce-plan\n"
     staged = store.stage(["ce_review", "baseline"], plugin_dir=tmp_path / "a", plugin_version="1.2.3")
@@ -59,7 +60,7 @@ def test_view_discards_on_exception(tmp_path: Path, store_dir: Path) -> None:
             assert (view.path / ".claude-plugin" / "plugin.json").is_file()
             raise KeyError("body failed")
     assert list(parent.iterdir()) == []
-    assert store.show(snap.manifest_digest).views == []
+    assert store.show(snap.manifest_digest).views == ()
 
 
 def test_held_stage_discards_on_release_and_when_its_caller_is_killed(tmp_path: Path, store_dir: Path) -> None:
@@ -75,7 +76,7 @@ def test_held_stage_discards_on_release_and_when_its_caller_is_killed(tmp_path: 
             assert staged.view == view and (view / ".claude-plugin" / "plugin.json").is_file()
             digest = staged.provenance.manifest_digest
             raise KeyError("body failed")
-    assert not view.exists() and store.show(digest).views == []
+    assert not view.exists() and store.show(digest).views == ()
 
     held = store.hold_stage(["ce_review"], plugin_dir=src, plugin_version="1.2.3", dest=view)
     assert held.release(spare=True) and not view.exists()
@@ -104,7 +105,7 @@ def test_held_stage_discards_on_release_and_when_its_caller_is_killed(tmp_path: 
         time.sleep(0.02)
     while store.show(digest).views and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not view.exists() and store.show(digest).views == []
+    assert not view.exists() and store.show(digest).views == ()
     assert not (store_dir / "spare" / digest).exists() or not list((store_dir / "spare" / digest).iterdir())
     assert store.verify().ok
 
@@ -144,7 +145,7 @@ def test_a_held_stage_whose_process_is_signalled_discards_its_view(
     while held._proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert held._proc.returncode == 128 + sig
-    assert not view.exists() and store.show(digest).views == []
+    assert not view.exists() and store.show(digest).views == ()
     # The release that follows reads what the process said and raises nothing.
     assert held.release() is True
     assert held.release() is False, "a second release does nothing"
@@ -225,6 +226,75 @@ def test_damaged(tmp_path: Path, store_dir: Path) -> None:
     assert not (tmp_path / "view").exists()
     report = store.verify()
     assert not report.ok and report.problems
+
+
+def _mutable_parts(value: object, where: str) -> list[str]:
+    """Every place below `value` that is not frozen: a dict, a list, a set, or a dataclass that is not frozen.
+
+    The raw JSON kept beside a result (fields with `repr=False`: `raw`,
+    `envelope`) is not a part of it.
+    """
+    if isinstance(value, (str, bytes, int, float, bool, type(None), Path)):
+        return []
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        found = [] if type(value).__dataclass_params__.frozen else [f"{where}: {type(value).__name__} is not frozen"]
+        for f in dataclasses.fields(value):
+            if f.repr:
+                found += _mutable_parts(getattr(value, f.name), f"{where}.{f.name}")
+        return found
+    if isinstance(value, tuple):
+        return [p for i, v in enumerate(value) for p in _mutable_parts(v, f"{where}[{i}]")]
+    return [f"{where}: a {type(value).__name__}"]
+
+
+def test_every_result_is_a_frozen_dataclass_all_the_way_down(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    extra = {
+        "README.md": b"outside the allowlist\n",
+        "skills/ce-plan/tests/x.md": b"a forbidden part\n",
+        "skills/ce-plan/api-token.txt": b"a secret's name\n",
+    }
+    snap = store.ingest(write_release(tmp_path / "a", extra=extra), "1.2.3")
+    assert snap.ingest.left_out == (
+        cestore.LeftOut("skills/ce-plan/tests", "forbidden-part"),
+        cestore.LeftOut("skills/ce-plan/api-token.txt", "secret"),
+        cestore.LeftOut("README.md", "outside-allowlist"),
+    ), snap.ingest.left_out
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.ingest.left_out[0].path = "x"  # type: ignore[misc]
+    digest = snap.manifest_digest
+    view = store.checkout(digest, tmp_path / "view")
+    # A mode changed through the view: the next ingest mends it and says so.
+    (view.path / "skills" / "ce-plan" / "SKILL.md").chmod(0o644)
+    again = store.ingest(tmp_path / "a", "1.2.3")
+    assert [(r.repair, Path(r.object).is_file()) for r in again.ingest.repaired] == [("mode", True)], again
+    info = store.show(digest)
+    assert [(v.path, v.kind, v.on_disk) for v in info.views] == [(view.path, "checkout", True)], info.views
+    # A byte changed in a copy of the view: verify(tree=...) lists the difference.
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-r", str(view.path), str(copy)], check=True)
+    (copy / "skills" / "ce-work" / "SKILL.md").chmod(0o644)
+    (copy / "skills" / "ce-work" / "SKILL.md").write_text("# changed\n")
+    differs = store.verify(digest, tree=copy)
+    assert [(p.kind, p.path) for p in differs.problems] == [("content-changed", "skills/ce-work/SKILL.md")]
+    # Damage in the store: verify lists the problem with what it affects.
+    store.discard(view.path)
+    objects = sorted(p for p in (store_dir / "objects").rglob("*") if p.is_file())
+    objects[0].chmod(0o644)
+    with objects[0].open("ab") as f:
+        f.write(b"damage")
+    damaged = store.verify()
+    assert not damaged.ok and damaged.problems[0].snapshots == (digest,), damaged.problems
+    results = {
+        "ingest": snap,
+        "repairing ingest": again,
+        "show": info,
+        "files": tuple(store.files(digest)),
+        "verify --tree": differs,
+        "verify": damaged,
+        "stage": store.stage(["ce_review"], plugin_dir=tmp_path / "a", plugin_version="1.2.3"),
+    }
+    assert [p for name, r in results.items() for p in _mutable_parts(r, name)] == []
 
 
 def test_store_error(tmp_path: Path) -> None:

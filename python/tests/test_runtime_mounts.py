@@ -283,7 +283,7 @@ def test_root_is_gone_when_the_block_raises(tmp_path: Path, store_dir: Path) -> 
     assert list(parent.iterdir()) == []
     # The store keeps the objects and records the ingest, so the digest can be audited.
     info = cestore.Store().show(snap.manifest_digest)
-    assert info.provenance.as_dict() == snap.provenance and info.views == []
+    assert info.provenance.as_dict() == snap.provenance and info.views == ()
     with pytest.raises(standalone.SandboxError, match="no staged Compound Engineering plugin"):
         standalone.ce_plugin_mounts_for_arm("ce_review", None)
 
@@ -316,7 +316,7 @@ def test_four_processes_stage_one_release_at_once(tmp_path: Path, store_dir: Pat
     assert len(digests) == 1
     assert list(parent.iterdir()) == []
     report = cestore.Store().verify()
-    assert report.ok and report.problems == [] and report.snapshots_checked == 1
+    assert report.ok and report.problems == () and report.snapshots_checked == 1
 
 
 def test_bwrap_reads_a_mounted_snapshot_and_cannot_write(tmp_path: Path, store_dir: Path) -> None:

@@ -771,10 +771,46 @@ fn generated_trees_answer_as_their_checkouts() {
     assert!(compared >= 20, "only {compared} trees compared");
 }
 
+/// The committed answers for [`every_tag`]: the oracle's, per tag.
+fn every_tag_table_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/every-tag.json")
+}
+
+/// The oracle's answer for one tag as [`every_tag`] keeps it: the tag's
+/// commit and the digest, or the refusal's message with the plugin's root
+/// written `{root}`.
+fn tag_entry(tag: &str, commit: &str, oracle: &Value, plugin: &Path) -> Value {
+    let (digest, error) = if oracle["ok"] == true {
+        (oracle["provenance"]["manifest_digest"].clone(), Value::Null)
+    } else {
+        let error = oracle["error"].as_str().unwrap_or_default();
+        let root = plugin.to_string_lossy();
+        (Value::Null, Value::from(error.replace(&*root, "{root}")))
+    };
+    serde_json::json!({"tag": tag, "commit": commit, "digest": digest, "error": error})
+}
+
+/// Whether cestore's `answer` is the one `expected` (a [`tag_entry`]) gives.
+fn answers_as(expected: &Value, answer: &Answer, plugin: &Path) -> bool {
+    match (expected["digest"].as_str(), answer) {
+        (Some(d), Answer::Digest(found)) => d == found,
+        (None, Answer::Refused { .. }) => {
+            let error = expected["error"].as_str().unwrap_or_default();
+            refuses_alike(&error.replace("{root}", &plugin.to_string_lossy()), answer)
+        }
+        _ => false,
+    }
+}
+
 /// Every `compound-engineering-v*` tag of the plugin's repository, with
-/// `--plugin compound-engineering`, against the oracle on a checkout of
-/// each. Opt-in: set `CESTORE_GIT_TAGS_REPO` to a clone (bare or not) and
-/// run `cargo test --test it git::every_tag -- --ignored --nocapture`.
+/// `--plugin compound-engineering`: read from git objects, it gives what
+/// cestore gives for a checkout of the tag, what the oracle gives for that
+/// checkout (where `../shared` is present), and the oracle's answer kept in
+/// `tests/data/every-tag.json` (for every tag the table has, at the commit it
+/// names); each checkout is recorded clean at its tag's commit. Opt-in: set
+/// `CESTORE_GIT_TAGS_REPO` to a clone (bare or not) and run
+/// `cargo test --test it git::every_tag -- --ignored --nocapture`. With the
+/// oracle present, `CESTORE_REGEN_EVERY_TAG=1` rewrites the table from it.
 #[test]
 #[ignore = "needs CESTORE_GIT_TAGS_REPO, a clone of EveryInc/compound-engineering-plugin"]
 fn every_tag() {
@@ -782,6 +818,29 @@ fn every_tag() {
         util::skip("git::every_tag", "CESTORE_GIT_TAGS_REPO is not set");
         return;
     };
+    let regen = std::env::var_os("CESTORE_REGEN_EVERY_TAG").is_some_and(|v| v == "1");
+    let have_oracle = util::oracle().is_some();
+    assert!(
+        have_oracle || !regen,
+        "CESTORE_REGEN_EVERY_TAG=1 needs ../shared/reference/oracle.py beside the checkout"
+    );
+    if !have_oracle {
+        util::skip(
+            "git::every_tag (against the oracle)",
+            "../shared/reference/oracle.py is not present beside this checkout: \
+             each tag is compared with tests/data/every-tag.json and with a checkout instead",
+        );
+    }
+    let table_path = every_tag_table_path();
+    let table: Vec<Value> = serde_json::from_str(
+        &fs::read_to_string(&table_path)
+            .unwrap_or_else(|e| panic!("read {}: {e}", table_path.display())),
+    )
+    .expect("every-tag.json is a JSON list");
+    let table: std::collections::BTreeMap<&str, &Value> = table
+        .iter()
+        .map(|e| (e["tag"].as_str().expect("a tag in the table"), e))
+        .collect();
     let env = TestEnv::new();
     let clone = env.path("clone");
     git(
@@ -796,12 +855,19 @@ fn every_tag() {
         ],
     );
     let tags = git(&repo, &["tag", "-l", "compound-engineering-v*"]);
-    let (mut agreed, mut accepted, mut refused, mut clean) = (0, 0, 0, 0);
+    let (mut agreed, mut accepted, mut refused, mut clean, mut tabled) = (0, 0, 0, 0, 0);
     let (mut git_time, mut oracle_time) = (0.0, 0.0);
+    let mut regenerated = Vec::new();
     let tags: Vec<&str> = tags.lines().collect();
+    assert!(
+        !tags.is_empty(),
+        "no compound-engineering-v* tag in {}",
+        repo.display()
+    );
     for tag in &tags {
         let version = tag.trim_start_matches("compound-engineering-v");
         git(&clone, &["checkout", "-q", "--detach", "--force", tag]);
+        let commit = git(&clone, &["rev-parse", "HEAD"]);
         let market: Value = serde_json::from_slice(
             &fs::read(clone.join(".claude-plugin/marketplace.json")).expect("marketplace"),
         )
@@ -838,40 +904,64 @@ fn every_tag() {
             repo.join(sub)
         };
         let from_git = answer(&out, &json, &root);
+        match from_git {
+            Answer::Digest(_) => accepted += 1,
+            Answer::Refused { .. } => refused += 1,
+        }
+        let mut why_not = Vec::new();
+        // cestore on a checkout of the tag.
+        let out = env.run([
+            os("digest"),
+            plugin.as_os_str(),
+            os("--version"),
+            os(version),
+            os("--json"),
+        ]);
+        let from_checkout = answer(&out, &parse_json(&out), &plugin);
+        if from_checkout != from_git {
+            why_not.push(format!("its checkout gives {from_checkout:?}"));
+        }
+        // The oracle on that checkout, where present.
         let started = Instant::now();
         let oracle = util::oracle_snapshot(&plugin, version);
         oracle_time += started.elapsed().as_secs_f64();
-        let agrees = match (&from_git, &oracle) {
-            (Answer::Digest(d), Some(o)) if o["ok"] == true => {
-                accepted += 1;
-                o["provenance"]["manifest_digest"] == d.as_str()
+        if let Some(o) = &oracle {
+            let expected = tag_entry(tag, &commit, o, &plugin);
+            if !answers_as(&expected, &from_git, &plugin) {
+                why_not.push(format!("the oracle gives {o}"));
             }
-            (Answer::Refused { .. }, Some(o)) if o["ok"] == false => {
-                refused += 1;
-                refuses_alike(o["error"].as_str().unwrap_or_default(), &from_git)
+            regenerated.push(expected);
+        }
+        // The oracle's answer as the table keeps it.
+        match table.get(*tag) {
+            _ if regen => {}
+            Some(entry) if entry["commit"] != commit.as_str() => {
+                why_not.push(format!(
+                    "the table names commit {}, the tag is at {commit}: \
+                     regenerate it (CESTORE_REGEN_EVERY_TAG=1, with the oracle)",
+                    entry["commit"]
+                ));
             }
-            (_, None) => {
-                let out = env.run([
-                    os("digest"),
-                    plugin.as_os_str(),
-                    os("--version"),
-                    os(version),
-                    os("--json"),
-                ]);
-                answer(&out, &parse_json(&out), &plugin) == from_git
+            Some(entry) => {
+                tabled += 1;
+                if !answers_as(entry, &from_git, &plugin) {
+                    why_not.push(format!("the table says {entry}"));
+                }
             }
-            _ => false,
-        };
-        if agrees {
+            None => eprintln!("{tag}: not in {}", table_path.display()),
+        }
+        if why_not.is_empty() {
             agreed += 1;
         } else {
-            eprintln!("{tag}: --git {from_git:?}, oracle {oracle:?}");
+            eprintln!(
+                "{tag}: --git gives {from_git:?}, but {}",
+                why_not.join("; ")
+            );
         }
         // The checkout, ingested from its work tree, records the tag's
         // commit, clean.
         if let Answer::Digest(d) = &from_git {
             let record = ingested_record_of(&env, &plugin, version, d);
-            let commit = git(&clone, &["rev-parse", "HEAD"]);
             if record.clean
                 && record.commit.as_deref() == Some(commit.as_str())
                 && record.path == sub
@@ -882,14 +972,33 @@ fn every_tag() {
             }
         }
     }
+    if regen {
+        let lines: Vec<String> = regenerated.iter().map(Value::to_string).collect();
+        fs::write(&table_path, format!("[\n{}\n]\n", lines.join(",\n")))
+            .unwrap_or_else(|e| panic!("write {}: {e}", table_path.display()));
+        eprintln!("wrote {} tags to {}", lines.len(), table_path.display());
+    }
     eprintln!(
-        "{agreed} of {} tags agree ({accepted} accepted, {refused} refused), \
+        "{agreed} of {} tags agree ({accepted} accepted, {refused} refused; \
+         {tabled} checked against the table{}), \
          {clean} checkouts recorded clean at their tag's commit; \
          --git took {git_time:.1} s in all, the oracle {oracle_time:.1} s",
-        tags.len()
+        tags.len(),
+        if have_oracle {
+            " and all against the oracle"
+        } else {
+            ", none against the oracle"
+        },
     );
     assert_eq!(agreed, tags.len());
     assert_eq!(clean, accepted);
+    assert_eq!(accepted + refused, tags.len());
+    assert!(
+        regen || tabled > 0,
+        "no tag of {} is in {}: is it a clone of EveryInc/compound-engineering-plugin?",
+        repo.display(),
+        table_path.display()
+    );
 }
 
 // Trees and objects git itself would refuse, or check out only by accident,

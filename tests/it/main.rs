@@ -21,6 +21,7 @@ mod next_step;
 mod provenance;
 mod proxy;
 mod races;
+mod readme;
 mod recovery;
 mod remote;
 mod rules;
