@@ -3,6 +3,7 @@
 
 mod util;
 
+mod answers;
 mod attest_store;
 mod audit;
 mod bounds;
@@ -24,6 +25,7 @@ mod races;
 mod recovery;
 mod remote;
 mod rules;
+mod secrets;
 mod signals;
 mod signing;
 mod upkeep;
