@@ -178,6 +178,7 @@ fn ingest(store: &Path, source: &Path) -> IngestReport {
         version: VERSION,
         bounds: cestore::policy::Bounds::REFERENCE,
         sign_with: None,
+        refuse_secrets: false,
     };
     let source = open_source(&opts).expect("source");
     ingest_into(&mut open(store, true), &source, &opts).expect("ingest")

@@ -62,6 +62,14 @@ pub enum Error {
         /// The name as given.
         prefix: String,
     },
+    /// No snapshot has the version an `@VERSION` names.
+    #[error("{}", ambiguity::versions_message(.version, .versions))]
+    UnknownVersion {
+        /// The version, without its `@`.
+        version: String,
+        /// Every version the store holds, oldest snapshot first, once each.
+        versions: Vec<String>,
+    },
     /// Several snapshots answer to the name: their digests start with the
     /// prefix, or they have the `@VERSION`.
     #[error("{}", ambiguity::snapshots_message(.name, .matches))]
@@ -255,7 +263,7 @@ impl Error {
             Error::Rejected(_) => ErrorKind::Rejected,
             Error::GitNexus(c) | Error::Remote(c) | Error::Git(c) | Error::Sign(c) => c.kind(),
             Error::Untrusted { .. } => ErrorKind::Untrusted,
-            Error::UnknownDigest { .. } => ErrorKind::UnknownDigest,
+            Error::UnknownDigest { .. } | Error::UnknownVersion { .. } => ErrorKind::UnknownDigest,
             Error::NotFound { .. } | Error::Absent { .. } | Error::StoreNotFound { .. } => {
                 ErrorKind::NotFound
             }
@@ -704,7 +712,10 @@ mod tests {
     fn an_arm_rule_names_no_flag() {
         for r in [
             Rejection::PluginInputsWithoutCeArm,
-            Rejection::UnknownArm { arm: "x".into() },
+            Rejection::UnknownArm {
+                arm: "x".into(),
+                closest: Some("ce_review".into()),
+            },
             Rejection::CeArmWithoutPluginInputs,
         ] {
             let e = Error::from(r);

@@ -9,6 +9,8 @@
 //! The modules, from the bottom up (docs/design.md draws the map):
 //!
 //! - [`digest`]: one type per kind of SHA-256 identity;
+//! - [`secrets`]: what a file's bytes look like, a private key or a token
+//!   (beyond the reference, read only);
 //! - [`policy`]: the reference's rules, as pure functions;
 //! - [`error`]: the library's error, and the one table of error kinds
 //!   (which imports nothing), each with its exit code and JSON name;
@@ -46,6 +48,7 @@ pub mod pool;
 pub mod progress;
 pub mod pyjson;
 pub mod remote;
+pub mod secrets;
 pub mod sign;
 pub mod source;
 pub mod store;

@@ -145,16 +145,37 @@ pub fn is_ce_arm(arm: &str) -> bool {
     CE_ARMS.contains(&arm)
 }
 
+/// The CE arms as a message lists them: `ce_workflow, ce_workflow_direct, ce_review`.
+pub fn ce_arms_listed() -> String {
+    CE_ARMS.join(", ")
+}
+
 /// Which arms a run may name: with `strict`, every arm must be a CE arm or
 /// one of `known`, so that a typo such as `ce_reviw` is refused instead of
 /// silently getting no plugin (the reference's own rule accepts any arm).
+/// Without `strict`, every arm passes, as in the reference, and
+/// [`ArmRule::doubtful`] says which of them look mistaken.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ArmRule<'a> {
     /// Refuse an arm that is neither a CE arm nor known.
     pub strict: bool,
-    /// The non-CE arms `strict` accepts.
+    /// The non-CE arms the run expects: `strict` accepts them, and, once
+    /// any is given, every other arm is doubtful.
     pub known: &'a [String],
 }
+
+/// An arm a run names that looks mistaken, and the known arm it may stand for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DoubtfulArm {
+    /// The arm as given.
+    pub arm: String,
+    /// The known arm closest to it, when one is close.
+    pub closest: Option<String>,
+}
+
+/// How many single-character edits apart an arm may be from a known one
+/// and still be taken for a slip of it.
+const ARM_SLIP: usize = 3;
 
 impl ArmRule<'_> {
     /// Refuses the first arm the rule does not accept.
@@ -162,14 +183,95 @@ impl ArmRule<'_> {
         if !self.strict {
             return Ok(());
         }
-        match arms
-            .into_iter()
-            .find(|a| !is_ce_arm(a) && !self.known.iter().any(|k| k == a))
-        {
-            Some(arm) => Err(Rejection::UnknownArm { arm: arm.into() }),
+        match arms.into_iter().find(|a| !self.is_known(a)) {
+            Some(arm) => Err(Rejection::UnknownArm {
+                arm: arm.into(),
+                closest: self.closest(arm),
+            }),
             None => Ok(()),
         }
     }
+
+    /// Whether the arm is a CE arm or one of `known`.
+    pub fn is_known(&self, arm: &str) -> bool {
+        is_ce_arm(arm) || self.known.iter().any(|k| k == arm)
+    }
+
+    /// Every arm the rule knows: the CE arms, then `known`.
+    pub fn known_arms(&self) -> Vec<&str> {
+        CE_ARMS
+            .iter()
+            .copied()
+            .chain(self.known.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// The arms of a run that look mistaken, in the order given, each once.
+    /// Such an arm gets no plugin, as the reference gives it none; an arm
+    /// is doubtful when it is not known and, with no `known` arms given,
+    /// looks like a slip: close to a CE arm, spelt `ce_…` (or `CE…`), or
+    /// not a name at all (empty, or holding anything but ASCII letters,
+    /// digits, `_`, `-` and `.`). Once the run names its other arms with
+    /// `known`, every arm outside them is doubtful.
+    pub fn doubtful<'s>(&self, arms: impl IntoIterator<Item = &'s str>) -> Vec<DoubtfulArm> {
+        let mut doubts: Vec<DoubtfulArm> = Vec::new();
+        for arm in arms {
+            if self.is_known(arm) || doubts.iter().any(|d| d.arm == arm) {
+                continue;
+            }
+            let lowered = arm.to_ascii_lowercase();
+            let slip = !self.known.is_empty()
+                || arm.is_empty()
+                || !arm
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+                || lowered.starts_with("ce_")
+                || lowered.starts_with("ce-")
+                || lowered.starts_with("ce.")
+                || CE_ARMS
+                    .iter()
+                    .any(|ce| edit_distance(&lowered, ce) <= ARM_SLIP);
+            if slip {
+                doubts.push(DoubtfulArm {
+                    arm: arm.to_string(),
+                    closest: self.closest(arm),
+                });
+            }
+        }
+        doubts
+    }
+
+    /// The known arm closest to `arm` (letter case aside), when it is at
+    /// most three edits away; the first of equals.
+    pub fn closest(&self, arm: &str) -> Option<String> {
+        let lowered = arm.to_lowercase();
+        self.known_arms()
+            .into_iter()
+            .map(|k| (edit_distance(&lowered, &k.to_lowercase()), k))
+            .filter(|(d, _)| *d <= ARM_SLIP)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, k)| k.to_string())
+    }
+}
+
+/// The Levenshtein distance between two strings, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                diagonal
+            } else {
+                1 + diagonal.min(above).min(row[j])
+            };
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// Whether `version` is an exact semantic version: `MAJOR.MINOR.PATCH`, with
@@ -406,13 +508,29 @@ pub enum Rejection {
         path: PathBuf,
     },
     /// Plugin inputs were given but no arm sees the plugin.
-    #[error("a plugin directory, version or digest requires at least one ce_* arm (ce_workflow, ce_workflow_direct, ce_review)")]
+    #[error(
+        "a plugin directory, version or digest requires at least one ce_* arm ({})",
+        ce_arms_listed()
+    )]
     PluginInputsWithoutCeArm,
     /// With `--strict-arms`, an arm that is neither a CE arm nor a known one.
-    #[error("unknown arm '{arm}': it is neither a ce_* arm (ce_workflow, ce_workflow_direct, ce_review) nor one of the known arms")]
+    #[error("unknown arm '{arm}': it is neither a ce_* arm ({}) nor one of the known arms{}", ce_arms_listed(), did_you_mean(.closest))]
     UnknownArm {
         /// The arm as given.
         arm: String,
+        /// The known arm closest to it, when one is close.
+        closest: Option<String>,
+    },
+    /// With `--refuse-secrets`, a file the reference keeps (its name is
+    /// no secret's) whose content looks like a private key or a token.
+    #[error("Compound Engineering plugin file looks like {} by its content (line {line}), and a release holding one was to be refused: {}", .kind.describe(), .path.display())]
+    SecretContent {
+        /// The file.
+        path: PathBuf,
+        /// What its content looks like.
+        kind: crate::secrets::SecretKind,
+        /// The line it starts on.
+        line: u64,
     },
     /// A CE arm was selected without saying which release it sees.
     #[error("ce_* arms require both a plugin directory and its version, or the digest of a snapshot already in the store")]
@@ -445,6 +563,14 @@ pub enum Rejection {
         /// Its target, as stored.
         target: String,
     },
+}
+
+/// `; did you mean 'ARM'?` for the known arm closest to a mistaken one, if any.
+pub fn did_you_mean(closest: &Option<String>) -> String {
+    closest
+        .as_deref()
+        .map(|c| format!("; did you mean '{c}'?"))
+        .unwrap_or_default()
 }
 
 impl Rejection {
@@ -505,6 +631,7 @@ impl Rejection {
             PluginInputsWithoutCeArm => "plugin-inputs-without-ce-arm",
             CeArmWithoutPluginInputs => "ce-arm-without-plugin-inputs",
             UnknownArm { .. } => "unknown-arm",
+            SecretContent { .. } => "secret-content",
         }
     }
 
@@ -544,7 +671,8 @@ impl Rejection {
             | MissingSkill { path, .. }
             | TooDeep { path, .. }
             | CheckoutConverts { path, .. }
-            | SymlinkLeavesRepository { path, .. } => Some(path),
+            | SymlinkLeavesRepository { path, .. }
+            | SecretContent { path, .. } => Some(path),
         }
     }
 }
@@ -552,6 +680,70 @@ impl Rejection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arms_that_look_mistaken_are_doubted_and_matched_to_the_closest() {
+        let none = ArmRule::default();
+        let doubted = |rule: &ArmRule<'_>, arms: &[&str]| -> Vec<(String, Option<String>)> {
+            rule.doubtful(arms.iter().copied())
+                .into_iter()
+                .map(|d| (d.arm, d.closest))
+                .collect()
+        };
+        let pair = |a: &str, c: Option<&str>| (a.to_string(), c.map(str::to_string));
+        // The CE arms and plausible other arms pass without a word.
+        assert!(doubted(&none, &["ce_review", "ce_workflow", "baseline", "gitnexus"]).is_empty());
+        assert_eq!(
+            doubted(
+                &none,
+                &[
+                    "ce_reviw",
+                    "bad arm!",
+                    "",
+                    "CE_REVIEW",
+                    "ce_other",
+                    "review",
+                    "ce_reviw"
+                ]
+            ),
+            [
+                pair("ce_reviw", Some("ce_review")),
+                pair("bad arm!", None),
+                pair("", None),
+                pair("CE_REVIEW", Some("ce_review")),
+                pair("ce_other", None),
+                pair("review", Some("ce_review")),
+            ]
+        );
+        // Once the run names its other arms, every arm outside them is doubted.
+        let known = ["baseline".to_string()];
+        let rule = ArmRule {
+            strict: false,
+            known: &known,
+        };
+        assert_eq!(
+            doubted(&rule, &["baseline", "baselin", "gitnexus", "ce_review"]),
+            [pair("baselin", Some("baseline")), pair("gitnexus", None)]
+        );
+        assert_eq!(
+            rule.known_arms(),
+            ["ce_workflow", "ce_workflow_direct", "ce_review", "baseline"]
+        );
+        // The strict rule refuses what it doubts, and names the closest arm.
+        let strict = ArmRule {
+            strict: true,
+            known: &known,
+        };
+        let refused = strict.check(["ce_review", "baselin"]);
+        assert!(
+            matches!(&refused, Err(Rejection::UnknownArm { arm, closest })
+                if arm == "baselin" && closest.as_deref() == Some("baseline")),
+            "{refused:?}"
+        );
+        assert!(strict.check(["ce_review", "baseline"]).is_ok());
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
 
     #[test]
     fn exact_versions() {

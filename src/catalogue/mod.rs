@@ -280,7 +280,10 @@ impl Catalogue {
             path: path.to_path_buf(),
         };
         Salvage {
-            snapshots: cat.snapshots(None, None).unwrap_or_default(),
+            snapshots: cat
+                .snapshots(None, None)
+                .or_else(|_| cat.snapshot_rows_only())
+                .unwrap_or_default(),
             ingests: cat.ingests(None).unwrap_or_default(),
             views: cat.views(None).unwrap_or_default(),
         }

@@ -5,7 +5,7 @@ use rusqlite::{params, OptionalExtension};
 
 use super::events::insert_event;
 use super::files::insert_files;
-use super::{errors, immediate, Attached, Catalogue, IngestEvent, NOW};
+use super::{errors, immediate, Attached, Catalogue, IngestEvent, ViewKind};
 use crate::digest::{DigestPrefix, ManifestDigest};
 use crate::error::{Candidate, Error, Misuse, Result};
 use crate::manifest::Entry;
@@ -136,6 +136,18 @@ impl Catalogue {
         attached: Attached<'_>,
     ) -> Result<RecordedIngest> {
         let err = errors(&self.path);
+        // One time for the event and, when new, the snapshot's row: the
+        // event's own (its source record's), else now.
+        let stamped;
+        let event = if event.at.is_empty() {
+            stamped = IngestEvent {
+                at: crate::clock::now(),
+                ..event.clone()
+            };
+            &stamped
+        } else {
+            event
+        };
         // A new snapshot, or a repair, survives a power loss once reported;
         // one more event for a snapshot already recorded is not worth a
         // flush. (SQLite fixes the level outside the transaction: should the
@@ -152,11 +164,9 @@ impl Catalogue {
             let tx = immediate(&mut self.conn).map_err(err("begin the ingest"))?;
             let inserted = tx
                 .execute(
-                    &format!(
-                        "INSERT OR IGNORE INTO snapshots
-                         (digest, name, version, schema_version, file_count, total_bytes, manifest, first_ingested_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(?8, {NOW}))"
-                    ),
+                    "INSERT OR IGNORE INTO snapshots
+                     (digest, name, version, schema_version, file_count, total_bytes, manifest, first_ingested_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(?8, ?9))",
                     params![
                         snap.digest.to_hex(),
                         snap.name,
@@ -166,6 +176,11 @@ impl Catalogue {
                         snap.entries.iter().map(|e| e.size).sum::<u64>() as i64,
                         snap.manifest,
                         snap.first_ingested_at,
+                        // Its first event's time: the origin's, else this ingest's.
+                        origin
+                            .map(|o| o.at.as_str())
+                            .filter(|at| !at.is_empty())
+                            .unwrap_or(event.at.as_str()),
                     ],
                 )
                 .map_err(err("record the snapshot"))?
@@ -252,7 +267,20 @@ impl Catalogue {
 
     /// Resolves `@VERSION` to the one snapshot with that version.
     pub fn resolve_version(&self, version: &str) -> Result<ManifestDigest> {
-        one_of(format!("@{version}"), self.snapshots(Some(version), None)?)
+        let matches = self.snapshots(Some(version), None)?;
+        if matches.is_empty() {
+            let mut versions: Vec<String> = Vec::new();
+            for row in self.snapshots(None, None)? {
+                if !versions.contains(&row.version) {
+                    versions.push(row.version);
+                }
+            }
+            return Err(Error::UnknownVersion {
+                version: version.to_string(),
+                versions,
+            });
+        }
+        one_of(format!("@{version}"), matches)
     }
 
     /// A snapshot's summary row.
@@ -284,6 +312,18 @@ impl Catalogue {
             .map_err(self.err("list snapshots"))
     }
 
+    /// Every snapshot row as it is written, without the ingest log: what
+    /// [`Catalogue::salvage`] still reads of a catalogue whose log is damaged.
+    pub(super) fn snapshot_rows_only(&self) -> Result<Vec<SnapshotRow>> {
+        let mut stmt = self
+            .conn
+            .prepare(SNAPSHOT_ROWS_ONLY)
+            .map_err(self.err("prepare the snapshot list"))?;
+        stmt.query_map([], snapshot_row)
+            .and_then(|rows| rows.collect())
+            .map_err(self.err("list snapshots"))
+    }
+
     /// A snapshot's canonical manifest bytes, exactly as stored.
     pub fn manifest_bytes(&self, digest: &ManifestDigest) -> Result<Vec<u8>> {
         self.conn
@@ -295,30 +335,43 @@ impl Catalogue {
             .map_err(self.err("read a manifest"))
     }
 
-    /// Forgets a snapshot and, with `force`, its view records, in one
-    /// transaction; without `force`, refuses while views of it are recorded.
-    /// `forget` runs inside the transaction, after the rows are deleted.
-    /// Returns the view records forgotten.
+    /// Forgets a snapshot with the records of its shared views and, with
+    /// `force`, of its other views, in one transaction; without `force`,
+    /// refuses while views of it other than the store's shared views are
+    /// recorded. `forget` runs inside the transaction, after the rows are
+    /// deleted. Returns every view record forgotten, with its kind.
+    ///
+    /// A shared view is the store's own: `discard` never removes one, and
+    /// gc removes it once its snapshot is forgotten, so it never keeps its
+    /// snapshot from being forgotten.
     pub fn remove_snapshot(
         &mut self,
         digest: &ManifestDigest,
         force: bool,
         forget: impl FnOnce() -> Result<()>,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Vec<(String, ViewKind)>> {
         let err = errors(&self.path);
         let hex = digest.to_hex();
         let tx = immediate(&mut self.conn).map_err(err("begin forgetting a snapshot"))?;
-        let views: Vec<String> = tx
+        let views: Vec<(String, ViewKind)> = tx
             .prepare(
-                "SELECT v.path FROM views v JOIN snapshots s ON s.id = v.snapshot_id
+                "SELECT v.path, v.kind FROM views v JOIN snapshots s ON s.id = v.snapshot_id
                  WHERE s.digest = ?1 ORDER BY v.path",
             )
-            .and_then(|mut stmt| stmt.query_map([&hex], |r| r.get(0))?.collect())
+            .and_then(|mut stmt| {
+                stmt.query_map([&hex], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            })
             .map_err(err("list a snapshot's views"))?;
-        if !views.is_empty() && !force {
+        let in_the_way: Vec<String> = views
+            .iter()
+            .filter(|(_, kind)| *kind != ViewKind::Shared)
+            .map(|(path, _)| path.clone())
+            .collect();
+        if !in_the_way.is_empty() && !force {
             return Err(Misuse::SnapshotHasViews {
                 digest: *digest,
-                views,
+                views: in_the_way,
             }
             .into());
         }
@@ -366,7 +419,23 @@ pub struct RecordedIngest {
 }
 
 /// The summary columns of `snapshots`, in the order [`snapshot_row`] reads.
+///
+/// A snapshot's `first_ingested_at` is the earliest of the time its row
+/// was written and the times of its events in the ingest log, which keeps
+/// the events of a snapshot forgotten and ingested again, and the origin of
+/// one pulled or imported: so `list`, `show`, `log` and an ambiguous name's
+/// refusal give one time for one snapshot, in a store an older cestore
+/// wrote too (whose rows took the time of the commit, not the event's).
 pub(super) const SNAPSHOT_SELECT: &str =
+    "SELECT digest, name, version, schema_version, file_count, total_bytes,
+     min(first_ingested_at, coalesce(
+         (SELECT min(i.at) FROM ingests i WHERE i.digest = snapshots.digest),
+         first_ingested_at)) AS first_ingested_at
+     FROM snapshots";
+
+/// [`SNAPSHOT_SELECT`] reading the rows alone, for a damaged catalogue
+/// whose ingest log cannot be read.
+const SNAPSHOT_ROWS_ONLY: &str =
     "SELECT digest, name, version, schema_version, file_count, total_bytes, first_ingested_at FROM snapshots";
 
 /// A row of [`SNAPSHOT_SELECT`].

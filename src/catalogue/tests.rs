@@ -187,7 +187,12 @@ fn a_new_snapshot_records_rows_origin_event_and_repairs_in_order() {
     assert_eq!(row.version, "1.0.0");
     assert_eq!(row.file_count, 2);
     assert_eq!(row.total_bytes, m.total_bytes() as i64);
-    assert_eq!(row.first_ingested_at, "2020-01-02T03:04:05.000Z");
+    // The earliest of the row's time and its events': the origin's.
+    assert_eq!(row.first_ingested_at, "2019-12-31T00:00:00.000Z");
+    let written: String = other
+        .query_row("SELECT first_ingested_at FROM snapshots", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(written, "2020-01-02T03:04:05.000Z");
     assert_eq!(cat.manifest_bytes(&m.digest).unwrap(), m.bytes);
     assert_eq!(cat.files(&m.digest).unwrap(), m.entries);
     assert_eq!(cat.origin(&m.digest).unwrap(), Some(origin));
@@ -425,7 +430,13 @@ fn remove_snapshot_refuses_while_views_exist_unless_forced() {
         })
         .unwrap();
     assert!(called.get());
-    assert_eq!(forgotten, ["/v/a", "/v/b"]);
+    assert_eq!(
+        forgotten,
+        [
+            ("/v/a".to_string(), ViewKind::Checkout),
+            ("/v/b".to_string(), ViewKind::Checkout)
+        ]
+    );
     assert!(!cat.has_snapshot(&m.digest).unwrap());
     assert!(cat.files(&m.digest).unwrap().is_empty());
     assert!(cat.views(Some(&m.digest)).unwrap().is_empty());
@@ -439,6 +450,33 @@ fn remove_snapshot_refuses_while_views_exist_unless_forced() {
 
     let err = cat.remove_snapshot(&m.digest, true, || panic!("nothing to forget"));
     assert!(matches!(err, Err(Error::UnknownDigest { .. })));
+}
+
+#[test]
+fn a_shared_view_alone_never_keeps_its_snapshot_from_being_forgotten() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let m = manifest("a");
+    ingest(&mut cat, &m, "1", "/");
+    let shared = ViewRow {
+        kind: ViewKind::Shared,
+        ..view("/s/views/a", m.digest)
+    };
+    cat.add_view(&shared).unwrap();
+    cat.add_view(&view("/v/a", m.digest)).unwrap();
+    // A checkout is in the way, and is the only view the refusal names.
+    let err = cat
+        .remove_snapshot(&m.digest, false, || Ok(()))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Misuse(Misuse::SnapshotHasViews { ref views, .. }) if views == &["/v/a"]),
+        "{err}"
+    );
+    cat.remove_view("/v/a").unwrap();
+    let forgotten = cat.remove_snapshot(&m.digest, false, || Ok(())).unwrap();
+    assert_eq!(forgotten, [("/s/views/a".to_string(), ViewKind::Shared)]);
+    assert!(!cat.has_snapshot(&m.digest).unwrap());
+    assert!(cat.views(None).unwrap().is_empty());
 }
 
 #[test]

@@ -288,6 +288,7 @@ impl<'a> From<&'a ReleaseArgs> for cmd::ingest::IngestOptions<'a> {
             version: &a.version,
             bounds: a.bounds.into(),
             sign_with: None,
+            refuse_secrets: false,
         }
     }
 }
@@ -302,6 +303,12 @@ pub struct IngestArgs {
     /// before anything else.
     #[arg(long, value_name = "FILE")]
     pub(super) sign_with: Option<PathBuf>,
+    /// Refuse (exit 3, rule secret-content) a release a kept file of which
+    /// looks like a private key or a token by its content; without it,
+    /// each such file draws a warning on stderr (the reference keeps them:
+    /// its filters go by name only).
+    #[arg(long)]
+    pub(super) refuse_secrets: bool,
 }
 
 /// The private key a `--sign-with FILE` names, loaded (and its file
@@ -431,6 +438,12 @@ pub struct StageArgs {
     /// `cestore sign`); the key is checked before anything else.
     #[arg(long, value_name = "FILE", conflicts_with = "digest")]
     pub(super) sign_with: Option<PathBuf>,
+    /// Refuse (exit 3, rule secret-content) a release a kept file of which
+    /// looks like a private key or a token by its content; without it,
+    /// each such file draws a warning on stderr. Only a source read here
+    /// is looked at, not a --digest already stored.
+    #[arg(long)]
+    pub(super) refuse_secrets: bool,
 }
 
 impl StageArgs {
@@ -460,6 +473,7 @@ impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
             arm_rule: a.arm_rule.rule(),
             bounds: a.bounds.into(),
             sign_with: None,
+            refuse_secrets: a.refuse_secrets,
         }
     }
 }
@@ -826,12 +840,15 @@ impl MountsArgs {
 #[derive(Args, Debug)]
 struct ArmRuleArgs {
     /// Refuse an arm that is neither a ce_* arm nor given with
-    /// --known-arm (a typo such as ce_reviw otherwise silently gets no
-    /// plugin, as in the reference).
+    /// --known-arm (without it, such an arm gets no plugin, as in the
+    /// reference, and one that looks mistaken, such as ce_reviw, draws a
+    /// warning on stderr).
     #[arg(long)]
     strict_arms: bool,
-    /// A non-CE arm --strict-arms accepts; repeat for each.
-    #[arg(long = "known-arm", value_name = "ARM", requires = "strict_arms")]
+    /// A non-CE arm the run expects; repeat for each. --strict-arms accepts
+    /// it, and once any is given, every arm that is neither a ce_* arm nor
+    /// one of them draws a warning.
+    #[arg(long = "known-arm", value_name = "ARM")]
     known_arms: Vec<String>,
 }
 

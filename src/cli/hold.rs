@@ -61,6 +61,9 @@ pub fn held_stage(
 ) -> Result<u8> {
     let mut interrupts = catch_signals()?;
     let staged = cmd::stage::stage(root, opts)?;
+    if let Some(ingest) = &staged.ingest {
+        super::warn_of_secrets(ingest);
+    }
     let shown = emit(json, out, &staged).and_then(|code| {
         out.flush()
             .map_err(|e| Error::io("write the report", "<stdout>", e))?;

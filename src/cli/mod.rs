@@ -23,6 +23,7 @@ pub use self::output::{
 };
 use crate::cmd;
 use crate::error::{Error, Result};
+use crate::policy::ArmRule;
 use crate::store;
 
 /// Runs the parsed command line, writing its report to `out`. Returns the exit code.
@@ -74,7 +75,9 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         ),
         Command::Mounts(a) => {
             let output = output::Output::choose(a.format, cli.json)?;
-            output::emit_mounts(output, out, &cmd::mounts::mounts(&root, &a.options())?)
+            let opts = a.options();
+            warn_of_arms([opts.arm], &opts.arm_rule);
+            output::emit_mounts(output, out, &cmd::mounts::mounts(&root, &opts)?)
         }
         Command::Push(a) => emit(
             cli.json,
@@ -126,7 +129,10 @@ fn ingest(
     let key = args::signing_key(a.sign_with.as_deref())?;
     let mut opts = cmd::ingest::IngestOptions::from(&a.release);
     opts.sign_with = key.as_ref();
-    emit(json, out, &cmd::ingest::ingest(root, &opts)?)
+    opts.refuse_secrets = a.refuse_secrets;
+    let report = cmd::ingest::ingest(root, &opts)?;
+    warn_of_secrets(&report.ingest);
+    emit(json, out, &report)
 }
 
 /// Runs `stage`, held (`--hold`) or not, signing with `--sign-with`'s key.
@@ -139,10 +145,49 @@ fn stage(
     let key = args::signing_key(a.sign_with.as_deref())?;
     let mut opts = cmd::stage::StageOptions::from(a);
     opts.sign_with = key.as_ref();
+    warn_of_arms(opts.arms.iter().map(String::as_str), &opts.arm_rule);
     if a.hold {
         hold::held_stage(json, root, &opts, out)
     } else {
-        emit(json, out, &cmd::stage::stage(root, &opts)?)
+        let report = cmd::stage::stage(root, &opts)?;
+        if let Some(ingest) = &report.ingest {
+            warn_of_secrets(ingest);
+        }
+        emit(json, out, &report)
+    }
+}
+
+/// Warns on stderr of each file an ingest kept whose content looks like a
+/// secret: the reference's filters go by name only, and so the snapshot
+/// holds it (`--refuse-secrets` refuses such a release).
+pub(super) fn warn_of_secrets(ingest: &cmd::ingest::IngestStats) {
+    for found in &ingest.secrets_by_content {
+        output::warn(&format!(
+            "kept '{}', which looks like {} by its content (line {}): the reference's \
+             filters go by name only (--refuse-secrets refuses such a release)",
+            found.path,
+            found.kind.describe(),
+            found.line
+        ));
+    }
+}
+
+/// Warns on stderr of each arm that looks mistaken ([`ArmRule::doubtful`]):
+/// it gets no plugin, as the reference gives it none. With `--strict-arms`
+/// the command refuses it instead.
+fn warn_of_arms<'s>(arms: impl IntoIterator<Item = &'s str>, rule: &ArmRule<'_>) {
+    if rule.strict {
+        return;
+    }
+    for doubt in rule.doubtful(arms) {
+        output::warn(&format!(
+            "arm '{}' is not a known arm ({}), so it gets no plugin, as in the reference{} \
+             (--known-arm {} declares it; --strict-arms refuses any arm not known)",
+            doubt.arm,
+            rule.known_arms().join(", "),
+            crate::policy::did_you_mean(&doubt.closest),
+            output::shell_word(&doubt.arm)
+        ));
     }
 }
 

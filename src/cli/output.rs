@@ -50,6 +50,17 @@ pub fn write_report<R: Report>(json: bool, out: &mut dyn Write, report: &R) -> i
     out.flush()
 }
 
+/// Writes a warning on stderr, `cestore: warning: MESSAGE`: the command
+/// goes on, and its report (JSON included) is unchanged.
+pub fn warn(message: &str) {
+    let _ = writeln!(io::stderr().lock(), "cestore: warning: {message}");
+}
+
+/// A word as a POSIX shell reads it back ([`shell_quote`]), as text.
+pub fn shell_word(word: &str) -> String {
+    String::from_utf8_lossy(&shell_quote(word.as_bytes())).into_owned()
+}
+
 /// The JSON form of an error: `{"ok": false, "error": {...}}`.
 pub fn error_json(err: &Error) -> serde_json::Value {
     let mut e = serde_json::json!({
@@ -75,6 +86,9 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     if let Some(matches) = ambiguity_matches(err) {
         e["matches"] = matches;
     }
+    if let Error::UnknownVersion { versions, .. } = err {
+        e["versions"] = versions.clone().into();
+    }
     serde_json::json!({ "ok": false, "error": e })
 }
 
@@ -91,6 +105,22 @@ pub fn hint(err: &Error) -> Option<String> {
              `cestore discard {path}` removes it",
             path = path.display()
         )),
+        Error::Misuse(Misuse::SnapshotHasViews { digest, views }) => {
+            let discards: Vec<String> = views
+                .iter()
+                .map(|v| format!("`cestore discard {}`", shell_word(v)))
+                .collect();
+            let (verb, them) = if views.len() == 1 {
+                ("removes", "it")
+            } else {
+                ("remove", "them")
+            };
+            Some(format!(
+                "{} {verb} {them}; then `cestore rm {digest}` forgets the snapshot \
+                 (its shared view, if any, goes with it, and `cestore gc` removes that)",
+                discards.join(" and ")
+            ))
+        }
         Error::StoreNotFound { .. } => Some(
             "name a store with --store STORE or CESTORE_DIR; \
              `cestore ingest DIR --version X.Y.Z` creates one"
@@ -165,14 +195,20 @@ pub fn error_message(err: &Error) -> String {
 fn flagged_message(err: &Error) -> Option<String> {
     match err {
         Error::Misuse(m) => flagged_misuse(m),
-        Error::Rejected(Rejection::PluginInputsWithoutCeArm) => Some(
-            "--plugin-dir, --plugin-version and --digest require at least one ce_* arm \
-             (ce_workflow, ce_workflow_direct, ce_review)"
-                .into(),
-        ),
-        Error::Rejected(Rejection::UnknownArm { arm }) => Some(format!(
-            "unknown arm '{arm}': it is neither a ce_* arm (ce_workflow, ce_workflow_direct, \
-             ce_review) nor one given with --known-arm"
+        Error::Rejected(Rejection::PluginInputsWithoutCeArm) => Some(format!(
+            "--plugin-dir, --plugin-version and --digest require at least one ce_* arm ({})",
+            crate::policy::ce_arms_listed()
+        )),
+        Error::Rejected(Rejection::UnknownArm { arm, closest }) => Some(format!(
+            "unknown arm '{arm}': it is neither a ce_* arm ({}) nor one given with --known-arm{}",
+            crate::policy::ce_arms_listed(),
+            crate::policy::did_you_mean(closest)
+        )),
+        Error::Rejected(Rejection::SecretContent { path, kind, line }) => Some(format!(
+            "Compound Engineering plugin file looks like {} by its content (line {line}), \
+             and --refuse-secrets refuses a release holding one: {}",
+            kind.describe(),
+            path.display()
         )),
         Error::Rejected(Rejection::CeArmWithoutPluginInputs) => Some(
             "ce_* arms require both --plugin-dir and --plugin-version, \
@@ -446,6 +482,36 @@ fn shell_quote(word: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// The hint of an `rm` a view stands in the way of names each discard,
+    /// then the `rm`, each a command a shell runs as written.
+    #[test]
+    fn rm_in_the_way_of_views_hints_each_discard_then_the_rm() {
+        let digest: crate::digest::ManifestDigest = "ab".repeat(32).parse().unwrap();
+        let one = Misuse::SnapshotHasViews {
+            digest,
+            views: vec!["/v".into()],
+        };
+        assert_eq!(
+            hint(&one.into()).as_deref(),
+            Some(
+                format!(
+                    "`cestore discard /v` removes it; then `cestore rm {digest}` forgets the \
+                     snapshot (its shared view, if any, goes with it, and `cestore gc` \
+                     removes that)"
+                )
+                .as_str()
+            )
+        );
+        let two = Misuse::SnapshotHasViews {
+            digest,
+            views: vec!["/v".into(), "/my views/w".into()],
+        };
+        assert!(hint(&two.into()).is_some_and(|h| h.starts_with(
+            "`cestore discard /v` and `cestore discard '/my views/w'` remove them; then"
+        )));
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
+
     #[test]
     fn shell_quoting() {
         assert_eq!(shell_quote(b"/opt/x-1.2_3"), b"/opt/x-1.2_3");
@@ -565,9 +631,24 @@ mod tests {
                     .into(),
             ),
             (
-                Rejection::UnknownArm { arm: "x".into() }.into(),
+                Rejection::UnknownArm {
+                    arm: "x".into(),
+                    closest: None,
+                }
+                .into(),
                 "unknown arm 'x': it is neither a ce_* arm (ce_workflow, ce_workflow_direct, \
                  ce_review) nor one given with --known-arm"
+                    .into(),
+            ),
+            (
+                Rejection::UnknownArm {
+                    arm: "ce_reviw".into(),
+                    closest: Some("ce_review".into()),
+                }
+                .into(),
+                "unknown arm 'ce_reviw': it is neither a ce_* arm (ce_workflow, \
+                 ce_workflow_direct, ce_review) nor one given with --known-arm; \
+                 did you mean 'ce_review'?"
                     .into(),
             ),
             (

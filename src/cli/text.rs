@@ -226,7 +226,14 @@ impl Report for RmReport {
             self.manifest_digest
         )?;
         for v in &self.views_forgotten {
-            writeln!(w, "  view no longer recorded (left on disk): {v}")?;
+            if self.shared_views.contains(v) {
+                writeln!(
+                    w,
+                    "  shared view no longer recorded (`cestore gc` removes it): {v}"
+                )?;
+            } else {
+                writeln!(w, "  view no longer recorded (left on disk): {v}")?;
+            }
         }
         Ok(())
     }
@@ -318,6 +325,12 @@ impl Report for GcReport {
 impl Report for DiscardReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         match (self.manifest_digest, self.removed) {
+            (Some(d), true) if self.spare => writeln!(
+                w,
+                "kept {} ({d}) as a spare: moved whole into the store for the next \
+                 checkout of its snapshot",
+                self.view
+            ),
             (Some(d), true) => writeln!(w, "removed {} ({d})", self.view),
             (Some(d), false) => writeln!(w, "forgot {} ({d}): already gone", self.view),
             (None, _) => writeln!(
@@ -685,7 +698,7 @@ impl Report for ExitCodesReport {
         writeln!(w, "code  kind               meaning")?;
         writeln!(w, "{:>4}  {:<17}  success", crate::error::kind::SUCCESS, "")?;
         for e in &self.exit_codes {
-            writeln!(w, "{:>4}  {:<17}  {}", e.code, e.kind, e.summary)?;
+            writeln!(w, "{:>4}  {:<17}  {}", e.code, e.kind, e.meaning)?;
         }
         Ok(())
     }

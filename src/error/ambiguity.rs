@@ -43,6 +43,31 @@ pub(super) fn snapshots_message(name: &str, matches: &[Candidate]) -> String {
     )
 }
 
+/// How many versions a refusal of an unknown `@VERSION` lists at most.
+pub const VERSIONS_LISTED: usize = 20;
+
+/// The message of an `@VERSION` that no snapshot has: the versions the
+/// store holds (at most [`VERSIONS_LISTED`]), so that the user can pick one.
+pub(super) fn versions_message(version: &str, versions: &[String]) -> String {
+    let head = format!("no snapshot in the store has the version '{version}' (@{version})");
+    if versions.is_empty() {
+        return format!("{head}: the store holds no snapshot");
+    }
+    let mut listed = versions
+        .iter()
+        .take(VERSIONS_LISTED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if versions.len() > VERSIONS_LISTED {
+        listed.push_str(&format!(
+            ", and {} more (`cestore list`)",
+            versions.len() - VERSIONS_LISTED
+        ));
+    }
+    format!("{head}; the versions it holds: {listed}; @VERSION takes one of them exactly")
+}
+
 /// The message of a content prefix that several stored contents share.
 pub(super) fn contents_message(prefix: &str, matches: &[ObjectId]) -> String {
     let listed: Vec<String> = matches.iter().map(ObjectId::to_hex).collect();

@@ -126,6 +126,30 @@ impl ErrorKind {
         }
     }
 
+    /// What a failure of this kind is, in words: the `meaning` column of
+    /// `cestore exit-codes`, one for each kind (never its name again), short
+    /// enough that the table fits 80 columns.
+    pub fn meaning(self) -> &'static str {
+        use ErrorKind::*;
+        match self {
+            Integrity => "bytes, a bundle or a view are not what they should be",
+            Usage => "the command line is wrong",
+            Rejected => "the input breaks a rule (tree, version, arms, runtime)",
+            NotFound => "a path, view or registry tag named does not exist",
+            UnknownDigest => "no snapshot has the digest, prefix or @VERSION given",
+            AmbiguousDigest => "a prefix or @VERSION names several snapshots",
+            Conflict => "the request would overwrite or orphan something",
+            Io => "a filesystem operation failed",
+            Catalogue => "a catalogue operation failed",
+            CatalogueLost => "no readable catalogue beside a store holding data",
+            CatalogueTooNew => "the catalogue was written by a newer cestore",
+            BadStore => "the store directory is unusable or not to be trusted",
+            Remote => "a registry was unreachable, refused, or answered badly",
+            Untrusted => "no attestation by a trusted key vouches for it",
+            BadKey => "a key file is not a key, or not its owner's alone",
+        }
+    }
+
     /// The kind of this name, if any.
     pub fn from_name(name: &str) -> Option<ErrorKind> {
         ErrorKind::ALL.into_iter().find(|k| k.name() == name)
@@ -187,6 +211,8 @@ pub struct ExitCode {
     /// What the code stands for, in a word or two.
     #[serde(skip)]
     pub summary: &'static str,
+    /// What a failure of this kind is, in words ([`ErrorKind::meaning`]).
+    pub meaning: &'static str,
 }
 
 /// The table of every [`ErrorKind`], as `cestore exit-codes` reports it.
@@ -205,6 +231,7 @@ pub fn exit_codes() -> ExitCodesReport {
                 kind: k.name(),
                 code: k.exit_code(),
                 summary: k.summary(),
+                meaning: k.meaning(),
             })
             .collect(),
     }
@@ -222,6 +249,21 @@ mod tests {
         let names: std::collections::BTreeSet<_> =
             ErrorKind::ALL.iter().map(|k| k.name()).collect();
         assert_eq!(names.len(), ErrorKind::ALL.len());
+    }
+
+    #[test]
+    fn each_kind_has_its_own_meaning_in_words() {
+        let meanings: std::collections::BTreeSet<_> =
+            ErrorKind::ALL.iter().map(|k| k.meaning()).collect();
+        assert_eq!(meanings.len(), ErrorKind::ALL.len());
+        for kind in ErrorKind::ALL {
+            assert_ne!(kind.meaning(), kind.name().replace('-', " "), "{kind}");
+            assert_ne!(kind.meaning(), kind.summary(), "{kind}");
+            assert!(
+                kind.meaning().len() <= 55,
+                "{kind}: too long for 80 columns"
+            );
+        }
     }
 
     #[test]

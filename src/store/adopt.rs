@@ -311,6 +311,7 @@ where
             objects: staged,
             drifted: Vec::new(),
             left_out: Vec::new(),
+            secrets: Vec::new(),
             reused,
             bytes,
         },

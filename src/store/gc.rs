@@ -2,8 +2,8 @@
 //!
 //! gc is a mark and sweep from the catalogue, never from link counts. Live are
 //! the objects of every recorded snapshot (which includes every snapshot with
-//! a recorded view, since `rm` refuses those unless forced) and the shared
-//! views of recorded snapshots. Ingests and checkouts in flight hold the
+//! a recorded view, since `rm` forgets a snapshot's view records with it) and
+//! the shared views of recorded snapshots. Ingests and checkouts in flight hold the
 //! store's shared lock and gc its exclusive one, so nothing is published
 //! between the mark and the sweep. `--dry-run` plans under the shared lock.
 //!
@@ -16,7 +16,7 @@ use std::path::Path;
 use super::beside::{Kind, SetAside};
 use super::upkeep::{Item, Plan};
 use super::{LockMode, Store};
-use crate::catalogue::resolve;
+use crate::catalogue::{resolve, ViewKind};
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 use crate::progress::Progress;
@@ -26,11 +26,15 @@ use crate::progress::Progress;
 pub struct RmReport {
     /// The snapshot forgotten.
     pub manifest_digest: ManifestDigest,
-    /// The view records dropped with it (only with `--force`).
+    /// The view records dropped with it: its shared views always, its
+    /// other views only with `--force` (their directories stay on disk).
     pub views_forgotten: Vec<String>,
+    /// The store's shared views among them, which `cestore gc` removes.
+    pub shared_views: Vec<String>,
 }
 
-/// Forgets a snapshot; refuses while views of it are recorded unless `force`.
+/// Forgets a snapshot with its shared views' records (gc removes those
+/// views); refuses while other views of it are recorded unless `force`.
 ///
 /// A failed `rm` changes nothing, on a full disk too: the snapshot's files
 /// are set aside inside the transaction that forgets its rows and removed
@@ -54,7 +58,12 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
     super::spares::forget(&store, &digest);
     Ok(RmReport {
         manifest_digest: digest,
-        views_forgotten: views,
+        shared_views: views
+            .iter()
+            .filter(|(_, kind)| *kind == ViewKind::Shared)
+            .map(|(path, _)| path.clone())
+            .collect(),
+        views_forgotten: views.into_iter().map(|(path, _)| path).collect(),
     })
 }
 

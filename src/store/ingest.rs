@@ -13,9 +13,11 @@ use crate::catalogue::{
     RecordedIngest,
 };
 use crate::digest::ManifestDigest;
+use crate::digest::ObjectId;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
+use crate::secrets::{self, SecretKind};
 use crate::sign::PrivateKey;
 use crate::source::git::PluginDir;
 use crate::source::{work_tree_record, GitRequest, Source, SourceEntry, Via, WalkError, Walked};
@@ -35,6 +37,9 @@ pub struct IngestOptions<'a> {
     /// Sign the snapshot with this key: an attestation kept and recorded
     /// with the ingest, in its own transaction.
     pub sign_with: Option<&'a PrivateKey>,
+    /// Refuse a release a file of which looks like a secret by its content
+    /// ([`crate::secrets`]); otherwise such files are reported only.
+    pub refuse_secrets: bool,
 }
 
 /// What an ingest did.
@@ -58,6 +63,9 @@ pub struct IngestStats {
     /// What the reference's filters left out of the snapshot (a directory
     /// counts once); the digest does not depend on it.
     pub left_out: Vec<LeftOutEntry>,
+    /// The files kept (the reference's filters go by name only) whose
+    /// content looks like a private key or a token, in walk order.
+    pub secrets_by_content: Vec<SecretFound>,
     /// The source records kept with this ingest: the one it found (the git
     /// commit its source lies in), or those an adopted snapshot brought.
     pub sources: Vec<SourceEntry>,
@@ -130,6 +138,17 @@ pub struct LeftOutEntry {
     pub reason: LeftOut,
 }
 
+/// A file kept whose content looks like a secret ([`crate::secrets::scan`]).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct SecretFound {
+    /// Its path relative to the source.
+    pub path: String,
+    /// What its content looks like.
+    pub kind: SecretKind,
+    /// The line it starts on, from 1.
+    pub line: u64,
+}
+
 /// One object an ingest repaired, as reported.
 #[derive(Debug, serde::Serialize)]
 pub struct Repaired {
@@ -173,11 +192,26 @@ fn walk_and_stage(
         let mut started = false;
         let mut pending: HashMap<ObjectKey, Pending> = HashMap::new();
         let mut bytes_staged = 0u64;
+        // Each content is read for secrets once, as it passes.
+        let mut scanned: HashMap<ObjectId, Option<secrets::Found>> = HashMap::new();
+        let mut found_secrets = Vec::new();
         let walked = source.walk(opts.version, opts.bounds, |file| -> Result<()> {
             let key = ObjectKey {
                 id: file.id,
                 executable: file.executable,
             };
+            if file.size > 0 {
+                let found = *scanned
+                    .entry(file.id)
+                    .or_insert_with(|| secrets::scan(file.data));
+                if let Some(found) = found {
+                    found_secrets.push(SecretFound {
+                        path: file.path.to_string(),
+                        kind: found.kind,
+                        line: found.line,
+                    });
+                }
+            }
             // A zero-length file is never an object: views make it fresh.
             if file.size == 0 || pending.contains_key(&key) {
                 return Ok(());
@@ -216,6 +250,7 @@ fn walk_and_stage(
             walked,
             pending,
             bytes_staged,
+            secrets: found_secrets,
         })
     })
 }
@@ -263,6 +298,8 @@ struct Staging {
     walked: Walked,
     pending: HashMap<ObjectKey, Pending>,
     bytes_staged: u64,
+    /// The files whose content looks like a secret.
+    secrets: Vec<SecretFound>,
 }
 
 /// A walk's error as the library's.
@@ -357,6 +394,7 @@ pub struct IngestPlan {
     reused: u64,
     bytes_staged: u64,
     left_out: Vec<(LeftOut, String)>,
+    secrets: Vec<SecretFound>,
     sources: Vec<SourceEntry>,
     attestations: Vec<KeptAttestation>,
     tree_digest: Option<(String, ManifestDigest)>,
@@ -400,7 +438,18 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         mut walked,
         pending,
         bytes_staged,
+        secrets,
     } = walk_and_stage(store, &work, source, opts)?;
+    // Every rule of the reference first, as a release it refuses is
+    // refused for that: only then a secret, the first in walk order.
+    if let (true, Some(first)) = (opts.refuse_secrets, secrets.first()) {
+        return Err(Rejection::SecretContent {
+            path: source.root().join(&first.path),
+            kind: first.kind,
+            line: first.line,
+        }
+        .into());
+    }
 
     let manifest = Manifest::new(std::mem::take(&mut walked.entries));
     let found = find_source(store, source, &manifest, opts);
@@ -454,6 +503,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
         reused,
         bytes_staged,
         left_out: walked.left_out,
+        secrets,
         sources: found.record.into_iter().collect(),
         attestations,
         tree_digest: found.learned,
@@ -533,6 +583,7 @@ pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport>
             reused: plan.reused,
             bytes: plan.bytes_staged,
             left_out: plan.left_out,
+            secrets: plan.secrets,
         },
     )?;
     report.ingest.source_unrecorded = source_unrecorded;
@@ -652,6 +703,8 @@ pub struct Staged<'a> {
     pub drifted: Vec<Drifted>,
     /// What the source's filters left out.
     pub left_out: Vec<(LeftOut, String)>,
+    /// The files kept whose content looks like a secret.
+    pub secrets: Vec<SecretFound>,
     /// Distinct objects found already stored.
     pub reused: u64,
     /// The bytes of the staged objects.
@@ -739,6 +792,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
                 .into_iter()
                 .map(|(reason, path)| LeftOutEntry { path, reason })
                 .collect(),
+            secrets_by_content: s.secrets,
             sources: s.sources,
             source_unrecorded: None,
             attestations: s
@@ -833,6 +887,7 @@ mod tests {
             version: "1.2.3",
             bounds: policy::Bounds::REFERENCE,
             sign_with: None,
+            refuse_secrets: false,
         };
         let mut plan = plan_ingest(store, &source, &opts).unwrap();
         plan.attest([attestation()]);

@@ -346,10 +346,11 @@ pub fn show(store_root: &Path, opts: &ShowOptions<'_>) -> Result<ShowReport> {
     let cat = store.catalogue();
     let digest = resolve(cat, opts.digest)?;
     let row = cat.snapshot(&digest)?;
-    let (first, last, count) = cat.ingest_summary(&digest)?;
+    let (_, last, count) = cat.ingest_summary(&digest)?;
     Ok(ShowReport {
         provenance: Provenance::from(&row),
-        first_ingested_at: first,
+        // The time `list` gives (the earliest of the row's and its events').
+        first_ingested_at: Some(row.first_ingested_at.clone()),
         last_ingested_at: last,
         ingest_count: count,
         views: cat

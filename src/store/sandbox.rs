@@ -90,6 +90,8 @@ pub struct StageOptions<'a> {
     pub bounds: crate::policy::Bounds,
     /// Sign the snapshot ingested with this key.
     pub sign_with: Option<&'a crate::sign::PrivateKey>,
+    /// Refuse a source a file of which looks like a secret by its content.
+    pub refuse_secrets: bool,
 }
 
 /// One arm's sandbox inputs.
@@ -158,6 +160,7 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
                     version,
                     bounds: opts.bounds,
                     sign_with: opts.sign_with,
+                    refuse_secrets: opts.refuse_secrets,
                 };
                 Some((open_source(&ingest)?, ingest))
             }

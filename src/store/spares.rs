@@ -485,6 +485,7 @@ mod tests {
             version: "1.2.3",
             bounds: crate::policy::Bounds::REFERENCE,
             sign_with: None,
+            refuse_secrets: false,
         };
         let digest = ingest_into(&mut store, &source, &opts)
             .unwrap()

@@ -494,10 +494,17 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
     let found = view::root_id(&dest);
     let shared_dir = store.views_dir();
     if row.as_ref().is_some_and(|r| r.kind == ViewKind::Shared) || dest.starts_with(&shared_dir) {
+        // A shared view is named by its snapshot's digest.
+        let digest = row.as_ref().map(|r| r.digest.to_hex()).or_else(|| {
+            let name = dest.strip_prefix(&shared_dir).ok()?.iter().next()?;
+            let name = name.to_str()?;
+            name.parse::<ManifestDigest>().ok().map(|d| d.to_hex())
+        });
         return Err(Error::Conflict(format!(
             "'{}' is a shared view of the store, which running sandboxes may have mounted; \
-             discard never removes one: `cestore gc` does, once `cestore rm` has forgotten its snapshot",
-            dest.display()
+             discard never removes one: `cestore rm {}` forgets its snapshot, then `cestore gc` removes it",
+            dest.display(),
+            digest.as_deref().unwrap_or("DIGEST")
         )));
     }
     let (digest, recorded) = match (&row, opts.force_digest) {

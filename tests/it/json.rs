@@ -46,9 +46,19 @@ struct IngestStats {
     bytes_written: u64,
     repaired: Vec<RepairedOut>,
     left_out: Vec<LeftOutOut>,
+    secrets_by_content: Vec<SecretFoundOut>,
     sources: Vec<SourceEntryOut>,
     source_unrecorded: Option<String>,
     attestations: Vec<KeptRefOut>,
+}
+
+/// A file kept whose content looks like a secret.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretFoundOut {
+    path: String,
+    kind: String,
+    line: u64,
 }
 
 /// An attestation an ingest kept.
@@ -565,6 +575,7 @@ struct RmOut {
     ok: bool,
     manifest_digest: String,
     views_forgotten: Vec<String>,
+    shared_views: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -572,6 +583,7 @@ struct RmOut {
 struct ExitCodeOut {
     kind: String,
     code: u8,
+    meaning: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -591,6 +603,7 @@ struct ErrorBody {
     path: Option<String>,
     hint: Option<String>,
     matches: Option<Vec<MatchOut>>,
+    versions: Option<Vec<String>>,
 }
 
 /// One thing an ambiguous name matches: a snapshot, or (`find --object`) a
@@ -1975,6 +1988,17 @@ fn check_json_case(c: &Case, lead: &[&str]) {
             }
             MatchOut::Content(m) => is_digest(&m.sha256),
         }
+    }
+    // An unknown @VERSION lists the versions the store holds, each named in
+    // the message; no other error has `versions`.
+    let version_named = c.args.iter().any(|a| a.to_string_lossy().starts_with('@'));
+    assert_eq!(
+        err.error.versions.is_some(),
+        version_named && c.kind == "unknown-digest",
+        "{what}: {err:?}"
+    );
+    for v in err.error.versions.iter().flatten() {
+        assert!(err.error.message.contains(v.as_str()), "{what}: {err:?}");
     }
     assert!(!out.stderr.is_empty(), "{what}: nothing on stderr");
 }

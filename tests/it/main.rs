@@ -3,6 +3,7 @@
 
 mod util;
 
+mod answers;
 mod attest_store;
 mod audit;
 mod bounds;
@@ -25,6 +26,7 @@ mod readme;
 mod recovery;
 mod remote;
 mod rules;
+mod secrets;
 mod signals;
 mod signing;
 mod upkeep;
