@@ -2159,7 +2159,10 @@ fn a_tag_asked_for_is_the_tag_recorded() {
     let repo = plugin_repo(&env);
     commit_all(&repo, "one");
     git(&repo, &["tag", "a-cli-v1"]);
-    git(&repo, &["tag", "-a", "z-plugin-v1", "-m", "the plugin's release"]);
+    git(
+        &repo,
+        &["tag", "-a", "z-plugin-v1", "-m", "the plugin's release"],
+    );
     let commit = git(&repo, &["rev-parse", "HEAD"]);
     for (rev, tag) in [
         ("z-plugin-v1", "z-plugin-v1"),
@@ -2226,6 +2229,11 @@ fn a_marketplace_root_names_its_plugins_and_the_flags_that_find_one() {
         "{message}"
     );
     // The hint leads somewhere: the plugin it names is ingested.
-    let (out, _) = digest_git(&env, &repo, "market-v1", &["--plugin", "compound-engineering"]);
+    let (out, _) = digest_git(
+        &env,
+        &repo,
+        "market-v1",
+        &["--plugin", "compound-engineering"],
+    );
     util::assert_ok(&out);
 }
