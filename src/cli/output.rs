@@ -56,7 +56,7 @@ pub fn warn(message: &str) {
     let _ = writeln!(io::stderr().lock(), "cestore: warning: {message}");
 }
 
-/// A word as a POSIX shell reads it back ([`shell_quote`]), as text.
+/// A word as a POSIX shell reads it back (`shell_quote`), as text.
 pub fn shell_word(word: &str) -> String {
     String::from_utf8_lossy(&shell_quote(word.as_bytes())).into_owned()
 }

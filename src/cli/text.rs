@@ -3,7 +3,7 @@
 //! form, written by [`super::output`]. The text of `list`, `log`, `find`,
 //! `show` and `audit` follows a [`Layout`], decided once per command: piped,
 //! it is the text as it always was; on a terminal, it fits its width, with
-//! short digests when it is narrow or `--short` is given ([`layout`]).
+//! short digests when it is narrow or `--short` is given (`layout.rs`).
 
 mod audit;
 mod layout;

@@ -6,7 +6,7 @@
 //! key others can read signs for them too. No byte of a private key is ever
 //! printed, logged or written anywhere but its own file.
 //!
-//! Every key file, private or public, is read through [`open_key`]: one
+//! Every key file, private or public, is read through `open_key`: one
 //! that is not a regular file (a FIFO, a device, a directory, a socket, or
 //! a symlink to one) is refused at once, before any open that could block,
 //! and the file opened must be the regular file looked at.

@@ -151,7 +151,7 @@ impl Layout {
         }
     }
 
-    /// Writes one line; fitted, it wraps to the width (see [`wrap`]), each
+    /// Writes one line; fitted, it wraps to the width (see `wrap`), each
     /// further line indented by `indent` spaces.
     pub fn line(&self, w: &mut dyn Write, line: &str, indent: usize) -> io::Result<()> {
         match self.width {
