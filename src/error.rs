@@ -228,6 +228,15 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// An error of a release read from git, with where in the repository it
+    /// lies: its kind, rule and path are the error's own.
+    #[error("{}; {at}", error_chain(.error))]
+    InRevision {
+        /// The error.
+        error: Box<Error>,
+        /// The revision, its commit and the path inside it, in words.
+        at: String,
+    },
 }
 
 /// For a catalogue SQLite finds damaged, the command that rebuilds it.
@@ -279,6 +288,32 @@ impl Error {
             Error::CatalogueTooNew { .. } => ErrorKind::CatalogueTooNew,
             Error::CatalogueLost { .. } => ErrorKind::CatalogueLost,
             Error::BadStore { .. } => ErrorKind::BadStore,
+            Error::InRevision { error, .. } => error.error_kind(),
+        }
+    }
+
+    /// This error of a release read from git at the revision `rev` (its
+    /// commit `commit`, when known) of the repository at `repo`: its message
+    /// then names them and the path inside the revision, which names the
+    /// place a checkout at `repo` would give it (no file in a bare
+    /// repository).
+    pub fn in_revision(self, repo: &Path, rev: &str, commit: Option<String>) -> Error {
+        if matches!(self, Error::InRevision { .. }) {
+            return self;
+        }
+        let commit = commit.map(|c| format!(" (commit {c})")).unwrap_or_default();
+        let inside = self
+            .path()
+            .and_then(|p| p.strip_prefix(repo).ok())
+            .map(|rel| format!(", at '{}' inside it", rel.display()))
+            .unwrap_or_default();
+        let at = format!(
+            "read from the revision '{rev}'{commit} of '{}'{inside}",
+            repo.display()
+        );
+        Error::InRevision {
+            error: Box::new(self),
+            at,
         }
     }
 
@@ -301,6 +336,7 @@ impl Error {
             | Error::Adopt(c)
             | Error::Git(c)
             | Error::Sign(c) => c.rule(),
+            Error::InRevision { error, .. } => error.rule(),
             _ => None,
         }
     }
@@ -328,6 +364,7 @@ impl Error {
             | Error::Catalogue { path, .. }
             | Error::CatalogueTooNew { path, .. }
             | Error::BadStore { path, .. } => Some(path),
+            Error::InRevision { error, .. } => error.path(),
             _ => None,
         }
     }

@@ -96,6 +96,7 @@ pub fn error_json(err: &Error) -> serde_json::Value {
 /// after the error as `hint: ...`, and as the JSON error's `hint`.
 pub fn hint(err: &Error) -> Option<String> {
     match err {
+        Error::InRevision { error, .. } => hint(error),
         Error::Exists {
             path,
             view_of: Some(digest),

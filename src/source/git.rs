@@ -511,6 +511,11 @@ impl GitTree {
         &self.repo
     }
 
+    /// The repository as given, absolute.
+    pub(super) fn repo_path(&self) -> &Path {
+        &self.repo_path
+    }
+
     /// The revision as given.
     pub(super) fn rev(&self) -> &str {
         &self.rev

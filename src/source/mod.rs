@@ -138,7 +138,22 @@ impl Source {
     /// release source: what a checkout of that revision would hold, read
     /// from the repository's objects.
     pub fn open_git(request: &GitRequest<'_>) -> crate::error::Result<Source> {
-        let tree = git::GitTree::open(request)?;
+        let tree = git::GitTree::open(request).map_err(|e| {
+            let e = crate::error::Error::from(e);
+            match e.rule() {
+                // A refusal at the root of a marketplace names the revision
+                // already.
+                Some(_)
+                    if e.path()
+                        .is_some_and(|p| p.ends_with(".claude-plugin/plugin.json")) =>
+                {
+                    e
+                }
+                // A rule broken, or an object refused: where in the revision.
+                Some(_) => e.in_revision(&absolute_like_python(request.repo), request.rev, None),
+                None => e,
+            }
+        })?;
         Ok(Source {
             shown: tree.shown(),
             tree: Backing::Git(Box::new(tree)),
@@ -158,6 +173,15 @@ impl Source {
     /// `git:REPO@COMMIT:PATH` for a git source.
     pub fn shown(&self) -> &str {
         &self.shown
+    }
+
+    /// `e`, an error of this source, naming for a git source the revision,
+    /// its commit and the path inside it (see [`crate::Error::in_revision`]).
+    pub fn in_revision(&self, e: crate::error::Error) -> crate::error::Error {
+        match &self.tree {
+            Backing::Dir(_) => e,
+            Backing::Git(t) => e.in_revision(t.repo_path(), t.rev(), Some(t.commit().to_string())),
+        }
     }
 
     /// Whether the source is a directory on this filesystem (not a git tree).

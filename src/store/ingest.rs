@@ -238,7 +238,7 @@ fn walk_and_stage(
                     .map_err(|_| Error::Integrity("a staging thread panicked".into()))??,
             );
         }
-        let walked = walked.map_err(walk_error)?;
+        let walked = walked.map_err(walk_error(source))?;
         for (key, name) in staged {
             let state = match pending.remove(&key) {
                 Some(Pending::Replacing(_, why)) => Pending::Replacing(name, why),
@@ -302,11 +302,13 @@ struct Staging {
     secrets: Vec<SecretFound>,
 }
 
-/// A walk's error as the library's.
-fn walk_error(e: WalkError<Error>) -> Error {
-    match e {
-        WalkError::Rejected(r) => Error::Rejected(r),
-        WalkError::Git(e) => e.into(),
+/// A walk's error of `source` as the library's: a rule the release breaks
+/// and a repository that cannot be read name, for a git source, the
+/// revision and the path inside it.
+fn walk_error(source: &Source) -> impl Fn(WalkError<Error>) -> Error + '_ {
+    move |e| match e {
+        WalkError::Rejected(r) => source.in_revision(Error::Rejected(r)),
+        WalkError::Git(e) => source.in_revision(e.into()),
         WalkError::Visitor(e) => e,
     }
 }
@@ -348,7 +350,7 @@ pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
     let source = open_source(opts)?;
     let walked = source
         .walk(opts.version, opts.bounds, |_| Ok::<(), Error>(()))
-        .map_err(walk_error)?;
+        .map_err(walk_error(&source))?;
     let manifest = Manifest::new(walked.entries);
     Ok(DigestReport {
         provenance: Provenance {

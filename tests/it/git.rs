@@ -2237,3 +2237,46 @@ fn a_marketplace_root_names_its_plugins_and_the_flags_that_find_one() {
     );
     util::assert_ok(&out);
 }
+
+/// A release read from a bare repository breaks a rule: the refusal names
+/// the revision as given, its commit and the path inside it (no file of a
+/// bare repository), and keeps its kind, rule and path.
+#[test]
+fn a_refusal_from_git_names_the_revision_its_commit_and_the_path_inside_it() {
+    let env = TestEnv::new();
+    let repo = plugin_repo(&env);
+    let commit = commit_all(&repo, "one");
+    git(&repo, &["tag", "v-one"]);
+    let bare = env.path("bare.git");
+    git(
+        &env.base,
+        &["clone", "-q", "--bare", &util::s(&repo), &util::s(&bare)],
+    );
+    let out = env.run([
+        os("ingest"),
+        os("--git"),
+        bare.as_os_str(),
+        os("--rev"),
+        os("v-one"),
+        os("--version"),
+        os("9.9.9"),
+        os("--json"),
+    ]);
+    assert_exit(&out, 3);
+    let json = parse_json(&out);
+    let err = &json["error"];
+    assert_eq!(err["rule"], "version-mismatch", "{json}");
+    assert_eq!(
+        err["path"],
+        util::s(&bare.join(".claude-plugin/plugin.json")),
+        "{json}"
+    );
+    let message = err["message"].as_str().unwrap();
+    for part in [
+        "the revision 'v-one'".to_string(),
+        format!("(commit {commit})"),
+        "at '.claude-plugin/plugin.json' inside it".to_string(),
+    ] {
+        assert!(message.contains(&part), "{part}: {message}");
+    }
+}
