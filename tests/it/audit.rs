@@ -2270,17 +2270,7 @@ fn audit_reads_dotted_fields_of_nested_provenance() {
         v["fields"],
         json!({"digest": "ce_plugin.manifest_digest", "version": "ce_plugin.version", "arm": "arm"})
     );
-    let statuses: BTreeMap<String, String> = v["digests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| {
-            (
-                d["manifest_digest"].as_str().unwrap().to_string(),
-                d["status"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let statuses = statuses(&v);
     assert_eq!(
         statuses,
         BTreeMap::from([
@@ -2897,17 +2887,7 @@ fn audit_reads_the_rows_python_writes_with_nan_infinity_and_lone_surrogates() {
         assert_eq!(v["verdict"], verdict);
         assert_eq!(v["rows"], 6);
         assert_eq!(v["malformed_count"], 0);
-        let statuses: BTreeMap<String, String> = v["digests"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| {
-                (
-                    d["manifest_digest"].as_str().unwrap().to_string(),
-                    d["status"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
+        let statuses = statuses(&v);
         let mut want: BTreeMap<String, String> = unknown
             .iter()
             .map(|d| (d.clone(), "unknown".to_string()))
@@ -3453,4 +3433,19 @@ fn audit_source_repo_re_derives_each_digest_from_its_commit() {
         r.env.path("dir").as_os_str(),
     ]);
     assert_exit(&out, 4);
+}
+
+/// Each digest of an audit report with its status.
+fn statuses(report: &Value) -> BTreeMap<String, String> {
+    report["digests"]
+        .as_array()
+        .expect("digests")
+        .iter()
+        .map(|d| {
+            (
+                d["manifest_digest"].as_str().unwrap().to_string(),
+                d["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
 }
