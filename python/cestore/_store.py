@@ -190,6 +190,24 @@ class LeftOut:
 
 
 @dataclass(frozen=True)
+class SecretFound:
+    """A file the snapshot keeps whose content looks like a secret (the reference's filters go by name only).
+
+    `path` is relative to the source; `kind` is `private-key`,
+    `github-token`, `aws-access-key-id` and the like (docs/json.md lists
+    them); `line` is where the first one starts, from 1.
+    """
+
+    path: str
+    kind: str
+    line: int
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> SecretFound:
+        return cls(d["path"], d["kind"], d["line"])
+
+
+@dataclass(frozen=True)
 class Repaired:
     """A stored object an ingest found drifted and mended from the source.
 
@@ -215,6 +233,8 @@ class IngestStats:
     record the ingest kept (the git commit its directory lies in), or those
     an adopted snapshot brought; `source_unrecorded` says why none was kept
     for a directory in a git repository that could not be read.
+    `secrets_by_content` lists the files kept whose bytes look like a
+    private key or a token (each also warned of on stderr).
     """
 
     source: str
@@ -227,6 +247,7 @@ class IngestStats:
     left_out: tuple[LeftOut, ...] = ()
     sources: tuple[SourceEntry, ...] = ()
     source_unrecorded: Optional[str] = None
+    secrets_by_content: tuple[SecretFound, ...] = ()
 
     @classmethod
     def _of(cls, d: dict[str, Any]) -> IngestStats:
@@ -241,6 +262,7 @@ class IngestStats:
             left_out=tuple(LeftOut._of(e) for e in d["left_out"]),
             sources=tuple(SourceEntry._of(e) for e in d["sources"]),
             source_unrecorded=d["source_unrecorded"],
+            secrets_by_content=tuple(SecretFound._of(e) for e in d.get("secrets_by_content", ())),
         )
 
 
@@ -841,6 +863,7 @@ class Store:
         plugin: Optional[str] = None,
         subdir: Optional[str] = None,
         sign_with: Optional[StrPath] = None,
+        refuse_secrets: bool = False,
     ) -> Snapshot:
         """Validates a release as the reference does and stores it.
 
@@ -852,8 +875,18 @@ class Store:
 
         With `sign_with` (a private key file from `generate_key`), the
         snapshot is signed too: `attestations` lists the attestation.
+
+        A kept file whose content looks like a private key or a token is
+        listed in `Snapshot.ingest.secrets_by_content`; with
+        `refuse_secrets`, the release is refused instead (`Rejected`, rule
+        `secret-content`) and nothing is recorded.
         """
-        extra = _bounds(bounds) + _git_args(source, git, rev, plugin, subdir) + _sign_args(sign_with)
+        extra = (
+            _bounds(bounds)
+            + _git_args(source, git, rev, plugin, subdir)
+            + _sign_args(sign_with)
+            + _secrets_args(refuse_secrets)
+        )
         if version is None:
             raise TypeError("ingest() needs a version")
         version = _str("version", version)
@@ -1057,6 +1090,7 @@ class Store:
         strict_arms: bool = False,
         bounds: Optional[Bounds] = None,
         sign_with: Optional[StrPath] = None,
+        refuse_secrets: bool = False,
     ) -> Stage:
         """Stages a run: checks the arms, ingests the release, makes its view, lists every arm's mounts.
 
@@ -1064,10 +1098,12 @@ class Store:
         applies with `gitnexus_root`: `"seed"` (the default) or `"upstream"`.
         With `sign_with` (a private key file), the staged snapshot is signed,
         as `ingest(..., sign_with=...)` signs it; the key is checked first.
+        With `refuse_secrets`, a kept file whose content looks like a secret
+        refuses the release, as `ingest(..., refuse_secrets=True)` does.
         """
         args = _stage_args(
             arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, gitnexus_rules, strict_arms, bounds
-        ) + _sign_args(sign_with)
+        ) + _sign_args(sign_with) + _secrets_args(refuse_secrets)
         return Stage._of(self._typed(*args))
 
     def hold_stage(
@@ -1083,6 +1119,7 @@ class Store:
         strict_arms: bool = False,
         bounds: Optional[Bounds] = None,
         sign_with: Optional[StrPath] = None,
+        refuse_secrets: bool = False,
     ) -> HeldStage:
         """`stage` with a view at `dest` that lives until `HeldStage.release` (or the `with` block's end).
 
@@ -1091,11 +1128,17 @@ class Store:
         """
         args = _stage_args(
             arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, gitnexus_rules, strict_arms, bounds
-        ) + _sign_args(sign_with)
+        ) + _sign_args(sign_with) + _secrets_args(refuse_secrets)
         try:
             return HeldStage(self._argv(*args, "--hold"))
         except Error as exc:
             raise _with_keywords(exc) from None
+
+
+def _secrets_args(refuse_secrets: bool) -> list[str]:
+    if not isinstance(refuse_secrets, bool):
+        raise TypeError(f"refuse_secrets must be a bool, not {type(refuse_secrets).__name__}")
+    return ["--refuse-secrets"] if refuse_secrets else []
 
 
 def _stage_args(

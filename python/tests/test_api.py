@@ -502,3 +502,33 @@ def test_stage_takes_the_gitnexus_revision(tmp_path: Path, store_dir: Path) -> N
         store.stage(["baseline"], gitnexus_root=harness)
     with pytest.raises(cestore.UsageError, match="gitnexus_rules"):
         store.stage(["baseline"], gitnexus_root=harness, gitnexus_rules="latest")
+
+
+def _pem_key() -> bytes:
+    # Built at run time, so that no private-key header stands whole in the sources.
+    dashes = "-" * 5
+    body = "".join(chr(ord("A") + i % 26) for i in range(64 * 4))
+    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
+    return "\n".join([f"{dashes}BEGIN RSA PRIVATE KEY{dashes}", *lines, f"{dashes}END RSA PRIVATE KEY{dashes}", ""]).encode()
+
+
+def test_a_kept_file_whose_content_is_a_key_is_listed_and_refused_when_asked(tmp_path: Path, store_dir: Path) -> None:
+    store = cestore.Store()
+    source = write_release(tmp_path / "a", extra={"skills/x/id_rsa": _pem_key()})
+    snap = store.ingest(source, "1.2.3")
+    assert snap.ingest.secrets_by_content == (cestore.SecretFound("skills/x/id_rsa", "private-key", 1),)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.ingest.secrets_by_content[0].kind = "x"  # type: ignore[misc]
+    # The digest is the reference's: the scan only reads.
+    assert store.digest(source, "1.2.3").manifest_digest == snap.manifest_digest
+    other = write_release(tmp_path / "b", version="1.2.4", extra={"skills/x/id_rsa": _pem_key()})
+    with pytest.raises(cestore.Rejected) as info:
+        store.ingest(other, "1.2.4", refuse_secrets=True)
+    assert (info.value.code, info.value.rule) == (3, "secret-content")
+    with pytest.raises(cestore.NotFound):
+        store.show("@1.2.4")
+    with pytest.raises(cestore.Rejected) as info:
+        store.stage(["ce_review"], plugin_dir=other, plugin_version="1.2.4", refuse_secrets=True)
+    assert info.value.rule == "secret-content"
+    with pytest.raises(TypeError):
+        store.ingest(source, "1.2.3", refuse_secrets="yes")  # type: ignore[arg-type]
