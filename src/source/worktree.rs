@@ -641,7 +641,10 @@ mod tests {
         assert_eq!(record.commit, out.record.commit);
         assert_eq!(record.tree, out.record.tree);
         assert_eq!(record.path, "plugins/x");
-        assert_eq!(record.tag.as_deref(), Some("a-light"));
+        // Asked for by tag, the tag asked for; a work tree's record names
+        // the first by name.
+        assert_eq!(record.tag.as_deref(), Some("v1.2.3"));
+        assert_eq!(out.record.tag.as_deref(), Some("a-light"));
         assert_eq!(record.repository, "https://example.com/o/r.git");
         assert!(Source::open(&dir).unwrap().git_record().is_none());
     }
