@@ -922,4 +922,4 @@ fn skip_digits(bytes: &[u8], from: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

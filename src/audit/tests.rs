@@ -401,26 +401,8 @@ fn blank_lines_are_only_json_whitespace() {
     }
 }
 
-/// A tiny seeded generator (SplitMix64) for the differential test.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
+// The differential test's seeded generator and mutator are `pyjson`'s.
+use crate::pyjson::tests::{mutate_with, SplitMix64 as Rng};
 
 const DIFF_KEYS: &[&str] = &[
     "arm",
@@ -545,23 +527,8 @@ const DIFF_TOKENS: &[&str] = &[
     "\u{c}",
 ];
 
-fn diff_mutate(rng: &mut Rng, mut line: Vec<u8>) -> Vec<u8> {
-    for _ in 0..1 + rng.below(3) {
-        let at = rng.below(line.len() + 1);
-        let byte = DIFF_BYTES[rng.below(DIFF_BYTES.len())];
-        match rng.below(4) {
-            0 => line.insert(at, byte),
-            1 if at < line.len() => {
-                line.remove(at);
-            }
-            2 if at < line.len() => line[at] = byte,
-            _ => {
-                let token = rng.pick(DIFF_TOKENS).as_bytes();
-                line.splice(at..at, token.iter().copied());
-            }
-        }
-    }
-    line
+fn diff_mutate(rng: &mut Rng, line: Vec<u8>) -> Vec<u8> {
+    mutate_with(rng, line, DIFF_BYTES, DIFF_TOKENS)
 }
 
 fn diff_case(rng: &mut Rng) -> Vec<u8> {

@@ -427,7 +427,7 @@ fn manifest_check_reproduces_the_reference() {
 }
 
 /// Steele, Lea and Flood's SplitMix64: a tiny seeded PRNG for the differential test.
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
     fn next(&mut self) -> u64 {
@@ -438,7 +438,7 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
@@ -446,7 +446,7 @@ impl SplitMix64 {
         self.below(100) < percent
     }
 
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+    pub(crate) fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
         items[self.below(items.len())]
     }
 }
@@ -641,10 +641,21 @@ const MUTATION_TOKENS: &[&str] = &[
     "]",
 ];
 
-fn mutate(rng: &mut SplitMix64, mut doc: Vec<u8>) -> Vec<u8> {
+fn mutate(rng: &mut SplitMix64, doc: Vec<u8>) -> Vec<u8> {
+    mutate_with(rng, doc, MUTATION_BYTES, MUTATION_TOKENS)
+}
+
+/// One to three mutations of `doc`: a byte of `bytes` inserted or put in
+/// place of one, a byte removed, or a token of `tokens` inserted.
+pub(crate) fn mutate_with(
+    rng: &mut SplitMix64,
+    mut doc: Vec<u8>,
+    bytes: &[u8],
+    tokens: &[&str],
+) -> Vec<u8> {
     for _ in 0..1 + rng.below(3) {
         let at = rng.below(doc.len() + 1);
-        let byte = MUTATION_BYTES[rng.below(MUTATION_BYTES.len())];
+        let byte = bytes[rng.below(bytes.len())];
         match rng.below(4) {
             0 => doc.insert(at, byte),
             1 if at < doc.len() => {
@@ -652,7 +663,7 @@ fn mutate(rng: &mut SplitMix64, mut doc: Vec<u8>) -> Vec<u8> {
             }
             2 if at < doc.len() => doc[at] = byte,
             _ => {
-                let token = rng.pick(MUTATION_TOKENS).as_bytes();
+                let token = rng.pick(tokens).as_bytes();
                 doc.splice(at..at, token.iter().copied());
             }
         }
