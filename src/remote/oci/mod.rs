@@ -11,6 +11,8 @@
 pub mod auth;
 pub mod client;
 pub mod mapping;
+#[cfg(test)]
+mod pinned;
 pub mod referrers;
 mod retry;
 
