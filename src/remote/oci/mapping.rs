@@ -1,7 +1,8 @@
-//! The mapping of a snapshot onto OCI image manifests, serialised by hand so
-//! that the same snapshot always gives the same bytes (and so the same
-//! digests): fixed key order, no white space, and no time but the
-//! snapshot's first ingest, which a push does not change.
+//! The mapping of a snapshot onto OCI image manifests, serialised from typed
+//! documents so that the same snapshot always gives the same bytes (and so
+//! the same digests): fixed key order (fields in declaration order, map keys
+//! sorted), no white space, and no time but the snapshot's first ingest,
+//! which a push does not change.
 //!
 //! The standard annotations (`org.opencontainers.image.version`, `.created`,
 //! `.source`, `.revision`) say what any OCI tool can read; the full source
@@ -82,29 +83,65 @@ pub enum Plan {
     },
 }
 
-pub(super) fn push_str(out: &mut Vec<u8>, s: &str) {
-    // serde_json writes a &str without error into a Vec; the escaping is
-    // fixed, so the bytes are reproducible.
-    let _ = serde_json::to_writer(&mut *out, s);
+/// The JSON bytes of a document cestore writes: compact, its fields in
+/// declaration order, its maps' keys sorted, strings escaped as serde_json
+/// escapes them, so the same document always gives the same bytes.
+pub(super) fn to_json(doc: &impl serde::Serialize) -> Vec<u8> {
+    // Every document written is structs, strings, integers and maps with
+    // string keys, which serde_json writes into a Vec without error.
+    serde_json::to_vec(doc).unwrap_or_default()
 }
 
-pub(super) fn push_digest(out: &mut Vec<u8>, id: &ObjectId) {
-    out.extend_from_slice(b"\"sha256:");
-    out.extend_from_slice(id.to_hex().as_bytes());
-    out.push(b'"');
+/// `sha256:<hex>`, as a descriptor names a digest.
+pub(super) fn oci_digest(id: &ObjectId) -> String {
+    format!("sha256:{id}")
 }
 
-pub(super) fn push_annotations(out: &mut Vec<u8>, annotations: &BTreeMap<&str, String>) {
-    out.extend_from_slice(b"\"annotations\":{");
-    for (i, (k, v)) in annotations.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        push_str(out, k);
-        out.push(b':');
-        push_str(out, v);
-    }
-    out.push(b'}');
+/// An image manifest as cestore writes it (a snapshot's, or an
+/// attestation's artifact manifest).
+#[derive(serde::Serialize)]
+pub(super) struct ImageManifest<'a> {
+    /// Always 2.
+    #[serde(rename = "schemaVersion")]
+    pub schema_version: u32,
+    /// [`MANIFEST_MEDIA_TYPE`].
+    #[serde(rename = "mediaType")]
+    pub media_type: &'static str,
+    /// What the artifact is.
+    #[serde(rename = "artifactType")]
+    pub artifact_type: &'static str,
+    /// The config blob.
+    pub config: Descriptor,
+    /// The layers.
+    pub layers: &'a [Descriptor],
+    /// The record it refers to, for a referrer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<Descriptor>,
+    /// Its annotations.
+    pub annotations: BTreeMap<&'static str, String>,
+}
+
+/// An image index as cestore writes it (a snapshot's parts, or the
+/// referrers tag's index, whose entries may be another tool's).
+#[derive(serde::Serialize)]
+pub(super) struct ImageIndex<T> {
+    /// Always 2.
+    #[serde(rename = "schemaVersion")]
+    pub schema_version: u32,
+    /// [`INDEX_MEDIA_TYPE`].
+    #[serde(rename = "mediaType")]
+    pub media_type: &'static str,
+    /// What the artifact is, for a snapshot's index.
+    #[serde(rename = "artifactType", skip_serializing_if = "Option::is_none")]
+    pub artifact_type: Option<&'static str>,
+    /// The manifests it lists.
+    pub manifests: Vec<T>,
+    /// Its annotations, for a snapshot's index.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<&'static str, String>>,
+    /// Another tool's fields of a referrers index, kept after these.
+    #[serde(flatten)]
+    pub others: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The artifact type of a format.
@@ -118,76 +155,58 @@ pub fn artifact_type(format: Format) -> &'static str {
 /// The layer descriptors of a snapshot: in format 1, one per distinct object
 /// (content and exec bit) in manifest order of first use; in format 2, one
 /// per pack, then one per raw content.
-pub fn layers(outgoing: &Outgoing<'_>) -> Vec<Vec<u8>> {
+pub fn layers(outgoing: &Outgoing<'_>) -> Vec<Descriptor> {
     match outgoing.format {
         Format::V1 => layers_v1(outgoing),
         Format::V2 => layers_v2(outgoing),
     }
 }
 
-fn descriptor(out: &mut Vec<u8>, media_type: &str, id: &ObjectId, size: u64) {
-    out.extend_from_slice(b"{\"mediaType\":");
-    push_str(out, media_type);
-    out.extend_from_slice(b",\"digest\":");
-    push_digest(out, id);
-    out.extend_from_slice(b",\"size\":");
-    out.extend_from_slice(size.to_string().as_bytes());
-    out.push(b',');
+fn descriptor(
+    media_type: &str,
+    id: &ObjectId,
+    size: u64,
+    annotations: BTreeMap<String, String>,
+) -> Descriptor {
+    Descriptor {
+        media_type: media_type.into(),
+        artifact_type: None,
+        digest: oci_digest(id),
+        size,
+        annotations,
+    }
 }
 
-fn layers_v2(outgoing: &Outgoing<'_>) -> Vec<Vec<u8>> {
-    let mut out = Vec::with_capacity(outgoing.packs.len() + outgoing.raw.len());
-    for p in &outgoing.packs {
-        let mut l = Vec::with_capacity(200 + p.slots.len() * 90);
-        descriptor(&mut l, PACK_MEDIA_TYPE, &p.digest, p.size);
-        push_annotations(
-            &mut l,
-            &BTreeMap::from([(PACK_ANNOTATION, pack::format_slots(&p.slots))]),
-        );
-        l.push(b'}');
-        out.push(l);
-    }
-    for r in &outgoing.raw {
-        let mut l = Vec::with_capacity(200 + r.path.len());
-        descriptor(&mut l, LAYER_MEDIA_TYPE, &r.key.id, r.size);
-        push_annotations(
-            &mut l,
-            &BTreeMap::from([(TITLE_ANNOTATION, r.path.clone())]),
-        );
-        l.push(b'}');
-        out.push(l);
-    }
-    out
+fn layers_v2(outgoing: &Outgoing<'_>) -> Vec<Descriptor> {
+    let packs = outgoing.packs.iter().map(|p| {
+        let index = BTreeMap::from([(PACK_ANNOTATION.into(), pack::format_slots(&p.slots))]);
+        descriptor(PACK_MEDIA_TYPE, &p.digest, p.size, index)
+    });
+    let raw = outgoing.raw.iter().map(|r| {
+        let title = BTreeMap::from([(TITLE_ANNOTATION.into(), r.path.clone())]);
+        descriptor(LAYER_MEDIA_TYPE, &r.key.id, r.size, title)
+    });
+    packs.chain(raw).collect()
 }
 
-fn layers_v1(outgoing: &Outgoing<'_>) -> Vec<Vec<u8>> {
+fn layers_v1(outgoing: &Outgoing<'_>) -> Vec<Descriptor> {
     outgoing
         .objects
         .iter()
         .map(|o| {
-            let mut out = Vec::with_capacity(200 + o.path.len());
-            out.extend_from_slice(b"{\"mediaType\":");
-            push_str(&mut out, LAYER_MEDIA_TYPE);
-            out.extend_from_slice(b",\"digest\":");
-            push_digest(&mut out, &o.key.id);
-            out.extend_from_slice(b",\"size\":");
-            out.extend_from_slice(o.size.to_string().as_bytes());
-            out.push(b',');
             let annotations = BTreeMap::from([
-                (EXECUTABLE_ANNOTATION, o.key.executable.to_string()),
-                (TITLE_ANNOTATION, o.path.clone()),
+                (EXECUTABLE_ANNOTATION.into(), o.key.executable.to_string()),
+                (TITLE_ANNOTATION.into(), o.path.clone()),
             ]);
-            push_annotations(&mut out, &annotations);
-            out.push(b'}');
-            out
+            descriptor(LAYER_MEDIA_TYPE, &o.key.id, o.size, annotations)
         })
         .collect()
 }
 
-fn manifest_annotations<'a>(
+fn manifest_annotations(
     outgoing: &Outgoing<'_>,
     part: Option<(usize, usize)>,
-) -> BTreeMap<&'a str, String> {
+) -> BTreeMap<&'static str, String> {
     let mut a = BTreeMap::from([
         (SNAPSHOT_ANNOTATION, outgoing.manifest.digest.to_hex()),
         (VERSION_ANNOTATION, outgoing.version.to_string()),
@@ -218,66 +237,51 @@ fn manifest_annotations<'a>(
 /// An image manifest holding `layers`, whose config is the canonical manifest.
 pub fn image_manifest(
     outgoing: &Outgoing<'_>,
-    layers: &[Vec<u8>],
+    layers: &[Descriptor],
     part: Option<(usize, usize)>,
 ) -> Vec<u8> {
     let m = outgoing.manifest;
-    let mut out = Vec::with_capacity(512 + layers.iter().map(|l| l.len() + 1).sum::<usize>());
-    out.extend_from_slice(b"{\"schemaVersion\":2,\"mediaType\":");
-    push_str(&mut out, MANIFEST_MEDIA_TYPE);
-    out.extend_from_slice(b",\"artifactType\":");
-    push_str(&mut out, artifact_type(outgoing.format));
-    out.extend_from_slice(b",\"config\":{\"mediaType\":");
-    push_str(&mut out, CONFIG_MEDIA_TYPE);
-    out.extend_from_slice(b",\"digest\":");
-    push_digest(&mut out, &ObjectId::from_bytes(*m.digest.as_bytes()));
-    out.extend_from_slice(b",\"size\":");
-    out.extend_from_slice(m.bytes.len().to_string().as_bytes());
-    out.extend_from_slice(b"},\"layers\":[");
-    for (i, l) in layers.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(l);
-    }
-    out.extend_from_slice(b"],");
-    push_annotations(&mut out, &manifest_annotations(outgoing, part));
-    out.push(b'}');
-    out
+    to_json(&ImageManifest {
+        schema_version: 2,
+        media_type: MANIFEST_MEDIA_TYPE,
+        artifact_type: artifact_type(outgoing.format),
+        config: descriptor(
+            CONFIG_MEDIA_TYPE,
+            &ObjectId::from_bytes(*m.digest.as_bytes()),
+            m.bytes.len() as u64,
+            BTreeMap::new(),
+        ),
+        layers,
+        subject: None,
+        annotations: manifest_annotations(outgoing, part),
+    })
 }
 
 /// An index of the image manifests `parts`.
 pub fn index(outgoing: &Outgoing<'_>, parts: &[Vec<u8>]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(512 + parts.len() * 300);
-    out.extend_from_slice(b"{\"schemaVersion\":2,\"mediaType\":");
-    push_str(&mut out, INDEX_MEDIA_TYPE);
-    out.extend_from_slice(b",\"artifactType\":");
-    push_str(&mut out, artifact_type(outgoing.format));
-    out.extend_from_slice(b",\"manifests\":[");
     let n = parts.len();
-    for (i, p) in parts.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(b"{\"mediaType\":");
-        push_str(&mut out, MANIFEST_MEDIA_TYPE);
-        out.extend_from_slice(b",\"artifactType\":");
-        push_str(&mut out, artifact_type(outgoing.format));
-        out.extend_from_slice(b",\"digest\":");
-        push_digest(&mut out, &ObjectId::of(p));
-        out.extend_from_slice(b",\"size\":");
-        out.extend_from_slice(p.len().to_string().as_bytes());
-        out.push(b',');
-        push_annotations(
-            &mut out,
-            &BTreeMap::from([(PART_ANNOTATION, format!("{}/{n}", i + 1))]),
-        );
-        out.push(b'}');
-    }
-    out.extend_from_slice(b"],");
-    push_annotations(&mut out, &manifest_annotations(outgoing, None));
-    out.push(b'}');
-    out
+    let artifact_type = artifact_type(outgoing.format);
+    let manifests = parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| Descriptor {
+            artifact_type: Some(artifact_type.into()),
+            ..descriptor(
+                MANIFEST_MEDIA_TYPE,
+                &ObjectId::of(p),
+                p.len() as u64,
+                BTreeMap::from([(PART_ANNOTATION.into(), format!("{}/{n}", i + 1))]),
+            )
+        })
+        .collect();
+    to_json(&ImageIndex {
+        schema_version: 2,
+        media_type: INDEX_MEDIA_TYPE,
+        artifact_type: Some(artifact_type),
+        manifests,
+        annotations: Some(manifest_annotations(outgoing, None)),
+        others: serde_json::Map::new(),
+    })
 }
 
 /// Decides between one image manifest and an index: one manifest when it
@@ -294,15 +298,16 @@ pub fn plan(outgoing: &Outgoing<'_>, max_layers: usize, max_bytes: usize) -> Pla
     }
     // The part annotation is at most a few dozen bytes; 1 KiB of slack covers it.
     let overhead = image_manifest(outgoing, &[], None).len() + 1024;
-    let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
-    let mut current: Vec<Vec<u8>> = Vec::new();
+    let mut groups: Vec<Vec<Descriptor>> = Vec::new();
+    let mut current: Vec<Descriptor> = Vec::new();
     let mut bytes = overhead;
     for l in layers {
-        if !current.is_empty() && (current.len() >= max_layers || bytes + l.len() + 1 > max_bytes) {
+        let len = to_json(&l).len();
+        if !current.is_empty() && (current.len() >= max_layers || bytes + len + 1 > max_bytes) {
             groups.push(std::mem::take(&mut current));
             bytes = overhead;
         }
-        bytes += l.len() + 1;
+        bytes += len + 1;
         current.push(l);
     }
     if !current.is_empty() || groups.is_empty() {
@@ -323,22 +328,27 @@ pub fn plan(outgoing: &Outgoing<'_>, max_layers: usize, max_bytes: usize) -> Pla
     }
 }
 
-/// A descriptor as read from a registry.
-#[derive(Clone, Debug, serde::Deserialize)]
+/// A descriptor, as read from a registry and as cestore writes it (in this
+/// field order, without an absent artifact type or empty annotations).
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize)]
 pub struct Descriptor {
     /// Its media type.
     #[serde(rename = "mediaType", default)]
     pub media_type: String,
     /// The artifact type of the manifest it names, when it says (in an
     /// index, and in a list of referrers).
-    #[serde(rename = "artifactType", default)]
+    #[serde(
+        rename = "artifactType",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub artifact_type: Option<String>,
     /// `sha256:<hex>`.
     pub digest: String,
     /// Its size.
     pub size: u64,
     /// Its annotations.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 }
 

@@ -7,7 +7,7 @@
 //! [`ATTESTATION_ARTIFACT_TYPE`] with the empty config (`{}`), one layer,
 //! the envelope ([`DSSE_MEDIA_TYPE`]), and a `subject` naming the record
 //! that holds the snapshot (its image manifest, or its index). The bytes are
-//! written by hand in a fixed order, so the same attestation beside the
+//! serialised from typed documents in a fixed order, so the same attestation beside the
 //! same record always has the same digest, and a second push changes
 //! nothing.
 //!
@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::mapping::{self, push_annotations, push_digest, push_str, Document};
+use super::mapping::{self, oci_digest, to_json, Descriptor, Document, ImageIndex, ImageManifest};
 use super::OciRemote;
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, Result};
@@ -78,57 +78,63 @@ pub fn artifact_manifest(
     size: u64,
     snapshot: &ManifestDigest,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(800);
-    out.extend_from_slice(b"{\"schemaVersion\":2,\"mediaType\":");
-    push_str(&mut out, mapping::MANIFEST_MEDIA_TYPE);
-    out.extend_from_slice(b",\"artifactType\":");
-    push_str(&mut out, ATTESTATION_ARTIFACT_TYPE);
-    out.extend_from_slice(b",\"config\":{\"mediaType\":");
-    push_str(&mut out, EMPTY_MEDIA_TYPE);
-    out.extend_from_slice(b",\"digest\":");
-    push_digest(&mut out, &ObjectId::of(EMPTY_CONFIG));
-    out.extend_from_slice(
-        format!(
-            ",\"size\":{}}},\"layers\":[{{\"mediaType\":",
-            EMPTY_CONFIG.len()
-        )
-        .as_bytes(),
-    );
-    push_str(&mut out, DSSE_MEDIA_TYPE);
-    out.extend_from_slice(b",\"digest\":");
-    push_digest(&mut out, envelope);
-    out.extend_from_slice(format!(",\"size\":{size}}}],\"subject\":{{\"mediaType\":").as_bytes());
-    push_str(&mut out, &subject.media_type);
-    out.extend_from_slice(b",\"digest\":");
-    push_digest(&mut out, &subject.digest);
-    out.extend_from_slice(format!(",\"size\":{}}},", subject.size).as_bytes());
-    push_annotations(&mut out, &annotations(snapshot));
-    out.push(b'}');
-    out
+    to_json(&ImageManifest {
+        schema_version: 2,
+        media_type: mapping::MANIFEST_MEDIA_TYPE,
+        artifact_type: ATTESTATION_ARTIFACT_TYPE,
+        config: descriptor(
+            EMPTY_MEDIA_TYPE,
+            &ObjectId::of(EMPTY_CONFIG),
+            EMPTY_CONFIG.len() as u64,
+        ),
+        layers: &[descriptor(DSSE_MEDIA_TYPE, envelope, size)],
+        subject: Some(descriptor(
+            &subject.media_type,
+            &subject.digest,
+            subject.size,
+        )),
+        annotations: BTreeMap::from([(mapping::SNAPSHOT_ANNOTATION, snapshot.to_hex())]),
+    })
 }
 
-fn annotations(snapshot: &ManifestDigest) -> BTreeMap<&'static str, String> {
-    BTreeMap::from([(mapping::SNAPSHOT_ANNOTATION, snapshot.to_hex())])
+/// A descriptor without artifact type or annotations.
+fn descriptor(media_type: &str, id: &ObjectId, size: u64) -> Descriptor {
+    Descriptor {
+        media_type: media_type.into(),
+        artifact_type: None,
+        digest: oci_digest(id),
+        size,
+        annotations: BTreeMap::new(),
+    }
 }
 
 /// The descriptor of an artifact manifest, as a referrers index lists it:
 /// media type, artifact type, digest, size and the manifest's annotations.
-pub fn index_entry(manifest: &[u8], snapshot: &ManifestDigest) -> Vec<u8> {
-    let mut out = Vec::with_capacity(400);
-    out.extend_from_slice(b"{\"mediaType\":");
-    push_str(&mut out, mapping::MANIFEST_MEDIA_TYPE);
-    out.extend_from_slice(b",\"artifactType\":");
-    push_str(&mut out, ATTESTATION_ARTIFACT_TYPE);
-    out.extend_from_slice(b",\"digest\":");
-    push_digest(&mut out, &ObjectId::of(manifest));
-    out.extend_from_slice(format!(",\"size\":{},", manifest.len()).as_bytes());
-    push_annotations(&mut out, &annotations(snapshot));
-    out.push(b'}');
-    out
+pub fn index_entry(manifest: &[u8], snapshot: &ManifestDigest) -> Descriptor {
+    Descriptor {
+        artifact_type: Some(ATTESTATION_ARTIFACT_TYPE.into()),
+        annotations: BTreeMap::from([(mapping::SNAPSHOT_ANNOTATION.into(), snapshot.to_hex())]),
+        ..descriptor(
+            mapping::MANIFEST_MEDIA_TYPE,
+            &ObjectId::of(manifest),
+            manifest.len() as u64,
+        )
+    }
 }
 
-/// Adds descriptors (each its manifest's digest and its bytes, as
-/// [`index_entry`] writes them) to the referrers index `existing` holds, or
+/// An entry of a referrers index: one listed already, as another tool (or
+/// cestore) wrote it, or one this push adds.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Listed<'a> {
+    /// Already listed: written back as read (its keys sorted).
+    Kept(serde_json::Value),
+    /// Added.
+    Added(&'a Descriptor),
+}
+
+/// Adds descriptors (each its manifest's digest and the descriptor
+/// [`index_entry`] makes) to the referrers index `existing` holds, or
 /// to an empty one: every descriptor already listed stays as it is, in its
 /// place, and each new one is appended, once. Returns the new index, or
 /// `None` when every descriptor was listed already (nothing to write).
@@ -137,7 +143,7 @@ pub fn index_entry(manifest: &[u8], snapshot: &ManifestDigest) -> Vec<u8> {
 /// after `schemaVersion`, `mediaType` and `manifests`.
 pub fn merge_index(
     existing: Option<&[u8]>,
-    entries: &[(ObjectId, Vec<u8>)],
+    entries: &[(ObjectId, Descriptor)],
 ) -> std::result::Result<Option<Vec<u8>>, RemoteError> {
     let not_index = |why: String| {
         RemoteError::Protocol(format!("the referrers tag holds no referrers index: {why}"))
@@ -176,43 +182,22 @@ pub fn merge_index(
             .ok_or_else(|| not_index("a descriptor names no digest".into()))?;
         known.insert(mapping::parse_digest(digest)?);
     }
-    let added: Vec<&Vec<u8>> = entries
+    let added: Vec<Listed<'_>> = entries
         .iter()
         .filter(|(id, _)| known.insert(*id))
-        .map(|(_, bytes)| bytes)
+        .map(|(_, d)| Listed::Added(d))
         .collect();
     if added.is_empty() {
         return Ok(None);
     }
-    let mut out = Vec::with_capacity(512 + added.iter().map(|b| b.len() + 1).sum::<usize>());
-    out.extend_from_slice(b"{\"schemaVersion\":2,\"mediaType\":");
-    push_str(&mut out, mapping::INDEX_MEDIA_TYPE);
-    out.extend_from_slice(b",\"manifests\":[");
-    let mut first = true;
-    for d in &listed {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        let bytes = serde_json::to_vec(d).map_err(|e| not_index(e.to_string()))?;
-        out.extend_from_slice(&bytes);
-    }
-    for bytes in added {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        out.extend_from_slice(bytes);
-    }
-    out.push(b']');
-    for (k, v) in &others {
-        out.push(b',');
-        push_str(&mut out, k);
-        out.push(b':');
-        let bytes = serde_json::to_vec(v).map_err(|e| not_index(e.to_string()))?;
-        out.extend_from_slice(&bytes);
-    }
-    out.push(b'}');
+    let out = to_json(&ImageIndex {
+        schema_version: 2,
+        media_type: mapping::INDEX_MEDIA_TYPE,
+        artifact_type: None,
+        manifests: listed.into_iter().map(Listed::Kept).chain(added).collect(),
+        annotations: None,
+        others,
+    });
     if out.len() > mapping::MAX_MANIFEST_BYTES {
         return Err(RemoteError::Protocol(format!(
             "the referrers index would be {} bytes, more than the {} a registry takes",
@@ -272,7 +257,7 @@ impl OciRemote {
         if !client.has_blob(&empty)? {
             client.put_blob(&empty, EMPTY_CONFIG)?;
         }
-        let mut entries: Vec<(ObjectId, Vec<u8>)> = Vec::with_capacity(attestations.len());
+        let mut entries: Vec<(ObjectId, Descriptor)> = Vec::with_capacity(attestations.len());
         let mut registered = false;
         let subject_digest = format!("sha256:{}", subject.digest);
         for envelope in attestations {
@@ -402,7 +387,7 @@ mod tests {
         }
     }
 
-    fn entry(envelope: &[u8]) -> (ObjectId, Vec<u8>) {
+    fn entry(envelope: &[u8]) -> (ObjectId, Descriptor) {
         let snapshot = ManifestDigest::of(b"manifest");
         let m = artifact_manifest(
             &subject(),
@@ -458,7 +443,7 @@ mod tests {
         let doc = Document::parse(&m).unwrap();
         assert_eq!(doc.layers.len(), 1);
         assert!(doc.subject.is_some());
-        let e: serde_json::Value = serde_json::from_slice(&index_entry(&m, &snapshot)).unwrap();
+        let e = serde_json::to_value(index_entry(&m, &snapshot)).unwrap();
         assert_eq!(e["digest"], format!("sha256:{}", ObjectId::of(&m)));
         assert_eq!(e["size"], m.len());
         assert_eq!(e["artifactType"], ATTESTATION_ARTIFACT_TYPE);
