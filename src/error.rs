@@ -220,6 +220,11 @@ pub enum Error {
     /// a `RemoteError`, from the `remote` module.
     #[error(transparent)]
     Remote(Classified),
+    /// A stored snapshot cannot leave the store as it is (a push's or an
+    /// export's checks: an `OutgoingError`, from `remote::preflight`), or a
+    /// bundle is damaged or no bundle (a `BundleError`, from `bundle`).
+    #[error(transparent)]
+    Transfer(Classified),
     /// The store directory is not usable as a store.
     #[error("the store '{}' {reason}", .path.display())]
     BadStore {
@@ -270,7 +275,11 @@ impl Error {
                 ErrorKind::NotFound
             }
             Error::Rejected(_) => ErrorKind::Rejected,
-            Error::GitNexus(c) | Error::Remote(c) | Error::Git(c) | Error::Sign(c) => c.kind(),
+            Error::GitNexus(c)
+            | Error::Remote(c)
+            | Error::Transfer(c)
+            | Error::Git(c)
+            | Error::Sign(c) => c.kind(),
             Error::Untrusted { .. } => ErrorKind::Untrusted,
             Error::UnknownDigest { .. } | Error::UnknownVersion { .. } => ErrorKind::UnknownDigest,
             Error::NotFound { .. } | Error::Absent { .. } | Error::StoreNotFound { .. } => {
@@ -333,6 +342,7 @@ impl Error {
             Error::Rejected(r) => Some(r.rule()),
             Error::GitNexus(c)
             | Error::Remote(c)
+            | Error::Transfer(c)
             | Error::Adopt(c)
             | Error::Git(c)
             | Error::Sign(c) => c.rule(),
@@ -347,6 +357,7 @@ impl Error {
             Error::Rejected(r) => r.path(),
             Error::GitNexus(c)
             | Error::Remote(c)
+            | Error::Transfer(c)
             | Error::Adopt(c)
             | Error::Git(c)
             | Error::Sign(c) => c.path(),

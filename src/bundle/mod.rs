@@ -45,7 +45,6 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::catalogue::resolve;
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Made, Misuse, Result};
@@ -295,20 +294,12 @@ fn objects_of(manifest: &Manifest) -> BTreeMap<ObjectKey, u64> {
 /// Writes a snapshot's bundle.
 pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportReport> {
     let store = Store::open(store_root, LockMode::Shared, false)?;
-    let digest = resolve(store.catalogue(), opts.digest)?;
-    let attestations = crate::store::signed::stored_envelopes(&store, &digest)?;
-    crate::remote::check_attestations(&attestations)?;
     // A bundle holds only what a view could.
-    store.entries_to_hand_out(&digest)?;
-    let bytes = store.catalogue().manifest_bytes(&digest)?;
-    let manifest = Manifest::parse(&bytes)
-        .ok()
-        .filter(|m| m.digest == digest)
-        .ok_or_else(|| {
-            Error::Integrity(format!(
-                "the catalogue's manifest for {digest} is not its canonical manifest"
-            ))
-        })?;
+    let crate::remote::preflight::Outbound {
+        digest,
+        manifest,
+        attestations,
+    } = crate::remote::preflight(&store, opts.digest)?;
     let format = if opts.zstd {
         Format::TarZstd
     } else {
@@ -402,10 +393,7 @@ fn write_bundle(
         let path = store.object_path(&key);
         let data = std::fs::read(&path).ctx("read an object", &path)?;
         if data.len() as u64 != size || ObjectId::of(&data) != key.id {
-            return Err(Error::Integrity(format!(
-                "object '{}' no longer matches its key; run `cestore verify`",
-                path.display()
-            )));
+            return Err(crate::remote::OutgoingError::ObjectChanged { path }.into());
         }
         Ok((key, std::borrow::Cow::Owned(data)))
     });
@@ -539,6 +527,43 @@ impl<R: Read> Body<R> {
     }
 }
 
+/// A bundle that cannot be imported as it is.
+#[derive(Debug, thiserror::Error)]
+pub enum BundleError {
+    /// The bundle is damaged: cut short, changed, or holding what no
+    /// bundle holds.
+    #[error("the bundle is damaged: {why}")]
+    Damaged {
+        /// What is wrong, in one short line of printable text. It stays
+        /// words: every damage is acted on alike (the import is refused and
+        /// nothing enters the store), and many come from what a reader of
+        /// the archive said.
+        why: String,
+    },
+    /// The file is neither a tar archive nor zstd-compressed.
+    #[error("'{label}' is not a bundle: it is neither a tar archive nor zstd-compressed; make one with `cestore export`")]
+    NotABundle {
+        /// The file, as the import names it.
+        label: String,
+    },
+}
+
+impl crate::error::Classify for BundleError {
+    fn kind(&self) -> crate::error::ErrorKind {
+        crate::error::ErrorKind::Integrity
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + 'static) {
+        self
+    }
+}
+
+impl From<BundleError> for Error {
+    fn from(e: BundleError) -> Self {
+        Error::Transfer(crate::error::Classified::new(e))
+    }
+}
+
 fn damaged(why: impl std::fmt::Display) -> Error {
     // A reader's message may quote the bundle's bytes: keep one short line
     // of printable text.
@@ -554,7 +579,7 @@ fn damaged(why: impl std::fmt::Display) -> Error {
         })
         .take(200)
         .collect();
-    Error::Integrity(format!("the bundle is damaged: {why}"))
+    BundleError::Damaged { why }.into()
 }
 
 /// Reads until `buf` is full or the stream ends; returns the bytes read.
@@ -767,9 +792,10 @@ fn archive_of(label: &str, mut raw: Box<dyn Read>) -> Result<(Format, Body<Box<d
     } else if magic.get(257..262) == Some(b"ustar") {
         Format::Tar
     } else {
-        return Err(Error::Integrity(format!(
-            "'{label}' is not a bundle: it is neither a tar archive nor zstd-compressed; make one with `cestore export`"
-        )));
+        return Err(BundleError::NotABundle {
+            label: label.to_string(),
+        }
+        .into());
     };
     let chained = io::Cursor::new(magic).chain(raw);
     let body = match format {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 pub use crate::remote::transfer::{PullReport, PullStats};
 use crate::remote::{self, transfer};
 
@@ -25,11 +25,8 @@ pub struct PullOptions<'a> {
 /// Pulls a snapshot from a remote into the store.
 pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
     let (remote, reference) = remote::open(opts.reference, &opts.remote_options)?;
-    let reference = reference.ok_or_else(|| {
-        Error::Usage(format!(
-            "'{}': pull needs a tag or digest: REGISTRY/REPOSITORY:sha256-<hex>, :TAG or @sha256:<hex>",
-            opts.reference
-        ))
+    let reference = reference.ok_or_else(|| remote::RequestError::PullWithoutReference {
+        reference: opts.reference.to_string(),
     })?;
     transfer::pull(
         store_root,

@@ -24,10 +24,18 @@
 //! [`Remote`] and be chosen by [`open`] from the address's scheme, without
 //! touching the commands.
 
+pub mod errors;
 pub mod oci;
 pub mod pack;
+pub mod preflight;
 pub mod publish;
 pub mod transfer;
+
+pub use errors::{
+    AnswerError, Mismatch, NotIndex, PackDamage, PackError, RecordError, ReferrersError,
+    RequestError, SlotsError,
+};
+pub use preflight::{check_attestations, preflight, OutgoingError};
 
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, Result};
@@ -43,28 +51,6 @@ const PLAIN_HTTP_HINT: &str =
 pub const MAX_ATTESTATION_BYTES: u64 = 1024 * 1024;
 /// The most attestations one snapshot may travel with.
 pub const MAX_ATTESTATIONS: usize = 64;
-
-/// Checks the attestations a snapshot is to travel with against the bounds
-/// a pull and an import hold them to: at most [`MAX_ATTESTATIONS`], each at
-/// most [`MAX_ATTESTATION_BYTES`].
-pub fn check_attestations(attestations: &[Vec<u8>]) -> Result<()> {
-    if attestations.len() > MAX_ATTESTATIONS {
-        return Err(Error::Usage(format!(
-            "a snapshot travels with at most {MAX_ATTESTATIONS} attestations, not {}",
-            attestations.len()
-        )));
-    }
-    if let Some(big) = attestations
-        .iter()
-        .find(|a| a.len() as u64 > MAX_ATTESTATION_BYTES)
-    {
-        return Err(Error::Usage(format!(
-            "an attestation of {} bytes is larger than the {MAX_ATTESTATION_BYTES} a pull or an import takes",
-            big.len()
-        )));
-    }
-    Ok(())
-}
 
 /// A remote failed or answered something this cestore cannot use.
 #[derive(Debug, thiserror::Error)]
@@ -131,9 +117,26 @@ pub enum RemoteError {
     /// The remote has no such snapshot.
     #[error("{0} not found on the remote")]
     NotFound(String),
-    /// The remote answered something malformed or not made by cestore.
-    #[error("{0}")]
-    Protocol(String),
+    /// An answer is not what the distribution API promises.
+    #[error(transparent)]
+    Answer(#[from] AnswerError),
+    /// A record (image manifest, index, config) is not a cestore snapshot's.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// What a record lists of packs and raw blobs does not fit the snapshot.
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    /// A record's attestations are listed or served in a way cestore
+    /// cannot use.
+    #[error(transparent)]
+    Referrers(#[from] ReferrersError),
+    /// Bytes served do not hash to what names them, or name another
+    /// snapshot.
+    #[error(transparent)]
+    Mismatch(#[from] Mismatch),
+    /// The request cannot be made as given.
+    #[error(transparent)]
+    Request(#[from] RequestError),
 }
 
 fn fmt_detail(detail: &str) -> String {
@@ -145,10 +148,14 @@ fn fmt_detail(detail: &str) -> String {
 }
 
 impl Classify for RemoteError {
-    /// `not-found` for a snapshot the remote lacks, else `remote`.
+    /// `not-found` for a snapshot the remote lacks, `integrity` for bytes
+    /// that are not the ones asked for, `usage` for a request that cannot
+    /// be made as given, else `remote`.
     fn kind(&self) -> ErrorKind {
         match self {
             RemoteError::NotFound(_) => ErrorKind::NotFound,
+            RemoteError::Mismatch(_) => ErrorKind::Integrity,
+            RemoteError::Request(_) => ErrorKind::Usage,
             _ => ErrorKind::Remote,
         }
     }
@@ -163,6 +170,25 @@ impl From<RemoteError> for Error {
         Error::Remote(Classified::new(e))
     }
 }
+
+/// Each concern's error reaches the crate's [`Error`] as a [`RemoteError`].
+macro_rules! into_error {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(e: $t) -> Self {
+                RemoteError::from(e).into()
+            }
+        }
+    )*};
+}
+into_error!(
+    AnswerError,
+    RecordError,
+    PackError,
+    ReferrersError,
+    Mismatch,
+    RequestError
+);
 
 /// How to reach a remote.
 #[derive(Clone, Debug)]
@@ -365,7 +391,8 @@ pub struct Incoming {
 ///
 /// Blob operations may run on several threads at once. Every method returns
 /// the crate's [`Error`]: [`Error::Remote`] for a failing or refusing remote,
-/// [`Error::Integrity`] for data that does not hash to what it should.
+/// of kind `integrity` ([`RemoteError::Mismatch`]) for data that does not
+/// hash to what it should.
 pub trait Remote: Sync {
     /// The remote's address, e.g. `oci://127.0.0.1:5000/cestore/ce`.
     fn location(&self) -> String;
@@ -404,9 +431,9 @@ pub fn read_error(e: std::io::Error) -> Error {
         if let Some(Ok(remote)) = e.into_inner().map(|inner| inner.downcast::<RemoteError>()) {
             return Error::from(*remote);
         }
-        return RemoteError::Protocol("a blob could not be read".into()).into();
+        return AnswerError::BlobUnreadable { cause: None }.into();
     }
-    RemoteError::Protocol(format!("a blob could not be read: {e}")).into()
+    AnswerError::BlobUnreadable { cause: Some(e) }.into()
 }
 
 /// Opens a remote from an address such as `REGISTRY/REPOSITORY`,
@@ -416,10 +443,11 @@ pub fn read_error(e: std::io::Error) -> Error {
 pub fn open(address: &str, opts: &Options) -> Result<(Box<dyn Remote>, Option<SnapshotRef>)> {
     let rest = address.strip_prefix("oci://").unwrap_or(address);
     if let Some((scheme, _)) = rest.split_once("://") {
-        let address = crate::source::url::redact_address(address);
-        return Err(Error::Usage(format!(
-            "'{address}': the remote scheme '{scheme}' is not supported (only OCI registries, as REGISTRY/REPOSITORY)"
-        )));
+        return Err(RequestError::Scheme {
+            address: crate::source::url::redact_address(address),
+            scheme: scheme.to_string(),
+        }
+        .into());
     }
     let (addr, reference) = oci::Address::parse(rest)?;
     Ok((Box::new(oci::OciRemote::new(addr, opts)?), reference))

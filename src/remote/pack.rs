@@ -13,7 +13,7 @@ use std::io::Read;
 
 use crate::digest::{ObjectId, ObjectKey};
 use crate::manifest::Manifest;
-use crate::remote::RemoteError;
+use crate::remote::{PackError, SlotsError};
 
 /// A content of at least this many bytes travels as its own raw blob.
 pub const RAW_MIN_BYTES: u64 = 256 * 1024;
@@ -264,21 +264,17 @@ pub fn format_slots(slots: &[Slot]) -> String {
 }
 
 /// Parses a `dev.cestore.pack` annotation, reading at most `max` slots.
-pub fn parse_slots(text: &str, max: usize) -> Result<Vec<Slot>, RemoteError> {
-    let bad = |why: &str| RemoteError::Protocol(format!("a pack's index is malformed: {why}"));
+pub fn parse_slots(text: &str, max: usize) -> Result<Vec<Slot>, SlotsError> {
     let mut out = Vec::new();
     for item in text.split(',') {
         if out.len() >= max {
-            return Err(bad(&format!("it lists more than {max} objects")));
+            return Err(SlotsError::TooMany { max });
         }
         let mut parts = item.split(':');
         let (Some(hex), Some(offset), Some(size), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         else {
-            return Err(bad(&format!(
-                "'{}' is not <sha256>:<offset>:<size>",
-                clip(item)
-            )));
+            return Err(SlotsError::NotSlot { item: clip(item) });
         };
         let number = |s: &str| {
             if s.is_empty() || s.len() > 20 || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -289,13 +285,10 @@ pub fn parse_slots(text: &str, max: usize) -> Result<Vec<Slot>, RemoteError> {
         let (Ok(id), Some(offset), Some(size)) =
             (hex.parse::<ObjectId>(), number(offset), number(size))
         else {
-            return Err(bad(&format!(
-                "'{}' is not <sha256>:<offset>:<size>",
-                clip(item)
-            )));
+            return Err(SlotsError::NotSlot { item: clip(item) });
         };
         if hex.bytes().any(|b| b.is_ascii_uppercase()) {
-            return Err(bad(&format!("'{}' is not lowercase hex", clip(item))));
+            return Err(SlotsError::NotLowercase { item: clip(item) });
         }
         out.push(Slot { id, offset, size });
     }
@@ -333,7 +326,7 @@ pub struct Carriers {
 /// distinct contents of the snapshot with their manifest sizes; every raw
 /// blob is a content of the snapshot; and every non-empty content is
 /// carried by a raw blob or a pack.
-pub fn check(manifest: &Manifest, carriers: &Carriers) -> Result<(), RemoteError> {
+pub fn check(manifest: &Manifest, carriers: &Carriers) -> Result<(), PackError> {
     let sizes: BTreeMap<ObjectId, u64> = manifest
         .entries
         .iter()
@@ -349,9 +342,7 @@ pub fn check(manifest: &Manifest, carriers: &Carriers) -> Result<(), RemoteError
     let mut carried = BTreeSet::new();
     for id in &carriers.raw {
         if !sizes.contains_key(id) {
-            return Err(RemoteError::Protocol(format!(
-                "the registry's manifest lists layer sha256:{id}, which is no content of the snapshot"
-            )));
+            return Err(PackError::ForeignLayer { layer: *id });
         }
         carried.insert(*id);
     }
@@ -363,10 +354,10 @@ pub fn check(manifest: &Manifest, carriers: &Carriers) -> Result<(), RemoteError
         .iter()
         .find(|e| e.size > 0 && !carried.contains(&e.sha256))
     {
-        return Err(RemoteError::Protocol(format!(
-            "no layer of the registry's manifest carries '{}' (sha256:{})",
-            e.path, e.sha256
-        )));
+        return Err(PackError::NotCarried {
+            path: e.path.clone(),
+            content: e.sha256,
+        });
     }
     Ok(())
 }
@@ -378,35 +369,28 @@ fn check_pack(
     p: &PackRef,
     sizes: &BTreeMap<ObjectId, u64>,
     path_of: &dyn Fn(&ObjectId) -> String,
-) -> Result<BTreeSet<ObjectId>, RemoteError> {
-    let what = format!("pack sha256:{}", p.digest);
+) -> Result<BTreeSet<ObjectId>, PackError> {
+    let pack = p.digest;
     if p.slots.is_empty() {
-        return Err(RemoteError::Protocol(format!("{what} lists no objects")));
+        return Err(PackError::Empty { pack });
     }
     let mut in_pack = BTreeSet::new();
     for s in &p.slots {
         match sizes.get(&s.id) {
-            None => {
-                return Err(RemoteError::Protocol(format!(
-                    "{what} lists object {}, which is no content of the snapshot",
-                    s.id
-                )))
-            }
+            None => return Err(PackError::ForeignObject { pack, object: s.id }),
             Some(&size) if size != s.size || size == 0 => {
-                return Err(RemoteError::Protocol(format!(
-                    "{what} lists object {} with {} bytes, but '{}' has {size}",
-                    s.id,
-                    s.size,
-                    path_of(&s.id)
-                )))
+                return Err(PackError::ObjectSize {
+                    pack,
+                    object: s.id,
+                    listed: s.size,
+                    path: path_of(&s.id),
+                    size,
+                })
             }
             Some(_) => {}
         }
         if !in_pack.insert(s.id) {
-            return Err(RemoteError::Protocol(format!(
-                "{what} lists object {} twice",
-                s.id
-            )));
+            return Err(PackError::ObjectTwice { pack, object: s.id });
         }
     }
     if let Some(s) = p
@@ -414,23 +398,28 @@ fn check_pack(
         .iter()
         .find(|s| s.offset.checked_add(s.size).is_none_or(|end| end > p.size))
     {
-        return Err(RemoteError::Protocol(format!(
-            "{what} has {} bytes, but its index points outside it: object {} at offset {} with {} bytes",
-            p.size, s.id, s.offset, s.size
-        )));
+        return Err(PackError::Outside {
+            pack,
+            pack_size: p.size,
+            object: s.id,
+            offset: s.offset,
+            size: s.size,
+        });
     }
     let (expected, size) = slots(p.slots.iter().map(|s| (s.id, s.size)));
     if let Some((s, _)) = p.slots.iter().zip(&expected).find(|(s, e)| s != e) {
-        return Err(RemoteError::Protocol(format!(
-            "{what} places object {} at offset {}, not where a pack's next object lies",
-            s.id, s.offset
-        )));
+        return Err(PackError::Misplaced {
+            pack,
+            object: s.id,
+            offset: s.offset,
+        });
     }
     if size != p.size {
-        return Err(RemoteError::Protocol(format!(
-            "{what} is listed with {} bytes, but its objects take {size} (its index points outside it)",
-            p.size
-        )));
+        return Err(PackError::Size {
+            pack,
+            listed: p.size,
+            size,
+        });
     }
     Ok(in_pack)
 }

@@ -1,15 +1,14 @@
 //! A stored snapshot published to a remote: the snapshot's own checks (it
-//! is whole, its manifest canonical), the tag it may carry, then
-//! [`super::transfer::push`].
+//! is whole, its manifest canonical: [`super::preflight`]), the tag it may
+//! carry, then [`super::transfer::push`].
 
 use std::path::Path;
 
 use super::oci::client::Traffic;
+use super::preflight::Outbound;
 use super::transfer::{push, PushStats};
-use super::{Format, Outgoing, Published, SnapshotRef};
-use crate::catalogue::resolve;
-use crate::error::{Error, Result};
-use crate::manifest::Manifest;
+use super::{Format, Outgoing, Published, RequestError, SnapshotRef};
+use crate::error::Result;
 use crate::store::{LockMode, Store};
 
 /// What to push, and where.
@@ -52,24 +51,13 @@ pub struct PushReport {
 /// artifact that refers to that record.
 pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
-    let digest = resolve(store.catalogue(), opts.digest)?;
-    let attestations = crate::store::signed::stored_envelopes(&store, &digest)?;
-    super::check_attestations(&attestations)?;
     // A registry gets only what a view could hold.
-    store.entries_to_hand_out(&digest)?;
+    let Outbound {
+        digest,
+        manifest,
+        attestations,
+    } = super::preflight(&store, opts.digest)?;
     let row = store.catalogue().snapshot(&digest)?;
-    let bytes = store.catalogue().manifest_bytes(&digest)?;
-    let manifest = Manifest::parse(&bytes).map_err(|e| {
-        Error::Integrity(format!(
-            "the catalogue's manifest for {digest} is not canonical: {e}"
-        ))
-    })?;
-    if manifest.digest != digest {
-        return Err(Error::Integrity(format!(
-            "the catalogue's manifest for {digest} hashes to {}",
-            manifest.digest
-        )));
-    }
     let mut remote_options = opts.remote_options.clone();
     remote_options.push = true;
     let (remote, reference) = super::open(opts.remote, &remote_options)?;
@@ -81,17 +69,19 @@ pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushRe
             None => Some(t),
             Some(d) if d == digest => None,
             Some(d) => {
-                return Err(Error::Usage(format!(
-                    "'{}': the tag names the snapshot {d}, not {digest}; give a human tag such as 3.23.1, or none",
-                    opts.remote
-                )))
+                return Err(RequestError::PushTagOfAnother {
+                    remote: opts.remote.to_string(),
+                    tag: d,
+                    snapshot: digest,
+                }
+                .into())
             }
         },
         Some(SnapshotRef::Digest(_)) => {
-            return Err(Error::Usage(format!(
-                "'{}': push takes REGISTRY/REPOSITORY or REGISTRY/REPOSITORY:TAG, not a digest; the digest tag sha256-<digest> is always published",
-                opts.remote
-            )))
+            return Err(RequestError::PushDigest {
+                remote: opts.remote.to_string(),
+            }
+            .into())
         }
     };
     // Blobs pushed earlier to another repository of the same registry are

@@ -8,7 +8,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::pack::{self, PackRef};
-use super::{Format, Outgoing, Published, Remote, SnapshotRef};
+use super::{
+    Format, Mismatch, Outgoing, OutgoingError, PackDamage, Published, Remote, SnapshotRef,
+};
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
@@ -231,10 +233,10 @@ fn read_object(path: &std::path::Path, id: &ObjectId, size: u64) -> Result<Vec<u
     let mut h = ObjectHasher::default();
     h.update(&data);
     if data.len() as u64 != size || h.finish() != *id {
-        return Err(Error::Integrity(format!(
-            "object '{}' no longer matches its key; run `cestore verify`",
-            path.display()
-        )));
+        return Err(OutgoingError::ObjectChanged {
+            path: path.to_path_buf(),
+        }
+        .into());
     }
     Ok(data)
 }
@@ -339,67 +341,67 @@ fn extract(
     p: &PackRef,
     stage: &dyn Fn(&pack::Slot, &mut dyn Read) -> Result<bool>,
 ) -> Result<()> {
-    let damaged = |why: String| Error::Integrity(format!("pack sha256:{} {why}", p.digest));
+    let damaged = |problem: PackDamage| -> Error {
+        Mismatch::Pack {
+            pack: p.digest,
+            problem,
+        }
+        .into()
+    };
     let mut r = pack::Hashing::new(body.take(p.size.saturating_add(1)));
     let mut block = [0u8; pack::BLOCK as usize];
     for s in &p.slots {
         read_exact(&mut r, &mut block).map_err(|e| match e {
-            ReadFail::Short => damaged(format!("is truncated before object {}", s.id)),
+            ReadFail::Short => damaged(PackDamage::TruncatedBefore(s.id)),
             ReadFail::Io(e) => super::read_error(e),
         })?;
         if block != pack::header(&s.id, s.size) {
-            return Err(damaged(format!(
-                "has no header for object {} at offset {} (a changed byte, or an index that does not match the pack)",
-                s.id,
-                s.offset - pack::BLOCK
-            )));
+            return Err(damaged(PackDamage::NoHeader {
+                object: s.id,
+                offset: s.offset - pack::BLOCK,
+            }));
         }
         if !stage(s, &mut (&mut r).take(s.size))? {
             let mut h = pack::Hashing::new((&mut r).take(s.size));
             std::io::copy(&mut h, &mut std::io::sink()).map_err(super::read_error)?;
             let (id, n) = h.finish();
             if n != s.size {
-                return Err(damaged(format!("is truncated in object {}", s.id)));
+                return Err(damaged(PackDamage::TruncatedIn(s.id)));
             }
             if id != s.id {
-                return Err(damaged(format!(
-                    "carries object {} whose bytes hash to {id}",
-                    s.id
-                )));
+                return Err(damaged(PackDamage::Object {
+                    object: s.id,
+                    found: id,
+                }));
             }
         }
         let pad = (s.size.div_ceil(pack::BLOCK) * pack::BLOCK - s.size) as usize;
         read_exact(&mut r, &mut block[..pad]).map_err(|e| match e {
-            ReadFail::Short => damaged(format!("is truncated after object {}", s.id)),
+            ReadFail::Short => damaged(PackDamage::TruncatedAfter(s.id)),
             ReadFail::Io(e) => super::read_error(e),
         })?;
         if block[..pad].iter().any(|&b| b != 0) {
-            return Err(damaged(format!(
-                "has changed padding after object {}",
-                s.id
-            )));
+            return Err(damaged(PackDamage::Padding(s.id)));
         }
     }
     for _ in 0..2 {
         read_exact(&mut r, &mut block).map_err(|e| match e {
-            ReadFail::Short => damaged("is truncated in its end blocks".into()),
+            ReadFail::Short => damaged(PackDamage::TruncatedEnd),
             ReadFail::Io(e) => super::read_error(e),
         })?;
         if block.iter().any(|&b| b != 0) {
-            return Err(damaged("has changed end blocks".into()));
+            return Err(damaged(PackDamage::EndBlocks));
         }
     }
     let mut one = [0u8; 1];
     match read_exact(&mut r, &mut one) {
         Err(ReadFail::Short) => {}
-        Ok(()) => return Err(damaged(format!("is longer than its {} bytes", p.size))),
+        Ok(()) => return Err(damaged(PackDamage::Longer(p.size))),
         Err(ReadFail::Io(e)) => return Err(super::read_error(e)),
     }
     let (digest, _) = r.finish();
     if digest != p.digest {
-        return Err(damaged(format!(
-            "does not hash to its digest (it hashes to {digest})"
-        )));
+        return Err(damaged(PackDamage::Digest(digest)));
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ use super::retry::{
     MAX_ATTEMPTS,
 };
 use crate::digest::ObjectId;
-use crate::remote::RemoteError;
+use crate::remote::{AnswerError, RemoteError};
 
 /// How long one request may take, start to end.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
@@ -305,7 +305,11 @@ impl Client {
             if let Some(Ok(remote)) = e.into_inner().map(|i| i.downcast::<RemoteError>()) {
                 return *remote;
             }
-            return RemoteError::Protocol(format!("{method} {url}: the answer could not be read"));
+            return AnswerError::Unreadable {
+                method: method.to_string(),
+                url: url.to_string(),
+            }
+            .into();
         }
         if io_is_timeout(&e) {
             return self.timed_out(method, url, e);
@@ -841,8 +845,8 @@ impl Client {
             .headers()
             .get("location")
             .and_then(|v| v.to_str().ok())
-            .ok_or_else(|| {
-                RemoteError::Protocol(format!("POST {url} answered 202 without a Location header"))
+            .ok_or_else(|| AnswerError::NoLocation {
+                url: url.to_string(),
             })?;
         Ok(
             if location.starts_with("http://") || location.starts_with("https://") {
@@ -915,9 +919,7 @@ impl Client {
         }
         let data = self.read_body(&Method::GET, &url, resp, max as u64 + 1, true)?;
         if data.len() > max {
-            return Err(RemoteError::Protocol(format!(
-                "the manifest at {url} is larger than {max} bytes"
-            )));
+            return Err(AnswerError::ManifestTooLarge { url, max }.into());
         }
         Ok(Some(data))
     }
@@ -966,17 +968,17 @@ impl Client {
                 .map(|link| self.absolute(&link));
             let data = self.read_body(&Method::GET, &url, resp, max as u64 + 1, true)?;
             if data.len() > max {
-                return Err(RemoteError::Protocol(format!(
-                    "the referrers list at {url} is larger than {max} bytes"
-                )));
+                return Err(AnswerError::ReferrersTooLarge { url, max }.into());
             }
             pages.push(data);
             match next {
                 Some(n) if pages.len() < MAX_REFERRER_PAGES => url = n,
                 Some(_) => {
-                    return Err(RemoteError::Protocol(format!(
-                        "the referrers of sha256:{digest} span more than {MAX_REFERRER_PAGES} pages"
-                    )))
+                    return Err(AnswerError::TooManyReferrerPages {
+                        subject: *digest,
+                        max: MAX_REFERRER_PAGES,
+                    }
+                    .into())
                 }
                 None => return Ok(Some(pages)),
             }
@@ -1030,9 +1032,11 @@ impl Client {
         {
             let ours = format!("sha256:{}", ObjectId::of(bytes));
             if d != ours {
-                return Err(RemoteError::Protocol(format!(
-                    "the registry stored the manifest under {d}, not {ours}"
-                )));
+                return Err(AnswerError::StoredUnder {
+                    stored: d.to_string(),
+                    ours,
+                }
+                .into());
             }
         }
         Ok(resp

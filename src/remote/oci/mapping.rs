@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use crate::digest::ObjectId;
-use crate::remote::{pack, Format, Outgoing, RemoteError};
+use crate::remote::{pack, Format, Outgoing, RecordError};
 use crate::source::carried;
 use crate::source::record::{redact_url, SourceEntry, Via};
 use crate::store::adopt::AdoptError;
@@ -411,15 +411,13 @@ impl Document {
     }
 
     /// Parses a manifest or index, checking its schema version.
-    pub fn parse(bytes: &[u8]) -> Result<Document, RemoteError> {
-        let doc: Document = serde_json::from_slice(bytes).map_err(|e| {
-            RemoteError::Protocol(format!("the registry's manifest is not valid JSON: {e}"))
-        })?;
+    pub fn parse(bytes: &[u8]) -> Result<Document, RecordError> {
+        let doc: Document =
+            serde_json::from_slice(bytes).map_err(|error| RecordError::NotJson { error })?;
         if doc.schema_version != 2 {
-            return Err(RemoteError::Protocol(format!(
-                "the registry's manifest has schemaVersion {}, not 2",
-                doc.schema_version
-            )));
+            return Err(RecordError::SchemaVersion {
+                found: doc.schema_version,
+            });
         }
         Ok(doc)
     }
@@ -431,10 +429,10 @@ impl Document {
 }
 
 /// Parses `sha256:<hex>`.
-pub fn parse_digest(s: &str) -> Result<ObjectId, RemoteError> {
+pub fn parse_digest(s: &str) -> Result<ObjectId, RecordError> {
     ObjectId::from_prefixed(s)
         .ok()
-        .ok_or_else(|| RemoteError::Protocol(format!("'{s}' is not a sha256 digest")))
+        .ok_or_else(|| RecordError::NotDigest { text: s.into() })
 }
 
 #[cfg(test)]

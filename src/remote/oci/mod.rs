@@ -22,6 +22,7 @@ use self::client::Client;
 use self::mapping::{Document, Plan};
 use super::pack::{self, Carriers, PackRef};
 use super::{Incoming, Options, Outgoing, Published, Remote, RemoteError, SnapshotRef};
+use super::{Mismatch, PackError, RecordError, RequestError};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, Result};
 
@@ -74,11 +75,12 @@ impl Address {
     /// Parses `REGISTRY/REPOSITORY[:TAG|@sha256:HEX]`. A refusal shows the
     /// address without a user part, a query or a fragment.
     pub fn parse(s: &str) -> Result<(Address, Option<SnapshotRef>)> {
-        let usage = |why: &str| {
-            let s = crate::source::url::redact_address(s);
-            Error::Usage(format!(
-                "'{s}' is not a remote address ({why}): write REGISTRY/REPOSITORY, e.g. 127.0.0.1:5000/cestore/ce, with :TAG or @sha256:<hex> to pull"
-            ))
+        let usage = |why: &'static str| -> Error {
+            RequestError::Address {
+                address: crate::source::url::redact_address(s),
+                why,
+            }
+            .into()
         };
         let Some((registry, rest)) = s.split_once('/') else {
             return Err(usage("no repository"));
@@ -161,19 +163,14 @@ impl OciRemote {
     fn fetch_config(&self, config_id: &ObjectId, size: Option<u64>) -> Result<Vec<u8>> {
         let max = size.unwrap_or(MAX_CONFIG_BYTES);
         if max > MAX_CONFIG_BYTES {
-            return Err(RemoteError::Protocol(format!(
-                "the config is {max} bytes, more than a snapshot's manifest can be"
-            ))
-            .into());
+            return Err(RecordError::ConfigTooLarge { size: max }.into());
         }
         let bytes = self.client.get_blob(config_id, max)?;
         if bytes.len() as u64 > max
             || size.is_some_and(|s| s != bytes.len() as u64)
             || ObjectId::of(&bytes) != *config_id
         {
-            return Err(Error::Integrity(format!(
-                "the registry's config blob sha256:{config_id} does not hash to its digest"
-            )));
+            return Err(Mismatch::Config { config: *config_id }.into());
         }
         let manifest = crate::manifest::Manifest::parse(&bytes)
             .map_err(crate::store::adopt::AdoptError::from)?;
@@ -207,11 +204,10 @@ impl OciRemote {
                 continue;
             }
             if distinct.len() > files.len() {
-                return Err(RemoteError::Protocol(format!(
-                    "the index lists {} distinct manifests for a snapshot of {} distinct objects",
-                    distinct.len(),
-                    files.len()
-                ))
+                return Err(RecordError::TooManyParts {
+                    parts: distinct.len(),
+                    objects: files.len(),
+                }
                 .into());
             }
             let config = (config_id, manifest_bytes.len() as u64);
@@ -241,39 +237,35 @@ impl OciRemote {
         config: (ObjectId, u64),
         snapshot: ManifestDigest,
     ) -> Result<Document> {
-        let part = self.fetch_document(&d.digest)?.ok_or_else(|| {
-            RemoteError::Protocol(format!(
-                "the index lists manifest {} that the registry does not have",
-                d.digest
-            ))
-        })?;
+        let part = self
+            .fetch_document(&d.digest)?
+            .ok_or_else(|| RecordError::MissingPart {
+                part: d.digest.clone(),
+            })?;
         if ObjectId::of(&part) != id {
-            return Err(Error::Integrity(format!(
-                "the registry served a manifest for {} that hashes to sha256:{}",
-                d.digest,
-                ObjectId::of(&part)
-            )));
+            return Err(Mismatch::Part {
+                part: d.digest.clone(),
+                found: ObjectId::of(&part),
+            }
+            .into());
         }
         let part = Document::parse(&part)?;
         if part.is_index() {
-            return Err(RemoteError::Protocol(
-                "the index lists another index; cestore writes one level only".into(),
-            )
-            .into());
+            return Err(RecordError::NestedIndex.into());
         }
         let c = check_config(&part)?;
         if (mapping::parse_digest(&c.digest)?, c.size) != config {
-            return Err(RemoteError::Protocol(format!(
-                "the index's manifest {} names another config ({}) than snapshot {snapshot}",
-                d.digest, c.digest
-            ))
+            return Err(RecordError::PartConfig {
+                part: d.digest.clone(),
+                config: c.digest.clone(),
+                snapshot,
+            }
             .into());
         }
         if part.layers.is_empty() {
-            return Err(RemoteError::Protocol(format!(
-                "the index's manifest {} lists no layers",
-                d.digest
-            ))
+            return Err(RecordError::PartWithoutLayers {
+                part: d.digest.clone(),
+            }
             .into());
         }
         Ok(part)
@@ -323,11 +315,11 @@ impl OciRemote {
                     .ok_or_else(|| RemoteError::NotFound(self.full(tag)))?;
                 if let Some(digest) = super::tag_digest(tag).filter(|_| is_referrers_index(&bytes))
                 {
-                    return Err(RemoteError::Protocol(format!(
-                        "{} holds the referrers (attestations) of the manifest sha256:{digest}, not a snapshot; pull {}",
-                        self.full(tag),
-                        self.full(&format!("sha256:{digest}"))
-                    ))
+                    return Err(RecordError::ReferrersTag {
+                        tagged: self.full(tag),
+                        record: digest,
+                        pull: self.full(&format!("sha256:{digest}")),
+                    }
                     .into());
                 }
                 top(bytes, super::tag_digest(tag), None)
@@ -475,9 +467,11 @@ impl Remote for OciRemote {
         let top = ObjectId::of(&bytes);
         if let Some(id) = pinned {
             if top != id {
-                return Err(Error::Integrity(format!(
-                    "the registry served a manifest for sha256:{id} that hashes to sha256:{top}"
-                )));
+                return Err(Mismatch::Manifest {
+                    asked: id,
+                    found: top,
+                }
+                .into());
             }
         }
         let doc = Document::parse(&bytes)?;
@@ -566,35 +560,30 @@ fn index_snapshot(
     promised: Option<ManifestDigest>,
 ) -> Result<ManifestDigest> {
     if listed.is_empty() {
-        return Err(RemoteError::Protocol("the registry's index lists no manifests".into()).into());
+        return Err(RecordError::EmptyIndex.into());
     }
     if listed.len() > crate::policy::MAX_FILES {
-        return Err(RemoteError::Protocol(format!(
-            "the index lists {} manifests, more than a snapshot of at most {} files can need",
-            listed.len(),
-            crate::policy::MAX_FILES
-        ))
+        return Err(RecordError::IndexTooLong {
+            listed: listed.len(),
+            max_files: crate::policy::MAX_FILES,
+        }
         .into());
     }
     let annotated = match doc.annotations.get(mapping::SNAPSHOT_ANNOTATION) {
-        Some(hex) => Some(hex.parse::<ManifestDigest>().map_err(|_| {
-            RemoteError::Protocol(format!(
-                "the index's {} annotation '{hex}' is not a digest",
-                mapping::SNAPSHOT_ANNOTATION
-            ))
-        })?),
+        Some(hex) => Some(
+            hex.parse::<ManifestDigest>()
+                .map_err(|_| RecordError::SnapshotAnnotation { hex: hex.clone() })?,
+        ),
         None => None,
     };
     match (promised, annotated) {
-        (Some(p), Some(a)) if p != a => Err(Error::Integrity(format!(
-            "the tag sha256-{p} names an index of snapshot {a}"
-        ))),
-        (Some(d), _) | (None, Some(d)) => Ok(d),
-        (None, None) => Err(RemoteError::Protocol(format!(
-            "the index names no snapshot (no {} annotation)",
-            mapping::SNAPSHOT_ANNOTATION
-        ))
+        (Some(p), Some(a)) if p != a => Err(Mismatch::TagIndex {
+            tag: p,
+            snapshot: a,
+        }
         .into()),
+        (Some(d), _) | (None, Some(d)) => Ok(d),
+        (None, None) => Err(RecordError::NoSnapshot.into()),
     }
 }
 
@@ -627,25 +616,25 @@ impl Collector {
             }
             mapping::PACK_MEDIA_TYPE => {
                 let text = d.annotations.get(mapping::PACK_ANNOTATION).ok_or_else(|| {
-                    RemoteError::Protocol(format!(
-                        "pack {} has no {} annotation (its index)",
-                        d.digest,
-                        mapping::PACK_ANNOTATION
-                    ))
+                    PackError::NoIndex {
+                        pack: d.digest.clone(),
+                    }
                 })?;
                 if let Some(&i) = self.seen.get(&digest) {
                     let known = &self.carriers.packs[i];
                     if known.size != d.size || pack::format_slots(&known.slots) != *text {
-                        return Err(RemoteError::Protocol(format!(
-                            "pack {} is listed twice with different objects",
-                            d.digest
-                        ))
+                        return Err(PackError::ListedTwice {
+                            pack: d.digest.clone(),
+                        }
                         .into());
                     }
                     return Ok(());
                 }
-                let slots = pack::parse_slots(text, self.slots_left)
-                    .map_err(|e| RemoteError::Protocol(format!("pack {}: {e}", d.digest)))?;
+                let slots =
+                    pack::parse_slots(text, self.slots_left).map_err(|error| PackError::Index {
+                        pack: d.digest.clone(),
+                        error,
+                    })?;
                 self.slots_left -= slots.len();
                 self.seen.insert(digest, self.carriers.packs.len());
                 self.carriers.packs.push(PackRef {
@@ -655,10 +644,10 @@ impl Collector {
                 });
             }
             other => {
-                return Err(RemoteError::Protocol(format!(
-                    "layer {} has the media type '{other}', which is no cestore layer",
-                    d.digest
-                ))
+                return Err(RecordError::LayerMediaType {
+                    layer: d.digest.clone(),
+                    media_type: other.to_string(),
+                }
                 .into())
             }
         }
@@ -668,16 +657,11 @@ impl Collector {
 
 /// An image manifest's config descriptor, which must be a cestore manifest.
 fn check_config(part: &Document) -> Result<&mapping::Descriptor> {
-    let c = part
-        .config
-        .as_ref()
-        .ok_or_else(|| RemoteError::Protocol("the registry's manifest has no config".into()))?;
+    let c = part.config.as_ref().ok_or(RecordError::NoConfig)?;
     if c.media_type != mapping::CONFIG_MEDIA_TYPE {
-        return Err(RemoteError::Protocol(format!(
-            "not a cestore snapshot: the config's media type is '{}', not '{}'",
-            c.media_type,
-            mapping::CONFIG_MEDIA_TYPE
-        ))
+        return Err(RecordError::ConfigMediaType {
+            found: c.media_type.clone(),
+        }
         .into());
     }
     Ok(c)
@@ -686,9 +670,7 @@ fn check_config(part: &Document) -> Result<&mapping::Descriptor> {
 /// Checks that the snapshot a tag promises is the one its record names.
 fn check_promise(promised: Option<ManifestDigest>, snapshot: ManifestDigest) -> Result<()> {
     match promised {
-        Some(p) if p != snapshot => Err(Error::Integrity(format!(
-            "the tag sha256-{p} names a manifest whose config is snapshot {snapshot}"
-        ))),
+        Some(p) if p != snapshot => Err(Mismatch::TagManifest { tag: p, snapshot }.into()),
         _ => Ok(()),
     }
 }

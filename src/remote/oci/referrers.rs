@@ -27,8 +27,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::mapping::{self, oci_digest, to_json, Descriptor, Document, ImageIndex, ImageManifest};
 use super::OciRemote;
 use crate::digest::{ManifestDigest, ObjectId};
-use crate::error::{Error, Result};
-use crate::remote::{RemoteError, MAX_ATTESTATIONS, MAX_ATTESTATION_BYTES};
+use crate::error::Result;
+use crate::remote::{
+    Mismatch, NotIndex, ReferrersError, RemoteError, MAX_ATTESTATIONS, MAX_ATTESTATION_BYTES,
+};
 
 /// The artifact type of an attestation beside a cestore snapshot.
 ///
@@ -145,29 +147,27 @@ pub fn merge_index(
     existing: Option<&[u8]>,
     entries: &[(ObjectId, Descriptor)],
 ) -> std::result::Result<Option<Vec<u8>>, RemoteError> {
-    let not_index = |why: String| {
-        RemoteError::Protocol(format!("the referrers tag holds no referrers index: {why}"))
-    };
+    let not_index = |why: NotIndex| ReferrersError::NotIndex { why };
     let (listed, others) = match existing {
         None => (Vec::new(), serde_json::Map::new()),
         Some(bytes) => {
             let value: serde_json::Value =
-                serde_json::from_slice(bytes).map_err(|e| not_index(e.to_string()))?;
+                serde_json::from_slice(bytes).map_err(|e| not_index(NotIndex::Json(e)))?;
             let serde_json::Value::Object(mut map) = value else {
-                return Err(not_index("it is not a JSON object".into()));
+                return Err(not_index(NotIndex::NotObject).into());
             };
             if map.get("schemaVersion") != Some(&serde_json::Value::from(2)) {
-                return Err(not_index("its schemaVersion is not 2".into()));
+                return Err(not_index(NotIndex::SchemaVersion).into());
             }
             if let Some(t) = map.get("mediaType") {
                 if t.as_str() != Some(mapping::INDEX_MEDIA_TYPE) {
-                    return Err(not_index(format!("its media type is {t}")));
+                    return Err(not_index(NotIndex::MediaType(t.clone())).into());
                 }
             }
             let listed = match map.remove("manifests") {
                 None => Vec::new(),
                 Some(serde_json::Value::Array(list)) => list,
-                Some(_) => return Err(not_index("its manifests are not a list".into())),
+                Some(_) => return Err(not_index(NotIndex::ManifestsNotList).into()),
             };
             map.remove("schemaVersion");
             map.remove("mediaType");
@@ -179,7 +179,7 @@ pub fn merge_index(
         let digest = d
             .get("digest")
             .and_then(|v| v.as_str())
-            .ok_or_else(|| not_index("a descriptor names no digest".into()))?;
+            .ok_or_else(|| not_index(NotIndex::NoDigest))?;
         known.insert(mapping::parse_digest(digest)?);
     }
     let added: Vec<Listed<'_>> = entries
@@ -199,11 +199,11 @@ pub fn merge_index(
         others,
     });
     if out.len() > mapping::MAX_MANIFEST_BYTES {
-        return Err(RemoteError::Protocol(format!(
-            "the referrers index would be {} bytes, more than the {} a registry takes",
-            out.len(),
-            mapping::MAX_MANIFEST_BYTES
-        )));
+        return Err(ReferrersError::IndexTooLarge {
+            bytes: out.len(),
+            max: mapping::MAX_MANIFEST_BYTES,
+        }
+        .into());
     }
     Ok(Some(out))
 }
@@ -215,8 +215,7 @@ pub fn listed_attestations(pages: &[Vec<u8>]) -> std::result::Result<Vec<ObjectI
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for page in pages {
-        let doc = Document::parse(page)
-            .map_err(|e| RemoteError::Protocol(format!("the list of referrers: {e}")))?;
+        let doc = Document::parse(page).map_err(|error| ReferrersError::List { error })?;
         for d in doc.manifests.unwrap_or_default() {
             if d.artifact_type.as_deref() != Some(ATTESTATION_ARTIFACT_TYPE) {
                 continue;
@@ -228,10 +227,7 @@ pub fn listed_attestations(pages: &[Vec<u8>]) -> std::result::Result<Vec<ObjectI
         }
     }
     if out.len() > MAX_ATTESTATIONS {
-        return Err(RemoteError::Protocol(format!(
-            "the registry lists {} attestations, more than the {MAX_ATTESTATIONS} a snapshot travels with",
-            out.len()
-        )));
+        return Err(ReferrersError::TooMany { listed: out.len() }.into());
     }
     Ok(out)
 }
@@ -319,16 +315,16 @@ impl OciRemote {
         for id in listed_attestations(&pages)? {
             let bytes = client
                 .get_manifest(&format!("sha256:{id}"), mapping::MAX_MANIFEST_BYTES)?
-                .ok_or_else(|| {
-                    RemoteError::Protocol(format!(
-                        "the referrers of sha256:{subject} list the attestation sha256:{id}, which the registry does not have"
-                    ))
+                .ok_or(ReferrersError::Missing {
+                    subject: *subject,
+                    attestation: id,
                 })?;
             if ObjectId::of(&bytes) != id {
-                return Err(Error::Integrity(format!(
-                    "the registry served a manifest for the attestation sha256:{id} that hashes to sha256:{}",
-                    ObjectId::of(&bytes)
-                )));
+                return Err(Mismatch::Attestation {
+                    attestation: id,
+                    found: ObjectId::of(&bytes),
+                }
+                .into());
             }
             let doc = Document::parse(&bytes)?;
             let ours = doc
@@ -339,24 +335,24 @@ impl OciRemote {
                 continue;
             }
             let [layer] = &doc.layers[..] else {
-                return Err(RemoteError::Protocol(format!(
-                    "the attestation sha256:{id} has {} layers, not one envelope",
-                    doc.layers.len()
-                ))
+                return Err(ReferrersError::Layers {
+                    attestation: id,
+                    layers: doc.layers.len(),
+                }
                 .into());
             };
             if layer.media_type != DSSE_MEDIA_TYPE {
-                return Err(RemoteError::Protocol(format!(
-                    "the attestation sha256:{id} holds a layer of media type '{}', not '{DSSE_MEDIA_TYPE}'",
-                    layer.media_type
-                ))
+                return Err(ReferrersError::LayerMediaType {
+                    attestation: id,
+                    media_type: layer.media_type.clone(),
+                }
                 .into());
             }
             if layer.size > MAX_ATTESTATION_BYTES {
-                return Err(RemoteError::Protocol(format!(
-                    "the attestation sha256:{id} holds an envelope of {} bytes, more than {MAX_ATTESTATION_BYTES}",
-                    layer.size
-                ))
+                return Err(ReferrersError::TooLarge {
+                    attestation: id,
+                    size: layer.size,
+                }
                 .into());
             }
             let blob = mapping::parse_digest(&layer.digest)?;
@@ -365,9 +361,11 @@ impl OciRemote {
             }
             let envelope = client.get_blob(&blob, layer.size)?;
             if envelope.len() as u64 != layer.size || ObjectId::of(&envelope) != blob {
-                return Err(Error::Integrity(format!(
-                    "the registry's envelope sha256:{blob} (attestation sha256:{id}) does not hash to its digest or has another size"
-                )));
+                return Err(Mismatch::Envelope {
+                    envelope: blob,
+                    attestation: id,
+                }
+                .into());
             }
             envelopes.push(envelope);
         }
