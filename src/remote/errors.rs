@@ -567,3 +567,102 @@ pub enum RequestError {
         reference: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{Error, ErrorKind};
+    use crate::remote::RemoteError;
+
+    /// Each concern keeps the kind (and so the exit code and JSON `kind`)
+    /// and the words its errors had as a catch-all, and a caller reaches
+    /// its fields through the crate's error.
+    #[test]
+    fn each_concern_keeps_its_kind_and_words_and_can_be_matched() {
+        let id = ObjectId::of(b"x");
+        let other = ObjectId::of(b"y");
+        let d = ManifestDigest::of(b"m");
+        let cases: Vec<(Error, ErrorKind, String)> = vec![
+            (
+                AnswerError::StoredUnder {
+                    stored: format!("sha256:{other}"),
+                    ours: format!("sha256:{id}"),
+                }
+                .into(),
+                ErrorKind::Remote,
+                format!("the registry stored the manifest under sha256:{other}, not sha256:{id}"),
+            ),
+            (
+                AnswerError::BlobUnreadable { cause: None }.into(),
+                ErrorKind::Remote,
+                "a blob could not be read".into(),
+            ),
+            (
+                RecordError::ConfigMediaType { found: "a/b".into() }.into(),
+                ErrorKind::Remote,
+                "not a cestore snapshot: the config's media type is 'a/b', not 'application/vnd.cestore.manifest.v1+json'".into(),
+            ),
+            (
+                PackError::Index {
+                    pack: format!("sha256:{id}"),
+                    error: SlotsError::TooMany { max: 3 },
+                }
+                .into(),
+                ErrorKind::Remote,
+                format!("pack sha256:{id}: a pack's index is malformed: it lists more than 3 objects"),
+            ),
+            (
+                ReferrersError::TooMany { listed: 65 }.into(),
+                ErrorKind::Remote,
+                "the registry lists 65 attestations, more than the 64 a snapshot travels with".into(),
+            ),
+            (
+                Mismatch::Pack {
+                    pack: id,
+                    problem: PackDamage::Longer(7),
+                }
+                .into(),
+                ErrorKind::Integrity,
+                format!("pack sha256:{id} is longer than its 7 bytes"),
+            ),
+            (
+                Mismatch::TagIndex {
+                    tag: d,
+                    snapshot: ManifestDigest::of(b"n"),
+                }
+                .into(),
+                ErrorKind::Integrity,
+                format!(
+                    "the tag sha256-{d} names an index of snapshot {}",
+                    ManifestDigest::of(b"n")
+                ),
+            ),
+            (
+                RequestError::PushDigest {
+                    remote: "r/x@sha256:00".into(),
+                }
+                .into(),
+                ErrorKind::Usage,
+                "'r/x@sha256:00': push takes REGISTRY/REPOSITORY or REGISTRY/REPOSITORY:TAG, not a digest; the digest tag sha256-<digest> is always published".into(),
+            ),
+        ];
+        for (e, kind, text) in cases {
+            assert_eq!(e.error_kind(), kind, "{e}");
+            assert_eq!(e.to_string(), text);
+            assert_eq!(crate::error::error_chain(&e), text);
+            assert_eq!(e.path(), None, "{e}");
+        }
+        let e: Error = Mismatch::Envelope {
+            envelope: id,
+            attestation: other,
+        }
+        .into();
+        let Error::Remote(c) = &e else {
+            panic!("{e:?}")
+        };
+        assert!(matches!(
+            c.downcast_ref::<RemoteError>(),
+            Some(RemoteError::Mismatch(Mismatch::Envelope { envelope, .. })) if *envelope == id
+        ));
+    }
+}

@@ -131,3 +131,39 @@ impl From<OutgoingError> for Error {
         Error::Transfer(Classified::new(e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attestations_beyond_the_bounds_are_usage_errors_a_caller_can_match() {
+        let many = vec![Vec::new(); MAX_ATTESTATIONS + 1];
+        let e = check_attestations(&many).unwrap_err();
+        assert!(matches!(
+            e,
+            OutgoingError::TooManyAttestations { count: 65 }
+        ));
+        let e = Error::from(e);
+        assert_eq!(e.error_kind(), ErrorKind::Usage);
+        assert_eq!(
+            e.to_string(),
+            "a snapshot travels with at most 64 attestations, not 65"
+        );
+        let big = vec![vec![0u8; MAX_ATTESTATION_BYTES as usize + 1]];
+        let e = check_attestations(&big).unwrap_err();
+        assert!(
+            matches!(e, OutgoingError::AttestationTooLarge { bytes } if bytes == MAX_ATTESTATION_BYTES as usize + 1)
+        );
+        assert!(check_attestations(&vec![Vec::new(); MAX_ATTESTATIONS]).is_ok());
+        let changed = Error::from(OutgoingError::ObjectChanged {
+            path: "/s/objects/ab".into(),
+        });
+        assert_eq!(changed.error_kind(), ErrorKind::Integrity);
+        assert_eq!(changed.path(), None);
+        assert_eq!(
+            changed.to_string(),
+            "object '/s/objects/ab' no longer matches its key; run `cestore verify`"
+        );
+    }
+}

@@ -2480,3 +2480,57 @@ fn a_format_1_index_of_the_same_bytes_executable_and_not_pulls_whole() {
     assert_eq!(pulled["provenance"]["manifest_digest"], digest.as_str());
     checkout_and_verify(&b, &digest);
 }
+
+/// Push and export check a snapshot before it leaves the store with one
+/// preflight: a catalogue manifest that is not the snapshot's canonical
+/// manifest refuses both, with the same message (exit 1, `integrity`),
+/// before any registry is asked and without writing a bundle.
+#[test]
+fn push_and_export_refuse_a_damaged_catalogue_manifest_alike() {
+    let (env, digest) = minimal_store();
+    let catalogue = env.store.join("catalogue.sqlite");
+    let set_manifest = |bytes: &[u8]| {
+        let db = rusqlite::Connection::open(&catalogue).unwrap();
+        db.execute(
+            "UPDATE snapshots SET manifest = ?1 WHERE digest = ?2",
+            rusqlite::params![bytes, digest],
+        )
+        .unwrap();
+    };
+    let other = br#"{"files":[],"schema_version":1}"#;
+    for (damage, bytes, says) in [
+        ("not JSON", &b"not a manifest"[..], "is not canonical: "),
+        ("another snapshot's", &other[..], "hashes to "),
+    ] {
+        set_manifest(bytes);
+        let bundle = env.path("b.tar");
+        let pushed = env.run([
+            "push",
+            &digest,
+            "127.0.0.1:9/cestore/preflight",
+            "--plain-http",
+            "--json",
+        ]);
+        let exported = env.run([
+            OsStr::new("export"),
+            OsStr::new(&digest),
+            OsStr::new("-o"),
+            bundle.as_os_str(),
+            OsStr::new("--json"),
+        ]);
+        let mut messages = Vec::new();
+        for (what, out) in [("push", &pushed), ("export", &exported)] {
+            assert_exit(out, 1);
+            let error = &parse_json(out)["error"];
+            assert_eq!(error["kind"], "integrity", "{what} of {damage}: {error}");
+            let message = error["message"].as_str().unwrap_or_default().to_string();
+            assert!(
+                message.starts_with(&format!("the catalogue's manifest for {digest} {says}")),
+                "{what} of {damage}: {message}"
+            );
+            messages.push(message);
+        }
+        assert_eq!(messages[0], messages[1], "{damage}");
+        assert!(!exists(&bundle), "{damage}");
+    }
+}
