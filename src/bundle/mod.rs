@@ -487,7 +487,7 @@ impl<R: Read> Body<R> {
             Body::Tar(mut r) => {
                 let mut probe = [0u8; 1];
                 if read_full(&mut r, &mut probe)? != 0 {
-                    return Err(damaged("it holds data after the archive's end"));
+                    return Err(damaged(Damage::DataAfterEnd));
                 }
                 Ok(())
             }
@@ -497,9 +497,7 @@ impl<R: Read> Body<R> {
                 // hidden after the archive is never decompressed in full.
                 let mut probe = [0u8; 1];
                 if read_full(&mut d, &mut probe)? != 0 {
-                    return Err(damaged(
-                        "its compressed frame holds data after the archive's end",
-                    ));
+                    return Err(damaged(Damage::FrameDataAfterEnd));
                 }
                 let mut rest = d.finish();
                 let frame = rest.hasher.clone().finish();
@@ -507,19 +505,17 @@ impl<R: Read> Body<R> {
                 (&mut rest)
                     .take(SEAL_LEN as u64 + 1)
                     .read_to_end(&mut seal)
-                    .map_err(damaged)?;
+                    .map_err(unreadable)?;
                 let expected_len = ((SEAL_LEN - 8) as u32).to_le_bytes();
                 if seal.len() != SEAL_LEN
                     || seal[..4] != SEAL_MAGIC
                     || seal[4..8] != expected_len
                     || &seal[8..12] != SEAL_TAG
                 {
-                    return Err(damaged(
-                        "its seal (the skippable frame right after the compressed frame, and the file's end) is missing or changed",
-                    ));
+                    return Err(damaged(Damage::Seal));
                 }
                 if seal[12..] != frame.as_bytes()[..] {
-                    return Err(damaged("its compressed bytes do not hash to its seal"));
+                    return Err(damaged(Damage::SealHash));
                 }
                 Ok(())
             }
@@ -532,19 +528,122 @@ impl<R: Read> Body<R> {
 pub enum BundleError {
     /// The bundle is damaged: cut short, changed, or holding what no
     /// bundle holds.
-    #[error("the bundle is damaged: {why}")]
+    #[error("the bundle is damaged: {}", printable(.damage))]
     Damaged {
-        /// What is wrong, in one short line of printable text. It stays
-        /// words: every damage is acted on alike (the import is refused and
-        /// nothing enters the store), and many come from what a reader of
-        /// the archive said.
-        why: String,
+        /// How.
+        damage: Damage,
     },
     /// The file is neither a tar archive nor zstd-compressed.
     #[error("'{label}' is not a bundle: it is neither a tar archive nor zstd-compressed; make one with `cestore export`")]
     NotABundle {
         /// The file, as the import names it.
         label: String,
+    },
+}
+
+/// How a bundle is damaged.
+#[derive(Debug, thiserror::Error)]
+pub enum Damage {
+    /// The archive could not be read; the reader's words (which may quote
+    /// the bundle's bytes). Kept as words: a reader's failures are all
+    /// acted on alike, by refusing the import.
+    #[error("{0}")]
+    Unreadable(String),
+    /// Data follows the archive's end.
+    #[error("it holds data after the archive's end")]
+    DataAfterEnd,
+    /// Data follows the archive's end inside the compressed frame.
+    #[error("its compressed frame holds data after the archive's end")]
+    FrameDataAfterEnd,
+    /// The seal is missing or changed.
+    #[error("its seal (the skippable frame right after the compressed frame, and the file's end) is missing or changed")]
+    Seal,
+    /// The compressed bytes do not hash to the seal.
+    #[error("its compressed bytes do not hash to its seal")]
+    SealHash,
+    /// It ends before an entry it must hold.
+    #[error("it ends before {what}")]
+    EndsBefore {
+        /// What it must hold next.
+        what: String,
+    },
+    /// An entry's padding is not zero.
+    #[error("the padding after '{name}' is changed")]
+    Padding {
+        /// The entry.
+        name: String,
+    },
+    /// An entry's header is not the one export writes.
+    #[error("the header of '{name}' is not the one `cestore export` writes (another name, size, mode or a changed byte)")]
+    Header {
+        /// The entry.
+        name: String,
+    },
+    /// An entry's header holds no size.
+    #[error("the header of '{name}' holds no size")]
+    NoSize {
+        /// The entry.
+        name: String,
+    },
+    /// An entry is declared larger than it can be.
+    #[error("'{name}' is declared as {size} bytes, more than the {max} it can be")]
+    TooLarge {
+        /// The entry.
+        name: String,
+        /// Its declared size.
+        size: u64,
+        /// The most it can be.
+        max: u64,
+    },
+    /// An entry ends before its declared size.
+    #[error("'{name}' is cut short")]
+    CutShort {
+        /// The entry.
+        name: String,
+    },
+    /// An entry named by a SHA-256 hashes to another.
+    #[error("'{name}' hashes to {found}")]
+    HashesTo {
+        /// The entry.
+        name: String,
+        /// What its bytes hash to.
+        found: ObjectId,
+    },
+    /// The manifest hashes to another digest than the one recorded beside it.
+    #[error("{MANIFEST_ENTRY} hashes to {found}, which {DIGEST_ENTRY} does not record")]
+    DigestNotRecorded {
+        /// What the manifest hashes to.
+        found: ManifestDigest,
+    },
+    /// The origin entry is no origin.
+    #[error("'{ORIGIN_ENTRY}' is not an origin: {error}")]
+    Origin {
+        /// What the parser said.
+        error: serde_json::Error,
+    },
+    /// The sources entry holds no source records.
+    #[error("'{SOURCES_ENTRY}' holds no source records: {error}")]
+    Sources {
+        /// What is wrong with them.
+        error: crate::source::carried::CarriedError,
+    },
+    /// It carries more attestations than a snapshot travels with.
+    #[error("it carries more than {} attestations", crate::remote::MAX_ATTESTATIONS)]
+    TooManyAttestations,
+    /// The attestations are not in the order export writes.
+    #[error("'{name}' is out of order among the attestations")]
+    AttestationOrder {
+        /// The attestation's entry.
+        name: String,
+    },
+    /// It does not end with two zero blocks.
+    #[error("it does not end with the two zero blocks after its manifest's objects")]
+    NoEndBlocks,
+    /// An object's bytes hash to another digest than its entry's name.
+    #[error("'{entry}' hashes to another digest")]
+    ObjectHash {
+        /// The object's entry.
+        entry: String,
     },
 }
 
@@ -564,10 +663,19 @@ impl From<BundleError> for Error {
     }
 }
 
-fn damaged(why: impl std::fmt::Display) -> Error {
-    // A reader's message may quote the bundle's bytes: keep one short line
-    // of printable text.
-    let why: String = why
+fn damaged(damage: Damage) -> Error {
+    BundleError::Damaged { damage }.into()
+}
+
+/// The error for an archive a reader could not read.
+fn unreadable(said: impl std::fmt::Display) -> Error {
+    damaged(Damage::Unreadable(said.to_string()))
+}
+
+/// A damage's words as one short line of printable text: a reader's
+/// message, or an entry's name, may quote the bundle's bytes.
+fn printable(damage: &Damage) -> String {
+    damage
         .to_string()
         .chars()
         .map(|c| {
@@ -578,8 +686,7 @@ fn damaged(why: impl std::fmt::Display) -> Error {
             }
         })
         .take(200)
-        .collect();
-    BundleError::Damaged { why }.into()
+        .collect()
 }
 
 /// Reads until `buf` is full or the stream ends; returns the bytes read.
@@ -590,7 +697,7 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> Result<usize> {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(damaged(e)),
+            Err(e) => return Err(unreadable(e)),
         }
     }
     Ok(got)
@@ -600,7 +707,9 @@ fn read_full(r: &mut dyn Read, buf: &mut [u8]) -> Result<usize> {
 fn read_header(r: &mut dyn Read, what: &str) -> Result<[u8; BLOCK]> {
     let mut block = [0u8; BLOCK];
     if read_full(r, &mut block)? != BLOCK {
-        return Err(damaged(format!("it ends before {what}")));
+        return Err(damaged(Damage::EndsBefore {
+            what: what.to_string(),
+        }));
     }
     Ok(block)
 }
@@ -610,18 +719,16 @@ fn read_padding(r: &mut dyn Read, size: u64, name: &str) -> Result<()> {
     let pad = (BLOCK - (size % BLOCK as u64) as usize) % BLOCK;
     let mut block = [0u8; BLOCK];
     if read_full(r, &mut block[..pad])? != pad || block[..pad].iter().any(|&b| b != 0) {
-        return Err(damaged(format!("the padding after '{name}' is changed")));
+        return Err(damaged(Damage::Padding { name: name.into() }));
     }
     Ok(())
 }
 
 /// Checks a header block against the one export writes for this entry.
 fn check_header(block: &[u8; BLOCK], name: &str, mode: u32, size: u64) -> Result<()> {
-    let canonical = header(name, mode, size).map_err(damaged)?;
+    let canonical = header(name, mode, size).map_err(unreadable)?;
     if block[..] != canonical.as_bytes()[..] {
-        return Err(damaged(format!(
-            "the header of '{name}' is not the one `cestore export` writes (another name, size, mode or a changed byte)"
-        )));
+        return Err(damaged(Damage::Header { name: name.into() }));
     }
     Ok(())
 }
@@ -650,16 +757,18 @@ fn read_small_entry_after(
     let block = *block;
     let size = tar::Header::from_byte_slice(&block)
         .entry_size()
-        .map_err(|_| damaged(format!("the header of '{name}' holds no size")))?;
+        .map_err(|_| damaged(Damage::NoSize { name: name.into() }))?;
     if size > max {
-        return Err(damaged(format!(
-            "'{name}' is declared as {size} bytes, more than the {max} it can be"
-        )));
+        return Err(damaged(Damage::TooLarge {
+            name: name.into(),
+            size,
+            max,
+        }));
     }
     check_header(&block, name, 0o444, size)?;
-    let mut data = vec![0u8; usize::try_from(size).map_err(damaged)?];
+    let mut data = vec![0u8; usize::try_from(size).map_err(unreadable)?];
     if read_full(r, &mut data)? != data.len() {
-        return Err(damaged(format!("'{name}' is cut short")));
+        return Err(damaged(Damage::CutShort { name: name.into() }));
     }
     read_padding(r, size, name)?;
     Ok(data)
@@ -672,13 +781,16 @@ fn check_object_entry(r: &mut dyn Read, key: &ObjectKey, size: u64, name: &str) 
         hasher: ObjectHasher::default(),
         bytes: 0,
     };
-    io::copy(&mut r.take(size), &mut out).map_err(damaged)?;
+    io::copy(&mut r.take(size), &mut out).map_err(unreadable)?;
     if out.bytes != size {
-        return Err(damaged(format!("'{name}' is cut short")));
+        return Err(damaged(Damage::CutShort { name: name.into() }));
     }
     let found = out.hasher.finish();
     if found != key.id {
-        return Err(damaged(format!("'{name}' hashes to {found}")));
+        return Err(damaged(Damage::HashesTo {
+            name: name.into(),
+            found,
+        }));
     }
     Ok(())
 }
@@ -747,7 +859,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             let wanted: BTreeMap<ObjectKey, &crate::store::adopt::Wanted> =
                 wanted.iter().map(|w| (w.key, w)).collect();
             rest.read_objects(&mut |key, data| match wanted.get(key) {
-                Some(w) => staging.stage(w, data, &damaged).map(|()| true),
+                Some(w) => staging.stage(w, data, &|e| unreadable(e)).map(|()| true),
                 None => Ok(false),
             })
         },
@@ -838,10 +950,9 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
     let manifest = Manifest::parse(&bytes).map_err(AdoptError::from)?;
     let recorded = read_small_entry(body, DIGEST_ENTRY, 256)?;
     if recorded != digest_entry(&manifest.digest) {
-        return Err(damaged(format!(
-            "{MANIFEST_ENTRY} hashes to {}, which {DIGEST_ENTRY} does not record",
-            manifest.digest
-        )));
+        return Err(damaged(Damage::DigestNotRecorded {
+            found: manifest.digest,
+        }));
     }
     // The next header is an optional entry's, in their order, or the first
     // object's.
@@ -851,7 +962,7 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
         let data = read_small_entry_after(body, &next, ORIGIN_ENTRY, MAX_ORIGIN_BYTES)?;
         origin = Some(
             serde_json::from_slice(&data)
-                .map_err(|e| damaged(format!("'{ORIGIN_ENTRY}' is not an origin: {e}")))?,
+                .map_err(|error| damaged(Damage::Origin { error }))?,
         );
         next = read_header(body, "its objects")?;
     }
@@ -864,7 +975,7 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
             carried::MAX_CARRIED_BYTES as u64,
         )?;
         sources = carried::from_json(&data, Via::Bundle)
-            .map_err(|e| damaged(format!("'{SOURCES_ENTRY}' holds no source records: {e}")))?;
+            .map_err(|error| damaged(Damage::Sources { error }))?;
         next = read_header(body, "its objects")?;
     }
     let attestations = read_attestations(body, &mut next)?;
@@ -891,20 +1002,18 @@ fn read_attestations(body: &mut dyn Read, next: &mut [u8; BLOCK]) -> Result<Vec<
             return Ok(out);
         }
         if out.len() == crate::remote::MAX_ATTESTATIONS {
-            return Err(damaged(format!(
-                "it carries more than {} attestations",
-                crate::remote::MAX_ATTESTATIONS
-            )));
+            return Err(damaged(Damage::TooManyAttestations));
         }
         let data = read_small_entry_after(body, next, &name, crate::remote::MAX_ATTESTATION_BYTES)?;
         let id = ObjectId::of(&data);
         if name != attestation_entry(&id) {
-            return Err(damaged(format!("'{name}' hashes to {id}")));
+            return Err(damaged(Damage::HashesTo {
+                name: name.clone(),
+                found: id,
+            }));
         }
         if last.is_some_and(|l| l >= id) {
-            return Err(damaged(format!(
-                "'{name}' is out of order among the attestations"
-            )));
+            return Err(damaged(Damage::AttestationOrder { name: name.clone() }));
         }
         last = Some(id);
         out.push(data);
@@ -950,9 +1059,7 @@ impl Rest {
             None => 0,
         };
         if start + read_full(body, &mut end[start..])? != end.len() || end.iter().any(|&b| b != 0) {
-            return Err(damaged(
-                "it does not end with the two zero blocks after its manifest's objects",
-            ));
+            return Err(damaged(Damage::NoEndBlocks));
         }
         self.body.finish()
     }
@@ -973,12 +1080,11 @@ fn check_only(manifest: &Manifest, expected: Option<ManifestDigest>, rest: Rest)
             hasher: ObjectHasher::default(),
             bytes: 0,
         };
-        io::copy(data, &mut hashing).map_err(damaged)?;
+        io::copy(data, &mut hashing).map_err(unreadable)?;
         if hashing.hasher.finish() != key.id {
-            return Err(damaged(format!(
-                "'{}' hashes to another digest",
-                object_entry(key)
-            )));
+            return Err(damaged(Damage::ObjectHash {
+                entry: object_entry(key),
+            }));
         }
         Ok(true)
     })?;

@@ -292,7 +292,7 @@ fn object_entries_are_hashed_and_padding_must_be_zero() {
 
 #[test]
 fn damage_messages_stay_one_short_printable_line() {
-    let e = damaged(format!("a\nb\u{0}c{}", "x".repeat(500)));
+    let e = unreadable(format!("a\nb\u{0}c{}", "x".repeat(500)));
     let text = e.to_string();
     assert!(!text.contains('\n') && !text.contains('\u{0}'), "{text}");
     assert!(text.len() < 260, "{}", text.len());
