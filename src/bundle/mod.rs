@@ -628,7 +628,10 @@ pub enum Damage {
         error: crate::source::carried::CarriedError,
     },
     /// It carries more attestations than a snapshot travels with.
-    #[error("it carries more than {} attestations", crate::remote::MAX_ATTESTATIONS)]
+    #[error(
+        "it carries more than {} attestations",
+        crate::remote::MAX_ATTESTATIONS
+    )]
     TooManyAttestations,
     /// The attestations are not in the order export writes.
     #[error("'{name}' is out of order among the attestations")]
@@ -960,10 +963,8 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
     let mut origin = None;
     if entry_name_of(&next) == ORIGIN_ENTRY {
         let data = read_small_entry_after(body, &next, ORIGIN_ENTRY, MAX_ORIGIN_BYTES)?;
-        origin = Some(
-            serde_json::from_slice(&data)
-                .map_err(|error| damaged(Damage::Origin { error }))?,
-        );
+        origin =
+            Some(serde_json::from_slice(&data).map_err(|error| damaged(Damage::Origin { error }))?);
         next = read_header(body, "its objects")?;
     }
     let mut sources = Vec::new();
