@@ -2216,6 +2216,140 @@ fn exit_codes_lists_the_documented_table() {
     }
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesOut {
+    ok: bool,
+    plugin: RulesPluginOut,
+    ce_arms: Vec<String>,
+    bounds: Vec<RulesBoundOut>,
+    exact_version: RulesVersionOut,
+    gitnexus: RulesGitNexusOut,
+    flags: Vec<RulesFlagOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesPluginOut {
+    name: String,
+    manifest: String,
+    manifest_schema_version: u32,
+    sandbox_dir: String,
+    required_skills: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct RulesBoundOut {
+    field: String,
+    flag: String,
+    constant: String,
+    limit: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesVersionOut {
+    description: String,
+    pattern: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesGitNexusOut {
+    pinned_version: String,
+    revisions: Vec<String>,
+    sandbox_gitnexus: String,
+    sandbox_gitnexus_shared: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesFlagOut {
+    flag: String,
+    keyword: String,
+}
+
+/// `rules` prints the decisions the Python package reads, the seed's
+/// values among them, with no store; its text names each of them.
+#[test]
+fn rules_prints_the_decisions_bindings_read() {
+    let mut cmd = Command::new(util::bin());
+    cmd.env_remove("CESTORE_DIR")
+        .args(["rules", "--json", "--store", "/nonexistent/cestore-store"]);
+    let out = cmd.output().expect("run cestore");
+    assert_ok(&out);
+    let rules: RulesOut = one_object(&out, "rules");
+    assert!(rules.ok);
+    assert_eq!(rules.plugin.name, "compound-engineering");
+    assert_eq!(rules.plugin.manifest, ".claude-plugin/plugin.json");
+    assert_eq!(rules.plugin.manifest_schema_version, 1);
+    assert_eq!(rules.plugin.sandbox_dir, "/opt/compound-engineering-plugin");
+    assert_eq!(
+        rules.plugin.required_skills,
+        ["ce-plan", "ce-work", "ce-code-review"]
+    );
+    assert_eq!(
+        rules.ce_arms,
+        ["ce_workflow", "ce_workflow_direct", "ce_review"]
+    );
+    let bound = |field: &str, flag: &str, constant: &str, limit: u64| RulesBoundOut {
+        field: field.into(),
+        flag: flag.into(),
+        constant: constant.into(),
+        limit,
+    };
+    assert_eq!(
+        rules.bounds,
+        [
+            bound("files", "--max-files", "MAX_CE_PLUGIN_FILES", 2_048),
+            bound(
+                "file_bytes",
+                "--max-file-bytes",
+                "MAX_CE_PLUGIN_FILE_BYTES",
+                2 * 1024 * 1024
+            ),
+            bound(
+                "total_bytes",
+                "--max-total-bytes",
+                "MAX_CE_PLUGIN_TOTAL_BYTES",
+                16 * 1024 * 1024
+            ),
+            bound("path_bytes", "--max-path-bytes", "MAX_CE_PLUGIN_PATH_BYTES", 1_024),
+        ]
+    );
+    assert!(rules.exact_version.pattern.starts_with("(?:0|[1-9][0-9]*)\\."));
+    assert!(rules.exact_version.description.contains("MAJOR.MINOR.PATCH"));
+    assert_eq!(rules.gitnexus.pinned_version, "1.6.9");
+    assert_eq!(rules.gitnexus.revisions, ["seed", "upstream"]);
+    assert_eq!(rules.gitnexus.sandbox_gitnexus, "/opt/gitnexus");
+    assert_eq!(rules.gitnexus.sandbox_gitnexus_shared, "/opt/gitnexus-shared");
+    let keyword = |flag: &str| {
+        rules
+            .flags
+            .iter()
+            .find(|f| f.flag == flag)
+            .map(|f| f.keyword.as_str())
+    };
+    assert_eq!(keyword("--plugin-dir"), Some("plugin_dir"));
+    assert_eq!(keyword("--trusted-key"), Some("trusted_keys"));
+    assert_eq!(keyword("--max-files"), Some("Bounds(files=...)"));
+
+    let out = Command::new(util::bin()).arg("rules").output().unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "compound-engineering",
+        "ce_workflow_direct",
+        "MAX_CE_PLUGIN_TOTAL_BYTES",
+        "1.6.9",
+        rules.exact_version.pattern.as_str(),
+        "--plugin-dir",
+    ] {
+        assert!(text.contains(word), "{word} missing:\n{text}");
+    }
+}
+
 #[test]
 fn a_conflict_at_one_path_carries_it() {
     let env = TestEnv::new();
