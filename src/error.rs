@@ -24,6 +24,7 @@ use crate::policy::Rejection;
 pub mod ambiguity;
 pub mod kind;
 pub mod misuse;
+pub mod reference;
 
 pub use ambiguity::Candidate;
 pub use kind::{Classify, ErrorKind};

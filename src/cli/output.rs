@@ -71,6 +71,9 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     if let Some(rule) = err.rule() {
         e["rule"] = rule.into();
     }
+    if let Some(words) = crate::error::reference::reference_message(err) {
+        e["reference_message"] = words.into();
+    }
     if let Some(hint) = hint(err) {
         e["hint"] = hint.into();
     }

@@ -600,6 +600,7 @@ struct ErrorBody {
     kind: String,
     message: String,
     rule: Option<String>,
+    reference_message: Option<String>,
     path: Option<String>,
     hint: Option<String>,
     matches: Option<Vec<MatchOut>>,
@@ -2348,6 +2349,76 @@ fn rules_prints_the_decisions_bindings_read() {
     ] {
         assert!(text.contains(word), "{word} missing:\n{text}");
     }
+}
+
+/// A rejection carries the reference's own words as `reference_message`,
+/// so that the manifest's three rules are told apart, with what the manifest
+/// held, from the error alone; a rule the reference words with Python's own
+/// exception text carries none.
+#[test]
+fn a_rejection_carries_the_references_words() {
+    let env = TestEnv::new();
+    let cases: [(&str, &str, &str, Option<&str>); 5] = [
+        (
+            "{",
+            "1.0.0",
+            "manifest-invalid",
+            Some(
+                "Compound Engineering plugin manifest is invalid: \
+                 Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+            ),
+        ),
+        (
+            r#"{"name": "other", "version": "1.0.0"}"#,
+            "1.0.0",
+            "not-compound-engineering",
+            Some("CE comparator requires the compound-engineering plugin manifest"),
+        ),
+        (
+            r#"{"name": "compound-engineering", "version": 2}"#,
+            "1.0.0",
+            "version-mismatch",
+            Some("Compound Engineering plugin version mismatch: expected 1.0.0, got 2"),
+        ),
+        (
+            r#"{"name": "compound-engineering"}"#,
+            "1.0.0",
+            "version-mismatch",
+            Some("Compound Engineering plugin version mismatch: expected 1.0.0, got None"),
+        ),
+        (
+            r#"{"name": "compound-engineering", "version": "1.0"}"#,
+            "1.0",
+            "version-not-exact",
+            Some(
+                "--ce-plugin-version must be an exact semantic version \
+                 (aliases and ranges are forbidden)",
+            ),
+        ),
+    ];
+    for (i, (manifest, version, rule, words)) in cases.into_iter().enumerate() {
+        let src = env.path(&format!("src{i}"));
+        minimal_plugin(&src, "1.0.0");
+        write(&src.join(".claude-plugin/plugin.json"), manifest);
+        let out = env
+            .cmd(["digest", "--json", "--version", version])
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{rule}");
+        let err: ErrorOut = one_object(&out, rule);
+        assert_eq!(err.error.rule.as_deref(), Some(rule));
+        assert_eq!(err.error.reference_message.as_deref(), words, "{rule}");
+    }
+    let src = env.path("gone");
+    let out = env
+        .cmd(["digest", "--json", "--version", "1.0.0"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    let err: ErrorOut = one_object(&out, "source-unavailable");
+    assert_eq!(err.error.rule.as_deref(), Some("source-unavailable"));
+    assert_eq!(err.error.reference_message, None);
 }
 
 #[test]
