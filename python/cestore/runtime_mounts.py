@@ -380,19 +380,12 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
             return sandbox_error(f"{message}: {os_exc}")
         return sandbox_error(exc.message)
 
-    plain = {
-        "source-not-real-directory": f"{prefix} source must be a real directory",
-        "manifest-dir-not-real": f"{prefix} manifest directory must be real",
-        "manifest-missing": f"{prefix} manifest is missing",
-        "skills-missing": f"{prefix} skills directory is missing",
-        "component-not-real-directory": f"{prefix} component must be a real directory",
-        "symlink": f"{prefix} entries must not be symlinks",
-        "not-regular-file": f"{prefix} entries must be regular files",
-        "file-not-regular": f"{prefix} file must be regular and non-symlink",
-        "file-too-large": f"{prefix} file exceeds the per-file limit",
-        "changed-during-validation": f"{prefix} file changed during validation",
-        "changed-while-copying": f"{prefix} file changed while being copied",
-    }
+    # The binary decides the rule and, where they are not Python's own, the
+    # reference's words; the version's refusal is the reference's ValueError.
+    if rule == "version-not-exact" and exc.reference_message is not None:
+        return ValueError(exc.reference_message)
+    if exc.reference_message is not None:
+        return sandbox_error(exc.reference_message)
     with_exc = {
         "source-unavailable": (f"{prefix} source is unavailable", os.lstat),
         "manifest-dir-unavailable": (f"{prefix} manifest directory is unavailable", os.lstat),
@@ -400,15 +393,9 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
         "directory-unreadable": (f"{prefix} directory is unreadable", lambda p: os.scandir(p).close()),
         "entry-unreadable": (f"{prefix} entry is unreadable", os.lstat),
     }
-    if rule in plain and path is not None:
-        return sandbox_error(f"{plain[rule]}: {path}")
     if rule in with_exc and path is not None:
         message, probe = with_exc[rule]
         return with_os_error(f"{message}: {path}", lambda: probe(path))
-    if rule == "too-many-files":
-        return sandbox_error(f"{prefix} exceeds the file-count limit")
-    if rule == "too-many-bytes":
-        return sandbox_error(f"{prefix} exceeds the total byte limit")
     if rule == "path-too-long" and path is not None:
         return sandbox_error(f"{prefix} path exceeds the byte limit: {_relative(path, config)}")
     if rule == "path-not-utf8" and path is not None:
@@ -433,22 +420,8 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
             os.stat(path)
         except OSError as os_exc:
             return os_exc
-    if rule in ("manifest-invalid", "not-compound-engineering", "version-mismatch") and path is not None:
-        try:
-            manifest = json.loads(path.read_text())
-        except (OSError, UnicodeError, json.JSONDecodeError) as json_exc:
-            return sandbox_error(f"{prefix} manifest is invalid: {json_exc}")
-        if not isinstance(manifest, dict) or manifest.get("name") != "compound-engineering":
-            return sandbox_error("CE comparator requires the compound-engineering plugin manifest")
-        return sandbox_error(
-            f"{prefix} version mismatch: expected {config.version}, got {manifest.get('version')!r}"
-        )
-    if rule == "missing-skill" and path is not None:
-        return sandbox_error(f"{prefix} is missing required skill: {path.parent.name}")
     if rule == "too-deep":
         return RecursionError(exc.message)
-    if rule == "version-not-exact":
-        return ValueError("--ce-plugin-version must be an exact semantic version (aliases and ranges are forbidden)")
     return sandbox_error(exc.message)
 
 
