@@ -2276,8 +2276,12 @@ struct RulesFlagOut {
 #[test]
 fn rules_prints_the_decisions_bindings_read() {
     let mut cmd = Command::new(util::bin());
-    cmd.env_remove("CESTORE_DIR")
-        .args(["rules", "--json", "--store", "/nonexistent/cestore-store"]);
+    cmd.env_remove("CESTORE_DIR").args([
+        "rules",
+        "--json",
+        "--store",
+        "/nonexistent/cestore-store",
+    ]);
     let out = cmd.output().expect("run cestore");
     assert_ok(&out);
     let rules: RulesOut = one_object(&out, "rules");
@@ -2316,15 +2320,29 @@ fn rules_prints_the_decisions_bindings_read() {
                 "MAX_CE_PLUGIN_TOTAL_BYTES",
                 16 * 1024 * 1024
             ),
-            bound("path_bytes", "--max-path-bytes", "MAX_CE_PLUGIN_PATH_BYTES", 1_024),
+            bound(
+                "path_bytes",
+                "--max-path-bytes",
+                "MAX_CE_PLUGIN_PATH_BYTES",
+                1_024
+            ),
         ]
     );
-    assert!(rules.exact_version.pattern.starts_with("(?:0|[1-9][0-9]*)\\."));
-    assert!(rules.exact_version.description.contains("MAJOR.MINOR.PATCH"));
+    assert!(rules
+        .exact_version
+        .pattern
+        .starts_with("(?:0|[1-9][0-9]*)\\."));
+    assert!(rules
+        .exact_version
+        .description
+        .contains("MAJOR.MINOR.PATCH"));
     assert_eq!(rules.gitnexus.pinned_version, "1.6.9");
     assert_eq!(rules.gitnexus.revisions, ["seed", "upstream"]);
     assert_eq!(rules.gitnexus.sandbox_gitnexus, "/opt/gitnexus");
-    assert_eq!(rules.gitnexus.sandbox_gitnexus_shared, "/opt/gitnexus-shared");
+    assert_eq!(
+        rules.gitnexus.sandbox_gitnexus_shared,
+        "/opt/gitnexus-shared"
+    );
     let keyword = |flag: &str| {
         rules
             .flags
