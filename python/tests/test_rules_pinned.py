@@ -284,3 +284,35 @@ def test_the_seeds_gitnexus_check_is_the_binarys(case: str, tmp_path: Path, stor
         # The binary may name what it found after the seed's words.
         assert isinstance(binary, str), binary
         assert binary == python or binary.startswith(python.rstrip(": ") + ": "), (python, binary)
+
+
+def _rules_named_by(function: str) -> set[str]:
+    """The rule ids a function of the drop-in compares `rule` with, or keys a table by."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(rm))
+    (fn,) = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function]
+    named: set[str] = set()
+
+    def strings(node: ast.AST) -> set[str]:
+        return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "rule":
+            for comparator in node.comparators:
+                named |= strings(comparator)
+        elif isinstance(node, ast.Dict):
+            for key in node.keys:
+                if key is not None:
+                    named |= strings(key)
+    return named
+
+
+@pytest.mark.parametrize("function", ["_reference_error", "_gitnexus_error"])
+def test_each_rule_the_drop_in_names_is_the_binarys(function: str) -> None:
+    """The drop-in turns a rule into the harness's exception by its id: each id it names is one the binary prints."""
+    named = _rules_named_by(function)
+    assert named, function
+    listed = {r["rule"] for r in _contract.rules()["rules"]}
+    assert named <= listed, named - listed

@@ -733,6 +733,13 @@ impl Report for RulesReport {
             g.sandbox_gitnexus,
             g.sandbox_gitnexus_shared
         )?;
+        for r in &self.rules {
+            writeln!(
+                w,
+                "rule        {} ({} {}): {}",
+                r.rule, r.code, r.kind, r.message
+            )?;
+        }
         for f in &self.flags {
             writeln!(w, "flag        {:<18} {}", f.flag, f.keyword)?;
         }

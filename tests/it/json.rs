@@ -2226,7 +2226,17 @@ struct RulesOut {
     bounds: Vec<RulesBoundOut>,
     exact_version: RulesVersionOut,
     gitnexus: RulesGitNexusOut,
+    rules: Vec<RulesRuleOut>,
     flags: Vec<RulesFlagOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesRuleOut {
+    rule: String,
+    kind: String,
+    code: u8,
+    message: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -2353,6 +2363,16 @@ fn rules_prints_the_decisions_bindings_read() {
     assert_eq!(keyword("--plugin-dir"), Some("plugin_dir"));
     assert_eq!(keyword("--trusted-key"), Some("trusted_keys"));
     assert_eq!(keyword("--max-files"), Some("Bounds(files=...)"));
+    // Each rule is the one a rejection names, with its message.
+    let rule = |id: &str| rules.rules.iter().find(|r| r.rule == id);
+    let mismatch = rule("version-mismatch").expect("version-mismatch");
+    assert_eq!((mismatch.code, mismatch.kind.as_str()), (3, "rejected"));
+    assert_eq!(
+        mismatch.message,
+        "Compound Engineering plugin version mismatch: expected {expected}, got {got}: {path}"
+    );
+    assert!(rule("gitnexus-version-drifted").is_some());
+    assert!(rule("unknown-arm").is_some());
 
     let out = Command::new(util::bin()).arg("rules").output().unwrap();
     assert_ok(&out);
@@ -2364,6 +2384,7 @@ fn rules_prints_the_decisions_bindings_read() {
         "1.6.9",
         rules.exact_version.pattern.as_str(),
         "--plugin-dir",
+        "gitnexus-shared-identity",
     ] {
         assert!(text.contains(word), "{word} missing:\n{text}");
     }
