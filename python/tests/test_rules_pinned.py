@@ -316,3 +316,30 @@ def test_each_rule_the_drop_in_names_is_the_binarys(function: str) -> None:
     assert named, function
     listed = {r["rule"] for r in _contract.rules()["rules"]}
     assert named <= listed, named - listed
+
+
+def test_the_drop_in_asks_the_binary(tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drop-in's version rule and flag keywords are the binary's answer, not a copy of it:
+    a binary that answers otherwise changes them."""
+    answer = json.loads(json.dumps(_contract.rules()))
+    answer["exact_version"]["pattern"] = r"7\.7\.7"
+    answer["flags"] = [
+        dict(f, keyword="the_plugin_dir") if f["flag"] == "--plugin-dir" else f for f in answer["flags"]
+    ]
+    (tmp_path / "rules.json").write_text(json.dumps(answer))
+    wrapper = tmp_path / "cestore"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = rules ]; then cat {tmp_path / "rules.json"}; exit 0; fi\n'
+        f'exec {cestore.find_binary()} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CESTORE_BIN", str(wrapper))
+    release = write_release(tmp_path / "release")
+    with pytest.raises(ValueError, match="exact semantic version"):
+        rm.validate_ce_plugin_inputs(["ce_review"], release, "1.2.3")
+    assert rm.validate_ce_plugin_inputs(["ce_review"], release, "7.7.7") is not None
+    with pytest.raises(cestore.Rejected) as refused:
+        cestore.Store().stage(["baseline"], plugin_dir=release, plugin_version="1.2.3")
+    assert refused.value.rule == "plugin-inputs-without-ce-arm"
+    assert refused.value.message.startswith("the_plugin_dir, plugin_version and digest require"), refused.value
