@@ -69,7 +69,7 @@ MAX_CE_PLUGIN_PATH_BYTES = 1_024
 # imports them, `bind` copies them into its namespace and its tests
 # monkeypatch them, all before (or without) any process. The decisions
 # behind them are the binary's (`cestore rules`, read by `_contract`): the
-# exact-version rule, the bounds' defaults and flags, the arm that stages;
+# exact-version rule, the bounds' defaults, the arm that stages;
 # tests/test_rules_pinned.py checks each literal against the binary's answer
 # and the seed's module.
 _SNAPSHOT_PREFIX = "wfbench-ce-plugin-"
