@@ -17,7 +17,7 @@ use crate::error::ErrorKind;
 /// malformed value, or lack the one the case calls for.
 ///
 /// The messages speak of the options as the library knows them; the command
-/// line words them with its flags (`cli::error_message`). Most are usage
+/// line words them with its flags ([`Misuse::flagged`]). Most are usage
 /// errors; [`Misuse::kind`] gives each its place in the table.
 #[derive(Debug, thiserror::Error)]
 pub enum Misuse {
