@@ -62,6 +62,11 @@ def ce_arms(binary: Optional[str] = None) -> tuple[str, ...]:
     return tuple(rules(binary)["ce_arms"])
 
 
+def rule_messages(binary: Optional[str] = None) -> dict[str, str]:
+    """Each rule's message with `{path}`, `{os error}` and the like for what varies."""
+    return {r["rule"]: r["message"] for r in rules(binary)["rules"]}
+
+
 def flag_keywords(binary: Optional[str] = None) -> dict[str, str]:
     """Each CLI flag the API passes, with the keyword argument (or `Bounds` field) it stands for."""
     return {f["flag"]: f["keyword"] for f in rules(binary)["flags"]}

@@ -373,12 +373,9 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
     path = Path(exc.path) if exc.path else None
     prefix = "Compound Engineering plugin"
 
-    def with_os_error(message: str, probe: Any) -> BaseException:
-        try:
-            probe()
-        except OSError as os_exc:
-            return sandbox_error(f"{message}: {os_exc}")
-        return sandbox_error(exc.message)
+    def with_os_error(os_exc: OSError) -> BaseException:
+        # The binary's words for the rule (the reference's), with Python's text of the OSError.
+        return sandbox_error(_with_os_text(exc, os_exc))
 
     # The binary decides the rule and, where they are not Python's own, the
     # reference's words; the version's refusal is the reference's ValueError.
@@ -386,16 +383,20 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
         return ValueError(exc.reference_message)
     if exc.reference_message is not None:
         return sandbox_error(exc.reference_message)
-    with_exc = {
-        "source-unavailable": (f"{prefix} source is unavailable", os.lstat),
-        "manifest-dir-unavailable": (f"{prefix} manifest directory is unavailable", os.lstat),
-        "component-unreadable": (f"{prefix} component is unreadable", os.lstat),
-        "directory-unreadable": (f"{prefix} directory is unreadable", lambda p: os.scandir(p).close()),
-        "entry-unreadable": (f"{prefix} entry is unreadable", os.lstat),
+    # The call the reference makes, for the text of the OSError it raises.
+    probes: dict[str, Callable[[Path], Any]] = {
+        "source-unavailable": os.lstat,
+        "manifest-dir-unavailable": os.lstat,
+        "component-unreadable": os.lstat,
+        "directory-unreadable": lambda p: os.scandir(p).close(),
+        "entry-unreadable": os.lstat,
     }
-    if rule in with_exc and path is not None:
-        message, probe = with_exc[rule]
-        return with_os_error(f"{message}: {path}", lambda: probe(path))
+    if rule in probes and path is not None:
+        try:
+            probes[rule](path)
+        except OSError as os_exc:
+            return with_os_error(os_exc)
+        return sandbox_error(exc.message)
     if rule == "path-too-long" and path is not None:
         return sandbox_error(f"{prefix} path exceeds the byte limit: {_relative(path, config)}")
     if rule == "path-not-utf8" and path is not None:
@@ -408,7 +409,7 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
         try:
             os.lstat(path)
         except OSError as os_exc:
-            return sandbox_error(f"{prefix} file is unreadable: {path}: {os_exc}")
+            return with_os_error(os_exc)
         # The reference opens the file outside any handler: the OSError itself.
         try:
             os.close(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)))
@@ -423,6 +424,12 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
     if rule == "too-deep":
         return RecursionError(exc.message)
     return sandbox_error(exc.message)
+
+
+def _with_os_text(exc: _errors.Error, os_exc: OSError) -> str:
+    """The binary's message for `exc`'s rule, with its path and Python's text of `os_exc`."""
+    template = _contract.rule_messages(exc.argv[0] if exc.argv else None)[str(exc.rule)]
+    return template.replace("{path}", str(Path(str(exc.path)))).replace("{os error}", str(os_exc))
 
 
 def _retarget(target: str, ns: MutableMapping[str, Any]) -> str:
@@ -455,17 +462,16 @@ def _gitnexus_error(err: Callable[[str], BaseException], exc: _errors.Error, che
         p.lstat()
         p.resolve(strict=True)
 
-    unavailable = {
-        "gitnexus-checkout-unavailable": "pinned GitNexus checkout is unavailable",
-        "gitnexus-component-unavailable": "pinned GitNexus runtime component is unavailable",
-    }
-    if rule == "gitnexus-root-unavailable" and path is not None:
-        label = "pinned GitNexus shared runtime" if path.name == "gitnexus-shared" else "pinned GitNexus runtime"
-        unavailable[rule] = f"{label} is unavailable"
-    if rule in unavailable and path is not None:
+    if rule in ("gitnexus-checkout-unavailable", "gitnexus-component-unavailable") and path is not None:
         found = os_error(lambda: lstat_resolve(path))
         if found is not None:
-            return err(f"{unavailable[rule]}: {path}: {found}")
+            return err(_with_os_text(exc, found))
+    if rule == "gitnexus-root-unavailable" and path is not None:
+        # The one rule whose words name which root: the shared one by its directory's name.
+        label = "pinned GitNexus shared runtime" if path.name == "gitnexus-shared" else "pinned GitNexus runtime"
+        found = os_error(lambda: lstat_resolve(path))
+        if found is not None:
+            return err(f"{label} is unavailable: {path}: {found}")
     if rule in ("gitnexus-entrypoint-unavailable", "gitnexus-metadata-invalid"):
         runtime = Path(os.path.abspath(os.path.expanduser(checkout))) / "gitnexus"
         try:
