@@ -23,9 +23,12 @@ use crate::policy::Rejection;
 
 pub mod ambiguity;
 pub mod kind;
+pub mod misuse;
+pub mod reference;
 
 pub use ambiguity::Candidate;
 pub use kind::{Classify, ErrorKind};
+pub use misuse::{Misuse, RowField};
 
 /// Anything a cestore command can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -470,171 +473,6 @@ fn exists_message(made: Made, path: &Path) -> String {
         ),
         Made::Bundle => format!("the bundle '{}' already exists", path.display()),
     }
-}
-
-/// A request its options do not fit: they cannot go together, hold a
-/// malformed value, or lack the one the case calls for.
-///
-/// The messages speak of the options as the library knows them; the command
-/// line words them with its flags (`cli::error_message`). Most are usage
-/// errors; [`Misuse::kind`] gives each its place in the table.
-#[derive(Debug, thiserror::Error)]
-pub enum Misuse {
-    /// The digest a bundle must hold is not a full digest.
-    #[error("the digest the bundle must hold is not a full 64-hex digest: {reason}")]
-    ExpectedDigest {
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// Hard links were required of a method that makes copies.
-    #[error("hard links cannot be required of the {method} method")]
-    HardlinksWithMethod {
-        /// The method's name.
-        method: &'static str,
-    },
-    /// A GitNexus version was given with upstream's rules, which pin none.
-    #[error(
-        "a GitNexus version pins the seed's rules; upstream's rules accept any non-empty version"
-    )]
-    VersionWithUpstreamRules,
-    /// A field of the results rows is empty, or has an empty key in its path.
-    #[error("the {field} field '{path}': a field is a key or a dotted path of keys (ce_plugin.manifest_digest), with no empty key")]
-    FieldWithEmptyKey {
-        /// Which field.
-        field: RowField,
-        /// Its path as given.
-        path: String,
-    },
-    /// A field of the results rows is, holds or lies inside another.
-    #[error("the {field} field '{path}' is, holds or lies inside another field ({}); the three fields must be distinct and not nested in each other", fields(.others))]
-    FieldsOverlap {
-        /// Which field.
-        field: RowField,
-        /// Its path as given.
-        path: String,
-        /// The other two fields, with their paths.
-        others: Vec<(RowField, String)>,
-    },
-    /// No store was named, and the environment names none.
-    #[error("no store given: name one, or set CESTORE_DIR, XDG_DATA_HOME or HOME")]
-    NoStoreGiven,
-    /// A content to find is not named by a SHA-256 or a prefix of one.
-    #[error("a content is named by its SHA-256 or a unique prefix of it: {reason}")]
-    ObjectPrefix {
-        /// What is wrong with the name.
-        reason: String,
-    },
-    /// The registry an audit pulls from names a tag or digest, or no
-    /// repository: the audit adds each digest's tag itself.
-    #[error("the registry '{registry}' to pull from must be REGISTRY/REPOSITORY, without a tag or digest (audit pulls REGISTRY/REPOSITORY:sha256-DIGEST)")]
-    RegistryNotRepository {
-        /// The registry as given.
-        registry: String,
-    },
-    /// The store is owned by another user or writable by others, and such
-    /// stores were not to be trusted.
-    #[error("the store '{}' {why}; whoever can write there decides what every view shows. If you trust it, trust any store or set CESTORE_TRUST_STORE=1", .path.display())]
-    UntrustedStore {
-        /// The directory refused (the store, or its objects directory).
-        path: PathBuf,
-        /// Who else owns or can write it, as a predicate: `is owned by …`.
-        why: String,
-    },
-    /// A directory to discard is no recorded view, and no snapshot was named
-    /// to check it against.
-    #[error("'{}' is not a recorded view; to remove a tree that is exactly a snapshot, force the discard with the snapshot's digest", .path.display())]
-    NotARecordedView {
-        /// The directory, absolute.
-        path: PathBuf,
-    },
-    /// A directory to mount is no view cestore recorded, and it was not to be
-    /// mounted unchecked.
-    #[error("'{}' is not a view cestore recorded; make one with `cestore checkout` or `cestore path`, or mount it unchecked to mount a tree cestore did not make", .path.display())]
-    NotAView {
-        /// The directory, absolute.
-        path: PathBuf,
-    },
-    /// A view is of another snapshot than the one it was expected to be of.
-    #[error("'{}' is a view of {digest}, not of {expected}, the snapshot expected", .path.display())]
-    ViewOfAnother {
-        /// The view.
-        path: PathBuf,
-        /// The snapshot it is a view of.
-        digest: ManifestDigest,
-        /// The snapshot it was expected to be of.
-        expected: ManifestDigest,
-    },
-    /// A snapshot to forget has recorded views, and was not to be forgotten
-    /// with them.
-    #[error("{digest} has {} recorded {} ({}); discard {} first, or force the removal", .views.len(), if .views.len() == 1 { "view" } else { "views" }, .views.join(", "), if .views.len() == 1 { "it" } else { "them" })]
-    SnapshotHasViews {
-        /// The snapshot.
-        digest: ManifestDigest,
-        /// Its recorded views.
-        views: Vec<String>,
-    },
-}
-
-impl Misuse {
-    /// The kind of this misuse: a usage error, unless the request named
-    /// something that is not there, or not what was expected, or that stands
-    /// in the way.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            Misuse::NotARecordedView { .. } | Misuse::NotAView { .. } => ErrorKind::NotFound,
-            Misuse::ViewOfAnother { .. } => ErrorKind::Integrity,
-            Misuse::SnapshotHasViews { .. } => ErrorKind::Conflict,
-            Misuse::UntrustedStore { .. } => ErrorKind::BadStore,
-            Misuse::ExpectedDigest { .. }
-            | Misuse::HardlinksWithMethod { .. }
-            | Misuse::VersionWithUpstreamRules
-            | Misuse::FieldWithEmptyKey { .. }
-            | Misuse::FieldsOverlap { .. }
-            | Misuse::NoStoreGiven
-            | Misuse::ObjectPrefix { .. }
-            | Misuse::RegistryNotRepository { .. } => ErrorKind::Usage,
-        }
-    }
-
-    /// The one path the misuse concerns, when the error reports one.
-    pub fn path(&self) -> Option<&Path> {
-        match self {
-            Misuse::NotARecordedView { path }
-            | Misuse::NotAView { path }
-            | Misuse::UntrustedStore { path, .. } => Some(path),
-            _ => None,
-        }
-    }
-}
-
-/// A field of the results rows an audit reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RowField {
-    /// The snapshot's digest.
-    Digest,
-    /// The plugin's version.
-    Version,
-    /// The arm.
-    Arm,
-}
-
-impl std::fmt::Display for RowField {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RowField::Digest => "digest",
-            RowField::Version => "version",
-            RowField::Arm => "arm",
-        })
-    }
-}
-
-/// Fields with their paths, as a list: `the version field 'v', the arm field 'a'`.
-fn fields(named: &[(RowField, String)]) -> String {
-    named
-        .iter()
-        .map(|(f, p)| format!("the {f} field '{p}'"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Adds "could not {op} '{path}'" context to I/O results.

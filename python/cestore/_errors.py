@@ -17,6 +17,7 @@ class Error(Exception):
         rule: Optional[str] = None,
         path: Optional[str] = None,
         argv: Optional[list[str]] = None,
+        reference_message: Optional[str] = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -25,6 +26,8 @@ class Error(Exception):
         self.rule = rule
         self.path = path
         self.argv = argv or []
+        #: The reference's own words for a broken rule, where the binary knows them exactly.
+        self.reference_message = reference_message
 
     def __repr__(self) -> str:
         return (
@@ -114,6 +117,7 @@ def from_json(error: dict[str, Any], argv: list[str]) -> Error:
         rule=error.get("rule"),
         path=error.get("path"),
         argv=argv,
+        reference_message=error.get("reference_message"),
     )
     if isinstance(exc, Ambiguous):
         exc.matches = tuple(error.get("matches") or ())

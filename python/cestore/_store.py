@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from . import _contract
 from ._errors import Error, from_json
 from ._find import find_binary
 
@@ -1200,33 +1201,6 @@ def _result(stdout: bytes, stderr: bytes, code: int, argv: list[str]) -> dict[st
     return obj
 
 
-# The CLI's flags and the keyword arguments (or Bounds fields) they are
-# given as, for the messages of errors raised from Store's typed methods.
-_KEYWORDS = {
-    "--arm": "arms",
-    "--plugin-dir": "plugin_dir",
-    "--plugin-version": "plugin_version",
-    "--digest": "digest",
-    "--dest": "dest",
-    "--gitnexus-root": "gitnexus_root",
-    "--gitnexus-rules": "gitnexus_rules",
-    "--strict-arms": "strict_arms",
-    "--version": "version",
-    "--method": "method",
-    "--tree": "tree",
-    "--spare": "spare",
-    "--git": "git",
-    "--rev": "rev",
-    "--plugin": "plugin",
-    "--subdir": "subdir",
-    "--sign-with": "sign_with",
-    "--key": "key",
-    "--trusted-key": "trusted_keys",
-    "--max-files": "Bounds(files=...)",
-    "--max-file-bytes": "Bounds(file_bytes=...)",
-    "--max-total-bytes": "Bounds(total_bytes=...)",
-    "--max-path-bytes": "Bounds(path_bytes=...)",
-}
 # A flag as a word of its own, not part of a path that happens to hold one.
 _FLAG = re.compile(r"(?<![^\s(,'\"])--[a-z][a-z0-9-]*(?![\w/-])")
 
@@ -1236,9 +1210,11 @@ def _with_keywords(exc: Error) -> Error:
 
     An error about a path keeps its message: the path is the user's, as it is.
     """
-    if exc.path is not None:
+    if exc.path is not None or not _FLAG.search(exc.message):
         return exc
-    message = _FLAG.sub(lambda m: _KEYWORDS.get(m.group(0), m.group(0)), exc.message)
+    # The binary's table of each flag's keyword (`cestore rules`).
+    keywords = _contract.flag_keywords(exc.argv[0] if exc.argv else None)
+    message = _FLAG.sub(lambda m: keywords.get(m.group(0), m.group(0)), exc.message)
     if message != exc.message:
         exc.message = message
         exc.args = (message, *exc.args[1:])

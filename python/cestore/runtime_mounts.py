@@ -30,8 +30,9 @@ only in `trusted_gitnexus_runtime_mounts`: at the seed's revision
 carry `PINNED_GITNEXUS_VERSION`; at upstream's current revision
 (`"upstream"`) it is `trusted_gitnexus_runtime_mounts(*, root=None)`, accepts
 any non-empty version, and lets a linked git worktree borrow its primary
-checkout's `gitnexus/node_modules`; `cestore mounts --gitnexus-rules
-upstream` makes that check, with upstream's messages.
+checkout's `gitnexus/node_modules`. At either revision `cestore mounts
+--gitnexus-rules REVISION` makes the check; this module raises its refusal
+with the revision's messages.
 
 `HARNESS_ROOT` is the checkout holding `gitnexus/` and `gitnexus-shared/`.
 The harness's module sets it to its own checkout (`bind(...,
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from . import _errors
+from . import _contract, _errors
 from ._store import Bounds, HeldStage, Store
 
 PINNED_GITNEXUS_VERSION = "1.6.9"
@@ -65,23 +65,14 @@ MAX_CE_PLUGIN_FILE_BYTES = 2 * 1024 * 1024
 MAX_CE_PLUGIN_TOTAL_BYTES = 16 * 1024 * 1024
 MAX_CE_PLUGIN_PATH_BYTES = 1_024
 
-# The reference's bounds, which the CLI enforces by default; a namespace
-# that sets one lower passes it to the CLI (`--max-files` and the like).
-_CLI_BOUNDS = {
-    "MAX_CE_PLUGIN_FILES": ("files", MAX_CE_PLUGIN_FILES),
-    "MAX_CE_PLUGIN_FILE_BYTES": ("file_bytes", MAX_CE_PLUGIN_FILE_BYTES),
-    "MAX_CE_PLUGIN_TOTAL_BYTES": ("total_bytes", MAX_CE_PLUGIN_TOTAL_BYTES),
-    "MAX_CE_PLUGIN_PATH_BYTES": ("path_bytes", MAX_CE_PLUGIN_PATH_BYTES),
-}
-
-_EXACT_VERSION = re.compile(
-    r"(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)"
-    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
-    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
-)
+# The constants above are the reference's, kept as literals: a harness
+# imports them, `bind` copies them into its namespace and its tests
+# monkeypatch them, all before (or without) any process. The decisions
+# behind them are the binary's (`cestore rules`, read by `_contract`): the
+# exact-version rule, the bounds' defaults, the arm that stages;
+# tests/test_rules_pinned.py checks each literal against the binary's answer
+# and the seed's module.
 _SNAPSHOT_PREFIX = "wfbench-ce-plugin-"
-# The arm `stage` is given: any CE arm has it make the release's view.
-_STAGE_ARM = "ce_review"
 
 #: The harness revisions `bind` knows: the seed's and upstream's current one.
 REVISIONS = ("seed", "upstream")
@@ -189,78 +180,33 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
             raise err(f"{label} must be a real directory: {root}")
         return root
 
-    def validated_component(root: Path, relative: str, target: str, *, directory: bool) -> Any:
-        source = root / relative
+    def gitnexus_mounts(checkout: Path, *rules: str) -> tuple[Any, ...]:
+        """The runtime's mounts under `checkout`, as `cestore mounts` checks them by `rules`;
+        a refusal raised as the harness's revision raises it."""
         try:
-            mode = source.lstat().st_mode
-            resolved = source.resolve(strict=True)
-        except OSError as exc:
-            raise err(f"pinned GitNexus runtime component is unavailable: {source}: {exc}") from exc
-        expected_type = stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)
-        if stat.S_ISLNK(mode) or not expected_type or resolved != source:
-            kind = "directory" if directory else "file"
-            raise err(f"pinned GitNexus runtime component must be a real {kind}: {source}")
-        return ns["ReadOnlyMount"](source=source, target=target)
-
-    def trusted_gitnexus_runtime_mounts() -> tuple[Any, ...]:
-        """Expose only the files needed by the pinned CLI and linked shared package."""
-        harness_root = Path(ns["HARNESS_ROOT"])
-        gn, gns = ns["SANDBOX_GITNEXUS"], ns["SANDBOX_GITNEXUS_SHARED"]
-        runtime = validated_root(harness_root / "gitnexus", label="pinned GitNexus runtime")
-        shared = validated_root(harness_root / "gitnexus-shared", label="pinned GitNexus shared runtime")
-        mounts = (
-            validated_component(runtime, "dist", f"{gn}/dist", directory=True),
-            validated_component(runtime, "package.json", f"{gn}/package.json", directory=False),
-            validated_component(runtime, "node_modules", f"{gn}/node_modules", directory=True),
-            validated_component(runtime, "vendor", f"{gn}/vendor", directory=True),
-            validated_component(shared, "dist", f"{gns}/dist", directory=True),
-            validated_component(shared, "package.json", f"{gns}/package.json", directory=False),
-            validated_component(runtime, "hooks/claude", f"{gn}/hooks/claude", directory=True),
-        )
-        pinned = ns["PINNED_GITNEXUS_VERSION"]
-        entrypoint = mounts[0].source / "cli" / "index.js"
-        try:
-            entrypoint_mode = entrypoint.lstat().st_mode
-            package = json.loads(mounts[1].source.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise err(f"pinned GitNexus runtime metadata is invalid: {exc}") from exc
-        if stat.S_ISLNK(entrypoint_mode) or not stat.S_ISREG(entrypoint_mode):
-            raise err(f"pinned GitNexus runtime entrypoint must be regular and non-symlink: {entrypoint}")
-        if package.get("version") != pinned:
-            raise err(
-                "pinned GitNexus runtime version drifted: "
-                f"expected {pinned}, got {package.get('version')!r}"
-            )
-        linked_shared = mounts[2].source / "gitnexus-shared"
-        if not linked_shared.is_symlink() or linked_shared.resolve(strict=True) != shared:
-            raise err("pinned GitNexus runtime has an unexpected gitnexus-shared dependency")
-        try:
-            shared_package = json.loads(mounts[5].source.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise err(f"pinned GitNexus shared runtime metadata is invalid: {exc}") from exc
-        if shared_package.get("name") != "gitnexus-shared":
-            raise err("pinned GitNexus shared runtime has an unexpected package identity")
-        return mounts
-
-    def upstream_trusted_gitnexus_runtime_mounts(*, root: Optional[Path] = None) -> tuple[Any, ...]:
-        """Expose only the files needed by the pinned CLI and linked shared package."""
-        checkout = Path(root if root is not None else ns["HARNESS_ROOT"])
-        try:
-            out = store().run(
-                "mounts",
-                "--arm=baseline",
-                f"--gitnexus-root={os.fspath(checkout)}",
-                "--gitnexus-rules=upstream",
-            )
+            out = store().run("mounts", "--arm=baseline", f"--gitnexus-root={os.fspath(checkout)}", *rules)
         except (_errors.Rejected, _errors.NotFound) as exc:
             if exc.rule is None:
                 raise
-            raise _upstream_gitnexus_error(err, exc, checkout) from None
+            raise _gitnexus_error(err, exc, checkout) from None
         mount = ns["ReadOnlyMount"]
         return tuple(
             mount(source=Path(m["source"]), target=_retarget(m["target"], ns))
             for m in out["mounts"]
         )
+
+    def trusted_gitnexus_runtime_mounts() -> tuple[Any, ...]:
+        """Expose only the files needed by the pinned CLI and linked shared package."""
+        return gitnexus_mounts(
+            Path(ns["HARNESS_ROOT"]),
+            "--gitnexus-rules=seed",
+            f"--gitnexus-version={ns['PINNED_GITNEXUS_VERSION']}",
+        )
+
+    def upstream_trusted_gitnexus_runtime_mounts(*, root: Optional[Path] = None) -> tuple[Any, ...]:
+        """Expose only the files needed by the pinned CLI and linked shared package."""
+        checkout = Path(root if root is not None else ns["HARNESS_ROOT"])
+        return gitnexus_mounts(checkout, "--gitnexus-rules=upstream")
 
     def validate_ce_plugin_inputs(
         arms: Sequence[str],
@@ -276,7 +222,7 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
             return None
         if plugin_dir is None or plugin_version is None:
             raise ValueError("ce_* arms require both --ce-plugin-dir and --ce-plugin-version")
-        if _EXACT_VERSION.fullmatch(plugin_version) is None:
+        if _contract.exact_version(store().binary).fullmatch(plugin_version) is None:
             raise ValueError(
                 "--ce-plugin-version must be an exact semantic version (aliases and ranges are forbidden)"
             )
@@ -297,10 +243,10 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
             made = last[key] = Store(path)
         return made
 
-    def lowered_bounds() -> Optional[Bounds]:
-        """The namespace's bounds that are below the reference's, for the CLI."""
+    def lowered_bounds(binary: str) -> Optional[Bounds]:
+        """The namespace's bounds that are below the binary's (the reference's), for the CLI."""
         lowered = {}
-        for name, (field, default) in _CLI_BOUNDS.items():
+        for name, (field, default) in _contract.bounds(binary).items():
             value = int(ns[name])
             if value < default:
                 lowered[field] = max(value, 0)
@@ -309,7 +255,9 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
     def build(config: CePluginConfig, destination_parent: Path) -> tuple[CePluginSnapshot, HeldStage]:
         parent = validated_root(destination_parent, label="CE plugin snapshot parent")
         st = store()
-        bounds = lowered_bounds()
+        bounds = lowered_bounds(st.binary)
+        # The arm `stage` is given: any CE arm has it make the release's view.
+        stage_arm = _contract.ce_arms(st.binary)[0]
         sign_with = _signing_key()
         held = None
         for _ in range(16):
@@ -319,7 +267,7 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
                 # One process validates and stores the release, checks its
                 # view out, and discards it once released.
                 held = st.hold_stage(
-                    [_STAGE_ARM],
+                    [stage_arm],
                     plugin_dir=config.source,
                     plugin_version=config.version,
                     dest=made,
@@ -425,42 +373,30 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
     path = Path(exc.path) if exc.path else None
     prefix = "Compound Engineering plugin"
 
-    def with_os_error(message: str, probe: Any) -> BaseException:
-        try:
-            probe()
-        except OSError as os_exc:
-            return sandbox_error(f"{message}: {os_exc}")
-        return sandbox_error(exc.message)
+    def with_os_error(os_exc: OSError) -> BaseException:
+        # The binary's words for the rule (the reference's), with Python's text of the OSError.
+        return sandbox_error(_with_os_text(exc, os_exc))
 
-    plain = {
-        "source-not-real-directory": f"{prefix} source must be a real directory",
-        "manifest-dir-not-real": f"{prefix} manifest directory must be real",
-        "manifest-missing": f"{prefix} manifest is missing",
-        "skills-missing": f"{prefix} skills directory is missing",
-        "component-not-real-directory": f"{prefix} component must be a real directory",
-        "symlink": f"{prefix} entries must not be symlinks",
-        "not-regular-file": f"{prefix} entries must be regular files",
-        "file-not-regular": f"{prefix} file must be regular and non-symlink",
-        "file-too-large": f"{prefix} file exceeds the per-file limit",
-        "changed-during-validation": f"{prefix} file changed during validation",
-        "changed-while-copying": f"{prefix} file changed while being copied",
+    # The binary decides the rule and, where they are not Python's own, the
+    # reference's words; the version's refusal is the reference's ValueError.
+    if rule == "version-not-exact" and exc.reference_message is not None:
+        return ValueError(exc.reference_message)
+    if exc.reference_message is not None:
+        return sandbox_error(exc.reference_message)
+    # The call the reference makes, for the text of the OSError it raises.
+    probes: dict[str, Callable[[Path], Any]] = {
+        "source-unavailable": os.lstat,
+        "manifest-dir-unavailable": os.lstat,
+        "component-unreadable": os.lstat,
+        "directory-unreadable": lambda p: os.scandir(p).close(),
+        "entry-unreadable": os.lstat,
     }
-    with_exc = {
-        "source-unavailable": (f"{prefix} source is unavailable", os.lstat),
-        "manifest-dir-unavailable": (f"{prefix} manifest directory is unavailable", os.lstat),
-        "component-unreadable": (f"{prefix} component is unreadable", os.lstat),
-        "directory-unreadable": (f"{prefix} directory is unreadable", lambda p: os.scandir(p).close()),
-        "entry-unreadable": (f"{prefix} entry is unreadable", os.lstat),
-    }
-    if rule in plain and path is not None:
-        return sandbox_error(f"{plain[rule]}: {path}")
-    if rule in with_exc and path is not None:
-        message, probe = with_exc[rule]
-        return with_os_error(f"{message}: {path}", lambda: probe(path))
-    if rule == "too-many-files":
-        return sandbox_error(f"{prefix} exceeds the file-count limit")
-    if rule == "too-many-bytes":
-        return sandbox_error(f"{prefix} exceeds the total byte limit")
+    if rule in probes and path is not None:
+        try:
+            probes[rule](path)
+        except OSError as os_exc:
+            return with_os_error(os_exc)
+        return sandbox_error(exc.message)
     if rule == "path-too-long" and path is not None:
         return sandbox_error(f"{prefix} path exceeds the byte limit: {_relative(path, config)}")
     if rule == "path-not-utf8" and path is not None:
@@ -473,7 +409,7 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
         try:
             os.lstat(path)
         except OSError as os_exc:
-            return sandbox_error(f"{prefix} file is unreadable: {path}: {os_exc}")
+            return with_os_error(os_exc)
         # The reference opens the file outside any handler: the OSError itself.
         try:
             os.close(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)))
@@ -485,23 +421,15 @@ def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: C
             os.stat(path)
         except OSError as os_exc:
             return os_exc
-    if rule in ("manifest-invalid", "not-compound-engineering", "version-mismatch") and path is not None:
-        try:
-            manifest = json.loads(path.read_text())
-        except (OSError, UnicodeError, json.JSONDecodeError) as json_exc:
-            return sandbox_error(f"{prefix} manifest is invalid: {json_exc}")
-        if not isinstance(manifest, dict) or manifest.get("name") != "compound-engineering":
-            return sandbox_error("CE comparator requires the compound-engineering plugin manifest")
-        return sandbox_error(
-            f"{prefix} version mismatch: expected {config.version}, got {manifest.get('version')!r}"
-        )
-    if rule == "missing-skill" and path is not None:
-        return sandbox_error(f"{prefix} is missing required skill: {path.parent.name}")
     if rule == "too-deep":
         return RecursionError(exc.message)
-    if rule == "version-not-exact":
-        return ValueError("--ce-plugin-version must be an exact semantic version (aliases and ranges are forbidden)")
     return sandbox_error(exc.message)
+
+
+def _with_os_text(exc: _errors.Error, os_exc: OSError) -> str:
+    """The binary's message for `exc`'s rule, with its path and Python's text of `os_exc`."""
+    template = _contract.rule_messages(exc.argv[0] if exc.argv else None)[str(exc.rule)]
+    return template.replace("{path}", str(Path(str(exc.path)))).replace("{os error}", str(os_exc))
 
 
 def _retarget(target: str, ns: MutableMapping[str, Any]) -> str:
@@ -512,10 +440,14 @@ def _retarget(target: str, ns: MutableMapping[str, Any]) -> str:
     return target
 
 
-def _upstream_gitnexus_error(
-    err: Callable[[str], BaseException], exc: _errors.Error, checkout: Path
-) -> BaseException:
-    """Upstream's exception, with its exact message, for one `cestore mounts --gitnexus-rules upstream` refusal."""
+def _gitnexus_error(err: Callable[[str], BaseException], exc: _errors.Error, checkout: Path) -> BaseException:
+    """The harness's exception, with its exact message, for one `cestore mounts --gitnexus-rules` refusal.
+
+    The binary decides which rule is broken; the seed and upstream word them
+    alike. What is Python's own is made here: the text of an `OSError` or of
+    a JSON error (by the same call the harness makes), an `AttributeError`
+    where the harness calls `.get` on a JSON value that is no object.
+    """
     rule = exc.rule
     path = Path(exc.path) if exc.path else None
 
@@ -530,17 +462,16 @@ def _upstream_gitnexus_error(
         p.lstat()
         p.resolve(strict=True)
 
-    unavailable = {
-        "gitnexus-checkout-unavailable": "pinned GitNexus checkout is unavailable",
-        "gitnexus-component-unavailable": "pinned GitNexus runtime component is unavailable",
-    }
-    if rule == "gitnexus-root-unavailable" and path is not None:
-        label = "pinned GitNexus shared runtime" if path.name == "gitnexus-shared" else "pinned GitNexus runtime"
-        unavailable[rule] = f"{label} is unavailable"
-    if rule in unavailable and path is not None:
+    if rule in ("gitnexus-checkout-unavailable", "gitnexus-component-unavailable") and path is not None:
         found = os_error(lambda: lstat_resolve(path))
         if found is not None:
-            return err(f"{unavailable[rule]}: {path}: {found}")
+            return err(_with_os_text(exc, found))
+    if rule == "gitnexus-root-unavailable" and path is not None:
+        # The one rule whose words name which root: the shared one by its directory's name.
+        label = "pinned GitNexus shared runtime" if path.name == "gitnexus-shared" else "pinned GitNexus runtime"
+        found = os_error(lambda: lstat_resolve(path))
+        if found is not None:
+            return err(f"{label} is unavailable: {path}: {found}")
     if rule in ("gitnexus-entrypoint-unavailable", "gitnexus-metadata-invalid"):
         runtime = Path(os.path.abspath(os.path.expanduser(checkout))) / "gitnexus"
         try:
@@ -572,7 +503,7 @@ def _upstream_gitnexus_error(
             return attr_exc
     if rule == "gitnexus-shared-identity":
         return err("pinned GitNexus shared runtime has an unexpected package identity")
-    # The other rules' messages are upstream's own.
+    # The other rules' messages are the harness's own.
     return err(exc.message)
 
 

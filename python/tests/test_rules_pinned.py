@@ -1,17 +1,21 @@
-"""Every rule the Python package keeps a copy of, pinned to the binary's answer.
+"""The binary's decisions (`cestore rules`), the drop-in's constants and the seed's, pinned together.
 
 The drop-in keeps the reference's constants as module attributes (a harness's
-tests read and monkeypatch them), checks the arms and the version in Python
-before any process starts, and checks the seed's GitNexus runtime in Python
-with the seed's messages. The binary decides the same things for the CLI.
-Each copy is checked here against the `cestore` binary the package runs, on
-the cases where a drift would show, so the two cannot part.
+tests read and monkeypatch them); the decisions behind them (the exact-version
+rule, the bounds, the CE arms, the flag behind each keyword) it reads from the
+binary, and the GitNexus runtime it has the binary check. Each literal is
+checked here against the binary's answer, and that answer against the values
+committed here and, when `../shared/reference` is present, against the seed's
+module itself; each rule the binary prints is checked against what the binary
+does, on the cases where a drift would show.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,7 +23,8 @@ import pytest
 
 import cestore
 import cestore.runtime_mounts as rm
-from conftest import bound_harness, write_release
+from cestore import _contract
+from conftest import REFERENCE, bound_harness, write_release
 from test_upstream_contract import install_runtime
 
 
@@ -40,13 +45,81 @@ BOUND_FLAGS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(rm._CLI_BOUNDS))
+# The seed's constants, committed: the binary's answer and the drop-in's
+# literals must be these, with or without ../shared/reference beside the checkout.
+SEED = {
+    "CE_ARMS": frozenset({"ce_workflow", "ce_workflow_direct", "ce_review"}),
+    "SANDBOX_CE_PLUGIN": "/opt/compound-engineering-plugin",
+    "CE_PLUGIN_MANIFEST_SCHEMA_VERSION": 1,
+    "MAX_CE_PLUGIN_FILES": 2_048,
+    "MAX_CE_PLUGIN_FILE_BYTES": 2 * 1024 * 1024,
+    "MAX_CE_PLUGIN_TOTAL_BYTES": 16 * 1024 * 1024,
+    "MAX_CE_PLUGIN_PATH_BYTES": 1_024,
+    "PINNED_GITNEXUS_VERSION": "1.6.9",
+    "_EXACT_VERSION": (
+        r"(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)\.(?:0|[1-9][0-9]*)"
+        r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+        r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+    ),
+}
+
+
+def binary_answer() -> dict[str, object]:
+    """The binary's answer, under the seed's names."""
+    rules = _contract.rules()
+    answer: dict[str, object] = {
+        "CE_ARMS": frozenset(rules["ce_arms"]),
+        "SANDBOX_CE_PLUGIN": rules["plugin"]["sandbox_dir"],
+        "CE_PLUGIN_MANIFEST_SCHEMA_VERSION": rules["plugin"]["manifest_schema_version"],
+        "PINNED_GITNEXUS_VERSION": rules["gitnexus"]["pinned_version"],
+        "_EXACT_VERSION": rules["exact_version"]["pattern"],
+    }
+    answer.update({b["constant"]: b["limit"] for b in rules["bounds"]})
+    return answer
+
+
+def test_the_binarys_answer_is_the_committed_seeds() -> None:
+    assert binary_answer() == SEED
+
+
+def test_the_drop_ins_literals_are_the_binarys() -> None:
+    """The constants a harness imports without running the binary are the ones the binary decides by."""
+    answer = binary_answer()
+    for name, value in answer.items():
+        if name.startswith("_"):
+            continue
+        assert getattr(rm, name) == value, name
+    rules = _contract.rules()
+    assert (rm.SANDBOX_GITNEXUS, rm.SANDBOX_GITNEXUS_SHARED) == (
+        rules["gitnexus"]["sandbox_gitnexus"],
+        rules["gitnexus"]["sandbox_gitnexus_shared"],
+    )
+    assert list(rm.REVISIONS) == rules["gitnexus"]["revisions"]
+    assert rules["plugin"]["required_skills"] == ["ce-plan", "ce-work", "ce-code-review"]
+
+
+def test_the_seeds_module_is_the_committed_seed() -> None:
+    """The seed's own module (../shared/reference) still has the committed values."""
+    if not (REFERENCE / "runtime_mounts.py").is_file():
+        pytest.skip(f"the reference is absent: {REFERENCE} (set CESTORE_SHARED)")
+    sys.path.insert(0, str(REFERENCE.parent))
+    try:
+        seed = importlib.import_module(f"{REFERENCE.name}.runtime_mounts")
+    finally:
+        sys.path.remove(str(REFERENCE.parent))
+    for name, value in SEED.items():
+        got = getattr(seed, name)
+        assert (got.pattern if name == "_EXACT_VERSION" else got) == value, name
+
+
+@pytest.mark.parametrize("name", sorted(k for k in SEED if k.startswith("MAX_")))
 def test_each_bound_is_the_binarys_default(name: str, tmp_path: Path) -> None:
-    """The binary takes the drop-in's bound as the highest value of its flag, and refuses one more."""
-    field, default = rm._CLI_BOUNDS[name]
+    """The binary takes its bound as the highest value of its flag, and refuses one more."""
+    field, default = _contract.bounds()[name]
     assert getattr(rm, name) == default
     release = write_release(tmp_path / "release")
     flag = BOUND_FLAGS[field]
+    assert {b["field"]: b["flag"] for b in _contract.rules()["bounds"]} == BOUND_FLAGS
     code, out = cli("digest", str(release), "--version=1.2.3", f"{flag}={default}")
     assert (code, out["ok"]) == (0, True), out
     code, out = cli("digest", str(release), "--version=1.2.3", f"{flag}={default + 1}")
@@ -72,7 +145,7 @@ def test_the_ce_arms_are_the_binarys(arm: str, tmp_path: Path, store_dir: Path) 
         assert out["mounts"] == [{"source": str(view), "target": rm.SANDBOX_CE_PLUGIN, "read_only": True}]
     else:
         assert (out["plugin_dir"], out["mounts"]) == (None, [])
-    assert rm._STAGE_ARM in rm.CE_ARMS
+    assert set(_contract.ce_arms()) == rm.CE_ARMS
 
 
 VERSIONS = [
@@ -86,7 +159,7 @@ VERSIONS = [
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_exact_version_rule_is_the_binarys(version: str, tmp_path: Path) -> None:
-    """A version is exact for the drop-in exactly when the binary takes it."""
+    """A version is exact by the pattern the binary prints exactly when the binary takes it."""
     release = tmp_path / "release"
     (release / ".claude-plugin").mkdir(parents=True)
     for skill in ("ce-plan", "ce-work", "ce-code-review"):
@@ -96,7 +169,7 @@ def test_the_exact_version_rule_is_the_binarys(version: str, tmp_path: Path) -> 
         json.dumps({"name": "compound-engineering", "version": version})
     )
     code, out = cli("digest", str(release), f"--version={version}")
-    exact = rm._EXACT_VERSION.fullmatch(version) is not None
+    exact = _contract.exact_version().fullmatch(version) is not None
     if exact:
         assert (code, out["ok"]) == (0, True), out
     else:
@@ -211,3 +284,62 @@ def test_the_seeds_gitnexus_check_is_the_binarys(case: str, tmp_path: Path, stor
         # The binary may name what it found after the seed's words.
         assert isinstance(binary, str), binary
         assert binary == python or binary.startswith(python.rstrip(": ") + ": "), (python, binary)
+
+
+def _rules_named_by(function: str) -> set[str]:
+    """The rule ids a function of the drop-in compares `rule` with, or keys a table by."""
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(rm))
+    (fn,) = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function]
+    named: set[str] = set()
+
+    def strings(node: ast.AST) -> set[str]:
+        return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id == "rule":
+            for comparator in node.comparators:
+                named |= strings(comparator)
+        elif isinstance(node, ast.Dict):
+            for key in node.keys:
+                if key is not None:
+                    named |= strings(key)
+    return named
+
+
+@pytest.mark.parametrize("function", ["_reference_error", "_gitnexus_error"])
+def test_each_rule_the_drop_in_names_is_the_binarys(function: str) -> None:
+    """The drop-in turns a rule into the harness's exception by its id: each id it names is one the binary prints."""
+    named = _rules_named_by(function)
+    assert named, function
+    listed = {r["rule"] for r in _contract.rules()["rules"]}
+    assert named <= listed, named - listed
+
+
+def test_the_drop_in_asks_the_binary(tmp_path: Path, store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drop-in's version rule and flag keywords are the binary's answer, not a copy of it:
+    a binary that answers otherwise changes them."""
+    answer = json.loads(json.dumps(_contract.rules()))
+    answer["exact_version"]["pattern"] = r"7\.7\.7"
+    answer["flags"] = [
+        dict(f, keyword="the_plugin_dir") if f["flag"] == "--plugin-dir" else f for f in answer["flags"]
+    ]
+    (tmp_path / "rules.json").write_text(json.dumps(answer))
+    wrapper = tmp_path / "cestore"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = rules ]; then cat {tmp_path / "rules.json"}; exit 0; fi\n'
+        f'exec {cestore.find_binary()} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("CESTORE_BIN", str(wrapper))
+    release = write_release(tmp_path / "release")
+    with pytest.raises(ValueError, match="exact semantic version"):
+        rm.validate_ce_plugin_inputs(["ce_review"], release, "1.2.3")
+    assert rm.validate_ce_plugin_inputs(["ce_review"], release, "7.7.7") is not None
+    with pytest.raises(cestore.Rejected) as refused:
+        cestore.Store().stage(["baseline"], plugin_dir=release, plugin_version="1.2.3")
+    assert refused.value.rule == "plugin-inputs-without-ce-arm"
+    assert refused.value.message.startswith("the_plugin_dir, plugin_version and digest require"), refused.value

@@ -187,11 +187,12 @@ def test_keyword_names_in_messages(tmp_path: Path, store_dir: Path) -> None:
     store = cestore.Store()
     with pytest.raises(TypeError, match="trusted_keys"):
         store.attestations("abcd", trusted_keys="k.pub")  # type: ignore[arg-type]
-    from cestore._store import _KEYWORDS
+    from cestore._contract import flag_keywords
 
-    assert _KEYWORDS["--sign-with"] == "sign_with"
-    assert _KEYWORDS["--key"] == "key"
-    assert _KEYWORDS["--trusted-key"] == "trusted_keys"
+    keywords = flag_keywords(store.binary)
+    assert keywords["--sign-with"] == "sign_with"
+    assert keywords["--key"] == "key"
+    assert keywords["--trusted-key"] == "trusted_keys"
 
 
 def test_show_reads_who_signed_where_the_cli_says_it(

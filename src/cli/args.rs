@@ -171,6 +171,10 @@ pub enum Command {
     Attestations(AttestationsArgs),
     /// List each kind of error, as `--json` names it, with its exit code.
     ExitCodes,
+    /// Print the decisions bindings read: the plugin's constants, the CE
+    /// arms, the bounds, the exact-version rule, the GitNexus pin, and the
+    /// flag behind each keyword of the Python API.
+    Rules,
     /// Print this message or the help of the given command.
     Help(HelpArgs),
 }
@@ -193,12 +197,16 @@ fn exit_codes_help() -> String {
 }
 
 impl Command {
-    /// Whether the command works on a store (`digest`, `exit-codes` and
-    /// `help` do not).
+    /// Whether the command works on a store (`digest`, `exit-codes`,
+    /// `rules` and `help` do not).
     pub(super) fn needs_store(&self) -> bool {
         !matches!(
             self,
-            Command::Digest(_) | Command::ExitCodes | Command::Help(_) | Command::Key(_)
+            Command::Digest(_)
+                | Command::ExitCodes
+                | Command::Rules
+                | Command::Help(_)
+                | Command::Key(_)
         )
     }
 }

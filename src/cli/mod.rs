@@ -114,6 +114,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             )
         }
         Command::ExitCodes => emit(cli.json, out, &cmd::exit_codes::exit_codes()),
+        Command::Rules => emit(cli.json, out, &cmd::rules::rules()),
         Command::Help(a) => emit(cli.json, out, &help(&a.command)?),
     }
 }

@@ -11,7 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use crate::cmd::mounts::MountsReport;
 pub use crate::error::error_chain;
-use crate::error::{Error, Misuse, Result, RowField};
+use crate::error::{Error, Result};
 use crate::policy::Rejection;
 use crate::remote::RemoteError;
 
@@ -71,6 +71,9 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     if let Some(rule) = err.rule() {
         e["rule"] = rule.into();
     }
+    if let Some(words) = crate::error::reference::reference_message(err) {
+        e["reference_message"] = words.into();
+    }
     if let Some(hint) = hint(err) {
         e["hint"] = hint.into();
     }
@@ -106,22 +109,7 @@ pub fn hint(err: &Error) -> Option<String> {
              `cestore discard {path}` removes it",
             path = path.display()
         )),
-        Error::Misuse(Misuse::SnapshotHasViews { digest, views }) => {
-            let discards: Vec<String> = views
-                .iter()
-                .map(|v| format!("`cestore discard {}`", shell_word(v)))
-                .collect();
-            let (verb, them) = if views.len() == 1 {
-                ("removes", "it")
-            } else {
-                ("remove", "them")
-            };
-            Some(format!(
-                "{} {verb} {them}; then `cestore rm {digest}` forgets the snapshot \
-                 (its shared view, if any, goes with it, and `cestore gc` removes that)",
-                discards.join(" and ")
-            ))
-        }
+        Error::Misuse(m) => m.hint(shell_word),
         Error::StoreNotFound { .. } => Some(
             "name a store with --store STORE or CESTORE_DIR; \
              `cestore ingest DIR --version X.Y.Z` creates one"
@@ -195,7 +183,7 @@ pub fn error_message(err: &Error) -> String {
 /// the flags of the command line.
 fn flagged_message(err: &Error) -> Option<String> {
     match err {
-        Error::Misuse(m) => flagged_misuse(m),
+        Error::Misuse(m) => Some(m.flagged()),
         Error::Rejected(Rejection::PluginInputsWithoutCeArm) => Some(format!(
             "--plugin-dir, --plugin-version and --digest require at least one ce_* arm ({})",
             crate::policy::ce_arms_listed()
@@ -219,87 +207,6 @@ fn flagged_message(err: &Error) -> Option<String> {
         Error::Remote(remote) => flagged_remote(remote.downcast_ref::<RemoteError>()?),
         _ => None,
     }
-}
-
-/// A misuse's message, worded with the flags of the command line.
-fn flagged_misuse(m: &Misuse) -> Option<String> {
-    Some(match m {
-        Misuse::ExpectedDigest { reason } => {
-            format!("--digest takes a full 64-hex digest: {reason}")
-        }
-        Misuse::HardlinksWithMethod { method } => {
-            format!("--require-hardlinks cannot be met with --method {method}")
-        }
-        Misuse::ObjectPrefix { reason } => {
-            format!("--object takes a SHA-256 or a unique prefix: {reason}")
-        }
-        Misuse::RegistryNotRepository { registry } => format!(
-            "--registry '{registry}': give REGISTRY/REPOSITORY, without a tag or digest \
-             (audit pulls REGISTRY/REPOSITORY:sha256-DIGEST)"
-        ),
-        Misuse::VersionWithUpstreamRules => "--gitnexus-version pins the seed's rules; \
-             --gitnexus-rules upstream accepts any non-empty version"
-            .into(),
-        Misuse::FieldWithEmptyKey { field, path } => format!(
-            "{} '{path}': a field is a key or a dotted path of keys \
-             (ce_plugin.manifest_digest), with no empty key",
-            field_flag(*field)
-        ),
-        Misuse::FieldsOverlap {
-            field,
-            path,
-            others,
-        } => {
-            let others: Vec<String> = others
-                .iter()
-                .map(|(f, p)| format!("{} '{p}'", field_flag(*f)))
-                .collect();
-            format!(
-                "{} '{path}' is, holds or lies inside another field ({}); \
-                 the three fields must be distinct and not nested in each other",
-                field_flag(*field),
-                others.join(", ")
-            )
-        }
-        Misuse::NoStoreGiven => {
-            "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into()
-        }
-        Misuse::UntrustedStore { path, why } => format!(
-            "the store '{}' {why}; whoever can write there decides what every view shows. \
-             If you trust it, pass --trust-store or set CESTORE_TRUST_STORE=1",
-            path.display()
-        ),
-        Misuse::NotARecordedView { path } => format!(
-            "'{}' is not a recorded view; to remove a tree that is exactly a snapshot, \
-             pass --force DIGEST",
-            path.display()
-        ),
-        Misuse::NotAView { path } => format!(
-            "'{}' is not a view cestore recorded; make one with `cestore checkout` \
-             or `cestore path`, or pass --unchecked to mount a tree cestore did not make",
-            path.display()
-        ),
-        Misuse::ViewOfAnother {
-            path,
-            digest,
-            expected,
-        } => format!(
-            "'{}' is a view of {digest}, not of {expected} as --digest expects",
-            path.display()
-        ),
-        Misuse::SnapshotHasViews { digest, views } => {
-            let (noun, them) = if views.len() == 1 {
-                ("view", "it")
-            } else {
-                ("views", "them")
-            };
-            format!(
-                "{digest} has {} recorded {noun} ({}); discard {them} first, or pass --force",
-                views.len(),
-                views.join(", ")
-            )
-        }
-    })
 }
 
 /// A remote's error, worded with the flags of the command line when it
@@ -334,15 +241,6 @@ fn flagged_remote(err: &RemoteError) -> Option<String> {
              --min-speed BYTES and --timeout SECS set this floor)"
         )),
         _ => None,
-    }
-}
-
-/// The flag that names a field of the results rows `audit` reads.
-fn field_flag(field: RowField) -> &'static str {
-    match field {
-        RowField::Digest => "--digest-field",
-        RowField::Version => "--version-field",
-        RowField::Arm => "--arm-field",
     }
 }
 
@@ -482,6 +380,7 @@ fn shell_quote(word: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{Misuse, RowField};
 
     /// The hint of an `rm` a view stands in the way of names each discard,
     /// then the `rm`, each a command a shell runs as written.

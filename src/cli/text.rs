@@ -29,6 +29,7 @@ use crate::cmd::path::PathReport;
 use crate::cmd::pull::PullReport;
 use crate::cmd::push::PushReport;
 use crate::cmd::recover::RecoverReport;
+use crate::cmd::rules::RulesReport;
 use crate::cmd::show::ManifestReport;
 use crate::cmd::stage::{ReleaseReport, StageReport};
 use crate::cmd::verify::{SourceReport, TreeReport, VerifyReport};
@@ -699,6 +700,48 @@ impl Report for ExitCodesReport {
         writeln!(w, "{:>4}  {:<17}  success", crate::error::kind::SUCCESS, "")?;
         for e in &self.exit_codes {
             writeln!(w, "{:>4}  {:<17}  {}", e.code, e.kind, e.meaning)?;
+        }
+        Ok(())
+    }
+}
+
+impl Report for RulesReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        let p = &self.plugin;
+        writeln!(
+            w,
+            "plugin      {} ({}, canonical manifest schema {}), seen at {}",
+            p.name, p.manifest, p.manifest_schema_version, p.sandbox_dir
+        )?;
+        writeln!(w, "skills      {}", p.required_skills.join(", "))?;
+        writeln!(w, "ce arms     {}", self.ce_arms.join(", "))?;
+        for b in &self.bounds {
+            writeln!(
+                w,
+                "bound       {} {} ({}; {} lowers it)",
+                b.field, b.limit, b.constant, b.flag
+            )?;
+        }
+        writeln!(w, "version     {}", self.exact_version.description)?;
+        writeln!(w, "            pattern {}", self.exact_version.pattern)?;
+        let g = &self.gitnexus;
+        writeln!(
+            w,
+            "gitnexus    pinned {} by the seed's rules (revisions: {}), seen at {} and {}",
+            g.pinned_version,
+            g.revisions.join(", "),
+            g.sandbox_gitnexus,
+            g.sandbox_gitnexus_shared
+        )?;
+        for r in &self.rules {
+            writeln!(
+                w,
+                "rule        {} ({} {}): {}",
+                r.rule, r.code, r.kind, r.message
+            )?;
+        }
+        for f in &self.flags {
+            writeln!(w, "flag        {:<18} {}", f.flag, f.keyword)?;
         }
         Ok(())
     }

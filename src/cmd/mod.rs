@@ -19,6 +19,7 @@ pub mod path;
 pub mod pull;
 pub mod push;
 pub mod recover;
+pub mod rules;
 pub mod show;
 pub mod sign;
 pub mod stage;

@@ -600,6 +600,7 @@ struct ErrorBody {
     kind: String,
     message: String,
     rule: Option<String>,
+    reference_message: Option<String>,
     path: Option<String>,
     hint: Option<String>,
     matches: Option<Vec<MatchOut>>,
@@ -2214,6 +2215,249 @@ fn exit_codes_lists_the_documented_table() {
             e.kind
         );
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesOut {
+    ok: bool,
+    plugin: RulesPluginOut,
+    ce_arms: Vec<String>,
+    bounds: Vec<RulesBoundOut>,
+    exact_version: RulesVersionOut,
+    gitnexus: RulesGitNexusOut,
+    rules: Vec<RulesRuleOut>,
+    flags: Vec<RulesFlagOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesRuleOut {
+    rule: String,
+    kind: String,
+    code: u8,
+    message: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesPluginOut {
+    name: String,
+    manifest: String,
+    manifest_schema_version: u32,
+    sandbox_dir: String,
+    required_skills: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct RulesBoundOut {
+    field: String,
+    flag: String,
+    constant: String,
+    limit: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesVersionOut {
+    description: String,
+    pattern: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesGitNexusOut {
+    pinned_version: String,
+    revisions: Vec<String>,
+    sandbox_gitnexus: String,
+    sandbox_gitnexus_shared: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesFlagOut {
+    flag: String,
+    keyword: String,
+}
+
+/// `rules` prints the decisions the Python package reads, the seed's
+/// values among them, with no store; its text names each of them.
+#[test]
+fn rules_prints_the_decisions_bindings_read() {
+    let mut cmd = Command::new(util::bin());
+    cmd.env_remove("CESTORE_DIR").args([
+        "rules",
+        "--json",
+        "--store",
+        "/nonexistent/cestore-store",
+    ]);
+    let out = cmd.output().expect("run cestore");
+    assert_ok(&out);
+    let rules: RulesOut = one_object(&out, "rules");
+    assert!(rules.ok);
+    assert_eq!(rules.plugin.name, "compound-engineering");
+    assert_eq!(rules.plugin.manifest, ".claude-plugin/plugin.json");
+    assert_eq!(rules.plugin.manifest_schema_version, 1);
+    assert_eq!(rules.plugin.sandbox_dir, "/opt/compound-engineering-plugin");
+    assert_eq!(
+        rules.plugin.required_skills,
+        ["ce-plan", "ce-work", "ce-code-review"]
+    );
+    assert_eq!(
+        rules.ce_arms,
+        ["ce_workflow", "ce_workflow_direct", "ce_review"]
+    );
+    let bound = |field: &str, flag: &str, constant: &str, limit: u64| RulesBoundOut {
+        field: field.into(),
+        flag: flag.into(),
+        constant: constant.into(),
+        limit,
+    };
+    assert_eq!(
+        rules.bounds,
+        [
+            bound("files", "--max-files", "MAX_CE_PLUGIN_FILES", 2_048),
+            bound(
+                "file_bytes",
+                "--max-file-bytes",
+                "MAX_CE_PLUGIN_FILE_BYTES",
+                2 * 1024 * 1024
+            ),
+            bound(
+                "total_bytes",
+                "--max-total-bytes",
+                "MAX_CE_PLUGIN_TOTAL_BYTES",
+                16 * 1024 * 1024
+            ),
+            bound(
+                "path_bytes",
+                "--max-path-bytes",
+                "MAX_CE_PLUGIN_PATH_BYTES",
+                1_024
+            ),
+        ]
+    );
+    assert!(rules
+        .exact_version
+        .pattern
+        .starts_with("(?:0|[1-9][0-9]*)\\."));
+    assert!(rules
+        .exact_version
+        .description
+        .contains("MAJOR.MINOR.PATCH"));
+    assert_eq!(rules.gitnexus.pinned_version, "1.6.9");
+    assert_eq!(rules.gitnexus.revisions, ["seed", "upstream"]);
+    assert_eq!(rules.gitnexus.sandbox_gitnexus, "/opt/gitnexus");
+    assert_eq!(
+        rules.gitnexus.sandbox_gitnexus_shared,
+        "/opt/gitnexus-shared"
+    );
+    let keyword = |flag: &str| {
+        rules
+            .flags
+            .iter()
+            .find(|f| f.flag == flag)
+            .map(|f| f.keyword.as_str())
+    };
+    assert_eq!(keyword("--plugin-dir"), Some("plugin_dir"));
+    assert_eq!(keyword("--trusted-key"), Some("trusted_keys"));
+    assert_eq!(keyword("--max-files"), Some("Bounds(files=...)"));
+    // Each rule is the one a rejection names, with its message.
+    let rule = |id: &str| rules.rules.iter().find(|r| r.rule == id);
+    let mismatch = rule("version-mismatch").expect("version-mismatch");
+    assert_eq!((mismatch.code, mismatch.kind.as_str()), (3, "rejected"));
+    assert_eq!(
+        mismatch.message,
+        "Compound Engineering plugin version mismatch: expected {expected}, got {got}: {path}"
+    );
+    assert!(rule("gitnexus-version-drifted").is_some());
+    assert!(rule("unknown-arm").is_some());
+
+    let out = Command::new(util::bin()).arg("rules").output().unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "compound-engineering",
+        "ce_workflow_direct",
+        "MAX_CE_PLUGIN_TOTAL_BYTES",
+        "1.6.9",
+        rules.exact_version.pattern.as_str(),
+        "--plugin-dir",
+        "gitnexus-shared-identity",
+    ] {
+        assert!(text.contains(word), "{word} missing:\n{text}");
+    }
+}
+
+/// A rejection carries the reference's own words as `reference_message`,
+/// so that the manifest's three rules are told apart, with what the manifest
+/// held, from the error alone; a rule the reference words with Python's own
+/// exception text carries none.
+#[test]
+fn a_rejection_carries_the_references_words() {
+    let env = TestEnv::new();
+    let cases: [(&str, &str, &str, Option<&str>); 5] = [
+        (
+            "{",
+            "1.0.0",
+            "manifest-invalid",
+            Some(
+                "Compound Engineering plugin manifest is invalid: \
+                 Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+            ),
+        ),
+        (
+            r#"{"name": "other", "version": "1.0.0"}"#,
+            "1.0.0",
+            "not-compound-engineering",
+            Some("CE comparator requires the compound-engineering plugin manifest"),
+        ),
+        (
+            r#"{"name": "compound-engineering", "version": 2}"#,
+            "1.0.0",
+            "version-mismatch",
+            Some("Compound Engineering plugin version mismatch: expected 1.0.0, got 2"),
+        ),
+        (
+            r#"{"name": "compound-engineering"}"#,
+            "1.0.0",
+            "version-mismatch",
+            Some("Compound Engineering plugin version mismatch: expected 1.0.0, got None"),
+        ),
+        (
+            r#"{"name": "compound-engineering", "version": "1.0"}"#,
+            "1.0",
+            "version-not-exact",
+            Some(
+                "--ce-plugin-version must be an exact semantic version \
+                 (aliases and ranges are forbidden)",
+            ),
+        ),
+    ];
+    for (i, (manifest, version, rule, words)) in cases.into_iter().enumerate() {
+        let src = env.path(&format!("src{i}"));
+        minimal_plugin(&src, "1.0.0");
+        write(&src.join(".claude-plugin/plugin.json"), manifest);
+        let out = env
+            .cmd(["digest", "--json", "--version", version])
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{rule}");
+        let err: ErrorOut = one_object(&out, rule);
+        assert_eq!(err.error.rule.as_deref(), Some(rule));
+        assert_eq!(err.error.reference_message.as_deref(), words, "{rule}");
+    }
+    let src = env.path("gone");
+    let out = env
+        .cmd(["digest", "--json", "--version", "1.0.0"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    let err: ErrorOut = one_object(&out, "source-unavailable");
+    assert_eq!(err.error.rule.as_deref(), Some("source-unavailable"));
+    assert_eq!(err.error.reference_message, None);
 }
 
 #[test]
