@@ -55,6 +55,14 @@ pub enum Error {
     /// The request is malformed in a way the argument parser cannot see.
     #[error("{0}")]
     Usage(String),
+    /// A glob of `find --path` too large to compile.
+    #[error("could not compile the glob '{pattern}': {reason}")]
+    Glob {
+        /// The glob as given.
+        pattern: String,
+        /// What the glob compiler said.
+        reason: String,
+    },
     /// No snapshot answers to the name: no digest starts with the prefix, or
     /// no snapshot has the `@VERSION`.
     #[error("no snapshot in the store matches '{prefix}'")]
@@ -265,7 +273,7 @@ impl Error {
                 ErrorKind::Integrity
             }
             Error::Misuse(m) => m.kind(),
-            Error::Usage(_) | Error::NotATree { .. } => ErrorKind::Usage,
+            Error::Usage(_) | Error::NotATree { .. } | Error::Glob { .. } => ErrorKind::Usage,
             Error::Rejected(Rejection::SourceUnavailable { source, .. }) if is_missing(source) => {
                 ErrorKind::NotFound
             }
