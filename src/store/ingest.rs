@@ -481,7 +481,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
                 .record
                 .as_ref()
                 .map_or_else(crate::clock::now, |e| e.at.clone());
-            let what = super::signed::ToSign {
+            let what = crate::sign::SnapshotFacts {
                 name: policy::PLUGIN_NAME,
                 version: opts.version,
                 digest: manifest.digest,
