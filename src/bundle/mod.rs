@@ -297,7 +297,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
     let store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
     let attestations = crate::store::signed::stored_envelopes(&store, &digest)?;
-    crate::remote::check_attestations(&attestations)?;
+    crate::sign::limits::check(&attestations)?;
     // A bundle holds only what a view could.
     store.entries_to_hand_out(&digest)?;
     let bytes = store.catalogue().manifest_bytes(&digest)?;
@@ -854,8 +854,8 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
 /// Reads the attestation entries, from the header `next` on, and leaves in
 /// `next` the header after them. Each must be named by its bytes' SHA-256,
 /// in increasing order (so each comes once), and there are at most
-/// [`MAX_ATTESTATIONS`](crate::remote::MAX_ATTESTATIONS), each at most
-/// [`MAX_ATTESTATION_BYTES`](crate::remote::MAX_ATTESTATION_BYTES).
+/// [`MAX_ATTESTATIONS`](crate::sign::limits::MAX_ATTESTATIONS), each at most
+/// [`MAX_ATTESTATION_BYTES`](crate::sign::limits::MAX_ATTESTATION_BYTES).
 fn read_attestations(body: &mut dyn Read, next: &mut [u8; BLOCK]) -> Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     let mut last: Option<ObjectId> = None;
@@ -864,13 +864,14 @@ fn read_attestations(body: &mut dyn Read, next: &mut [u8; BLOCK]) -> Result<Vec<
         if !name.starts_with(ATTESTATIONS_PREFIX) {
             return Ok(out);
         }
-        if out.len() == crate::remote::MAX_ATTESTATIONS {
-            return Err(damaged(format!(
-                "it carries more than {} attestations",
-                crate::remote::MAX_ATTESTATIONS
-            )));
-        }
-        let data = read_small_entry_after(body, next, &name, crate::remote::MAX_ATTESTATION_BYTES)?;
+        crate::sign::limits::check_count(out.len() + 1)
+            .map_err(|e| damaged(format!("its attestations: {e}")))?;
+        let data = read_small_entry_after(
+            body,
+            next,
+            &name,
+            crate::sign::limits::MAX_ATTESTATION_BYTES,
+        )?;
         let id = ObjectId::of(&data);
         if name != attestation_entry(&id) {
             return Err(damaged(format!("'{name}' hashes to {id}")));

@@ -38,34 +38,6 @@ use crate::store::ObjectKey;
 const PLAIN_HTTP_HINT: &str =
     " (the registry speaks plain HTTP? allow plain HTTP for a loopback or insecure registry)";
 
-/// The most bytes one attestation (a DSSE envelope) may have: a pull or an
-/// import refuses a larger one, and a push does not publish one.
-pub const MAX_ATTESTATION_BYTES: u64 = 1024 * 1024;
-/// The most attestations one snapshot may travel with.
-pub const MAX_ATTESTATIONS: usize = 64;
-
-/// Checks the attestations a snapshot is to travel with against the bounds
-/// a pull and an import hold them to: at most [`MAX_ATTESTATIONS`], each at
-/// most [`MAX_ATTESTATION_BYTES`].
-pub fn check_attestations(attestations: &[Vec<u8>]) -> Result<()> {
-    if attestations.len() > MAX_ATTESTATIONS {
-        return Err(Error::Usage(format!(
-            "a snapshot travels with at most {MAX_ATTESTATIONS} attestations, not {}",
-            attestations.len()
-        )));
-    }
-    if let Some(big) = attestations
-        .iter()
-        .find(|a| a.len() as u64 > MAX_ATTESTATION_BYTES)
-    {
-        return Err(Error::Usage(format!(
-            "an attestation of {} bytes is larger than the {MAX_ATTESTATION_BYTES} a pull or an import takes",
-            big.len()
-        )));
-    }
-    Ok(())
-}
-
 /// A remote failed or answered something this cestore cannot use.
 #[derive(Debug, thiserror::Error)]
 pub enum RemoteError {

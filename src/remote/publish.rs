@@ -54,7 +54,7 @@ pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushRe
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
     let attestations = crate::store::signed::stored_envelopes(&store, &digest)?;
-    super::check_attestations(&attestations)?;
+    crate::sign::limits::check(&attestations)?;
     // A registry gets only what a view could hold.
     store.entries_to_hand_out(&digest)?;
     let row = store.catalogue().snapshot(&digest)?;

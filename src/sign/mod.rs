@@ -18,6 +18,7 @@
 
 pub mod dsse;
 pub mod key;
+pub mod limits;
 pub mod statement;
 
 use std::path::PathBuf;

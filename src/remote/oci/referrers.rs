@@ -28,7 +28,8 @@ use super::mapping::{self, push_annotations, push_digest, push_str, Document};
 use super::OciRemote;
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Error, Result};
-use crate::remote::{RemoteError, MAX_ATTESTATIONS, MAX_ATTESTATION_BYTES};
+use crate::remote::RemoteError;
+use crate::sign::limits;
 
 /// The artifact type of an attestation beside a cestore snapshot.
 ///
@@ -242,12 +243,8 @@ pub fn listed_attestations(pages: &[Vec<u8>]) -> std::result::Result<Vec<ObjectI
             }
         }
     }
-    if out.len() > MAX_ATTESTATIONS {
-        return Err(RemoteError::Protocol(format!(
-            "the registry lists {} attestations, more than the {MAX_ATTESTATIONS} a snapshot travels with",
-            out.len()
-        )));
-    }
+    limits::check_count(out.len())
+        .map_err(|e| RemoteError::Protocol(format!("the registry's attestations: {e}")))?;
     Ok(out)
 }
 
@@ -266,7 +263,7 @@ impl OciRemote {
         if attestations.is_empty() {
             return Ok(attached);
         }
-        crate::remote::check_attestations(attestations)?;
+        crate::sign::limits::check(attestations)?;
         let client = &self.client;
         let empty = ObjectId::of(EMPTY_CONFIG);
         if !client.has_blob(&empty)? {
@@ -318,7 +315,7 @@ impl OciRemote {
     /// attestation type (through the referrers API, else the referrers
     /// tag; none when neither lists any), each manifest checked against its
     /// digest and its envelope against its descriptor (at most
-    /// [`MAX_ATTESTATION_BYTES`]). A referrer that names another subject is
+    /// [`MAX_ATTESTATION_BYTES`](limits::MAX_ATTESTATION_BYTES)). A referrer that names another subject is
     /// not one of this record's and is left out; each envelope comes once.
     pub(super) fn attestations_of(&self, subject: &ObjectId) -> Result<Vec<Vec<u8>>> {
         let client = &self.client;
@@ -367,13 +364,8 @@ impl OciRemote {
                 ))
                 .into());
             }
-            if layer.size > MAX_ATTESTATION_BYTES {
-                return Err(RemoteError::Protocol(format!(
-                    "the attestation sha256:{id} holds an envelope of {} bytes, more than {MAX_ATTESTATION_BYTES}",
-                    layer.size
-                ))
-                .into());
-            }
+            limits::check_size(layer.size)
+                .map_err(|e| RemoteError::Protocol(format!("the attestation sha256:{id}: {e}")))?;
             let blob = mapping::parse_digest(&layer.digest)?;
             if !seen.insert(blob) {
                 continue;
@@ -528,7 +520,7 @@ mod tests {
 
     #[test]
     fn too_many_attestations_are_refused() {
-        let entries: Vec<_> = (0..=MAX_ATTESTATIONS)
+        let entries: Vec<_> = (0..=limits::MAX_ATTESTATIONS)
             .map(|i| entry(format!("e{i}").as_bytes()))
             .collect();
         let index = merge_index(None, &entries).unwrap().unwrap();
