@@ -201,10 +201,7 @@ fn verify(
     out: &mut dyn Write,
 ) -> Result<u8> {
     if a.trust.given() && (a.tree.is_some() || a.source.is_some()) {
-        return Err(Error::Usage(
-            "verify --trusted-key checks the store's attestations; not with --tree or --source"
-                .into(),
-        ));
+        return Err(crate::error::Request::TrustedKeyWithTreeOrSource.into());
     }
     match (a.source_check()?, a.tree_audit()?) {
         (Some((repo, digest)), _) => {
@@ -253,9 +250,7 @@ fn audit(
     out: &mut dyn Write,
 ) -> Result<u8> {
     if a.markdown && cli.json {
-        return Err(Error::Usage(
-            "audit prints either --markdown or --json, not both".into(),
-        ));
+        return Err(crate::error::Request::MarkdownWithJson.into());
     }
     let sources: Vec<_> = a
         .files
@@ -299,7 +294,7 @@ fn help(path: &[String]) -> Result<HelpReport> {
         command = command
             .find_subcommand(name)
             .cloned()
-            .ok_or_else(|| Error::Usage(format!("no command '{name}'; see `cestore help`")))?;
+            .ok_or_else(|| crate::error::Request::NoCommand { name: name.clone() })?;
     }
     Ok(HelpReport {
         help: command.render_long_help().to_string(),

@@ -405,9 +405,9 @@ impl Output {
     /// `--format bwrap --json` (or `bwrap0`) asks for two forms at once and is refused.
     pub fn choose(format: Option<Format>, json: bool) -> Result<Output> {
         match (format, json) {
-            (Some(Format::Bwrap | Format::Bwrap0), true) => Err(Error::Usage(
-                "--format bwrap and bwrap0 print bubblewrap arguments, not JSON; drop --json or use --format json".into(),
-            )),
+            (Some(Format::Bwrap | Format::Bwrap0), true) => {
+                Err(crate::error::Request::BwrapWithJson.into())
+            }
             (Some(Format::Bwrap), false) => Ok(Output::Bwrap),
             (Some(Format::Bwrap0), false) => Ok(Output::Bwrap0),
             (Some(Format::Json), _) | (None, true) => Ok(Output::Json),
@@ -421,10 +421,10 @@ impl Output {
 pub fn emit_mounts(output: Output, out: &mut dyn Write, report: &MountsReport) -> Result<u8> {
     if output == Output::Json {
         if let Some(m) = report.mounts.iter().find(|m| m.source.to_str().is_none()) {
-            return Err(Error::Usage(format!(
-                "mount source '{}' is not UTF-8, which JSON cannot carry; use --format bwrap",
-                m.source.display()
-            )));
+            return Err(crate::error::Request::NotUtf8 {
+                path: m.source.clone(),
+            }
+            .into());
         }
     }
     let written = match output {

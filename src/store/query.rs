@@ -11,7 +11,7 @@ use crate::catalogue::{
     resolve, Catalogue, FileFilter, IngestEvent, Provenance, SnapshotRow, ViewRow,
 };
 use crate::digest::{DigestPrefix, ManifestDigest, ObjectId, ParseDigestError};
-use crate::error::{Error, Misuse, Result};
+use crate::error::{Error, Misuse, Request, Result};
 use crate::manifest::Entry;
 use crate::source::{ReadFrom, SourceEntry, SourceRecord, Via};
 
@@ -195,7 +195,7 @@ pub fn find(store_root: &Path, query: &FindQuery<'_>) -> Result<FindReport> {
             let p = p.trim_start_matches("./");
             if p.contains(['*', '?']) {
                 let literal = &p[..p.find(['*', '?']).unwrap_or(p.len())];
-                let glob = PathGlob::new(p).map_err(|e| Error::Glob {
+                let glob = PathGlob::new(p).map_err(|e| Request::Glob {
                     pattern: p.to_string(),
                     reason: e.kind().to_string(),
                 })?;

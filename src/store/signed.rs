@@ -54,10 +54,10 @@ pub fn attestation(key: &PrivateKey, what: &SnapshotFacts<'_>) -> Result<KeptAtt
         crate::clock::now(),
     )
     .ok_or_else(|| {
-        Error::Integrity(format!(
-            "could not keep the attestation of {}: it is not one JSON line",
-            what.digest
-        ))
+        crate::error::Damage::Attestation {
+            digest: what.digest,
+        }
+        .into()
     })
 }
 
