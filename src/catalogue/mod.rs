@@ -372,7 +372,7 @@ pub enum Work {
     /// `recover` rebuilt the catalogue: a failed fold is its error.
     Rebuilt,
     /// The catalogue is closing: the log is folded once it is longer than
-    /// [`WAL_FOLD_BYTES`], and a failed fold is ignored.
+    /// 256 KiB, and a failed fold is ignored.
     Closing,
 }
 
