@@ -715,4 +715,31 @@ mod tests {
         );
         assert!(Output::of_format(Some(Format::Bwrap0), true).is_err());
     }
+
+    #[test]
+    fn one_choice_of_the_form_from_the_command_line() {
+        use clap::Parser;
+        let choose = |args: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+            Output::choose(&cli).ok()
+        };
+        assert_eq!(choose(&["cestore", "list"]), Some(Output::Human));
+        assert_eq!(choose(&["cestore", "list", "--json"]), Some(Output::Json));
+        assert_eq!(
+            choose(&["cestore", "audit", "r.jsonl"]),
+            Some(Output::Human)
+        );
+        assert_eq!(
+            choose(&["cestore", "audit", "--markdown", "r.jsonl"]),
+            Some(Output::Markdown)
+        );
+        assert_eq!(
+            choose(&["cestore", "audit", "--markdown", "--json", "r.jsonl"]),
+            None
+        );
+        assert_eq!(
+            choose(&["cestore", "mounts", "--arm", "ce", "--format", "bwrap0"]),
+            Some(Output::Bwrap0)
+        );
+    }
 }
