@@ -22,11 +22,13 @@ use crate::digest::{ManifestDigest, ObjectId};
 use crate::policy::Rejection;
 
 pub mod ambiguity;
+pub mod faults;
 pub mod kind;
 pub mod misuse;
 pub mod reference;
 
 pub use ambiguity::Candidate;
+pub use faults::{Clash, Damage, Request};
 pub use kind::{Classify, ErrorKind};
 pub use misuse::{Misuse, RowField};
 
@@ -58,6 +60,15 @@ pub enum Error {
     /// The request is malformed in a way the argument parser cannot see.
     #[error("{0}")]
     Usage(String),
+    /// A request the argument parser lets through but the command refuses.
+    #[error(transparent)]
+    Request(#[from] Request),
+    /// The store's content is damaged or cannot be handed out.
+    #[error(transparent)]
+    Damage(#[from] Damage),
+    /// The request would overwrite or orphan something.
+    #[error(transparent)]
+    Clash(#[from] Clash),
     /// No snapshot answers to the name: no digest starts with the prefix, or
     /// no snapshot has the `@VERSION`.
     #[error("no snapshot in the store matches '{prefix}'")]
@@ -269,11 +280,12 @@ impl Error {
     /// [`ErrorKind::NotFound`], though the JSON still names the rule.
     pub fn error_kind(&self) -> ErrorKind {
         match self {
-            Error::Integrity(_) | Error::DamagedManifest { .. } | Error::Adopt(_) => {
-                ErrorKind::Integrity
-            }
+            Error::Integrity(_)
+            | Error::Damage(_)
+            | Error::DamagedManifest { .. }
+            | Error::Adopt(_) => ErrorKind::Integrity,
             Error::Misuse(m) => m.kind(),
-            Error::Usage(_) | Error::NotATree { .. } => ErrorKind::Usage,
+            Error::Usage(_) | Error::NotATree { .. } | Error::Request(_) => ErrorKind::Usage,
             Error::Rejected(Rejection::SourceUnavailable { source, .. }) if is_missing(source) => {
                 ErrorKind::NotFound
             }
@@ -292,6 +304,7 @@ impl Error {
                 ErrorKind::AmbiguousDigest
             }
             Error::Conflict(_)
+            | Error::Clash(_)
             | Error::Exists { .. }
             | Error::InsideStore { .. }
             | Error::StoreInsideSource { .. } => ErrorKind::Conflict,

@@ -26,7 +26,7 @@ use rustix::io::Errno;
 
 use crate::catalogue::{ViewKind, ViewRow};
 use crate::digest::ManifestDigest;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Clash, Damage, Error, IoContext, Request, Result};
 use crate::fsutil::{publish_noreplace, Published};
 use crate::manifest::Entry;
 use crate::store::objects::{holds_its_bytes, judge, restore_mode, ObjectState};
@@ -143,11 +143,12 @@ impl<'a> Objects<'a> {
                 Err(Errno::NOENT) => "is missing".to_string(),
                 Err(err) => return Err(Error::io("examine an object", self.path(&key), err)),
             };
-        Err(Error::Integrity(format!(
-            "object '{}' (for '{}') {problem}; refusing to hand it out. Run `cestore verify` to see every affected snapshot",
-            self.path(&key).display(),
-            e.path
-        )))
+        Err(Damage::Object {
+            object: self.path(&key),
+            file: e.path.clone(),
+            problem,
+        }
+        .into())
     }
 }
 
@@ -284,12 +285,12 @@ impl Job<'_> {
                             built.copied_because(link_refusal(err));
                         }
                         Err(err @ (Errno::XDEV | Errno::MLINK | Errno::PERM)) => {
-                            return Err(Error::Conflict(format!(
-                                "could not hard-link '{}' to '{}' ({}); hard links were required",
-                                target.display(),
-                                self.objects.path(&key).display(),
-                                link_refusal(err)
-                            )))
+                            return Err(Clash::HardLinksRequired {
+                                path: target.to_path_buf(),
+                                object: self.objects.path(&key),
+                                why: link_refusal(err),
+                            }
+                            .into())
                         }
                         Err(err) => {
                             return Err(Error::io("hard-link a file into the view", target, err))
@@ -404,10 +405,10 @@ fn freeze(root: BorrowedFd<'_>, dirs: &mut [String], display: &Path) -> Result<(
 pub fn publish(parent: BorrowedFd<'_>, tmp: &str, dest: &OsStr, display: &Path) -> Result<()> {
     match publish_noreplace(parent, tmp, parent, dest) {
         Ok(Published::Created) => Ok(()),
-        Ok(Published::Existed) => Err(Error::Conflict(format!(
-            "'{}' already exists",
-            display.display()
-        ))),
+        Ok(Published::Existed) => Err(Clash::Taken {
+            path: display.to_path_buf(),
+        }
+        .into()),
         Err(e) => Err(Error::io("publish the view", display, e)),
     }
 }
@@ -421,10 +422,11 @@ pub fn lexical_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {
         .collect();
     match (abs.parent(), abs.file_name()) {
         (Some(parent), Some(name)) => Ok((parent.to_path_buf(), PathBuf::from(name))),
-        _ => Err(Error::Usage(format!(
-            "'{}' does not name a directory",
-            dest.display()
-        ))),
+        _ => Err(Request::NotADirectoryName {
+            path: dest.to_path_buf(),
+            to_create: false,
+        }
+        .into()),
     }
 }
 
@@ -434,11 +436,12 @@ pub fn lexical_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {
 pub fn unpublish(parent: BorrowedFd<'_>, name: &OsStr, dest: &Path, cause: Error) -> Error {
     match crate::fsutil::remove_tree_at(parent, name) {
         Ok(_) => cause,
-        Err(e) => Error::Integrity(format!(
-            "{}; the unrecorded view '{}' could not be removed either ({e}); remove it by hand",
-            crate::error::error_chain(&cause),
-            dest.display()
-        )),
+        Err(source) => Damage::ViewLeftBehind {
+            cause: Box::new(cause),
+            path: dest.to_path_buf(),
+            source,
+        }
+        .into(),
     }
 }
 
@@ -456,11 +459,9 @@ pub fn split_dest(dest: &Path) -> Result<(PathBuf, PathBuf)> {
     let name = abs
         .file_name()
         .filter(|n| *n != OsStr::new("..") && *n != OsStr::new("."))
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "'{}' does not name a directory to create",
-                dest.display()
-            ))
+        .ok_or_else(|| Request::NotADirectoryName {
+            path: dest.to_path_buf(),
+            to_create: true,
         })?
         .to_owned();
     let parent = abs.parent().unwrap_or(Path::new("/"));

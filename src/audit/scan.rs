@@ -546,9 +546,7 @@ pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan>
         .count()
         > 1
     {
-        return Err(Error::Usage(
-            "standard input (-) can be named only once".into(),
-        ));
+        return Err(crate::error::Request::StdinTwice.into());
     }
     let mut scan = Scan::empty(fields);
     let mut buf = vec![0u8; CHUNK];

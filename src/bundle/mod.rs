@@ -627,12 +627,9 @@ pub enum Damage {
         /// What is wrong with them.
         error: crate::source::carried::CarriedError,
     },
-    /// It carries more attestations than a snapshot travels with.
-    #[error(
-        "it carries more than {} attestations",
-        crate::remote::MAX_ATTESTATIONS
-    )]
-    TooManyAttestations,
+    /// Its attestations break a bound attestations travel within.
+    #[error("its attestations: {0}")]
+    Attestations(crate::sign::limits::AttestationLimit),
     /// The attestations are not in the order export writes.
     #[error("'{name}' is out of order among the attestations")]
     AttestationOrder {
@@ -992,8 +989,8 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
 /// Reads the attestation entries, from the header `next` on, and leaves in
 /// `next` the header after them. Each must be named by its bytes' SHA-256,
 /// in increasing order (so each comes once), and there are at most
-/// [`MAX_ATTESTATIONS`](crate::remote::MAX_ATTESTATIONS), each at most
-/// [`MAX_ATTESTATION_BYTES`](crate::remote::MAX_ATTESTATION_BYTES).
+/// [`MAX_ATTESTATIONS`](crate::sign::limits::MAX_ATTESTATIONS), each at most
+/// [`MAX_ATTESTATION_BYTES`](crate::sign::limits::MAX_ATTESTATION_BYTES).
 fn read_attestations(body: &mut dyn Read, next: &mut [u8; BLOCK]) -> Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     let mut last: Option<ObjectId> = None;
@@ -1002,10 +999,14 @@ fn read_attestations(body: &mut dyn Read, next: &mut [u8; BLOCK]) -> Result<Vec<
         if !name.starts_with(ATTESTATIONS_PREFIX) {
             return Ok(out);
         }
-        if out.len() == crate::remote::MAX_ATTESTATIONS {
-            return Err(damaged(Damage::TooManyAttestations));
-        }
-        let data = read_small_entry_after(body, next, &name, crate::remote::MAX_ATTESTATION_BYTES)?;
+        crate::sign::limits::check_count(out.len() + 1)
+            .map_err(|e| damaged(Damage::Attestations(e)))?;
+        let data = read_small_entry_after(
+            body,
+            next,
+            &name,
+            crate::sign::limits::MAX_ATTESTATION_BYTES,
+        )?;
         let id = ObjectId::of(&data);
         if name != attestation_entry(&id) {
             return Err(damaged(Damage::HashesTo {

@@ -5,7 +5,7 @@ use rusqlite::params;
 
 use super::{errors, immediate, Catalogue};
 use crate::digest::{ManifestDigest, ObjectId};
-use crate::error::{Error, Result};
+use crate::error::{Damage, Result};
 use crate::manifest::Entry;
 
 impl Catalogue {
@@ -85,8 +85,9 @@ impl Catalogue {
             .map_err(self.err("list live objects"))?;
         rows.into_iter()
             .map(|(hex, executable)| {
-                let id = hex.parse().map_err(|_| {
-                    Error::Integrity(format!("the catalogue holds a malformed object id '{hex}'"))
+                let id = hex.parse().map_err(|_| Damage::MalformedObjectId {
+                    id: hex.clone(),
+                    file: None,
                 })?;
                 Ok(crate::digest::ObjectKey { id, executable })
             })
@@ -130,11 +131,12 @@ fn file_cols(r: &rusqlite::Row<'_>, start: usize) -> rusqlite::Result<FileCols> 
 
 /// The entry a file row holds; a malformed sha256 is damage, named by path.
 fn entry_of((path, sha, size, executable): FileCols) -> Result<Entry> {
-    let sha256 = sha.parse::<ObjectId>().map_err(|_| {
-        Error::Integrity(format!(
-            "the catalogue holds a malformed object id '{sha}' for '{path}'"
-        ))
-    })?;
+    let sha256 = sha
+        .parse::<ObjectId>()
+        .map_err(|_| Damage::MalformedObjectId {
+            id: sha.clone(),
+            file: Some(path.clone()),
+        })?;
     Ok(Entry {
         executable,
         path,
@@ -183,7 +185,11 @@ impl Catalogue {
         ids.iter()
             .map(|id| {
                 id.parse().map_err(|_| {
-                    Error::Integrity(format!("the catalogue holds a malformed object id '{id}'"))
+                    Damage::MalformedObjectId {
+                        id: id.clone(),
+                        file: None,
+                    }
+                    .into()
                 })
             })
             .collect()

@@ -328,13 +328,52 @@ impl Catalogue {
     }
 
     /// Folds the write-ahead log into the database file, so that the file
-    /// alone holds every committed snapshot. Best effort: a reader that
-    /// holds the log past the busy timeout leaves it for a later command.
-    pub fn checkpoint(&self) -> Result<()> {
-        self.conn
+    /// alone holds every committed snapshot, after `work`; the one place
+    /// that decides what a failed fold means.
+    ///
+    /// The log is a valid state of the catalogue: SQLite reads it with the
+    /// file, and a later command folds it in. So after a command's effect is
+    /// committed ([`Work::Committed`]) or as a catalogue closes
+    /// ([`Work::Closing`]), a failed fold (a reader that holds the log past
+    /// the busy timeout, a read-only store) is no failure of the command and
+    /// is ignored: the command has done what it said. `recover`
+    /// ([`Work::Rebuilt`]) is run when the catalogue or its log was lost or
+    /// damaged, and what it reports is a catalogue file that holds every
+    /// snapshot by itself: a fold it cannot make is its error.
+    pub fn checkpoint_after(&self, work: Work) -> Result<()> {
+        if work == Work::Closing && !self.log_is_long() {
+            return Ok(());
+        }
+        let folded = self
+            .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .map_err(self.err("fold the write-ahead log into the catalogue"))
+            .map_err(self.err("fold the write-ahead log into the catalogue"));
+        match work {
+            Work::Rebuilt => folded,
+            Work::Committed | Work::Closing => Ok(()),
+        }
     }
+
+    /// Whether the write-ahead log has grown past [`WAL_FOLD_BYTES`].
+    fn log_is_long(&self) -> bool {
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_FOLD_BYTES)
+    }
+}
+
+/// What was done before the write-ahead log is folded in (see
+/// [`Catalogue::checkpoint_after`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// A command's effect is committed (an ingest recorded or undone, a
+    /// snapshot removed): a failed fold is ignored.
+    Committed,
+    /// `recover` rebuilt the catalogue: a failed fold is its error.
+    Rebuilt,
+    /// The catalogue is closing: the log is folded once it is longer than
+    /// 256 KiB, and a failed fold is ignored.
+    Closing,
 }
 
 /// What a damaged catalogue still gives (see [`Catalogue::salvage`]).
@@ -408,13 +447,9 @@ const WAL_FOLD_BYTES: u64 = 256 * 1024;
 
 impl Drop for Catalogue {
     fn drop(&mut self) {
-        let mut wal = self.path.clone().into_os_string();
-        wal.push("-wal");
-        let long = std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_FOLD_BYTES);
-        if long {
-            // Best effort: a busy or read-only catalogue keeps its log.
-            let _ = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
-        }
+        // Never an error (see `Work::Closing`): a busy or read-only
+        // catalogue keeps its log.
+        let _ = self.checkpoint_after(Work::Closing);
     }
 }
 

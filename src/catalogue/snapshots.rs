@@ -46,17 +46,19 @@ impl From<&SnapshotRow> for Provenance {
 pub fn resolve(cat: &Catalogue, text: &str) -> Result<ManifestDigest> {
     if let Some(version) = text.strip_prefix('@') {
         if version.is_empty() {
-            return Err(Error::Usage(format!(
-                "'{text}' names no version: @VERSION takes a snapshot's version, such as @1.2.3"
-            )));
+            return Err(crate::error::Request::NoVersion {
+                text: text.to_string(),
+            }
+            .into());
         }
         return cat.resolve_version(version);
     }
-    let prefix: DigestPrefix = text.parse().map_err(|e| {
-        Error::Usage(format!(
-            "'{text}' is not a digest, a digest prefix or @VERSION: {e}"
-        ))
-    })?;
+    let prefix: DigestPrefix = text
+        .parse()
+        .map_err(|e| crate::error::Request::NotADigest {
+            text: text.to_string(),
+            reason: format!("{e}"),
+        })?;
     cat.resolve(&prefix)
 }
 

@@ -7,7 +7,7 @@ use rusqlite::{params, OptionalExtension};
 use super::snapshots::{snapshot_row, SNAPSHOT_SELECT};
 use super::{errors, immediate, Catalogue, SnapshotRow, NOW};
 use crate::digest::ManifestDigest;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// What a recorded view is, stored in the `kind` column by its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -151,10 +151,11 @@ impl Catalogue {
             )
             .map_err(err("record a view"))?;
         if inserted != 1 {
-            return Err(Error::Conflict(format!(
-                "{} was removed from the store while the view '{}' was being made; the view was not kept",
-                view.digest, view.path
-            )));
+            return Err(crate::error::Clash::SnapshotRemoved {
+                digest: view.digest,
+                view: view.path.to_string(),
+            }
+            .into());
         }
         let row = tx
             .query_row(

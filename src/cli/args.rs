@@ -563,9 +563,10 @@ impl VerifyArgs {
             return Ok(None);
         };
         let [digest] = self.digests.as_slice() else {
-            return Err(Error::Usage(
-                "verify --tree DIR takes exactly one DIGEST".into(),
-            ));
+            return Err(crate::error::Request::OneDigest {
+                option: "--tree DIR",
+            }
+            .into());
         };
         Ok(Some((dir, digest)))
     }
@@ -577,9 +578,10 @@ impl VerifyArgs {
             return Ok(None);
         };
         let [digest] = self.digests.as_slice() else {
-            return Err(Error::Usage(
-                "verify --source REPO takes exactly one DIGEST".into(),
-            ));
+            return Err(crate::error::Request::OneDigest {
+                option: "--source REPO",
+            }
+            .into());
         };
         Ok(Some((repo, digest)))
     }

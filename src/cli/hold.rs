@@ -11,7 +11,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
-use super::output::emit;
+use super::output::{emit, Output};
 use crate::cmd;
 use crate::error::{Error, Result};
 use crate::interrupt::{Interrupts, Signal, Waited};
@@ -54,7 +54,7 @@ pub fn wait_for_release(input: BorrowedFd<'_>, interrupts: &mut Interrupts) -> E
 /// Runs a held stage: reports the stage, waits for its release, discards
 /// the view and reports that. Returns the exit code of the last report.
 pub fn held_stage(
-    json: bool,
+    output: Output,
     root: &Path,
     opts: &cmd::stage::StageOptions<'_>,
     out: &mut dyn Write,
@@ -64,7 +64,7 @@ pub fn held_stage(
     if let Some(ingest) = &staged.ingest {
         super::warn_of_secrets(ingest);
     }
-    let shown = emit(json, out, &staged).and_then(|code| {
+    let shown = emit(output, out, &staged).and_then(|code| {
         out.flush()
             .map_err(|e| Error::io("write the report", "<stdout>", e))?;
         Ok(code)
@@ -84,5 +84,5 @@ pub fn held_stage(
         Ending::Released { .. } => interrupts.caught(),
     });
     shown?;
-    emit(json, out, &released?)
+    emit(output, out, &released?)
 }

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 pub use self::args::{Cli, Command};
-use self::output::emit;
+use self::output::{emit, Output};
 pub use self::output::{
     error_chain, error_json, error_message, hint, usage_message, write_report, Report,
 };
@@ -38,91 +38,88 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
         store::trust_any_store();
     }
     let progress = !cli.json;
+    let output = output::Output::choose(cli)?;
     match &cli.command {
-        Command::Ingest(a) => ingest(cli.json, &root, a, out),
-        Command::Digest(a) => emit(cli.json, out, &cmd::digest::digest(&a.into())?),
+        Command::Ingest(a) => ingest(output, &root, a, out),
+        Command::Digest(a) => emit(output, out, &cmd::digest::digest(&a.into())?),
         Command::Show(a) if a.manifest => {
-            emit(cli.json, out, &cmd::show::manifest(&root, &a.digest)?)
+            emit(output, out, &cmd::show::manifest(&root, &a.digest)?)
         }
-        Command::Show(a) => fitted(cli, &root, out, &cmd::show::show(&root, &a.into())?),
-        Command::Checkout(a) => emit(cli.json, out, &cmd::checkout::checkout(&root, &a.into())?),
-        Command::Discard(a) => emit(cli.json, out, &cmd::discard::discard(&root, &a.into())?),
-        Command::Path(a) => emit(cli.json, out, &cmd::path::path(&root, &a.digest)?),
-        Command::Stage(a) => stage(cli.json, &root, a, out),
+        Command::Show(a) => fitted(cli, output, &root, out, &cmd::show::show(&root, &a.into())?),
+        Command::Checkout(a) => emit(output, out, &cmd::checkout::checkout(&root, &a.into())?),
+        Command::Discard(a) => emit(output, out, &cmd::discard::discard(&root, &a.into())?),
+        Command::Path(a) => emit(output, out, &cmd::path::path(&root, &a.digest)?),
+        Command::Stage(a) => stage(output, &root, a, out),
         Command::List(a) => {
             let report = cmd::list::list(&root, a.version.as_deref(), a.name.as_deref())?;
-            fitted(cli, &root, out, &report)
+            fitted(cli, output, &root, out, &report)
         }
         Command::Log(a) => fitted(
             cli,
+            output,
             &root,
             out,
             &cmd::list::log(&root, a.digest.as_deref())?,
         ),
         Command::Find(a) => {
             let query = cmd::list::FindQuery::try_from(a)?;
-            fitted(cli, &root, out, &cmd::list::find(&root, &query)?)
+            fitted(cli, output, &root, out, &cmd::list::find(&root, &query)?)
         }
-        Command::Verify(a) => verify(cli.json, &root, a, progress, out),
-        Command::Audit(a) => audit(cli, &root, a, progress, out),
-        Command::Diff(a) => emit(cli.json, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
-        Command::Rm(a) => emit(cli.json, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
-        Command::Recover => emit(cli.json, out, &cmd::recover::recover(&root)?),
+        Command::Verify(a) => verify(output, &root, a, progress, out),
+        Command::Audit(a) => audit(cli, output, &root, a, progress, out),
+        Command::Diff(a) => emit(output, out, &cmd::diff::diff(&root, &a.a, &a.b)?),
+        Command::Rm(a) => emit(output, out, &cmd::gc::rm(&root, &a.digest, a.force)?),
+        Command::Recover => emit(output, out, &cmd::recover::recover(&root)?),
         Command::Gc(a) => emit(
-            cli.json,
+            output,
             out,
             &cmd::gc::gc(&root, a.dry_run, a.force, progress)?,
         ),
         Command::Mounts(a) => {
-            let output = output::Output::choose(a.format, cli.json)?;
             let opts = a.options();
             warn_of_arms([opts.arm], &opts.arm_rule);
             output::emit_mounts(output, out, &cmd::mounts::mounts(&root, &opts)?)
         }
-        Command::Push(a) => emit(
-            cli.json,
-            out,
-            &cmd::push::push(&root, &a.options(progress))?,
-        ),
+        Command::Push(a) => emit(output, out, &cmd::push::push(&root, &a.options(progress))?),
         Command::Pull(a) => {
             let trusted = a.trust.keys()?;
             emit(
-                cli.json,
+                output,
                 out,
                 &cmd::pull::pull(&root, &a.options(progress, &trusted))?,
             )
         }
-        Command::Export(a) => emit(cli.json, out, &cmd::bundle::export(&root, &a.into())?),
+        Command::Export(a) => emit(output, out, &cmd::bundle::export(&root, &a.into())?),
         Command::Import(a) => {
             let trusted = a.trust.keys()?;
             emit(
-                cli.json,
+                output,
                 out,
                 &cmd::bundle::import(&root, &a.options(&trusted))?,
             )
         }
         Command::Key(args::KeyCommand::Generate { file }) => {
-            emit(cli.json, out, &cmd::key::generate(file)?)
+            emit(output, out, &cmd::key::generate(file)?)
         }
-        Command::Sign(a) => emit(cli.json, out, &cmd::sign::sign(&root, &a.digest, &a.key)?),
+        Command::Sign(a) => emit(output, out, &cmd::sign::sign(&root, &a.digest, &a.key)?),
         Command::Attestations(a) => {
             let keys = a.trust.keys()?;
             emit(
-                cli.json,
+                output,
                 out,
                 &cmd::sign::attestations(&root, &a.digest, &keys)?,
             )
         }
-        Command::ExitCodes => emit(cli.json, out, &cmd::exit_codes::exit_codes()),
-        Command::Rules => emit(cli.json, out, &cmd::rules::rules()),
-        Command::Help(a) => emit(cli.json, out, &help(&a.command)?),
+        Command::ExitCodes => emit(output, out, &cmd::exit_codes::exit_codes()),
+        Command::Rules => emit(output, out, &cmd::rules::rules()),
+        Command::Help(a) => emit(output, out, &help(&a.command)?),
     }
 }
 
 /// Runs `ingest`, signing with `--sign-with`'s key (checked before anything
 /// else).
 fn ingest(
-    json: bool,
+    output: Output,
     root: &std::path::Path,
     a: &args::IngestArgs,
     out: &mut dyn Write,
@@ -133,12 +130,12 @@ fn ingest(
     opts.refuse_secrets = a.refuse_secrets;
     let report = cmd::ingest::ingest(root, &opts)?;
     warn_of_secrets(&report.ingest);
-    emit(json, out, &report)
+    emit(output, out, &report)
 }
 
 /// Runs `stage`, held (`--hold`) or not, signing with `--sign-with`'s key.
 fn stage(
-    json: bool,
+    output: Output,
     root: &std::path::Path,
     a: &args::StageArgs,
     out: &mut dyn Write,
@@ -148,13 +145,13 @@ fn stage(
     opts.sign_with = key.as_ref();
     warn_of_arms(opts.arms.iter().map(String::as_str), &opts.arm_rule);
     if a.hold {
-        hold::held_stage(json, root, &opts, out)
+        hold::held_stage(output, root, &opts, out)
     } else {
         let report = cmd::stage::stage(root, &opts)?;
         if let Some(ingest) = &report.ingest {
             warn_of_secrets(ingest);
         }
-        emit(json, out, &report)
+        emit(output, out, &report)
     }
 }
 
@@ -195,29 +192,28 @@ fn warn_of_arms<'s>(arms: impl IntoIterator<Item = &'s str>, rule: &ArmRule<'_>)
 /// Runs `verify`: of the store (with `--trusted-key`, its attestations too),
 /// of a tree (`--tree`), or of a snapshot against its commit (`--source`).
 fn verify(
-    json: bool,
+    output: Output,
     root: &std::path::Path,
     a: &args::VerifyArgs,
     progress: bool,
     out: &mut dyn Write,
 ) -> Result<u8> {
     if a.trust.given() && (a.tree.is_some() || a.source.is_some()) {
-        return Err(Error::Usage(
-            "verify --trusted-key checks the store's attestations; not with --tree or --source"
-                .into(),
-        ));
+        return Err(crate::error::Request::TrustedKeyWithTreeOrSource.into());
     }
     match (a.source_check()?, a.tree_audit()?) {
-        (Some((repo, digest)), _) => {
-            emit(json, out, &cmd::verify::verify_source(root, repo, digest)?)
-        }
+        (Some((repo, digest)), _) => emit(
+            output,
+            out,
+            &cmd::verify::verify_source(root, repo, digest)?,
+        ),
         (None, Some((dir, digest))) => {
-            emit(json, out, &cmd::verify::verify_tree(root, dir, digest)?)
+            emit(output, out, &cmd::verify::verify_tree(root, dir, digest)?)
         }
         (None, None) => {
             let keys = a.trust.keys()?;
             emit(
-                json,
+                output,
                 out,
                 &cmd::verify::verify(root, &a.options(&keys, progress))?,
             )
@@ -230,12 +226,13 @@ fn verify(
 /// and `--short`.
 fn fitted<R: text::Fitted>(
     cli: &Cli,
+    output: Output,
     root: &std::path::Path,
     out: &mut dyn Write,
     report: &R,
 ) -> Result<u8> {
-    if cli.json {
-        return emit(true, out, report);
+    if output == Output::Json {
+        return emit(output, out, report);
     }
     let layout = text::Layout::decide(cli.short, root, report);
     report
@@ -248,16 +245,12 @@ fn fitted<R: text::Fitted>(
 /// Runs `audit`, whose report is printed as a table, a Markdown table or JSON.
 fn audit(
     cli: &Cli,
+    output: Output,
     root: &std::path::Path,
     a: &args::AuditArgs,
     progress: bool,
     out: &mut dyn Write,
 ) -> Result<u8> {
-    if a.markdown && cli.json {
-        return Err(Error::Usage(
-            "audit prints either --markdown or --json, not both".into(),
-        ));
-    }
     let sources: Vec<_> = a
         .files
         .iter()
@@ -265,12 +258,16 @@ fn audit(
         .collect();
     let keys = a.trust.keys()?;
     let report = cmd::audit::audit(root, &a.options(&sources, &keys, progress))?;
-    let style = if a.markdown {
-        text::Style::Markdown
-    } else {
-        text::Style::Table
-    };
-    fitted(cli, root, out, &text::AuditOutput { report, style })
+    fitted(
+        cli,
+        output,
+        root,
+        out,
+        &text::AuditOutput {
+            report,
+            style: output,
+        },
+    )
 }
 
 /// The report of `cestore help`: the help text of the command named.
@@ -300,7 +297,7 @@ fn help(path: &[String]) -> Result<HelpReport> {
         command = command
             .find_subcommand(name)
             .cloned()
-            .ok_or_else(|| Error::Usage(format!("no command '{name}'; see `cestore help`")))?;
+            .ok_or_else(|| crate::error::Request::NoCommand { name: name.clone() })?;
     }
     Ok(HelpReport {
         help: command.render_long_help().to_string(),

@@ -27,14 +27,15 @@ pub trait Report: serde::Serialize {
 }
 
 /// Writes a report in the form asked for, and returns its exit code.
-pub fn emit<R: Report>(json: bool, out: &mut dyn Write, report: &R) -> Result<u8> {
-    write_report(json, out, report).map_err(|e| Error::io("write the report", "<stdout>", e))?;
+pub fn emit<R: Report>(output: Output, out: &mut dyn Write, report: &R) -> Result<u8> {
+    write_report(output, out, report).map_err(|e| Error::io("write the report", "<stdout>", e))?;
     Ok(report.exit_code())
 }
 
-/// Writes a report as JSON (with `"ok": true`) or as text.
-pub fn write_report<R: Report>(json: bool, out: &mut dyn Write, report: &R) -> io::Result<()> {
-    if json {
+/// Writes a report as JSON (with `"ok": true`) or as text (every form but
+/// JSON is the report's own text: see [`Report::human`]).
+pub fn write_report<R: Report>(output: Output, out: &mut dyn Write, report: &R) -> io::Result<()> {
+    if output == Output::Json {
         #[derive(serde::Serialize)]
         struct Envelope<'a, R> {
             ok: bool,
@@ -285,13 +286,16 @@ pub enum Format {
     Bwrap0,
 }
 
-/// How the report is written, from `--format` and `--json`.
+/// How a command's report is written: the one choice of its form, made at
+/// the edge by [`Output::choose`] and passed down to the report writers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Output {
     /// Text for people.
-    Text,
-    /// The JSON report.
+    Human,
+    /// The JSON report (`--json`, `mounts --format json`).
     Json,
+    /// A Markdown table, to paste into a report (`audit --markdown`).
+    Markdown,
     /// bubblewrap arguments, shell-quoted on one line.
     Bwrap,
     /// bubblewrap arguments, NUL-terminated.
@@ -299,17 +303,33 @@ pub enum Output {
 }
 
 impl Output {
+    /// The form the command line asks for, from every flag that asks for
+    /// one: `--json` (any command), `mounts --format`, `audit --markdown`.
+    /// Two forms at once (`audit --markdown --json`, `mounts --format bwrap
+    /// --json`) are refused.
+    pub fn choose(cli: &super::Cli) -> Result<Output> {
+        match &cli.command {
+            super::Command::Mounts(a) => Self::of_format(a.format, cli.json),
+            super::Command::Audit(a) if a.markdown && cli.json => {
+                Err(crate::error::Request::MarkdownWithJson.into())
+            }
+            super::Command::Audit(a) if a.markdown => Ok(Output::Markdown),
+            _ if cli.json => Ok(Output::Json),
+            _ => Ok(Output::Human),
+        }
+    }
+
     /// `--format` wins; without it `--json` picks JSON and otherwise text.
     /// `--format bwrap --json` (or `bwrap0`) asks for two forms at once and is refused.
-    pub fn choose(format: Option<Format>, json: bool) -> Result<Output> {
+    fn of_format(format: Option<Format>, json: bool) -> Result<Output> {
         match (format, json) {
-            (Some(Format::Bwrap | Format::Bwrap0), true) => Err(Error::Usage(
-                "--format bwrap and bwrap0 print bubblewrap arguments, not JSON; drop --json or use --format json".into(),
-            )),
+            (Some(Format::Bwrap | Format::Bwrap0), true) => {
+                Err(crate::error::Request::BwrapWithJson.into())
+            }
             (Some(Format::Bwrap), false) => Ok(Output::Bwrap),
             (Some(Format::Bwrap0), false) => Ok(Output::Bwrap0),
             (Some(Format::Json), _) | (None, true) => Ok(Output::Json),
-            (None, false) => Ok(Output::Text),
+            (None, false) => Ok(Output::Human),
         }
     }
 }
@@ -319,15 +339,14 @@ impl Output {
 pub fn emit_mounts(output: Output, out: &mut dyn Write, report: &MountsReport) -> Result<u8> {
     if output == Output::Json {
         if let Some(m) = report.mounts.iter().find(|m| m.source.to_str().is_none()) {
-            return Err(Error::Usage(format!(
-                "mount source '{}' is not UTF-8, which JSON cannot carry; use --format bwrap",
-                m.source.display()
-            )));
+            return Err(crate::error::Request::NotUtf8 {
+                path: m.source.clone(),
+            }
+            .into());
         }
     }
     let written = match output {
-        Output::Json => write_report(true, out, report),
-        Output::Text => write_report(false, out, report),
+        Output::Json | Output::Human | Output::Markdown => write_report(output, out, report),
         Output::Bwrap => {
             let words: Vec<Vec<u8>> = bwrap_args(report).into_iter().map(shell_quote).collect();
             out.write_all(&words.join(&b' '))
@@ -574,25 +593,52 @@ mod tests {
 
     #[test]
     fn format_and_json() {
-        assert_eq!(Output::choose(None, false).ok(), Some(Output::Text));
-        assert_eq!(Output::choose(None, true).ok(), Some(Output::Json));
+        assert_eq!(Output::of_format(None, false).ok(), Some(Output::Human));
+        assert_eq!(Output::of_format(None, true).ok(), Some(Output::Json));
         assert_eq!(
-            Output::choose(Some(Format::Json), false).ok(),
+            Output::of_format(Some(Format::Json), false).ok(),
             Some(Output::Json)
         );
         assert_eq!(
-            Output::choose(Some(Format::Json), true).ok(),
+            Output::of_format(Some(Format::Json), true).ok(),
             Some(Output::Json)
         );
         assert_eq!(
-            Output::choose(Some(Format::Bwrap), false).ok(),
+            Output::of_format(Some(Format::Bwrap), false).ok(),
             Some(Output::Bwrap)
         );
-        assert!(Output::choose(Some(Format::Bwrap), true).is_err());
+        assert!(Output::of_format(Some(Format::Bwrap), true).is_err());
         assert_eq!(
-            Output::choose(Some(Format::Bwrap0), false).ok(),
+            Output::of_format(Some(Format::Bwrap0), false).ok(),
             Some(Output::Bwrap0)
         );
-        assert!(Output::choose(Some(Format::Bwrap0), true).is_err());
+        assert!(Output::of_format(Some(Format::Bwrap0), true).is_err());
+    }
+
+    #[test]
+    fn one_choice_of_the_form_from_the_command_line() {
+        use clap::Parser;
+        let choose = |args: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from(args).unwrap();
+            Output::choose(&cli).ok()
+        };
+        assert_eq!(choose(&["cestore", "list"]), Some(Output::Human));
+        assert_eq!(choose(&["cestore", "list", "--json"]), Some(Output::Json));
+        assert_eq!(
+            choose(&["cestore", "audit", "r.jsonl"]),
+            Some(Output::Human)
+        );
+        assert_eq!(
+            choose(&["cestore", "audit", "--markdown", "r.jsonl"]),
+            Some(Output::Markdown)
+        );
+        assert_eq!(
+            choose(&["cestore", "audit", "--markdown", "--json", "r.jsonl"]),
+            None
+        );
+        assert_eq!(
+            choose(&["cestore", "mounts", "--arm", "ce", "--format", "bwrap0"]),
+            Some(Output::Bwrap0)
+        );
     }
 }

@@ -13,7 +13,7 @@ mod source;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-pub use self::audit::{AuditOutput, Style};
+pub use self::audit::AuditOutput;
 pub use self::layout::{Fitted, Layout, Named};
 use super::output::Report;
 use crate::cmd::bundle::{ExportReport, Format, ImportReport};

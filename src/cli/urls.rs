@@ -151,13 +151,7 @@ pub fn check(command: &Command) -> Result<()> {
     for reference in registry_references(command) {
         let redacted = redact_address(reference);
         if redacted != reference {
-            return Err(Error::Usage(format!(
-                "the registry reference '{redacted}' (shown without them) holds a user part, \
-                 a query or a fragment: write REGISTRY/REPOSITORY[:TAG] alone; credentials \
-                 come from CESTORE_REGISTRY_TOKEN, CESTORE_REGISTRY_USER and \
-                 CESTORE_REGISTRY_PASSWORD or a credential helper, never from the command \
-                 line (docs/remote.md)"
-            )));
+            return Err(crate::error::Request::CredentialsInReference { redacted }.into());
         }
     }
     Ok(())

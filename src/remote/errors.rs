@@ -12,7 +12,7 @@
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::remote::oci::mapping::{CONFIG_MEDIA_TYPE, PACK_ANNOTATION, SNAPSHOT_ANNOTATION};
 use crate::remote::oci::referrers::DSSE_MEDIA_TYPE;
-use crate::remote::{MAX_ATTESTATIONS, MAX_ATTESTATION_BYTES};
+use crate::sign::limits::AttestationLimit;
 
 /// A registry's answer that is not what the distribution API promises.
 #[derive(Debug, thiserror::Error)]
@@ -350,11 +350,8 @@ pub enum ReferrersError {
         error: RecordError,
     },
     /// The registry lists more attestations than a snapshot travels with.
-    #[error("the registry lists {listed} attestations, more than the {MAX_ATTESTATIONS} a snapshot travels with")]
-    TooMany {
-        /// How many it lists.
-        listed: usize,
-    },
+    #[error("the registry's attestations: {0}")]
+    Listed(AttestationLimit),
     /// A listed attestation's manifest is missing.
     #[error("the referrers of sha256:{subject} list the attestation sha256:{attestation}, which the registry does not have")]
     Missing {
@@ -380,12 +377,12 @@ pub enum ReferrersError {
         media_type: String,
     },
     /// An attestation's envelope is larger than one may be.
-    #[error("the attestation sha256:{attestation} holds an envelope of {size} bytes, more than {MAX_ATTESTATION_BYTES}")]
-    TooLarge {
+    #[error("the attestation sha256:{attestation}: {limit}")]
+    Envelope {
         /// The attestation's manifest.
         attestation: ObjectId,
-        /// The envelope's size, as listed.
-        size: u64,
+        /// The bound its envelope breaks.
+        limit: AttestationLimit,
     },
 }
 
@@ -612,9 +609,9 @@ mod tests {
                 format!("pack sha256:{id}: a pack's index is malformed: it lists more than 3 objects"),
             ),
             (
-                ReferrersError::TooMany { listed: 65 }.into(),
+                ReferrersError::Listed(AttestationLimit::TooMany { count: 65 }).into(),
                 ErrorKind::Remote,
-                "the registry lists 65 attestations, more than the 64 a snapshot travels with".into(),
+                "the registry's attestations: 65 attestations are more than the 64 a snapshot travels with".into(),
             ),
             (
                 Mismatch::Pack {

@@ -35,7 +35,7 @@ pub use errors::{
     AnswerError, Mismatch, NotIndex, PackDamage, PackError, RecordError, ReferrersError,
     RequestError, SlotsError,
 };
-pub use preflight::{check_attestations, preflight, OutgoingError};
+pub use preflight::{preflight, OutgoingError};
 
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, Result};
@@ -45,12 +45,6 @@ use crate::store::ObjectKey;
 /// What a transport error adds when a TLS request was answered in plain HTTP.
 const PLAIN_HTTP_HINT: &str =
     " (the registry speaks plain HTTP? allow plain HTTP for a loopback or insecure registry)";
-
-/// The most bytes one attestation (a DSSE envelope) may have: a pull or an
-/// import refuses a larger one, and a push does not publish one.
-pub const MAX_ATTESTATION_BYTES: u64 = 1024 * 1024;
-/// The most attestations one snapshot may travel with.
-pub const MAX_ATTESTATIONS: usize = 64;
 
 /// A remote failed or answered something this cestore cannot use.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,6 @@ use crate::catalogue::resolve;
 use crate::digest::ManifestDigest;
 use crate::error::{Classified, Classify, Error, ErrorKind, Result};
 use crate::manifest::{Manifest, ManifestError};
-use crate::remote::{MAX_ATTESTATIONS, MAX_ATTESTATION_BYTES};
 use crate::store::Store;
 
 /// A stored snapshot, checked and ready to leave the store.
@@ -26,12 +25,12 @@ pub struct Outbound {
 
 /// Checks the snapshot `name` (a digest, a unique prefix or `@VERSION`) of
 /// `store` before a push or an export: its attestations fit the bounds
-/// ([`check_attestations`]), its entries break no rule a view is held to,
+/// ([`crate::sign::limits::check`]), its entries break no rule a view is held to,
 /// and the catalogue's manifest for it is canonical and hashes to its digest.
 pub fn preflight(store: &Store, name: &str) -> Result<Outbound> {
     let digest = resolve(store.catalogue(), name)?;
     let attestations = crate::store::signed::stored_envelopes(store, &digest)?;
-    check_attestations(&attestations)?;
+    crate::sign::limits::check(&attestations)?;
     // Whatever leaves the store holds only what a view could.
     store.entries_to_hand_out(&digest)?;
     let bytes = store.catalogue().manifest_bytes(&digest)?;
@@ -49,24 +48,6 @@ pub fn preflight(store: &Store, name: &str) -> Result<Outbound> {
         manifest,
         attestations,
     })
-}
-
-/// Checks the attestations a snapshot is to travel with against the bounds
-/// a pull and an import hold them to: at most [`MAX_ATTESTATIONS`], each at
-/// most [`MAX_ATTESTATION_BYTES`].
-pub fn check_attestations(attestations: &[Vec<u8>]) -> Result<(), OutgoingError> {
-    if attestations.len() > MAX_ATTESTATIONS {
-        return Err(OutgoingError::TooManyAttestations {
-            count: attestations.len(),
-        });
-    }
-    if let Some(big) = attestations
-        .iter()
-        .find(|a| a.len() as u64 > MAX_ATTESTATION_BYTES)
-    {
-        return Err(OutgoingError::AttestationTooLarge { bytes: big.len() });
-    }
-    Ok(())
 }
 
 /// A stored snapshot that cannot leave the store as it is.
@@ -89,18 +70,6 @@ pub enum OutgoingError {
         /// What the manifest hashes to.
         found: ManifestDigest,
     },
-    /// The snapshot has more attestations than one travels with.
-    #[error("a snapshot travels with at most {MAX_ATTESTATIONS} attestations, not {count}")]
-    TooManyAttestations {
-        /// How many it has.
-        count: usize,
-    },
-    /// An attestation is larger than a pull or an import takes.
-    #[error("an attestation of {bytes} bytes is larger than the {MAX_ATTESTATION_BYTES} a pull or an import takes")]
-    AttestationTooLarge {
-        /// Its size.
-        bytes: usize,
-    },
     /// An object read to send no longer hashes to its key.
     #[error("object '{}' no longer matches its key; run `cestore verify`", .path.display())]
     ObjectChanged {
@@ -110,15 +79,9 @@ pub enum OutgoingError {
 }
 
 impl Classify for OutgoingError {
-    /// `usage` for attestations beyond the bounds, else `integrity`.
+    /// Always `integrity`: the store holds something other than it recorded.
     fn kind(&self) -> ErrorKind {
-        match self {
-            OutgoingError::TooManyAttestations { .. }
-            | OutgoingError::AttestationTooLarge { .. } => ErrorKind::Usage,
-            OutgoingError::NotCanonical { .. }
-            | OutgoingError::HashesTo { .. }
-            | OutgoingError::ObjectChanged { .. } => ErrorKind::Integrity,
-        }
+        ErrorKind::Integrity
     }
 
     fn as_error(&self) -> &(dyn std::error::Error + 'static) {
@@ -137,25 +100,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn attestations_beyond_the_bounds_are_usage_errors_a_caller_can_match() {
-        let many = vec![Vec::new(); MAX_ATTESTATIONS + 1];
-        let e = check_attestations(&many).unwrap_err();
-        assert!(matches!(
-            e,
-            OutgoingError::TooManyAttestations { count: 65 }
-        ));
-        let e = Error::from(e);
-        assert_eq!(e.error_kind(), ErrorKind::Usage);
-        assert_eq!(
-            e.to_string(),
-            "a snapshot travels with at most 64 attestations, not 65"
-        );
-        let big = vec![vec![0u8; MAX_ATTESTATION_BYTES as usize + 1]];
-        let e = check_attestations(&big).unwrap_err();
-        assert!(
-            matches!(e, OutgoingError::AttestationTooLarge { bytes } if bytes == MAX_ATTESTATION_BYTES as usize + 1)
-        );
-        assert!(check_attestations(&vec![Vec::new(); MAX_ATTESTATIONS]).is_ok());
+    fn an_object_changed_is_an_integrity_error_a_caller_can_match() {
         let changed = Error::from(OutgoingError::ObjectChanged {
             path: "/s/objects/ab".into(),
         });

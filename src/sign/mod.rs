@@ -18,6 +18,7 @@
 
 pub mod dsse;
 pub mod key;
+pub mod limits;
 pub mod statement;
 
 use std::path::PathBuf;
@@ -213,10 +214,10 @@ pub fn verify_attestation(
     Ok(key.id())
 }
 
-/// An attestation of a snapshot, signed by `key`: the envelope's bytes
-/// (compact JSON) and the signing key's id.
-pub fn attest(key: &PrivateKey, facts: &SnapshotFacts<'_>) -> (Vec<u8>, KeyId) {
-    let statement = Statement::of_snapshot(facts);
+/// An attestation of a snapshot staged by `stager` (`USER@HOST`), signed
+/// by `key`: the envelope's bytes (compact JSON) and the signing key's id.
+pub fn attest(key: &PrivateKey, facts: &SnapshotFacts<'_>, stager: &str) -> (Vec<u8>, KeyId) {
+    let statement = Statement::of_snapshot(facts, stager);
     // Cannot fail: the statement is strings, numbers, bools and lists.
     let payload = serde_json::to_vec(&statement).unwrap_or_default();
     let envelope = Envelope::sign(key, IN_TOTO_PAYLOAD_TYPE, &payload);
@@ -237,7 +238,6 @@ mod tests {
             version: "1.2.3",
             digest,
             source: None,
-            stager: "me@host",
             ingested_at: "2026-01-01T00:00:00.000Z",
         }
     }
@@ -250,7 +250,7 @@ mod tests {
         let a = PrivateKey::load(&dir.path().join("a")).unwrap();
         let b = PrivateKey::load(&dir.path().join("b")).unwrap();
         let digest = ManifestDigest::of(b"one");
-        let (bytes, id) = attest(&a, &facts(digest));
+        let (bytes, id) = attest(&a, &facts(digest), "me@host");
         assert_eq!(id, a.public().id());
         let trusted = [b.public().clone(), a.public().clone()];
         assert_eq!(verify_attestation(&bytes, &trusted, &digest), Ok(id));

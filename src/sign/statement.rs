@@ -55,8 +55,9 @@ pub struct Subject {
     pub digest: BTreeMap<String, String>,
 }
 
-/// What an attestation of a snapshot says.
-#[derive(Clone, Debug)]
+/// What an attestation of a snapshot says of it, besides who signs where:
+/// what the store knows of a snapshot to sign.
+#[derive(Clone, Copy, Debug)]
 pub struct SnapshotFacts<'a> {
     /// The plugin's name.
     pub name: &'a str,
@@ -66,15 +67,14 @@ pub struct SnapshotFacts<'a> {
     pub digest: ManifestDigest,
     /// The snapshot's newest source record, if any.
     pub source: Option<&'a SourceRecord>,
-    /// Who stages: `USER@HOST`.
-    pub stager: &'a str,
     /// When the snapshot was ingested (RFC 3339).
     pub ingested_at: &'a str,
 }
 
 impl Statement {
-    /// The statement of a snapshot: its subject, and its provenance.
-    pub fn of_snapshot(facts: &SnapshotFacts<'_>) -> Statement {
+    /// The statement of a snapshot: its subject, and its provenance, staged
+    /// by `stager` (`USER@HOST`).
+    pub fn of_snapshot(facts: &SnapshotFacts<'_>, stager: &str) -> Statement {
         let mut dependencies = Vec::new();
         if let Some(record) = facts.source {
             if let Some(commit) = &record.commit {
@@ -104,7 +104,7 @@ impl Statement {
                 },
                 "runDetails": {
                     "builder": {
-                        "id": format!("urn:cestore:stager:{}", facts.stager),
+                        "id": format!("urn:cestore:stager:{stager}"),
                         "version": {"cestore": env!("CARGO_PKG_VERSION")},
                     },
                     "metadata": {"startedOn": facts.ingested_at},
@@ -147,14 +147,16 @@ mod tests {
             changes: Default::default(),
             commit_refused: None,
         };
-        let s = Statement::of_snapshot(&SnapshotFacts {
-            name: "compound-engineering",
-            version: "1.2.3",
-            digest,
-            source: Some(&record),
-            stager: "me@host",
-            ingested_at: "2026-01-01T00:00:00.000Z",
-        });
+        let s = Statement::of_snapshot(
+            &SnapshotFacts {
+                name: "compound-engineering",
+                version: "1.2.3",
+                digest,
+                source: Some(&record),
+                ingested_at: "2026-01-01T00:00:00.000Z",
+            },
+            "me@host",
+        );
         assert_eq!(s.subject[0].name, "compound-engineering@1.2.3");
         assert_eq!(s.subject_digests(), [digest.to_hex()]);
         assert_eq!(s.builder(), Some("urn:cestore:stager:me@host"));

@@ -272,10 +272,11 @@ where
                 path: path.clone(),
             }),
             ObjectState::Damaged(why) => {
-                return Err(Error::Integrity(format!(
-                    "object '{}' {why}; run `cestore verify`",
-                    store.object_path(key).display()
-                )))
+                return Err(crate::error::Damage::AdoptedObject {
+                    object: store.object_path(key),
+                    problem: why,
+                }
+                .into())
             }
         }
     }

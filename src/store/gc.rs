@@ -53,7 +53,9 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
         Err(e) => return Err(aside.put_back(e)),
     };
     drop(aside);
-    let _ = store.catalogue().checkpoint();
+    store
+        .catalogue()
+        .checkpoint_after(crate::catalogue::Work::Committed)?;
     // Its spares go too (what this misses, gc removes).
     super::spares::forget(&store, &digest);
     Ok(RmReport {

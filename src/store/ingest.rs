@@ -481,7 +481,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
                 .record
                 .as_ref()
                 .map_or_else(crate::clock::now, |e| e.at.clone());
-            let what = super::signed::ToSign {
+            let what = crate::sign::SnapshotFacts {
                 name: policy::PLUGIN_NAME,
                 version: opts.version,
                 digest: manifest.digest,
@@ -608,7 +608,9 @@ pub fn undo_ingest(store: &mut Store, report: &IngestReport) -> Result<()> {
         };
     drop(aside);
     if forgotten {
-        let _ = store.catalogue().checkpoint();
+        store
+            .catalogue()
+            .checkpoint_after(crate::catalogue::Work::Committed)?;
     }
     Ok(())
 }
@@ -770,7 +772,9 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
     if !already_present {
         // The command has succeeded; a log still held by a reader is folded
         // in by a later command.
-        let _ = store.catalogue().checkpoint();
+        store
+            .catalogue()
+            .checkpoint_after(crate::catalogue::Work::Committed)?;
     }
     Ok(IngestReport {
         provenance: Provenance {

@@ -190,9 +190,10 @@ impl Store {
             self.catalogue().snapshot(digest)?;
         }
         crate::policy::check_manifest_entries(&entries).map_err(|rule| {
-            Error::Integrity(format!(
-                "the snapshot {digest} breaks a rule of the reference: {rule}; nothing of it is handed out (`cestore rm {digest}` forgets it)"
-            ))
+            crate::error::Damage::SnapshotBreaksRule {
+                digest: *digest,
+                rule: rule.to_string(),
+            }
         })?;
         Ok(entries)
     }
@@ -366,10 +367,7 @@ impl Store {
                 Err(e) => return Err(Error::io("set a manifest aside", &from, e)),
             }
         }
-        Err(Error::Integrity(format!(
-            "could not set aside '{}': every name is taken",
-            from.display()
-        )))
+        Err(crate::error::Damage::NoNameToSetAside { path: from }.into())
     }
 
     /// Whether `objects/` or `manifests/` holds anything: a store that has

@@ -429,10 +429,10 @@ impl Store {
         for s in &snapshots {
             let bytes = self.catalogue.manifest_bytes(&s.digest)?;
             let manifest = crate::manifest::Manifest::parse(&bytes).map_err(|e| {
-                Error::Integrity(format!(
-                    "the catalogue's manifest of {} is damaged: {e}; run `cestore verify`",
-                    s.digest
-                ))
+                crate::error::Damage::CatalogueManifest {
+                    digest: s.digest,
+                    reason: e.to_string(),
+                }
             })?;
             self.write_manifest(&work, &manifest)?;
         }

@@ -11,7 +11,7 @@ use crate::catalogue::{
     resolve, Catalogue, FileFilter, IngestEvent, Provenance, SnapshotRow, ViewRow,
 };
 use crate::digest::{DigestPrefix, ManifestDigest, ObjectId, ParseDigestError};
-use crate::error::{Error, Misuse, Result};
+use crate::error::{Error, Misuse, Request, Result};
 use crate::manifest::Entry;
 use crate::source::{ReadFrom, SourceEntry, SourceRecord, Via};
 
@@ -195,9 +195,13 @@ pub fn find(store_root: &Path, query: &FindQuery<'_>) -> Result<FindReport> {
             let p = p.trim_start_matches("./");
             if p.contains(['*', '?']) {
                 let literal = &p[..p.find(['*', '?']).unwrap_or(p.len())];
+                let glob = PathGlob::new(p).map_err(|e| Request::Glob {
+                    pattern: p.to_string(),
+                    reason: e.kind().to_string(),
+                })?;
                 cat.files_matching(&FileFilter::PathStartsWith(literal))?
                     .into_iter()
-                    .filter(|h| glob_matches(p, &h.entry.path))
+                    .filter(|h| glob.is_match(&h.entry.path))
                     .collect()
             } else {
                 cat.files_matching(&FileFilter::PathOrUnder(p.trim_end_matches('/')))?
@@ -222,48 +226,82 @@ pub fn find(store_root: &Path, query: &FindQuery<'_>) -> Result<FindReport> {
 /// component (split at `/`): `*` matches any run of characters within one
 /// component, `?` one character, and a component that is exactly `**`
 /// matches any number of whole components, none included. Every other
-/// character matches itself.
+/// character matches itself. A pattern too large to compile matches nothing.
 pub fn glob_matches(pattern: &str, path: &str) -> bool {
-    let pat: Vec<&str> = pattern.split('/').collect();
-    let parts: Vec<&str> = path.split('/').collect();
-    components_match(&pat, &parts)
+    PathGlob::new(pattern).is_ok_and(|g| g.is_match(path))
 }
 
-fn components_match(pat: &[&str], parts: &[&str]) -> bool {
-    match pat.split_first() {
-        None => parts.is_empty(),
-        Some((&"**", rest)) => (0..=parts.len()).any(|i| components_match(rest, &parts[i..])),
-        Some((first, rest)) => parts.split_first().is_some_and(|(part, tail)| {
-            component_matches(first.as_bytes(), part.as_bytes()) && components_match(rest, tail)
-        }),
-    }
-}
+/// A glob of `find --path`, compiled once (by `globset`) and matched in time
+/// linear in the path, however many `**` it holds: see [`glob_matches`].
+///
+/// `globset` reads `[`, `{` and `\` as syntax and matches `?` against a byte,
+/// where this glob matches them literally and `?` against a character. So
+/// both the pattern and the path are spelt for it one character at a time:
+/// each component starts with `\x02` (so that an empty one is not lost to a
+/// `**` beside it), each character but `/` becomes `\x01` and its code point
+/// in six hex digits, and `?` a token of that shape with any digits. A token
+/// starts with the only `\x01` it holds, so a `*` can only hand over to the
+/// next token at a character's edge. A component `**` is kept, runs of them are one (as
+/// they match the same), and a pattern ending in `/**` also matches the path
+/// without it (`globset` asks for the `/`).
+#[derive(Debug)]
+pub struct PathGlob(globset::GlobSet);
 
-/// `*` and `?` within one component, by characters (a `?` takes one UTF-8
-/// character, not one byte).
-fn component_matches(pat: &[u8], text: &[u8]) -> bool {
-    let text: Vec<char> = String::from_utf8_lossy(text).chars().collect();
-    let pat: Vec<char> = String::from_utf8_lossy(pat).chars().collect();
-    // Iterative matching with one backtrack point: linear in practice and
-    // never exponential.
-    let (mut p, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        if p < pat.len() && (pat[p] == '?' || pat[p] == text[t]) {
-            p += 1;
-            t += 1;
-        } else if p < pat.len() && pat[p] == '*' {
-            star = Some((p, t));
-            p += 1;
-        } else if let Some((sp, st)) = star {
-            p = sp + 1;
-            t = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
+impl PathGlob {
+    /// Compiles `pattern`.
+    pub fn new(pattern: &str) -> Result<PathGlob, globset::Error> {
+        let mut parts: Vec<&str> = Vec::new();
+        for part in pattern.split('/') {
+            if !(part == "**" && parts.last() == Some(&"**")) {
+                parts.push(part);
+            }
         }
+        let mut set = globset::GlobSetBuilder::new();
+        set.add(Self::glob(&parts)?);
+        if parts.len() > 1 && parts.last() == Some(&"**") {
+            set.add(Self::glob(&parts[..parts.len() - 1])?);
+        }
+        Ok(PathGlob(set.build()?))
     }
-    pat[p..].iter().all(|c| *c == '*')
+
+    fn glob(parts: &[&str]) -> Result<globset::Glob, globset::Error> {
+        let spelt: Vec<String> = parts
+            .iter()
+            .map(|part| match *part {
+                "**" => "**".to_string(),
+                part => std::iter::once("\u{2}".to_string())
+                    .chain(part.chars().map(|c| match c {
+                        '*' => "*".to_string(),
+                        '?' => format!("\u{1}{}", "[0-9a-f]".repeat(6)),
+                        c => spell(c),
+                    }))
+                    .collect(),
+            })
+            .collect();
+        globset::GlobBuilder::new(&spelt.join("/"))
+            .literal_separator(true)
+            .backslash_escape(false)
+            .build()
+    }
+
+    /// Whether `path` matches.
+    pub fn is_match(&self, path: &str) -> bool {
+        let spelt: Vec<String> = path
+            .split('/')
+            .map(|part| {
+                std::iter::once("\u{2}".to_string())
+                    .chain(part.chars().map(spell))
+                    .collect()
+            })
+            .collect();
+        let spelt = spelt.join("/");
+        self.0.is_match(spelt)
+    }
+}
+
+/// A character as [`PathGlob`] spells it.
+fn spell(c: char) -> String {
+    format!("\u{1}{:06x}", u32::from(c))
 }
 
 /// What to show.
@@ -498,6 +536,7 @@ pub fn diff(store_root: &Path, a: &str, b: &str) -> Result<DiffReport> {
 #[cfg(test)]
 mod tests {
     use super::glob_matches;
+    use proptest::prelude::*;
 
     #[test]
     fn globs() {
@@ -525,6 +564,85 @@ mod tests {
         }
         for (p, t) in no {
             assert!(!glob_matches(p, t), "{p} should not match {t}");
+        }
+    }
+
+    /// Many `**` against a long path: the recursive matcher this replaced
+    /// tried every split of the path among them (exponential); globset's
+    /// automaton answers at once.
+    #[test]
+    fn many_double_stars_against_a_long_path() {
+        let pattern = format!("{}x", "**/".repeat(40));
+        let long: Vec<String> = (0..200).map(|i| format!("d{i}")).collect();
+        let long = long.join("/");
+        assert!(!glob_matches(&pattern, &long));
+        assert!(glob_matches(&pattern, &format!("{long}/x")));
+        let pattern = format!("a/{}b/*.md", "**/c/".repeat(30));
+        let path = format!("a/{}b/r.md", "c/".repeat(30));
+        assert!(glob_matches(&pattern, &path));
+        assert!(!glob_matches(
+            &pattern,
+            &format!("a/{}b/r.md", "c/".repeat(29))
+        ));
+    }
+
+    /// The matcher this module had before globset, kept as the reference
+    /// for the glob's meaning (exponential on many `**`: small inputs only).
+    fn reference(pattern: &str, path: &str) -> bool {
+        fn parts_match(pat: &[&str], parts: &[&str]) -> bool {
+            match pat.split_first() {
+                None => parts.is_empty(),
+                Some((&"**", rest)) => (0..=parts.len()).any(|i| parts_match(rest, &parts[i..])),
+                Some((first, rest)) => parts.split_first().is_some_and(|(part, tail)| {
+                    part_matches(first, part) && parts_match(rest, tail)
+                }),
+            }
+        }
+        fn part_matches(pat: &str, text: &str) -> bool {
+            let (pat, text): (Vec<char>, Vec<char>) =
+                (pat.chars().collect(), text.chars().collect());
+            let (mut p, mut t) = (0, 0);
+            let mut star: Option<(usize, usize)> = None;
+            while t < text.len() {
+                if p < pat.len() && (pat[p] == '?' || pat[p] == text[t]) {
+                    p += 1;
+                    t += 1;
+                } else if p < pat.len() && pat[p] == '*' {
+                    star = Some((p, t));
+                    p += 1;
+                } else if let Some((sp, st)) = star {
+                    p = sp + 1;
+                    t = st + 1;
+                    star = Some((sp, st + 1));
+                } else {
+                    return false;
+                }
+            }
+            pat[p..].iter().all(|c| *c == '*')
+        }
+        let pat: Vec<&str> = pattern.split('/').collect();
+        let parts: Vec<&str> = path.split('/').collect();
+        parts_match(&pat, &parts)
+    }
+
+    proptest! {
+        /// The glob means what it meant: for patterns of `*`, `?`, `**`,
+        /// globset's syntax (`[`, `]`, `{`, `,`, `}`, `\\`, `!`) and
+        /// characters of one to four bytes, against paths of those
+        /// characters, it matches exactly where the reference matches.
+        #[test]
+        fn globset_keeps_the_glob_meaning(
+            pattern in proptest::collection::vec(
+                prop_oneof![
+                    Just("**".to_string()),
+                    "[ab\\*?é€😀\\[\\]{},!\\\\]{0,4}",
+                ],
+                1..5,
+            ),
+            path in proptest::collection::vec("[abé€😀\\[\\]{},!\\\\]{1,4}", 1..5),
+        ) {
+            let (pattern, path) = (pattern.join("/"), path.join("/"));
+            prop_assert_eq!(glob_matches(&pattern, &path), reference(&pattern, &path), "{} against {}", pattern, path);
         }
     }
 }

@@ -262,7 +262,9 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
 
     drop(work);
     store.sync()?;
-    store.catalogue().checkpoint()?;
+    store
+        .catalogue()
+        .checkpoint_after(crate::catalogue::Work::Rebuilt)?;
     report.snapshots = store.catalogue().snapshots(None, None)?.len() as u64;
     Ok(report)
 }

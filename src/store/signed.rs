@@ -20,7 +20,6 @@ use crate::catalogue::{resolve, KeptAttestation};
 use crate::digest::{AttestationId, KeyId, ManifestDigest};
 use crate::error::{Error, Result};
 use crate::sign::{self, Distrust, PrivateKey, PublicKey, SnapshotFacts, Statement};
-use crate::source::SourceRecord;
 
 /// What `cestore sign` did.
 #[derive(Debug, serde::Serialize)]
@@ -38,41 +37,15 @@ pub struct SignReport {
     pub new: bool,
 }
 
-/// A snapshot to sign: what its attestation says of it, besides who signs
-/// where.
-#[derive(Clone, Copy, Debug)]
-pub struct ToSign<'a> {
-    /// The plugin's name.
-    pub name: &'a str,
-    /// The release's version.
-    pub version: &'a str,
-    /// The manifest digest.
-    pub digest: ManifestDigest,
-    /// Its newest source record, if any.
-    pub source: Option<&'a SourceRecord>,
-    /// When it was ingested (RFC 3339).
-    pub ingested_at: &'a str,
-}
-
 /// The attestation of a snapshot that `key` signs now: its statement names
 /// the snapshot, its source record and who stages where.
-pub fn attestation(key: &PrivateKey, what: &ToSign<'_>) -> Result<KeptAttestation> {
+pub fn attestation(key: &PrivateKey, what: &SnapshotFacts<'_>) -> Result<KeptAttestation> {
     let stager = format!(
         "{}@{}",
         super::ingest::user_name(),
         super::ingest::host_name()
     );
-    let (bytes, keyid) = sign::attest(
-        key,
-        &SnapshotFacts {
-            name: what.name,
-            version: what.version,
-            digest: what.digest,
-            source: what.source,
-            stager: &stager,
-            ingested_at: what.ingested_at,
-        },
-    );
+    let (bytes, keyid) = sign::attest(key, what, &stager);
     // The envelope is compact JSON on one line and the key id 64 hex
     // digits: what a kept attestation must be.
     KeptAttestation::new(
@@ -81,10 +54,10 @@ pub fn attestation(key: &PrivateKey, what: &ToSign<'_>) -> Result<KeptAttestatio
         crate::clock::now(),
     )
     .ok_or_else(|| {
-        Error::Integrity(format!(
-            "could not keep the attestation of {}: it is not one JSON line",
-            what.digest
-        ))
+        crate::error::Damage::Attestation {
+            digest: what.digest,
+        }
+        .into()
     })
 }
 
@@ -115,7 +88,7 @@ pub enum Signing {
 pub fn sign_once(
     cat: &crate::catalogue::Catalogue,
     key: &PrivateKey,
-    what: &ToSign<'_>,
+    what: &SnapshotFacts<'_>,
 ) -> Result<Signing> {
     let held = cat.attestations(&what.digest)?;
     if let Some(a) = signed_by(&held, key, &what.digest) {
@@ -134,7 +107,7 @@ pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result
     let digest = resolve(store.catalogue(), digest)?;
     let row = store.catalogue().snapshot(&digest)?;
     let sources = store.catalogue().sources(&digest)?;
-    let what = ToSign {
+    let what = SnapshotFacts {
         name: &row.name,
         version: &row.version,
         digest,
@@ -469,7 +442,7 @@ mod tests {
         record(&mut store, &two);
         let by_a = attestation(
             &a,
-            &ToSign {
+            &SnapshotFacts {
                 name: "p",
                 version: "1.0.0",
                 digest: one.digest,

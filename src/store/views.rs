@@ -393,12 +393,7 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
                 snapshot,
             });
         }
-        Ok(_) => {
-            return Err(Error::Integrity(format!(
-                "'{}' is not a directory; run `cestore verify`",
-                path.display()
-            )))
-        }
+        Ok(_) => return Err(crate::error::Damage::SharedViewNotADirectory { path }.into()),
         Err(Errno::NOENT) => {}
         Err(e) => return Err(Error::io("examine the shared view", &path, e)),
     }
@@ -500,22 +495,19 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
             let name = name.to_str()?;
             name.parse::<ManifestDigest>().ok().map(|d| d.to_hex())
         });
-        return Err(Error::Conflict(format!(
-            "'{}' is a shared view of the store, which running sandboxes may have mounted; \
-             discard never removes one: `cestore rm {}` forgets its snapshot, then `cestore gc` removes it",
-            dest.display(),
-            digest.as_deref().unwrap_or("DIGEST")
-        )));
+        return Err(crate::error::Clash::SharedView {
+            path: dest.to_path_buf(),
+            digest,
+        }
+        .into());
     }
     let (digest, recorded) = match (&row, opts.force_digest) {
         (Some(row), _) if found.is_some() && row.root_id.is_some() && found != row.root_id => {
-            return Err(Error::Conflict(format!(
-                "'{}' is no longer the view checkout made (its root directory was replaced); not removed. \
-                 Check it with `cestore verify --tree {} {}`",
-                dest.display(),
-                dest.display(),
-                row.digest
-            )))
+            return Err(crate::error::Clash::DiscardReplaced {
+                path: dest.to_path_buf(),
+                digest: row.digest,
+            }
+            .into())
         }
         (Some(row), _) => (row.digest, true),
         // Nothing there and nothing recorded: another discard got there
@@ -529,9 +521,7 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
                 spare: false,
             })
         }
-        (None, None) => {
-            return Err(Misuse::NotARecordedView { path: dest }.into())
-        }
+        (None, None) => return Err(Misuse::NotARecordedView { path: dest }.into()),
         (None, Some(d)) => (exactly_a_snapshot(store, &dest, found.is_some(), d)?, false),
     };
     // Of two discards of one view, the one whose move takes the view's root
@@ -622,12 +612,13 @@ fn exactly_a_snapshot(store: &Store, dest: &Path, found: bool, d: &str) -> Resul
     let entries = store.catalogue().files(&digest)?;
     let diffs = crate::tree::matches(dest, &entries)?;
     if !diffs.is_empty() {
-        return Err(Error::Conflict(format!(
-            "'{}' is not a recorded view and differs from {digest} in {} (first: {}); not removed",
-            dest.display(),
-            crate::error::counted(diffs.len(), "way", "ways"),
-            diffs[0]
-        )));
+        return Err(crate::error::Clash::NotAViewAndDiffers {
+            path: dest.to_path_buf(),
+            digest,
+            ways: diffs.len(),
+            first: diffs[0].to_string(),
+        }
+        .into());
     }
     Ok(digest)
 }
@@ -685,14 +676,11 @@ pub fn recorded_view(
     let digest = match row {
         Some(row) => {
             if row.root_id.is_some() && view::root_id(&dest) != row.root_id {
-                return Err(Error::Conflict(format!(
-                    "'{}' was recorded as a view of {}, but its root directory has been replaced since; \
-                     check it with `cestore verify --tree {} {}`, or make a new view",
-                    dest.display(),
-                    row.digest,
-                    dest.display(),
-                    row.digest
-                )));
+                return Err(crate::error::Clash::ViewReplaced {
+                    path: dest,
+                    digest: row.digest,
+                }
+                .into());
             }
             row.digest
         }

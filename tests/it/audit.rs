@@ -3449,3 +3449,39 @@ fn statuses(report: &Value) -> BTreeMap<String, String> {
         })
         .collect()
 }
+
+/// `find --path` with a glob of many `**` against a deep path answers, and
+/// rightly: the matcher before globset tried every split of the path among
+/// the `**` (exponential: 40 of them against 32 components never ended),
+/// globset's automaton reads the path once.
+#[test]
+fn find_with_many_double_stars_answers_rightly() {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    util::minimal_plugin(&src, "1.0.0");
+    let dirs: Vec<String> = (0..30).map(|i| format!("d{i}")).collect();
+    let deep = format!("skills/deep/{}/x.md", dirs.join("/"));
+    write(&src.join(&deep), "x\n");
+    let digest = env.ingest_digest(&src, "1.0.0");
+    let found = |pattern: &str| -> Vec<(String, String)> {
+        // Nothing found exits 1, with its report.
+        let v = parse_json(&env.run(["find", "--path", pattern, "--json"]));
+        v["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["manifest_digest"].as_str().unwrap().to_string(),
+                    m["path"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let many = format!("skills/{}x.md", "**/".repeat(40));
+    assert_eq!(found(&many), vec![(digest.clone(), deep.clone())]);
+    let none = format!("skills/{}y.md", "**/".repeat(40));
+    assert_eq!(found(&none), Vec::new());
+    let starred = format!("skills/{}**/*/x.md", "**/d?/".repeat(10));
+    assert_eq!(found(&starred), vec![(digest, deep)]);
+}

@@ -6,19 +6,10 @@ use std::io::{self, Write};
 
 use super::layout::{columns, Fitted, Layout, Named};
 use crate::audit::DigestAudit;
-use crate::cli::output::Report;
+use crate::cli::output::{Output, Report};
 use crate::cmd::audit::AuditReport;
 use crate::error::counted;
 use crate::store::signed::Signature;
-
-/// How the report is printed for people.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Style {
-    /// A plain table.
-    Table,
-    /// A Markdown table, to paste into a report.
-    Markdown,
-}
 
 /// The audit's report, with the form people see.
 #[derive(Debug, serde::Serialize)]
@@ -26,9 +17,9 @@ pub struct AuditOutput {
     /// The report.
     #[serde(flatten)]
     pub report: AuditReport,
-    /// The human form.
+    /// The form asked for: a Markdown table, else a plain one.
     #[serde(skip)]
-    pub style: Style,
+    pub style: Output,
 }
 
 impl Report for AuditOutput {
@@ -57,8 +48,8 @@ impl Fitted for AuditOutput {
 
     fn fitted(&self, layout: &Layout, w: &mut dyn Write) -> io::Result<()> {
         match self.style {
-            Style::Table => table(&self.report, layout, w),
-            Style::Markdown => markdown(&self.report, layout, w),
+            Output::Markdown => markdown(&self.report, layout, w),
+            _ => table(&self.report, layout, w),
         }
     }
 }

@@ -28,9 +28,8 @@ use super::mapping::{self, oci_digest, to_json, Descriptor, Document, ImageIndex
 use super::OciRemote;
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::Result;
-use crate::remote::{
-    Mismatch, NotIndex, ReferrersError, RemoteError, MAX_ATTESTATIONS, MAX_ATTESTATION_BYTES,
-};
+use crate::remote::{Mismatch, NotIndex, ReferrersError, RemoteError};
+use crate::sign::limits;
 
 /// The artifact type of an attestation beside a cestore snapshot.
 ///
@@ -226,9 +225,7 @@ pub fn listed_attestations(pages: &[Vec<u8>]) -> std::result::Result<Vec<ObjectI
             }
         }
     }
-    if out.len() > MAX_ATTESTATIONS {
-        return Err(ReferrersError::TooMany { listed: out.len() }.into());
-    }
+    limits::check_count(out.len()).map_err(ReferrersError::Listed)?;
     Ok(out)
 }
 
@@ -247,7 +244,7 @@ impl OciRemote {
         if attestations.is_empty() {
             return Ok(attached);
         }
-        crate::remote::check_attestations(attestations)?;
+        crate::sign::limits::check(attestations)?;
         let client = &self.client;
         let empty = ObjectId::of(EMPTY_CONFIG);
         if !client.has_blob(&empty)? {
@@ -299,7 +296,7 @@ impl OciRemote {
     /// attestation type (through the referrers API, else the referrers
     /// tag; none when neither lists any), each manifest checked against its
     /// digest and its envelope against its descriptor (at most
-    /// [`MAX_ATTESTATION_BYTES`]). A referrer that names another subject is
+    /// [`MAX_ATTESTATION_BYTES`](limits::MAX_ATTESTATION_BYTES)). A referrer that names another subject is
     /// not one of this record's and is left out; each envelope comes once.
     pub(super) fn attestations_of(&self, subject: &ObjectId) -> Result<Vec<Vec<u8>>> {
         let client = &self.client;
@@ -348,13 +345,10 @@ impl OciRemote {
                 }
                 .into());
             }
-            if layer.size > MAX_ATTESTATION_BYTES {
-                return Err(ReferrersError::TooLarge {
-                    attestation: id,
-                    size: layer.size,
-                }
-                .into());
-            }
+            limits::check_size(layer.size).map_err(|limit| ReferrersError::Envelope {
+                attestation: id,
+                limit,
+            })?;
             let blob = mapping::parse_digest(&layer.digest)?;
             if !seen.insert(blob) {
                 continue;
@@ -511,7 +505,7 @@ mod tests {
 
     #[test]
     fn too_many_attestations_are_refused() {
-        let entries: Vec<_> = (0..=MAX_ATTESTATIONS)
+        let entries: Vec<_> = (0..=limits::MAX_ATTESTATIONS)
             .map(|i| entry(format!("e{i}").as_bytes()))
             .collect();
         let index = merge_index(None, &entries).unwrap().unwrap();
