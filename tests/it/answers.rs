@@ -167,9 +167,7 @@ fn first_times(env: &TestEnv, d: &str) -> (String, String, String) {
 
 #[test]
 fn one_snapshot_has_one_first_ingest_time_in_every_command() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     // Enough files that the ingest takes a while between its event's time
     // and its commit.
     for i in 0..300 {
@@ -358,8 +356,7 @@ fn an_unknown_version_lists_the_versions_there_are() {
         "{v}"
     );
     for version in ["1.0.0", "2.0.0", "1.1.0"] {
-        let src = env.path(version);
-        minimal_plugin(&src, version);
+        let src = env.plugin(version, version);
         env.ingest(&src, version);
     }
     for args in [

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::util::{self, assert_exit, minimal_plugin, parse_json, s, sha_hex, write, TestEnv};
+use crate::util::{self, assert_exit, parse_json, s, sha_hex, write, TestEnv};
 
 /// An attestation as its file holds it, and where that file goes.
 struct Planted {
@@ -88,8 +88,7 @@ fn recover(env: &TestEnv) -> Value {
 }
 
 fn ingested(env: &TestEnv, version: &str) -> String {
-    let release = env.path(&format!("release-{version}"));
-    minimal_plugin(&release, version);
+    let release = env.plugin(&format!("release-{version}"), version);
     env.ingest_digest(&release, version)
 }
 

@@ -2456,8 +2456,7 @@ fn audit_bounds_what_it_lists_and_holds() {
     text.push('\n');
     write(&file, &text);
     fs::create_dir_all(&env.store).unwrap();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
+    let minimal = env.plugin("min", "1.0.0");
     env.ingest_digest(&minimal, "1.0.0");
     let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
     // Malformed lines are listed, and fail the audit; allowed, the one row
@@ -2536,10 +2535,7 @@ fn audit_within(env: &TestEnv, kib: u64, args: &[&OsStr], out: &Path) -> i32 {
 
 #[test]
 fn audit_cuts_every_value_it_takes_from_a_row() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     // 1,000 rows of a 1,000,000-character arm (a ~1 MB .gz): each row is an
     // arm-mismatch (a non-CE arm with a digest) quoting its arm.
     let arm = "x".repeat(1_000_000);
@@ -2632,10 +2628,7 @@ fn audit_cuts_every_value_it_takes_from_a_row() {
 
 #[test]
 fn audit_holds_a_few_dozen_bytes_per_digest() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     // 100,000 distinct digests, one row each; then the first again twice,
     // claiming another version from another arm, and the stored one.
     const N: u64 = 100_000;
@@ -2751,10 +2744,7 @@ fn audit_holds_a_few_dozen_bytes_per_digest() {
 
 #[test]
 fn audit_names_a_line_that_is_not_utf8() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     // A ce_* row whose digest holds one 0xff byte, after a good row.
     let good = harness_row("ce_review", 1, Some("1.0.0"), Some(&stored));
     let mut bad = harness_row("ce_review", 2, Some("1.0.0"), Some(&"a".repeat(64))).into_bytes();
@@ -2855,10 +2845,7 @@ fn gzipped(data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn audit_reads_the_rows_python_writes_with_nan_infinity_and_lone_surrogates() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     let unknown: Vec<String> = (1..=5)
         .map(|i| sha_hex(format!("not stored {i}").as_bytes()))
         .collect();
@@ -2928,10 +2915,7 @@ fn audit_reads_the_rows_python_writes_with_nan_infinity_and_lone_surrogates() {
 
 #[test]
 fn audit_names_a_lone_surrogate_in_the_digest_version_or_arm() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     let file = env.path("lone.jsonl");
     let script = r#"
 import json, sys
@@ -2999,10 +2983,7 @@ with open(out, "w") as f:
 
 #[test]
 fn audit_fails_a_malformed_line_unless_allowed() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     // A good row, then one cut short inside a digest not in the store, as
     // a writer killed mid-line leaves it.
     let unknown = sha_hex(b"never stored");
@@ -3117,9 +3098,7 @@ fn audit_fails_a_malformed_line_unless_allowed() {
 
 #[test]
 fn audit_fails_an_input_with_no_row_or_none_of_the_fields() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
+    let (env, minimal) = util::with_plugin("min", "1.0.0");
     env.ingest_digest(&minimal, "1.0.0");
     let no_row = "FAIL: no line is a row (a JSON object): 0 digests (none), 0 row problems";
     let no_field = "FAIL: no row carries ce_plugin_manifest_digest, ce_plugin_version or arm (see --digest-field, --version-field, --arm-field): 0 digests (none), 0 row problems, 0 malformed lines in";
@@ -3227,8 +3206,7 @@ fn sourced() -> Sourced {
     let (repo, commit) = crate::provenance::subdir_repo(&env, "repo");
     let human = crate::provenance::ingest_git(&env, &repo, "HEAD", &["--subdir", "plugins/p"]);
     let from_git = human.lines().next().unwrap().to_string();
-    let dir = env.path("dir");
-    util::minimal_plugin(&dir, "2.0.0");
+    let dir = env.plugin("dir", "2.0.0");
     let from_dir = env.ingest_digest(&dir, "2.0.0");
     let file = env.path("results.jsonl");
     let row = |d: &str, v: &str| {

@@ -13,8 +13,8 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, mode_of, parse_json, remove_tree,
-    store_files, write, TestEnv,
+    self, assert_exit, assert_ok, chmod, mode_of, parse_json, remove_tree, store_files, write,
+    TestEnv,
 };
 
 /// A harness root holding a GitNexus runtime at `version`.
@@ -77,9 +77,7 @@ fn views_dir_entries(env: &TestEnv) -> Vec<String> {
 
 #[test]
 fn a_failed_stage_leaves_no_view_no_record_and_no_event() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
     let wrong = env.path("wrong-harness");
     harness(&wrong, "0.0.1");
     fs::create_dir(env.path("run9")).unwrap();
@@ -130,13 +128,10 @@ fn a_failed_stage_leaves_no_view_no_record_and_no_event() {
 
 #[test]
 fn a_stage_whose_view_fails_takes_its_ingest_back() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
     // The store exists (so that the catalogue can refuse view rows) but
     // does not hold the release yet.
-    let other = env.path("other");
-    minimal_plugin(&other, "2.0.0");
+    let other = env.plugin("other", "2.0.0");
     env.ingest(&other, "2.0.0");
     let trigger = "CREATE TRIGGER refuse_views BEFORE INSERT ON views \
                    BEGIN SELECT RAISE(FAIL, 'views refused'); END;";
@@ -167,10 +162,7 @@ fn a_stage_whose_view_fails_takes_its_ingest_back() {
 
 #[test]
 fn a_stale_view_record_is_forgotten_by_discard_or_gc_whatever_happened_to_its_parents() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
+    let (env, _, d) = util::plugin_store("release", "1.0.0");
     for (round, clear) in ["discard", "gc"].iter().enumerate() {
         let run = env.path(&format!("runs/r{round}"));
         fs::create_dir_all(&run).unwrap();
@@ -216,10 +208,7 @@ fn a_stale_view_record_is_forgotten_by_discard_or_gc_whatever_happened_to_its_pa
 
 #[test]
 fn discard_refuses_the_shared_view() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
+    let (env, _, d) = util::plugin_store("release", "1.0.0");
     let shared = env.json(["path", d.as_str(), "--json"])["path"]
         .as_str()
         .unwrap()
@@ -235,9 +224,7 @@ fn discard_refuses_the_shared_view() {
 
 #[test]
 fn strict_arms_refuse_a_typo_that_the_reference_lets_through() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
     let base = [
         "stage",
         "--json",
@@ -292,10 +279,7 @@ fn linked_object(env: &TestEnv, view: &Path, rel: &str) -> PathBuf {
 
 #[test]
 fn ingest_mends_objects_a_writable_view_let_drift() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
+    let (env, release, d) = util::plugin_store("release", "1.0.0");
     let view = env.path("view");
     assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
     let skill = linked_object(&env, &view, "skills/ce-plan/SKILL.md");
@@ -339,10 +323,7 @@ fn ingest_mends_objects_a_writable_view_let_drift() {
 
 #[test]
 fn checkout_sets_a_drifted_mode_back_and_refuses_changed_bytes() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
+    let (env, _, d) = util::plugin_store("release", "1.0.0");
     let view = env.path("view");
     assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
     let skill = linked_object(&env, &view, "skills/ce-plan/SKILL.md");
@@ -378,11 +359,8 @@ fn checkout_sets_a_drifted_mode_back_and_refuses_changed_bytes() {
 
 #[test]
 fn verify_tells_damage_from_garbage_and_names_views_to_renew() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let other = env.path("other");
-    minimal_plugin(&other, "2.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
+    let other = env.plugin("other", "2.0.0");
     write(&other.join("skills/only-here.md"), "only in 2.0.0\n");
     let d = env.ingest_digest(&release, "1.0.0");
     let d2 = env.ingest_digest(&other, "2.0.0");
@@ -425,12 +403,8 @@ fn verify_tells_damage_from_garbage_and_names_views_to_renew() {
 
 #[test]
 fn ingest_reports_what_the_filters_left_out_and_the_digest_does_not_change() {
-    let env = TestEnv::new();
-    let plain = env.path("plain");
-    minimal_plugin(&plain, "1.0.0");
-    let d = env.ingest_digest(&plain, "1.0.0");
-    let busy = env.path("busy");
-    minimal_plugin(&busy, "1.0.0");
+    let (env, _, d) = util::plugin_store("plain", "1.0.0");
+    let busy = env.plugin("busy", "1.0.0");
     write(&busy.join("skills/ce-plan/.env"), "KEY=1\n");
     write(&busy.join("skills/ce-plan/tests/t.md"), "t\n");
     write(&busy.join("skills/ce-plan/api-token.txt"), "t\n");
@@ -492,10 +466,7 @@ fn history(env: &TestEnv, d: &str) -> Vec<(String, String, String, String)> {
 
 #[test]
 fn an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested() {
-    let first = TestEnv::new();
-    let release = first.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = first.ingest_digest(&release, "1.0.0");
+    let (first, _, d) = util::plugin_store("release", "1.0.0");
     let original = history(&first, &d);
     assert_eq!(original.len(), 1);
     assert_eq!(original[0].0, "ingest");
@@ -558,9 +529,7 @@ fn touch_like(path: &Path, reference: &Path) {
 
 #[test]
 fn every_ingest_reads_the_bytes_and_a_change_that_keeps_the_metadata_is_seen() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     write(&src.join("assets/a.txt"), "alpha\n");
     write(&src.join("assets/b.txt"), "bravo\n");
     write(&src.join("skills/ce-work/empty.md"), "");
@@ -637,9 +606,7 @@ fn every_ingest_reads_the_bytes_and_a_change_that_keeps_the_metadata_is_seen() {
 
 #[test]
 fn lowered_bounds_refuse_as_the_reference_does_on_ingest_digest_and_stage() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     write(&src.join("assets/big.bin"), vec![7u8; 100]);
     write(&src.join("assets/a-rather-long-file-name.txt"), "x");
     // 6 files, at most 100 bytes each; the longest path is
@@ -725,8 +692,7 @@ fn a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it() {
     }
     let env = TestEnv::new();
     chmod(&env.base, 0o755);
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     let secret = src.join("skills/ce-plan/notes.md");
     write(&secret, "for group 1234 only\n");
     util::chown(&["-R"], "65534:65534", &env.base);

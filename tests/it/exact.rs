@@ -376,9 +376,7 @@ fn a_fuse_mount_below_the_root_that_keeps_the_times_gives_the_new_bytes_digest()
     ) {
         return;
     }
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     let backing = env.path("backing");
     write(&backing.join("notes.md"), "remote notes, first version\n");
     write(&backing.join("deep/more.md"), "more\n");
@@ -397,9 +395,7 @@ fn an_overlay_over_fuse_at_the_root_gives_the_new_bytes_digest() {
     if skip_unless_mountable(test) {
         return;
     }
-    let env = TestEnv::new();
-    let backing = env.path("backing");
-    minimal_plugin(&backing, "1.0.0");
+    let (env, backing) = crate::util::with_plugin("backing", "1.0.0");
     write(&backing.join("assets/data.bin"), "overlay data, first\n");
     let lower = env.path("lower");
     let _fuse = Mount::fuse(&env, &backing, &lower, "", 0.0);
@@ -471,9 +467,7 @@ fn a_write_whose_copy_stalls_gives_the_final_bytes_digest_once_it_returns() {
     ) {
         return;
     }
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     let target = src.join("assets/target.bin");
     write(&target, vec![b'o'; 8192]);
     let backing = env.path("backing");
@@ -609,9 +603,7 @@ fn ingest_while_writing(env: &TestEnv, src: &Path, what: &str) {
 #[test]
 fn differential_rewrites_never_give_a_stale_digest() {
     let test = "differential_rewrites_never_give_a_stale_digest";
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     let local: Vec<PathBuf> = (0..6)
         .map(|i| src.join(format!("skills/local/f{i}.md")))
         .collect();

@@ -665,8 +665,7 @@ fn an_ingest_that_cannot_keep_its_record_changes_nothing() {
     let repo = plugin_repo(&env);
     commit_all(&repo, "one");
     // A first snapshot, so that the store exists and holds something.
-    let other = env.path("other");
-    minimal_plugin(&other, "2.0.0");
+    let other = env.plugin("other", "2.0.0");
     env.ingest_digest(&other, "2.0.0");
     let manifests = || {
         let root = env.store.join("manifests");
@@ -710,8 +709,7 @@ fn an_ingest_that_cannot_keep_its_record_changes_nothing() {
 #[test]
 fn a_directory_outside_git_keeps_no_record() {
     let env = TestEnv::new();
-    let src = env.path("plain");
-    minimal_plugin(&src, V);
+    let src = env.plugin("plain", V);
     let json = env.ingest(&src, V);
     assert_eq!(json["ingest"]["sources"], serde_json::json!([]), "{json}");
     assert_eq!(json["ingest"]["source_unrecorded"], Value::Null, "{json}");

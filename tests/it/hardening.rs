@@ -697,8 +697,7 @@ fn swapped_symlinks_never_leak_outside_bytes() {
         "OUTSIDE-THE-TREE-{:016x}",
         seeded_rng("swapped_symlinks").next_u64()
     );
-    let tree = env.path("tree");
-    minimal_plugin(&tree, V);
+    let tree = env.plugin("tree", V);
     let real: Vec<(String, Vec<u8>, u32)> = vec![
         ("skills/swap/a.md".into(), b"real a\n".to_vec(), 0o644),
         ("skills/swap/b.md".into(), b"real b\n".to_vec(), 0o644),
@@ -851,8 +850,7 @@ fn consistent_growth(data: &[u8], base: &[u8]) -> bool {
 fn files_changing_while_read_are_rejected() {
     let attempts = scale(30, 300);
     let env = hardened_env();
-    let tree = env.path("tree");
-    minimal_plugin(&tree, V);
+    let tree = env.plugin("tree", V);
     let grow = tree.join("assets/grow.bin");
     let base: Vec<u8> = (0..GROW_BASE).map(|i| (i % 251) as u8).collect();
     write(&grow, &base);
@@ -1552,11 +1550,9 @@ fn every_command(d: &str, src: &Path, dest: &Path) -> Vec<Vec<std::ffi::OsString
 #[test]
 fn symlinked_store_is_refused_and_untouched() {
     let env = hardened_env();
-    let src = env.path("src");
-    minimal_plugin(&src, V);
+    let src = env.plugin("src", V);
     let d = env.ingest_digest(&src, V);
-    let other = env.path("other");
-    minimal_plugin(&other, "7.7.7");
+    let other = env.plugin("other", "7.7.7");
     let before = fingerprint(&env.store);
     let link = env.path("store-link");
     symlink(&env.store, &link).unwrap();
@@ -1657,8 +1653,7 @@ fn corrupt_catalogue_is_refused_and_kept() {
     let src = env.path("src");
     release_with(&src, V, &bulk("skills/x", 20, "cat"));
     let d = env.ingest_digest(&src, V);
-    let other = env.path("other");
-    minimal_plugin(&other, "7.7.7");
+    env.plugin("other", "7.7.7");
     let dest = env.path("dest");
     // Everything into the main file first: a corrupt catalogue.sqlite beside
     // a WAL that still holds page 1 would not even be read.
@@ -1712,8 +1707,7 @@ fn newer_catalogue_is_refused_and_left_untouched() {
         let src = env.path("src");
         release_with(&src, V, &bulk("skills/x", 20, "newer"));
         let d = env.ingest_digest(&src, V);
-        let other = env.path("other");
-        minimal_plugin(&other, "7.7.7");
+        env.plugin("other", "7.7.7");
         let dest = env.path("dest");
         let current = python_sqlite(
             &env.store,
@@ -1795,8 +1789,7 @@ fn read_only_store_fails_clearly() {
     let shared = env.json(["path", d.as_str(), "--json"]);
     let view = env.path("view");
     assert_ok(&env.checkout(&d, &view, &[]));
-    let other = env.path("other");
-    minimal_plugin(&other, "7.7.7");
+    let other = env.plugin("other", "7.7.7");
     mnt.remount("ro");
 
     // Reads work, or fail clearly with 7; a read that works tells the truth.
@@ -2026,8 +2019,7 @@ fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
 #[test]
 fn missing_version_is_a_usage_error() {
     let env = hardened_env();
-    let src = env.path("src");
-    minimal_plugin(&src, V);
+    let src = env.plugin("src", V);
     let d = env.ingest_digest(&src, V);
     let before = store_files(&env.store);
     let out = env.run([OsStr::new("ingest"), src.as_os_str(), OsStr::new("--json")]);

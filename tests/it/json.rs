@@ -16,9 +16,7 @@ use std::process::{Command, Output};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
-use crate::util::{
-    self, assert_ok, minimal_plugin, minimal_store, object_path, os, sha_hex, write, TestEnv,
-};
+use crate::util::{self, assert_ok, minimal_store, object_path, os, sha_hex, write, TestEnv};
 
 // ---------------------------------------------------------------------------
 // The schema, as docs/json.md gives it
@@ -690,9 +688,7 @@ fn is_digest(s: &str) {
 
 #[test]
 fn every_command_fits_the_documented_schema() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     write(&src.join("scripts/run.sh"), "#!/bin/sh\n");
     util::chmod(&src.join("scripts/run.sh"), 0o755);
 
@@ -813,8 +809,7 @@ fn every_command_fits_the_documented_schema() {
     assert!(h.executable && h.size == 10 && h.sha256.len() == 64);
 
     // A second release, for diff.
-    let src2 = env.path("src2");
-    minimal_plugin(&src2, "1.1.0");
+    let src2 = env.plugin("src2", "1.1.0");
     write(&src2.join("scripts/run.sh"), "#!/bin/sh\n");
     write(&src2.join("skills/ce-plan/SKILL.md"), "# changed\n");
     write(&src2.join("assets/new.txt"), "new\n");
@@ -1178,10 +1173,7 @@ struct AuditOut {
 
 #[test]
 fn audit_fits_the_documented_schema() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, src, d) = util::plugin_store("src", "1.0.0");
     let results = env.path("results.jsonl");
     let unknown = "e".repeat(64);
     write(
@@ -1341,11 +1333,9 @@ fn ruled(mut c: Case, rule: &'static str) -> Case {
 fn every_failure_prints_one_json_error_object() {
     let env = TestEnv::new();
     let store = env.store.clone();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     let d = env.ingest_digest(&src, "1.0.0");
-    let other_src = env.path("other");
-    minimal_plugin(&other_src, "2.0.0");
+    let other_src = env.plugin("other", "2.0.0");
     let other = env.ingest_digest(&other_src, "2.0.0");
     let (amb, _, _) = util::ingest_sharing_four_digits(&env, "9.0.0", "9.0.1");
     let view = env.path("view");
@@ -2218,10 +2208,7 @@ fn exit_codes_lists_the_documented_table() {
 
 #[test]
 fn a_conflict_at_one_path_carries_it() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = util::plugin_store("src", "1.0.0");
     let view = env.path("view");
     env.checkout_ok(&d, &view, &[]);
     let bundle = env.path("bundle.tar");

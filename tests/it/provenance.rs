@@ -93,8 +93,7 @@ fn ingest_show_list_and_log_name_a_git_source() {
     let digest = human.lines().next().unwrap().to_string();
 
     // A directory ingest keeps no record: its rows say null.
-    let dir = env.path("dir");
-    minimal_plugin(&dir, "2.0.0");
+    let dir = env.plugin("dir", "2.0.0");
     let plain = env.ingest_digest(&dir, "2.0.0");
 
     // show: every record, oldest first.
@@ -269,8 +268,7 @@ fn verify_source_re_derives_one_snapshot_from_its_commit() {
     );
 
     // A snapshot with no record naming a commit: nothing to re-derive, exit 1.
-    let dir = env.path("dir");
-    minimal_plugin(&dir, "2.0.0");
+    let dir = env.plugin("dir", "2.0.0");
     let plain = env.ingest_digest(&dir, "2.0.0");
     let (code, report) = verify_source(&env, &repo, &plain);
     assert_eq!(code, 1, "{report:?}");

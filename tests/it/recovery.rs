@@ -15,8 +15,7 @@ use serde_json::Value;
 
 use crate::hardening::{scale, tmpfs_or_skip};
 use crate::util::{
-    self, assert_exit, assert_ok, minimal_plugin, minimal_store, object_sizes, parse_json, sha_hex,
-    write, TestEnv,
+    self, assert_exit, assert_ok, minimal_store, object_sizes, parse_json, sha_hex, write, TestEnv,
 };
 
 /// Two releases ingested and a view checked out: a store after normal use.
@@ -28,12 +27,9 @@ struct Used {
 }
 
 fn used_store() -> Used {
-    let env = TestEnv::new();
-    let ra = env.path("ra");
-    minimal_plugin(&ra, "1.0.0");
+    let (env, ra) = util::with_plugin("ra", "1.0.0");
     write(&ra.join("skills/ce-plan/notes.md"), "a\n".repeat(5000));
-    let rb = env.path("rb");
-    minimal_plugin(&rb, "1.1.0");
+    let rb = env.plugin("rb", "1.1.0");
     write(&rb.join("scripts/run.sh"), "#!/bin/sh\necho b\n");
     fs::set_permissions(rb.join("scripts/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
     let a = env.ingest_digest(&ra, "1.0.0");
@@ -324,8 +320,7 @@ fn a_checkout_on_a_full_disk_leaves_no_view() {
     };
     let mut env = TestEnv::new();
     env.store = mnt.at.join("store");
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     for i in 0..300 {
         write(
             &src.join(format!("skills/ce-plan/f{i:03}.md")),
@@ -381,9 +376,7 @@ fn delay(round: usize) -> Duration {
 
 #[test]
 fn rm_racing_checkout_or_stage_never_leaves_an_unrecorded_view() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     for i in 0..200 {
         write(
             &src.join(format!("skills/ce-plan/f{i:03}.md")),
@@ -444,9 +437,7 @@ fn rm_racing_checkout_or_stage_never_leaves_an_unrecorded_view() {
 
 #[test]
 fn concurrent_discards_of_one_view_both_succeed_and_forget_it_once() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     for i in 0..300 {
         write(
             &src.join(format!("skills/ce-plan/f{i:03}.md")),
@@ -488,9 +479,7 @@ fn with_umask(env: &TestEnv, umask: &str, args: &str) -> Output {
 
 #[test]
 fn the_store_root_is_0755_whatever_the_umask() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     let out = with_umask(
         &env,
         "000",
@@ -997,9 +986,7 @@ fn recover_sets_aside_a_manifest_whose_objects_are_missing() {
 
 #[test]
 fn a_recorded_snapshot_that_breaks_a_rule_is_never_handed_out() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
     write(&release.join("skills/ce-code-review/notes.md"), "notes\n");
     let d = env.ingest_digest(&release, "1.0.0");
     // The catalogue's rows say what an older recover could have recorded.

@@ -512,9 +512,7 @@ fn many_files_fall_back_to_an_index_and_pull_back_equal() {
     let Some(reg) = registry("index_fallback") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    minimal_plugin(&src, "2.0.0");
+    let (a, src) = crate::util::with_plugin("src", "2.0.0");
     let s = salt();
     for i in 0..26 {
         write(
@@ -1348,9 +1346,7 @@ fn adversarial_releases_at_the_bounds_travel_in_fewer_than_100_layers() {
     // Every file its own group; then as many raw files as fit beside tiny
     // files in groups of their own (the most layers the layout can give).
     for (shape, raw) in [("own-groups", 0usize), ("raw-and-tiny", 63)] {
-        let a = TestEnv::new();
-        let src = a.path("src");
-        minimal_plugin(&src, "7.0.0");
+        let (a, src) = crate::util::with_plugin("src", "7.0.0");
         let tiny = (TOTAL - raw as u64 * 256 * 1024) / (FILES - raw) as u64;
         for i in 0..FILES {
             let (path, len) = if i < raw {
@@ -2460,9 +2456,7 @@ fn a_format_1_index_of_the_same_bytes_executable_and_not_pulls_whole() {
     let Some(reg) = registry("format1_exec_twice") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (a, src) = crate::util::with_plugin("src", "1.0.0");
     let s = salt();
     let same = noise(s, 1, 500);
     write(&src.join("scripts/run.sh"), &same);

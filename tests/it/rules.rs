@@ -29,8 +29,8 @@ use cestore::digest::ManifestDigest;
 use serde_json::Value;
 
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, digest_of, minimal_plugin, mkfifo, parse_json,
-    store_files, store_state, write, TestEnv,
+    self, assert_exit, assert_ok, chmod, digest_of, mkfifo, parse_json, store_files, store_state,
+    write, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -322,8 +322,7 @@ fn file_paths(env: &TestEnv, digest: &str) -> Vec<String> {
 
 /// A minimal plugin at `ENV/name`, version [`V`].
 fn minimal_at(env: &TestEnv, name: &str) -> PathBuf {
-    let root = env.path(name);
-    minimal_plugin(&root, V);
+    let root = env.plugin(name, V);
     root
 }
 
@@ -414,8 +413,7 @@ fn version_must_be_exact_semver() {
 fn prerelease_and_build_versions_are_exact() {
     let env = TestEnv::new();
     for version in ["1.0.0-rc.1+build.5", "0.0.0", "2.0.0--"] {
-        let tree = env.path(version);
-        minimal_plugin(&tree, version);
+        let tree = env.plugin(version, version);
         let report = accepts(&env, &tree, version);
         assert_eq!(report["provenance"]["version"], version);
     }
@@ -1031,9 +1029,7 @@ fn plugin_json_wrong_name_is_not_compound_engineering() {
 
 #[test]
 fn plugin_json_version_drift_is_a_mismatch() {
-    let env = TestEnv::new();
-    let tree = env.path("p");
-    minimal_plugin(&tree, "1.0.1");
+    let (env, tree) = util::with_plugin("p", "1.0.1");
     let manifest = tree.join(".claude-plugin/plugin.json");
     let r = rejects(&env, &tree, V, "version-mismatch", Some(&manifest));
     assert!(

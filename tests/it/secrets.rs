@@ -176,9 +176,7 @@ fn refuse_secrets_refuses_the_release_and_records_nothing() {
 
 #[test]
 fn tokens_are_flagged_at_every_path_and_the_reference_rules_come_first() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     let token = format!("export GH=ghp_{}\n", "x1".repeat(18));
     write(
         &src.join("scripts/deploy.sh"),

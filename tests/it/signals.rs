@@ -24,7 +24,7 @@ use std::time::Duration;
 use rustix::process::{Pid, Signal};
 use serde_json::Value;
 
-use crate::util::{assert_ok, bin, minimal_plugin, spares, TestEnv};
+use crate::util::{assert_ok, bin, spares, TestEnv};
 
 /// A store with one snapshot, and the path a held stage checks it out at.
 struct Setup {
@@ -34,9 +34,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     write_empty(&src.join("skills/ce-work/empty.md"));
     let digest = env.ingest_digest(&src, "1.0.0");
     let view = env.path("V");

@@ -11,9 +11,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, s, write, TestEnv,
-};
+use crate::util::{self, assert_exit, assert_ok, chmod, parse_json, s, write, TestEnv};
 
 /// A key pair made by `cestore key generate`.
 struct Key {
@@ -42,8 +40,7 @@ fn generate(env: &TestEnv, name: &str) -> Key {
 /// Ingests the minimal plugin at `version` (with `extra` arguments);
 /// returns its digest.
 fn ingest(env: &TestEnv, version: &str, extra: &[&OsStr]) -> String {
-    let release = env.path(&format!("release-{version}"));
-    minimal_plugin(&release, version);
+    let release = env.plugin(&format!("release-{version}"), version);
     let mut args = vec![
         OsStr::new("ingest"),
         release.as_os_str(),

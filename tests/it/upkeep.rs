@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{assert_ok, minimal_plugin, s, write, TestEnv};
+use crate::util::{assert_ok, s, write};
 
 fn garbage_paths(verify: &Value) -> BTreeSet<(String, String)> {
     verify["problems"]
@@ -43,10 +43,7 @@ fn gc_paths(gc: &Value) -> BTreeSet<String> {
 
 #[test]
 fn verify_and_gc_agree_on_every_kind_of_garbage() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
+    let (env, _, d) = crate::util::plugin_store("release", "1.0.0");
     let store = env.store.clone();
 
     // An orphan object, and a name that is no object's.
@@ -60,10 +57,7 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
     let dead = store.join("tmp/checkout-999999-1");
     write(&dead.join("target"), half.to_str().unwrap());
     // A manifest a dead ingest published and never recorded.
-    let other = TestEnv::new();
-    let rb = other.path("rb");
-    minimal_plugin(&rb, "2.0.0");
-    let b = other.ingest_digest(&rb, "2.0.0");
+    let (other, _, b) = crate::util::plugin_store("rb", "2.0.0");
     let manifest = store.join("manifests").join(&b[..2]).join(&b);
     fs::create_dir_all(manifest.parent().unwrap()).unwrap();
     fs::copy(

@@ -631,8 +631,7 @@ pub fn minimal_plugin(root: &Path, version: &str) {
 /// `src`, version 1.0.0), and that snapshot's digest.
 pub fn minimal_store() -> (TestEnv, String) {
     let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     let digest = env.ingest_digest(&src, "1.0.0");
     (env, digest)
 }
@@ -827,4 +826,30 @@ pub fn ingest_sharing_four_digits(env: &TestEnv, a: &str, b: &str) -> (String, S
     assert_eq!(env.ingest_digest(&a_src, a), one);
     assert_eq!(env.ingest_digest(&b_src, b), two);
     (one[..4].to_string(), one, two)
+}
+
+impl TestEnv {
+    /// Writes the minimal plugin at `rel` inside the test's directory, at
+    /// `version`, and returns its path.
+    pub fn plugin(&self, rel: &str, version: &str) -> PathBuf {
+        let root = self.path(rel);
+        minimal_plugin(&root, version);
+        root
+    }
+}
+
+/// A fresh environment with the minimal plugin written at `rel`, at
+/// `version`, and the plugin's path.
+pub fn with_plugin(rel: &str, version: &str) -> (TestEnv, PathBuf) {
+    let env = TestEnv::new();
+    let root = env.plugin(rel, version);
+    (env, root)
+}
+
+/// A fresh environment with the minimal plugin written at `rel` and ingested
+/// at `version`: the environment, the plugin's path and the digest.
+pub fn plugin_store(rel: &str, version: &str) -> (TestEnv, PathBuf, String) {
+    let (env, root) = with_plugin(rel, version);
+    let digest = env.ingest_digest(&root, version);
+    (env, root, digest)
 }

@@ -1234,9 +1234,7 @@ fn concurrent_path_makes_one_view() {
 
 #[test]
 fn checkout_publishes_atomically() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     let mut extra: Vec<(String, Vec<u8>, u32)> = Vec::new();
     for i in 0..1200 {
         extra.push((
@@ -1373,10 +1371,7 @@ fn checkout_publishes_atomically() {
 
 #[test]
 fn bad_requests() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = util::plugin_store("src", "1.0.0");
 
     // DEST exists: a directory, a file, a dangling symlink.
     let dir = env.path("exists-dir");
@@ -1451,8 +1446,7 @@ fn path_works_for_an_unprivileged_user() {
     }
     let env = TestEnv::new();
     chmod(&env.base, 0o755);
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     util::chown(&["-R"], "65534:65534", &env.base);
     let as_nobody = |args: &[&OsStr]| -> Output {
         Command::new("setpriv")

@@ -56,8 +56,10 @@ fn scene() -> Scene {
         os("--json"),
     ]);
     assert_eq!(util::digest_of(&parse_json(&out)), released);
-    let elsewhere = env.path("releases/a-rather-long-directory-for-one-more-release/plugin");
-    minimal_plugin(&elsewhere, "1.0.0");
+    let elsewhere = env.plugin(
+        "releases/a-rather-long-directory-for-one-more-release/plugin",
+        "1.0.0",
+    );
     let other = env.ingest_digest(&elsewhere, "1.0.0");
     write(&plugin.join("skills/ce-plan/notes.md"), "changed since\n");
     let changed = env.ingest_digest(&plugin, LONG);
