@@ -151,17 +151,7 @@ fn a_damaged_attestation_file_is_reported_and_left_as_it_is() {
     let out = env.run(["recover", "--json"]);
     assert_exit(&out, 1);
     let report = parse_json(&out);
-    let mut problems: Vec<(String, String)> = report["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["path"].as_str().unwrap().to_string(),
-                p["detail"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let mut problems = crate::util::field_pairs(&report["problems"], "path", "detail");
     problems.sort();
     let mut want = vec![
         (

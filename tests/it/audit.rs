@@ -795,12 +795,7 @@ fn list_log_and_find_answer_from_the_catalogue() {
     let ats: Vec<&str> = events.iter().map(|e| e["at"].as_str().unwrap()).collect();
     assert!(ats.windows(2).all(|w| w[0] <= w[1]), "{ats:?}");
     let v = env.json(["log", &a[..8], "--json"]);
-    let sources: Vec<&str> = v["ingests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["source"].as_str().unwrap())
-        .collect();
+    let sources = crate::util::field_strs(&v["ingests"], "source");
     assert_eq!(sources, vec![s(&env.path("src-a")), s(&env.path("src-a2"))]);
     let out = env.run(["log", &b]);
     assert_ok(&out);
@@ -2398,12 +2393,7 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
     assert_eq!(r.env.listed().len(), 3);
     r.env.verify_clean(&[&r.c]);
     let log = r.env.json(["log", &r.c, "--json"]);
-    let events: Vec<&str> = log["ingests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
+    let events = crate::util::field_strs(&log["ingests"], "event");
     assert_eq!(events, ["origin", "pull"], "{log}");
 
     // Now stored, C is ok; a digest the registry lacks stays unknown, with why.

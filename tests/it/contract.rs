@@ -413,17 +413,7 @@ fn ingest_reports_what_the_filters_left_out_and_the_digest_does_not_change() {
     write(&busy.join(".claude-plugin/extra.json"), "{}\n");
     let report = env.ingest(&busy, "1.0.0");
     assert_eq!(report["provenance"]["manifest_digest"], d.as_str());
-    let left: Vec<(String, String)> = report["ingest"]["left_out"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap().to_string(),
-                e["path"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let left = crate::util::field_pairs(&report["ingest"]["left_out"], "reason", "path");
     let want: Vec<(String, String)> = [
         ("forbidden-part", "skills/ce-plan/tests"),
         ("secret", "skills/ce-plan/.env"),

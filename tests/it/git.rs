@@ -243,28 +243,14 @@ fn exec_bits_nested_directories_and_left_out_entries_digest_as_a_checkout() {
         Answer::Digest(_)
     ));
     // The ingest stores it, names its source and records the exec bit.
-    let out = env.run([
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os(&commit),
-        os("--version"),
-        os(V),
-        os("--json"),
-    ]);
+    let out = env.run(util::git_ingest(&repo, &commit, V, &["--json"]));
     util::assert_ok(&out);
     let report = parse_json(&out);
     assert_eq!(
         report["ingest"]["source"],
         format!("git:{}@{commit}:", repo.display())
     );
-    let left_out: Vec<&str> = report["ingest"]["left_out"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap())
-        .collect();
+    let left_out = crate::util::field_strs(&report["ingest"]["left_out"], "path");
     for p in [
         ".claude-plugin/other.json",
         "README.md",
@@ -286,16 +272,7 @@ fn exec_bits_nested_directories_and_left_out_entries_digest_as_a_checkout() {
     // A repository inside the work tree is no store inside the source: the
     // objects are read, not the work tree.
     let inside = TestEnv::with_store(repo.join("store"));
-    let out = inside.run([
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os("HEAD"),
-        os("--version"),
-        os(V),
-        os("--json"),
-    ]);
+    let out = inside.run(util::git_ingest(&repo, "HEAD", V, &["--json"]));
     util::assert_ok(&out);
 }
 
@@ -2250,16 +2227,7 @@ fn a_refusal_from_git_names_the_revision_its_commit_and_the_path_inside_it() {
         &env.base,
         &["clone", "-q", "--bare", &util::s(&repo), &util::s(&bare)],
     );
-    let out = env.run([
-        os("ingest"),
-        os("--git"),
-        bare.as_os_str(),
-        os("--rev"),
-        os("v-one"),
-        os("--version"),
-        os("9.9.9"),
-        os("--json"),
-    ]);
+    let out = env.run(util::git_ingest(&bare, "v-one", "9.9.9", &["--json"]));
     assert_exit(&out, 3);
     let json = parse_json(&out);
     let err = &json["error"];

@@ -680,17 +680,7 @@ fn check_harness_case(name: &str, mutate: fn(&Path), expect: &Expect) -> bool {
         return false;
     };
     if oracle["ok"] == json!(true) {
-        let theirs: Vec<(String, String)> = oracle["mounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| {
-                (
-                    m["source"].as_str().unwrap().to_string(),
-                    m["target"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
+        let theirs = crate::util::field_pairs(&oracle["mounts"], "source", "target");
         assert_eq!(
             ours.as_ref().ok(),
             Some(&theirs),

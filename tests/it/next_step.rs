@@ -420,12 +420,7 @@ fn log_shows_each_events_kind() {
     let out = in_other(&[os("log"), os("--json")]);
     assert_ok(&out);
     let json = parse_json(&out);
-    let kinds: Vec<&str> = json["ingests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
+    let kinds = crate::util::field_strs(&json["ingests"], "event");
     assert!(!kinds.is_empty());
     for kind in kinds {
         assert!(log.contains(&format!(" {kind} ")), "{kind}: {log}");

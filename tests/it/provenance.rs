@@ -15,15 +15,7 @@ const V: &str = "1.0.0";
 
 /// `ingest --git REPO --rev REV EXTRA`, which must succeed: its output.
 pub(crate) fn ingest_git(env: &TestEnv, repo: &Path, rev: &str, extra: &[&str]) -> String {
-    let mut args = vec![
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os(rev),
-        os("--version"),
-        os(V),
-    ];
+    let mut args = util::git_ingest(&repo, rev, V, &[]);
     args.extend(extra.iter().map(|a| os(a)));
     let out = env.run(&args);
     util::assert_ok(&out);
@@ -168,16 +160,7 @@ fn ingest_show_list_and_log_name_a_git_source() {
 
     // A second ingest of the same commit keeps a second record; its report
     // lists the one it kept.
-    let again = parse_json(&env.run([
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os("HEAD"),
-        os("--version"),
-        os(V),
-        os("--json"),
-    ]));
+    let again = parse_json(&env.run(util::git_ingest(&repo, "HEAD", V, &["--json"])));
     assert_eq!(again["ingest"]["sources"].as_array().unwrap().len(), 1);
     let show = env.json(["show", digest.as_str(), "--json"]);
     let sources: Vec<SourceEntryOut> = serde_json::from_value(show["sources"].clone()).unwrap();

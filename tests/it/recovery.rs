@@ -194,12 +194,7 @@ fn recover_rebuilds_versions_times_and_a_recovered_event() {
     let again = u.env.json(["show", u.a.as_str(), "--json"]);
     assert_eq!(again["provenance"], shown["provenance"]);
     let log = u.env.json(["log", u.a.as_str(), "--json"]);
-    let events: Vec<&str> = log["ingests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
+    let events = crate::util::field_strs(&log["ingests"], "event");
     assert_eq!(events, ["recovered"]);
     // A second recover finds nothing to do.
     let r = u.env.json(["recover", "--json"]);

@@ -1393,16 +1393,12 @@ fn git_ingest(env: &TestEnv) -> (String, String, crate::json::SourceEntryOut) {
         ],
     );
     let commit = crate::git::commit_all(&repo, "release");
-    let report = env.json([
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os(&commit),
-        os("--version"),
-        os("1.0.0"),
-        os("--json"),
-    ]);
+    let report = env.json(crate::util::git_ingest(
+        &repo,
+        &commit,
+        "1.0.0",
+        &["--json"],
+    ));
     let mut sources = source_entries(&report);
     assert_eq!(sources.len(), 1, "{report}");
     let entry = sources.remove(0);

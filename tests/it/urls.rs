@@ -252,15 +252,7 @@ fn no_credential_of_an_origin_reaches_the_output_the_store_or_a_bundle() {
             &[os("ingest"), repo.as_os_str(), os("--version"), os(V)],
         ));
         for json in [true, false] {
-            let mut args = vec![
-                os("ingest"),
-                os("--git"),
-                repo.as_os_str(),
-                os("--rev"),
-                os("HEAD"),
-                os("--version"),
-                os(V),
-            ];
+            let mut args = util::git_ingest(&repo, "HEAD", V, &[]);
             if json {
                 args.push(os("--json"));
             }

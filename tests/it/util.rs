@@ -853,3 +853,46 @@ pub fn plugin_store(rel: &str, version: &str) -> (TestEnv, PathBuf, String) {
     let digest = env.ingest_digest(&root, version);
     (env, root, digest)
 }
+
+/// The string `field` of each object in the array `list`.
+pub fn field_strs<'a>(list: &'a Value, field: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[field].as_str().unwrap())
+        .collect()
+}
+
+/// The strings `a` and `b` of each object in the array `list`.
+pub fn field_pairs(list: &Value, a: &str, b: &str) -> Vec<(String, String)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e[a].as_str().unwrap().to_string(),
+                e[b].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `ingest --git REPO --rev REV --version VERSION`, then `extra`.
+pub fn git_ingest<'a>(
+    repo: &'a Path,
+    rev: &'a str,
+    version: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a OsStr> {
+    let mut args = vec![
+        os("ingest"),
+        os("--git"),
+        repo.as_os_str(),
+        os("--rev"),
+        os(rev),
+        os("--version"),
+        os(version),
+    ];
+    args.extend(extra.iter().map(|a| os(a)));
+    args
+}
