@@ -586,13 +586,7 @@ fn rounds() -> usize {
 /// An ingest of `src` while its bytes change: it gives a digest or is
 /// refused as `rejected`, nothing else.
 fn ingest_while_writing(env: &TestEnv, src: &Path, what: &str) {
-    let out = env.run([
-        "ingest",
-        src.to_str().unwrap(),
-        "--version",
-        "1.0.0",
-        "--json",
-    ]);
+    let out = env.ingest_out(&src, "1.0.0", &[]);
     let v = parse_json(&out);
     assert!(
         out.status.success() || v["error"]["kind"] == "rejected",

@@ -1166,15 +1166,8 @@ fn store_with_a_git_snapshot(env: &TestEnv) {
 
 /// `cestore ingest --git REPO --rev REV EXTRA --version V --json`.
 fn ingest_git(env: &TestEnv, repo: &Path, rev: &str, extra: &[&str]) -> Output {
-    let mut args = vec![
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os(rev),
-    ];
-    args.extend(extra.iter().map(|a| os(a)));
-    args.extend([os("--version"), os(V), os("--json")]);
+    let mut args = util::git_ingest(repo, rev, V, extra);
+    args.push(os("--json"));
     env.run(&args)
 }
 
@@ -1576,15 +1569,8 @@ fn an_object_that_inflates_to_a_gibibyte_is_never_inflated() {
     let limit = 512 * 1024;
     let plain = raw_release(&repo, &[], &[]);
     let run = |commit: &str, extra: &[&str]| {
-        let mut args = vec![
-            os("ingest"),
-            os("--git"),
-            repo.as_os_str(),
-            os("--rev"),
-            os(commit),
-        ];
-        args.extend(extra.iter().map(|a| os(a)));
-        args.extend([os("--version"), os(V), os("--json")]);
+        let mut args = util::git_ingest(&repo, commit, V, extra);
+        args.push(os("--json"));
         let out = run_limited(&env, limit, &args);
         (parse_json(&out), out)
     };

@@ -42,7 +42,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -120,16 +120,6 @@ fn view_paths(env: &TestEnv, digest: &str) -> Vec<String> {
 
 /// Requests only the hardening tests make.
 impl TestEnv {
-    fn ingest_out(&self, dir: &Path, version: &str) -> Output {
-        self.run([
-            OsStr::new("ingest"),
-            dir.as_os_str(),
-            OsStr::new("--version"),
-            OsStr::new(version),
-            OsStr::new("--json"),
-        ])
-    }
-
     /// `verify --json` must be clean: exit 0 and no problem.
     fn verify_json_clean(&self, context: &str) {
         let (code, v) = self.verify(&[]);
@@ -751,7 +741,7 @@ fn swapped_symlinks_never_leak_outside_bytes() {
     let mut accepted = 0;
     let mut rejected: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..attempts {
-        let out = env.ingest_out(&tree, V);
+        let out = env.ingest_out(&tree, V, &[]);
         let v = parse_json(&out);
         match out.status.code() {
             Some(0) => {
@@ -871,7 +861,7 @@ fn files_changing_while_read_are_rejected() {
     let mut accepted = 0;
     let mut rejected: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..attempts {
-        let out = env.ingest_out(&tree, V);
+        let out = env.ingest_out(&tree, V, &[]);
         let v = parse_json(&out);
         match out.status.code() {
             Some(0) => {
@@ -1918,7 +1908,7 @@ fn full_disk_fails_clearly_and_loses_nothing() {
         })
         .collect();
     release_with(&big, V, &files);
-    let out = env.ingest_out(&big, V);
+    let out = env.ingest_out(&big, V, &[]);
     let stderr = assert_exit(&out, 7);
     assert!(stderr.contains("No space left on device"), "{stderr}");
     let v = parse_json(&out);
@@ -1981,7 +1971,7 @@ fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
     for want in &free_pages {
         mnt.fill(&filler, want * page, 0xa5);
         let context = format!("{want} pages free ({need} needed by the objects)");
-        let out = env.ingest_out(&src, V);
+        let out = env.ingest_out(&src, V, &[]);
         let outcome = match out.status.code() {
             Some(0) => "stored".to_string(),
             Some(7) => {
@@ -2277,7 +2267,7 @@ fn tampered_objects_are_never_handed_out_silently() {
     assert!(err.contains("cestore verify"), "{err}");
     assert!(!exists(&env.store.join("views").join(&a)));
     // An ingest of the source replaces the object's bytes from the source.
-    let out = env.ingest_out(&a_src, "1.0.0");
+    let out = env.ingest_out(&a_src, "1.0.0", &[]);
     assert_ok(&out);
     let repaired = parse_json(&out)["ingest"]["repaired"].clone();
     assert!(

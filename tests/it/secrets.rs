@@ -50,13 +50,7 @@ fn a_key_the_reference_keeps_is_flagged_by_its_content() {
     let src = env.path("src");
     release_with_a_key(&src);
 
-    let out = env.run([
-        "ingest",
-        src.to_str().unwrap(),
-        "--version",
-        "1.0.0",
-        "--json",
-    ]);
+    let out = env.ingest_out(&src, "1.0.0", &[]);
     assert_ok(&out);
     let v = parse_json(&out);
     assert_eq!(
@@ -203,14 +197,7 @@ fn tokens_are_flagged_at_every_path_and_the_reference_rules_come_first() {
 
     // A release that breaks a rule of the reference is refused for that
     // rule, secrets or not.
-    let out = env.run([
-        "ingest",
-        src.to_str().unwrap(),
-        "--version",
-        "2.0.0",
-        "--refuse-secrets",
-        "--json",
-    ]);
+    let out = env.ingest_out(&src, "2.0.0", &["--refuse-secrets"]);
     assert_exit(&out, 3);
     assert_eq!(parse_json(&out)["error"]["rule"], "version-mismatch");
 }

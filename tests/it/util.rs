@@ -896,3 +896,13 @@ pub fn git_ingest<'a>(
     args.extend(extra.iter().map(|a| os(a)));
     args
 }
+
+impl TestEnv {
+    /// Runs `ingest DIR --version VERSION EXTRA --json`, whatever its exit.
+    pub fn ingest_out(&self, dir: &Path, version: &str, extra: &[&str]) -> Output {
+        let mut args = vec![os("ingest"), dir.as_os_str(), os("--version"), os(version)];
+        args.extend(extra.iter().map(|a| os(a)));
+        args.push(os("--json"));
+        self.run(args)
+    }
+}
