@@ -197,9 +197,7 @@ fn rm_takes_a_snapshots_attestations_and_gc_sweeps_those_of_no_snapshot() {
     write(&stray, "?\n");
     let verify = env.run(["verify", "--json"]);
     let verify = parse_json(&verify);
-    let garbage: Vec<(String, String)> = verify["problems"]
-        .as_array()
-        .unwrap()
+    let garbage: Vec<(String, String)> = crate::util::problems(&verify)
         .iter()
         .filter(|p| p["severity"] == "garbage" && p["kind"] != "orphan-object")
         .map(|p| {

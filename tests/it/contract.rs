@@ -173,9 +173,7 @@ fn a_stale_view_record_is_forgotten_by_discard_or_gc_whatever_happened_to_its_pa
         assert_ok(&v);
         let report = parse_json(&v);
         assert!(
-            report["problems"]
-                .as_array()
-                .unwrap()
+            crate::util::problems(&report)
                 .iter()
                 .any(|p| p["kind"] == "stale-view-record" && p["severity"] == "garbage"),
             "{report}"

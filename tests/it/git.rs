@@ -438,9 +438,7 @@ fn marketplace(source: &Value) -> String {
 
 #[test]
 fn plugin_finds_the_directory_the_marketplace_gives() {
-    let env = TestEnv::new();
-    let repo = env.path("repo");
-    init(&repo);
+    let (env, repo) = new_repo();
     let plugin = repo.join("plugins/compound-engineering");
     minimal_plugin(&plugin, V);
     write(&plugin.join("scripts/x.sh"), "x\n");
@@ -1553,9 +1551,7 @@ fn run_limited(env: &TestEnv, limit_kib: u64, args: &[&OsStr]) -> Output {
 /// within a 512 MiB address space.
 #[test]
 fn an_object_that_inflates_to_a_gibibyte_is_never_inflated() {
-    let env = TestEnv::new();
-    let repo = env.path("repo");
-    init(&repo);
+    let (env, repo) = new_repo();
     let gib = 1u64 << 30;
     let zeros = vec![0u8; 1 << 20];
     let huge = write_object_streamed(&repo, "blob", gib, &mut |out| {
@@ -1645,9 +1641,7 @@ fn an_object_that_inflates_to_a_gibibyte_is_never_inflated() {
 /// applies.
 #[test]
 fn attribute_files_are_read_as_git_reads_them() {
-    let env = TestEnv::new();
-    let repo = env.path("repo");
-    init(&repo);
+    let (env, repo) = new_repo();
     let crlf = b"*.md text eol=crlf\n";
     let limit = 100u64 << 20;
     let ignored = padded_blob(&repo, crlf, limit);
@@ -2153,9 +2147,7 @@ fn a_tag_asked_for_is_the_tag_recorded() {
 /// flags that find one; `--plugin` of a name not listed lists the names.
 #[test]
 fn a_marketplace_root_names_its_plugins_and_the_flags_that_find_one() {
-    let env = TestEnv::new();
-    let repo = env.path("repo");
-    init(&repo);
+    let (env, repo) = new_repo();
     minimal_plugin(&repo.join("plugins/compound-engineering"), V);
     write(
         &repo.join(".claude-plugin/marketplace.json"),
@@ -2231,4 +2223,12 @@ fn a_refusal_from_git_names_the_revision_its_commit_and_the_path_inside_it() {
     ] {
         assert!(message.contains(&part), "{part}: {message}");
     }
+}
+
+/// A fresh environment and an empty git repository at `repo` in it.
+fn new_repo() -> (TestEnv, PathBuf) {
+    let env = TestEnv::new();
+    let repo = env.path("repo");
+    init(&repo);
+    (env, repo)
 }

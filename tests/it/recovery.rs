@@ -610,9 +610,7 @@ fn gc_objects(store: &Path, gc: &Value) -> BTreeSet<String> {
 /// The orphan objects `verify --json` reports, relative to `objects/`.
 fn verify_orphans(store: &Path, verify: &Value) -> BTreeSet<String> {
     let root = format!("{}/", store.join("objects").display());
-    verify["problems"]
-        .as_array()
-        .unwrap()
+    crate::util::problems(&verify)
         .iter()
         .filter(|p| p["kind"] == "orphan-object")
         .map(|p| {
@@ -689,9 +687,7 @@ fn damaged_manifest_keeps_its_objects(damage: ManifestDamage) {
     assert_exit(&v, 1);
     let v = parse_json(&v);
     assert!(
-        v["problems"]
-            .as_array()
-            .unwrap()
+        crate::util::problems(&v)
             .iter()
             .any(|p| p["kind"] == "damaged-manifest" && p["path"] == file.to_str().unwrap()),
         "{v}"
@@ -869,9 +865,7 @@ fn refused_by_recover(entries: &[(&str, &[u8])], leave_out: Option<&str>, rule: 
     assert_exit(&v, 1);
     let v = parse_json(&v);
     assert!(
-        v["problems"]
-            .as_array()
-            .unwrap()
+        crate::util::problems(&v)
             .iter()
             .any(|p| p["kind"] == "set-aside-manifest" && p["path"] == moved.to_str().unwrap()),
         "{v}"

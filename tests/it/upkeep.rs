@@ -10,9 +10,7 @@ use serde_json::Value;
 use crate::util::{assert_ok, s, write};
 
 fn garbage_paths(verify: &Value) -> BTreeSet<(String, String)> {
-    verify["problems"]
-        .as_array()
-        .unwrap()
+    crate::util::problems(&verify)
         .iter()
         .filter(|p| p["severity"] == "garbage")
         .map(|p| {
