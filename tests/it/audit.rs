@@ -2124,14 +2124,13 @@ fn audit_names_every_digest_status_and_row_problem() {
 
     // A clean file passes with exit 0, and the store was only read.
     let clean = r.env.path("clean.jsonl");
-    write(
+    crate::util::write_lines(
         &clean,
-        format!(
-            "{}\n{}\n{}\n",
+        &[
             harness_row("ce_review", 1, Some("1.1.0"), Some(&r.b)),
             harness_row("baseline", 2, None, None),
             harness_row("ce_workflow", 3, Some("1.0.0"), Some(&r.a)),
-        ),
+        ],
     );
     let (code, human) = audit(&r.env, &[clean.as_os_str()]);
     assert_eq!(code, 0, "{human}");
@@ -2296,13 +2295,12 @@ fn audit_reads_dotted_fields_of_nested_provenance() {
 fn audit_verify_names_a_flipped_object_and_its_digest() {
     let r = three_releases();
     let file = r.env.path("results.jsonl");
-    write(
+    crate::util::write_lines(
         &file,
-        format!(
-            "{}\n{}\n",
+        &[
             harness_row("ce_review", 1, Some("1.0.0"), Some(&r.a)),
             harness_row("ce_review", 2, Some("1.1.0"), Some(&r.b)),
-        ),
+        ],
     );
     let (code, _) = audit(&r.env, &[file.as_os_str(), OsStr::new("--verify")]);
     assert_eq!(code, 0);
@@ -2399,13 +2397,12 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
     // Now stored, C is ok; a digest the registry lacks stays unknown, with why.
     let missing = "0".repeat(64);
     let extra = r.env.path("missing.jsonl");
-    write(
+    crate::util::write_lines(
         &extra,
-        format!(
-            "{}\n{}\n",
+        &[
             harness_row("ce_review", 1, Some("2.0.0"), Some(&r.c)),
             harness_row("ce_review", 2, Some("9.9.9"), Some(&missing)),
-        ),
+        ],
     );
     let out = r.env.run([
         OsStr::new("audit"),
@@ -2597,12 +2594,14 @@ fn audit_cuts_every_value_it_takes_from_a_row() {
     // A malformed digest is quoted cut too.
     let bad = env.path("bad-digest.jsonl");
     let long_digest = "Z".repeat(5000);
-    write(
+    crate::util::write_lines(
         &bad,
-        format!(
-            "{}\n",
-            harness_row("ce_review", 1, Some("1.0.0"), Some(&long_digest))
-        ),
+        &[harness_row(
+            "ce_review",
+            1,
+            Some("1.0.0"),
+            Some(&long_digest),
+        )],
     );
     let out = env.run([OsStr::new("audit"), bad.as_os_str(), OsStr::new("--json")]);
     assert_exit(&out, 1);

@@ -4,7 +4,7 @@
 //! garbage.
 
 use std::fs;
-use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -19,26 +19,7 @@ use crate::util::{
 
 /// A harness root holding a GitNexus runtime at `version`.
 fn harness(h: &Path, version: &str) {
-    let rt = h.join("gitnexus");
-    let sh = h.join("gitnexus-shared");
-    write(&rt.join("dist/cli/index.js"), "#!/usr/bin/env node\n");
-    write(
-        &rt.join("package.json"),
-        format!(r#"{{"name": "gitnexus", "version": "{version}"}}"#),
-    );
-    write(&rt.join("node_modules/other/index.js"), "");
-    write(&rt.join("vendor/README"), "");
-    write(&rt.join("hooks/claude/hook.sh"), "");
-    write(&sh.join("dist/index.js"), "");
-    write(
-        &sh.join("package.json"),
-        format!(r#"{{"name": "gitnexus-shared", "version": "{version}"}}"#),
-    );
-    symlink(
-        "../../gitnexus-shared",
-        rt.join("node_modules/gitnexus-shared"),
-    )
-    .unwrap();
+    util::gitnexus_harness(h, version);
 }
 
 fn events(env: &TestEnv) -> Vec<Value> {

@@ -1532,14 +1532,10 @@ fn padded_blob(repo: &Path, head: &[u8], size: u64) -> String {
 /// `limit_kib` KiB (`ulimit -v`): a command that inflated a large object
 /// whole fails.
 fn run_limited(env: &TestEnv, limit_kib: u64, args: &[&OsStr]) -> Output {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -v {limit_kib} && exec \"$0\" \"$@\""))
-        .arg(util::bin())
-        .args(args)
-        .arg("--store")
-        .arg(&env.store)
-        .env_remove("CESTORE_DIR")
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(format!("ulimit -v {limit_kib} && exec \"$0\" \"$@\""));
+    util::wrapped(sh, &env.store, args)
         .output()
         .expect("run cestore under ulimit")
 }

@@ -2274,12 +2274,11 @@ fn source_fields_fit_the_documented_schema() {
     assert_eq!(record.read_from, "git");
 
     let results = env.path("results.jsonl");
-    write(
+    crate::util::write_lines(
         &results,
-        format!(
-            "{}\n",
-            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d})
-        ),
+        &[
+            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d}),
+        ],
     );
     let audit: AuditOut = run_typed(
         &env,

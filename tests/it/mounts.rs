@@ -337,26 +337,7 @@ fn no_mounts_print_an_empty_bwrap_line() {
 
 /// A harness root holding a GitNexus layout the reference accepts.
 fn good_harness(h: &Path) {
-    let rt = h.join("gitnexus");
-    let sh = h.join("gitnexus-shared");
-    write(&rt.join("dist/cli/index.js"), "#!/usr/bin/env node\n");
-    write(
-        &rt.join("package.json"),
-        r#"{"name": "gitnexus", "version": "1.6.9"}"#,
-    );
-    write(&rt.join("node_modules/other/index.js"), "");
-    write(&rt.join("vendor/README"), "");
-    write(&rt.join("hooks/claude/hook.sh"), "");
-    write(&sh.join("dist/index.js"), "");
-    write(
-        &sh.join("package.json"),
-        r#"{"name": "gitnexus-shared", "version": "1.6.9"}"#,
-    );
-    symlink(
-        "../../gitnexus-shared",
-        rt.join("node_modules/gitnexus-shared"),
-    )
-    .unwrap();
+    util::gitnexus_harness(h, "1.6.9");
 }
 
 /// Moves `path` aside and puts a symlink to it in its place.

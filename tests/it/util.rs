@@ -906,3 +906,50 @@ impl TestEnv {
         self.run(args)
     }
 }
+
+/// Writes a harness root holding a GitNexus runtime at `version` (a layout
+/// the reference accepts) at `h`.
+pub fn gitnexus_harness(h: &Path, version: &str) {
+    let rt = h.join("gitnexus");
+    let sh = h.join("gitnexus-shared");
+    write(&rt.join("dist/cli/index.js"), "#!/usr/bin/env node\n");
+    write(
+        &rt.join("package.json"),
+        format!(r#"{{"name": "gitnexus", "version": "{version}"}}"#),
+    );
+    write(&rt.join("node_modules/other/index.js"), "");
+    write(&rt.join("vendor/README"), "");
+    write(&rt.join("hooks/claude/hook.sh"), "");
+    write(&sh.join("dist/index.js"), "");
+    write(
+        &sh.join("package.json"),
+        format!(r#"{{"name": "gitnexus-shared", "version": "{version}"}}"#),
+    );
+    std::os::unix::fs::symlink(
+        "../../gitnexus-shared",
+        rt.join("node_modules/gitnexus-shared"),
+    )
+    .expect("link gitnexus-shared");
+}
+
+/// A `cestore ARGS --store STORE` command run through `wrapper` (a shell,
+/// `setpriv` ...), with `$CESTORE_DIR` removed.
+pub fn wrapped<I, S>(mut wrapper: Command, store: &Path, args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    wrapper
+        .arg(bin())
+        .args(args)
+        .arg("--store")
+        .arg(store)
+        .env_remove("CESTORE_DIR");
+    wrapper
+}
+
+/// Writes `lines` to `path`, each ending in a newline (a JSON Lines file).
+pub fn write_lines<T: std::fmt::Display>(path: &Path, lines: &[T]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    write(path, text);
+}

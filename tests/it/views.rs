@@ -1449,13 +1449,9 @@ fn path_works_for_an_unprivileged_user() {
     let src = env.plugin("src", "1.0.0");
     util::chown(&["-R"], "65534:65534", &env.base);
     let as_nobody = |args: &[&OsStr]| -> Output {
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(util::bin())
-            .args(args)
-            .arg("--store")
-            .arg(&env.store)
-            .env_remove("CESTORE_DIR")
+        let mut setpriv = Command::new("setpriv");
+        setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        util::wrapped(setpriv, &env.store, args)
             .output()
             .expect("run setpriv")
     };

@@ -909,12 +909,11 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     let registry = Scripted::start(Script::DripBody(every));
     let missing = "ab".repeat(32);
     let results = env.path("results.jsonl");
-    write(
+    crate::util::write_lines(
         &results,
-        format!(
-            "{}\n",
-            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": missing})
-        ),
+        &[
+            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": missing}),
+        ],
     );
     let start = Instant::now();
     let out = env.run([
