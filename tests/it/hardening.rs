@@ -922,28 +922,11 @@ enum Expect {
     Reject(&'static str, Vec<u8>),
 }
 
-/// The interpreter behind `python3`, found once (a version manager's shim
-/// costs a third of a second per call).
-fn python() -> &'static OsStr {
-    static PYTHON: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
-    PYTHON.get_or_init(|| {
-        Command::new("python3")
-            .args(["-c", "import sys; sys.stdout.write(sys.executable)"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success() && !o.stdout.is_empty())
-            .map_or_else(
-                || "python3".into(),
-                |o| std::ffi::OsString::from(OsStr::from_bytes(&o.stdout)),
-            )
-    })
-}
-
 /// Starts the oracle on a tree; `None` without `../shared`.
 fn spawn_oracle(dir: &Path, version: &str) -> Option<Child> {
     let script = util::oracle()?;
     Some(
-        Command::new(python())
+        Command::new(util::python3())
             .arg(script)
             .arg("snapshot")
             .arg(dir)

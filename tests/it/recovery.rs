@@ -106,26 +106,16 @@ fn flip_offset(i: u64) -> u64 {
     }
 }
 
-fn copy_store(from: &Path, to: &Path) {
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 #[test]
 fn a_damaged_catalogue_is_refused_untouched_or_recovered_and_gc_keeps_every_object() {
     let u = used_store();
     let pristine = u.env.path("pristine");
-    copy_store(&u.env.store, &pristine);
+    crate::util::cp_a(&u.env.store, &pristine);
     let before = object_sizes(&pristine);
     let mut refused = 0;
     for (what, damage) in damages() {
         let _ = Command::new("rm").arg("-rf").arg(&u.env.store).status();
-        copy_store(&pristine, &u.env.store);
+        crate::util::cp_a(&pristine, &u.env.store);
         damage(&u.env.store);
         let damaged = catalogue_files(&u.env.store);
 

@@ -158,14 +158,12 @@ fn checkout_and_verify(env: &TestEnv, digest: &str) -> PathBuf {
         view.as_os_str(),
         OsStr::new("--json"),
     ]);
-    let report = env.json([
-        OsStr::new("verify"),
-        OsStr::new("--tree"),
-        view.as_os_str(),
-        OsStr::new(digest),
-        OsStr::new("--json"),
-    ]);
-    assert_eq!(report["differences"], serde_json::json!([]), "{report}");
+    let (code, differences) = env.verify_tree(&view, digest);
+    assert_eq!(
+        (code, &differences),
+        (0, &serde_json::json!([])),
+        "{differences}"
+    );
     view
 }
 

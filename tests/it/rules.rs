@@ -15,10 +15,10 @@
 //! The permission cases run as `nobody` through `setpriv`, since root ignores
 //! file modes; they skip with a printed reason when that is not possible.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs;
 use std::io::Write;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -85,20 +85,6 @@ fn ingest_as(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Output {
     output_within(cmd, "cestore ingest")
 }
 
-/// The interpreter behind `python3`, found once: a version manager's shim
-/// costs a dozen shell processes per call.
-fn my_python() -> &'static OsStr {
-    static PYTHON: OnceLock<OsString> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        Command::new("python3")
-            .args(["-c", "import sys; sys.stdout.write(sys.executable)"])
-            .output()
-            .ok()
-            .filter(|out| out.status.success() && !out.stdout.is_empty())
-            .map_or_else(|| "python3".into(), |out| OsString::from_vec(out.stdout))
-    })
-}
-
 /// The Python interpreter `nobody` can run (the usual `python3` may be a
 /// shim under root's home), once probed.
 fn nobody_python() -> Option<&'static str> {
@@ -141,7 +127,7 @@ fn nobody_reads(py: &str, script: &Path) -> bool {
 fn oracle_verdict(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Option<Value> {
     let script = util::oracle()?;
     let mut cmd = match who {
-        As::Me => Command::new(my_python()),
+        As::Me => Command::new(util::python3()),
         As::Nobody => {
             let Some(py) = nobody_python() else {
                 eprintln!("not asking the oracle: no Python 3.10+ that uid 65534 can run");

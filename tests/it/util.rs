@@ -953,3 +953,35 @@ pub fn write_lines<T: std::fmt::Display>(path: &Path, lines: &[T]) {
     let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
     write(path, text);
 }
+
+/// The interpreter behind `python3`, found once: a version manager's shim
+/// costs a dozen shell processes per call.
+pub fn python3() -> &'static OsStr {
+    static PYTHON: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        Command::new("python3")
+            .args(["-c", "import sys; sys.stdout.write(sys.executable)"])
+            .output()
+            .ok()
+            .filter(|out| out.status.success() && !out.stdout.is_empty())
+            .map_or_else(
+                || "python3".into(),
+                |out| std::os::unix::ffi::OsStringExt::from_vec(out.stdout),
+            )
+    })
+}
+
+/// Copies a tree keeping its modes (`cp -a`).
+pub fn cp_a(from: &Path, to: &Path) {
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .output()
+        .expect("run cp");
+    assert!(
+        out.status.success(),
+        "cp -a failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

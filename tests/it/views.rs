@@ -219,21 +219,6 @@ fn chmod_dirs_writable(root: &Path) {
     }
 }
 
-/// A copy of a tree that keeps modes (`cp -a`).
-fn cp_a(from: &Path, to: &Path) {
-    let out = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .output()
-        .expect("run cp");
-    assert!(
-        out.status.success(),
-        "cp -a failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Checks every object in the store: mode 0444 (0555 for `.x`) and bytes
 /// that hash to its name. Returns how many objects there are.
 fn assert_objects_intact(store: &Path) -> usize {
@@ -1038,7 +1023,7 @@ fn discard_refuses_unrecorded_paths() {
 
     // An exact copy of a view: removed with --force.
     let copy = env.path("copy");
-    cp_a(&view, &copy);
+    util::cp_a(&view, &copy);
     assert_view_is(&copy, &files);
     let err = assert_exit(&env.discard(&copy, None), 4);
     assert!(!err.is_empty());
@@ -1052,7 +1037,7 @@ fn discard_refuses_unrecorded_paths() {
 
     // A copy with one byte changed (same size, same mode): refused.
     let copy2 = env.path("copy2");
-    cp_a(&view, &copy2);
+    util::cp_a(&view, &copy2);
     let victim = copy2.join("skills/ce-plan/SKILL.md");
     assert_ne!(ino(&victim), ino(&view.join("skills/ce-plan/SKILL.md")));
     let mut bytes = fs::read(&victim).unwrap();
