@@ -120,9 +120,7 @@ fn rm_forgets_a_snapshot_whose_only_view_is_the_shared_one() {
 /// for one snapshot, in JSON, after checking that the text forms print it too.
 fn first_times(env: &TestEnv, d: &str) -> (String, String, String) {
     let list = env.json(["list", "--json"]);
-    let listed = list["snapshots"]
-        .as_array()
-        .unwrap()
+    let listed = crate::util::array(&list["snapshots"])
         .iter()
         .find(|s| s["manifest_digest"] == d)
         .expect("listed")["first_ingested_at"]
@@ -134,9 +132,7 @@ fn first_times(env: &TestEnv, d: &str) -> (String, String, String) {
         .unwrap()
         .to_string();
     let log = env.json(["log", d, "--json"]);
-    let logged = log["ingests"]
-        .as_array()
-        .unwrap()
+    let logged = crate::util::array(&log["ingests"])
         .iter()
         .map(|e| e["at"].as_str().unwrap().to_string())
         .min()

@@ -217,9 +217,7 @@ fn rm_takes_a_snapshots_attestations_and_gc_sweeps_those_of_no_snapshot() {
     assert_eq!(garbage, want, "{verify:#}");
 
     let gc = env.json(["gc", "--json"]);
-    let mut swept: Vec<String> = gc["attestations"]
-        .as_array()
-        .unwrap()
+    let mut swept: Vec<String> = crate::util::array(&gc["attestations"])
         .iter()
         .map(|p| p.as_str().unwrap().to_string())
         .collect();

@@ -1181,12 +1181,7 @@ fn verify_repair_restores_from_the_source_tree() {
     let v = parse_json(&out);
     assert_eq!(v["ok"], true, "{v:#}");
     assert_eq!(v["problems"], json!([]), "{v:#}");
-    let repaired: Vec<&str> = v["repaired"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .collect();
+    let repaired: Vec<&str> = crate::util::strs(&v["repaired"]);
     assert_eq!(repaired.len(), 2, "{v:#}");
     assert!(repaired.iter().any(|r| r.starts_with(&s(&only_a))));
     assert!(repaired.iter().any(|r| r.starts_with(&s(&shared))));
@@ -2058,9 +2053,7 @@ fn audit_names_every_digest_status_and_row_problem() {
     want.sort_by_key(|d| d["manifest_digest"].as_str().unwrap().to_string());
     assert_eq!(v["digests"], Value::Array(want));
     assert_eq!(v["row_problem_count"], 3);
-    let problems: Vec<(u64, &str, &str)> = v["row_problems"]
-        .as_array()
-        .unwrap()
+    let problems: Vec<(u64, &str, &str)> = crate::util::array(&v["row_problems"])
         .iter()
         .map(|p| {
             assert_eq!(p["file"], name.as_str());
@@ -2317,9 +2310,7 @@ fn audit_verify_names_a_flipped_object_and_its_digest() {
     assert_exit(&out, 1);
     let v = parse_json(&out);
     assert_eq!(v["verified"], true);
-    let by: BTreeMap<&str, &Value> = v["digests"]
-        .as_array()
-        .unwrap()
+    let by: BTreeMap<&str, &Value> = crate::util::array(&v["digests"])
         .iter()
         .map(|d| (d["manifest_digest"].as_str().unwrap(), d))
         .collect();
@@ -2377,9 +2368,7 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
     assert_exit(&out, 1); // the row problems remain
     let v = parse_json(&out);
     assert_eq!(v["registry"], repo.as_str());
-    let cd = v["digests"]
-        .as_array()
-        .unwrap()
+    let cd = crate::util::array(&v["digests"])
         .iter()
         .find(|d| d["manifest_digest"] == r.c.as_str())
         .expect("C")
@@ -2414,9 +2403,7 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
     ]);
     assert_exit(&out, 1);
     let v = parse_json(&out);
-    let status: BTreeMap<&str, (&str, bool)> = v["digests"]
-        .as_array()
-        .unwrap()
+    let status: BTreeMap<&str, (&str, bool)> = crate::util::array(&v["digests"])
         .iter()
         .map(|d| {
             (
@@ -2949,9 +2936,7 @@ with open(out, "w") as f:
     let d = &v["digests"][0];
     assert_eq!(d["manifest_digest"], stored.as_str());
     assert_eq!(d["status"], "version-mismatch");
-    let claimed: Vec<(&str, u64)> = d["claimed_versions"]
-        .as_array()
-        .unwrap()
+    let claimed: Vec<(&str, u64)> = crate::util::array(&d["claimed_versions"])
         .iter()
         .map(|c| (c["value"].as_str().unwrap(), c["rows"].as_u64().unwrap()))
         .collect();
@@ -3227,9 +3212,7 @@ fn audit_json(env: &TestEnv, file: &Path, extra: &[&OsStr]) -> (i32, Value) {
 
 /// The digest entry of `d` in an audit's JSON report.
 fn entry<'a>(report: &'a Value, d: &str) -> &'a Value {
-    report["digests"]
-        .as_array()
-        .unwrap()
+    crate::util::array(&report["digests"])
         .iter()
         .find(|e| e["manifest_digest"] == d)
         .unwrap_or_else(|| panic!("{d} not in {report}"))

@@ -71,9 +71,7 @@ fn find_takes_object_prefixes_directories_and_globs() {
     assert_exit(&out, 5);
     let error = &parse_json(&out)["error"];
     assert_eq!(error["kind"], "ambiguous-digest");
-    let mut listed: Vec<&str> = error["matches"]
-        .as_array()
-        .unwrap()
+    let mut listed: Vec<&str> = crate::util::array(&error["matches"])
         .iter()
         .map(|m| m["sha256"].as_str().unwrap())
         .collect();

@@ -276,9 +276,7 @@ fn ingest_mends_objects_a_writable_view_let_drift() {
     assert!(repaired.iter().all(|r| r["repair"] == "mode"), "{report}");
     assert_eq!(mode_of(&skill), 0o444);
     let log = env.json(["log", d.as_str(), "--json"]);
-    let repairs = log["ingests"]
-        .as_array()
-        .unwrap()
+    let repairs = crate::util::array(&log["ingests"])
         .iter()
         .filter(|e| e["event"] == "repair")
         .count();

@@ -263,16 +263,9 @@ fn concurrent_processes_lose_nothing() {
             .iter()
             .map(|job| {
                 let (what, mut cmd) = match job {
-                    Job::Ingest(dir, v) => (
-                        format!("ingest {v}"),
-                        env.cmd([
-                            OsStr::new("ingest"),
-                            dir.as_os_str(),
-                            OsStr::new("--version"),
-                            OsStr::new(v),
-                            OsStr::new("--json"),
-                        ]),
-                    ),
+                    Job::Ingest(dir, v) => {
+                        (format!("ingest {v}"), env.cmd(util::ingest_args(dir, v)))
+                    }
                     Job::Path => ("path".to_string(), env.cmd(["path", p.as_str(), "--json"])),
                     Job::Gc => ("gc".to_string(), env.cmd(["gc", "--json"])),
                 };
@@ -2160,16 +2153,9 @@ fn tampered_objects_are_never_handed_out_silently() {
     let p = found[0];
     assert_eq!(p["severity"], "corruption");
     assert_eq!(p["path"], s(&object).as_str());
-    let snaps: BTreeSet<&str> = p["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap())
-        .collect();
+    let snaps: BTreeSet<&str> = crate::util::strs(&p["snapshots"]).into_iter().collect();
     assert_eq!(snaps, BTreeSet::from([a.as_str(), b.as_str()]), "{p}");
-    let views: BTreeSet<String> = p["views"]
-        .as_array()
-        .unwrap()
+    let views: BTreeSet<String> = crate::util::array(&p["views"])
         .iter()
         .map(|x| x.as_str().unwrap().to_string())
         .collect();
@@ -2211,17 +2197,13 @@ fn tampered_objects_are_never_handed_out_silently() {
     assert_eq!(p["path"], s(&script_obj).as_str());
     assert_eq!(p["snapshots"].as_array().unwrap().len(), 2, "{p}");
     assert!(
-        p["views"]
-            .as_array()
-            .unwrap()
+        crate::util::array(&p["views"])
             .iter()
             .any(|x| x == s(&vb).as_str()),
         "{p}"
     );
     let vd = env.path("view-d");
-    let co = env.checkout(&a, &vd, &[]);
-    assert_ok(&co);
-    let restored = parse_json(&co)["modes_restored"].clone();
+    let restored = env.checkout_ok(&a, &vd, &[])["modes_restored"].clone();
     assert!(
         restored
             .as_array()

@@ -2010,9 +2010,7 @@ fn util_state(env: &TestEnv) -> (Vec<PathBuf>, String, String, Vec<String>) {
     let text = |args: &[&str]| String::from_utf8(env.run(args).stdout).unwrap();
     let list = text(&["list", "--json"]);
     let listed: serde_json::Value = serde_json::from_str(&list).unwrap();
-    let shown = listed["snapshots"]
-        .as_array()
-        .unwrap()
+    let shown = crate::util::array(&listed["snapshots"])
         .iter()
         .map(|s| text(&["show", s["manifest_digest"].as_str().unwrap(), "--json"]))
         .collect();

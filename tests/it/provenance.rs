@@ -137,17 +137,12 @@ fn ingest_show_list_and_log_name_a_git_source() {
     // log: each event with the record it kept, matched by digest and time.
     let log = env.json(["log", "--json"]);
     let events = log["ingests"].as_array().unwrap();
-    let event = events
-        .iter()
-        .find(|e| e["manifest_digest"] == digest.as_str())
-        .unwrap();
+    let by_digest = |d: &str| events.iter().find(|e| e["manifest_digest"] == d).unwrap();
+    let event = by_digest(&digest);
     let record: SourceRecordOut = serde_json::from_value(event["source_record"].clone()).unwrap();
     assert_eq!(record.commit.as_deref(), Some(commit.as_str()));
     assert_eq!(event["at"], sources[0].at.as_str());
-    let other = events
-        .iter()
-        .find(|e| e["manifest_digest"] == plain.as_str())
-        .unwrap();
+    let other = by_digest(&plain);
     assert_eq!(other["source_record"], Value::Null);
     let logged = text(&env, &["log"]);
     let line = logged.lines().find(|l| l.contains(&digest)).unwrap();

@@ -551,9 +551,7 @@ fn a_command_waiting_for_the_lock_says_who_holds_it() {
 /// `objects/` such as `ab/<62 hex>` or `ab/<62 hex>.x`.
 fn objects_named(manifest: &[u8]) -> BTreeSet<String> {
     let v: Value = serde_json::from_slice(manifest).unwrap();
-    v["files"]
-        .as_array()
-        .unwrap()
+    crate::util::array(&v["files"])
         .iter()
         .filter(|e| e["size"].as_u64().unwrap() > 0)
         .map(|e| {
@@ -589,9 +587,7 @@ fn lose_catalogue(store: &Path) {
 /// The object paths of `gc --json`'s report, relative to `objects/`.
 fn gc_objects(store: &Path, gc: &Value) -> BTreeSet<String> {
     let root = format!("{}/", store.join("objects").display());
-    gc["objects"]
-        .as_array()
-        .unwrap()
+    crate::util::array(&gc["objects"])
         .iter()
         .map(|p| p.as_str().unwrap().strip_prefix(&root).unwrap().to_string())
         .collect()

@@ -80,23 +80,18 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
     crate::util::remove_tree(&gone);
     // Source records of a snapshot neither recorded nor kept as a manifest,
     // and of the abandoned manifest above; those of a recorded one stay.
-    let records = |digest: &str, name: &str| {
-        let dir = store.join("sources").join(&digest[..2]).join(digest);
+    let beside = |kind: &str, digest: &str, name: &str| {
+        let dir = store.join(kind).join(&digest[..2]).join(digest);
         write(&dir.join(format!("{}.json", name.repeat(64))), "{}\n");
         dir
     };
-    let orphan_records = records(&"a".repeat(64), "b");
-    let abandoned_records = records(&b, "c");
-    let kept_records = records(&d, "d");
+    let orphan_records = beside("sources", &"a".repeat(64), "b");
+    let abandoned_records = beside("sources", &b, "c");
+    let kept_records = beside("sources", &d, "d");
     // The same of attestations.
-    let attestations = |digest: &str, name: &str| {
-        let dir = store.join("attestations").join(&digest[..2]).join(digest);
-        write(&dir.join(format!("{}.json", name.repeat(64))), "{}\n");
-        dir
-    };
-    let orphan_attestations = attestations(&"a".repeat(64), "b");
-    let abandoned_attestations = attestations(&b, "c");
-    let kept_attestations = attestations(&d, "d");
+    let orphan_attestations = beside("attestations", &"a".repeat(64), "b");
+    let abandoned_attestations = beside("attestations", &b, "c");
+    let kept_attestations = beside("attestations", &d, "d");
 
     let verify = env.json(["verify", "--json"]);
     let claimed = garbage_paths(&verify);

@@ -110,13 +110,7 @@ impl TestEnv {
 
     /// Ingests `dir` at `version` and returns the JSON report (must succeed).
     pub fn ingest(&self, dir: &Path, version: &str) -> serde_json::Value {
-        self.json([
-            OsStr::new("ingest"),
-            dir.as_os_str(),
-            OsStr::new("--version"),
-            OsStr::new(version),
-            OsStr::new("--json"),
-        ])
+        self.json(ingest_args(dir, version))
     }
 
     /// Ingests and returns the manifest digest.
@@ -979,9 +973,29 @@ pub fn cp_a(from: &Path, to: &Path) {
         .arg(to)
         .output()
         .expect("run cp");
-    assert!(
-        out.status.success(),
-        "cp -a failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
+}
+
+/// The array `v` (which must be one).
+pub fn array(v: &Value) -> &Vec<Value> {
+    v.as_array().expect("an array")
+}
+
+/// The strings of the array `v` (which must hold only strings).
+pub fn strs(v: &Value) -> Vec<&str> {
+    array(v)
+        .iter()
+        .map(|x| x.as_str().expect("a string"))
+        .collect()
+}
+
+/// `ingest DIR --version VERSION --json`.
+pub fn ingest_args<'a>(dir: &'a Path, version: &'a str) -> [&'a OsStr; 5] {
+    [
+        os("ingest"),
+        dir.as_os_str(),
+        os("--version"),
+        os(version),
+        os("--json"),
+    ]
 }

@@ -1091,9 +1091,7 @@ fn tampered_objects_are_refused() {
     // Its bytes still hash right: a checkout re-hashes it, sets its mode
     // back, says so, and hands it out.
     let b = env.path("b");
-    let out = env.checkout(&d, &b, &[]);
-    assert_ok(&out);
-    let restored = parse_json(&out)["modes_restored"].clone();
+    let restored = env.checkout_ok(&d, &b, &[])["modes_restored"].clone();
     assert!(
         restored.as_array().unwrap().iter().any(|r| r
             .as_str()

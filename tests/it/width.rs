@@ -380,9 +380,7 @@ fn piped_output_is_the_text_it_always_was() {
     };
     // Each line, byte for byte, as the JSON's fields made it before.
     let (text, json) = run(&["list"]);
-    let want: String = json["snapshots"]
-        .as_array()
-        .unwrap()
+    let want: String = crate::util::array(&json["snapshots"])
         .iter()
         .map(|l| {
             let source = match &l["source"] {
@@ -403,9 +401,7 @@ fn piped_output_is_the_text_it_always_was() {
     assert_eq!(text, want);
     assert_eq!(json["snapshots"].as_array().unwrap().len(), 3);
     let (text, json) = run(&["log"]);
-    let want: String = json["ingests"]
-        .as_array()
-        .unwrap()
+    let want: String = crate::util::array(&json["ingests"])
         .iter()
         .map(|e| {
             let source = match &e["source_record"] {
@@ -433,9 +429,7 @@ fn piped_output_is_the_text_it_always_was() {
         "{text}"
     );
     let (text, json) = run(&["find", "--path", "skills/ce-plan"]);
-    let want: String = json["matches"]
-        .as_array()
-        .unwrap()
+    let want: String = crate::util::array(&json["matches"])
         .iter()
         .map(|h| {
             format!(
@@ -487,9 +481,7 @@ fn short_digests_are_unique_prefixes_every_command_takes_back() {
         let shown = s.env.json(["show", prefix.as_str(), "--json"]);
         assert_eq!(shown["provenance"]["manifest_digest"], full.as_str());
         let logged = s.env.json(["log", prefix.as_str(), "--json"]);
-        assert!(logged["ingests"]
-            .as_array()
-            .unwrap()
+        assert!(crate::util::array(&logged["ingests"])
             .iter()
             .all(|e| e["manifest_digest"] == full.as_str()));
         let dest = s.env.path(&format!("view-{prefix}"));
