@@ -126,13 +126,12 @@ fn ingest_show_list_and_log_name_a_git_source() {
     );
     assert_eq!(row(&plain)["source"], Value::Null);
     let listed = text(&env, &["list"]);
-    let line = listed.lines().find(|l| l.starts_with(&digest)).unwrap();
+    let listed_line = |d: &str| listed.lines().find(|l| l.starts_with(d)).unwrap();
     assert!(
-        line.ends_with(&format!("  source {short} clean")),
+        listed_line(&digest).ends_with(&format!("  source {short} clean")),
         "{listed}"
     );
-    let line = listed.lines().find(|l| l.starts_with(&plain)).unwrap();
-    assert!(!line.contains("source"), "{listed}");
+    assert!(!listed_line(&plain).contains("source"), "{listed}");
 
     // log: each event with the record it kept, matched by digest and time.
     let log = env.json(["log", "--json"]);
@@ -145,13 +144,12 @@ fn ingest_show_list_and_log_name_a_git_source() {
     let other = by_digest(&plain);
     assert_eq!(other["source_record"], Value::Null);
     let logged = text(&env, &["log"]);
-    let line = logged.lines().find(|l| l.contains(&digest)).unwrap();
+    let logged_line = |d: &str| logged.lines().find(|l| l.contains(d)).unwrap();
     assert!(
-        line.contains(&format!("  source git {short} at the root of ")),
+        logged_line(&digest).contains(&format!("  source git {short} at the root of ")),
         "{logged}"
     );
-    let line = logged.lines().find(|l| l.contains(&plain)).unwrap();
-    assert!(!line.contains("  source "), "{logged}");
+    assert!(!logged_line(&plain).contains("  source "), "{logged}");
 
     // A second ingest of the same commit keeps a second record; its report
     // lists the one it kept.

@@ -383,10 +383,7 @@ fn piped_output_is_the_text_it_always_was() {
     let want: String = crate::util::array(&json["snapshots"])
         .iter()
         .map(|l| {
-            let source = match &l["source"] {
-                Value::Null => String::new(),
-                s => format!("  source {}", summary(s)),
-            };
+            let source = source_part(&l["source"], summary);
             format!(
                 "{}  {} {}  {}  {}  {}{source}\n",
                 l["manifest_digest"].as_str().unwrap(),
@@ -404,10 +401,7 @@ fn piped_output_is_the_text_it_always_was() {
     let want: String = crate::util::array(&json["ingests"])
         .iter()
         .map(|e| {
-            let source = match &e["source_record"] {
-                Value::Null => String::new(),
-                r => format!("  source {}", record_line(r)),
-            };
+            let source = source_part(&e["source_record"], record_line);
             let text = |k: &str| e[k].as_str().unwrap().to_string();
             format!(
                 "{}  {}  {}  {}  {}@{}  {}  new {} reused {}{source}\n",
@@ -541,5 +535,14 @@ fn short_digests_are_unique_prefixes_every_command_takes_back() {
             !util::find_matches(&s.env, &["--object", object]).is_empty(),
             "{line}"
         );
+    }
+}
+
+/// A line's `  source ...` part: empty where the row has no source, else
+/// the source as `line` writes it.
+fn source_part(source: &Value, line: fn(&Value) -> String) -> String {
+    match source {
+        Value::Null => String::new(),
+        s => format!("  source {}", line(s)),
     }
 }
