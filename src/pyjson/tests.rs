@@ -423,6 +423,15 @@ impl SplitMix64 {
     pub(crate) fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
         items[self.below(items.len())]
     }
+
+    /// The first of `items` `percent` times in a hundred, else any of them.
+    fn mostly_first<'a>(&mut self, percent: usize, items: &[&'a str]) -> &'a str {
+        if self.chance(percent) {
+            items[0]
+        } else {
+            self.pick(items)
+        }
+    }
 }
 
 const STRING_PIECES: &[&str] = &[
@@ -568,22 +577,8 @@ fn gen_manifest(rng: &mut SplitMix64) -> String {
     let mut members = Vec::new();
     for _ in 0..1 + rng.below(5) {
         let member = match rng.below(5) {
-            0 | 1 => format!(
-                "\"name\":{}",
-                if rng.chance(70) {
-                    names[0]
-                } else {
-                    rng.pick(&names)
-                }
-            ),
-            2 | 3 => format!(
-                "\"version\":{}",
-                if rng.chance(60) {
-                    versions[0]
-                } else {
-                    rng.pick(&versions)
-                }
-            ),
+            0 | 1 => format!("\"name\":{}", rng.mostly_first(70, &names)),
+            2 | 3 => format!("\"version\":{}", rng.mostly_first(60, &versions)),
             _ => format!("{}:{}", gen_string(rng), gen_value(rng, 1)),
         };
         members.push(member);
