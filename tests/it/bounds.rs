@@ -441,13 +441,7 @@ fn an_index_listing_one_manifest_300_times_is_pulled_once_in_bounded_memory() {
         return;
     };
     let (a, src) = crate::util::with_plugin("src", "1.0.0");
-    let s = salt();
-    for i in 0..40 {
-        write(
-            &src.join(format!("skills/many/f{i:02}.md")),
-            noise(s, i, 20_000),
-        );
-    }
+    crate::remote::many_files(&src, 40, |_| 20_000);
     let digest = a.ingest_digest(&src, "1.0.0");
     let target = repo(&reg, "index-300");
     a.json(["push", &digest, &target, "--plain-http", "--json"]);

@@ -437,6 +437,16 @@ fn an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested() {
     let original = history(&first, &d);
     assert_eq!(original.len(), 1);
     assert_eq!(original[0].0, "ingest");
+    // Two events: the origin as first ingested, then `event` from `source`.
+    let kept_origin = |got: &[(String, String, String, String)], event: &str, source: &str| {
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0, "origin");
+        assert_eq!(got[0].1, original[0].1);
+        assert_eq!(got[0].2, original[0].2);
+        assert_eq!(got[0].3, original[0].3);
+        assert_eq!(got[1].0, event);
+        assert!(got[1].3.starts_with(source), "{got:?}");
+    };
 
     // Through a bundle, plain and compressed.
     for (n, zstd) in [(0, false), (1, true)] {
@@ -448,14 +458,7 @@ fn an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested() {
         assert_ok(&first.run(&args));
         let second = TestEnv::new();
         assert_ok(&second.run(["import", bundle.to_str().unwrap()]));
-        let got = history(&second, &d);
-        assert_eq!(got.len(), 2, "{got:?}");
-        assert_eq!(got[0].0, "origin");
-        assert_eq!(got[0].1, original[0].1);
-        assert_eq!(got[0].2, original[0].2);
-        assert_eq!(got[0].3, original[0].3);
-        assert_eq!(got[1].0, "import");
-        assert!(got[1].3.starts_with("bundle:"), "{got:?}");
+        kept_origin(&history(&second, &d), "import", "bundle:");
         // Importing again adds an import event, not another origin.
         assert_ok(&second.run(["import", bundle.to_str().unwrap()]));
         assert_eq!(history(&second, &d).len(), 3);
@@ -473,14 +476,7 @@ fn an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested() {
     let third = TestEnv::new();
     let reference = format!("{repo}:sha256-{d}");
     assert_ok(&third.run(["pull", reference.as_str(), "--plain-http"]));
-    let got = history(&third, &d);
-    assert_eq!(got.len(), 2, "{got:?}");
-    assert_eq!(got[0].0, "origin");
-    assert_eq!(got[0].1, original[0].1);
-    assert_eq!(got[0].2, original[0].2);
-    assert_eq!(got[0].3, original[0].3);
-    assert_eq!(got[1].0, "pull");
-    assert!(got[1].3.starts_with("oci://"), "{got:?}");
+    kept_origin(&history(&third, &d), "pull", "oci://");
 }
 
 /// Sets a file's modification time to `reference`'s (`touch -r`).

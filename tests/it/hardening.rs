@@ -1814,13 +1814,7 @@ fn read_only_store_fails_clearly() {
     }
     // Writes fail with 7, naming the problem, and change nothing.
     let before = fingerprint(&env.store);
-    let out = env.run([
-        OsStr::new("ingest"),
-        other.as_os_str(),
-        OsStr::new("--version"),
-        OsStr::new("7.7.7"),
-        OsStr::new("--json"),
-    ]);
+    let out = env.ingest_out(&other, "7.7.7", &[]);
     let stderr = assert_exit(&out, 7);
     assert!(stderr.contains("Read-only file system"), "{stderr}");
     let dest = env.path("dest");

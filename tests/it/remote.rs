@@ -511,13 +511,7 @@ fn many_files_fall_back_to_an_index_and_pull_back_equal() {
         return;
     };
     let (a, src) = crate::util::with_plugin("src", "2.0.0");
-    let s = salt();
-    for i in 0..26 {
-        write(
-            &src.join(format!("skills/many/f{i:02}.md")),
-            noise(s, i, 64 + i as usize),
-        );
-    }
+    many_files(&src, 26, |i| 64 + i as usize);
     let digest = a.ingest_digest(&src, "2.0.0");
     let target = repo(&reg, "index");
     let pushed = push(
@@ -2467,4 +2461,16 @@ fn a_format_1_index_of_the_same_bytes_executable_and_not_pulls_whole() {
     let pulled = pull(&b, &format!("{target}:sha256-{digest}"));
     assert_eq!(pulled["provenance"]["manifest_digest"], digest.as_str());
     checkout_and_verify(&b, &digest);
+}
+
+/// Writes `count` files of noise under `src/skills/many/`, the `i`th of
+/// `len(i)` bytes.
+pub(crate) fn many_files(src: &Path, count: u64, len: impl Fn(u64) -> usize) {
+    let s = salt();
+    for i in 0..count {
+        write(
+            &src.join(format!("skills/many/f{i:02}.md")),
+            noise(s, i, len(i)),
+        );
+    }
 }
