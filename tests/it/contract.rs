@@ -259,9 +259,7 @@ fn linked_object(env: &TestEnv, view: &Path, rel: &str) -> PathBuf {
 #[test]
 fn ingest_mends_objects_a_writable_view_let_drift() {
     let (env, release, d) = util::plugin_store("release", "1.0.0");
-    let view = env.path("view");
-    assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
-    let skill = linked_object(&env, &view, "skills/ce-plan/SKILL.md");
+    let (view, skill) = view_and_skill_object(&env, &d);
     chmod_r_u_w(&view);
     assert_eq!(
         mode_of(&skill),
@@ -301,9 +299,7 @@ fn ingest_mends_objects_a_writable_view_let_drift() {
 #[test]
 fn checkout_sets_a_drifted_mode_back_and_refuses_changed_bytes() {
     let (env, _, d) = util::plugin_store("release", "1.0.0");
-    let view = env.path("view");
-    assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
-    let skill = linked_object(&env, &view, "skills/ce-plan/SKILL.md");
+    let (view, skill) = view_and_skill_object(&env, &d);
     fs::set_permissions(
         view.join("skills/ce-plan/SKILL.md"),
         fs::Permissions::from_mode(0o644),
@@ -662,19 +658,16 @@ fn a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it() {
     util::chown(&[], "0:1234", &secret);
     chmod(&secret, 0o640);
     let as_nobody = |groups: &str, args: &[&str]| {
-        Command::new("setpriv")
+        let mut setpriv = Command::new("setpriv");
+        setpriv
             .args(["--reuid=65534", "--regid=65534"])
             .args(if groups.is_empty() {
                 vec!["--clear-groups".to_string()]
             } else {
                 vec![format!("--groups={groups}")]
-            })
-            .arg(crate::util::bin())
-            .args(args)
-            .arg("--store")
-            .arg(&env.store)
+            });
+        util::wrapped(setpriv, &env.store, args)
             .arg("--json")
-            .env_remove("CESTORE_DIR")
             .output()
             .expect("run setpriv")
     };
@@ -718,4 +711,13 @@ fn a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it() {
         "",
         &["verify", "--tree", second.to_str().unwrap(), &d],
     ));
+}
+
+/// A view of `d` checked out at `ENV/view`, and the object its
+/// `skills/ce-plan/SKILL.md` is linked to.
+fn view_and_skill_object(env: &TestEnv, d: &str) -> (PathBuf, PathBuf) {
+    let view = env.path("view");
+    assert_ok(&env.run(["checkout", d, view.to_str().unwrap()]));
+    let skill = linked_object(env, &view, "skills/ce-plan/SKILL.md");
+    (view, skill)
 }

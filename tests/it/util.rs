@@ -999,3 +999,11 @@ pub fn ingest_args<'a>(dir: &'a Path, version: &'a str) -> [&'a OsStr; 5] {
         os("--json"),
     ]
 }
+
+/// Starts `cmd` with its stdout and stderr piped.
+pub fn spawn_piped(cmd: &mut Command, what: &str) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}

@@ -1313,13 +1313,9 @@ fn checkout_publishes_atomically() {
     let race = parent.join("race");
     let children: Vec<_> = (0..4)
         .map(|_| {
-            env.cmd(["checkout", d.as_str()])
-                .arg(&race)
-                .arg("--json")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn checkout")
+            let mut checkout = env.cmd(["checkout", d.as_str()]);
+            checkout.arg(&race).arg("--json");
+            util::spawn_piped(&mut checkout, "spawn checkout")
         })
         .collect();
     let codes: Vec<Option<i32>> = children
