@@ -643,15 +643,11 @@ fn lowered_bounds_refuse_as_the_reference_does_on_ingest_digest_and_stage() {
 
 #[test]
 fn a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it() {
-    if util::skip_unless_root(
+    let Some((env, src)) = util::root_env_with_plugin(
         "a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it",
-        "run as root (it drops privileges itself)",
-    ) {
+    ) else {
         return;
-    }
-    let env = TestEnv::new();
-    chmod(&env.base, 0o755);
-    let src = env.plugin("src", "1.0.0");
+    };
     let secret = src.join("skills/ce-plan/notes.md");
     write(&secret, "for group 1234 only\n");
     util::chown(&["-R"], "65534:65534", &env.base);

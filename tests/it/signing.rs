@@ -217,17 +217,11 @@ fn audit_names_the_key_that_signed_each_digest_and_fails_the_unsigned() {
     let none = entry(&v, &r.unsigned);
     assert_eq!(none["status"], "unsigned", "{v}");
     assert!(
-        none["signature"]["why"]
-            .as_str()
-            .unwrap()
-            .contains("no attestation"),
+        crate::util::str_of(&none["signature"]["why"]).contains("no attestation"),
         "{v}"
     );
     assert!(
-        v["verdict"]
-            .as_str()
-            .unwrap()
-            .starts_with("FAIL: 3 digests (1 ok, 2 unsigned)"),
+        crate::util::str_of(&v["verdict"]).starts_with("FAIL: 3 digests (1 ok, 2 unsigned)"),
         "{v}"
     );
 
@@ -423,9 +417,7 @@ fn a_tampered_or_misplaced_attestation_fails_verify() {
     assert_eq!(found.len(), 1, "{v}");
     assert_eq!(found[0]["path"], s(&misplaced), "{v}");
     assert!(
-        found[0]["detail"]
-            .as_str()
-            .unwrap()
+        crate::util::str_of(&found[0]["detail"])
             .contains(&format!("its subject is {}, not this snapshot", r.by_a)),
         "{v}"
     );
@@ -466,10 +458,7 @@ fn a_tampered_or_misplaced_attestation_fails_verify() {
     assert_eq!(damaged[0]["path"], s(&b_file), "{v}");
     assert_eq!(damaged[0]["severity"], "corruption", "{v}");
     assert!(
-        damaged[0]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("do not hash to its name"),
+        crate::util::str_of(&damaged[0]["detail"]).contains("do not hash to its name"),
         "{v}"
     );
     assert_eq!(v["attestations_checked"], 3, "{v}");

@@ -1007,3 +1007,21 @@ pub fn spawn_piped(cmd: &mut Command, what: &str) -> Child {
         .spawn()
         .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
+
+/// The string `v` (which must be one).
+pub fn str_of(v: &Value) -> &str {
+    v.as_str().expect("a string")
+}
+
+/// For a test that drops to uid 65534 itself: as root, a fresh environment
+/// others may enter, with the minimal plugin at `src`; else `None`, the
+/// skip printed.
+pub fn root_env_with_plugin(test: &str) -> Option<(TestEnv, PathBuf)> {
+    if skip_unless_root(test, "run as root (it drops privileges itself)") {
+        return None;
+    }
+    let env = TestEnv::new();
+    chmod(&env.base, 0o755);
+    let src = env.plugin("src", "1.0.0");
+    Some((env, src))
+}

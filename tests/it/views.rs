@@ -1417,15 +1417,9 @@ fn bad_requests() {
 /// 65534 with `setpriv`).
 #[test]
 fn path_works_for_an_unprivileged_user() {
-    if util::skip_unless_root(
-        "path_works_for_an_unprivileged_user",
-        "run as root (it drops privileges itself)",
-    ) {
+    let Some((env, src)) = util::root_env_with_plugin("path_works_for_an_unprivileged_user") else {
         return;
-    }
-    let env = TestEnv::new();
-    chmod(&env.base, 0o755);
-    let src = env.plugin("src", "1.0.0");
+    };
     util::chown(&["-R"], "65534:65534", &env.base);
     let as_nobody = |args: &[&OsStr]| -> Output {
         let mut setpriv = Command::new("setpriv");
