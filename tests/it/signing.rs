@@ -411,13 +411,9 @@ fn a_tampered_or_misplaced_attestation_fails_verify() {
         .join(a_file.file_name().unwrap());
     write(&misplaced, fs::read(&a_file).unwrap());
     chmod(&misplaced, 0o444);
-    let (code, v) = verify(env, &both);
-    assert_eq!(code, 1, "{v}");
-    let found = problems_of(&v, "untrusted-attestation");
-    assert_eq!(found.len(), 1, "{v}");
-    assert_eq!(found[0]["path"], s(&misplaced), "{v}");
+    let (v, found) = the_one_problem(env, &both, "untrusted-attestation", &misplaced);
     assert!(
-        crate::util::str_of(&found[0]["detail"])
+        crate::util::str_of(&found["detail"])
             .contains(&format!("its subject is {}, not this snapshot", r.by_a)),
         "{v}"
     );
@@ -451,14 +447,10 @@ fn a_tampered_or_misplaced_attestation_fails_verify() {
     chmod(&b_file, 0o644);
     fs::write(&b_file, &bytes).unwrap();
     chmod(&b_file, 0o444);
-    let (code, v) = verify(env, &both);
-    assert_eq!(code, 1, "{v}");
-    let damaged = problems_of(&v, "damaged-attestation");
-    assert_eq!(damaged.len(), 1, "{v}");
-    assert_eq!(damaged[0]["path"], s(&b_file), "{v}");
-    assert_eq!(damaged[0]["severity"], "corruption", "{v}");
+    let (v, damaged) = the_one_problem(env, &both, "damaged-attestation", &b_file);
+    assert_eq!(damaged["severity"], "corruption", "{v}");
     assert!(
-        crate::util::str_of(&damaged[0]["detail"]).contains("do not hash to its name"),
+        crate::util::str_of(&damaged["detail"]).contains("do not hash to its name"),
         "{v}"
     );
     assert_eq!(v["attestations_checked"], 3, "{v}");
@@ -647,4 +639,16 @@ fn assert_ok_or_audit(out: &Output) {
         "{}",
         util::describe(out)
     );
+}
+
+/// `verify --json ARGS`, which must exit 1 with exactly one problem of
+/// `kind`, at `path`: the report and that problem.
+fn the_one_problem(env: &TestEnv, args: &[&OsStr], kind: &str, path: &Path) -> (Value, Value) {
+    let (code, v) = verify(env, args);
+    assert_eq!(code, 1, "{v}");
+    let found = problems_of(&v, kind);
+    assert_eq!(found.len(), 1, "{v}");
+    assert_eq!(found[0]["path"], s(path), "{v}");
+    let problem = found[0].clone();
+    (v, problem)
 }
