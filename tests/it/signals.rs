@@ -47,17 +47,13 @@ fn write_empty(path: &Path) {
 
 /// The arguments of `stage --hold` for the setup's snapshot and view.
 fn hold_args(s: &Setup) -> Vec<&OsStr> {
-    vec![
-        OsStr::new("stage"),
-        OsStr::new("--json"),
-        OsStr::new("--arm"),
-        OsStr::new("ce_workflow"),
-        OsStr::new("--digest"),
-        OsStr::new(&s.digest),
-        OsStr::new("--dest"),
-        s.view.as_os_str(),
-        OsStr::new("--hold"),
-    ]
+    let mut args: Vec<&OsStr> = "stage --json --arm ce_workflow --digest"
+        .split(' ')
+        .map(OsStr::new)
+        .collect();
+    args.extend([&s.digest, "--dest"].map(OsStr::new));
+    args.extend([s.view.as_os_str(), OsStr::new("--hold")]);
+    args
 }
 
 /// A `cestore stage --hold` process, the leader of its own process group,

@@ -1754,18 +1754,13 @@ fn rm_and_gc_remove_the_spares_of_a_forgotten_snapshot() {
 
 /// `cestore stage --json ARGS` for a source, checked out at `dest`.
 fn stage_args<'a>(src: &'a Path, version: &'a str, dest: &'a Path) -> Vec<&'a OsStr> {
-    vec![
-        OsStr::new("stage"),
-        OsStr::new("--json"),
-        OsStr::new("--arm"),
-        OsStr::new("ce_review"),
-        OsStr::new("--plugin-dir"),
-        src.as_os_str(),
-        OsStr::new("--plugin-version"),
-        OsStr::new(version),
-        OsStr::new("--dest"),
-        dest.as_os_str(),
-    ]
+    let mut args: Vec<&OsStr> = "stage --json --arm ce_review --plugin-dir"
+        .split(' ')
+        .map(OsStr::new)
+        .collect();
+    args.extend([src.as_os_str(), OsStr::new("--plugin-version")]);
+    args.extend([OsStr::new(version), OsStr::new("--dest"), dest.as_os_str()]);
+    args
 }
 
 /// The names under the store's `tmp/`: work directories left behind.
