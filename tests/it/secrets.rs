@@ -96,28 +96,14 @@ fn refuse_secrets_refuses_the_release_and_records_nothing() {
     let src = env.path("src");
     release_with_a_key(&src);
     let dest = env.path("view");
+    let (src_arg, dest_arg) = (src.to_str().unwrap(), dest.to_str().unwrap());
+    let stage = ["stage", "--arm", "ce_review", "--plugin-dir", src_arg];
+    let stage = [&stage[..], &["--plugin-version", "1.0.0"]].concat();
+    let stage_to_dest = [&stage[..], &["--dest", dest_arg]].concat();
     for args in [
-        vec!["ingest", src.to_str().unwrap(), "--version", "1.0.0"],
-        vec![
-            "stage",
-            "--arm",
-            "ce_review",
-            "--plugin-dir",
-            src.to_str().unwrap(),
-            "--plugin-version",
-            "1.0.0",
-            "--dest",
-            dest.to_str().unwrap(),
-        ],
-        vec![
-            "stage",
-            "--arm",
-            "ce_review",
-            "--plugin-dir",
-            src.to_str().unwrap(),
-            "--plugin-version",
-            "1.0.0",
-        ],
+        vec!["ingest", src_arg, "--version", "1.0.0"],
+        stage_to_dest.clone(),
+        stage,
     ] {
         let mut refused = args.clone();
         refused.extend(["--refuse-secrets", "--json"]);
@@ -146,18 +132,7 @@ fn refuse_secrets_refuses_the_release_and_records_nothing() {
     }
 
     // stage without it: kept, warned, reported in its ingest.
-    let out = env.run([
-        "stage",
-        "--arm",
-        "ce_review",
-        "--plugin-dir",
-        src.to_str().unwrap(),
-        "--plugin-version",
-        "1.0.0",
-        "--dest",
-        dest.to_str().unwrap(),
-        "--json",
-    ]);
+    let out = env.run([&stage_to_dest[..], &["--json"]].concat());
     assert_ok(&out);
     let v = parse_json(&out);
     assert_eq!(
