@@ -4,7 +4,13 @@
 //! Every helper more than one module needs is defined here once: the
 //! requests most tests make (`files`, `views`, `verify`, `checkout`), object
 //! paths and hashes, a store's files, commands under a deadline, the oracle,
-//! the ways a test skips, and two snapshots whose digests share a prefix.
+//! the ways a test skips, and two snapshots whose digests share a prefix;
+//! then a minimal plugin written or ingested in one call (`plugin`,
+//! `with_plugin`, `plugin_store`), the arguments of an ingest (`ingest_args`,
+//! `git_ingest`, `ingest_out`), a report's arrays and strings (`array`,
+//! `strs`, `str_of`, `field_strs`, `field_pairs`), a cestore run through
+//! another command (`wrapped`, `spawn_piped`), a GitNexus harness, a JSON
+//! Lines file, `python3` and `cp -a`.
 
 #![allow(dead_code)]
 
