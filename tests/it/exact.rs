@@ -586,7 +586,7 @@ fn rounds() -> usize {
 /// An ingest of `src` while its bytes change: it gives a digest or is
 /// refused as `rejected`, nothing else.
 fn ingest_while_writing(env: &TestEnv, src: &Path, what: &str) {
-    let out = env.ingest_out(&src, "1.0.0", &[]);
+    let out = env.ingest_out(src, "1.0.0", &[]);
     let v = parse_json(&out);
     assert!(
         out.status.success() || v["error"]["kind"] == "rejected",

@@ -15,7 +15,7 @@ const V: &str = "1.0.0";
 
 /// `ingest --git REPO --rev REV EXTRA`, which must succeed: its output.
 pub(crate) fn ingest_git(env: &TestEnv, repo: &Path, rev: &str, extra: &[&str]) -> String {
-    let mut args = util::git_ingest(&repo, rev, V, &[]);
+    let mut args = util::git_ingest(repo, rev, V, &[]);
     args.extend(extra.iter().map(|a| os(a)));
     let out = env.run(&args);
     util::assert_ok(&out);

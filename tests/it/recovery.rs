@@ -596,7 +596,7 @@ fn gc_objects(store: &Path, gc: &Value) -> BTreeSet<String> {
 /// The orphan objects `verify --json` reports, relative to `objects/`.
 fn verify_orphans(store: &Path, verify: &Value) -> BTreeSet<String> {
     let root = format!("{}/", store.join("objects").display());
-    crate::util::problems(&verify)
+    crate::util::problems(verify)
         .iter()
         .filter(|p| p["kind"] == "orphan-object")
         .map(|p| {

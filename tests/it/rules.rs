@@ -319,8 +319,7 @@ fn file_paths(env: &TestEnv, digest: &str) -> Vec<String> {
 
 /// A minimal plugin at `ENV/name`, version [`V`].
 fn minimal_at(env: &TestEnv, name: &str) -> PathBuf {
-    let root = env.plugin(name, V);
-    root
+    env.plugin(name, V)
 }
 
 fn set_plugin_json(root: &Path, contents: impl AsRef<[u8]>) -> PathBuf {

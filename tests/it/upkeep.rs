@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::util::{assert_ok, s, write};
 
 fn garbage_paths(verify: &Value) -> BTreeSet<(String, String)> {
-    crate::util::problems(&verify)
+    crate::util::problems(verify)
         .iter()
         .filter(|p| p["severity"] == "garbage")
         .map(|p| {
