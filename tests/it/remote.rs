@@ -345,9 +345,7 @@ fn a_tampered_blob_is_refused_and_nothing_enters_the_store() {
     let Some(dir) = env_var("CESTORE_TEST_REGISTRY_DIR", "tampered_blob") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    mixed_release(&src, "1.0.0", 10, salt());
+    let (a, src) = mixed_plugin("1.0.0", 10);
     let victim = noise(salt(), 4242, 4000);
     write(&src.join("skills/gen/victim.md"), &victim);
     let digest = a.ingest_digest(&src, "1.0.0");
@@ -526,9 +524,7 @@ fn oras_pulls_what_cestore_pushed() {
     let Some(python) = env_var("CESTORE_TEST_ORAS_PY", "oras_interop") else {
         return;
     };
-    let env = TestEnv::new();
-    let src = env.path("src");
-    mixed_release(&src, "3.1.4", 20, salt());
+    let (env, src) = mixed_plugin("3.1.4", 20);
     // A content of 256 KiB or more travels raw, under its path.
     write(&src.join("assets/model.bin"), noise(salt(), 77, 300 * 1024));
     let digest = env.ingest_digest(&src, "3.1.4");
@@ -2365,7 +2361,7 @@ fn a_pull_under_a_trusted_key_adopts_only_what_that_key_vouches_for() {
 
     // The signer's attestation of this snapshot, kept with another one:
     // refused, for its subject is not that snapshot.
-    let (o, other_src, other_digest) = mixed_store("3.0.0", 4);
+    let (o, _, other_digest) = mixed_store("3.0.0", 4);
     keep_attestations(&o, &other_digest, std::slice::from_ref(&honest));
     let target = repo(&reg, "other-subject");
     push(&o, &other_digest, &target, &[]);
@@ -2433,9 +2429,16 @@ fn pull_refused(reference: &str, code: i32, kind: &str, expect: &[&str], case: &
 /// A fresh store holding a mixed release (see [`mixed_release`]) written at
 /// `src` with `extra` files: the environment, the release and its digest.
 fn mixed_store(version: &str, extra: usize) -> (TestEnv, PathBuf, String) {
+    let (env, src) = mixed_plugin(version, extra);
+    let digest = env.ingest_digest(&src, version);
+    (env, src, digest)
+}
+
+/// A fresh environment with a mixed release (see [`mixed_release`]) written
+/// at `src` with `extra` files, and its path.
+fn mixed_plugin(version: &str, extra: usize) -> (TestEnv, PathBuf) {
     let env = TestEnv::new();
     let src = env.path("src");
     mixed_release(&src, version, extra, salt());
-    let digest = env.ingest_digest(&src, version);
-    (env, src, digest)
+    (env, src)
 }
