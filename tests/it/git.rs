@@ -295,10 +295,7 @@ fn symlinks_are_refused_where_the_seed_refuses_them_and_ignored_elsewhere() {
     commit_all(&repo, "link in skills");
     assert_eq!(
         agrees(&env, &repo, "HEAD", &[], ""),
-        Answer::Refused {
-            rule: "symlink".into(),
-            at: "skills/ce-plan/alias.md".into()
-        }
+        refused("symlink", "skills/ce-plan/alias.md")
     );
     fs::remove_file(repo.join("skills/ce-plan/alias.md")).unwrap();
 
@@ -313,10 +310,7 @@ fn symlinks_are_refused_where_the_seed_refuses_them_and_ignored_elsewhere() {
     commit_all(&repo, "marketplace link");
     assert_eq!(
         agrees(&env, &repo, "HEAD", &[], ""),
-        Answer::Refused {
-            rule: "file-not-regular".into(),
-            at: ".claude-plugin/marketplace.json".into()
-        }
+        refused("file-not-regular", ".claude-plugin/marketplace.json")
     );
     fs::remove_file(repo.join(".claude-plugin/marketplace.json")).unwrap();
 
@@ -326,10 +320,7 @@ fn symlinks_are_refused_where_the_seed_refuses_them_and_ignored_elsewhere() {
     commit_all(&repo, "scripts link");
     assert_eq!(
         agrees(&env, &repo, "HEAD", &[], ""),
-        Answer::Refused {
-            rule: "component-not-real-directory".into(),
-            at: "scripts".into()
-        }
+        refused("component-not-real-directory", "scripts")
     );
     fs::remove_file(repo.join("scripts")).unwrap();
 
@@ -364,10 +355,7 @@ fn a_submodule_is_an_empty_directory() {
     commit_all(&repo, "ce-work as a submodule");
     assert_eq!(
         agrees(&env, &repo, "HEAD", &[], ""),
-        Answer::Refused {
-            rule: "missing-skill".into(),
-            at: "skills/ce-work/SKILL.md".into()
-        }
+        refused("missing-skill", "skills/ce-work/SKILL.md")
     );
 }
 
@@ -2227,4 +2215,12 @@ fn new_repo() -> (TestEnv, PathBuf) {
     let repo = env.path("repo");
     init(&repo);
     (env, repo)
+}
+
+/// The answer of a digest refused under `rule` at `at`.
+fn refused(rule: &str, at: &str) -> Answer {
+    Answer::Refused {
+        rule: rule.into(),
+        at: at.into(),
+    }
 }
