@@ -738,16 +738,13 @@ fn views_share_inodes_across_releases() {
 #[test]
 fn empty_files_are_fresh() {
     let env = TestEnv::new();
-    let src = env.path("src");
-    small_tree(
-        &src,
-        "1.0.0",
+    let d = small_store(
+        &env,
         &[
             ("skills/ce-work/empty.md", b"", 0o644),
             ("scripts/empty.sh", b"", 0o755),
         ],
     );
-    let d = env.ingest_digest(&src, "1.0.0");
     let (v1, v2) = (env.path("v1"), env.path("v2"));
     let r1 = env.checkout_ok(&d, &v1, &[]);
     env.checkout_ok(&d, &v2, &[]);
@@ -790,17 +787,14 @@ fn exdev_copies_across_filesystems() {
         }
     };
     let parent = other.dir();
-    let src = env.path("src");
-    small_tree(
-        &src,
-        "1.0.0",
+    let d = small_store(
+        &env,
         &[
             ("scripts/run.sh", b"#!/bin/sh\n", 0o755),
             ("assets/blob.bin", &random_bytes(4, 50_000), 0o644),
             ("skills/ce-work/empty.md", b"", 0o644),
         ],
     );
-    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
     let nonempty = files.iter().filter(|f| f.size > 0).count() as u64;
 
@@ -1455,17 +1449,14 @@ const SPARE_FILES: &[(&str, &[u8], u32)] = &[
 #[test]
 fn a_discarded_view_serves_the_next_checkout_whole() {
     let env = TestEnv::new();
-    let src = env.path("src");
-    small_tree(
-        &src,
-        "1.0.0",
+    let d = small_store(
+        &env,
         &[
             ("scripts/a.sh", b"#!/bin/sh\n", 0o755),
             ("assets/deep/er/b.bin", &random_bytes(7, 10_000), 0o644),
             ("skills/ce-work/empty.md", b"", 0o644),
         ],
     );
-    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
     // A plain discard deletes the view's files: only --spare keeps it.
     let plain = env.path("plain");
@@ -2028,4 +2019,11 @@ fn a_warm_stage_beside_a_spare_reads_every_file_and_mends_a_damaged_object() {
     mended(&same, &fourth, &d2, &d2);
     assert_ok(&env.run(["verify"]));
     assert_ok(&env.run(["verify", "--tree", fourth.to_str().unwrap(), &d2]));
+}
+
+/// A [`small_tree`] at `ENV/src`, version 1.0.0, ingested: its digest.
+fn small_store(env: &TestEnv, extra: &[(&str, &[u8], u32)]) -> String {
+    let src = env.path("src");
+    small_tree(&src, "1.0.0", extra);
+    env.ingest_digest(&src, "1.0.0")
 }
