@@ -115,56 +115,30 @@ fn strings_decode_escapes_and_keep_lone_surrogates() {
 
 #[test]
 fn string_errors_match_python() {
-    assert_eq!(
-        syntax("\"a\nb\""),
-        "Invalid control character at: line 1 column 3 (char 2)"
-    );
-    assert_eq!(
-        syntax("\"\t\""),
-        "Invalid control character at: line 1 column 2 (char 1)"
-    );
-    assert_eq!(
-        syntax("\"\0\""),
-        "Invalid control character at: line 1 column 2 (char 1)"
-    );
-    assert_eq!(
-        syntax(r#""\x""#),
-        "Invalid \\escape: line 1 column 2 (char 1)"
-    );
-    assert_eq!(
-        syntax(r#""\U0041""#),
-        "Invalid \\escape: line 1 column 2 (char 1)"
-    );
-    assert_eq!(
-        syntax(r#""\u12""#),
-        "Invalid \\uXXXX escape: line 1 column 3 (char 2)"
-    );
-    assert_eq!(
-        syntax(r#""\ud800\u12""#),
-        "Invalid \\uXXXX escape: line 1 column 9 (char 8)"
-    );
-    assert_eq!(
-        syntax(r#""\u0041"#),
-        "Invalid \\uXXXX escape: line 1 column 3 (char 2)"
-    );
-    // A pair of escapes at the very end is no pair: the second is read
-    // alone, and wants a character after it.
-    assert_eq!(
-        syntax(r#""\ud83d\ude00"#),
-        "Invalid \\uXXXX escape: line 1 column 9 (char 8)"
-    );
-    assert_eq!(
-        syntax(r#"["\ud83d\ude00"#),
-        "Invalid \\uXXXX escape: line 1 column 10 (char 9)"
-    );
-    assert_eq!(
-        syntax(r#"["abc"#),
-        "Unterminated string starting at: line 1 column 2 (char 1)"
-    );
-    assert_eq!(
-        syntax(r#""\"#),
-        "Unterminated string starting at: line 1 column 1 (char 0)"
-    );
+    const CONTROL: &str = "Invalid control character at";
+    const ESCAPE: &str = "Invalid \\escape";
+    const UXXXX: &str = "Invalid \\uXXXX escape";
+    const UNTERMINATED: &str = "Unterminated string starting at";
+    // The text, the error's kind and its column on line 1. A pair of escapes
+    // at the very end is no pair: the second is read alone, and wants a
+    // character after it.
+    for (text, kind, column) in [
+        ("\"a\nb\"", CONTROL, 3),
+        ("\"\t\"", CONTROL, 2),
+        ("\"\0\"", CONTROL, 2),
+        (r#""\x""#, ESCAPE, 2),
+        (r#""\U0041""#, ESCAPE, 2),
+        (r#""\u12""#, UXXXX, 3),
+        (r#""\ud800\u12""#, UXXXX, 9),
+        (r#""\u0041"#, UXXXX, 3),
+        (r#""\ud83d\ude00"#, UXXXX, 9),
+        (r#"["\ud83d\ude00"#, UXXXX, 10),
+        (r#"["abc"#, UNTERMINATED, 2),
+        (r#""\"#, UNTERMINATED, 1),
+    ] {
+        let want = format!("{kind}: line 1 column {column} (char {})", column - 1);
+        assert_eq!(syntax(text), want, "{text:?}");
+    }
 }
 
 #[test]
@@ -449,6 +423,15 @@ impl SplitMix64 {
     pub(crate) fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
         items[self.below(items.len())]
     }
+
+    /// The first of `items` `percent` times in a hundred, else any of them.
+    fn mostly_first<'a>(&mut self, percent: usize, items: &[&'a str]) -> &'a str {
+        if self.chance(percent) {
+            items[0]
+        } else {
+            self.pick(items)
+        }
+    }
 }
 
 const STRING_PIECES: &[&str] = &[
@@ -594,22 +577,8 @@ fn gen_manifest(rng: &mut SplitMix64) -> String {
     let mut members = Vec::new();
     for _ in 0..1 + rng.below(5) {
         let member = match rng.below(5) {
-            0 | 1 => format!(
-                "\"name\":{}",
-                if rng.chance(70) {
-                    names[0]
-                } else {
-                    rng.pick(&names)
-                }
-            ),
-            2 | 3 => format!(
-                "\"version\":{}",
-                if rng.chance(60) {
-                    versions[0]
-                } else {
-                    rng.pick(&versions)
-                }
-            ),
+            0 | 1 => format!("\"name\":{}", rng.mostly_first(70, &names)),
+            2 | 3 => format!("\"version\":{}", rng.mostly_first(60, &versions)),
             _ => format!("{}:{}", gen_string(rng), gen_value(rng, 1)),
         };
         members.push(member);

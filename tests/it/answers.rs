@@ -120,9 +120,7 @@ fn rm_forgets_a_snapshot_whose_only_view_is_the_shared_one() {
 /// for one snapshot, in JSON, after checking that the text forms print it too.
 fn first_times(env: &TestEnv, d: &str) -> (String, String, String) {
     let list = env.json(["list", "--json"]);
-    let listed = list["snapshots"]
-        .as_array()
-        .unwrap()
+    let listed = crate::util::array(&list["snapshots"])
         .iter()
         .find(|s| s["manifest_digest"] == d)
         .expect("listed")["first_ingested_at"]
@@ -134,9 +132,7 @@ fn first_times(env: &TestEnv, d: &str) -> (String, String, String) {
         .unwrap()
         .to_string();
     let log = env.json(["log", d, "--json"]);
-    let logged = log["ingests"]
-        .as_array()
-        .unwrap()
+    let logged = crate::util::array(&log["ingests"])
         .iter()
         .map(|e| e["at"].as_str().unwrap().to_string())
         .min()
@@ -167,9 +163,7 @@ fn first_times(env: &TestEnv, d: &str) -> (String, String, String) {
 
 #[test]
 fn one_snapshot_has_one_first_ingest_time_in_every_command() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     // Enough files that the ingest takes a while between its event's time
     // and its commit.
     for i in 0..300 {
@@ -358,8 +352,7 @@ fn an_unknown_version_lists_the_versions_there_are() {
         "{v}"
     );
     for version in ["1.0.0", "2.0.0", "1.1.0"] {
-        let src = env.path(version);
-        minimal_plugin(&src, version);
+        let src = env.plugin(version, version);
         env.ingest(&src, version);
     }
     for args in [

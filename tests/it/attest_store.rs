@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::util::{self, assert_exit, minimal_plugin, parse_json, s, sha_hex, write, TestEnv};
+use crate::util::{self, assert_exit, parse_json, s, sha_hex, write, TestEnv};
 
 /// An attestation as its file holds it, and where that file goes.
 struct Planted {
@@ -88,8 +88,7 @@ fn recover(env: &TestEnv) -> Value {
 }
 
 fn ingested(env: &TestEnv, version: &str) -> String {
-    let release = env.path(&format!("release-{version}"));
-    minimal_plugin(&release, version);
+    let release = env.plugin(&format!("release-{version}"), version);
     env.ingest_digest(&release, version)
 }
 
@@ -152,17 +151,7 @@ fn a_damaged_attestation_file_is_reported_and_left_as_it_is() {
     let out = env.run(["recover", "--json"]);
     assert_exit(&out, 1);
     let report = parse_json(&out);
-    let mut problems: Vec<(String, String)> = report["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["path"].as_str().unwrap().to_string(),
-                p["detail"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let mut problems = crate::util::field_pairs(&report["problems"], "path", "detail");
     problems.sort();
     let mut want = vec![
         (
@@ -208,9 +197,7 @@ fn rm_takes_a_snapshots_attestations_and_gc_sweeps_those_of_no_snapshot() {
     write(&stray, "?\n");
     let verify = env.run(["verify", "--json"]);
     let verify = parse_json(&verify);
-    let garbage: Vec<(String, String)> = verify["problems"]
-        .as_array()
-        .unwrap()
+    let garbage: Vec<(String, String)> = crate::util::problems(&verify)
         .iter()
         .filter(|p| p["severity"] == "garbage" && p["kind"] != "orphan-object")
         .map(|p| {
@@ -230,9 +217,7 @@ fn rm_takes_a_snapshots_attestations_and_gc_sweeps_those_of_no_snapshot() {
     assert_eq!(garbage, want, "{verify:#}");
 
     let gc = env.json(["gc", "--json"]);
-    let mut swept: Vec<String> = gc["attestations"]
-        .as_array()
-        .unwrap()
+    let mut swept: Vec<String> = crate::util::array(&gc["attestations"])
         .iter()
         .map(|p| p.as_str().unwrap().to_string())
         .collect();

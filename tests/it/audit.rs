@@ -795,12 +795,7 @@ fn list_log_and_find_answer_from_the_catalogue() {
     let ats: Vec<&str> = events.iter().map(|e| e["at"].as_str().unwrap()).collect();
     assert!(ats.windows(2).all(|w| w[0] <= w[1]), "{ats:?}");
     let v = env.json(["log", &a[..8], "--json"]);
-    let sources: Vec<&str> = v["ingests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["source"].as_str().unwrap())
-        .collect();
+    let sources = crate::util::field_strs(&v["ingests"], "source");
     assert_eq!(sources, vec![s(&env.path("src-a")), s(&env.path("src-a2"))]);
     let out = env.run(["log", &b]);
     assert_ok(&out);
@@ -1186,12 +1181,7 @@ fn verify_repair_restores_from_the_source_tree() {
     let v = parse_json(&out);
     assert_eq!(v["ok"], true, "{v:#}");
     assert_eq!(v["problems"], json!([]), "{v:#}");
-    let repaired: Vec<&str> = v["repaired"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r.as_str().unwrap())
-        .collect();
+    let repaired: Vec<&str> = crate::util::strs(&v["repaired"]);
     assert_eq!(repaired.len(), 2, "{v:#}");
     assert!(repaired.iter().any(|r| r.starts_with(&s(&only_a))));
     assert!(repaired.iter().any(|r| r.starts_with(&s(&shared))));
@@ -2063,9 +2053,7 @@ fn audit_names_every_digest_status_and_row_problem() {
     want.sort_by_key(|d| d["manifest_digest"].as_str().unwrap().to_string());
     assert_eq!(v["digests"], Value::Array(want));
     assert_eq!(v["row_problem_count"], 3);
-    let problems: Vec<(u64, &str, &str)> = v["row_problems"]
-        .as_array()
-        .unwrap()
+    let problems: Vec<(u64, &str, &str)> = crate::util::array(&v["row_problems"])
         .iter()
         .map(|p| {
             assert_eq!(p["file"], name.as_str());
@@ -2129,14 +2117,13 @@ fn audit_names_every_digest_status_and_row_problem() {
 
     // A clean file passes with exit 0, and the store was only read.
     let clean = r.env.path("clean.jsonl");
-    write(
+    crate::util::write_lines(
         &clean,
-        format!(
-            "{}\n{}\n{}\n",
+        &[
             harness_row("ce_review", 1, Some("1.1.0"), Some(&r.b)),
             harness_row("baseline", 2, None, None),
             harness_row("ce_workflow", 3, Some("1.0.0"), Some(&r.a)),
-        ),
+        ],
     );
     let (code, human) = audit(&r.env, &[clean.as_os_str()]);
     assert_eq!(code, 0, "{human}");
@@ -2301,13 +2288,12 @@ fn audit_reads_dotted_fields_of_nested_provenance() {
 fn audit_verify_names_a_flipped_object_and_its_digest() {
     let r = three_releases();
     let file = r.env.path("results.jsonl");
-    write(
+    crate::util::write_lines(
         &file,
-        format!(
-            "{}\n{}\n",
+        &[
             harness_row("ce_review", 1, Some("1.0.0"), Some(&r.a)),
             harness_row("ce_review", 2, Some("1.1.0"), Some(&r.b)),
-        ),
+        ],
     );
     let (code, _) = audit(&r.env, &[file.as_os_str(), OsStr::new("--verify")]);
     assert_eq!(code, 0);
@@ -2324,9 +2310,7 @@ fn audit_verify_names_a_flipped_object_and_its_digest() {
     assert_exit(&out, 1);
     let v = parse_json(&out);
     assert_eq!(v["verified"], true);
-    let by: BTreeMap<&str, &Value> = v["digests"]
-        .as_array()
-        .unwrap()
+    let by: BTreeMap<&str, &Value> = crate::util::array(&v["digests"])
         .iter()
         .map(|d| (d["manifest_digest"].as_str().unwrap(), d))
         .collect();
@@ -2384,9 +2368,7 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
     assert_exit(&out, 1); // the row problems remain
     let v = parse_json(&out);
     assert_eq!(v["registry"], repo.as_str());
-    let cd = v["digests"]
-        .as_array()
-        .unwrap()
+    let cd = crate::util::array(&v["digests"])
         .iter()
         .find(|d| d["manifest_digest"] == r.c.as_str())
         .expect("C")
@@ -2398,24 +2380,18 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
     assert_eq!(r.env.listed().len(), 3);
     r.env.verify_clean(&[&r.c]);
     let log = r.env.json(["log", &r.c, "--json"]);
-    let events: Vec<&str> = log["ingests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
+    let events = crate::util::field_strs(&log["ingests"], "event");
     assert_eq!(events, ["origin", "pull"], "{log}");
 
     // Now stored, C is ok; a digest the registry lacks stays unknown, with why.
     let missing = "0".repeat(64);
     let extra = r.env.path("missing.jsonl");
-    write(
+    crate::util::write_lines(
         &extra,
-        format!(
-            "{}\n{}\n",
+        &[
             harness_row("ce_review", 1, Some("2.0.0"), Some(&r.c)),
             harness_row("ce_review", 2, Some("9.9.9"), Some(&missing)),
-        ),
+        ],
     );
     let out = r.env.run([
         OsStr::new("audit"),
@@ -2427,9 +2403,7 @@ fn audit_pulls_an_unknown_digest_from_the_registry() {
     ]);
     assert_exit(&out, 1);
     let v = parse_json(&out);
-    let status: BTreeMap<&str, (&str, bool)> = v["digests"]
-        .as_array()
-        .unwrap()
+    let status: BTreeMap<&str, (&str, bool)> = crate::util::array(&v["digests"])
         .iter()
         .map(|d| {
             (
@@ -2456,8 +2430,7 @@ fn audit_bounds_what_it_lists_and_holds() {
     text.push('\n');
     write(&file, &text);
     fs::create_dir_all(&env.store).unwrap();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
+    let minimal = env.plugin("min", "1.0.0");
     env.ingest_digest(&minimal, "1.0.0");
     let out = env.run([OsStr::new("audit"), file.as_os_str(), OsStr::new("--json")]);
     // Malformed lines are listed, and fail the audit; allowed, the one row
@@ -2536,10 +2509,7 @@ fn audit_within(env: &TestEnv, kib: u64, args: &[&OsStr], out: &Path) -> i32 {
 
 #[test]
 fn audit_cuts_every_value_it_takes_from_a_row() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     // 1,000 rows of a 1,000,000-character arm (a ~1 MB .gz): each row is an
     // arm-mismatch (a non-CE arm with a digest) quoting its arm.
     let arm = "x".repeat(1_000_000);
@@ -2611,12 +2581,14 @@ fn audit_cuts_every_value_it_takes_from_a_row() {
     // A malformed digest is quoted cut too.
     let bad = env.path("bad-digest.jsonl");
     let long_digest = "Z".repeat(5000);
-    write(
+    crate::util::write_lines(
         &bad,
-        format!(
-            "{}\n",
-            harness_row("ce_review", 1, Some("1.0.0"), Some(&long_digest))
-        ),
+        &[harness_row(
+            "ce_review",
+            1,
+            Some("1.0.0"),
+            Some(&long_digest),
+        )],
     );
     let out = env.run([OsStr::new("audit"), bad.as_os_str(), OsStr::new("--json")]);
     assert_exit(&out, 1);
@@ -2632,10 +2604,7 @@ fn audit_cuts_every_value_it_takes_from_a_row() {
 
 #[test]
 fn audit_holds_a_few_dozen_bytes_per_digest() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     // 100,000 distinct digests, one row each; then the first again twice,
     // claiming another version from another arm, and the stored one.
     const N: u64 = 100_000;
@@ -2751,10 +2720,7 @@ fn audit_holds_a_few_dozen_bytes_per_digest() {
 
 #[test]
 fn audit_names_a_line_that_is_not_utf8() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     // A ce_* row whose digest holds one 0xff byte, after a good row.
     let good = harness_row("ce_review", 1, Some("1.0.0"), Some(&stored));
     let mut bad = harness_row("ce_review", 2, Some("1.0.0"), Some(&"a".repeat(64))).into_bytes();
@@ -2855,10 +2821,7 @@ fn gzipped(data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn audit_reads_the_rows_python_writes_with_nan_infinity_and_lone_surrogates() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     let unknown: Vec<String> = (1..=5)
         .map(|i| sha_hex(format!("not stored {i}").as_bytes()))
         .collect();
@@ -2928,10 +2891,7 @@ fn audit_reads_the_rows_python_writes_with_nan_infinity_and_lone_surrogates() {
 
 #[test]
 fn audit_names_a_lone_surrogate_in_the_digest_version_or_arm() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     let file = env.path("lone.jsonl");
     let script = r#"
 import json, sys
@@ -2976,9 +2936,7 @@ with open(out, "w") as f:
     let d = &v["digests"][0];
     assert_eq!(d["manifest_digest"], stored.as_str());
     assert_eq!(d["status"], "version-mismatch");
-    let claimed: Vec<(&str, u64)> = d["claimed_versions"]
-        .as_array()
-        .unwrap()
+    let claimed: Vec<(&str, u64)> = crate::util::array(&d["claimed_versions"])
         .iter()
         .map(|c| (c["value"].as_str().unwrap(), c["rows"].as_u64().unwrap()))
         .collect();
@@ -2999,10 +2957,7 @@ with open(out, "w") as f:
 
 #[test]
 fn audit_fails_a_malformed_line_unless_allowed() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
-    let stored = env.ingest_digest(&minimal, "1.0.0");
+    let (env, _, stored) = util::plugin_store("min", "1.0.0");
     // A good row, then one cut short inside a digest not in the store, as
     // a writer killed mid-line leaves it.
     let unknown = sha_hex(b"never stored");
@@ -3117,9 +3072,7 @@ fn audit_fails_a_malformed_line_unless_allowed() {
 
 #[test]
 fn audit_fails_an_input_with_no_row_or_none_of_the_fields() {
-    let env = TestEnv::new();
-    let minimal = env.path("min");
-    util::minimal_plugin(&minimal, "1.0.0");
+    let (env, minimal) = util::with_plugin("min", "1.0.0");
     env.ingest_digest(&minimal, "1.0.0");
     let no_row = "FAIL: no line is a row (a JSON object): 0 digests (none), 0 row problems";
     let no_field = "FAIL: no row carries ce_plugin_manifest_digest, ce_plugin_version or arm (see --digest-field, --version-field, --arm-field): 0 digests (none), 0 row problems, 0 malformed lines in";
@@ -3227,8 +3180,7 @@ fn sourced() -> Sourced {
     let (repo, commit) = crate::provenance::subdir_repo(&env, "repo");
     let human = crate::provenance::ingest_git(&env, &repo, "HEAD", &["--subdir", "plugins/p"]);
     let from_git = human.lines().next().unwrap().to_string();
-    let dir = env.path("dir");
-    util::minimal_plugin(&dir, "2.0.0");
+    let dir = env.plugin("dir", "2.0.0");
     let from_dir = env.ingest_digest(&dir, "2.0.0");
     let file = env.path("results.jsonl");
     let row = |d: &str, v: &str| {
@@ -3260,9 +3212,7 @@ fn audit_json(env: &TestEnv, file: &Path, extra: &[&OsStr]) -> (i32, Value) {
 
 /// The digest entry of `d` in an audit's JSON report.
 fn entry<'a>(report: &'a Value, d: &str) -> &'a Value {
-    report["digests"]
-        .as_array()
-        .unwrap()
+    crate::util::array(&report["digests"])
         .iter()
         .find(|e| e["manifest_digest"] == d)
         .unwrap_or_else(|| panic!("{d} not in {report}"))

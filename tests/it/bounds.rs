@@ -98,9 +98,7 @@ fn assert_refused(m: &Measured, code: i64, says: &str) {
 
 /// A store that already holds one snapshot, with its state.
 fn seeded_store() -> (TestEnv, StoreState) {
-    let env = TestEnv::new();
-    let src = env.path("seed-src");
-    minimal_plugin(&src, "0.9.0");
+    let (env, src) = crate::util::with_plugin("seed-src", "0.9.0");
     env.ingest_digest(&src, "0.9.0");
     let state = store_state(&env.store);
     (env, state)
@@ -161,9 +159,7 @@ fn entry(w: &mut dyn Write, name: &str, mode: u32, size: u64, data: &Data) {
 /// The entries of a small real snapshot (manifest and objects), from a
 /// plain bundle `cestore export` wrote.
 fn real_snapshot() -> (Manifest, Vec<(String, u32, Vec<u8>)>) {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     write(&src.join("skills/extra/notes.md"), noise(salt(), 1, 3000));
     let digest = env.ingest_digest(&src, "1.0.0");
     let file = env.path("real.tar");
@@ -444,16 +440,8 @@ fn an_index_listing_one_manifest_300_times_is_pulled_once_in_bounded_memory() {
     let Some(reg) = registry("index_300") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let s = salt();
-    for i in 0..40 {
-        write(
-            &src.join(format!("skills/many/f{i:02}.md")),
-            noise(s, i, 20_000),
-        );
-    }
+    let (a, src) = crate::util::with_plugin("src", "1.0.0");
+    crate::remote::many_files(&src, 40, |_| 20_000);
     let digest = a.ingest_digest(&src, "1.0.0");
     let target = repo(&reg, "index-300");
     a.json(["push", &digest, &target, "--plain-http", "--json"]);

@@ -9,8 +9,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 use crate::util::{
-    self, assert_exit, assert_ok, minimal_plugin, minimal_store, os, parse_json, sha_hex, write,
-    TestEnv,
+    self, assert_exit, assert_ok, minimal_store, os, parse_json, sha_hex, write, TestEnv,
 };
 
 fn stdout(out: &std::process::Output) -> String {
@@ -32,14 +31,11 @@ fn found(env: &TestEnv, args: &[&str]) -> Vec<(String, String)> {
 
 #[test]
 fn find_takes_object_prefixes_directories_and_globs() {
-    let env = TestEnv::new();
-    let a_src = env.path("a");
-    minimal_plugin(&a_src, "1.0.0");
+    let (env, a_src) = util::with_plugin("a", "1.0.0");
     write(&a_src.join("skills/ce-plan/notes/deep.md"), "deep\n");
     write(&a_src.join("skills/ce-plan-extra/SKILL.md"), "# extra\n");
     let a = env.ingest_digest(&a_src, "1.0.0");
-    let b_src = env.path("b");
-    minimal_plugin(&b_src, "1.1.0");
+    let b_src = env.plugin("b", "1.1.0");
     let b = env.ingest_digest(&b_src, "1.1.0");
 
     // A unique prefix of a content's SHA-256, as docs/audit.md shows.
@@ -66,9 +62,7 @@ fn find_takes_object_prefixes_directories_and_globs() {
                 .map(|other| (other, content))
         })
         .unwrap();
-    let shared = TestEnv::new();
-    let src = shared.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (shared, src) = util::with_plugin("src", "1.0.0");
     write(&src.join("skills/ce-plan/one.md"), &one);
     write(&src.join("skills/ce-plan/two.md"), &two);
     shared.ingest_digest(&src, "1.0.0");
@@ -77,9 +71,7 @@ fn find_takes_object_prefixes_directories_and_globs() {
     assert_exit(&out, 5);
     let error = &parse_json(&out)["error"];
     assert_eq!(error["kind"], "ambiguous-digest");
-    let mut listed: Vec<&str> = error["matches"]
-        .as_array()
-        .unwrap()
+    let mut listed: Vec<&str> = crate::util::array(&error["matches"])
         .iter()
         .map(|m| m["sha256"].as_str().unwrap())
         .collect();
@@ -150,9 +142,7 @@ fn find_takes_object_prefixes_directories_and_globs() {
 
 #[test]
 fn digest_validates_like_ingest_and_stores_nothing() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     let out = env.run([os("digest"), src.as_os_str(), os("--version"), os("1.0.0")]);
     assert_ok(&out);
     let printed = stdout(&out);
@@ -302,10 +292,7 @@ fn help_lists_the_documented_exit_codes() {
 
 #[test]
 fn messages_name_the_thing_and_the_next_step() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, src, d) = util::plugin_store("src", "1.0.0");
 
     // discard of a directory that is not a recorded view.
     let out = env.run([os("discard"), src.as_os_str()]);
@@ -394,10 +381,7 @@ fn push_publishes_a_human_tag_beside_the_digest_tag() {
     else {
         return;
     };
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "3.23.1");
-    let d = env.ingest_digest(&src, "3.23.1");
+    let (env, _, d) = util::plugin_store("src", "3.23.1");
     let repo = crate::remote::repo(&reg, "human-tag");
     let pushed = env.json([
         "push",
@@ -432,10 +416,7 @@ fn push_publishes_a_human_tag_beside_the_digest_tag() {
 /// stderr and in the JSON error alike.
 #[test]
 fn refused_options_are_named_by_their_flags() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = util::plugin_store("src", "1.0.0");
     let view = env.path("view");
     let results = env.path("results.jsonl");
     std::fs::write(&results, "{}\n").unwrap();

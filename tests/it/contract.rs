@@ -4,7 +4,7 @@
 //! garbage.
 
 use std::fs;
-use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -13,32 +13,13 @@ use serde_json::Value;
 use sha2::Digest as _;
 
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, mode_of, parse_json, remove_tree,
-    store_files, write, TestEnv,
+    self, assert_exit, assert_ok, chmod, mode_of, parse_json, remove_tree, store_files, write,
+    TestEnv,
 };
 
 /// A harness root holding a GitNexus runtime at `version`.
 fn harness(h: &Path, version: &str) {
-    let rt = h.join("gitnexus");
-    let sh = h.join("gitnexus-shared");
-    write(&rt.join("dist/cli/index.js"), "#!/usr/bin/env node\n");
-    write(
-        &rt.join("package.json"),
-        format!(r#"{{"name": "gitnexus", "version": "{version}"}}"#),
-    );
-    write(&rt.join("node_modules/other/index.js"), "");
-    write(&rt.join("vendor/README"), "");
-    write(&rt.join("hooks/claude/hook.sh"), "");
-    write(&sh.join("dist/index.js"), "");
-    write(
-        &sh.join("package.json"),
-        format!(r#"{{"name": "gitnexus-shared", "version": "{version}"}}"#),
-    );
-    symlink(
-        "../../gitnexus-shared",
-        rt.join("node_modules/gitnexus-shared"),
-    )
-    .unwrap();
+    util::gitnexus_harness(h, version);
 }
 
 fn events(env: &TestEnv) -> Vec<Value> {
@@ -77,9 +58,7 @@ fn views_dir_entries(env: &TestEnv) -> Vec<String> {
 
 #[test]
 fn a_failed_stage_leaves_no_view_no_record_and_no_event() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
     let wrong = env.path("wrong-harness");
     harness(&wrong, "0.0.1");
     fs::create_dir(env.path("run9")).unwrap();
@@ -130,13 +109,10 @@ fn a_failed_stage_leaves_no_view_no_record_and_no_event() {
 
 #[test]
 fn a_stage_whose_view_fails_takes_its_ingest_back() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
     // The store exists (so that the catalogue can refuse view rows) but
     // does not hold the release yet.
-    let other = env.path("other");
-    minimal_plugin(&other, "2.0.0");
+    let other = env.plugin("other", "2.0.0");
     env.ingest(&other, "2.0.0");
     let trigger = "CREATE TRIGGER refuse_views BEFORE INSERT ON views \
                    BEGIN SELECT RAISE(FAIL, 'views refused'); END;";
@@ -167,10 +143,7 @@ fn a_stage_whose_view_fails_takes_its_ingest_back() {
 
 #[test]
 fn a_stale_view_record_is_forgotten_by_discard_or_gc_whatever_happened_to_its_parents() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
+    let (env, _, d) = util::plugin_store("release", "1.0.0");
     for (round, clear) in ["discard", "gc"].iter().enumerate() {
         let run = env.path(&format!("runs/r{round}"));
         fs::create_dir_all(&run).unwrap();
@@ -181,9 +154,7 @@ fn a_stale_view_record_is_forgotten_by_discard_or_gc_whatever_happened_to_its_pa
         assert_ok(&v);
         let report = parse_json(&v);
         assert!(
-            report["problems"]
-                .as_array()
-                .unwrap()
+            crate::util::problems(&report)
                 .iter()
                 .any(|p| p["kind"] == "stale-view-record" && p["severity"] == "garbage"),
             "{report}"
@@ -216,10 +187,7 @@ fn a_stale_view_record_is_forgotten_by_discard_or_gc_whatever_happened_to_its_pa
 
 #[test]
 fn discard_refuses_the_shared_view() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
+    let (env, _, d) = util::plugin_store("release", "1.0.0");
     let shared = env.json(["path", d.as_str(), "--json"])["path"]
         .as_str()
         .unwrap()
@@ -235,9 +203,7 @@ fn discard_refuses_the_shared_view() {
 
 #[test]
 fn strict_arms_refuse_a_typo_that_the_reference_lets_through() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
     let base = [
         "stage",
         "--json",
@@ -292,13 +258,8 @@ fn linked_object(env: &TestEnv, view: &Path, rel: &str) -> PathBuf {
 
 #[test]
 fn ingest_mends_objects_a_writable_view_let_drift() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
-    let view = env.path("view");
-    assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
-    let skill = linked_object(&env, &view, "skills/ce-plan/SKILL.md");
+    let (env, release, d) = util::plugin_store("release", "1.0.0");
+    let (view, skill) = view_and_skill_object(&env, &d);
     chmod_r_u_w(&view);
     assert_eq!(
         mode_of(&skill),
@@ -313,9 +274,7 @@ fn ingest_mends_objects_a_writable_view_let_drift() {
     assert!(repaired.iter().all(|r| r["repair"] == "mode"), "{report}");
     assert_eq!(mode_of(&skill), 0o444);
     let log = env.json(["log", d.as_str(), "--json"]);
-    let repairs = log["ingests"]
-        .as_array()
-        .unwrap()
+    let repairs = crate::util::array(&log["ingests"])
         .iter()
         .filter(|e| e["event"] == "repair")
         .count();
@@ -339,13 +298,8 @@ fn ingest_mends_objects_a_writable_view_let_drift() {
 
 #[test]
 fn checkout_sets_a_drifted_mode_back_and_refuses_changed_bytes() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
-    let view = env.path("view");
-    assert_ok(&env.run(["checkout", d.as_str(), view.to_str().unwrap()]));
-    let skill = linked_object(&env, &view, "skills/ce-plan/SKILL.md");
+    let (env, _, d) = util::plugin_store("release", "1.0.0");
+    let (view, skill) = view_and_skill_object(&env, &d);
     fs::set_permissions(
         view.join("skills/ce-plan/SKILL.md"),
         fs::Permissions::from_mode(0o644),
@@ -378,11 +332,8 @@ fn checkout_sets_a_drifted_mode_back_and_refuses_changed_bytes() {
 
 #[test]
 fn verify_tells_damage_from_garbage_and_names_views_to_renew() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let other = env.path("other");
-    minimal_plugin(&other, "2.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
+    let other = env.plugin("other", "2.0.0");
     write(&other.join("skills/only-here.md"), "only in 2.0.0\n");
     let d = env.ingest_digest(&release, "1.0.0");
     let d2 = env.ingest_digest(&other, "2.0.0");
@@ -425,12 +376,8 @@ fn verify_tells_damage_from_garbage_and_names_views_to_renew() {
 
 #[test]
 fn ingest_reports_what_the_filters_left_out_and_the_digest_does_not_change() {
-    let env = TestEnv::new();
-    let plain = env.path("plain");
-    minimal_plugin(&plain, "1.0.0");
-    let d = env.ingest_digest(&plain, "1.0.0");
-    let busy = env.path("busy");
-    minimal_plugin(&busy, "1.0.0");
+    let (env, _, d) = util::plugin_store("plain", "1.0.0");
+    let busy = env.plugin("busy", "1.0.0");
     write(&busy.join("skills/ce-plan/.env"), "KEY=1\n");
     write(&busy.join("skills/ce-plan/tests/t.md"), "t\n");
     write(&busy.join("skills/ce-plan/api-token.txt"), "t\n");
@@ -439,17 +386,7 @@ fn ingest_reports_what_the_filters_left_out_and_the_digest_does_not_change() {
     write(&busy.join(".claude-plugin/extra.json"), "{}\n");
     let report = env.ingest(&busy, "1.0.0");
     assert_eq!(report["provenance"]["manifest_digest"], d.as_str());
-    let left: Vec<(String, String)> = report["ingest"]["left_out"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["reason"].as_str().unwrap().to_string(),
-                e["path"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let left = crate::util::field_pairs(&report["ingest"]["left_out"], "reason", "path");
     let want: Vec<(String, String)> = [
         ("forbidden-part", "skills/ce-plan/tests"),
         ("secret", "skills/ce-plan/.env"),
@@ -492,13 +429,20 @@ fn history(env: &TestEnv, d: &str) -> Vec<(String, String, String, String)> {
 
 #[test]
 fn an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested() {
-    let first = TestEnv::new();
-    let release = first.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = first.ingest_digest(&release, "1.0.0");
+    let (first, _, d) = util::plugin_store("release", "1.0.0");
     let original = history(&first, &d);
     assert_eq!(original.len(), 1);
     assert_eq!(original[0].0, "ingest");
+    // Two events: the origin as first ingested, then `event` from `source`.
+    let kept_origin = |got: &[(String, String, String, String)], event: &str, source: &str| {
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0, "origin");
+        assert_eq!(got[0].1, original[0].1);
+        assert_eq!(got[0].2, original[0].2);
+        assert_eq!(got[0].3, original[0].3);
+        assert_eq!(got[1].0, event);
+        assert!(got[1].3.starts_with(source), "{got:?}");
+    };
 
     // Through a bundle, plain and compressed.
     for (n, zstd) in [(0, false), (1, true)] {
@@ -510,14 +454,7 @@ fn an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested() {
         assert_ok(&first.run(&args));
         let second = TestEnv::new();
         assert_ok(&second.run(["import", bundle.to_str().unwrap()]));
-        let got = history(&second, &d);
-        assert_eq!(got.len(), 2, "{got:?}");
-        assert_eq!(got[0].0, "origin");
-        assert_eq!(got[0].1, original[0].1);
-        assert_eq!(got[0].2, original[0].2);
-        assert_eq!(got[0].3, original[0].3);
-        assert_eq!(got[1].0, "import");
-        assert!(got[1].3.starts_with("bundle:"), "{got:?}");
+        kept_origin(&history(&second, &d), "import", "bundle:");
         // Importing again adds an import event, not another origin.
         assert_ok(&second.run(["import", bundle.to_str().unwrap()]));
         assert_eq!(history(&second, &d).len(), 3);
@@ -535,14 +472,7 @@ fn an_imported_or_pulled_snapshot_keeps_where_it_was_first_ingested() {
     let third = TestEnv::new();
     let reference = format!("{repo}:sha256-{d}");
     assert_ok(&third.run(["pull", reference.as_str(), "--plain-http"]));
-    let got = history(&third, &d);
-    assert_eq!(got.len(), 2, "{got:?}");
-    assert_eq!(got[0].0, "origin");
-    assert_eq!(got[0].1, original[0].1);
-    assert_eq!(got[0].2, original[0].2);
-    assert_eq!(got[0].3, original[0].3);
-    assert_eq!(got[1].0, "pull");
-    assert!(got[1].3.starts_with("oci://"), "{got:?}");
+    kept_origin(&history(&third, &d), "pull", "oci://");
 }
 
 /// Sets a file's modification time to `reference`'s (`touch -r`).
@@ -558,9 +488,7 @@ fn touch_like(path: &Path, reference: &Path) {
 
 #[test]
 fn every_ingest_reads_the_bytes_and_a_change_that_keeps_the_metadata_is_seen() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     write(&src.join("assets/a.txt"), "alpha\n");
     write(&src.join("assets/b.txt"), "bravo\n");
     write(&src.join("skills/ce-work/empty.md"), "");
@@ -637,9 +565,7 @@ fn every_ingest_reads_the_bytes_and_a_change_that_keeps_the_metadata_is_seen() {
 
 #[test]
 fn lowered_bounds_refuse_as_the_reference_does_on_ingest_digest_and_stage() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     write(&src.join("assets/big.bin"), vec![7u8; 100]);
     write(&src.join("assets/a-rather-long-file-name.txt"), "x");
     // 6 files, at most 100 bytes each; the longest path is
@@ -717,35 +643,27 @@ fn lowered_bounds_refuse_as_the_reference_does_on_ingest_digest_and_stage() {
 
 #[test]
 fn a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it() {
-    if util::skip_unless_root(
+    let Some((env, src)) = util::root_env_with_plugin(
         "a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it",
-        "run as root (it drops privileges itself)",
-    ) {
+    ) else {
         return;
-    }
-    let env = TestEnv::new();
-    chmod(&env.base, 0o755);
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    };
     let secret = src.join("skills/ce-plan/notes.md");
     write(&secret, "for group 1234 only\n");
     util::chown(&["-R"], "65534:65534", &env.base);
     util::chown(&[], "0:1234", &secret);
     chmod(&secret, 0o640);
     let as_nobody = |groups: &str, args: &[&str]| {
-        Command::new("setpriv")
+        let mut setpriv = Command::new("setpriv");
+        setpriv
             .args(["--reuid=65534", "--regid=65534"])
             .args(if groups.is_empty() {
                 vec!["--clear-groups".to_string()]
             } else {
                 vec![format!("--groups={groups}")]
-            })
-            .arg(crate::util::bin())
-            .args(args)
-            .arg("--store")
-            .arg(&env.store)
+            });
+        util::wrapped(setpriv, &env.store, args)
             .arg("--json")
-            .env_remove("CESTORE_DIR")
             .output()
             .expect("run setpriv")
     };
@@ -789,4 +707,13 @@ fn a_file_this_user_can_no_longer_read_is_refused_after_ingests_that_read_it() {
         "",
         &["verify", "--tree", second.to_str().unwrap(), &d],
     ));
+}
+
+/// A view of `d` checked out at `ENV/view`, and the object its
+/// `skills/ce-plan/SKILL.md` is linked to.
+fn view_and_skill_object(env: &TestEnv, d: &str) -> (PathBuf, PathBuf) {
+    let view = env.path("view");
+    assert_ok(&env.run(["checkout", d, view.to_str().unwrap()]));
+    let skill = linked_object(env, &view, "skills/ce-plan/SKILL.md");
+    (view, skill)
 }

@@ -376,9 +376,7 @@ fn a_fuse_mount_below_the_root_that_keeps_the_times_gives_the_new_bytes_digest()
     ) {
         return;
     }
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     let backing = env.path("backing");
     write(&backing.join("notes.md"), "remote notes, first version\n");
     write(&backing.join("deep/more.md"), "more\n");
@@ -397,9 +395,7 @@ fn an_overlay_over_fuse_at_the_root_gives_the_new_bytes_digest() {
     if skip_unless_mountable(test) {
         return;
     }
-    let env = TestEnv::new();
-    let backing = env.path("backing");
-    minimal_plugin(&backing, "1.0.0");
+    let (env, backing) = crate::util::with_plugin("backing", "1.0.0");
     write(&backing.join("assets/data.bin"), "overlay data, first\n");
     let lower = env.path("lower");
     let _fuse = Mount::fuse(&env, &backing, &lower, "", 0.0);
@@ -471,9 +467,7 @@ fn a_write_whose_copy_stalls_gives_the_final_bytes_digest_once_it_returns() {
     ) {
         return;
     }
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     let target = src.join("assets/target.bin");
     write(&target, vec![b'o'; 8192]);
     let backing = env.path("backing");
@@ -592,13 +586,7 @@ fn rounds() -> usize {
 /// An ingest of `src` while its bytes change: it gives a digest or is
 /// refused as `rejected`, nothing else.
 fn ingest_while_writing(env: &TestEnv, src: &Path, what: &str) {
-    let out = env.run([
-        "ingest",
-        src.to_str().unwrap(),
-        "--version",
-        "1.0.0",
-        "--json",
-    ]);
+    let out = env.ingest_out(src, "1.0.0", &[]);
     let v = parse_json(&out);
     assert!(
         out.status.success() || v["error"]["kind"] == "rejected",
@@ -609,9 +597,7 @@ fn ingest_while_writing(env: &TestEnv, src: &Path, what: &str) {
 #[test]
 fn differential_rewrites_never_give_a_stale_digest() {
     let test = "differential_rewrites_never_give_a_stale_digest";
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     let local: Vec<PathBuf> = (0..6)
         .map(|i| src.join(format!("skills/local/f{i}.md")))
         .collect();

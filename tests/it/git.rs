@@ -243,28 +243,14 @@ fn exec_bits_nested_directories_and_left_out_entries_digest_as_a_checkout() {
         Answer::Digest(_)
     ));
     // The ingest stores it, names its source and records the exec bit.
-    let out = env.run([
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os(&commit),
-        os("--version"),
-        os(V),
-        os("--json"),
-    ]);
+    let out = env.run(util::git_ingest(&repo, &commit, V, &["--json"]));
     util::assert_ok(&out);
     let report = parse_json(&out);
     assert_eq!(
         report["ingest"]["source"],
         format!("git:{}@{commit}:", repo.display())
     );
-    let left_out: Vec<&str> = report["ingest"]["left_out"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap())
-        .collect();
+    let left_out = crate::util::field_strs(&report["ingest"]["left_out"], "path");
     for p in [
         ".claude-plugin/other.json",
         "README.md",
@@ -286,16 +272,7 @@ fn exec_bits_nested_directories_and_left_out_entries_digest_as_a_checkout() {
     // A repository inside the work tree is no store inside the source: the
     // objects are read, not the work tree.
     let inside = TestEnv::with_store(repo.join("store"));
-    let out = inside.run([
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os("HEAD"),
-        os("--version"),
-        os(V),
-        os("--json"),
-    ]);
+    let out = inside.run(util::git_ingest(&repo, "HEAD", V, &["--json"]));
     util::assert_ok(&out);
 }
 
@@ -318,10 +295,7 @@ fn symlinks_are_refused_where_the_seed_refuses_them_and_ignored_elsewhere() {
     commit_all(&repo, "link in skills");
     assert_eq!(
         agrees(&env, &repo, "HEAD", &[], ""),
-        Answer::Refused {
-            rule: "symlink".into(),
-            at: "skills/ce-plan/alias.md".into()
-        }
+        refused("symlink", "skills/ce-plan/alias.md")
     );
     fs::remove_file(repo.join("skills/ce-plan/alias.md")).unwrap();
 
@@ -336,10 +310,7 @@ fn symlinks_are_refused_where_the_seed_refuses_them_and_ignored_elsewhere() {
     commit_all(&repo, "marketplace link");
     assert_eq!(
         agrees(&env, &repo, "HEAD", &[], ""),
-        Answer::Refused {
-            rule: "file-not-regular".into(),
-            at: ".claude-plugin/marketplace.json".into()
-        }
+        refused("file-not-regular", ".claude-plugin/marketplace.json")
     );
     fs::remove_file(repo.join(".claude-plugin/marketplace.json")).unwrap();
 
@@ -349,10 +320,7 @@ fn symlinks_are_refused_where_the_seed_refuses_them_and_ignored_elsewhere() {
     commit_all(&repo, "scripts link");
     assert_eq!(
         agrees(&env, &repo, "HEAD", &[], ""),
-        Answer::Refused {
-            rule: "component-not-real-directory".into(),
-            at: "scripts".into()
-        }
+        refused("component-not-real-directory", "scripts")
     );
     fs::remove_file(repo.join("scripts")).unwrap();
 
@@ -387,10 +355,7 @@ fn a_submodule_is_an_empty_directory() {
     commit_all(&repo, "ce-work as a submodule");
     assert_eq!(
         agrees(&env, &repo, "HEAD", &[], ""),
-        Answer::Refused {
-            rule: "missing-skill".into(),
-            at: "skills/ce-work/SKILL.md".into()
-        }
+        refused("missing-skill", "skills/ce-work/SKILL.md")
     );
 }
 
@@ -461,9 +426,7 @@ fn marketplace(source: &Value) -> String {
 
 #[test]
 fn plugin_finds_the_directory_the_marketplace_gives() {
-    let env = TestEnv::new();
-    let repo = env.path("repo");
-    init(&repo);
+    let (env, repo) = new_repo();
     let plugin = repo.join("plugins/compound-engineering");
     minimal_plugin(&plugin, V);
     write(&plugin.join("scripts/x.sh"), "x\n");
@@ -665,8 +628,7 @@ fn an_ingest_that_cannot_keep_its_record_changes_nothing() {
     let repo = plugin_repo(&env);
     commit_all(&repo, "one");
     // A first snapshot, so that the store exists and holds something.
-    let other = env.path("other");
-    minimal_plugin(&other, "2.0.0");
+    let other = env.plugin("other", "2.0.0");
     env.ingest_digest(&other, "2.0.0");
     let manifests = || {
         let root = env.store.join("manifests");
@@ -710,8 +672,7 @@ fn an_ingest_that_cannot_keep_its_record_changes_nothing() {
 #[test]
 fn a_directory_outside_git_keeps_no_record() {
     let env = TestEnv::new();
-    let src = env.path("plain");
-    minimal_plugin(&src, V);
+    let src = env.plugin("plain", V);
     let json = env.ingest(&src, V);
     assert_eq!(json["ingest"]["sources"], serde_json::json!([]), "{json}");
     assert_eq!(json["ingest"]["source_unrecorded"], Value::Null, "{json}");
@@ -1191,15 +1152,8 @@ fn store_with_a_git_snapshot(env: &TestEnv) {
 
 /// `cestore ingest --git REPO --rev REV EXTRA --version V --json`.
 fn ingest_git(env: &TestEnv, repo: &Path, rev: &str, extra: &[&str]) -> Output {
-    let mut args = vec![
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os(rev),
-    ];
-    args.extend(extra.iter().map(|a| os(a)));
-    args.extend([os("--version"), os(V), os("--json")]);
+    let mut args = util::git_ingest(repo, rev, V, extra);
+    args.push(os("--json"));
     env.run(&args)
 }
 
@@ -1566,14 +1520,10 @@ fn padded_blob(repo: &Path, head: &[u8], size: u64) -> String {
 /// `limit_kib` KiB (`ulimit -v`): a command that inflated a large object
 /// whole fails.
 fn run_limited(env: &TestEnv, limit_kib: u64, args: &[&OsStr]) -> Output {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -v {limit_kib} && exec \"$0\" \"$@\""))
-        .arg(util::bin())
-        .args(args)
-        .arg("--store")
-        .arg(&env.store)
-        .env_remove("CESTORE_DIR")
+    let mut sh = Command::new("sh");
+    sh.arg("-c")
+        .arg(format!("ulimit -v {limit_kib} && exec \"$0\" \"$@\""));
+    util::wrapped(sh, &env.store, args)
         .output()
         .expect("run cestore under ulimit")
 }
@@ -1585,9 +1535,7 @@ fn run_limited(env: &TestEnv, limit_kib: u64, args: &[&OsStr]) -> Output {
 /// within a 512 MiB address space.
 #[test]
 fn an_object_that_inflates_to_a_gibibyte_is_never_inflated() {
-    let env = TestEnv::new();
-    let repo = env.path("repo");
-    init(&repo);
+    let (env, repo) = new_repo();
     let gib = 1u64 << 30;
     let zeros = vec![0u8; 1 << 20];
     let huge = write_object_streamed(&repo, "blob", gib, &mut |out| {
@@ -1601,15 +1549,8 @@ fn an_object_that_inflates_to_a_gibibyte_is_never_inflated() {
     let limit = 512 * 1024;
     let plain = raw_release(&repo, &[], &[]);
     let run = |commit: &str, extra: &[&str]| {
-        let mut args = vec![
-            os("ingest"),
-            os("--git"),
-            repo.as_os_str(),
-            os("--rev"),
-            os(commit),
-        ];
-        args.extend(extra.iter().map(|a| os(a)));
-        args.extend([os("--version"), os(V), os("--json")]);
+        let mut args = util::git_ingest(&repo, commit, V, extra);
+        args.push(os("--json"));
         let out = run_limited(&env, limit, &args);
         (parse_json(&out), out)
     };
@@ -1684,9 +1625,7 @@ fn an_object_that_inflates_to_a_gibibyte_is_never_inflated() {
 /// applies.
 #[test]
 fn attribute_files_are_read_as_git_reads_them() {
-    let env = TestEnv::new();
-    let repo = env.path("repo");
-    init(&repo);
+    let (env, repo) = new_repo();
     let crlf = b"*.md text eol=crlf\n";
     let limit = 100u64 << 20;
     let ignored = padded_blob(&repo, crlf, limit);
@@ -2192,9 +2131,7 @@ fn a_tag_asked_for_is_the_tag_recorded() {
 /// flags that find one; `--plugin` of a name not listed lists the names.
 #[test]
 fn a_marketplace_root_names_its_plugins_and_the_flags_that_find_one() {
-    let env = TestEnv::new();
-    let repo = env.path("repo");
-    init(&repo);
+    let (env, repo) = new_repo();
     minimal_plugin(&repo.join("plugins/compound-engineering"), V);
     write(
         &repo.join(".claude-plugin/marketplace.json"),
@@ -2252,16 +2189,7 @@ fn a_refusal_from_git_names_the_revision_its_commit_and_the_path_inside_it() {
         &env.base,
         &["clone", "-q", "--bare", &util::s(&repo), &util::s(&bare)],
     );
-    let out = env.run([
-        os("ingest"),
-        os("--git"),
-        bare.as_os_str(),
-        os("--rev"),
-        os("v-one"),
-        os("--version"),
-        os("9.9.9"),
-        os("--json"),
-    ]);
+    let out = env.run(util::git_ingest(&bare, "v-one", "9.9.9", &["--json"]));
     assert_exit(&out, 3);
     let json = parse_json(&out);
     let err = &json["error"];
@@ -2278,5 +2206,21 @@ fn a_refusal_from_git_names_the_revision_its_commit_and_the_path_inside_it() {
         "at '.claude-plugin/plugin.json' inside it".to_string(),
     ] {
         assert!(message.contains(&part), "{part}: {message}");
+    }
+}
+
+/// A fresh environment and an empty git repository at `repo` in it.
+fn new_repo() -> (TestEnv, PathBuf) {
+    let env = TestEnv::new();
+    let repo = env.path("repo");
+    init(&repo);
+    (env, repo)
+}
+
+/// The answer of a digest refused under `rule` at `at`.
+fn refused(rule: &str, at: &str) -> Answer {
+    Answer::Refused {
+        rule: rule.into(),
+        at: at.into(),
     }
 }

@@ -42,7 +42,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -120,16 +120,6 @@ fn view_paths(env: &TestEnv, digest: &str) -> Vec<String> {
 
 /// Requests only the hardening tests make.
 impl TestEnv {
-    fn ingest_out(&self, dir: &Path, version: &str) -> Output {
-        self.run([
-            OsStr::new("ingest"),
-            dir.as_os_str(),
-            OsStr::new("--version"),
-            OsStr::new(version),
-            OsStr::new("--json"),
-        ])
-    }
-
     /// `verify --json` must be clean: exit 0 and no problem.
     fn verify_json_clean(&self, context: &str) {
         let (code, v) = self.verify(&[]);
@@ -273,16 +263,9 @@ fn concurrent_processes_lose_nothing() {
             .iter()
             .map(|job| {
                 let (what, mut cmd) = match job {
-                    Job::Ingest(dir, v) => (
-                        format!("ingest {v}"),
-                        env.cmd([
-                            OsStr::new("ingest"),
-                            dir.as_os_str(),
-                            OsStr::new("--version"),
-                            OsStr::new(v),
-                            OsStr::new("--json"),
-                        ]),
-                    ),
+                    Job::Ingest(dir, v) => {
+                        (format!("ingest {v}"), env.cmd(util::ingest_args(dir, v)))
+                    }
                     Job::Path => ("path".to_string(), env.cmd(["path", p.as_str(), "--json"])),
                     Job::Gc => ("gc".to_string(), env.cmd(["gc", "--json"])),
                 };
@@ -697,8 +680,7 @@ fn swapped_symlinks_never_leak_outside_bytes() {
         "OUTSIDE-THE-TREE-{:016x}",
         seeded_rng("swapped_symlinks").next_u64()
     );
-    let tree = env.path("tree");
-    minimal_plugin(&tree, V);
+    let tree = env.plugin("tree", V);
     let real: Vec<(String, Vec<u8>, u32)> = vec![
         ("skills/swap/a.md".into(), b"real a\n".to_vec(), 0o644),
         ("skills/swap/b.md".into(), b"real b\n".to_vec(), 0o644),
@@ -752,7 +734,7 @@ fn swapped_symlinks_never_leak_outside_bytes() {
     let mut accepted = 0;
     let mut rejected: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..attempts {
-        let out = env.ingest_out(&tree, V);
+        let out = env.ingest_out(&tree, V, &[]);
         let v = parse_json(&out);
         match out.status.code() {
             Some(0) => {
@@ -851,8 +833,7 @@ fn consistent_growth(data: &[u8], base: &[u8]) -> bool {
 fn files_changing_while_read_are_rejected() {
     let attempts = scale(30, 300);
     let env = hardened_env();
-    let tree = env.path("tree");
-    minimal_plugin(&tree, V);
+    let tree = env.plugin("tree", V);
     let grow = tree.join("assets/grow.bin");
     let base: Vec<u8> = (0..GROW_BASE).map(|i| (i % 251) as u8).collect();
     write(&grow, &base);
@@ -873,7 +854,7 @@ fn files_changing_while_read_are_rejected() {
     let mut accepted = 0;
     let mut rejected: BTreeMap<String, usize> = BTreeMap::new();
     for i in 0..attempts {
-        let out = env.ingest_out(&tree, V);
+        let out = env.ingest_out(&tree, V, &[]);
         let v = parse_json(&out);
         match out.status.code() {
             Some(0) => {
@@ -934,28 +915,11 @@ enum Expect {
     Reject(&'static str, Vec<u8>),
 }
 
-/// The interpreter behind `python3`, found once (a version manager's shim
-/// costs a third of a second per call).
-fn python() -> &'static OsStr {
-    static PYTHON: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
-    PYTHON.get_or_init(|| {
-        Command::new("python3")
-            .args(["-c", "import sys; sys.stdout.write(sys.executable)"])
-            .output()
-            .ok()
-            .filter(|o| o.status.success() && !o.stdout.is_empty())
-            .map_or_else(
-                || "python3".into(),
-                |o| std::ffi::OsString::from(OsStr::from_bytes(&o.stdout)),
-            )
-    })
-}
-
 /// Starts the oracle on a tree; `None` without `../shared`.
 fn spawn_oracle(dir: &Path, version: &str) -> Option<Child> {
     let script = util::oracle()?;
     Some(
-        Command::new(python())
+        Command::new(util::python3())
             .arg(script)
             .arg("snapshot")
             .arg(dir)
@@ -1552,11 +1516,9 @@ fn every_command(d: &str, src: &Path, dest: &Path) -> Vec<Vec<std::ffi::OsString
 #[test]
 fn symlinked_store_is_refused_and_untouched() {
     let env = hardened_env();
-    let src = env.path("src");
-    minimal_plugin(&src, V);
+    let src = env.plugin("src", V);
     let d = env.ingest_digest(&src, V);
-    let other = env.path("other");
-    minimal_plugin(&other, "7.7.7");
+    let other = env.plugin("other", "7.7.7");
     let before = fingerprint(&env.store);
     let link = env.path("store-link");
     symlink(&env.store, &link).unwrap();
@@ -1657,8 +1619,7 @@ fn corrupt_catalogue_is_refused_and_kept() {
     let src = env.path("src");
     release_with(&src, V, &bulk("skills/x", 20, "cat"));
     let d = env.ingest_digest(&src, V);
-    let other = env.path("other");
-    minimal_plugin(&other, "7.7.7");
+    env.plugin("other", "7.7.7");
     let dest = env.path("dest");
     // Everything into the main file first: a corrupt catalogue.sqlite beside
     // a WAL that still holds page 1 would not even be read.
@@ -1712,8 +1673,7 @@ fn newer_catalogue_is_refused_and_left_untouched() {
         let src = env.path("src");
         release_with(&src, V, &bulk("skills/x", 20, "newer"));
         let d = env.ingest_digest(&src, V);
-        let other = env.path("other");
-        minimal_plugin(&other, "7.7.7");
+        env.plugin("other", "7.7.7");
         let dest = env.path("dest");
         let current = python_sqlite(
             &env.store,
@@ -1795,8 +1755,7 @@ fn read_only_store_fails_clearly() {
     let shared = env.json(["path", d.as_str(), "--json"]);
     let view = env.path("view");
     assert_ok(&env.checkout(&d, &view, &[]));
-    let other = env.path("other");
-    minimal_plugin(&other, "7.7.7");
+    let other = env.plugin("other", "7.7.7");
     mnt.remount("ro");
 
     // Reads work, or fail clearly with 7; a read that works tells the truth.
@@ -1855,13 +1814,7 @@ fn read_only_store_fails_clearly() {
     }
     // Writes fail with 7, naming the problem, and change nothing.
     let before = fingerprint(&env.store);
-    let out = env.run([
-        OsStr::new("ingest"),
-        other.as_os_str(),
-        OsStr::new("--version"),
-        OsStr::new("7.7.7"),
-        OsStr::new("--json"),
-    ]);
+    let out = env.ingest_out(&other, "7.7.7", &[]);
     let stderr = assert_exit(&out, 7);
     assert!(stderr.contains("Read-only file system"), "{stderr}");
     let dest = env.path("dest");
@@ -1925,7 +1878,7 @@ fn full_disk_fails_clearly_and_loses_nothing() {
         })
         .collect();
     release_with(&big, V, &files);
-    let out = env.ingest_out(&big, V);
+    let out = env.ingest_out(&big, V, &[]);
     let stderr = assert_exit(&out, 7);
     assert!(stderr.contains("No space left on device"), "{stderr}");
     let v = parse_json(&out);
@@ -1988,7 +1941,7 @@ fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
     for want in &free_pages {
         mnt.fill(&filler, want * page, 0xa5);
         let context = format!("{want} pages free ({need} needed by the objects)");
-        let out = env.ingest_out(&src, V);
+        let out = env.ingest_out(&src, V, &[]);
         let outcome = match out.status.code() {
             Some(0) => "stored".to_string(),
             Some(7) => {
@@ -2026,8 +1979,7 @@ fn disk_full_at_any_point_of_an_ingest_loses_nothing() {
 #[test]
 fn missing_version_is_a_usage_error() {
     let env = hardened_env();
-    let src = env.path("src");
-    minimal_plugin(&src, V);
+    let src = env.plugin("src", V);
     let d = env.ingest_digest(&src, V);
     let before = store_files(&env.store);
     let out = env.run([OsStr::new("ingest"), src.as_os_str(), OsStr::new("--json")]);
@@ -2195,16 +2147,9 @@ fn tampered_objects_are_never_handed_out_silently() {
     let p = found[0];
     assert_eq!(p["severity"], "corruption");
     assert_eq!(p["path"], s(&object).as_str());
-    let snaps: BTreeSet<&str> = p["snapshots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_str().unwrap())
-        .collect();
+    let snaps: BTreeSet<&str> = crate::util::strs(&p["snapshots"]).into_iter().collect();
     assert_eq!(snaps, BTreeSet::from([a.as_str(), b.as_str()]), "{p}");
-    let views: BTreeSet<String> = p["views"]
-        .as_array()
-        .unwrap()
+    let views: BTreeSet<String> = crate::util::array(&p["views"])
         .iter()
         .map(|x| x.as_str().unwrap().to_string())
         .collect();
@@ -2246,17 +2191,13 @@ fn tampered_objects_are_never_handed_out_silently() {
     assert_eq!(p["path"], s(&script_obj).as_str());
     assert_eq!(p["snapshots"].as_array().unwrap().len(), 2, "{p}");
     assert!(
-        p["views"]
-            .as_array()
-            .unwrap()
+        crate::util::array(&p["views"])
             .iter()
             .any(|x| x == s(&vb).as_str()),
         "{p}"
     );
     let vd = env.path("view-d");
-    let co = env.checkout(&a, &vd, &[]);
-    assert_ok(&co);
-    let restored = parse_json(&co)["modes_restored"].clone();
+    let restored = env.checkout_ok(&a, &vd, &[])["modes_restored"].clone();
     assert!(
         restored
             .as_array()
@@ -2285,7 +2226,7 @@ fn tampered_objects_are_never_handed_out_silently() {
     assert!(err.contains("cestore verify"), "{err}");
     assert!(!exists(&env.store.join("views").join(&a)));
     // An ingest of the source replaces the object's bytes from the source.
-    let out = env.ingest_out(&a_src, "1.0.0");
+    let out = env.ingest_out(&a_src, "1.0.0", &[]);
     assert_ok(&out);
     let repaired = parse_json(&out)["ingest"]["repaired"].clone();
     assert!(

@@ -691,9 +691,7 @@ fn is_digest(s: &str) {
 
 #[test]
 fn every_command_fits_the_documented_schema() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     write(&src.join("scripts/run.sh"), "#!/bin/sh\n");
     util::chmod(&src.join("scripts/run.sh"), 0o755);
 
@@ -814,8 +812,7 @@ fn every_command_fits_the_documented_schema() {
     assert!(h.executable && h.size == 10 && h.sha256.len() == 64);
 
     // A second release, for diff.
-    let src2 = env.path("src2");
-    minimal_plugin(&src2, "1.1.0");
+    let src2 = env.plugin("src2", "1.1.0");
     write(&src2.join("scripts/run.sh"), "#!/bin/sh\n");
     write(&src2.join("skills/ce-plan/SKILL.md"), "# changed\n");
     write(&src2.join("assets/new.txt"), "new\n");
@@ -1179,10 +1176,7 @@ struct AuditOut {
 
 #[test]
 fn audit_fits_the_documented_schema() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, src, d) = util::plugin_store("src", "1.0.0");
     let results = env.path("results.jsonl");
     let unknown = "e".repeat(64);
     write(
@@ -1342,11 +1336,9 @@ fn ruled(mut c: Case, rule: &'static str) -> Case {
 fn every_failure_prints_one_json_error_object() {
     let env = TestEnv::new();
     let store = env.store.clone();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     let d = env.ingest_digest(&src, "1.0.0");
-    let other_src = env.path("other");
-    minimal_plugin(&other_src, "2.0.0");
+    let other_src = env.plugin("other", "2.0.0");
     let other = env.ingest_digest(&other_src, "2.0.0");
     let (amb, _, _) = util::ingest_sharing_four_digits(&env, "9.0.0", "9.0.1");
     let view = env.path("view");
@@ -2021,9 +2013,7 @@ fn util_state(env: &TestEnv) -> (Vec<PathBuf>, String, String, Vec<String>) {
     let text = |args: &[&str]| String::from_utf8(env.run(args).stdout).unwrap();
     let list = text(&["list", "--json"]);
     let listed: serde_json::Value = serde_json::from_str(&list).unwrap();
-    let shown = listed["snapshots"]
-        .as_array()
-        .unwrap()
+    let shown = crate::util::array(&listed["snapshots"])
         .iter()
         .map(|s| text(&["show", s["manifest_digest"].as_str().unwrap(), "--json"]))
         .collect();
@@ -2462,10 +2452,7 @@ fn a_rejection_carries_the_references_words() {
 
 #[test]
 fn a_conflict_at_one_path_carries_it() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = util::plugin_store("src", "1.0.0");
     let view = env.path("view");
     env.checkout_ok(&d, &view, &[]);
     let bundle = env.path("bundle.tar");
@@ -2531,12 +2518,11 @@ fn source_fields_fit_the_documented_schema() {
     assert_eq!(record.read_from, "git");
 
     let results = env.path("results.jsonl");
-    write(
+    crate::util::write_lines(
         &results,
-        format!(
-            "{}\n",
-            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d})
-        ),
+        &[
+            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d}),
+        ],
     );
     let audit: AuditOut = run_typed(
         &env,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::json::one_object;
-use crate::util::{self, minimal_plugin, os, TestEnv};
+use crate::util::{self, os, TestEnv};
 
 const V: &str = "1.0.0";
 
@@ -63,8 +63,7 @@ fn commands(env: &TestEnv, digest: &str, key: &Path) -> Vec<Vec<PathBuf>> {
 #[test]
 fn a_key_that_is_no_regular_file_is_refused_at_once_by_every_command() {
     let env = TestEnv::new().within(DEADLINE);
-    let src = env.path("src");
-    minimal_plugin(&src, V);
+    let src = env.plugin("src", V);
     let digest = env.ingest_digest(&src, V);
     util::write(
         &env.path("results.jsonl"),

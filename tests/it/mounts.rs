@@ -176,10 +176,7 @@ fn a_relative_view_is_made_absolute() {
 
 #[test]
 fn digest_names_the_shared_view_made_by_path() {
-    let env = TestEnv::new();
-    let plugin = env.path("plugin");
-    util::minimal_plugin(&plugin, "1.0.0");
-    let digest = env.ingest_digest(&plugin, "1.0.0");
+    let (env, _, digest) = util::plugin_store("plugin", "1.0.0");
     let prefix = &digest[..12];
 
     // Before `cestore path` there is no shared view.
@@ -340,26 +337,7 @@ fn no_mounts_print_an_empty_bwrap_line() {
 
 /// A harness root holding a GitNexus layout the reference accepts.
 fn good_harness(h: &Path) {
-    let rt = h.join("gitnexus");
-    let sh = h.join("gitnexus-shared");
-    write(&rt.join("dist/cli/index.js"), "#!/usr/bin/env node\n");
-    write(
-        &rt.join("package.json"),
-        r#"{"name": "gitnexus", "version": "1.6.9"}"#,
-    );
-    write(&rt.join("node_modules/other/index.js"), "");
-    write(&rt.join("vendor/README"), "");
-    write(&rt.join("hooks/claude/hook.sh"), "");
-    write(&sh.join("dist/index.js"), "");
-    write(
-        &sh.join("package.json"),
-        r#"{"name": "gitnexus-shared", "version": "1.6.9"}"#,
-    );
-    symlink(
-        "../../gitnexus-shared",
-        rt.join("node_modules/gitnexus-shared"),
-    )
-    .unwrap();
+    util::gitnexus_harness(h, "1.6.9");
 }
 
 /// Moves `path` aside and puts a symlink to it in its place.
@@ -683,17 +661,7 @@ fn check_harness_case(name: &str, mutate: fn(&Path), expect: &Expect) -> bool {
         return false;
     };
     if oracle["ok"] == json!(true) {
-        let theirs: Vec<(String, String)> = oracle["mounts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| {
-                (
-                    m["source"].as_str().unwrap().to_string(),
-                    m["target"].as_str().unwrap().to_string(),
-                )
-            })
-            .collect();
+        let theirs = crate::util::field_pairs(&oracle["mounts"], "source", "target");
         assert_eq!(
             ours.as_ref().ok(),
             Some(&theirs),
@@ -806,8 +774,7 @@ const VIEW_FILE: (&str, &str) = ("skills/ce-plan/SKILL.md", "# ce-plan\nplan the
 /// Ingests a small release and checks out a real view of it: the directory
 /// the sandbox mounts.
 fn sandbox_view(env: &TestEnv) -> PathBuf {
-    let src = env.path("src");
-    util::minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     write(&src.join(VIEW_FILE.0), VIEW_FILE.1);
     let digest = env.ingest_digest(&src, "1.0.0");
     let view = env.path("view");
@@ -1018,8 +985,7 @@ fn a_view_must_be_one_cestore_recorded() {
         os(&digest[..10]),
     ]);
     assert_ok(&out);
-    let other_src = env.path("other");
-    util::minimal_plugin(&other_src, "2.0.0");
+    let other_src = env.plugin("other", "2.0.0");
     let other = env.ingest_digest(&other_src, "2.0.0");
     let out = mounts(&[os("--view"), view.as_os_str(), os("--digest"), os(&other)]);
     let stderr = assert_exit(&out, 1);

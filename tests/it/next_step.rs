@@ -31,10 +31,7 @@ fn hint_line(stderr: &str) -> String {
 
 #[test]
 fn checkout_onto_a_recorded_view_says_to_discard_it() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = crate::util::plugin_store("src", "1.0.0");
     let view = env.path("view");
     env.checkout_ok(&d, &view, &[]);
 
@@ -109,8 +106,7 @@ fn a_directory_that_is_not_the_plugins_root_is_told_so() {
         }
     }
     // A release refused for another reason gets no such hint.
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     fs::remove_dir_all(src.join("skills/ce-work")).unwrap();
     let out = env.run([os("ingest"), src.as_os_str(), os("--version"), os("1.0.0")]);
     assert!(!assert_exit(&out, 3).contains("plugin's root"));
@@ -148,10 +144,7 @@ fn unprivileged(env: &TestEnv, args: &[&OsStr]) -> Option<Command> {
 
 #[test]
 fn a_store_without_write_access_says_checkouts_need_it() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = crate::util::plugin_store("src", "1.0.0");
     chmod(&env.base, 0o755);
     let dests = env.path("dests");
     fs::create_dir(&dests).unwrap();
@@ -200,10 +193,7 @@ fn a_store_without_write_access_says_checkouts_need_it() {
 
 #[test]
 fn every_error_about_one_path_carries_it() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = crate::util::plugin_store("src", "1.0.0");
 
     // A destination that exists.
     let taken = env.path("taken");
@@ -222,8 +212,7 @@ fn every_error_about_one_path_carries_it() {
         .contains("inside the store"));
 
     // A source that holds the store.
-    let holder = env.path("holder");
-    minimal_plugin(&holder, "1.0.0");
+    let holder = env.plugin("holder", "1.0.0");
     let out = Command::new(bin())
         .args([
             os("ingest"),
@@ -256,12 +245,8 @@ fn every_error_about_one_path_carries_it() {
 
 #[test]
 fn a_snapshot_is_named_by_version_and_a_short_prefix_is_refused() {
-    let env = TestEnv::new();
-    let one = env.path("one");
-    minimal_plugin(&one, "1.0.0");
-    let d1 = env.ingest_digest(&one, "1.0.0");
-    let two = env.path("two");
-    minimal_plugin(&two, "2.0.0");
+    let (env, _, d1) = crate::util::plugin_store("one", "1.0.0");
+    let two = env.plugin("two", "2.0.0");
     let d2 = env.ingest_digest(&two, "2.0.0");
 
     // `@VERSION` wherever a digest is taken.
@@ -317,8 +302,7 @@ fn an_ambiguous_name_lists_each_snapshot_with_its_version_and_time() {
     }
 
     // Two snapshots of one version: `@VERSION` is ambiguous the same way.
-    let again = env.path("again");
-    minimal_plugin(&again, "3.0.0");
+    let again = env.plugin("again", "3.0.0");
     write(&again.join("skills/ce-work/extra.md"), "extra\n");
     let c = env.ingest_digest(&again, "3.0.0");
     let out = env.run(["checkout", "@3.0.0", env.path("v").to_str().unwrap()]);
@@ -329,9 +313,7 @@ fn an_ambiguous_name_lists_each_snapshot_with_its_version_and_time() {
 
 #[test]
 fn find_shows_both_forms_and_a_search_that_finds_nothing_exits_1() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     env.ingest_digest(&src, "1.0.0");
 
     let out = env.run(["find"]);
@@ -410,10 +392,7 @@ fn mounts_takes_strict_arms_as_stage_does() {
 
 #[test]
 fn log_shows_each_events_kind() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = crate::util::plugin_store("src", "1.0.0");
     let bundle = env.path("b.tar");
     assert_ok(&env.run([os("export"), os(&d), os("-o"), bundle.as_os_str()]));
     let other = env.path("other-store");
@@ -441,12 +420,7 @@ fn log_shows_each_events_kind() {
     let out = in_other(&[os("log"), os("--json")]);
     assert_ok(&out);
     let json = parse_json(&out);
-    let kinds: Vec<&str> = json["ingests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
+    let kinds = crate::util::field_strs(&json["ingests"], "event");
     assert!(!kinds.is_empty());
     for kind in kinds {
         assert!(log.contains(&format!(" {kind} ")), "{kind}: {log}");
@@ -455,12 +429,8 @@ fn log_shows_each_events_kind() {
 
 #[test]
 fn verify_and_diff_end_with_a_summary_line() {
-    let env = TestEnv::new();
-    let one = env.path("one");
-    minimal_plugin(&one, "1.0.0");
-    let d1 = env.ingest_digest(&one, "1.0.0");
-    let two = env.path("two");
-    minimal_plugin(&two, "1.1.0");
+    let (env, _, d1) = crate::util::plugin_store("one", "1.0.0");
+    let two = env.plugin("two", "1.1.0");
     write(&two.join("skills/ce-plan/more.md"), "more\n");
     write(&two.join("skills/ce-work/SKILL.md"), "# changed\n");
     let d2 = env.ingest_digest(&two, "1.1.0");
@@ -486,10 +456,7 @@ fn verify_and_diff_end_with_a_summary_line() {
 
 #[test]
 fn show_marks_a_view_gone_from_disk() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = crate::util::plugin_store("src", "1.0.0");
     let kept = env.path("kept");
     let gone = env.path("gone");
     env.checkout_ok(&d, &kept, &[]);

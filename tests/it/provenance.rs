@@ -15,15 +15,7 @@ const V: &str = "1.0.0";
 
 /// `ingest --git REPO --rev REV EXTRA`, which must succeed: its output.
 pub(crate) fn ingest_git(env: &TestEnv, repo: &Path, rev: &str, extra: &[&str]) -> String {
-    let mut args = vec![
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os(rev),
-        os("--version"),
-        os(V),
-    ];
+    let mut args = util::git_ingest(repo, rev, V, &[]);
     args.extend(extra.iter().map(|a| os(a)));
     let out = env.run(&args);
     util::assert_ok(&out);
@@ -93,8 +85,7 @@ fn ingest_show_list_and_log_name_a_git_source() {
     let digest = human.lines().next().unwrap().to_string();
 
     // A directory ingest keeps no record: its rows say null.
-    let dir = env.path("dir");
-    minimal_plugin(&dir, "2.0.0");
+    let dir = env.plugin("dir", "2.0.0");
     let plain = env.ingest_digest(&dir, "2.0.0");
 
     // show: every record, oldest first.
@@ -135,50 +126,34 @@ fn ingest_show_list_and_log_name_a_git_source() {
     );
     assert_eq!(row(&plain)["source"], Value::Null);
     let listed = text(&env, &["list"]);
-    let line = listed.lines().find(|l| l.starts_with(&digest)).unwrap();
+    let listed_line = |d: &str| listed.lines().find(|l| l.starts_with(d)).unwrap();
     assert!(
-        line.ends_with(&format!("  source {short} clean")),
+        listed_line(&digest).ends_with(&format!("  source {short} clean")),
         "{listed}"
     );
-    let line = listed.lines().find(|l| l.starts_with(&plain)).unwrap();
-    assert!(!line.contains("source"), "{listed}");
+    assert!(!listed_line(&plain).contains("source"), "{listed}");
 
     // log: each event with the record it kept, matched by digest and time.
     let log = env.json(["log", "--json"]);
     let events = log["ingests"].as_array().unwrap();
-    let event = events
-        .iter()
-        .find(|e| e["manifest_digest"] == digest.as_str())
-        .unwrap();
+    let by_digest = |d: &str| events.iter().find(|e| e["manifest_digest"] == d).unwrap();
+    let event = by_digest(&digest);
     let record: SourceRecordOut = serde_json::from_value(event["source_record"].clone()).unwrap();
     assert_eq!(record.commit.as_deref(), Some(commit.as_str()));
     assert_eq!(event["at"], sources[0].at.as_str());
-    let other = events
-        .iter()
-        .find(|e| e["manifest_digest"] == plain.as_str())
-        .unwrap();
+    let other = by_digest(&plain);
     assert_eq!(other["source_record"], Value::Null);
     let logged = text(&env, &["log"]);
-    let line = logged.lines().find(|l| l.contains(&digest)).unwrap();
+    let logged_line = |d: &str| logged.lines().find(|l| l.contains(d)).unwrap();
     assert!(
-        line.contains(&format!("  source git {short} at the root of ")),
+        logged_line(&digest).contains(&format!("  source git {short} at the root of ")),
         "{logged}"
     );
-    let line = logged.lines().find(|l| l.contains(&plain)).unwrap();
-    assert!(!line.contains("  source "), "{logged}");
+    assert!(!logged_line(&plain).contains("  source "), "{logged}");
 
     // A second ingest of the same commit keeps a second record; its report
     // lists the one it kept.
-    let again = parse_json(&env.run([
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os("HEAD"),
-        os("--version"),
-        os(V),
-        os("--json"),
-    ]));
+    let again = parse_json(&env.run(util::git_ingest(&repo, "HEAD", V, &["--json"])));
     assert_eq!(again["ingest"]["sources"].as_array().unwrap().len(), 1);
     let show = env.json(["show", digest.as_str(), "--json"]);
     let sources: Vec<SourceEntryOut> = serde_json::from_value(show["sources"].clone()).unwrap();
@@ -269,8 +244,7 @@ fn verify_source_re_derives_one_snapshot_from_its_commit() {
     );
 
     // A snapshot with no record naming a commit: nothing to re-derive, exit 1.
-    let dir = env.path("dir");
-    minimal_plugin(&dir, "2.0.0");
+    let dir = env.plugin("dir", "2.0.0");
     let plain = env.ingest_digest(&dir, "2.0.0");
     let (code, report) = verify_source(&env, &repo, &plain);
     assert_eq!(code, 1, "{report:?}");

@@ -88,17 +88,14 @@ fn a_checkout_racing_rm_force_is_done_or_unknown_never_an_integrity_failure() {
         let checkouts: Vec<_> = views
             .iter()
             .map(|view| {
-                Command::new("nice")
-                    .args(["-n", "19", bin(), "--store"])
+                let mut nice = Command::new("nice");
+                nice.args(["-n", "19", bin(), "--store"])
                     .arg(&env.store)
                     .args(["checkout", &digest])
                     .arg(view)
                     .arg("--json")
-                    .env_remove("CESTORE_DIR")
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("start a checkout")
+                    .env_remove("CESTORE_DIR");
+                crate::util::spawn_piped(&mut nice, "start a checkout")
             })
             .collect();
         std::thread::sleep(Duration::from_millis(round % 8));

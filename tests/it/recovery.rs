@@ -15,8 +15,7 @@ use serde_json::Value;
 
 use crate::hardening::{scale, tmpfs_or_skip};
 use crate::util::{
-    self, assert_exit, assert_ok, minimal_plugin, minimal_store, object_sizes, parse_json, sha_hex,
-    write, TestEnv,
+    self, assert_exit, assert_ok, minimal_store, object_sizes, parse_json, sha_hex, write, TestEnv,
 };
 
 /// Two releases ingested and a view checked out: a store after normal use.
@@ -28,12 +27,9 @@ struct Used {
 }
 
 fn used_store() -> Used {
-    let env = TestEnv::new();
-    let ra = env.path("ra");
-    minimal_plugin(&ra, "1.0.0");
+    let (env, ra) = util::with_plugin("ra", "1.0.0");
     write(&ra.join("skills/ce-plan/notes.md"), "a\n".repeat(5000));
-    let rb = env.path("rb");
-    minimal_plugin(&rb, "1.1.0");
+    let rb = env.plugin("rb", "1.1.0");
     write(&rb.join("scripts/run.sh"), "#!/bin/sh\necho b\n");
     fs::set_permissions(rb.join("scripts/run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
     let a = env.ingest_digest(&ra, "1.0.0");
@@ -110,26 +106,16 @@ fn flip_offset(i: u64) -> u64 {
     }
 }
 
-fn copy_store(from: &Path, to: &Path) {
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 #[test]
 fn a_damaged_catalogue_is_refused_untouched_or_recovered_and_gc_keeps_every_object() {
     let u = used_store();
     let pristine = u.env.path("pristine");
-    copy_store(&u.env.store, &pristine);
+    crate::util::cp_a(&u.env.store, &pristine);
     let before = object_sizes(&pristine);
     let mut refused = 0;
     for (what, damage) in damages() {
         let _ = Command::new("rm").arg("-rf").arg(&u.env.store).status();
-        copy_store(&pristine, &u.env.store);
+        crate::util::cp_a(&pristine, &u.env.store);
         damage(&u.env.store);
         let damaged = catalogue_files(&u.env.store);
 
@@ -198,12 +184,7 @@ fn recover_rebuilds_versions_times_and_a_recovered_event() {
     let again = u.env.json(["show", u.a.as_str(), "--json"]);
     assert_eq!(again["provenance"], shown["provenance"]);
     let log = u.env.json(["log", u.a.as_str(), "--json"]);
-    let events: Vec<&str> = log["ingests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
+    let events = crate::util::field_strs(&log["ingests"], "event");
     assert_eq!(events, ["recovered"]);
     // A second recover finds nothing to do.
     let r = u.env.json(["recover", "--json"]);
@@ -324,8 +305,7 @@ fn a_checkout_on_a_full_disk_leaves_no_view() {
     };
     let mut env = TestEnv::new();
     env.store = mnt.at.join("store");
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     for i in 0..300 {
         write(
             &src.join(format!("skills/ce-plan/f{i:03}.md")),
@@ -381,9 +361,7 @@ fn delay(round: usize) -> Duration {
 
 #[test]
 fn rm_racing_checkout_or_stage_never_leaves_an_unrecorded_view() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     for i in 0..200 {
         write(
             &src.join(format!("skills/ce-plan/f{i:03}.md")),
@@ -444,9 +422,7 @@ fn rm_racing_checkout_or_stage_never_leaves_an_unrecorded_view() {
 
 #[test]
 fn concurrent_discards_of_one_view_both_succeed_and_forget_it_once() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     for i in 0..300 {
         write(
             &src.join(format!("skills/ce-plan/f{i:03}.md")),
@@ -488,9 +464,7 @@ fn with_umask(env: &TestEnv, umask: &str, args: &str) -> Output {
 
 #[test]
 fn the_store_root_is_0755_whatever_the_umask() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     let out = with_umask(
         &env,
         "000",
@@ -577,9 +551,7 @@ fn a_command_waiting_for_the_lock_says_who_holds_it() {
 /// `objects/` such as `ab/<62 hex>` or `ab/<62 hex>.x`.
 fn objects_named(manifest: &[u8]) -> BTreeSet<String> {
     let v: Value = serde_json::from_slice(manifest).unwrap();
-    v["files"]
-        .as_array()
-        .unwrap()
+    crate::util::array(&v["files"])
         .iter()
         .filter(|e| e["size"].as_u64().unwrap() > 0)
         .map(|e| {
@@ -615,9 +587,7 @@ fn lose_catalogue(store: &Path) {
 /// The object paths of `gc --json`'s report, relative to `objects/`.
 fn gc_objects(store: &Path, gc: &Value) -> BTreeSet<String> {
     let root = format!("{}/", store.join("objects").display());
-    gc["objects"]
-        .as_array()
-        .unwrap()
+    crate::util::array(&gc["objects"])
         .iter()
         .map(|p| p.as_str().unwrap().strip_prefix(&root).unwrap().to_string())
         .collect()
@@ -626,9 +596,7 @@ fn gc_objects(store: &Path, gc: &Value) -> BTreeSet<String> {
 /// The orphan objects `verify --json` reports, relative to `objects/`.
 fn verify_orphans(store: &Path, verify: &Value) -> BTreeSet<String> {
     let root = format!("{}/", store.join("objects").display());
-    verify["problems"]
-        .as_array()
-        .unwrap()
+    crate::util::problems(verify)
         .iter()
         .filter(|p| p["kind"] == "orphan-object")
         .map(|p| {
@@ -705,9 +673,7 @@ fn damaged_manifest_keeps_its_objects(damage: ManifestDamage) {
     assert_exit(&v, 1);
     let v = parse_json(&v);
     assert!(
-        v["problems"]
-            .as_array()
-            .unwrap()
+        crate::util::problems(&v)
             .iter()
             .any(|p| p["kind"] == "damaged-manifest" && p["path"] == file.to_str().unwrap()),
         "{v}"
@@ -885,9 +851,7 @@ fn refused_by_recover(entries: &[(&str, &[u8])], leave_out: Option<&str>, rule: 
     assert_exit(&v, 1);
     let v = parse_json(&v);
     assert!(
-        v["problems"]
-            .as_array()
-            .unwrap()
+        crate::util::problems(&v)
             .iter()
             .any(|p| p["kind"] == "set-aside-manifest" && p["path"] == moved.to_str().unwrap()),
         "{v}"
@@ -997,9 +961,7 @@ fn recover_sets_aside_a_manifest_whose_objects_are_missing() {
 
 #[test]
 fn a_recorded_snapshot_that_breaks_a_rule_is_never_handed_out() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
+    let (env, release) = util::with_plugin("release", "1.0.0");
     write(&release.join("skills/ce-code-review/notes.md"), "notes\n");
     let d = env.ingest_digest(&release, "1.0.0");
     // The catalogue's rows say what an older recover could have recorded.

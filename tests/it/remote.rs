@@ -158,14 +158,12 @@ fn checkout_and_verify(env: &TestEnv, digest: &str) -> PathBuf {
         view.as_os_str(),
         OsStr::new("--json"),
     ]);
-    let report = env.json([
-        OsStr::new("verify"),
-        OsStr::new("--tree"),
-        view.as_os_str(),
-        OsStr::new(digest),
-        OsStr::new("--json"),
-    ]);
-    assert_eq!(report["differences"], serde_json::json!([]), "{report}");
+    let (code, differences) = env.verify_tree(&view, digest);
+    assert_eq!(
+        (code, &differences),
+        (0, &serde_json::json!([])),
+        "{differences}"
+    );
     view
 }
 
@@ -227,10 +225,7 @@ fn push_then_pull_into_an_empty_store_checks_out_the_same_tree() {
     let Some(reg) = registry("push_then_pull") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    mixed_release(&src, "1.2.3", 40, salt());
-    let digest = a.ingest_digest(&src, "1.2.3");
+    let (a, src, digest) = mixed_store("1.2.3", 40);
     let target = repo(&reg, "round-trip");
 
     let pushed = push(&a, &digest, &target, &[]);
@@ -297,10 +292,7 @@ fn a_repush_uploads_nothing_and_publishes_the_same_manifest() {
     let Some(reg) = registry("repush") else {
         return;
     };
-    let env = TestEnv::new();
-    let src = env.path("src");
-    mixed_release(&src, "1.0.0", 25, salt());
-    let digest = env.ingest_digest(&src, "1.0.0");
+    let (env, _, digest) = mixed_store("1.0.0", 25);
     let target = repo(&reg, "repush");
     let first = push(&env, &digest, &target, &[]);
     assert!(first["blobs_uploaded"].as_u64() > Some(0));
@@ -353,9 +345,7 @@ fn a_tampered_blob_is_refused_and_nothing_enters_the_store() {
     let Some(dir) = env_var("CESTORE_TEST_REGISTRY_DIR", "tampered_blob") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    mixed_release(&src, "1.0.0", 10, salt());
+    let (a, src) = mixed_plugin("1.0.0", 10);
     let victim = noise(salt(), 4242, 4000);
     write(&src.join("skills/gen/victim.md"), &victim);
     let digest = a.ingest_digest(&src, "1.0.0");
@@ -377,20 +367,8 @@ fn a_tampered_blob_is_refused_and_nothing_enters_the_store() {
     bad[1234] ^= 0x01;
     fs::write(&blob, &bad).expect("tamper with the blob");
 
-    let b = TestEnv::new();
-    let out = b.run([
-        "pull",
-        &format!("{target}:sha256-{digest}"),
-        "--plain-http",
-        "--json",
-    ]);
-    let stderr = assert_exit(&out, 1);
-    assert!(
-        stderr.contains("victim.md") && stderr.contains("hashes to"),
-        "{stderr}"
-    );
-    assert_eq!(parse_json(&out)["error"]["kind"], "integrity");
-    assert_store_empty(&b);
+    let reference = format!("{target}:sha256-{digest}");
+    pull_refused(&reference, 1, "integrity", &["victim.md", "hashes to"], "");
 }
 
 #[test]
@@ -398,10 +376,7 @@ fn a_tag_that_names_another_snapshot_is_refused() {
     let Some(reg) = registry("lying_tag") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    mixed_release(&src, "1.0.0", 5, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, _, digest) = mixed_store("1.0.0", 5);
     let target = repo(&reg, "lying");
     push(&a, &digest, &target, &[]);
     // Copy the manifest under the tag of a snapshot it is not, by raw HTTP.
@@ -438,10 +413,7 @@ fn a_killed_push_leaves_no_visible_tag() {
         return;
     };
     let storage = std::env::var("CESTORE_TEST_REGISTRY_DIR").ok();
-    let env = TestEnv::new();
-    let src = env.path("src");
-    mixed_release(&src, "1.0.0", 400, salt());
-    let digest = env.ingest_digest(&src, "1.0.0");
+    let (env, _, digest) = mixed_store("1.0.0", 400);
     let mut killed_mid_push = 0;
     for attempt in 0..3 {
         let target = repo(&reg, &format!("killed-{attempt}"));
@@ -512,16 +484,8 @@ fn many_files_fall_back_to_an_index_and_pull_back_equal() {
     let Some(reg) = registry("index_fallback") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    minimal_plugin(&src, "2.0.0");
-    let s = salt();
-    for i in 0..26 {
-        write(
-            &src.join(format!("skills/many/f{i:02}.md")),
-            noise(s, i, 64 + i as usize),
-        );
-    }
+    let (a, src) = crate::util::with_plugin("src", "2.0.0");
+    many_files(&src, 26, |i| 64 + i as usize);
     let digest = a.ingest_digest(&src, "2.0.0");
     let target = repo(&reg, "index");
     let pushed = push(
@@ -560,9 +524,7 @@ fn oras_pulls_what_cestore_pushed() {
     let Some(python) = env_var("CESTORE_TEST_ORAS_PY", "oras_interop") else {
         return;
     };
-    let env = TestEnv::new();
-    let src = env.path("src");
-    mixed_release(&src, "3.1.4", 20, salt());
+    let (env, src) = mixed_plugin("3.1.4", 20);
     // A content of 256 KiB or more travels raw, under its path.
     write(&src.join("assets/model.bin"), noise(salt(), 77, 300 * 1024));
     let digest = env.ingest_digest(&src, "3.1.4");
@@ -667,10 +629,7 @@ fn export(env: &TestEnv, digest: &str, file: &Path, zstd: bool) -> serde_json::V
 
 #[test]
 fn export_then_import_round_trips_plain_and_zstd() {
-    let a = TestEnv::new();
-    let src = a.path("src");
-    mixed_release(&src, "1.0.0", 30, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, src, digest) = mixed_store("1.0.0", 30);
     for zstd in [false, true] {
         let file = a.path(if zstd { "b.tar.zst" } else { "b.tar" });
         let report = export(&a, &digest, &file, zstd);
@@ -725,10 +684,7 @@ fn export_then_import_round_trips_plain_and_zstd() {
 
 #[test]
 fn a_bundle_with_one_flipped_byte_is_refused_and_the_store_stays_empty() {
-    let a = TestEnv::new();
-    let src = a.path("src");
-    mixed_release(&src, "1.0.0", 8, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, _, digest) = mixed_store("1.0.0", 8);
     for zstd in [false, true] {
         let file = a.path(if zstd { "b.tar.zst" } else { "b.tar" });
         export(&a, &digest, &file, zstd);
@@ -940,10 +896,7 @@ fn credentials_answer_basic_and_bearer_challenges() {
     let Some(reg) = registry("registry_auth") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    mixed_release(&src, "1.0.0", 6, salt());
-    let digest = a.ingest_digest(&src, "1.0.0");
+    let (a, _, digest) = mixed_store("1.0.0", 6);
     for mode in ["basic", "bearer"] {
         let proxy = AuthProxy::start(mode, &reg);
         let target = repo(&proxy.address, &format!("auth-{mode}"));
@@ -1229,25 +1182,15 @@ fn a_tampered_or_truncated_pack_is_refused_and_nothing_enters_the_store() {
             _ => bytes.truncate(bytes.len() / 2),
         }
         fs::write(&blob, &bytes).expect("tamper with the pack");
-        let b = TestEnv::new();
-        let out = b.run([
-            "pull",
-            &format!("{target}:sha256-{digest}"),
-            "--plain-http",
-            "--json",
-        ]);
-        if case == "truncated" {
+        let (code, kind, expect) = if case == "truncated" {
             // The registry still announces the whole size and the body ends
             // short: the download fails (exit 8), naming the pack.
-            let stderr = assert_exit(&out, 8);
-            assert!(stderr.contains(&pack_hex), "{stderr}");
-            assert_eq!(parse_json(&out)["error"]["kind"], "remote");
+            (8, "remote", pack_hex.as_str())
         } else {
-            let stderr = assert_exit(&out, 1);
-            assert!(stderr.contains(expect), "{case}: {stderr}");
-            assert_eq!(parse_json(&out)["error"]["kind"], "integrity");
-        }
-        assert_store_empty(&b);
+            (1, "integrity", expect)
+        };
+        let reference = format!("{target}:sha256-{digest}");
+        pull_refused(&reference, code, kind, &[expect], case);
     }
 }
 
@@ -1323,17 +1266,7 @@ fn a_pack_index_that_points_outside_its_pack_is_refused_before_any_fetch() {
     ];
     for (name, manifest, expect) in cases {
         put_manifest(&target, name, &manifest);
-        let b = TestEnv::new();
-        let out = b.run([
-            "pull",
-            &format!("{target}:{name}"),
-            "--plain-http",
-            "--json",
-        ]);
-        let stderr = assert_exit(&out, 8);
-        assert!(stderr.contains(expect), "{name}: {stderr}");
-        assert_eq!(parse_json(&out)["error"]["kind"], "remote");
-        assert_store_empty(&b);
+        pull_refused(&format!("{target}:{name}"), 8, "remote", &[expect], name);
     }
 }
 
@@ -1348,9 +1281,7 @@ fn adversarial_releases_at_the_bounds_travel_in_fewer_than_100_layers() {
     // Every file its own group; then as many raw files as fit beside tiny
     // files in groups of their own (the most layers the layout can give).
     for (shape, raw) in [("own-groups", 0usize), ("raw-and-tiny", 63)] {
-        let a = TestEnv::new();
-        let src = a.path("src");
-        minimal_plugin(&src, "7.0.0");
+        let (a, src) = crate::util::with_plugin("src", "7.0.0");
         let tiny = (TOTAL - raw as u64 * 256 * 1024) / (FILES - raw) as u64;
         for i in 0..FILES {
             let (path, len) = if i < raw {
@@ -1397,16 +1328,12 @@ fn git_ingest(env: &TestEnv) -> (String, String, crate::json::SourceEntryOut) {
         ],
     );
     let commit = crate::git::commit_all(&repo, "release");
-    let report = env.json([
-        os("ingest"),
-        os("--git"),
-        repo.as_os_str(),
-        os("--rev"),
-        os(&commit),
-        os("--version"),
-        os("1.0.0"),
-        os("--json"),
-    ]);
+    let report = env.json(crate::util::git_ingest(
+        &repo,
+        &commit,
+        "1.0.0",
+        &["--json"],
+    ));
     let mut sources = source_entries(&report);
     assert_eq!(sources.len(), 1, "{report}");
     let entry = sources.remove(0);
@@ -1528,10 +1455,7 @@ fn a_snapshot_without_records_is_published_with_its_version_and_creation_only() 
     let Some(reg) = registry("no_records") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    mixed_release(&src, "2.0.0", 5, salt());
-    let digest = a.ingest_digest(&src, "2.0.0");
+    let (a, _, digest) = mixed_store("2.0.0", 5);
     let target = repo(&reg, "no-records");
     let pushed = push(&a, &digest, &target, &[]);
     let manifest = get_manifest(&target, &format!("sha256-{digest}"));
@@ -2437,10 +2361,7 @@ fn a_pull_under_a_trusted_key_adopts_only_what_that_key_vouches_for() {
 
     // The signer's attestation of this snapshot, kept with another one:
     // refused, for its subject is not that snapshot.
-    let o = TestEnv::new();
-    let other_src = o.path("src");
-    mixed_release(&other_src, "3.0.0", 4, salt());
-    let other_digest = o.ingest_digest(&other_src, "3.0.0");
+    let (o, _, other_digest) = mixed_store("3.0.0", 4);
     keep_attestations(&o, &other_digest, std::slice::from_ref(&honest));
     let target = repo(&reg, "other-subject");
     push(&o, &other_digest, &target, &[]);
@@ -2460,9 +2381,7 @@ fn a_format_1_index_of_the_same_bytes_executable_and_not_pulls_whole() {
     let Some(reg) = registry("format1_exec_twice") else {
         return;
     };
-    let a = TestEnv::new();
-    let src = a.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (a, src) = crate::util::with_plugin("src", "1.0.0");
     let s = salt();
     let same = noise(s, 1, 500);
     write(&src.join("scripts/run.sh"), &same);
@@ -2533,4 +2452,47 @@ fn push_and_export_refuse_a_damaged_catalogue_manifest_alike() {
         assert_eq!(messages[0], messages[1], "{damage}");
         assert!(!exists(&bundle), "{damage}");
     }
+}
+
+/// Writes `count` files of noise under `src/skills/many/`, the `i`th of
+/// `len(i)` bytes.
+pub(crate) fn many_files(src: &Path, count: u64, len: impl Fn(u64) -> usize) {
+    let s = salt();
+    for i in 0..count {
+        write(
+            &src.join(format!("skills/many/f{i:02}.md")),
+            noise(s, i, len(i)),
+        );
+    }
+}
+
+/// `pull REFERENCE --plain-http --json` into a fresh store, which must fail
+/// with exit `code` and error kind `kind`, its stderr naming each of
+/// `expect` (`case` names the case on failure); the store stays empty.
+fn pull_refused(reference: &str, code: i32, kind: &str, expect: &[&str], case: &str) {
+    let b = TestEnv::new();
+    let out = b.run(["pull", reference, "--plain-http", "--json"]);
+    let stderr = assert_exit(&out, code);
+    for part in expect {
+        assert!(stderr.contains(part), "{case}: {stderr}");
+    }
+    assert_eq!(parse_json(&out)["error"]["kind"], kind, "{case}");
+    assert_store_empty(&b);
+}
+
+/// A fresh store holding a mixed release (see [`mixed_release`]) written at
+/// `src` with `extra` files: the environment, the release and its digest.
+fn mixed_store(version: &str, extra: usize) -> (TestEnv, PathBuf, String) {
+    let (env, src) = mixed_plugin(version, extra);
+    let digest = env.ingest_digest(&src, version);
+    (env, src, digest)
+}
+
+/// A fresh environment with a mixed release (see [`mixed_release`]) written
+/// at `src` with `extra` files, and its path.
+fn mixed_plugin(version: &str, extra: usize) -> (TestEnv, PathBuf) {
+    let env = TestEnv::new();
+    let src = env.path("src");
+    mixed_release(&src, version, extra, salt());
+    (env, src)
 }

@@ -15,10 +15,10 @@
 //! The permission cases run as `nobody` through `setpriv`, since root ignores
 //! file modes; they skip with a printed reason when that is not possible.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::fs;
 use std::io::Write;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -29,8 +29,8 @@ use cestore::digest::ManifestDigest;
 use serde_json::Value;
 
 use crate::util::{
-    self, assert_exit, assert_ok, chmod, digest_of, minimal_plugin, mkfifo, parse_json,
-    store_files, store_state, write, TestEnv,
+    self, assert_exit, assert_ok, chmod, digest_of, mkfifo, parse_json, store_files, store_state,
+    write, TestEnv,
 };
 
 const V: &str = "1.0.0";
@@ -85,20 +85,6 @@ fn ingest_as(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Output {
     output_within(cmd, "cestore ingest")
 }
 
-/// The interpreter behind `python3`, found once: a version manager's shim
-/// costs a dozen shell processes per call.
-fn my_python() -> &'static OsStr {
-    static PYTHON: OnceLock<OsString> = OnceLock::new();
-    PYTHON.get_or_init(|| {
-        Command::new("python3")
-            .args(["-c", "import sys; sys.stdout.write(sys.executable)"])
-            .output()
-            .ok()
-            .filter(|out| out.status.success() && !out.stdout.is_empty())
-            .map_or_else(|| "python3".into(), |out| OsString::from_vec(out.stdout))
-    })
-}
-
 /// The Python interpreter `nobody` can run (the usual `python3` may be a
 /// shim under root's home), once probed.
 fn nobody_python() -> Option<&'static str> {
@@ -141,7 +127,7 @@ fn nobody_reads(py: &str, script: &Path) -> bool {
 fn oracle_verdict(env: &TestEnv, who: As, dir: &OsStr, version: &str) -> Option<Value> {
     let script = util::oracle()?;
     let mut cmd = match who {
-        As::Me => Command::new(my_python()),
+        As::Me => Command::new(util::python3()),
         As::Nobody => {
             let Some(py) = nobody_python() else {
                 eprintln!("not asking the oracle: no Python 3.10+ that uid 65534 can run");
@@ -186,6 +172,17 @@ impl Rejected {
         self.oracle
             .as_ref()
             .map(|o| o["error"].as_str().expect("oracle error"))
+    }
+
+    /// cestore's message starts with the oracle's error, when it was asked.
+    fn assert_message_starts_with_the_oracles(&self) {
+        if let Some(e) = self.oracle_error() {
+            assert!(
+                self.message().starts_with(e),
+                "cestore: {}\noracle: {e}",
+                self.message()
+            );
+        }
     }
 }
 
@@ -322,9 +319,7 @@ fn file_paths(env: &TestEnv, digest: &str) -> Vec<String> {
 
 /// A minimal plugin at `ENV/name`, version [`V`].
 fn minimal_at(env: &TestEnv, name: &str) -> PathBuf {
-    let root = env.path(name);
-    minimal_plugin(&root, V);
-    root
+    env.plugin(name, V)
 }
 
 fn set_plugin_json(root: &Path, contents: impl AsRef<[u8]>) -> PathBuf {
@@ -414,8 +409,7 @@ fn version_must_be_exact_semver() {
 fn prerelease_and_build_versions_are_exact() {
     let env = TestEnv::new();
     for version in ["1.0.0-rc.1+build.5", "0.0.0", "2.0.0--"] {
-        let tree = env.path(version);
-        minimal_plugin(&tree, version);
+        let tree = env.plugin(version, version);
         let report = accepts(&env, &tree, version);
         assert_eq!(report["provenance"]["version"], version);
     }
@@ -486,81 +480,65 @@ fn source_spelt_with_dotdot_is_not_a_real_directory() {
 
 #[test]
 fn manifest_dir_missing_is_unavailable() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    fs::remove_dir_all(tree.join(".claude-plugin")).unwrap();
-    let dir = tree.join(".claude-plugin");
-    rejects(&env, &tree, V, "manifest-dir-unavailable", Some(&dir));
+    rejects_changed(".claude-plugin", "manifest-dir-unavailable", |_, _, dir| {
+        fs::remove_dir_all(dir).unwrap();
+    });
 }
 
 #[test]
 fn manifest_dir_symlink_is_not_real() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let dir = tree.join(".claude-plugin");
-    fs::rename(&dir, env.path("elsewhere")).unwrap();
-    symlink(env.path("elsewhere"), &dir).unwrap();
-    rejects(&env, &tree, V, "manifest-dir-not-real", Some(&dir));
+    rejects_changed(".claude-plugin", "manifest-dir-not-real", |env, _, dir| {
+        fs::rename(dir, env.path("elsewhere")).unwrap();
+        symlink(env.path("elsewhere"), dir).unwrap();
+    });
 }
 
 #[test]
 fn manifest_dir_file_is_not_real() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let dir = tree.join(".claude-plugin");
-    fs::remove_dir_all(&dir).unwrap();
-    write(&dir, "{}");
-    rejects(&env, &tree, V, "manifest-dir-not-real", Some(&dir));
+    rejects_changed(".claude-plugin", "manifest-dir-not-real", |_, _, dir| {
+        fs::remove_dir_all(dir).unwrap();
+        write(dir, "{}");
+    });
 }
 
 #[test]
 fn plugin_json_missing() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = tree.join(".claude-plugin/plugin.json");
-    fs::remove_file(&manifest).unwrap();
-    rejects(&env, &tree, V, "manifest-missing", Some(&manifest));
+    rejects_changed(PLUGIN_JSON, "manifest-missing", |_, _, manifest| {
+        fs::remove_file(manifest).unwrap();
+    });
 }
 
 #[test]
 fn plugin_json_dangling_symlink_is_missing() {
     // `exists()` follows the link, so the reference says "missing".
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = tree.join(".claude-plugin/plugin.json");
-    fs::remove_file(&manifest).unwrap();
-    symlink("gone.json", &manifest).unwrap();
-    rejects(&env, &tree, V, "manifest-missing", Some(&manifest));
+    rejects_changed(PLUGIN_JSON, "manifest-missing", |_, _, manifest| {
+        fs::remove_file(manifest).unwrap();
+        symlink("gone.json", manifest).unwrap();
+    });
 }
 
 #[test]
 fn plugin_json_symlink_to_a_real_file_is_not_regular() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = tree.join(".claude-plugin/plugin.json");
-    fs::rename(&manifest, tree.join(".claude-plugin/real.json")).unwrap();
-    symlink("real.json", &manifest).unwrap();
-    rejects(&env, &tree, V, "file-not-regular", Some(&manifest));
+    rejects_changed(PLUGIN_JSON, "file-not-regular", |_, tree, manifest| {
+        fs::rename(manifest, tree.join(".claude-plugin/real.json")).unwrap();
+        symlink("real.json", manifest).unwrap();
+    });
 }
 
 #[test]
 fn plugin_json_directory_is_not_regular() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = tree.join(".claude-plugin/plugin.json");
-    fs::remove_file(&manifest).unwrap();
-    fs::create_dir(&manifest).unwrap();
-    rejects(&env, &tree, V, "file-not-regular", Some(&manifest));
+    rejects_changed(PLUGIN_JSON, "file-not-regular", |_, _, manifest| {
+        fs::remove_file(manifest).unwrap();
+        fs::create_dir(manifest).unwrap();
+    });
 }
 
 #[test]
 fn plugin_json_fifo_is_not_regular_and_does_not_block() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = tree.join(".claude-plugin/plugin.json");
-    fs::remove_file(&manifest).unwrap();
-    mkfifo(&manifest);
-    rejects(&env, &tree, V, "file-not-regular", Some(&manifest));
+    rejects_changed(PLUGIN_JSON, "file-not-regular", |_, _, manifest| {
+        fs::remove_file(manifest).unwrap();
+        mkfifo(manifest);
+    });
 }
 
 #[test]
@@ -599,12 +577,11 @@ fn marketplace_json_dangling_symlink_is_skipped() {
 
 #[test]
 fn marketplace_json_symlink_to_a_real_file_is_not_regular() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    write(&tree.join(".claude-plugin/real.json"), "{}");
-    let link = tree.join(".claude-plugin/marketplace.json");
-    symlink("real.json", &link).unwrap();
-    rejects(&env, &tree, V, "file-not-regular", Some(&link));
+    let link = ".claude-plugin/marketplace.json";
+    rejects_changed(link, "file-not-regular", |_, tree, link| {
+        write(&tree.join(".claude-plugin/real.json"), "{}");
+        symlink("real.json", link).unwrap();
+    });
 }
 
 // ---------------------------------------------------------------------------
@@ -613,53 +590,37 @@ fn marketplace_json_symlink_to_a_real_file_is_not_regular() {
 
 #[test]
 fn skills_missing() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let skills = tree.join("skills");
-    fs::remove_dir_all(&skills).unwrap();
-    rejects(&env, &tree, V, "skills-missing", Some(&skills));
+    rejects_changed("skills", "skills-missing", |_, _, skills| {
+        fs::remove_dir_all(skills).unwrap();
+    });
 }
 
 #[test]
 fn skills_dangling_symlink_is_missing() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let skills = tree.join("skills");
-    fs::remove_dir_all(&skills).unwrap();
-    symlink("gone", &skills).unwrap();
-    rejects(&env, &tree, V, "skills-missing", Some(&skills));
+    rejects_changed("skills", "skills-missing", |_, _, skills| {
+        fs::remove_dir_all(skills).unwrap();
+        symlink("gone", skills).unwrap();
+    });
 }
 
 #[test]
 fn skills_symlink_is_not_a_real_directory() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let skills = tree.join("skills");
-    fs::rename(&skills, env.path("real-skills")).unwrap();
-    symlink(env.path("real-skills"), &skills).unwrap();
-    rejects(
-        &env,
-        &tree,
-        V,
+    rejects_changed(
+        "skills",
         "component-not-real-directory",
-        Some(&skills),
+        |env, _, skills| {
+            fs::rename(skills, env.path("real-skills")).unwrap();
+            symlink(env.path("real-skills"), skills).unwrap();
+        },
     );
 }
 
 #[test]
 fn skills_file_is_not_a_real_directory() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let skills = tree.join("skills");
-    fs::remove_dir_all(&skills).unwrap();
-    write(&skills, "no");
-    rejects(
-        &env,
-        &tree,
-        V,
-        "component-not-real-directory",
-        Some(&skills),
-    );
+    rejects_changed("skills", "component-not-real-directory", |_, _, skills| {
+        fs::remove_dir_all(skills).unwrap();
+        write(skills, "no");
+    });
 }
 
 #[test]
@@ -790,11 +751,9 @@ fn symlinks_under_skills_are_rejected() {
 
 #[test]
 fn fifo_under_skills_is_not_a_regular_file_and_does_not_block() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let fifo = tree.join("skills/ce-plan/pipe");
-    mkfifo(&fifo);
-    rejects(&env, &tree, V, "not-regular-file", Some(&fifo));
+    rejects_changed("skills/ce-plan/pipe", "not-regular-file", |_, _, fifo| {
+        mkfifo(fifo);
+    });
 }
 
 #[test]
@@ -976,64 +935,47 @@ fn entry_past_path_max_is_unreadable() {
 
 #[test]
 fn plugin_json_invalid_json() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = set_plugin_json(
-        &tree,
+    rejects_plugin_json(
         r#"{"name": "compound-engineering", "version": "1.0.0",}"#,
+        "manifest-invalid",
     );
-    rejects(&env, &tree, V, "manifest-invalid", Some(&manifest));
 }
 
 #[test]
 fn plugin_json_with_a_bom_is_invalid() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = set_plugin_json(
-        &tree,
+    rejects_plugin_json(
         "\u{feff}{\"name\": \"compound-engineering\", \"version\": \"1.0.0\"}",
+        "manifest-invalid",
     );
-    rejects(&env, &tree, V, "manifest-invalid", Some(&manifest));
 }
 
 #[test]
 fn plugin_json_not_utf8_is_invalid() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = set_plugin_json(
-        &tree,
+    rejects_plugin_json(
         b"{\"name\": \"compound-engineering\", \"version\": \"1.0.0\", \"by\": \"Jos\xe9\"}",
+        "manifest-invalid",
     );
-    rejects(&env, &tree, V, "manifest-invalid", Some(&manifest));
 }
 
 #[test]
 fn plugin_json_array_is_not_compound_engineering() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = set_plugin_json(
-        &tree,
+    rejects_plugin_json(
         r#"[{"name": "compound-engineering", "version": "1.0.0"}]"#,
+        "not-compound-engineering",
     );
-    rejects(&env, &tree, V, "not-compound-engineering", Some(&manifest));
 }
 
 #[test]
 fn plugin_json_wrong_name_is_not_compound_engineering() {
-    let env = TestEnv::new();
-    let tree = minimal_at(&env, "p");
-    let manifest = set_plugin_json(
-        &tree,
+    rejects_plugin_json(
         r#"{"name": "Compound-Engineering", "version": "1.0.0"}"#,
+        "not-compound-engineering",
     );
-    rejects(&env, &tree, V, "not-compound-engineering", Some(&manifest));
 }
 
 #[test]
 fn plugin_json_version_drift_is_a_mismatch() {
-    let env = TestEnv::new();
-    let tree = env.path("p");
-    minimal_plugin(&tree, "1.0.1");
+    let (env, tree) = util::with_plugin("p", "1.0.1");
     let manifest = tree.join(".claude-plugin/plugin.json");
     let r = rejects(&env, &tree, V, "version-mismatch", Some(&manifest));
     assert!(
@@ -1041,13 +983,7 @@ fn plugin_json_version_drift_is_a_mismatch() {
         "{}",
         r.message()
     );
-    if let Some(e) = r.oracle_error() {
-        assert!(
-            r.message().starts_with(e),
-            "cestore: {}\noracle: {e}",
-            r.message()
-        );
-    }
+    r.assert_message_starts_with_the_oracles();
 }
 
 #[test]
@@ -1066,13 +1002,7 @@ fn plugin_json_integer_versions() {
         "{}",
         r.message()
     );
-    if let Some(e) = r.oracle_error() {
-        assert!(
-            r.message().starts_with(e),
-            "cestore: {}\noracle: {e}",
-            r.message()
-        );
-    }
+    r.assert_message_starts_with_the_oracles();
     // Past CPython's 4,300-digit limit, json.loads itself fails.
     let tree = minimal_at(&env, "huge");
     let huge = "9".repeat(5000);
@@ -1464,4 +1394,25 @@ fn json_provenance_equals_the_oracles() {
     // accepts() compares the provenance and the file list with the oracle's.
     let report = accepts(&env, &tree, V);
     assert_eq!(report["provenance"]["file_count"], 5 + files_in.len());
+}
+
+const PLUGIN_JSON: &str = ".claude-plugin/plugin.json";
+
+/// A minimal plugin at `ENV/p` changed by `change` (given the environment,
+/// the tree, and the path `rel` in it), which must be rejected under `rule`
+/// naming that path.
+fn rejects_changed(rel: &str, rule: &str, change: impl FnOnce(&TestEnv, &Path, &Path)) -> Rejected {
+    let env = TestEnv::new();
+    let tree = minimal_at(&env, "p");
+    let at = tree.join(rel);
+    change(&env, &tree, &at);
+    rejects(&env, &tree, V, rule, Some(&at))
+}
+
+/// A minimal plugin whose `plugin.json` holds `contents`, which must be
+/// rejected under `rule` naming that file.
+fn rejects_plugin_json(contents: impl AsRef<[u8]>, rule: &str) -> Rejected {
+    rejects_changed(PLUGIN_JSON, rule, |_, tree, _| {
+        set_plugin_json(tree, contents);
+    })
 }

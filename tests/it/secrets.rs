@@ -50,13 +50,7 @@ fn a_key_the_reference_keeps_is_flagged_by_its_content() {
     let src = env.path("src");
     release_with_a_key(&src);
 
-    let out = env.run([
-        "ingest",
-        src.to_str().unwrap(),
-        "--version",
-        "1.0.0",
-        "--json",
-    ]);
+    let out = env.ingest_out(&src, "1.0.0", &[]);
     assert_ok(&out);
     let v = parse_json(&out);
     assert_eq!(
@@ -102,28 +96,14 @@ fn refuse_secrets_refuses_the_release_and_records_nothing() {
     let src = env.path("src");
     release_with_a_key(&src);
     let dest = env.path("view");
+    let (src_arg, dest_arg) = (src.to_str().unwrap(), dest.to_str().unwrap());
+    let stage = ["stage", "--arm", "ce_review", "--plugin-dir", src_arg];
+    let stage = [&stage[..], &["--plugin-version", "1.0.0"]].concat();
+    let stage_to_dest = [&stage[..], &["--dest", dest_arg]].concat();
     for args in [
-        vec!["ingest", src.to_str().unwrap(), "--version", "1.0.0"],
-        vec![
-            "stage",
-            "--arm",
-            "ce_review",
-            "--plugin-dir",
-            src.to_str().unwrap(),
-            "--plugin-version",
-            "1.0.0",
-            "--dest",
-            dest.to_str().unwrap(),
-        ],
-        vec![
-            "stage",
-            "--arm",
-            "ce_review",
-            "--plugin-dir",
-            src.to_str().unwrap(),
-            "--plugin-version",
-            "1.0.0",
-        ],
+        vec!["ingest", src_arg, "--version", "1.0.0"],
+        stage_to_dest.clone(),
+        stage,
     ] {
         let mut refused = args.clone();
         refused.extend(["--refuse-secrets", "--json"]);
@@ -152,18 +132,7 @@ fn refuse_secrets_refuses_the_release_and_records_nothing() {
     }
 
     // stage without it: kept, warned, reported in its ingest.
-    let out = env.run([
-        "stage",
-        "--arm",
-        "ce_review",
-        "--plugin-dir",
-        src.to_str().unwrap(),
-        "--plugin-version",
-        "1.0.0",
-        "--dest",
-        dest.to_str().unwrap(),
-        "--json",
-    ]);
+    let out = env.run([&stage_to_dest[..], &["--json"]].concat());
     assert_ok(&out);
     let v = parse_json(&out);
     assert_eq!(
@@ -176,9 +145,7 @@ fn refuse_secrets_refuses_the_release_and_records_nothing() {
 
 #[test]
 fn tokens_are_flagged_at_every_path_and_the_reference_rules_come_first() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     let token = format!("export GH=ghp_{}\n", "x1".repeat(18));
     write(
         &src.join("scripts/deploy.sh"),
@@ -205,14 +172,7 @@ fn tokens_are_flagged_at_every_path_and_the_reference_rules_come_first() {
 
     // A release that breaks a rule of the reference is refused for that
     // rule, secrets or not.
-    let out = env.run([
-        "ingest",
-        src.to_str().unwrap(),
-        "--version",
-        "2.0.0",
-        "--refuse-secrets",
-        "--json",
-    ]);
+    let out = env.ingest_out(&src, "2.0.0", &["--refuse-secrets"]);
     assert_exit(&out, 3);
     assert_eq!(parse_json(&out)["error"]["rule"], "version-mismatch");
 }

@@ -24,7 +24,7 @@ use std::time::Duration;
 use rustix::process::{Pid, Signal};
 use serde_json::Value;
 
-use crate::util::{assert_ok, bin, minimal_plugin, spares, TestEnv};
+use crate::util::{assert_ok, bin, spares, TestEnv};
 
 /// A store with one snapshot, and the path a held stage checks it out at.
 struct Setup {
@@ -34,9 +34,7 @@ struct Setup {
 }
 
 fn setup() -> Setup {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = crate::util::with_plugin("src", "1.0.0");
     write_empty(&src.join("skills/ce-work/empty.md"));
     let digest = env.ingest_digest(&src, "1.0.0");
     let view = env.path("V");
@@ -49,17 +47,13 @@ fn write_empty(path: &Path) {
 
 /// The arguments of `stage --hold` for the setup's snapshot and view.
 fn hold_args(s: &Setup) -> Vec<&OsStr> {
-    vec![
-        OsStr::new("stage"),
-        OsStr::new("--json"),
-        OsStr::new("--arm"),
-        OsStr::new("ce_workflow"),
-        OsStr::new("--digest"),
-        OsStr::new(&s.digest),
-        OsStr::new("--dest"),
-        s.view.as_os_str(),
-        OsStr::new("--hold"),
-    ]
+    let mut args: Vec<&OsStr> = "stage --json --arm ce_workflow --digest"
+        .split(' ')
+        .map(OsStr::new)
+        .collect();
+    args.extend([&s.digest, "--dest"].map(OsStr::new));
+    args.extend([s.view.as_os_str(), OsStr::new("--hold")]);
+    args
 }
 
 /// A `cestore stage --hold` process, the leader of its own process group,

@@ -11,9 +11,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::util::{
-    self, assert_exit, assert_ok, chmod, minimal_plugin, parse_json, s, write, TestEnv,
-};
+use crate::util::{self, assert_exit, assert_ok, chmod, parse_json, s, write, TestEnv};
 
 /// A key pair made by `cestore key generate`.
 struct Key {
@@ -42,8 +40,7 @@ fn generate(env: &TestEnv, name: &str) -> Key {
 /// Ingests the minimal plugin at `version` (with `extra` arguments);
 /// returns its digest.
 fn ingest(env: &TestEnv, version: &str, extra: &[&OsStr]) -> String {
-    let release = env.path(&format!("release-{version}"));
-    minimal_plugin(&release, version);
+    let release = env.plugin(&format!("release-{version}"), version);
     let mut args = vec![
         OsStr::new("ingest"),
         release.as_os_str(),
@@ -220,17 +217,11 @@ fn audit_names_the_key_that_signed_each_digest_and_fails_the_unsigned() {
     let none = entry(&v, &r.unsigned);
     assert_eq!(none["status"], "unsigned", "{v}");
     assert!(
-        none["signature"]["why"]
-            .as_str()
-            .unwrap()
-            .contains("no attestation"),
+        crate::util::str_of(&none["signature"]["why"]).contains("no attestation"),
         "{v}"
     );
     assert!(
-        v["verdict"]
-            .as_str()
-            .unwrap()
-            .starts_with("FAIL: 3 digests (1 ok, 2 unsigned)"),
+        crate::util::str_of(&v["verdict"]).starts_with("FAIL: 3 digests (1 ok, 2 unsigned)"),
         "{v}"
     );
 
@@ -420,15 +411,9 @@ fn a_tampered_or_misplaced_attestation_fails_verify() {
         .join(a_file.file_name().unwrap());
     write(&misplaced, fs::read(&a_file).unwrap());
     chmod(&misplaced, 0o444);
-    let (code, v) = verify(env, &both);
-    assert_eq!(code, 1, "{v}");
-    let found = problems_of(&v, "untrusted-attestation");
-    assert_eq!(found.len(), 1, "{v}");
-    assert_eq!(found[0]["path"], s(&misplaced), "{v}");
+    let (v, found) = the_one_problem(env, &both, "untrusted-attestation", &misplaced);
     assert!(
-        found[0]["detail"]
-            .as_str()
-            .unwrap()
+        crate::util::str_of(&found["detail"])
             .contains(&format!("its subject is {}, not this snapshot", r.by_a)),
         "{v}"
     );
@@ -462,17 +447,10 @@ fn a_tampered_or_misplaced_attestation_fails_verify() {
     chmod(&b_file, 0o644);
     fs::write(&b_file, &bytes).unwrap();
     chmod(&b_file, 0o444);
-    let (code, v) = verify(env, &both);
-    assert_eq!(code, 1, "{v}");
-    let damaged = problems_of(&v, "damaged-attestation");
-    assert_eq!(damaged.len(), 1, "{v}");
-    assert_eq!(damaged[0]["path"], s(&b_file), "{v}");
-    assert_eq!(damaged[0]["severity"], "corruption", "{v}");
+    let (v, damaged) = the_one_problem(env, &both, "damaged-attestation", &b_file);
+    assert_eq!(damaged["severity"], "corruption", "{v}");
     assert!(
-        damaged[0]["detail"]
-            .as_str()
-            .unwrap()
-            .contains("do not hash to its name"),
+        crate::util::str_of(&damaged["detail"]).contains("do not hash to its name"),
         "{v}"
     );
     assert_eq!(v["attestations_checked"], 3, "{v}");
@@ -661,4 +639,16 @@ fn assert_ok_or_audit(out: &Output) {
         "{}",
         util::describe(out)
     );
+}
+
+/// `verify --json ARGS`, which must exit 1 with exactly one problem of
+/// `kind`, at `path`: the report and that problem.
+fn the_one_problem(env: &TestEnv, args: &[&OsStr], kind: &str, path: &Path) -> (Value, Value) {
+    let (code, v) = verify(env, args);
+    assert_eq!(code, 1, "{v}");
+    let found = problems_of(&v, kind);
+    assert_eq!(found.len(), 1, "{v}");
+    assert_eq!(found[0]["path"], s(path), "{v}");
+    let problem = found[0].clone();
+    (v, problem)
 }

@@ -7,12 +7,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{assert_ok, minimal_plugin, s, write, TestEnv};
+use crate::util::{assert_ok, s, write};
 
 fn garbage_paths(verify: &Value) -> BTreeSet<(String, String)> {
-    verify["problems"]
-        .as_array()
-        .unwrap()
+    crate::util::problems(verify)
         .iter()
         .filter(|p| p["severity"] == "garbage")
         .map(|p| {
@@ -43,10 +41,7 @@ fn gc_paths(gc: &Value) -> BTreeSet<String> {
 
 #[test]
 fn verify_and_gc_agree_on_every_kind_of_garbage() {
-    let env = TestEnv::new();
-    let release = env.path("release");
-    minimal_plugin(&release, "1.0.0");
-    let d = env.ingest_digest(&release, "1.0.0");
+    let (env, _, d) = crate::util::plugin_store("release", "1.0.0");
     let store = env.store.clone();
 
     // An orphan object, and a name that is no object's.
@@ -60,10 +55,7 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
     let dead = store.join("tmp/checkout-999999-1");
     write(&dead.join("target"), half.to_str().unwrap());
     // A manifest a dead ingest published and never recorded.
-    let other = TestEnv::new();
-    let rb = other.path("rb");
-    minimal_plugin(&rb, "2.0.0");
-    let b = other.ingest_digest(&rb, "2.0.0");
+    let (other, _, b) = crate::util::plugin_store("rb", "2.0.0");
     let manifest = store.join("manifests").join(&b[..2]).join(&b);
     fs::create_dir_all(manifest.parent().unwrap()).unwrap();
     fs::copy(
@@ -88,23 +80,18 @@ fn verify_and_gc_agree_on_every_kind_of_garbage() {
     crate::util::remove_tree(&gone);
     // Source records of a snapshot neither recorded nor kept as a manifest,
     // and of the abandoned manifest above; those of a recorded one stay.
-    let records = |digest: &str, name: &str| {
-        let dir = store.join("sources").join(&digest[..2]).join(digest);
+    let beside = |kind: &str, digest: &str, name: &str| {
+        let dir = store.join(kind).join(&digest[..2]).join(digest);
         write(&dir.join(format!("{}.json", name.repeat(64))), "{}\n");
         dir
     };
-    let orphan_records = records(&"a".repeat(64), "b");
-    let abandoned_records = records(&b, "c");
-    let kept_records = records(&d, "d");
+    let orphan_records = beside("sources", &"a".repeat(64), "b");
+    let abandoned_records = beside("sources", &b, "c");
+    let kept_records = beside("sources", &d, "d");
     // The same of attestations.
-    let attestations = |digest: &str, name: &str| {
-        let dir = store.join("attestations").join(&digest[..2]).join(digest);
-        write(&dir.join(format!("{}.json", name.repeat(64))), "{}\n");
-        dir
-    };
-    let orphan_attestations = attestations(&"a".repeat(64), "b");
-    let abandoned_attestations = attestations(&b, "c");
-    let kept_attestations = attestations(&d, "d");
+    let orphan_attestations = beside("attestations", &"a".repeat(64), "b");
+    let abandoned_attestations = beside("attestations", &b, "c");
+    let kept_attestations = beside("attestations", &d, "d");
 
     let verify = env.json(["verify", "--json"]);
     let claimed = garbage_paths(&verify);

@@ -252,15 +252,7 @@ fn no_credential_of_an_origin_reaches_the_output_the_store_or_a_bundle() {
             &[os("ingest"), repo.as_os_str(), os("--version"), os(V)],
         ));
         for json in [true, false] {
-            let mut args = vec![
-                os("ingest"),
-                os("--git"),
-                repo.as_os_str(),
-                os("--rev"),
-                os("HEAD"),
-                os("--version"),
-                os(V),
-            ];
+            let mut args = util::git_ingest(&repo, "HEAD", V, &[]);
             if json {
                 args.push(os("--json"));
             }
@@ -326,8 +318,7 @@ fn no_credential_of_an_origin_reaches_the_output_the_store_or_a_bundle() {
 fn a_url_given_for_a_local_repository_is_refused_showing_it_redacted() {
     let env = TestEnv::new();
     let (digest, results) = {
-        let src = env.path("src");
-        minimal_plugin(&src, V);
+        let src = env.plugin("src", V);
         let digest = env.ingest_digest(&src, V);
         let results = results(&env, &digest);
         (digest, results)

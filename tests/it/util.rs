@@ -4,7 +4,13 @@
 //! Every helper more than one module needs is defined here once: the
 //! requests most tests make (`files`, `views`, `verify`, `checkout`), object
 //! paths and hashes, a store's files, commands under a deadline, the oracle,
-//! the ways a test skips, and two snapshots whose digests share a prefix.
+//! the ways a test skips, and two snapshots whose digests share a prefix;
+//! then a minimal plugin written or ingested in one call (`plugin`,
+//! `with_plugin`, `plugin_store`), the arguments of an ingest (`ingest_args`,
+//! `git_ingest`, `ingest_out`), a report's arrays and strings (`array`,
+//! `strs`, `str_of`, `field_strs`, `field_pairs`), a cestore run through
+//! another command (`wrapped`, `spawn_piped`), a GitNexus harness, a JSON
+//! Lines file, `python3` and `cp -a`.
 
 #![allow(dead_code)]
 
@@ -110,13 +116,7 @@ impl TestEnv {
 
     /// Ingests `dir` at `version` and returns the JSON report (must succeed).
     pub fn ingest(&self, dir: &Path, version: &str) -> serde_json::Value {
-        self.json([
-            OsStr::new("ingest"),
-            dir.as_os_str(),
-            OsStr::new("--version"),
-            OsStr::new(version),
-            OsStr::new("--json"),
-        ])
+        self.json(ingest_args(dir, version))
     }
 
     /// Ingests and returns the manifest digest.
@@ -631,8 +631,7 @@ pub fn minimal_plugin(root: &Path, version: &str) {
 /// `src`, version 1.0.0), and that snapshot's digest.
 pub fn minimal_store() -> (TestEnv, String) {
     let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let src = env.plugin("src", "1.0.0");
     let digest = env.ingest_digest(&src, "1.0.0");
     (env, digest)
 }
@@ -827,4 +826,208 @@ pub fn ingest_sharing_four_digits(env: &TestEnv, a: &str, b: &str) -> (String, S
     assert_eq!(env.ingest_digest(&a_src, a), one);
     assert_eq!(env.ingest_digest(&b_src, b), two);
     (one[..4].to_string(), one, two)
+}
+
+impl TestEnv {
+    /// Writes the minimal plugin at `rel` inside the test's directory, at
+    /// `version`, and returns its path.
+    pub fn plugin(&self, rel: &str, version: &str) -> PathBuf {
+        let root = self.path(rel);
+        minimal_plugin(&root, version);
+        root
+    }
+}
+
+/// A fresh environment with the minimal plugin written at `rel`, at
+/// `version`, and the plugin's path.
+pub fn with_plugin(rel: &str, version: &str) -> (TestEnv, PathBuf) {
+    let env = TestEnv::new();
+    let root = env.plugin(rel, version);
+    (env, root)
+}
+
+/// A fresh environment with the minimal plugin written at `rel` and ingested
+/// at `version`: the environment, the plugin's path and the digest.
+pub fn plugin_store(rel: &str, version: &str) -> (TestEnv, PathBuf, String) {
+    let (env, root) = with_plugin(rel, version);
+    let digest = env.ingest_digest(&root, version);
+    (env, root, digest)
+}
+
+/// The string `field` of each object in the array `list`.
+pub fn field_strs<'a>(list: &'a Value, field: &str) -> Vec<&'a str> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[field].as_str().unwrap())
+        .collect()
+}
+
+/// The strings `a` and `b` of each object in the array `list`.
+pub fn field_pairs(list: &Value, a: &str, b: &str) -> Vec<(String, String)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e[a].as_str().unwrap().to_string(),
+                e[b].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `ingest --git REPO --rev REV --version VERSION`, then `extra`.
+pub fn git_ingest<'a>(
+    repo: &'a Path,
+    rev: &'a str,
+    version: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a OsStr> {
+    let mut args = vec![
+        os("ingest"),
+        os("--git"),
+        repo.as_os_str(),
+        os("--rev"),
+        os(rev),
+        os("--version"),
+        os(version),
+    ];
+    args.extend(extra.iter().map(|a| os(a)));
+    args
+}
+
+impl TestEnv {
+    /// Runs `ingest DIR --version VERSION EXTRA --json`, whatever its exit.
+    pub fn ingest_out(&self, dir: &Path, version: &str, extra: &[&str]) -> Output {
+        let mut args = vec![os("ingest"), dir.as_os_str(), os("--version"), os(version)];
+        args.extend(extra.iter().map(|a| os(a)));
+        args.push(os("--json"));
+        self.run(args)
+    }
+}
+
+/// Writes a harness root holding a GitNexus runtime at `version` (a layout
+/// the reference accepts) at `h`.
+pub fn gitnexus_harness(h: &Path, version: &str) {
+    let rt = h.join("gitnexus");
+    let sh = h.join("gitnexus-shared");
+    write(&rt.join("dist/cli/index.js"), "#!/usr/bin/env node\n");
+    write(
+        &rt.join("package.json"),
+        format!(r#"{{"name": "gitnexus", "version": "{version}"}}"#),
+    );
+    write(&rt.join("node_modules/other/index.js"), "");
+    write(&rt.join("vendor/README"), "");
+    write(&rt.join("hooks/claude/hook.sh"), "");
+    write(&sh.join("dist/index.js"), "");
+    write(
+        &sh.join("package.json"),
+        format!(r#"{{"name": "gitnexus-shared", "version": "{version}"}}"#),
+    );
+    std::os::unix::fs::symlink(
+        "../../gitnexus-shared",
+        rt.join("node_modules/gitnexus-shared"),
+    )
+    .expect("link gitnexus-shared");
+}
+
+/// A `cestore ARGS --store STORE` command run through `wrapper` (a shell,
+/// `setpriv` ...), with `$CESTORE_DIR` removed.
+pub fn wrapped<I, S>(mut wrapper: Command, store: &Path, args: I) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    wrapper
+        .arg(bin())
+        .args(args)
+        .arg("--store")
+        .arg(store)
+        .env_remove("CESTORE_DIR");
+    wrapper
+}
+
+/// Writes `lines` to `path`, each ending in a newline (a JSON Lines file).
+pub fn write_lines<T: std::fmt::Display>(path: &Path, lines: &[T]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    write(path, text);
+}
+
+/// The interpreter behind `python3`, found once: a version manager's shim
+/// costs a dozen shell processes per call.
+pub fn python3() -> &'static OsStr {
+    static PYTHON: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        Command::new("python3")
+            .args(["-c", "import sys; sys.stdout.write(sys.executable)"])
+            .output()
+            .ok()
+            .filter(|out| out.status.success() && !out.stdout.is_empty())
+            .map_or_else(
+                || "python3".into(),
+                |out| std::os::unix::ffi::OsStringExt::from_vec(out.stdout),
+            )
+    })
+}
+
+/// Copies a tree keeping its modes (`cp -a`).
+pub fn cp_a(from: &Path, to: &Path) {
+    let out = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .output()
+        .expect("run cp");
+    assert_ok(&out);
+}
+
+/// The array `v` (which must be one).
+pub fn array(v: &Value) -> &Vec<Value> {
+    v.as_array().expect("an array")
+}
+
+/// The strings of the array `v` (which must hold only strings).
+pub fn strs(v: &Value) -> Vec<&str> {
+    array(v)
+        .iter()
+        .map(|x| x.as_str().expect("a string"))
+        .collect()
+}
+
+/// `ingest DIR --version VERSION --json`.
+pub fn ingest_args<'a>(dir: &'a Path, version: &'a str) -> [&'a OsStr; 5] {
+    [
+        os("ingest"),
+        dir.as_os_str(),
+        os("--version"),
+        os(version),
+        os("--json"),
+    ]
+}
+
+/// Starts `cmd` with its stdout and stderr piped.
+pub fn spawn_piped(cmd: &mut Command, what: &str) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// The string `v` (which must be one).
+pub fn str_of(v: &Value) -> &str {
+    v.as_str().expect("a string")
+}
+
+/// For a test that drops to uid 65534 itself: as root, a fresh environment
+/// others may enter, with the minimal plugin at `src`; else `None`, the
+/// skip printed.
+pub fn root_env_with_plugin(test: &str) -> Option<(TestEnv, PathBuf)> {
+    if skip_unless_root(test, "run as root (it drops privileges itself)") {
+        return None;
+    }
+    let env = TestEnv::new();
+    chmod(&env.base, 0o755);
+    let src = env.plugin("src", "1.0.0");
+    Some((env, src))
 }

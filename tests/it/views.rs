@@ -219,21 +219,6 @@ fn chmod_dirs_writable(root: &Path) {
     }
 }
 
-/// A copy of a tree that keeps modes (`cp -a`).
-fn cp_a(from: &Path, to: &Path) {
-    let out = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .output()
-        .expect("run cp");
-    assert!(
-        out.status.success(),
-        "cp -a failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Checks every object in the store: mode 0444 (0555 for `.x`) and bytes
 /// that hash to its name. Returns how many objects there are.
 fn assert_objects_intact(store: &Path) -> usize {
@@ -753,16 +738,13 @@ fn views_share_inodes_across_releases() {
 #[test]
 fn empty_files_are_fresh() {
     let env = TestEnv::new();
-    let src = env.path("src");
-    small_tree(
-        &src,
-        "1.0.0",
+    let d = small_store(
+        &env,
         &[
             ("skills/ce-work/empty.md", b"", 0o644),
             ("scripts/empty.sh", b"", 0o755),
         ],
     );
-    let d = env.ingest_digest(&src, "1.0.0");
     let (v1, v2) = (env.path("v1"), env.path("v2"));
     let r1 = env.checkout_ok(&d, &v1, &[]);
     env.checkout_ok(&d, &v2, &[]);
@@ -805,17 +787,14 @@ fn exdev_copies_across_filesystems() {
         }
     };
     let parent = other.dir();
-    let src = env.path("src");
-    small_tree(
-        &src,
-        "1.0.0",
+    let d = small_store(
+        &env,
         &[
             ("scripts/run.sh", b"#!/bin/sh\n", 0o755),
             ("assets/blob.bin", &random_bytes(4, 50_000), 0o644),
             ("skills/ce-work/empty.md", b"", 0o644),
         ],
     );
-    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
     let nonempty = files.iter().filter(|f| f.size > 0).count() as u64;
 
@@ -1038,7 +1017,7 @@ fn discard_refuses_unrecorded_paths() {
 
     // An exact copy of a view: removed with --force.
     let copy = env.path("copy");
-    cp_a(&view, &copy);
+    util::cp_a(&view, &copy);
     assert_view_is(&copy, &files);
     let err = assert_exit(&env.discard(&copy, None), 4);
     assert!(!err.is_empty());
@@ -1052,7 +1031,7 @@ fn discard_refuses_unrecorded_paths() {
 
     // A copy with one byte changed (same size, same mode): refused.
     let copy2 = env.path("copy2");
-    cp_a(&view, &copy2);
+    util::cp_a(&view, &copy2);
     let victim = copy2.join("skills/ce-plan/SKILL.md");
     assert_ne!(ino(&victim), ino(&view.join("skills/ce-plan/SKILL.md")));
     let mut bytes = fs::read(&victim).unwrap();
@@ -1106,9 +1085,7 @@ fn tampered_objects_are_refused() {
     // Its bytes still hash right: a checkout re-hashes it, sets its mode
     // back, says so, and hands it out.
     let b = env.path("b");
-    let out = env.checkout(&d, &b, &[]);
-    assert_ok(&out);
-    let restored = parse_json(&out)["modes_restored"].clone();
+    let restored = env.checkout_ok(&d, &b, &[])["modes_restored"].clone();
     assert!(
         restored.as_array().unwrap().iter().any(|r| r
             .as_str()
@@ -1234,9 +1211,7 @@ fn concurrent_path_makes_one_view() {
 
 #[test]
 fn checkout_publishes_atomically() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    let (env, src) = util::with_plugin("src", "1.0.0");
     let mut extra: Vec<(String, Vec<u8>, u32)> = Vec::new();
     for i in 0..1200 {
         extra.push((
@@ -1332,13 +1307,9 @@ fn checkout_publishes_atomically() {
     let race = parent.join("race");
     let children: Vec<_> = (0..4)
         .map(|_| {
-            env.cmd(["checkout", d.as_str()])
-                .arg(&race)
-                .arg("--json")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn checkout")
+            let mut checkout = env.cmd(["checkout", d.as_str()]);
+            checkout.arg(&race).arg("--json");
+            util::spawn_piped(&mut checkout, "spawn checkout")
         })
         .collect();
     let codes: Vec<Option<i32>> = children
@@ -1373,10 +1344,7 @@ fn checkout_publishes_atomically() {
 
 #[test]
 fn bad_requests() {
-    let env = TestEnv::new();
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
-    let d = env.ingest_digest(&src, "1.0.0");
+    let (env, _, d) = util::plugin_store("src", "1.0.0");
 
     // DEST exists: a directory, a file, a dangling symlink.
     let dir = env.path("exists-dir");
@@ -1443,25 +1411,14 @@ fn bad_requests() {
 /// 65534 with `setpriv`).
 #[test]
 fn path_works_for_an_unprivileged_user() {
-    if util::skip_unless_root(
-        "path_works_for_an_unprivileged_user",
-        "run as root (it drops privileges itself)",
-    ) {
+    let Some((env, src)) = util::root_env_with_plugin("path_works_for_an_unprivileged_user") else {
         return;
-    }
-    let env = TestEnv::new();
-    chmod(&env.base, 0o755);
-    let src = env.path("src");
-    minimal_plugin(&src, "1.0.0");
+    };
     util::chown(&["-R"], "65534:65534", &env.base);
     let as_nobody = |args: &[&OsStr]| -> Output {
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .arg(util::bin())
-            .args(args)
-            .arg("--store")
-            .arg(&env.store)
-            .env_remove("CESTORE_DIR")
+        let mut setpriv = Command::new("setpriv");
+        setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups"]);
+        util::wrapped(setpriv, &env.store, args)
             .output()
             .expect("run setpriv")
     };
@@ -1492,17 +1449,14 @@ const SPARE_FILES: &[(&str, &[u8], u32)] = &[
 #[test]
 fn a_discarded_view_serves_the_next_checkout_whole() {
     let env = TestEnv::new();
-    let src = env.path("src");
-    small_tree(
-        &src,
-        "1.0.0",
+    let d = small_store(
+        &env,
         &[
             ("scripts/a.sh", b"#!/bin/sh\n", 0o755),
             ("assets/deep/er/b.bin", &random_bytes(7, 10_000), 0o644),
             ("skills/ce-work/empty.md", b"", 0o644),
         ],
     );
-    let d = env.ingest_digest(&src, "1.0.0");
     let files = env.files(&d);
     // A plain discard deletes the view's files: only --spare keeps it.
     let plain = env.path("plain");
@@ -1791,18 +1745,13 @@ fn rm_and_gc_remove_the_spares_of_a_forgotten_snapshot() {
 
 /// `cestore stage --json ARGS` for a source, checked out at `dest`.
 fn stage_args<'a>(src: &'a Path, version: &'a str, dest: &'a Path) -> Vec<&'a OsStr> {
-    vec![
-        OsStr::new("stage"),
-        OsStr::new("--json"),
-        OsStr::new("--arm"),
-        OsStr::new("ce_review"),
-        OsStr::new("--plugin-dir"),
-        src.as_os_str(),
-        OsStr::new("--plugin-version"),
-        OsStr::new(version),
-        OsStr::new("--dest"),
-        dest.as_os_str(),
-    ]
+    let mut args: Vec<&OsStr> = "stage --json --arm ce_review --plugin-dir"
+        .split(' ')
+        .map(OsStr::new)
+        .collect();
+    args.extend([src.as_os_str(), OsStr::new("--plugin-version")]);
+    args.extend([OsStr::new(version), OsStr::new("--dest"), dest.as_os_str()]);
+    args
 }
 
 /// The names under the store's `tmp/`: work directories left behind.
@@ -2070,4 +2019,11 @@ fn a_warm_stage_beside_a_spare_reads_every_file_and_mends_a_damaged_object() {
     mended(&same, &fourth, &d2, &d2);
     assert_ok(&env.run(["verify"]));
     assert_ok(&env.run(["verify", "--tree", fourth.to_str().unwrap(), &d2]));
+}
+
+/// A [`small_tree`] at `ENV/src`, version 1.0.0, ingested: its digest.
+fn small_store(env: &TestEnv, extra: &[(&str, &[u8], u32)]) -> String {
+    let src = env.path("src");
+    small_tree(&src, "1.0.0", extra);
+    env.ingest_digest(&src, "1.0.0")
 }

@@ -56,8 +56,10 @@ fn scene() -> Scene {
         os("--json"),
     ]);
     assert_eq!(util::digest_of(&parse_json(&out)), released);
-    let elsewhere = env.path("releases/a-rather-long-directory-for-one-more-release/plugin");
-    minimal_plugin(&elsewhere, "1.0.0");
+    let elsewhere = env.plugin(
+        "releases/a-rather-long-directory-for-one-more-release/plugin",
+        "1.0.0",
+    );
     let other = env.ingest_digest(&elsewhere, "1.0.0");
     write(&plugin.join("skills/ce-plan/notes.md"), "changed since\n");
     let changed = env.ingest_digest(&plugin, LONG);
@@ -378,15 +380,10 @@ fn piped_output_is_the_text_it_always_was() {
     };
     // Each line, byte for byte, as the JSON's fields made it before.
     let (text, json) = run(&["list"]);
-    let want: String = json["snapshots"]
-        .as_array()
-        .unwrap()
+    let want: String = crate::util::array(&json["snapshots"])
         .iter()
         .map(|l| {
-            let source = match &l["source"] {
-                Value::Null => String::new(),
-                s => format!("  source {}", summary(s)),
-            };
+            let source = source_part(&l["source"], summary);
             format!(
                 "{}  {} {}  {}  {}  {}{source}\n",
                 l["manifest_digest"].as_str().unwrap(),
@@ -401,15 +398,10 @@ fn piped_output_is_the_text_it_always_was() {
     assert_eq!(text, want);
     assert_eq!(json["snapshots"].as_array().unwrap().len(), 3);
     let (text, json) = run(&["log"]);
-    let want: String = json["ingests"]
-        .as_array()
-        .unwrap()
+    let want: String = crate::util::array(&json["ingests"])
         .iter()
         .map(|e| {
-            let source = match &e["source_record"] {
-                Value::Null => String::new(),
-                r => format!("  source {}", record_line(r)),
-            };
+            let source = source_part(&e["source_record"], record_line);
             let text = |k: &str| e[k].as_str().unwrap().to_string();
             format!(
                 "{}  {}  {}  {}  {}@{}  {}  new {} reused {}{source}\n",
@@ -431,9 +423,7 @@ fn piped_output_is_the_text_it_always_was() {
         "{text}"
     );
     let (text, json) = run(&["find", "--path", "skills/ce-plan"]);
-    let want: String = json["matches"]
-        .as_array()
-        .unwrap()
+    let want: String = crate::util::array(&json["matches"])
         .iter()
         .map(|h| {
             format!(
@@ -485,9 +475,7 @@ fn short_digests_are_unique_prefixes_every_command_takes_back() {
         let shown = s.env.json(["show", prefix.as_str(), "--json"]);
         assert_eq!(shown["provenance"]["manifest_digest"], full.as_str());
         let logged = s.env.json(["log", prefix.as_str(), "--json"]);
-        assert!(logged["ingests"]
-            .as_array()
-            .unwrap()
+        assert!(crate::util::array(&logged["ingests"])
             .iter()
             .all(|e| e["manifest_digest"] == full.as_str()));
         let dest = s.env.path(&format!("view-{prefix}"));
@@ -547,5 +535,14 @@ fn short_digests_are_unique_prefixes_every_command_takes_back() {
             !util::find_matches(&s.env, &["--object", object]).is_empty(),
             "{line}"
         );
+    }
+}
+
+/// A line's `  source ...` part: empty where the row has no source, else
+/// the source as `line` writes it.
+fn source_part(source: &Value, line: fn(&Value) -> String) -> String {
+    match source {
+        Value::Null => String::new(),
+        s => format!("  source {}", line(s)),
     }
 }

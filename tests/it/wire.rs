@@ -50,13 +50,7 @@ fn a_throttled_registry_is_retried_and_the_transfer_completes() {
     let Some(reg) = registry("throttled") else {
         return;
     };
-    let proxy = Proxy::start(
-        &reg,
-        Behaviour {
-            throttle_first: 5,
-            ..Behaviour::default()
-        },
-    );
+    let proxy = proxy_with(&reg, |b| b.throttle_first = 5);
     let (a, digest) = ingested_release(12);
     let target = repo(&proxy.address, "throttled");
     let report = a.json(push_args(&digest, &target));
@@ -66,13 +60,7 @@ fn a_throttled_registry_is_retried_and_the_transfer_completes() {
     assert_eq!(report["blobs_present"], 0, "{report}");
 
     // A pull through the same proxy, throttled again, gets the same tree.
-    let throttling = Proxy::start(
-        &reg,
-        Behaviour {
-            throttle_first: 3,
-            ..Behaviour::default()
-        },
-    );
+    let throttling = proxy_with(&reg, |b| b.throttle_first = 3);
     let b = TestEnv::new();
     let reference = format!(
         "{}:sha256-{digest}",
@@ -89,13 +77,7 @@ fn a_registry_that_keeps_throttling_is_given_up_on_with_a_clear_error() {
     let Some(reg) = registry("throttled_forever") else {
         return;
     };
-    let proxy = Proxy::start(
-        &reg,
-        Behaviour {
-            throttle_first: u64::MAX,
-            ..Behaviour::default()
-        },
-    );
+    let proxy = proxy_with(&reg, |b| b.throttle_first = u64::MAX);
     let (a, digest) = ingested_release(2);
     let target = repo(&proxy.address, "throttled-forever");
     let out = a.run(push_args(&digest, &target));
@@ -148,13 +130,7 @@ fn one_token_serves_every_request_of_a_scope() {
     let Some(reg) = registry("one_token") else {
         return;
     };
-    let proxy = Proxy::start(
-        &reg,
-        Behaviour {
-            bearer: true,
-            ..Behaviour::default()
-        },
-    );
+    let proxy = proxy_with(&reg, |b| b.bearer = true);
     let a = TestEnv::new();
     let src = a.path("src");
     spread_release(&src, 10, salt());
@@ -212,13 +188,7 @@ fn a_registry_that_takes_one_post_per_blob_gets_one_post_per_blob() {
     let Some(reg) = registry("monolithic") else {
         return;
     };
-    let proxy = Proxy::start(
-        &reg,
-        Behaviour {
-            monolithic: true,
-            ..Behaviour::default()
-        },
-    );
+    let proxy = proxy_with(&reg, |b| b.monolithic = true);
     let (a, digest) = ingested_release(10);
     let target = repo(&proxy.address, "monolithic");
     let report = a.json(push_args(&digest, &target));
@@ -240,10 +210,7 @@ fn a_registry_that_takes_one_post_per_blob_gets_one_post_per_blob() {
 
     // The CNCF registry opens a session instead (202): that session takes the
     // first blob, so asking costs no request there.
-    let direct = TestEnv::new();
-    let src = direct.path("src");
-    spread_release(&src, 10, salt());
-    let digest = direct.ingest_digest(&src, "1.0.0");
+    let (direct, digest) = ingested_release(10);
     let report = direct.json(push_args(&digest, &repo(&reg, "not-monolithic")));
     let uploaded = report["blobs_uploaded"].as_u64().expect("uploaded");
     assert_eq!(
@@ -303,13 +270,7 @@ fn a_release_at_the_bounds_moves_in_at_most_150_requests_each_way() {
     let Some(reg) = registry("bounds_requests") else {
         return;
     };
-    let proxy = Proxy::start(
-        &reg,
-        Behaviour {
-            delay: Duration::from_millis(25),
-            ..Behaviour::default()
-        },
-    );
+    let proxy = proxy_with(&reg, |b| b.delay = Duration::from_millis(25));
     let a = TestEnv::new();
     let src = a.path("src");
     bounds_release(&src, salt());
@@ -909,12 +870,11 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
     let registry = Scripted::start(Script::DripBody(every));
     let missing = "ab".repeat(32);
     let results = env.path("results.jsonl");
-    write(
+    crate::util::write_lines(
         &results,
-        format!(
-            "{}\n",
-            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": missing})
-        ),
+        &[
+            serde_json::json!({"arm": "ce_review", "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": missing}),
+        ],
     );
     let start = Instant::now();
     let out = env.run([
@@ -938,4 +898,11 @@ fn a_registry_that_drips_its_answer_is_given_up_on_within_the_timeout() {
         "{why}"
     );
     assert!(took < Duration::from_secs(5), "the audit took {took:?}");
+}
+
+/// A proxy in front of `reg` whose behaviour `set` changed from the default.
+fn proxy_with(reg: &str, set: impl FnOnce(&mut Behaviour)) -> Proxy {
+    let mut behaviour = Behaviour::default();
+    set(&mut behaviour);
+    Proxy::start(reg, behaviour)
 }
