@@ -30,7 +30,7 @@ pub struct IngestOptions<'a> {
     /// Read the release from a revision of the git repository at `source`,
     /// not from a directory: the revision, and the plugin's directory in it.
     pub git: Option<(&'a str, PluginDir<'a>)>,
-    /// The version its `plugin.json` must carry.
+    /// The version the profile's manifest file must carry.
     pub version: &'a str,
     /// The bounds the walk enforces: the reference's, or lower.
     pub bounds: policy::Bounds,
