@@ -267,3 +267,145 @@ pub enum ContentError {
     #[error(transparent)]
     NoVersion(#[from] NoVersion),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{Source, WalkError};
+
+    /// A second profile, for the seam's sake: the CE profile's rules but
+    /// another layout, symlinks left to refuse as CE does, and no last check.
+    struct Other;
+
+    static OTHER: Layout = Layout {
+        files_dir: "meta",
+        files: &["a.json", "b.json"],
+        required_files: 1,
+        dirs: &["data", "more"],
+        required_dirs: 1,
+    };
+
+    impl Profile for Other {
+        fn name(&self) -> &'static str {
+            "other"
+        }
+        fn layout(&self) -> &'static Layout {
+            &OTHER
+        }
+        fn bounds(&self) -> Bounds {
+            Bounds {
+                files: 4,
+                ..ce::BOUNDS
+            }
+        }
+        fn max_depth(&self) -> usize {
+            1
+        }
+        fn left_out(&self, name: &str) -> Option<LeftOut> {
+            (name == "skip").then_some(LeftOut::ForbiddenPart)
+        }
+        fn step(&self, kind: Kind) -> Step {
+            ce::CE.step(kind)
+        }
+        fn keeps_bytes(&self, _: &[u8]) -> bool {
+            false
+        }
+        fn check_walked(
+            &self,
+            _: &str,
+            _: &[Entry],
+            kept: &[(String, Vec<u8>)],
+            _: &dyn Fn(&str) -> PathBuf,
+        ) -> Result<(), Rejection> {
+            assert!(kept.is_empty());
+            Ok(())
+        }
+        fn manifest(&self, entries: Vec<Entry>) -> Manifest {
+            Manifest::new(entries)
+        }
+        fn parse_manifest(&self, bytes: &[u8]) -> Result<Manifest, ManifestError> {
+            Manifest::parse(bytes)
+        }
+        fn entry_kind(&self, entry: &Entry) -> EntryKind {
+            ce::CE.entry_kind(entry)
+        }
+        fn check_entries(&self, _: &[Entry]) -> Result<(), ManifestRuleError> {
+            Ok(())
+        }
+        fn content_entry<'m>(&self, entries: &'m [Entry]) -> &'m Entry {
+            &entries[0]
+        }
+        fn content_file(&self) -> &'static str {
+            "a.json"
+        }
+        fn content_rule(&self) -> &'static str {
+            "a-json"
+        }
+        fn check_content(&self, _: &[u8]) -> Result<String, ContentError> {
+            Ok(String::new())
+        }
+    }
+
+    fn write(dir: &std::path::Path, rel: &str) {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, rel).unwrap();
+    }
+
+    fn rule(source: &Source) -> Option<&'static str> {
+        match source.walk_as(&Other, "", Bounds::REFERENCE, |_| Ok::<(), ()>(())) {
+            Ok(_) => None,
+            Err(WalkError::Rejected(r)) => Some(r.rule()),
+            Err(_) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn the_walk_goes_where_the_profile_says_in_its_order_and_bounds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        for rel in [
+            "meta/a.json",
+            "meta/c.json",
+            "more/x",
+            "data/b/y",
+            "data/a",
+            "data/skip/z",
+            "skills/ce-plan/SKILL.md",
+        ] {
+            write(dir, rel);
+        }
+        let source = Source::open(dir).unwrap();
+        let walked = source
+            .walk_as(&Other, "", Bounds::REFERENCE, |_| Ok::<(), ()>(()))
+            .unwrap_or_else(|_| panic!("walks"));
+        let paths: Vec<&str> = walked.entries.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["meta/a.json", "data/a", "data/b/y", "more/x"]);
+        let left: Vec<(LeftOut, &str)> = walked
+            .left_out
+            .iter()
+            .map(|(why, p)| (*why, p.as_str()))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                (LeftOut::ForbiddenPart, "data/skip"),
+                (LeftOut::OutsideAllowlist, "meta/c.json"),
+                (LeftOut::OutsideAllowlist, "skills"),
+            ]
+        );
+        // Its bounds and depth, not CE's.
+        write(dir, "more/w");
+        assert_eq!(rule(&source), Some("too-many-files"));
+        std::fs::remove_file(dir.join("more/w")).unwrap();
+        write(dir, "data/b/c/deep");
+        assert_eq!(rule(&source), Some("too-deep"));
+        std::fs::remove_dir_all(dir.join("data/b/c")).unwrap();
+        // Its required entries.
+        std::fs::remove_file(dir.join("meta/a.json")).unwrap();
+        assert_eq!(rule(&source), Some("manifest-missing"));
+        write(dir, "meta/a.json");
+        std::fs::remove_dir_all(dir.join("data")).unwrap();
+        assert_eq!(rule(&source), Some("skills-missing"));
+    }
+}

@@ -1,7 +1,7 @@
 //! Unit tests of the Python `json.loads` dialect.
 
 use super::*;
-use crate::profile::ce::plugin_json::{check_plugin_manifest, ManifestProblem};
+use crate::profile::ce::plugin_manifest::{check_plugin_manifest, ManifestProblem};
 
 fn ok(text: &str) -> Value {
     match loads(text.as_bytes()) {

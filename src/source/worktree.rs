@@ -701,11 +701,11 @@ mod tests {
         assert!(!out.record.clean);
         let refused = out.record.commit_refused.expect("refused");
         assert!(refused.contains("9.9.9"), "{refused}");
-        assert!(out.record.changes.added.contains(&plugin_json()));
+        assert!(out.record.changes.added.contains(&manifest_file()));
         assert_eq!(out.learned, None);
     }
 
-    fn plugin_json() -> String {
+    fn manifest_file() -> String {
         MANIFEST_FILE.to_string()
     }
 

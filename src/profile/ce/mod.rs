@@ -2,7 +2,7 @@
 //!
 //! Its rules are the reference's (`runtime_mounts.py`): [`rules`] holds them
 //! as pure functions, [`manifest`] the canonical manifest whose SHA-256 is a
-//! snapshot's digest, [`plugin_json`] the check of the plugin's own
+//! snapshot's digest, [`plugin_manifest`] the check of the plugin's own
 //! manifest file. [`Ce`] hands them to the walk and to the store through
 //! [`Profile`].
 //!
@@ -18,7 +18,7 @@
 //! that every required skill's `SKILL.md` is there.
 
 pub mod manifest;
-pub mod plugin_json;
+pub mod plugin_manifest;
 pub mod rules;
 
 use std::path::PathBuf;
@@ -56,9 +56,9 @@ pub static LAYOUT: Layout = Layout {
 /// The command line's help for the options the CE profile words.
 pub mod help {
     /// `ingest --version`.
-    pub const VERSION: &str = "The exact version its plugin.json must carry (X.Y.Z).";
+    pub const VERSION: &str = "The exact version its plugin.json must carry (X.Y.Z)";
     /// `stage --plugin-version`.
-    pub const PLUGIN_VERSION: &str = "The exact version the release's plugin.json must carry.";
+    pub const PLUGIN_VERSION: &str = "The exact version the release's plugin.json must carry";
 }
 
 /// The CE plugin profile.
@@ -67,15 +67,6 @@ pub struct Ce;
 
 /// The CE profile, for callers that hold no other.
 pub const CE: Ce = Ce;
-
-/// The mode of a view's regular file: the object's, `0555` when executable.
-const fn file_mode(executable: bool) -> u32 {
-    if executable {
-        0o555
-    } else {
-        0o444
-    }
-}
 
 impl Profile for Ce {
     fn name(&self) -> &'static str {
@@ -123,7 +114,7 @@ impl Profile for Ce {
             .find(|(rel, _)| rel == PLUGIN_JSON)
             .map(|(_, b)| b.as_slice())
             .unwrap_or_default();
-        plugin_json::check_plugin_manifest(bytes, expected)
+        plugin_manifest::check_plugin_manifest(bytes, expected)
             .map_err(|problem| Rejection::from_manifest_problem(problem, full(PLUGIN_JSON)))?;
         for skill in rules::REQUIRED_SKILLS {
             let rel = format!("skills/{skill}/SKILL.md");
@@ -146,8 +137,9 @@ impl Profile for Ce {
     }
 
     fn entry_kind(&self, entry: &Entry) -> EntryKind {
+        // A view hard-links the object, and so has its mode.
         EntryKind::File {
-            mode: file_mode(entry.executable),
+            mode: entry.key().mode(),
         }
     }
 
@@ -191,7 +183,7 @@ fn plugin_version(bytes: &[u8]) -> Result<String, super::ContentError> {
             file: rules::MANIFESTS[0],
             found: value.get("version").map_or("None".into(), Value::py_repr),
         })?;
-    plugin_json::check_plugin_manifest(bytes, &version)
+    plugin_manifest::check_plugin_manifest(bytes, &version)
         .map_err(|problem| Rejection::from_manifest_problem(problem, path))?;
     Ok(version)
 }
@@ -242,5 +234,95 @@ pub(crate) mod fixtures {
         .unwrap();
         std::fs::create_dir_all(dir.join("assets")).unwrap();
         std::fs::write(dir.join("assets/big.bin"), [b'x'; 100]).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{release, MANIFEST_FILE};
+    use super::*;
+    use crate::profile::ContentError;
+    use crate::source::Source;
+
+    #[test]
+    fn the_layout_is_the_references_and_its_allowlist_follows_from_it() {
+        assert_eq!(LAYOUT.files_dir, ".claude-plugin");
+        assert_eq!(LAYOUT.files, ["plugin.json", "marketplace.json"]);
+        assert_eq!(LAYOUT.dirs, ["skills", "scripts", "assets"]);
+        assert_eq!((LAYOUT.required_files, LAYOUT.required_dirs), (1, 1));
+        assert_eq!(
+            LAYOUT.allowed_at(""),
+            Some(vec!["skills", "scripts", "assets", ".claude-plugin"])
+        );
+        assert_eq!(
+            LAYOUT.allowed_at(".claude-plugin"),
+            Some(vec!["plugin.json", "marketplace.json"])
+        );
+        assert_eq!(LAYOUT.allowed_at("skills"), None);
+        assert_eq!(Bounds::REFERENCE, CE.bounds());
+        assert_eq!(CE.name(), "compound-engineering");
+        assert!(CE.keeps_bytes(MANIFEST_FILE.as_bytes()));
+        assert!(!CE.keeps_bytes(b"skills/ce-plan/SKILL.md"));
+    }
+
+    #[test]
+    fn a_views_file_has_its_objects_mode() {
+        for executable in [false, true] {
+            let entry = Entry::of("scripts/x", b"x", executable);
+            assert_eq!(
+                CE.entry_kind(&entry),
+                EntryKind::File {
+                    mode: entry.key().mode()
+                }
+            );
+        }
+        let plain = Entry::of("scripts/x", b"x", false);
+        assert_eq!(CE.entry_kind(&plain), EntryKind::File { mode: 0o444 });
+    }
+
+    #[test]
+    fn the_walk_through_a_dyn_profile_is_the_walk_through_ce() {
+        let dir = tempfile::tempdir().unwrap();
+        release(dir.path());
+        let source = Source::open(dir.path()).unwrap();
+        let ok = |_: &crate::source::SourceFile<'_>| Ok::<(), ()>(());
+        let fixed = source
+            .walk("1.2.3", Bounds::REFERENCE, ok)
+            .unwrap_or_else(|_| panic!("walks"));
+        let dynamic: &dyn Profile = &CE;
+        let chosen = source
+            .walk_as(dynamic, "1.2.3", Bounds::REFERENCE, ok)
+            .unwrap_or_else(|_| panic!("walks"));
+        assert_eq!(fixed.entries, chosen.entries);
+        assert_eq!(fixed.left_out, chosen.left_out);
+        assert_eq!(
+            CE.manifest(fixed.entries.clone()).digest,
+            Manifest::new(chosen.entries).digest
+        );
+    }
+
+    #[test]
+    fn stored_content_is_checked_as_the_walk_checks_it() {
+        let version = CE.check_content(br#"{"name": "compound-engineering", "version": "1.2.3"}"#);
+        assert_eq!(version.ok().as_deref(), Some("1.2.3"));
+        let other = CE.check_content(br#"{"name": "x", "version": "1.2.3"}"#);
+        assert!(
+            matches!(&other, Err(ContentError::Rejected(r)) if r.rule() == "not-compound-engineering"),
+            "{other:?}"
+        );
+        let loose = CE.check_content(br#"{"name": "compound-engineering", "version": "1.2"}"#);
+        match loose {
+            Err(ContentError::NoVersion(v)) => assert_eq!(
+                v.to_string(),
+                "plugin.json carries no exact semantic version (found '1.2')"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let m = Manifest::new(vec![
+            Entry::of(MANIFEST_FILE, b"{}", false),
+            Entry::of("skills/ce-plan/SKILL.md", b"x", false),
+        ]);
+        assert_eq!(CE.content_entry(&m.entries).path, MANIFEST_FILE);
+        assert_eq!(CE.content_rule(), "plugin-json");
     }
 }

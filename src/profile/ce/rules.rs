@@ -525,10 +525,10 @@ pub fn did_you_mean(closest: &Option<String>) -> String {
 impl Rejection {
     /// The rejection for a `plugin.json` (at `path`) that fails the check.
     pub fn from_manifest_problem(
-        problem: super::plugin_json::ManifestProblem,
+        problem: super::plugin_manifest::ManifestProblem,
         path: PathBuf,
     ) -> Rejection {
-        use super::plugin_json::ManifestProblem;
+        use super::plugin_manifest::ManifestProblem;
         match problem {
             ManifestProblem::Invalid(err) => Rejection::ManifestInvalid {
                 path,
@@ -949,7 +949,7 @@ pub fn walk_order_key(path: &str) -> (u8, usize, Vec<&str>) {
 /// recorded (`pull`, `import`, `recover`) and every snapshot before a view
 /// of it is handed out (`checkout`, `path`) or written to a bundle. What
 /// needs bytes is checked beside it by its callers: `plugin.json`'s content
-/// ([`crate::store::adopt::plugin_version`]) and the objects themselves.
+/// ([`crate::store::adopt::content_version`], the profile's `check_content`) and the objects themselves.
 pub fn check_manifest_entries(entries: &[crate::manifest::Entry]) -> Result<(), ManifestRuleError> {
     use ManifestRuleError as E;
     if entries.len() > MAX_FILES {
