@@ -17,6 +17,7 @@ use crate::digest::ObjectId;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
+use crate::profile::{ce::CE, Profile};
 use crate::secrets::{self, SecretKind};
 use crate::sign::PrivateKey;
 use crate::source::git::PluginDir;
@@ -354,7 +355,7 @@ pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
     let manifest = Manifest::new(walked.entries);
     Ok(DigestReport {
         provenance: Provenance {
-            name: policy::PLUGIN_NAME.to_string(),
+            name: CE.name().to_string(),
             version: opts.version.to_string(),
             manifest_schema_version: i64::from(SCHEMA_VERSION),
             manifest_digest: manifest.digest,
@@ -482,7 +483,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
                 .as_ref()
                 .map_or_else(crate::clock::now, |e| e.at.clone());
             let what = super::signed::ToSign {
-                name: policy::PLUGIN_NAME,
+                name: CE.name(),
                 version: opts.version,
                 digest: manifest.digest,
                 source: found.record.as_ref().map(|e| &e.record),
@@ -660,7 +661,7 @@ fn record(
         .collect();
     let recorded = store.catalogue_mut().record_ingest(
         &NewSnapshot {
-            name: policy::PLUGIN_NAME,
+            name: CE.name(),
             version: s.version,
             digest,
             manifest: &s.manifest.bytes,
@@ -774,7 +775,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
     }
     Ok(IngestReport {
         provenance: Provenance {
-            name: policy::PLUGIN_NAME.to_string(),
+            name: CE.name().to_string(),
             version: s.version.to_string(),
             manifest_schema_version: i64::from(SCHEMA_VERSION),
             manifest_digest: digest,
