@@ -11,11 +11,13 @@
 //! - [`digest`]: one type per kind of SHA-256 identity;
 //! - [`secrets`]: what a file's bytes look like, a private key or a token
 //!   (beyond the reference, read only);
-//! - [`policy`]: the reference's rules, as pure functions;
+//! - [`profile`]: what a kind of snapshot decides (its walk, bounds,
+//!   manifest, views, and the re-checks of a stored one), with the CE
+//!   plugin ([`profile::ce`]) as the first; its rules ([`policy`]) and
+//!   canonical manifest ([`manifest`]) are also reachable where they were;
 //! - [`error`]: the library's error, and the one table of error kinds
 //!   (which imports nothing), each with its exit code and JSON name;
-//! - [`manifest`]: the canonical manifest encoding;
-//! - [`pyjson`]: Python's `json.loads`, for the `plugin.json` check;
+//! - [`pyjson`]: Python's `json.loads`, for the profile's manifest file and `audit`;
 //! - [`fsutil`]: directory-handle helpers; [`pool`]: the worker pool;
 //!   [`progress`]: progress lines on a terminal; [`interrupt`]: termination
 //!   signals caught, for `stage --hold`, and a bus error turned into exit 7;
@@ -42,9 +44,8 @@ pub mod error;
 pub mod fsutil;
 pub mod gitnexus;
 pub mod interrupt;
-pub mod manifest;
-pub mod policy;
 pub mod pool;
+pub mod profile;
 pub mod progress;
 pub mod pyjson;
 pub mod remote;
@@ -56,3 +57,7 @@ pub mod tree;
 pub mod view;
 
 pub use error::{Error, ErrorKind, Result};
+/// The CE profile's canonical manifest, at its former place.
+pub use profile::ce::manifest;
+/// The CE profile's rules, at their former place.
+pub use profile::ce::rules as policy;

@@ -1,6 +1,6 @@
-//! Python-compatible JSON loading for Compound Engineering `plugin.json` manifests.
+//! Python-compatible JSON loading: what `json.loads` accepts, refuses and builds.
 //!
-//! The reference implementation validates a plugin manifest with
+//! The reference implementation validates a profile's manifest file with
 //! `json.loads(path.read_text())` on CPython 3.11 (C-accelerated `json`
 //! module, UTF-8 locale) and then checks its `name` and `version`. cestore must
 //! accept and reject exactly the same files, so this module reproduces that
@@ -29,17 +29,16 @@ use std::collections::HashMap;
 /// Most digits CPython 3.11 converts in one integer literal (`sys.int_info.default_max_str_digits`).
 pub const MAX_INT_DIGITS: usize = 4300;
 
-/// Deepest container nesting the reference accepts in `plugin.json`, counting the manifest object itself.
+/// Deepest container nesting the reference accepts in the CE profile's manifest file, counting its outer object itself.
 ///
 /// CPython 3.11 charges one unit of its recursion budget per nested `[` or `{`
 /// (`Py_EnterRecursiveCall` in `scan_once_unicode`); the budget is
 /// `sys.getrecursionlimit()` = 1000 minus the Python frames already on the
 /// stack, so the threshold depends on where `json.loads` is called from. It
 /// was measured with the real reference: `python3
-/// /work/shared/reference/oracle.py snapshot DIR --version 1.0.0` on a minimal
-/// plugin tree (`.claude-plugin/plugin.json` plus `skills/ce-plan/SKILL.md`,
-/// `skills/ce-work/SKILL.md`, `skills/ce-code-review/SKILL.md`) whose
-/// manifest is `{"name":"compound-engineering","version":"1.0.0","x":V}`,
+/// /work/shared/reference/oracle.py snapshot DIR --version 1.0.0` on the
+/// CE profile's minimal tree (its manifest file and the three required
+/// skills, `crate::profile::ce::fixtures`) whose manifest file is `{"name":"compound-engineering","version":"1.0.0","x":V}`,
 /// where `V` is N nested arrays (`[[...]]`), N nested objects
 /// (`{"a":{"a":...1}}`) or N alternating objects and arrays. Bisecting N over
 /// 1..2000 gave, for all three shapes, N = 988 accepted and N = 989 rejected
@@ -131,25 +130,6 @@ pub enum LoadError {
     },
 }
 
-/// Why [`check_plugin_manifest`] refused a manifest, with the reference's messages.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ManifestProblem {
-    /// The file is not loadable JSON.
-    #[error("Compound Engineering plugin manifest is invalid: {0}")]
-    Invalid(LoadError),
-    /// The top level is not an object or its `name` is not "compound-engineering".
-    #[error("CE comparator requires the compound-engineering plugin manifest")]
-    NotCompoundEngineering,
-    /// The manifest's `version` differs from the pinned one.
-    #[error("Compound Engineering plugin version mismatch: expected {expected}, got {got}")]
-    VersionMismatch {
-        /// The version the caller pinned.
-        expected: String,
-        /// Python `repr()` of the manifest's `version` value, or "None" when absent.
-        got: String,
-    },
-}
-
 /// Decodes `bytes` exactly like Python 3.11's `json.loads(bytes.decode("utf-8"))`.
 ///
 /// # Errors
@@ -193,55 +173,18 @@ pub fn walk(bytes: &[u8], max_depth: usize, mut each: impl FnMut(Event)) -> Resu
     walk_text(decode_utf8(bytes)?, max_depth, &mut each)
 }
 
-/// Validates a `plugin.json` exactly like the reference's manifest check.
+/// Decodes a file's `bytes` as `json.loads(path.read_text())` does.
 ///
-/// The reference reads the file with `Path.read_text()`, which also
-/// translates `\r\n` and lone `\r` to `\n`; that never changes what is
-/// accepted but does change the character positions in error messages, so it
-/// is reproduced here.
+/// `Path.read_text()` also translates `\r\n` and lone `\r` to `\n`; that
+/// never changes what is accepted but does change the character positions
+/// in error messages, so it is reproduced here.
 ///
 /// # Errors
 ///
-/// The [`ManifestProblem`] the reference would raise, with its message.
-pub fn check_plugin_manifest(bytes: &[u8], version: &str) -> Result<(), ManifestProblem> {
-    let text = decode_utf8(bytes).map_err(ManifestProblem::Invalid)?;
-    let manifest = parse_text(&universal_newlines(text)).map_err(ManifestProblem::Invalid)?;
-    let is_ce = |name: &Value| matches!(name, Value::Str(s) if s.eq_str("compound-engineering"));
-    if !matches!(manifest, Value::Object(_)) || !manifest.get("name").is_some_and(is_ce) {
-        return Err(ManifestProblem::NotCompoundEngineering);
-    }
-    match manifest.get("version") {
-        Some(Value::Str(found)) if found.eq_str(version) => Ok(()),
-        other => Err(ManifestProblem::VersionMismatch {
-            expected: version.to_owned(),
-            got: other.map_or_else(|| "None".to_owned(), Value::py_repr),
-        }),
-    }
-}
-
-impl ManifestProblem {
-    /// Name of the exception class the reference oracle reports for this problem.
-    ///
-    /// The reference only wraps `OSError`, `UnicodeError` and
-    /// `JSONDecodeError` in its `SandboxError`; an over-long integer escapes
-    /// as a bare `ValueError` and deep nesting as a `RecursionError`.
-    pub fn reference_kind(&self) -> &'static str {
-        match self {
-            Self::Invalid(LoadError::IntTooLong { .. }) => "ValueError",
-            Self::Invalid(LoadError::TooDeep { .. }) => "RecursionError",
-            _ => "SandboxError",
-        }
-    }
-
-    /// The exact message the reference oracle reports for this problem.
-    pub fn reference_message(&self) -> String {
-        match self {
-            Self::Invalid(inner @ (LoadError::IntTooLong { .. } | LoadError::TooDeep { .. })) => {
-                inner.to_string()
-            }
-            _ => self.to_string(),
-        }
-    }
+/// A [`LoadError`] whenever that Python expression raises, with Python's message.
+pub fn loads_text_file(bytes: &[u8]) -> Result<Value, LoadError> {
+    let text = decode_utf8(bytes)?;
+    parse_text(&universal_newlines(text))
 }
 
 impl Value {

@@ -60,7 +60,7 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// a few fewer. Audit reads every line any caller could, so that no digest
 /// Python can read goes unaudited; the differential test
 /// `audit::tests::rows_are_what_python_reads` checks 995 and 996 against
-/// `python3`. (The reference's `plugin.json` check sits deeper:
+/// `python3`. (The reference's check of the CE profile's manifest file sits deeper:
 /// [`crate::pyjson::MAX_DEPTH`].)
 pub const ROW_MAX_DEPTH: usize = 995;
 

@@ -1068,17 +1068,21 @@ impl Rest {
 }
 
 /// What an import checks before it stores anything, with no store: the
-/// manifest, every object's bytes, and `plugin.json` as an ingest checks it.
+/// manifest, every object's bytes, and the profile's content entry as an
+/// ingest checks it.
 fn check_only(manifest: &Manifest, expected: Option<ManifestDigest>, rest: Rest) -> Result<()> {
+    use crate::profile::Profile;
     crate::store::adopt::check_received(&manifest.bytes, expected)?;
-    let plugin = manifest.entries[0].key();
-    let mut plugin_json = Vec::new();
+    let content = crate::profile::ce::CE
+        .content_entry(&manifest.entries)
+        .key();
+    let mut content_bytes = Vec::new();
     rest.read_objects(&mut |key, data| {
-        if *key != plugin {
+        if *key != content {
             return Ok(false);
         }
         let mut hashing = HashingWriter {
-            inner: &mut plugin_json,
+            inner: &mut content_bytes,
             hasher: ObjectHasher::default(),
             bytes: 0,
         };
@@ -1090,7 +1094,7 @@ fn check_only(manifest: &Manifest, expected: Option<ManifestDigest>, rest: Rest)
         }
         Ok(true)
     })?;
-    crate::store::adopt::plugin_version(&plugin_json)?;
+    crate::store::adopt::content_version(&content_bytes)?;
     Ok(())
 }
 

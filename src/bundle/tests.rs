@@ -2,14 +2,11 @@
 
 use super::*;
 use crate::manifest::Entry;
+use crate::profile::ce::fixtures::MANIFEST_FILE;
 
 fn manifest() -> (Manifest, Vec<(ObjectKey, Vec<u8>)>) {
     let files: Vec<(&str, &[u8], bool)> = vec![
-        (
-            ".claude-plugin/plugin.json",
-            br#"{"version": "1.0.0"}"#,
-            false,
-        ),
+        (MANIFEST_FILE, br#"{"version": "1.0.0"}"#, false),
         ("skills/a/SKILL.md", b"# a\n", false),
         ("scripts/run.sh", b"#!/bin/sh\n", true),
     ];

@@ -266,8 +266,8 @@ pub struct ReleaseArgs {
     /// With --git, the plugin's directory in the repository (default: its root).
     #[arg(long, value_name = "PATH", requires = "git")]
     pub(super) subdir: Option<PathBuf>,
-    /// The exact version its plugin.json must carry (X.Y.Z).
-    #[arg(long, value_name = "X.Y.Z")]
+    /// The exact version the profile's manifest file must carry (X.Y.Z).
+    #[arg(long, value_name = "X.Y.Z", help = crate::profile::ce::help::VERSION)]
     pub(super) version: String,
     #[command(flatten)]
     pub(super) bounds: BoundsArgs,
@@ -412,8 +412,8 @@ pub struct StageArgs {
     /// The CE plugin release's source directory.
     #[arg(long, value_name = "DIR", conflicts_with = "digest")]
     pub(super) plugin_dir: Option<PathBuf>,
-    /// The exact version the release's plugin.json must carry.
-    #[arg(long, value_name = "X.Y.Z", conflicts_with = "digest")]
+    /// The exact version the profile's manifest file must carry.
+    #[arg(long, value_name = "X.Y.Z", conflicts_with = "digest", help = crate::profile::ce::help::PLUGIN_VERSION)]
     pub(super) plugin_version: Option<String>,
     /// A snapshot already in the store, instead of a source directory: a
     /// digest, a unique prefix of 4 hex digits or more, or @VERSION.

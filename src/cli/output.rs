@@ -127,10 +127,13 @@ pub fn hint(err: &Error) -> Option<String> {
             | Rejection::ManifestDirNotReal { path }
             | Rejection::ManifestMissing { path },
         ) => {
-            // `DIR/.claude-plugin` or `DIR/.claude-plugin/plugin.json`.
+            // The profile's files directory, or a file in it.
             let dir = path
                 .ancestors()
-                .find(|p| p.file_name().is_some_and(|n| n == ".claude-plugin"))?
+                .find(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n == crate::profile::ce::LAYOUT.files_dir)
+                })?
                 .parent()?;
             Some(format!(
                 "'{}' must be the plugin's root: the directory that holds {}",

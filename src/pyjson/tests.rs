@@ -1,6 +1,7 @@
 //! Unit tests of the Python `json.loads` dialect.
 
 use super::*;
+use crate::profile::ce::plugin_manifest::{check_plugin_manifest, ManifestProblem};
 
 fn ok(text: &str) -> Value {
     match loads(text.as_bytes()) {
@@ -839,13 +840,7 @@ fn differential_against_python() {
 /// Runs the reference oracle on a minimal plugin tree with `manifest`; `None` when it cannot run.
 fn oracle_verdict(oracle: &std::path::Path, manifest: &str) -> Option<(bool, String)> {
     let dir = tempfile::tempdir().ok()?;
-    std::fs::create_dir_all(dir.path().join(".claude-plugin")).ok()?;
-    std::fs::write(dir.path().join(".claude-plugin/plugin.json"), manifest).ok()?;
-    for skill in ["ce-plan", "ce-work", "ce-code-review"] {
-        let skill_dir = dir.path().join("skills").join(skill);
-        std::fs::create_dir_all(&skill_dir).ok()?;
-        std::fs::write(skill_dir.join("SKILL.md"), "x\n").ok()?;
-    }
+    crate::profile::ce::fixtures::minimal(dir.path(), manifest, "x\n").ok()?;
     let output = std::process::Command::new("python3")
         .arg(oracle)
         .args([

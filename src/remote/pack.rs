@@ -461,6 +461,7 @@ mod tests {
     use super::*;
     use crate::manifest::Entry;
     use crate::policy::{MAX_FILES, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
+    use crate::profile::ce::fixtures::{MANIFEST_DIR, MANIFEST_FILE};
 
     fn id(i: u64) -> ObjectId {
         ObjectId::of(&i.to_le_bytes())
@@ -495,7 +496,7 @@ mod tests {
         assert_eq!(group_of("skills/ce-plan/SKILL.md"), "skills/ce-plan/");
         assert_eq!(group_of("skills/ce-plan/refs/a.md"), "skills/ce-plan/");
         assert_eq!(group_of("scripts/x.sh"), "scripts/");
-        assert_eq!(group_of(".claude-plugin/plugin.json"), ".claude-plugin/");
+        assert_eq!(group_of(MANIFEST_FILE), format!("{MANIFEST_DIR}/"));
         assert_eq!(group_of("README.md"), "");
     }
 
@@ -541,7 +542,7 @@ mod tests {
     #[test]
     fn the_layout_is_stable_and_an_edit_changes_one_pack() {
         let mut files: Vec<(String, u64)> = Vec::new();
-        files.push((".claude-plugin/plugin.json".into(), 200));
+        files.push((MANIFEST_FILE.into(), 200));
         for s in 0..60 {
             for f in 0..7 {
                 files.push((format!("skills/s{s:02}/f{f}.md"), 3000 + (s * 7 + f) * 37));

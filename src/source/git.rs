@@ -174,7 +174,7 @@ pub enum GitError {
     /// reference's `manifest-missing`, with what to ask for instead.
     #[error("the revision '{rev}' (commit {commit}) has no plugin at its root: '{}' is missing; {} (give --plugin NAME), or give --subdir PATH for a plugin elsewhere", .path.display(), listing(.listed))]
     MarketplaceRoot {
-        /// Where a checkout would hold the missing `plugin.json`.
+        /// Where a checkout would hold the profile's missing manifest file.
         path: PathBuf,
         /// The revision as given.
         rev: String,
@@ -650,18 +650,22 @@ impl GitTree {
             .collect()
     }
 
-    /// Refuses a revision whose root holds no `plugin.json` but a
+    /// Refuses a revision whose root holds no manifest file but a
     /// marketplace, naming its plugins: the reference's `manifest-missing`
     /// (same rule, same path), with the flags that find a plugin instead.
     fn check_root_is_a_plugin(&self, rev: &str) -> Result<(), OpenError> {
-        let rel = format!("{}/{}", policy::MANIFEST_DIR, "plugin.json");
+        let rel = super::layout_file(&crate::profile::ce::CE, 0);
         let has_manifest = match self.entry(self.root_tree, b"", policy::MANIFEST_DIR.as_bytes())? {
             Some(GitEntry {
                 kind: EntryKind::Tree,
                 id,
                 ..
             }) => self
-                .entry(id, policy::MANIFEST_DIR.as_bytes(), b"plugin.json")?
+                .entry(
+                    id,
+                    policy::MANIFEST_DIR.as_bytes(),
+                    policy::MANIFESTS[0].as_bytes(),
+                )?
                 .is_some(),
             _ => false,
         };

@@ -1,13 +1,15 @@
-//! Reading a plugin release from a source: a directory, through directory
+//! Reading a release from a source: a directory, through directory
 //! handles (`fs.rs`), or a git tree, through the repository's objects ([`git`]).
 //!
 //! [`Source::open`] checks a source directory as the reference's
-//! `_validated_runtime_root` does, and [`Source::walk`] visits the release in
-//! the reference's order (`_plugin_files` with `_build_ce_plugin_snapshot`):
-//!
-//! 1. `.claude-plugin/plugin.json` (required), then `.claude-plugin/marketplace.json`;
-//! 2. `skills/` (required), `scripts/`, `assets/`, each depth first, every
-//!    directory's entries sorted by name as Python sorts `str` (code points).
+//! `_validated_runtime_root` does, and [`Source::walk_as`] visits the release
+//! in the order its profile's [`Layout`] gives (for the CE profile, the
+//! reference's `_plugin_files` with `_build_ce_plugin_snapshot`, see
+//! [`crate::profile::ce`]): first the named files of the layout's files
+//! directory, then each of its directories depth first, every directory's
+//! entries sorted by name as Python sorts `str` (code points). Every name
+//! listed is first put to [`Profile::left_out`], and every entry kept to
+//! [`Profile::step`].
 //!
 //! Each file is checked the moment it is reached: its path length, the file
 //! count, its size, its identity while it is read, and the running total. So the
@@ -31,9 +33,9 @@
 //!
 //! The reference walks with path strings and Python recursion; cestore keeps
 //! two of its side effects so that both refuse the same trees: a directory
-//! nested more than [`MAX_WALK_DEPTH`] levels below `skills/` (Python's
-//! recursion limit, as measured through the oracle) and an absolute path of
-//! `PATH_MAX` bytes or more (`ENAMETOOLONG`).
+//! nested more than [`Profile::max_depth`] levels below a walked directory
+//! (for CE, Python's recursion limit, as measured through the oracle) and an
+//! absolute path of `PATH_MAX` bytes or more (`ENAMETOOLONG`).
 
 use std::ffi::OsStr;
 use std::io;
@@ -44,8 +46,9 @@ use std::sync::mpsc;
 use rustix::io::Errno;
 
 use crate::digest::ObjectId;
-use crate::manifest::{Entry, PLUGIN_JSON};
-use crate::policy::{self, LeftOut, Rejection};
+use crate::manifest::Entry;
+use crate::profile::ce::CE;
+use crate::profile::{Bounds, Kind, Layout, LeftOut, Profile, Rejection, Step};
 
 pub mod carried;
 mod fs;
@@ -57,11 +60,6 @@ pub mod worktree;
 pub use git::{GitError, GitRequest};
 pub use record::{Changes, ReadFrom, SourceEntry, SourceRecord, Via};
 pub use worktree::{work_tree_record, NoCache, TreeDigests, TreeKey, WorkTreeFound};
-
-/// How deep below a top-level directory the reference can walk before
-/// Python's recursion limit stops it (measured: 986 nested directories pass,
-/// 987 raise `RecursionError`).
-pub const MAX_WALK_DEPTH: usize = 986;
 
 /// Linux's `PATH_MAX`: a path of this many bytes or more fails with `ENAMETOOLONG`.
 const PATH_MAX: usize = 4096;
@@ -143,12 +141,7 @@ impl Source {
             match e.rule() {
                 // A refusal at the root of a marketplace names the revision
                 // already.
-                Some(_)
-                    if e.path()
-                        .is_some_and(|p| p.ends_with(".claude-plugin/plugin.json")) =>
-                {
-                    e
-                }
+                Some(_) if e.path().is_some_and(|p| p.ends_with(layout_file(&CE, 0))) => e,
                 // A rule broken, or an object refused: where in the revision.
                 Some(_) => e.in_revision(&absolute_like_python(request.repo), request.rev, None),
                 None => e,
@@ -189,34 +182,49 @@ impl Source {
         matches!(self.tree, Backing::Dir(_))
     }
 
-    /// Walks the release, checking every rule within `bounds`, and hands
-    /// each file to `visit`.
+    /// Walks the release as the CE profile says (see [`Source::walk_as`]).
     ///
-    /// `version` is the version `plugin.json` must carry; it must already
-    /// have passed [`policy::is_exact_version`].
+    /// `version` is the version the profile's manifest file must carry; it
+    /// must already have passed [`crate::policy::is_exact_version`].
     pub fn walk<E, F>(
         &self,
         version: &str,
-        bounds: policy::Bounds,
+        bounds: Bounds,
         visit: F,
     ) -> Result<Walked, WalkError<E>>
     where
         F: FnMut(&SourceFile<'_>) -> Result<(), E>,
     {
+        self.walk_as(&CE, version, bounds, visit)
+    }
+
+    /// Walks the release as `profile` says, checking every rule within
+    /// `bounds` (at most the profile's), and hands each file to `visit`.
+    ///
+    /// `expected` is what the caller says the release is, for
+    /// [`Profile::check_walked`].
+    pub fn walk_as<P, E, F>(
+        &self,
+        profile: &P,
+        expected: &str,
+        bounds: Bounds,
+        visit: F,
+    ) -> Result<Walked, WalkError<E>>
+    where
+        P: Profile + ?Sized,
+        F: FnMut(&SourceFile<'_>) -> Result<(), E>,
+    {
         match &self.tree {
-            Backing::Dir(t) => walk(t, version, bounds, visit),
-            Backing::Git(t) => walk(&**t, version, bounds, visit),
+            Backing::Dir(t) => walk(t, profile, expected, bounds, visit),
+            Backing::Git(t) => walk(&**t, profile, expected, bounds, visit),
         }
     }
 }
 
-/// What an entry of a tree is, as `lstat` sees it: no symlink followed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Directory,
-    File,
-    Symlink,
-    Other,
+/// The `i`th named file of `profile`'s layout, relative to the root.
+pub(crate) fn layout_file<P: Profile + ?Sized>(profile: &P, i: usize) -> String {
+    let layout = profile.layout();
+    format!("{}/{}", layout.files_dir, layout.files[i])
 }
 
 /// What a tree tells of one entry, and what it needs to find it again.
@@ -334,43 +342,47 @@ trait Tree {
     fn names_at(&self, rel: &str) -> Vec<Vec<u8>>;
 }
 
-/// Walks the release in `tree`, checking every rule within `bounds`, and
-/// hands each file to `visit`.
-fn walk<T, E, F>(
+/// Walks the release in `tree` as `profile` says, checking every rule
+/// within `bounds`, and hands each file to `visit`.
+fn walk<T, P, E, F>(
     tree: &T,
-    version: &str,
-    bounds: policy::Bounds,
+    profile: &P,
+    expected: &str,
+    bounds: Bounds,
     visit: F,
 ) -> Result<Walked, WalkError<E>>
 where
     T: Tree,
+    P: Profile + ?Sized,
     F: FnMut(&SourceFile<'_>) -> Result<(), E>,
 {
-    let bounds = bounds.at_most_reference();
+    let bounds = bounds.at_most(profile.bounds());
+    let layout = profile.layout();
     std::thread::scope(|scope| {
         let mut walker = Walker {
             tree,
+            profile,
+            layout,
+            max_depth: profile.max_depth(),
             entries: Vec::new(),
             left_out: Vec::new(),
             total_bytes: 0,
-            plugin_json: None,
+            kept: Vec::new(),
             bounds,
             hashing: Hashing::start(scope),
             visited: 0,
             visit,
         };
         let root = tree.root_dir();
-        let walked = walker
-            .manifests(root)
-            .and_then(|()| walker.components(root));
+        let walked = walker.files(root).and_then(|()| walker.dirs(root));
         // Every file read is handed over before the walk ends, as it
         // would have been had it been hashed on the spot: a visitor's
         // error comes before a rule a later file broke.
         walker.hand_over(0)?;
         walked?;
-        walker.check_release(version)?;
+        walker.check_release(expected)?;
         let mut left_out = walker.left_out;
-        left_out.extend(outside_allowlist(tree));
+        left_out.extend(outside_allowlist(tree, layout));
         left_out.sort();
         Ok(Walked {
             entries: walker.entries,
@@ -380,12 +392,15 @@ where
     })
 }
 
-/// The entries at the root and in `.claude-plugin/` that the allowlist
-/// leaves out. Best effort: the reference never lists these
+/// The entries at the root and in the layout's files directory that the
+/// allowlist leaves out. Best effort: the reference never lists these
 /// directories, so one that cannot be listed gives nothing.
-fn outside_allowlist<T: Tree>(tree: &T) -> Vec<(LeftOut, String)> {
+fn outside_allowlist<T: Tree>(tree: &T, layout: &Layout) -> Vec<(LeftOut, String)> {
     let mut out = Vec::new();
-    let mut names_in = |rel: &str, allowed: &[&str]| {
+    let mut names_in = |rel: &str| {
+        let Some(allowed) = layout.allowed_at(rel) else {
+            return;
+        };
         for name in tree.names_at(rel) {
             let name = String::from_utf8_lossy(&name).into_owned();
             if !allowed.contains(&name.as_str()) {
@@ -398,10 +413,8 @@ fn outside_allowlist<T: Tree>(tree: &T) -> Vec<(LeftOut, String)> {
             }
         }
     };
-    let mut top = policy::PLUGIN_DIRS.to_vec();
-    top.push(policy::MANIFEST_DIR);
-    names_in("", &top);
-    names_in(policy::MANIFEST_DIR, &policy::MANIFESTS);
+    names_in("");
+    names_in(layout.files_dir);
     out
 }
 
@@ -562,14 +575,21 @@ impl Hashing {
     }
 }
 
-struct Walker<'r, T, F> {
+struct Walker<'r, T, P: ?Sized, F> {
     tree: &'r T,
+    /// What the walk keeps, leaves out and refuses.
+    profile: &'r P,
+    /// Where it goes.
+    layout: &'static Layout,
+    /// How deep below a walked directory it may go.
+    max_depth: usize,
     entries: Vec<Entry>,
     left_out: Vec<(LeftOut, String)>,
     total_bytes: u64,
-    plugin_json: Option<Vec<u8>>,
+    /// The bytes of the files the profile keeps for its last checks.
+    kept: Vec<(String, Vec<u8>)>,
     /// The bounds this walk enforces.
-    bounds: policy::Bounds,
+    bounds: Bounds,
     /// The files read, being hashed.
     hashing: Hashing,
     /// How many entries, from the first, are hashed and handed to `visit`.
@@ -577,9 +597,10 @@ struct Walker<'r, T, F> {
     visit: F,
 }
 
-impl<T, F, E> Walker<'_, T, F>
+impl<T, P, F, E> Walker<'_, T, P, F>
 where
     T: Tree,
+    P: Profile + ?Sized,
     F: FnMut(&SourceFile<'_>) -> Result<(), E>,
 {
     fn full(&self, rel: &[u8]) -> PathBuf {
@@ -608,8 +629,10 @@ where
         self.tree.exists(dir, name)
     }
 
-    fn manifests(&mut self, root: &T::Dir) -> Result<(), WalkError<E>> {
-        let dir_rel = policy::MANIFEST_DIR.as_bytes();
+    /// The layout's named files, in its files directory, in order.
+    fn files(&mut self, root: &T::Dir) -> Result<(), WalkError<E>> {
+        let layout = self.layout;
+        let dir_rel = layout.files_dir.as_bytes();
         let dir_path = self.full(dir_rel);
         let unavailable = |source: io::Error| Rejection::ManifestDirUnavailable {
             path: dir_path.clone(),
@@ -625,8 +648,8 @@ where
             .tree
             .open_dir(root, dir_rel, &meta, false, &dir_path)
             .map_err(|f| f.at(unavailable))?;
-        for (i, name) in policy::MANIFESTS.iter().enumerate() {
-            let rel = format!("{}/{}", policy::MANIFEST_DIR, name);
+        for (i, name) in layout.files.iter().enumerate() {
+            let rel = format!("{}/{}", layout.files_dir, name);
             let exists = self
                 .exists(&dir, name.as_bytes(), rel.as_bytes())
                 .map_err(|f| {
@@ -636,7 +659,7 @@ where
                     })
                 })?;
             if !exists {
-                if i == 0 {
+                if i < layout.required_files {
                     return Err(Rejection::ManifestMissing {
                         path: self.full(rel.as_bytes()),
                     }
@@ -649,21 +672,26 @@ where
         Ok(())
     }
 
-    fn components(&mut self, root: &T::Dir) -> Result<(), WalkError<E>> {
-        let skills = policy::PLUGIN_DIRS[0].as_bytes();
-        let exists = self.exists(root, skills, skills).map_err(|f| {
-            f.at(|source| Rejection::ExistenceUnknown {
-                path: self.full(skills),
-                source,
-            })
-        })?;
-        if !exists {
-            return Err(Rejection::SkillsMissing {
-                path: self.full(skills),
+    /// The layout's directories, each depth first, once the required ones
+    /// are found to exist.
+    fn dirs(&mut self, root: &T::Dir) -> Result<(), WalkError<E>> {
+        let layout = self.layout;
+        for name in &layout.dirs[..layout.required_dirs] {
+            let rel = name.as_bytes();
+            let exists = self.exists(root, rel, rel).map_err(|f| {
+                f.at(|source| Rejection::ExistenceUnknown {
+                    path: self.full(rel),
+                    source,
+                })
+            })?;
+            if !exists {
+                return Err(Rejection::SkillsMissing {
+                    path: self.full(rel),
+                }
+                .into());
             }
-            .into());
         }
-        for name in policy::PLUGIN_DIRS {
+        for name in layout.dirs {
             let rel = name.as_bytes();
             let path = self.full(rel);
             let exists = self.exists(root, rel, rel).map_err(|f| {
@@ -698,7 +726,7 @@ where
         meta: &Node<T::Raw>,
         depth: usize,
     ) -> Result<(), WalkError<E>> {
-        if depth > MAX_WALK_DEPTH {
+        if depth > self.max_depth {
             return Err(Rejection::TooDeep {
                 path: self.full(rel),
                 depth,
@@ -719,7 +747,7 @@ where
         let names = self.tree.list(&dir).map_err(|f| f.at(unreadable))?;
         let mut child_rel = rel.to_vec();
         for child in names {
-            if let Some(why) = policy::left_out_reason(&String::from_utf8_lossy(&child)) {
+            if let Some(why) = self.profile.left_out(&String::from_utf8_lossy(&child)) {
                 let mut path = String::from_utf8_lossy(rel).into_owned();
                 path.push('/');
                 path.push_str(&String::from_utf8_lossy(&child));
@@ -735,21 +763,10 @@ where
                     source,
                 })
             })?;
-            match meta.kind {
-                Kind::Symlink => {
-                    return Err(Rejection::Symlink {
-                        path: self.full(&child_rel),
-                    }
-                    .into())
-                }
-                Kind::Directory => self.directory(&dir, &child, &child_rel, &meta, depth + 1)?,
-                Kind::File => self.file(&dir, &child, &child_rel, Some(meta))?,
-                Kind::Other => {
-                    return Err(Rejection::NotRegularEntry {
-                        path: self.full(&child_rel),
-                    }
-                    .into())
-                }
+            match self.profile.step(meta.kind) {
+                Step::Refuse(rejection) => return Err(rejection(self.full(&child_rel)).into()),
+                Step::Descend => self.directory(&dir, &child, &child_rel, &meta, depth + 1)?,
+                Step::Read => self.file(&dir, &child, &child_rel, Some(meta))?,
             }
         }
         Ok(())
@@ -810,8 +827,8 @@ where
             }
             .into());
         }
-        if rel == PLUGIN_JSON.as_bytes() {
-            self.plugin_json = Some(buf.clone());
+        if self.profile.keeps_bytes(rel) {
+            self.kept.push((path_text.to_string(), buf.clone()));
         }
         // Its hash is filled in when it comes back.
         self.entries.push(Entry {
@@ -879,22 +896,11 @@ where
         Ok(before)
     }
 
-    /// The checks the reference makes once every file is read.
-    fn check_release(&self, version: &str) -> Result<(), Rejection> {
-        let manifest_path = self.full(PLUGIN_JSON.as_bytes());
-        let bytes = self.plugin_json.as_deref().unwrap_or_default();
-        crate::pyjson::check_plugin_manifest(bytes, version)
-            .map_err(|problem| Rejection::from_manifest_problem(problem, manifest_path))?;
-        for skill in policy::REQUIRED_SKILLS {
-            let rel = format!("skills/{skill}/SKILL.md");
-            if !self.entries.iter().any(|e| e.path == rel) {
-                return Err(Rejection::MissingSkill {
-                    skill,
-                    path: self.full(rel.as_bytes()),
-                });
-            }
-        }
-        Ok(())
+    /// The checks the profile makes once every file is read.
+    fn check_release(&self, expected: &str) -> Result<(), Rejection> {
+        let full = |rel: &str| self.full(rel.as_bytes());
+        self.profile
+            .check_walked(expected, &self.entries, &self.kept, &full)
     }
 }
 
@@ -968,9 +974,9 @@ fn python_code_points(name: &[u8]) -> Vec<u32> {
 mod tests {
     use super::*;
 
-    use crate::store::testutil::release;
+    use crate::profile::ce::fixtures::{release, required_skill_files, MANIFEST_FILE};
 
-    fn rejection(source: &Source, bounds: policy::Bounds) -> Option<Rejection> {
+    fn rejection(source: &Source, bounds: Bounds) -> Option<Rejection> {
         match source.walk("1.2.3", bounds, |_| Ok::<(), ()>(())) {
             Ok(_) => None,
             Err(WalkError::Rejected(r)) => Some(r),
@@ -980,14 +986,15 @@ mod tests {
 
     #[test]
     fn lower_bounds_reject_at_the_first_file_past_them() {
+        let last_skill = required_skill_files()[2].clone();
         let dir = tempfile::tempdir().unwrap();
         release(dir.path());
         let source = Source::open(dir.path()).unwrap();
-        let reference = policy::Bounds::REFERENCE;
+        let reference = Bounds::REFERENCE;
         assert!(rejection(&source, reference).is_none());
         let cases = [
             (
-                policy::Bounds {
+                Bounds {
                     files: 2,
                     ..reference
                 },
@@ -995,7 +1002,7 @@ mod tests {
                 "skills/ce-plan/SKILL.md",
             ),
             (
-                policy::Bounds {
+                Bounds {
                     file_bytes: 60,
                     ..reference
                 },
@@ -1003,20 +1010,20 @@ mod tests {
                 "assets/big.bin",
             ),
             (
-                policy::Bounds {
+                Bounds {
                     total_bytes: 1,
                     ..reference
                 },
                 "too-many-bytes",
-                ".claude-plugin/plugin.json",
+                MANIFEST_FILE,
             ),
             (
-                policy::Bounds {
+                Bounds {
                     path_bytes: 26,
                     ..reference
                 },
                 "path-too-long",
-                "skills/ce-code-review/SKILL.md",
+                last_skill.as_str(),
             ),
         ];
         for (bounds, rule, at) in cases {
@@ -1025,7 +1032,7 @@ mod tests {
             assert_eq!(r.path(), Some(dir.path().join(at).as_path()), "{rule}");
         }
         // A bound above the reference's is the reference's.
-        let above = policy::Bounds {
+        let above = Bounds {
             files: usize::MAX,
             ..reference
         };
@@ -1044,7 +1051,7 @@ mod tests {
         let source = Source::open(dir.path()).unwrap();
         let mut seen = Vec::new();
         let walked = source
-            .walk("1.2.3", policy::Bounds::REFERENCE, |f| {
+            .walk("1.2.3", Bounds::REFERENCE, |f| {
                 assert_eq!(f.id, ObjectId::of(f.data), "{}", f.path);
                 assert_eq!(f.size, f.data.len() as u64);
                 seen.push(f.path.to_string());
@@ -1060,9 +1067,9 @@ mod tests {
         // A visitor's error comes before a rule a later file breaks, as it
         // would had each file been hashed on the spot.
         let fail_at = &paths[100];
-        let bounds = policy::Bounds {
+        let bounds = Bounds {
             files: 200,
-            ..policy::Bounds::REFERENCE
+            ..Bounds::REFERENCE
         };
         let mut visited = 0;
         let out = source.walk("1.2.3", bounds, |f| {

@@ -364,7 +364,9 @@ fn head_entries(
         Err(OpenError::Rejected(r)) => return Ok(Err(r.to_string())),
         Err(OpenError::Git(e)) => return refused(e),
     };
-    match walk(&tree, version, bounds, |_| Ok::<(), Infallible>(())) {
+    match walk(&tree, &crate::profile::ce::CE, version, bounds, |_| {
+        Ok::<(), Infallible>(())
+    }) {
         Ok(walked) => Ok(Ok(walked.entries)),
         Err(WalkError::Rejected(r)) => Ok(Err(r.to_string())),
         Err(WalkError::Git(e)) => refused(e),
@@ -380,7 +382,7 @@ mod tests {
     use std::process::Command;
 
     use super::*;
-    use crate::store::testutil::release;
+    use crate::profile::ce::fixtures::{release, MANIFEST_FILE};
 
     const V: &str = "1.2.3";
     const ORIGIN: &str = "https://user:tok@example.com/o/r.git";
@@ -690,7 +692,7 @@ mod tests {
         let repo = tmp.path().join("r");
         let dir = repository(&repo, "");
         // The commit carries another version than the one ingested.
-        let plugin = dir.join(".claude-plugin/plugin.json");
+        let plugin = dir.join(MANIFEST_FILE);
         let text = fs::read_to_string(&plugin).unwrap();
         fs::write(&plugin, text.replace("1.2.3", "9.9.9")).unwrap();
         git(&repo, &["commit", "-q", "-am", "other version"]);
@@ -699,12 +701,12 @@ mod tests {
         assert!(!out.record.clean);
         let refused = out.record.commit_refused.expect("refused");
         assert!(refused.contains("9.9.9"), "{refused}");
-        assert!(out.record.changes.added.contains(&plugin_json()));
+        assert!(out.record.changes.added.contains(&manifest_file()));
         assert_eq!(out.learned, None);
     }
 
-    fn plugin_json() -> String {
-        crate::manifest::PLUGIN_JSON.to_string()
+    fn manifest_file() -> String {
+        MANIFEST_FILE.to_string()
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Adopting a snapshot that arrives as a manifest and blobs (a registry pull,
 //! a bundle import) rather than as a source tree.
 //!
-//! The manifest must be canonical and pass the same rules as an ingest
-//! ([`policy::check_manifest_entries`] and the `plugin.json` check); every blob
+//! The manifest must be canonical and pass the same rules as an ingest (its
+//! profile's [`Profile::check_entries`] and [`Profile::check_content`]); every blob
 //! must hash to its key and have its recorded size. The manifest and its
 //! bounds are checked before any object is read; each object is then streamed
 //! into a file of the store's work directory and hashed on the way, so memory
@@ -24,8 +24,9 @@ use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, IoContext, Result};
 use crate::manifest::Manifest;
-use crate::policy::{self, Rejection};
-use crate::pyjson::{self, Value};
+use crate::policy;
+use crate::profile::ce::CE;
+use crate::profile::{ContentError, Profile};
 use crate::source::SourceEntry;
 
 /// Why received data cannot become a snapshot.
@@ -68,9 +69,9 @@ pub enum AdoptError {
     /// A blob the manifest needs was not delivered.
     #[error("blob {0} was not delivered")]
     BlobMissing(ObjectId),
-    /// `plugin.json`'s version is not an exact semantic version.
-    #[error("plugin.json carries no exact semantic version (found {0})")]
-    NoVersion(String),
+    /// The profile's manifest file carries no exact semantic version.
+    #[error(transparent)]
+    NoVersion(#[from] crate::profile::NoVersion),
     /// The source records that came with the snapshot cannot be read.
     #[error("{carrier} carries unreadable source records: {source}")]
     Sources {
@@ -222,19 +223,19 @@ pub struct Arrival<'a> {
 
 /// Checks manifest bytes received from elsewhere before anything else of the
 /// snapshot is read: canonical, hashing to `expected` when given, and within
-/// the reference's rules and bounds ([`policy::check_manifest_entries`]).
+/// the profile's rules and bounds ([`Profile::check_entries`]).
 pub fn check_received(
     bytes: &[u8],
     expected: Option<ManifestDigest>,
 ) -> std::result::Result<Manifest, AdoptError> {
-    let manifest = Manifest::parse(bytes)?;
+    let manifest = CE.parse_manifest(bytes)?;
     if let Some(expected) = expected.filter(|e| *e != manifest.digest) {
         return Err(AdoptError::DigestMismatch {
             expected,
             found: manifest.digest,
         });
     }
-    policy::check_manifest_entries(&manifest.entries)?;
+    CE.check_entries(&manifest.entries)?;
     Ok(manifest)
 }
 
@@ -295,7 +296,7 @@ where
         bytes += w.size;
         staged.push((name, w.key));
     }
-    let version = check_plugin_json(&store, &manifest, &staging)?;
+    let version = check_content(&store, &manifest, &staging)?;
     drop(staging);
     publish_and_record(
         &mut store,
@@ -319,9 +320,10 @@ where
     )
 }
 
-/// Checks `plugin.json` as an ingest does and returns its version.
-fn check_plugin_json(store: &Store, manifest: &Manifest, staging: &Staging<'_>) -> Result<String> {
-    let entry = &manifest.entries[0];
+/// Checks the profile's content entry ([`Profile::content_entry`]) as an
+/// ingest does and returns its version.
+fn check_content(store: &Store, manifest: &Manifest, staging: &Staging<'_>) -> Result<String> {
+    let entry = CE.content_entry(&manifest.entries);
     let key = entry.key();
     let path = match staging.name(&key) {
         Some(name) => Some(staging.work.path().join(name)),
@@ -332,31 +334,19 @@ fn check_plugin_json(store: &Store, manifest: &Manifest, staging: &Staging<'_>) 
     if let Some(path) = path {
         // The manifest's bounds hold for it: at most one file's bytes, and one more.
         std::fs::File::open(&path)
-            .and_then(|f| f.take(policy::MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .and_then(|f| f.take(CE.bounds().file_bytes + 1).read_to_end(&mut bytes))
             .ctx("read an object", &path)?;
     }
-    plugin_version(&bytes)
+    content_version(&bytes)
 }
 
-/// Checks `plugin.json`'s bytes as an ingest does and returns its version.
-pub fn plugin_version(bytes: &[u8]) -> Result<String> {
-    let path = Path::new(crate::manifest::PLUGIN_JSON).to_path_buf();
-    let value = pyjson::loads(bytes).map_err(|e| Rejection::ManifestInvalid {
-        path: path.clone(),
-        reason: e.to_string(),
-    })?;
-    let version = match value.get("version") {
-        Some(Value::Str(s)) => s.as_str().map(str::to_string),
-        _ => None,
-    };
-    let version = version
-        .filter(|v| policy::is_exact_version(v))
-        .ok_or_else(|| {
-            AdoptError::NoVersion(value.get("version").map_or("None".into(), Value::py_repr))
-        })?;
-    pyjson::check_plugin_manifest(bytes, &version)
-        .map_err(|problem| Rejection::from_manifest_problem(problem, path))?;
-    Ok(version)
+/// Checks the bytes of the profile's content entry as an ingest does
+/// ([`Profile::check_content`]) and returns the version they carry.
+pub fn content_version(bytes: &[u8]) -> Result<String> {
+    CE.check_content(bytes).map_err(|e| match e {
+        ContentError::Rejected(r) => Error::from(r),
+        ContentError::NoVersion(v) => AdoptError::from(v).into(),
+    })
 }
 
 #[cfg(test)]

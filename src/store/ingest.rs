@@ -17,6 +17,7 @@ use crate::digest::ObjectId;
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, SCHEMA_VERSION};
 use crate::policy::{self, LeftOut, Rejection};
+use crate::profile::{ce::CE, Profile};
 use crate::secrets::{self, SecretKind};
 use crate::sign::PrivateKey;
 use crate::source::git::PluginDir;
@@ -30,7 +31,7 @@ pub struct IngestOptions<'a> {
     /// Read the release from a revision of the git repository at `source`,
     /// not from a directory: the revision, and the plugin's directory in it.
     pub git: Option<(&'a str, PluginDir<'a>)>,
-    /// The version its `plugin.json` must carry.
+    /// The version the profile's manifest file must carry.
     pub version: &'a str,
     /// The bounds the walk enforces: the reference's, or lower.
     pub bounds: policy::Bounds,
@@ -354,7 +355,7 @@ pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
     let manifest = Manifest::new(walked.entries);
     Ok(DigestReport {
         provenance: Provenance {
-            name: policy::PLUGIN_NAME.to_string(),
+            name: CE.name().to_string(),
             version: opts.version.to_string(),
             manifest_schema_version: i64::from(SCHEMA_VERSION),
             manifest_digest: manifest.digest,
@@ -482,7 +483,7 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
                 .as_ref()
                 .map_or_else(crate::clock::now, |e| e.at.clone());
             let what = crate::sign::SnapshotFacts {
-                name: policy::PLUGIN_NAME,
+                name: CE.name(),
                 version: opts.version,
                 digest: manifest.digest,
                 source: found.record.as_ref().map(|e| &e.record),
@@ -662,7 +663,7 @@ fn record(
         .collect();
     let recorded = store.catalogue_mut().record_ingest(
         &NewSnapshot {
-            name: policy::PLUGIN_NAME,
+            name: CE.name(),
             version: s.version,
             digest,
             manifest: &s.manifest.bytes,
@@ -778,7 +779,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
     }
     Ok(IngestReport {
         provenance: Provenance {
-            name: policy::PLUGIN_NAME.to_string(),
+            name: CE.name().to_string(),
             version: s.version.to_string(),
             manifest_schema_version: i64::from(SCHEMA_VERSION),
             manifest_digest: digest,

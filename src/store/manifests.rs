@@ -176,7 +176,7 @@ impl Store {
     }
 
     /// A recorded snapshot's entries, once they pass the reference's rules
-    /// and bounds ([`crate::policy::check_manifest_entries`]): what a view
+    /// and bounds (the profile's [`crate::profile::Profile::check_entries`]): what a view
     /// or a bundle of it may hold. A snapshot that breaks them (recorded by
     /// an older cestore's `recover`, or by hand) is refused, exit 1.
     pub fn entries_to_hand_out(
@@ -189,12 +189,12 @@ impl Store {
             // resolved (an `rm` racing this command), not damaged.
             self.catalogue().snapshot(digest)?;
         }
-        crate::policy::check_manifest_entries(&entries).map_err(|rule| {
-            crate::error::Damage::SnapshotBreaksRule {
+        crate::profile::Profile::check_entries(&crate::profile::ce::CE, &entries).map_err(
+            |rule| crate::error::Damage::SnapshotBreaksRule {
                 digest: *digest,
                 rule: rule.to_string(),
-            }
-        })?;
+            },
+        )?;
         Ok(entries)
     }
 

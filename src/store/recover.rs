@@ -8,8 +8,8 @@
 //!    starts a new one, salvaging what rows the old one still gives;
 //! 2. records every manifest the catalogue lacks that passes the checks an
 //!    import passes ([`check_for_recording`]: the reference's rules and
-//!    bounds, every object present, `plugin.json` read from its object and
-//!    checked against its hash), with a `recovered` event; a manifest that
+//!    bounds, every object present, the profile's content entry read from
+//!    its object and checked against its hash), with a `recovered` event; a manifest that
 //!    fails them is moved to `manifests-set-aside/` with the reason, never
 //!    deleted, and its objects stay live there;
 //! 3. rewrites the rows of a recorded snapshot that disagree with its manifest;
@@ -36,7 +36,9 @@ use crate::catalogue::{Catalogue, IngestEvent, KeptAttestation, KeptSource, NewS
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{error_chain, Error, Result};
 use crate::manifest::Manifest;
-use crate::policy::{self, ManifestRuleError};
+use crate::policy::ManifestRuleError;
+use crate::profile::ce::CE;
+use crate::profile::Profile;
 use crate::store::ingest::{host_name, user_name, TOOL_VERSION};
 
 /// One thing recovery could not mend.
@@ -119,9 +121,13 @@ pub enum Refusal {
         /// What is wrong with it.
         why: String,
     },
-    /// `plugin.json`'s bytes break the reference's rules for it.
-    #[error("its plugin.json is refused: {0}")]
-    PluginJson(String),
+    /// The bytes of the profile's content entry break its rules
+    /// ([`Profile::check_content`]).
+    #[error("its {file} is refused: {why}", file = CE.content_file())]
+    Content {
+        /// Why, as the error's chain reads.
+        why: String,
+    },
 }
 
 impl Refusal {
@@ -131,24 +137,25 @@ impl Refusal {
             Refusal::Rules(r) => r.rule(),
             Refusal::MissingObject { .. } => "missing-object",
             Refusal::DamagedObject { .. } => "damaged-object",
-            Refusal::PluginJson(_) => "plugin-json",
+            Refusal::Content { .. } => CE.content_rule(),
         }
     }
 }
 
 /// Checks a manifest found on disk as an import checks what it receives:
-/// the reference's rules and bounds ([`policy::check_manifest_entries`]),
-/// every object present with its size and mode, and `plugin.json` read from
-/// its object, checked against its hash, then as an ingest checks it
-/// ([`super::adopt::plugin_version`]). Returns the release's version. A
-/// damaged `plugin.json` object is not a refusal when `known_version` (from
+/// the profile's rules and bounds ([`Profile::check_entries`]), every
+/// object present with its size and mode, and the profile's content entry
+/// ([`Profile::content_entry`]) read from its object, checked against its
+/// hash, then as an ingest checks it ([`super::adopt::content_version`]).
+/// Returns the release's version. A damaged object of that entry is not a
+/// refusal when `known_version` (from
 /// a salvaged row) says the version: `verify --repair-from` mends objects.
 pub fn check_for_recording(
     store: &Store,
     manifest: &Manifest,
     known_version: Option<&str>,
 ) -> std::result::Result<String, Refusal> {
-    policy::check_manifest_entries(&manifest.entries)?;
+    CE.check_entries(&manifest.entries)?;
     for e in manifest.entries.iter().filter(|e| e.size > 0) {
         let state =
             check_object(store, &e.key(), e.size).map_err(|err| Refusal::DamagedObject {
@@ -173,14 +180,13 @@ pub fn check_for_recording(
             }
         }
     }
-    // The rules put plugin.json first.
-    let entry = &manifest.entries[0];
+    let entry = CE.content_entry(&manifest.entries);
     let mut bytes = Vec::new();
     if entry.size > 0 {
         let path: PathBuf = store.object_path(&entry.key());
         // At most one file's bytes, and one more: a grown object is damaged.
         let read = std::fs::File::open(&path)
-            .and_then(|f| f.take(policy::MAX_FILE_BYTES + 1).read_to_end(&mut bytes));
+            .and_then(|f| f.take(CE.bounds().file_bytes + 1).read_to_end(&mut bytes));
         let damaged = match read {
             Err(e) => Some(format!("could not read '{}': {e}", path.display())),
             Ok(_) if ObjectId::of(&bytes) != entry.sha256 => {
@@ -199,7 +205,9 @@ pub fn check_for_recording(
             };
         }
     }
-    super::adopt::plugin_version(&bytes).map_err(|e| Refusal::PluginJson(error_chain(&e)))
+    super::adopt::content_version(&bytes).map_err(|e| Refusal::Content {
+        why: error_chain(&e),
+    })
 }
 
 /// Rebuilds the catalogue from the manifests in the store.
@@ -342,7 +350,7 @@ fn mend_recorded(
         store.catalogue_mut().rewrite_rows(manifest)?;
         report.rewritten.push(digest);
     }
-    if let Err(rule) = policy::check_manifest_entries(&manifest.entries) {
+    if let Err(rule) = CE.check_entries(&manifest.entries) {
         report.problems.push(Unrecovered {
             path: found.path.display().to_string(),
             detail: format!(
@@ -364,7 +372,7 @@ fn record_recovered(
 ) -> Result<()> {
     let digest = manifest.digest;
     let snapshot = NewSnapshot {
-        name: policy::PLUGIN_NAME,
+        name: CE.name(),
         version,
         digest,
         manifest: &manifest.bytes,

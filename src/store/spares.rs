@@ -458,6 +458,7 @@ pub fn path(store: &Store, name: &str) -> std::path::PathBuf {
 mod tests {
     use super::*;
     use crate::digest::ObjectId;
+    use crate::profile::ce::fixtures::{MANIFEST_DIR, MANIFEST_FILE, MANIFEST_NAME};
 
     fn entry(path: &str) -> Entry {
         Entry {
@@ -538,7 +539,7 @@ mod tests {
     #[test]
     fn expected_tree_lists_every_directory_with_its_names() {
         let entries: Vec<Entry> = [
-            ".claude-plugin/plugin.json",
+            MANIFEST_FILE,
             "skills/a/SKILL.md",
             "skills/a/x/y.md",
             "skills/b/SKILL.md",
@@ -556,7 +557,7 @@ mod tests {
             show,
             vec![
                 ("".into(), vec![".claude-plugin", "skills", "top.md"]),
-                (".claude-plugin".into(), vec!["plugin.json"]),
+                (MANIFEST_DIR.into(), vec![MANIFEST_NAME]),
                 ("skills".into(), vec!["a", "b"]),
                 ("skills/a".into(), vec!["SKILL.md", "x"]),
                 ("skills/a/x".into(), vec!["y.md"]),

@@ -55,19 +55,5 @@ pub fn record(store: &mut Store, m: &Manifest) {
 }
 
 /// A minimal release at version 1.2.3 with one 100-byte asset,
-/// `assets/big.bin`.
-pub fn release(dir: &Path) {
-    let write = |rel: &str, data: &[u8]| {
-        let path = dir.join(rel);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, data).unwrap();
-    };
-    write(
-        ".claude-plugin/plugin.json",
-        br#"{"name": "compound-engineering", "version": "1.2.3"}"#,
-    );
-    for skill in crate::policy::REQUIRED_SKILLS {
-        write(&format!("skills/{skill}/SKILL.md"), b"# skill\n");
-    }
-    write("assets/big.bin", &[b'x'; 100]);
-}
+/// `assets/big.bin`: the CE profile's fixture.
+pub(crate) use crate::profile::ce::fixtures::release;

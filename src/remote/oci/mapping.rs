@@ -443,7 +443,7 @@ mod tests {
     fn manifest(n: usize) -> Manifest {
         let mut entries = vec![Entry {
             executable: false,
-            path: ".claude-plugin/plugin.json".into(),
+            path: crate::profile::ce::fixtures::MANIFEST_FILE.into(),
             sha256: ObjectId::of(b"{}"),
             size: 2,
         }];

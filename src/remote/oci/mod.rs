@@ -174,7 +174,7 @@ impl OciRemote {
         }
         let manifest = crate::manifest::Manifest::parse(&bytes)
             .map_err(crate::store::adopt::AdoptError::from)?;
-        crate::policy::check_manifest_entries(&manifest.entries)
+        crate::profile::Profile::check_entries(&crate::profile::ce::CE, &manifest.entries)
             .map_err(crate::store::adopt::AdoptError::from)?;
         Ok(bytes)
     }

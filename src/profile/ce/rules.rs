@@ -1,13 +1,15 @@
 //! The reference implementation's rules for a plugin release, as pure functions.
 //!
 //! Everything here decides; nothing here touches the filesystem. The walk in
-//! [`crate::source`] asks these functions in the same order as the reference
+//! [`crate::source`] asks them, through the CE profile ([`super::Ce`]), in the same order as the reference
 //! (`runtime_mounts.py`) does, so that cestore accepts and rejects exactly the
 //! trees the reference does, and reports the first broken rule the reference
 //! would report.
 
 use std::io;
 use std::path::PathBuf;
+
+pub use crate::profile::{Bounds, LeftOut};
 
 /// The plugin name a release's `plugin.json` must carry.
 pub const PLUGIN_NAME: &str = "compound-engineering";
@@ -19,45 +21,6 @@ pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
 pub const MAX_TOTAL_BYTES: u64 = 16 * 1024 * 1024;
 /// The most bytes a file's relative path may hold, in UTF-8.
 pub const MAX_PATH_BYTES: usize = 1_024;
-/// The four bounds a walk enforces: the reference's, or lower ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Bounds {
-    /// The most files one release may hold.
-    pub files: usize,
-    /// The most bytes one file may hold.
-    pub file_bytes: u64,
-    /// The most bytes all files together may hold.
-    pub total_bytes: u64,
-    /// The most bytes a file's relative path may hold, in UTF-8.
-    pub path_bytes: usize,
-}
-
-impl Bounds {
-    /// The reference's bounds.
-    pub const REFERENCE: Bounds = Bounds {
-        files: MAX_FILES,
-        file_bytes: MAX_FILE_BYTES,
-        total_bytes: MAX_TOTAL_BYTES,
-        path_bytes: MAX_PATH_BYTES,
-    };
-
-    /// These bounds, none above the reference's.
-    pub fn at_most_reference(self) -> Bounds {
-        Bounds {
-            files: self.files.min(MAX_FILES),
-            file_bytes: self.file_bytes.min(MAX_FILE_BYTES),
-            total_bytes: self.total_bytes.min(MAX_TOTAL_BYTES),
-            path_bytes: self.path_bytes.min(MAX_PATH_BYTES),
-        }
-    }
-}
-
-impl Default for Bounds {
-    fn default() -> Self {
-        Bounds::REFERENCE
-    }
-}
-
 /// The top-level directories walked, in this order; only `skills` is required.
 pub const PLUGIN_DIRS: [&str; 3] = ["skills", "scripts", "assets"];
 /// The manifest directory.
@@ -97,20 +60,6 @@ const SECRET_NAME_MARKERS: [&str; 5] = [
     "token",
 ];
 const SECRET_SUFFIXES: [&str; 5] = [".pem", ".key", ".p12", ".pfx", ".kdbx"];
-
-/// Why the reference leaves an entry out of a snapshot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LeftOut {
-    /// A forbidden part: `.git`, `tests`, `docs`, `node_modules` and the like.
-    ForbiddenPart,
-    /// A name that may hold a secret: `.env`, `*.pem`, `*token*` and the like.
-    Secret,
-    /// Not in the allowlist: at the root, anything but `.claude-plugin/`,
-    /// `skills/`, `scripts/` and `assets/`; in `.claude-plugin/`, anything but
-    /// `plugin.json` and `marketplace.json`.
-    OutsideAllowlist,
-}
 
 /// Why the reference silently drops an entry with this name, if it does.
 ///
@@ -576,10 +525,10 @@ pub fn did_you_mean(closest: &Option<String>) -> String {
 impl Rejection {
     /// The rejection for a `plugin.json` (at `path`) that fails the check.
     pub fn from_manifest_problem(
-        problem: crate::pyjson::ManifestProblem,
+        problem: super::plugin_manifest::ManifestProblem,
         path: PathBuf,
     ) -> Rejection {
-        use crate::pyjson::ManifestProblem;
+        use super::plugin_manifest::ManifestProblem;
         match problem {
             ManifestProblem::Invalid(err) => Rejection::ManifestInvalid {
                 path,
@@ -1000,7 +949,7 @@ pub fn walk_order_key(path: &str) -> (u8, usize, Vec<&str>) {
 /// recorded (`pull`, `import`, `recover`) and every snapshot before a view
 /// of it is handed out (`checkout`, `path`) or written to a bundle. What
 /// needs bytes is checked beside it by its callers: `plugin.json`'s content
-/// ([`crate::store::adopt::plugin_version`]) and the objects themselves.
+/// ([`crate::store::adopt::content_version`], the profile's `check_content`) and the objects themselves.
 pub fn check_manifest_entries(entries: &[crate::manifest::Entry]) -> Result<(), ManifestRuleError> {
     use ManifestRuleError as E;
     if entries.len() > MAX_FILES {
