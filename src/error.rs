@@ -25,7 +25,6 @@ pub mod ambiguity;
 pub mod faults;
 pub mod kind;
 pub mod misuse;
-pub mod reference;
 
 pub use ambiguity::Candidate;
 pub use faults::{Clash, Damage, Request};

@@ -891,6 +891,124 @@ mod arm_tests {
     }
 }
 
+/// The GitNexus runtime's constants.
+#[derive(Debug, serde::Serialize)]
+pub struct GitNexusRules {
+    /// The version the seed's rules pin (`PINNED_GITNEXUS_VERSION`).
+    pub pinned_version: &'static str,
+    /// The harness revisions whose rules `--gitnexus-rules` applies.
+    pub revisions: Vec<String>,
+    /// Where the runtime is mounted (`SANDBOX_GITNEXUS`).
+    pub sandbox_gitnexus: &'static str,
+    /// Where the shared package is mounted (`SANDBOX_GITNEXUS_SHARED`).
+    pub sandbox_gitnexus_shared: &'static str,
+}
+
+/// The runtime's constants, as bindings read them (`cestore rules`).
+pub fn contract_rules() -> GitNexusRules {
+    GitNexusRules {
+        pinned_version: PINNED_VERSION,
+        revisions: <Revision as clap::ValueEnum>::value_variants()
+            .iter()
+            .filter_map(clap::ValueEnum::to_possible_value)
+            .map(|v| v.get_name().to_owned())
+            .collect(),
+        sandbox_gitnexus: SANDBOX_GITNEXUS,
+        sandbox_gitnexus_shared: SANDBOX_GITNEXUS_SHARED,
+    }
+}
+
+/// One error of every rule of the runtime, its varying parts named
+/// (`{path}`), to word each rule's message from.
+pub fn rule_samples() -> Vec<GitNexusError> {
+    let path = || PathBuf::from("{path}");
+    let os = || std::io::Error::other("{os error}");
+    let text = |t: &str| t.to_owned();
+    vec![
+        GitNexusError::CeArmWithoutPlugin { arm: text("{arm}") },
+        GitNexusError::RootUnavailable {
+            root: Root::Runtime,
+            path: path(),
+            source: os(),
+        },
+        GitNexusError::RootNotRealDirectory {
+            root: Root::Runtime,
+            path: path(),
+        },
+        GitNexusError::CheckoutUnavailable {
+            path: path(),
+            source: os(),
+        },
+        GitNexusError::CheckoutNotRealDirectory { path: path() },
+        GitNexusError::SymlinkOutsidePrimary { path: path() },
+        GitNexusError::VersionMissing { path: path() },
+        GitNexusError::ComponentUnavailable {
+            path: path(),
+            source: os(),
+        },
+        GitNexusError::ComponentNotReal {
+            path: path(),
+            kind: Kind::Directory,
+        },
+        GitNexusError::EntrypointUnavailable {
+            path: path(),
+            source: os(),
+        },
+        GitNexusError::RuntimeMetadataInvalid {
+            path: path(),
+            reason: text("{reason}"),
+        },
+        GitNexusError::EntrypointNotRegular { path: path() },
+        GitNexusError::VersionDrifted {
+            expected: text("{expected}"),
+            got: text("{got}"),
+        },
+        GitNexusError::SharedLinkNotSymlink { path: path() },
+        GitNexusError::SharedLinkUnresolvable {
+            path: path(),
+            source: os(),
+        },
+        GitNexusError::SharedLinkElsewhere {
+            path: path(),
+            resolved: PathBuf::from("{resolved}"),
+            expected: PathBuf::from("{expected}"),
+        },
+        GitNexusError::SharedMetadataInvalid {
+            path: path(),
+            reason: text("{reason}"),
+        },
+        GitNexusError::SharedIdentity { got: text("{got}") },
+    ]
+}
+
+/// Names every rule, so that a new one fails to compile until
+/// [`rule_samples`] lists it too.
+#[cfg(test)]
+#[allow(dead_code)]
+fn every_rule_is_sampled(g: &GitNexusError) {
+    use GitNexusError as G;
+    match g {
+        G::CeArmWithoutPlugin { .. }
+        | G::RootUnavailable { .. }
+        | G::RootNotRealDirectory { .. }
+        | G::CheckoutUnavailable { .. }
+        | G::CheckoutNotRealDirectory { .. }
+        | G::SymlinkOutsidePrimary { .. }
+        | G::VersionMissing { .. }
+        | G::ComponentUnavailable { .. }
+        | G::ComponentNotReal { .. }
+        | G::EntrypointUnavailable { .. }
+        | G::RuntimeMetadataInvalid { .. }
+        | G::EntrypointNotRegular { .. }
+        | G::VersionDrifted { .. }
+        | G::SharedLinkNotSymlink { .. }
+        | G::SharedLinkUnresolvable { .. }
+        | G::SharedLinkElsewhere { .. }
+        | G::SharedMetadataInvalid { .. }
+        | G::SharedIdentity { .. } => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,7 @@ pub mod catalogue;
 pub mod cli;
 pub mod clock;
 pub mod cmd;
+pub mod contract;
 pub mod digest;
 pub mod error;
 pub mod fsutil;

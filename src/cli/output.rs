@@ -72,7 +72,10 @@ pub fn error_json(err: &Error) -> serde_json::Value {
     if let Some(rule) = err.rule() {
         e["rule"] = rule.into();
     }
-    if let Some(words) = crate::error::reference::reference_message(err) {
+    if let Some(words) = match err {
+        Error::Rejected(r) => crate::profile::ce::reference::reference_message(r),
+        _ => None,
+    } {
         e["reference_message"] = words.into();
     }
     if let Some(hint) = hint(err) {

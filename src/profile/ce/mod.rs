@@ -17,8 +17,10 @@
 //! once every file is read, checking `plugin.json`'s name and version and
 //! that every required skill's `SKILL.md` is there.
 
+pub mod contract;
 pub mod manifest;
 pub mod plugin_manifest;
+pub mod reference;
 pub mod rules;
 
 use std::path::PathBuf;

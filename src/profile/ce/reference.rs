@@ -9,15 +9,11 @@
 //! a `UnicodeEncodeError`, a `RecursionError`), or the rule is cestore's
 //! alone, there are none.
 
-use crate::error::Error;
-use crate::policy::Rejection;
+use super::rules::Rejection;
 
-/// The message the reference raises for this error, when cestore knows it
-/// exactly.
-pub fn reference_message(err: &Error) -> Option<String> {
-    let Error::Rejected(r) = err else {
-        return None;
-    };
+/// The message the reference raises for this rejection, when cestore knows
+/// it exactly.
+pub fn reference_message(r: &Rejection) -> Option<String> {
     let prefix = "Compound Engineering plugin";
     Some(match r {
         Rejection::VersionNotExact { .. } => "--ce-plugin-version must be an exact semantic \
@@ -66,7 +62,7 @@ mod tests {
     #[test]
     fn the_manifest_rules_give_the_references_words() {
         let path = std::path::PathBuf::from("/r/.claude-plugin/plugin.json");
-        let words = |r: Rejection| reference_message(&Error::from(r));
+        let words = |r: Rejection| reference_message(&r);
         assert_eq!(
             words(Rejection::ManifestInvalid {
                 path: path.clone(),
