@@ -52,7 +52,5 @@ pub mod secrets;
 pub mod sign;
 pub mod source;
 pub mod store;
-pub mod tree;
-pub mod view;
 
 pub use error::{Error, ErrorKind, Result};

@@ -1000,7 +1000,7 @@ pub fn walk_order_key(path: &str) -> (u8, usize, Vec<&str>) {
 /// recorded (`pull`, `import`, `recover`) and every snapshot before a view
 /// of it is handed out (`checkout`, `path`) or written to a bundle. What
 /// needs bytes is checked beside it by its callers: `plugin.json`'s content
-/// ([`crate::store::adopt::plugin_version`]) and the objects themselves.
+/// ([`crate::store::ingest::adopt::plugin_version`]) and the objects themselves.
 pub fn check_manifest_entries(entries: &[crate::manifest::Entry]) -> Result<(), ManifestRuleError> {
     use ManifestRuleError as E;
     if entries.len() > MAX_FILES {

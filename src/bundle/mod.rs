@@ -26,7 +26,7 @@
 //! has uid, gid and mtime 0 and empty user and group names, so the same
 //! snapshot always gives the same archive, byte for byte. Import reads the
 //! bundle as a stream: it checks the manifest and its bounds (through
-//! [`adopt`](crate::store::adopt)) before it reads any object, checks that every
+//! [`adopt`](crate::store::ingest::adopt)) before it reads any object, checks that every
 //! header, padding and the end are the bytes export writes (so a damaged byte
 //! anywhere is refused), streams each object the store lacks into its work
 //! directory while hashing it, and stops at the archive's end: it reads
@@ -51,7 +51,7 @@ use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Made, Misuse, Result};
 use crate::manifest::Manifest;
 use crate::source::{carried, SourceEntry, Via};
-use crate::store::adopt::{adopt, AdoptError, Arrival};
+use crate::store::ingest::adopt::{adopt, AdoptError, Arrival};
 use crate::store::ingest::IngestReport;
 use crate::store::{LockMode, ObjectKey, Store};
 
@@ -296,7 +296,7 @@ fn objects_of(manifest: &Manifest) -> BTreeMap<ObjectKey, u64> {
 pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportReport> {
     let store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
-    let attestations = crate::store::signed::stored_envelopes(&store, &digest)?;
+    let attestations = crate::store::trust::signed::stored_envelopes(&store, &digest)?;
     crate::remote::check_attestations(&attestations)?;
     // A bundle holds only what a view could.
     store.entries_to_hand_out(&digest)?;
@@ -692,7 +692,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     };
     // The digest is the hash of the manifest bytes read, so the check sees
     // the snapshot that would be adopted.
-    crate::store::signed::trust_check(opts.trusted)(&attestations, &manifest.digest)?;
+    crate::store::trust::signed::trust_check(opts.trusted)(&attestations, &manifest.digest)?;
     let rest = Rest {
         body,
         pending,
@@ -716,10 +716,10 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             source: &format!("bundle:{}", bundle.file),
             origin: origin.as_ref(),
             sources,
-            attestations: crate::store::signed::received(&attestations, opts.trusted),
+            attestations: crate::store::trust::signed::received(&attestations, opts.trusted),
         },
         |wanted, staging| {
-            let wanted: BTreeMap<ObjectKey, &crate::store::adopt::Wanted> =
+            let wanted: BTreeMap<ObjectKey, &crate::store::ingest::adopt::Wanted> =
                 wanted.iter().map(|w| (w.key, w)).collect();
             rest.read_objects(&mut |key, data| match wanted.get(key) {
                 Some(w) => staging.stage(w, data, &damaged).map(|()| true),
@@ -935,7 +935,7 @@ impl Rest {
 /// What an import checks before it stores anything, with no store: the
 /// manifest, every object's bytes, and `plugin.json` as an ingest checks it.
 fn check_only(manifest: &Manifest, expected: Option<ManifestDigest>, rest: Rest) -> Result<()> {
-    crate::store::adopt::check_received(&manifest.bytes, expected)?;
+    crate::store::ingest::adopt::check_received(&manifest.bytes, expected)?;
     let plugin = manifest.entries[0].key();
     let mut plugin_json = Vec::new();
     rest.read_objects(&mut |key, data| {
@@ -956,7 +956,7 @@ fn check_only(manifest: &Manifest, expected: Option<ManifestDigest>, rest: Rest)
         }
         Ok(true)
     })?;
-    crate::store::adopt::plugin_version(&plugin_json)?;
+    crate::store::ingest::adopt::plugin_version(&plugin_json)?;
     Ok(())
 }
 

@@ -1,4 +1,4 @@
 //! `cestore diff`: what changed between two snapshots; the comparison lives
-//! in [`crate::store::query`].
+//! in [`crate::store::core::query`].
 
-pub use crate::store::query::{changes, diff, Change, DiffReport};
+pub use crate::store::core::query::{changes, diff, Change, DiffReport};

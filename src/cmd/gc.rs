@@ -1,4 +1,4 @@
 //! `cestore rm` and `cestore gc`: forget snapshots, then sweep what nothing
-//! uses; [`crate::store::gc`] does both.
+//! uses; [`crate::store::upkeep::gc`] does both.
 
-pub use crate::store::gc::{gc, rm, GcReport, RmReport, UnsafeManifest};
+pub use crate::store::upkeep::gc::{gc, rm, GcReport, RmReport, UnsafeManifest};

@@ -1,7 +1,7 @@
 //! `cestore list`, `cestore log` and `cestore find`: catalogue queries for
-//! auditors, which live in [`crate::store::query`].
+//! auditors, which live in [`crate::store::core::query`].
 
-pub use crate::store::query::{
+pub use crate::store::core::query::{
     find, glob_matches, list, log, FindHit, FindQuery, FindReport, ListReport, ListedSnapshot,
     LogReport, LoggedEvent, SourceSummary,
 };

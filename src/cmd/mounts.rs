@@ -3,7 +3,9 @@
 //! The arm rules are the reference's `ce_plugin_mounts_for_arm` and
 //! `ce_plugin_dir_for_arm` ([`crate::gitnexus::ce_plugin_mounts_for_arm`]),
 //! the check that a view is one cestore made is
-//! [`crate::store::views::recorded_view`], and [`crate::store::sandbox::mounts`]
+//! [`crate::store::views::recorded_view`], and [`crate::store::views::sandbox::mounts`]
 //! puts them together with the GitNexus runtime's mounts.
 
-pub use crate::store::sandbox::{mounts, GitNexusRuntime, MountsOptions, MountsReport, ViewSource};
+pub use crate::store::views::sandbox::{
+    mounts, GitNexusRuntime, MountsOptions, MountsReport, ViewSource,
+};

@@ -1,4 +1,4 @@
 //! `cestore show`: everything the store knows about one snapshot; the query
-//! lives in [`crate::store::query`].
+//! lives in [`crate::store::core::query`].
 
-pub use crate::store::query::{manifest, show, ManifestReport, ShowOptions, ShowReport};
+pub use crate::store::core::query::{manifest, show, ManifestReport, ShowOptions, ShowReport};

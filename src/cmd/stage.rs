@@ -1,12 +1,12 @@
 //! `cestore stage`: the one call a harness makes per run
-//! ([`crate::store::sandbox::stage`]), and the end of a held one
+//! ([`crate::store::views::sandbox::stage`]), and the end of a held one
 //! (`stage --hold`, whose protocol [`crate::cli`] speaks).
 
 use std::path::Path;
 
 use crate::error::Result;
 use crate::interrupt::Signal;
-pub use crate::store::sandbox::{
+pub use crate::store::views::sandbox::{
     stage, ArmMounts, GitNexusRuntime, Release, StageOptions, StageReport,
 };
 use crate::store::views::{DiscardOptions, DiscardReport};

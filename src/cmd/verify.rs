@@ -1,14 +1,16 @@
 //! `cestore verify`: re-hash the store and check the catalogue against itself,
 //! audit a directory tree against a snapshot (`--tree`), or re-derive a
 //! snapshot from its recorded commit (`--source`). The checks live in
-//! [`crate::store::verify`] and [`crate::store::provenance`].
+//! [`crate::store::upkeep::verify`] and [`crate::store::trust::provenance`].
 
 use std::path::Path;
 
 use crate::error::Result;
-pub use crate::store::provenance::{verify_source, SourceCheck, SourceReport};
-use crate::store::verify::{audit_tree, verify_store};
-pub use crate::store::verify::{Problem, StaleView, TreeReport, VerifyOptions, VerifyReport};
+pub use crate::store::trust::provenance::{verify_source, SourceCheck, SourceReport};
+use crate::store::upkeep::verify::{audit_tree, verify_store};
+pub use crate::store::upkeep::verify::{
+    Problem, StaleView, TreeReport, VerifyOptions, VerifyReport,
+};
 use crate::store::{LockMode, Store};
 
 /// Verifies the store, or the named snapshots.

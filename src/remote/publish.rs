@@ -53,7 +53,7 @@ pub struct PushReport {
 pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
     let mut store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), opts.digest)?;
-    let attestations = crate::store::signed::stored_envelopes(&store, &digest)?;
+    let attestations = crate::store::trust::signed::stored_envelopes(&store, &digest)?;
     super::check_attestations(&attestations)?;
     // A registry gets only what a view could hold.
     store.entries_to_hand_out(&digest)?;

@@ -12,7 +12,7 @@ use super::{Format, Outgoing, Published, Remote, SnapshotRef};
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
-use crate::store::adopt::{adopt, Arrival, Staging, Wanted};
+use crate::store::ingest::adopt::{adopt, Arrival, Staging, Wanted};
 use crate::store::ingest::IngestReport;
 use crate::store::Store;
 
@@ -280,7 +280,7 @@ pub fn fetch(
         } else if let Some(&i) = in_pack.get(&id) {
             assigned.entry(i).or_default().insert(id, ws);
         } else {
-            return Err(crate::store::adopt::AdoptError::BlobMissing(id).into());
+            return Err(crate::store::ingest::adopt::AdoptError::BlobMissing(id).into());
         }
     }
     let packs_fetched = assigned.len() as u64;
@@ -510,7 +510,7 @@ pub struct PullReport {
 /// wanted is skipped. Any attestations beside the record come along and are
 /// kept with the snapshot; with keys `trusted`, a snapshot none of them
 /// vouches for is refused before any object is fetched or anything enters
-/// the store ([`crate::store::signed::trust_check`]).
+/// the store ([`crate::store::trust::signed::trust_check`]).
 pub fn pull(
     store_root: &Path,
     remote: &dyn Remote,
@@ -520,7 +520,7 @@ pub fn pull(
     trusted: &[crate::sign::PublicKey],
 ) -> Result<PullReport> {
     let incoming = remote.resolve(reference)?;
-    crate::store::signed::trust_check(trusted)(&incoming.attestations, &incoming.snapshot)?;
+    crate::store::trust::signed::trust_check(trusted)(&incoming.attestations, &incoming.snapshot)?;
     let mut fetched = FetchStats::default();
     let ingest = adopt(
         store_root,
@@ -531,7 +531,7 @@ pub fn pull(
             source: &incoming.source,
             origin: incoming.origin.as_ref(),
             sources: incoming.sources.clone(),
-            attestations: crate::store::signed::received(&incoming.attestations, trusted),
+            attestations: crate::store::trust::signed::received(&incoming.attestations, trusted),
         },
         |wanted, staging| {
             fetched = fetch(remote, wanted, &incoming.carriers, jobs, progress, staging)?;

@@ -1681,9 +1681,10 @@ fn keep_attestations(env: &TestEnv, digest: &str, attestations: &[Vec<u8>]) {
         cestore::store::Store::open(&env.store, cestore::store::LockMode::Shared, false)
             .expect("open the store");
     let digest: cestore::digest::ManifestDigest = digest.parse().expect("a digest");
-    let kept = cestore::store::signed::received(attestations, &[]);
+    let kept = cestore::store::trust::signed::received(attestations, &[]);
     assert_eq!(kept.len(), attestations.len());
-    cestore::store::attest::attach(&mut store, &digest, &kept).expect("keep the attestations");
+    cestore::store::trust::attest::attach(&mut store, &digest, &kept)
+        .expect("keep the attestations");
 }
 
 /// Keeps `attestations` with `digest`, then pushes it (with every
@@ -2398,8 +2399,12 @@ fn a_pull_under_a_trusted_key_adopts_only_what_that_key_vouches_for() {
             "2026-01-01T00:00:00.000Z",
         )
         .expect("a kept attestation");
-        cestore::store::attest::attach(&mut store, &digest.parse().expect("a digest"), &[kept])
-            .expect("keep it");
+        cestore::store::trust::attest::attach(
+            &mut store,
+            &digest.parse().expect("a digest"),
+            &[kept],
+        )
+        .expect("keep it");
     }
     let target = repo(&reg, "anonymous");
     push(&t, &digest, &target, &[]);
@@ -2428,7 +2433,7 @@ fn a_pull_under_a_trusted_key_adopts_only_what_that_key_vouches_for() {
         "{listed}"
     );
     // The same envelope over several lines is kept as one.
-    let kept = cestore::store::signed::received(
+    let kept = cestore::store::trust::signed::received(
         &[pretty.into_bytes()],
         &[cestore::sign::PublicKey::load(&signer).expect("the signer's key")],
     );

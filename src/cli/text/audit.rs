@@ -9,7 +9,7 @@ use crate::audit::DigestAudit;
 use crate::cli::output::Report;
 use crate::cmd::audit::AuditReport;
 use crate::error::counted;
-use crate::store::signed::Signature;
+use crate::store::trust::signed::Signature;
 
 /// How the report is printed for people.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,7 +14,6 @@
 
 use std::path::Path;
 
-use super::{LockMode, Store};
 use crate::catalogue::{resolve, KeptSource};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
@@ -22,6 +21,7 @@ use crate::manifest::Manifest;
 use crate::policy::Bounds;
 use crate::source::git::PluginDir;
 use crate::source::{GitError, GitRequest, Source, WalkError};
+use crate::store::{LockMode, Store};
 
 /// What re-deriving a snapshot from its source record found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

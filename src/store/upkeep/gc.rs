@@ -13,13 +13,13 @@
 
 use std::path::Path;
 
-use super::beside::{Kind, SetAside};
-use super::upkeep::{Item, Plan};
-use super::{LockMode, Store};
 use crate::catalogue::{resolve, ViewKind};
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 use crate::progress::Progress;
+use crate::store::core::beside::{Kind, SetAside};
+use crate::store::upkeep::{Item, Plan};
+use crate::store::{LockMode, Store};
 
 /// The report of `cestore rm`.
 #[derive(Debug, serde::Serialize)]
@@ -55,7 +55,7 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
     drop(aside);
     let _ = store.catalogue().checkpoint();
     // Its spares go too (what this misses, gc removes).
-    super::spares::forget(&store, &digest);
+    crate::store::views::spares::forget(&store, &digest);
     Ok(RmReport {
         manifest_digest: digest,
         shared_views: views

@@ -13,23 +13,23 @@
 //! follow, for every arm: the harness's `trusted_gitnexus_runtime_mounts`
 //! takes no arm, so the runtime is the same for all of them.
 //!
-//! A view given by path must be one cestore made ([`super::views::recorded_view`])
+//! A view given by path must be one cestore made ([`crate::store::views::recorded_view`])
 //! unless the caller asks for none of that check.
 
 use std::path::{Path, PathBuf};
 
-use super::ingest::{open_source, IngestOptions, IngestStats};
-use super::views::{
-    effective_method, existing_shared_view, recorded_view, view_dir, view_for_run, Destination,
-    ViewOf,
-};
-use super::{LockMode, Store};
 use crate::catalogue::{Provenance, ViewKind};
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 use crate::gitnexus::{self, ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, ReadOnlyMount};
 use crate::policy::{is_ce_arm, ArmRule, Rejection};
-use crate::view::Method;
+use crate::store::ingest::{open_source, IngestOptions, IngestStats};
+use crate::store::views::build::Method;
+use crate::store::views::{
+    effective_method, existing_shared_view, recorded_view, view_dir, view_for_run, Destination,
+    ViewOf,
+};
+use crate::store::{LockMode, Store};
 
 /// The GitNexus runtime to mount, if any.
 #[derive(Clone, Copy, Debug)]

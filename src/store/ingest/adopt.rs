@@ -17,9 +17,6 @@ use std::sync::Mutex;
 
 use rustix::fs::{Mode, OFlags};
 
-use super::ingest::{publish_and_record, IngestReport, Staged};
-use super::objects::{check_object, ObjectState};
-use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, IoContext, Result};
@@ -27,6 +24,10 @@ use crate::manifest::Manifest;
 use crate::policy::{self, Rejection};
 use crate::pyjson::{self, Value};
 use crate::source::SourceEntry;
+use crate::store::core::objects::WorkDir;
+use crate::store::core::objects::{check_object, ObjectState};
+use crate::store::ingest::{publish_and_record, IngestReport, Staged};
+use crate::store::{LockMode, ObjectKey, Store};
 
 /// Why received data cannot become a snapshot.
 #[derive(Debug, thiserror::Error)]

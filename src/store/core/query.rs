@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use super::{LockMode, Store};
 use crate::catalogue::{
     resolve, Catalogue, FileFilter, IngestEvent, Provenance, SnapshotRow, ViewRow,
 };
@@ -14,6 +13,7 @@ use crate::digest::{DigestPrefix, ManifestDigest, ObjectId, ParseDigestError};
 use crate::error::{Error, Misuse, Result};
 use crate::manifest::Entry;
 use crate::source::{ReadFrom, SourceEntry, SourceRecord, Via};
+use crate::store::{LockMode, Store};
 
 /// A source record in brief: the commit, its tag, whether the snapshot is
 /// the commit's, how the bytes were read and how the store came to hold the

@@ -5,22 +5,19 @@
 //! An attestation is made from what the store knows of the snapshot (its
 //! name, version and digest, its newest source record, its first ingest
 //! time, and who signs where) and kept beside its manifest
-//! ([`super::attest::attach`]). Trust is decided in one place,
+//! ([`crate::store::trust::attest::attach`]). Trust is decided in one place,
 //! [`vouched_by`]: an attestation vouches for a snapshot under a key when
 //! that key signed it and its statement's one subject is the snapshot's
 //! digest.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::beside::Found;
-use super::verify::{Problem, Severity, VerifyReport};
-use super::{LockMode, Store};
 use crate::catalogue::{resolve, KeptAttestation};
 use crate::digest::{AttestationId, KeyId, ManifestDigest};
 use crate::error::{Error, Result};
 use crate::sign::{self, Distrust, PrivateKey, PublicKey, SnapshotFacts, Statement};
 use crate::source::SourceRecord;
+use crate::store::{LockMode, Store};
 
 /// What `cestore sign` did.
 #[derive(Debug, serde::Serialize)]
@@ -59,8 +56,8 @@ pub struct ToSign<'a> {
 pub fn attestation(key: &PrivateKey, what: &ToSign<'_>) -> Result<KeptAttestation> {
     let stager = format!(
         "{}@{}",
-        super::ingest::user_name(),
-        super::ingest::host_name()
+        crate::store::core::who::user_name(),
+        crate::store::core::who::host_name()
     );
     let (bytes, keyid) = sign::attest(
         key,
@@ -144,7 +141,7 @@ pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result
     let (kept, new) = match sign_once(store.catalogue(), &key, &what)? {
         Signing::Held(kept) => (kept, false),
         Signing::New(kept) => {
-            super::attest::attach(&mut store, &digest, std::slice::from_ref(&kept))?;
+            crate::store::trust::attest::attach(&mut store, &digest, std::slice::from_ref(&kept))?;
             (kept, true)
         }
     };
@@ -379,79 +376,12 @@ fn describe(
     }
 }
 
-/// Checks every attestation kept of `digest` under the keys `trusted`, as
-/// `verify --trusted-key` does: each file beside the snapshot must hash to
-/// its name (`damaged-attestation` when not) and vouch for the snapshot
-/// under a key trusted (`untrusted-attestation` when not: no trusted key
-/// signed it, its signature no longer verifies, or its subject is another
-/// digest). A recorded attestation whose file is gone is checked from the
-/// catalogue's copy. Counts each in the report.
-pub fn check_attestations(
-    store: &Store,
-    digest: &ManifestDigest,
-    trusted: &[PublicKey],
-    report: &mut VerifyReport,
-) -> Result<()> {
-    let dir = store.beside_dir(crate::store::beside::Kind::Attestations, digest);
-    let mut on_disk = BTreeSet::new();
-    let mut found = Vec::new();
-    for file in store.read_beside::<KeptAttestation>(digest)? {
-        match file {
-            Found::Sound(kept) => {
-                on_disk.insert(kept.id);
-                let path = dir.join(format!("{}.json", kept.id));
-                found.push((path, Ok(*kept)));
-            }
-            Found::Damaged(path, why) => {
-                if let Some(id) = path
-                    .file_stem()
-                    .and_then(|s| AttestationId::from_lower_hex(&s.to_string_lossy()))
-                {
-                    on_disk.insert(id);
-                }
-                found.push((path, Err(why)));
-            }
-        }
-    }
-    for kept in store.catalogue().attestations(digest)? {
-        if !on_disk.contains(&kept.id) {
-            found.push((dir.join(format!("{}.json", kept.id)), Ok(kept)));
-        }
-    }
-    for (path, file) in found {
-        *report.attestations_checked.get_or_insert(0) += 1;
-        let (kind, detail) = match file {
-            Err(why) => (
-                "damaged-attestation",
-                format!(
-                    "{why}: it is not the attestation signed; remove it and `cestore recover` writes the recorded one again"
-                ),
-            ),
-            Ok(kept) => match vouched_by(envelope_bytes(&kept), trusted, digest) {
-                Ok(_) => {
-                    *report.attestations_verified.get_or_insert(0) += 1;
-                    continue;
-                }
-                Err(d) => ("untrusted-attestation", format!("it does not vouch for its snapshot: {d}")),
-            },
-        };
-        report.problems.push(Problem {
-            kind,
-            severity: Severity::Corruption,
-            path: path.to_string_lossy().into_owned(),
-            detail,
-            snapshots: vec![*digest],
-            views: Vec::new(),
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::manifest::{Entry, Manifest};
     use crate::store::testutil::record;
+    use crate::store::upkeep::verify::{check_attestations, VerifyReport};
 
     fn key(dir: &Path, name: &str) -> PrivateKey {
         sign::generate(&dir.join(name)).unwrap();
@@ -478,7 +408,8 @@ mod tests {
             },
         )
         .unwrap();
-        crate::store::attest::attach(&mut store, &one.digest, std::slice::from_ref(&by_a)).unwrap();
+        crate::store::trust::attest::attach(&mut store, &one.digest, std::slice::from_ref(&by_a))
+            .unwrap();
         let kept = store.catalogue().attestations(&one.digest).unwrap();
         let (pa, pb) = (a.public().clone(), b.public().clone());
         assert_eq!(
@@ -495,7 +426,8 @@ mod tests {
         ));
 
         // A's attestation of one, kept beside two: checked, not verified.
-        crate::store::attest::attach(&mut store, &two.digest, std::slice::from_ref(&by_a)).unwrap();
+        crate::store::trust::attest::attach(&mut store, &two.digest, std::slice::from_ref(&by_a))
+            .unwrap();
         let mut report = VerifyReport::default();
         for d in [one.digest, two.digest] {
             check_attestations(&store, &d, std::slice::from_ref(&pa), &mut report).unwrap();

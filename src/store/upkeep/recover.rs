@@ -28,16 +28,17 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
 
-use super::beside::{Beside, Found};
-use super::manifests::FoundManifest;
-use super::objects::{check_object, ObjectState};
-use super::{Store, WorkDir};
 use crate::catalogue::{Catalogue, IngestEvent, KeptAttestation, KeptSource, NewSnapshot, ViewRow};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{error_chain, Error, Result};
 use crate::manifest::Manifest;
 use crate::policy::{self, ManifestRuleError};
-use crate::store::ingest::{host_name, user_name, TOOL_VERSION};
+use crate::store::core::beside::{Beside, Found};
+use crate::store::core::manifests::FoundManifest;
+use crate::store::core::objects::WorkDir;
+use crate::store::core::objects::{check_object, ObjectState};
+use crate::store::core::who::{host_name, user_name, TOOL_VERSION};
+use crate::store::Store;
 
 /// One thing recovery could not mend.
 #[derive(Debug, serde::Serialize)]
@@ -140,7 +141,7 @@ impl Refusal {
 /// the reference's rules and bounds ([`policy::check_manifest_entries`]),
 /// every object present with its size and mode, and `plugin.json` read from
 /// its object, checked against its hash, then as an ingest checks it
-/// ([`super::adopt::plugin_version`]). Returns the release's version. A
+/// ([`crate::store::ingest::adopt::plugin_version`]). Returns the release's version. A
 /// damaged `plugin.json` object is not a refusal when `known_version` (from
 /// a salvaged row) says the version: `verify --repair-from` mends objects.
 pub fn check_for_recording(
@@ -199,7 +200,8 @@ pub fn check_for_recording(
             };
         }
     }
-    super::adopt::plugin_version(&bytes).map_err(|e| Refusal::PluginJson(error_chain(&e)))
+    crate::store::ingest::adopt::plugin_version(&bytes)
+        .map_err(|e| Refusal::PluginJson(error_chain(&e)))
 }
 
 /// Rebuilds the catalogue from the manifests in the store.
@@ -458,7 +460,7 @@ fn record_views(store: &mut Store, salvaged: Vec<ViewRow>, report: &mut Recovery
     let mut views = salvaged;
     for row in store.catalogue().snapshots(None, None)? {
         let path = store.shared_view_dir(&row.digest);
-        let root_id = crate::view::root_id(&path);
+        let root_id = crate::store::views::build::root_id(&path);
         views.push(ViewRow::found_shared(
             path.to_string_lossy().into_owned(),
             row.digest,
