@@ -1,5 +1,30 @@
 //! The store: a directory of content-addressed objects, a catalogue, and views.
 //!
+//! # Rooms
+//!
+//! This module is the [`Store`] handle: open (trust, lock, catalogue check,
+//! layout), sync, paths. Every operation on the store lives in one of five
+//! rooms, each of which may use only the rooms drawn below it, the core and
+//! the handle (docs/design.md's module map, held by the architecture test):
+//!
+//! ```text
+//! upkeep/   mod.rs the plan (one scan), gc.rs, verify.rs, recover.rs
+//!   │
+//! views/    mod.rs checkout, shared views, discard; build.rs the hard-linked
+//!   │       tree; spares.rs; sandbox.rs stage and mounts; tree.rs
+//! ingest/   mod.rs the walk, staging, publish and record; adopt.rs
+//!   │
+//! trust/    signed.rs, attest.rs, provenance.rs
+//!   │
+//! core/     objects.rs, manifests.rs, beside.rs, query.rs, who.rs
+//!   ▼
+//! mod.rs    the Store handle (this module)
+//! ```
+//!
+//! Commands reach the rooms through their modules (`store::views::checkout`,
+//! `store::upkeep::gc::gc`, ...), with a `&Store` or `&mut Store` opened
+//! once by the command.
+//!
 //! # On-disk layout
 //!
 //! ```text
