@@ -53,7 +53,7 @@ use crate::manifest::Manifest;
 use crate::source::{carried, SourceEntry, Via};
 use crate::store::ingest::adopt::{adopt, AdoptError, Arrival};
 use crate::store::ingest::IngestReport;
-use crate::store::{LockMode, ObjectKey, Store};
+use crate::store::{ObjectKey, Opener, Store};
 
 /// The canonical manifest's entry name.
 pub const MANIFEST_ENTRY: &str = "manifest.json";
@@ -293,10 +293,9 @@ fn objects_of(manifest: &Manifest) -> BTreeMap<ObjectKey, u64> {
 }
 
 /// Writes a snapshot's bundle.
-pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn export(store: &Store, opts: &ExportOptions<'_>) -> Result<ExportReport> {
     let digest = resolve(store.catalogue(), opts.digest)?;
-    let attestations = crate::store::trust::signed::stored_envelopes(&store, &digest)?;
+    let attestations = crate::store::trust::signed::stored_envelopes(store, &digest)?;
     crate::remote::check_attestations(&attestations)?;
     // A bundle holds only what a view could.
     store.entries_to_hand_out(&digest)?;
@@ -333,7 +332,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
         .file_name()
         .map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
     let tmp = dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = write_bundle(&store, &manifest, &attestations, &tmp, format);
+    let result = write_bundle(store, &manifest, &attestations, &tmp, format);
     let (objects, bytes, sha256) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -663,7 +662,7 @@ fn check_object_entry(r: &mut dyn Read, key: &ObjectKey, size: u64, name: &str) 
 /// each object the store lacks is streamed into its work directory and
 /// hashed on the way; every header, padding and the end must be the bytes
 /// `cestore export` writes, and reading stops at the archive's end.
-pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportReport> {
+pub fn import(open: Opener<'_>, opts: &ImportOptions<'_>) -> Result<ImportReport> {
     let expected = match opts.digest {
         Some(d) => Some(
             d.parse::<ManifestDigest>()
@@ -708,7 +707,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     }
     // `adopt` checks the manifest and its bounds before it asks for objects.
     let ingest = adopt(
-        store_root,
+        open,
         &manifest.bytes,
         expected,
         &Arrival {

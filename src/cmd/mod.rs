@@ -23,3 +23,28 @@ pub mod show;
 pub mod sign;
 pub mod stage;
 pub mod verify;
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+pub use crate::store::Need;
+use crate::store::{LockMode, Store};
+
+/// Opens the store at `root` as the work says it needs: the one place that
+/// maps work to a lock mode, and to whether the store is made.
+pub fn open(root: &Path, need: Need) -> Result<Store> {
+    let (mode, create) = match need {
+        Need::Existing => (LockMode::Shared, false),
+        Need::Creating => (LockMode::Shared, true),
+        Need::Sweep { dry_run: true } => (LockMode::Shared, false),
+        Need::Sweep { dry_run: false } => (LockMode::Exclusive, false),
+    };
+    Store::open(root, mode, create)
+}
+
+/// Opens the store at `root` for `cestore recover`, under the exclusive
+/// lock, setting its catalogue aside when it is damaged, or anyway when
+/// `set_aside_anyway` ([`Store::open_for_recovery`]).
+pub fn open_for_recovery(root: &Path, set_aside_anyway: bool) -> Result<(Store, Option<PathBuf>)> {
+    Store::open_for_recovery(root, set_aside_anyway)
+}

@@ -10,7 +10,9 @@ use std::path::Path;
 use crate::error::Result;
 pub use crate::store::upkeep::recover::{Recovery as RecoverReport, SetAside, Unrecovered};
 
-/// Rebuilds the catalogue from the manifests in the store.
-pub fn recover(store_root: &Path) -> Result<RecoverReport> {
-    crate::store::upkeep::recover::recover(store_root)
+/// Rebuilds the catalogue from the manifests in the store, opened for
+/// recovery (once more, its catalogue set aside, when SQLite finds damage
+/// its integrity check did not).
+pub fn recover(root: &Path) -> Result<RecoverReport> {
+    crate::store::upkeep::recover::recover(&|anyway| super::open_for_recovery(root, anyway))
 }

@@ -2,15 +2,13 @@
 //! is whole, its manifest canonical), the tag it may carry, then
 //! [`super::transfer::push`].
 
-use std::path::Path;
-
 use super::oci::client::Traffic;
 use super::transfer::{push, PushStats};
 use super::{Format, Outgoing, Published, SnapshotRef};
 use crate::catalogue::resolve;
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
-use crate::store::{LockMode, Store};
+use crate::store::Store;
 
 /// What to push, and where.
 pub struct PushOptions<'a> {
@@ -50,10 +48,9 @@ pub struct PushReport {
 /// manifest or index, tagged `sha256-<hex>`) goes last, so a snapshot is
 /// visible only once it is complete. Its attestations follow, each an
 /// artifact that refers to that record.
-pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn push_snapshot(store: &mut Store, opts: &PushOptions<'_>) -> Result<PushReport> {
     let digest = resolve(store.catalogue(), opts.digest)?;
-    let attestations = crate::store::trust::signed::stored_envelopes(&store, &digest)?;
+    let attestations = crate::store::trust::signed::stored_envelopes(store, &digest)?;
     super::check_attestations(&attestations)?;
     // A registry gets only what a view could hold.
     store.entries_to_hand_out(&digest)?;
@@ -120,7 +117,7 @@ pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushRe
     outgoing.tag = tag;
     outgoing.format = opts.format;
     outgoing.attestations = attestations;
-    let (stats, published) = push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;
+    let (stats, published) = push(remote.as_ref(), store, &outgoing, opts.jobs, opts.progress)?;
     let requests = oci.map(|o| o.client().traffic()).unwrap_or_default();
     if let Some(oci) = oci {
         let a = oci.address();

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::pack::{self, PackRef};
 use super::{Format, Outgoing, Published, Remote, SnapshotRef};
@@ -14,7 +14,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
 use crate::store::ingest::adopt::{adopt, Arrival, Staging, Wanted};
 use crate::store::ingest::IngestReport;
-use crate::store::Store;
+use crate::store::{Opener, Store};
 
 /// Transfers in flight at once, unless the caller asks for another number.
 pub const DEFAULT_JOBS: usize = 4;
@@ -500,7 +500,8 @@ pub struct PullReport {
 }
 
 /// Takes the snapshot `reference` names on `remote` into the store at
-/// `store_root`, `jobs` downloads at a time.
+/// `open` gives (made when it is not there, once the snapshot is known),
+/// `jobs` downloads at a time.
 ///
 /// The remote's record is fetched, its config (the canonical manifest) must
 /// hash to the snapshot digest the record and the reference name, and
@@ -512,7 +513,7 @@ pub struct PullReport {
 /// vouches for is refused before any object is fetched or anything enters
 /// the store ([`crate::store::trust::signed::trust_check`]).
 pub fn pull(
-    store_root: &Path,
+    open: Opener<'_>,
     remote: &dyn Remote,
     reference: &SnapshotRef,
     jobs: usize,
@@ -523,7 +524,7 @@ pub fn pull(
     crate::store::trust::signed::trust_check(trusted)(&incoming.attestations, &incoming.snapshot)?;
     let mut fetched = FetchStats::default();
     let ingest = adopt(
-        store_root,
+        open,
         &incoming.manifest_bytes,
         Some(incoming.snapshot),
         &Arrival {

@@ -247,6 +247,27 @@ pub enum LockMode {
     Exclusive,
 }
 
+/// What a command's work needs of the store: how it is opened is decided
+/// from this in one place (`cmd::open`), the only map from work to a
+/// [`LockMode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// To read the store or add to it: it must exist (shared lock).
+    Existing,
+    /// To add a snapshot, making the store when it is not there (shared lock).
+    Creating,
+    /// gc's sweep: nothing may be published between its mark and its sweep
+    /// (exclusive lock); with `dry_run` it only reads (shared lock).
+    Sweep {
+        /// Whether gc only says what it would remove.
+        dry_run: bool,
+    },
+}
+
+/// Opens the store when a library function finds its work needs it: given
+/// by the command, which alone says how a [`Need`] is met.
+pub type Opener<'a> = &'a dyn Fn(Need) -> Result<Store>;
+
 /// Where the store is, from `--store`, `$CESTORE_DIR`, `$XDG_DATA_HOME/cestore`
 /// or `~/.local/share/cestore`, in that order.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {

@@ -1696,7 +1696,7 @@ fn push_attested(
     attestations: &[Vec<u8>],
 ) -> cestore::remote::publish::PushReport {
     keep_attestations(env, digest, attestations);
-    cestore::remote::publish::push_snapshot(
+    cestore::cmd::push::push(
         &env.store,
         &cestore::remote::publish::PushOptions {
             digest,
@@ -1726,7 +1726,7 @@ fn pull_attested(
     };
     let (remote, named) = cestore::remote::open(reference, &options)?;
     cestore::remote::transfer::pull(
-        &env.store,
+        &|need| cestore::cmd::open(&env.store, need),
         remote.as_ref(),
         &named.expect("a tag or digest"),
         4,
@@ -1924,7 +1924,7 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
     for zstd in [false, true] {
         let name = if zstd { "a.tar.zst" } else { "a.tar" };
         let file = a.path(name);
-        let exported = cestore::bundle::export(
+        let exported = cestore::cmd::bundle::export(
             &a.store,
             &cestore::bundle::ExportOptions {
                 digest: &digest,
@@ -1936,7 +1936,7 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
         assert_eq!(exported.attestations, 2);
 
         let import = |env: &TestEnv, check: bool, trusted: &[cestore::sign::PublicKey]| {
-            cestore::bundle::import(
+            cestore::cmd::bundle::import(
                 &env.store,
                 &cestore::bundle::ImportOptions {
                     file: &file,
@@ -1999,7 +1999,7 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
     assert_eq!(c.listed(), std::slice::from_ref(&digest));
     // Under a key trusted, such a bundle is refused: nothing vouches for it.
     let d = TestEnv::new();
-    let Err(err) = cestore::bundle::import(
+    let Err(err) = cestore::cmd::bundle::import(
         &d.store,
         &cestore::bundle::ImportOptions {
             file: &plain,
@@ -2244,7 +2244,7 @@ fn push_format_1_index(
     digest: &str,
     target: &str,
 ) -> cestore::remote::publish::PushReport {
-    cestore::remote::publish::push_snapshot(
+    cestore::cmd::push::push(
         &env.store,
         &cestore::remote::publish::PushOptions {
             digest,

@@ -28,7 +28,7 @@ use crate::store::core::beside::{SetAside, Written};
 use crate::store::core::objects::WorkDir;
 use crate::store::core::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
 use crate::store::core::who::{host_name, user_name, TOOL_VERSION};
-use crate::store::{LockMode, ObjectKey, Store};
+use crate::store::{Need, ObjectKey, Opener, Store};
 
 /// What to ingest.
 pub struct IngestOptions<'a> {
@@ -373,11 +373,11 @@ pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
     })
 }
 
-/// Validates a release and stores it in the store at `store_root` (made
-/// when absent).
-pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestReport> {
+/// Validates a release and stores it in the store `open` opens once the
+/// release's source is open (made when absent).
+pub fn ingest(open: Opener<'_>, opts: &IngestOptions<'_>) -> Result<IngestReport> {
     let source = open_source(opts)?;
-    let mut store = Store::open(store_root, LockMode::Shared, true)?;
+    let mut store = open(Need::Creating)?;
     ingest_into(&mut store, &source, opts)
 }
 

@@ -10,14 +10,12 @@
 //! that key signed it and its statement's one subject is the snapshot's
 //! digest.
 
-use std::path::Path;
-
 use crate::catalogue::{resolve, KeptAttestation};
 use crate::digest::{AttestationId, KeyId, ManifestDigest};
 use crate::error::{Error, Result};
 use crate::sign::{self, Distrust, PrivateKey, PublicKey, SnapshotFacts, Statement};
 use crate::source::SourceRecord;
-use crate::store::{LockMode, Store};
+use crate::store::Store;
 
 /// What `cestore sign` did.
 #[derive(Debug, serde::Serialize)]
@@ -125,9 +123,7 @@ pub fn sign_once(
 /// the attestation beside it; a snapshot this key has signed already keeps
 /// the attestation it has (`new` is false). The key is checked before the
 /// store is opened.
-pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result<SignReport> {
-    let key = PrivateKey::load(key_file)?;
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn sign_snapshot(store: &mut Store, digest: &str, key: &PrivateKey) -> Result<SignReport> {
     let digest = resolve(store.catalogue(), digest)?;
     let row = store.catalogue().snapshot(&digest)?;
     let sources = store.catalogue().sources(&digest)?;
@@ -138,10 +134,10 @@ pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result
         source: sources.last().map(|k| &k.entry.record),
         ingested_at: &row.first_ingested_at,
     };
-    let (kept, new) = match sign_once(store.catalogue(), &key, &what)? {
+    let (kept, new) = match sign_once(store.catalogue(), key, &what)? {
         Signing::Held(kept) => (kept, false),
         Signing::New(kept) => {
-            crate::store::trust::attest::attach(&mut store, &digest, std::slice::from_ref(&kept))?;
+            crate::store::trust::attest::attach(store, &digest, std::slice::from_ref(&kept))?;
             (kept, true)
         }
     };
@@ -318,11 +314,10 @@ pub struct AttestationsReport {
 /// Lists a snapshot's attestations; with `trusted` keys, says of each
 /// whether it vouches for the snapshot.
 pub fn list_attestations(
-    store_root: &Path,
+    store: &Store,
     digest: &str,
     trusted: &[PublicKey],
 ) -> Result<AttestationsReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
     let attestations = store
         .catalogue()
@@ -382,6 +377,8 @@ mod tests {
     use crate::manifest::{Entry, Manifest};
     use crate::store::testutil::record;
     use crate::store::upkeep::verify::{check_attestations, VerifyReport};
+    use crate::store::LockMode;
+    use std::path::Path;
 
     fn key(dir: &Path, name: &str) -> PrivateKey {
         sign::generate(&dir.join(name)).unwrap();

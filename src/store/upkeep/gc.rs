@@ -11,15 +11,13 @@
 //! refuses to sweep (exit 6, removing nothing) unless `--force`: the
 //! objects such a manifest named are no longer all known.
 
-use std::path::Path;
-
 use crate::catalogue::{resolve, ViewKind};
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 use crate::progress::Progress;
 use crate::store::core::beside::{Kind, SetAside};
 use crate::store::upkeep::{Item, Plan};
-use crate::store::{LockMode, Store};
+use crate::store::Store;
 
 /// The report of `cestore rm`.
 #[derive(Debug, serde::Serialize)]
@@ -41,10 +39,9 @@ pub struct RmReport {
 /// only once it commits ([`SetAside`]). A crash between the two leaves a
 /// recorded snapshot whose files `cestore recover` writes again (gc refuses
 /// to sweep until then).
-pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn rm(store: &mut Store, digest: &str, force: bool) -> Result<RmReport> {
     let digest = resolve(store.catalogue(), digest)?;
-    let mut aside = SetAside::new(&store, &digest)?;
+    let mut aside = SetAside::new(store, &digest)?;
     let forgotten = store
         .catalogue_mut()
         .remove_snapshot(&digest, force, || aside.take());
@@ -55,7 +52,7 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
     drop(aside);
     let _ = store.catalogue().checkpoint();
     // Its spares go too (what this misses, gc removes).
-    crate::store::views::spares::forget(&store, &digest);
+    crate::store::views::spares::forget(store, &digest);
     Ok(RmReport {
         manifest_digest: digest,
         shared_views: views
@@ -116,14 +113,8 @@ pub struct GcReport {
 /// shared views of forgotten snapshots, as the one upkeep [`Plan`] says.
 /// Refuses (and reports what it would remove) while the plan is unsafe,
 /// unless `force`.
-pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Result<GcReport> {
-    let mode = if dry_run {
-        LockMode::Shared
-    } else {
-        LockMode::Exclusive
-    };
-    let store = Store::open(store_root, mode, false)?;
-    let plan = Plan::scan(&store, force)?;
+pub fn gc(store: &Store, dry_run: bool, force: bool, progress: bool) -> Result<GcReport> {
+    let plan = Plan::scan(store, force)?;
     let mut report = GcReport {
         dry_run,
         force,
@@ -140,7 +131,7 @@ pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Resu
         ..GcReport::default()
     };
     for item in &plan.items {
-        let path = item.path(&store).to_string_lossy().into_owned();
+        let path = item.path(store).to_string_lossy().into_owned();
         match item {
             Item::Object { size, .. } => {
                 report.objects.push(path);
@@ -166,6 +157,6 @@ pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Resu
     }
     let objects = report.objects.len() as u64;
     let mut bar = Progress::new("gc", objects, progress);
-    plan.apply(&store, |size| bar.add(1, size))?;
+    plan.apply(store, |size| bar.add(1, size))?;
     Ok(report)
 }

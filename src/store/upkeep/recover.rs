@@ -204,14 +204,18 @@ pub fn check_for_recording(
         .map_err(|e| Refusal::PluginJson(error_chain(&e)))
 }
 
-/// Rebuilds the catalogue from the manifests in the store.
-pub fn recover(store_root: &Path) -> Result<Recovery> {
-    let (store, set_aside) = Store::open_for_recovery(store_root, false)?;
+/// What opens a store for recovery: with `true`, its catalogue is set aside
+/// whatever it holds ([`Store::open_for_recovery`]).
+pub type RecoveryOpener<'a> = &'a dyn Fn(bool) -> Result<(Store, Option<PathBuf>)>;
+
+/// Rebuilds the catalogue from the manifests in the store `open` opens.
+pub fn recover(open: RecoveryOpener<'_>) -> Result<Recovery> {
+    let (store, set_aside) = open(false)?;
     let first_try = set_aside.is_none();
     match rebuild(store, set_aside) {
         // Damage the integrity check did not see: start from a new catalogue.
         Err(Error::Catalogue { .. }) if first_try => {
-            let (store, set_aside) = Store::open_for_recovery(store_root, true)?;
+            let (store, set_aside) = open(true)?;
             rebuild(store, set_aside)
         }
         done => done,

@@ -30,7 +30,7 @@ use crate::store::core::objects::WorkDir;
 use crate::store::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
 use crate::store::views::build::{self as view, Built, Method};
 use crate::store::views::spares::Claimed;
-use crate::store::{LockMode, Store, VIEWS_DIR};
+use crate::store::{Store, VIEWS_DIR};
 
 /// What to check out, and where.
 pub struct CheckoutOptions<'a> {
@@ -661,28 +661,25 @@ fn exactly_a_snapshot(store: &Store, dest: &Path, found: bool, d: &str) -> Resul
 
 /// Checks out a snapshot (a digest or unique prefix) as a new frozen view
 /// at `opts.dest` in the store at `store_root`, and records it.
-pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn checkout(store: &mut Store, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
     let digest = resolve(store.catalogue(), opts.digest)?;
-    let dest = Destination::check(&store, opts.dest)?;
+    let dest = Destination::check(store, opts.dest)?;
     let method = effective_method(opts.method, opts.require_hardlinks)?;
-    let mut report = checkout_into(&mut store, digest, &dest, method)?;
+    let mut report = checkout_into(store, digest, &dest, method)?;
     report.requested_method = opts.method;
     Ok(report)
 }
 
 /// The shared view of a snapshot (a digest or unique prefix) in the store
 /// at `store_root`, made once if it is absent.
-pub fn shared_view_of(store_root: &Path, digest: &str) -> Result<PathReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn shared_view_of(store: &mut Store, digest: &str) -> Result<PathReport> {
     let digest = resolve(store.catalogue(), digest)?;
-    shared_view(&mut store, digest)
+    shared_view(store, digest)
 }
 
 /// Removes a view from the store at `store_root`, as [`discard_view`] does.
-pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
-    discard_view(&mut store, opts)
+pub fn discard(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<DiscardReport> {
+    discard_view(store, opts)
 }
 
 /// A view directory given by path: made absolute, and it must be a directory.
