@@ -10,8 +10,8 @@
 //! The core uses only the [`Store`](crate::store::Store) handle, never
 //! another room.
 
-pub mod beside;
-pub mod manifests;
-pub mod objects;
+pub(crate) mod beside;
+pub(crate) mod manifests;
+pub(crate) mod objects;
 pub mod query;
-pub mod who;
+pub(crate) mod who;

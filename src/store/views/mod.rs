@@ -12,8 +12,8 @@
 
 pub mod build;
 pub mod sandbox;
-pub mod spares;
-pub mod tree;
+pub(crate) mod spares;
+pub(crate) mod tree;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
