@@ -1,7 +1,14 @@
-//! One module per command. Each takes typed options, calls one library
-//! function, and returns its report: the report's type lives beside the
-//! library function that makes it, and [`crate::cli`] writes it, for people
-//! or as JSON.
+//! One module per command. Each takes typed options, opens the store once
+//! through [`open`] with what its work needs (a [`Need`]), calls one library
+//! function with the `&Store` or `&mut Store`, and returns its report: the
+//! report's type lives beside the library function that makes it, and
+//! [`crate::cli`] writes it, for people or as JSON.
+//!
+//! [`open`] is the one place that maps work to a lock mode and to whether
+//! the store is made, and [`open_for_recovery`] the one that opens it for
+//! `recover`. Where the library opens the store only once earlier work
+//! passes, or not at all (ingest, stage, mounts, audit, pull, import,
+//! recover), the command hands it an opener that calls one of them.
 
 pub mod audit;
 pub mod bundle;
