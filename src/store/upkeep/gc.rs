@@ -36,7 +36,7 @@ pub struct RmReport {
 ///
 /// A failed `rm` changes nothing, on a full disk too: the snapshot's files
 /// are set aside inside the transaction that forgets its rows and removed
-/// only once it commits ([`SetAside`]). A crash between the two leaves a
+/// only once it commits (`beside::SetAside`). A crash between the two leaves a
 /// recorded snapshot whose files `cestore recover` writes again (gc refuses
 /// to sweep until then).
 pub fn rm(store: &mut Store, digest: &str, force: bool) -> Result<RmReport> {

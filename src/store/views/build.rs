@@ -61,7 +61,7 @@ pub struct Built {
     /// Directories made.
     pub directories: u64,
     /// Whether the view is a spare a discard kept, checked and taken whole
-    /// (see [`crate::store::views::spares`]) rather than built file by file.
+    /// (see `store::views::spares`) rather than built file by file.
     pub spare: bool,
 }
 

@@ -478,7 +478,7 @@ pub struct DiscardOptions<'a> {
     /// Remove a path that is not a recorded view, if it matches this snapshot exactly.
     pub force_digest: Option<&'a str>,
     /// Keep a recorded checkout whole as a spare for the next checkout of
-    /// its snapshot (see [`crate::store::views::spares`]), when nothing uses it any more.
+    /// its snapshot (see `store::views::spares`), when nothing uses it any more.
     pub spare: bool,
 }
 
@@ -494,7 +494,7 @@ pub struct DiscardReport {
     /// Whether this call removed it (else it was already gone).
     pub removed: bool,
     /// Whether the store kept it as a spare for the next checkout of its
-    /// snapshot (see [`crate::store::views::spares`]) rather than deleting its files.
+    /// snapshot (see `store::views::spares`) rather than deleting its files.
     pub spare: bool,
 }
 
