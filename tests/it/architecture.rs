@@ -757,3 +757,19 @@ fn an_upward_use_and_a_circle_are_both_found() {
     );
     assert_eq!(problems.len(), 4, "{problems:#?}");
 }
+
+#[test]
+fn units_of_one_layer_may_use_each_other_but_not_round_a_circle() {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let src = tmp.path();
+    std::fs::write(src.join("lib.rs"), "pub mod a;\npub mod b;\n").expect("write");
+    std::fs::write(src.join("a.rs"), "use crate::b::x;\n").expect("write");
+    std::fs::write(src.join("b.rs"), "pub fn x() {}\n").expect("write");
+    let design = "\n## Module map\n```text\na.rs, b.rs   one layer\n```\n";
+    assert_eq!(check(src, design), Vec::<String>::new());
+    std::fs::write(src.join("b.rs"), "pub fn x() { crate::a::y(); }\n").expect("write");
+    assert_eq!(
+        check(src, design),
+        vec!["a circle of units: a.rs -> b.rs (src/a.rs:1), b.rs -> a.rs (src/b.rs:1)".to_string()]
+    );
+}
