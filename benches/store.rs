@@ -23,12 +23,12 @@ use cestore::catalogue::resolve;
 use cestore::digest::ObjectId;
 use cestore::manifest::{canonical_bytes, Entry};
 use cestore::store::ingest::{ingest_into, open_source, IngestOptions, IngestReport};
-use cestore::store::verify::{verify_store, VerifyOptions};
+use cestore::store::upkeep::verify::{verify_store, VerifyOptions};
+use cestore::store::views::build::Method;
 use cestore::store::views::{
     checkout_into, discard_view, shared_view, Destination, DiscardOptions,
 };
 use cestore::store::{LockMode, Store};
-use cestore::view::Method;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use sha2::{Digest as _, Sha256};
 

@@ -6,32 +6,12 @@
 //! of a canonical manifest that is byte-identical to the reference's. Frozen
 //! read-only views are then made by hard links.
 //!
-//! The modules, from the bottom up (docs/design.md draws the map):
-//!
-//! - [`digest`]: one type per kind of SHA-256 identity;
-//! - [`secrets`]: what a file's bytes look like, a private key or a token
-//!   (beyond the reference, read only);
-//! - [`profile`]: what a kind of snapshot decides (its walk, bounds,
-//!   manifest, views, and the re-checks of a stored one), with the CE
-//!   plugin ([`profile::ce`]) as the first; its rules ([`policy`]) and
-//!   canonical manifest ([`manifest`]) are also reachable where they were;
-//! - [`error`]: the library's error, and the one table of error kinds
-//!   (which imports nothing), each with its exit code and JSON name;
-//! - [`pyjson`]: Python's `json.loads`, for the profile's manifest file and `audit`;
-//! - [`fsutil`]: directory-handle helpers; [`pool`]: the worker pool;
-//!   [`progress`]: progress lines on a terminal; [`interrupt`]: termination
-//!   signals caught, for `stage --hold`, and a bus error turned into exit 7;
-//! - [`source`]: the walk of a source tree through directory handles;
-//! - [`gitnexus`]: the GitNexus runtime's mounts and the arm rule's;
-//! - [`catalogue`]: the SQLite catalogue;
-//! - [`store`]: the object store, its lock and work directories, and every
-//!   operation on it; [`view`]: frozen views made by hard links (one layer
-//!   with the store), and [`tree`]: auditing a tree;
-//! - [`remote`]: pushing to and pulling from registries (OCI), and
-//!   [`bundle`]: a snapshot as one file;
-//! - [`audit`]: a results file's digests and rows against the store;
-//! - [`cmd`]: one module per command, naming the library function it calls;
-//! - [`cli`]: the command line.
+//! The crate is a library core that thin commands call: `cli` parses,
+//! each `cmd` module opens the store once and calls one library function
+//! (`store`, `audit`, `bundle`, `remote`), and the store's rooms rest on the
+//! catalogue, the walk of a source and the reference's rules. The module
+//! map, one unit a line from the top down, is in docs/design.md; the
+//! architecture test (tests/it/architecture.rs) holds the crate to it.
 
 pub mod audit;
 pub mod bundle;
@@ -54,8 +34,6 @@ pub mod secrets;
 pub mod sign;
 pub mod source;
 pub mod store;
-pub mod tree;
-pub mod view;
 
 pub use error::{Error, ErrorKind, Result};
 /// The CE profile's canonical manifest, at its former place.

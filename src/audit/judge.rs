@@ -1,7 +1,7 @@
 //! Judging: each digest the scan tallied looked up in the store (and with
 //! `--verify` re-hashed), and its rows' claims set against what the store
 //! holds. With keys trusted, each digest is also asked for an attestation
-//! that vouches for it ([`crate::store::signed::signature`]): a signature
+//! that vouches for it ([`crate::store::trust::signed::signature`]): a signature
 //! speaks for bytes, so `unsigned` comes after every status about the bytes
 //! and their source.
 
@@ -10,10 +10,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use crate::digest::{KeyId, ManifestDigest};
 use crate::error::Result;
 use crate::sign::PublicKey;
-use crate::store::provenance::{check_source, CheckStatus, SourceCheck};
-use crate::store::query::SourceSummary;
-use crate::store::signed::{signature, Signature};
-use crate::store::verify::{verify_store, Severity, VerifyOptions};
+use crate::store::core::query::SourceSummary;
+use crate::store::trust::provenance::{check_source, CheckStatus, SourceCheck};
+use crate::store::trust::signed::{signature, Signature};
+use crate::store::upkeep::verify::{verify_store, Severity, VerifyOptions};
 use crate::store::Store;
 
 use super::*;

@@ -9,7 +9,7 @@ use super::{judge, scan, unknown, AuditReport, Fields, JudgeOptions, Source};
 use crate::digest::ManifestDigest;
 use crate::error::{Misuse, Result};
 use crate::remote::{self, transfer, SnapshotRef};
-use crate::store::{LockMode, Store};
+use crate::store::{Need, Opener};
 
 /// What to audit.
 pub struct AuditOptions<'a> {
@@ -39,7 +39,9 @@ pub struct AuditOptions<'a> {
 }
 
 /// Audits results files against the store.
-pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> {
+/// The store is opened through `open`: to add snapshots (made when it is
+/// not there) while digests are pulled with `--registry`, then to read.
+pub fn audit(open: Opener<'_>, opts: &AuditOptions<'_>) -> Result<AuditReport> {
     if let Some(reg) = opts.registry {
         check_registry(reg)?;
     }
@@ -47,14 +49,14 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> 
     let (pulled, pull_errors) = match opts.registry {
         Some(reg) => {
             let missing = {
-                let store = Store::open(store_root, LockMode::Shared, true)?;
+                let store = open(Need::Creating)?;
                 unknown(&store, &scan)?
             };
-            pull_unknown(store_root, reg, missing, opts)
+            pull_unknown(open, reg, missing, opts)
         }
         None => Default::default(),
     };
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+    let store = open(Need::Existing)?;
     judge(
         &store,
         scan,
@@ -77,7 +79,7 @@ pub fn audit(store_root: &Path, opts: &AuditOptions<'_>) -> Result<AuditReport> 
 /// snapshot none of them vouches for is not taken): returns those pulled,
 /// and why each other one was not.
 fn pull_unknown(
-    store_root: &Path,
+    open: Opener<'_>,
     reg: &str,
     missing: Vec<ManifestDigest>,
     opts: &AuditOptions<'_>,
@@ -98,7 +100,7 @@ fn pull_unknown(
     for d in missing {
         let tag = SnapshotRef::Tag(remote::snapshot_tag(&d));
         match transfer::pull(
-            store_root,
+            open,
             remote.as_ref(),
             &tag,
             transfer::DEFAULT_JOBS,

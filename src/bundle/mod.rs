@@ -26,7 +26,7 @@
 //! has uid, gid and mtime 0 and empty user and group names, so the same
 //! snapshot always gives the same archive, byte for byte. Import reads the
 //! bundle as a stream: it checks the manifest and its bounds (through
-//! [`adopt`](crate::store::adopt)) before it reads any object, checks that every
+//! [`adopt`](crate::store::ingest::adopt)) before it reads any object, checks that every
 //! header, padding and the end are the bytes export writes (so a damaged byte
 //! anywhere is refused), streams each object the store lacks into its work
 //! directory while hashing it, and stops at the archive's end: it reads
@@ -50,9 +50,9 @@ use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Made, Misuse, Result};
 use crate::manifest::Manifest;
 use crate::source::{carried, SourceEntry, Via};
-use crate::store::adopt::{adopt, AdoptError, Arrival};
+use crate::store::ingest::adopt::{adopt, AdoptError, Arrival};
 use crate::store::ingest::IngestReport;
-use crate::store::{LockMode, ObjectKey, Store};
+use crate::store::{ObjectKey, Opener, Store};
 
 /// The canonical manifest's entry name.
 pub const MANIFEST_ENTRY: &str = "manifest.json";
@@ -292,8 +292,7 @@ fn objects_of(manifest: &Manifest) -> BTreeMap<ObjectKey, u64> {
 }
 
 /// Writes a snapshot's bundle.
-pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn export(store: &Store, opts: &ExportOptions<'_>) -> Result<ExportReport> {
     // A bundle holds only what a view could.
     let crate::remote::preflight::Outbound {
         digest,
@@ -324,7 +323,7 @@ pub fn export(store_root: &Path, opts: &ExportOptions<'_>) -> Result<ExportRepor
         .file_name()
         .map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
     let tmp = dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = write_bundle(&store, &manifest, &attestations, &tmp, format);
+    let result = write_bundle(store, &manifest, &attestations, &tmp, format);
     let (objects, bytes, sha256) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -800,7 +799,7 @@ fn check_object_entry(r: &mut dyn Read, key: &ObjectKey, size: u64, name: &str) 
 /// each object the store lacks is streamed into its work directory and
 /// hashed on the way; every header, padding and the end must be the bytes
 /// `cestore export` writes, and reading stops at the archive's end.
-pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportReport> {
+pub fn import(open: Opener<'_>, opts: &ImportOptions<'_>) -> Result<ImportReport> {
     let expected = match opts.digest {
         Some(d) => Some(
             d.parse::<ManifestDigest>()
@@ -829,7 +828,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     };
     // The digest is the hash of the manifest bytes read, so the check sees
     // the snapshot that would be adopted.
-    crate::store::signed::trust_check(opts.trusted)(&attestations, &manifest.digest)?;
+    crate::store::trust::signed::trust_check(opts.trusted)(&attestations, &manifest.digest)?;
     let rest = Rest {
         body,
         pending,
@@ -845,7 +844,7 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
     }
     // `adopt` checks the manifest and its bounds before it asks for objects.
     let ingest = adopt(
-        store_root,
+        open,
         &manifest.bytes,
         expected,
         &Arrival {
@@ -853,10 +852,10 @@ pub fn import(store_root: &Path, opts: &ImportOptions<'_>) -> Result<ImportRepor
             source: &format!("bundle:{}", bundle.file),
             origin: origin.as_ref(),
             sources,
-            attestations: crate::store::signed::received(&attestations, opts.trusted),
+            attestations: crate::store::trust::signed::received(&attestations, opts.trusted),
         },
         |wanted, staging| {
-            let wanted: BTreeMap<ObjectKey, &crate::store::adopt::Wanted> =
+            let wanted: BTreeMap<ObjectKey, &crate::store::ingest::adopt::Wanted> =
                 wanted.iter().map(|w| (w.key, w)).collect();
             rest.read_objects(&mut |key, data| match wanted.get(key) {
                 Some(w) => staging.stage(w, data, &|e| unreadable(e)).map(|()| true),
@@ -1072,7 +1071,7 @@ impl Rest {
 /// ingest checks it.
 fn check_only(manifest: &Manifest, expected: Option<ManifestDigest>, rest: Rest) -> Result<()> {
     use crate::profile::Profile;
-    crate::store::adopt::check_received(&manifest.bytes, expected)?;
+    crate::store::ingest::adopt::check_received(&manifest.bytes, expected)?;
     let content = crate::profile::ce::CE
         .content_entry(&manifest.entries)
         .key();
@@ -1094,7 +1093,7 @@ fn check_only(manifest: &Manifest, expected: Option<ManifestDigest>, rest: Rest)
         }
         Ok(true)
     })?;
-    crate::store::adopt::content_version(&content_bytes)?;
+    crate::store::ingest::adopt::content_version(&content_bytes)?;
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::cmd;
 use crate::error::{Error, Result};
 use crate::policy;
-use crate::view;
+use crate::store::views::build as view;
 
 /// A content-addressed snapshot store for pinned plugin releases.
 ///

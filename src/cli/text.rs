@@ -37,7 +37,7 @@ use crate::error::{counted, ErrorKind};
 use crate::interrupt::Signal;
 use crate::policy::LeftOut;
 use crate::source::{SourceEntry, Via};
-use crate::store::verify::Severity;
+use crate::store::upkeep::verify::Severity;
 
 /// A report's exit code: 1, the code of damage, when it found a problem
 /// (for `find`, when it found nothing), else 0.

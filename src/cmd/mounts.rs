@@ -3,7 +3,16 @@
 //! The arm rules are the reference's `ce_plugin_mounts_for_arm` and
 //! `ce_plugin_dir_for_arm` ([`crate::gitnexus::ce_plugin_mounts_for_arm`]),
 //! the check that a view is one cestore made is
-//! [`crate::store::views::recorded_view`], and [`crate::store::sandbox::mounts`]
-//! puts them together with the GitNexus runtime's mounts.
+//! [`crate::store::views::recorded_view`], and
+//! [`crate::store::views::sandbox::mounts`] puts them together with the
+//! GitNexus runtime's mounts.
 
-pub use crate::store::sandbox::{mounts, GitNexusRuntime, MountsOptions, MountsReport, ViewSource};
+use std::path::Path;
+
+use crate::error::Result;
+pub use crate::store::views::sandbox::{GitNexusRuntime, MountsOptions, MountsReport, ViewSource};
+
+/// An arm's mounts; the store is opened only to find a view in it.
+pub fn mounts(root: &Path, opts: &MountsOptions<'_>) -> Result<MountsReport> {
+    crate::store::views::sandbox::mounts(&|need| super::open(root, need), opts)
+}

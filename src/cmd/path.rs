@@ -1,4 +1,15 @@
 //! `cestore path`: the one shared frozen view of a snapshot, inside the store
 //! ([`crate::store::views::shared_view_of`]).
 
-pub use crate::store::views::{shared_view_of as path, PathReport};
+use std::path::Path;
+
+use super::{open, Need};
+use crate::error::Result;
+pub use crate::store::views::PathReport;
+
+/// The shared view of a snapshot (a digest or unique prefix), made when
+/// it is not there.
+pub fn path(root: &Path, digest: &str) -> Result<PathReport> {
+    let mut store = open(root, Need::Existing)?;
+    crate::store::views::shared_view_of(&mut store, digest)
+}

@@ -23,13 +23,13 @@ pub struct PullOptions<'a> {
 }
 
 /// Pulls a snapshot from a remote into the store.
-pub fn pull(store_root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
+pub fn pull(root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
     let (remote, reference) = remote::open(opts.reference, &opts.remote_options)?;
     let reference = reference.ok_or_else(|| remote::RequestError::PullWithoutReference {
         reference: opts.reference.to_string(),
     })?;
     transfer::pull(
-        store_root,
+        &|need| super::open(root, need),
         remote.as_ref(),
         &reference,
         opts.jobs,

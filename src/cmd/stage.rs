@@ -1,15 +1,21 @@
 //! `cestore stage`: the one call a harness makes per run
-//! ([`crate::store::sandbox::stage`]), and the end of a held one
+//! ([`crate::store::views::sandbox::stage`]), and the end of a held one
 //! (`stage --hold`, whose protocol [`crate::cli`] speaks).
 
 use std::path::Path;
 
 use crate::error::Result;
 use crate::interrupt::Signal;
-pub use crate::store::sandbox::{
-    stage, ArmMounts, GitNexusRuntime, Release, StageOptions, StageReport,
+pub use crate::store::views::sandbox::{
+    ArmMounts, GitNexusRuntime, Release, StageOptions, StageReport,
 };
 use crate::store::views::{DiscardOptions, DiscardReport};
+
+/// Stages a run: its view (the store opened only for a CE arm, and made
+/// when the release is given as a source) and each arm's mounts.
+pub fn stage(root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> {
+    crate::store::views::sandbox::stage(&|need| super::open(root, need), opts)
+}
 
 /// The report of a held stage's end: the discard's, and the signal that
 /// ended it, if one did.
@@ -28,13 +34,13 @@ pub struct ReleaseReport {
 /// not stop the discard: `signal` is asked once the view is gone, and its
 /// answer reported.
 pub fn release(
-    store_root: &Path,
+    root: &Path,
     view: &Path,
     spare: bool,
     signal: impl FnOnce() -> Option<Signal>,
 ) -> Result<ReleaseReport> {
     let discard = super::discard::discard(
-        store_root,
+        root,
         &DiscardOptions {
             dest: view,
             force_digest: None,

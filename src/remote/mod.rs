@@ -17,7 +17,7 @@
 //! publishes each beside the snapshot's record as a referrer (see
 //! [`oci::referrers`]); a pull brings them back in [`Incoming::attestations`]
 //! and, when keys are trusted, a snapshot none of them vouches for is refused
-//! before anything enters the store ([`crate::store::signed::trust_check`]).
+//! before anything enters the store ([`crate::store::trust::signed::trust_check`]).
 //!
 //! The one engine today is [`oci`], the OCI distribution API that container
 //! registries speak. Another engine (an S3 bucket, say) would implement

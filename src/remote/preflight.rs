@@ -29,7 +29,7 @@ pub struct Outbound {
 /// and the catalogue's manifest for it is canonical and hashes to its digest.
 pub fn preflight(store: &Store, name: &str) -> Result<Outbound> {
     let digest = resolve(store.catalogue(), name)?;
-    let attestations = crate::store::signed::stored_envelopes(store, &digest)?;
+    let attestations = crate::store::trust::signed::stored_envelopes(store, &digest)?;
     crate::sign::limits::check(&attestations)?;
     // Whatever leaves the store holds only what a view could.
     store.entries_to_hand_out(&digest)?;

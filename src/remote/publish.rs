@@ -2,14 +2,12 @@
 //! is whole, its manifest canonical: [`super::preflight`]), the tag it may
 //! carry, then [`super::transfer::push`].
 
-use std::path::Path;
-
 use super::oci::client::Traffic;
 use super::preflight::Outbound;
 use super::transfer::{push, PushStats};
 use super::{Format, Outgoing, Published, RequestError, SnapshotRef};
 use crate::error::Result;
-use crate::store::{LockMode, Store};
+use crate::store::Store;
 
 /// What to push, and where.
 pub struct PushOptions<'a> {
@@ -49,8 +47,7 @@ pub struct PushReport {
 /// manifest or index, tagged `sha256-<hex>`) goes last, so a snapshot is
 /// visible only once it is complete. Its attestations follow, each an
 /// artifact that refers to that record.
-pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn push_snapshot(store: &mut Store, opts: &PushOptions<'_>) -> Result<PushReport> {
     // A registry gets only what a view could hold.
     let Outbound {
         digest,
@@ -110,7 +107,7 @@ pub fn push_snapshot(store_root: &Path, opts: &PushOptions<'_>) -> Result<PushRe
     outgoing.tag = tag;
     outgoing.format = opts.format;
     outgoing.attestations = attestations;
-    let (stats, published) = push(remote.as_ref(), &store, &outgoing, opts.jobs, opts.progress)?;
+    let (stats, published) = push(remote.as_ref(), store, &outgoing, opts.jobs, opts.progress)?;
     let requests = oci.map(|o| o.client().traffic()).unwrap_or_default();
     if let Some(oci) = oci {
         let a = oci.address();

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::pack::{self, PackRef};
 use super::{
@@ -14,9 +14,9 @@ use super::{
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
 use crate::progress::Progress;
-use crate::store::adopt::{adopt, Arrival, Staging, Wanted};
+use crate::store::ingest::adopt::{adopt, Arrival, Staging, Wanted};
 use crate::store::ingest::IngestReport;
-use crate::store::Store;
+use crate::store::{Opener, Store};
 
 /// Transfers in flight at once, unless the caller asks for another number.
 pub const DEFAULT_JOBS: usize = 4;
@@ -282,7 +282,7 @@ pub fn fetch(
         } else if let Some(&i) = in_pack.get(&id) {
             assigned.entry(i).or_default().insert(id, ws);
         } else {
-            return Err(crate::store::adopt::AdoptError::BlobMissing(id).into());
+            return Err(crate::store::ingest::adopt::AdoptError::BlobMissing(id).into());
         }
     }
     let packs_fetched = assigned.len() as u64;
@@ -502,7 +502,8 @@ pub struct PullReport {
 }
 
 /// Takes the snapshot `reference` names on `remote` into the store at
-/// `store_root`, `jobs` downloads at a time.
+/// `open` gives (made when it is not there, once the snapshot is known),
+/// `jobs` downloads at a time.
 ///
 /// The remote's record is fetched, its config (the canonical manifest) must
 /// hash to the snapshot digest the record and the reference name, and
@@ -512,9 +513,9 @@ pub struct PullReport {
 /// wanted is skipped. Any attestations beside the record come along and are
 /// kept with the snapshot; with keys `trusted`, a snapshot none of them
 /// vouches for is refused before any object is fetched or anything enters
-/// the store ([`crate::store::signed::trust_check`]).
+/// the store ([`crate::store::trust::signed::trust_check`]).
 pub fn pull(
-    store_root: &Path,
+    open: Opener<'_>,
     remote: &dyn Remote,
     reference: &SnapshotRef,
     jobs: usize,
@@ -522,10 +523,10 @@ pub fn pull(
     trusted: &[crate::sign::PublicKey],
 ) -> Result<PullReport> {
     let incoming = remote.resolve(reference)?;
-    crate::store::signed::trust_check(trusted)(&incoming.attestations, &incoming.snapshot)?;
+    crate::store::trust::signed::trust_check(trusted)(&incoming.attestations, &incoming.snapshot)?;
     let mut fetched = FetchStats::default();
     let ingest = adopt(
-        store_root,
+        open,
         &incoming.manifest_bytes,
         Some(incoming.snapshot),
         &Arrival {
@@ -533,7 +534,7 @@ pub fn pull(
             source: &incoming.source,
             origin: incoming.origin.as_ref(),
             sources: incoming.sources.clone(),
-            attestations: crate::store::signed::received(&incoming.attestations, trusted),
+            attestations: crate::store::trust::signed::received(&incoming.attestations, trusted),
         },
         |wanted, staging| {
             fetched = fetch(remote, wanted, &incoming.carriers, jobs, progress, staging)?;

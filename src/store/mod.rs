@@ -1,5 +1,30 @@
 //! The store: a directory of content-addressed objects, a catalogue, and views.
 //!
+//! # Rooms
+//!
+//! This module is the [`Store`] handle: open (trust, lock, catalogue check,
+//! layout), sync, paths. Every operation on the store lives in one of five
+//! rooms, each of which may use only the rooms drawn below it, the core and
+//! the handle (docs/design.md's module map, held by the architecture test):
+//!
+//! ```text
+//! upkeep/   mod.rs the plan (one scan), gc.rs, verify.rs, recover.rs
+//!   │
+//! views/    mod.rs checkout, shared views, discard; build.rs the hard-linked
+//!   │       tree; spares.rs; sandbox.rs stage and mounts; tree.rs
+//! ingest/   mod.rs the walk, staging, publish and record; adopt.rs
+//!   │
+//! trust/    signed.rs, attest.rs, provenance.rs
+//!   │
+//! core/     objects.rs, manifests.rs, beside.rs, query.rs, who.rs
+//!   ▼
+//! mod.rs    the Store handle (this module)
+//! ```
+//!
+//! Commands reach the rooms through their modules (`store::views::checkout`,
+//! `store::upkeep::gc::gc`, ...), with a `&Store` or `&mut Store` opened
+//! once by the command.
+//!
 //! # On-disk layout
 //!
 //! ```text
@@ -67,29 +92,18 @@
 //! `checkout` checks each object's size and mode cheaply, and `verify`
 //! re-hashes everything.
 
-pub mod adopt;
-pub mod attest;
-pub mod beside;
-pub mod gc;
+pub mod core;
 pub mod ingest;
-pub mod manifests;
-pub mod objects;
-pub mod provenance;
-pub mod query;
-pub mod recover;
-pub mod sandbox;
-pub mod signed;
-pub mod spares;
 #[cfg(test)]
 pub(crate) mod testutil;
+pub mod trust;
 pub mod upkeep;
-pub mod verify;
 pub mod views;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::fs::{FileType, FlockOperation, Mode, OFlags};
@@ -101,11 +115,11 @@ use crate::error::{Error, IoContext, Misuse, Result};
 
 pub use crate::digest::ObjectKey;
 pub use crate::fsutil::read_names;
-pub use manifests::MANIFESTS_DIR;
-pub use objects::WorkDir;
 
 /// The catalogue's file name inside the store.
 pub const CATALOGUE_FILE: &str = "catalogue.sqlite";
+/// The manifests directory's name inside the store.
+pub const MANIFESTS_DIR: &str = "manifests";
 /// The objects directory's name inside the store.
 pub const OBJECTS_DIR: &str = "objects";
 /// The work directories' parent inside the store.
@@ -233,6 +247,27 @@ pub enum LockMode {
     Exclusive,
 }
 
+/// What a command's work needs of the store: how it is opened is decided
+/// from this in one place (`cmd::open`), the only map from work to a
+/// [`LockMode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// To read the store or add to it: it must exist (shared lock).
+    Existing,
+    /// To add a snapshot, making the store when it is not there (shared lock).
+    Creating,
+    /// gc's sweep: nothing may be published between its mark and its sweep
+    /// (exclusive lock); with `dry_run` it only reads (shared lock).
+    Sweep {
+        /// Whether gc only says what it would remove.
+        dry_run: bool,
+    },
+}
+
+/// Opens the store when a library function finds its work needs it: given
+/// by the command, which alone says how a [`Need`] is met.
+pub type Opener<'a> = &'a dyn Fn(Need) -> Result<Store>;
+
 /// Where the store is, from `--store`, `$CESTORE_DIR`, `$XDG_DATA_HOME/cestore`
 /// or `~/.local/share/cestore`, in that order.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
@@ -311,10 +346,65 @@ fn open_locked(root: &Path, mode: LockMode, create: bool) -> Result<(PathBuf, Ow
     Ok((root, dir, lock))
 }
 
+/// Creates the 256 shard directories of a new objects directory.
+fn create_shards(store: BorrowedFd<'_>, root: &Path) -> Result<()> {
+    for b in 0..=255u8 {
+        let shard = format!("{OBJECTS_DIR}/{b:02x}");
+        match rustix::fs::mkdirat(store, shard.as_str(), Mode::from_raw_mode(0o755)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(Error::io("create an object shard", root.join(&shard), e)),
+        }
+    }
+    Ok(())
+}
+
+/// A suffix no other name made by this machine's processes shares:
+/// `<pid>-<nanoseconds>-<counter>`.
+pub fn unique_suffix() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}-{nanos:09}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Whether the store directory's `objects/` or `manifests/` holds any file.
+fn holds_data(store: std::os::fd::BorrowedFd<'_>, root: &std::path::Path) -> Result<bool> {
+    for top in [OBJECTS_DIR, MANIFESTS_DIR] {
+        let dir = match crate::fsutil::open_dir(store, top) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => continue,
+            Err(e) => return Err(Error::io("open a store directory", root.join(top), e)),
+        };
+        for shard in
+            crate::fsutil::list_names(dir.as_fd()).ctx("list a store directory", root.join(top))?
+        {
+            match crate::fsutil::open_dir(dir.as_fd(), shard.as_slice()) {
+                Ok(fd) => {
+                    if !crate::fsutil::list_names(fd.as_fd())
+                        .ctx("list a store directory", root.join(top))?
+                        .is_empty()
+                    {
+                        return Ok(true);
+                    }
+                }
+                // Anything else than a directory in there is data too.
+                Err(_) => return Ok(true),
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// Renames a catalogue and its log files aside, as `catalogue.sqlite.damaged-<suffix>`.
 fn set_aside(catalogue: &Path) -> Result<PathBuf> {
     let mut aside = catalogue.as_os_str().to_owned();
-    aside.push(format!(".damaged-{}", objects::unique_suffix()));
+    aside.push(format!(".damaged-{}", unique_suffix()));
     let aside = PathBuf::from(aside);
     for ext in ["", "-wal", "-shm"] {
         let mut from = catalogue.as_os_str().to_owned();
@@ -344,9 +434,7 @@ impl Store {
     pub fn open(root: &Path, mode: LockMode, create: bool) -> Result<Store> {
         let (root, dir, lock) = open_locked(root, mode, create)?;
         let catalogue_path = root.join(CATALOGUE_FILE);
-        let catalogue = Catalogue::open(&catalogue_path, || {
-            manifests::holds_data(dir.as_fd(), &root)
-        })?;
+        let catalogue = Catalogue::open(&catalogue_path, || holds_data(dir.as_fd(), &root))?;
         Store::assemble(root, dir, lock, catalogue, create)
     }
 
@@ -383,7 +471,7 @@ impl Store {
         if create {
             for sub in [OBJECTS_DIR, MANIFESTS_DIR, TMP_DIR, VIEWS_DIR] {
                 match rustix::fs::mkdirat(&dir, sub, Mode::from_raw_mode(0o755)) {
-                    Ok(()) if sub == OBJECTS_DIR => objects::create_shards(dir.as_fd(), &root)?,
+                    Ok(()) if sub == OBJECTS_DIR => create_shards(dir.as_fd(), &root)?,
                     Ok(()) | Err(Errno::EXIST) => {}
                     Err(e) => return Err(Error::io("create the store layout", root.join(sub), e)),
                 }
@@ -478,11 +566,6 @@ impl Store {
     /// The absolute path of an object.
     pub fn object_path(&self, key: &ObjectKey) -> PathBuf {
         self.root.join(OBJECTS_DIR).join(key.rel_path())
-    }
-
-    /// Creates a work directory under `tmp/` for one operation.
-    pub fn work_dir(&self, op: &str) -> Result<WorkDir> {
-        WorkDir::create(self, op)
     }
 
     /// Makes everything written to the store's filesystem durable.

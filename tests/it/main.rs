@@ -4,6 +4,7 @@
 mod util;
 
 mod answers;
+mod architecture;
 mod attest_store;
 mod audit;
 mod bounds;

@@ -1605,9 +1605,10 @@ fn keep_attestations(env: &TestEnv, digest: &str, attestations: &[Vec<u8>]) {
         cestore::store::Store::open(&env.store, cestore::store::LockMode::Shared, false)
             .expect("open the store");
     let digest: cestore::digest::ManifestDigest = digest.parse().expect("a digest");
-    let kept = cestore::store::signed::received(attestations, &[]);
+    let kept = cestore::store::trust::signed::received(attestations, &[]);
     assert_eq!(kept.len(), attestations.len());
-    cestore::store::attest::attach(&mut store, &digest, &kept).expect("keep the attestations");
+    cestore::store::trust::attest::attach(&mut store, &digest, &kept)
+        .expect("keep the attestations");
 }
 
 /// Keeps `attestations` with `digest`, then pushes it (with every
@@ -1619,7 +1620,7 @@ fn push_attested(
     attestations: &[Vec<u8>],
 ) -> cestore::remote::publish::PushReport {
     keep_attestations(env, digest, attestations);
-    cestore::remote::publish::push_snapshot(
+    cestore::cmd::push::push(
         &env.store,
         &cestore::remote::publish::PushOptions {
             digest,
@@ -1649,7 +1650,7 @@ fn pull_attested(
     };
     let (remote, named) = cestore::remote::open(reference, &options)?;
     cestore::remote::transfer::pull(
-        &env.store,
+        &|need| cestore::cmd::open(&env.store, need),
         remote.as_ref(),
         &named.expect("a tag or digest"),
         4,
@@ -1847,7 +1848,7 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
     for zstd in [false, true] {
         let name = if zstd { "a.tar.zst" } else { "a.tar" };
         let file = a.path(name);
-        let exported = cestore::bundle::export(
+        let exported = cestore::cmd::bundle::export(
             &a.store,
             &cestore::bundle::ExportOptions {
                 digest: &digest,
@@ -1859,7 +1860,7 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
         assert_eq!(exported.attestations, 2);
 
         let import = |env: &TestEnv, check: bool, trusted: &[cestore::sign::PublicKey]| {
-            cestore::bundle::import(
+            cestore::cmd::bundle::import(
                 &env.store,
                 &cestore::bundle::ImportOptions {
                     file: &file,
@@ -1922,7 +1923,7 @@ fn attestations_travel_in_a_bundle_and_a_bundle_without_them_is_unchanged() {
     assert_eq!(c.listed(), std::slice::from_ref(&digest));
     // Under a key trusted, such a bundle is refused: nothing vouches for it.
     let d = TestEnv::new();
-    let Err(err) = cestore::bundle::import(
+    let Err(err) = cestore::cmd::bundle::import(
         &d.store,
         &cestore::bundle::ImportOptions {
             file: &plain,
@@ -2167,7 +2168,7 @@ fn push_format_1_index(
     digest: &str,
     target: &str,
 ) -> cestore::remote::publish::PushReport {
-    cestore::remote::publish::push_snapshot(
+    cestore::cmd::push::push(
         &env.store,
         &cestore::remote::publish::PushOptions {
             digest,
@@ -2322,8 +2323,12 @@ fn a_pull_under_a_trusted_key_adopts_only_what_that_key_vouches_for() {
             "2026-01-01T00:00:00.000Z",
         )
         .expect("a kept attestation");
-        cestore::store::attest::attach(&mut store, &digest.parse().expect("a digest"), &[kept])
-            .expect("keep it");
+        cestore::store::trust::attest::attach(
+            &mut store,
+            &digest.parse().expect("a digest"),
+            &[kept],
+        )
+        .expect("keep it");
     }
     let target = repo(&reg, "anonymous");
     push(&t, &digest, &target, &[]);
@@ -2352,7 +2357,7 @@ fn a_pull_under_a_trusted_key_adopts_only_what_that_key_vouches_for() {
         "{listed}"
     );
     // The same envelope over several lines is kept as one.
-    let kept = cestore::store::signed::received(
+    let kept = cestore::store::trust::signed::received(
         &[pretty.into_bytes()],
         &[cestore::sign::PublicKey::load(&signer).expect("the signer's key")],
     );

@@ -9,7 +9,7 @@ use crate::audit::DigestAudit;
 use crate::cli::output::{Output, Report};
 use crate::cmd::audit::AuditReport;
 use crate::error::counted;
-use crate::store::signed::Signature;
+use crate::store::trust::signed::Signature;
 
 /// The audit's report, with the form people see.
 #[derive(Debug, serde::Serialize)]

@@ -17,7 +17,6 @@ use std::path::Path;
 
 use crate::cli::output::Report;
 use crate::digest::{ManifestDigest, ObjectId};
-use crate::store::{LockMode, Store};
 
 /// The fewest hex digits a short digest has.
 pub const SHORT: usize = 12;
@@ -189,7 +188,7 @@ impl Names {
     /// named; each object named gets the shortest prefix only it has among
     /// the catalogue's contents.
     fn load(root: &Path, named: Named) -> crate::error::Result<Names> {
-        let store = Store::open(root, LockMode::Shared, false)?;
+        let store = crate::cmd::open(root, crate::cmd::Need::Existing)?;
         let cat = store.catalogue();
         let mut snapshots: Vec<ManifestDigest> = cat
             .snapshots(None, None)?

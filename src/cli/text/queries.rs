@@ -10,7 +10,7 @@ use crate::cli::output::Report;
 use crate::cmd::list::{FindReport, ListReport, LogReport};
 use crate::cmd::show::ShowReport;
 use crate::error::counted;
-use crate::store::query::ShownView;
+use crate::store::core::query::ShownView;
 
 /// How far a line's further lines are indented: two spaces past its own
 /// indentation.

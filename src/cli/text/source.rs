@@ -2,8 +2,8 @@
 //! column of `list`, `log` and `audit`.
 
 use crate::source::{Changes, SourceRecord};
-use crate::store::provenance::{CheckStatus, SourceCheck};
-use crate::store::query::SourceSummary;
+use crate::store::core::query::SourceSummary;
+use crate::store::trust::provenance::{CheckStatus, SourceCheck};
 
 /// How many hex digits of a commit are shown.
 const COMMIT_SHOWN: usize = 12;
@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn a_check_names_the_commit_and_why_it_is_no_match() {
         use crate::digest::ManifestDigest;
-        use crate::store::provenance::Mismatch;
+        use crate::store::trust::provenance::Mismatch;
         let expected: ManifestDigest = "a".repeat(64).parse().unwrap();
         let found: ManifestDigest = "b".repeat(64).parse().unwrap();
         let mut c = SourceCheck {

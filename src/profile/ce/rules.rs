@@ -949,7 +949,7 @@ pub fn walk_order_key(path: &str) -> (u8, usize, Vec<&str>) {
 /// recorded (`pull`, `import`, `recover`) and every snapshot before a view
 /// of it is handed out (`checkout`, `path`) or written to a bundle. What
 /// needs bytes is checked beside it by its callers: `plugin.json`'s content
-/// ([`crate::store::adopt::content_version`], the profile's `check_content`) and the objects themselves.
+/// ([`crate::store::ingest::adopt::content_version`], the profile's `check_content`) and the objects themselves.
 pub fn check_manifest_entries(entries: &[crate::manifest::Entry]) -> Result<(), ManifestRuleError> {
     use ManifestRuleError as E;
     if entries.len() > MAX_FILES {

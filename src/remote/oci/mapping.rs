@@ -20,7 +20,7 @@ use crate::digest::ObjectId;
 use crate::remote::{pack, Format, Outgoing, RecordError};
 use crate::source::carried;
 use crate::source::record::{redact_url, SourceEntry, Via};
-use crate::store::adopt::AdoptError;
+use crate::store::ingest::adopt::AdoptError;
 
 /// The OCI image manifest media type.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";

@@ -173,9 +173,9 @@ impl OciRemote {
             return Err(Mismatch::Config { config: *config_id }.into());
         }
         let manifest = crate::manifest::Manifest::parse(&bytes)
-            .map_err(crate::store::adopt::AdoptError::from)?;
+            .map_err(crate::store::ingest::adopt::AdoptError::from)?;
         crate::profile::Profile::check_entries(&crate::profile::ce::CE, &manifest.entries)
-            .map_err(crate::store::adopt::AdoptError::from)?;
+            .map_err(crate::store::ingest::adopt::AdoptError::from)?;
         Ok(bytes)
     }
 
@@ -192,7 +192,7 @@ impl OciRemote {
         let config_id = ObjectId::from_bytes(*snapshot.as_bytes());
         let manifest_bytes = self.fetch_config(&config_id, None)?;
         let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
-            .map_err(crate::store::adopt::AdoptError::from)?;
+            .map_err(crate::store::ingest::adopt::AdoptError::from)?;
         // Format 1 writes one layer per object: a content and its exec bit.
         let files: BTreeSet<crate::digest::ObjectKey> =
             manifest.entries.iter().map(|e| e.key()).collect();
@@ -284,7 +284,7 @@ impl OciRemote {
         check_promise(promised, snapshot)?;
         let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
         let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
-            .map_err(crate::store::adopt::AdoptError::from)?;
+            .map_err(crate::store::ingest::adopt::AdoptError::from)?;
         let mut collector = Collector::new(&manifest);
         for l in &doc.layers {
             collector.add(l)?;

@@ -3,27 +3,15 @@
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustix::fs::{AtFlags, FileType, FlockOperation, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use super::{Store, OBJECTS_DIR, TMP_DIR};
 use crate::digest::{ManifestDigest, ObjectKey};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{publish_noreplace, Published};
-
-/// Creates the 256 shard directories of a new objects directory.
-pub(super) fn create_shards(store: BorrowedFd<'_>, root: &Path) -> Result<()> {
-    for b in 0..=255u8 {
-        let shard = format!("{OBJECTS_DIR}/{b:02x}");
-        match rustix::fs::mkdirat(store, shard.as_str(), Mode::from_raw_mode(0o755)) {
-            Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(Error::io("create an object shard", root.join(&shard), e)),
-        }
-    }
-    Ok(())
-}
+pub use crate::store::unique_suffix;
+use crate::store::{create_shards, Store, TMP_DIR};
 
 /// What is at an object's path.
 #[derive(Debug, PartialEq, Eq)]
@@ -122,19 +110,11 @@ pub struct WorkDir {
     tmp: OwnedFd,
 }
 
-/// A suffix no other name made by this machine's processes shares:
-/// `<pid>-<nanoseconds>-<counter>`.
-pub fn unique_suffix() -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{}-{nanos:09}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+impl Store {
+    /// Creates a work directory under `tmp/` for one operation.
+    pub fn work_dir(&self, op: &str) -> Result<WorkDir> {
+        WorkDir::create(self, op)
+    }
 }
 
 /// The file in a work directory that lists the objects it is publishing.

@@ -14,7 +14,6 @@
 
 use std::path::Path;
 
-use super::{LockMode, Store};
 use crate::catalogue::{resolve, KeptSource};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
@@ -22,6 +21,7 @@ use crate::manifest::Manifest;
 use crate::policy::Bounds;
 use crate::source::git::PluginDir;
 use crate::source::{GitError, GitRequest, Source, WalkError};
+use crate::store::Store;
 
 /// What re-deriving a snapshot from its source record found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -204,8 +204,7 @@ pub struct SourceReport {
 
 /// Re-derives one snapshot from the commit of its newest source record
 /// that names one, read from the local repository `repo`.
-pub fn verify_source(store_root: &Path, repo: &Path, digest: &str) -> Result<SourceReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn verify_source(store: &Store, repo: &Path, digest: &str) -> Result<SourceReport> {
     let cat = store.catalogue();
     let digest = resolve(cat, digest)?;
     let version = cat.snapshot(&digest)?.version;

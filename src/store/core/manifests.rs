@@ -32,14 +32,15 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, Mode};
 use rustix::io::Errno;
 
-use super::{ObjectKey, Store, WorkDir};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{publish_noreplace, Published};
 use crate::manifest::Manifest;
+use crate::store::core::objects::WorkDir;
+use crate::store::{holds_data, ObjectKey, Store};
 
 /// The manifests directory's name inside the store.
-pub const MANIFESTS_DIR: &str = "manifests";
+pub use crate::store::MANIFESTS_DIR;
 /// Where `cestore recover` moves the manifests it refuses to record.
 pub const SET_ASIDE_DIR: &str = "manifests-set-aside";
 /// The suffix of the file beside a set-aside manifest that says why.
@@ -207,7 +208,7 @@ impl Store {
             Err(e) => return Err(Error::io("open the manifests directory", root, e)),
         };
         let mut out = Vec::new();
-        for shard in super::read_names(dir.as_fd(), &root)? {
+        for shard in crate::store::read_names(dir.as_fd(), &root)? {
             let shard_path = root.join(&shard);
             let Ok(fd) = crate::fsutil::open_dir(dir.as_fd(), shard.as_str()) else {
                 out.push(FoundManifest {
@@ -216,7 +217,7 @@ impl Store {
                 });
                 continue;
             };
-            for name in super::read_names(fd.as_fd(), &shard_path)? {
+            for name in crate::store::read_names(fd.as_fd(), &shard_path)? {
                 let digest = name
                     .parse::<ManifestDigest>()
                     .ok()
@@ -244,7 +245,7 @@ impl Store {
     ) -> Result<ManifestScan> {
         let mut in_flight = HashSet::new();
         let mut left_by_dead = HashSet::new();
-        for w in super::objects::work_dirs(self)? {
+        for w in crate::store::core::objects::work_dirs(self)? {
             if let Some(d) = w.publishing_manifest() {
                 if w.live {
                     in_flight.insert(d);
@@ -310,7 +311,7 @@ impl Store {
             Err(e) => return Err(Error::io("open the set-aside manifests", root, e)),
         };
         let mut out = Vec::new();
-        for name in super::read_names(dir.as_fd(), &root)? {
+        for name in crate::store::read_names(dir.as_fd(), &root)? {
             if name.ends_with(WHY_SUFFIX) {
                 continue;
             }
@@ -472,37 +473,6 @@ fn write_read_only(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     crate::fsutil::write_new_read_only(path, bytes).ctx("write a manifest", path)
 }
 
-/// Whether the store directory's `objects/` or `manifests/` holds any file.
-pub(super) fn holds_data(
-    store: std::os::fd::BorrowedFd<'_>,
-    root: &std::path::Path,
-) -> Result<bool> {
-    for top in [super::OBJECTS_DIR, MANIFESTS_DIR] {
-        let dir = match crate::fsutil::open_dir(store, top) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) => continue,
-            Err(e) => return Err(Error::io("open a store directory", root.join(top), e)),
-        };
-        for shard in
-            crate::fsutil::list_names(dir.as_fd()).ctx("list a store directory", root.join(top))?
-        {
-            match crate::fsutil::open_dir(dir.as_fd(), shard.as_slice()) {
-                Ok(fd) => {
-                    if !crate::fsutil::list_names(fd.as_fd())
-                        .ctx("list a store directory", root.join(top))?
-                        .is_empty()
-                    {
-                        return Ok(true);
-                    }
-                }
-                // Anything else than a directory in there is data too.
-                Err(_) => return Ok(true),
-            }
-        }
-    }
-    Ok(false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -532,10 +502,10 @@ mod tests {
     /// Leaves a work directory as a killed operation would: unlocked, with
     /// a publishing list naming `digest`.
     fn dead_work_dir(store: &Store, name: &str, digest: &ManifestDigest) {
-        let dir = store.root().join(super::super::TMP_DIR).join(name);
+        let dir = store.root().join(crate::store::TMP_DIR).join(name);
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(
-            dir.join(super::super::objects::PUBLISHING_LIST),
+            dir.join(crate::store::core::objects::PUBLISHING_LIST),
             format!("manifest {digest}\n"),
         )
         .unwrap();

@@ -29,7 +29,7 @@ use crate::digest::ManifestDigest;
 use crate::error::{Clash, Damage, Error, IoContext, Request, Result};
 use crate::fsutil::{publish_noreplace, Published};
 use crate::manifest::Entry;
-use crate::store::objects::{holds_its_bytes, judge, restore_mode, ObjectState};
+use crate::store::core::objects::{holds_its_bytes, judge, restore_mode, ObjectState};
 use crate::store::{ObjectKey, Store};
 
 /// How a view's files are made.
@@ -61,7 +61,7 @@ pub struct Built {
     /// Directories made.
     pub directories: u64,
     /// Whether the view is a spare a discard kept, checked and taken whole
-    /// (see [`crate::store::spares`]) rather than built file by file.
+    /// (see `store::views::spares`) rather than built file by file.
     pub spare: bool,
 }
 
@@ -483,6 +483,6 @@ pub fn temp_name(name: &OsStr) -> String {
         .collect();
     format!(
         ".{short}.cestore-tmp-{}",
-        crate::store::objects::unique_suffix()
+        crate::store::core::objects::unique_suffix()
     )
 }

@@ -11,15 +11,13 @@
 //! refuses to sweep (exit 6, removing nothing) unless `--force`: the
 //! objects such a manifest named are no longer all known.
 
-use std::path::Path;
-
-use super::beside::{Kind, SetAside};
-use super::upkeep::{Item, Plan};
-use super::{LockMode, Store};
 use crate::catalogue::{resolve, ViewKind};
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 use crate::progress::Progress;
+use crate::store::core::beside::{Kind, SetAside};
+use crate::store::upkeep::{Item, Plan};
+use crate::store::Store;
 
 /// The report of `cestore rm`.
 #[derive(Debug, serde::Serialize)]
@@ -38,13 +36,12 @@ pub struct RmReport {
 ///
 /// A failed `rm` changes nothing, on a full disk too: the snapshot's files
 /// are set aside inside the transaction that forgets its rows and removed
-/// only once it commits ([`SetAside`]). A crash between the two leaves a
+/// only once it commits (`beside::SetAside`). A crash between the two leaves a
 /// recorded snapshot whose files `cestore recover` writes again (gc refuses
 /// to sweep until then).
-pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn rm(store: &mut Store, digest: &str, force: bool) -> Result<RmReport> {
     let digest = resolve(store.catalogue(), digest)?;
-    let mut aside = SetAside::new(&store, &digest)?;
+    let mut aside = SetAside::new(store, &digest)?;
     let forgotten = store
         .catalogue_mut()
         .remove_snapshot(&digest, force, || aside.take());
@@ -57,7 +54,7 @@ pub fn rm(store_root: &Path, digest: &str, force: bool) -> Result<RmReport> {
         .catalogue()
         .checkpoint_after(crate::catalogue::Work::Committed)?;
     // Its spares go too (what this misses, gc removes).
-    super::spares::forget(&store, &digest);
+    crate::store::views::spares::forget(store, &digest);
     Ok(RmReport {
         manifest_digest: digest,
         shared_views: views
@@ -118,14 +115,8 @@ pub struct GcReport {
 /// shared views of forgotten snapshots, as the one upkeep [`Plan`] says.
 /// Refuses (and reports what it would remove) while the plan is unsafe,
 /// unless `force`.
-pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Result<GcReport> {
-    let mode = if dry_run {
-        LockMode::Shared
-    } else {
-        LockMode::Exclusive
-    };
-    let store = Store::open(store_root, mode, false)?;
-    let plan = Plan::scan(&store, force)?;
+pub fn gc(store: &Store, dry_run: bool, force: bool, progress: bool) -> Result<GcReport> {
+    let plan = Plan::scan(store, force)?;
     let mut report = GcReport {
         dry_run,
         force,
@@ -142,7 +133,7 @@ pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Resu
         ..GcReport::default()
     };
     for item in &plan.items {
-        let path = item.path(&store).to_string_lossy().into_owned();
+        let path = item.path(store).to_string_lossy().into_owned();
         match item {
             Item::Object { size, .. } => {
                 report.objects.push(path);
@@ -168,6 +159,6 @@ pub fn gc(store_root: &Path, dry_run: bool, force: bool, progress: bool) -> Resu
     }
     let objects = report.objects.len() as u64;
     let mut bar = Progress::new("gc", objects, progress);
-    plan.apply(&store, |size| bar.add(1, size))?;
+    plan.apply(store, |size| bar.add(1, size))?;
     Ok(report)
 }

@@ -1,6 +1,19 @@
 //! Views: checking out a snapshot at a new path, the store's shared views,
 //! and discarding. A view is published with one rename and recorded in the
 //! catalogue; one that cannot be recorded is removed again.
+//!
+//! The views room: `mod.rs` checkout, the shared views, discard, and whether
+//! a directory is a view cestore made; `build.rs` a frozen tree built from
+//! the objects by hard links (or copies), published with one rename;
+//! `spares.rs` discarded views kept whole for the next checkout;
+//! `sandbox.rs` stage and mounts; `tree.rs` a directory against a snapshot.
+//! It uses the ingest room (checkout of a source, stage), trust, the core
+//! and the [`Store`] handle.
+
+pub mod build;
+pub mod sandbox;
+pub(crate) mod spares;
+pub(crate) mod tree;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -8,15 +21,16 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
-use super::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
-use super::spares::Claimed;
-use super::{LockMode, Store, WorkDir, VIEWS_DIR};
 use crate::catalogue::{resolve, SnapshotRow, ViewKind, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Made, Misuse, Result};
 use crate::fsutil::{publish_noreplace, remove_tree_at, Published};
 use crate::source::Source;
-use crate::view::{self, Built, Method};
+use crate::store::core::objects::WorkDir;
+use crate::store::ingest::{apply_ingest, plan_ingest, undo_ingest, IngestOptions, IngestReport};
+use crate::store::views::build::{self as view, Built, Method};
+use crate::store::views::spares::Claimed;
+use crate::store::{Store, VIEWS_DIR};
 
 /// What to check out, and where.
 pub struct CheckoutOptions<'a> {
@@ -211,7 +225,7 @@ pub fn view_for_run(
             });
         }
         (ViewOf::Source(source, opts), None) => {
-            let done = super::ingest::ingest_into(store, source, opts)?;
+            let done = crate::store::ingest::ingest_into(store, source, opts)?;
             let digest = done.provenance.manifest_digest;
             (Some(done), digest)
         }
@@ -301,9 +315,14 @@ fn checkout_with(
             let entries = store.entries_to_hand_out(&digest)?;
             // A hard-linked view can be a spare that a discard kept.
             let spare = match method {
-                Method::Auto | Method::Hardlink => {
-                    super::spares::take(store, &work, &digest, &entries, parent_fd.as_fd(), &tmp)
-                }
+                Method::Auto | Method::Hardlink => crate::store::views::spares::take(
+                    store,
+                    &work,
+                    &digest,
+                    &entries,
+                    parent_fd.as_fd(),
+                    &tmp,
+                ),
                 Method::Copy | Method::Reflink => None,
             };
             match spare {
@@ -331,7 +350,10 @@ fn checkout_with(
         Ok(s) => s,
         // A spare taken goes back to the spares, as it was: a failed
         // checkout changes nothing.
-        Err(e) if built.spare && super::spares::keep(store, &digest, parent_fd.as_fd(), name) => {
+        Err(e)
+            if built.spare
+                && crate::store::views::spares::keep(store, &digest, parent_fd.as_fd(), name) =>
+        {
             return Err(e)
         }
         Err(e) => {
@@ -451,7 +473,7 @@ pub struct DiscardOptions<'a> {
     /// Remove a path that is not a recorded view, if it matches this snapshot exactly.
     pub force_digest: Option<&'a str>,
     /// Keep a recorded checkout whole as a spare for the next checkout of
-    /// its snapshot (see [`super::spares`]), when nothing uses it any more.
+    /// its snapshot (see `store::views::spares`), when nothing uses it any more.
     pub spare: bool,
 }
 
@@ -467,7 +489,7 @@ pub struct DiscardReport {
     /// Whether this call removed it (else it was already gone).
     pub removed: bool,
     /// Whether the store kept it as a spare for the next checkout of its
-    /// snapshot (see [`super::spares`]) rather than deleting its files.
+    /// snapshot (see `store::views::spares`) rather than deleting its files.
     pub spare: bool,
 }
 
@@ -560,7 +582,12 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
             // with copies in it is never handed out.
             spare = opts.spare
                 && row.as_ref().is_some_and(|r| r.method != "copy")
-                && super::spares::keep(store, &digest, parent_fd.as_fd(), Path::new(&aside));
+                && crate::store::views::spares::keep(
+                    store,
+                    &digest,
+                    parent_fd.as_fd(),
+                    Path::new(&aside),
+                );
             spare
                 || remove_tree_at(parent_fd.as_fd(), Path::new(&aside))
                     .ctx("remove the view", &dest)?
@@ -610,7 +637,7 @@ fn exactly_a_snapshot(store: &Store, dest: &Path, found: bool, d: &str) -> Resul
         });
     }
     let entries = store.catalogue().files(&digest)?;
-    let diffs = crate::tree::matches(dest, &entries)?;
+    let diffs = crate::store::views::tree::matches(dest, &entries)?;
     if !diffs.is_empty() {
         return Err(crate::error::Clash::NotAViewAndDiffers {
             path: dest.to_path_buf(),
@@ -625,28 +652,25 @@ fn exactly_a_snapshot(store: &Store, dest: &Path, found: bool, d: &str) -> Resul
 
 /// Checks out a snapshot (a digest or unique prefix) as a new frozen view
 /// at `opts.dest` in the store at `store_root`, and records it.
-pub fn checkout(store_root: &Path, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn checkout(store: &mut Store, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
     let digest = resolve(store.catalogue(), opts.digest)?;
-    let dest = Destination::check(&store, opts.dest)?;
+    let dest = Destination::check(store, opts.dest)?;
     let method = effective_method(opts.method, opts.require_hardlinks)?;
-    let mut report = checkout_into(&mut store, digest, &dest, method)?;
+    let mut report = checkout_into(store, digest, &dest, method)?;
     report.requested_method = opts.method;
     Ok(report)
 }
 
 /// The shared view of a snapshot (a digest or unique prefix) in the store
 /// at `store_root`, made once if it is absent.
-pub fn shared_view_of(store_root: &Path, digest: &str) -> Result<PathReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn shared_view_of(store: &mut Store, digest: &str) -> Result<PathReport> {
     let digest = resolve(store.catalogue(), digest)?;
-    shared_view(&mut store, digest)
+    shared_view(store, digest)
 }
 
 /// Removes a view from the store at `store_root`, as [`discard_view`] does.
-pub fn discard(store_root: &Path, opts: &DiscardOptions<'_>) -> Result<DiscardReport> {
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
-    discard_view(&mut store, opts)
+pub fn discard(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<DiscardReport> {
+    discard_view(store, opts)
 }
 
 /// A view directory given by path: made absolute, and it must be a directory.

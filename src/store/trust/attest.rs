@@ -8,11 +8,11 @@
 //! `rm` racing), or the transaction fail, the new files are taken back, so a
 //! failed command changes nothing.
 
-use super::beside::Written;
-use super::Store;
 use crate::catalogue::KeptAttestation;
 use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
+use crate::store::core::beside::Written;
+use crate::store::Store;
 
 /// Keeps and records attestations of a recorded snapshot, in a store open
 /// under its shared (or exclusive) lock. Returns, for each, whether the
@@ -65,7 +65,7 @@ fn unknown(digest: &ManifestDigest) -> Error {
 mod tests {
     use super::*;
     use crate::manifest::{Entry, Manifest};
-    use crate::store::beside::{Found, Kind};
+    use crate::store::core::beside::{Found, Kind};
     use crate::store::testutil::record;
     use crate::store::LockMode;
 

@@ -44,14 +44,14 @@ use std::path::Path;
 use rustix::fs::{AtFlags, FileType, Mode};
 use rustix::io::Errno;
 
-use super::objects::{judge, unique_suffix, ObjectState, WorkDir};
-use super::Store;
 use crate::digest::ManifestDigest;
 use crate::digest::ObjectKey;
 use crate::error::Result;
 use crate::fsutil::{list_names, open_dir, remove_tree_at};
 use crate::manifest::Entry;
-use crate::view::Built;
+use crate::store::core::objects::{judge, unique_suffix, ObjectState, WorkDir};
+use crate::store::views::build::Built;
+use crate::store::Store;
 
 /// The spare views' parent inside the store.
 pub const SPARE_DIR: &str = "spare";
@@ -128,7 +128,7 @@ pub fn take(
     parent: BorrowedFd<'_>,
     tmp: &str,
 ) -> Option<Built> {
-    if !crate::view::same_device(store.objects(), parent).ok()? {
+    if !crate::store::views::build::same_device(store.objects(), parent).ok()? {
         return None;
     }
     let (built, _) = claim_into(store.dir(), store.objects(), work, digest, entries)?;
@@ -156,10 +156,10 @@ impl Claimed {
         digest: ManifestDigest,
         parent: BorrowedFd<'_>,
     ) -> Option<Claimed> {
-        if !crate::view::same_device(objects, parent).ok()? {
+        if !crate::store::views::build::same_device(objects, parent).ok()? {
             return None;
         }
-        let entries = super::manifests::read_manifest_file(manifest, &digest)
+        let entries = crate::store::core::manifests::read_manifest_file(manifest, &digest)
             .ok()?
             .entries;
         let (built, linked) = claim_into(store_dir, objects, &work, &digest, &entries)?;
@@ -494,7 +494,13 @@ mod tests {
             .manifest_digest;
         let view = tmp.path().join("view");
         let dest = Destination::check(&store, &view).unwrap();
-        checkout_into(&mut store, digest, &dest, crate::view::Method::Auto).unwrap();
+        checkout_into(
+            &mut store,
+            digest,
+            &dest,
+            crate::store::views::build::Method::Auto,
+        )
+        .unwrap();
         let discard = DiscardOptions {
             dest: &view,
             force_digest: None,

@@ -28,10 +28,6 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::FileType;
 
-use super::beside::{Beside, Found};
-use super::manifests::FoundManifest;
-use super::objects::{check_object, ObjectState};
-use super::{Store, WorkDir};
 use crate::catalogue::{Catalogue, IngestEvent, KeptAttestation, KeptSource, NewSnapshot, ViewRow};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{error_chain, Error, Result};
@@ -39,7 +35,12 @@ use crate::manifest::Manifest;
 use crate::policy::ManifestRuleError;
 use crate::profile::ce::CE;
 use crate::profile::Profile;
-use crate::store::ingest::{host_name, user_name, TOOL_VERSION};
+use crate::store::core::beside::{Beside, Found};
+use crate::store::core::manifests::FoundManifest;
+use crate::store::core::objects::WorkDir;
+use crate::store::core::objects::{check_object, ObjectState};
+use crate::store::core::who::{host_name, user_name, TOOL_VERSION};
+use crate::store::Store;
 
 /// One thing recovery could not mend.
 #[derive(Debug, serde::Serialize)]
@@ -146,7 +147,7 @@ impl Refusal {
 /// the profile's rules and bounds ([`Profile::check_entries`]), every
 /// object present with its size and mode, and the profile's content entry
 /// ([`Profile::content_entry`]) read from its object, checked against its
-/// hash, then as an ingest checks it ([`super::adopt::content_version`]).
+/// hash, then as an ingest checks it ([`crate::store::ingest::adopt::content_version`]).
 /// Returns the release's version. A damaged object of that entry is not a
 /// refusal when `known_version` (from
 /// a salvaged row) says the version: `verify --repair-from` mends objects.
@@ -205,19 +206,23 @@ pub fn check_for_recording(
             };
         }
     }
-    super::adopt::content_version(&bytes).map_err(|e| Refusal::Content {
+    crate::store::ingest::adopt::content_version(&bytes).map_err(|e| Refusal::Content {
         why: error_chain(&e),
     })
 }
 
-/// Rebuilds the catalogue from the manifests in the store.
-pub fn recover(store_root: &Path) -> Result<Recovery> {
-    let (store, set_aside) = Store::open_for_recovery(store_root, false)?;
+/// What opens a store for recovery: with `true`, its catalogue is set aside
+/// whatever it holds ([`Store::open_for_recovery`]).
+pub type RecoveryOpener<'a> = &'a dyn Fn(bool) -> Result<(Store, Option<PathBuf>)>;
+
+/// Rebuilds the catalogue from the manifests in the store `open` opens.
+pub fn recover(open: RecoveryOpener<'_>) -> Result<Recovery> {
+    let (store, set_aside) = open(false)?;
     let first_try = set_aside.is_none();
     match rebuild(store, set_aside) {
         // Damage the integrity check did not see: start from a new catalogue.
         Err(Error::Catalogue { .. }) if first_try => {
-            let (store, set_aside) = Store::open_for_recovery(store_root, true)?;
+            let (store, set_aside) = open(true)?;
             rebuild(store, set_aside)
         }
         done => done,
@@ -468,7 +473,7 @@ fn record_views(store: &mut Store, salvaged: Vec<ViewRow>, report: &mut Recovery
     let mut views = salvaged;
     for row in store.catalogue().snapshots(None, None)? {
         let path = store.shared_view_dir(&row.digest);
-        let root_id = crate::view::root_id(&path);
+        let root_id = crate::store::views::build::root_id(&path);
         views.push(ViewRow::found_shared(
             path.to_string_lossy().into_owned(),
             row.digest,

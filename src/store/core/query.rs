@@ -4,9 +4,7 @@
 //! (`diff`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
-use super::{LockMode, Store};
 use crate::catalogue::{
     resolve, Catalogue, FileFilter, IngestEvent, Provenance, SnapshotRow, ViewRow,
 };
@@ -14,6 +12,7 @@ use crate::digest::{DigestPrefix, ManifestDigest, ObjectId, ParseDigestError};
 use crate::error::{Error, Misuse, Request, Result};
 use crate::manifest::Entry;
 use crate::source::{ReadFrom, SourceEntry, SourceRecord, Via};
+use crate::store::Store;
 
 /// A source record in brief: the commit, its tag, whether the snapshot is
 /// the commit's, how the bytes were read and how the store came to hold the
@@ -70,8 +69,7 @@ pub struct ListReport {
 }
 
 /// Lists snapshots, optionally filtered, each with its newest source record.
-pub fn list(store_root: &Path, version: Option<&str>, name: Option<&str>) -> Result<ListReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn list(store: &Store, version: Option<&str>, name: Option<&str>) -> Result<ListReport> {
     let cat = store.catalogue();
     let snapshots = cat
         .snapshots(version, name)?
@@ -104,8 +102,7 @@ pub struct LogReport {
 
 /// Lists ingest events, of one snapshot or all, each with the source
 /// record it kept.
-pub fn log(store_root: &Path, digest: Option<&str>) -> Result<LogReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn log(store: &Store, digest: Option<&str>) -> Result<LogReport> {
     let cat = store.catalogue();
     let digest = digest.map(|d| resolve(cat, d)).transpose()?;
     let mut records: HashMap<ManifestDigest, Vec<SourceEntry>> = HashMap::new();
@@ -169,8 +166,7 @@ pub struct FindReport {
 /// `--object` takes a SHA-256 or a prefix that only one stored content has.
 /// `--path` takes an exact path, a directory (`skills/ce-plan` or
 /// `skills/ce-plan/`: every file below it), or a glob (see [`glob_matches`]).
-pub fn find(store_root: &Path, query: &FindQuery<'_>) -> Result<FindReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn find(store: &Store, query: &FindQuery<'_>) -> Result<FindReport> {
     let cat = store.catalogue();
     let hits = match query {
         FindQuery::Object(text) => {
@@ -379,8 +375,7 @@ pub struct ManifestReport {
 }
 
 /// Gathers what the store knows about a snapshot.
-pub fn show(store_root: &Path, opts: &ShowOptions<'_>) -> Result<ShowReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn show(store: &Store, opts: &ShowOptions<'_>) -> Result<ShowReport> {
     let cat = store.catalogue();
     let digest = resolve(cat, opts.digest)?;
     let row = cat.snapshot(&digest)?;
@@ -415,8 +410,7 @@ pub fn show(store_root: &Path, opts: &ShowOptions<'_>) -> Result<ShowReport> {
 }
 
 /// Reads a snapshot's canonical manifest bytes.
-pub fn manifest(store_root: &Path, digest: &str) -> Result<ManifestReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn manifest(store: &Store, digest: &str) -> Result<ManifestReport> {
     let digest = resolve(store.catalogue(), digest)?;
     let bytes = store.catalogue().manifest_bytes(&digest)?;
     Ok(ManifestReport {
@@ -521,8 +515,7 @@ fn change_path(c: &Change) -> &str {
 }
 
 /// Compares two snapshots.
-pub fn diff(store_root: &Path, a: &str, b: &str) -> Result<DiffReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn diff(store: &Store, a: &str, b: &str) -> Result<DiffReport> {
     let cat = store.catalogue();
     let from = resolve(cat, a)?;
     let to = resolve(cat, b)?;

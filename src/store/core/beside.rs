@@ -34,11 +34,12 @@ use rustix::fs::{AtFlags, Mode};
 use rustix::io::Errno;
 use sha2::{Digest as _, Sha256};
 
-use super::{Store, WorkDir};
 use crate::catalogue::{Catalogue, KeptAttestation, KeptSource};
 use crate::digest::{AttestationId, ManifestDigest, SourceId};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{publish_noreplace, Published};
+use crate::store::core::objects::WorkDir;
+use crate::store::Store;
 
 /// A kind of file kept beside a snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -13,23 +13,23 @@
 //! follow, for every arm: the harness's `trusted_gitnexus_runtime_mounts`
 //! takes no arm, so the runtime is the same for all of them.
 //!
-//! A view given by path must be one cestore made ([`super::views::recorded_view`])
+//! A view given by path must be one cestore made ([`crate::store::views::recorded_view`])
 //! unless the caller asks for none of that check.
 
 use std::path::{Path, PathBuf};
 
-use super::ingest::{open_source, IngestOptions, IngestStats};
-use super::views::{
-    effective_method, existing_shared_view, recorded_view, view_dir, view_for_run, Destination,
-    ViewOf,
-};
-use super::{LockMode, Store};
 use crate::catalogue::{Provenance, ViewKind};
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 use crate::gitnexus::{self, ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, ReadOnlyMount};
 use crate::policy::{is_ce_arm, ArmRule, Rejection};
-use crate::view::Method;
+use crate::store::ingest::{open_source, IngestOptions, IngestStats};
+use crate::store::views::build::Method;
+use crate::store::views::{
+    effective_method, existing_shared_view, recorded_view, view_dir, view_for_run, Destination,
+    ViewOf,
+};
+use crate::store::{Need, Opener};
 
 /// The GitNexus runtime to mount, if any.
 #[derive(Clone, Copy, Debug)]
@@ -138,7 +138,10 @@ fn check_arms(opts: &StageOptions<'_>) -> Result<bool> {
 /// inputs, the GitNexus runtime and the destination. What fails after a
 /// change takes that change back: a failed view takes back the ingest that
 /// preceded it, so a failed stage leaves no view, record or event.
-pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> {
+/// The store is opened through `open` only for a CE arm: to add the
+/// release when it is given as a source (made when it is not there), else
+/// to read it.
+pub fn stage(open: Opener<'_>, opts: &StageOptions<'_>) -> Result<StageReport> {
     let has_ce_arm = check_arms(opts)?;
     let gitnexus = opts.gitnexus.mounts()?;
     let mut report = StageReport {
@@ -169,7 +172,11 @@ pub fn stage(store_root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> 
                 return Err(Rejection::CeArmWithoutPluginInputs.into())
             }
         };
-        let mut store = Store::open(store_root, LockMode::Shared, source.is_some())?;
+        let mut store = open(if source.is_some() {
+            Need::Creating
+        } else {
+            Need::Existing
+        })?;
         let dest = opts
             .dest
             .map(|d| Destination::check(&store, d))
@@ -246,7 +253,7 @@ pub struct MountsReport {
 /// The view a mount set shows and its snapshot: the store is opened only
 /// for a view cestore must have made, or a snapshot's shared view.
 fn find_view(
-    store_root: &Path,
+    open: Opener<'_>,
     source: ViewSource<'_>,
 ) -> Result<(Option<PathBuf>, Option<ManifestDigest>)> {
     let (path, digest) = match source {
@@ -254,11 +261,11 @@ fn find_view(
         ViewSource::Unchecked(p) => return Ok((Some(view_dir(p)?), None)),
         ViewSource::Recorded { path, expect } => {
             let shown = view_dir(path)?;
-            let store = Store::open(store_root, LockMode::Shared, false)?;
+            let store = open(Need::Existing)?;
             recorded_view(&store, &shown, expect)?
         }
         ViewSource::Digest(d) => {
-            let store = Store::open(store_root, LockMode::Shared, false)?;
+            let store = open(Need::Existing)?;
             existing_shared_view(&store, d)?
         }
     };
@@ -267,9 +274,9 @@ fn find_view(
 
 /// Computes an arm's mounts: the plugin view's for a CE arm, then the
 /// GitNexus runtime's.
-pub fn mounts(store_root: &Path, opts: &MountsOptions<'_>) -> Result<MountsReport> {
+pub fn mounts(open: Opener<'_>, opts: &MountsOptions<'_>) -> Result<MountsReport> {
     opts.arm_rule.check([opts.arm])?;
-    let (view, manifest_digest) = find_view(store_root, opts.view)?;
+    let (view, manifest_digest) = find_view(open, opts.view)?;
     let plugin_dir = ce_plugin_dir_for_arm(opts.arm, view.as_deref())?;
     let mut mounts = ce_plugin_mounts_for_arm(opts.arm, view.as_deref())?;
     mounts.extend(opts.gitnexus.mounts()?);

@@ -5,21 +5,16 @@
 //! An attestation is made from what the store knows of the snapshot (its
 //! name, version and digest, its newest source record, its first ingest
 //! time, and who signs where) and kept beside its manifest
-//! ([`super::attest::attach`]). Trust is decided in one place,
+//! ([`crate::store::trust::attest::attach`]). Trust is decided in one place,
 //! [`vouched_by`]: an attestation vouches for a snapshot under a key when
 //! that key signed it and its statement's one subject is the snapshot's
 //! digest.
 
-use std::collections::BTreeSet;
-use std::path::Path;
-
-use super::beside::Found;
-use super::verify::{Problem, Severity, VerifyReport};
-use super::{LockMode, Store};
 use crate::catalogue::{resolve, KeptAttestation};
 use crate::digest::{AttestationId, KeyId, ManifestDigest};
 use crate::error::{Error, Result};
 use crate::sign::{self, Distrust, PrivateKey, PublicKey, SnapshotFacts, Statement};
+use crate::store::Store;
 
 /// What `cestore sign` did.
 #[derive(Debug, serde::Serialize)]
@@ -42,8 +37,8 @@ pub struct SignReport {
 pub fn attestation(key: &PrivateKey, what: &SnapshotFacts<'_>) -> Result<KeptAttestation> {
     let stager = format!(
         "{}@{}",
-        super::ingest::user_name(),
-        super::ingest::host_name()
+        crate::store::core::who::user_name(),
+        crate::store::core::who::host_name()
     );
     let (bytes, keyid) = sign::attest(key, what, &stager);
     // The envelope is compact JSON on one line and the key id 64 hex
@@ -101,9 +96,7 @@ pub fn sign_once(
 /// the attestation beside it; a snapshot this key has signed already keeps
 /// the attestation it has (`new` is false). The key is checked before the
 /// store is opened.
-pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result<SignReport> {
-    let key = PrivateKey::load(key_file)?;
-    let mut store = Store::open(store_root, LockMode::Shared, false)?;
+pub fn sign_snapshot(store: &mut Store, digest: &str, key: &PrivateKey) -> Result<SignReport> {
     let digest = resolve(store.catalogue(), digest)?;
     let row = store.catalogue().snapshot(&digest)?;
     let sources = store.catalogue().sources(&digest)?;
@@ -114,10 +107,10 @@ pub fn sign_snapshot(store_root: &Path, digest: &str, key_file: &Path) -> Result
         source: sources.last().map(|k| &k.entry.record),
         ingested_at: &row.first_ingested_at,
     };
-    let (kept, new) = match sign_once(store.catalogue(), &key, &what)? {
+    let (kept, new) = match sign_once(store.catalogue(), key, &what)? {
         Signing::Held(kept) => (kept, false),
         Signing::New(kept) => {
-            super::attest::attach(&mut store, &digest, std::slice::from_ref(&kept))?;
+            crate::store::trust::attest::attach(store, &digest, std::slice::from_ref(&kept))?;
             (kept, true)
         }
     };
@@ -294,11 +287,10 @@ pub struct AttestationsReport {
 /// Lists a snapshot's attestations; with `trusted` keys, says of each
 /// whether it vouches for the snapshot.
 pub fn list_attestations(
-    store_root: &Path,
+    store: &Store,
     digest: &str,
     trusted: &[PublicKey],
 ) -> Result<AttestationsReport> {
-    let store = Store::open(store_root, LockMode::Shared, false)?;
     let digest = resolve(store.catalogue(), digest)?;
     let attestations = store
         .catalogue()
@@ -352,79 +344,14 @@ fn describe(
     }
 }
 
-/// Checks every attestation kept of `digest` under the keys `trusted`, as
-/// `verify --trusted-key` does: each file beside the snapshot must hash to
-/// its name (`damaged-attestation` when not) and vouch for the snapshot
-/// under a key trusted (`untrusted-attestation` when not: no trusted key
-/// signed it, its signature no longer verifies, or its subject is another
-/// digest). A recorded attestation whose file is gone is checked from the
-/// catalogue's copy. Counts each in the report.
-pub fn check_attestations(
-    store: &Store,
-    digest: &ManifestDigest,
-    trusted: &[PublicKey],
-    report: &mut VerifyReport,
-) -> Result<()> {
-    let dir = store.beside_dir(crate::store::beside::Kind::Attestations, digest);
-    let mut on_disk = BTreeSet::new();
-    let mut found = Vec::new();
-    for file in store.read_beside::<KeptAttestation>(digest)? {
-        match file {
-            Found::Sound(kept) => {
-                on_disk.insert(kept.id);
-                let path = dir.join(format!("{}.json", kept.id));
-                found.push((path, Ok(*kept)));
-            }
-            Found::Damaged(path, why) => {
-                if let Some(id) = path
-                    .file_stem()
-                    .and_then(|s| AttestationId::from_lower_hex(&s.to_string_lossy()))
-                {
-                    on_disk.insert(id);
-                }
-                found.push((path, Err(why)));
-            }
-        }
-    }
-    for kept in store.catalogue().attestations(digest)? {
-        if !on_disk.contains(&kept.id) {
-            found.push((dir.join(format!("{}.json", kept.id)), Ok(kept)));
-        }
-    }
-    for (path, file) in found {
-        *report.attestations_checked.get_or_insert(0) += 1;
-        let (kind, detail) = match file {
-            Err(why) => (
-                "damaged-attestation",
-                format!(
-                    "{why}: it is not the attestation signed; remove it and `cestore recover` writes the recorded one again"
-                ),
-            ),
-            Ok(kept) => match vouched_by(envelope_bytes(&kept), trusted, digest) {
-                Ok(_) => {
-                    *report.attestations_verified.get_or_insert(0) += 1;
-                    continue;
-                }
-                Err(d) => ("untrusted-attestation", format!("it does not vouch for its snapshot: {d}")),
-            },
-        };
-        report.problems.push(Problem {
-            kind,
-            severity: Severity::Corruption,
-            path: path.to_string_lossy().into_owned(),
-            detail,
-            snapshots: vec![*digest],
-            views: Vec::new(),
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::manifest::{Entry, Manifest};
     use crate::store::testutil::record;
+    use crate::store::upkeep::verify::{check_attestations, VerifyReport};
+    use crate::store::LockMode;
+    use std::path::Path;
 
     fn key(dir: &Path, name: &str) -> PrivateKey {
         sign::generate(&dir.join(name)).unwrap();
@@ -451,7 +378,8 @@ mod tests {
             },
         )
         .unwrap();
-        crate::store::attest::attach(&mut store, &one.digest, std::slice::from_ref(&by_a)).unwrap();
+        crate::store::trust::attest::attach(&mut store, &one.digest, std::slice::from_ref(&by_a))
+            .unwrap();
         let kept = store.catalogue().attestations(&one.digest).unwrap();
         let (pa, pb) = (a.public().clone(), b.public().clone());
         assert_eq!(
@@ -468,7 +396,8 @@ mod tests {
         ));
 
         // A's attestation of one, kept beside two: checked, not verified.
-        crate::store::attest::attach(&mut store, &two.digest, std::slice::from_ref(&by_a)).unwrap();
+        crate::store::trust::attest::attach(&mut store, &two.digest, std::slice::from_ref(&by_a))
+            .unwrap();
         let mut report = VerifyReport::default();
         for d in [one.digest, two.digest] {
             check_attestations(&store, &d, std::slice::from_ref(&pa), &mut report).unwrap();

@@ -19,6 +19,15 @@
 //! forced). While a manifest is damaged or a recorded snapshot lacks its
 //! manifest file, the plan is unsafe and [`Plan::apply`] refuses it unless
 //! forced: what such a manifest named is no longer known.
+//!
+//! The upkeep room: `mod.rs` the plan, `gc.rs` rm and gc applying it,
+//! `verify.rs` re-hashing objects, checking rows, manifests and attestations,
+//! `recover.rs` the catalogue rebuilt from the manifests. It is the top room:
+//! it may use views, ingest, trust, the core and the [`Store`] handle.
+
+pub mod gc;
+pub mod recover;
+pub mod verify;
 
 use std::collections::HashSet;
 use std::os::fd::AsFd;
@@ -27,13 +36,13 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
-use super::beside::{self, Kind};
-use super::manifests::ManifestScan;
-use super::objects::{work_dirs, FoundWorkDir};
-use super::{ObjectKey, Store, OBJECTS_DIR, TMP_DIR, VIEWS_DIR};
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{read_names, remove_tree_at};
+use crate::store::core::beside::{self, Kind};
+use crate::store::core::manifests::ManifestScan;
+use crate::store::core::objects::{work_dirs, FoundWorkDir};
+use crate::store::{ObjectKey, Store, OBJECTS_DIR, TMP_DIR, VIEWS_DIR};
 
 /// One thing gc removes (or forgets), and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -123,7 +132,7 @@ impl Item {
             | Item::Beside { path, .. } => path.clone(),
             Item::WorkDir { name } => store.root().join(TMP_DIR).join(name),
             Item::SharedView { name, .. } => store.views_dir().join(name),
-            Item::Spare { name } => super::spares::path(store, name),
+            Item::Spare { name } => crate::store::views::spares::path(store, name),
             Item::ViewRecord { path } => PathBuf::from(path),
         }
     }
@@ -263,7 +272,7 @@ impl Plan {
             items.push(Item::WorkDir { name: w.name });
         }
         items.extend(stray_shared_views(store, &recorded)?);
-        for name in super::spares::listed(store) {
+        for name in crate::store::views::spares::listed(store) {
             if !name
                 .parse::<ManifestDigest>()
                 .is_ok_and(|d| recorded.contains(&d))
@@ -322,7 +331,7 @@ impl Plan {
             .ctx("open the views directory", &views_path)?;
         for item in &self.items {
             match item {
-                Item::Manifest { path } => super::manifests::remove_file(path)?,
+                Item::Manifest { path } => crate::store::core::manifests::remove_file(path)?,
                 Item::Object { path, size, .. } => {
                     match rustix::fs::unlink(path) {
                         Ok(()) | Err(Errno::NOENT) => {}
@@ -347,9 +356,12 @@ impl Plan {
                         .ctx("remove a shared view", views_path.join(name))?;
                 }
                 Item::Spare { name } => {
-                    let spares = super::spares::path(store, "");
-                    let fd = crate::fsutil::open_dir(store.dir(), super::spares::SPARE_DIR)
-                        .ctx("open the spares directory", &spares)?;
+                    let spares = crate::store::views::spares::path(store, "");
+                    let fd = crate::fsutil::open_dir(
+                        store.dir(),
+                        crate::store::views::spares::SPARE_DIR,
+                    )
+                    .ctx("open the spares directory", &spares)?;
                     remove_tree_at(fd.as_fd(), name)
                         .ctx("remove spare views", spares.join(name))?;
                 }
@@ -409,8 +421,9 @@ mod tests {
     use super::*;
     use crate::catalogue::ViewRow;
     use crate::manifest::{Entry, Manifest};
+    use crate::store::core::objects::WorkDir;
     use crate::store::testutil::record;
-    use crate::store::{LockMode, WorkDir};
+    use crate::store::LockMode;
 
     fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
         Entry::of(path, data, executable)

@@ -1,13 +1,16 @@
 //! Ingesting a release: the walk, staging beside it, mending drifted objects,
 //! and the common end of ingest and adopt (publish, `syncfs`, record).
+//!
+//! `adopt.rs`: a snapshot from a manifest and blobs (pull, import). The
+//! ingest room uses the trust room (signing at ingest), the core and the
+//! [`Store`] handle.
+
+pub mod adopt;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{mpsc, Mutex};
 
-use super::beside::{SetAside, Written};
-use super::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
-use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::{
     Attached, IngestEvent, KeptAttestation, KeptSource, NewSnapshot, Origin, Provenance,
     RecordedIngest,
@@ -22,6 +25,11 @@ use crate::secrets::{self, SecretKind};
 use crate::sign::PrivateKey;
 use crate::source::git::PluginDir;
 use crate::source::{work_tree_record, GitRequest, Source, SourceEntry, Via, WalkError, Walked};
+use crate::store::core::beside::{SetAside, Written};
+use crate::store::core::objects::WorkDir;
+use crate::store::core::objects::{check_object, holds_its_bytes, restore_mode, ObjectState};
+use crate::store::core::who::{host_name, user_name, TOOL_VERSION};
+use crate::store::{Need, ObjectKey, Opener, Store};
 
 /// What to ingest.
 pub struct IngestOptions<'a> {
@@ -366,11 +374,11 @@ pub fn digest_release(opts: &IngestOptions<'_>) -> Result<DigestReport> {
     })
 }
 
-/// Validates a release and stores it in the store at `store_root` (made
-/// when absent).
-pub fn ingest(store_root: &Path, opts: &IngestOptions<'_>) -> Result<IngestReport> {
+/// Validates a release and stores it in the store `open` opens once the
+/// release's source is open (made when absent).
+pub fn ingest(open: Opener<'_>, opts: &IngestOptions<'_>) -> Result<IngestReport> {
     let source = open_source(opts)?;
-    let mut store = Store::open(store_root, LockMode::Shared, true)?;
+    let mut store = open(Need::Creating)?;
     ingest_into(&mut store, &source, opts)
 }
 
@@ -489,9 +497,9 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
                 source: found.record.as_ref().map(|e| &e.record),
                 ingested_at: &at,
             };
-            match super::signed::sign_once(store.catalogue(), key, &what)? {
-                super::signed::Signing::New(kept) => vec![kept],
-                super::signed::Signing::Held(_) => Vec::new(),
+            match crate::store::trust::signed::sign_once(store.catalogue(), key, &what)? {
+                crate::store::trust::signed::Signing::New(kept) => vec![kept],
+                crate::store::trust::signed::Signing::Held(_) => Vec::new(),
             }
         }
         None => Vec::new(),
@@ -836,43 +844,10 @@ fn mend_drifted(store: &Store, work: &WorkDir, drifted: &[Drifted]) -> Result<Ve
     Ok(repaired)
 }
 
-/// The host name, for ingest events.
-pub fn host_name() -> String {
-    rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// The user name, for ingest events: `$USER`, `$LOGNAME`, the name
-/// `/etc/passwd` gives the uid, else the uid.
-pub fn user_name() -> String {
-    let uid = rustix::process::getuid().as_raw();
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .ok()
-        .filter(|u| !u.is_empty())
-        .or_else(|| passwd_name(uid))
-        .unwrap_or_else(|| format!("uid {uid}"))
-}
-
-fn passwd_name(uid: u32) -> Option<String> {
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let mut fields = line.split(':');
-        let name = fields.next()?;
-        let id = fields.nth(1)?;
-        (id.parse::<u32>().ok()? == uid).then(|| name.to_string())
-    })
-}
-
-/// This build's version, for ingest events.
-pub const TOOL_VERSION: &str = concat!("cestore ", env!("CARGO_PKG_VERSION"));
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::beside::{Found, Kind};
+    use crate::store::core::beside::{Found, Kind};
     use crate::store::testutil;
 
     fn attestation() -> KeptAttestation {

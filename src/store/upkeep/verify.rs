@@ -13,15 +13,20 @@ use std::sync::Mutex;
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
-use super::objects::{judge, ObjectState};
-use super::upkeep::{Item, Plan};
-use super::{ObjectKey, Store};
+use crate::catalogue::KeptAttestation;
 use crate::catalogue::{resolve, ViewKind};
+use crate::digest::AttestationId;
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{IoContext, Result};
 use crate::manifest::{Entry, Manifest};
 use crate::progress::Progress;
-use crate::tree::{self, Difference};
+use crate::sign::PublicKey;
+use crate::store::core::beside::Found;
+use crate::store::core::objects::{judge, ObjectState};
+use crate::store::trust::signed;
+use crate::store::upkeep::{Item, Plan};
+use crate::store::views::tree::{self, Difference};
+use crate::store::{ObjectKey, Store};
 
 /// How bad a problem is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -153,7 +158,7 @@ pub fn verify_store(store: &Store, opts: &VerifyOptions<'_>) -> Result<VerifyRep
         let entries = cat.files(digest)?;
         check_rows(store, digest, &entries, &mut report)?;
         if !opts.trusted.is_empty() {
-            super::signed::check_attestations(store, digest, opts.trusted, &mut report)?;
+            check_attestations(store, digest, opts.trusted, &mut report)?;
         }
         for e in entries.iter().filter(|e| e.size > 0) {
             let key = e.key();
@@ -456,7 +461,7 @@ fn stale_views(
 /// snapshot has its manifest, intact, and each manifest is recorded (or being
 /// recorded by an operation in flight).
 fn check_manifests(
-    scan: &crate::store::manifests::ManifestScan,
+    scan: &crate::store::core::manifests::ManifestScan,
     store: &Store,
     report: &mut VerifyReport,
 ) {
@@ -517,4 +522,72 @@ pub fn audit_tree(store: &Store, dir: &Path, digest: &str) -> Result<TreeReport>
         manifest_digest: digest,
         differences,
     })
+}
+
+/// Checks every attestation kept of `digest` under the keys `trusted`, as
+/// `verify --trusted-key` does: each file beside the snapshot must hash to
+/// its name (`damaged-attestation` when not) and vouch for the snapshot
+/// under a key trusted (`untrusted-attestation` when not: no trusted key
+/// signed it, its signature no longer verifies, or its subject is another
+/// digest). A recorded attestation whose file is gone is checked from the
+/// catalogue's copy. Counts each in the report.
+pub fn check_attestations(
+    store: &Store,
+    digest: &ManifestDigest,
+    trusted: &[PublicKey],
+    report: &mut VerifyReport,
+) -> Result<()> {
+    let dir = store.beside_dir(crate::store::core::beside::Kind::Attestations, digest);
+    let mut on_disk = BTreeSet::new();
+    let mut found = Vec::new();
+    for file in store.read_beside::<KeptAttestation>(digest)? {
+        match file {
+            Found::Sound(kept) => {
+                on_disk.insert(kept.id);
+                let path = dir.join(format!("{}.json", kept.id));
+                found.push((path, Ok(*kept)));
+            }
+            Found::Damaged(path, why) => {
+                if let Some(id) = path
+                    .file_stem()
+                    .and_then(|s| AttestationId::from_lower_hex(&s.to_string_lossy()))
+                {
+                    on_disk.insert(id);
+                }
+                found.push((path, Err(why)));
+            }
+        }
+    }
+    for kept in store.catalogue().attestations(digest)? {
+        if !on_disk.contains(&kept.id) {
+            found.push((dir.join(format!("{}.json", kept.id)), Ok(kept)));
+        }
+    }
+    for (path, file) in found {
+        *report.attestations_checked.get_or_insert(0) += 1;
+        let (kind, detail) = match file {
+            Err(why) => (
+                "damaged-attestation",
+                format!(
+                    "{why}: it is not the attestation signed; remove it and `cestore recover` writes the recorded one again"
+                ),
+            ),
+            Ok(kept) => match signed::vouched_by(signed::envelope_bytes(&kept), trusted, digest) {
+                Ok(_) => {
+                    *report.attestations_verified.get_or_insert(0) += 1;
+                    continue;
+                }
+                Err(d) => ("untrusted-attestation", format!("it does not vouch for its snapshot: {d}")),
+            },
+        };
+        report.problems.push(Problem {
+            kind,
+            severity: Severity::Corruption,
+            path: path.to_string_lossy().into_owned(),
+            detail,
+            snapshots: vec![*digest],
+            views: Vec::new(),
+        });
+    }
+    Ok(())
 }

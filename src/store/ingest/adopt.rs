@@ -12,14 +12,10 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
-use std::path::Path;
 use std::sync::Mutex;
 
 use rustix::fs::{Mode, OFlags};
 
-use super::ingest::{publish_and_record, IngestReport, Staged};
-use super::objects::{check_object, ObjectState};
-use super::{LockMode, ObjectKey, Store, WorkDir};
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, IoContext, Result};
@@ -28,6 +24,10 @@ use crate::policy;
 use crate::profile::ce::CE;
 use crate::profile::{ContentError, Profile};
 use crate::source::SourceEntry;
+use crate::store::core::objects::WorkDir;
+use crate::store::core::objects::{check_object, ObjectState};
+use crate::store::ingest::{publish_and_record, IngestReport, Staged};
+use crate::store::{Need, ObjectKey, Opener, Store};
 
 /// Why received data cannot become a snapshot.
 #[derive(Debug, thiserror::Error)]
@@ -243,9 +243,10 @@ pub fn check_received(
 /// given) and the bounds before anything else, then lets `fetch` stream the
 /// objects the store lacks into a work directory (it is called even when
 /// none is wanted, so that a bundle is read to its end), and records the
-/// snapshot with an event as `arrival` says.
+/// snapshot with an event as `arrival` says. The store is opened through
+/// `open` once the manifest passes, and made when it is not there.
 pub fn adopt<F>(
-    store_root: &Path,
+    open: Opener<'_>,
     manifest_bytes: &[u8],
     expected: Option<ManifestDigest>,
     arrival: &Arrival<'_>,
@@ -255,7 +256,7 @@ where
     F: FnOnce(&[Wanted], &Staging<'_>) -> Result<()>,
 {
     let manifest = check_received(manifest_bytes, expected)?;
-    let mut store = Store::open(store_root, LockMode::Shared, true)?;
+    let mut store = open(Need::Creating)?;
 
     let mut needed: BTreeMap<ObjectKey, (u64, String)> = BTreeMap::new();
     for e in manifest.entries.iter().filter(|e| e.size > 0) {
