@@ -298,7 +298,7 @@ pub fn export(store: &Store, opts: &ExportOptions<'_>) -> Result<ExportReport> {
         digest,
         manifest,
         attestations,
-    } = crate::remote::preflight(&store, opts.digest)?;
+    } = crate::remote::preflight(store, opts.digest)?;
     let format = if opts.zstd {
         Format::TarZstd
     } else {

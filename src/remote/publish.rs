@@ -53,7 +53,7 @@ pub fn push_snapshot(store: &mut Store, opts: &PushOptions<'_>) -> Result<PushRe
         digest,
         manifest,
         attestations,
-    } = super::preflight(&store, opts.digest)?;
+    } = super::preflight(store, opts.digest)?;
     let row = store.catalogue().snapshot(&digest)?;
     let mut remote_options = opts.remote_options.clone();
     remote_options.push = true;
