@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use cestore::catalogue::resolve;
 use cestore::digest::ObjectId;
-use cestore::manifest::{canonical_bytes, Entry};
+use cestore::profile::ce::manifest::{canonical_bytes, Entry};
 use cestore::store::ingest::{ingest_into, open_source, IngestOptions, IngestReport};
 use cestore::store::upkeep::verify::{verify_store, VerifyOptions};
 use cestore::store::views::build::Method;
@@ -176,7 +176,7 @@ fn ingest(store: &Path, source: &Path) -> IngestReport {
         source,
         git: None,
         version: VERSION,
-        bounds: cestore::policy::Bounds::REFERENCE,
+        bounds: cestore::profile::ce::rules::Bounds::REFERENCE,
         sign_with: None,
         refuse_secrets: false,
     };

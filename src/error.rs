@@ -19,7 +19,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::digest::{ManifestDigest, ObjectId};
-use crate::policy::Rejection;
+use crate::profile::ce::rules::Rejection;
 
 pub mod ambiguity;
 pub mod faults;

@@ -840,13 +840,13 @@ fn py_repr(value: Option<&Value>) -> String {
 pub const SANDBOX_CE_PLUGIN: &str = "/opt/compound-engineering-plugin";
 
 /// The plugin mounts for an arm (`ce_plugin_mounts_for_arm`): the view for a
-/// CE arm ([`crate::policy::CE_ARMS`], an exact set: `ce_other` is not one of
+/// CE arm ([`crate::profile::ce::rules::CE_ARMS`], an exact set: `ce_other` is not one of
 /// them), none for any other; a CE arm without a view is refused.
 pub fn ce_plugin_mounts_for_arm(
     arm: &str,
     view: Option<&Path>,
 ) -> Result<Vec<ReadOnlyMount>, GitNexusError> {
-    if !crate::policy::is_ce_arm(arm) {
+    if !crate::profile::ce::rules::is_ce_arm(arm) {
         return Ok(Vec::new());
     }
     let view = view.ok_or_else(|| GitNexusError::CeArmWithoutPlugin {
@@ -866,13 +866,13 @@ pub fn ce_plugin_dir_for_arm(
     view: Option<&Path>,
 ) -> Result<Option<&'static str>, GitNexusError> {
     ce_plugin_mounts_for_arm(arm, view)?;
-    Ok(crate::policy::is_ce_arm(arm).then_some(SANDBOX_CE_PLUGIN))
+    Ok(crate::profile::ce::rules::is_ce_arm(arm).then_some(SANDBOX_CE_PLUGIN))
 }
 
 #[cfg(test)]
 mod arm_tests {
     use super::*;
-    use crate::policy::CE_ARMS;
+    use crate::profile::ce::rules::CE_ARMS;
 
     #[test]
     fn arm_rules_follow_the_exact_set() {

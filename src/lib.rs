@@ -36,7 +36,3 @@ pub mod source;
 pub mod store;
 
 pub use error::{Error, ErrorKind, Result};
-/// The CE profile's canonical manifest, at its former place.
-pub use profile::ce::manifest;
-/// The CE profile's rules, at their former place.
-pub use profile::ce::rules as policy;

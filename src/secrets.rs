@@ -2,7 +2,7 @@
 //! or an access token.
 //!
 //! The reference leaves entries out by their names only
-//! ([`crate::policy::left_out_reason`]): `.env`, `id_rsa` at any depth, a
+//! ([`crate::profile::ce::rules::left_out_reason`]): `.env`, `id_rsa` at any depth, a
 //! name holding `secret` or `token`… A key or a token under another name
 //! (`skills/x/deploy.pem.txt`, a token pasted into a script) is kept, and so
 //! it is by cestore, whose digest must be the reference's. But every byte

@@ -9,7 +9,7 @@
 #![no_main]
 
 use cestore::digest::ObjectId;
-use cestore::manifest::{canonical_bytes, Entry};
+use cestore::profile::ce::manifest::{canonical_bytes, Entry};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
     }
     for e in &entries {
         let mut one = Vec::new();
-        cestore::manifest::write_json_string(&mut one, &e.path);
+        cestore::profile::ce::manifest::write_json_string(&mut one, &e.path);
         let dels = e.path.matches('\u{7f}').count();
         assert_eq!(
             String::from_utf8_lossy(&one).matches("\\u007f").count(),

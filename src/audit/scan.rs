@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 
 use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
-use crate::policy::is_ce_arm;
+use crate::profile::ce::rules::is_ce_arm;
 use crate::progress::Progress;
 use crate::pyjson::PyString;
 

@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Made, Misuse, Result};
-use crate::manifest::Manifest;
+use crate::profile::ce::manifest::Manifest;
 use crate::source::{carried, SourceEntry, Via};
 use crate::store::ingest::adopt::{adopt, AdoptError, Arrival};
 use crate::store::ingest::IngestReport;
@@ -84,7 +84,7 @@ const MAX_COMPRESSED_BYTES: u64 = 64 * 1024 * 1024;
 /// fraction of a second; level 19 made the file a fifth smaller in 40 s.
 const ZSTD_LEVEL: i32 = 3;
 /// The largest manifest entry import reads.
-const MAX_MANIFEST_BYTES: u64 = crate::manifest::MAX_MANIFEST_BYTES;
+const MAX_MANIFEST_BYTES: u64 = crate::profile::ce::manifest::MAX_MANIFEST_BYTES;
 const BLOCK: usize = 512;
 
 /// The two forms of a bundle.

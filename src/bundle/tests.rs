@@ -1,8 +1,8 @@
 //! The bundle format's unit tests: writing, reading and refusing bundles.
 
 use super::*;
-use crate::manifest::Entry;
 use crate::profile::ce::fixtures::MANIFEST_FILE;
+use crate::profile::ce::manifest::Entry;
 
 fn manifest() -> (Manifest, Vec<(ObjectKey, Vec<u8>)>) {
     let files: Vec<(&str, &[u8], bool)> = vec![

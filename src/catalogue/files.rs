@@ -6,7 +6,7 @@ use rusqlite::params;
 use super::{errors, immediate, Catalogue};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Damage, Result};
-use crate::manifest::Entry;
+use crate::profile::ce::manifest::Entry;
 
 impl Catalogue {
     /// A snapshot's file rows, in manifest order.
@@ -29,7 +29,7 @@ impl Catalogue {
     /// Whether the rows recorded for a snapshot are exactly those of its
     /// manifest: the stored manifest bytes, the file rows and their sums.
     /// Rows that cannot be read do not match.
-    pub fn rows_match(&self, manifest: &crate::manifest::Manifest) -> bool {
+    pub fn rows_match(&self, manifest: &crate::profile::ce::manifest::Manifest) -> bool {
         let digest = &manifest.digest;
         let (Ok(row), Ok(bytes), Ok(files)) = (
             self.snapshot(digest),
@@ -46,7 +46,10 @@ impl Catalogue {
 
     /// Rewrites a recorded snapshot's manifest bytes, sums and file rows
     /// from its manifest, keeping its name, version and history.
-    pub fn rewrite_rows(&mut self, manifest: &crate::manifest::Manifest) -> Result<()> {
+    pub fn rewrite_rows(
+        &mut self,
+        manifest: &crate::profile::ce::manifest::Manifest,
+    ) -> Result<()> {
         let err = errors(&self.path);
         let tx = immediate(&mut self.conn).map_err(err("begin rewriting a snapshot's rows"))?;
         let id: i64 = tx
@@ -63,7 +66,7 @@ impl Catalogue {
                 manifest.bytes,
                 manifest.entries.len() as i64,
                 manifest.total_bytes() as i64,
-                crate::manifest::SCHEMA_VERSION
+                crate::profile::ce::manifest::SCHEMA_VERSION
             ],
         )
         .map_err(err("rewrite a snapshot's row"))?;

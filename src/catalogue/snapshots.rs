@@ -8,7 +8,7 @@ use super::files::insert_files;
 use super::{errors, immediate, Attached, Catalogue, IngestEvent, ViewKind};
 use crate::digest::{DigestPrefix, ManifestDigest};
 use crate::error::{Candidate, Error, Misuse, Result};
-use crate::manifest::Entry;
+use crate::profile::ce::manifest::Entry;
 
 /// The reference's six provenance fields, exactly as it names them.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -173,7 +173,7 @@ impl Catalogue {
                         snap.digest.to_hex(),
                         snap.name,
                         snap.version,
-                        crate::manifest::SCHEMA_VERSION,
+                        crate::profile::ce::manifest::SCHEMA_VERSION,
                         snap.entries.len() as i64,
                         snap.entries.iter().map(|e| e.size).sum::<u64>() as i64,
                         snap.manifest,

@@ -3,8 +3,8 @@
 use super::*;
 use crate::digest::ObjectId;
 use crate::error::{ErrorKind, Misuse};
-use crate::manifest::Entry;
-use crate::manifest::Manifest;
+use crate::profile::ce::manifest::Entry;
+use crate::profile::ce::manifest::Manifest;
 use std::cell::Cell;
 
 fn entry(path: &str, data: &[u8], executable: bool) -> Entry {

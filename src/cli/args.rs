@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::cmd;
 use crate::error::{Error, Result};
-use crate::policy;
+use crate::profile::ce::rules as ce_rules;
 use crate::store::views::build as view;
 
 /// A content-addressed snapshot store for pinned plugin releases.
@@ -215,31 +215,31 @@ impl Command {
 #[derive(Clone, Copy, Debug, Args)]
 pub struct BoundsArgs {
     /// Refuse a release of more files than this (at most the default).
-    #[arg(long, value_name = "N", default_value_t = policy::MAX_FILES as u64,
-          value_parser = clap::value_parser!(u64).range(0..=policy::MAX_FILES as u64))]
+    #[arg(long, value_name = "N", default_value_t = ce_rules::MAX_FILES as u64,
+          value_parser = clap::value_parser!(u64).range(0..=ce_rules::MAX_FILES as u64))]
     pub(super) max_files: u64,
     /// Refuse a file larger than this many bytes (at most the default).
-    #[arg(long, value_name = "BYTES", default_value_t = policy::MAX_FILE_BYTES,
-          value_parser = clap::value_parser!(u64).range(0..=policy::MAX_FILE_BYTES))]
+    #[arg(long, value_name = "BYTES", default_value_t = ce_rules::MAX_FILE_BYTES,
+          value_parser = clap::value_parser!(u64).range(0..=ce_rules::MAX_FILE_BYTES))]
     pub(super) max_file_bytes: u64,
     /// Refuse a release whose files hold more bytes than this together (at most the default).
-    #[arg(long, value_name = "BYTES", default_value_t = policy::MAX_TOTAL_BYTES,
-          value_parser = clap::value_parser!(u64).range(0..=policy::MAX_TOTAL_BYTES))]
+    #[arg(long, value_name = "BYTES", default_value_t = ce_rules::MAX_TOTAL_BYTES,
+          value_parser = clap::value_parser!(u64).range(0..=ce_rules::MAX_TOTAL_BYTES))]
     pub(super) max_total_bytes: u64,
     /// Refuse a relative path longer than this many bytes (at most the default).
-    #[arg(long, value_name = "BYTES", default_value_t = policy::MAX_PATH_BYTES as u64,
-          value_parser = clap::value_parser!(u64).range(0..=policy::MAX_PATH_BYTES as u64))]
+    #[arg(long, value_name = "BYTES", default_value_t = ce_rules::MAX_PATH_BYTES as u64,
+          value_parser = clap::value_parser!(u64).range(0..=ce_rules::MAX_PATH_BYTES as u64))]
     pub(super) max_path_bytes: u64,
 }
 
-impl From<BoundsArgs> for policy::Bounds {
+impl From<BoundsArgs> for ce_rules::Bounds {
     fn from(a: BoundsArgs) -> Self {
         // The parser keeps each value at or below the reference's bound.
-        policy::Bounds {
-            files: usize::try_from(a.max_files).unwrap_or(policy::MAX_FILES),
+        ce_rules::Bounds {
+            files: usize::try_from(a.max_files).unwrap_or(ce_rules::MAX_FILES),
             file_bytes: a.max_file_bytes,
             total_bytes: a.max_total_bytes,
-            path_bytes: usize::try_from(a.max_path_bytes).unwrap_or(policy::MAX_PATH_BYTES),
+            path_bytes: usize::try_from(a.max_path_bytes).unwrap_or(ce_rules::MAX_PATH_BYTES),
         }
         .at_most_reference()
     }
@@ -864,8 +864,8 @@ struct ArmRuleArgs {
 
 impl ArmRuleArgs {
     /// The rule the flags ask for.
-    fn rule(&self) -> policy::ArmRule<'_> {
-        policy::ArmRule {
+    fn rule(&self) -> ce_rules::ArmRule<'_> {
+        ce_rules::ArmRule {
             strict: self.strict_arms,
             known: &self.known_arms,
         }

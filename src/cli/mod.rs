@@ -23,7 +23,7 @@ pub use self::output::{
 };
 use crate::cmd;
 use crate::error::{Error, Result};
-use crate::policy::ArmRule;
+use crate::profile::ce::rules::ArmRule;
 use crate::store;
 
 /// Runs the parsed command line, writing its report to `out`. Returns the exit code.
@@ -183,7 +183,7 @@ fn warn_of_arms<'s>(arms: impl IntoIterator<Item = &'s str>, rule: &ArmRule<'_>)
              (--known-arm {} declares it; --strict-arms refuses any arm not known)",
             doubt.arm,
             rule.known_arms().join(", "),
-            crate::policy::did_you_mean(&doubt.closest),
+            crate::profile::ce::rules::did_you_mean(&doubt.closest),
             output::shell_word(&doubt.arm)
         ));
     }

@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use crate::cmd::mounts::MountsReport;
 pub use crate::error::error_chain;
 use crate::error::{Error, Result};
-use crate::policy::Rejection;
+use crate::profile::ce::rules::Rejection;
 use crate::remote::RemoteError;
 
 /// A command's result, printable for people or as JSON.
@@ -141,7 +141,7 @@ pub fn hint(err: &Error) -> Option<String> {
             Some(format!(
                 "'{}' must be the plugin's root: the directory that holds {}",
                 dir.display(),
-                crate::manifest::PLUGIN_JSON
+                crate::profile::ce::manifest::PLUGIN_JSON
             ))
         }
         Error::Io { source, path, .. }
@@ -193,12 +193,12 @@ fn flagged_message(err: &Error) -> Option<String> {
         Error::Misuse(m) => Some(m.flagged()),
         Error::Rejected(Rejection::PluginInputsWithoutCeArm) => Some(format!(
             "--plugin-dir, --plugin-version and --digest require at least one ce_* arm ({})",
-            crate::policy::ce_arms_listed()
+            crate::profile::ce::rules::ce_arms_listed()
         )),
         Error::Rejected(Rejection::UnknownArm { arm, closest }) => Some(format!(
             "unknown arm '{arm}': it is neither a ce_* arm ({}) nor one given with --known-arm{}",
-            crate::policy::ce_arms_listed(),
-            crate::policy::did_you_mean(closest)
+            crate::profile::ce::rules::ce_arms_listed(),
+            crate::profile::ce::rules::did_you_mean(closest)
         )),
         Error::Rejected(Rejection::SecretContent { path, kind, line }) => Some(format!(
             "Compound Engineering plugin file looks like {} by its content (line {line}), \

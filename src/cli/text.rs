@@ -35,7 +35,7 @@ use crate::cmd::stage::{ReleaseReport, StageReport};
 use crate::cmd::verify::{SourceReport, TreeReport, VerifyReport};
 use crate::error::{counted, ErrorKind};
 use crate::interrupt::Signal;
-use crate::policy::LeftOut;
+use crate::profile::ce::rules::LeftOut;
 use crate::source::{SourceEntry, Via};
 use crate::store::upkeep::verify::Severity;
 

@@ -33,7 +33,7 @@ pub mod ce;
 
 use std::path::PathBuf;
 
-use crate::manifest::{Entry, Manifest, ManifestError};
+use crate::profile::ce::manifest::{Entry, Manifest, ManifestError};
 pub use ce::rules::{ManifestRuleError, Rejection};
 
 /// The bounds a walk enforces: a profile's own, or lower ones.

@@ -39,7 +39,7 @@ pub use preflight::{preflight, OutgoingError};
 
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, Result};
-use crate::manifest::Manifest;
+use crate::profile::ce::manifest::Manifest;
 use crate::store::ObjectKey;
 
 /// What a transport error adds when a TLS request was answered in plain HTTP.

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 
 use crate::digest::{ObjectId, ObjectKey};
-use crate::manifest::Manifest;
+use crate::profile::ce::manifest::Manifest;
 use crate::remote::{PackError, SlotsError};
 
 /// A content of at least this many bytes travels as its own raw blob.
@@ -459,9 +459,9 @@ impl<R: Read> Read for Hashing<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::Entry;
-    use crate::policy::{MAX_FILES, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
     use crate::profile::ce::fixtures::{MANIFEST_DIR, MANIFEST_FILE};
+    use crate::profile::ce::manifest::Entry;
+    use crate::profile::ce::rules::{MAX_FILES, MAX_FILE_BYTES, MAX_TOTAL_BYTES};
 
     fn id(i: u64) -> ObjectId {
         ObjectId::of(&i.to_le_bytes())

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use crate::catalogue::resolve;
 use crate::digest::ManifestDigest;
 use crate::error::{Classified, Classify, Error, ErrorKind, Result};
-use crate::manifest::{Manifest, ManifestError};
+use crate::profile::ce::manifest::{Manifest, ManifestError};
 use crate::store::Store;
 
 /// A stored snapshot, checked and ready to leave the store.

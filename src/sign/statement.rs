@@ -98,7 +98,7 @@ impl Statement {
                     "buildType": BUILD_TYPE,
                     "externalParameters": {"version": facts.version, "source": facts.source},
                     "internalParameters": {
-                        "manifest_schema_version": crate::manifest::SCHEMA_VERSION,
+                        "manifest_schema_version": crate::profile::ce::manifest::SCHEMA_VERSION,
                     },
                     "resolvedDependencies": dependencies,
                 },

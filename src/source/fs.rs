@@ -16,7 +16,7 @@ use rustix::io::Errno;
 
 use super::{absolute_like_python, sort_like_python, Fault, Kind, Node, Tree};
 use crate::fsutil::{list_names, open_dir};
-use crate::policy::Rejection;
+use crate::profile::ce::rules::Rejection;
 
 /// A validated source directory, held open.
 pub(super) struct DirTree {

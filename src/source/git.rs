@@ -60,7 +60,7 @@ use rustix::io::Errno;
 
 use super::{absolute_like_python, sort_like_python, Fault, Kind, Node, Tree};
 use crate::error::{Classified, Classify, Error, ErrorKind};
-use crate::policy::{self, Rejection};
+use crate::profile::ce::rules::{self as ce_rules, Rejection};
 
 pub mod name;
 mod objects;
@@ -599,15 +599,15 @@ impl GitTree {
     /// where a checkout would hold it, and its list of plugins; `None` when
     /// the revision has none.
     fn marketplace(&self) -> Result<Option<(PathBuf, Vec<serde_json::Value>)>, OpenError> {
-        let rel = format!("{}/marketplace.json", policy::MANIFEST_DIR);
+        let rel = format!("{}/marketplace.json", ce_rules::MANIFEST_DIR);
         let path = self.checkout_path(rel.as_bytes());
-        let manifest_dir = self.entry(self.root_tree, b"", policy::MANIFEST_DIR.as_bytes())?;
+        let manifest_dir = self.entry(self.root_tree, b"", ce_rules::MANIFEST_DIR.as_bytes())?;
         let file = match manifest_dir {
             Some(GitEntry {
                 kind: EntryKind::Tree,
                 id,
                 ..
-            }) => self.entry(id, policy::MANIFEST_DIR.as_bytes(), b"marketplace.json")?,
+            }) => self.entry(id, ce_rules::MANIFEST_DIR.as_bytes(), b"marketplace.json")?,
             _ => None,
         };
         let Some(GitEntry {
@@ -655,20 +655,21 @@ impl GitTree {
     /// (same rule, same path), with the flags that find a plugin instead.
     fn check_root_is_a_plugin(&self, rev: &str) -> Result<(), OpenError> {
         let rel = super::layout_file(&crate::profile::ce::CE, 0);
-        let has_manifest = match self.entry(self.root_tree, b"", policy::MANIFEST_DIR.as_bytes())? {
-            Some(GitEntry {
-                kind: EntryKind::Tree,
-                id,
-                ..
-            }) => self
-                .entry(
+        let has_manifest =
+            match self.entry(self.root_tree, b"", ce_rules::MANIFEST_DIR.as_bytes())? {
+                Some(GitEntry {
+                    kind: EntryKind::Tree,
                     id,
-                    policy::MANIFEST_DIR.as_bytes(),
-                    policy::MANIFESTS[0].as_bytes(),
-                )?
-                .is_some(),
-            _ => false,
-        };
+                    ..
+                }) => self
+                    .entry(
+                        id,
+                        ce_rules::MANIFEST_DIR.as_bytes(),
+                        ce_rules::MANIFESTS[0].as_bytes(),
+                    )?
+                    .is_some(),
+                _ => false,
+            };
         if has_manifest {
             return Ok(());
         }
@@ -688,7 +689,7 @@ impl GitTree {
     /// marketplace.
     fn plugin_parts(&self, name: &str, rev: &str) -> Result<Vec<Vec<u8>>, OpenError> {
         let Some((path, plugins)) = self.marketplace()? else {
-            let rel = format!("{}/marketplace.json", policy::MANIFEST_DIR);
+            let rel = format!("{}/marketplace.json", ce_rules::MANIFEST_DIR);
             return Err(GitError::NoMarketplace {
                 path: self.checkout_path(rel.as_bytes()),
                 rev: rev.to_string(),
@@ -1075,7 +1076,7 @@ fn checkout(
 
 /// The most bytes of a `marketplace.json` read: the reference's bound on a
 /// plugin's file.
-const MARKETPLACE_BYTES: u64 = policy::MAX_FILE_BYTES;
+const MARKETPLACE_BYTES: u64 = ce_rules::MAX_FILE_BYTES;
 
 /// The protections of the repository's checkouts: `core.protectNTFS` and
 /// `core.protectHFS`, as git reads them (git's defaults on this platform).

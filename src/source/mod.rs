@@ -46,7 +46,7 @@ use std::sync::mpsc;
 use rustix::io::Errno;
 
 use crate::digest::ObjectId;
-use crate::manifest::Entry;
+use crate::profile::ce::manifest::Entry;
 use crate::profile::ce::CE;
 use crate::profile::{Bounds, Kind, Layout, LeftOut, Profile, Rejection, Step};
 
@@ -185,7 +185,7 @@ impl Source {
     /// Walks the release as the CE profile says (see [`Source::walk_as`]).
     ///
     /// `version` is the version the profile's manifest file must carry; it
-    /// must already have passed [`crate::policy::is_exact_version`].
+    /// must already have passed [`crate::profile::ce::rules::is_exact_version`].
     pub fn walk<E, F>(
         &self,
         version: &str,

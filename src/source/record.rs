@@ -88,9 +88,12 @@ impl Changes {
 
     /// The changes between two manifests' entries: `from` is the commit's,
     /// `to` the snapshot's. Each list is sorted.
-    pub fn between(from: &[crate::manifest::Entry], to: &[crate::manifest::Entry]) -> Changes {
+    pub fn between(
+        from: &[crate::profile::ce::manifest::Entry],
+        to: &[crate::profile::ce::manifest::Entry],
+    ) -> Changes {
         use std::collections::BTreeMap;
-        let key = |e: &crate::manifest::Entry| (e.sha256, e.executable);
+        let key = |e: &crate::profile::ce::manifest::Entry| (e.sha256, e.executable);
         let from: BTreeMap<&str, _> = from.iter().map(|e| (e.path.as_str(), key(e))).collect();
         let mut changes = Changes::default();
         for e in to {
@@ -169,7 +172,7 @@ pub struct SourceEntry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::Entry;
+    use crate::profile::ce::manifest::Entry;
 
     fn entry(path: &str, data: &[u8], executable: bool) -> Entry {
         Entry::of(path, data, executable)

@@ -26,8 +26,8 @@ use super::git::{self, GitError, GitRequest, GitTree, OpenError, PluginDir};
 use super::record::{redact_url, Changes, ReadFrom, SourceRecord};
 use super::{walk, Backing, Source, WalkError};
 use crate::digest::ManifestDigest;
-use crate::manifest::{Entry, Manifest};
-use crate::policy;
+use crate::profile::ce::manifest::{Entry, Manifest};
+use crate::profile::ce::rules as ce_rules;
 
 /// What a [`TreeKey`] hashes first: the key's own format.
 ///
@@ -130,7 +130,7 @@ pub fn work_tree_record(
     dir: &Path,
     snapshot: &Manifest,
     version: &str,
-    bounds: policy::Bounds,
+    bounds: ce_rules::Bounds,
     cache: &dyn TreeDigests,
 ) -> Result<Option<WorkTreeFound>, GitError> {
     let Some(WorkTree { repo, root, path }) = find_work_tree(dir) else {
@@ -352,7 +352,7 @@ fn head_entries(
     commit: gix::ObjectId,
     root_tree: gix::ObjectId,
     version: &str,
-    bounds: policy::Bounds,
+    bounds: ce_rules::Bounds,
 ) -> Result<Result<Vec<Entry>, String>, GitError> {
     let refused = |e: GitError| match e {
         GitError::TreeInvalid { .. } => Ok(Err(e.to_string())),
@@ -442,16 +442,22 @@ mod tests {
     fn snapshot(dir: &Path) -> Manifest {
         let source = Source::open(dir).unwrap();
         let walked = source
-            .walk(V, policy::Bounds::REFERENCE, |_| Ok::<(), Infallible>(()))
+            .walk(V, ce_rules::Bounds::REFERENCE, |_| Ok::<(), Infallible>(()))
             .unwrap_or_else(|_| panic!("walk {}", dir.display()));
         Manifest::new(walked.entries)
     }
 
     /// The record of `dir` with no cache.
     fn found(dir: &Path) -> WorkTreeFound {
-        work_tree_record(dir, &snapshot(dir), V, policy::Bounds::REFERENCE, &NoCache)
-            .unwrap()
-            .expect("a work tree")
+        work_tree_record(
+            dir,
+            &snapshot(dir),
+            V,
+            ce_rules::Bounds::REFERENCE,
+            &NoCache,
+        )
+        .unwrap()
+        .expect("a work tree")
     }
 
     /// Digests kept in memory.
@@ -479,7 +485,7 @@ mod tests {
         release(tmp.path());
         let snap = snapshot(tmp.path());
         let out =
-            work_tree_record(tmp.path(), &snap, V, policy::Bounds::REFERENCE, &NoCache).unwrap();
+            work_tree_record(tmp.path(), &snap, V, ce_rules::Bounds::REFERENCE, &NoCache).unwrap();
         assert_eq!(out, None);
     }
 
@@ -491,7 +497,7 @@ mod tests {
         let inside = repo.join(".git/objects/info");
         fs::create_dir_all(&inside).unwrap();
         let snap = snapshot(&repo);
-        let bounds = policy::Bounds::REFERENCE;
+        let bounds = ce_rules::Bounds::REFERENCE;
         assert_eq!(
             work_tree_record(&inside, &snap, V, bounds, &NoCache).unwrap(),
             None
@@ -538,7 +544,7 @@ mod tests {
         // Kept, the digest spares the walk.
         let kept = Kept::default();
         kept.0.borrow_mut().insert(key, digest);
-        let warm = work_tree_record(&dir, &snapshot(&dir), V, policy::Bounds::REFERENCE, &kept)
+        let warm = work_tree_record(&dir, &snapshot(&dir), V, ce_rules::Bounds::REFERENCE, &kept)
             .unwrap()
             .unwrap();
         assert_eq!(warm.record, out.record);
@@ -574,7 +580,7 @@ mod tests {
             &dir,
             &snap,
             V,
-            policy::Bounds::REFERENCE,
+            ce_rules::Bounds::REFERENCE,
             &Always(snap.digest),
         )
         .unwrap()
@@ -772,7 +778,7 @@ mod tests {
             &dir,
             &snapshot(&dir),
             V,
-            policy::Bounds::REFERENCE,
+            ce_rules::Bounds::REFERENCE,
             &NoCache,
         )
         .unwrap_err();

@@ -516,7 +516,7 @@ impl Store {
         let work = self.work_dir("backfill")?;
         for s in &snapshots {
             let bytes = self.catalogue.manifest_bytes(&s.digest)?;
-            let manifest = crate::manifest::Manifest::parse(&bytes).map_err(|e| {
+            let manifest = crate::profile::ce::manifest::Manifest::parse(&bytes).map_err(|e| {
                 crate::error::Damage::CatalogueManifest {
                     digest: s.digest,
                     reason: e.to_string(),

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::{LockMode, Store};
 use crate::catalogue::{IngestEvent, NewSnapshot};
-use crate::manifest::Manifest;
+use crate::profile::ce::manifest::Manifest;
 
 /// A new store at `tmp/store`.
 pub fn open(tmp: &Path) -> Store {

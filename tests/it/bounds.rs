@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cestore::digest::ObjectId;
-use cestore::manifest::{Entry, Manifest};
+use cestore::profile::ce::manifest::{Entry, Manifest};
 use sha2::Digest as _;
 
 use crate::remote::{manifest_url, noise, registry, repo, salt};
@@ -199,7 +199,8 @@ fn with_big_file(base: &Manifest, size: u64, id: ObjectId) -> Manifest {
         size,
     });
     entries.sort_by(|a, b| {
-        cestore::policy::walk_order_key(&a.path).cmp(&cestore::policy::walk_order_key(&b.path))
+        cestore::profile::ce::rules::walk_order_key(&a.path)
+            .cmp(&cestore::profile::ce::rules::walk_order_key(&b.path))
     });
     Manifest::new(entries)
 }

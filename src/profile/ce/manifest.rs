@@ -121,8 +121,8 @@ pub fn canonical_bytes(entries: &[Entry]) -> Vec<u8> {
 }
 
 /// The most bytes a manifest within the reference's bounds can hold:
-/// [`crate::policy::MAX_FILES`] entries of at most
-/// [`crate::policy::MAX_PATH_BYTES`] bytes of path, each byte escaped to at
+/// [`crate::profile::ce::rules::MAX_FILES`] entries of at most
+/// [`crate::profile::ce::rules::MAX_PATH_BYTES`] bytes of path, each byte escaped to at
 /// most six, stay below it.
 pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 

@@ -26,7 +26,7 @@ pub mod rules;
 use std::path::PathBuf;
 
 use super::{Bounds, EntryKind, Kind, Layout, LeftOut, Profile, Step};
-use crate::manifest::{Entry, Manifest, ManifestError, PLUGIN_JSON};
+use crate::profile::ce::manifest::{Entry, Manifest, ManifestError, PLUGIN_JSON};
 use rules::{ManifestRuleError, Rejection};
 
 /// The CE profile's bounds: the reference's.
@@ -196,7 +196,7 @@ pub(crate) mod fixtures {
     use std::path::Path;
 
     /// The profile's manifest file, relative to the root.
-    pub(crate) const MANIFEST_FILE: &str = crate::manifest::PLUGIN_JSON;
+    pub(crate) const MANIFEST_FILE: &str = crate::profile::ce::manifest::PLUGIN_JSON;
     /// Its directory.
     pub(crate) const MANIFEST_DIR: &str = super::rules::MANIFEST_DIR;
     /// Its name in that directory.

@@ -735,7 +735,7 @@ mod tests {
 
     #[test]
     fn each_broken_manifest_rule_has_its_own_error() {
-        use crate::manifest::Entry;
+        use crate::profile::ce::manifest::Entry;
         let release = |extra: &[&str]| -> Vec<Entry> {
             let mut paths = vec![".claude-plugin/plugin.json"];
             paths.extend(REQUIRED_SKILLS.iter().map(|s| match *s {
@@ -950,7 +950,9 @@ pub fn walk_order_key(path: &str) -> (u8, usize, Vec<&str>) {
 /// of it is handed out (`checkout`, `path`) or written to a bundle. What
 /// needs bytes is checked beside it by its callers: `plugin.json`'s content
 /// ([`crate::store::ingest::adopt::content_version`], the profile's `check_content`) and the objects themselves.
-pub fn check_manifest_entries(entries: &[crate::manifest::Entry]) -> Result<(), ManifestRuleError> {
+pub fn check_manifest_entries(
+    entries: &[crate::profile::ce::manifest::Entry],
+) -> Result<(), ManifestRuleError> {
     use ManifestRuleError as E;
     if entries.len() > MAX_FILES {
         return Err(E::TooManyFiles(entries.len()));
@@ -1004,7 +1006,7 @@ pub fn check_manifest_entries(entries: &[crate::manifest::Entry]) -> Result<(), 
             return Err(E::FileAndDirectory(a.clone()));
         }
     }
-    if entries.first().map(|e| e.path.as_str()) != Some(crate::manifest::PLUGIN_JSON) {
+    if entries.first().map(|e| e.path.as_str()) != Some(crate::profile::ce::manifest::PLUGIN_JSON) {
         return Err(E::NoPluginJson);
     }
     for skill in REQUIRED_SKILLS {

@@ -438,7 +438,7 @@ pub fn parse_digest(s: &str) -> Result<ObjectId, RecordError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{Entry, Manifest};
+    use crate::profile::ce::manifest::{Entry, Manifest};
 
     fn manifest(n: usize) -> Manifest {
         let mut entries = vec![Entry {

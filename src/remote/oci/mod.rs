@@ -172,7 +172,7 @@ impl OciRemote {
         {
             return Err(Mismatch::Config { config: *config_id }.into());
         }
-        let manifest = crate::manifest::Manifest::parse(&bytes)
+        let manifest = crate::profile::ce::manifest::Manifest::parse(&bytes)
             .map_err(crate::store::ingest::adopt::AdoptError::from)?;
         crate::profile::Profile::check_entries(&crate::profile::ce::CE, &manifest.entries)
             .map_err(crate::store::ingest::adopt::AdoptError::from)?;
@@ -182,7 +182,7 @@ impl OciRemote {
     /// Resolves an index: the snapshot it names and its config first (the
     /// canonical manifest, checked against the bounds), then each distinct
     /// manifest it lists, one at a time, keeping only what its layers carry.
-    /// A snapshot of at most [`MAX_FILES`](crate::policy::MAX_FILES) files
+    /// A snapshot of at most [`MAX_FILES`](crate::profile::ce::rules::MAX_FILES) files
     /// needs at most that many manifests (each lists one layer or more), so
     /// an index listing more is refused, and memory holds one manifest at a
     /// time, whatever the index lists.
@@ -191,7 +191,7 @@ impl OciRemote {
         let snapshot = index_snapshot(&doc, listed, promised)?;
         let config_id = ObjectId::from_bytes(*snapshot.as_bytes());
         let manifest_bytes = self.fetch_config(&config_id, None)?;
-        let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
+        let manifest = crate::profile::ce::manifest::Manifest::parse(&manifest_bytes)
             .map_err(crate::store::ingest::adopt::AdoptError::from)?;
         // Format 1 writes one layer per object: a content and its exec bit.
         let files: BTreeSet<crate::digest::ObjectKey> =
@@ -283,7 +283,7 @@ impl OciRemote {
         let snapshot = ManifestDigest::from_bytes(*config_id.as_bytes());
         check_promise(promised, snapshot)?;
         let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
-        let manifest = crate::manifest::Manifest::parse(&manifest_bytes)
+        let manifest = crate::profile::ce::manifest::Manifest::parse(&manifest_bytes)
             .map_err(crate::store::ingest::adopt::AdoptError::from)?;
         let mut collector = Collector::new(&manifest);
         for l in &doc.layers {
@@ -546,7 +546,7 @@ struct Resolved {
     /// The snapshot's canonical manifest, as the config blob holds it.
     manifest_bytes: Vec<u8>,
     /// That manifest, parsed.
-    manifest: crate::manifest::Manifest,
+    manifest: crate::profile::ce::manifest::Manifest,
     /// What the layers carry.
     collector: Collector,
 }
@@ -562,10 +562,10 @@ fn index_snapshot(
     if listed.is_empty() {
         return Err(RecordError::EmptyIndex.into());
     }
-    if listed.len() > crate::policy::MAX_FILES {
+    if listed.len() > crate::profile::ce::rules::MAX_FILES {
         return Err(RecordError::IndexTooLong {
             listed: listed.len(),
-            max_files: crate::policy::MAX_FILES,
+            max_files: crate::profile::ce::rules::MAX_FILES,
         }
         .into());
     }
@@ -600,7 +600,7 @@ struct Collector {
 }
 
 impl Collector {
-    fn new(manifest: &crate::manifest::Manifest) -> Collector {
+    fn new(manifest: &crate::profile::ce::manifest::Manifest) -> Collector {
         Collector {
             carriers: Carriers::default(),
             seen: std::collections::BTreeMap::new(),

@@ -5,7 +5,7 @@
 use super::mapping::{self, plan, Plan, MAX_MANIFEST_BYTES};
 use super::referrers::{artifact_manifest, index_entry, merge_index, Subject, EMPTY_CONFIG};
 use crate::digest::{ManifestDigest, ObjectId};
-use crate::manifest::{Entry, Manifest};
+use crate::profile::ce::manifest::{Entry, Manifest};
 use crate::remote::{pack, Format, Outgoing};
 use crate::source::record::{SourceEntry, Via};
 

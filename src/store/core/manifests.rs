@@ -19,7 +19,7 @@
 //! catalogue's rows from these files.
 //!
 //! A manifest file that does not hash to its name is damaged: it is read
-//! without being parsed ([`crate::manifest::object_ids_in`]), and every
+//! without being parsed ([`crate::profile::ce::manifest::object_ids_in`]), and every
 //! object name left in it keeps that object live. A manifest `recover` will
 //! not record (it breaks a rule, or its objects are missing) is moved to
 //! `manifests-set-aside/`, never deleted: the objects it names stay live
@@ -35,7 +35,7 @@ use rustix::io::Errno;
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{publish_noreplace, Published};
-use crate::manifest::Manifest;
+use crate::profile::ce::manifest::Manifest;
 use crate::store::core::objects::WorkDir;
 use crate::store::{holds_data, ObjectKey, Store};
 
@@ -183,7 +183,7 @@ impl Store {
     pub fn entries_to_hand_out(
         &self,
         digest: &ManifestDigest,
-    ) -> Result<Vec<crate::manifest::Entry>> {
+    ) -> Result<Vec<crate::profile::ce::manifest::Entry>> {
         let entries = self.catalogue().files(digest)?;
         if entries.is_empty() {
             // No rows at all: the snapshot was forgotten since its name was
@@ -393,7 +393,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>> {
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| {
-            f.take(crate::manifest::MAX_MANIFEST_BYTES + 1)
+            f.take(crate::profile::ce::manifest::MAX_MANIFEST_BYTES + 1)
                 .read_to_end(&mut bytes)
         })
         .ctx("read a manifest", path)?;
@@ -415,12 +415,12 @@ fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
         Ok(b) => b,
         Err(e) => return damaged(e, Vec::new()),
     };
-    if bytes.len() as u64 > crate::manifest::MAX_MANIFEST_BYTES {
+    if bytes.len() as u64 > crate::profile::ce::manifest::MAX_MANIFEST_BYTES {
         let e = Error::DamagedManifest {
             path: path.to_path_buf(),
             problem: format!(
                 "is damaged: it is longer than any manifest ({} bytes)",
-                crate::manifest::MAX_MANIFEST_BYTES
+                crate::profile::ce::manifest::MAX_MANIFEST_BYTES
             ),
         };
         return damaged(e, bytes);
@@ -449,7 +449,7 @@ fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
 /// without parsing them: executable or not, since the name alone does not
 /// say.
 fn mark_named(bytes: &[u8], present: &HashSet<ObjectKey>, live: &mut HashSet<ObjectKey>) {
-    for id in crate::manifest::object_ids_in(bytes) {
+    for id in crate::profile::ce::manifest::object_ids_in(bytes) {
         for executable in [false, true] {
             let key = ObjectKey { id, executable };
             if present.contains(&key) {
@@ -476,7 +476,7 @@ fn write_read_only(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::Entry;
+    use crate::profile::ce::manifest::Entry;
     use crate::store::testutil::{mode, names, open};
     use std::os::unix::fs::PermissionsExt;
     use std::path::Path;

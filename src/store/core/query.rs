@@ -10,7 +10,7 @@ use crate::catalogue::{
 };
 use crate::digest::{DigestPrefix, ManifestDigest, ObjectId, ParseDigestError};
 use crate::error::{Error, Misuse, Request, Result};
-use crate::manifest::Entry;
+use crate::profile::ce::manifest::Entry;
 use crate::source::{ReadFrom, SourceEntry, SourceRecord, Via};
 use crate::store::Store;
 

@@ -19,8 +19,8 @@ use rustix::fs::{Mode, OFlags};
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, IoContext, Result};
-use crate::manifest::Manifest;
-use crate::policy;
+use crate::profile::ce::manifest::Manifest;
+use crate::profile::ce::rules as ce_rules;
 use crate::profile::ce::CE;
 use crate::profile::{ContentError, Profile};
 use crate::source::SourceEntry;
@@ -42,10 +42,10 @@ pub enum AdoptError {
     },
     /// The manifest is not a canonical manifest.
     #[error("the manifest is not canonical: {0}")]
-    Manifest(#[from] crate::manifest::ManifestError),
+    Manifest(#[from] crate::profile::ce::manifest::ManifestError),
     /// The manifest breaks one of the reference's rules.
     #[error("the manifest breaks a rule: {0}")]
-    Rules(#[from] policy::ManifestRuleError),
+    Rules(#[from] ce_rules::ManifestRuleError),
     /// A blob does not hash to its key.
     #[error("blob for '{path}' hashes to {found}, not {expected}")]
     BlobHash {
@@ -358,7 +358,7 @@ mod tests {
     /// An adoption's error keeps its type and its sources, and is `integrity`.
     #[test]
     fn an_adoption_error_stays_typed() {
-        let err = Error::from(AdoptError::Rules(policy::ManifestRuleError::EmptyPath));
+        let err = Error::from(AdoptError::Rules(ce_rules::ManifestRuleError::EmptyPath));
         assert_eq!(err.error_kind(), ErrorKind::Integrity);
         assert_eq!(err.exit_code(), 1);
         assert_eq!(
@@ -370,7 +370,7 @@ mod tests {
         };
         assert!(matches!(
             adopt.downcast_ref::<AdoptError>(),
-            Some(AdoptError::Rules(policy::ManifestRuleError::EmptyPath))
+            Some(AdoptError::Rules(ce_rules::ManifestRuleError::EmptyPath))
         ));
         let source = std::error::Error::source(&err).map(ToString::to_string);
         assert_eq!(source.as_deref(), Some("manifest path '' is empty"));

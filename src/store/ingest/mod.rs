@@ -18,8 +18,8 @@ use crate::catalogue::{
 use crate::digest::ManifestDigest;
 use crate::digest::ObjectId;
 use crate::error::{Error, Result};
-use crate::manifest::{Manifest, SCHEMA_VERSION};
-use crate::policy::{self, LeftOut, Rejection};
+use crate::profile::ce::manifest::{Manifest, SCHEMA_VERSION};
+use crate::profile::ce::rules::{self as ce_rules, LeftOut, Rejection};
 use crate::profile::{ce::CE, Profile};
 use crate::secrets::{self, SecretKind};
 use crate::sign::PrivateKey;
@@ -42,7 +42,7 @@ pub struct IngestOptions<'a> {
     /// The version the profile's manifest file must carry.
     pub version: &'a str,
     /// The bounds the walk enforces: the reference's, or lower.
-    pub bounds: policy::Bounds,
+    pub bounds: ce_rules::Bounds,
     /// Sign the snapshot with this key: an attestation kept and recorded
     /// with the ingest, in its own transaction.
     pub sign_with: Option<&'a PrivateKey>,
@@ -326,7 +326,7 @@ fn walk_error(source: &Source) -> impl Fn(WalkError<Error>) -> Error + '_ {
 /// revision of a git repository): what an ingest checks before it opens the
 /// store.
 pub fn open_source(opts: &IngestOptions<'_>) -> Result<Source> {
-    if !policy::is_exact_version(opts.version) {
+    if !ce_rules::is_exact_version(opts.version) {
         return Err(Rejection::VersionNotExact {
             version: opts.version.to_string(),
         }
@@ -867,7 +867,7 @@ mod tests {
             source: src,
             git: None,
             version: "1.2.3",
-            bounds: policy::Bounds::REFERENCE,
+            bounds: ce_rules::Bounds::REFERENCE,
             sign_with: None,
             refuse_secrets: false,
         };

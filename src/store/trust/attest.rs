@@ -64,7 +64,7 @@ fn unknown(digest: &ManifestDigest) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{Entry, Manifest};
+    use crate::profile::ce::manifest::{Entry, Manifest};
     use crate::store::core::beside::{Found, Kind};
     use crate::store::testutil::record;
     use crate::store::LockMode;

@@ -347,7 +347,7 @@ fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::{Entry, Manifest};
+    use crate::profile::ce::manifest::{Entry, Manifest};
     use crate::store::testutil::record;
     use crate::store::upkeep::verify::{check_attestations, VerifyReport};
     use crate::store::LockMode;

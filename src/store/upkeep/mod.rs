@@ -420,7 +420,7 @@ fn remove_half_built_view(target: &Path) -> Result<()> {
 mod tests {
     use super::*;
     use crate::catalogue::ViewRow;
-    use crate::manifest::{Entry, Manifest};
+    use crate::profile::ce::manifest::{Entry, Manifest};
     use crate::store::core::objects::WorkDir;
     use crate::store::testutil::record;
     use crate::store::LockMode;

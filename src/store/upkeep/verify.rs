@@ -18,7 +18,7 @@ use crate::catalogue::{resolve, ViewKind};
 use crate::digest::AttestationId;
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::error::{IoContext, Result};
-use crate::manifest::{Entry, Manifest};
+use crate::profile::ce::manifest::{Entry, Manifest};
 use crate::progress::Progress;
 use crate::sign::PublicKey;
 use crate::store::core::beside::Found;

@@ -28,7 +28,7 @@ use crate::catalogue::{ViewKind, ViewRow};
 use crate::digest::ManifestDigest;
 use crate::error::{Clash, Damage, Error, IoContext, Request, Result};
 use crate::fsutil::{publish_noreplace, Published};
-use crate::manifest::Entry;
+use crate::profile::ce::manifest::Entry;
 use crate::store::core::objects::{holds_its_bytes, judge, restore_mode, ObjectState};
 use crate::store::{ObjectKey, Store};
 

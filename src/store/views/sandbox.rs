@@ -22,7 +22,7 @@ use crate::catalogue::{Provenance, ViewKind};
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 use crate::gitnexus::{self, ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, ReadOnlyMount};
-use crate::policy::{is_ce_arm, ArmRule, Rejection};
+use crate::profile::ce::rules::{is_ce_arm, ArmRule, Rejection};
 use crate::store::ingest::{open_source, IngestOptions, IngestStats};
 use crate::store::views::build::Method;
 use crate::store::views::{
@@ -87,7 +87,7 @@ pub struct StageOptions<'a> {
     /// Which arms may be named.
     pub arm_rule: ArmRule<'a>,
     /// The bounds the release's walk enforces.
-    pub bounds: crate::policy::Bounds,
+    pub bounds: crate::profile::ce::rules::Bounds,
     /// Sign the snapshot ingested with this key.
     pub sign_with: Option<&'a crate::sign::PrivateKey>,
     /// Refuse a source a file of which looks like a secret by its content.

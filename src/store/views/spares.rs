@@ -48,7 +48,7 @@ use crate::digest::ManifestDigest;
 use crate::digest::ObjectKey;
 use crate::error::Result;
 use crate::fsutil::{list_names, open_dir, remove_tree_at};
-use crate::manifest::Entry;
+use crate::profile::ce::manifest::Entry;
 use crate::store::core::objects::{judge, unique_suffix, ObjectState, WorkDir};
 use crate::store::views::build::Built;
 use crate::store::Store;
@@ -484,7 +484,7 @@ mod tests {
             source: &src,
             git: None,
             version: "1.2.3",
-            bounds: crate::policy::Bounds::REFERENCE,
+            bounds: crate::profile::ce::rules::Bounds::REFERENCE,
             sign_with: None,
             refuse_secrets: false,
         };

@@ -16,7 +16,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use crate::digest::{ObjectHasher, ObjectId};
 use crate::error::{Error, IoContext, Result};
-use crate::manifest::Entry;
+use crate::profile::ce::manifest::Entry;
 
 /// What a scan found at one relative path.
 #[derive(Clone, Debug, PartialEq, Eq)]
