@@ -84,6 +84,7 @@ fn usage(err: &clap::Error, json: bool, argv: &[OsString]) -> ExitCode {
     } else {
         let _ = write!(std::io::stderr().lock(), "{scrubbed}");
     }
+    // clap's own words, shown and exited with: nothing matches them.
     let usage = cestore::Error::Usage(cli::urls::scrub(&cli::usage_message(err), argv));
     if json {
         let _ = writeln!(std::io::stdout().lock(), "{}", cli::error_json(&usage));

@@ -527,6 +527,7 @@ impl<'a> TryFrom<&'a FindArgs> for cmd::list::FindQuery<'a> {
         match (&a.object, &a.path) {
             (Some(o), _) => Ok(cmd::list::FindQuery::Object(o)),
             (None, Some(p)) => Ok(cmd::list::FindQuery::Path(p)),
+            // clap's group already requires one; this is only the type's own guard.
             (None, None) => Err(Error::Usage("find needs --object or --path".into())),
         }
     }

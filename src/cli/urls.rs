@@ -145,6 +145,8 @@ fn refusal(flag: &str, path: &Path, what: Local) -> Option<String> {
 pub fn check(command: &Command) -> Result<()> {
     for (flag, path, what) in local_inputs(command) {
         if let Some(message) = refusal(flag, path, what) {
+            // A catch-all by design: the command line's last word, exit 2;
+            // no caller acts on it but to show it.
             return Err(Error::Usage(message));
         }
     }

@@ -173,6 +173,20 @@ impl Layout {
     }
 }
 
+/// What a walk read, as [`Profile::check_walked`] sees it once every entry
+/// is read.
+pub struct WalkEnd<'a> {
+    /// What the caller says the tree is (CE: the release's version).
+    pub expected: &'a str,
+    /// The entries read, in the walk's order.
+    pub entries: &'a [Entry],
+    /// The files whose bytes [`Profile::keeps_bytes`] asked for: their
+    /// relative path and bytes.
+    pub kept: &'a [(String, Vec<u8>)],
+    /// Makes a relative path the path a rejection names.
+    pub full: &'a dyn Fn(&str) -> PathBuf,
+}
+
 /// Everything one kind of snapshot decides; see the module's documentation.
 pub trait Profile: Sync {
     /// The kind's name in reports and in the catalogue's snapshot rows.
@@ -197,20 +211,19 @@ pub trait Profile: Sync {
     fn step(&self, kind: Kind) -> Step;
 
     /// Whether the walk keeps the bytes of the file at `rel` for
-    /// [`Profile::check_walked`]; asked of every file read.
-    fn keeps_bytes(&self, rel: &[u8]) -> bool;
+    /// [`Profile::check_walked`]; asked of every file read. None, unless a
+    /// profile says otherwise.
+    fn keeps_bytes(&self, rel: &[u8]) -> bool {
+        let _ = rel;
+        false
+    }
 
-    /// The checks once every entry is read: `expected` is what the caller
-    /// says the release is (CE: its version), `kept` the files whose bytes
-    /// [`Profile::keeps_bytes`] asked for (their relative path and bytes),
-    /// and `full` makes a relative path the path a rejection names.
-    fn check_walked(
-        &self,
-        expected: &str,
-        entries: &[Entry],
-        kept: &[(String, Vec<u8>)],
-        full: &dyn Fn(&str) -> PathBuf,
-    ) -> Result<(), Rejection>;
+    /// The checks once every entry is read ([`WalkEnd`]). Nothing, unless a
+    /// profile says otherwise.
+    fn check_walked(&self, walked: &WalkEnd<'_>) -> Result<(), Rejection> {
+        let _ = walked;
+        Ok(())
+    }
 
     // --- The manifest ---------------------------------------------------
 
@@ -308,24 +321,12 @@ mod tests {
         fn step(&self, kind: Kind) -> Step {
             ce::CE.step(kind)
         }
-        fn keeps_bytes(&self, _: &[u8]) -> bool {
-            false
-        }
-        fn check_walked(
-            &self,
-            _: &str,
-            _: &[Entry],
-            kept: &[(String, Vec<u8>)],
-            _: &dyn Fn(&str) -> PathBuf,
-        ) -> Result<(), Rejection> {
-            assert!(kept.is_empty());
-            Ok(())
-        }
+        // The CE profile's encoding and views: this one differs in its walk.
         fn manifest(&self, entries: Vec<Entry>) -> Manifest {
-            Manifest::new(entries)
+            ce::CE.manifest(entries)
         }
         fn parse_manifest(&self, bytes: &[u8]) -> Result<Manifest, ManifestError> {
-            Manifest::parse(bytes)
+            ce::CE.parse_manifest(bytes)
         }
         fn entry_kind(&self, entry: &Entry) -> EntryKind {
             ce::CE.entry_kind(entry)

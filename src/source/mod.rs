@@ -48,7 +48,7 @@ use rustix::io::Errno;
 use crate::digest::ObjectId;
 use crate::profile::ce::manifest::Entry;
 use crate::profile::ce::CE;
-use crate::profile::{Bounds, Kind, Layout, LeftOut, Profile, Rejection, Step};
+use crate::profile::{Bounds, Kind, Layout, LeftOut, Profile, Rejection, Step, WalkEnd};
 
 pub mod carried;
 mod fs;
@@ -215,8 +215,8 @@ impl Source {
         F: FnMut(&SourceFile<'_>) -> Result<(), E>,
     {
         match &self.tree {
-            Backing::Dir(t) => walk(t, profile, expected, bounds, visit),
-            Backing::Git(t) => walk(&**t, profile, expected, bounds, visit),
+            Backing::Dir(t) => walk(t, Asked::new(profile, expected, bounds), visit),
+            Backing::Git(t) => walk(&**t, Asked::new(profile, expected, bounds), visit),
         }
     }
 }
@@ -342,21 +342,37 @@ trait Tree {
     fn names_at(&self, rel: &str) -> Vec<Vec<u8>>;
 }
 
-/// Walks the release in `tree` as `profile` says, checking every rule
-/// within `bounds`, and hands each file to `visit`.
-fn walk<T, P, E, F>(
-    tree: &T,
-    profile: &P,
-    expected: &str,
+/// What a walk is asked: the profile it walks as, what the caller says the
+/// tree is, and the bounds it asks for (at most the profile's).
+struct Asked<'a, P: ?Sized> {
+    profile: &'a P,
+    expected: &'a str,
     bounds: Bounds,
-    visit: F,
-) -> Result<Walked, WalkError<E>>
-where
-    T: Tree,
-    P: Profile + ?Sized,
-    F: FnMut(&SourceFile<'_>) -> Result<(), E>,
-{
-    let bounds = bounds.at_most(profile.bounds());
+}
+
+impl<'a, P: Profile + ?Sized> Asked<'a, P> {
+    fn new(profile: &'a P, expected: &'a str, bounds: Bounds) -> Self {
+        let bounds = bounds.at_most(profile.bounds());
+        Asked {
+            profile,
+            expected,
+            bounds,
+        }
+    }
+}
+
+/// Walks the release in `tree` as asked, checking every rule within the
+/// bounds, and hands each file to `visit`.
+fn walk<T: Tree, P: Profile + ?Sized, E>(
+    tree: &T,
+    asked: Asked<'_, P>,
+    visit: impl FnMut(&SourceFile<'_>) -> Result<(), E>,
+) -> Result<Walked, WalkError<E>> {
+    let Asked {
+        profile,
+        expected,
+        bounds,
+    } = asked;
     let layout = profile.layout();
     std::thread::scope(|scope| {
         let mut walker = Walker {
@@ -899,8 +915,12 @@ where
     /// The checks the profile makes once every file is read.
     fn check_release(&self, expected: &str) -> Result<(), Rejection> {
         let full = |rel: &str| self.full(rel.as_bytes());
-        self.profile
-            .check_walked(expected, &self.entries, &self.kept, &full)
+        self.profile.check_walked(&WalkEnd {
+            expected,
+            entries: &self.entries,
+            kept: &self.kept,
+            full: &full,
+        })
     }
 }
 

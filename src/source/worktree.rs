@@ -24,7 +24,7 @@ use gix::bstr::ByteSlice;
 
 use super::git::{self, GitError, GitRequest, GitTree, OpenError, PluginDir};
 use super::record::{redact_url, Changes, ReadFrom, SourceRecord};
-use super::{walk, Backing, Source, WalkError};
+use super::{walk, Asked, Backing, Source, WalkError};
 use crate::digest::ManifestDigest;
 use crate::profile::ce::manifest::{Entry, Manifest};
 use crate::profile::ce::rules as ce_rules;
@@ -364,9 +364,11 @@ fn head_entries(
         Err(OpenError::Rejected(r)) => return Ok(Err(r.to_string())),
         Err(OpenError::Git(e)) => return refused(e),
     };
-    match walk(&tree, &crate::profile::ce::CE, version, bounds, |_| {
-        Ok::<(), Infallible>(())
-    }) {
+    match walk(
+        &tree,
+        Asked::new(&crate::profile::ce::CE, version, bounds),
+        |_| Ok::<(), Infallible>(()),
+    ) {
         Ok(walked) => Ok(Ok(walked.entries)),
         Err(WalkError::Rejected(r)) => Ok(Err(r.to_string())),
         Err(WalkError::Git(e)) => refused(e),

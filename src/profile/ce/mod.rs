@@ -23,9 +23,8 @@ pub mod plugin_manifest;
 pub mod reference;
 pub mod rules;
 
-use std::path::PathBuf;
 
-use super::{Bounds, EntryKind, Kind, Layout, LeftOut, Profile, Step};
+use super::{Bounds, EntryKind, Kind, Layout, LeftOut, Profile, Step, WalkEnd};
 use crate::profile::ce::manifest::{Entry, Manifest, ManifestError, PLUGIN_JSON};
 use rules::{ManifestRuleError, Rejection};
 
@@ -104,13 +103,13 @@ impl Profile for Ce {
         rel == PLUGIN_JSON.as_bytes()
     }
 
-    fn check_walked(
-        &self,
-        expected: &str,
-        entries: &[Entry],
-        kept: &[(String, Vec<u8>)],
-        full: &dyn Fn(&str) -> PathBuf,
-    ) -> Result<(), Rejection> {
+    fn check_walked(&self, walked: &WalkEnd<'_>) -> Result<(), Rejection> {
+        let WalkEnd {
+            expected,
+            entries,
+            kept,
+            full,
+        } = *walked;
         let bytes = kept
             .iter()
             .find(|(rel, _)| rel == PLUGIN_JSON)

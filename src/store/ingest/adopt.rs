@@ -184,6 +184,7 @@ impl Staging<'_> {
         let mut staged = self
             .staged
             .lock()
+            // A poisoned lock follows a panic: a bug, not a case a caller handles.
             .map_err(|_| Error::Integrity("a staging thread panicked".into()))?;
         staged.insert(w.key, name);
         Ok(())

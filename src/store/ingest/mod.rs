@@ -244,6 +244,7 @@ fn walk_and_stage(
         for w in workers {
             staged.extend(
                 w.join()
+                    // A panic is a bug, not a case a caller handles.
                     .map_err(|_| Error::Integrity("a staging thread panicked".into()))??,
             );
         }

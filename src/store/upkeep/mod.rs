@@ -321,6 +321,8 @@ impl Plan {
     /// that was not forced, changing nothing.
     pub fn apply(&self, store: &Store, mut progress: impl FnMut(u64)) -> Result<()> {
         if let Some(refused) = self.refusal() {
+            // Callers read the refusal from `refusal()` before applying;
+            // this only stops an unforced apply, with its words.
             return Err(Error::Conflict(refused.to_string()));
         }
         let tmp_path = store.root().join(TMP_DIR);
