@@ -7,9 +7,10 @@
 //! read-only views are then made by hard links.
 //!
 //! The crate is a library core that thin commands call: `cli` parses,
-//! each `cmd` module opens the store once and calls one library function
-//! (`store`, `audit`, `bundle`, `remote`), and the store's rooms rest on the
-//! catalogue, the walk of a source and the reference's rules. The module
+//! each `cmd` function opens the store at most once and calls one library
+//! function (mostly of `store`, `audit`, `bundle`, `remote`; also
+//! `contract`, `sign`, `error::kind`), and the store's rooms rest on the
+//! catalogue, the walk of a source and the snapshot profiles' rules. The module
 //! map, one unit a line from the top down, is in docs/design.md; the
 //! architecture test (tests/it/architecture.rs) holds the crate to it.
 

@@ -3,7 +3,8 @@
 //! # Rooms
 //!
 //! This module is the [`Store`] handle: open (trust, lock, catalogue check,
-//! layout), sync, paths. Every operation on the store lives in one of five
+//! layout, shards), open_for_recovery, sync, paths; [`locate`]; [`Need`]
+//! and [`Opener`]. Every operation on the store lives in one of five
 //! rooms, each of which may use only the rooms drawn below it, the core and
 //! the handle (docs/design.md's module map, held by the architecture test):
 //!
@@ -29,7 +30,7 @@
 //!
 //! ```text
 //! STORE/
-//! ├── .lock                  flock: shared for writers, exclusive for gc
+//! ├── .lock                  flock: shared for writers, exclusive for gc and recover
 //! ├── catalogue.sqlite       the catalogue (plus -wal and -shm), an index
 //! ├── manifests/
 //! │   └── ab/<64 hex>        every snapshot's canonical manifest, by digest
@@ -81,8 +82,8 @@
 //! # Concurrency
 //!
 //! Every command that writes objects or views holds a shared `flock` on
-//! `.lock`; `gc` holds an exclusive one, so nothing is published between its
-//! mark and its sweep. Work directories carry their own exclusive `flock`, so a
+//! `.lock`; `gc` and `recover` hold an exclusive one, so nothing is
+//! published between gc's mark and its sweep, nor while recover rebuilds. Work directories carry their own exclusive `flock`, so a
 //! reader can tell a live one from one left by a killed process.
 //!
 //! # Limits
@@ -243,7 +244,7 @@ fn lock_holders(lock: &OwnedFd) -> Vec<u32> {
 pub enum LockMode {
     /// Ingest, checkout, path, discard, rm, verify, gc --dry-run.
     Shared,
-    /// gc.
+    /// gc and recover.
     Exclusive,
 }
 

@@ -23,7 +23,6 @@ pub mod plugin_manifest;
 pub mod reference;
 pub mod rules;
 
-
 use super::{Bounds, EntryKind, Kind, Layout, LeftOut, Profile, Step, WalkEnd};
 use crate::profile::ce::manifest::{Entry, Manifest, ManifestError, PLUGIN_JSON};
 use rules::{ManifestRuleError, Rejection};

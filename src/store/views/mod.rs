@@ -7,8 +7,8 @@
 //! the objects by hard links (or copies), published with one rename;
 //! `spares.rs` discarded views kept whole for the next checkout;
 //! `sandbox.rs` stage and mounts; `tree.rs` a directory against a snapshot.
-//! It uses the ingest room (checkout of a source, stage), trust, the core
-//! and the [`Store`] handle.
+//! It uses the ingest room (checkout of a source, stage), the core and the
+//! [`Store`] handle.
 
 pub mod build;
 pub mod sandbox;
