@@ -1,5 +1,5 @@
 //! A stored snapshot published to a remote: the snapshot's own checks (it
-//! is whole, its manifest canonical: [`super::preflight`]), the tag it may
+//! is whole, its manifest canonical: [`super::preflight()`]), the tag it may
 //! carry, then [`super::transfer::push`].
 
 use super::oci::client::Traffic;
