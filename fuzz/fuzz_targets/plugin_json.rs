@@ -7,11 +7,11 @@
 
 #![no_main]
 
-use cestore::pyjson::{self, ManifestProblem};
+use cestore::profile::ce::plugin_manifest::{check_plugin_manifest, ManifestProblem};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let verdict = pyjson::check_plugin_manifest(data, "1.0.0");
+    let verdict = check_plugin_manifest(data, "1.0.0");
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) else {
         return;
     };
