@@ -177,6 +177,26 @@ sha256_id!(
     /// The SHA-256 of an attestation's envelope bytes: its name in the store.
     AttestationId
 );
+sha256_id!(
+    /// The SHA-256 of a tree manifest's canonical bytes (an entry list of the
+    /// tree profile, `crate::profile::tree`): upstream's `_manifest_digest`.
+    TreeManifestDigest
+);
+sha256_id!(
+    /// The SHA-256 of a dependency list's entries, one entry list per
+    /// dependency: upstream's `sandbox_dependency_content_digest`.
+    DependencyContentDigest
+);
+sha256_id!(
+    /// The SHA-256 of a dependency list's declarations with their entries:
+    /// upstream's `sandbox_dependency_manifest_digest`.
+    DependencyManifestDigest
+);
+sha256_id!(
+    /// The SHA-256 of a task-asset snapshot's identity (declarations, the
+    /// digests above, repository and commit): upstream's `_snapshot_digest`.
+    TreeSnapshotDigest
+);
 
 /// A user-typed digest or unique prefix of one: [`MIN_PREFIX_LEN`] to 64 hex
 /// characters.
