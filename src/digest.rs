@@ -2,7 +2,9 @@
 //!
 //! An [`ObjectId`] names one file content in the object store; a
 //! [`ManifestDigest`] names one snapshot (the SHA-256 of its canonical
-//! manifest). Both print as 64 lowercase hex characters. A [`DigestPrefix`]
+//! manifest). Both print as 64 lowercase hex characters, as do the others
+//! here (a source record's, a key's, an attestation's, and the four digests
+//! of the benchmark harness's task-asset trees, `crate::profile::tree`). A [`DigestPrefix`]
 //! is what a user may type to name a snapshot: 4 to 64 hex characters. As
 //! git does, a prefix needs [`MIN_PREFIX_LEN`] digits: a shorter one names
 //! one snapshot only while the store is small, and stops working as it grows.

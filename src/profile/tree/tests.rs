@@ -627,3 +627,95 @@ fn paths_are_written_as_pythons_str_of_a_path() {
         );
     }
 }
+
+#[test]
+fn the_documented_example_is_what_the_functions_write() {
+    // docs/format.md, "Tree manifests and digests", "Example".
+    let file = [file_dependency()];
+    assert_eq!(
+        String::from_utf8(dependency_content_bytes(&file)).unwrap(),
+        concat!(
+            r#"[{"entries":[{"kind":"file","link_target":"","mode":493,"path":"payload","#,
+            r#""sha256":"299001868fb8c02fd431c336c6d058f5558c5dff5b5af5e6fe04b870a6a9cbba","size":18}]}]"#
+        )
+    );
+    assert_eq!(
+        String::from_utf8(dependency_manifest_bytes(&file)).unwrap(),
+        concat!(
+            r#"{"dependencies":[{"content":{"entries":[{"kind":"file","link_target":"","mode":493,"path":"payload","#,
+            r#""sha256":"299001868fb8c02fd431c336c6d058f5558c5dff5b5af5e6fe04b870a6a9cbba","size":18}]},"#,
+            r#""source":"tools/run.sh","target":"bin/r\u00fcn.sh"}],"schema_version":1}"#
+        )
+    );
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/format.md")).unwrap();
+    let digests = dependency_digests(&file);
+    for hex in [digests.content.to_hex(), digests.manifest.to_hex()] {
+        assert!(doc.contains(&hex), "docs/format.md lacks {hex}");
+    }
+}
+
+#[test]
+fn the_documented_python_recomputes_every_digest() {
+    use std::process::Command;
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: python3 is not on PATH; the pinned digests still hold");
+        return;
+    }
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/format.md")).unwrap();
+    let section = doc.split("### Recomputing them").nth(1).unwrap();
+    let recipe = section
+        .split("```python\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .unwrap();
+    let json = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    let deps = dependencies();
+    let deps_py: Vec<String> = deps
+        .iter()
+        .map(|d| {
+            format!(
+                "({:?}, {:?}, json.loads({:?}))",
+                d.source,
+                d.target,
+                json(manifest_bytes(&d.entries)),
+            )
+        })
+        .collect();
+    let script = format!(
+        "import json\nentries = json.loads({:?})\ndeps = [{}]\ndeclarations = [\"eval/fixtures\", \"README.md\"]\n\
+         harness = None\nrepo = \"/work/repos/GitNexus\"\nsha = {:?}\n{}\n\
+         print(manifest, dependency_content, dependency_manifest, snapshot)\n",
+        json(manifest_bytes(&copy_tree())),
+        deps_py.join(", "),
+        SHA,
+        recipe,
+    );
+    let out = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let declarations = ["eval/fixtures".to_string(), "README.md".to_string()];
+    let identity = SnapshotIdentity {
+        repo_identity: Path::new("/work/repos/GitNexus"),
+        resolved_sha: SHA,
+        declarations: &declarations,
+        manifest_digest: manifest_digest(&copy_tree()),
+        dependencies: dependency_digests(&deps),
+        harness_identity: None,
+    };
+    let ours = format!(
+        "{} {} {} {}",
+        identity.manifest_digest,
+        identity.dependencies.content,
+        identity.dependencies.manifest,
+        snapshot_digest(&identity)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), ours);
+}
