@@ -153,6 +153,55 @@ pub fn sort_entries(entries: &mut [TreeEntry]) {
     entries.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
 }
 
+/// The last component of a dependency target that gets [`VITE_TEMP_DIR`].
+pub const DEPENDENCY_MOUNT_BASENAME: &str = "node_modules";
+
+/// The empty directory the harness adds inside a `node_modules` dependency,
+/// where vite writes its compiled configuration.
+pub const VITE_TEMP_DIR: &str = ".vite-temp";
+
+/// Why an entry list cannot take an entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    /// The path is taken by an entry of another kind.
+    #[error("could not record the directory '{0}': an entry of another kind is at that path")]
+    Collides(String),
+}
+
+/// Adds the entry the harness adds to a dependency before its digests are
+/// taken: when the dependency's root (`payload`) is a directory and its
+/// declared `target`'s last component (as `PurePosixPath(target).name`
+/// reads it) is `node_modules`, an empty directory `payload/.vite-temp`,
+/// at its place in the order of [`sort_entries`]. A directory already
+/// there is kept as it is; nothing changes for any other dependency.
+///
+/// # Errors
+///
+/// [`TreeError::Collides`] when a file or symlink is at `payload/.vite-temp`,
+/// which the harness refuses too.
+pub fn add_vite_temp(entries: &mut Vec<TreeEntry>, target: &str) -> Result<(), TreeError> {
+    let name = target
+        .split('/')
+        .rfind(|part| !part.is_empty() && *part != ".")
+        .unwrap_or("");
+    let root_is_directory = entries
+        .iter()
+        .any(|e| e.path == DEPENDENCY_ROOT && e.node == Node::Directory);
+    if name != DEPENDENCY_MOUNT_BASENAME || !root_is_directory {
+        return Ok(());
+    }
+    let path = format!("{DEPENDENCY_ROOT}/{VITE_TEMP_DIR}");
+    match entries.iter().find(|e| e.path == path) {
+        Some(e) if e.node == Node::Directory => Ok(()),
+        Some(_) => Err(TreeError::Collides(path)),
+        None => {
+            let at = entries.partition_point(|e| e.path.as_bytes() < path.as_bytes());
+            entries.insert(at, TreeEntry::directory(path));
+            Ok(())
+        }
+    }
+}
+
 /// One declared sandbox dependency with the entries captured from it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dependency {

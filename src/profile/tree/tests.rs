@@ -719,3 +719,49 @@ fn the_documented_python_recomputes_every_digest() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), ours);
 }
+
+#[test]
+fn a_node_modules_dependency_gets_the_vite_temp_directory_as_the_harness_gives_it() {
+    // node_modules() is the list upstream's builder finishes with after its
+    // ensure_directory(payload/.vite-temp); its digests are pinned above.
+    let captured: Vec<TreeEntry> = node_modules()
+        .into_iter()
+        .filter(|e| e.path != "payload/.vite-temp")
+        .collect();
+    for target in ["node_modules", "web/node_modules/", "./a//node_modules/."] {
+        let mut entries = captured.clone();
+        add_vite_temp(&mut entries, target).unwrap();
+        assert_eq!(entries, node_modules(), "{target}");
+        // A second time changes nothing: the directory is there.
+        add_vite_temp(&mut entries, target).unwrap();
+        assert_eq!(entries, node_modules(), "{target}");
+    }
+    // Another target's last component, or a root that is a file: nothing.
+    for target in ["vendor", "node_modules/x", "node_modules.bak", "/"] {
+        let mut entries = captured.clone();
+        add_vite_temp(&mut entries, target).unwrap();
+        assert_eq!(entries, captured, "{target}");
+    }
+    let mut file = file_dependency().entries;
+    add_vite_temp(&mut file, "node_modules").unwrap();
+    assert_eq!(file, file_dependency().entries);
+    // A file where the directory goes is refused, as the harness refuses it.
+    let mut clash = captured.clone();
+    clash.push(f("payload/.vite-temp", b"", 0o644));
+    sort_entries(&mut clash);
+    assert_eq!(
+        add_vite_temp(&mut clash, "node_modules"),
+        Err(TreeError::Collides("payload/.vite-temp".into()))
+    );
+    // With the directory added, the dependency digests are upstream's.
+    let mut deps = dependencies();
+    deps[0].entries = captured;
+    let target = deps[0].target.clone();
+    add_vite_temp(&mut deps[0].entries, &target).unwrap();
+    assert_eq!(
+        dependency_digests(&deps).manifest,
+        hex::<DependencyManifestDigest>(
+            "c188fd178913bfed5431efe2567fd4257debf1d8a52c9d80378b5c5ee40fa206"
+        )
+    );
+}
