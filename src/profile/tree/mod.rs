@@ -3,12 +3,14 @@
 //! The harness (GitNexus's `eval/workflow_bench/task_assets.py`) captures a
 //! task's `sandbox_copy` roots and each of its `sandbox_dependencies` as a
 //! list of entries, one per directory, file and symlink, and names them by
-//! three SHA-256 digests: the manifest digest of the `sandbox_copy` entries,
-//! the two dependency digests, and the snapshot digest over all of it with
-//! the task's declarations, the repository and the commit. This module holds
-//! those entries ([`TreeEntry`], [`Node`], [`Dependency`]) and computes the
-//! digests from them byte for byte as the harness does ([`digests`]), so
-//! that a digest cestore gives is the one the harness's results rows carry.
+//! four SHA-256 digests: the manifest digest of the `sandbox_copy` entries,
+//! the two dependency digests (content, and content with declarations), and
+//! the snapshot digest over all of it with the task's declarations, the
+//! repository and the commit. This module holds those entries
+//! ([`TreeEntry`], [`Node`], [`Dependency`]), adds the one entry the
+//! harness adds before hashing ([`add_vite_temp`]), and computes the
+//! digests byte for byte as the harness does ([`digests`]), so that a
+//! digest cestore gives is the one the harness's results rows carry.
 //!
 //! Everything here is a pure function of its arguments: no file is read.
 //! `docs/format.md` ("Tree manifests and digests") gives the encoding and
