@@ -2,7 +2,9 @@
 //!
 //! An [`ObjectId`] names one file content in the object store; a
 //! [`ManifestDigest`] names one snapshot (the SHA-256 of its canonical
-//! manifest). Both print as 64 lowercase hex characters. A [`DigestPrefix`]
+//! manifest). Both print as 64 lowercase hex characters, as do the others
+//! here (a source record's, a key's, an attestation's, and the four digests
+//! of the benchmark harness's task-asset trees, `crate::profile::tree`). A [`DigestPrefix`]
 //! is what a user may type to name a snapshot: 4 to 64 hex characters. As
 //! git does, a prefix needs [`MIN_PREFIX_LEN`] digits: a shorter one names
 //! one snapshot only while the store is small, and stops working as it grows.
@@ -176,6 +178,26 @@ sha256_id!(
 sha256_id!(
     /// The SHA-256 of an attestation's envelope bytes: its name in the store.
     AttestationId
+);
+sha256_id!(
+    /// The SHA-256 of a tree manifest's canonical bytes (an entry list of the
+    /// tree profile, `crate::profile::tree`): upstream's `_manifest_digest`.
+    TreeManifestDigest
+);
+sha256_id!(
+    /// The SHA-256 of a dependency list's entries, one entry list per
+    /// dependency: upstream's `sandbox_dependency_content_digest`.
+    DependencyContentDigest
+);
+sha256_id!(
+    /// The SHA-256 of a dependency list's declarations with their entries:
+    /// upstream's `sandbox_dependency_manifest_digest`.
+    DependencyManifestDigest
+);
+sha256_id!(
+    /// The SHA-256 of a task-asset snapshot's identity (declarations, the
+    /// digests above, repository and commit): upstream's `_snapshot_digest`.
+    TreeSnapshotDigest
 );
 
 /// A user-typed digest or unique prefix of one: [`MIN_PREFIX_LEN`] to 64 hex

@@ -30,6 +30,7 @@
 //! the CE plugin, and a later profile adds the variants its own rules need.
 
 pub mod ce;
+pub mod tree;
 
 use std::path::PathBuf;
 
