@@ -189,21 +189,50 @@ def test_the_frozen_snapshot_holds_the_entries_read_only(name: str) -> None:
     assert frozen == expected
 
 
+def _clone_before(name: str) -> dict[str, tuple[str, int, str]]:
+    """The fixture's clone as it was built, in the shape of the recorded walks."""
+    nodes = _tree(BY_NAME[name].get("clone", []), _layout(name, "repo"))
+    rows = {}
+    for path, node in nodes.items():
+        if node["kind"] == "symlink":
+            rows[path] = ("symlink", 0o777, node["target"])
+        elif node["kind"] == "directory":
+            rows[path] = ("directory", node["mode"], "")
+        else:
+            rows[path] = ("file", node["mode"], _sha(node["data"]))
+    return rows
+
+
+def _walked(rows: list[dict[str, Any]]) -> dict[str, tuple[str, int, str]]:
+    return {row["path"]: (row["kind"], row["mode"], row.get("sha256", row.get("link_target", ""))) for row in rows}
+
+
 @pytest.mark.parametrize("name", [name for name in CAPTURED if ANSWERS["answers"][name]["outcome"] == "ok"])
 def test_the_materialized_clone_is_the_copy_plus_mount_points(name: str) -> None:
     answer = ANSWERS["answers"][name]
-    expected: dict[str, tuple[str, int, str]] = {}
+    roots = [PurePosixPath(root) for root in answer["declarations"]]
+    expected = {
+        path: row
+        for path, row in _clone_before(name).items()
+        if not any(PurePosixPath(path) == root or root in PurePosixPath(path).parents for root in roots)
+    }
     for entry in answer["entries"]:
-        expected[entry["path"]] = (entry["kind"], 0o700 if entry["kind"] == "directory" else 0o600, entry["sha256"])
+        path = PurePosixPath(entry["path"])
+        published = any(path == root or root in path.parents for root in roots)
+        row = (entry["kind"], 0o700 if entry["kind"] == "directory" else 0o600, entry["sha256"])
+        if published:
+            expected[entry["path"]] = row
+        else:  # an ancestor of a root: kept when the clone had it
+            expected.setdefault(entry["path"], row)
     for dependency in answer["dependencies"]:
         target = PurePosixPath(dependency["target"])
-        for parent in target.parents[:-1]:
+        for parent in reversed(target.parents[:-1]):
             expected.setdefault(parent.as_posix(), ("directory", 0o700, ""))
-        expected[target.as_posix()] = (
-            ("directory", 0o700, "") if dependency["kind"] == "directory" else ("file", 0o600, _sha(b""))
+        expected.setdefault(
+            target.as_posix(),
+            ("directory", 0o700, "") if dependency["kind"] == "directory" else ("file", 0o600, _sha(b"")),
         )
-    clone = {row["path"]: (row["kind"], row["mode"], row.get("sha256", "")) for row in answer["materialized"]}
-    assert clone == expected
+    assert _walked(answer["materialized"]) == expected
     assert answer["dependency_mounts"] == [
         {"source": dependency["snapshot_path"], "target": f"{WORKSPACE}/{dependency['target']}"}
         for dependency in answer["dependencies"]
@@ -221,11 +250,18 @@ def test_a_rejection_names_its_rule_and_leaves_no_snapshot(name: str) -> None:
 
 def test_a_failed_materialization_publishes_nothing() -> None:
     failed = [name for name in CAPTURED if ANSWERS["answers"][name]["outcome"] == "materialize_rejected"]
-    assert failed
+    assert len(failed) >= 4
     for name in failed:
         answer = ANSWERS["answers"][name]
-        assert answer["materialized"] == []
-        assert not any(sibling.startswith(".wfbench-assets-") for sibling in answer["clone_siblings"])
+        assert answer["error_type"] == "SandboxError" and answer["error"], name
+        assert answer["phase"] in ("materialize", "dependency_mounts"), name
+        if answer["phase"] == "materialize":
+            assert _walked(answer["materialized"]) == _clone_before(name), name
+        assert not any(sibling.startswith(".wfbench-assets-") for sibling in answer["clone_siblings"]), name
+
+
+def test_no_fixture_repository_is_changed() -> None:
+    assert all(answer["repo_unchanged"] is True for answer in ANSWERS["answers"].values())
 
 
 def test_upstream_live_gives_the_committed_answers() -> None:
