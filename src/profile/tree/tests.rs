@@ -774,3 +774,94 @@ fn a_node_modules_dependency_gets_the_vite_temp_directory_as_the_harness_gives_i
         )
     );
 }
+
+/// Every snapshot the harness took of the committed fixtures
+/// (`tests/data/task-assets/answers.json`, made by upstream's
+/// `TaskAssetCache.prepare`): its entries, read back as [`TreeEntry`]
+/// values, give again each of its four digests, and each entry gives back
+/// the six fields the harness recorded.
+#[test]
+fn every_snapshot_of_the_harness_recomputes() {
+    use serde_json::Value;
+    let answers: Value =
+        serde_json::from_str(include_str!("../../../tests/data/task-assets/answers.json")).unwrap();
+    let entry = |v: &Value| -> TreeEntry {
+        let path = v["path"].as_str().unwrap();
+        let e = match v["kind"].as_str().unwrap() {
+            "directory" => TreeEntry::directory(path),
+            "symlink" => TreeEntry::symlink(path, v["link_target"].as_str().unwrap()),
+            "file" => TreeEntry {
+                path: path.into(),
+                node: Node::File {
+                    size: v["size"].as_u64().unwrap(),
+                    sha256: v["sha256"].as_str().unwrap().parse().unwrap(),
+                    mode: v["mode"].as_u64().unwrap() as u32,
+                },
+            },
+            other => panic!("{path}: kind {other}"),
+        };
+        let back = serde_json::json!({
+            "kind": e.kind(),
+            "link_target": e.link_target(),
+            "mode": e.mode(),
+            "path": e.path,
+            "sha256": e.sha256().map(|s| s.to_string()).unwrap_or_default(),
+            "size": e.size(),
+        });
+        assert_eq!(&back, v, "{path}");
+        e
+    };
+    let mut checked = 0;
+    for (name, a) in answers["answers"].as_object().unwrap() {
+        let Some(digest) = a["digest"].as_str() else {
+            continue;
+        };
+        let entries: Vec<TreeEntry> = a["entries"].as_array().unwrap().iter().map(entry).collect();
+        let manifest = manifest_digest(&entries);
+        assert_eq!(
+            manifest.to_string(),
+            a["manifest_digest"].as_str().unwrap(),
+            "{name}"
+        );
+        let dependencies: Vec<Dependency> = a["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| Dependency {
+                source: d["source"].as_str().unwrap().into(),
+                target: d["target"].as_str().unwrap().into(),
+                entries: d["entries"].as_array().unwrap().iter().map(entry).collect(),
+            })
+            .collect();
+        let deps = dependency_digests(&dependencies);
+        assert_eq!(
+            deps.content.to_string(),
+            a["dependency_content_digest"].as_str().unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            deps.manifest.to_string(),
+            a["dependency_manifest_digest"].as_str().unwrap(),
+            "{name}"
+        );
+        let declarations: Vec<String> = a["declarations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect();
+        let harness = a["harness_identity"].as_str().filter(|h| !h.is_empty());
+        let snapshot = snapshot_digest(&SnapshotIdentity {
+            repo_identity: Path::new(a["repo_identity"].as_str().unwrap()),
+            resolved_sha: a["resolved_sha"].as_str().unwrap(),
+            declarations: &declarations,
+            manifest_digest: manifest,
+            dependencies: deps,
+            harness_identity: harness.map(Path::new),
+        });
+        assert_eq!(snapshot.to_string(), digest, "{name}");
+        checked += 1;
+    }
+    // The fixtures the harness accepted (some then refused to materialize).
+    assert_eq!(checked, 13);
+}
