@@ -16,6 +16,7 @@
 //! `docs/format.md` ("Tree manifests and digests") gives the encoding and
 //! the few lines of Python that recompute each digest.
 
+pub mod capture;
 pub mod digests;
 
 #[cfg(test)]
