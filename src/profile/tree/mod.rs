@@ -20,6 +20,8 @@ pub mod capture;
 pub mod digests;
 
 #[cfg(test)]
+mod capture_tests;
+#[cfg(test)]
 mod tests;
 
 pub use digests::{
