@@ -451,13 +451,28 @@ pub fn open_relative(root: BorrowedFd<'_>, relative: &str) -> Result<OwnedFd, Ca
 }
 
 /// One walk's entries, as the harness's `_SnapshotBuilder` records them.
-#[derive(Debug)]
 pub struct Builder<'b> {
     flavour: Flavour,
     limits: Limits,
     budget: &'b mut Budget,
     entries: BTreeMap<String, TreeEntry>,
     total_bytes: u64,
+    /// Run once, after the walk's first read of a file's bytes: how tests
+    /// change a tree mid-walk, as upstream's tests patch its chunk reader.
+    #[cfg(test)]
+    pub(super) after_first_read: Option<Box<dyn FnOnce()>>,
+}
+
+impl fmt::Debug for Builder<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("flavour", &self.flavour)
+            .field("limits", &self.limits)
+            .field("budget", &self.budget)
+            .field("entries", &self.entries)
+            .field("total_bytes", &self.total_bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'b> Builder<'b> {
@@ -470,6 +485,8 @@ impl<'b> Builder<'b> {
             budget,
             entries: BTreeMap::new(),
             total_bytes: 0,
+            #[cfg(test)]
+            after_first_read: None,
         }
     }
 
@@ -562,9 +579,10 @@ impl<'b> Builder<'b> {
         if self.budget.total_bytes.saturating_add(size) > self.limits.max_total_bytes {
             return Err(CaptureError::TotalBytes);
         }
-        let mut file = std::fs::File::from(fd.try_clone_to_owned().map_err(|e| {
-            CaptureError::Os(OsCause::of_io(&e))
-        })?);
+        let mut file = std::fs::File::from(
+            fd.try_clone_to_owned()
+                .map_err(|e| CaptureError::Os(OsCause::of_io(&e)))?,
+        );
         let mut hasher = Sha256::new();
         let mut chunk = vec![0u8; CHUNK_BYTES];
         let mut copied: u64 = 0;
@@ -575,6 +593,10 @@ impl<'b> Builder<'b> {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(CaptureError::Os(OsCause::of_io(&e))),
             };
+            #[cfg(test)]
+            if let Some(hook) = self.after_first_read.take() {
+                hook();
+            }
             copied += n as u64;
             if self.budget.total_bytes.saturating_add(copied) > self.limits.max_total_bytes {
                 return Err(CaptureError::TotalBytes);
@@ -793,7 +815,8 @@ pub fn validate_dependency_symlinks(
     entries: &[TreeEntry],
     target: &str,
 ) -> Result<(), CaptureError> {
-    let by_path: HashMap<&str, &Node> = entries.iter().map(|e| (e.path.as_str(), &e.node)).collect();
+    let by_path: HashMap<&str, &Node> =
+        entries.iter().map(|e| (e.path.as_str(), &e.node)).collect();
     let mount: Vec<&str> = target
         .split('/')
         .filter(|p| !p.is_empty() && *p != ".")

@@ -35,7 +35,14 @@ use Item::{D, F, L, P};
 
 /// An entry as the harness's `AssetManifestEntry` fields: path, kind,
 /// size, sha256, mode, link_target.
-type E = (&'static str, &'static str, u64, &'static str, u32, &'static str);
+type E = (
+    &'static str,
+    &'static str,
+    u64,
+    &'static str,
+    u32,
+    &'static str,
+);
 
 struct Answer {
     copy: &'static [E],
@@ -177,20 +184,76 @@ fn copy_nested_and_single_file() {
             copy: &[
                 ("assets", "directory", 0, "", 0o0, ""),
                 ("assets/a", "directory", 0, "", 0o0, ""),
-                ("assets/a-b", "file", 5, "f8359416cedbf4b44bd1cab71b791b4121e3b33748187c530e70207af87c3f39", 0o0, ""),
-                ("assets/a.txt", "file", 4, "5ddbce254c08372e429a250112c6f4593868687ab01e9a126193e5a83560362b", 0o0, ""),
-                ("assets/a/b", "file", 6, "8578a26bad9cf662e6e0cd91540eea63fb2ed5b5b2cebc471364c137b12931e6", 0o0, ""),
+                (
+                    "assets/a-b",
+                    "file",
+                    5,
+                    "f8359416cedbf4b44bd1cab71b791b4121e3b33748187c530e70207af87c3f39",
+                    0o0,
+                    "",
+                ),
+                (
+                    "assets/a.txt",
+                    "file",
+                    4,
+                    "5ddbce254c08372e429a250112c6f4593868687ab01e9a126193e5a83560362b",
+                    0o0,
+                    "",
+                ),
+                (
+                    "assets/a/b",
+                    "file",
+                    6,
+                    "8578a26bad9cf662e6e0cd91540eea63fb2ed5b5b2cebc471364c137b12931e6",
+                    0o0,
+                    "",
+                ),
                 ("assets/empty", "directory", 0, "", 0o0, ""),
-                ("assets/index.json", "file", 12, "4c5b736d484a1bfe8d92aed5534fdc52681c2eebeca0e302041c2a972f0d66d4", 0o0, ""),
+                (
+                    "assets/index.json",
+                    "file",
+                    12,
+                    "4c5b736d484a1bfe8d92aed5534fdc52681c2eebeca0e302041c2a972f0d66d4",
+                    0o0,
+                    "",
+                ),
                 ("assets/nested", "directory", 0, "", 0o0, ""),
                 ("assets/nested/deep", "directory", 0, "", 0o0, ""),
-                ("assets/nested/deep/leaf.txt", "file", 5, "26d0bac9f0c7a35b2f3322a0f4ad4517265f56b2c0f4b2ed7cb5cbd30c5868e2", 0o0, ""),
-                ("assets/nested/tool.sh", "file", 20, "bf664cf84f00f6ed76164c8457fdeaf8e4dee547226e9ffcf8274e2d2246fed9", 0o0, ""),
+                (
+                    "assets/nested/deep/leaf.txt",
+                    "file",
+                    5,
+                    "26d0bac9f0c7a35b2f3322a0f4ad4517265f56b2c0f4b2ed7cb5cbd30c5868e2",
+                    0o0,
+                    "",
+                ),
+                (
+                    "assets/nested/tool.sh",
+                    "file",
+                    20,
+                    "bf664cf84f00f6ed76164c8457fdeaf8e4dee547226e9ffcf8274e2d2246fed9",
+                    0o0,
+                    "",
+                ),
                 ("config", "directory", 0, "", 0o0, ""),
-                ("config/settings.json", "file", 3, "ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356", 0o0, ""),
+                (
+                    "config/settings.json",
+                    "file",
+                    3,
+                    "ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356",
+                    0o0,
+                    "",
+                ),
                 ("docs", "directory", 0, "", 0o0, ""),
                 ("docs/guide", "directory", 0, "", 0o0, ""),
-                ("docs/guide/\u{fc}n\u{ef}code.md", "file", 13, "f682a5ef26796a5f98678d3a028d07c8853e6c5fc01005b55bd95852d00fc917", 0o0, "")
+                (
+                    "docs/guide/\u{fc}n\u{ef}code.md",
+                    "file",
+                    13,
+                    "f682a5ef26796a5f98678d3a028d07c8853e6c5fc01005b55bd95852d00fc917",
+                    0o0,
+                    "",
+                ),
             ],
             copy_total: 68,
             deps: &[],
@@ -202,10 +265,7 @@ fn copy_nested_and_single_file() {
 #[test]
 fn copy_refuses_a_symlink() {
     check(Case {
-        tree: &[
-            F("assets/a.txt", "a\n", 0o644),
-            L("assets/link", "a.txt"),
-        ],
+        tree: &[F("assets/a.txt", "a\n", 0o644), L("assets/link", "a.txt")],
         copy: &["assets"],
         deps: &[],
         limits: Limits::default(),
@@ -216,10 +276,7 @@ fn copy_refuses_a_symlink() {
 #[test]
 fn copy_refuses_a_symlinked_declaration() {
     check(Case {
-        tree: &[
-            F("real/a.txt", "a\n", 0o644),
-            L("assets", "real"),
-        ],
+        tree: &[F("real/a.txt", "a\n", 0o644), L("assets", "real")],
         copy: &["assets/a.txt"],
         deps: &[],
         limits: Limits::default(),
@@ -230,10 +287,7 @@ fn copy_refuses_a_symlinked_declaration() {
 #[test]
 fn copy_refuses_a_fifo() {
     check(Case {
-        tree: &[
-            F("assets/a.txt", "a\n", 0o644),
-            P("assets/pipe"),
-        ],
+        tree: &[F("assets/a.txt", "a\n", 0o644), P("assets/pipe")],
         copy: &["assets"],
         deps: &[],
         limits: Limits::default(),
@@ -244,9 +298,7 @@ fn copy_refuses_a_fifo() {
 #[test]
 fn copy_parent_not_a_directory() {
     check(Case {
-        tree: &[
-            F("README.md", "r\n", 0o644),
-        ],
+        tree: &[F("README.md", "r\n", 0o644)],
         copy: &["README.md/x"],
         deps: &[],
         limits: Limits::default(),
@@ -272,17 +324,43 @@ fn dependency_node_modules() {
     check(Case {
         tree: &[
             F("README.md", "workspace readme\n", 0o644),
-            F("gitnexus/node_modules/pkg-a/package.json", "{\"name\":\"pkg-a\"}\n", 0o644),
-            F("gitnexus/node_modules/pkg-a/bin/cli.js", "#!/usr/bin/env node\nconsole.log('a')\n", 0o755),
-            F("gitnexus/node_modules/pkg-a/lib/owner.txt", "owner only\n", 0o600),
+            F(
+                "gitnexus/node_modules/pkg-a/package.json",
+                "{\"name\":\"pkg-a\"}\n",
+                0o644,
+            ),
+            F(
+                "gitnexus/node_modules/pkg-a/bin/cli.js",
+                "#!/usr/bin/env node\nconsole.log('a')\n",
+                0o755,
+            ),
+            F(
+                "gitnexus/node_modules/pkg-a/lib/owner.txt",
+                "owner only\n",
+                0o600,
+            ),
             D("gitnexus/node_modules/pkg-a/empty", 0o755),
-            F("gitnexus/node_modules/pkg-b/index.js", "module.exports = require('pkg-a')\n", 0o644),
-            L("gitnexus/node_modules/pkg-b/node_modules/pkg-a", "../../pkg-a"),
-            F("gitnexus/node_modules/pkg-c/run", "#!/bin/sh\nexit 0\n", 0o750),
+            F(
+                "gitnexus/node_modules/pkg-b/index.js",
+                "module.exports = require('pkg-a')\n",
+                0o644,
+            ),
+            L(
+                "gitnexus/node_modules/pkg-b/node_modules/pkg-a",
+                "../../pkg-a",
+            ),
+            F(
+                "gitnexus/node_modules/pkg-c/run",
+                "#!/bin/sh\nexit 0\n",
+                0o750,
+            ),
             F("gitnexus/node_modules/pkg-c/setuid", "x\n", 0o4755),
             L("gitnexus/node_modules/.bin/cli", "../pkg-a/bin/cli.js"),
             L("gitnexus/node_modules/.bin/pkg-b", "../pkg-b/index.js"),
-            L("gitnexus/node_modules/.bin/workspace-readme", "../../README.md"),
+            L(
+                "gitnexus/node_modules/.bin/workspace-readme",
+                "../../README.md",
+            ),
             D("gitnexus/node_modules/.cache", 0o700),
             F("assets/graph.bin", "GITNEXUS\n", 0o644),
         ],
@@ -292,32 +370,109 @@ fn dependency_node_modules() {
         expect: Ok(Answer {
             copy: &[
                 ("assets", "directory", 0, "", 0o0, ""),
-                ("assets/graph.bin", "file", 9, "59072e20c5e57257746bafbfb5f4de64899614ede08bc634c28282f9cff1f992", 0o0, "")
+                (
+                    "assets/graph.bin",
+                    "file",
+                    9,
+                    "59072e20c5e57257746bafbfb5f4de64899614ede08bc634c28282f9cff1f992",
+                    0o0,
+                    "",
+                ),
             ],
             copy_total: 9,
             deps: &[(
                 &[
                     ("payload", "directory", 0, "", 0o0, ""),
                     ("payload/.bin", "directory", 0, "", 0o0, ""),
-                    ("payload/.bin/cli", "symlink", 19, "643998e6ef1fa7960ed3fc4d5900582552a3a3bbf2f6c4f7738ee693dbcf566f", 0o0, "../pkg-a/bin/cli.js"),
-                    ("payload/.bin/pkg-b", "symlink", 17, "980c8cac40866e41d9d63d0aa2944984679bf5f522ae2df57270055c5ccc080a", 0o0, "../pkg-b/index.js"),
-                    ("payload/.bin/workspace-readme", "symlink", 15, "4cc4e4c8a5120617ab0800cd8f722a9797f7a9c04d4a159fd42a4419f82c7c30", 0o0, "../../README.md"),
+                    (
+                        "payload/.bin/cli",
+                        "symlink",
+                        19,
+                        "643998e6ef1fa7960ed3fc4d5900582552a3a3bbf2f6c4f7738ee693dbcf566f",
+                        0o0,
+                        "../pkg-a/bin/cli.js",
+                    ),
+                    (
+                        "payload/.bin/pkg-b",
+                        "symlink",
+                        17,
+                        "980c8cac40866e41d9d63d0aa2944984679bf5f522ae2df57270055c5ccc080a",
+                        0o0,
+                        "../pkg-b/index.js",
+                    ),
+                    (
+                        "payload/.bin/workspace-readme",
+                        "symlink",
+                        15,
+                        "4cc4e4c8a5120617ab0800cd8f722a9797f7a9c04d4a159fd42a4419f82c7c30",
+                        0o0,
+                        "../../README.md",
+                    ),
                     ("payload/.cache", "directory", 0, "", 0o0, ""),
                     ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
                     ("payload/pkg-a", "directory", 0, "", 0o0, ""),
                     ("payload/pkg-a/bin", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg-a/bin/cli.js", "file", 37, "9dd792327ea0ebdb5ead5204da185d6331e5dcc7faced42effed06c9c8af8727", 0o755, ""),
+                    (
+                        "payload/pkg-a/bin/cli.js",
+                        "file",
+                        37,
+                        "9dd792327ea0ebdb5ead5204da185d6331e5dcc7faced42effed06c9c8af8727",
+                        0o755,
+                        "",
+                    ),
                     ("payload/pkg-a/empty", "directory", 0, "", 0o0, ""),
                     ("payload/pkg-a/lib", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg-a/lib/owner.txt", "file", 11, "978de8977233c2143ed9a3425ca70b9988db5ae925d39872016d2431cb7a5980", 0o600, ""),
-                    ("payload/pkg-a/package.json", "file", 17, "a4e38772f3cdc9ff98977d3728df486f300cd455ba905506e2b6c7b3bf72fd22", 0o644, ""),
+                    (
+                        "payload/pkg-a/lib/owner.txt",
+                        "file",
+                        11,
+                        "978de8977233c2143ed9a3425ca70b9988db5ae925d39872016d2431cb7a5980",
+                        0o600,
+                        "",
+                    ),
+                    (
+                        "payload/pkg-a/package.json",
+                        "file",
+                        17,
+                        "a4e38772f3cdc9ff98977d3728df486f300cd455ba905506e2b6c7b3bf72fd22",
+                        0o644,
+                        "",
+                    ),
                     ("payload/pkg-b", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg-b/index.js", "file", 34, "c22621a47b1c20a52174ed9ffb7a0fd3be2bf52989942a0afda95e620f3763bd", 0o644, ""),
+                    (
+                        "payload/pkg-b/index.js",
+                        "file",
+                        34,
+                        "c22621a47b1c20a52174ed9ffb7a0fd3be2bf52989942a0afda95e620f3763bd",
+                        0o644,
+                        "",
+                    ),
                     ("payload/pkg-b/node_modules", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg-b/node_modules/pkg-a", "symlink", 11, "ddf5c2ae71ca752c8c7a8a57b345068b299eb027c250e2e55c3e8457be2b4d57", 0o0, "../../pkg-a"),
+                    (
+                        "payload/pkg-b/node_modules/pkg-a",
+                        "symlink",
+                        11,
+                        "ddf5c2ae71ca752c8c7a8a57b345068b299eb027c250e2e55c3e8457be2b4d57",
+                        0o0,
+                        "../../pkg-a",
+                    ),
                     ("payload/pkg-c", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg-c/run", "file", 17, "306c6ca7407560340797866e077e053627ad409277d1b9da58106fce4cf717cb", 0o750, ""),
-                    ("payload/pkg-c/setuid", "file", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o4755, ""),
+                    (
+                        "payload/pkg-c/run",
+                        "file",
+                        17,
+                        "306c6ca7407560340797866e077e053627ad409277d1b9da58106fce4cf717cb",
+                        0o750,
+                        "",
+                    ),
+                    (
+                        "payload/pkg-c/setuid",
+                        "file",
+                        2,
+                        "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac",
+                        0o4755,
+                        "",
+                    ),
                 ],
                 180,
             )],
@@ -339,31 +494,75 @@ fn dependency_vendor_and_file() {
             F("tools/run.sh", "#!/bin/sh\necho run\n", 0o755),
         ],
         copy: &[],
-        deps: &[("third_party/lib", "vendor/lib"), ("tools/run.sh", "bin/node_modules")],
+        deps: &[
+            ("third_party/lib", "vendor/lib"),
+            ("tools/run.sh", "bin/node_modules"),
+        ],
         limits: Limits::default(),
         expect: Ok(Answer {
-            copy: &[
-                
-            ],
+            copy: &[],
             copy_total: 0,
-            deps: &[(
-                &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/a.txt", "file", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644, ""),
-                    ("payload/dirlink", "symlink", 3, "ddc6e2b224d0fd821669202258386936fc9ce2899e215eec6322b95f8dd96d6a", 0o0, "sub"),
-                    ("payload/empty", "directory", 0, "", 0o0, ""),
-                    ("payload/link", "symlink", 9, "8792787d36836ac259ca93c2cd818a852c2cd1009b0243010c188f028c99a040", 0o0, "sub/b.txt"),
-                    ("payload/sub", "directory", 0, "", 0o0, ""),
-                    ("payload/sub/b.txt", "file", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o640, ""),
-                    ("payload/through", "symlink", 16, "c368fd40da6caab5c0531efe134bb3a5c2eb62b060f9f7596c64bf5e087a69e3", 0o0, "dirlink/../a.txt"),
-                ],
-                32,
-            ), (
-                &[
-                    ("payload", "file", 19, "a4e0317eafab5cf1bc4a0041c7c8aeb6ece56fe72e7b2b3017a8a6574614cd35", 0o755, ""),
-                ],
-                19,
-            )],
+            deps: &[
+                (
+                    &[
+                        ("payload", "directory", 0, "", 0o0, ""),
+                        (
+                            "payload/a.txt",
+                            "file",
+                            2,
+                            "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
+                            0o644,
+                            "",
+                        ),
+                        (
+                            "payload/dirlink",
+                            "symlink",
+                            3,
+                            "ddc6e2b224d0fd821669202258386936fc9ce2899e215eec6322b95f8dd96d6a",
+                            0o0,
+                            "sub",
+                        ),
+                        ("payload/empty", "directory", 0, "", 0o0, ""),
+                        (
+                            "payload/link",
+                            "symlink",
+                            9,
+                            "8792787d36836ac259ca93c2cd818a852c2cd1009b0243010c188f028c99a040",
+                            0o0,
+                            "sub/b.txt",
+                        ),
+                        ("payload/sub", "directory", 0, "", 0o0, ""),
+                        (
+                            "payload/sub/b.txt",
+                            "file",
+                            2,
+                            "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f",
+                            0o640,
+                            "",
+                        ),
+                        (
+                            "payload/through",
+                            "symlink",
+                            16,
+                            "c368fd40da6caab5c0531efe134bb3a5c2eb62b060f9f7596c64bf5e087a69e3",
+                            0o0,
+                            "dirlink/../a.txt",
+                        ),
+                    ],
+                    32,
+                ),
+                (
+                    &[(
+                        "payload",
+                        "file",
+                        19,
+                        "a4e0317eafab5cf1bc4a0041c7c8aeb6ece56fe72e7b2b3017a8a6574614cd35",
+                        0o755,
+                        "",
+                    )],
+                    19,
+                ),
+            ],
             budget: (9, 51),
         }),
     });
@@ -380,16 +579,21 @@ fn dependency_vite_temp_present() {
         deps: &[("node_modules", "web/node_modules/")],
         limits: Limits::default(),
         expect: Ok(Answer {
-            copy: &[
-                
-            ],
+            copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
                     ("payload", "directory", 0, "", 0o0, ""),
                     ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
                     ("payload/pkg", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg/index.js", "file", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o644, ""),
+                    (
+                        "payload/pkg/index.js",
+                        "file",
+                        2,
+                        "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac",
+                        0o644,
+                        "",
+                    ),
                 ],
                 2,
             )],
@@ -423,17 +627,29 @@ fn dependency_link_leaving_the_payload_inside_the_workspace() {
         deps: &[("nm", "a/node_modules")],
         limits: Limits::default(),
         expect: Ok(Answer {
-            copy: &[
-                
-            ],
+            copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
                     ("payload", "directory", 0, "", 0o0, ""),
                     ("payload/.bin", "directory", 0, "", 0o0, ""),
-                    ("payload/.bin/x", "symlink", 18, "648796239e6678506879bb030cb15c62b8c9b66c50849be9b2560cfa81e1c525", 0o0, "../../../README.md"),
+                    (
+                        "payload/.bin/x",
+                        "symlink",
+                        18,
+                        "648796239e6678506879bb030cb15c62b8c9b66c50849be9b2560cfa81e1c525",
+                        0o0,
+                        "../../../README.md",
+                    ),
                     ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    ("payload/a.js", "file", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644, ""),
+                    (
+                        "payload/a.js",
+                        "file",
+                        2,
+                        "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
+                        0o644,
+                        "",
+                    ),
                 ],
                 20,
             )],
@@ -445,10 +661,7 @@ fn dependency_link_leaving_the_payload_inside_the_workspace() {
 #[test]
 fn dependency_dangling_link() {
     check(Case {
-        tree: &[
-            F("nm/a.js", "a\n", 0o644),
-            L("nm/.bin/x", "../missing.js"),
-        ],
+        tree: &[F("nm/a.js", "a\n", 0o644), L("nm/.bin/x", "../missing.js")],
         copy: &[],
         deps: &[("nm", "node_modules")],
         limits: Limits::default(),
@@ -485,20 +698,46 @@ fn dependency_link_resolving_through_a_symlinked_directory() {
         deps: &[("nm", "node_modules")],
         limits: Limits::default(),
         expect: Ok(Answer {
-            copy: &[
-                
-            ],
+            copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
                     ("payload", "directory", 0, "", 0o0, ""),
                     ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    ("payload/dl", "symlink", 8, "9ea08fe777e8a60fe5ace6ccb4d800c7f06dfc0262236cc0a3c91b4e120405ac", 0o0, "sub/deep"),
+                    (
+                        "payload/dl",
+                        "symlink",
+                        8,
+                        "9ea08fe777e8a60fe5ace6ccb4d800c7f06dfc0262236cc0a3c91b4e120405ac",
+                        0o0,
+                        "sub/deep",
+                    ),
                     ("payload/sub", "directory", 0, "", 0o0, ""),
-                    ("payload/sub/a.js", "file", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644, ""),
+                    (
+                        "payload/sub/a.js",
+                        "file",
+                        2,
+                        "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
+                        0o644,
+                        "",
+                    ),
                     ("payload/sub/deep", "directory", 0, "", 0o0, ""),
-                    ("payload/sub/deep/b.js", "file", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o644, ""),
-                    ("payload/x", "symlink", 10, "d043827bf9afab3457782c43c4cca10be44779971c2dfd34d3eadbc973ffa1bf", 0o0, "dl/../a.js"),
+                    (
+                        "payload/sub/deep/b.js",
+                        "file",
+                        2,
+                        "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f",
+                        0o644,
+                        "",
+                    ),
+                    (
+                        "payload/x",
+                        "symlink",
+                        10,
+                        "d043827bf9afab3457782c43c4cca10be44779971c2dfd34d3eadbc973ffa1bf",
+                        0o0,
+                        "dl/../a.js",
+                    ),
                 ],
                 22,
             )],
@@ -510,10 +749,7 @@ fn dependency_link_resolving_through_a_symlinked_directory() {
 #[test]
 fn dependency_symlink_loop() {
     check(Case {
-        tree: &[
-            L("nm/l1", "l2"),
-            L("nm/l2", "l1"),
-        ],
+        tree: &[L("nm/l1", "l2"), L("nm/l2", "l1")],
         copy: &[],
         deps: &[("nm", "node_modules")],
         limits: Limits::default(),
@@ -524,24 +760,33 @@ fn dependency_symlink_loop() {
 #[test]
 fn dependency_link_to_itself_through_the_payload() {
     check(Case {
-        tree: &[
-            F("nm/a.js", "a\n", 0o644),
-            L("nm/x", "../nm/a.js"),
-        ],
+        tree: &[F("nm/a.js", "a\n", 0o644), L("nm/x", "../nm/a.js")],
         copy: &[],
         deps: &[("nm", "node_modules")],
         limits: Limits::default(),
         expect: Ok(Answer {
-            copy: &[
-                
-            ],
+            copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
                     ("payload", "directory", 0, "", 0o0, ""),
                     ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    ("payload/a.js", "file", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644, ""),
-                    ("payload/x", "symlink", 10, "65dc2527d9e1b29075ef2ef953243569534127d6a491415e7265c4bd0acd9c37", 0o0, "../nm/a.js"),
+                    (
+                        "payload/a.js",
+                        "file",
+                        2,
+                        "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
+                        0o644,
+                        "",
+                    ),
+                    (
+                        "payload/x",
+                        "symlink",
+                        10,
+                        "65dc2527d9e1b29075ef2ef953243569534127d6a491415e7265c4bd0acd9c37",
+                        0o0,
+                        "../nm/a.js",
+                    ),
                 ],
                 12,
             )],
@@ -553,9 +798,7 @@ fn dependency_link_to_itself_through_the_payload() {
 #[test]
 fn dependency_absolute_link() {
     check(Case {
-        tree: &[
-            L("nm/x", "/etc/passwd"),
-        ],
+        tree: &[L("nm/x", "/etc/passwd")],
         copy: &[],
         deps: &[("nm", "node_modules")],
         limits: Limits::default(),
@@ -566,9 +809,7 @@ fn dependency_absolute_link() {
 #[test]
 fn dependency_fifo() {
     check(Case {
-        tree: &[
-            P("nm/pipe"),
-        ],
+        tree: &[P("nm/pipe")],
         copy: &[],
         deps: &[("nm", "node_modules")],
         limits: Limits::default(),
@@ -579,10 +820,7 @@ fn dependency_fifo() {
 #[test]
 fn dependency_symlink_declaration() {
     check(Case {
-        tree: &[
-            F("real/a.js", "a\n", 0o644),
-            L("nm", "real"),
-        ],
+        tree: &[F("real/a.js", "a\n", 0o644), L("nm", "real")],
         copy: &[],
         deps: &[("nm", "node_modules")],
         limits: Limits::default(),
@@ -600,7 +838,10 @@ fn entry_limit() {
         ],
         copy: &["assets"],
         deps: &[],
-        limits: Limits { max_entries: 3, ..Limits::default() },
+        limits: Limits {
+            max_entries: 3,
+            ..Limits::default()
+        },
         expect: Err("sandbox_copy exceeds the entry limit"),
     });
 }
@@ -608,13 +849,13 @@ fn entry_limit() {
 #[test]
 fn entry_limit_shared_with_a_dependency() {
     check(Case {
-        tree: &[
-            F("assets/a", "a\n", 0o644),
-            F("nm/b", "b\n", 0o644),
-        ],
+        tree: &[F("assets/a", "a\n", 0o644), F("nm/b", "b\n", 0o644)],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits { max_entries: 4, ..Limits::default() },
+        limits: Limits {
+            max_entries: 4,
+            ..Limits::default()
+        },
         expect: Err("sandbox_copy exceeds the entry limit"),
     });
 }
@@ -622,24 +863,38 @@ fn entry_limit_shared_with_a_dependency() {
 #[test]
 fn entry_limit_met_exactly() {
     check(Case {
-        tree: &[
-            F("assets/a", "a\n", 0o644),
-            F("nm/b", "b\n", 0o644),
-        ],
+        tree: &[F("assets/a", "a\n", 0o644), F("nm/b", "b\n", 0o644)],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits { max_entries: 5, ..Limits::default() },
+        limits: Limits {
+            max_entries: 5,
+            ..Limits::default()
+        },
         expect: Ok(Answer {
             copy: &[
                 ("assets", "directory", 0, "", 0o0, ""),
-                ("assets/a", "file", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o0, "")
+                (
+                    "assets/a",
+                    "file",
+                    2,
+                    "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
+                    0o0,
+                    "",
+                ),
             ],
             copy_total: 2,
             deps: &[(
                 &[
                     ("payload", "directory", 0, "", 0o0, ""),
                     ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    ("payload/b", "file", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o644, ""),
+                    (
+                        "payload/b",
+                        "file",
+                        2,
+                        "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f",
+                        0o644,
+                        "",
+                    ),
                 ],
                 2,
             )],
@@ -657,7 +912,10 @@ fn path_byte_limit() {
         ],
         copy: &["assets"],
         deps: &[],
-        limits: Limits { max_path_bytes: 12, ..Limits::default() },
+        limits: Limits {
+            max_path_bytes: 12,
+            ..Limits::default()
+        },
         expect: Err("sandbox_copy exceeds the path byte limit"),
     });
 }
@@ -665,13 +923,13 @@ fn path_byte_limit() {
 #[test]
 fn symlink_target_path_limit() {
     check(Case {
-        tree: &[
-            F("nm/ab", "x\n", 0o644),
-            L("nm/x", "./././././ab"),
-        ],
+        tree: &[F("nm/ab", "x\n", 0o644), L("nm/x", "./././././ab")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits { max_path_bytes: 11, ..Limits::default() },
+        limits: Limits {
+            max_path_bytes: 11,
+            ..Limits::default()
+        },
         expect: Err("dependency symlink target exceeds the path limit: payload/x"),
     });
 }
@@ -679,24 +937,36 @@ fn symlink_target_path_limit() {
 #[test]
 fn symlink_target_path_limit_met_exactly() {
     check(Case {
-        tree: &[
-            F("nm/ab", "x\n", 0o644),
-            L("nm/x", "./././././ab"),
-        ],
+        tree: &[F("nm/ab", "x\n", 0o644), L("nm/x", "./././././ab")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits { max_path_bytes: 18, ..Limits::default() },
+        limits: Limits {
+            max_path_bytes: 18,
+            ..Limits::default()
+        },
         expect: Ok(Answer {
-            copy: &[
-                
-            ],
+            copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
                     ("payload", "directory", 0, "", 0o0, ""),
                     ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    ("payload/ab", "file", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o644, ""),
-                    ("payload/x", "symlink", 12, "ebfcdad89b396806df2769b4cb9dff25377e5efcc53b1ee47dfbed2ec407bef0", 0o0, "./././././ab"),
+                    (
+                        "payload/ab",
+                        "file",
+                        2,
+                        "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac",
+                        0o644,
+                        "",
+                    ),
+                    (
+                        "payload/x",
+                        "symlink",
+                        12,
+                        "ebfcdad89b396806df2769b4cb9dff25377e5efcc53b1ee47dfbed2ec407bef0",
+                        0o0,
+                        "./././././ab",
+                    ),
                 ],
                 14,
             )],
@@ -714,7 +984,10 @@ fn total_byte_limit_shared() {
         ],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits { max_total_bytes: 14, ..Limits::default() },
+        limits: Limits {
+            max_total_bytes: 14,
+            ..Limits::default()
+        },
         expect: Err("sandbox_copy exceeds the total byte limit"),
     });
 }
@@ -729,19 +1002,43 @@ fn total_byte_limit_met_exactly_with_a_symlink() {
         ],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits { max_total_bytes: 12, ..Limits::default() },
+        limits: Limits {
+            max_total_bytes: 12,
+            ..Limits::default()
+        },
         expect: Ok(Answer {
             copy: &[
                 ("assets", "directory", 0, "", 0o0, ""),
-                ("assets/a", "file", 10, "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882", 0o0, "")
+                (
+                    "assets/a",
+                    "file",
+                    10,
+                    "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882",
+                    0o0,
+                    "",
+                ),
             ],
             copy_total: 10,
             deps: &[(
                 &[
                     ("payload", "directory", 0, "", 0o0, ""),
                     ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    ("payload/b", "file", 1, "5feceb66ffc86f38d952786c6d696c79c2dbc239dd4e91b46729d73a27fb57e9", 0o644, ""),
-                    ("payload/l", "symlink", 1, "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d", 0o0, "b"),
+                    (
+                        "payload/b",
+                        "file",
+                        1,
+                        "5feceb66ffc86f38d952786c6d696c79c2dbc239dd4e91b46729d73a27fb57e9",
+                        0o644,
+                        "",
+                    ),
+                    (
+                        "payload/l",
+                        "symlink",
+                        1,
+                        "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d",
+                        0o0,
+                        "b",
+                    ),
                 ],
                 2,
             )],
@@ -760,8 +1057,130 @@ fn total_byte_limit_counts_symlink_targets() {
         ],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits { max_total_bytes: 11, ..Limits::default() },
+        limits: Limits {
+            max_total_bytes: 11,
+            ..Limits::default()
+        },
         expect: Err("sandbox_copy exceeds the total byte limit"),
     });
 }
 
+/// A tree changed by `change` (given the repository's root) after the
+/// walk's first read of a file's bytes: the harness's answer, from its own
+/// walk with `_read_source_chunk` patched to make the same change after its
+/// first call.
+fn changed_mid_walk(change: impl FnOnce(&Path) + 'static) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    std::fs::create_dir(&root).unwrap();
+    build(
+        &root,
+        &[
+            F("assets/sub/a.txt", "a\n", 0o644),
+            F("assets/z.txt", "z\n", 0o644),
+        ],
+    );
+    let repo = rustix::fs::open(
+        &root,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let mut budget = Budget::default();
+    let mut builder = Builder::new(Flavour::SandboxCopy, Limits::default(), &mut budget);
+    let at = root.clone();
+    builder.after_first_read = Some(Box::new(move || change(&at)));
+    builder
+        .capture(repo.as_fd(), "assets")
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn a_file_that_grows_while_read_is_refused() {
+    let message = changed_mid_walk(|root| {
+        use std::io::Write as _;
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(root.join("assets/sub/a.txt"))
+            .unwrap();
+        file.write_all(b"more\n").unwrap();
+    });
+    assert_eq!(
+        message,
+        "sandbox_copy file changed while snapshotting: assets/sub/a.txt"
+    );
+}
+
+#[test]
+fn a_file_whose_mtime_changes_while_read_is_refused() {
+    let message = changed_mid_walk(|root| {
+        let file = std::fs::File::open(root.join("assets/sub/a.txt")).unwrap();
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(1);
+        file.set_times(
+            std::fs::FileTimes::new()
+                .set_modified(old)
+                .set_accessed(old),
+        )
+        .unwrap();
+    });
+    assert_eq!(
+        message,
+        "sandbox_copy file changed while snapshotting: assets/sub/a.txt"
+    );
+}
+
+#[test]
+fn a_directory_that_gains_an_entry_while_walked_is_refused() {
+    let message =
+        changed_mid_walk(|root| std::fs::write(root.join("assets/sub/new.txt"), "n\n").unwrap());
+    assert_eq!(
+        message,
+        "sandbox_copy directory changed while snapshotting: assets/sub"
+    );
+    let message =
+        changed_mid_walk(|root| std::fs::write(root.join("assets/new.txt"), "n\n").unwrap());
+    assert_eq!(
+        message,
+        "sandbox_copy directory changed while snapshotting: assets"
+    );
+}
+
+/// A file whose `fstat` size is not what reading it gives: upstream's walk
+/// of `/proc/self` declared `status` said the same.
+#[test]
+fn a_file_read_to_another_length_than_its_size_is_refused() {
+    let proc_self = rustix::fs::open(
+        "/proc/self",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    );
+    let Ok(proc_self) = proc_self else {
+        eprintln!("skipped: /proc/self cannot be opened here");
+        return;
+    };
+    let mut budget = Budget::default();
+    let mut builder = Builder::new(Flavour::SandboxCopy, Limits::default(), &mut budget);
+    let message = builder
+        .capture(proc_self.as_fd(), "status")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        "sandbox_copy file changed while snapshotting: status"
+    );
+}
+
+#[test]
+fn each_rejection_names_a_rule() {
+    let errors = [
+        CaptureError::TotalBytes,
+        CaptureError::Entries,
+        CaptureError::PathBytes,
+        CaptureError::Symlink("a".into()),
+        CaptureError::SymlinkDangling("payload/a".into()),
+        CaptureError::SymlinkEscapesWorkspace("payload/a".into()),
+    ];
+    let rules: std::collections::BTreeSet<_> = errors.iter().map(CaptureError::rule).collect();
+    assert_eq!(rules.len(), errors.len());
+}
