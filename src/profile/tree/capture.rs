@@ -112,14 +112,10 @@ impl OsCause {
 
     fn of_io(e: &std::io::Error) -> OsCause {
         OsCause {
-            errno: e.raw_os_error().unwrap_or(libc_eio()),
+            errno: e.raw_os_error().unwrap_or(Errno::IO.raw_os_error()),
             filename: None,
         }
     }
-}
-
-const fn libc_eio() -> i32 {
-    5
 }
 
 impl fmt::Display for OsCause {
@@ -428,8 +424,10 @@ fn open_child(
 }
 
 /// Opens a declared path below `root` as the harness's `_open_relative`
-/// does: component by component with [`open_child`]'s checks, every
-/// component but the last a directory. `relative` is a declaration the
+/// does: component by component, each refused when `lstat` finds a
+/// symlink, a non-directory where a directory is needed, or anything but a
+/// directory or regular file, and when what opened (with `O_NOFOLLOW`) is
+/// not what `lstat` saw; every component but the last a directory. `relative` is a declaration the
 /// caller has already validated (relative, no `..`).
 ///
 /// # Errors
