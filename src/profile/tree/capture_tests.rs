@@ -1065,6 +1065,138 @@ fn total_byte_limit_counts_symlink_targets() {
     });
 }
 
+#[test]
+fn dependency_vite_temp_file_collides() {
+    check(Case {
+        tree: &[F("node_modules/.vite-temp", "x\n", 0o644)],
+        copy: &[],
+        deps: &[("node_modules", "node_modules")],
+        limits: Limits::default(),
+        expect: Err("sandbox_copy paths collide at payload/.vite-temp"),
+    });
+}
+
+#[test]
+fn dependency_vite_temp_symlink_collides() {
+    check(Case {
+        tree: &[
+            F("node_modules/a", "x\n", 0o644),
+            L("node_modules/.vite-temp", "a"),
+        ],
+        copy: &[],
+        deps: &[("node_modules", "node_modules")],
+        limits: Limits::default(),
+        expect: Err("sandbox_copy paths collide at payload/.vite-temp"),
+    });
+}
+
+#[test]
+fn copy_two_declarations_sharing_a_parent() {
+    check(Case {
+        tree: &[
+            F("x/a/f", "f\n", 0o644),
+            F("x/b", "b\n", 0o644),
+            F("x/c", "c\n", 0o644),
+        ],
+        copy: &["x/b", "x/a"],
+        deps: &[],
+        limits: Limits::default(),
+        expect: Ok(Answer {
+            copy: &[
+                ("x", "directory", 0, "", 0o0, ""),
+                ("x/a", "directory", 0, "", 0o0, ""),
+                (
+                    "x/a/f",
+                    "file",
+                    2,
+                    "092fcfbbcfca3b5be7ae1b5e58538e92c35ab273ae13664fed0d67484c8e78a6",
+                    0o0,
+                    "",
+                ),
+                (
+                    "x/b",
+                    "file",
+                    2,
+                    "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f",
+                    0o0,
+                    "",
+                ),
+            ],
+            copy_total: 4,
+            deps: &[],
+            budget: (4, 4),
+        }),
+    });
+}
+
+#[test]
+fn dependency_links_to_the_payload_and_above_it() {
+    check(Case {
+        tree: &[
+            F("nm/a.js", "a\n", 0o644),
+            L("nm/self", "."),
+            L("nm/up", ".."),
+            L("nm/slash", "a.js/"),
+            L("nm/via-self", "self/self/a.js"),
+        ],
+        copy: &[],
+        deps: &[("nm", "node_modules")],
+        limits: Limits::default(),
+        expect: Ok(Answer {
+            copy: &[],
+            copy_total: 0,
+            deps: &[(
+                &[
+                    ("payload", "directory", 0, "", 0o0, ""),
+                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
+                    (
+                        "payload/a.js",
+                        "file",
+                        2,
+                        "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
+                        0o644,
+                        "",
+                    ),
+                    (
+                        "payload/self",
+                        "symlink",
+                        1,
+                        "cdb4ee2aea69cc6a83331bbe96dc2caa9a299d21329efb0336fc02a82e1839a8",
+                        0o0,
+                        ".",
+                    ),
+                    (
+                        "payload/slash",
+                        "symlink",
+                        5,
+                        "aecfb21216f8177598d46f8c646386a7a563f4b731df3f38cf58cf3404e40a9f",
+                        0o0,
+                        "a.js/",
+                    ),
+                    (
+                        "payload/up",
+                        "symlink",
+                        2,
+                        "5ec1f7e700f37c3d0b2981d04855fc34b94aaa15457b05ca571817442d228f81",
+                        0o0,
+                        "..",
+                    ),
+                    (
+                        "payload/via-self",
+                        "symlink",
+                        14,
+                        "c469fd6e9c2e50760dd79f22c4f1dc44d573ec63231da6367c0bdbf7d698e17f",
+                        0o0,
+                        "self/self/a.js",
+                    ),
+                ],
+                24,
+            )],
+            budget: (7, 24),
+        }),
+    });
+}
+
 /// A tree changed by `change` (given the repository's root) after the
 /// walk's first read of a file's bytes: the harness's answer, from its own
 /// walk with `_read_source_chunk` patched to make the same change after its
