@@ -455,8 +455,9 @@ pub struct Builder<'b> {
     budget: &'b mut Budget,
     entries: BTreeMap<String, TreeEntry>,
     total_bytes: u64,
-    /// Run once, after the walk's first read of a file's bytes: how tests
-    /// change a tree mid-walk, as upstream's tests patch its chunk reader.
+    /// Run once, after the walk's first read of a file's bytes or of a
+    /// symlink's target: how tests change a tree mid-walk, as upstream's
+    /// tests patch its chunk reader.
     #[cfg(test)]
     pub(super) after_first_read: Option<Box<dyn FnOnce()>>,
 }
@@ -630,6 +631,10 @@ impl<'b> Builder<'b> {
     ) -> Result<(), CaptureError> {
         let unreadable = || CaptureError::SymlinkUnreadable(shown(relative));
         let raw = rustix::fs::readlinkat(parent, name, Vec::new()).map_err(|_| unreadable())?;
+        #[cfg(test)]
+        if let Some(hook) = self.after_first_read.take() {
+            hook();
+        }
         let target = String::from_utf8(raw.into_bytes()).map_err(|_| unreadable())?;
         if target.is_empty() || target.starts_with('/') || target.contains('\0') {
             return Err(CaptureError::SymlinkNotRelative(shown(relative)));

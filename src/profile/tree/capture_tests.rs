@@ -1264,14 +1264,28 @@ fn a_file_whose_mtime_changes_while_read_is_refused() {
 
 #[test]
 fn a_directory_that_gains_an_entry_while_walked_is_refused() {
-    let message =
-        changed_mid_walk(|root| std::fs::write(root.join("assets/sub/new.txt"), "n\n").unwrap());
+    // A new entry within the filesystem's timestamp tick may leave the
+    // directory's mtime and ctime as they were (and its size, on some
+    // filesystems): its mtime is then set apart, so the change is seen
+    // wherever the test runs.
+    fn gain(dir: &Path) {
+        std::fs::write(dir.join("new.txt"), "n\n").unwrap();
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(1);
+        std::fs::File::open(dir)
+            .unwrap()
+            .set_times(
+                std::fs::FileTimes::new()
+                    .set_modified(old)
+                    .set_accessed(old),
+            )
+            .unwrap();
+    }
+    let message = changed_mid_walk(|root| gain(&root.join("assets/sub")));
     assert_eq!(
         message,
         "sandbox_copy directory changed while snapshotting: assets/sub"
     );
-    let message =
-        changed_mid_walk(|root| std::fs::write(root.join("assets/new.txt"), "n\n").unwrap());
+    let message = changed_mid_walk(|root| gain(&root.join("assets")));
     assert_eq!(
         message,
         "sandbox_copy directory changed while snapshotting: assets"
@@ -1315,4 +1329,98 @@ fn each_rejection_names_a_rule() {
     ];
     let rules: std::collections::BTreeSet<_> = errors.iter().map(CaptureError::rule).collect();
     assert_eq!(rules.len(), errors.len());
+}
+
+/// A symlink replaced by one of another target between the walk's
+/// `readlink` and its second look: upstream's walk, with `os.readlink`
+/// patched to make the same change after its first call, said the same.
+#[test]
+fn a_symlink_retargeted_while_read_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("repo");
+    std::fs::create_dir(&root).unwrap();
+    // No file: the hook runs at the first read, which must be the link's.
+    build(&root, &[L("nm/z", "a.txt")]);
+    let repo = rustix::fs::open(
+        &root,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let nm = super::capture::open_relative(repo.as_fd(), "nm").unwrap();
+    let mut budget = Budget::default();
+    let mut builder = Builder::new(Flavour::Dependency, Limits::default(), &mut budget);
+    let link = root.join("nm/z");
+    builder.after_first_read = Some(Box::new(move || {
+        std::fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink("b.txt", &link).unwrap();
+    }));
+    let message = builder
+        .copy_descriptor(nm.as_fd(), b"payload")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        "dependency symlink changed while snapshotting: payload/z"
+    );
+}
+
+/// Names and a target that are not UTF-8. Upstream's answers: `sandbox_copy
+/// path is not valid UTF-8: assets/\udcff.txt` (after `assets/ok.txt`, which
+/// sorts first), `... assets/\udcfe` for a directory, and `dependency symlink
+/// is unreadable or not UTF-8: payload/x`; Python's message holds the byte as
+/// a lone surrogate, which a Rust string shows as U+FFFD.
+#[test]
+fn names_and_targets_that_are_not_utf8_are_refused() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("assets")).unwrap();
+    std::fs::write(root.join("assets/ok.txt"), "o").unwrap();
+    std::fs::write(
+        root.join("assets").join(OsStr::from_bytes(b"\xff.txt")),
+        "x",
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("other").join(OsStr::from_bytes(b"\xfe"))).unwrap();
+    std::fs::write(root.join("other").join(OsStr::from_bytes(b"\xfe/a")), "x").unwrap();
+    std::fs::create_dir_all(root.join("nm")).unwrap();
+    std::os::unix::fs::symlink(OsStr::from_bytes(b"\xff.js"), root.join("nm/x")).unwrap();
+    let repo = rustix::fs::open(
+        root,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let copy = |declaration: &str| {
+        let mut budget = Budget::default();
+        let mut builder = Builder::new(Flavour::SandboxCopy, Limits::default(), &mut budget);
+        builder.capture(repo.as_fd(), declaration).unwrap_err()
+    };
+    let e = copy("assets");
+    assert_eq!(
+        e.to_string(),
+        "sandbox_copy path is not valid UTF-8: assets/\u{fffd}.txt"
+    );
+    assert_eq!(e.rule(), "task-asset-path-not-utf8");
+    let e = copy("other");
+    assert_eq!(
+        e.to_string(),
+        "sandbox_copy path is not valid UTF-8: other/\u{fffd}"
+    );
+    let mut budget = Budget::default();
+    let e = capture_dependency(
+        repo.as_fd(),
+        "nm",
+        "node_modules",
+        Limits::default(),
+        &mut budget,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "dependency symlink is unreadable or not UTF-8: payload/x"
+    );
+    assert_eq!(e.rule(), "dependency-symlink-unreadable");
 }
