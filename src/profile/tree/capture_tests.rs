@@ -1197,6 +1197,92 @@ fn dependency_links_to_the_payload_and_above_it() {
     });
 }
 
+#[test]
+fn dependency_link_chains() {
+    check(Case {
+        tree: &[
+            F("nm/a/c/f", "f\n", 0o644),
+            L("nm/l1", "a"),
+            L("nm/l2", "l1/c/f"),
+            L("nm/b/l3", "../l2"),
+            L("nm/b/l4", "../l1/c/../c/f"),
+        ],
+        copy: &[],
+        deps: &[("nm", "a/b/c/vendor")],
+        limits: Limits::default(),
+        expect: Ok(Answer {
+            copy: &[],
+            copy_total: 0,
+            deps: &[(
+                &[
+                    ("payload", "directory", 0, "", 0o0, ""),
+                    ("payload/a", "directory", 0, "", 0o0, ""),
+                    ("payload/a/c", "directory", 0, "", 0o0, ""),
+                    (
+                        "payload/a/c/f",
+                        "file",
+                        2,
+                        "092fcfbbcfca3b5be7ae1b5e58538e92c35ab273ae13664fed0d67484c8e78a6",
+                        0o644,
+                        "",
+                    ),
+                    ("payload/b", "directory", 0, "", 0o0, ""),
+                    (
+                        "payload/b/l3",
+                        "symlink",
+                        5,
+                        "7e75ceea66e84eb22fe008f711221d750d1ecde2d349a84e7fc735070156aa60",
+                        0o0,
+                        "../l2",
+                    ),
+                    (
+                        "payload/b/l4",
+                        "symlink",
+                        14,
+                        "d66161a4b4aaf19ee19f99eb9c5ec03735cd4274b0de101d49ea743085da65cd",
+                        0o0,
+                        "../l1/c/../c/f",
+                    ),
+                    (
+                        "payload/l1",
+                        "symlink",
+                        1,
+                        "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb",
+                        0o0,
+                        "a",
+                    ),
+                    (
+                        "payload/l2",
+                        "symlink",
+                        6,
+                        "a9747fb8ff698d26beac72a6d462c48f7c7766599dace3acc6885383f76408e6",
+                        0o0,
+                        "l1/c/f",
+                    ),
+                ],
+                28,
+            )],
+            budget: (9, 28),
+        }),
+    });
+}
+
+#[test]
+fn dependency_link_chain_dangling_at_its_end() {
+    check(Case {
+        tree: &[
+            F("nm/a/c/f", "f\n", 0o644),
+            L("nm/l1", "a"),
+            L("nm/l2", "l1/c/missing"),
+            L("nm/b/l3", "../l2"),
+        ],
+        copy: &[],
+        deps: &[("nm", "a/b/c/vendor")],
+        limits: Limits::default(),
+        expect: Err("dependency symlink is dangling or escapes its snapshot: payload/b/l3"),
+    });
+}
+
 /// A tree changed by `change` (given the repository's root) after the
 /// walk's first read of a file's bytes: the harness's answer, from its own
 /// walk with `_read_source_chunk` patched to make the same change after its
