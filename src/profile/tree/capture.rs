@@ -455,6 +455,8 @@ pub struct Builder<'b> {
     budget: &'b mut Budget,
     entries: BTreeMap<String, TreeEntry>,
     total_bytes: u64,
+    /// The read buffer, made at the first file and kept for every other.
+    chunk: Vec<u8>,
     /// Run once, after the walk's first read of a file's bytes or of a
     /// symlink's target: how tests change a tree mid-walk, as upstream's
     /// tests patch its chunk reader.
@@ -484,6 +486,7 @@ impl<'b> Builder<'b> {
             budget,
             entries: BTreeMap::new(),
             total_bytes: 0,
+            chunk: Vec::new(),
             #[cfg(test)]
             after_first_read: None,
         }
@@ -583,25 +586,11 @@ impl<'b> Builder<'b> {
                 .map_err(|e| CaptureError::Os(OsCause::of_io(&e)))?,
         );
         let mut hasher = Sha256::new();
-        let mut chunk = vec![0u8; CHUNK_BYTES];
-        let mut copied: u64 = 0;
-        loop {
-            let n = match file.read(&mut chunk) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(CaptureError::Os(OsCause::of_io(&e))),
-            };
-            #[cfg(test)]
-            if let Some(hook) = self.after_first_read.take() {
-                hook();
-            }
-            copied += n as u64;
-            if self.budget.total_bytes.saturating_add(copied) > self.limits.max_total_bytes {
-                return Err(CaptureError::TotalBytes);
-            }
-            hasher.update(&chunk[..n]);
-        }
+        let mut chunk = std::mem::take(&mut self.chunk);
+        chunk.resize(CHUNK_BYTES, 0);
+        let read = self.hash_file(&mut file, &mut chunk, &mut hasher);
+        self.chunk = chunk;
+        let copied = read?;
         let mode = match self.flavour {
             Flavour::Dependency => before.st_mode & 0o7777,
             Flavour::SandboxCopy => 0,
@@ -620,6 +609,35 @@ impl<'b> Builder<'b> {
                 mode,
             },
         )
+    }
+
+    /// Reads `file` to its end into `hasher`, a chunk at a time, refusing
+    /// once the bytes counted would pass the total bound; returns the
+    /// bytes read.
+    fn hash_file(
+        &mut self,
+        file: &mut std::fs::File,
+        chunk: &mut [u8],
+        hasher: &mut Sha256,
+    ) -> Result<u64, CaptureError> {
+        let mut copied: u64 = 0;
+        loop {
+            let n = match file.read(chunk) {
+                Ok(0) => return Ok(copied),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(CaptureError::Os(OsCause::of_io(&e))),
+            };
+            #[cfg(test)]
+            if let Some(hook) = self.after_first_read.take() {
+                hook();
+            }
+            copied += n as u64;
+            if self.budget.total_bytes.saturating_add(copied) > self.limits.max_total_bytes {
+                return Err(CaptureError::TotalBytes);
+            }
+            hasher.update(&chunk[..n]);
+        }
     }
 
     fn copy_symlink(

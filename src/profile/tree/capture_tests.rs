@@ -19,6 +19,7 @@ use std::path::Path;
 
 use super::capture::{capture_dependency, Budget, Builder, CaptureError, Flavour, Limits};
 use super::TreeEntry;
+use crate::digest::ObjectId;
 
 /// One item of a fixture tree.
 enum Item {
@@ -1509,4 +1510,46 @@ fn names_and_targets_that_are_not_utf8_are_refused() {
         "dependency symlink is unreadable or not UTF-8: payload/x"
     );
     assert_eq!(e.rule(), "dependency-symlink-unreadable");
+}
+
+/// Files longer than one read (1 MiB), one after another through the same
+/// buffer: each records its own length and its bytes' SHA-256.
+#[test]
+fn files_longer_than_one_read_record_their_own_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("nm")).unwrap();
+    let big: Vec<u8> = (0..(5 << 19) + 7)
+        .map(|i: u32| (i * 31 % 251) as u8)
+        .collect();
+    let small = b"after the big one\n";
+    std::fs::write(root.join("nm/a.bin"), &big).unwrap();
+    std::fs::write(root.join("nm/b.txt"), small).unwrap();
+    let repo = rustix::fs::open(
+        root,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let mut budget = Budget::default();
+    let dep =
+        capture_dependency(repo.as_fd(), "nm", "vendor", Limits::default(), &mut budget).unwrap();
+    let files: Vec<_> = dep
+        .entries
+        .iter()
+        .filter(|e| e.kind() == "file")
+        .map(|e| (e.path.as_str(), e.size(), e.sha256()))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("payload/a.bin", big.len() as u64, Some(ObjectId::of(&big))),
+            (
+                "payload/b.txt",
+                small.len() as u64,
+                Some(ObjectId::of(small))
+            ),
+        ]
+    );
+    assert_eq!(dep.total_bytes, (big.len() + small.len()) as u64);
 }
