@@ -25,6 +25,23 @@
 //!
 //! A rejection is a [`CaptureError`], whose text is the harness's
 //! `SandboxError` message word for word.
+//!
+//! Where the answer is not the harness's, exactly:
+//!
+//! - a path that is not UTF-8 shows U+FFFD in a message where Python's
+//!   text holds a lone surrogate (the rule and the path's place are the same);
+//! - a directory that cannot be listed: Python's text ends with the
+//!   descriptor's number (`[Errno 13] Permission denied: 7`), which is the
+//!   harness process's own; here the text ends with the error;
+//! - a system call the harness leaves unwrapped (the `lstat` of a listed
+//!   name, an `fstat`, a `read`) raises a bare `OSError` there, not a
+//!   `SandboxError`; here it is [`CaptureError::Os`], with `OSError`'s text
+//!   (a name's `repr` escapes quotes, backslashes and ASCII control
+//!   characters as Python does, not the other characters Python escapes);
+//! - a dependency's symlink resolved above its payload's parent: see
+//!   [`validate_dependency_symlinks`];
+//! - the harness also writes a copy, and a failure of its own disk (full,
+//!   read-only) refuses there what is accepted here.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
