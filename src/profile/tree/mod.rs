@@ -12,12 +12,18 @@
 //! digests byte for byte as the harness does ([`digests`]), so that a
 //! digest cestore gives is the one the harness's results rows carry.
 //!
-//! Everything here is a pure function of its arguments: no file is read.
-//! `docs/format.md` ("Tree manifests and digests") gives the encoding and
-//! the few lines of Python that recompute each digest.
+//! [`capture`] makes the entries from a directory as the harness walks
+//! it (through directory handles, within its bounds, refusing what it
+//! refuses, in its words); everything else here is a pure function of its
+//! arguments, and reads no file. `docs/format.md` ("Tree manifests and
+//! digests") gives the encoding and the few lines of Python that recompute
+//! each digest.
 
+pub mod capture;
 pub mod digests;
 
+#[cfg(test)]
+mod capture_tests;
 #[cfg(test)]
 mod tests;
 

@@ -1,0 +1,932 @@
+//! Capturing a declared task input from a directory, entry for entry and rejection for rejection as the harness does.
+//!
+//! The harness's `_SnapshotBuilder.copy_descriptor` walks each declared
+//! input through directory handles and copies it; this module walks it the
+//! same way, in the same order, with the same checks, but copies nothing:
+//! it gives the [`TreeEntry`] list (in the order of [`super::sort_entries`]),
+//! the bytes counted against the bounds, and each file's SHA-256, read
+//! once. Every directory and file is opened relative to its parent's handle
+//! (`openat` with `O_NOFOLLOW`), its `fstat` compared with the `lstat` the
+//! walk saw, and every change during the walk is detected as the harness
+//! detects it: a directory or file whose device, inode, mode, size, mtime or
+//! ctime (in nanoseconds) differ after it was read, a file that read to
+//! another length than `fstat` said, a symlink whose `lstat` or target
+//! changed.
+//!
+//! Two flavours: a `sandbox_copy` input ([`Flavour::SandboxCopy`]: symlinks
+//! refused, modes recorded as 0, its parents recorded as directories) and a
+//! sandbox dependency ([`Flavour::Dependency`], rooted at
+//! [`super::DEPENDENCY_ROOT`]: symlinks kept when relative and bounded, the
+//! full permission bits recorded), whose links are then checked as the
+//! harness's `_validate_dependency_symlinks` checks them
+//! ([`validate_dependency_symlinks`]). The bounds ([`Limits`]) are the
+//! harness's constants by default and parameters here, and one [`Budget`]
+//! is shared by every input of a snapshot, as `_SnapshotBudget` is.
+//!
+//! A rejection is a [`CaptureError`], whose text is the harness's
+//! `SandboxError` message word for word.
+//!
+//! Where the answer is not the harness's, exactly:
+//!
+//! - a path that is not UTF-8 shows U+FFFD in a message where Python's
+//!   text holds a lone surrogate (the rule and the path's place are the same);
+//! - a directory that cannot be listed: Python's text ends with the
+//!   descriptor's number (`[Errno 13] Permission denied: 7`), which is the
+//!   harness process's own; here the text ends with the error;
+//! - a system call the harness leaves unwrapped (the `lstat` of a listed
+//!   name, an `fstat`, a `read`) raises a bare `OSError` there, not a
+//!   `SandboxError`; here it is [`CaptureError::Os`], with `OSError`'s text
+//!   (a name's `repr` escapes quotes, backslashes and ASCII control
+//!   characters as Python does, not the other characters Python escapes);
+//! - a dependency's symlink resolved above its payload's parent: see
+//!   [`validate_dependency_symlinks`];
+//! - the harness also writes a copy, and a failure of its own disk (full,
+//!   read-only) refuses there what is accepted here.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::io::Read as _;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
+use sha2::{Digest as _, Sha256};
+
+use super::{Node, TreeEntry, DEPENDENCY_MOUNT_BASENAME, DEPENDENCY_ROOT, VITE_TEMP_DIR};
+use crate::digest::ObjectId;
+
+/// The harness's `MAX_TASK_ASSET_ENTRIES`.
+pub const MAX_TASK_ASSET_ENTRIES: u64 = 100_000;
+/// The harness's `MAX_TASK_ASSET_PATH_BYTES`.
+pub const MAX_TASK_ASSET_PATH_BYTES: u64 = 4_096;
+/// The harness's `MAX_TASK_ASSET_BYTES`: 2 GiB.
+pub const MAX_TASK_ASSET_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// The harness's `SANDBOX_WORKSPACE`, where a task's clone is mounted.
+pub const SANDBOX_WORKSPACE: &str = "/workspace";
+/// How much the walk reads at a time (the harness's `COPY_CHUNK_BYTES`).
+const CHUNK_BYTES: usize = 1024 * 1024;
+
+/// The bounds of one snapshot's capture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The most entries, all inputs together (`MAX_TASK_ASSET_ENTRIES`).
+    pub max_entries: u64,
+    /// The most UTF-8 bytes of an entry's path, and of a symlink's target
+    /// (`MAX_TASK_ASSET_PATH_BYTES`).
+    pub max_path_bytes: u64,
+    /// The most bytes, all inputs together: files' lengths and symlinks'
+    /// targets' lengths (`MAX_TASK_ASSET_BYTES`).
+    pub max_total_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_entries: MAX_TASK_ASSET_ENTRIES,
+            max_path_bytes: MAX_TASK_ASSET_PATH_BYTES,
+            max_total_bytes: MAX_TASK_ASSET_BYTES,
+        }
+    }
+}
+
+/// What a snapshot's inputs have used of [`Limits`] so far (`_SnapshotBudget`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Budget {
+    /// The entries recorded.
+    pub entries: u64,
+    /// The bytes counted: files' lengths and symlinks' targets' lengths.
+    pub total_bytes: u64,
+}
+
+/// Which of the harness's two walks an input gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// A `sandbox_copy` root: a symlink anywhere is refused, and every file
+    /// is recorded at mode 0.
+    SandboxCopy,
+    /// A sandbox dependency (`allow_symlinks`, `preserve_modes`): relative
+    /// symlinks are kept, and files record their full permission bits.
+    Dependency,
+}
+
+/// The system's error behind a rejection, as Python's `OSError` prints it:
+/// `[Errno N] text`, then `: 'name'` when the call named a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OsCause {
+    /// The error number.
+    pub errno: i32,
+    /// The name the failing call was given, if any.
+    pub filename: Option<String>,
+}
+
+impl OsCause {
+    fn new(errno: Errno, filename: Option<&[u8]>) -> OsCause {
+        OsCause {
+            errno: errno.raw_os_error(),
+            filename: filename.map(|n| String::from_utf8_lossy(n).into_owned()),
+        }
+    }
+
+    fn of_io(e: &std::io::Error) -> OsCause {
+        OsCause {
+            errno: e.raw_os_error().unwrap_or(Errno::IO.raw_os_error()),
+            filename: None,
+        }
+    }
+}
+
+impl fmt::Display for OsCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = std::io::Error::from_raw_os_error(self.errno).to_string();
+        let suffix = format!(" (os error {})", self.errno);
+        let text = text.strip_suffix(&suffix).unwrap_or(&text);
+        write!(f, "[Errno {}] {text}", self.errno)?;
+        if let Some(name) = &self.filename {
+            write!(f, ": {}", python_repr(name))?;
+        }
+        Ok(())
+    }
+}
+
+/// A string as Python's `repr` writes it (printable characters kept).
+fn python_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// Why the harness refuses an input; the text is its `SandboxError`'s, word for word.
+///
+/// Paths are the harness's: a `sandbox_copy` entry's path from the
+/// repository's root, a dependency's from `payload`. A path that is not
+/// UTF-8 is shown with U+FFFD where the harness's text holds Python's
+/// lone surrogates.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CaptureError {
+    /// A directory could not be listed.
+    #[error("sandbox_copy directory is unreadable: {path}: {cause}")]
+    DirectoryUnreadable {
+        /// The directory.
+        path: String,
+        /// The system's error.
+        cause: OsCause,
+    },
+    /// A symlink inside a `sandbox_copy` input, or on the way to any input.
+    #[error("sandbox_copy must not traverse a symlink: {0}")]
+    Symlink(String),
+    /// The `lstat` of a declared path's component failed.
+    #[error("sandbox_copy path is unavailable: {path}: {cause}")]
+    PathUnavailable {
+        /// The path up to the component.
+        path: String,
+        /// The system's error.
+        cause: OsCause,
+    },
+    /// A declared path's parent component is not a directory.
+    #[error("sandbox_copy parent must be a directory: {0}")]
+    ParentNotDirectory(String),
+    /// An entry is neither a regular file nor a directory (nor, in a
+    /// dependency, a symlink): a FIFO, a socket, a device.
+    #[error("sandbox_copy accepts only regular files and directories: {0}")]
+    NotFileOrDirectory(String),
+    /// Opening an entry failed.
+    #[error("sandbox_copy path changed or is unreadable: {path}: {cause}")]
+    Unopenable {
+        /// The entry.
+        path: String,
+        /// The system's error.
+        cause: OsCause,
+    },
+    /// What was opened is not what `lstat` saw (device, inode or type).
+    #[error("sandbox_copy path changed while opening: {0}")]
+    ChangedWhileOpening(String),
+    /// A directory changed while it was walked.
+    #[error("sandbox_copy directory changed while snapshotting: {0}")]
+    DirectoryChanged(String),
+    /// A file changed while it was read.
+    #[error("sandbox_copy file changed while snapshotting: {0}")]
+    FileChanged(String),
+    /// The inputs together hold more bytes than [`Limits::max_total_bytes`].
+    #[error("sandbox_copy exceeds the total byte limit")]
+    TotalBytes,
+    /// The inputs together hold more entries than [`Limits::max_entries`].
+    #[error("sandbox_copy exceeds the entry limit")]
+    Entries,
+    /// An entry's path is longer than [`Limits::max_path_bytes`].
+    #[error("sandbox_copy exceeds the path byte limit")]
+    PathBytes,
+    /// An entry's path is not UTF-8.
+    #[error("sandbox_copy path is not valid UTF-8: {0}")]
+    PathNotUtf8(String),
+    /// Two entries of different kinds at one path.
+    #[error("sandbox_copy paths collide at {0}")]
+    Collide(String),
+    /// A dependency's symlink could not be read, or its target is not UTF-8.
+    #[error("dependency symlink is unreadable or not UTF-8: {0}")]
+    SymlinkUnreadable(String),
+    /// A dependency's symlink is empty, absolute or holds a NUL.
+    #[error("dependency symlink must be a bounded relative link: {0}")]
+    SymlinkNotRelative(String),
+    /// A dependency's symlink's target is longer than [`Limits::max_path_bytes`].
+    #[error("dependency symlink target exceeds the path limit: {0}")]
+    SymlinkTooLong(String),
+    /// A dependency's symlink changed while it was read.
+    #[error("dependency symlink changed while snapshotting: {0}")]
+    SymlinkChanged(String),
+    /// A dependency's symlink, read from its mount target, leaves the sandbox
+    /// workspace.
+    #[error("dependency symlink escapes the sandbox workspace: {0}")]
+    SymlinkEscapesWorkspace(String),
+    /// A dependency's symlink points into its payload (as written) but
+    /// resolves to nothing there.
+    #[error("dependency symlink is dangling or escapes its snapshot: {0}")]
+    SymlinkDangling(String),
+    /// A system call the harness does not wrap failed (an `lstat` of a
+    /// listed name, an `fstat`, a `read`): Python's `OSError` as it prints.
+    #[error("{0}")]
+    Os(OsCause),
+}
+
+impl CaptureError {
+    /// The rule the rejection breaks, one id per variant.
+    pub fn rule(&self) -> &'static str {
+        use CaptureError::*;
+        match self {
+            DirectoryUnreadable { .. } => "task-asset-directory-unreadable",
+            Symlink(_) => "task-asset-symlink",
+            PathUnavailable { .. } => "task-asset-path-unavailable",
+            ParentNotDirectory(_) => "task-asset-parent-not-directory",
+            NotFileOrDirectory(_) => "task-asset-not-file-or-directory",
+            Unopenable { .. } => "task-asset-unopenable",
+            ChangedWhileOpening(_) => "task-asset-changed-while-opening",
+            DirectoryChanged(_) => "task-asset-directory-changed",
+            FileChanged(_) => "task-asset-file-changed",
+            TotalBytes => "task-asset-total-bytes",
+            Entries => "task-asset-entries",
+            PathBytes => "task-asset-path-bytes",
+            PathNotUtf8(_) => "task-asset-path-not-utf8",
+            Collide(_) => "task-asset-paths-collide",
+            SymlinkUnreadable(_) => "dependency-symlink-unreadable",
+            SymlinkNotRelative(_) => "dependency-symlink-not-relative",
+            SymlinkTooLong(_) => "dependency-symlink-too-long",
+            SymlinkChanged(_) => "dependency-symlink-changed",
+            SymlinkEscapesWorkspace(_) => "dependency-symlink-escapes-workspace",
+            SymlinkDangling(_) => "dependency-symlink-dangling",
+            Os(_) => "task-asset-io",
+        }
+    }
+}
+
+/// A path's bytes as the harness's messages show it.
+fn shown(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).into_owned()
+}
+
+/// The parts of a path as `PurePosixPath(path).parts` gives them for a
+/// relative path: empty and `.` components dropped.
+fn parts(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.split(|&b| b == b'/')
+        .filter(|p| !p.is_empty() && *p != b".")
+}
+
+/// `PurePosixPath(path).as_posix()` for a relative path (`.` when empty).
+fn posix(path: &[u8]) -> Vec<u8> {
+    let joined = parts(path).collect::<Vec<_>>().join(&b'/');
+    if joined.is_empty() {
+        b".".to_vec()
+    } else {
+        joined
+    }
+}
+
+fn join(parent: &[u8], name: &[u8]) -> Vec<u8> {
+    if parent == b"." {
+        return name.to_vec();
+    }
+    let mut out = Vec::with_capacity(parent.len() + 1 + name.len());
+    out.extend_from_slice(parent);
+    out.push(b'/');
+    out.extend_from_slice(name);
+    out
+}
+
+/// `PurePosixPath(path).parent` for a normalised relative path.
+fn parent_of(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(at) => &path[..at],
+        None => b".",
+    }
+}
+
+/// What `_mutation_identity` compares: device, inode, mode, size, mtime
+/// and ctime in nanoseconds.
+fn mutation_identity(s: &Stat) -> (u64, u64, u32, i64, i128, i128) {
+    let ns = |sec: i64, nsec: i64| i128::from(sec) * 1_000_000_000 + i128::from(nsec);
+    #[allow(clippy::unnecessary_cast, clippy::useless_conversion)]
+    (
+        s.st_dev as u64,
+        s.st_ino as u64,
+        s.st_mode as u32,
+        s.st_size as i64,
+        ns(s.st_mtime as i64, s.st_mtime_nsec as i64),
+        ns(s.st_ctime as i64, s.st_ctime_nsec as i64),
+    )
+}
+
+fn file_type(s: &Stat) -> FileType {
+    FileType::from_raw_mode(s.st_mode)
+}
+
+fn lstat_at(dir: BorrowedFd<'_>, name: &[u8]) -> Result<Stat, Errno> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+}
+
+fn fstat(fd: BorrowedFd<'_>) -> Result<Stat, CaptureError> {
+    rustix::fs::fstat(fd).map_err(|e| CaptureError::Os(OsCause::new(e, None)))
+}
+
+/// A directory's names, without `.` and `..`, sorted as Python sorts
+/// `os.listdir`'s strings (by code point, undecodable bytes as surrogates).
+fn list_sorted(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
+    rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0))?;
+    let mut buf = Vec::with_capacity(32 * 1024);
+    let mut listing = rustix::fs::RawDir::new(dir, buf.spare_capacity_mut());
+    let mut names = Vec::new();
+    while let Some(entry) = listing.next() {
+        let entry = entry?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(name.to_vec());
+        }
+    }
+    names.sort_by_cached_key(|n| {
+        let mut points = Vec::with_capacity(n.len());
+        for chunk in n.utf8_chunks() {
+            points.extend(chunk.valid().chars().map(u32::from));
+            points.extend(chunk.invalid().iter().map(|b| 0xDC00 + u32::from(*b)));
+        }
+        points
+    });
+    Ok(names)
+}
+
+/// Opens `name` in `parent` as the harness's `_open_child` does: `lstat`,
+/// refuse a symlink, a non-directory where a directory is needed, and
+/// anything but a directory or regular file; open with `O_NOFOLLOW`
+/// (`O_DIRECTORY` or `O_NONBLOCK`); refuse what opened if its device,
+/// inode or type differ from what `lstat` saw.
+fn open_child(
+    parent: BorrowedFd<'_>,
+    name: &[u8],
+    relative: &[u8],
+    require_directory: bool,
+) -> Result<OwnedFd, CaptureError> {
+    let meta = lstat_at(parent, name).map_err(|e| CaptureError::PathUnavailable {
+        path: shown(relative),
+        cause: OsCause::new(e, Some(name)),
+    })?;
+    let kind = file_type(&meta);
+    if kind == FileType::Symlink {
+        return Err(CaptureError::Symlink(shown(relative)));
+    }
+    if require_directory && kind != FileType::Directory {
+        return Err(CaptureError::ParentNotDirectory(shown(relative)));
+    }
+    if kind != FileType::Directory && kind != FileType::RegularFile {
+        return Err(CaptureError::NotFileOrDirectory(shown(relative)));
+    }
+    let mut flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    flags |= if kind == FileType::Directory {
+        OFlags::DIRECTORY
+    } else {
+        OFlags::NONBLOCK
+    };
+    let fd = rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(|e| {
+        CaptureError::Unopenable {
+            path: shown(relative),
+            cause: OsCause::new(e, Some(name)),
+        }
+    })?;
+    let opened = fstat(fd.as_fd())?;
+    let opened_kind = file_type(&opened);
+    if opened_kind != FileType::Directory && opened_kind != FileType::RegularFile {
+        return Err(CaptureError::NotFileOrDirectory(shown(relative)));
+    }
+    if (opened.st_dev, opened.st_ino, opened_kind) != (meta.st_dev, meta.st_ino, kind) {
+        return Err(CaptureError::ChangedWhileOpening(shown(relative)));
+    }
+    Ok(fd)
+}
+
+/// Opens a declared path below `root` as the harness's `_open_relative`
+/// does: component by component, each refused when `lstat` finds a
+/// symlink, a non-directory where a directory is needed, or anything but a
+/// directory or regular file, and when what opened (with `O_NOFOLLOW`) is
+/// not what `lstat` saw; every component but the last a directory. `relative` is a declaration the
+/// caller has already validated (relative, no `..`).
+///
+/// # Errors
+///
+/// The [`CaptureError`] the harness raises for the first component refused.
+pub fn open_relative(root: BorrowedFd<'_>, relative: &str) -> Result<OwnedFd, CaptureError> {
+    let all: Vec<&[u8]> = parts(relative.as_bytes()).collect();
+    let mut current = rustix::io::dup(root).map_err(|e| CaptureError::Os(OsCause::new(e, None)))?;
+    let mut so_far = Vec::new();
+    for (index, part) in all.iter().enumerate() {
+        so_far = if so_far.is_empty() {
+            part.to_vec()
+        } else {
+            join(&so_far, part)
+        };
+        current = open_child(current.as_fd(), part, &so_far, index + 1 != all.len())?;
+    }
+    Ok(current)
+}
+
+/// One walk's entries, as the harness's `_SnapshotBuilder` records them.
+pub struct Builder<'b> {
+    flavour: Flavour,
+    limits: Limits,
+    budget: &'b mut Budget,
+    entries: BTreeMap<String, TreeEntry>,
+    total_bytes: u64,
+    /// The read buffer, made at the first file and kept for every other.
+    chunk: Vec<u8>,
+    /// Run once, after the walk's first read of a file's bytes or of a
+    /// symlink's target: how tests change a tree mid-walk, as upstream's
+    /// tests patch its chunk reader.
+    #[cfg(test)]
+    pub(super) after_first_read: Option<Box<dyn FnOnce()>>,
+}
+
+impl fmt::Debug for Builder<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("flavour", &self.flavour)
+            .field("limits", &self.limits)
+            .field("budget", &self.budget)
+            .field("entries", &self.entries)
+            .field("total_bytes", &self.total_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'b> Builder<'b> {
+    /// A builder of one flavour, counting against `budget` (shared by all
+    /// the builders of one snapshot) within `limits`.
+    pub fn new(flavour: Flavour, limits: Limits, budget: &'b mut Budget) -> Builder<'b> {
+        Builder {
+            flavour,
+            limits,
+            budget,
+            entries: BTreeMap::new(),
+            total_bytes: 0,
+            chunk: Vec::new(),
+            #[cfg(test)]
+            after_first_read: None,
+        }
+    }
+
+    /// The bytes this builder counted: its files' and symlinks' targets'
+    /// lengths (`_SnapshotBuilder.total_bytes`).
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
+    /// The entries recorded so far, in the order of [`super::sort_entries`]
+    /// (`finished_entries`).
+    pub fn finished_entries(&self) -> Vec<TreeEntry> {
+        self.entries.values().cloned().collect()
+    }
+
+    /// The entry at `path`, if one is recorded.
+    pub fn entry(&self, path: &str) -> Option<&TreeEntry> {
+        self.entries.get(path)
+    }
+
+    /// Opens `relative` below `root` ([`open_relative`]) and records it
+    /// with all it holds at `relative`: a `sandbox_copy` declaration's walk.
+    ///
+    /// # Errors
+    ///
+    /// The harness's rejection of the input ([`CaptureError`]).
+    pub fn capture(&mut self, root: BorrowedFd<'_>, relative: &str) -> Result<(), CaptureError> {
+        let fd = open_relative(root, relative)?;
+        self.copy_descriptor(fd.as_fd(), relative.as_bytes())
+    }
+
+    /// Records what `fd` (an open directory or regular file) holds at
+    /// `relative`, as `copy_descriptor` does.
+    ///
+    /// # Errors
+    ///
+    /// The harness's rejection of the input ([`CaptureError`]).
+    pub fn copy_descriptor(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        relative: &[u8],
+    ) -> Result<(), CaptureError> {
+        let relative = posix(relative);
+        self.copy_at(fd, &relative)
+    }
+
+    fn copy_at(&mut self, fd: BorrowedFd<'_>, relative: &[u8]) -> Result<(), CaptureError> {
+        let before = fstat(fd)?;
+        let kind = file_type(&before);
+        if kind == FileType::Directory {
+            self.record_directory(relative)?;
+            let names = list_sorted(fd).map_err(|e| CaptureError::DirectoryUnreadable {
+                path: shown(relative),
+                cause: OsCause::new(e, None),
+            })?;
+            for name in names {
+                let child_relative = join(relative, &name);
+                let child_meta = lstat_at(fd, &name)
+                    .map_err(|e| CaptureError::Os(OsCause::new(e, Some(&name))))?;
+                if file_type(&child_meta) == FileType::Symlink {
+                    if self.flavour == Flavour::SandboxCopy {
+                        return Err(CaptureError::Symlink(shown(&child_relative)));
+                    }
+                    self.copy_symlink(fd, &name, &child_relative, &child_meta)?;
+                    continue;
+                }
+                let child = open_child(fd, &name, &child_relative, false)?;
+                self.copy_at(child.as_fd(), &child_relative)?;
+            }
+            let after = fstat(fd)?;
+            if mutation_identity(&before) != mutation_identity(&after) {
+                return Err(CaptureError::DirectoryChanged(shown(relative)));
+            }
+            return Ok(());
+        }
+        if kind != FileType::RegularFile {
+            return Err(CaptureError::NotFileOrDirectory(shown(relative)));
+        }
+        self.copy_file(fd, relative, &before)
+    }
+
+    fn copy_file(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        relative: &[u8],
+        before: &Stat,
+    ) -> Result<(), CaptureError> {
+        self.ensure_parents(parent_of(relative))?;
+        let size = u64::try_from(before.st_size).unwrap_or(0);
+        if self.budget.total_bytes.saturating_add(size) > self.limits.max_total_bytes {
+            return Err(CaptureError::TotalBytes);
+        }
+        let mut file = std::fs::File::from(
+            fd.try_clone_to_owned()
+                .map_err(|e| CaptureError::Os(OsCause::of_io(&e)))?,
+        );
+        let mut hasher = Sha256::new();
+        let mut chunk = std::mem::take(&mut self.chunk);
+        chunk.resize(CHUNK_BYTES, 0);
+        let read = self.hash_file(&mut file, &mut chunk, &mut hasher);
+        self.chunk = chunk;
+        let copied = read?;
+        let mode = match self.flavour {
+            Flavour::Dependency => before.st_mode & 0o7777,
+            Flavour::SandboxCopy => 0,
+        };
+        let after = fstat(fd)?;
+        if copied != size || mutation_identity(before) != mutation_identity(&after) {
+            return Err(CaptureError::FileChanged(shown(relative)));
+        }
+        self.total_bytes += copied;
+        self.budget.total_bytes += copied;
+        self.record(
+            relative,
+            Node::File {
+                size: copied,
+                sha256: ObjectId::from_bytes(hasher.finalize().into()),
+                mode,
+            },
+        )
+    }
+
+    /// Reads `file` to its end into `hasher`, a chunk at a time, refusing
+    /// once the bytes counted would pass the total bound; returns the
+    /// bytes read.
+    fn hash_file(
+        &mut self,
+        file: &mut std::fs::File,
+        chunk: &mut [u8],
+        hasher: &mut Sha256,
+    ) -> Result<u64, CaptureError> {
+        let mut copied: u64 = 0;
+        loop {
+            let n = match file.read(chunk) {
+                Ok(0) => return Ok(copied),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(CaptureError::Os(OsCause::of_io(&e))),
+            };
+            #[cfg(test)]
+            if let Some(hook) = self.after_first_read.take() {
+                hook();
+            }
+            copied += n as u64;
+            if self.budget.total_bytes.saturating_add(copied) > self.limits.max_total_bytes {
+                return Err(CaptureError::TotalBytes);
+            }
+            hasher.update(&chunk[..n]);
+        }
+    }
+
+    fn copy_symlink(
+        &mut self,
+        parent: BorrowedFd<'_>,
+        name: &[u8],
+        relative: &[u8],
+        before: &Stat,
+    ) -> Result<(), CaptureError> {
+        let unreadable = || CaptureError::SymlinkUnreadable(shown(relative));
+        let raw = rustix::fs::readlinkat(parent, name, Vec::new()).map_err(|_| unreadable())?;
+        #[cfg(test)]
+        if let Some(hook) = self.after_first_read.take() {
+            hook();
+        }
+        let target = String::from_utf8(raw.into_bytes()).map_err(|_| unreadable())?;
+        if target.is_empty() || target.starts_with('/') || target.contains('\0') {
+            return Err(CaptureError::SymlinkNotRelative(shown(relative)));
+        }
+        let length = target.len() as u64;
+        if length > self.limits.max_path_bytes {
+            return Err(CaptureError::SymlinkTooLong(shown(relative)));
+        }
+        if self.budget.total_bytes.saturating_add(length) > self.limits.max_total_bytes {
+            return Err(CaptureError::TotalBytes);
+        }
+        let after =
+            lstat_at(parent, name).map_err(|e| CaptureError::Os(OsCause::new(e, Some(name))))?;
+        let again = rustix::fs::readlinkat(parent, name, Vec::new())
+            .map_err(|e| CaptureError::Os(OsCause::new(e, Some(name))))?;
+        if mutation_identity(before) != mutation_identity(&after)
+            || again.as_bytes() != target.as_bytes()
+        {
+            return Err(CaptureError::SymlinkChanged(shown(relative)));
+        }
+        self.total_bytes += length;
+        self.budget.total_bytes += length;
+        self.record(relative, Node::Symlink { target })
+    }
+
+    /// Records the directory `relative` and its parents (`_record_directory`,
+    /// `ensure_directory`): how the harness adds `payload/.vite-temp`.
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError::Collide`] where another kind is recorded at the path or
+    /// a parent, and the bounds' rejections.
+    pub fn ensure_directory(&mut self, relative: &str) -> Result<(), CaptureError> {
+        self.record_directory(&posix(relative.as_bytes()))
+    }
+
+    fn record_directory(&mut self, relative: &[u8]) -> Result<(), CaptureError> {
+        self.ensure_parents(parent_of(relative))?;
+        self.record(relative, Node::Directory)
+    }
+
+    fn ensure_parents(&mut self, parent: &[u8]) -> Result<(), CaptureError> {
+        let mut current: Vec<u8> = Vec::new();
+        for part in parts(parent) {
+            current = if current.is_empty() {
+                part.to_vec()
+            } else {
+                join(&current, part)
+            };
+            if let Some(existing) = std::str::from_utf8(&current)
+                .ok()
+                .and_then(|p| self.entries.get(p))
+            {
+                if existing.node != Node::Directory {
+                    return Err(CaptureError::Collide(shown(&current)));
+                }
+                continue;
+            }
+            self.record(&current, Node::Directory)?;
+        }
+        Ok(())
+    }
+
+    fn record(&mut self, path: &[u8], node: Node) -> Result<(), CaptureError> {
+        let Ok(path) = std::str::from_utf8(path) else {
+            return Err(CaptureError::PathNotUtf8(shown(path)));
+        };
+        if path.len() as u64 > self.limits.max_path_bytes {
+            return Err(CaptureError::PathBytes);
+        }
+        if let Some(existing) = self.entries.get(path) {
+            if existing.node != node {
+                return Err(CaptureError::Collide(path.to_string()));
+            }
+            return Ok(());
+        }
+        if self.budget.entries >= self.limits.max_entries {
+            return Err(CaptureError::Entries);
+        }
+        self.entries.insert(
+            path.to_string(),
+            TreeEntry {
+                path: path.to_string(),
+                node,
+            },
+        );
+        self.budget.entries += 1;
+        Ok(())
+    }
+}
+
+/// One captured sandbox dependency.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapturedDependency {
+    /// The entries, rooted at [`DEPENDENCY_ROOT`], sorted, with
+    /// `payload/.vite-temp` where the harness adds it.
+    pub entries: Vec<TreeEntry>,
+    /// The bytes counted: files' and symlinks' targets' lengths.
+    pub total_bytes: u64,
+}
+
+/// Captures the dependency declared as `source` (below `root`), to be
+/// mounted at `target`, as the harness's `prepare` does: the walk at
+/// `payload`, then `payload/.vite-temp` when the payload is a directory
+/// and `target`'s name is `node_modules`, then
+/// [`validate_dependency_symlinks`]. `source` and `target` are
+/// declarations the caller has already validated.
+///
+/// # Errors
+///
+/// The harness's rejection ([`CaptureError`]); the budget then holds what
+/// was counted before it, as the harness's does (the snapshot is dropped).
+pub fn capture_dependency(
+    root: BorrowedFd<'_>,
+    source: &str,
+    target: &str,
+    limits: Limits,
+    budget: &mut Budget,
+) -> Result<CapturedDependency, CaptureError> {
+    let mut builder = Builder::new(Flavour::Dependency, limits, budget);
+    let fd = open_relative(root, source)?;
+    builder.copy_descriptor(fd.as_fd(), DEPENDENCY_ROOT.as_bytes())?;
+    drop(fd);
+    let payload_is_directory = builder
+        .entry(DEPENDENCY_ROOT)
+        .is_some_and(|e| e.node == Node::Directory);
+    let name = parts(target.as_bytes()).last().unwrap_or(b"");
+    if payload_is_directory && name == DEPENDENCY_MOUNT_BASENAME.as_bytes() {
+        builder.ensure_directory(&format!("{DEPENDENCY_ROOT}/{VITE_TEMP_DIR}"))?;
+    }
+    let entries = builder.finished_entries();
+    validate_dependency_symlinks(&entries, target)?;
+    Ok(CapturedDependency {
+        entries,
+        total_bytes: builder.total_bytes(),
+    })
+}
+
+/// `posixpath.normpath` over components; `absolute` drops a `..` at the root.
+fn normpath<'a>(components: impl Iterator<Item = &'a str>, absolute: bool) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for c in components {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if out.last().is_some_and(|l| *l != "..") {
+                    out.pop();
+                } else if !absolute {
+                    out.push("..");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Checks a dependency's symlinks as the harness's
+/// `_validate_dependency_symlinks` does, over its sorted `entries` and its
+/// declared mount `target`. For each symlink, in order:
+///
+/// - read from where it is mounted (`/workspace/<target>/…`), its target,
+///   normalised as `posixpath.normpath` does, must stay in `/workspace`;
+/// - when, normalised from its own place, its target stays in `payload`
+///   (as written, with no symlink followed), it must resolve, following every
+///   symlink of the payload as `Path.resolve(strict=True)` does, to an entry
+///   of the payload. A target that leaves the payload as written is not
+///   resolved.
+///
+/// The harness resolves on its copy, whose payload lies in a scratch
+/// directory of its own: a resolution that climbs above the payload's
+/// parent meets that directory, and this check calls it escaping, as the
+/// harness does unless the climb finds its way back through the scratch
+/// directory's own names.
+///
+/// # Errors
+///
+/// [`CaptureError::SymlinkEscapesWorkspace`] or
+/// [`CaptureError::SymlinkDangling`] for the first symlink refused.
+pub fn validate_dependency_symlinks(
+    entries: &[TreeEntry],
+    target: &str,
+) -> Result<(), CaptureError> {
+    let by_path: HashMap<&str, &Node> =
+        entries.iter().map(|e| (e.path.as_str(), &e.node)).collect();
+    let mount: Vec<&str> = target
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    let workspace = SANDBOX_WORKSPACE.trim_start_matches('/');
+    for entry in entries {
+        let Node::Symlink { target: link } = &entry.node else {
+            continue;
+        };
+        let own: Vec<&str> = entry.path.split('/').collect();
+        let parent = &own[..own.len() - 1];
+        let inside_payload = &parent[1.min(parent.len())..];
+        let sandbox = normpath(
+            std::iter::once(workspace)
+                .chain(mount.iter().copied())
+                .chain(inside_payload.iter().copied())
+                .chain(link.split('/')),
+            true,
+        );
+        if sandbox.first() != Some(&workspace) {
+            return Err(CaptureError::SymlinkEscapesWorkspace(entry.path.clone()));
+        }
+        let manifest = normpath(parent.iter().copied().chain(link.split('/')), false);
+        if manifest.first() != Some(&DEPENDENCY_ROOT) {
+            continue;
+        }
+        let mut seen = HashMap::new();
+        let resolved = resolve(&by_path, Vec::new(), &entry.path, &mut seen);
+        match resolved {
+            Some(path) if path.first().map(String::as_str) == Some(DEPENDENCY_ROOT) => {}
+            _ => return Err(CaptureError::SymlinkDangling(entry.path.clone())),
+        }
+    }
+    Ok(())
+}
+
+/// Python's `posixpath._joinrealpath(path, rest, strict=True, seen)` over the
+/// entries of one dependency's container (which holds only `payload`):
+/// `None` where Python raises (a missing entry, a loop) or where the walk
+/// climbs out of the container.
+fn resolve(
+    entries: &HashMap<&str, &Node>,
+    mut path: Vec<String>,
+    rest: &str,
+    seen: &mut HashMap<Vec<String>, Option<Vec<String>>>,
+) -> Option<Vec<String>> {
+    if rest.starts_with('/') {
+        return None;
+    }
+    for name in rest.split('/') {
+        match name {
+            "" | "." => continue,
+            ".." => {
+                path.pop()?;
+                continue;
+            }
+            _ => {}
+        }
+        let mut newpath = path.clone();
+        newpath.push(name.to_string());
+        let node = entries.get(newpath.join("/").as_str())?;
+        let Node::Symlink { target } = node else {
+            path = newpath;
+            continue;
+        };
+        if let Some(done) = seen.get(&newpath) {
+            path = done.clone()?;
+            continue;
+        }
+        seen.insert(newpath.clone(), None);
+        path = resolve(entries, path, target, seen)?;
+        seen.insert(newpath, Some(path.clone()));
+    }
+    Some(path)
+}
