@@ -25,6 +25,8 @@ pub mod digests;
 #[cfg(test)]
 mod capture_tests;
 #[cfg(test)]
+mod replay_tests;
+#[cfg(test)]
 mod tests;
 
 pub use digests::{

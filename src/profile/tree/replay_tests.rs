@@ -1,0 +1,454 @@
+//! The harness's committed answers (`tests/data/task-assets`) replayed through the capture walk.
+//!
+//! For each fixture of `fixtures.json` whose answer the capture itself
+//! gives, the fixture's tree is built again at its fixed path (the
+//! snapshot digest holds the repository's absolute path, and the harness
+//! root's for review cases), captured as upstream's `TaskAssetCache.prepare`
+//! captures it (every `sandbox_copy` declaration with one builder, from the
+//! repository's root or, under `eval/workflow_bench/review_cases`, from the
+//! harness root; then each dependency with [`capture_dependency`], in
+//! declaration order, all on one budget; the fixture's `overrides` set on
+//! [`Limits`]), and compared with `answers.json`: the entries of the
+//! `sandbox_copy` and of each dependency, each dependency's total and the
+//! snapshot's `total_bytes`, and the four digests; for a rejection, the
+//! error's text.
+//!
+//! Left out (their answers come from code the crate does not hold), found by
+//! the answer's phase and message and pinned by name in [`LEFT_OUT`]:
+//!
+//! - the rejections of declaration validation (`_sandbox_copy_declarations`,
+//!   `_sandbox_dependency_declarations` and their overlap checks):
+//!   `overlap-*`, `copy-not-a-list`, `copy-blank`, `copy-not-a-string`,
+//!   `copy-absolute`, `copy-parent-escape`, `copy-dot`, `deps-not-a-list`,
+//!   `dep-extra-key`, `dep-missing-target`, `dep-blank-source`,
+//!   `dep-not-a-string`, `dep-not-an-object`, `dep-absolute-source`,
+//!   `dep-escape-target`, `dep-dot-source`, `dep-targets-overlap`;
+//! - `dep-binding-mismatch`: the capture accepts it; the rejection is the
+//!   comparison with an expected task binding, after the capture.
+//!
+//! The fixtures accepted by `prepare` and then refused by `materialize` or
+//! `dependency_mounts` are replayed as accepted captures (their refusal is
+//! not the capture's).
+//!
+//! The trees live under `/tmp/cestore-task-assets`, where upstream's
+//! generator (run by `python/tests/test_task_assets_data.py` when it is
+//! present) builds them too: both hold an exclusive `flock` on
+//! `/tmp/cestore-task-assets/.lock` while they build and read them.
+
+use std::collections::BTreeSet;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::capture::{capture_dependency, Budget, Builder, CaptureError, Flavour, Limits};
+use super::digests::{dependency_digests, manifest_digest, snapshot_digest, SnapshotIdentity};
+use super::{Dependency, TreeEntry};
+
+const FIXTURES: &str = include_str!("../../../tests/data/task-assets/fixtures.json");
+const ANSWERS: &str = include_str!("../../../tests/data/task-assets/answers.json");
+
+/// Where `sandbox_copy` declarations are read from the harness root.
+const REVIEW_PREFIX: &str = "eval/workflow_bench/review_cases";
+
+/// The fixtures not replayed, and why (see the module's comment).
+const LEFT_OUT: &[(&str, &str)] = &[
+    ("overlap-nested", "declaration validation"),
+    ("overlap-duplicate", "declaration validation"),
+    ("copy-not-a-list", "declaration validation"),
+    ("copy-blank", "declaration validation"),
+    ("copy-not-a-string", "declaration validation"),
+    ("copy-absolute", "declaration validation"),
+    ("copy-parent-escape", "declaration validation"),
+    ("copy-dot", "declaration validation"),
+    ("deps-not-a-list", "declaration validation"),
+    ("dep-extra-key", "declaration validation"),
+    ("dep-missing-target", "declaration validation"),
+    ("dep-blank-source", "declaration validation"),
+    ("dep-not-a-string", "declaration validation"),
+    ("dep-not-an-object", "declaration validation"),
+    ("dep-absolute-source", "declaration validation"),
+    ("dep-escape-target", "declaration validation"),
+    ("dep-dot-source", "declaration validation"),
+    ("dep-targets-overlap", "declaration validation"),
+    ("dep-binding-mismatch", "task binding comparison"),
+];
+
+/// The beginnings of the messages of [`CaptureError`]: a `prepare`
+/// rejection whose message starts with none of them is not the capture's.
+const CAPTURE_MESSAGES: &[&str] = &[
+    "sandbox_copy directory is unreadable: ",
+    "sandbox_copy must not traverse a symlink: ",
+    "sandbox_copy path is unavailable: ",
+    "sandbox_copy parent must be a directory: ",
+    "sandbox_copy accepts only regular files and directories: ",
+    "sandbox_copy path changed",
+    "sandbox_copy directory changed while snapshotting: ",
+    "sandbox_copy file changed while snapshotting: ",
+    "sandbox_copy exceeds the ",
+    "sandbox_copy path is not valid UTF-8: ",
+    "sandbox_copy paths collide at ",
+    "dependency symlink ",
+];
+
+/// Whether the answer is the capture's own: an accepted `prepare`, or a
+/// `prepare` rejection in one of the capture's messages.
+fn replayable(answer: &Value) -> bool {
+    if answer["outcome"] != "rejected" {
+        return true;
+    }
+    let message = answer["error"].as_str().unwrap();
+    answer["phase"] == "prepare" && CAPTURE_MESSAGES.iter().any(|m| message.starts_with(m))
+}
+
+/// The fixed path of one part (`repo`, `harness`, `cache`, `clone`) of a fixture.
+fn layout(fixtures: &Value, name: &str, key: &str) -> String {
+    fixtures["layout"][key]
+        .as_str()
+        .unwrap()
+        .replace("{root}", fixtures["root"].as_str().unwrap())
+        .replace("{name}", name)
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn mode_of(entry: &Value) -> u32 {
+    u32::from_str_radix(entry["mode"].as_str().unwrap(), 8).unwrap()
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// Builds a fixture's tree at `root` as the data's README says: parents not
+/// listed are `0755` directories, entries in order, then the modes (files
+/// first, then directories deepest first).
+fn build(root: &Path, entries: &[Value], repo: &str) {
+    std::fs::create_dir_all(root).unwrap();
+    set_mode(root, 0o755);
+    let mut files = Vec::new();
+    let mut dirs: BTreeSet<(usize, PathBuf, u32)> = BTreeSet::new();
+    let mut listed_dirs = BTreeSet::new();
+    for entry in entries {
+        let relative = entry["path"].as_str().unwrap();
+        let path = root.join(relative);
+        let mut parent = path.parent();
+        while let Some(p) = parent {
+            if p == root {
+                break;
+            }
+            dirs.insert((p.components().count(), p.to_path_buf(), 0o755));
+            parent = p.parent();
+        }
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        match entry["kind"].as_str().unwrap() {
+            "file" => {
+                let data = match entry.get("hex") {
+                    Some(hex) => unhex(hex.as_str().unwrap()),
+                    None => entry["text"].as_str().unwrap().as_bytes().to_vec(),
+                };
+                std::fs::write(&path, data).unwrap();
+                files.push((path, mode_of(entry)));
+            }
+            "directory" => {
+                std::fs::create_dir_all(&path).unwrap();
+                listed_dirs.insert((path.components().count(), path.clone(), mode_of(entry)));
+            }
+            "symlink" => {
+                let target = entry["target"].as_str().unwrap();
+                let target = match target.strip_prefix("{repo}") {
+                    Some(rest) => format!("{repo}{rest}"),
+                    None => target.to_string(),
+                };
+                std::os::unix::fs::symlink(target, &path).unwrap();
+            }
+            "fifo" => {
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    &path,
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(mode_of(entry)),
+                    0,
+                )
+                .unwrap();
+                files.push((path, mode_of(entry)));
+            }
+            other => panic!("{relative}: kind {other}"),
+        }
+    }
+    for (path, mode) in &files {
+        set_mode(path, *mode);
+    }
+    // A directory both implied and listed takes its listed mode.
+    let listed: BTreeSet<&PathBuf> = listed_dirs.iter().map(|(_, p, _)| p).collect();
+    let mut all: Vec<(usize, PathBuf, u32)> = dirs
+        .into_iter()
+        .filter(|(_, p, _)| !listed.contains(p))
+        .chain(listed_dirs.iter().cloned())
+        .collect();
+    all.sort();
+    for (_, path, mode) in all.iter().rev() {
+        set_mode(path, *mode);
+    }
+}
+
+/// Removes a fixture's directory, whatever modes its tree was left with.
+fn remove(path: &Path) {
+    fn writable(path: &Path) {
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            return;
+        };
+        if meta.is_dir() {
+            set_mode(path, 0o700);
+            for child in std::fs::read_dir(path).unwrap() {
+                writable(&child.unwrap().path());
+            }
+        }
+    }
+    writable(path);
+    match std::fs::remove_dir_all(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("could not remove '{}': {e}", path.display()),
+    }
+}
+
+fn open_directory(path: &str) -> OwnedFd {
+    rustix::fs::open(
+        path,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::NOFOLLOW,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap()
+}
+
+/// The six fields the harness records for an entry, as JSON.
+fn fields(e: &TreeEntry) -> Value {
+    serde_json::json!({
+        "kind": e.kind(),
+        "link_target": e.link_target(),
+        "mode": e.mode(),
+        "path": e.path,
+        "sha256": e.sha256().map(|s| s.to_string()).unwrap_or_default(),
+        "size": e.size(),
+    })
+}
+
+fn listed(entries: &[TreeEntry]) -> Value {
+    Value::Array(entries.iter().map(fields).collect())
+}
+
+fn is_review_case(declaration: &str) -> bool {
+    declaration == REVIEW_PREFIX || declaration.starts_with(&format!("{REVIEW_PREFIX}/"))
+}
+
+/// What a replay gave: the `sandbox_copy` entries, the builder's total, and
+/// each dependency with its total.
+type Captured = (Vec<TreeEntry>, u64, Vec<(Dependency, u64)>);
+
+/// Captures a fixture's task as `prepare` does.
+fn replay(
+    task: &Value,
+    repo: &str,
+    harness: &str,
+    limits: Limits,
+) -> Result<Captured, CaptureError> {
+    let repo_fd = open_directory(repo);
+    let harness_fd = Path::new(harness).is_dir().then(|| open_directory(harness));
+    let mut budget = Budget::default();
+    let mut builder = Builder::new(Flavour::SandboxCopy, limits, &mut budget);
+    let empty = Vec::new();
+    for declaration in task["sandbox_copy"].as_array().unwrap_or(&empty) {
+        let declaration = declaration.as_str().unwrap();
+        let root = if is_review_case(declaration) {
+            harness_fd
+                .as_ref()
+                .expect("a review case needs the harness tree")
+        } else {
+            &repo_fd
+        };
+        builder.capture(root.as_fd(), declaration)?;
+    }
+    let copy = builder.finished_entries();
+    let copy_total = builder.total_bytes();
+    let mut dependencies = Vec::new();
+    for declaration in task["sandbox_dependencies"].as_array().unwrap_or(&empty) {
+        let source = declaration["source"].as_str().unwrap();
+        let target = declaration["target"].as_str().unwrap();
+        let captured = capture_dependency(repo_fd.as_fd(), source, target, limits, &mut budget)?;
+        dependencies.push((
+            Dependency {
+                source: source.to_string(),
+                target: target.to_string(),
+                entries: captured.entries,
+            },
+            captured.total_bytes,
+        ));
+    }
+    Ok((copy, copy_total, dependencies))
+}
+
+fn limits_of(fixture: &Value) -> Limits {
+    let mut limits = Limits::default();
+    if let Some(overrides) = fixture.get("overrides").and_then(Value::as_object) {
+        for (name, value) in overrides {
+            let value = value.as_u64().unwrap();
+            match name.as_str() {
+                "MAX_TASK_ASSET_ENTRIES" => limits.max_entries = value,
+                "MAX_TASK_ASSET_PATH_BYTES" => limits.max_path_bytes = value,
+                "MAX_TASK_ASSET_BYTES" => limits.max_total_bytes = value,
+                other => panic!("{}: unknown override {other}", fixture["name"]),
+            }
+        }
+    }
+    limits
+}
+
+/// Checks one accepted fixture's capture against its answer.
+fn check_accepted(name: &str, answer: &Value, captured: Captured, repo: &str, harness: &str) {
+    let (copy, copy_total, dependencies) = captured;
+    assert_eq!(
+        listed(&copy),
+        answer["entries"],
+        "{name}: sandbox_copy entries"
+    );
+    let recorded = answer["dependencies"].as_array().unwrap();
+    assert_eq!(dependencies.len(), recorded.len(), "{name}: dependencies");
+    let mut total = copy_total;
+    for ((dependency, bytes), want) in dependencies.iter().zip(recorded) {
+        let source = &dependency.source;
+        assert_eq!(dependency.source, want["source"], "{name}: {source}");
+        assert_eq!(dependency.target, want["target"], "{name}: {source}");
+        assert_eq!(
+            listed(&dependency.entries),
+            want["entries"],
+            "{name}: {source} entries"
+        );
+        assert_eq!(*bytes, want["total_bytes"], "{name}: {source} total_bytes");
+        total += bytes;
+    }
+    assert_eq!(total, answer["total_bytes"], "{name}: total_bytes");
+
+    let manifest = manifest_digest(&copy);
+    assert_eq!(
+        manifest.to_string(),
+        answer["manifest_digest"],
+        "{name}: manifest"
+    );
+    let dependencies: Vec<Dependency> = dependencies.into_iter().map(|(d, _)| d).collect();
+    let deps = dependency_digests(&dependencies);
+    assert_eq!(
+        deps.content.to_string(),
+        answer["dependency_content_digest"],
+        "{name}"
+    );
+    assert_eq!(
+        deps.manifest.to_string(),
+        answer["dependency_manifest_digest"],
+        "{name}"
+    );
+    let declarations: Vec<String> = answer["declarations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap().to_string())
+        .collect();
+    let reviewed = declarations.iter().any(|d| is_review_case(d));
+    assert_eq!(answer["repo_identity"], repo, "{name}: repo_identity");
+    assert_eq!(
+        answer["harness_identity"],
+        if reviewed { harness } else { "" },
+        "{name}: harness_identity"
+    );
+    let snapshot = snapshot_digest(&SnapshotIdentity {
+        repo_identity: Path::new(repo),
+        resolved_sha: answer["resolved_sha"].as_str().unwrap(),
+        declarations: &declarations,
+        manifest_digest: manifest,
+        dependencies: deps,
+        harness_identity: reviewed.then(|| Path::new(harness)),
+    });
+    assert_eq!(
+        snapshot.to_string(),
+        answer["digest"],
+        "{name}: snapshot digest"
+    );
+}
+
+/// Holds `/tmp/cestore-task-assets/.lock` exclusively while it lives.
+struct TreesLock {
+    _fd: OwnedFd,
+}
+
+fn lock_trees(root: &str) -> TreesLock {
+    std::fs::create_dir_all(root).unwrap();
+    let fd = rustix::fs::open(
+        Path::new(root).join(".lock"),
+        rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CREATE | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::from_raw_mode(0o644),
+    )
+    .unwrap();
+    rustix::fs::flock(&fd, rustix::fs::FlockOperation::LockExclusive).unwrap();
+    TreesLock { _fd: fd }
+}
+
+/// Every fixture whose answer is the capture's, built at its fixed path
+/// and captured again, gives the harness's entries, totals and digests, or
+/// its rejection word for word.
+#[test]
+fn the_harness_answers_replay_through_the_capture() {
+    let fixtures: Value = serde_json::from_str(FIXTURES).unwrap();
+    let answers: Value = serde_json::from_str(ANSWERS).unwrap();
+    let root = fixtures["root"].as_str().unwrap();
+    let _lock = lock_trees(root);
+    let mut accepted = 0;
+    let mut rejected = 0;
+    let mut left_out = Vec::new();
+    for fixture in fixtures["fixtures"].as_array().unwrap() {
+        let name = fixture["name"].as_str().unwrap();
+        let answer = &answers["answers"][name];
+        if !replayable(answer) {
+            left_out.push(name);
+            continue;
+        }
+        let base = Path::new(root).join(name);
+        remove(&base);
+        let repo = layout(&fixtures, name, "repo");
+        let harness = layout(&fixtures, name, "harness");
+        build(Path::new(&repo), fixture["repo"].as_array().unwrap(), &repo);
+        if let Some(tree) = fixture.get("harness").and_then(Value::as_array) {
+            build(Path::new(&harness), tree, &repo);
+        }
+        let got = replay(&fixture["task"], &repo, &harness, limits_of(fixture));
+        remove(&base);
+        match (answer["outcome"].as_str().unwrap(), got) {
+            ("rejected", Err(e)) => {
+                let mut message = answer["error"].as_str().unwrap().to_string();
+                for key in ["repo", "harness", "cache", "clone"] {
+                    message = message.replace(&format!("{{{key}}}"), &layout(&fixtures, name, key));
+                }
+                assert_eq!(e.to_string(), message, "{name}");
+                rejected += 1;
+            }
+            ("rejected", Ok(_)) => {
+                panic!("{name}: accepted; the harness refused: {}", answer["error"])
+            }
+            (_, Err(e)) => panic!("{name}: refused ({e}); the harness accepted it"),
+            (_, Ok(captured)) => {
+                check_accepted(name, answer, captured, &repo, &harness);
+                accepted += 1;
+            }
+        }
+    }
+    let expected: Vec<&str> = LEFT_OUT.iter().map(|(name, _)| *name).collect();
+    assert_eq!(left_out, expected, "the fixtures left out");
+    // 8 accepted throughout, 5 accepted then refused by materialize or
+    // dependency_mounts; 19 rejections raised by the capture; 19 left out.
+    assert_eq!((accepted, rejected, left_out.len()), (13, 19, 19));
+}
