@@ -58,42 +58,7 @@ impl Entry {
     }
 }
 
-/// Appends `s` to `out` as a JSON string literal, escaped as Python's
-/// `json.dumps(..., ensure_ascii=True)` does.
-///
-/// `"` and `\` get a backslash; `\n`, `\r`, `\t`, `\b` and `\f` their short
-/// escapes; every other character outside 0x20..=0x7E (0x7F included) becomes
-/// `\uXXXX` in lowercase hex, as a UTF-16 surrogate pair above U+FFFF.
-pub fn write_json_string(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    for c in s.chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            '\u{8}' => out.extend_from_slice(b"\\b"),
-            '\u{c}' => out.extend_from_slice(b"\\f"),
-            ' '..='~' => out.push(c as u8),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    push_u_escape(out, *unit);
-                }
-            }
-        }
-    }
-    out.push(b'"');
-}
-
-fn push_u_escape(out: &mut Vec<u8>, unit: u16) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.extend_from_slice(b"\\u");
-    for shift in [12, 8, 4, 0] {
-        out.push(HEX[usize::from((unit >> shift) & 0xf)]);
-    }
-}
+pub use crate::pyjson::write_json_string;
 
 /// Encodes entries as the canonical manifest bytes.
 pub fn canonical_bytes(entries: &[Entry]) -> Vec<u8> {

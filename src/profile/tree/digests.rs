@@ -15,44 +15,13 @@ use crate::digest::{
 };
 
 use super::{Dependency, TreeEntry};
+use crate::pyjson::{push_u_escape, write_json_string, write_json_string_body};
 
 /// The `schema_version` of the dependency manifest.
 pub const DEPENDENCY_SCHEMA_VERSION: u32 = 1;
 
 /// The `schema_version` of the snapshot identity.
 pub const SNAPSHOT_SCHEMA_VERSION: u32 = 3;
-
-/// Appends a string literal as `json.dumps` writes it with `ensure_ascii`.
-///
-/// `"` and `\` get a backslash; `\n`, `\r`, `\t`, `\b` and `\f` their short
-/// escapes; every other code point outside `0x20..=0x7E` (0x7F included)
-/// becomes `\uXXXX` in lowercase hex, a UTF-16 surrogate pair above U+FFFF.
-fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    write_str_body(out, s);
-    out.push(b'"');
-}
-
-fn write_str_body(out: &mut Vec<u8>, s: &str) {
-    for c in s.chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            '\u{8}' => out.extend_from_slice(b"\\b"),
-            '\u{c}' => out.extend_from_slice(b"\\f"),
-            ' '..='~' => out.push(c as u8),
-            _ => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    push_u_escape(out, *unit);
-                }
-            }
-        }
-    }
-}
 
 /// Appends a path as `json.dumps(str(path))` writes it for a `pathlib.Path`.
 ///
@@ -65,7 +34,7 @@ fn write_path(out: &mut Vec<u8>, path: &Path) {
     use std::os::unix::ffi::OsStrExt;
     out.push(b'"');
     for chunk in python_path_str(path.as_os_str().as_bytes()).utf8_chunks() {
-        write_str_body(out, chunk.valid());
+        write_json_string_body(out, chunk.valid());
         for &byte in chunk.invalid() {
             push_u_escape(out, 0xdc00 | u16::from(byte));
         }
@@ -97,14 +66,6 @@ pub(super) fn python_path_str(raw: &[u8]) -> Vec<u8> {
     out
 }
 
-fn push_u_escape(out: &mut Vec<u8>, unit: u16) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.extend_from_slice(b"\\u");
-    for shift in [12, 8, 4, 0] {
-        out.push(HEX[usize::from((unit >> shift) & 0xf)]);
-    }
-}
-
 fn write_int(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(n.to_string().as_bytes());
 }
@@ -112,13 +73,13 @@ fn write_int(out: &mut Vec<u8>, n: u64) {
 /// Appends one entry: `{"kind":…,"link_target":…,"mode":…,"path":…,"sha256":…,"size":…}`.
 fn write_entry(out: &mut Vec<u8>, e: &TreeEntry) {
     out.extend_from_slice(b"{\"kind\":");
-    write_str(out, e.kind());
+    write_json_string(out, e.kind());
     out.extend_from_slice(b",\"link_target\":");
-    write_str(out, e.link_target());
+    write_json_string(out, e.link_target());
     out.extend_from_slice(b",\"mode\":");
     write_int(out, u64::from(e.mode()));
     out.extend_from_slice(b",\"path\":");
-    write_str(out, &e.path);
+    write_json_string(out, &e.path);
     out.extend_from_slice(b",\"sha256\":\"");
     if let Some(id) = e.sha256() {
         out.extend_from_slice(id.to_hex().as_bytes());
@@ -188,9 +149,9 @@ pub fn dependency_manifest_bytes(dependencies: &[Dependency]) -> Vec<u8> {
         out.extend_from_slice(b"{\"content\":");
         write_content(&mut out, d);
         out.extend_from_slice(b",\"source\":");
-        write_str(&mut out, &d.source);
+        write_json_string(&mut out, &d.source);
         out.extend_from_slice(b",\"target\":");
-        write_str(&mut out, &d.target);
+        write_json_string(&mut out, &d.target);
         out.push(b'}');
     }
     out.extend_from_slice(b"],\"schema_version\":");
@@ -250,23 +211,23 @@ pub fn snapshot_bytes(id: &SnapshotIdentity<'_>) -> Vec<u8> {
         if i > 0 {
             out.push(b',');
         }
-        write_str(&mut out, d);
+        write_json_string(&mut out, d);
     }
     out.extend_from_slice(b"],\"dependency_content_digest\":");
-    write_str(&mut out, &id.dependencies.content.to_hex());
+    write_json_string(&mut out, &id.dependencies.content.to_hex());
     out.extend_from_slice(b",\"dependency_manifest_digest\":");
-    write_str(&mut out, &id.dependencies.manifest.to_hex());
+    write_json_string(&mut out, &id.dependencies.manifest.to_hex());
     out.extend_from_slice(b",\"harness_identity\":");
     match id.harness_identity {
         Some(path) => write_path(&mut out, path),
-        None => write_str(&mut out, ""),
+        None => write_json_string(&mut out, ""),
     }
     out.extend_from_slice(b",\"manifest_digest\":");
-    write_str(&mut out, &id.manifest_digest.to_hex());
+    write_json_string(&mut out, &id.manifest_digest.to_hex());
     out.extend_from_slice(b",\"repo_identity\":");
     write_path(&mut out, id.repo_identity);
     out.extend_from_slice(b",\"resolved_sha\":");
-    write_str(&mut out, id.resolved_sha);
+    write_json_string(&mut out, id.resolved_sha);
     out.extend_from_slice(b",\"schema_version\":");
     write_int(&mut out, u64::from(SNAPSHOT_SCHEMA_VERSION));
     out.push(b'}');
