@@ -45,6 +45,57 @@ type E = (
     &'static str,
 );
 
+/// A directory entry: no size, no digest, mode 0.
+const fn dir(path: &'static str) -> E {
+    (path, "directory", 0, "", 0o0, "")
+}
+
+/// A regular file's entry with its size, SHA-256 and recorded mode.
+const fn file(path: &'static str, size: u64, sha256: &'static str, mode: u32) -> E {
+    (path, "file", size, sha256, mode, "")
+}
+
+/// A symlink's entry: its target's length and SHA-256, mode 0.
+const fn link(path: &'static str, size: u64, sha256: &'static str, target: &'static str) -> E {
+    (path, "symlink", size, sha256, 0o0, target)
+}
+
+/// Which of the harness's bounds a case lowers, as upstream's tests
+/// monkeypatch one `MAX_TASK_ASSET_*` constant.
+#[derive(Clone, Copy)]
+enum Lowered {
+    /// Upstream's own bounds.
+    Upstream,
+    /// `MAX_TASK_ASSET_ENTRIES`.
+    Entries(u64),
+    /// `MAX_TASK_ASSET_PATH_BYTES`.
+    PathBytes(u64),
+    /// `MAX_TASK_ASSET_BYTES`.
+    TotalBytes(u64),
+}
+use Lowered::{Entries, PathBytes, TotalBytes, Upstream};
+
+impl Lowered {
+    fn limits(self) -> Limits {
+        let upstream = Limits::default();
+        match self {
+            Upstream => upstream,
+            Entries(n) => Limits {
+                max_entries: n,
+                ..upstream
+            },
+            PathBytes(n) => Limits {
+                max_path_bytes: n,
+                ..upstream
+            },
+            TotalBytes(n) => Limits {
+                max_total_bytes: n,
+                ..upstream
+            },
+        }
+    }
+}
+
 struct Answer {
     copy: &'static [E],
     copy_total: u64,
@@ -56,7 +107,7 @@ struct Case {
     tree: &'static [Item],
     copy: &'static [&'static str],
     deps: &'static [(&'static str, &'static str)],
-    limits: Limits,
+    limits: Lowered,
     expect: Result<Answer, &'static str>,
 }
 
@@ -122,8 +173,9 @@ fn run(root: &Path, case: &Case) -> Result<Got, CaptureError> {
         rustix::fs::Mode::empty(),
     )
     .unwrap();
+    let limits = case.limits.limits();
     let mut budget = Budget::default();
-    let mut builder = Builder::new(Flavour::SandboxCopy, case.limits, &mut budget);
+    let mut builder = Builder::new(Flavour::SandboxCopy, limits, &mut budget);
     for declaration in case.copy {
         builder.capture(repo.as_fd(), declaration)?;
     }
@@ -131,40 +183,49 @@ fn run(root: &Path, case: &Case) -> Result<Got, CaptureError> {
     let copy_total = builder.total_bytes();
     let mut deps = Vec::new();
     for (source, target) in case.deps {
-        let dep = capture_dependency(repo.as_fd(), source, target, case.limits, &mut budget)?;
+        let dep = capture_dependency(repo.as_fd(), source, target, limits, &mut budget)?;
         deps.push((dep.entries, dep.total_bytes));
     }
     Ok((copy, copy_total, deps, budget))
 }
 
-fn check(case: Case) {
+fn check(name: &str, case: &Case) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("repo");
     std::fs::create_dir(&root).unwrap();
     build(&root, case.tree);
-    let got = run(&root, &case);
+    let got = run(&root, case);
     match (&case.expect, got) {
-        (Err(message), Err(e)) => assert_eq!(e.to_string(), *message),
+        (Err(message), Err(e)) => assert_eq!(e.to_string(), *message, "{name}: the refusal"),
         (Ok(answer), Ok((copy, copy_total, deps, budget))) => {
             let copy: Vec<_> = copy.iter().map(fields).collect();
-            assert_eq!(copy, expected(answer.copy));
-            assert_eq!(copy_total, answer.copy_total);
-            assert_eq!(deps.len(), answer.deps.len());
-            for ((entries, total), (want, want_total)) in deps.iter().zip(answer.deps) {
+            assert_eq!(copy, expected(answer.copy), "{name}: the copy's entries");
+            assert_eq!(copy_total, answer.copy_total, "{name}: the copy's total");
+            assert_eq!(deps.len(), answer.deps.len(), "{name}: the dependencies");
+            for (i, ((entries, total), (want, want_total))) in
+                deps.iter().zip(answer.deps).enumerate()
+            {
                 let entries: Vec<_> = entries.iter().map(fields).collect();
-                assert_eq!(entries, expected(want));
-                assert_eq!(total, want_total);
+                assert_eq!(entries, expected(want), "{name}: dependency {i}'s entries");
+                assert_eq!(total, want_total, "{name}: dependency {i}'s total");
             }
-            assert_eq!((budget.entries, budget.total_bytes), answer.budget);
+            assert_eq!(
+                (budget.entries, budget.total_bytes),
+                answer.budget,
+                "{name}: the budget"
+            );
         }
-        (Err(message), Ok(_)) => panic!("accepted a tree upstream refuses with: {message}"),
-        (Ok(_), Err(e)) => panic!("refused a tree upstream accepts: {e}"),
+        (Err(message), Ok(_)) => panic!("{name}: accepted a tree upstream refuses with: {message}"),
+        (Ok(_), Err(e)) => panic!("{name}: refused a tree upstream accepts: {e}"),
     }
 }
 
-#[test]
-fn copy_nested_and_single_file() {
-    check(Case {
+/// Every pinned tree, by name: its recipe, its inputs, the bounds it
+/// lowers, and the harness's answer or refusal.
+const CASES: &[(&str, Case)] = &[
+(
+"copy_nested_and_single_file",
+Case {
         tree: &[
             F("README.md", "readme\n", 0o644),
             F("assets/index.json", "{\"graph\":1}\n", 0o644),
@@ -180,149 +241,87 @@ fn copy_nested_and_single_file() {
         ],
         copy: &["assets", "config/settings.json", "./docs//guide/"],
         deps: &[],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[
-                ("assets", "directory", 0, "", 0o0, ""),
-                ("assets/a", "directory", 0, "", 0o0, ""),
-                (
-                    "assets/a-b",
-                    "file",
-                    5,
-                    "f8359416cedbf4b44bd1cab71b791b4121e3b33748187c530e70207af87c3f39",
-                    0o0,
-                    "",
-                ),
-                (
-                    "assets/a.txt",
-                    "file",
-                    4,
-                    "5ddbce254c08372e429a250112c6f4593868687ab01e9a126193e5a83560362b",
-                    0o0,
-                    "",
-                ),
-                (
-                    "assets/a/b",
-                    "file",
-                    6,
-                    "8578a26bad9cf662e6e0cd91540eea63fb2ed5b5b2cebc471364c137b12931e6",
-                    0o0,
-                    "",
-                ),
-                ("assets/empty", "directory", 0, "", 0o0, ""),
-                (
-                    "assets/index.json",
-                    "file",
-                    12,
-                    "4c5b736d484a1bfe8d92aed5534fdc52681c2eebeca0e302041c2a972f0d66d4",
-                    0o0,
-                    "",
-                ),
-                ("assets/nested", "directory", 0, "", 0o0, ""),
-                ("assets/nested/deep", "directory", 0, "", 0o0, ""),
-                (
-                    "assets/nested/deep/leaf.txt",
-                    "file",
-                    5,
-                    "26d0bac9f0c7a35b2f3322a0f4ad4517265f56b2c0f4b2ed7cb5cbd30c5868e2",
-                    0o0,
-                    "",
-                ),
-                (
-                    "assets/nested/tool.sh",
-                    "file",
-                    20,
-                    "bf664cf84f00f6ed76164c8457fdeaf8e4dee547226e9ffcf8274e2d2246fed9",
-                    0o0,
-                    "",
-                ),
-                ("config", "directory", 0, "", 0o0, ""),
-                (
-                    "config/settings.json",
-                    "file",
-                    3,
-                    "ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356",
-                    0o0,
-                    "",
-                ),
-                ("docs", "directory", 0, "", 0o0, ""),
-                ("docs/guide", "directory", 0, "", 0o0, ""),
-                (
-                    "docs/guide/\u{fc}n\u{ef}code.md",
-                    "file",
-                    13,
-                    "f682a5ef26796a5f98678d3a028d07c8853e6c5fc01005b55bd95852d00fc917",
-                    0o0,
-                    "",
-                ),
+                dir("assets"),
+                dir("assets/a"),
+                file("assets/a-b", 5, "f8359416cedbf4b44bd1cab71b791b4121e3b33748187c530e70207af87c3f39", 0o0),
+                file("assets/a.txt", 4, "5ddbce254c08372e429a250112c6f4593868687ab01e9a126193e5a83560362b", 0o0),
+                file("assets/a/b", 6, "8578a26bad9cf662e6e0cd91540eea63fb2ed5b5b2cebc471364c137b12931e6", 0o0),
+                dir("assets/empty"),
+                file("assets/index.json", 12, "4c5b736d484a1bfe8d92aed5534fdc52681c2eebeca0e302041c2a972f0d66d4", 0o0),
+                dir("assets/nested"),
+                dir("assets/nested/deep"),
+                file("assets/nested/deep/leaf.txt", 5, "26d0bac9f0c7a35b2f3322a0f4ad4517265f56b2c0f4b2ed7cb5cbd30c5868e2", 0o0),
+                file("assets/nested/tool.sh", 20, "bf664cf84f00f6ed76164c8457fdeaf8e4dee547226e9ffcf8274e2d2246fed9", 0o0),
+                dir("config"),
+                file("config/settings.json", 3, "ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356", 0o0),
+                dir("docs"),
+                dir("docs/guide"),
+                file("docs/guide/\u{fc}n\u{ef}code.md", 13, "f682a5ef26796a5f98678d3a028d07c8853e6c5fc01005b55bd95852d00fc917", 0o0),
             ],
             copy_total: 68,
             deps: &[],
             budget: (16, 68),
         }),
-    });
-}
-
-#[test]
-fn copy_refuses_a_symlink() {
-    check(Case {
+},
+),
+(
+"copy_refuses_a_symlink",
+Case {
         tree: &[F("assets/a.txt", "a\n", 0o644), L("assets/link", "a.txt")],
         copy: &["assets"],
         deps: &[],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("sandbox_copy must not traverse a symlink: assets/link"),
-    });
-}
-
-#[test]
-fn copy_refuses_a_symlinked_declaration() {
-    check(Case {
+},
+),
+(
+"copy_refuses_a_symlinked_declaration",
+Case {
         tree: &[F("real/a.txt", "a\n", 0o644), L("assets", "real")],
         copy: &["assets/a.txt"],
         deps: &[],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("sandbox_copy must not traverse a symlink: assets"),
-    });
-}
-
-#[test]
-fn copy_refuses_a_fifo() {
-    check(Case {
+},
+),
+(
+"copy_refuses_a_fifo",
+Case {
         tree: &[F("assets/a.txt", "a\n", 0o644), P("assets/pipe")],
         copy: &["assets"],
         deps: &[],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("sandbox_copy accepts only regular files and directories: assets/pipe"),
-    });
-}
-
-#[test]
-fn copy_parent_not_a_directory() {
-    check(Case {
+},
+),
+(
+"copy_parent_not_a_directory",
+Case {
         tree: &[F("README.md", "r\n", 0o644)],
         copy: &["README.md/x"],
         deps: &[],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("sandbox_copy parent must be a directory: README.md"),
-    });
-}
-
-#[test]
-fn copy_missing_declaration() {
-    check(Case {
+},
+),
+(
+"copy_missing_declaration",
+Case {
         tree: &[
             F("README.md", "r\n", 0o644),
         ],
         copy: &["missing/x"],
         deps: &[],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("sandbox_copy path is unavailable: missing: [Errno 2] No such file or directory: 'missing'"),
-    });
-}
-
-#[test]
-fn dependency_node_modules() {
-    check(Case {
+},
+),
+(
+"dependency_node_modules",
+Case {
         tree: &[
             F("README.md", "workspace readme\n", 0o644),
             F(
@@ -367,124 +366,46 @@ fn dependency_node_modules() {
         ],
         copy: &["assets"],
         deps: &[("gitnexus/node_modules", "gitnexus/node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[
-                ("assets", "directory", 0, "", 0o0, ""),
-                (
-                    "assets/graph.bin",
-                    "file",
-                    9,
-                    "59072e20c5e57257746bafbfb5f4de64899614ede08bc634c28282f9cff1f992",
-                    0o0,
-                    "",
-                ),
+                dir("assets"),
+                file("assets/graph.bin", 9, "59072e20c5e57257746bafbfb5f4de64899614ede08bc634c28282f9cff1f992", 0o0),
             ],
             copy_total: 9,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/.bin", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/.bin/cli",
-                        "symlink",
-                        19,
-                        "643998e6ef1fa7960ed3fc4d5900582552a3a3bbf2f6c4f7738ee693dbcf566f",
-                        0o0,
-                        "../pkg-a/bin/cli.js",
-                    ),
-                    (
-                        "payload/.bin/pkg-b",
-                        "symlink",
-                        17,
-                        "980c8cac40866e41d9d63d0aa2944984679bf5f522ae2df57270055c5ccc080a",
-                        0o0,
-                        "../pkg-b/index.js",
-                    ),
-                    (
-                        "payload/.bin/workspace-readme",
-                        "symlink",
-                        15,
-                        "4cc4e4c8a5120617ab0800cd8f722a9797f7a9c04d4a159fd42a4419f82c7c30",
-                        0o0,
-                        "../../README.md",
-                    ),
-                    ("payload/.cache", "directory", 0, "", 0o0, ""),
-                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg-a", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg-a/bin", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/pkg-a/bin/cli.js",
-                        "file",
-                        37,
-                        "9dd792327ea0ebdb5ead5204da185d6331e5dcc7faced42effed06c9c8af8727",
-                        0o755,
-                        "",
-                    ),
-                    ("payload/pkg-a/empty", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg-a/lib", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/pkg-a/lib/owner.txt",
-                        "file",
-                        11,
-                        "978de8977233c2143ed9a3425ca70b9988db5ae925d39872016d2431cb7a5980",
-                        0o600,
-                        "",
-                    ),
-                    (
-                        "payload/pkg-a/package.json",
-                        "file",
-                        17,
-                        "a4e38772f3cdc9ff98977d3728df486f300cd455ba905506e2b6c7b3bf72fd22",
-                        0o644,
-                        "",
-                    ),
-                    ("payload/pkg-b", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/pkg-b/index.js",
-                        "file",
-                        34,
-                        "c22621a47b1c20a52174ed9ffb7a0fd3be2bf52989942a0afda95e620f3763bd",
-                        0o644,
-                        "",
-                    ),
-                    ("payload/pkg-b/node_modules", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/pkg-b/node_modules/pkg-a",
-                        "symlink",
-                        11,
-                        "ddf5c2ae71ca752c8c7a8a57b345068b299eb027c250e2e55c3e8457be2b4d57",
-                        0o0,
-                        "../../pkg-a",
-                    ),
-                    ("payload/pkg-c", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/pkg-c/run",
-                        "file",
-                        17,
-                        "306c6ca7407560340797866e077e053627ad409277d1b9da58106fce4cf717cb",
-                        0o750,
-                        "",
-                    ),
-                    (
-                        "payload/pkg-c/setuid",
-                        "file",
-                        2,
-                        "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac",
-                        0o4755,
-                        "",
-                    ),
+                    dir("payload"),
+                    dir("payload/.bin"),
+                    link("payload/.bin/cli", 19, "643998e6ef1fa7960ed3fc4d5900582552a3a3bbf2f6c4f7738ee693dbcf566f", "../pkg-a/bin/cli.js"),
+                    link("payload/.bin/pkg-b", 17, "980c8cac40866e41d9d63d0aa2944984679bf5f522ae2df57270055c5ccc080a", "../pkg-b/index.js"),
+                    link("payload/.bin/workspace-readme", 15, "4cc4e4c8a5120617ab0800cd8f722a9797f7a9c04d4a159fd42a4419f82c7c30", "../../README.md"),
+                    dir("payload/.cache"),
+                    dir("payload/.vite-temp"),
+                    dir("payload/pkg-a"),
+                    dir("payload/pkg-a/bin"),
+                    file("payload/pkg-a/bin/cli.js", 37, "9dd792327ea0ebdb5ead5204da185d6331e5dcc7faced42effed06c9c8af8727", 0o755),
+                    dir("payload/pkg-a/empty"),
+                    dir("payload/pkg-a/lib"),
+                    file("payload/pkg-a/lib/owner.txt", 11, "978de8977233c2143ed9a3425ca70b9988db5ae925d39872016d2431cb7a5980", 0o600),
+                    file("payload/pkg-a/package.json", 17, "a4e38772f3cdc9ff98977d3728df486f300cd455ba905506e2b6c7b3bf72fd22", 0o644),
+                    dir("payload/pkg-b"),
+                    file("payload/pkg-b/index.js", 34, "c22621a47b1c20a52174ed9ffb7a0fd3be2bf52989942a0afda95e620f3763bd", 0o644),
+                    dir("payload/pkg-b/node_modules"),
+                    link("payload/pkg-b/node_modules/pkg-a", 11, "ddf5c2ae71ca752c8c7a8a57b345068b299eb027c250e2e55c3e8457be2b4d57", "../../pkg-a"),
+                    dir("payload/pkg-c"),
+                    file("payload/pkg-c/run", 17, "306c6ca7407560340797866e077e053627ad409277d1b9da58106fce4cf717cb", 0o750),
+                    file("payload/pkg-c/setuid", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o4755),
                 ],
                 180,
             )],
             budget: (23, 189),
         }),
-    });
-}
-
-#[test]
-fn dependency_vendor_and_file() {
-    check(Case {
+},
+),
+(
+"dependency_vendor_and_file",
+Case {
         tree: &[
             F("third_party/lib/a.txt", "a\n", 0o644),
             F("third_party/lib/sub/b.txt", "b\n", 0o640),
@@ -499,180 +420,112 @@ fn dependency_vendor_and_file() {
             ("third_party/lib", "vendor/lib"),
             ("tools/run.sh", "bin/node_modules"),
         ],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[],
             copy_total: 0,
             deps: &[
                 (
                     &[
-                        ("payload", "directory", 0, "", 0o0, ""),
-                        (
-                            "payload/a.txt",
-                            "file",
-                            2,
-                            "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
-                            0o644,
-                            "",
-                        ),
-                        (
-                            "payload/dirlink",
-                            "symlink",
-                            3,
-                            "ddc6e2b224d0fd821669202258386936fc9ce2899e215eec6322b95f8dd96d6a",
-                            0o0,
-                            "sub",
-                        ),
-                        ("payload/empty", "directory", 0, "", 0o0, ""),
-                        (
-                            "payload/link",
-                            "symlink",
-                            9,
-                            "8792787d36836ac259ca93c2cd818a852c2cd1009b0243010c188f028c99a040",
-                            0o0,
-                            "sub/b.txt",
-                        ),
-                        ("payload/sub", "directory", 0, "", 0o0, ""),
-                        (
-                            "payload/sub/b.txt",
-                            "file",
-                            2,
-                            "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f",
-                            0o640,
-                            "",
-                        ),
-                        (
-                            "payload/through",
-                            "symlink",
-                            16,
-                            "c368fd40da6caab5c0531efe134bb3a5c2eb62b060f9f7596c64bf5e087a69e3",
-                            0o0,
-                            "dirlink/../a.txt",
-                        ),
+                        dir("payload"),
+                        file("payload/a.txt", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
+                        link("payload/dirlink", 3, "ddc6e2b224d0fd821669202258386936fc9ce2899e215eec6322b95f8dd96d6a", "sub"),
+                        dir("payload/empty"),
+                        link("payload/link", 9, "8792787d36836ac259ca93c2cd818a852c2cd1009b0243010c188f028c99a040", "sub/b.txt"),
+                        dir("payload/sub"),
+                        file("payload/sub/b.txt", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o640),
+                        link("payload/through", 16, "c368fd40da6caab5c0531efe134bb3a5c2eb62b060f9f7596c64bf5e087a69e3", "dirlink/../a.txt"),
                     ],
                     32,
                 ),
                 (
-                    &[(
-                        "payload",
-                        "file",
-                        19,
-                        "a4e0317eafab5cf1bc4a0041c7c8aeb6ece56fe72e7b2b3017a8a6574614cd35",
-                        0o755,
-                        "",
-                    )],
+                    &[file("payload", 19, "a4e0317eafab5cf1bc4a0041c7c8aeb6ece56fe72e7b2b3017a8a6574614cd35", 0o755)],
                     19,
                 ),
             ],
             budget: (9, 51),
         }),
-    });
-}
-
-#[test]
-fn dependency_vite_temp_present() {
-    check(Case {
+},
+),
+(
+"dependency_vite_temp_present",
+Case {
         tree: &[
             F("node_modules/pkg/index.js", "x\n", 0o644),
             D("node_modules/.vite-temp", 0o755),
         ],
         copy: &[],
         deps: &[("node_modules", "web/node_modules/")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    ("payload/pkg", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/pkg/index.js",
-                        "file",
-                        2,
-                        "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac",
-                        0o644,
-                        "",
-                    ),
+                    dir("payload"),
+                    dir("payload/.vite-temp"),
+                    dir("payload/pkg"),
+                    file("payload/pkg/index.js", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o644),
                 ],
                 2,
             )],
             budget: (4, 2),
         }),
-    });
-}
-
-#[test]
-fn dependency_link_escaping_the_workspace() {
-    check(Case {
+},
+),
+(
+"dependency_link_escaping_the_workspace",
+Case {
         tree: &[
             F("nm/a.js", "a\n", 0o644),
             L("nm/.bin/x", "../../../../etc/passwd"),
         ],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("dependency symlink escapes the sandbox workspace: payload/.bin/x"),
-    });
-}
-
-#[test]
-fn dependency_link_leaving_the_payload_inside_the_workspace() {
-    check(Case {
+},
+),
+(
+"dependency_link_leaving_the_payload_inside_the_workspace",
+Case {
         tree: &[
             F("nm/a.js", "a\n", 0o644),
             L("nm/.bin/x", "../../../README.md"),
         ],
         copy: &[],
         deps: &[("nm", "a/node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/.bin", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/.bin/x",
-                        "symlink",
-                        18,
-                        "648796239e6678506879bb030cb15c62b8c9b66c50849be9b2560cfa81e1c525",
-                        0o0,
-                        "../../../README.md",
-                    ),
-                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/a.js",
-                        "file",
-                        2,
-                        "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
-                        0o644,
-                        "",
-                    ),
+                    dir("payload"),
+                    dir("payload/.bin"),
+                    link("payload/.bin/x", 18, "648796239e6678506879bb030cb15c62b8c9b66c50849be9b2560cfa81e1c525", "../../../README.md"),
+                    dir("payload/.vite-temp"),
+                    file("payload/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
                 ],
                 20,
             )],
             budget: (5, 20),
         }),
-    });
-}
-
-#[test]
-fn dependency_dangling_link() {
-    check(Case {
+},
+),
+(
+"dependency_dangling_link",
+Case {
         tree: &[F("nm/a.js", "a\n", 0o644), L("nm/.bin/x", "../missing.js")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("dependency symlink is dangling or escapes its snapshot: payload/.bin/x"),
-    });
-}
-
-#[test]
-fn dependency_link_dangling_through_a_symlinked_directory() {
-    check(Case {
+},
+),
+(
+"dependency_link_dangling_through_a_symlinked_directory",
+Case {
         tree: &[
             F("nm/a.js", "a\n", 0o644),
             F("nm/sub/deep/b.js", "b\n", 0o644),
@@ -681,14 +534,13 @@ fn dependency_link_dangling_through_a_symlinked_directory() {
         ],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("dependency symlink is dangling or escapes its snapshot: payload/x"),
-    });
-}
-
-#[test]
-fn dependency_link_resolving_through_a_symlinked_directory() {
-    check(Case {
+},
+),
+(
+"dependency_link_resolving_through_a_symlinked_directory",
+Case {
         tree: &[
             F("nm/sub/a.js", "a\n", 0o644),
             F("nm/sub/deep/b.js", "b\n", 0o644),
@@ -697,141 +549,93 @@ fn dependency_link_resolving_through_a_symlinked_directory() {
         ],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/dl",
-                        "symlink",
-                        8,
-                        "9ea08fe777e8a60fe5ace6ccb4d800c7f06dfc0262236cc0a3c91b4e120405ac",
-                        0o0,
-                        "sub/deep",
-                    ),
-                    ("payload/sub", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/sub/a.js",
-                        "file",
-                        2,
-                        "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
-                        0o644,
-                        "",
-                    ),
-                    ("payload/sub/deep", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/sub/deep/b.js",
-                        "file",
-                        2,
-                        "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f",
-                        0o644,
-                        "",
-                    ),
-                    (
-                        "payload/x",
-                        "symlink",
-                        10,
-                        "d043827bf9afab3457782c43c4cca10be44779971c2dfd34d3eadbc973ffa1bf",
-                        0o0,
-                        "dl/../a.js",
-                    ),
+                    dir("payload"),
+                    dir("payload/.vite-temp"),
+                    link("payload/dl", 8, "9ea08fe777e8a60fe5ace6ccb4d800c7f06dfc0262236cc0a3c91b4e120405ac", "sub/deep"),
+                    dir("payload/sub"),
+                    file("payload/sub/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
+                    dir("payload/sub/deep"),
+                    file("payload/sub/deep/b.js", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o644),
+                    link("payload/x", 10, "d043827bf9afab3457782c43c4cca10be44779971c2dfd34d3eadbc973ffa1bf", "dl/../a.js"),
                 ],
                 22,
             )],
             budget: (8, 22),
         }),
-    });
-}
-
-#[test]
-fn dependency_symlink_loop() {
-    check(Case {
+},
+),
+(
+"dependency_symlink_loop",
+Case {
         tree: &[L("nm/l1", "l2"), L("nm/l2", "l1")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("dependency symlink is dangling or escapes its snapshot: payload/l1"),
-    });
-}
-
-#[test]
-fn dependency_link_to_itself_through_the_payload() {
-    check(Case {
+},
+),
+(
+"dependency_link_to_itself_through_the_payload",
+Case {
         tree: &[F("nm/a.js", "a\n", 0o644), L("nm/x", "../nm/a.js")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/a.js",
-                        "file",
-                        2,
-                        "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
-                        0o644,
-                        "",
-                    ),
-                    (
-                        "payload/x",
-                        "symlink",
-                        10,
-                        "65dc2527d9e1b29075ef2ef953243569534127d6a491415e7265c4bd0acd9c37",
-                        0o0,
-                        "../nm/a.js",
-                    ),
+                    dir("payload"),
+                    dir("payload/.vite-temp"),
+                    file("payload/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
+                    link("payload/x", 10, "65dc2527d9e1b29075ef2ef953243569534127d6a491415e7265c4bd0acd9c37", "../nm/a.js"),
                 ],
                 12,
             )],
             budget: (4, 12),
         }),
-    });
-}
-
-#[test]
-fn dependency_absolute_link() {
-    check(Case {
+},
+),
+(
+"dependency_absolute_link",
+Case {
         tree: &[L("nm/x", "/etc/passwd")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("dependency symlink must be a bounded relative link: payload/x"),
-    });
-}
-
-#[test]
-fn dependency_fifo() {
-    check(Case {
+},
+),
+(
+"dependency_fifo",
+Case {
         tree: &[P("nm/pipe")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("sandbox_copy accepts only regular files and directories: payload/pipe"),
-    });
-}
-
-#[test]
-fn dependency_symlink_declaration() {
-    check(Case {
+},
+),
+(
+"dependency_symlink_declaration",
+Case {
         tree: &[F("real/a.js", "a\n", 0o644), L("nm", "real")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("sandbox_copy must not traverse a symlink: nm"),
-    });
-}
-
-#[test]
-fn entry_limit() {
-    check(Case {
+},
+),
+(
+"entry_limit",
+Case {
         tree: &[
             F("assets/a", "a\n", 0o644),
             F("assets/b", "b\n", 0o644),
@@ -839,163 +643,107 @@ fn entry_limit() {
         ],
         copy: &["assets"],
         deps: &[],
-        limits: Limits {
-            max_entries: 3,
-            ..Limits::default()
-        },
+        limits: Entries(3),
         expect: Err("sandbox_copy exceeds the entry limit"),
-    });
-}
-
-#[test]
-fn entry_limit_shared_with_a_dependency() {
-    check(Case {
+},
+),
+(
+"entry_limit_shared_with_a_dependency",
+Case {
         tree: &[F("assets/a", "a\n", 0o644), F("nm/b", "b\n", 0o644)],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits {
-            max_entries: 4,
-            ..Limits::default()
-        },
+        limits: Entries(4),
         expect: Err("sandbox_copy exceeds the entry limit"),
-    });
-}
-
-#[test]
-fn entry_limit_met_exactly() {
-    check(Case {
+},
+),
+(
+"entry_limit_met_exactly",
+Case {
         tree: &[F("assets/a", "a\n", 0o644), F("nm/b", "b\n", 0o644)],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits {
-            max_entries: 5,
-            ..Limits::default()
-        },
+        limits: Entries(5),
         expect: Ok(Answer {
             copy: &[
-                ("assets", "directory", 0, "", 0o0, ""),
-                (
-                    "assets/a",
-                    "file",
-                    2,
-                    "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
-                    0o0,
-                    "",
-                ),
+                dir("assets"),
+                file("assets/a", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o0),
             ],
             copy_total: 2,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/b",
-                        "file",
-                        2,
-                        "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f",
-                        0o644,
-                        "",
-                    ),
+                    dir("payload"),
+                    dir("payload/.vite-temp"),
+                    file("payload/b", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o644),
                 ],
                 2,
             )],
             budget: (5, 4),
         }),
-    });
-}
-
-#[test]
-fn path_byte_limit() {
-    check(Case {
+},
+),
+(
+"path_byte_limit",
+Case {
         tree: &[
             F("assets/short", "s\n", 0o644),
             F("assets/longer-name", "l\n", 0o644),
         ],
         copy: &["assets"],
         deps: &[],
-        limits: Limits {
-            max_path_bytes: 12,
-            ..Limits::default()
-        },
+        limits: PathBytes(12),
         expect: Err("sandbox_copy exceeds the path byte limit"),
-    });
-}
-
-#[test]
-fn symlink_target_path_limit() {
-    check(Case {
+},
+),
+(
+"symlink_target_path_limit",
+Case {
         tree: &[F("nm/ab", "x\n", 0o644), L("nm/x", "./././././ab")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits {
-            max_path_bytes: 11,
-            ..Limits::default()
-        },
+        limits: PathBytes(11),
         expect: Err("dependency symlink target exceeds the path limit: payload/x"),
-    });
-}
-
-#[test]
-fn symlink_target_path_limit_met_exactly() {
-    check(Case {
+},
+),
+(
+"symlink_target_path_limit_met_exactly",
+Case {
         tree: &[F("nm/ab", "x\n", 0o644), L("nm/x", "./././././ab")],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits {
-            max_path_bytes: 18,
-            ..Limits::default()
-        },
+        limits: PathBytes(18),
         expect: Ok(Answer {
             copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/ab",
-                        "file",
-                        2,
-                        "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac",
-                        0o644,
-                        "",
-                    ),
-                    (
-                        "payload/x",
-                        "symlink",
-                        12,
-                        "ebfcdad89b396806df2769b4cb9dff25377e5efcc53b1ee47dfbed2ec407bef0",
-                        0o0,
-                        "./././././ab",
-                    ),
+                    dir("payload"),
+                    dir("payload/.vite-temp"),
+                    file("payload/ab", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o644),
+                    link("payload/x", 12, "ebfcdad89b396806df2769b4cb9dff25377e5efcc53b1ee47dfbed2ec407bef0", "./././././ab"),
                 ],
                 14,
             )],
             budget: (4, 14),
         }),
-    });
-}
-
-#[test]
-fn total_byte_limit_shared() {
-    check(Case {
+},
+),
+(
+"total_byte_limit_shared",
+Case {
         tree: &[
             F("assets/a", "0123456789", 0o644),
             F("nm/b", "01234", 0o644),
         ],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits {
-            max_total_bytes: 14,
-            ..Limits::default()
-        },
+        limits: TotalBytes(14),
         expect: Err("sandbox_copy exceeds the total byte limit"),
-    });
-}
-
-#[test]
-fn total_byte_limit_met_exactly_with_a_symlink() {
-    check(Case {
+},
+),
+(
+"total_byte_limit_met_exactly_with_a_symlink",
+Case {
         tree: &[
             F("assets/a", "0123456789", 0o644),
             F("nm/b", "0", 0o644),
@@ -1003,54 +751,29 @@ fn total_byte_limit_met_exactly_with_a_symlink() {
         ],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits {
-            max_total_bytes: 12,
-            ..Limits::default()
-        },
+        limits: TotalBytes(12),
         expect: Ok(Answer {
             copy: &[
-                ("assets", "directory", 0, "", 0o0, ""),
-                (
-                    "assets/a",
-                    "file",
-                    10,
-                    "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882",
-                    0o0,
-                    "",
-                ),
+                dir("assets"),
+                file("assets/a", 10, "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882", 0o0),
             ],
             copy_total: 10,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/b",
-                        "file",
-                        1,
-                        "5feceb66ffc86f38d952786c6d696c79c2dbc239dd4e91b46729d73a27fb57e9",
-                        0o644,
-                        "",
-                    ),
-                    (
-                        "payload/l",
-                        "symlink",
-                        1,
-                        "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d",
-                        0o0,
-                        "b",
-                    ),
+                    dir("payload"),
+                    dir("payload/.vite-temp"),
+                    file("payload/b", 1, "5feceb66ffc86f38d952786c6d696c79c2dbc239dd4e91b46729d73a27fb57e9", 0o644),
+                    link("payload/l", 1, "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d", "b"),
                 ],
                 2,
             )],
             budget: (6, 12),
         }),
-    });
-}
-
-#[test]
-fn total_byte_limit_counts_symlink_targets() {
-    check(Case {
+},
+),
+(
+"total_byte_limit_counts_symlink_targets",
+Case {
         tree: &[
             F("assets/a", "0123456789", 0o644),
             F("nm/b", "0", 0o644),
@@ -1058,42 +781,36 @@ fn total_byte_limit_counts_symlink_targets() {
         ],
         copy: &["assets"],
         deps: &[("nm", "node_modules")],
-        limits: Limits {
-            max_total_bytes: 11,
-            ..Limits::default()
-        },
+        limits: TotalBytes(11),
         expect: Err("sandbox_copy exceeds the total byte limit"),
-    });
-}
-
-#[test]
-fn dependency_vite_temp_file_collides() {
-    check(Case {
+},
+),
+(
+"dependency_vite_temp_file_collides",
+Case {
         tree: &[F("node_modules/.vite-temp", "x\n", 0o644)],
         copy: &[],
         deps: &[("node_modules", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("sandbox_copy paths collide at payload/.vite-temp"),
-    });
-}
-
-#[test]
-fn dependency_vite_temp_symlink_collides() {
-    check(Case {
+},
+),
+(
+"dependency_vite_temp_symlink_collides",
+Case {
         tree: &[
             F("node_modules/a", "x\n", 0o644),
             L("node_modules/.vite-temp", "a"),
         ],
         copy: &[],
         deps: &[("node_modules", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("sandbox_copy paths collide at payload/.vite-temp"),
-    });
-}
-
-#[test]
-fn copy_two_declarations_sharing_a_parent() {
-    check(Case {
+},
+),
+(
+"copy_two_declarations_sharing_a_parent",
+Case {
         tree: &[
             F("x/a/f", "f\n", 0o644),
             F("x/b", "b\n", 0o644),
@@ -1101,38 +818,23 @@ fn copy_two_declarations_sharing_a_parent() {
         ],
         copy: &["x/b", "x/a"],
         deps: &[],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[
-                ("x", "directory", 0, "", 0o0, ""),
-                ("x/a", "directory", 0, "", 0o0, ""),
-                (
-                    "x/a/f",
-                    "file",
-                    2,
-                    "092fcfbbcfca3b5be7ae1b5e58538e92c35ab273ae13664fed0d67484c8e78a6",
-                    0o0,
-                    "",
-                ),
-                (
-                    "x/b",
-                    "file",
-                    2,
-                    "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f",
-                    0o0,
-                    "",
-                ),
+                dir("x"),
+                dir("x/a"),
+                file("x/a/f", 2, "092fcfbbcfca3b5be7ae1b5e58538e92c35ab273ae13664fed0d67484c8e78a6", 0o0),
+                file("x/b", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o0),
             ],
             copy_total: 4,
             deps: &[],
             budget: (4, 4),
         }),
-    });
-}
-
-#[test]
-fn dependency_links_to_the_payload_and_above_it() {
-    check(Case {
+},
+),
+(
+"dependency_links_to_the_payload_and_above_it",
+Case {
         tree: &[
             F("nm/a.js", "a\n", 0o644),
             L("nm/self", "."),
@@ -1142,65 +844,29 @@ fn dependency_links_to_the_payload_and_above_it() {
         ],
         copy: &[],
         deps: &[("nm", "node_modules")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/.vite-temp", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/a.js",
-                        "file",
-                        2,
-                        "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7",
-                        0o644,
-                        "",
-                    ),
-                    (
-                        "payload/self",
-                        "symlink",
-                        1,
-                        "cdb4ee2aea69cc6a83331bbe96dc2caa9a299d21329efb0336fc02a82e1839a8",
-                        0o0,
-                        ".",
-                    ),
-                    (
-                        "payload/slash",
-                        "symlink",
-                        5,
-                        "aecfb21216f8177598d46f8c646386a7a563f4b731df3f38cf58cf3404e40a9f",
-                        0o0,
-                        "a.js/",
-                    ),
-                    (
-                        "payload/up",
-                        "symlink",
-                        2,
-                        "5ec1f7e700f37c3d0b2981d04855fc34b94aaa15457b05ca571817442d228f81",
-                        0o0,
-                        "..",
-                    ),
-                    (
-                        "payload/via-self",
-                        "symlink",
-                        14,
-                        "c469fd6e9c2e50760dd79f22c4f1dc44d573ec63231da6367c0bdbf7d698e17f",
-                        0o0,
-                        "self/self/a.js",
-                    ),
+                    dir("payload"),
+                    dir("payload/.vite-temp"),
+                    file("payload/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
+                    link("payload/self", 1, "cdb4ee2aea69cc6a83331bbe96dc2caa9a299d21329efb0336fc02a82e1839a8", "."),
+                    link("payload/slash", 5, "aecfb21216f8177598d46f8c646386a7a563f4b731df3f38cf58cf3404e40a9f", "a.js/"),
+                    link("payload/up", 2, "5ec1f7e700f37c3d0b2981d04855fc34b94aaa15457b05ca571817442d228f81", ".."),
+                    link("payload/via-self", 14, "c469fd6e9c2e50760dd79f22c4f1dc44d573ec63231da6367c0bdbf7d698e17f", "self/self/a.js"),
                 ],
                 24,
             )],
             budget: (7, 24),
         }),
-    });
-}
-
-#[test]
-fn dependency_link_chains() {
-    check(Case {
+},
+),
+(
+"dependency_link_chains",
+Case {
         tree: &[
             F("nm/a/c/f", "f\n", 0o644),
             L("nm/l1", "a"),
@@ -1210,67 +876,31 @@ fn dependency_link_chains() {
         ],
         copy: &[],
         deps: &[("nm", "a/b/c/vendor")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Ok(Answer {
             copy: &[],
             copy_total: 0,
             deps: &[(
                 &[
-                    ("payload", "directory", 0, "", 0o0, ""),
-                    ("payload/a", "directory", 0, "", 0o0, ""),
-                    ("payload/a/c", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/a/c/f",
-                        "file",
-                        2,
-                        "092fcfbbcfca3b5be7ae1b5e58538e92c35ab273ae13664fed0d67484c8e78a6",
-                        0o644,
-                        "",
-                    ),
-                    ("payload/b", "directory", 0, "", 0o0, ""),
-                    (
-                        "payload/b/l3",
-                        "symlink",
-                        5,
-                        "7e75ceea66e84eb22fe008f711221d750d1ecde2d349a84e7fc735070156aa60",
-                        0o0,
-                        "../l2",
-                    ),
-                    (
-                        "payload/b/l4",
-                        "symlink",
-                        14,
-                        "d66161a4b4aaf19ee19f99eb9c5ec03735cd4274b0de101d49ea743085da65cd",
-                        0o0,
-                        "../l1/c/../c/f",
-                    ),
-                    (
-                        "payload/l1",
-                        "symlink",
-                        1,
-                        "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb",
-                        0o0,
-                        "a",
-                    ),
-                    (
-                        "payload/l2",
-                        "symlink",
-                        6,
-                        "a9747fb8ff698d26beac72a6d462c48f7c7766599dace3acc6885383f76408e6",
-                        0o0,
-                        "l1/c/f",
-                    ),
+                    dir("payload"),
+                    dir("payload/a"),
+                    dir("payload/a/c"),
+                    file("payload/a/c/f", 2, "092fcfbbcfca3b5be7ae1b5e58538e92c35ab273ae13664fed0d67484c8e78a6", 0o644),
+                    dir("payload/b"),
+                    link("payload/b/l3", 5, "7e75ceea66e84eb22fe008f711221d750d1ecde2d349a84e7fc735070156aa60", "../l2"),
+                    link("payload/b/l4", 14, "d66161a4b4aaf19ee19f99eb9c5ec03735cd4274b0de101d49ea743085da65cd", "../l1/c/../c/f"),
+                    link("payload/l1", 1, "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb", "a"),
+                    link("payload/l2", 6, "a9747fb8ff698d26beac72a6d462c48f7c7766599dace3acc6885383f76408e6", "l1/c/f"),
                 ],
                 28,
             )],
             budget: (9, 28),
         }),
-    });
-}
-
-#[test]
-fn dependency_link_chain_dangling_at_its_end() {
-    check(Case {
+},
+),
+(
+"dependency_link_chain_dangling_at_its_end",
+Case {
         tree: &[
             F("nm/a/c/f", "f\n", 0o644),
             L("nm/l1", "a"),
@@ -1279,9 +909,18 @@ fn dependency_link_chain_dangling_at_its_end() {
         ],
         copy: &[],
         deps: &[("nm", "a/b/c/vendor")],
-        limits: Limits::default(),
+        limits: Upstream,
         expect: Err("dependency symlink is dangling or escapes its snapshot: payload/b/l3"),
-    });
+},
+),
+];
+
+#[test]
+fn each_pinned_tree_gets_the_harness_answer() {
+    for (name, case) in CASES {
+        check(name, case);
+    }
+    assert_eq!(CASES.len(), 34);
 }
 
 /// A tree changed by `change` (given the repository's root) after the
