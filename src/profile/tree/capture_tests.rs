@@ -233,8 +233,7 @@ const CASES: &[(&str, Case)] = &[
             F("assets/a/b", "slash\n", 0o644), F("config/settings.json", "{}\n", 0o644),
             F("config/other.txt", "not declared\n", 0o644),
             F("docs/guide/\u{fc}n\u{ef}code.md", "unicode name\n", 0o644),
-        ],
-        copy: &["assets", "config/settings.json", "./docs//guide/"], deps: &[], limits: Upstream,
+        ], copy: &["assets", "config/settings.json", "./docs//guide/"], deps: &[], limits: Upstream,
         expect: Ok(Answer {
             copy: &[
                 dir("assets"), dir("assets/a"),
@@ -250,8 +249,7 @@ const CASES: &[(&str, Case)] = &[
                 file("config/settings.json", 3, "ca3d163bab055381827226140568f3bef7eaac187cebd76878e0b63e9e442356", 0o0),
                 dir("docs"), dir("docs/guide"),
                 file("docs/guide/\u{fc}n\u{ef}code.md", 13, "f682a5ef26796a5f98678d3a028d07c8853e6c5fc01005b55bd95852d00fc917", 0o0),
-            ],
-            copy_total: 68, deps: &[], budget: (16, 68),
+            ], copy_total: 68, deps: &[], budget: (16, 68),
         }),
     }),
     ("copy_refuses_a_symlink", Case {
@@ -292,40 +290,30 @@ const CASES: &[(&str, Case)] = &[
             L("gitnexus/node_modules/.bin/pkg-b", "../pkg-b/index.js"),
             L("gitnexus/node_modules/.bin/workspace-readme", "../../README.md"),
             D("gitnexus/node_modules/.cache", 0o700), F("assets/graph.bin", "GITNEXUS\n", 0o644),
-        ],
-        copy: &["assets"], deps: &[("gitnexus/node_modules", "gitnexus/node_modules")],
-        limits: Upstream,
-        expect: Ok(Answer {
+        ], copy: &["assets"], deps: &[("gitnexus/node_modules", "gitnexus/node_modules")],
+        limits: Upstream, expect: Ok(Answer {
             copy: &[
                 dir("assets"),
                 file("assets/graph.bin", 9, "59072e20c5e57257746bafbfb5f4de64899614ede08bc634c28282f9cff1f992", 0o0),
-            ],
-            copy_total: 9,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/.bin"),
-                        link("payload/.bin/cli", 19, "643998e6ef1fa7960ed3fc4d5900582552a3a3bbf2f6c4f7738ee693dbcf566f", "../pkg-a/bin/cli.js"),
-                        link("payload/.bin/pkg-b", 17, "980c8cac40866e41d9d63d0aa2944984679bf5f522ae2df57270055c5ccc080a", "../pkg-b/index.js"),
-                        link("payload/.bin/workspace-readme", 15, "4cc4e4c8a5120617ab0800cd8f722a9797f7a9c04d4a159fd42a4419f82c7c30", "../../README.md"),
-                        dir("payload/.cache"), dir("payload/.vite-temp"), dir("payload/pkg-a"),
-                        dir("payload/pkg-a/bin"),
-                        file("payload/pkg-a/bin/cli.js", 37, "9dd792327ea0ebdb5ead5204da185d6331e5dcc7faced42effed06c9c8af8727", 0o755),
-                        dir("payload/pkg-a/empty"), dir("payload/pkg-a/lib"),
-                        file("payload/pkg-a/lib/owner.txt", 11, "978de8977233c2143ed9a3425ca70b9988db5ae925d39872016d2431cb7a5980", 0o600),
-                        file("payload/pkg-a/package.json", 17, "a4e38772f3cdc9ff98977d3728df486f300cd455ba905506e2b6c7b3bf72fd22", 0o644),
-                        dir("payload/pkg-b"),
-                        file("payload/pkg-b/index.js", 34, "c22621a47b1c20a52174ed9ffb7a0fd3be2bf52989942a0afda95e620f3763bd", 0o644),
-                        dir("payload/pkg-b/node_modules"),
-                        link("payload/pkg-b/node_modules/pkg-a", 11, "ddf5c2ae71ca752c8c7a8a57b345068b299eb027c250e2e55c3e8457be2b4d57", "../../pkg-a"),
-                        dir("payload/pkg-c"),
-                        file("payload/pkg-c/run", 17, "306c6ca7407560340797866e077e053627ad409277d1b9da58106fce4cf717cb", 0o750),
-                        file("payload/pkg-c/setuid", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o4755),
-                    ],
-                    180,
-                ),
-            ],
-            budget: (23, 189),
+            ], copy_total: 9, deps: &[(&[
+                dir("payload"), dir("payload/.bin"),
+                link("payload/.bin/cli", 19, "643998e6ef1fa7960ed3fc4d5900582552a3a3bbf2f6c4f7738ee693dbcf566f", "../pkg-a/bin/cli.js"),
+                link("payload/.bin/pkg-b", 17, "980c8cac40866e41d9d63d0aa2944984679bf5f522ae2df57270055c5ccc080a", "../pkg-b/index.js"),
+                link("payload/.bin/workspace-readme", 15, "4cc4e4c8a5120617ab0800cd8f722a9797f7a9c04d4a159fd42a4419f82c7c30", "../../README.md"),
+                dir("payload/.cache"), dir("payload/.vite-temp"), dir("payload/pkg-a"),
+                dir("payload/pkg-a/bin"),
+                file("payload/pkg-a/bin/cli.js", 37, "9dd792327ea0ebdb5ead5204da185d6331e5dcc7faced42effed06c9c8af8727", 0o755),
+                dir("payload/pkg-a/empty"), dir("payload/pkg-a/lib"),
+                file("payload/pkg-a/lib/owner.txt", 11, "978de8977233c2143ed9a3425ca70b9988db5ae925d39872016d2431cb7a5980", 0o600),
+                file("payload/pkg-a/package.json", 17, "a4e38772f3cdc9ff98977d3728df486f300cd455ba905506e2b6c7b3bf72fd22", 0o644),
+                dir("payload/pkg-b"),
+                file("payload/pkg-b/index.js", 34, "c22621a47b1c20a52174ed9ffb7a0fd3be2bf52989942a0afda95e620f3763bd", 0o644),
+                dir("payload/pkg-b/node_modules"),
+                link("payload/pkg-b/node_modules/pkg-a", 11, "ddf5c2ae71ca752c8c7a8a57b345068b299eb027c250e2e55c3e8457be2b4d57", "../../pkg-a"),
+                dir("payload/pkg-c"),
+                file("payload/pkg-c/run", 17, "306c6ca7407560340797866e077e053627ad409277d1b9da58106fce4cf717cb", 0o750),
+                file("payload/pkg-c/setuid", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o4755),
+            ], 180)], budget: (23, 189),
         }),
     }),
     ("dependency_vendor_and_file", Case {
@@ -334,50 +322,35 @@ const CASES: &[(&str, Case)] = &[
             L("third_party/lib/link", "sub/b.txt"), L("third_party/lib/dirlink", "sub"),
             L("third_party/lib/through", "dirlink/../a.txt"), D("third_party/lib/empty", 0o700),
             F("tools/run.sh", "#!/bin/sh\necho run\n", 0o755),
-        ],
-        copy: &[], deps: &[("third_party/lib", "vendor/lib"), ("tools/run.sh", "bin/node_modules")],
-        limits: Upstream,
-        expect: Ok(Answer {
-            copy: &[], copy_total: 0,
-            deps: &[
-                (
-                    &[
-                        dir("payload"),
-                        file("payload/a.txt", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
-                        link("payload/dirlink", 3, "ddc6e2b224d0fd821669202258386936fc9ce2899e215eec6322b95f8dd96d6a", "sub"),
-                        dir("payload/empty"),
-                        link("payload/link", 9, "8792787d36836ac259ca93c2cd818a852c2cd1009b0243010c188f028c99a040", "sub/b.txt"),
-                        dir("payload/sub"),
-                        file("payload/sub/b.txt", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o640),
-                        link("payload/through", 16, "c368fd40da6caab5c0531efe134bb3a5c2eb62b060f9f7596c64bf5e087a69e3", "dirlink/../a.txt"),
-                    ],
-                    32,
-                ),
-                (
+        ], copy: &[],
+        deps: &[("third_party/lib", "vendor/lib"), ("tools/run.sh", "bin/node_modules")],
+        limits: Upstream, expect: Ok(Answer {
+            copy: &[], copy_total: 0, deps: &[
+                (&[
+                    dir("payload"),
+                    file("payload/a.txt", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
+                    link("payload/dirlink", 3, "ddc6e2b224d0fd821669202258386936fc9ce2899e215eec6322b95f8dd96d6a", "sub"),
+                    dir("payload/empty"),
+                    link("payload/link", 9, "8792787d36836ac259ca93c2cd818a852c2cd1009b0243010c188f028c99a040", "sub/b.txt"),
+                    dir("payload/sub"),
+                    file("payload/sub/b.txt", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o640),
+                    link("payload/through", 16, "c368fd40da6caab5c0531efe134bb3a5c2eb62b060f9f7596c64bf5e087a69e3", "dirlink/../a.txt"),
+                ], 32), (
                     &[
                         file("payload", 19, "a4e0317eafab5cf1bc4a0041c7c8aeb6ece56fe72e7b2b3017a8a6574614cd35", 0o755),
-                    ],
-                    19,
+                    ], 19,
                 ),
-            ],
-            budget: (9, 51),
+            ], budget: (9, 51),
         }),
     }),
     ("dependency_vite_temp_present", Case {
         tree: &[F("node_modules/pkg/index.js", "x\n", 0o644), D("node_modules/.vite-temp", 0o755)],
         copy: &[], deps: &[("node_modules", "web/node_modules/")], limits: Upstream,
         expect: Ok(Answer {
-            copy: &[], copy_total: 0,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/.vite-temp"), dir("payload/pkg"),
-                        file("payload/pkg/index.js", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o644),
-                    ],
-                    2,
-                ),
-            ],
-            budget: (4, 2),
+            copy: &[], copy_total: 0, deps: &[(&[
+                dir("payload"), dir("payload/.vite-temp"), dir("payload/pkg"),
+                file("payload/pkg/index.js", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o644),
+            ], 2)], budget: (4, 2),
         }),
     }),
     ("dependency_link_escaping_the_workspace", Case {
@@ -387,21 +360,13 @@ const CASES: &[(&str, Case)] = &[
     }),
     ("dependency_link_leaving_the_payload_inside_the_workspace", Case {
         tree: &[F("nm/a.js", "a\n", 0o644), L("nm/.bin/x", "../../../README.md")], copy: &[],
-        deps: &[("nm", "a/node_modules")], limits: Upstream,
-        expect: Ok(Answer {
-            copy: &[], copy_total: 0,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/.bin"),
-                        link("payload/.bin/x", 18, "648796239e6678506879bb030cb15c62b8c9b66c50849be9b2560cfa81e1c525", "../../../README.md"),
-                        dir("payload/.vite-temp"),
-                        file("payload/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
-                    ],
-                    20,
-                ),
-            ],
-            budget: (5, 20),
+        deps: &[("nm", "a/node_modules")], limits: Upstream, expect: Ok(Answer {
+            copy: &[], copy_total: 0, deps: &[(&[
+                dir("payload"), dir("payload/.bin"),
+                link("payload/.bin/x", 18, "648796239e6678506879bb030cb15c62b8c9b66c50849be9b2560cfa81e1c525", "../../../README.md"),
+                dir("payload/.vite-temp"),
+                file("payload/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
+            ], 20)], budget: (5, 20),
         }),
     }),
     ("dependency_dangling_link", Case {
@@ -413,33 +378,23 @@ const CASES: &[(&str, Case)] = &[
         tree: &[
             F("nm/a.js", "a\n", 0o644), F("nm/sub/deep/b.js", "b\n", 0o644), L("nm/dl", "sub/deep"),
             L("nm/x", "dl/../a.js"),
-        ],
-        copy: &[], deps: &[("nm", "node_modules")], limits: Upstream,
+        ], copy: &[], deps: &[("nm", "node_modules")], limits: Upstream,
         expect: Err("dependency symlink is dangling or escapes its snapshot: payload/x"),
     }),
     ("dependency_link_resolving_through_a_symlinked_directory", Case {
         tree: &[
             F("nm/sub/a.js", "a\n", 0o644), F("nm/sub/deep/b.js", "b\n", 0o644),
             L("nm/dl", "sub/deep"), L("nm/x", "dl/../a.js"),
-        ],
-        copy: &[], deps: &[("nm", "node_modules")], limits: Upstream,
-        expect: Ok(Answer {
-            copy: &[], copy_total: 0,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/.vite-temp"),
-                        link("payload/dl", 8, "9ea08fe777e8a60fe5ace6ccb4d800c7f06dfc0262236cc0a3c91b4e120405ac", "sub/deep"),
-                        dir("payload/sub"),
-                        file("payload/sub/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
-                        dir("payload/sub/deep"),
-                        file("payload/sub/deep/b.js", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o644),
-                        link("payload/x", 10, "d043827bf9afab3457782c43c4cca10be44779971c2dfd34d3eadbc973ffa1bf", "dl/../a.js"),
-                    ],
-                    22,
-                ),
-            ],
-            budget: (8, 22),
+        ], copy: &[], deps: &[("nm", "node_modules")], limits: Upstream, expect: Ok(Answer {
+            copy: &[], copy_total: 0, deps: &[(&[
+                dir("payload"), dir("payload/.vite-temp"),
+                link("payload/dl", 8, "9ea08fe777e8a60fe5ace6ccb4d800c7f06dfc0262236cc0a3c91b4e120405ac", "sub/deep"),
+                dir("payload/sub"),
+                file("payload/sub/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
+                dir("payload/sub/deep"),
+                file("payload/sub/deep/b.js", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o644),
+                link("payload/x", 10, "d043827bf9afab3457782c43c4cca10be44779971c2dfd34d3eadbc973ffa1bf", "dl/../a.js"),
+            ], 22)], budget: (8, 22),
         }),
     }),
     ("dependency_symlink_loop", Case {
@@ -449,20 +404,12 @@ const CASES: &[(&str, Case)] = &[
     }),
     ("dependency_link_to_itself_through_the_payload", Case {
         tree: &[F("nm/a.js", "a\n", 0o644), L("nm/x", "../nm/a.js")], copy: &[],
-        deps: &[("nm", "node_modules")], limits: Upstream,
-        expect: Ok(Answer {
-            copy: &[], copy_total: 0,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/.vite-temp"),
-                        file("payload/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
-                        link("payload/x", 10, "65dc2527d9e1b29075ef2ef953243569534127d6a491415e7265c4bd0acd9c37", "../nm/a.js"),
-                    ],
-                    12,
-                ),
-            ],
-            budget: (4, 12),
+        deps: &[("nm", "node_modules")], limits: Upstream, expect: Ok(Answer {
+            copy: &[], copy_total: 0, deps: &[(&[
+                dir("payload"), dir("payload/.vite-temp"),
+                file("payload/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
+                link("payload/x", 10, "65dc2527d9e1b29075ef2ef953243569534127d6a491415e7265c4bd0acd9c37", "../nm/a.js"),
+            ], 12)], budget: (4, 12),
         }),
     }),
     ("dependency_absolute_link", Case {
@@ -482,8 +429,7 @@ const CASES: &[(&str, Case)] = &[
     ("entry_limit", Case {
         tree: &[
             F("assets/a", "a\n", 0o644), F("assets/b", "b\n", 0o644), F("assets/c", "c\n", 0o644),
-        ],
-        copy: &["assets"], deps: &[], limits: Entries(3),
+        ], copy: &["assets"], deps: &[], limits: Entries(3),
         expect: Err("sandbox_copy exceeds the entry limit"),
     }),
     ("entry_limit_shared_with_a_dependency", Case {
@@ -493,23 +439,14 @@ const CASES: &[(&str, Case)] = &[
     }),
     ("entry_limit_met_exactly", Case {
         tree: &[F("assets/a", "a\n", 0o644), F("nm/b", "b\n", 0o644)], copy: &["assets"],
-        deps: &[("nm", "node_modules")], limits: Entries(5),
-        expect: Ok(Answer {
+        deps: &[("nm", "node_modules")], limits: Entries(5), expect: Ok(Answer {
             copy: &[
                 dir("assets"),
                 file("assets/a", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o0),
-            ],
-            copy_total: 2,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/.vite-temp"),
-                        file("payload/b", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o644),
-                    ],
-                    2,
-                ),
-            ],
-            budget: (5, 4),
+            ], copy_total: 2, deps: &[(&[
+                dir("payload"), dir("payload/.vite-temp"),
+                file("payload/b", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o644),
+            ], 2)], budget: (5, 4),
         }),
     }),
     ("path_byte_limit", Case {
@@ -524,20 +461,12 @@ const CASES: &[(&str, Case)] = &[
     }),
     ("symlink_target_path_limit_met_exactly", Case {
         tree: &[F("nm/ab", "x\n", 0o644), L("nm/x", "./././././ab")], copy: &[],
-        deps: &[("nm", "node_modules")], limits: PathBytes(18),
-        expect: Ok(Answer {
-            copy: &[], copy_total: 0,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/.vite-temp"),
-                        file("payload/ab", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o644),
-                        link("payload/x", 12, "ebfcdad89b396806df2769b4cb9dff25377e5efcc53b1ee47dfbed2ec407bef0", "./././././ab"),
-                    ],
-                    14,
-                ),
-            ],
-            budget: (4, 14),
+        deps: &[("nm", "node_modules")], limits: PathBytes(18), expect: Ok(Answer {
+            copy: &[], copy_total: 0, deps: &[(&[
+                dir("payload"), dir("payload/.vite-temp"),
+                file("payload/ab", 2, "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac", 0o644),
+                link("payload/x", 12, "ebfcdad89b396806df2769b4cb9dff25377e5efcc53b1ee47dfbed2ec407bef0", "./././././ab"),
+            ], 14)], budget: (4, 14),
         }),
     }),
     ("total_byte_limit_shared", Case {
@@ -552,19 +481,11 @@ const CASES: &[(&str, Case)] = &[
             copy: &[
                 dir("assets"),
                 file("assets/a", 10, "84d89877f0d4041efb6bf91a16f0248f2fd573e6af05c19f96bedb9f882f7882", 0o0),
-            ],
-            copy_total: 10,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/.vite-temp"),
-                        file("payload/b", 1, "5feceb66ffc86f38d952786c6d696c79c2dbc239dd4e91b46729d73a27fb57e9", 0o644),
-                        link("payload/l", 1, "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d", "b"),
-                    ],
-                    2,
-                ),
-            ],
-            budget: (6, 12),
+            ], copy_total: 10, deps: &[(&[
+                dir("payload"), dir("payload/.vite-temp"),
+                file("payload/b", 1, "5feceb66ffc86f38d952786c6d696c79c2dbc239dd4e91b46729d73a27fb57e9", 0o644),
+                link("payload/l", 1, "3e23e8160039594a33894f6564e1b1348bbd7a0088d42c4acb73eeaed59c009d", "b"),
+            ], 2)], budget: (6, 12),
         }),
     }),
     ("total_byte_limit_counts_symlink_targets", Case {
@@ -584,71 +505,50 @@ const CASES: &[(&str, Case)] = &[
     }),
     ("copy_two_declarations_sharing_a_parent", Case {
         tree: &[F("x/a/f", "f\n", 0o644), F("x/b", "b\n", 0o644), F("x/c", "c\n", 0o644)],
-        copy: &["x/b", "x/a"], deps: &[], limits: Upstream,
-        expect: Ok(Answer {
+        copy: &["x/b", "x/a"], deps: &[], limits: Upstream, expect: Ok(Answer {
             copy: &[
                 dir("x"), dir("x/a"),
                 file("x/a/f", 2, "092fcfbbcfca3b5be7ae1b5e58538e92c35ab273ae13664fed0d67484c8e78a6", 0o0),
                 file("x/b", 2, "0263829989b6fd954f72baaf2fc64bc2e2f01d692d4de72986ea808f6e99813f", 0o0),
-            ],
-            copy_total: 4, deps: &[], budget: (4, 4),
+            ], copy_total: 4, deps: &[], budget: (4, 4),
         }),
     }),
     ("dependency_links_to_the_payload_and_above_it", Case {
         tree: &[
             F("nm/a.js", "a\n", 0o644), L("nm/self", "."), L("nm/up", ".."), L("nm/slash", "a.js/"),
             L("nm/via-self", "self/self/a.js"),
-        ],
-        copy: &[], deps: &[("nm", "node_modules")], limits: Upstream,
-        expect: Ok(Answer {
-            copy: &[], copy_total: 0,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/.vite-temp"),
-                        file("payload/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
-                        link("payload/self", 1, "cdb4ee2aea69cc6a83331bbe96dc2caa9a299d21329efb0336fc02a82e1839a8", "."),
-                        link("payload/slash", 5, "aecfb21216f8177598d46f8c646386a7a563f4b731df3f38cf58cf3404e40a9f", "a.js/"),
-                        link("payload/up", 2, "5ec1f7e700f37c3d0b2981d04855fc34b94aaa15457b05ca571817442d228f81", ".."),
-                        link("payload/via-self", 14, "c469fd6e9c2e50760dd79f22c4f1dc44d573ec63231da6367c0bdbf7d698e17f", "self/self/a.js"),
-                    ],
-                    24,
-                ),
-            ],
-            budget: (7, 24),
+        ], copy: &[], deps: &[("nm", "node_modules")], limits: Upstream, expect: Ok(Answer {
+            copy: &[], copy_total: 0, deps: &[(&[
+                dir("payload"), dir("payload/.vite-temp"),
+                file("payload/a.js", 2, "87428fc522803d31065e7bce3cf03fe475096631e5e07bbd7a0fde60c4cf25c7", 0o644),
+                link("payload/self", 1, "cdb4ee2aea69cc6a83331bbe96dc2caa9a299d21329efb0336fc02a82e1839a8", "."),
+                link("payload/slash", 5, "aecfb21216f8177598d46f8c646386a7a563f4b731df3f38cf58cf3404e40a9f", "a.js/"),
+                link("payload/up", 2, "5ec1f7e700f37c3d0b2981d04855fc34b94aaa15457b05ca571817442d228f81", ".."),
+                link("payload/via-self", 14, "c469fd6e9c2e50760dd79f22c4f1dc44d573ec63231da6367c0bdbf7d698e17f", "self/self/a.js"),
+            ], 24)], budget: (7, 24),
         }),
     }),
     ("dependency_link_chains", Case {
         tree: &[
             F("nm/a/c/f", "f\n", 0o644), L("nm/l1", "a"), L("nm/l2", "l1/c/f"),
             L("nm/b/l3", "../l2"), L("nm/b/l4", "../l1/c/../c/f"),
-        ],
-        copy: &[], deps: &[("nm", "a/b/c/vendor")], limits: Upstream,
-        expect: Ok(Answer {
-            copy: &[], copy_total: 0,
-            deps: &[
-                (
-                    &[
-                        dir("payload"), dir("payload/a"), dir("payload/a/c"),
-                        file("payload/a/c/f", 2, "092fcfbbcfca3b5be7ae1b5e58538e92c35ab273ae13664fed0d67484c8e78a6", 0o644),
-                        dir("payload/b"),
-                        link("payload/b/l3", 5, "7e75ceea66e84eb22fe008f711221d750d1ecde2d349a84e7fc735070156aa60", "../l2"),
-                        link("payload/b/l4", 14, "d66161a4b4aaf19ee19f99eb9c5ec03735cd4274b0de101d49ea743085da65cd", "../l1/c/../c/f"),
-                        link("payload/l1", 1, "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb", "a"),
-                        link("payload/l2", 6, "a9747fb8ff698d26beac72a6d462c48f7c7766599dace3acc6885383f76408e6", "l1/c/f"),
-                    ],
-                    28,
-                ),
-            ],
-            budget: (9, 28),
+        ], copy: &[], deps: &[("nm", "a/b/c/vendor")], limits: Upstream, expect: Ok(Answer {
+            copy: &[], copy_total: 0, deps: &[(&[
+                dir("payload"), dir("payload/a"), dir("payload/a/c"),
+                file("payload/a/c/f", 2, "092fcfbbcfca3b5be7ae1b5e58538e92c35ab273ae13664fed0d67484c8e78a6", 0o644),
+                dir("payload/b"),
+                link("payload/b/l3", 5, "7e75ceea66e84eb22fe008f711221d750d1ecde2d349a84e7fc735070156aa60", "../l2"),
+                link("payload/b/l4", 14, "d66161a4b4aaf19ee19f99eb9c5ec03735cd4274b0de101d49ea743085da65cd", "../l1/c/../c/f"),
+                link("payload/l1", 1, "ca978112ca1bbdcafac231b39a23dc4da786eff8147c4e72b9807785afee48bb", "a"),
+                link("payload/l2", 6, "a9747fb8ff698d26beac72a6d462c48f7c7766599dace3acc6885383f76408e6", "l1/c/f"),
+            ], 28)], budget: (9, 28),
         }),
     }),
     ("dependency_link_chain_dangling_at_its_end", Case {
         tree: &[
             F("nm/a/c/f", "f\n", 0o644), L("nm/l1", "a"), L("nm/l2", "l1/c/missing"),
             L("nm/b/l3", "../l2"),
-        ],
-        copy: &[], deps: &[("nm", "a/b/c/vendor")], limits: Upstream,
+        ], copy: &[], deps: &[("nm", "a/b/c/vendor")], limits: Upstream,
         expect: Err("dependency symlink is dangling or escapes its snapshot: payload/b/l3"),
     }),
 ];
