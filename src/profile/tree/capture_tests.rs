@@ -189,6 +189,8 @@ fn run(root: &Path, case: &Case) -> Result<Got, CaptureError> {
     Ok((copy, copy_total, deps, budget))
 }
 
+/// Builds `case`'s tree, captures it, and compares all with the harness's
+/// answer, `name` in every message.
 fn check(name: &str, case: &Case) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("repo");
@@ -222,6 +224,8 @@ fn check(name: &str, case: &Case) {
 
 /// Every pinned tree, by name: its recipe, its inputs, the bounds it
 /// lowers, and the harness's answer or refusal.
+// Laid out by hand, one entry a line: rustfmt gives up on a table whose
+// rows (a path and a SHA-256) are wider than its width.
 #[rustfmt::skip]
 const CASES: &[(&str, Case)] = &[
     ("copy_nested_and_single_file", Case {
@@ -555,6 +559,8 @@ const CASES: &[(&str, Case)] = &[
 
 #[test]
 fn each_pinned_tree_gets_the_harness_answer() {
+    let names: std::collections::BTreeSet<_> = CASES.iter().map(|(name, _)| name).collect();
+    assert_eq!(names.len(), CASES.len(), "every case has its own name");
     for (name, case) in CASES {
         check(name, case);
     }
