@@ -271,20 +271,26 @@ fn the_content_digest_ignores_declarations_and_the_manifest_digest_does_not() {
     );
 }
 
+/// The fixture's snapshot of the GitNexus checkout at `SHA`: `copy_tree()`
+/// under `declarations`, both `dependencies()`, no harness checkout.
+fn plain_identity(declarations: &[String]) -> SnapshotIdentity<'_> {
+    SnapshotIdentity {
+        repo_identity: Path::new("/work/repos/GitNexus"),
+        resolved_sha: SHA,
+        declarations,
+        manifest_digest: manifest_digest(&copy_tree()),
+        dependencies: dependency_digests(&dependencies()),
+        harness_identity: None,
+    }
+}
+
 #[test]
 fn snapshot_digests_are_upstreams() {
     let declarations = ["eval/fixtures".to_string(), "README.md".to_string()];
     // _snapshot_digest(repo_identity=Path("/work/repos/GitNexus"),
     // resolved_sha=SHA, declarations=("eval/fixtures", "README.md"),
     // manifest_digest=copy_tree's, both dependencies' digests).
-    let plain = SnapshotIdentity {
-        repo_identity: Path::new("/work/repos/GitNexus"),
-        resolved_sha: SHA,
-        declarations: &declarations,
-        manifest_digest: manifest_digest(&copy_tree()),
-        dependencies: dependency_digests(&dependencies()),
-        harness_identity: None,
-    };
+    let plain = plain_identity(&declarations);
     assert_eq!(
         snapshot_digest(&plain),
         hex::<TreeSnapshotDigest>(
@@ -711,14 +717,7 @@ fn the_documented_python_recomputes_every_digest() {
         String::from_utf8_lossy(&out.stderr)
     );
     let declarations = ["eval/fixtures".to_string(), "README.md".to_string()];
-    let identity = SnapshotIdentity {
-        repo_identity: Path::new("/work/repos/GitNexus"),
-        resolved_sha: SHA,
-        declarations: &declarations,
-        manifest_digest: manifest_digest(&copy_tree()),
-        dependencies: dependency_digests(&deps),
-        harness_identity: None,
-    };
+    let identity = plain_identity(&declarations);
     let ours = format!(
         "{} {} {} {}",
         identity.manifest_digest,
