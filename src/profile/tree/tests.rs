@@ -40,20 +40,20 @@ where
 /// A `sandbox_copy` tree: non-ASCII and astral names, a quote, a
 /// backslash, a tab and DEL in names, an empty directory, an upper-case
 /// name, and `a`, `a-b`, `a.txt`, `a/b`, which a string sort and a sort by
-/// components order differently. Recorded out of order; sorted as
-/// `finished_entries` sorts.
+/// components order differently. Recorded out of order (directories
+/// first); sorted as `finished_entries` sorts.
 fn copy_tree() -> Vec<TreeEntry> {
     sorted(vec![
         d("eval"),
         d("eval/fixtures"),
-        f("eval/fixtures/a.txt", b"hello", 0),
         d("eval/fixtures/a"),
+        d("eval/fixtures/\u{e9}"),
+        d("eval/fixtures/empty"),
+        f("eval/fixtures/a.txt", b"hello", 0),
         f("eval/fixtures/a/b", b"b\n", 0),
         f("eval/fixtures/a-b", b"dash", 0),
         f("eval/fixtures/Z", b"upper", 0),
-        d("eval/fixtures/\u{e9}"),
         f("eval/fixtures/\u{e9}/\u{fc}.json", b"{}", 0),
-        d("eval/fixtures/empty"),
         f("eval/fixtures/\u{1d11e} q\"\\.md", b"", 0),
         f("eval/fixtures/tab\there\u{7f}", b"x", 0),
         f("README.md", b"# readme\n", 0),
