@@ -12,6 +12,8 @@
 //! digests byte for byte as the harness does ([`digests`]), so that a
 //! digest cestore gives is the one the harness's results rows carry.
 //!
+//! [`declare`] reads a task's declarations as the harness does before it
+//! walks anything (pure functions, its rejections in its words);
 //! [`capture`] makes the entries from a directory as the harness walks
 //! it (through directory handles, within its bounds, refusing what it
 //! refuses, in its words); everything else here is a pure function of its
@@ -20,10 +22,13 @@
 //! each digest.
 
 pub mod capture;
+pub mod declare;
 pub mod digests;
 
 #[cfg(test)]
 mod capture_tests;
+#[cfg(test)]
+mod declare_tests;
 #[cfg(test)]
 mod replay_tests;
 #[cfg(test)]

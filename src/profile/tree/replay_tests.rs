@@ -1,34 +1,26 @@
 //! The harness's committed answers (`tests/data/task-assets`) replayed through the capture walk.
 //!
-//! For each fixture of `fixtures.json` whose answer the capture itself
-//! gives, the fixture's tree is built again at its fixed path (the
+//! Every fixture of `fixtures.json` is built again at its fixed path (the
 //! snapshot digest holds the repository's absolute path, and the harness
-//! root's for review cases), captured as upstream's `TaskAssetCache.prepare`
-//! captures it (every `sandbox_copy` declaration with one builder, from the
-//! repository's root or, under `eval/workflow_bench/review_cases`, from the
-//! harness root; then each dependency with [`capture_dependency`], in
-//! declaration order, all on one budget; the fixture's `overrides` set on
-//! [`Limits`]), and compared with `answers.json`: the entries of the
-//! `sandbox_copy` and of each dependency, each dependency's total and the
-//! snapshot's `total_bytes`, and the four digests; for a rejection, the
-//! error's text.
-//!
-//! Left out (their answers come from code the crate does not hold), found by
-//! the answer's phase and message and pinned by name in [`LEFT_OUT`]:
-//!
-//! - the rejections of declaration validation (`_sandbox_copy_declarations`,
-//!   `_sandbox_dependency_declarations` and their overlap checks):
-//!   `overlap-*`, `copy-not-a-list`, `copy-blank`, `copy-not-a-string`,
-//!   `copy-absolute`, `copy-parent-escape`, `copy-dot`, `deps-not-a-list`,
-//!   `dep-extra-key`, `dep-missing-target`, `dep-blank-source`,
-//!   `dep-not-a-string`, `dep-not-an-object`, `dep-absolute-source`,
-//!   `dep-escape-target`, `dep-dot-source`, `dep-targets-overlap`;
-//! - `dep-binding-mismatch`: the capture accepts it; the rejection is the
-//!   comparison with an expected task binding, after the capture.
+//! root's for review cases), and its task prepared as upstream's
+//! `TaskAssetCache.prepare` prepares it: the declarations read first
+//! ([`copy_declarations`], then [`dependency_declarations`], within the
+//! fixture's path byte bound); then every `sandbox_copy` path as read, with
+//! one builder, from the repository's root or, under
+//! `eval/workflow_bench/review_cases`, from the harness root; then each
+//! dependency with [`capture_dependency`] from its source as read, in
+//! declaration order, all on one budget (the fixture's `overrides` set on
+//! [`Limits`]); then, when the fixture gives an expected binding, the
+//! dependency digests checked against it ([`check_dependency_binding`]).
+//! The result is compared with `answers.json`: the declarations as
+//! written, the entries of the `sandbox_copy` and of each dependency, each
+//! dependency's total and the snapshot's `total_bytes`, and the four
+//! digests (the snapshot's over the parsed declarations); for a rejection,
+//! the error's text.
 //!
 //! The fixtures accepted by `prepare` and then refused by `materialize` or
 //! `dependency_mounts` are replayed as accepted captures (their refusal is
-//! not the capture's).
+//! not `prepare`'s).
 //!
 //! The trees live under `/tmp/cestore-task-assets`, where upstream's
 //! generator (run by `python/tests/test_task_assets_data.py` when it is
@@ -42,65 +34,16 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::capture::{capture_dependency, Budget, Builder, CaptureError, Flavour, Limits};
+use super::capture::{capture_dependency, Budget, Builder, Flavour, Limits};
+use super::declare::{
+    check_dependency_binding, copy_declarations, dependency_declarations, is_harness_copy,
+    CopyDeclarations,
+};
 use super::digests::{dependency_digests, manifest_digest, snapshot_digest, SnapshotIdentity};
 use super::{Dependency, TreeEntry};
 
 const FIXTURES: &str = include_str!("../../../tests/data/task-assets/fixtures.json");
 const ANSWERS: &str = include_str!("../../../tests/data/task-assets/answers.json");
-
-/// Where `sandbox_copy` declarations are read from the harness root.
-const REVIEW_PREFIX: &str = "eval/workflow_bench/review_cases";
-
-/// The fixtures not replayed, and why (see the module's comment).
-const LEFT_OUT: &[(&str, &str)] = &[
-    ("overlap-nested", "declaration validation"),
-    ("overlap-duplicate", "declaration validation"),
-    ("copy-not-a-list", "declaration validation"),
-    ("copy-blank", "declaration validation"),
-    ("copy-not-a-string", "declaration validation"),
-    ("copy-absolute", "declaration validation"),
-    ("copy-parent-escape", "declaration validation"),
-    ("copy-dot", "declaration validation"),
-    ("deps-not-a-list", "declaration validation"),
-    ("dep-extra-key", "declaration validation"),
-    ("dep-missing-target", "declaration validation"),
-    ("dep-blank-source", "declaration validation"),
-    ("dep-not-a-string", "declaration validation"),
-    ("dep-not-an-object", "declaration validation"),
-    ("dep-absolute-source", "declaration validation"),
-    ("dep-escape-target", "declaration validation"),
-    ("dep-dot-source", "declaration validation"),
-    ("dep-targets-overlap", "declaration validation"),
-    ("dep-binding-mismatch", "task binding comparison"),
-];
-
-/// The beginnings of the messages of [`CaptureError`]: a `prepare`
-/// rejection whose message starts with none of them is not the capture's.
-const CAPTURE_MESSAGES: &[&str] = &[
-    "sandbox_copy directory is unreadable: ",
-    "sandbox_copy must not traverse a symlink: ",
-    "sandbox_copy path is unavailable: ",
-    "sandbox_copy parent must be a directory: ",
-    "sandbox_copy accepts only regular files and directories: ",
-    "sandbox_copy path changed",
-    "sandbox_copy directory changed while snapshotting: ",
-    "sandbox_copy file changed while snapshotting: ",
-    "sandbox_copy exceeds the ",
-    "sandbox_copy path is not valid UTF-8: ",
-    "sandbox_copy paths collide at ",
-    "dependency symlink ",
-];
-
-/// Whether the answer is the capture's own: an accepted `prepare`, or a
-/// `prepare` rejection in one of the capture's messages.
-fn replayable(answer: &Value) -> bool {
-    if answer["outcome"] != "rejected" {
-        return true;
-    }
-    let message = answer["error"].as_str().unwrap();
-    answer["phase"] == "prepare" && CAPTURE_MESSAGES.iter().any(|m| message.starts_with(m))
-}
 
 /// The fixed path of one part (`repo`, `harness`, `cache`, `clone`) of a fixture.
 fn layout(fixtures: &Value, name: &str, key: &str) -> String {
@@ -244,54 +187,73 @@ fn listed(entries: &[TreeEntry]) -> Value {
     Value::Array(entries.iter().map(fields).collect())
 }
 
-fn is_review_case(declaration: &str) -> bool {
-    declaration == REVIEW_PREFIX || declaration.starts_with(&format!("{REVIEW_PREFIX}/"))
+/// What a replay gave: the declarations, the `sandbox_copy` entries, the
+/// builder's total, and each dependency with its total.
+struct Captured {
+    declarations: CopyDeclarations,
+    copy: Vec<TreeEntry>,
+    copy_total: u64,
+    dependencies: Vec<(Dependency, u64)>,
 }
 
-/// What a replay gave: the `sandbox_copy` entries, the builder's total, and
-/// each dependency with its total.
-type Captured = (Vec<TreeEntry>, u64, Vec<(Dependency, u64)>);
+/// Why a replay refused: the declarations, the capture or the binding.
+fn refused(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
 
-/// Captures a fixture's task as `prepare` does.
-fn replay(
-    task: &Value,
-    repo: &str,
-    harness: &str,
-    limits: Limits,
-) -> Result<Captured, CaptureError> {
+/// Prepares a fixture's task as `prepare` does.
+fn replay(fixture: &Value, repo: &str, harness: &str, limits: Limits) -> Result<Captured, String> {
     let repo_fd = open_directory(repo);
+    let task = fixture["task"].as_object().unwrap();
+    let declarations = copy_declarations(task, limits.max_path_bytes).map_err(refused)?;
+    let dependency_list = dependency_declarations(task, limits.max_path_bytes).map_err(refused)?;
     let harness_fd = Path::new(harness).is_dir().then(|| open_directory(harness));
     let mut budget = Budget::default();
     let mut builder = Builder::new(Flavour::SandboxCopy, limits, &mut budget);
-    let empty = Vec::new();
-    for declaration in task["sandbox_copy"].as_array().unwrap_or(&empty) {
-        let declaration = declaration.as_str().unwrap();
-        let root = if is_review_case(declaration) {
+    for path in &declarations.paths {
+        let root = if is_harness_copy(path) {
             harness_fd
                 .as_ref()
                 .expect("a review case needs the harness tree")
         } else {
             &repo_fd
         };
-        builder.capture(root.as_fd(), declaration)?;
+        builder.capture(root.as_fd(), path).map_err(refused)?;
     }
     let copy = builder.finished_entries();
     let copy_total = builder.total_bytes();
     let mut dependencies = Vec::new();
-    for declaration in task["sandbox_dependencies"].as_array().unwrap_or(&empty) {
-        let source = declaration["source"].as_str().unwrap();
-        let target = declaration["target"].as_str().unwrap();
-        let captured = capture_dependency(repo_fd.as_fd(), source, target, limits, &mut budget)?;
+    for declaration in dependency_list {
+        let captured = capture_dependency(
+            repo_fd.as_fd(),
+            &declaration.source_path,
+            &declaration.target_path,
+            limits,
+            &mut budget,
+        )
+        .map_err(refused)?;
         dependencies.push((
             Dependency {
-                source: source.to_string(),
-                target: target.to_string(),
+                source: declaration.source,
+                target: declaration.target,
                 entries: captured.entries,
             },
             captured.total_bytes,
         ));
     }
-    Ok((copy, copy_total, dependencies))
+    if let Some(binding) = fixture
+        .get("expected_dependency_binding")
+        .and_then(Value::as_object)
+    {
+        let captured: Vec<Dependency> = dependencies.iter().map(|(d, _)| d.clone()).collect();
+        check_dependency_binding(binding, &dependency_digests(&captured)).map_err(refused)?;
+    }
+    Ok(Captured {
+        declarations,
+        copy,
+        copy_total,
+        dependencies,
+    })
 }
 
 fn limits_of(fixture: &Value) -> Limits {
@@ -312,7 +274,17 @@ fn limits_of(fixture: &Value) -> Limits {
 
 /// Checks one accepted fixture's capture against its answer.
 fn check_accepted(name: &str, answer: &Value, captured: Captured, repo: &str, harness: &str) {
-    let (copy, copy_total, dependencies) = captured;
+    let Captured {
+        declarations,
+        copy,
+        copy_total,
+        dependencies,
+    } = captured;
+    assert_eq!(
+        Value::from(declarations.declarations.clone()),
+        answer["declarations"],
+        "{name}: declarations"
+    );
     assert_eq!(
         listed(&copy),
         answer["entries"],
@@ -353,13 +325,7 @@ fn check_accepted(name: &str, answer: &Value, captured: Captured, repo: &str, ha
         answer["dependency_manifest_digest"],
         "{name}"
     );
-    let declarations: Vec<String> = answer["declarations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_str().unwrap().to_string())
-        .collect();
-    let reviewed = declarations.iter().any(|d| is_review_case(d));
+    let reviewed = declarations.reads_harness();
     assert_eq!(answer["repo_identity"], repo, "{name}: repo_identity");
     assert_eq!(
         answer["harness_identity"],
@@ -369,7 +335,7 @@ fn check_accepted(name: &str, answer: &Value, captured: Captured, repo: &str, ha
     let snapshot = snapshot_digest(&SnapshotIdentity {
         repo_identity: Path::new(repo),
         resolved_sha: answer["resolved_sha"].as_str().unwrap(),
-        declarations: &declarations,
+        declarations: &declarations.declarations,
         manifest_digest: manifest,
         dependencies: deps,
         harness_identity: reviewed.then(|| Path::new(harness)),
@@ -398,9 +364,9 @@ fn lock_trees(root: &str) -> TreesLock {
     TreesLock { _fd: fd }
 }
 
-/// Every fixture whose answer is the capture's, built at its fixed path
-/// and captured again, gives the harness's entries, totals and digests, or
-/// its rejection word for word.
+/// Every fixture, built at its fixed path and prepared again (declarations,
+/// capture, binding), gives the harness's declarations, entries, totals and
+/// digests, or its rejection word for word.
 #[test]
 fn the_harness_answers_replay_through_the_capture() {
     let fixtures: Value = serde_json::from_str(FIXTURES).unwrap();
@@ -409,14 +375,9 @@ fn the_harness_answers_replay_through_the_capture() {
     let _lock = lock_trees(root);
     let mut accepted = 0;
     let mut rejected = 0;
-    let mut left_out = Vec::new();
     for fixture in fixtures["fixtures"].as_array().unwrap() {
         let name = fixture["name"].as_str().unwrap();
         let answer = &answers["answers"][name];
-        if !replayable(answer) {
-            left_out.push(name);
-            continue;
-        }
         let base = Path::new(root).join(name);
         remove(&base);
         let repo = layout(&fixtures, name, "repo");
@@ -425,7 +386,7 @@ fn the_harness_answers_replay_through_the_capture() {
         if let Some(tree) = fixture.get("harness").and_then(Value::as_array) {
             build(Path::new(&harness), tree, &repo);
         }
-        let got = replay(&fixture["task"], &repo, &harness, limits_of(fixture));
+        let got = replay(fixture, &repo, &harness, limits_of(fixture));
         remove(&base);
         match (answer["outcome"].as_str().unwrap(), got) {
             ("rejected", Err(e)) => {
@@ -446,9 +407,8 @@ fn the_harness_answers_replay_through_the_capture() {
             }
         }
     }
-    let expected: Vec<&str> = LEFT_OUT.iter().map(|(name, _)| *name).collect();
-    assert_eq!(left_out, expected, "the fixtures left out");
     // 8 accepted throughout, 5 accepted then refused by materialize or
-    // dependency_mounts; 19 rejections raised by the capture; 19 left out.
-    assert_eq!((accepted, rejected, left_out.len()), (13, 19, 19));
+    // dependency_mounts; 19 rejections raised by the capture, 18 by the
+    // declarations, 1 by the task binding.
+    assert_eq!((accepted, rejected), (13, 38));
 }
