@@ -364,6 +364,27 @@ fn lock_trees(root: &str) -> TreesLock {
     TreesLock { _fd: fd }
 }
 
+/// Builds a fixture's trees at their fixed paths, prepares its task, and
+/// removes the trees: the repository's and the harness's paths, and what
+/// the replay gave.
+fn built_and_replayed(
+    fixtures: &Value,
+    fixture: &Value,
+) -> (String, String, Result<Captured, String>) {
+    let name = fixture["name"].as_str().unwrap();
+    let base = Path::new(fixtures["root"].as_str().unwrap()).join(name);
+    remove(&base);
+    let repo = layout(fixtures, name, "repo");
+    let harness = layout(fixtures, name, "harness");
+    build(Path::new(&repo), fixture["repo"].as_array().unwrap(), &repo);
+    if let Some(tree) = fixture.get("harness").and_then(Value::as_array) {
+        build(Path::new(&harness), tree, &repo);
+    }
+    let got = replay(fixture, &repo, &harness, limits_of(fixture));
+    remove(&base);
+    (repo, harness, got)
+}
+
 /// Every fixture, built at its fixed path and prepared again (declarations,
 /// capture, binding), gives the harness's declarations, entries, totals and
 /// digests, or its rejection word for word.
@@ -378,16 +399,7 @@ fn the_harness_answers_replay_through_the_capture() {
     for fixture in fixtures["fixtures"].as_array().unwrap() {
         let name = fixture["name"].as_str().unwrap();
         let answer = &answers["answers"][name];
-        let base = Path::new(root).join(name);
-        remove(&base);
-        let repo = layout(&fixtures, name, "repo");
-        let harness = layout(&fixtures, name, "harness");
-        build(Path::new(&repo), fixture["repo"].as_array().unwrap(), &repo);
-        if let Some(tree) = fixture.get("harness").and_then(Value::as_array) {
-            build(Path::new(&harness), tree, &repo);
-        }
-        let got = replay(fixture, &repo, &harness, limits_of(fixture));
-        remove(&base);
+        let (repo, harness, got) = built_and_replayed(&fixtures, fixture);
         match (answer["outcome"].as_str().unwrap(), got) {
             ("rejected", Err(e)) => {
                 let mut message = answer["error"].as_str().unwrap().to_string();
@@ -411,4 +423,43 @@ fn the_harness_answers_replay_through_the_capture() {
     // dependency_mounts; 19 rejections raised by the capture, 18 by the
     // declarations, 1 by the task binding.
     assert_eq!((accepted, rejected), (13, 38));
+}
+
+/// Declarations written unlike their paths (`./assets/`, a doubled and a
+/// trailing slash) are walked by the paths as read and kept as written in
+/// the digests: `deps-node-modules`'s tree, with its task so written,
+/// gives its entries, manifest and content digests, and the dependency
+/// manifest and snapshot digests upstream's `prepare` gave for that task
+/// at that path (run outside the repository).
+#[test]
+fn declarations_are_walked_as_read_and_digested_as_written() {
+    let fixtures: Value = serde_json::from_str(FIXTURES).unwrap();
+    let answers: Value = serde_json::from_str(ANSWERS).unwrap();
+    let _lock = lock_trees(fixtures["root"].as_str().unwrap());
+    let mut fixture = fixtures["fixtures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "deps-node-modules")
+        .unwrap()
+        .clone();
+    let name = "declared-as-written";
+    fixture["name"] = name.into();
+    fixture["task"] = serde_json::json!({
+        "sandbox_copy": ["./assets/"],
+        "sandbox_dependencies": [
+            {"source": "./gitnexus//node_modules/", "target": "gitnexus/node_modules/"}
+        ],
+    });
+    let mut answer = answers["answers"]["deps-node-modules"].clone();
+    answer["declarations"] = serde_json::json!(["./assets/"]);
+    answer["dependencies"][0]["source"] = "./gitnexus//node_modules/".into();
+    answer["dependencies"][0]["target"] = "gitnexus/node_modules/".into();
+    answer["dependency_manifest_digest"] =
+        "1fd1296002ad9c5653c6ed0af61c43e3fac3f02c657dab6b9ab40ee67d206bbe".into();
+    answer["digest"] = "5977d1bfac85b42bec49f18a857c8a969a13926636ed83e853d3270962af3bd2".into();
+    answer["repo_identity"] = layout(&fixtures, name, "repo").into();
+    let (repo, harness, got) = built_and_replayed(&fixtures, &fixture);
+    let captured = got.unwrap_or_else(|e| panic!("{name}: refused ({e}); the harness accepted it"));
+    check_accepted(name, &answer, captured, &repo, &harness);
 }
