@@ -7,8 +7,8 @@ use super::{open, Need};
 use crate::error::Result;
 use crate::store::core::query;
 pub use crate::store::core::query::{
-    glob_matches, FindHit, FindQuery, FindReport, ListReport, ListedSnapshot, LogReport,
-    LoggedEvent, SourceSummary,
+    FindHit, FindQuery, FindReport, ListReport, ListedSnapshot, LogReport, LoggedEvent,
+    SourceSummary,
 };
 
 /// The snapshots recorded, of a version or a name when given.

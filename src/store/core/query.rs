@@ -165,7 +165,7 @@ pub struct FindReport {
 ///
 /// `--object` takes a SHA-256 or a prefix that only one stored content has.
 /// `--path` takes an exact path, a directory (`skills/ce-plan` or
-/// `skills/ce-plan/`: every file below it), or a glob (see [`glob_matches`]).
+/// `skills/ce-plan/`: every file below it), or a glob (see [`PathGlob`]).
 pub fn find(store: &Store, query: &FindQuery<'_>) -> Result<FindReport> {
     let cat = store.catalogue();
     let hits = match query {
@@ -218,17 +218,13 @@ pub fn find(store: &Store, query: &FindQuery<'_>) -> Result<FindReport> {
     Ok(FindReport { matches })
 }
 
-/// Whether `path` matches the glob `pattern`, compared component by
-/// component (split at `/`): `*` matches any run of characters within one
-/// component, `?` one character, and a component that is exactly `**`
-/// matches any number of whole components, none included. Every other
-/// character matches itself. A pattern too large to compile matches nothing.
-pub fn glob_matches(pattern: &str, path: &str) -> bool {
-    PathGlob::new(pattern).is_ok_and(|g| g.is_match(path))
-}
-
 /// A glob of `find --path`, compiled once (by `globset`) and matched in time
-/// linear in the path, however many `**` it holds: see [`glob_matches`].
+/// linear in the path, however many `**` it holds.
+///
+/// A path matches when it matches component by component (split at `/`):
+/// `*` matches any run of characters within one component, `?` one
+/// character, and a component that is exactly `**` matches any number of
+/// whole components, none included. Every other character matches itself.
 ///
 /// `globset` reads `[`, `{` and `\` as syntax and matches `?` against a byte,
 /// where this glob matches them literally and `?` against a character. So
@@ -528,8 +524,14 @@ pub fn diff(store: &Store, a: &str, b: &str) -> Result<DiffReport> {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_matches;
+    use super::PathGlob;
     use proptest::prelude::*;
+
+    /// Whether `path` matches `pattern`; a pattern too large to compile
+    /// matches nothing.
+    fn glob_matches(pattern: &str, path: &str) -> bool {
+        PathGlob::new(pattern).is_ok_and(|g| g.is_match(path))
+    }
 
     #[test]
     fn globs() {
