@@ -7,6 +7,7 @@ use std::path::Path;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
 
+pub use crate::dirent::{list_entries, list_names};
 use crate::error::{IoContext, Result};
 
 /// Opens a directory without following a symlink in its last component.
@@ -17,35 +18,6 @@ pub fn open_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<Ow
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
-}
-
-/// Lists a directory's names, without `.` and `..`, in no particular order.
-///
-/// It reads through the handle itself, not a re-open of ".", so that listing
-/// needs read permission only, as the reference's `scandir` does.
-pub fn list_names(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
-    Ok(list_entries(dir)?.into_iter().map(|(n, _)| n).collect())
-}
-
-/// Lists a directory's names with the type the listing gives each
-/// (`FileType::Unknown` where the filesystem gives none), without `.` and `..`.
-///
-/// The listing starts from the top, so a handle listed before is listed
-/// whole again; it reads with `getdents64` straight into one buffer.
-pub fn list_entries(dir: BorrowedFd<'_>) -> Result<Vec<(Vec<u8>, FileType)>, Errno> {
-    rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0))?;
-    // Far more than the largest entry (a 255-byte name and its header).
-    let mut buf = Vec::with_capacity(32 * 1024);
-    let mut listing = rustix::fs::RawDir::new(dir, buf.spare_capacity_mut());
-    let mut entries = Vec::new();
-    while let Some(entry) = listing.next() {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            entries.push((name.to_vec(), entry.file_type()));
-        }
-    }
-    Ok(entries)
 }
 
 /// The names in a directory, sorted, without `.` and `..`.

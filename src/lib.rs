@@ -22,6 +22,7 @@ pub mod clock;
 pub mod cmd;
 pub mod contract;
 pub mod digest;
+pub mod dirent;
 pub mod error;
 pub mod fsutil;
 pub mod gitnexus;

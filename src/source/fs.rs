@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 
-use super::{absolute_like_python, sort_like_python, Fault, Kind, Node, Tree};
+use super::{absolute_like_python, Fault, Kind, Node, Tree};
+use crate::dirent::sort_like_python;
 use crate::fsutil::{list_names, open_dir};
 use crate::profile::ce::rules::Rejection;
 

@@ -58,7 +58,8 @@ use gix::objs::tree::EntryKind;
 use gix::ObjectId;
 use rustix::io::Errno;
 
-use super::{absolute_like_python, sort_like_python, Fault, Kind, Node, Tree};
+use super::{absolute_like_python, Fault, Kind, Node, Tree};
+use crate::dirent::sort_like_python;
 use crate::error::{Classified, Classify, Error, ErrorKind};
 use crate::profile::ce::rules::{self as ce_rules, Rejection};
 

@@ -968,28 +968,6 @@ impl TrimSlash for [u8] {
     }
 }
 
-/// Sorts names as Python sorts `str`: by code point, each undecodable byte
-/// taken as its `surrogateescape` code point.
-fn sort_like_python(names: &mut [Vec<u8>]) {
-    if names.iter().all(|n| std::str::from_utf8(n).is_ok()) {
-        // For valid UTF-8, byte order is code point order.
-        names.sort_unstable();
-    } else {
-        names.sort_by_cached_key(|n| python_code_points(n));
-    }
-}
-
-/// The code points Python sees for a file name: UTF-8 decoded with
-/// `surrogateescape`, so each undecodable byte `b` becomes `U+DC00 + b`.
-fn python_code_points(name: &[u8]) -> Vec<u32> {
-    let mut out = Vec::with_capacity(name.len());
-    for chunk in name.utf8_chunks() {
-        out.extend(chunk.valid().chars().map(u32::from));
-        out.extend(chunk.invalid().iter().map(|b| 0xDC00 + u32::from(*b)));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1116,7 +1094,7 @@ mod tests {
             b"a".to_vec(),
             "\u{10000}".into(),
         ];
-        names.sort_by_cached_key(|n| python_code_points(n));
+        names.sort_by_cached_key(|n| crate::dirent::python_code_points(n));
         assert_eq!(
             names,
             vec![

@@ -370,25 +370,8 @@ fn fstat(fd: BorrowedFd<'_>) -> Result<Stat, CaptureError> {
 /// A directory's names, without `.` and `..`, sorted as Python sorts
 /// `os.listdir`'s strings (by code point, undecodable bytes as surrogates).
 fn list_sorted(dir: BorrowedFd<'_>) -> Result<Vec<Vec<u8>>, Errno> {
-    rustix::fs::seek(dir, rustix::fs::SeekFrom::Start(0))?;
-    let mut buf = Vec::with_capacity(32 * 1024);
-    let mut listing = rustix::fs::RawDir::new(dir, buf.spare_capacity_mut());
-    let mut names = Vec::new();
-    while let Some(entry) = listing.next() {
-        let entry = entry?;
-        let name = entry.file_name().to_bytes();
-        if name != b"." && name != b".." {
-            names.push(name.to_vec());
-        }
-    }
-    names.sort_by_cached_key(|n| {
-        let mut points = Vec::with_capacity(n.len());
-        for chunk in n.utf8_chunks() {
-            points.extend(chunk.valid().chars().map(u32::from));
-            points.extend(chunk.invalid().iter().map(|b| 0xDC00 + u32::from(*b)));
-        }
-        points
-    });
+    let mut names = crate::dirent::list_names(dir)?;
+    crate::dirent::sort_like_python(&mut names);
     Ok(names)
 }
 
