@@ -361,9 +361,36 @@ struct Shared<'s> {
     /// The first failure to write into the work directory.
     failed: Mutex<Option<Error>>,
     bytes_staged: AtomicU64,
+    /// Buffers handed back by the hashing threads, for the walk to reuse:
+    /// a fresh large allocation would be mapped, faulted in and unmapped
+    /// for every file.
+    buffers: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Shared<'_> {
+    /// An empty buffer that holds `size` bytes, reused when one is free.
+    fn buffer(&self, size: usize) -> Vec<u8> {
+        let reused = self.buffers.lock().ok().and_then(|mut free| {
+            let at = free.iter().position(|b| b.capacity() >= size)?;
+            Some(free.swap_remove(at))
+        });
+        let mut buf = reused.unwrap_or_else(|| Vec::with_capacity(size.max(64 * 1024)));
+        buf.clear();
+        buf
+    }
+
+    /// Keeps a buffer for [`Shared::buffer`]: up to 32 of at most 4 MiB.
+    fn give_back(&self, buf: Vec<u8>) {
+        if buf.capacity() > 4 * 1024 * 1024 {
+            return;
+        }
+        if let Ok(mut free) = self.buffers.lock() {
+            if free.len() < 32 {
+                free.push(buf);
+            }
+        }
+    }
+
     fn fail(&self, e: Error) {
         if let Ok(mut failed) = self.failed.lock() {
             failed.get_or_insert(e);
@@ -500,7 +527,7 @@ fn hash_and_stage(shared: &Shared<'_>, stager: &crate::store::core::objects::Sta
             Err(e) => shared.fail(e),
         }
     }
-    drop(job);
+    shared.give_back(job.data);
     shared.release(size);
 }
 
@@ -593,7 +620,7 @@ impl FileSink for ObjectSink<'_, '_> {
             self.shared.reserve(size);
             Current::Buffered {
                 // `size` is bounded by BUFFERED_FILE.
-                data: Vec::with_capacity(usize::try_from(size).unwrap_or(0)),
+                data: self.shared.buffer(usize::try_from(size).unwrap_or(0)),
                 executable,
                 reserved: size,
             }
@@ -938,6 +965,7 @@ fn capture_and_stage(
         freed: Condvar::new(),
         failed: Mutex::new(None),
         bytes_staged: AtomicU64::new(0),
+        buffers: Mutex::new(Vec::new()),
     };
     let stagers = (0..hashing_threads())
         .map(|i| work.stager(i))
