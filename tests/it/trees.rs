@@ -562,3 +562,28 @@ fn show_diff_and_find_read_the_tree_kinds() {
     let found = find_matches(&env, &["--object", &sha_hex(b"beta\n")]);
     assert!(found.iter().any(|m| m["manifest_digest"] == b), "{found:?}");
 }
+
+/// A capture that would walk the store itself is refused (exit 6, as a CE
+/// ingest of a source holding its store is), and records nothing.
+#[test]
+fn a_store_inside_a_walked_path_is_refused() {
+    let base = TestEnv::new();
+    let repo = repo(&base);
+    let env = TestEnv::with_store(repo.join("assets/store"));
+    let out = env.run([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        &s(&repo),
+        "--copy",
+        "assets",
+    ]);
+    assert_exit(&out, 6);
+    let e = parse_json(&out);
+    assert_eq!(e["error"]["kind"], "conflict", "{e}");
+    assert!(profiles(&env).is_empty());
+    // A path beside the store is captured.
+    let r = ingest_json(&env, &["tree", &s(&repo), "--copy", "README.md"]);
+    assert_eq!(r["profile"], "tree");
+}

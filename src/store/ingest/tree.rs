@@ -863,6 +863,34 @@ fn plan(opts: &TreeIngestOptions<'_>) -> Result<Plan> {
     }
 }
 
+/// Refuses a capture that would walk the store itself: the store lies at
+/// or below a declared path of the repository (or of the harness root).
+fn refuse_store_inside(store: &Store, plan: &Plan) -> Result<()> {
+    let Ok(real) = std::fs::canonicalize(store.root()) else {
+        return Ok(());
+    };
+    let mut walked: Vec<PathBuf> = Vec::new();
+    if let Some(copies) = &plan.copies {
+        for path in &copies.paths {
+            let root = match (&plan.harness, is_harness_copy(path)) {
+                (Some(harness), true) => harness,
+                _ => &plan.repo,
+            };
+            walked.push(root.join(path));
+        }
+    }
+    for d in plan.dependencies.iter().flatten() {
+        walked.push(plan.repo.join(&d.source_path));
+    }
+    match walked.into_iter().find(|w| real.starts_with(w)) {
+        Some(source_dir) => Err(Error::StoreInsideSource {
+            path: real,
+            source_dir,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What a capture gave.
 struct Captured {
     copy: Vec<TreeEntry>,
@@ -1037,6 +1065,7 @@ fn dependency_reports(deps: &[(Dependency, u64)]) -> Vec<DependencyReport> {
 pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<TreeIngestReport> {
     let plan = plan(opts)?;
     let mut store = open(Need::Creating)?;
+    refuse_store_inside(&store, &plan)?;
     let work = store.work_dir("ingest")?;
     let Written {
         captured,
