@@ -587,3 +587,49 @@ fn a_store_inside_a_walked_path_is_refused() {
     let r = ingest_json(&env, &["tree", &s(&repo), "--copy", "README.md"]);
     assert_eq!(r["profile"], "tree");
 }
+
+/// push then pull into an empty store gives the same snapshots of every
+/// tree kind (the task after its parts), and a task pulled before its
+/// parts is refused, the store left empty.
+#[test]
+fn push_then_pull_keeps_every_tree_kind() {
+    let Some(reg) = crate::remote::registry("push_then_pull_keeps_every_tree_kind") else {
+        return;
+    };
+    let env = TestEnv::new();
+    let (built, f, answer) = fixture("deps-node-modules");
+    ingest_task(&env, &built, &f, &answer);
+    let target = crate::remote::repo(&reg, "tree-kinds");
+    let fields = ["manifest_digest", "dependency_manifest_digest", "digest"];
+    for field in fields {
+        let digest = answer[field].as_str().unwrap();
+        env.json(["push", digest, &target, "--plain-http", "--json"]);
+    }
+    let early = TestEnv::new();
+    let task = answer["digest"].as_str().unwrap();
+    let out = early.run([
+        "--json",
+        "pull",
+        &format!("{target}:sha256-{task}"),
+        "--plain-http",
+    ]);
+    assert_exit(&out, 1);
+    if early.store.exists() {
+        assert!(profiles(&early).is_empty());
+    }
+    let other = TestEnv::new();
+    for field in fields {
+        let digest = answer[field].as_str().unwrap();
+        let pulled = other.json([
+            "pull",
+            &format!("{target}:sha256-{digest}"),
+            "--plain-http",
+            "--json",
+        ]);
+        assert_eq!(pulled["provenance"]["manifest_digest"], digest, "{pulled}");
+    }
+    let want: BTreeSet<_> = profiles(&env);
+    assert_eq!(profiles(&other), want);
+    let (code, report) = other.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+}
