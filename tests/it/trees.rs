@@ -633,3 +633,36 @@ fn push_then_pull_keeps_every_tree_kind() {
     let (code, report) = other.verify(&[]);
     assert_eq!(code, 0, "{report}");
 }
+
+/// A tree whose manifest is longer than a CE manifest may be (16 MiB) is
+/// stored, read back whole (verify clean, gc sweeps), and exported and
+/// imported with the same digest.
+#[test]
+fn a_manifest_longer_than_a_plugins_is_read_back_whole() {
+    let env = TestEnv::new();
+    let repo = env.path("big");
+    let dir = repo.join(format!(
+        "{}/{}/{}",
+        "a".repeat(200),
+        "b".repeat(200),
+        "c".repeat(200)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..20_000 {
+        std::fs::File::create(dir.join(format!("{i:05}{}", "f".repeat(200)))).unwrap();
+    }
+    write(&repo.join("x.txt"), "x\n");
+    let r = ingest_json(&env, &["tree", &s(&repo)]);
+    let digest = r["manifest_digest"].as_str().unwrap().to_string();
+    let bytes = manifest_bytes(&env, &digest);
+    assert!(bytes.len() > 16 * 1024 * 1024, "{}", bytes.len());
+    let (code, report) = env.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+    assert_exit(&env.run(["gc"]), 0);
+    let bundle = env.path("big.tar");
+    assert_exit(&env.run(["export", &digest, "-o", &s(&bundle)]), 0);
+    let other = TestEnv::new();
+    let out = other.run(["--json", "import", &s(&bundle)]);
+    assert_exit(&out, 0);
+    assert!(profiles(&other).contains(&(digest, "tree".into())));
+}

@@ -124,6 +124,16 @@ pub enum TreeIngestError {
         /// Why.
         reason: String,
     },
+    /// The manifest would be longer than the store reads a tree kind's.
+    #[error("could not record the {kind} manifest: {size} bytes, more than {max}")]
+    ManifestTooLarge {
+        /// Its kind.
+        kind: &'static str,
+        /// Its length.
+        size: u64,
+        /// The bound, [`crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES`].
+        max: u64,
+    },
     /// A review-case path is declared and no harness root was given.
     #[error("sandbox_copy path '{0}' is read from the harness root: pass --harness-root")]
     NoHarnessRoot(String),
@@ -135,7 +145,8 @@ impl Classify for TreeIngestError {
         match self {
             TreeIngestError::Declaration(_)
             | TreeIngestError::Capture(_)
-            | TreeIngestError::NotRealDirectory { .. } => ErrorKind::Rejected,
+            | TreeIngestError::NotRealDirectory { .. }
+            | TreeIngestError::ManifestTooLarge { .. } => ErrorKind::Rejected,
             TreeIngestError::Input { .. } | TreeIngestError::NoHarnessRoot(_) => ErrorKind::Usage,
         }
     }
@@ -145,6 +156,7 @@ impl Classify for TreeIngestError {
             TreeIngestError::Declaration(e) => Some(e.rule()),
             TreeIngestError::Capture(e) => Some(e.rule()),
             TreeIngestError::NotRealDirectory { .. } => Some("task-asset-real-directory"),
+            TreeIngestError::ManifestTooLarge { .. } => Some("tree-manifest-too-large"),
             TreeIngestError::Input { .. } | TreeIngestError::NoHarnessRoot(_) => None,
         }
     }
@@ -1240,6 +1252,13 @@ fn record(
     source: &str,
     objects: Objects,
 ) -> Result<IngestReport> {
+    if crate::profile::ce::manifest::over_bound(&manifest.bytes) {
+        return Err(rejected(TreeIngestError::ManifestTooLarge {
+            kind: manifest.profile(),
+            size: manifest.bytes.len() as u64,
+            max: crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES,
+        }));
+    }
     publish_and_record(
         store,
         work,
