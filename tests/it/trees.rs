@@ -98,6 +98,20 @@ fn a_tree_is_stored_listed_verified_and_kept_by_gc() {
     assert_eq!(again["already_present"], true);
     assert_eq!(again["new_objects"], 0);
     assert_eq!(again["bytes_written"], 0);
+    // --name names the row; without it the row is named by its kind.
+    let named = ingest_json(
+        &env,
+        &["tree", &s(&repo), "--copy", "README.md", "--name", "docs"],
+    );
+    assert_eq!(named["name"], "docs");
+    let list = env.json(["--json", "list"]);
+    let names: BTreeSet<(&str, &str)> = list["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["version"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, BTreeSet::from([("tree", ""), ("docs", "")]));
 }
 
 /// A dependency's `.bin` symlinks are kept with their targets and its
