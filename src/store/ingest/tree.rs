@@ -694,6 +694,13 @@ impl FileSink for ObjectSink<'_, '_> {
         }
     }
 
+    fn buffer(&mut self) -> Option<&mut Vec<u8>> {
+        match &mut self.current {
+            Current::Buffered { data, .. } => Some(data),
+            Current::None | Current::Empty | Current::Large(_) => None,
+        }
+    }
+
     fn abandon(&mut self) {
         match std::mem::replace(&mut self.current, Current::None) {
             Current::Buffered { reserved, .. } => self.shared.release(reserved),
