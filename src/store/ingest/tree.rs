@@ -48,8 +48,12 @@ use crate::store::ingest::{
 use crate::store::{Need, ObjectKey, Opener, Store};
 
 /// The largest file handed whole to a hashing thread; a larger one is
-/// hashed on the walk's thread and written as it is read.
-pub const BUFFERED_FILE: u64 = 16 * 1024 * 1024;
+/// hashed on the walk's thread and written as it is read. A 1.26 GB
+/// `node_modules` keeps two thirds of its bytes in files of 16 to 48 MB.
+pub const BUFFERED_FILE: u64 = 64 * 1024 * 1024;
+
+/// The most bytes the free buffers kept for reuse may hold together.
+const FREE_BUFFER_BYTES: usize = 128 * 1024 * 1024;
 
 /// The most bytes of files waiting for, or in, the hashing threads.
 const IN_FLIGHT_BYTES: u64 = 256 * 1024 * 1024;
@@ -383,7 +387,12 @@ impl Shared<'_> {
     /// An empty buffer that holds `size` bytes, reused when one is free.
     fn buffer(&self, size: usize) -> Vec<u8> {
         let reused = self.buffers.lock().ok().and_then(|mut free| {
-            let at = free.iter().position(|b| b.capacity() >= size)?;
+            // The smallest that fits, so that a large one stays for a large file.
+            let (at, _) = free
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.capacity() >= size)
+                .min_by_key(|(_, b)| b.capacity())?;
             Some(free.swap_remove(at))
         });
         let mut buf = reused.unwrap_or_else(|| Vec::with_capacity(size.max(64 * 1024)));
@@ -391,13 +400,12 @@ impl Shared<'_> {
         buf
     }
 
-    /// Keeps a buffer for [`Shared::buffer`]: up to 32 of at most 4 MiB.
+    /// Keeps a buffer for [`Shared::buffer`]: up to 32, holding at most
+    /// [`FREE_BUFFER_BYTES`] together.
     fn give_back(&self, buf: Vec<u8>) {
-        if buf.capacity() > 4 * 1024 * 1024 {
-            return;
-        }
         if let Ok(mut free) = self.buffers.lock() {
-            if free.len() < 32 {
+            let held: usize = free.iter().map(Vec::capacity).sum();
+            if free.len() < 32 && held + buf.capacity() <= FREE_BUFFER_BYTES {
                 free.push(buf);
             }
         }
