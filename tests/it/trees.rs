@@ -759,3 +759,33 @@ fn a_manifest_longer_than_a_plugins_is_read_back_whole() {
     assert_exit(&out, 0);
     assert!(profiles(&other).contains(&(digest, "tree".into())));
 }
+
+/// A file too large to hand whole to a hashing thread (over 64 MiB) is
+/// stored once: written as read when no stored file has its size; when one
+/// has, hashed only, and read again to be written when its object is
+/// missing after all (same size, other bytes); verify finds each object's
+/// bytes.
+#[test]
+fn a_large_file_is_stored_whether_or_not_its_size_is_known() {
+    let env = TestEnv::new();
+    let repo = env.path("large");
+    let size = 65 * 1024 * 1024;
+    let big = repo.join("big/a.bin");
+    write(&big, vec![b'a'; size]);
+    let first = ingest_json(&env, &["tree", &s(&repo), "--copy", "big"]);
+    assert_eq!(first["new_objects"], 1, "{first}");
+    assert_eq!(first["bytes_written"], size as u64, "{first}");
+    let again = ingest_json(&env, &["tree", &s(&repo), "--copy", "big"]);
+    assert_eq!(again["new_objects"], 0, "{again}");
+    assert_eq!(again["bytes_written"], 0, "{again}");
+    write(&big, vec![b'b'; size]);
+    let other = ingest_json(&env, &["tree", &s(&repo), "--copy", "big"]);
+    assert_eq!(other["new_objects"], 1, "{other}");
+    assert_eq!(other["bytes_written"], size as u64, "{other}");
+    let digest = other["manifest_digest"].as_str().unwrap();
+    let files = env.files(digest);
+    assert_eq!(files[0].sha256, sha_hex(&vec![b'b'; size]));
+    assert!(exists(&env.object(&files[0])));
+    let (code, report) = env.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+}

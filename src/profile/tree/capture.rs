@@ -460,9 +460,9 @@ pub fn open_relative(root: BorrowedFd<'_>, relative: &str) -> Result<OwnedFd, Ca
 /// `sha256`: the sink may return a stand-in it replaces once it has hashed
 /// the bytes.
 pub trait FileSink {
-    /// A file of `size` bytes (as `fstat` said) starts; `executable`: the
-    /// mode recorded for it has an execute bit.
-    fn start(&mut self, size: u64, executable: bool);
+    /// A file of `size` bytes (as `fstat` said), open as `fd`, starts;
+    /// `executable`: the mode recorded for it has an execute bit.
+    fn start(&mut self, size: u64, executable: bool, fd: BorrowedFd<'_>);
     /// The file's next bytes.
     fn bytes(&mut self, data: &[u8]);
     /// The file was read whole and is unchanged: the id to record.
@@ -628,7 +628,7 @@ impl<'b> Builder<'b> {
             Flavour::SandboxCopy => 0,
         };
         if let Some(sink) = self.sink.as_mut() {
-            sink.start(size, mode & 0o111 != 0);
+            sink.start(size, mode & 0o111 != 0, fd);
         }
         let mut hasher = Sha256::new();
         let mut chunk = std::mem::take(&mut self.chunk);

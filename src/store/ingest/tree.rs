@@ -6,9 +6,11 @@
 //! as they are read (one read per file): files up to [`BUFFERED_FILE`]
 //! bytes are handed to hashing threads (one per core) which hash them,
 //! look their object up and, only when the store lacks it, write it into
-//! the work directory; a larger file is hashed on the walk's thread and
-//! written into the work directory as it is read, the written copy dropped
-//! unread when the store turns out to hold its object. What was written is
+//! the work directory; a larger file is hashed on the walk's thread and,
+//! when no stored file has its size (its object is then missing), written
+//! into the work directory as it is read; when one has, it is only hashed,
+//! and read a second time to be written should its object be missing after
+//! all (same size, other bytes). What was written is
 //! then published, made durable with one `syncfs` and recorded as a CE
 //! ingest is ([`publish_and_record`]): a failed ingest records nothing and
 //! leaves no object.
@@ -48,7 +50,7 @@ use crate::store::ingest::{
 use crate::store::{Need, ObjectKey, Opener, Store};
 
 /// The largest file handed whole to a hashing thread; a larger one is
-/// hashed on the walk's thread and written as it is read. A 1.26 GB
+/// hashed on the walk's thread (see the module's documentation). A 1.26 GB
 /// `node_modules` keeps two thirds of its bytes in files of 16 to 48 MB.
 pub const BUFFERED_FILE: u64 = 64 * 1024 * 1024;
 
@@ -555,6 +557,9 @@ fn hash_and_stage(shared: &Shared<'_>, stager: &crate::store::core::objects::Sta
 struct Large {
     name: String,
     file: Option<std::fs::File>,
+    /// The source, kept to read again when the file is not written as read
+    /// (the store records a file of its size) and its object turns out missing.
+    source: Option<OwnedFd>,
     hasher: ObjectHasher,
     executable: bool,
     size: u64,
@@ -575,6 +580,9 @@ enum Current {
 /// hashes and writes large ones itself.
 struct ObjectSink<'a, 's> {
     shared: &'a Shared<'s>,
+    /// What the store records, asked (on the walk's thread) whether a file
+    /// of a large file's size is stored.
+    catalogue: &'a crate::catalogue::Catalogue,
     work: &'a WorkDir,
     jobs: mpsc::SyncSender<Job>,
     current: Current,
@@ -600,6 +608,50 @@ impl ObjectSink<'_, '_> {
         Ok((name, std::fs::File::from(fd)))
     }
 
+    /// Writes a large file read again from `source` into the work
+    /// directory, checking it still holds the bytes of `key`.
+    fn copy_again(
+        &self,
+        source: std::os::fd::BorrowedFd<'_>,
+        key: &ObjectKey,
+        size: u64,
+    ) -> Result<String> {
+        let name = format!("again-{}", key.name());
+        let path = self.work.path().join(&name);
+        let fd = rustix::fs::openat(
+            self.work.fd(),
+            name.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| Error::io("create a staged object", &path, e))?;
+        let mut out = std::fs::File::from(fd);
+        let mut hasher = ObjectHasher::default();
+        let mut buf = vec![0u8; 1024 * 1024];
+        let mut at = 0u64;
+        loop {
+            let n = match rustix::io::pread(source, &mut buf, at) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::io("read a file again", &path, e)),
+            };
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| Error::io("write a staged object", &path, e))?;
+            at += n as u64;
+        }
+        if at != size || hasher.finish() != key.id {
+            return Err(Error::Integrity(format!(
+                "a file of {size} bytes ({}) changed between its two reads; capture it again",
+                key.id
+            )));
+        }
+        rustix::fs::fchmod(&out, Mode::from_raw_mode(key.mode()))
+            .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
+        Ok(name)
+    }
+
     fn finish_large(&mut self, large: Large) -> ObjectId {
         let id = large.hasher.finish();
         let key = ObjectKey {
@@ -607,7 +659,20 @@ impl ObjectSink<'_, '_> {
             executable: large.executable,
         };
         let Some(file) = large.file else {
-            self.unlink(&large.name);
+            if let Some(source) = large.source {
+                // Not written as read: written now only when the store lacks it.
+                if !self.shared.has_failed() && self.shared.claim(key) {
+                    let placed = self.shared.place(&key, large.size, &mut || {
+                        self.copy_again(source.as_fd(), &key, large.size)
+                    });
+                    match placed {
+                        Ok(state) => self.shared.settle(key, state),
+                        Err(e) => self.shared.fail(e),
+                    }
+                }
+            } else {
+                self.unlink(&large.name);
+            }
             return id;
         };
         let mut kept = false;
@@ -633,7 +698,7 @@ impl ObjectSink<'_, '_> {
 }
 
 impl FileSink for ObjectSink<'_, '_> {
-    fn start(&mut self, size: u64, executable: bool) {
+    fn start(&mut self, size: u64, executable: bool, fd: std::os::fd::BorrowedFd<'_>) {
         self.current = if size == 0 {
             Current::Empty
         } else if size <= BUFFERED_FILE {
@@ -644,7 +709,20 @@ impl FileSink for ObjectSink<'_, '_> {
                 executable,
                 reserved: size,
             }
+        } else if self.catalogue.has_file_of_size(size).unwrap_or(false) {
+            // Likely stored already: hashed only, and read again to be
+            // written only when its object is missing after all.
+            Current::Large(Large {
+                name: String::new(),
+                file: None,
+                source: fd.try_clone_to_owned().ok(),
+                hasher: ObjectHasher::default(),
+                executable,
+                size,
+            })
         } else {
+            // No stored file has its size: its object is missing, and it is
+            // written as it is read.
             let file = match self.open_large() {
                 Ok((name, file)) => (name, Some(file)),
                 Err(e) => {
@@ -655,6 +733,7 @@ impl FileSink for ObjectSink<'_, '_> {
             Current::Large(Large {
                 name: file.0,
                 file: file.1,
+                source: None,
                 hasher: ObjectHasher::default(),
                 executable,
                 size,
@@ -1043,6 +1122,7 @@ fn capture_and_stage(
         }
         let mut sink = ObjectSink {
             shared: &shared,
+            catalogue: store.catalogue(),
             work,
             jobs: tx,
             current: Current::None,
