@@ -11,6 +11,7 @@
 //! [`Store`] handle.
 
 pub mod build;
+pub mod copies;
 pub mod sandbox;
 pub(crate) mod spares;
 pub(crate) mod tree;
