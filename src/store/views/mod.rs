@@ -12,6 +12,7 @@
 
 pub mod build;
 pub mod copies;
+pub mod materialize;
 pub mod sandbox;
 pub(crate) mod spares;
 pub(crate) mod tree;
