@@ -137,13 +137,17 @@ pub fn clone_or_copy(
     size: u64,
     budget: &mut FallbackBudget,
 ) -> Result<Cloned, CopyFault> {
-    let os = |op: &'static str| move |e: Errno| CopyFault::Os {
-        op,
-        source: e.into(),
+    let os = |op: &'static str| {
+        move |e: Errno| CopyFault::Os {
+            op,
+            source: e.into(),
+        }
     };
     match rustix::fs::ioctl_ficlone(dst, src) {
         Ok(()) => {
-            let found = rustix::fs::fstat(dst).map_err(os("examine the clone"))?.st_size as u64;
+            let found = rustix::fs::fstat(dst)
+                .map_err(os("examine the clone"))?
+                .st_size as u64;
             if found != size {
                 return Err(CopyFault::BadClone { size, found });
             }
@@ -169,9 +173,11 @@ pub fn clone_or_copy(
 /// `dst` (by `copy_file_range`, else by reads and writes of 1 MiB), and
 /// checks that `src` holds no more.
 fn copy_bounded(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, size: u64) -> Result<u64, CopyFault> {
-    let os = |op: &'static str| move |e: Errno| CopyFault::Os {
-        op,
-        source: e.into(),
+    let os = |op: &'static str| {
+        move |e: Errno| CopyFault::Os {
+            op,
+            source: e.into(),
+        }
     };
     let mut done = 0u64;
     let mut in_kernel = true;
@@ -428,7 +434,8 @@ impl ObjectSource<'_> {
             Err(Errno::NOENT | Errno::LOOP) => return Err(changed()),
             Err(e) => return Err(CopyError::io("open an object", &path, e)),
         };
-        let st = rustix::fs::fstat(&fd).map_err(|e| CopyError::io("examine an object", &path, e))?;
+        let st =
+            rustix::fs::fstat(&fd).map_err(|e| CopyError::io("examine an object", &path, e))?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_size as u64 != size
         {
             return Err(changed());

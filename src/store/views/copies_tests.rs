@@ -96,7 +96,11 @@ fn copy_sample(
 }
 
 fn mode_of(path: &Path) -> u32 {
-    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
 }
 
 #[test]
@@ -169,7 +173,10 @@ fn a_writable_copy_has_every_kind_of_entry_at_its_modes() {
         assert_eq!(mode_of(&copy.join(file)), 0o600, "{file}");
     }
     assert_eq!(std::fs::read(copy.join("a/big.bin")).unwrap(), [7u8; 3000]);
-    assert_eq!(std::fs::read(copy.join("a/sub/run.sh")).unwrap(), b"#!/bin/sh\n");
+    assert_eq!(
+        std::fs::read(copy.join("a/sub/run.sh")).unwrap(),
+        b"#!/bin/sh\n"
+    );
     assert_eq!(std::fs::read(copy.join("a/nothing")).unwrap(), b"");
     assert_eq!(
         std::fs::read_link(copy.join("a/sub/link")).unwrap(),
@@ -291,7 +298,11 @@ impl Drop for Xfs {
 
 /// Whether `filefrag -v` reports a file's extents as shared.
 pub(crate) fn extents_shared(path: &Path) -> bool {
-    let out = Command::new("filefrag").arg("-v").arg(path).output().unwrap();
+    let out = Command::new("filefrag")
+        .arg("-v")
+        .arg(path)
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).contains("shared")
 }
 

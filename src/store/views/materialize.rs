@@ -207,12 +207,19 @@ impl Journal<'_> {
                     parent,
                     name,
                     aside,
-                } => rustix::fs::renameat(self.asides, aside.as_str(), parent.as_fd(), name.as_str()),
+                } => {
+                    rustix::fs::renameat(self.asides, aside.as_str(), parent.as_fd(), name.as_str())
+                }
                 Step::Placed {
                     parent,
                     name,
                     staged,
-                } => rustix::fs::renameat(parent.as_fd(), name.as_str(), staged.as_fd(), name.as_str()),
+                } => rustix::fs::renameat(
+                    parent.as_fd(),
+                    name.as_str(),
+                    staged.as_fd(),
+                    name.as_str(),
+                ),
             };
             if let Err(e) = done {
                 return Err(CopyError::io(
@@ -327,8 +334,12 @@ pub fn materialize_tree(
     let staging_name = crate::store::views::build::temp_name(name);
     let staging = parent.join(&staging_name);
     mark(&staging)?;
-    rustix::fs::mkdirat(&parent_fd, staging_name.as_str(), Mode::from_raw_mode(0o700))
-        .map_err(|e| CopyError::io("create a staging directory", &staging, e))?;
+    rustix::fs::mkdirat(
+        &parent_fd,
+        staging_name.as_str(),
+        Mode::from_raw_mode(0o700),
+    )
+    .map_err(|e| CopyError::io("create a staging directory", &staging, e))?;
     let mut keep_staging = false;
     let result = (|| -> crate::error::Result<Written> {
         let staging_fd = open_dir_at(parent_fd.as_fd(), &staging_name, &staging)?;
@@ -353,8 +364,14 @@ pub fn materialize_tree(
             steps: Vec::new(),
         };
         for root in declarations {
-            if let Err(e) = publish(tree_fd.as_fd(), &tree, &clone_fd, &clone, root, &mut journal)
-            {
+            if let Err(e) = publish(
+                tree_fd.as_fd(),
+                &tree,
+                &clone_fd,
+                &clone,
+                root,
+                &mut journal,
+            ) {
                 if let Err(undo) = journal.undo() {
                     keep_staging = true;
                     return Err(undo.into());

@@ -162,7 +162,8 @@ fn missing_parents_are_made_and_a_file_in_their_way_replaced() {
         TreeEntry::file_of("eval/cases/pr-1.patch", b"patch\n", 0),
     ];
     std::fs::write(s.clone.join("eval"), "a file where a directory belongs").unwrap();
-    s.run(&entries, &["eval/cases/pr-1.patch"], 1 << 20).unwrap();
+    s.run(&entries, &["eval/cases/pr-1.patch"], 1 << 20)
+        .unwrap();
     let got = tree_of(&s.clone);
     assert_eq!(got["eval"], ('d', 0o700, vec![]));
     assert_eq!(got["eval/cases"], ('d', 0o700, vec![]));
