@@ -143,7 +143,12 @@ fn record_answer(env: &TestEnv, fixture: &Value, answer: &Value) -> Recorded {
         recorded.dependencies,
         answer["dependency_manifest_digest"].as_str().unwrap()
     );
-    assert_eq!(recorded.task, answer["digest"].as_str().unwrap(), "{}", fixture["name"]);
+    assert_eq!(
+        recorded.task,
+        answer["digest"].as_str().unwrap(),
+        "{}",
+        fixture["name"]
+    );
     recorded
 }
 
@@ -419,6 +424,12 @@ fn materialize_gives_upstreams_clone_or_its_refusal() {
     assert_eq!(seen, 13);
 }
 
+fn keys(v: &Value) -> Vec<String> {
+    let mut keys: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    keys.sort();
+    keys
+}
+
 fn listing_of_answer(list: &Value) -> Vec<Value> {
     let mut out = list.as_array().unwrap().clone();
     out.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
@@ -434,6 +445,7 @@ pub fn reflinks(dir: &Path) -> bool {
         .arg("--reflink=always")
         .arg(&a)
         .arg(&b)
+        .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     let _ = fs::remove_file(&a);
@@ -567,6 +579,23 @@ fn a_writable_checkout_is_the_copys_own() {
     ]);
     assert_ok(&out);
     let v = parse_json(&out);
+    assert_eq!(
+        keys(&v),
+        [
+            "bytes_copied",
+            "copied",
+            "directories",
+            "manifest_digest",
+            "max_fallback_bytes",
+            "ok",
+            "path",
+            "profile",
+            "reflinked",
+            "symlinks",
+            "writable"
+        ],
+        "docs/json.md's fields"
+    );
     assert_eq!(v["writable"], true);
     assert_eq!(v["profile"], "task");
     assert_eq!(v["path"], copy.to_str().unwrap());
@@ -701,6 +730,23 @@ fn materialize_takes_a_task_and_a_real_clone() {
     let out = env.run(["materialize", &r.task, clone.to_str().unwrap(), "--json"]);
     assert_ok(&out);
     let v = parse_json(&out);
+    assert_eq!(
+        keys(&v),
+        [
+            "bytes_copied",
+            "clone",
+            "copied",
+            "declarations",
+            "digest",
+            "directories",
+            "max_fallback_bytes",
+            "ok",
+            "reflinked",
+            "symlinks"
+        ],
+        "docs/json.md's fields"
+    );
+    assert_eq!(v["clone"], clone.to_str().unwrap());
     assert_eq!(v["declarations"], json!(["assets", "top.txt"]));
     assert_eq!(
         util::names_in(&clone),
