@@ -347,7 +347,14 @@ fn the_view_of_a_task_is_upstreams_snapshot_root() {
         let out = env.checkout_ok(&r.task, &dest, &[]);
         assert_eq!(listing(&dest, false), frozen, "{name}: {out}");
         assert_eq!(env.views(&r.task).len(), 2, "{name}");
-        assert_ok(&env.run(["discard", dest.to_str().unwrap()]));
+        // Spares serve CE checkouts only: a tree-kind view is removed.
+        let v = env.json(["discard", "--spare", dest.to_str().unwrap(), "--json"]);
+        assert_eq!(
+            (&v["removed"], &v["spare"]),
+            (&json!(true), &json!(false)),
+            "{name}"
+        );
+        assert!(util::spares(&env.store, &r.task).is_empty(), "{name}");
     }
     assert_eq!(seen, 13);
 }
