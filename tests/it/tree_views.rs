@@ -94,8 +94,8 @@ fn tree_entries(list: &Value) -> Vec<TreeEntry> {
 }
 
 /// The three digests a task snapshot recorded from an answer has.
-struct Recorded {
-    task: String,
+pub(crate) struct Recorded {
+    pub(crate) task: String,
     tree: String,
     dependencies: String,
 }
@@ -463,7 +463,7 @@ pub fn reflinks(dir: &Path) -> bool {
 /// A task with a bit of everything, recorded by hand: a tree with an empty
 /// directory, an empty file and an executable; a directory dependency with
 /// a symlink and a file dependency.
-fn record_sample(env: &TestEnv) -> Recorded {
+pub(crate) fn record_sample(env: &TestEnv) -> Recorded {
     let big = vec![b'x'; 100_000];
     let tree = vec![
         TreeEntry::directory("assets"),
