@@ -514,3 +514,51 @@ fn a_file_in_a_plugin_and_in_a_tree_is_stored_once() {
     assert_eq!(r["new_objects"], 0, "{r}");
     assert_eq!(object_sizes(&env.store).len(), objects);
 }
+
+/// show names a tree kind's profile and its harness digests (a task's
+/// four), and finds a dependency list by its content digest too; diff and
+/// find read a tree's files as they read a plugin's.
+#[test]
+fn show_diff_and_find_read_the_tree_kinds() {
+    let env = TestEnv::new();
+    let (built, f, answer) = fixture("deps-node-modules");
+    ingest_task(&env, &built, &f, &answer);
+    let task = answer["digest"].as_str().unwrap();
+    let shown = env.json(["--json", "show", task]);
+    assert_eq!(shown["profile"], "task");
+    let h = &shown["harness_digests"];
+    assert_eq!(h["task_asset_snapshot_digest"], answer["digest"]);
+    assert_eq!(h["task_asset_manifest_digest"], answer["manifest_digest"]);
+    assert_eq!(
+        h["sandbox_dependency_manifest_digest"],
+        answer["dependency_manifest_digest"]
+    );
+    assert_eq!(
+        h["sandbox_dependency_content_digest"],
+        answer["dependency_content_digest"]
+    );
+    let text = String::from_utf8(env.run(["show", task]).stdout).unwrap();
+    assert!(text.contains("profile:                 task"), "{text}");
+    let content = answer["dependency_content_digest"].as_str().unwrap();
+    let by_content = env.json(["--json", "show", content]);
+    assert_eq!(
+        by_content["provenance"]["manifest_digest"],
+        answer["dependency_manifest_digest"]
+    );
+    assert_eq!(by_content["profile"], "dependencies");
+
+    let repo = repo(&env);
+    let a = ingest_json(&env, &["tree", &s(&repo), "--copy", "assets"]);
+    write(&repo.join("assets/a.txt"), "beta\n");
+    let b = ingest_json(&env, &["tree", &s(&repo), "--copy", "assets"]);
+    let (a, b) = (
+        a["manifest_digest"].as_str().unwrap(),
+        b["manifest_digest"].as_str().unwrap(),
+    );
+    let diff = env.json(["--json", "diff", a, b]);
+    let changes = diff["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{diff}");
+    assert_eq!(changes[0]["path"], "assets/a.txt");
+    let found = find_matches(&env, &["--object", &sha_hex(b"beta\n")]);
+    assert!(found.iter().any(|m| m["manifest_digest"] == b), "{found:?}");
+}
