@@ -403,6 +403,23 @@ enum DifferenceOut {
     NotAFile {
         path: String,
     },
+    MissingDirectory {
+        path: String,
+    },
+    NotADirectory {
+        path: String,
+    },
+    MissingSymlink {
+        path: String,
+    },
+    NotASymlink {
+        path: String,
+    },
+    SymlinkChanged {
+        path: String,
+        expected: String,
+        found: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]

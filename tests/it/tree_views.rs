@@ -882,13 +882,11 @@ impl Drop for Xfs {
     }
 }
 
-/// The path the harness's drop-in takes, with the real capture: `ingest
-/// --profile task` of a repository; the task's shared view (the snapshot
-/// root) and the dependency list's, whose `<i>/payload` is a mount source;
-/// `materialize` into a clone with a stale root; `checkout --writable`.
-#[test]
-fn an_ingested_task_is_viewed_materialized_and_copied() {
-    let env = TestEnv::new();
+/// Ingests, with the real capture, a task whose tree holds an empty
+/// directory and whose one dependency (`node_modules`) holds a symlink and
+/// an executable file; gives the task's, the dependency list's and the
+/// `sandbox_copy` tree's digests.
+fn ingest_sample_task(env: &TestEnv) -> (String, String, String) {
     let repo = env.path("repo");
     util::write(&repo.join("assets/a.txt"), "alpha\n");
     fs::create_dir_all(repo.join("assets/empty")).unwrap();
@@ -926,6 +924,18 @@ fn an_ingested_task_is_viewed_materialized_and_copied() {
         .as_str()
         .unwrap()
         .to_string();
+    let tree = r["manifest_digest"].as_str().unwrap().to_string();
+    (digest, deps, tree)
+}
+
+/// The path the harness's drop-in takes, with the real capture: `ingest
+/// --profile task` of a repository; the task's shared view (the snapshot
+/// root) and the dependency list's, whose `<i>/payload` is a mount source;
+/// `materialize` into a clone with a stale root; `checkout --writable`.
+#[test]
+fn an_ingested_task_is_viewed_materialized_and_copied() {
+    let env = TestEnv::new();
+    let (digest, deps, _) = ingest_sample_task(&env);
 
     let view = PathBuf::from(
         env.json(["path", &digest, "--json"])["path"]
@@ -995,4 +1005,178 @@ fn an_ingested_task_is_viewed_materialized_and_copied() {
         util::mode_of(&copy.join("dependencies/00000/payload/pkg/cli.js")),
         0o600
     );
+}
+
+/// `cp -a` of a view into `dest`, made writable: a tree no record names.
+fn copy_of(view: &Path, dest: &Path) {
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(view)
+        .arg(dest)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cp -a {}", view.display());
+    let ok = std::process::Command::new("chmod")
+        .args(["-R", "u+w"])
+        .arg(dest)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "chmod -R u+w {}", dest.display());
+}
+
+/// `verify --tree DIR DIGEST --json`, with its exit code.
+fn verify_tree(env: &TestEnv, dir: &Path, digest: &str) -> (Option<i32>, Value) {
+    let out = env.run(["verify", "--tree", dir.to_str().unwrap(), digest, "--json"]);
+    (out.status.code(), parse_json(&out))
+}
+
+/// The view of every tree kind (a task's snapshot root, its dependency
+/// list's, its `sandbox_copy` tree's), with its empty directories and
+/// symlinks, verifies clean; so does an unrecorded copy of it, which
+/// `discard --force DIGEST` then removes.
+#[test]
+fn a_tree_kind_view_verifies_clean_with_its_directories_and_symlinks() {
+    let env = TestEnv::new();
+    let (task, deps, tree) = ingest_sample_task(&env);
+    for digest in [&task, &deps, &tree] {
+        let view = PathBuf::from(
+            env.json(["path", digest, "--json"])["path"]
+                .as_str()
+                .unwrap(),
+        );
+        let (code, report) = verify_tree(&env, &view, digest);
+        assert_eq!(report["differences"], json!([]), "{digest}: {report}");
+        assert_eq!((code, &report["ok"]), (Some(0), &json!(true)));
+    }
+    let view = PathBuf::from(
+        env.json(["path", &task, "--json"])["path"]
+            .as_str()
+            .unwrap(),
+    );
+    let copy = env.path("copy");
+    copy_of(&view, &copy);
+    assert!(copy.join("sandbox-copy/assets/empty").is_dir());
+    let (code, report) = verify_tree(&env, &copy, &task);
+    assert_eq!(
+        (code, &report["differences"]),
+        (Some(0), &json!([])),
+        "{report}"
+    );
+    let out = env.run([
+        "discard",
+        copy.to_str().unwrap(),
+        "--force",
+        &task,
+        "--json",
+    ]);
+    assert_ok(&out);
+    assert!(!copy.exists());
+}
+
+/// Each way a copy of a task's view can be tampered with is the one
+/// difference `verify --tree` names, and `discard --force DIGEST` refuses
+/// to remove it: a symlink's target changed, removed, or replaced by a
+/// file; an empty directory removed or replaced by a file; an extra file,
+/// directory or symlink; a file's bytes changed.
+#[test]
+fn each_tampering_of_a_tree_kind_view_is_named() {
+    let env = TestEnv::new();
+    let (task, _, _) = ingest_sample_task(&env);
+    let view = PathBuf::from(
+        env.json(["path", &task, "--json"])["path"]
+            .as_str()
+            .unwrap(),
+    );
+    let link = "dependencies/00000/payload/.bin/cli";
+    let empty = "sandbox-copy/assets/empty";
+    type Tamper = fn(&Path);
+    let cases: Vec<(&str, Tamper, Value)> = vec![
+        (
+            "a symlink's target changed",
+            |c| {
+                let at = c.join("dependencies/00000/payload/.bin/cli");
+                fs::remove_file(&at).unwrap();
+                symlink("../pkg/other.js", &at).unwrap();
+            },
+            json!({"kind": "symlink-changed", "path": link,
+                   "expected": "../pkg/cli.js", "found": "../pkg/other.js"}),
+        ),
+        (
+            "a symlink removed",
+            |c| fs::remove_file(c.join("dependencies/00000/payload/.bin/cli")).unwrap(),
+            json!({"kind": "missing-symlink", "path": link}),
+        ),
+        (
+            "a symlink replaced by a file",
+            |c| {
+                let at = c.join("dependencies/00000/payload/.bin/cli");
+                fs::remove_file(&at).unwrap();
+                util::write(&at, "../pkg/cli.js");
+            },
+            json!({"kind": "not-a-symlink", "path": link}),
+        ),
+        (
+            "an empty directory removed",
+            |c| fs::remove_dir(c.join("sandbox-copy/assets/empty")).unwrap(),
+            json!({"kind": "missing-directory", "path": empty}),
+        ),
+        (
+            "an empty directory replaced by a file",
+            |c| {
+                let at = c.join("sandbox-copy/assets/empty");
+                fs::remove_dir(&at).unwrap();
+                util::write(&at, "");
+            },
+            json!({"kind": "not-a-directory", "path": empty}),
+        ),
+        (
+            "an extra file",
+            |c| util::write(&c.join("sandbox-copy/assets/empty/new.txt"), "new\n"),
+            json!({"kind": "extra-file", "path": "sandbox-copy/assets/empty/new.txt"}),
+        ),
+        (
+            "an extra directory",
+            |c| fs::create_dir(c.join("dependencies/00000/payload/extra")).unwrap(),
+            json!({"kind": "extra-directory", "path": "dependencies/00000/payload/extra"}),
+        ),
+        (
+            "an extra symlink",
+            |c| symlink("a.txt", c.join("sandbox-copy/assets/link")).unwrap(),
+            json!({"kind": "symlink", "path": "sandbox-copy/assets/link"}),
+        ),
+        (
+            "a file's bytes changed",
+            |c| util::write(&c.join("sandbox-copy/docs/guide.md"), "guide?\n"),
+            json!({"kind": "content-changed", "path": "sandbox-copy/docs/guide.md",
+                   "expected": util::sha_hex(b"guide\n"),
+                   "found": util::sha_hex(b"guide?\n")}),
+        ),
+    ];
+    for (i, (what, tamper, want)) in cases.into_iter().enumerate() {
+        let copy = env.path(&format!("copy{i}"));
+        copy_of(&view, &copy);
+        tamper(&copy);
+        let (code, report) = verify_tree(&env, &copy, &task);
+        assert_eq!(report["differences"], json!([want]), "{what}: {report}");
+        assert_eq!((code, &report["ok"]), (Some(1), &json!(false)), "{what}");
+        let out = env.run([
+            "discard",
+            copy.to_str().unwrap(),
+            "--force",
+            &task,
+            "--json",
+        ]);
+        assert_exit(&out, 6);
+        let message = parse_json(&out)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            message.contains(want["path"].as_str().unwrap()),
+            "{what}: {message}"
+        );
+        assert!(copy.is_dir(), "{what}: the copy is kept");
+    }
 }

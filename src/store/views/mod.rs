@@ -656,8 +656,7 @@ fn exactly_a_snapshot(store: &Store, dest: &Path, found: bool, d: &str) -> Resul
             path: dest.to_path_buf(),
         });
     }
-    let entries = store.catalogue().files(&digest)?;
-    let diffs = crate::store::views::tree::matches(dest, &entries)?;
+    let diffs = crate::store::views::tree::differences(store, &digest, dest)?;
     if !diffs.is_empty() {
         return Err(crate::error::Clash::NotAViewAndDiffers {
             path: dest.to_path_buf(),
