@@ -772,6 +772,17 @@ impl Report for RulesReport {
                 r.rule, r.code, r.kind, r.message
             )?;
         }
+        for r in &self.tree_rules {
+            writeln!(
+                w,
+                "tree rule   {} ({} {}; {}): {}",
+                r.rule,
+                r.code,
+                r.kind,
+                r.from.join(", "),
+                r.message
+            )?;
+        }
         for f in &self.flags {
             writeln!(w, "flag        {:<18} {}", f.flag, f.keyword)?;
         }
