@@ -2941,3 +2941,153 @@ fn tree_reports_fit_the_documented_schema() {
     );
     assert!(tree_out.ok && tree_out.differences.is_empty());
 }
+
+/// A refusal of `ingest --profile`, `checkout --writable` and `materialize`
+/// prints one JSON error object with its code, kind and rule, and changes
+/// nothing in the store.
+#[test]
+fn tree_failures_print_one_json_error_object() {
+    let env = TestEnv::new();
+    let repo = env.path("repo");
+    write(&repo.join("assets/a.txt"), "alpha\n");
+    let task = env.path("task.json");
+    write(&task, r#"{"sandbox_copy": ["assets"]}"#);
+    let sha = "c".repeat(40);
+    let ingest_task = |task: &Path, repo: &Path| -> Vec<OsString> {
+        [
+            os("ingest"),
+            os("--profile"),
+            os("task"),
+            repo.as_os_str(),
+            os("--task"),
+            task.as_os_str(),
+            os("--resolved-sha"),
+            os(&sha),
+        ]
+        .iter()
+        .map(|a| a.to_os_string())
+        .collect()
+    };
+    let args = ingest_task(&task, &repo);
+    let ingested: IngestTaskOut = run_typed(
+        &env,
+        &args.iter().map(OsString::as_os_str).collect::<Vec<_>>(),
+    );
+    let d = ingested.digest;
+
+    let linked = env.path("linked");
+    write(&linked.join("real/a.txt"), "a\n");
+    symlink("real", linked.join("assets")).unwrap();
+    let bad_task = env.path("bad-task.json");
+    write(&bad_task, r#"{"sandbox_copy": 7}"#);
+    let clone = env.path("clone");
+    fs::create_dir_all(&clone).unwrap();
+    symlink("elsewhere", clone.join("assets")).unwrap();
+    let missing = env.path("missing-clone");
+    let from = |name, code, kind, args: Vec<OsString>| Case {
+        name,
+        args,
+        code,
+        kind,
+        rule: None,
+    };
+    let mut cases = vec![
+        ruled(
+            case(
+                "a symlink in a declared path (ingest --profile tree)",
+                3,
+                "rejected",
+                &[
+                    os("ingest"),
+                    os("--profile"),
+                    os("tree"),
+                    linked.as_os_str(),
+                    os("--copy"),
+                    os("assets"),
+                ],
+            ),
+            "task-asset-symlink",
+        ),
+        ruled(
+            from(
+                "sandbox_copy not a list (ingest --profile task)",
+                3,
+                "rejected",
+                ingest_task(&bad_task, &repo),
+            ),
+            "task-copy-not-a-list",
+        ),
+        ruled(
+            from(
+                "no repository (ingest --profile task)",
+                3,
+                "rejected",
+                ingest_task(&task, &env.path("no-repo")),
+            ),
+            "task-asset-real-directory",
+        ),
+        case(
+            "a bound above the harness's (ingest --profile tree)",
+            2,
+            "usage",
+            &[
+                os("ingest"),
+                os("--profile"),
+                os("tree"),
+                repo.as_os_str(),
+                os("--max-entries"),
+                os("100001"),
+            ],
+        ),
+        ruled(
+            case(
+                "a declared root that is a symlink in the clone (materialize)",
+                3,
+                "rejected",
+                &[os("materialize"), os(&d), clone.as_os_str()],
+            ),
+            "sandbox-copy-target-symlink",
+        ),
+        ruled(
+            case(
+                "no clone (materialize)",
+                4,
+                "not-found",
+                &[os("materialize"), os(&d), missing.as_os_str()],
+            ),
+            "asset-staging-clone-not-a-directory",
+        ),
+        case(
+            "a fallback bound above 2 GiB (checkout --writable)",
+            2,
+            "usage",
+            &[
+                os("checkout"),
+                os("--writable"),
+                os(&d),
+                env.path("copy").as_os_str(),
+                os("--max-fallback-bytes"),
+                os("2147483649"),
+            ],
+        ),
+    ];
+    for c in &mut cases {
+        c.args.push("--store".into());
+        c.args.push(env.store.clone().into_os_string());
+    }
+    let before = util_state(&env);
+    for c in &cases {
+        check_json_case(c, &["--json"]);
+        check_json_case(c, &[]);
+    }
+    assert_eq!(
+        util_state(&env),
+        before,
+        "a failed command changed the store"
+    );
+    assert_eq!(
+        fs::read_link(clone.join("assets")).unwrap(),
+        Path::new("elsewhere")
+    );
+    assert!(!missing.exists() && !env.path("copy").exists());
+}
