@@ -220,6 +220,11 @@ pub fn ingest_samples() -> Vec<TreeIngestError> {
             path: PathBuf::from("{path}"),
             reason: "{reason}".into(),
         },
+        TreeIngestError::ManifestTooLarge {
+            kind: "{kind}",
+            size: COUNT,
+            max: crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES,
+        },
         TreeIngestError::NoHarnessRoot("{path}".into()),
     ]
 }
@@ -432,7 +437,8 @@ mod tests {
             TreeIngestError::Declaration(_) | TreeIngestError::Capture(_) => None,
             TreeIngestError::NotRealDirectory { .. } => Some(0),
             TreeIngestError::Input { .. } => Some(1),
-            TreeIngestError::NoHarnessRoot(_) => Some(2),
+            TreeIngestError::ManifestTooLarge { .. } => Some(2),
+            TreeIngestError::NoHarnessRoot(_) => Some(3),
         }
     }
 

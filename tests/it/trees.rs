@@ -562,3 +562,107 @@ fn show_diff_and_find_read_the_tree_kinds() {
     let found = find_matches(&env, &["--object", &sha_hex(b"beta\n")]);
     assert!(found.iter().any(|m| m["manifest_digest"] == b), "{found:?}");
 }
+
+/// A capture that would walk the store itself is refused (exit 6, as a CE
+/// ingest of a source holding its store is), and records nothing.
+#[test]
+fn a_store_inside_a_walked_path_is_refused() {
+    let base = TestEnv::new();
+    let repo = repo(&base);
+    let env = TestEnv::with_store(repo.join("assets/store"));
+    let out = env.run([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        &s(&repo),
+        "--copy",
+        "assets",
+    ]);
+    assert_exit(&out, 6);
+    let e = parse_json(&out);
+    assert_eq!(e["error"]["kind"], "conflict", "{e}");
+    assert!(profiles(&env).is_empty());
+    // A path beside the store is captured.
+    let r = ingest_json(&env, &["tree", &s(&repo), "--copy", "README.md"]);
+    assert_eq!(r["profile"], "tree");
+}
+
+/// push then pull into an empty store gives the same snapshots of every
+/// tree kind (the task after its parts), and a task pulled before its
+/// parts is refused, the store left empty.
+#[test]
+fn push_then_pull_keeps_every_tree_kind() {
+    let Some(reg) = crate::remote::registry("push_then_pull_keeps_every_tree_kind") else {
+        return;
+    };
+    let env = TestEnv::new();
+    let (built, f, answer) = fixture("deps-node-modules");
+    ingest_task(&env, &built, &f, &answer);
+    let target = crate::remote::repo(&reg, "tree-kinds");
+    let fields = ["manifest_digest", "dependency_manifest_digest", "digest"];
+    for field in fields {
+        let digest = answer[field].as_str().unwrap();
+        env.json(["push", digest, &target, "--plain-http", "--json"]);
+    }
+    let early = TestEnv::new();
+    let task = answer["digest"].as_str().unwrap();
+    let out = early.run([
+        "--json",
+        "pull",
+        &format!("{target}:sha256-{task}"),
+        "--plain-http",
+    ]);
+    assert_exit(&out, 1);
+    if early.store.exists() {
+        assert!(profiles(&early).is_empty());
+    }
+    let other = TestEnv::new();
+    for field in fields {
+        let digest = answer[field].as_str().unwrap();
+        let pulled = other.json([
+            "pull",
+            &format!("{target}:sha256-{digest}"),
+            "--plain-http",
+            "--json",
+        ]);
+        assert_eq!(pulled["provenance"]["manifest_digest"], digest, "{pulled}");
+    }
+    let want: BTreeSet<_> = profiles(&env);
+    assert_eq!(profiles(&other), want);
+    let (code, report) = other.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+}
+
+/// A tree whose manifest is longer than a CE manifest may be (16 MiB) is
+/// stored, read back whole (verify clean, gc sweeps), and exported and
+/// imported with the same digest.
+#[test]
+fn a_manifest_longer_than_a_plugins_is_read_back_whole() {
+    let env = TestEnv::new();
+    let repo = env.path("big");
+    let dir = repo.join(format!(
+        "{}/{}/{}",
+        "a".repeat(200),
+        "b".repeat(200),
+        "c".repeat(200)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..20_000 {
+        std::fs::File::create(dir.join(format!("{i:05}{}", "f".repeat(200)))).unwrap();
+    }
+    write(&repo.join("x.txt"), "x\n");
+    let r = ingest_json(&env, &["tree", &s(&repo)]);
+    let digest = r["manifest_digest"].as_str().unwrap().to_string();
+    let bytes = manifest_bytes(&env, &digest);
+    assert!(bytes.len() > 16 * 1024 * 1024, "{}", bytes.len());
+    let (code, report) = env.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+    assert_exit(&env.run(["gc"]), 0);
+    let bundle = env.path("big.tar");
+    assert_exit(&env.run(["export", &digest, "-o", &s(&bundle)]), 0);
+    let other = TestEnv::new();
+    let out = other.run(["--json", "import", &s(&bundle)]);
+    assert_exit(&out, 0);
+    assert!(profiles(&other).contains(&(digest, "tree".into())));
+}

@@ -124,6 +124,16 @@ pub enum TreeIngestError {
         /// Why.
         reason: String,
     },
+    /// The manifest would be longer than the store reads a tree kind's.
+    #[error("could not record the {kind} manifest: {size} bytes, more than {max}")]
+    ManifestTooLarge {
+        /// Its kind.
+        kind: &'static str,
+        /// Its length.
+        size: u64,
+        /// The bound, [`crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES`].
+        max: u64,
+    },
     /// A review-case path is declared and no harness root was given.
     #[error("sandbox_copy path '{0}' is read from the harness root: pass --harness-root")]
     NoHarnessRoot(String),
@@ -135,7 +145,8 @@ impl Classify for TreeIngestError {
         match self {
             TreeIngestError::Declaration(_)
             | TreeIngestError::Capture(_)
-            | TreeIngestError::NotRealDirectory { .. } => ErrorKind::Rejected,
+            | TreeIngestError::NotRealDirectory { .. }
+            | TreeIngestError::ManifestTooLarge { .. } => ErrorKind::Rejected,
             TreeIngestError::Input { .. } | TreeIngestError::NoHarnessRoot(_) => ErrorKind::Usage,
         }
     }
@@ -145,6 +156,7 @@ impl Classify for TreeIngestError {
             TreeIngestError::Declaration(e) => Some(e.rule()),
             TreeIngestError::Capture(e) => Some(e.rule()),
             TreeIngestError::NotRealDirectory { .. } => Some("task-asset-real-directory"),
+            TreeIngestError::ManifestTooLarge { .. } => Some("tree-manifest-too-large"),
             TreeIngestError::Input { .. } | TreeIngestError::NoHarnessRoot(_) => None,
         }
     }
@@ -361,9 +373,36 @@ struct Shared<'s> {
     /// The first failure to write into the work directory.
     failed: Mutex<Option<Error>>,
     bytes_staged: AtomicU64,
+    /// Buffers handed back by the hashing threads, for the walk to reuse:
+    /// a fresh large allocation would be mapped, faulted in and unmapped
+    /// for every file.
+    buffers: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Shared<'_> {
+    /// An empty buffer that holds `size` bytes, reused when one is free.
+    fn buffer(&self, size: usize) -> Vec<u8> {
+        let reused = self.buffers.lock().ok().and_then(|mut free| {
+            let at = free.iter().position(|b| b.capacity() >= size)?;
+            Some(free.swap_remove(at))
+        });
+        let mut buf = reused.unwrap_or_else(|| Vec::with_capacity(size.max(64 * 1024)));
+        buf.clear();
+        buf
+    }
+
+    /// Keeps a buffer for [`Shared::buffer`]: up to 32 of at most 4 MiB.
+    fn give_back(&self, buf: Vec<u8>) {
+        if buf.capacity() > 4 * 1024 * 1024 {
+            return;
+        }
+        if let Ok(mut free) = self.buffers.lock() {
+            if free.len() < 32 {
+                free.push(buf);
+            }
+        }
+    }
+
     fn fail(&self, e: Error) {
         if let Ok(mut failed) = self.failed.lock() {
             failed.get_or_insert(e);
@@ -500,7 +539,7 @@ fn hash_and_stage(shared: &Shared<'_>, stager: &crate::store::core::objects::Sta
             Err(e) => shared.fail(e),
         }
     }
-    drop(job);
+    shared.give_back(job.data);
     shared.release(size);
 }
 
@@ -593,7 +632,7 @@ impl FileSink for ObjectSink<'_, '_> {
             self.shared.reserve(size);
             Current::Buffered {
                 // `size` is bounded by BUFFERED_FILE.
-                data: Vec::with_capacity(usize::try_from(size).unwrap_or(0)),
+                data: self.shared.buffer(usize::try_from(size).unwrap_or(0)),
                 executable,
                 reserved: size,
             }
@@ -836,6 +875,34 @@ fn plan(opts: &TreeIngestOptions<'_>) -> Result<Plan> {
     }
 }
 
+/// Refuses a capture that would walk the store itself: the store lies at
+/// or below a declared path of the repository (or of the harness root).
+fn refuse_store_inside(store: &Store, plan: &Plan) -> Result<()> {
+    let Ok(real) = std::fs::canonicalize(store.root()) else {
+        return Ok(());
+    };
+    let mut walked: Vec<PathBuf> = Vec::new();
+    if let Some(copies) = &plan.copies {
+        for path in &copies.paths {
+            let root = match (&plan.harness, is_harness_copy(path)) {
+                (Some(harness), true) => harness,
+                _ => &plan.repo,
+            };
+            walked.push(root.join(path));
+        }
+    }
+    for d in plan.dependencies.iter().flatten() {
+        walked.push(plan.repo.join(&d.source_path));
+    }
+    match walked.into_iter().find(|w| real.starts_with(w)) {
+        Some(source_dir) => Err(Error::StoreInsideSource {
+            path: real,
+            source_dir,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What a capture gave.
 struct Captured {
     copy: Vec<TreeEntry>,
@@ -938,6 +1005,7 @@ fn capture_and_stage(
         freed: Condvar::new(),
         failed: Mutex::new(None),
         bytes_staged: AtomicU64::new(0),
+        buffers: Mutex::new(Vec::new()),
     };
     let stagers = (0..hashing_threads())
         .map(|i| work.stager(i))
@@ -1009,6 +1077,7 @@ fn dependency_reports(deps: &[(Dependency, u64)]) -> Vec<DependencyReport> {
 pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<TreeIngestReport> {
     let plan = plan(opts)?;
     let mut store = open(Need::Creating)?;
+    refuse_store_inside(&store, &plan)?;
     let work = store.work_dir("ingest")?;
     let Written {
         captured,
@@ -1183,6 +1252,13 @@ fn record(
     source: &str,
     objects: Objects,
 ) -> Result<IngestReport> {
+    if crate::profile::ce::manifest::over_bound(&manifest.bytes) {
+        return Err(rejected(TreeIngestError::ManifestTooLarge {
+            kind: manifest.profile(),
+            size: manifest.bytes.len() as u64,
+            max: crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES,
+        }));
+    }
     publish_and_record(
         store,
         work,
