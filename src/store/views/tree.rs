@@ -415,3 +415,138 @@ fn scan_tree(root: &Path) -> Result<Scan> {
     }
     scan(root)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(data: &[u8], executable: bool) -> Found {
+        Found::File {
+            sha256: ObjectId::of(data),
+            size: data.len() as u64,
+            executable,
+        }
+    }
+
+    fn link(target: &[u8]) -> Found {
+        Found::Symlink {
+            target: target.to_vec(),
+        }
+    }
+
+    fn layout() -> Vec<TreeEntry> {
+        vec![
+            TreeEntry::directory("d"),
+            TreeEntry::directory("d/empty"),
+            TreeEntry::file_of("d/run", b"#!", 0o755),
+            TreeEntry::symlink("d/link", "run"),
+        ]
+    }
+
+    fn exact() -> Scan {
+        Scan::from([
+            ("d".to_string(), Found::Directory),
+            ("d/empty".to_string(), Found::Directory),
+            ("d/run".to_string(), file(b"#!", true)),
+            ("d/link".to_string(), link(b"run")),
+        ])
+    }
+
+    #[test]
+    fn a_tree_that_is_its_layout_has_no_difference() {
+        assert_eq!(compare_layout(&exact(), &layout()), []);
+        // The file comparison alone counts the directory and the link.
+        let files: Vec<Entry> = vec![Entry {
+            path: "d/run".into(),
+            sha256: ObjectId::of(b"#!"),
+            size: 2,
+            executable: true,
+        }];
+        assert_eq!(compare(&exact(), &files).len(), 2);
+    }
+
+    #[test]
+    fn each_way_a_tree_differs_from_its_layout_is_named() {
+        let path = |p: &str| p.to_string();
+        let cases: Vec<(fn(&mut Scan), Difference)> = vec![
+            (
+                |s| {
+                    s.remove("d/empty");
+                },
+                Difference::MissingDirectory {
+                    path: path("d/empty"),
+                },
+            ),
+            (
+                |s| {
+                    s.insert("d/empty".into(), file(b"", false));
+                },
+                Difference::NotADirectory {
+                    path: path("d/empty"),
+                },
+            ),
+            (
+                |s| {
+                    s.remove("d/link");
+                },
+                Difference::MissingSymlink {
+                    path: path("d/link"),
+                },
+            ),
+            (
+                |s| {
+                    s.insert("d/link".into(), Found::Directory);
+                },
+                Difference::NotASymlink {
+                    path: path("d/link"),
+                },
+            ),
+            (
+                |s| {
+                    s.insert("d/link".into(), link(b"r\xffn"));
+                },
+                Difference::SymlinkChanged {
+                    path: path("d/link"),
+                    expected: "run".into(),
+                    found: "r\u{fffd}n".into(),
+                },
+            ),
+            (
+                |s| {
+                    s.insert("d/run".into(), file(b"#!", false));
+                },
+                Difference::ExecChanged {
+                    path: path("d/run"),
+                    expected: true,
+                },
+            ),
+            (
+                |s| {
+                    s.insert("d/run".into(), link(b"run"));
+                },
+                Difference::Symlink {
+                    path: path("d/run"),
+                },
+            ),
+            (
+                |s| {
+                    s.insert("d/empty/x".into(), Found::Other);
+                },
+                Difference::NotAFile {
+                    path: path("d/empty/x"),
+                },
+            ),
+            (
+                |s| {
+                    s.insert("e".into(), Found::Directory);
+                },
+                Difference::ExtraDirectory { path: path("e") },
+            ),
+        ];
+        for (tamper, want) in cases {
+            let mut scan = exact();
+            tamper(&mut scan);
+            assert_eq!(compare_layout(&scan, &layout()), [want]);
+        }
+    }
+}
