@@ -468,7 +468,8 @@ mod tests {
     #[test]
     fn each_way_a_tree_differs_from_its_layout_is_named() {
         let path = |p: &str| p.to_string();
-        let cases: Vec<(fn(&mut Scan), Difference)> = vec![
+        type Tamper = fn(&mut Scan);
+        let cases: Vec<(Tamper, Difference)> = vec![
             (
                 |s| {
                     s.remove("d/empty");
