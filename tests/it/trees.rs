@@ -98,6 +98,20 @@ fn a_tree_is_stored_listed_verified_and_kept_by_gc() {
     assert_eq!(again["already_present"], true);
     assert_eq!(again["new_objects"], 0);
     assert_eq!(again["bytes_written"], 0);
+    // --name names the row; without it the row is named by its kind.
+    let named = ingest_json(
+        &env,
+        &["tree", &s(&repo), "--copy", "README.md", "--name", "docs"],
+    );
+    assert_eq!(named["name"], "docs");
+    let list = env.json(["--json", "list"]);
+    let names: BTreeSet<(&str, &str)> = list["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["version"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, BTreeSet::from([("tree", ""), ("docs", "")]));
 }
 
 /// A dependency's `.bin` symlinks are kept with their targets and its
@@ -277,6 +291,17 @@ fn build(root: &Path, entries: &[Value], repo: &str) {
                 };
                 std::os::unix::fs::symlink(target, &path).unwrap();
             }
+            "fifo" => {
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    &path,
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(mode(e)),
+                    0,
+                )
+                .unwrap();
+                files.push((path, mode(e)));
+            }
             other => panic!("{other}: not a kind these tests build"),
         }
     }
@@ -341,11 +366,16 @@ fn fixture(name: &str) -> (Built, Value, Value) {
     )
 }
 
-/// Ingests a fixture's task; returns the report.
-fn ingest_task(env: &TestEnv, built: &Built, f: &Value, answer: &Value) -> Value {
+/// Runs `ingest --profile task` on a fixture's task, with its bounds and
+/// its expected binding.
+fn run_task(env: &TestEnv, built: &Built, f: &Value, answer: &Value) -> std::process::Output {
     let task = env.path(&format!("{}.task.json", f["name"].as_str().unwrap()));
     write(&task, serde_json::to_vec(&f["task"]).unwrap());
-    let sha = answer["resolved_sha"].as_str().unwrap();
+    let answers: Value = serde_json::from_str(ANSWERS).unwrap();
+    let sha = answer["resolved_sha"]
+        .as_str()
+        .or(answers["resolved_sha"].as_str())
+        .unwrap();
     let mut args = vec![
         "--json".to_string(),
         "ingest".into(),
@@ -360,7 +390,31 @@ fn ingest_task(env: &TestEnv, built: &Built, f: &Value, answer: &Value) -> Value
     if f.get("harness").is_some() {
         args.extend(["--harness-root".into(), built.harness.clone()]);
     }
-    let out = env.run(&args);
+    if let Some(binding) = f.get("expected_dependency_binding") {
+        let file = env.path(&format!("{}.binding.json", f["name"].as_str().unwrap()));
+        write(&file, serde_json::to_vec(binding).unwrap());
+        args.extend(["--expect-binding".into(), s(&file)]);
+    }
+    for (name, value) in f
+        .get("overrides")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let flag = match name.as_str() {
+            "MAX_TASK_ASSET_ENTRIES" => "--max-entries",
+            "MAX_TASK_ASSET_PATH_BYTES" => "--max-path-bytes",
+            "MAX_TASK_ASSET_BYTES" => "--max-bytes",
+            other => panic!("unknown override {other}"),
+        };
+        args.extend([flag.into(), value.to_string()]);
+    }
+    env.run(&args)
+}
+
+/// Ingests a fixture's task, which must be accepted; returns the report.
+fn ingest_task(env: &TestEnv, built: &Built, f: &Value, answer: &Value) -> Value {
+    let out = run_task(env, built, f, answer);
     assert_exit(&out, 0);
     parse_json(&out)
 }
@@ -409,6 +463,45 @@ fn fixture_tasks_give_the_harness_digests() {
         let (code, report) = env.verify(&[]);
         assert_eq!(code, 0, "{name}: {report}");
     }
+}
+
+/// Every committed fixture's task, through the binary (its files hashed
+/// on the hashing threads and stored as read), is accepted with the
+/// harness's four digests and totals, or refused with its message word for
+/// word (exit 3), the store then holding no snapshot.
+#[test]
+fn every_fixture_task_gets_the_harness_answer_through_the_store() {
+    let fixtures: Value = serde_json::from_str(FIXTURES).unwrap();
+    let (mut accepted, mut rejected) = (0, 0);
+    for f in fixtures["fixtures"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        let env = TestEnv::new();
+        let (built, f, answer) = fixture(name);
+        let out = run_task(&env, &built, &f, &answer);
+        if answer["outcome"] == "rejected" {
+            assert_exit(&out, 3);
+            let mut want = answer["error"].as_str().unwrap().to_string();
+            for key in ["repo", "harness", "cache", "clone"] {
+                want = want.replace(&format!("{{{key}}}"), &layout(&fixtures, name, key));
+            }
+            let e = parse_json(&out);
+            assert_eq!(e["error"]["message"], want.as_str(), "{name}");
+            assert!(e["error"]["rule"].is_string(), "{name}: {e}");
+            if env.store.exists() {
+                assert!(profiles(&env).is_empty(), "{name}");
+            }
+            rejected += 1;
+        } else {
+            assert_exit(&out, 0);
+            let r = parse_json(&out);
+            for (ours, theirs) in DIGESTS {
+                assert_eq!(r[ours], answer[theirs], "{name}: {ours}");
+            }
+            assert_eq!(r["total_bytes"], answer["total_bytes"], "{name}");
+            accepted += 1;
+        }
+    }
+    assert_eq!((accepted, rejected), (13, 38));
 }
 
 /// rm refuses (exit 6, naming the task) to forget a tree or dependency
