@@ -154,6 +154,38 @@ impl Report for CheckoutReport {
     }
 }
 
+impl Report for crate::cmd::checkout::WritableReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.path)?;
+        writeln!(
+            w,
+            "{} ({}): {} reflinked, {} copied ({} bytes), {}, {}",
+            self.manifest_digest,
+            self.profile,
+            self.written.reflinked,
+            self.written.copied,
+            self.written.bytes_copied,
+            counted(self.written.directories, "directory", "directories"),
+            counted(self.written.symlinks, "symlink", "symlinks"),
+        )
+    }
+}
+
+impl Report for crate::cmd::checkout::MaterializeReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.clone.display())?;
+        writeln!(
+            w,
+            "{}: {} replaced; {} reflinked, {} copied ({} bytes)",
+            self.digest,
+            counted(self.declarations.len(), "root", "roots"),
+            self.written.reflinked,
+            self.written.copied,
+            self.written.bytes_copied,
+        )
+    }
+}
+
 impl Report for crate::cmd::key::GeneratedKey {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(
@@ -738,6 +770,17 @@ impl Report for RulesReport {
                 w,
                 "rule        {} ({} {}): {}",
                 r.rule, r.code, r.kind, r.message
+            )?;
+        }
+        for r in &self.tree_rules {
+            writeln!(
+                w,
+                "tree rule   {} ({} {}; {}): {}",
+                r.rule,
+                r.code,
+                r.kind,
+                r.from.join(", "),
+                r.message
             )?;
         }
         for f in &self.flags {

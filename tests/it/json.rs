@@ -403,6 +403,23 @@ enum DifferenceOut {
     NotAFile {
         path: String,
     },
+    MissingDirectory {
+        path: String,
+    },
+    NotADirectory {
+        path: String,
+    },
+    MissingSymlink {
+        path: String,
+    },
+    NotASymlink {
+        path: String,
+    },
+    SymlinkChanged {
+        path: String,
+        expected: String,
+        found: String,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -579,6 +596,123 @@ struct RmOut {
     manifest_digest: String,
     views_forgotten: Vec<String>,
     shared_views: Vec<String>,
+}
+
+/// One entry as upstream's `TaskAssetSnapshot` lists it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TreeEntryOut {
+    path: String,
+    kind: String,
+    size: u64,
+    sha256: String,
+    mode: u32,
+    link_target: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DependencyOut {
+    source: String,
+    target: String,
+    snapshot_path: String,
+    kind: String,
+    entries: Vec<TreeEntryOut>,
+    total_bytes: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestTreeOut {
+    ok: bool,
+    profile: String,
+    name: String,
+    manifest_digest: String,
+    declarations: Vec<String>,
+    entries: u64,
+    total_bytes: u64,
+    already_present: bool,
+    new_objects: u64,
+    reused_objects: u64,
+    bytes_written: u64,
+    source: String,
+    store: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestDependencyOut {
+    ok: bool,
+    profile: String,
+    name: String,
+    digest: String,
+    dependency_content_digest: String,
+    dependencies: Vec<DependencyOut>,
+    entries: u64,
+    total_bytes: u64,
+    already_present: bool,
+    new_objects: u64,
+    reused_objects: u64,
+    bytes_written: u64,
+    source: String,
+    store: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestTaskOut {
+    ok: bool,
+    profile: String,
+    name: String,
+    digest: String,
+    manifest_digest: String,
+    repo_identity: String,
+    harness_identity: String,
+    resolved_sha: String,
+    declarations: Vec<String>,
+    entries: Vec<TreeEntryOut>,
+    dependency_declarations: Vec<(String, String)>,
+    dependencies: Vec<DependencyOut>,
+    dependency_content_digest: String,
+    dependency_manifest_digest: String,
+    total_bytes: u64,
+    already_present: bool,
+    new_objects: u64,
+    reused_objects: u64,
+    bytes_written: u64,
+    source: String,
+    store: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WritableOut {
+    ok: bool,
+    manifest_digest: String,
+    profile: String,
+    path: String,
+    writable: bool,
+    reflinked: u64,
+    copied: u64,
+    bytes_copied: u64,
+    directories: u64,
+    symlinks: u64,
+    max_fallback_bytes: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MaterializeOut {
+    ok: bool,
+    digest: String,
+    clone: String,
+    declarations: Vec<String>,
+    reflinked: u64,
+    copied: u64,
+    bytes_copied: u64,
+    directories: u64,
+    symlinks: u64,
+    max_fallback_bytes: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -2220,7 +2354,18 @@ struct RulesOut {
     exact_version: RulesVersionOut,
     gitnexus: RulesGitNexusOut,
     rules: Vec<RulesRuleOut>,
+    tree_rules: Vec<RulesTreeRuleOut>,
     flags: Vec<RulesFlagOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesTreeRuleOut {
+    rule: String,
+    kind: String,
+    code: u8,
+    message: String,
+    from: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -2552,4 +2697,397 @@ fn source_fields_fit_the_documented_schema() {
     absolute(&verify.repository);
     assert_eq!(verify.status, "equal");
     assert_eq!(verify.expected, d);
+}
+
+/// `rules` lists, with the real binary, every rule id each error of the
+/// tree profile can carry (one sample of every variant, from the library),
+/// with its error's exit code and where it is refused; its text names them.
+#[test]
+fn rules_lists_every_rule_of_the_tree_profile() {
+    use cestore::contract::{
+        capture_samples, check_samples, copy_from, copy_samples, declaration_samples,
+        ingest_samples,
+    };
+    use cestore::error::Error;
+    use cestore::store::ingest::tree::TreeIngestError;
+
+    let out = Command::new(util::bin())
+        .env_remove("CESTORE_DIR")
+        .args(["rules", "--json", "--store", "/nonexistent/cestore-store"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let rules: RulesOut = one_object(&out, "rules");
+    let listed = |id: &str, from: &str| {
+        let r = rules
+            .tree_rules
+            .iter()
+            .find(|r| r.rule == id)
+            .unwrap_or_else(|| panic!("{id} is not listed"));
+        assert!(r.from.iter().any(|f| f == from), "{id}: {:?}", r.from);
+        (r.code, r.kind.clone())
+    };
+    let mut errors: Vec<(&str, Error)> = Vec::new();
+    errors.extend(
+        capture_samples()
+            .into_iter()
+            .map(|e| ("capture", TreeIngestError::Capture(e).into())),
+    );
+    errors.extend(
+        declaration_samples()
+            .into_iter()
+            .map(|e| ("declarations", TreeIngestError::Declaration(e).into())),
+    );
+    errors.extend(ingest_samples().into_iter().map(|e| ("ingest", e.into())));
+    errors.extend(
+        copy_samples()
+            .into_iter()
+            .map(|e| (copy_from(&e), e.into())),
+    );
+    let mut ids = std::collections::BTreeSet::new();
+    for (from, e) in &errors {
+        if let Some(id) = e.rule() {
+            ids.insert(id);
+            let kind = e.error_kind();
+            assert_eq!(
+                listed(id, from),
+                (kind.exit_code(), kind.name().to_string()),
+                "{id}"
+            );
+        }
+    }
+    for e in check_samples() {
+        ids.insert(e.rule());
+        assert_eq!(listed(e.rule(), "stored"), (1, "integrity".to_string()));
+    }
+    assert_eq!(ids.len(), rules.tree_rules.len(), "no rule listed twice");
+    assert!(ids.contains("task-asset-symlink") && ids.contains("sandbox-copy-target-symlink"));
+
+    // docs/exit-codes.md lists each, with its code, kind and where refused.
+    let doc = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/exit-codes.md"))
+        .expect("docs/exit-codes.md");
+    for r in &rules.tree_rules {
+        let row = format!(
+            "| `{}` | {} | `{}` | {} | ",
+            r.rule,
+            r.code,
+            r.kind,
+            r.from.join(", ")
+        );
+        assert!(
+            doc.lines().any(|l| l.starts_with(&row)),
+            "docs/exit-codes.md lacks {row}"
+        );
+    }
+
+    let out = Command::new(util::bin()).arg("rules").output().unwrap();
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for id in &ids {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("tree rule") && l.contains(&format!(" {id} ("))),
+            "{id} missing:\n{text}"
+        );
+    }
+}
+
+/// The reports of `ingest --profile tree|dependency|task`, `checkout
+/// --writable` and `materialize` fit their documented schema.
+#[test]
+fn tree_reports_fit_the_documented_schema() {
+    let env = TestEnv::new();
+    let repo = env.path("repo");
+    write(&repo.join("assets/a.txt"), "alpha\n");
+    fs::create_dir_all(repo.join("assets/empty")).unwrap();
+    write(&repo.join("node_modules/pkg/cli.js"), "#!/bin/sh\n");
+    util::chmod(&repo.join("node_modules/pkg/cli.js"), 0o755);
+    fs::create_dir_all(repo.join("node_modules/.bin")).unwrap();
+    symlink("../pkg/cli.js", repo.join("node_modules/.bin/cli")).unwrap();
+    let task = env.path("task.json");
+    write(
+        &task,
+        r#"{"sandbox_copy": ["assets"], "sandbox_dependencies": [{"source": "node_modules", "target": "node_modules"}]}"#,
+    );
+
+    let tree: IngestTreeOut = run_typed(
+        &env,
+        &[
+            os("ingest"),
+            os("--profile"),
+            os("tree"),
+            repo.as_os_str(),
+            os("--copy"),
+            os("assets"),
+        ],
+    );
+    assert!(tree.ok && !tree.already_present);
+    assert_eq!(
+        (tree.profile.as_str(), tree.name.as_str()),
+        ("tree", "tree")
+    );
+    is_digest(&tree.manifest_digest);
+    assert_eq!(tree.declarations, ["assets"]);
+    assert_eq!((tree.entries, tree.total_bytes), (3, 6));
+    absolute(&tree.source);
+    absolute(&tree.store);
+
+    let deps: IngestDependencyOut = run_typed(
+        &env,
+        &[
+            os("ingest"),
+            os("--profile"),
+            os("dependency"),
+            repo.as_os_str(),
+            os("--source"),
+            os("node_modules"),
+            os("--target"),
+            os("node_modules"),
+        ],
+    );
+    assert!(deps.ok);
+    assert_eq!(deps.profile, "dependencies");
+    is_digest(&deps.digest);
+    is_digest(&deps.dependency_content_digest);
+    let dep = &deps.dependencies[0];
+    assert_eq!(dep.snapshot_path, "dependencies/00000/payload");
+    assert_eq!(dep.kind, "directory");
+    let link = dep.entries.iter().find(|e| e.kind == "symlink").unwrap();
+    assert_eq!(
+        (link.path.as_str(), link.link_target.as_str()),
+        ("payload/.bin/cli", "../pkg/cli.js")
+    );
+    assert_eq!(deps.entries, dep.entries.len() as u64);
+
+    let sha = "b".repeat(40);
+    let task: IngestTaskOut = run_typed(
+        &env,
+        &[
+            os("ingest"),
+            os("--profile"),
+            os("task"),
+            repo.as_os_str(),
+            os("--task"),
+            task.as_os_str(),
+            os("--resolved-sha"),
+            os(&sha),
+        ],
+    );
+    assert!(task.ok && task.profile == "task");
+    is_digest(&task.digest);
+    assert_eq!(task.manifest_digest, tree.manifest_digest);
+    assert_eq!(task.dependency_manifest_digest, deps.digest);
+    assert_eq!(
+        task.dependency_content_digest,
+        deps.dependency_content_digest
+    );
+    assert_eq!(task.resolved_sha, sha);
+    assert_eq!(task.harness_identity, "");
+    assert_eq!(
+        task.dependency_declarations,
+        [("node_modules".to_string(), "node_modules".to_string())]
+    );
+    let file = task.entries.iter().find(|e| e.kind == "file").unwrap();
+    assert_eq!(
+        (file.path.as_str(), file.size, file.mode),
+        ("assets/a.txt", 6, 0)
+    );
+    assert_eq!(file.sha256, sha_hex(b"alpha\n"));
+    absolute(&task.repo_identity);
+
+    let copy = env.path("copy");
+    let writable: WritableOut = run_typed(
+        &env,
+        &[
+            os("checkout"),
+            os("--writable"),
+            os(&task.digest),
+            copy.as_os_str(),
+        ],
+    );
+    assert!(writable.ok && writable.writable);
+    assert_eq!(writable.manifest_digest, task.digest);
+    assert_eq!(writable.profile, "task");
+    assert_eq!(writable.path, copy.to_str().unwrap());
+    assert_eq!(writable.reflinked + writable.copied, 2);
+    assert_eq!(writable.symlinks, 1);
+    assert_eq!(writable.max_fallback_bytes, 2 << 30);
+
+    let clone = env.path("clone");
+    fs::create_dir_all(&clone).unwrap();
+    let materialized: MaterializeOut = run_typed(
+        &env,
+        &[os("materialize"), os(&task.digest), clone.as_os_str()],
+    );
+    assert!(materialized.ok);
+    assert_eq!(materialized.digest, task.digest);
+    assert_eq!(materialized.clone, clone.to_str().unwrap());
+    assert_eq!(materialized.declarations, ["assets"]);
+    assert_eq!(
+        (
+            materialized.reflinked + materialized.copied,
+            materialized.directories,
+            materialized.symlinks
+        ),
+        (1, 2, 0)
+    );
+    assert!(materialized.bytes_copied <= 6);
+
+    // verify --tree of the task's view: clean, then a changed link named.
+    let view: PathOut = run_typed(&env, &[os("path"), os(&task.digest)]);
+    let tree_out: TreeOut = run_typed(
+        &env,
+        &[os("verify"), os("--tree"), os(&view.path), os(&task.digest)],
+    );
+    assert!(tree_out.ok && tree_out.differences.is_empty());
+}
+
+/// A refusal of `ingest --profile`, `checkout --writable` and `materialize`
+/// prints one JSON error object with its code, kind and rule, and changes
+/// nothing in the store.
+#[test]
+fn tree_failures_print_one_json_error_object() {
+    let env = TestEnv::new();
+    let repo = env.path("repo");
+    write(&repo.join("assets/a.txt"), "alpha\n");
+    let task = env.path("task.json");
+    write(&task, r#"{"sandbox_copy": ["assets"]}"#);
+    let sha = "c".repeat(40);
+    let ingest_task = |task: &Path, repo: &Path| -> Vec<OsString> {
+        [
+            os("ingest"),
+            os("--profile"),
+            os("task"),
+            repo.as_os_str(),
+            os("--task"),
+            task.as_os_str(),
+            os("--resolved-sha"),
+            os(&sha),
+        ]
+        .iter()
+        .map(|a| a.to_os_string())
+        .collect()
+    };
+    let args = ingest_task(&task, &repo);
+    let ingested: IngestTaskOut = run_typed(
+        &env,
+        &args.iter().map(OsString::as_os_str).collect::<Vec<_>>(),
+    );
+    let d = ingested.digest;
+
+    let linked = env.path("linked");
+    write(&linked.join("real/a.txt"), "a\n");
+    symlink("real", linked.join("assets")).unwrap();
+    let bad_task = env.path("bad-task.json");
+    write(&bad_task, r#"{"sandbox_copy": 7}"#);
+    let clone = env.path("clone");
+    fs::create_dir_all(&clone).unwrap();
+    symlink("elsewhere", clone.join("assets")).unwrap();
+    let missing = env.path("missing-clone");
+    let from = |name, code, kind, args: Vec<OsString>| Case {
+        name,
+        args,
+        code,
+        kind,
+        rule: None,
+    };
+    let mut cases = vec![
+        ruled(
+            case(
+                "a symlink in a declared path (ingest --profile tree)",
+                3,
+                "rejected",
+                &[
+                    os("ingest"),
+                    os("--profile"),
+                    os("tree"),
+                    linked.as_os_str(),
+                    os("--copy"),
+                    os("assets"),
+                ],
+            ),
+            "task-asset-symlink",
+        ),
+        ruled(
+            from(
+                "sandbox_copy not a list (ingest --profile task)",
+                3,
+                "rejected",
+                ingest_task(&bad_task, &repo),
+            ),
+            "task-copy-not-a-list",
+        ),
+        ruled(
+            from(
+                "no repository (ingest --profile task)",
+                3,
+                "rejected",
+                ingest_task(&task, &env.path("no-repo")),
+            ),
+            "task-asset-real-directory",
+        ),
+        case(
+            "a bound above the harness's (ingest --profile tree)",
+            2,
+            "usage",
+            &[
+                os("ingest"),
+                os("--profile"),
+                os("tree"),
+                repo.as_os_str(),
+                os("--max-entries"),
+                os("100001"),
+            ],
+        ),
+        ruled(
+            case(
+                "a declared root that is a symlink in the clone (materialize)",
+                3,
+                "rejected",
+                &[os("materialize"), os(&d), clone.as_os_str()],
+            ),
+            "sandbox-copy-target-symlink",
+        ),
+        ruled(
+            case(
+                "no clone (materialize)",
+                4,
+                "not-found",
+                &[os("materialize"), os(&d), missing.as_os_str()],
+            ),
+            "asset-staging-clone-not-a-directory",
+        ),
+        case(
+            "a fallback bound above 2 GiB (checkout --writable)",
+            2,
+            "usage",
+            &[
+                os("checkout"),
+                os("--writable"),
+                os(&d),
+                env.path("copy").as_os_str(),
+                os("--max-fallback-bytes"),
+                os("2147483649"),
+            ],
+        ),
+    ];
+    for c in &mut cases {
+        c.args.push("--store".into());
+        c.args.push(env.store.clone().into_os_string());
+    }
+    let before = util_state(&env);
+    for c in &cases {
+        check_json_case(c, &["--json"]);
+        check_json_case(c, &[]);
+    }
+    assert_eq!(
+        util_state(&env),
+        before,
+        "a failed command changed the store"
+    );
+    assert_eq!(
+        fs::read_link(clone.join("assets")).unwrap(),
+        Path::new("elsewhere")
+    );
+    assert!(!missing.exists() && !env.path("copy").exists());
 }

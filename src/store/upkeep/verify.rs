@@ -509,11 +509,11 @@ pub struct TreeReport {
     pub differences: Vec<Difference>,
 }
 
-/// Audits a directory against a snapshot.
+/// Audits a directory against a snapshot: its files, and for a tree kind
+/// its directories and symlinks too.
 pub fn audit_tree(store: &Store, dir: &Path, digest: &str) -> Result<TreeReport> {
     let digest = resolve(store.catalogue(), digest)?;
-    let entries = store.catalogue().files(&digest)?;
-    let differences = tree::matches(dir, &entries)?;
+    let differences = tree::differences(store, &digest, dir)?;
     Ok(TreeReport {
         tree: std::path::absolute(dir)
             .unwrap_or_else(|_| dir.to_path_buf())
