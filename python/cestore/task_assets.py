@@ -95,6 +95,9 @@ _FALLBACK_BOUND = ("MAX_BUFFERED_FALLBACK_BYTES", "--max-fallback-bytes", MAX_BU
 _DECLARATION_RULE_PREFIXES = ("task-copy-", "task-dependencies-", "task-dependency-")
 _DECLARATION_RULES = frozenset({"task-asset-path-bytes"})
 
+# The binary's refusals by a rule (exit 3, and exit 4 for what is not there): the harness's SandboxError.
+_REFUSED = (_errors.Rejected, _errors.NotFound)
+
 # A system error the harness leaves unwrapped, as the binary prints it: `[Errno N] text: 'name'`.
 _OS_ERROR = re.compile(r"\[Errno (\d+)\] (.*?)(?:: (['\"])(.*)\3)?")
 
@@ -289,14 +292,17 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
             made = last[key] = Store(path)
         return made
 
-    def lowered(bounds: tuple[tuple[str, str, int], ...]) -> list[str]:
-        """The flags of the namespace's bounds that are below the binary's."""
-        flags = []
+    def lowered(bounds: tuple[tuple[str, str, int], ...]) -> dict[str, int]:
+        """The namespace's bounds that are below the binary's, by their flags."""
+        flags = {}
         for name, flag, ceiling in bounds:
             value = int(ns[name])
             if value < ceiling:
-                flags.append(f"{flag}={max(value, 0)}")
+                flags[flag] = max(value, 0)
         return flags
+
+    def flag_args(flags: Mapping[str, int]) -> list[str]:
+        return [f"{flag}={value}" for flag, value in flags.items()]
 
     def harness_root() -> Path:
         root = ns["CESTORE_HARNESS_ROOT"]
@@ -326,9 +332,12 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
         *,
         scratch: Path,
         binding: Optional[Mapping[str, Any]] = None,
-        extra: tuple[str, ...] = (),
+        bounds: Optional[Mapping[str, int]] = None,
     ) -> dict[str, Any]:
-        """`cestore ingest --profile task` of `declarations` in `repo`: its JSON report, or its error raised."""
+        """`cestore ingest --profile task` of `declarations` in `repo`: its JSON report, or its error raised.
+
+        `bounds` replace the namespace's (by flag).
+        """
         work = Path(tempfile.mkdtemp(prefix=".task-", dir=scratch))
         try:
             task_file = work / "task.json"
@@ -339,8 +348,7 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
                 f"--task={task_file}",
                 f"--resolved-sha={resolved_sha}",
                 f"--harness-root={harness_root()}",
-                *[f for f in lowered(_CAPTURE_BOUNDS) if f.split("=")[0] not in {e.split("=")[0] for e in extra}],
-                *extra,
+                *flag_args({**lowered(_CAPTURE_BOUNDS), **(bounds or {})}),
             ]
             if binding is not None:
                 binding_file = work / "binding.json"
@@ -360,8 +368,8 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
         """
         with tempfile.TemporaryDirectory(prefix="cestore-task-check-") as scratch:
             try:
-                run_ingest(declarations, repo, "unbound", scratch=Path(scratch), extra=("--max-entries=0",))
-            except _errors.Rejected as exc:
+                run_ingest(declarations, repo, "unbound", scratch=Path(scratch), bounds={"--max-entries": 0})
+            except _REFUSED as exc:
                 return harness_error(exc) if _is_declaration_rule(exc.rule) else None
             except _errors.Error:
                 return None
@@ -405,10 +413,12 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
             (files) and `bytes_copied` (the buffered fallback's bytes).
             """
             clone = ns["real_directory"](clone, label="asset-staging clone")
-            args = ["materialize", *lowered((_FALLBACK_BOUND,)), "--", self.digest, os.fspath(clone)]
+            args = ["materialize", *flag_args(lowered((_FALLBACK_BOUND,))), "--", self.digest, os.fspath(clone)]
             try:
                 return store().run(*args)
-            except _errors.Rejected as exc:
+            except _REFUSED as exc:
+                if exc.rule is None:
+                    raise
                 raise harness_error(exc) from None
 
         def dependency_mounts(self, clone: Path) -> list[Any]:
@@ -485,7 +495,9 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
                     scratch=self.root,
                     binding=expected_dependency_binding,
                 )
-            except _errors.Rejected as exc:
+            except _REFUSED as exc:
+                if exc.rule is None:
+                    raise
                 raise harness_error(exc) from None
             self.last_ingest = out
             digest = out["digest"]
