@@ -41,12 +41,30 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     let output = output::Output::choose(cli)?;
     match &cli.command {
         Command::Ingest(a) => ingest(output, &root, a, out),
+        Command::IngestProfile(a) => {
+            let opts = a.options()?;
+            emit(
+                output,
+                out,
+                &crate::store::ingest::tree::ingest_tree(&|need| cmd::open(&root, need), &opts)?,
+            )
+        }
         Command::Digest(a) => emit(output, out, &cmd::digest::digest(&a.into())?),
         Command::Show(a) if a.manifest => {
             emit(output, out, &cmd::show::manifest(&root, &a.digest)?)
         }
         Command::Show(a) => fitted(cli, output, &root, out, &cmd::show::show(&root, &a.into())?),
+        Command::Checkout(a) if a.writable => emit(
+            output,
+            out,
+            &cmd::checkout::writable(&root, &a.digest, &a.dest, a.max_fallback_bytes)?,
+        ),
         Command::Checkout(a) => emit(output, out, &cmd::checkout::checkout(&root, &a.into())?),
+        Command::Materialize(a) => emit(
+            output,
+            out,
+            &cmd::checkout::materialize(&root, &a.digest, &a.clone, a.max_fallback_bytes)?,
+        ),
         Command::Discard(a) => emit(output, out, &cmd::discard::discard(&root, &a.into())?),
         Command::Path(a) => emit(output, out, &cmd::path::path(&root, &a.digest)?),
         Command::Stage(a) => stage(output, &root, a, out),

@@ -154,6 +154,38 @@ impl Report for CheckoutReport {
     }
 }
 
+impl Report for crate::cmd::checkout::WritableReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.path)?;
+        writeln!(
+            w,
+            "{} ({}): {} reflinked, {} copied ({} bytes), {}, {}",
+            self.manifest_digest,
+            self.profile,
+            self.written.reflinked,
+            self.written.copied,
+            self.written.bytes_copied,
+            counted(self.written.directories, "directory", "directories"),
+            counted(self.written.symlinks, "symlink", "symlinks"),
+        )
+    }
+}
+
+impl Report for crate::cmd::checkout::MaterializeReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.clone.display())?;
+        writeln!(
+            w,
+            "{}: {} replaced; {} reflinked, {} copied ({} bytes)",
+            self.digest,
+            counted(self.declarations.len(), "root", "roots"),
+            self.written.reflinked,
+            self.written.copied,
+            self.written.bytes_copied,
+        )
+    }
+}
+
 impl Report for crate::cmd::key::GeneratedKey {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(
@@ -744,5 +776,75 @@ impl Report for RulesReport {
             writeln!(w, "flag        {:<18} {}", f.flag, f.keyword)?;
         }
         Ok(())
+    }
+}
+
+impl Report for crate::store::ingest::tree::TreeIngestReport {
+    /// One line per digest, each named by the harness's field.
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        use crate::store::ingest::tree::{StoredCounts, TreeIngestReport};
+        let stored = |s: &StoredCounts| {
+            format!(
+                "{}: {} ({}), {} reused",
+                if s.already_present {
+                    "already stored"
+                } else {
+                    "stored"
+                },
+                counted(s.new_objects, "new object", "new objects"),
+                counted(s.bytes_written, "byte", "bytes"),
+                s.reused_objects
+            )
+        };
+        match self {
+            TreeIngestReport::Tree(r) => writeln!(
+                w,
+                "{}  task_asset_manifest_digest: tree {}, {}, {}; {}",
+                r.manifest_digest,
+                r.name,
+                counted(r.entries, "entry", "entries"),
+                counted(r.total_bytes, "byte", "bytes"),
+                stored(&r.stored)
+            ),
+            TreeIngestReport::Dependencies(r) => {
+                writeln!(
+                    w,
+                    "{}  sandbox_dependency_manifest_digest: {} {}, {}, {}; {}",
+                    r.digest,
+                    r.name,
+                    counted(r.dependencies.len(), "dependency", "dependencies"),
+                    counted(r.entries, "entry", "entries"),
+                    counted(r.total_bytes, "byte", "bytes"),
+                    stored(&r.stored)
+                )?;
+                writeln!(
+                    w,
+                    "{}  sandbox_dependency_content_digest",
+                    r.dependency_content_digest
+                )
+            }
+            TreeIngestReport::Task(r) => {
+                writeln!(
+                    w,
+                    "{}  task_asset_snapshot_digest: task {} at {}, {}; {}",
+                    r.digest,
+                    r.name,
+                    r.resolved_sha,
+                    counted(r.total_bytes, "byte", "bytes"),
+                    stored(&r.stored)
+                )?;
+                writeln!(w, "{}  task_asset_manifest_digest", r.manifest_digest)?;
+                writeln!(
+                    w,
+                    "{}  sandbox_dependency_manifest_digest",
+                    r.dependency_manifest_digest
+                )?;
+                writeln!(
+                    w,
+                    "{}  sandbox_dependency_content_digest",
+                    r.dependency_content_digest
+                )
+            }
+        }
     }
 }

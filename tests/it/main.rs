@@ -30,6 +30,8 @@ mod rules;
 mod secrets;
 mod signals;
 mod signing;
+mod tree_views;
+mod trees;
 mod upkeep;
 mod urls;
 mod views;

@@ -190,12 +190,23 @@ impl Store {
             // resolved (an `rm` racing this command), not damaged.
             self.catalogue().snapshot(digest)?;
         }
-        crate::profile::Profile::check_entries(&crate::profile::ce::CE, &entries).map_err(
-            |rule| crate::error::Damage::SnapshotBreaksRule {
-                digest: *digest,
-                rule: rule.to_string(),
-            },
-        )?;
+        let breaks = |rule: String| crate::error::Damage::SnapshotBreaksRule {
+            digest: *digest,
+            rule,
+        };
+        if self.catalogue().snapshot(digest)?.profile != "ce" {
+            // A tree kind: its manifest holds what the rows do not (its
+            // directories and symlinks), and its own checks.
+            let bytes = self.catalogue().manifest_bytes(digest)?;
+            let manifest = Manifest::parse(&bytes).map_err(|e| breaks(e.to_string()))?;
+            if let Some(stored) = &manifest.tree {
+                crate::profile::tree::stored::check(stored, &|_| true)
+                    .map_err(|e| breaks(e.to_string()))?;
+            }
+            return Ok(entries);
+        }
+        crate::profile::Profile::check_entries(&crate::profile::ce::CE, &entries)
+            .map_err(|rule| breaks(rule.to_string()))?;
         Ok(entries)
     }
 
@@ -382,7 +393,7 @@ impl Store {
 /// canonical manifest of `digest`.
 pub fn read_manifest_file(path: &Path, digest: &ManifestDigest) -> Result<Manifest> {
     match read_checked(path, digest) {
-        ManifestFile::Sound(m) => Ok(m),
+        ManifestFile::Sound(m) => Ok(*m),
         ManifestFile::Damaged(d) => Err(d.0),
     }
 }
@@ -404,7 +415,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>> {
 /// damaged, why and the bytes read (none when it could not be read), for
 /// [`mark_named`].
 enum ManifestFile {
-    Sound(Manifest),
+    Sound(Box<Manifest>),
     Damaged(Box<(Error, Vec<u8>)>),
 }
 
@@ -442,7 +453,7 @@ fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
         };
         return damaged(e, bytes);
     }
-    ManifestFile::Sound(manifest)
+    ManifestFile::Sound(Box::new(manifest))
 }
 
 /// Adds to `live` every object among `present` that `bytes` name, read
