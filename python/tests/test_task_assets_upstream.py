@@ -134,9 +134,9 @@ def _binary_support() -> str | None:
         binary = cestore.find_binary()
     except cestore.BinaryNotFound as exc:
         return str(exc)
-    ingest = subprocess.run([binary, "ingest", "--help"], capture_output=True, text=True, check=False)
-    if "--profile" not in ingest.stdout + ingest.stderr:
-        return f"{binary} has no `ingest --profile` (tree snapshots)"
+    ingest = subprocess.run([binary, "ingest", "--profile", "task", "--help"], capture_output=True, text=True, check=False)
+    if ingest.returncode != 0 or "--resolved-sha" not in ingest.stdout:
+        return f"{binary} has no `ingest --profile task` (tree snapshots)"
     materialize = subprocess.run([binary, "materialize", "--help"], capture_output=True, text=True, check=False)
     if materialize.returncode != 0:
         return f"{binary} has no `materialize`"
@@ -832,6 +832,8 @@ def _walk(root: Path) -> list[dict[str, Any]]:
                 row.update(kind="symlink", link_target=os.readlink(path))
             elif stat.S_ISDIR(st.st_mode):
                 row.update(kind="directory")
+            elif not stat.S_ISREG(st.st_mode):
+                row.update(kind="special")
             else:
                 data = path.read_bytes()
                 row.update(kind="file", size=len(data), sha256=hashlib.sha256(data).hexdigest())
