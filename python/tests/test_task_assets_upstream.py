@@ -677,6 +677,57 @@ def test_harness_sandbox_copy_does_not_treat_parent_escapes_as_corpus(
 # --- the drop-in's own ------------------------------------------------------------------------
 
 
+def test_stage_task_assets_refuses_as_the_harness_and_its_checks_record_nothing(
+    harness: Harness, tmp_path: Path, store_dir: Path
+) -> None:
+    # stage_task_assets tells malformed declarations (the harness's own message) from well-formed
+    # ones that are not the snapshot's; the binary answers which, and that check records nothing.
+    ta, error = harness.task_assets, harness.sandbox.SandboxError
+    repo, _ = _repo_and_task(tmp_path, {"assets/a": b"a", "dependency/x": b"x"})
+    task = {"sandbox_copy": ["assets"], "sandbox_dependencies": [{"source": "dependency", "target": "dependency"}]}
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    store = cestore.Store(store_dir)
+    with ta.TaskAssetCache(tmp_path / "cache") as cache:
+        snapshot = cache.prepare(task, repo=repo, resolved_sha=SHA)
+        recorded = store.run("list")["snapshots"]
+        cases = [
+            ({**task, "sandbox_copy": ["/etc"]}, "sandbox_copy must be a repository-relative path: '/etc'"),
+            ({**task, "sandbox_copy": ("assets",)}, "sandbox_copy must be a list of nonblank repository-relative paths"),
+            ({**task, "sandbox_copy": ["dependency"]}, "task asset snapshot does not match this task declaration"),
+            ({**task, "sandbox_copy": []}, "task asset snapshot does not match this task declaration"),
+            ({**task, "sandbox_dependencies": "x"}, "sandbox_dependencies must be a list"),
+            ({**task, "sandbox_dependencies": [{"source": "dependency", "target": "../x"}]},
+             "dependency target must stay inside the clone: ../x"),
+            ({**task, "sandbox_dependencies": [{"source": "dependency", "target": "other"}]},
+             "task asset snapshot does not match this dependency declaration"),
+            ({**task, "sandbox_dependencies": []}, "task asset snapshot does not match this dependency declaration"),
+        ]
+        for staged, message in cases:
+            with pytest.raises(error) as raised:
+                ta.stage_task_assets(staged, repo=repo, clone=clone, snapshot=snapshot)
+            assert str(raised.value) == message, staged
+        other_repo = tmp_path / "other"
+        other_repo.mkdir()
+        with pytest.raises(error, match="^task asset snapshot does not match this task declaration$"):
+            ta.stage_task_assets(task, repo=other_repo, clone=clone, snapshot=snapshot)
+        # Without a snapshot: malformed declarations first, then the dependencies' own refusal.
+        unowned = [
+            ({**task, "sandbox_copy": [""]}, "sandbox_copy must be a list of nonblank repository-relative paths"),
+            ({**task, "sandbox_dependencies": [{"source": "/usr"}]},
+             "sandbox_dependencies entries require only nonblank source and target"),
+            (task, "sandbox_dependencies require a caller-owned immutable task asset snapshot"),
+        ]
+        for staged, message in unowned:
+            with pytest.raises(error) as raised:
+                ta.stage_task_assets(staged, repo=repo, clone=clone)
+            assert str(raised.value) == message, staged
+        assert store.run("list")["snapshots"] == recorded
+        # A task without dependencies is staged from a snapshot of its own.
+        assert ta.stage_task_assets({"sandbox_copy": ["assets"]}, repo=repo, clone=clone) == []
+        assert (clone / "assets" / "a").read_bytes() == b"a"
+
+
 UPSTREAM_NAMES = (
     "MAX_TASK_ASSET_ENTRIES",
     "MAX_TASK_ASSET_PATH_BYTES",
