@@ -248,6 +248,59 @@ def test_snapshot_is_reused_frozen_and_isolates_arm_writes(harness: Harness, tmp
         assert report["reflinked"] + report["copied"] == 1
 
 
+@pytest.fixture
+def xfs(tmp_path: Path) -> Iterator[Path]:
+    """A loop-mounted XFS with reflinks (root only), unmounted afterwards; skipped, saying why, where none can be."""
+    image, mount = tmp_path / "xfs.img", tmp_path / "xfs"
+    mount.mkdir()
+    with image.open("wb") as made:
+        made.truncate(300 << 20)
+    for argv in (["mkfs.xfs", "-q", "-m", "reflink=1", str(image)], ["mount", "-o", "loop", str(image), str(mount)]):
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            done = subprocess.CompletedProcess(argv, 1, "", str(exc))
+        if done.returncode != 0:
+            reason = f"no XFS with reflinks could be mounted: {' '.join(argv)}: {done.stderr.strip()}"
+            print(f"SKIP: {reason}")
+            pytest.skip(reason)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+        image.unlink()
+
+
+def test_snapshot_is_reused_frozen_and_isolates_arm_writes_by_reflink(
+    harness: Harness, xfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The harness's test as it runs it: every file reflinked, with no buffered fallback allowed
+    # (its `MAX_BUFFERED_FALLBACK_BYTES = 0`); its fake reflink is XFS's real one here, the store,
+    # the repository and the clones all on it, and each materialize reports one reflink.
+    ta = harness.task_assets
+    monkeypatch.setattr(ta, "CESTORE_STORE", xfs / "store")
+    monkeypatch.setattr(ta, "MAX_BUFFERED_FALLBACK_BYTES", 0)
+    repo, task = _repo_and_task(xfs, {"assets/index": b"original"})
+    clone_a, clone_b = xfs / "clone-a", xfs / "clone-b"
+    clone_a.mkdir()
+    clone_b.mkdir()
+
+    with ta.TaskAssetCache(xfs / "cache") as cache:
+        snapshot = cache.prepare(task, repo=repo, resolved_sha=SHA)
+        assert cache.prepare(task, repo=repo, resolved_sha=SHA) is snapshot
+        snapshot_file = snapshot.root / "sandbox-copy" / "assets" / "index"
+        assert _read_only(snapshot.root) and _read_only(snapshot_file)
+
+        reports = [snapshot.materialize(clone) for clone in (clone_a, clone_b)]
+        (clone_a / "assets" / "index").write_bytes(b"arm-a")
+
+        assert snapshot_file.read_bytes() == b"original"
+        assert (clone_b / "assets" / "index").read_bytes() == b"original"
+        assert (clone_a / "assets" / "index").stat().st_ino != snapshot_file.stat().st_ino
+        assert (clone_b / "assets" / "index").stat().st_ino != snapshot_file.stat().st_ino
+        assert [(r["reflinked"], r["copied"], r["bytes_copied"]) for r in reports] == [(1, 0, 0), (1, 0, 0)]
+
+
 def test_snapshot_digest_binds_content_declaration_repo_and_sha(harness: Harness, tmp_path: Path) -> None:
     ta = harness.task_assets
     repo, task = _repo_and_task(tmp_path, {"one": b"1", "two": b"2"})
