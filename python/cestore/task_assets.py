@@ -317,8 +317,8 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
             if found is not None:
                 errno_, text, _, name = found.groups()
                 return OSError(int(errno_), text, *([name] if name is not None else []))
-        if exc.rule is not None and "harness-root" in exc.rule:
-            # The harness's own check of its root, for its own words.
+        if exc.rule == "task-asset-real-directory" and exc.path == str(harness_root()):
+            # The harness checks its root with its own function: its exception, in its words.
             try:
                 ns["real_directory"](harness_root(), label="harness sandbox_copy root")
             except BaseException as own:  # noqa: BLE001 - the harness's exception, whatever it is

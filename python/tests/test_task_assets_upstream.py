@@ -698,6 +698,31 @@ def test_review_case_sandbox_copy_does_not_fall_back_to_the_task_repo(
             cache.prepare(task, repo=repo, resolved_sha=SHA)
 
 
+def test_the_harness_root_is_checked_only_for_review_cases_by_the_harness_function(
+    harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The harness checks its root (`real_directory`) only when a declaration is a review case.
+    ta = harness.task_assets
+    repo, task = _repo_and_task(tmp_path, {"asset": b"x"})
+    missing = tmp_path / "no-harness"
+    monkeypatch.setattr(harness.runtime_mounts, "HARNESS_ROOT", missing)
+    calls: list[Path] = []
+
+    def checked(path: Path, *, label: str) -> Path:
+        calls.append(Path(path))
+        return harness.sandbox.real_directory(path, label=label)
+
+    monkeypatch.setattr(ta, "real_directory", checked)
+    with ta.TaskAssetCache(tmp_path / "cache") as cache:
+        cache.prepare(task, repo=repo, resolved_sha=SHA)
+        with pytest.raises(harness.sandbox.SandboxError) as raised:
+            cache.prepare(
+                {"sandbox_copy": ["eval/workflow_bench/review_cases/pr.patch"]}, repo=repo, resolved_sha=SHA
+            )
+    assert str(raised.value).startswith(f"harness sandbox_copy root must be a real directory: {missing}: [Errno 2]")
+    assert calls[-1] == missing
+
+
 def test_harness_sandbox_copy_does_not_treat_parent_escapes_as_corpus(
     harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
