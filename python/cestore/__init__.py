@@ -1,8 +1,9 @@
 """cestore: a content-addressed snapshot store for pinned plugin releases.
 
 The `cestore` binary is the engine; this package finds it (`find_binary`) and
-drives it through its `--json` output (`Store`). `cestore.runtime_mounts` is a
-drop-in for the benchmark harness's module of the same name.
+drives it through its `--json` output (`Store`). `cestore.runtime_mounts` and
+`cestore.task_assets` are drop-ins for the benchmark harness's modules of the
+same names.
 """
 
 import importlib as _importlib
@@ -115,12 +116,12 @@ __all__ = [
 
 
 def __getattr__(name: str) -> _Any:
-    # `cestore.runtime_mounts` without importing it first.
-    if name == "runtime_mounts":
-        return _importlib.import_module(".runtime_mounts", __name__)
+    # `cestore.runtime_mounts` and `cestore.task_assets` without importing them first.
+    if name in ("runtime_mounts", "task_assets"):
+        return _importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     # The public API only: not the private submodules or this module's own imports.
-    return sorted([*__all__, "runtime_mounts"])
+    return sorted([*__all__, "runtime_mounts", "task_assets"])

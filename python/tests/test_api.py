@@ -478,10 +478,11 @@ def test_wrong_types_raise_type_errors_naming_the_parameter(tmp_path: Path, stor
 
 
 def test_dir_shows_only_the_public_api() -> None:
-    assert dir(cestore) == sorted([*cestore.__all__, "runtime_mounts"])
+    assert dir(cestore) == sorted([*cestore.__all__, "runtime_mounts", "task_assets"])
     assert "annotations" not in dir(cestore)
     assert cestore.runtime_mounts.bind is not None
     assert isinstance(cestore.runtime_mounts.HARNESS_ROOT, Path)
+    assert cestore.task_assets.bind is not None
     with pytest.raises(AttributeError):
         cestore.no_such_name  # noqa: B018
 
