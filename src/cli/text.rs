@@ -807,12 +807,20 @@ impl Report for crate::store::ingest::tree::TreeIngestReport {
                 s.reused_objects
             )
         };
+        // A snapshot's kind, and the name it was given when not the kind's.
+        let named = |kind: &str, name: &str| {
+            if name == kind {
+                kind.to_string()
+            } else {
+                format!("{kind} {name:?}")
+            }
+        };
         match self {
             TreeIngestReport::Tree(r) => writeln!(
                 w,
-                "{}  task_asset_manifest_digest: tree {}, {}, {}; {}",
+                "{}  task_asset_manifest_digest: {}, {}, {}; {}",
                 r.manifest_digest,
-                r.name,
+                named("tree", &r.name),
                 counted(r.entries, "entry", "entries"),
                 counted(r.total_bytes, "byte", "bytes"),
                 stored(&r.stored)
@@ -820,9 +828,9 @@ impl Report for crate::store::ingest::tree::TreeIngestReport {
             TreeIngestReport::Dependencies(r) => {
                 writeln!(
                     w,
-                    "{}  sandbox_dependency_manifest_digest: {} {}, {}, {}; {}",
+                    "{}  sandbox_dependency_manifest_digest: {}, {}, {}, {}; {}",
                     r.digest,
-                    r.name,
+                    named("dependencies", &r.name),
                     counted(r.dependencies.len(), "dependency", "dependencies"),
                     counted(r.entries, "entry", "entries"),
                     counted(r.total_bytes, "byte", "bytes"),
@@ -837,9 +845,9 @@ impl Report for crate::store::ingest::tree::TreeIngestReport {
             TreeIngestReport::Task(r) => {
                 writeln!(
                     w,
-                    "{}  task_asset_snapshot_digest: task {} at {}, {}; {}",
+                    "{}  task_asset_snapshot_digest: {} at {}, {}; {}",
                     r.digest,
-                    r.name,
+                    named("task", &r.name),
                     r.resolved_sha,
                     counted(r.total_bytes, "byte", "bytes"),
                     stored(&r.stored)
