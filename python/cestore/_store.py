@@ -961,7 +961,7 @@ class Store:
     ) -> Union[View, WritableCopy]:
         """Makes a frozen read-only view of `digest` at `dest`, which must not exist.
 
-        With `writable`, a writable copy instead (a tree kind's): every file
+        With `writable`, a writable copy instead (of any kind): every file
         reflinked from its object, or copied where the filesystem cannot
         reflink, those copies bounded by `max_fallback_bytes` (default and
         ceiling 2 GiB); a `WritableCopy` is returned. Nothing of it is
@@ -970,8 +970,8 @@ class Store:
         if not isinstance(writable, bool):
             raise TypeError(f"writable must be a bool, not {type(writable).__name__}")
         args = ["checkout"]
-        if _str("method", method, optional=True) is not None:
-            args += ["--method", method]
+        if method is not None:
+            args += ["--method", _str("method", method)]
         if writable:
             args.append("--writable")
         args += _fallback_args(max_fallback_bytes)

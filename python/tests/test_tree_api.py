@@ -59,7 +59,7 @@ def _repo(root: Path) -> Path:
     return root
 
 
-TASK = {
+TASK: dict[str, Any] = {
     "sandbox_copy": ["assets", "docs"],
     "sandbox_dependencies": [
         {"source": "node_modules", "target": "node_modules"},
@@ -281,6 +281,9 @@ def test_writable_checkout(tmp_path: Path, store_dir: Path) -> None:
     with pytest.raises(cestore.UsageError) as usage:
         store.checkout(task.digest, tmp_path / "w3", writable=True, max_fallback_bytes=2 * 1024**3 + 1)
     assert "max_fallback_bytes" in usage.value.message and "--max-fallback-bytes" not in usage.value.message
+    with pytest.raises(cestore.UsageError) as read_only:
+        store.checkout(task.digest, tmp_path / "w3", max_fallback_bytes=1)
+    assert "writable" in read_only.value.message and not (tmp_path / "w3").exists()
     with pytest.raises(TypeError):
         store.checkout(task.digest, tmp_path / "w3", writable="yes")  # type: ignore[call-overload]
 
@@ -394,3 +397,42 @@ def test_tree_objects_are_shared_with_a_ce_plugin(tmp_path: Path, store_dir: Pat
     assert info.entries == () and info.dependencies == () and info.task is None
     report = store.verify()
     assert report.ok and report.snapshots_checked == 2
+    # A writable copy of the CE snapshot too.
+    copy = store.checkout(ce.manifest_digest, tmp_path / "ce-rw", writable=True)
+    assert copy.profile == "ce" and copy.reflinked + copy.copied == 4
+    assert (tmp_path / "ce-rw" / "skills" / "ce-plan" / "SKILL.md").read_bytes() == b"# ce-plan\n"
+
+
+def _frozen_all_the_way_down(value: Any, where: str) -> None:
+    """Every part of `value` is a frozen dataclass, a tuple of them, or a scalar (the `raw` JSON aside)."""
+    if dataclasses.is_dataclass(value):
+        assert getattr(type(value), "__dataclass_params__").frozen, where
+        for f in dataclasses.fields(value):
+            if f.name != "raw":
+                _frozen_all_the_way_down(getattr(value, f.name), f"{where}.{f.name}")
+    elif isinstance(value, tuple):
+        for i, item in enumerate(value):
+            _frozen_all_the_way_down(item, f"{where}[{i}]")
+    else:
+        assert value is None or isinstance(value, (str, int, bool, Path)), f"{where}: {type(value).__name__}"
+
+
+def test_every_tree_result_is_a_frozen_dataclass_all_the_way_down(tmp_path: Path, store_dir: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    store = cestore.Store()
+    task = store.ingest_task(repo, TASK, "0123abc")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    results = {
+        "ingest_tree": store.ingest_tree(repo, ["assets"]),
+        "ingest_dependencies": store.ingest_dependencies(repo, [("node_modules", "node_modules")]),
+        "ingest_task": task,
+        "show(task)": store.show(task.digest),
+        "show(dependencies)": store.show(task.dependency_manifest_digest),
+        "checkout(writable)": store.checkout(task.digest, tmp_path / "w", writable=True),
+        "materialize": store.materialize(task.digest, clone),
+    }
+    for name, result in results.items():
+        _frozen_all_the_way_down(result, name)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        task.entries[0].path = "x"  # type: ignore[misc]
