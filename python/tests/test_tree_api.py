@@ -436,3 +436,22 @@ def test_every_tree_result_is_a_frozen_dataclass_all_the_way_down(tmp_path: Path
         _frozen_all_the_way_down(result, name)
     with pytest.raises(dataclasses.FrozenInstanceError):
         task.entries[0].path = "x"  # type: ignore[misc]
+
+
+def test_a_review_case_is_read_from_the_harness_root(tmp_path: Path, store_dir: Path) -> None:
+    repo = _repo(tmp_path / "repo")
+    harness = tmp_path / "harness"
+    case = harness / "eval" / "workflow_bench" / "review_cases" / "case1"
+    case.mkdir(parents=True)
+    (case / "notes.md").write_bytes(b"review notes\n")
+    store = cestore.Store()
+    task = {"sandbox_copy": ["eval/workflow_bench/review_cases/case1", "docs"]}
+    with pytest.raises(cestore.UsageError) as no_root:
+        store.ingest_task(repo, task, "0123abc")
+    assert no_root.value.message.endswith("is read from the harness root: pass harness_root"), no_root.value
+    made = store.ingest_task(repo, task, "0123abc", harness_root=harness)
+    assert made.harness_identity == str(harness)
+    notes = {e.path: e for e in made.entries}["eval/workflow_bench/review_cases/case1/notes.md"]
+    assert notes.sha256 == hashlib.sha256(b"review notes\n").hexdigest()
+    assert made.dependencies == () and made.dependency_declarations == ()
+    assert store.show(made.digest).task.harness_identity == str(harness)  # type: ignore[union-attr]
