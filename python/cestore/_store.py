@@ -1067,13 +1067,17 @@ class Store:
         """Captures the `sandbox_copy` paths `copy` of `repo` as the harness does and records a `tree` snapshot.
 
         `copy` are paths relative to `repo`; None captures every name at its
-        top level. A path the harness refuses raises `Rejected`, with the
-        harness's `rule` and message; nothing is recorded.
+        top level. An empty `copy` is refused here (ValueError): the command
+        line reads no path as every name, and an empty `sandbox_copy` is a
+        task's (`ingest_task`). A path the harness refuses raises `Rejected`,
+        with the harness's `rule` and message; nothing is recorded.
         """
         args = ["ingest", "--profile", "tree", *_tree_common(name, limits)]
         if copy is not None:
-            for rel in _strs("copy", copy):
-                args.append(f"--copy={rel}")
+            paths = _strs("copy", copy)
+            if not paths:
+                raise ValueError("copy=[] names no path: give None for every top-level name, or use ingest_task")
+            args += [f"--copy={rel}" for rel in paths]
         return TreeIngest._of(self._typed_tree(*args, "--", _path("repo", repo)))
 
     def ingest_dependencies(

@@ -368,6 +368,13 @@ def test_refusals_raise_typed_errors_and_record_nothing(tmp_path: Path, store_di
         store.ingest_dependencies(repo, [("node_modules",)])  # type: ignore[list-item]
     with pytest.raises(TypeError):
         store.ingest_tree(repo, "assets")
+    # No path is not every path: the command line would read it so.
+    with pytest.raises(ValueError, match="copy=\\[\\] names no path"):
+        store.ingest_tree(repo, [])
+    assert _snapshots(store) == before
+    empty = store.ingest_task(repo, {"sandbox_copy": []}, "0123abc")
+    assert empty.entries == () and empty.manifest_digest == _digest([])
+    assert store.show(empty.manifest_digest).entries == ()
     with pytest.raises(TypeError):
         store.ingest_tree(repo, limits=cestore.Bounds(files=1))  # type: ignore[arg-type]
 
