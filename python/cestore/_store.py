@@ -7,15 +7,28 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union, overload
 
 from . import _contract
 from ._errors import Error, from_json
 from ._find import find_binary
+from ._trees import (
+    Dependency,
+    DependenciesIngest,
+    HarnessDigests,
+    Materialized,
+    TaskIdentity,
+    TaskIngest,
+    TreeEntry,
+    TreeIngest,
+    TreeLimits,
+    WritableCopy,
+    parse_stored,
+)
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -424,7 +437,15 @@ class ViewRecord:
 @dataclass(frozen=True)
 class SnapshotInfo:
     """What the store knows about a snapshot (`show`): `views` are its recorded views; `sources` its
-    source records, oldest first; `attestations` who signed it."""
+    source records, oldest first; `attestations` who signed it.
+
+    `profile` is the snapshot's kind: `ce` (a plugin release), `tree`,
+    `dependencies` or `task`. A tree kind has `harness_digests` (the
+    harness's digest fields it answers to) and its contents: a `tree` its
+    `entries`; a `dependencies` list its `dependencies`; a `task` its
+    identity (`task`) with the entries and dependencies of the two
+    snapshots it names.
+    """
 
     provenance: Provenance
     first_ingested_at: str
@@ -433,6 +454,11 @@ class SnapshotInfo:
     views: tuple[ViewRecord, ...]
     sources: tuple[SourceEntry, ...] = ()
     attestations: tuple[SignedBy, ...] = ()
+    profile: str = "ce"
+    harness_digests: HarnessDigests = HarnessDigests()
+    entries: tuple[TreeEntry, ...] = ()
+    dependencies: tuple[Dependency, ...] = ()
+    task: Optional[TaskIdentity] = None
 
 
 @dataclass(frozen=True)
@@ -902,12 +928,57 @@ class Store:
         out = self._typed("digest", "--version", version, *extra, "--", source)
         return Provenance._of(out["provenance"])
 
-    def checkout(self, digest: str, dest: StrPath, *, method: Optional[str] = None) -> View:
-        """Makes a frozen read-only view of `digest` at `dest`, which must not exist."""
+    @overload
+    def checkout(
+        self,
+        digest: str,
+        dest: StrPath,
+        *,
+        method: Optional[str] = None,
+        writable: Literal[False] = False,
+        max_fallback_bytes: Optional[int] = None,
+    ) -> View: ...
+
+    @overload
+    def checkout(
+        self,
+        digest: str,
+        dest: StrPath,
+        *,
+        method: Optional[str] = None,
+        writable: Literal[True],
+        max_fallback_bytes: Optional[int] = None,
+    ) -> WritableCopy: ...
+
+    def checkout(
+        self,
+        digest: str,
+        dest: StrPath,
+        *,
+        method: Optional[str] = None,
+        writable: bool = False,
+        max_fallback_bytes: Optional[int] = None,
+    ) -> Union[View, WritableCopy]:
+        """Makes a frozen read-only view of `digest` at `dest`, which must not exist.
+
+        With `writable`, a writable copy instead (of any kind): every file
+        reflinked from its object, or copied where the filesystem cannot
+        reflink, those copies bounded by `max_fallback_bytes` (default and
+        ceiling 2 GiB); a `WritableCopy` is returned. Nothing of it is
+        recorded: remove it as any directory.
+        """
+        if not isinstance(writable, bool):
+            raise TypeError(f"writable must be a bool, not {type(writable).__name__}")
         args = ["checkout"]
-        if _str("method", method, optional=True) is not None:
-            args += ["--method", method]
-        out = self._typed(*args, "--", _str("digest", digest), _path("dest", dest))
+        if method is not None:
+            args += ["--method", _str("method", method)]
+        if writable:
+            args.append("--writable")
+        args += _fallback_args(max_fallback_bytes)
+        where = ["--", _str("digest", digest), _path("dest", dest)]
+        if writable or max_fallback_bytes is not None:
+            return WritableCopy._of(self._typed_tree(*args, *where))
+        out = self._typed(*args, *where)
         return View(Path(out["view"]), out["manifest_digest"], out["linked"], out["copied"], out)
 
     def discard(self, view: StrPath, *, spare: bool = False) -> bool:
@@ -934,12 +1005,32 @@ class Store:
             self.discard(made.path)
 
     def path(self, digest: str) -> Path:
-        """The store's shared frozen view of `digest`, made once when absent."""
+        """The store's shared frozen view of `digest`, made once when absent.
+
+        For a tree kind: a `tree`'s entries; a `dependencies` list's
+        `<index>/payload` trees (`00000/payload` is the first dependency's
+        mount source); a `task`'s `sandbox-copy/` and `dependencies/`.
+        """
         return Path(self._typed("path", "--", _str("digest", digest))["path"])
 
     def show(self, digest: str) -> SnapshotInfo:
-        """What the store knows about `digest`."""
+        """What the store knows about `digest`.
+
+        For a tree kind, also its contents, read from its stored manifest (and
+        for a `task`, from the manifests it names).
+        """
         out = self._typed("show", "--", _str("digest", digest))
+        profile = out.get("profile", "ce")
+        contents: dict[str, Any] = {}
+        if profile == "tree":
+            contents["entries"] = self._tree_entries(out["provenance"]["manifest_digest"])
+        elif profile == "dependencies":
+            contents["dependencies"] = self._dependencies(out["provenance"]["manifest_digest"])
+        elif profile == "task":
+            task = TaskIdentity._of(self._stored(out["provenance"]["manifest_digest"], "task"))
+            contents["task"] = task
+            contents["entries"] = self._tree_entries(task.manifest_digest)
+            contents["dependencies"] = self._dependencies(task.dependency_manifest_digest)
         return SnapshotInfo(
             Provenance._of(out["provenance"]),
             out["first_ingested_at"],
@@ -948,7 +1039,133 @@ class Store:
             tuple(ViewRecord._of(v) for v in out["views"]),
             tuple(SourceEntry._of(e) for e in out["sources"]),
             tuple(SignedBy._of(a) for a in out.get("attestations") or ()),
+            profile,
+            HarnessDigests._of(out.get("harness_digests")),
+            **contents,
         )
+
+    def _stored(self, digest: str, profile: str) -> Any:
+        """The JSON of the stored manifest of a tree-kind snapshot (`show --manifest`)."""
+        out = self._typed("show", "--manifest", "--", digest)
+        return parse_stored(profile, out["canonical_manifest"])
+
+    def _tree_entries(self, digest: str) -> tuple[TreeEntry, ...]:
+        return tuple(TreeEntry._of(e) for e in self._stored(digest, "tree"))
+
+    def _dependencies(self, digest: str) -> tuple[Dependency, ...]:
+        listed = self._stored(digest, "dependencies")["dependencies"]
+        return tuple(Dependency._stored(i, d) for i, d in enumerate(listed))
+
+    def ingest_tree(
+        self,
+        repo: StrPath,
+        copy: Optional[Sequence[str]] = None,
+        *,
+        name: Optional[str] = None,
+        limits: Optional[TreeLimits] = None,
+    ) -> TreeIngest:
+        """Captures the `sandbox_copy` paths `copy` of `repo` as the harness does and records a `tree` snapshot.
+
+        `copy` are paths relative to `repo`; None captures every name at its
+        top level. An empty `copy` is refused here (ValueError): the command
+        line reads no path as every name, and an empty `sandbox_copy` is a
+        task's (`ingest_task`). A path the harness refuses raises `Rejected`,
+        with the harness's `rule` and message; nothing is recorded.
+        """
+        args = ["ingest", "--profile", "tree", *_tree_common(name, limits)]
+        if copy is not None:
+            paths = _strs("copy", copy)
+            if not paths:
+                raise ValueError("copy=[] names no path: give None for every top-level name, or use ingest_task")
+            args += [f"--copy={rel}" for rel in paths]
+        return TreeIngest._of(self._typed_tree(*args, "--", _path("repo", repo)))
+
+    def ingest_dependencies(
+        self,
+        repo: StrPath,
+        dependencies: Sequence[tuple[str, str]],
+        *,
+        name: Optional[str] = None,
+        limits: Optional[TreeLimits] = None,
+    ) -> DependenciesIngest:
+        """Captures the dependency list `dependencies` ((source, target) pairs, in order) of `repo`.
+
+        Records a `dependencies` snapshot (even for an empty list): its
+        digest is the harness's `sandbox_dependency_manifest_digest`.
+        """
+        if isinstance(dependencies, (str, bytes)) or not isinstance(dependencies, Sequence):
+            raise TypeError(f"dependencies must be a sequence of (source, target), not {type(dependencies).__name__}")
+        args = ["ingest", "--profile", "dependency", *_tree_common(name, limits)]
+        for pair in dependencies:
+            if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+                raise TypeError(f"each dependency must be a (source, target) pair, not {pair!r}")
+            source, target = pair
+            args += [f"--source={_str('source', source)}", f"--target={_str('target', target)}"]
+        return DependenciesIngest._of(self._typed_tree(*args, "--", _path("repo", repo)))
+
+    def ingest_task(
+        self,
+        repo: StrPath,
+        task: Union[StrPath, Mapping[str, Any]],
+        resolved_sha: str,
+        *,
+        harness_root: Optional[StrPath] = None,
+        expect_binding: Union[StrPath, Mapping[str, Any], None] = None,
+        name: Optional[str] = None,
+        limits: Optional[TreeLimits] = None,
+    ) -> TaskIngest:
+        """Captures a whole task as the harness's `TaskAssetCache.prepare` does: tree, dependencies, then the task.
+
+        `task` is the task JSON (a file, or its object): its `sandbox_copy`
+        and `sandbox_dependencies` are read. `harness_root` is where the
+        harness's own paths (`eval/workflow_bench/review_cases/...`) are read
+        from. With `expect_binding` (a task binding, a file or its object),
+        the capture must give its two dependency digests, else `Rejected`.
+        """
+        resolved_sha = _str("resolved_sha", resolved_sha)
+        with tempfile.TemporaryDirectory(prefix="cestore-task-") as work:
+            args = [
+                "ingest",
+                "--profile",
+                "task",
+                f"--task={_json_file('task', task, Path(work) / 'task.json')}",
+                f"--resolved-sha={resolved_sha}",
+                *_tree_common(name, limits),
+            ]
+            if harness_root is not None:
+                args.append(f"--harness-root={_path('harness_root', harness_root)}")
+            if expect_binding is not None:
+                binding = _json_file("expect_binding", expect_binding, Path(work) / "binding.json")
+                args.append(f"--expect-binding={binding}")
+            out = self._typed_tree(*args, "--", _path("repo", repo))
+        return TaskIngest._of(out)
+
+    def materialize(
+        self, task_digest: str, clone: StrPath, *, max_fallback_bytes: Optional[int] = None
+    ) -> Materialized:
+        """Replaces every declared `sandbox_copy` root of the task `task_digest` in `clone` with a writable copy.
+
+        As the harness's `TaskAssetSnapshot.materialize`: the copies are made
+        beside `clone` first, and hazards it refuses (a symlink on the way, a
+        special file) raise `Rejected` with its message. Files are reflinked,
+        or copied where the filesystem cannot (at most `max_fallback_bytes`
+        bytes, default and ceiling 2 GiB).
+        """
+        args = ["materialize", *_fallback_args(max_fallback_bytes)]
+        out = self._typed_tree(*args, "--", _str("task_digest", task_digest), _path("clone", clone))
+        return Materialized._of(out)
+
+    def _typed_tree(self, *args: str) -> dict[str, Any]:
+        """`_typed` for the tree commands: their own flags named as this API's keywords too."""
+        try:
+            return self.run(*args)
+        except Error as exc:
+            if exc.path is None:
+                message = _FLAG.sub(lambda m: _TREE_KEYWORDS.get(m.group(0), m.group(0)), exc.message)
+                if message != exc.message:
+                    exc.message = message
+                    exc.args = (message, *exc.args[1:])
+            raise _with_keywords(exc) from None
 
     def files(self, digest: str) -> list[FileEntry]:
         """The files of `digest`, in manifest order."""
@@ -1134,6 +1351,61 @@ class Store:
             return HeldStage(self._argv(*args, "--hold"))
         except Error as exc:
             raise _with_keywords(exc) from None
+
+
+# The tree commands' own flags, as this API's keywords name them.
+_TREE_KEYWORDS = {
+    "--max-entries": "TreeLimits(entries=...)",
+    "--max-path-bytes": "TreeLimits(path_bytes=...)",
+    "--max-bytes": "TreeLimits(bytes=...)",
+    "--max-fallback-bytes": "max_fallback_bytes",
+    "--writable": "writable",
+    "--copy": "copy",
+    "--source": "dependencies",
+    "--target": "dependencies",
+    "--task": "task",
+    "--resolved-sha": "resolved_sha",
+    "--harness-root": "harness_root",
+    "--expect-binding": "expect_binding",
+    "--name": "name",
+}
+
+
+def _tree_common(name: Optional[str], limits: Optional[TreeLimits]) -> list[str]:
+    """The flags every `ingest --profile` takes: the snapshot's name and the capture's bounds."""
+    out = []
+    if name is not None:
+        out.append(f"--name={_str('name', name)}")
+    if limits is not None:
+        if not isinstance(limits, TreeLimits):
+            raise TypeError(f"limits must be a cestore.TreeLimits, not {type(limits).__name__}")
+        out += limits.args()
+    return out
+
+
+def _fallback_args(max_fallback_bytes: Optional[int]) -> list[str]:
+    if max_fallback_bytes is None:
+        return []
+    if isinstance(max_fallback_bytes, bool) or not isinstance(max_fallback_bytes, int):
+        raise TypeError(f"max_fallback_bytes must be an int, not {type(max_fallback_bytes).__name__}")
+    return ["--max-fallback-bytes", str(max_fallback_bytes)]
+
+
+def _strs(name: str, values: Any) -> list[str]:
+    """`values`, a sequence of str (not one str); a TypeError naming `name` otherwise."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a sequence of str, not {type(values).__name__}")
+    return [_str(name, v) for v in values]
+
+
+def _json_file(name: str, value: Any, scratch: Path) -> str:
+    """The path of a JSON file: `value` itself (a path), or `value` (a mapping) written to `scratch`."""
+    if isinstance(value, Mapping):
+        scratch.write_text(json.dumps(dict(value)), encoding="utf-8")
+        return str(scratch)
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a path or a mapping, not {type(value).__name__}")
+    return _abs(value)
 
 
 def _secrets_args(refuse_secrets: bool) -> list[str]:
