@@ -42,6 +42,7 @@ impl Catalogue {
             && files == manifest.entries
             && row.file_count == manifest.entries.len() as i64
             && row.total_bytes == manifest.total_bytes() as i64
+            && row.profile == manifest.profile()
     }
 
     /// Rewrites a recorded snapshot's manifest bytes, sums and file rows
@@ -60,16 +61,37 @@ impl Catalogue {
             )
             .map_err(err("find a snapshot"))?;
         tx.execute(
-            "UPDATE snapshots SET manifest = ?2, file_count = ?3, total_bytes = ?4, schema_version = ?5 WHERE id = ?1",
+            "UPDATE snapshots SET manifest = ?2, file_count = ?3, total_bytes = ?4, schema_version = ?5,
+             profile = ?6, content_digest = ?7 WHERE id = ?1",
             params![
                 id,
                 manifest.bytes,
                 manifest.entries.len() as i64,
                 manifest.total_bytes() as i64,
-                crate::profile::ce::manifest::SCHEMA_VERSION
+                crate::profile::ce::manifest::SCHEMA_VERSION,
+                manifest.profile(),
+                manifest
+                    .tree
+                    .as_ref()
+                    .and_then(|t| t.content_digest())
+                    .map(|d| d.to_hex()),
             ],
         )
         .map_err(err("rewrite a snapshot's row"))?;
+        tx.execute("DELETE FROM snapshot_refs WHERE task_id = ?1", [id])
+            .map_err(err("forget the manifests a task names"))?;
+        for named in manifest
+            .tree
+            .as_ref()
+            .map(|t| t.named())
+            .unwrap_or_default()
+        {
+            tx.execute(
+                "INSERT OR IGNORE INTO snapshot_refs (task_id, digest) VALUES (?1, ?2)",
+                params![id, named.to_hex()],
+            )
+            .map_err(err("record the manifests a task names"))?;
+        }
         tx.execute("DELETE FROM files WHERE snapshot_id = ?1", [id])
             .map_err(err("forget a snapshot's file rows"))?;
         insert_files(&tx, id, &manifest.entries).map_err(err("record a file row"))?;

@@ -71,6 +71,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006_attestations",
         include_str!("../../migrations/0006_attestations.sql"),
     ),
+    (
+        "0007_profiles",
+        include_str!("../../migrations/0007_profiles.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

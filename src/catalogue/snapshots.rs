@@ -9,6 +9,7 @@ use super::{errors, immediate, Attached, Catalogue, IngestEvent, ViewKind};
 use crate::digest::{DigestPrefix, ManifestDigest};
 use crate::error::{Candidate, Error, Misuse, Result};
 use crate::profile::ce::manifest::Entry;
+use crate::profile::tree::stored::Stored;
 
 /// The reference's six provenance fields, exactly as it names them.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -91,6 +92,8 @@ pub struct SnapshotRow {
     pub total_bytes: i64,
     /// When the snapshot was first ingested (UTC, RFC 3339).
     pub first_ingested_at: String,
+    /// The snapshot's profile: `ce`, `tree`, `dependencies` or `task`.
+    pub profile: String,
 }
 
 /// What an ingest adds to the catalogue.
@@ -108,6 +111,9 @@ pub struct NewSnapshot<'a> {
     /// When it was first ingested, when that is known from elsewhere (a
     /// recovered row); now when `None`.
     pub first_ingested_at: Option<&'a str>,
+    /// What a tree-kind manifest holds (its profile, a dependency list's
+    /// content digest, the manifests a task names); `None` for CE.
+    pub tree: Option<&'a Stored>,
 }
 
 impl Catalogue {
@@ -167,8 +173,9 @@ impl Catalogue {
             let inserted = tx
                 .execute(
                     "INSERT OR IGNORE INTO snapshots
-                     (digest, name, version, schema_version, file_count, total_bytes, manifest, first_ingested_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(?8, ?9))",
+                     (digest, name, version, schema_version, file_count, total_bytes, manifest,
+                      first_ingested_at, profile, content_digest)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(?8, ?9), ?10, ?11)",
                     params![
                         snap.digest.to_hex(),
                         snap.name,
@@ -183,6 +190,10 @@ impl Catalogue {
                             .map(|o| o.at.as_str())
                             .filter(|at| !at.is_empty())
                             .unwrap_or(event.at.as_str()),
+                        snap.tree.map_or("ce", Stored::profile),
+                        snap.tree
+                            .and_then(Stored::content_digest)
+                            .map(|d| d.to_hex()),
                     ],
                 )
                 .map_err(err("record the snapshot"))?
@@ -194,6 +205,13 @@ impl Catalogue {
             if inserted {
                 let id = tx.last_insert_rowid();
                 insert_files(&tx, id, snap.entries).map_err(err("record a file row"))?;
+                for named in snap.tree.map(Stored::named).unwrap_or_default() {
+                    tx.execute(
+                        "INSERT OR IGNORE INTO snapshot_refs (task_id, digest) VALUES (?1, ?2)",
+                        params![id, named.to_hex()],
+                    )
+                    .map_err(err("record the manifests a task names"))?;
+                }
             }
             if let Some(origin) = origin.filter(|_| inserted) {
                 insert_event(&tx, origin).map_err(err("record where the snapshot came from"))?;
@@ -365,6 +383,21 @@ impl Catalogue {
                     .collect()
             })
             .map_err(err("list a snapshot's views"))?;
+        // A task names its tree and dependency list: they stay while it does.
+        let tasks: Vec<String> = tx
+            .prepare(
+                "SELECT s.digest FROM snapshot_refs r JOIN snapshots s ON s.id = r.task_id
+                 WHERE r.digest = ?1 AND s.digest <> ?1 ORDER BY s.digest",
+            )
+            .and_then(|mut stmt| stmt.query_map([&hex], |r| r.get(0))?.collect())
+            .map_err(err("list the tasks naming a snapshot"))?;
+        if !tasks.is_empty() {
+            return Err(Misuse::SnapshotNamedByTask {
+                digest: *digest,
+                tasks: tasks.iter().filter_map(|t| t.parse().ok()).collect(),
+            }
+            .into());
+        }
         let in_the_way: Vec<String> = views
             .iter()
             .filter(|(_, kind)| *kind != ViewKind::Shared)
@@ -432,18 +465,29 @@ pub(super) const SNAPSHOT_SELECT: &str =
     "SELECT digest, name, version, schema_version, file_count, total_bytes,
      min(first_ingested_at, coalesce(
          (SELECT min(i.at) FROM ingests i WHERE i.digest = snapshots.digest),
-         first_ingested_at)) AS first_ingested_at
+         first_ingested_at)) AS first_ingested_at, profile
      FROM snapshots";
 
 /// [`SNAPSHOT_SELECT`] reading the rows alone, for a damaged catalogue
-/// whose ingest log cannot be read.
+/// whose ingest log cannot be read. Such a catalogue may be of a schema
+/// before profiles: its rows read `ce`, and `recover` reads each
+/// snapshot's profile from its manifest's bytes anyway.
 const SNAPSHOT_ROWS_ONLY: &str =
-    "SELECT digest, name, version, schema_version, file_count, total_bytes, first_ingested_at FROM snapshots";
+    "SELECT digest, name, version, schema_version, file_count, total_bytes, first_ingested_at,
+     'ce' AS profile FROM snapshots";
 
 /// A row of [`SNAPSHOT_SELECT`].
 pub(super) fn snapshot_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SnapshotRow> {
-    let (digest, name, version, schema_version, file_count, total_bytes, first_ingested_at) =
-        r.try_into()?;
+    let (
+        digest,
+        name,
+        version,
+        schema_version,
+        file_count,
+        total_bytes,
+        first_ingested_at,
+        profile,
+    ) = r.try_into()?;
     Ok(SnapshotRow {
         digest,
         name,
@@ -452,5 +496,6 @@ pub(super) fn snapshot_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SnapshotRo
         file_count,
         total_bytes,
         first_ingested_at,
+        profile,
     })
 }

@@ -26,6 +26,7 @@ fn snap<'a>(m: &'a Manifest, version: &'a str) -> NewSnapshot<'a> {
         manifest: &m.bytes,
         entries: &m.entries,
         first_ingested_at: None,
+        tree: m.tree.as_ref(),
     }
 }
 
@@ -669,4 +670,62 @@ fn a_damaged_or_newer_schema_version_is_refused_untouched() {
         assert_eq!(std::fs::read(&path).unwrap(), before);
         assert_eq!(listing(tmp.path()), names);
     }
+}
+
+/// The tree kinds' rows: their profile, a dependency list's content digest
+/// (found again by it), and a task's names, which keep its tree and
+/// dependency list from being forgotten while it is recorded.
+#[test]
+fn tree_kinds_are_recorded_with_their_profile_and_a_task_keeps_its_parts() {
+    use crate::profile::tree::stored::TaskRecord;
+    use crate::profile::tree::{dependency_digests, manifest_digest, Dependency, TreeEntry};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let entries = vec![
+        TreeEntry::directory("a"),
+        TreeEntry::file_of("a/x", b"x", 0),
+    ];
+    let deps = vec![Dependency {
+        source: "node_modules".into(),
+        target: "node_modules".into(),
+        entries: vec![TreeEntry::file_of("payload", b"#!\n", 0o755)],
+    }];
+    let tree = Manifest::tree(entries.clone());
+    let list = Manifest::dependencies(deps.clone());
+    let task = Manifest::task(TaskRecord {
+        declarations: vec!["a".into()],
+        repo_identity: "/r".into(),
+        resolved_sha: "unbound".into(),
+        harness_identity: None,
+        manifest_digest: manifest_digest(&entries),
+        dependencies: dependency_digests(&deps),
+    });
+    let ce = manifest("ce");
+    for m in [&ce, &tree, &list, &task] {
+        ingest(&mut cat, m, "", "/src");
+        assert_eq!(cat.snapshot(&m.digest).unwrap().profile, m.profile());
+    }
+    assert_eq!(cat.snapshot(&ce.digest).unwrap().profile, "ce");
+    assert_eq!(cat.files(&list.digest).unwrap(), list.entries);
+    let content: String = cat
+        .conn
+        .query_row(
+            "SELECT content_digest FROM snapshots WHERE digest = ?1",
+            [list.digest.to_hex()],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(content, dependency_digests(&deps).content.to_hex());
+    for part in [tree.digest, list.digest] {
+        let err = cat.remove_snapshot(&part, false, || Ok(())).unwrap_err();
+        assert!(
+            matches!(&err, Error::Misuse(Misuse::SnapshotNamedByTask { tasks, .. }) if tasks == &[task.digest]),
+            "{err:?}"
+        );
+        assert_eq!(err.error_kind(), ErrorKind::Conflict);
+        assert!(cat.has_snapshot(&part).unwrap());
+    }
+    cat.remove_snapshot(&task.digest, false, || Ok(())).unwrap();
+    cat.remove_snapshot(&tree.digest, false, || Ok(())).unwrap();
+    cat.remove_snapshot(&list.digest, false, || Ok(())).unwrap();
 }

@@ -9,6 +9,7 @@ use crate::cmd;
 use crate::error::{Error, Result};
 use crate::profile::ce::rules as ce_rules;
 use crate::store::views::build as view;
+use crate::store::views::copies as view_copies;
 
 /// A content-addressed snapshot store for pinned plugin releases.
 ///
@@ -66,6 +67,16 @@ pub enum Command {
     Checkout(CheckoutArgs),
     /// Remove a view made by checkout; never changes a file's mode.
     Discard(DiscardArgs),
+    /// Replace each root a task snapshot declared (`sandbox_copy`) in a
+    /// clone with a writable copy of its tree, as the benchmark harness's
+    /// materialize does; a failure leaves the clone as it was.
+    ///
+    /// Files are reflinks of their objects where the filesystem has them,
+    /// else copies, bounded together by --max-fallback-bytes; files 0600,
+    /// directories 0700. A symlink at or above a root, or a root that is
+    /// neither a file nor a directory, is refused (exit 3) in the harness's
+    /// words.
+    Materialize(MaterializeArgs),
     /// Stage a run: check the arms as the reference does, ingest the release
     /// (instant when stored), make its view, and print every arm's mounts.
     Stage(StageArgs),
@@ -363,6 +374,33 @@ pub struct CheckoutArgs {
     /// Fail rather than copy where a hard link is refused.
     #[arg(long)]
     pub(super) require_hardlinks: bool,
+    /// Make a writable copy instead of a view: every file the copy's own
+    /// (0600; a reflink of its object, or a copy where the filesystem has
+    /// no reflinks), directories 0700, symlinks recreated. Nothing is
+    /// recorded: remove it as any directory.
+    #[arg(long, conflicts_with_all = ["method", "require_hardlinks"])]
+    pub(super) writable: bool,
+    /// With --writable: refuse to copy more than this many bytes where the
+    /// filesystem cannot reflink (at most the default, 2 GiB).
+    #[arg(long, value_name = "BYTES", requires = "writable",
+          value_parser = clap::value_parser!(u64).range(0..=view_copies::MAX_FALLBACK_BYTES))]
+    pub(super) max_fallback_bytes: Option<u64>,
+}
+
+/// The arguments of `materialize`.
+#[derive(Debug, Args)]
+pub struct MaterializeArgs {
+    /// A task snapshot's digest (as `ingest --profile task` printed it), or
+    /// a unique prefix of it.
+    pub(super) digest: String,
+    /// The clone whose declared `sandbox_copy` roots are replaced: an
+    /// existing directory reached through no symlink.
+    pub(super) clone: PathBuf,
+    /// Refuse to copy more than this many bytes where the filesystem cannot
+    /// reflink (at most the default, 2 GiB).
+    #[arg(long, value_name = "BYTES",
+          value_parser = clap::value_parser!(u64).range(0..=view_copies::MAX_FALLBACK_BYTES))]
+    pub(super) max_fallback_bytes: Option<u64>,
 }
 
 impl<'a> From<&'a CheckoutArgs> for cmd::checkout::CheckoutOptions<'a> {

@@ -46,7 +46,17 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             emit(output, out, &cmd::show::manifest(&root, &a.digest)?)
         }
         Command::Show(a) => fitted(cli, output, &root, out, &cmd::show::show(&root, &a.into())?),
+        Command::Checkout(a) if a.writable => emit(
+            output,
+            out,
+            &cmd::checkout::writable(&root, &a.digest, &a.dest, a.max_fallback_bytes)?,
+        ),
         Command::Checkout(a) => emit(output, out, &cmd::checkout::checkout(&root, &a.into())?),
+        Command::Materialize(a) => emit(
+            output,
+            out,
+            &cmd::checkout::materialize(&root, &a.digest, &a.clone, a.max_fallback_bytes)?,
+        ),
         Command::Discard(a) => emit(output, out, &cmd::discard::discard(&root, &a.into())?),
         Command::Path(a) => emit(output, out, &cmd::path::path(&root, &a.digest)?),
         Command::Stage(a) => stage(output, &root, a, out),

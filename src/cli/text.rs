@@ -154,6 +154,38 @@ impl Report for CheckoutReport {
     }
 }
 
+impl Report for crate::cmd::checkout::WritableReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.path)?;
+        writeln!(
+            w,
+            "{} ({}): {} reflinked, {} copied ({} bytes), {}, {}",
+            self.manifest_digest,
+            self.profile,
+            self.written.reflinked,
+            self.written.copied,
+            self.written.bytes_copied,
+            counted(self.written.directories, "directory", "directories"),
+            counted(self.written.symlinks, "symlink", "symlinks"),
+        )
+    }
+}
+
+impl Report for crate::cmd::checkout::MaterializeReport {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(w, "{}", self.clone.display())?;
+        writeln!(
+            w,
+            "{}: {} replaced; {} reflinked, {} copied ({} bytes)",
+            self.digest,
+            counted(self.declarations.len(), "root", "roots"),
+            self.written.reflinked,
+            self.written.copied,
+            self.written.bytes_copied,
+        )
+    }
+}
+
 impl Report for crate::cmd::key::GeneratedKey {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(

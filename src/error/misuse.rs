@@ -114,6 +114,24 @@ pub enum Misuse {
         /// Its recorded views.
         views: Vec<String>,
     },
+    /// A tree or dependency list a recorded task names is to be forgotten:
+    /// the task would name what the store no longer holds.
+    #[error("{digest} is named by {} recorded {} ({}); remove {} first", .tasks.len(), if .tasks.len() == 1 { "task" } else { "tasks" }, tasks_list(.tasks), if .tasks.len() == 1 { "it" } else { "them" })]
+    SnapshotNamedByTask {
+        /// The snapshot.
+        digest: ManifestDigest,
+        /// The tasks that name it.
+        tasks: Vec<ManifestDigest>,
+    },
+}
+
+/// Digests as a comma-separated list.
+fn tasks_list(tasks: &[ManifestDigest]) -> String {
+    tasks
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Misuse {
@@ -124,7 +142,9 @@ impl Misuse {
         match self {
             Misuse::NotARecordedView { .. } | Misuse::NotAView { .. } => ErrorKind::NotFound,
             Misuse::ViewOfAnother { .. } => ErrorKind::Integrity,
-            Misuse::SnapshotHasViews { .. } => ErrorKind::Conflict,
+            Misuse::SnapshotHasViews { .. } | Misuse::SnapshotNamedByTask { .. } => {
+                ErrorKind::Conflict
+            }
             Misuse::UntrustedStore { .. } => ErrorKind::BadStore,
             Misuse::ExpectedDigest { .. }
             | Misuse::HardlinksWithMethod { .. }
@@ -258,6 +278,7 @@ impl Misuse {
                     views.join(", ")
                 )
             }
+            named @ Misuse::SnapshotNamedByTask { .. } => named.to_string(),
         }
     }
 
@@ -282,6 +303,11 @@ impl Misuse {
                     discards.join(" and ")
                 ))
             }
+            Misuse::SnapshotNamedByTask { tasks, .. } => Some(format!(
+                "`cestore rm {}` forgets the {} first",
+                tasks_list(tasks).replace(", ", " "),
+                if tasks.len() == 1 { "task" } else { "tasks" }
+            )),
             _ => None,
         }
     }

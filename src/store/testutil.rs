@@ -47,6 +47,7 @@ pub fn record(store: &mut Store, m: &Manifest) {
         manifest: &m.bytes,
         entries: &m.entries,
         first_ingested_at: None,
+        tree: m.tree.as_ref(),
     };
     store
         .catalogue_mut()

@@ -16,6 +16,8 @@
 use std::fmt;
 
 use crate::digest::{ManifestDigest, ObjectId};
+use crate::profile::tree::stored::{self, Kind, Stored, TaskRecord};
+use crate::profile::tree::{Dependency, TreeEntry};
 
 /// The plugin's own manifest, relative to the plugin's root: every release
 /// has it, and every snapshot's manifest lists it first.
@@ -146,6 +148,9 @@ pub struct Manifest {
     pub bytes: Vec<u8>,
     /// The SHA-256 of `bytes`.
     pub digest: ManifestDigest,
+    /// What a tree-kind manifest holds (`tree`, `dependencies`, `task`;
+    /// `docs/format.md`); `None` for a CE plugin's manifest.
+    pub tree: Option<Stored>,
 }
 
 /// Why bytes are not a canonical manifest.
@@ -160,6 +165,9 @@ pub enum ManifestError {
     /// The bytes parse but are not the canonical encoding of what they hold.
     #[error("manifest bytes are not in canonical form")]
     NotCanonical,
+    /// The bytes announce a tree kind but are not JSON of its shape.
+    #[error("{0}")]
+    TreeShape(String),
 }
 
 #[derive(serde::Deserialize)]
@@ -178,11 +186,69 @@ impl Manifest {
             entries,
             bytes,
             digest,
+            tree: None,
         }
     }
 
-    /// Decodes manifest bytes, refusing any that are not canonical.
+    /// Builds the manifest of a tree-kind snapshot: its bytes are exactly
+    /// what the harness hashes, its entries the file objects it names.
+    pub fn stored(stored: Stored) -> Manifest {
+        let bytes = stored.bytes();
+        let digest = ManifestDigest::of(&bytes);
+        Manifest {
+            entries: stored.files(),
+            bytes,
+            digest,
+            tree: Some(stored),
+        }
+    }
+
+    /// Builds the `tree` manifest of a `sandbox_copy`'s entries (in the
+    /// order of `sort_entries`); its digest is `task_asset_manifest_digest`.
+    pub fn tree(entries: Vec<TreeEntry>) -> Manifest {
+        Manifest::stored(Stored::Tree(entries))
+    }
+
+    /// Builds the `dependencies` manifest of a dependency list (in declared
+    /// order); its digest is `sandbox_dependency_manifest_digest`.
+    pub fn dependencies(dependencies: Vec<Dependency>) -> Manifest {
+        Manifest::stored(Stored::Dependencies(dependencies))
+    }
+
+    /// Builds the `task` manifest of a snapshot identity; its digest is
+    /// `task_asset_snapshot_digest`.
+    pub fn task(record: TaskRecord) -> Manifest {
+        Manifest::stored(Stored::Task(record))
+    }
+
+    /// The profile of the manifest: `ce`, `tree`, `dependencies` or `task`.
+    pub fn profile(&self) -> &'static str {
+        match &self.tree {
+            None => "ce",
+            Some(stored) => stored.profile(),
+        }
+    }
+
+    /// Decodes manifest bytes of any kind (read from their first bytes:
+    /// `{"files":` CE, `[` tree, `{"dependencies":` dependency list,
+    /// `{"declarations":` task), refusing any that are not canonical.
     pub fn parse(bytes: &[u8]) -> Result<Manifest, ManifestError> {
+        let kind = Kind::of(bytes);
+        if kind != Kind::Ce {
+            let stored = stored::parse(kind, bytes).map_err(|e| match e {
+                stored::ParseError::NotCanonical => ManifestError::NotCanonical,
+                shape @ stored::ParseError::Shape { .. } => {
+                    ManifestError::TreeShape(shape.to_string())
+                }
+            })?;
+            let digest = ManifestDigest::of(bytes);
+            return Ok(Manifest {
+                entries: stored.files(),
+                bytes: bytes.to_vec(),
+                digest,
+                tree: Some(stored),
+            });
+        }
         let wire: Wire = serde_json::from_slice(bytes)?;
         if wire.schema_version != u64::from(SCHEMA_VERSION) {
             return Err(ManifestError::Schema(wire.schema_version));

@@ -24,6 +24,7 @@
 pub mod capture;
 pub mod declare;
 pub mod digests;
+pub mod stored;
 
 #[cfg(test)]
 mod capture_tests;
@@ -31,6 +32,8 @@ mod capture_tests;
 mod declare_tests;
 #[cfg(test)]
 mod replay_tests;
+#[cfg(test)]
+mod stored_tests;
 #[cfg(test)]
 mod tests;
 

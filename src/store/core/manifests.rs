@@ -382,7 +382,7 @@ impl Store {
 /// canonical manifest of `digest`.
 pub fn read_manifest_file(path: &Path, digest: &ManifestDigest) -> Result<Manifest> {
     match read_checked(path, digest) {
-        ManifestFile::Sound(m) => Ok(m),
+        ManifestFile::Sound(m) => Ok(*m),
         ManifestFile::Damaged(d) => Err(d.0),
     }
 }
@@ -404,7 +404,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>> {
 /// damaged, why and the bytes read (none when it could not be read), for
 /// [`mark_named`].
 enum ManifestFile {
-    Sound(Manifest),
+    Sound(Box<Manifest>),
     Damaged(Box<(Error, Vec<u8>)>),
 }
 
@@ -442,7 +442,7 @@ fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
         };
         return damaged(e, bytes);
     }
-    ManifestFile::Sound(manifest)
+    ManifestFile::Sound(Box::new(manifest))
 }
 
 /// Adds to `live` every object among `present` that `bytes` name, read

@@ -46,6 +46,10 @@ pub enum AdoptError {
     /// The manifest breaks one of the reference's rules.
     #[error("the manifest breaks a rule: {0}")]
     Rules(#[from] ce_rules::ManifestRuleError),
+    /// A tree-kind manifest holds what no capture records, or is a task
+    /// whose tree or dependency list the store does not hold.
+    #[error("the manifest breaks a rule: {0}")]
+    Tree(#[from] crate::profile::tree::stored::CheckError),
     /// A blob does not hash to its key.
     #[error("blob for '{path}' hashes to {found}, not {expected}")]
     BlobHash {
@@ -236,8 +240,25 @@ pub fn check_received(
             found: manifest.digest,
         });
     }
-    CE.check_entries(&manifest.entries)?;
+    match &manifest.tree {
+        None => CE.check_entries(&manifest.entries)?,
+        // Whether a task's parts are recorded is asked once the store is open.
+        Some(stored) => crate::profile::tree::stored::check(stored, &|_| true)?,
+    }
     Ok(manifest)
+}
+
+/// Checks that the store records the manifests a task names (its tree and
+/// its dependency list): a task is recorded only after both.
+pub fn check_named(store: &Store, manifest: &Manifest) -> Result<()> {
+    if let Some(stored) = &manifest.tree {
+        let catalogue = store.catalogue();
+        crate::profile::tree::stored::check(stored, &|d| {
+            catalogue.has_snapshot(d).unwrap_or(false)
+        })
+        .map_err(AdoptError::from)?;
+    }
+    Ok(())
 }
 
 /// Adopts a snapshot: checks `manifest_bytes` (against `expected` when
@@ -258,6 +279,7 @@ where
 {
     let manifest = check_received(manifest_bytes, expected)?;
     let mut store = open(Need::Creating)?;
+    check_named(&store, &manifest)?;
 
     let mut needed: BTreeMap<ObjectKey, (u64, String)> = BTreeMap::new();
     for e in manifest.entries.iter().filter(|e| e.size > 0) {
@@ -305,6 +327,7 @@ where
         work,
         Staged {
             manifest: &manifest,
+            name: None,
             version: &version,
             event: arrival.event,
             source: arrival.source,
@@ -325,6 +348,10 @@ where
 /// Checks the profile's content entry ([`Profile::content_entry`]) as an
 /// ingest does and returns its version.
 fn check_content(store: &Store, manifest: &Manifest, staging: &Staging<'_>) -> Result<String> {
+    if manifest.tree.is_some() {
+        // A tree kind has no manifest file and no version.
+        return Ok(String::new());
+    }
     let entry = CE.content_entry(&manifest.entries);
     let key = entry.key();
     let path = match staging.name(&key) {

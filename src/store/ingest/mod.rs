@@ -583,6 +583,7 @@ pub fn apply_ingest(store: &mut Store, plan: IngestPlan) -> Result<IngestReport>
         plan.work,
         Staged {
             manifest: &plan.manifest,
+            name: None,
             version: &plan.version,
             event: "ingest",
             source: &plan.source,
@@ -672,12 +673,13 @@ fn record(
         .collect();
     let recorded = store.catalogue_mut().record_ingest(
         &NewSnapshot {
-            name: CE.name(),
+            name: s.name.unwrap_or(snapshot_name(s.manifest)),
             version: s.version,
             digest,
             manifest: &s.manifest.bytes,
             entries: &s.manifest.entries,
             first_ingested_at: None,
+            tree: s.manifest.tree.as_ref(),
         },
         s.origin.map(|o| o.event(digest)).as_ref(),
         &event(s.event, s.source.to_string(), new_objects, reused),
@@ -691,10 +693,23 @@ fn record(
     Ok((already_present, recorded))
 }
 
+/// The name a snapshot row of `manifest` carries unless one is given: the
+/// CE plugin's for a CE manifest, the kind (`tree`, `dependencies`,
+/// `task`) for a tree-kind one.
+pub fn snapshot_name(manifest: &Manifest) -> &'static str {
+    match manifest.tree {
+        None => CE.name(),
+        Some(_) => manifest.profile(),
+    }
+}
+
 /// What an ingest (or an adoption) has staged, ready to become a snapshot.
 pub struct Staged<'a> {
     /// The snapshot's manifest.
     pub manifest: &'a Manifest,
+    /// The snapshot's name when given (`ingest --name`); else the profile's
+    /// ([`snapshot_name`]).
+    pub name: Option<&'a str>,
     /// The release version.
     pub version: &'a str,
     /// What the event is: `ingest`, `pull` or `import`.
@@ -788,7 +803,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
     }
     Ok(IngestReport {
         provenance: Provenance {
-            name: CE.name().to_string(),
+            name: s.name.unwrap_or(snapshot_name(s.manifest)).to_string(),
             version: s.version.to_string(),
             manifest_schema_version: i64::from(SCHEMA_VERSION),
             manifest_digest: digest,

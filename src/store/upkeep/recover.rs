@@ -122,6 +122,10 @@ pub enum Refusal {
         /// What is wrong with it.
         why: String,
     },
+    /// A tree-kind manifest holds what no capture records, or is a task
+    /// whose tree or dependency list is not recorded.
+    #[error("it breaks a rule of the tree profile: {0}")]
+    Tree(#[from] crate::profile::tree::stored::CheckError),
     /// The bytes of the profile's content entry break its rules
     /// ([`Profile::check_content`]).
     #[error("its {file} is refused: {why}", file = CE.content_file())]
@@ -136,6 +140,7 @@ impl Refusal {
     pub fn rule(&self) -> &'static str {
         match self {
             Refusal::Rules(r) => r.rule(),
+            Refusal::Tree(r) => r.rule(),
             Refusal::MissingObject { .. } => "missing-object",
             Refusal::DamagedObject { .. } => "damaged-object",
             Refusal::Content { .. } => CE.content_rule(),
@@ -156,7 +161,15 @@ pub fn check_for_recording(
     manifest: &Manifest,
     known_version: Option<&str>,
 ) -> std::result::Result<String, Refusal> {
-    CE.check_entries(&manifest.entries)?;
+    match &manifest.tree {
+        None => CE.check_entries(&manifest.entries)?,
+        Some(stored) => {
+            let catalogue = store.catalogue();
+            crate::profile::tree::stored::check(stored, &|d| {
+                catalogue.has_snapshot(d).unwrap_or(false)
+            })?;
+        }
+    }
     for e in manifest.entries.iter().filter(|e| e.size > 0) {
         let state =
             check_object(store, &e.key(), e.size).map_err(|err| Refusal::DamagedObject {
@@ -180,6 +193,10 @@ pub fn check_for_recording(
                 })
             }
         }
+    }
+    if manifest.tree.is_some() {
+        // A tree kind has no manifest file and no version.
+        return Ok(String::new());
     }
     let entry = CE.content_entry(&manifest.entries);
     let mut bytes = Vec::new();
@@ -231,7 +248,7 @@ pub fn recover(open: RecoveryOpener<'_>) -> Result<Recovery> {
 
 /// What a salvaged catalogue said of each snapshot: its version and when it
 /// was first ingested.
-type Salvaged = BTreeMap<ManifestDigest, (String, String)>;
+type Salvaged = BTreeMap<ManifestDigest, (String, String, String)>;
 
 fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
     let mut report = Recovery {
@@ -246,12 +263,31 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
     let versions: Salvaged = salvage
         .snapshots
         .iter()
-        .map(|s| (s.digest, (s.version.clone(), s.first_ingested_at.clone())))
+        .map(|s| {
+            let at = s.first_ingested_at.clone();
+            (s.digest, (s.version.clone(), at, s.name.clone()))
+        })
         .collect();
 
     let work = store.work_dir("recover")?;
     let mut seen = BTreeSet::new();
-    for found in &store.list_manifests()? {
+    // A task is recorded only after the tree and dependency list it names:
+    // manifests of the other kinds first (a task's kind is in its first bytes).
+    let mut found_manifests = store.list_manifests()?;
+    found_manifests.sort_by_key(|found| {
+        found.digest.is_some_and(|d| {
+            std::fs::File::open(store.manifest_path(&d))
+                .and_then(|mut f| {
+                    let mut head = [0u8; 16];
+                    f.read_exact(&mut head).map(|()| head)
+                })
+                .is_ok_and(|head| {
+                    crate::profile::tree::stored::Kind::of(&head)
+                        == crate::profile::tree::stored::Kind::Task
+                })
+        })
+    });
+    for found in &found_manifests {
         let Some(digest) = found.digest else {
             report.problems.push(Unrecovered {
                 path: found.path.display().to_string(),
@@ -320,7 +356,8 @@ fn recover_manifest(
         return mend_recorded(store, found, &manifest, report);
     }
     let salvaged = versions.get(&digest);
-    let version = match check_for_recording(store, &manifest, salvaged.map(|(v, _)| v.as_str())) {
+    let version = match check_for_recording(store, &manifest, salvaged.map(|(v, _, _)| v.as_str()))
+    {
         Ok(v) => v,
         Err(refusal) => {
             let detail = format!("not recorded: {refusal}");
@@ -335,9 +372,15 @@ fn recover_manifest(
         }
     };
     let first = salvaged
-        .map(|(_, at)| at.clone())
+        .map(|(_, at, _)| at.clone())
         .or_else(|| modified_at(&found.path));
-    record_recovered(store, found, &manifest, &version, first.as_deref())?;
+    // A tree kind's row keeps the name its ingest was given, when the
+    // set-aside catalogue still says it; a CE row's name is the plugin's.
+    let name = match (&manifest.tree, salvaged) {
+        (Some(_), Some((_, _, name))) => name.clone(),
+        _ => crate::store::ingest::snapshot_name(&manifest).to_string(),
+    };
+    record_recovered(store, found, &manifest, &name, &version, first.as_deref())?;
     report.recovered.push(digest);
     Ok(())
 }
@@ -355,7 +398,16 @@ fn mend_recorded(
         store.catalogue_mut().rewrite_rows(manifest)?;
         report.rewritten.push(digest);
     }
-    if let Err(rule) = CE.check_entries(&manifest.entries) {
+    let broken = match &manifest.tree {
+        None => CE
+            .check_entries(&manifest.entries)
+            .err()
+            .map(|r| r.to_string()),
+        Some(stored) => crate::profile::tree::stored::check(stored, &|_| true)
+            .err()
+            .map(|r| r.to_string()),
+    };
+    if let Some(rule) = broken {
         report.problems.push(Unrecovered {
             path: found.path.display().to_string(),
             detail: format!(
@@ -372,17 +424,19 @@ fn record_recovered(
     store: &mut Store,
     found: &FoundManifest,
     manifest: &Manifest,
+    name: &str,
     version: &str,
     first_ingested_at: Option<&str>,
 ) -> Result<()> {
     let digest = manifest.digest;
     let snapshot = NewSnapshot {
-        name: CE.name(),
+        name,
         version,
         digest,
         manifest: &manifest.bytes,
         entries: &manifest.entries,
         first_ingested_at,
+        tree: manifest.tree.as_ref(),
     };
     let event = IngestEvent {
         digest,

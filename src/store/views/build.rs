@@ -29,6 +29,7 @@ use crate::digest::ManifestDigest;
 use crate::error::{Clash, Damage, Error, IoContext, Request, Result};
 use crate::fsutil::{publish_noreplace, Published};
 use crate::profile::ce::manifest::Entry;
+use crate::profile::tree::{Node, TreeEntry};
 use crate::store::core::objects::{holds_its_bytes, judge, restore_mode, ObjectState};
 use crate::store::{ObjectKey, Store};
 
@@ -169,13 +170,75 @@ pub fn build(
     display: &Path,
     method: Method,
 ) -> Result<Built> {
+    build_with(store, entries, &[], &[], parent, name, display, method)
+}
+
+/// Builds a view of a tree-kind snapshot's layout (see
+/// `store::views::layout`) as [`build`] does: its files linked (or
+/// copied) from their objects, and besides, every directory it lists made
+/// (empty ones too) and every symlink recreated with its target.
+pub fn build_tree(
+    store: &Store,
+    layout: &[TreeEntry],
+    parent: BorrowedFd<'_>,
+    name: &str,
+    display: &Path,
+    method: Method,
+) -> Result<Built> {
+    let mut files = Vec::new();
+    let mut dirs = Vec::new();
+    let mut links = Vec::new();
+    for e in layout {
+        match &e.node {
+            Node::Directory => dirs.push(e.path.clone()),
+            Node::File { size, sha256, mode } => files.push(Entry {
+                path: e.path.clone(),
+                sha256: *sha256,
+                size: *size,
+                executable: mode & 0o111 != 0,
+            }),
+            Node::Symlink { target } => links.push((e.path.clone(), target.clone())),
+        }
+    }
+    build_with(store, &files, &dirs, &links, parent, name, display, method)
+}
+
+/// [`build`], with directories (`extra_dirs`, made even when empty) and
+/// symlinks (`links`: path and target) besides the files.
+#[allow(clippy::too_many_arguments)]
+fn build_with(
+    store: &Store,
+    entries: &[Entry],
+    extra_dirs: &[String],
+    links: &[(String, String)],
+    parent: BorrowedFd<'_>,
+    name: &str,
+    display: &Path,
+    method: Method,
+) -> Result<Built> {
     rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700))
         .ctx("create a view directory", display)?;
     let root = crate::fsutil::open_dir(parent, name).ctx("open a view directory", display)?;
     let mut dirs: Vec<String> = Vec::new();
     let mut made: HashSet<String> = HashSet::new();
+    for d in extra_dirs {
+        ensure_parents(
+            root.as_fd(),
+            &format!("{d}/"),
+            &mut made,
+            &mut dirs,
+            display,
+        )?;
+    }
+    for (path, _) in links {
+        ensure_parents(root.as_fd(), path, &mut made, &mut dirs, display)?;
+    }
     for e in entries {
         ensure_parents(root.as_fd(), &e.path, &mut made, &mut dirs, display)?;
+    }
+    for (path, target) in links {
+        rustix::fs::symlinkat(target.as_str(), root.as_fd(), path.as_str())
+            .ctx("create a symlink in the view", display.join(path))?;
     }
     let cross_device = method != Method::Copy && !same_device(store.objects(), root.as_fd())?;
     let healed = Mutex::new(Vec::new());

@@ -11,9 +11,13 @@
 //! [`Store`] handle.
 
 pub mod build;
+pub mod copies;
+pub mod layout;
+pub mod materialize;
 pub mod sandbox;
 pub(crate) mod spares;
 pub(crate) mod tree;
+pub mod writable;
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -311,25 +315,31 @@ fn checkout_with(
     };
     let built = match spare {
         Some(built) => Ok(built),
-        None => {
-            let entries = store.entries_to_hand_out(&digest)?;
-            // A hard-linked view can be a spare that a discard kept.
-            let spare = match method {
-                Method::Auto | Method::Hardlink => crate::store::views::spares::take(
-                    store,
-                    &work,
-                    &digest,
-                    &entries,
-                    parent_fd.as_fd(),
-                    &tmp,
-                ),
-                Method::Copy | Method::Reflink => None,
-            };
-            match spare {
-                Some(built) => Ok(built),
-                None => view::build(store, &entries, parent_fd.as_fd(), &tmp, &dest, method),
+        None => match layout::tree_layout(store, &digest) {
+            Err(e) => Err(e),
+            Ok(Some(layout)) => {
+                view::build_tree(store, &layout, parent_fd.as_fd(), &tmp, &dest, method)
             }
-        }
+            Ok(None) => {
+                let entries = store.entries_to_hand_out(&digest)?;
+                // A hard-linked view can be a spare that a discard kept.
+                let spare = match method {
+                    Method::Auto | Method::Hardlink => crate::store::views::spares::take(
+                        store,
+                        &work,
+                        &digest,
+                        &entries,
+                        parent_fd.as_fd(),
+                        &tmp,
+                    ),
+                    Method::Copy | Method::Reflink => None,
+                };
+                match spare {
+                    Some(built) => Ok(built),
+                    None => view::build(store, &entries, parent_fd.as_fd(), &tmp, &dest, method),
+                }
+            }
+        },
     }
     .and_then(|built| {
         view::publish(parent_fd.as_fd(), &tmp, name.as_os_str(), &dest)?;
@@ -419,7 +429,11 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
         Err(Errno::NOENT) => {}
         Err(e) => return Err(Error::io("examine the shared view", &path, e)),
     }
-    let entries = store.entries_to_hand_out(&digest)?;
+    let layout = layout::tree_layout(store, &digest)?;
+    let entries = match layout {
+        Some(_) => Vec::new(),
+        None => store.entries_to_hand_out(&digest)?,
+    };
     // Build beside the final name, so that the rename keeps the parent (a
     // directory moved to another parent needs write permission on itself,
     // which a frozen view no longer has). A marker in the store names the
@@ -427,7 +441,11 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
     let tmp = view::temp_name(std::ffi::OsStr::new(&hex));
     let work = store.work_dir("path")?;
     work.mark_target(&path.with_file_name(&tmp))?;
-    let built = match view::build(store, &entries, views.as_fd(), &tmp, &path, Method::Auto) {
+    let built = match &layout {
+        Some(layout) => view::build_tree(store, layout, views.as_fd(), &tmp, &path, Method::Auto),
+        None => view::build(store, &entries, views.as_fd(), &tmp, &path, Method::Auto),
+    };
+    let built = match built {
         Ok(b) => b,
         Err(e) => {
             let _ = remove_tree_at(views.as_fd(), &tmp);
