@@ -41,6 +41,10 @@ pub enum Error {
     /// rules: a `GitNexusError`, from the `gitnexus` module.
     #[error(transparent)]
     GitNexus(Classified),
+    /// A task's declarations or captured trees broke one of the benchmark
+    /// harness's rules: a `TreeIngestError`, from the store's tree ingest.
+    #[error(transparent)]
+    Tree(Classified),
     /// A release could not be read from git, besides the rules it breaks: a
     /// `GitError`, from the `source` module.
     #[error(transparent)]
@@ -290,6 +294,7 @@ impl Error {
             }
             Error::Rejected(_) => ErrorKind::Rejected,
             Error::GitNexus(c)
+            | Error::Tree(c)
             | Error::Remote(c)
             | Error::Transfer(c)
             | Error::Git(c)
@@ -356,6 +361,7 @@ impl Error {
         match self {
             Error::Rejected(r) => Some(r.rule()),
             Error::GitNexus(c)
+            | Error::Tree(c)
             | Error::Remote(c)
             | Error::Transfer(c)
             | Error::Adopt(c)
@@ -371,6 +377,7 @@ impl Error {
         match self {
             Error::Rejected(r) => r.path(),
             Error::GitNexus(c)
+            | Error::Tree(c)
             | Error::Remote(c)
             | Error::Transfer(c)
             | Error::Adopt(c)

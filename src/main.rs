@@ -10,7 +10,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let argv: Vec<OsString> = std::env::args_os().collect();
+    let argv: Vec<OsString> = cli::args::route_profile_ingest(std::env::args_os().collect());
     // `--json` anywhere on the command line asks for JSON, even when the
     // rest of the line cannot be parsed.
     let json = argv.iter().skip(1).any(|a| a == "--json");

@@ -58,6 +58,15 @@ pub struct Cli {
 pub enum Command {
     /// Validate a plugin release as the reference does, and store it.
     Ingest(IngestArgs),
+    /// `ingest --profile tree|dependency|task`: capture a task's trees as
+    /// the benchmark harness does, and store them (the command line routes
+    /// `ingest --profile` here).
+    #[command(
+        name = "ingest-profile",
+        hide = true,
+        override_usage = "cestore ingest --profile <tree|dependency|task> <REPO> [OPTIONS]"
+    )]
+    IngestProfile(ProfileIngestArgs),
     /// Validate a plugin release as ingest does and print its manifest
     /// digest, storing nothing (no store is opened or created).
     Digest(ReleaseArgs),
@@ -328,6 +337,157 @@ pub struct IngestArgs {
     /// its filters go by name only).
     #[arg(long)]
     pub(super) refuse_secrets: bool,
+}
+
+/// The tree kinds `ingest --profile` captures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TreeProfileArg {
+    /// A `sandbox_copy` tree (`--copy`).
+    Tree,
+    /// A dependency list (`--source`/`--target` pairs).
+    Dependency,
+    /// A whole task (`--task`, `--resolved-sha`).
+    Task,
+}
+
+/// The arguments of `ingest --profile`.
+#[derive(Debug, Args)]
+pub struct ProfileIngestArgs {
+    /// What to capture: tree, dependency or task.
+    #[arg(long, value_enum)]
+    pub(super) profile: TreeProfileArg,
+    /// The repository the trees are read from.
+    pub(super) repo: PathBuf,
+    /// With tree: a sandbox_copy path of REPO (repeat; none: every name at
+    /// REPO's top level).
+    #[arg(long = "copy", value_name = "REL")]
+    pub(super) copies: Vec<String>,
+    /// With dependency: a dependency's source in REPO (repeat, each with a --target).
+    #[arg(long = "source", value_name = "REL")]
+    pub(super) sources: Vec<String>,
+    /// With dependency: where the dependency of the same position is mounted.
+    #[arg(long = "target", value_name = "REL")]
+    pub(super) targets: Vec<String>,
+    /// With task: the task JSON file (its sandbox_copy and sandbox_dependencies).
+    #[arg(long, value_name = "TASK.json")]
+    pub(super) task: Option<PathBuf>,
+    /// With task: the commit the task is bound to.
+    #[arg(long, value_name = "SHA")]
+    pub(super) resolved_sha: Option<String>,
+    /// With task: where eval/workflow_bench/review_cases paths are read from.
+    #[arg(long, value_name = "DIR")]
+    pub(super) harness_root: Option<PathBuf>,
+    /// With task: a task binding whose dependency digests the capture must give.
+    #[arg(long, value_name = "BINDING.json")]
+    pub(super) expect_binding: Option<PathBuf>,
+    /// The snapshot's name (default: its kind).
+    #[arg(long, value_name = "NAME")]
+    pub(super) name: Option<String>,
+    /// Refuse more entries than this, all trees together (at most the default).
+    #[arg(long, value_name = "N", default_value_t = crate::profile::tree::capture::MAX_TASK_ASSET_ENTRIES,
+          value_parser = clap::value_parser!(u64).range(0..=crate::profile::tree::capture::MAX_TASK_ASSET_ENTRIES))]
+    pub(super) max_entries: u64,
+    /// Refuse a path longer than this many bytes (at most the default).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::profile::tree::capture::MAX_TASK_ASSET_PATH_BYTES,
+          value_parser = clap::value_parser!(u64).range(0..=crate::profile::tree::capture::MAX_TASK_ASSET_PATH_BYTES))]
+    pub(super) max_path_bytes: u64,
+    /// Refuse more bytes than this, all trees together (at most the default).
+    #[arg(long, value_name = "BYTES", default_value_t = crate::profile::tree::capture::MAX_TASK_ASSET_BYTES,
+          value_parser = clap::value_parser!(u64).range(0..=crate::profile::tree::capture::MAX_TASK_ASSET_BYTES))]
+    pub(super) max_bytes: u64,
+}
+
+impl ProfileIngestArgs {
+    /// The options, or why the flags do not fit the profile.
+    pub(super) fn options(&self) -> Result<crate::store::ingest::tree::TreeIngestOptions<'_>> {
+        use crate::store::ingest::tree::TreeForm;
+        let usage = |m: &str| {
+            Err(Error::Usage(format!(
+                "ingest --profile {}: {m}",
+                match self.profile {
+                    TreeProfileArg::Tree => "tree",
+                    TreeProfileArg::Dependency => "dependency",
+                    TreeProfileArg::Task => "task",
+                }
+            )))
+        };
+        let task_flags = self.task.is_some()
+            || self.resolved_sha.is_some()
+            || self.harness_root.is_some()
+            || self.expect_binding.is_some();
+        let pairs = !self.sources.is_empty() || !self.targets.is_empty();
+        let form = match self.profile {
+            TreeProfileArg::Tree if pairs || task_flags => {
+                return usage("takes --copy, not --source, --target, --task, --resolved-sha, --harness-root or --expect-binding")
+            }
+            TreeProfileArg::Tree => TreeForm::Tree {
+                copies: self.copies.clone(),
+            },
+            TreeProfileArg::Dependency if !self.copies.is_empty() || task_flags => {
+                return usage("takes --source and --target pairs, not --copy or the task's flags")
+            }
+            TreeProfileArg::Dependency if self.sources.len() != self.targets.len() => {
+                return usage("each --source needs a --target, in the same order")
+            }
+            TreeProfileArg::Dependency => TreeForm::Dependency {
+                pairs: self
+                    .sources
+                    .iter()
+                    .cloned()
+                    .zip(self.targets.iter().cloned())
+                    .collect(),
+            },
+            TreeProfileArg::Task if !self.copies.is_empty() || pairs => {
+                return usage("reads the declarations from --task, not from --copy, --source or --target")
+            }
+            TreeProfileArg::Task => match (&self.task, &self.resolved_sha) {
+                (Some(task), Some(sha)) => TreeForm::Task {
+                    task: task.clone(),
+                    resolved_sha: sha.clone(),
+                    harness_root: self.harness_root.clone(),
+                    expect_binding: self.expect_binding.clone(),
+                },
+                _ => return usage("needs --task and --resolved-sha"),
+            },
+        };
+        Ok(crate::store::ingest::tree::TreeIngestOptions {
+            repo: &self.repo,
+            form,
+            name: self.name.as_deref(),
+            limits: crate::profile::tree::capture::Limits {
+                max_entries: self.max_entries,
+                max_path_bytes: self.max_path_bytes,
+                max_total_bytes: self.max_bytes,
+            },
+        })
+    }
+}
+
+/// The command line with `ingest ... --profile ...` routed to the hidden
+/// `ingest-profile` command: a CE ingest's flags and messages stay as
+/// they are, and a tree-kind ingest has flags of its own.
+pub fn route_profile_ingest(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut at = 1;
+    while at < argv.len() {
+        let arg = argv[at].as_encoded_bytes();
+        match arg {
+            b"--json" | b"--trust-store" | b"--short" => at += 1,
+            b"--store" => at += 2,
+            _ if arg.starts_with(b"--store=") => at += 1,
+            _ => break,
+        }
+    }
+    let wants_profile = |rest: &[std::ffi::OsString]| {
+        rest.iter()
+            .map(|a| a.as_encoded_bytes())
+            .take_while(|a| *a != b"--")
+            .any(|a| a == b"--profile" || a.starts_with(b"--profile="))
+    };
+    let mut argv = argv;
+    if at < argv.len() && argv[at] == "ingest" && wants_profile(&argv[at + 1..]) {
+        argv[at] = "ingest-profile".into();
+    }
+    argv
 }
 
 /// The private key a `--sign-with FILE` names, loaded (and its file

@@ -41,6 +41,14 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     let output = output::Output::choose(cli)?;
     match &cli.command {
         Command::Ingest(a) => ingest(output, &root, a, out),
+        Command::IngestProfile(a) => {
+            let opts = a.options()?;
+            emit(
+                output,
+                out,
+                &crate::store::ingest::tree::ingest_tree(&|need| cmd::open(&root, need), &opts)?,
+            )
+        }
         Command::Digest(a) => emit(output, out, &cmd::digest::digest(&a.into())?),
         Command::Show(a) if a.manifest => {
             emit(output, out, &cmd::show::manifest(&root, &a.digest)?)

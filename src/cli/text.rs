@@ -778,3 +778,73 @@ impl Report for RulesReport {
         Ok(())
     }
 }
+
+impl Report for crate::store::ingest::tree::TreeIngestReport {
+    /// One line per digest, each named by the harness's field.
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        use crate::store::ingest::tree::{StoredCounts, TreeIngestReport};
+        let stored = |s: &StoredCounts| {
+            format!(
+                "{}: {} ({}), {} reused",
+                if s.already_present {
+                    "already stored"
+                } else {
+                    "stored"
+                },
+                counted(s.new_objects, "new object", "new objects"),
+                counted(s.bytes_written, "byte", "bytes"),
+                s.reused_objects
+            )
+        };
+        match self {
+            TreeIngestReport::Tree(r) => writeln!(
+                w,
+                "{}  task_asset_manifest_digest: tree {}, {}, {}; {}",
+                r.manifest_digest,
+                r.name,
+                counted(r.entries, "entry", "entries"),
+                counted(r.total_bytes, "byte", "bytes"),
+                stored(&r.stored)
+            ),
+            TreeIngestReport::Dependencies(r) => {
+                writeln!(
+                    w,
+                    "{}  sandbox_dependency_manifest_digest: {} {}, {}, {}; {}",
+                    r.digest,
+                    r.name,
+                    counted(r.dependencies.len(), "dependency", "dependencies"),
+                    counted(r.entries, "entry", "entries"),
+                    counted(r.total_bytes, "byte", "bytes"),
+                    stored(&r.stored)
+                )?;
+                writeln!(
+                    w,
+                    "{}  sandbox_dependency_content_digest",
+                    r.dependency_content_digest
+                )
+            }
+            TreeIngestReport::Task(r) => {
+                writeln!(
+                    w,
+                    "{}  task_asset_snapshot_digest: task {} at {}, {}; {}",
+                    r.digest,
+                    r.name,
+                    r.resolved_sha,
+                    counted(r.total_bytes, "byte", "bytes"),
+                    stored(&r.stored)
+                )?;
+                writeln!(w, "{}  task_asset_manifest_digest", r.manifest_digest)?;
+                writeln!(
+                    w,
+                    "{}  sandbox_dependency_manifest_digest",
+                    r.dependency_manifest_digest
+                )?;
+                writeln!(
+                    w,
+                    "{}  sandbox_dependency_content_digest",
+                    r.dependency_content_digest
+                )
+            }
+        }
+    }
+}

@@ -120,7 +120,8 @@ pub struct OsCause {
 }
 
 impl OsCause {
-    fn new(errno: Errno, filename: Option<&[u8]>) -> OsCause {
+    /// The cause of `errno` from a call given `filename`.
+    pub fn new(errno: Errno, filename: Option<&[u8]>) -> OsCause {
         OsCause {
             errno: errno.raw_os_error(),
             filename: filename.map(|n| String::from_utf8_lossy(n).into_owned()),
@@ -448,11 +449,35 @@ pub fn open_relative(root: BorrowedFd<'_>, relative: &str) -> Result<OwnedFd, Ca
     Ok(current)
 }
 
+/// Where a walk hands each file's bytes as it reads them, when the caller
+/// wants them (to store them) and hashes them itself, elsewhere.
+///
+/// The walk still reads each file once, in its order, with every check;
+/// for each regular file it calls [`FileSink::start`], then
+/// [`FileSink::bytes`] for each chunk read, then [`FileSink::finish`] once
+/// the file is read whole and found unchanged, or [`FileSink::abandon`]
+/// when it is refused. The id `finish` returns is recorded as the file's
+/// `sha256`: the sink may return a stand-in it replaces once it has hashed
+/// the bytes.
+pub trait FileSink {
+    /// A file of `size` bytes (as `fstat` said) starts; `executable`: the
+    /// mode recorded for it has an execute bit.
+    fn start(&mut self, size: u64, executable: bool);
+    /// The file's next bytes.
+    fn bytes(&mut self, data: &[u8]);
+    /// The file was read whole and is unchanged: the id to record.
+    fn finish(&mut self) -> ObjectId;
+    /// The file was refused: what was handed of it is dropped.
+    fn abandon(&mut self);
+}
+
 /// One walk's entries, as the harness's `_SnapshotBuilder` records them.
 pub struct Builder<'b> {
     flavour: Flavour,
     limits: Limits,
     budget: &'b mut Budget,
+    /// Where files' bytes go instead of the builder's own hasher.
+    sink: Option<&'b mut dyn FileSink>,
     entries: BTreeMap<String, TreeEntry>,
     total_bytes: u64,
     /// The read buffer, made at the first file and kept for every other.
@@ -487,9 +512,16 @@ impl<'b> Builder<'b> {
             entries: BTreeMap::new(),
             total_bytes: 0,
             chunk: Vec::new(),
+            sink: None,
             #[cfg(test)]
             after_first_read: None,
         }
+    }
+
+    /// This builder, handing each file's bytes to `sink` ([`FileSink`]).
+    pub fn with_sink(mut self, sink: &'b mut dyn FileSink) -> Builder<'b> {
+        self.sink = Some(sink);
+        self
     }
 
     /// The bytes this builder counted: its files' and symlinks' targets'
@@ -585,27 +617,45 @@ impl<'b> Builder<'b> {
             fd.try_clone_to_owned()
                 .map_err(|e| CaptureError::Os(OsCause::of_io(&e)))?,
         );
+        let mode = match self.flavour {
+            Flavour::Dependency => before.st_mode & 0o7777,
+            Flavour::SandboxCopy => 0,
+        };
+        if let Some(sink) = self.sink.as_mut() {
+            sink.start(size, mode & 0o111 != 0);
+        }
         let mut hasher = Sha256::new();
         let mut chunk = std::mem::take(&mut self.chunk);
         chunk.resize(CHUNK_BYTES, 0);
         let read = self.hash_file(&mut file, &mut chunk, &mut hasher);
         self.chunk = chunk;
-        let copied = read?;
-        let mode = match self.flavour {
-            Flavour::Dependency => before.st_mode & 0o7777,
-            Flavour::SandboxCopy => 0,
+        let checked = read.and_then(|copied| {
+            let after = fstat(fd)?;
+            if copied != size || mutation_identity(before) != mutation_identity(&after) {
+                return Err(CaptureError::FileChanged(shown(relative)));
+            }
+            Ok(copied)
+        });
+        let copied = match checked {
+            Ok(copied) => copied,
+            Err(e) => {
+                if let Some(sink) = self.sink.as_mut() {
+                    sink.abandon();
+                }
+                return Err(e);
+            }
         };
-        let after = fstat(fd)?;
-        if copied != size || mutation_identity(before) != mutation_identity(&after) {
-            return Err(CaptureError::FileChanged(shown(relative)));
-        }
+        let sha256 = match self.sink.as_mut() {
+            Some(sink) => sink.finish(),
+            None => ObjectId::from_bytes(hasher.finalize().into()),
+        };
         self.total_bytes += copied;
         self.budget.total_bytes += copied;
         self.record(
             relative,
             Node::File {
                 size: copied,
-                sha256: ObjectId::from_bytes(hasher.finalize().into()),
+                sha256,
                 mode,
             },
         )
@@ -636,7 +686,10 @@ impl<'b> Builder<'b> {
             if self.budget.total_bytes.saturating_add(copied) > self.limits.max_total_bytes {
                 return Err(CaptureError::TotalBytes);
             }
-            hasher.update(&chunk[..n]);
+            match self.sink.as_mut() {
+                Some(sink) => sink.bytes(&chunk[..n]),
+                None => hasher.update(&chunk[..n]),
+            }
         }
     }
 
@@ -772,7 +825,26 @@ pub fn capture_dependency(
     limits: Limits,
     budget: &mut Budget,
 ) -> Result<CapturedDependency, CaptureError> {
+    capture_dependency_into(root, source, target, limits, budget, None)
+}
+
+/// [`capture_dependency`], handing each file's bytes to `sink` when given.
+///
+/// # Errors
+///
+/// As [`capture_dependency`].
+pub fn capture_dependency_into(
+    root: BorrowedFd<'_>,
+    source: &str,
+    target: &str,
+    limits: Limits,
+    budget: &mut Budget,
+    sink: Option<&mut dyn FileSink>,
+) -> Result<CapturedDependency, CaptureError> {
     let mut builder = Builder::new(Flavour::Dependency, limits, budget);
+    if let Some(sink) = sink {
+        builder = builder.with_sink(sink);
+    }
     let fd = open_relative(root, source)?;
     builder.copy_descriptor(fd.as_fd(), DEPENDENCY_ROOT.as_bytes())?;
     drop(fd);

@@ -6,6 +6,7 @@
 //! [`Store`] handle.
 
 pub mod adopt;
+pub mod tree;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -108,7 +109,7 @@ pub struct IngestReport {
 }
 
 /// Where each distinct object of the release stands during an ingest.
-enum Pending {
+pub(super) enum Pending {
     Reused,
     Staged(String),
     /// Stored, with its bytes intact but its mode drifted (a view made
@@ -279,7 +280,7 @@ fn staging_threads() -> usize {
 /// or staged (calling `stage`) to be published or to replace a damaged
 /// object. The source is at hand: a drifted object is mended from it, at
 /// publishing time, so that a rejected tree changes nothing.
-fn pending_state(
+pub(super) fn pending_state(
     store: &Store,
     key: &ObjectKey,
     size: u64,

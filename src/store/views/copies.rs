@@ -287,22 +287,23 @@ pub enum CopyError {
         /// The clone's path, absolute.
         path: PathBuf,
     },
-    /// A declared root is a symlink in the clone.
+    /// A declared root is a symlink in the clone (the root as declared,
+    /// and its path in the clone, as each `Target*` variant carries them).
     #[error("sandbox_copy target cannot be a symlink: {0}")]
-    TargetSymlink(String),
+    TargetSymlink(String, PathBuf),
     /// A declared root lies below a symlink in the clone.
     #[error("sandbox_copy target has a symlink parent: {0}")]
-    TargetSymlinkParent(String),
+    TargetSymlinkParent(String, PathBuf),
     /// A declared root (or something inside it) is neither a file, a
     /// directory nor a symlink in the clone.
     #[error("sandbox_copy target has an unsupported type: {0}")]
-    TargetUnsupported(String),
+    TargetUnsupported(String, PathBuf),
     /// A declared root's parent is neither a file nor a directory.
     #[error("sandbox_copy target parent has an unsupported type: {0}")]
-    TargetParentUnsupported(String),
+    TargetParentUnsupported(String, PathBuf),
     /// A declared root's parent became a symlink after the checks.
     #[error("sandbox_copy target cannot traverse a symlink: {0}")]
-    TargetTraversesSymlink(String),
+    TargetTraversesSymlink(String, PathBuf),
     /// A filesystem operation failed.
     #[error("could not {op} '{}': {source}", .path.display())]
     Io {
@@ -335,11 +336,11 @@ impl CopyError {
             ChangedWhileCopying { .. } => "task-asset-changed-while-materializing",
             CloneNotADirectory { .. } => "asset-staging-clone-not-a-directory",
             CloneTraversesSymlink { .. } => "asset-staging-clone-traverses-symlink",
-            TargetSymlink(_) => "sandbox-copy-target-symlink",
-            TargetSymlinkParent(_) => "sandbox-copy-target-symlink-parent",
-            TargetUnsupported(_) => "sandbox-copy-target-unsupported-type",
-            TargetParentUnsupported(_) => "sandbox-copy-target-parent-unsupported-type",
-            TargetTraversesSymlink(_) => "sandbox-copy-target-traverses-symlink",
+            TargetSymlink(..) => "sandbox-copy-target-symlink",
+            TargetSymlinkParent(..) => "sandbox-copy-target-symlink-parent",
+            TargetUnsupported(..) => "sandbox-copy-target-unsupported-type",
+            TargetParentUnsupported(..) => "sandbox-copy-target-parent-unsupported-type",
+            TargetTraversesSymlink(..) => "sandbox-copy-target-traverses-symlink",
             Io { .. } => "task-asset-io",
         }
     }
@@ -375,11 +376,11 @@ impl Classify for CopyError {
             | CopyError::CloneNotADirectory { path, .. }
             | CopyError::CloneTraversesSymlink { path }
             | CopyError::Io { path, .. } => Some(path),
-            CopyError::TargetSymlink(p)
-            | CopyError::TargetSymlinkParent(p)
-            | CopyError::TargetUnsupported(p)
-            | CopyError::TargetParentUnsupported(p)
-            | CopyError::TargetTraversesSymlink(p) => Some(Path::new(p)),
+            CopyError::TargetSymlink(_, p)
+            | CopyError::TargetSymlinkParent(_, p)
+            | CopyError::TargetUnsupported(_, p)
+            | CopyError::TargetParentUnsupported(_, p)
+            | CopyError::TargetTraversesSymlink(_, p) => Some(p),
         }
     }
 

@@ -99,9 +99,9 @@ fn preflight(clone: BorrowedFd<'_>, clone_path: &Path, root: &str) -> Result<(),
         };
         if kind == FileType::Symlink {
             return Err(if last {
-                CopyError::TargetSymlink(root.to_string())
+                CopyError::TargetSymlink(root.to_string(), display.clone())
             } else {
-                CopyError::TargetSymlinkParent(root.to_string())
+                CopyError::TargetSymlinkParent(root.to_string(), clone_path.join(root))
             });
         }
         if last {
@@ -111,13 +111,21 @@ fn preflight(clone: BorrowedFd<'_>, clone_path: &Path, root: &str) -> Result<(),
                     let fd = open_dir_at(dir, part, &display)?;
                     only_removable(fd.as_fd(), &parts.join("/"), &display)
                 }
-                _ => Err(CopyError::TargetUnsupported(root.to_string())),
+                _ => Err(CopyError::TargetUnsupported(
+                    root.to_string(),
+                    display.clone(),
+                )),
             };
         }
         match kind {
             FileType::RegularFile => return Ok(()),
             FileType::Directory => current = Some(open_dir_at(dir, part, &display)?),
-            _ => return Err(CopyError::TargetParentUnsupported(root.to_string())),
+            _ => {
+                return Err(CopyError::TargetParentUnsupported(
+                    root.to_string(),
+                    display.clone(),
+                ))
+            }
         }
     }
     Ok(())
@@ -145,7 +153,7 @@ fn only_removable(dir: BorrowedFd<'_>, relative: &str, display: &Path) -> Result
                     .map_err(|e| CopyError::io("open a directory", &path, e))?;
                 only_removable(fd.as_fd(), &child, &path)?;
             }
-            _ => return Err(CopyError::TargetUnsupported(child)),
+            _ => return Err(CopyError::TargetUnsupported(child, path)),
         }
     }
     Ok(())
@@ -269,14 +277,22 @@ fn publish(
         let mut kind = kind_at(current.as_fd(), part, &display)?;
         match kind {
             Some(FileType::Symlink) => {
-                return Err(CopyError::TargetTraversesSymlink(parent_text.clone()))
+                return Err(CopyError::TargetTraversesSymlink(
+                    parent_text.clone(),
+                    display.clone(),
+                ))
             }
             Some(FileType::RegularFile) => {
                 journal.set_aside(&current, part, &display)?;
                 kind = None;
             }
             Some(FileType::Directory) | None => {}
-            Some(_) => return Err(CopyError::TargetParentUnsupported(parent_text.clone())),
+            Some(_) => {
+                return Err(CopyError::TargetParentUnsupported(
+                    parent_text.clone(),
+                    display.clone(),
+                ))
+            }
         }
         if kind.is_none() {
             rustix::fs::mkdirat(current.as_fd(), *part, Mode::from_raw_mode(0o700))
@@ -294,7 +310,12 @@ fn publish(
         Some(FileType::RegularFile | FileType::Symlink | FileType::Directory) => {
             journal.set_aside(&current, name, &display)?;
         }
-        Some(_) => return Err(CopyError::TargetUnsupported(root.to_string())),
+        Some(_) => {
+            return Err(CopyError::TargetUnsupported(
+                root.to_string(),
+                display.clone(),
+            ))
+        }
     }
     rustix::fs::renameat(staged.as_fd(), *name, current.as_fd(), *name)
         .map_err(|e| CopyError::io("move a staged root into the clone", &display, e))?;

@@ -598,8 +598,10 @@ pub fn discard_view(store: &mut Store, opts: &DiscardOptions<'_>) -> Result<Disc
             // the next checkout of its snapshot: keep it whole instead of
             // deleting it. Taking it checks every file's inode, so a view
             // with copies in it is never handed out.
+            // Spares serve CE checkouts only: a tree-kind view is never taken.
             spare = opts.spare
                 && row.as_ref().is_some_and(|r| r.method != "copy")
+                && layout::kind_of(store, &digest) == crate::profile::tree::stored::Kind::Ce
                 && crate::store::views::spares::keep(
                     store,
                     &digest,
