@@ -42,7 +42,9 @@ pub enum Error {
     #[error(transparent)]
     GitNexus(Classified),
     /// A task's declarations or captured trees broke one of the benchmark
-    /// harness's rules: a `TreeIngestError`, from the store's tree ingest.
+    /// harness's rules: a `TreeIngestError`, from the store's tree ingest;
+    /// or a writable copy or a materialize was refused by them: a
+    /// `CopyError`, from the store's views.
     #[error(transparent)]
     Tree(Classified),
     /// A release could not be read from git, besides the rules it breaks: a

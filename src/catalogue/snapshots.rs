@@ -60,7 +60,16 @@ pub fn resolve(cat: &Catalogue, text: &str) -> Result<ManifestDigest> {
             text: text.to_string(),
             reason: format!("{e}"),
         })?;
-    cat.resolve(&prefix)
+    match cat.resolve(&prefix) {
+        // A dependency list is found by its content digest too.
+        Err(Error::UnknownDigest { .. }) if prefix.full().is_some() => {
+            match cat.by_content_digest(prefix.as_str())? {
+                Some(digest) => Ok(digest),
+                None => cat.resolve(&prefix),
+            }
+        }
+        found => found,
+    }
 }
 
 impl From<SnapshotRow> for Candidate {
@@ -283,6 +292,20 @@ impl Catalogue {
             .and_then(|rows| rows.collect())
             .map_err(self.err("look up a digest prefix"))?;
         one_of(prefix.to_string(), matches)
+    }
+
+    /// The dependency list whose content digest is `hex` (the first
+    /// recorded, should several hold the same content).
+    pub fn by_content_digest(&self, hex: &str) -> Result<Option<ManifestDigest>> {
+        self.conn
+            .query_row(
+                "SELECT digest FROM snapshots WHERE content_digest = ?1
+                 ORDER BY first_ingested_at, digest LIMIT 1",
+                [hex],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.err("look up a content digest"))
     }
 
     /// Resolves `@VERSION` to the one snapshot with that version.

@@ -162,6 +162,8 @@ struct FileOut {
 struct ShowOut {
     ok: bool,
     provenance: Provenance,
+    profile: String,
+    harness_digests: Option<BTreeMap<String, String>>,
     first_ingested_at: Option<String>,
     last_ingested_at: Option<String>,
     ingest_count: u64,
@@ -221,6 +223,7 @@ struct SnapshotOut {
     file_count: u64,
     total_bytes: u64,
     first_ingested_at: String,
+    profile: String,
     source: Option<SourceSummaryOut>,
 }
 

@@ -31,6 +31,7 @@ mod secrets;
 mod signals;
 mod signing;
 mod tree_views;
+mod trees;
 mod upkeep;
 mod urls;
 mod views;

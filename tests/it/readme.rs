@@ -533,6 +533,15 @@ impl<'a> Fixture<'a> {
             ("verify", "DIR") => self.view(),
             // Paths a command makes, and so must not exist yet.
             ("checkout", "DEST") => self.path("dest"),
+            ("materialize", "CLONE") => {
+                let clone = self.path("clone");
+                fs::create_dir(&clone).expect("create a clone");
+                clone
+            }
+            ("materialize", "TASK_DIGEST") => {
+                self.digest();
+                crate::tree_views::record_sample(&self.env).task
+            }
             ("export", "FILE") => self.path("export.tar"),
             ("key", "FILE") => self.path("new-key"),
             // Paths a command reads.

@@ -94,8 +94,8 @@ fn tree_entries(list: &Value) -> Vec<TreeEntry> {
 }
 
 /// The three digests a task snapshot recorded from an answer has.
-struct Recorded {
-    task: String,
+pub(crate) struct Recorded {
+    pub(crate) task: String,
     tree: String,
     dependencies: String,
 }
@@ -463,7 +463,7 @@ pub fn reflinks(dir: &Path) -> bool {
 /// A task with a bit of everything, recorded by hand: a tree with an empty
 /// directory, an empty file and an executable; a directory dependency with
 /// a symlink and a file dependency.
-fn record_sample(env: &TestEnv) -> Recorded {
+pub(crate) fn record_sample(env: &TestEnv) -> Recorded {
     let big = vec![b'x'; 100_000];
     let tree = vec![
         TreeEntry::directory("assets"),
@@ -880,4 +880,119 @@ impl Drop for Xfs {
             .arg(self.path())
             .status();
     }
+}
+
+/// The path the harness's drop-in takes, with the real capture: `ingest
+/// --profile task` of a repository; the task's shared view (the snapshot
+/// root) and the dependency list's, whose `<i>/payload` is a mount source;
+/// `materialize` into a clone with a stale root; `checkout --writable`.
+#[test]
+fn an_ingested_task_is_viewed_materialized_and_copied() {
+    let env = TestEnv::new();
+    let repo = env.path("repo");
+    util::write(&repo.join("assets/a.txt"), "alpha\n");
+    fs::create_dir_all(repo.join("assets/empty")).unwrap();
+    util::write(&repo.join("docs/guide.md"), "guide\n");
+    util::write(
+        &repo.join("node_modules/pkg/cli.js"),
+        "#!/usr/bin/env node\n",
+    );
+    util::chmod(&repo.join("node_modules/pkg/cli.js"), 0o755);
+    fs::create_dir_all(repo.join("node_modules/.bin")).unwrap();
+    symlink("../pkg/cli.js", repo.join("node_modules/.bin/cli")).unwrap();
+    let task = env.path("task.json");
+    util::write(
+        &task,
+        json!({
+            "sandbox_copy": ["assets", "docs/guide.md"],
+            "sandbox_dependencies": [{"source": "node_modules", "target": "node_modules"}],
+        })
+        .to_string(),
+    );
+    let sha = "a".repeat(40);
+    let r = env.json([
+        "--json",
+        "ingest",
+        "--profile",
+        "task",
+        repo.to_str().unwrap(),
+        "--task",
+        task.to_str().unwrap(),
+        "--resolved-sha",
+        &sha,
+    ]);
+    let digest = r["digest"].as_str().unwrap().to_string();
+    let deps = r["dependency_manifest_digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let view = PathBuf::from(
+        env.json(["path", &digest, "--json"])["path"]
+            .as_str()
+            .unwrap(),
+    );
+    let a = view.join("sandbox-copy/assets/a.txt");
+    assert!(same_inode(
+        &a,
+        &util::object_path(&env.store, &util::sha_hex(b"alpha\n"), false)
+    ));
+    assert!(view.join("sandbox-copy/assets/empty").is_dir());
+    assert_eq!(
+        fs::read(view.join("sandbox-copy/docs/guide.md")).unwrap(),
+        b"guide\n"
+    );
+    let payload = view.join("dependencies/00000/payload");
+    assert_eq!(
+        fs::read_link(payload.join(".bin/cli")).unwrap(),
+        Path::new("../pkg/cli.js")
+    );
+    assert!(payload.join(".vite-temp").is_dir());
+    assert_eq!(util::mode_of(&payload.join("pkg/cli.js")), 0o555);
+    assert_eq!(util::mode_of(&view), 0o555);
+    let mount = PathBuf::from(
+        env.json(["path", &deps, "--json"])["path"]
+            .as_str()
+            .unwrap(),
+    )
+    .join("00000/payload");
+    assert_eq!(
+        fs::read(mount.join(".bin/cli")).unwrap(),
+        b"#!/usr/bin/env node\n",
+        "the link resolves inside the mount source"
+    );
+
+    let clone = env.path("work/clone");
+    util::write(&clone.join("assets/stale"), "stale\n");
+    util::write(&clone.join("keep.txt"), "kept\n");
+    let out = env.run(["materialize", &digest, clone.to_str().unwrap(), "--json"]);
+    assert_ok(&out);
+    let got: Vec<(String, String)> = listing(&clone, true)
+        .iter()
+        .map(|e| (e["path"].as_str().unwrap().into(), format!("{}", e["mode"])))
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("assets", 0o700),
+        ("assets/a.txt", 0o600),
+        ("assets/empty", 0o700),
+        ("docs", 0o700),
+        ("docs/guide.md", 0o600),
+        ("keep.txt", 0o644),
+    ]
+    .into_iter()
+    .map(|(p, m)| (p.to_string(), m.to_string()))
+    .collect();
+    assert_eq!(got, want);
+    assert_eq!(util::names_in(&env.path("work")), ["clone"]);
+
+    let copy = env.path("copy");
+    assert_ok(&env.run(["checkout", "--writable", &digest, copy.to_str().unwrap()]));
+    assert_eq!(
+        fs::read(copy.join("sandbox-copy/assets/a.txt")).unwrap(),
+        b"alpha\n"
+    );
+    assert_eq!(
+        util::mode_of(&copy.join("dependencies/00000/payload/pkg/cli.js")),
+        0o600
+    );
 }

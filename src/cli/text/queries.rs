@@ -74,6 +74,12 @@ impl Fitted for ShowReport {
         provenance(&self.provenance, layout, w)?;
         let none = "-".to_string();
         let line = |w: &mut dyn Write, line: String| shown(layout, w, &line);
+        if self.profile != "ce" {
+            line(w, format!("profile:                 {}", self.profile))?;
+            for (name, digest) in self.harness_digests.iter().flat_map(|h| h.named()) {
+                line(w, format!("  {name}: {digest}"))?;
+            }
+        }
         line(
             w,
             format!(

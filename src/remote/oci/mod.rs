@@ -174,8 +174,14 @@ impl OciRemote {
         }
         let manifest = crate::profile::ce::manifest::Manifest::parse(&bytes)
             .map_err(crate::store::ingest::adopt::AdoptError::from)?;
-        crate::profile::Profile::check_entries(&crate::profile::ce::CE, &manifest.entries)
-            .map_err(crate::store::ingest::adopt::AdoptError::from)?;
+        match &manifest.tree {
+            None => {
+                crate::profile::Profile::check_entries(&crate::profile::ce::CE, &manifest.entries)
+                    .map_err(crate::store::ingest::adopt::AdoptError::from)?
+            }
+            Some(stored) => crate::profile::tree::stored::check(stored, &|_| true)
+                .map_err(crate::store::ingest::adopt::AdoptError::from)?,
+        }
         Ok(bytes)
     }
 

@@ -190,12 +190,23 @@ impl Store {
             // resolved (an `rm` racing this command), not damaged.
             self.catalogue().snapshot(digest)?;
         }
-        crate::profile::Profile::check_entries(&crate::profile::ce::CE, &entries).map_err(
-            |rule| crate::error::Damage::SnapshotBreaksRule {
-                digest: *digest,
-                rule: rule.to_string(),
-            },
-        )?;
+        let breaks = |rule: String| crate::error::Damage::SnapshotBreaksRule {
+            digest: *digest,
+            rule,
+        };
+        if self.catalogue().snapshot(digest)?.profile != "ce" {
+            // A tree kind: its manifest holds what the rows do not (its
+            // directories and symlinks), and its own checks.
+            let bytes = self.catalogue().manifest_bytes(digest)?;
+            let manifest = Manifest::parse(&bytes).map_err(|e| breaks(e.to_string()))?;
+            if let Some(stored) = &manifest.tree {
+                crate::profile::tree::stored::check(stored, &|_| true)
+                    .map_err(|e| breaks(e.to_string()))?;
+            }
+            return Ok(entries);
+        }
+        crate::profile::Profile::check_entries(&crate::profile::ce::CE, &entries)
+            .map_err(|rule| breaks(rule.to_string()))?;
         Ok(entries)
     }
 

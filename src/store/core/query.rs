@@ -309,6 +309,11 @@ pub struct ShowOptions<'a> {
 pub struct ShowReport {
     /// The reference's provenance fields.
     pub provenance: Provenance,
+    /// The snapshot's profile: `ce`, `tree`, `dependencies` or `task`.
+    pub profile: String,
+    /// A tree kind's harness digests (a task's four), by the harness's names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub harness_digests: Option<HarnessDigests>,
     /// When the snapshot was first ingested.
     pub first_ingested_at: Option<String>,
     /// When it was last ingested.
@@ -326,6 +331,75 @@ pub struct ShowReport {
     /// The files in manifest order, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<Entry>>,
+}
+
+/// The harness's digests a tree-kind snapshot gives, by the harness's
+/// field names; each present only for the kinds that have it.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct HarnessDigests {
+    /// A task's own digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_asset_snapshot_digest: Option<String>,
+    /// A tree's digest, or the tree a task names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_asset_manifest_digest: Option<String>,
+    /// A dependency list's digest, or the one a task names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox_dependency_manifest_digest: Option<String>,
+    /// A dependency list's content digest, or the one a task names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox_dependency_content_digest: Option<String>,
+}
+
+impl HarnessDigests {
+    /// The digests a tree-kind manifest gives; `None` for a CE manifest.
+    pub fn of(manifest: &crate::profile::ce::manifest::Manifest) -> Option<HarnessDigests> {
+        use crate::profile::tree::stored::Stored;
+        let stored = manifest.tree.as_ref()?;
+        let own = Some(manifest.digest.to_hex());
+        Some(match stored {
+            Stored::Tree(_) => HarnessDigests {
+                task_asset_manifest_digest: own,
+                ..HarnessDigests::default()
+            },
+            Stored::Dependencies(_) => HarnessDigests {
+                sandbox_dependency_manifest_digest: own,
+                sandbox_dependency_content_digest: stored.content_digest().map(|d| d.to_hex()),
+                ..HarnessDigests::default()
+            },
+            Stored::Task(t) => HarnessDigests {
+                task_asset_snapshot_digest: own,
+                task_asset_manifest_digest: Some(t.manifest_digest.to_hex()),
+                sandbox_dependency_manifest_digest: Some(t.dependencies.manifest.to_hex()),
+                sandbox_dependency_content_digest: Some(t.dependencies.content.to_hex()),
+            },
+        })
+    }
+
+    /// Each digest present, with its field name, in the order above.
+    pub fn named(&self) -> Vec<(&'static str, &str)> {
+        [
+            (
+                "task_asset_snapshot_digest",
+                &self.task_asset_snapshot_digest,
+            ),
+            (
+                "task_asset_manifest_digest",
+                &self.task_asset_manifest_digest,
+            ),
+            (
+                "sandbox_dependency_manifest_digest",
+                &self.sandbox_dependency_manifest_digest,
+            ),
+            (
+                "sandbox_dependency_content_digest",
+                &self.sandbox_dependency_content_digest,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(name, d)| d.as_deref().map(|d| (name, d)))
+        .collect()
+    }
 }
 
 /// One attestation of a snapshot, in brief.
@@ -376,8 +450,18 @@ pub fn show(store: &Store, opts: &ShowOptions<'_>) -> Result<ShowReport> {
     let digest = resolve(cat, opts.digest)?;
     let row = cat.snapshot(&digest)?;
     let (_, last, count) = cat.ingest_summary(&digest)?;
+    let harness_digests = if row.profile == "ce" {
+        None
+    } else {
+        crate::profile::ce::manifest::Manifest::parse(&cat.manifest_bytes(&digest)?)
+            .ok()
+            .as_ref()
+            .and_then(HarnessDigests::of)
+    };
     Ok(ShowReport {
         provenance: Provenance::from(&row),
+        profile: row.profile.clone(),
+        harness_digests,
         // The time `list` gives (the earliest of the row's and its events').
         first_ingested_at: Some(row.first_ingested_at.clone()),
         last_ingested_at: last,

@@ -391,7 +391,7 @@ impl Classify for CopyError {
 
 impl From<CopyError> for Error {
     fn from(e: CopyError) -> Self {
-        Error::GitNexus(Classified::new(e))
+        Error::Tree(Classified::new(e))
     }
 }
 
