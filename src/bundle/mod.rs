@@ -945,7 +945,23 @@ struct Head {
 /// An unreadable sources entry refuses the bundle, as an unreadable origin
 /// does: export never writes one, so the bundle was changed.
 fn read_head(body: &mut dyn Read) -> Result<Head> {
-    let bytes = read_small_entry(body, MANIFEST_ENTRY, MAX_MANIFEST_BYTES)?;
+    // A tree kind's manifest may be longer than a CE manifest: the bound
+    // is its kind's, read from its first bytes.
+    let block = read_header(body, MANIFEST_ENTRY)?;
+    let size = tar::Header::from_byte_slice(&block).entry_size().ok();
+    let tree_max = crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES;
+    let max = match size {
+        Some(size) if size > MAX_MANIFEST_BYTES && size <= tree_max => tree_max,
+        _ => MAX_MANIFEST_BYTES,
+    };
+    let bytes = read_small_entry_after(body, &block, MANIFEST_ENTRY, max)?;
+    if crate::profile::ce::manifest::over_bound(&bytes) {
+        return Err(damaged(Damage::TooLarge {
+            name: MANIFEST_ENTRY.into(),
+            size: bytes.len() as u64,
+            max: MAX_MANIFEST_BYTES,
+        }));
+    }
     let manifest = Manifest::parse(&bytes).map_err(AdoptError::from)?;
     let recorded = read_small_entry(body, DIGEST_ENTRY, 256)?;
     if recorded != digest_entry(&manifest.digest) {

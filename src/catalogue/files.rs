@@ -98,6 +98,22 @@ impl Catalogue {
         tx.commit().map_err(err("commit the rewritten rows"))
     }
 
+    /// Whether some recorded file has exactly `size` bytes.
+    pub fn has_file_of_size(&self, size: u64) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM files WHERE size = ?1 LIMIT 1",
+                [size as i64],
+                |_| Ok(()),
+            )
+            .map(|()| true)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows => Ok(false),
+                e => Err(e),
+            })
+            .map_err(self.err("look up a file's size"))
+    }
+
     /// Every object some snapshot uses (zero-length files use none).
     pub fn live_objects(&self) -> Result<std::collections::HashSet<crate::digest::ObjectKey>> {
         let mut stmt = self

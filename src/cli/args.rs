@@ -1285,3 +1285,55 @@ impl GitNexusArgs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::route_profile_ingest;
+
+    fn routed(args: &[&str]) -> Vec<String> {
+        route_profile_ingest(args.iter().map(Into::into).collect())
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    /// `ingest ... --profile` goes to its own flags, after the global ones
+    /// too; every other command line is left as it is.
+    #[test]
+    fn only_an_ingest_with_a_profile_is_routed() {
+        assert_eq!(
+            routed(&[
+                "cestore",
+                "--store",
+                "s",
+                "--json",
+                "ingest",
+                "r",
+                "--profile",
+                "tree"
+            ]),
+            [
+                "cestore",
+                "--store",
+                "s",
+                "--json",
+                "ingest-profile",
+                "r",
+                "--profile",
+                "tree"
+            ]
+        );
+        assert_eq!(
+            routed(&["cestore", "--store=s", "ingest", "--profile=task", "r"])[2],
+            "ingest-profile"
+        );
+        for line in [
+            &["cestore", "ingest", "dir", "--version", "1.0.0"][..],
+            &["cestore", "ingest", "dir", "--", "--profile"],
+            &["cestore", "show", "--profile"],
+            &["cestore", "--store", "ingest", "show", "--profile"],
+        ] {
+            assert_eq!(routed(line), line, "{line:?}");
+        }
+    }
+}

@@ -98,6 +98,20 @@ fn a_tree_is_stored_listed_verified_and_kept_by_gc() {
     assert_eq!(again["already_present"], true);
     assert_eq!(again["new_objects"], 0);
     assert_eq!(again["bytes_written"], 0);
+    // --name names the row; without it the row is named by its kind.
+    let named = ingest_json(
+        &env,
+        &["tree", &s(&repo), "--copy", "README.md", "--name", "docs"],
+    );
+    assert_eq!(named["name"], "docs");
+    let list = env.json(["--json", "list"]);
+    let names: BTreeSet<(&str, &str)> = list["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["name"].as_str().unwrap(), s["version"].as_str().unwrap()))
+        .collect();
+    assert_eq!(names, BTreeSet::from([("tree", ""), ("docs", "")]));
 }
 
 /// A dependency's `.bin` symlinks are kept with their targets and its
@@ -277,6 +291,17 @@ fn build(root: &Path, entries: &[Value], repo: &str) {
                 };
                 std::os::unix::fs::symlink(target, &path).unwrap();
             }
+            "fifo" => {
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    &path,
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(mode(e)),
+                    0,
+                )
+                .unwrap();
+                files.push((path, mode(e)));
+            }
             other => panic!("{other}: not a kind these tests build"),
         }
     }
@@ -341,11 +366,16 @@ fn fixture(name: &str) -> (Built, Value, Value) {
     )
 }
 
-/// Ingests a fixture's task; returns the report.
-fn ingest_task(env: &TestEnv, built: &Built, f: &Value, answer: &Value) -> Value {
+/// Runs `ingest --profile task` on a fixture's task, with its bounds and
+/// its expected binding.
+fn run_task(env: &TestEnv, built: &Built, f: &Value, answer: &Value) -> std::process::Output {
     let task = env.path(&format!("{}.task.json", f["name"].as_str().unwrap()));
     write(&task, serde_json::to_vec(&f["task"]).unwrap());
-    let sha = answer["resolved_sha"].as_str().unwrap();
+    let answers: Value = serde_json::from_str(ANSWERS).unwrap();
+    let sha = answer["resolved_sha"]
+        .as_str()
+        .or(answers["resolved_sha"].as_str())
+        .unwrap();
     let mut args = vec![
         "--json".to_string(),
         "ingest".into(),
@@ -360,7 +390,31 @@ fn ingest_task(env: &TestEnv, built: &Built, f: &Value, answer: &Value) -> Value
     if f.get("harness").is_some() {
         args.extend(["--harness-root".into(), built.harness.clone()]);
     }
-    let out = env.run(&args);
+    if let Some(binding) = f.get("expected_dependency_binding") {
+        let file = env.path(&format!("{}.binding.json", f["name"].as_str().unwrap()));
+        write(&file, serde_json::to_vec(binding).unwrap());
+        args.extend(["--expect-binding".into(), s(&file)]);
+    }
+    for (name, value) in f
+        .get("overrides")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let flag = match name.as_str() {
+            "MAX_TASK_ASSET_ENTRIES" => "--max-entries",
+            "MAX_TASK_ASSET_PATH_BYTES" => "--max-path-bytes",
+            "MAX_TASK_ASSET_BYTES" => "--max-bytes",
+            other => panic!("unknown override {other}"),
+        };
+        args.extend([flag.into(), value.to_string()]);
+    }
+    env.run(&args)
+}
+
+/// Ingests a fixture's task, which must be accepted; returns the report.
+fn ingest_task(env: &TestEnv, built: &Built, f: &Value, answer: &Value) -> Value {
+    let out = run_task(env, built, f, answer);
     assert_exit(&out, 0);
     parse_json(&out)
 }
@@ -409,6 +463,45 @@ fn fixture_tasks_give_the_harness_digests() {
         let (code, report) = env.verify(&[]);
         assert_eq!(code, 0, "{name}: {report}");
     }
+}
+
+/// Every committed fixture's task, through the binary (its files hashed
+/// on the hashing threads and stored as read), is accepted with the
+/// harness's four digests and totals, or refused with its message word for
+/// word (exit 3), the store then holding no snapshot.
+#[test]
+fn every_fixture_task_gets_the_harness_answer_through_the_store() {
+    let fixtures: Value = serde_json::from_str(FIXTURES).unwrap();
+    let (mut accepted, mut rejected) = (0, 0);
+    for f in fixtures["fixtures"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        let env = TestEnv::new();
+        let (built, f, answer) = fixture(name);
+        let out = run_task(&env, &built, &f, &answer);
+        if answer["outcome"] == "rejected" {
+            assert_exit(&out, 3);
+            let mut want = answer["error"].as_str().unwrap().to_string();
+            for key in ["repo", "harness", "cache", "clone"] {
+                want = want.replace(&format!("{{{key}}}"), &layout(&fixtures, name, key));
+            }
+            let e = parse_json(&out);
+            assert_eq!(e["error"]["message"], want.as_str(), "{name}");
+            assert!(e["error"]["rule"].is_string(), "{name}: {e}");
+            if env.store.exists() {
+                assert!(profiles(&env).is_empty(), "{name}");
+            }
+            rejected += 1;
+        } else {
+            assert_exit(&out, 0);
+            let r = parse_json(&out);
+            for (ours, theirs) in DIGESTS {
+                assert_eq!(r[ours], answer[theirs], "{name}: {ours}");
+            }
+            assert_eq!(r["total_bytes"], answer["total_bytes"], "{name}");
+            accepted += 1;
+        }
+    }
+    assert_eq!((accepted, rejected), (13, 38));
 }
 
 /// rm refuses (exit 6, naming the task) to forget a tree or dependency
@@ -561,4 +654,138 @@ fn show_diff_and_find_read_the_tree_kinds() {
     assert_eq!(changes[0]["path"], "assets/a.txt");
     let found = find_matches(&env, &["--object", &sha_hex(b"beta\n")]);
     assert!(found.iter().any(|m| m["manifest_digest"] == b), "{found:?}");
+}
+
+/// A capture that would walk the store itself is refused (exit 6, as a CE
+/// ingest of a source holding its store is), and records nothing.
+#[test]
+fn a_store_inside_a_walked_path_is_refused() {
+    let base = TestEnv::new();
+    let repo = repo(&base);
+    let env = TestEnv::with_store(repo.join("assets/store"));
+    let out = env.run([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        &s(&repo),
+        "--copy",
+        "assets",
+    ]);
+    assert_exit(&out, 6);
+    let e = parse_json(&out);
+    assert_eq!(e["error"]["kind"], "conflict", "{e}");
+    assert!(profiles(&env).is_empty());
+    // A path beside the store is captured.
+    let r = ingest_json(&env, &["tree", &s(&repo), "--copy", "README.md"]);
+    assert_eq!(r["profile"], "tree");
+}
+
+/// push then pull into an empty store gives the same snapshots of every
+/// tree kind (the task after its parts), and a task pulled before its
+/// parts is refused, the store left empty.
+#[test]
+fn push_then_pull_keeps_every_tree_kind() {
+    let Some(reg) = crate::remote::registry("push_then_pull_keeps_every_tree_kind") else {
+        return;
+    };
+    let env = TestEnv::new();
+    let (built, f, answer) = fixture("deps-node-modules");
+    ingest_task(&env, &built, &f, &answer);
+    let target = crate::remote::repo(&reg, "tree-kinds");
+    let fields = ["manifest_digest", "dependency_manifest_digest", "digest"];
+    for field in fields {
+        let digest = answer[field].as_str().unwrap();
+        env.json(["push", digest, &target, "--plain-http", "--json"]);
+    }
+    let early = TestEnv::new();
+    let task = answer["digest"].as_str().unwrap();
+    let out = early.run([
+        "--json",
+        "pull",
+        &format!("{target}:sha256-{task}"),
+        "--plain-http",
+    ]);
+    assert_exit(&out, 1);
+    if early.store.exists() {
+        assert!(profiles(&early).is_empty());
+    }
+    let other = TestEnv::new();
+    for field in fields {
+        let digest = answer[field].as_str().unwrap();
+        let pulled = other.json([
+            "pull",
+            &format!("{target}:sha256-{digest}"),
+            "--plain-http",
+            "--json",
+        ]);
+        assert_eq!(pulled["provenance"]["manifest_digest"], digest, "{pulled}");
+    }
+    let want: BTreeSet<_> = profiles(&env);
+    assert_eq!(profiles(&other), want);
+    let (code, report) = other.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+}
+
+/// A tree whose manifest is longer than a CE manifest may be (16 MiB) is
+/// stored, read back whole (verify clean, gc sweeps), and exported and
+/// imported with the same digest.
+#[test]
+fn a_manifest_longer_than_a_plugins_is_read_back_whole() {
+    let env = TestEnv::new();
+    let repo = env.path("big");
+    let dir = repo.join(format!(
+        "{}/{}/{}",
+        "a".repeat(200),
+        "b".repeat(200),
+        "c".repeat(200)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..20_000 {
+        std::fs::File::create(dir.join(format!("{i:05}{}", "f".repeat(200)))).unwrap();
+    }
+    write(&repo.join("x.txt"), "x\n");
+    let r = ingest_json(&env, &["tree", &s(&repo)]);
+    let digest = r["manifest_digest"].as_str().unwrap().to_string();
+    let bytes = manifest_bytes(&env, &digest);
+    assert!(bytes.len() > 16 * 1024 * 1024, "{}", bytes.len());
+    let (code, report) = env.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+    assert_exit(&env.run(["gc"]), 0);
+    let bundle = env.path("big.tar");
+    assert_exit(&env.run(["export", &digest, "-o", &s(&bundle)]), 0);
+    let other = TestEnv::new();
+    let out = other.run(["--json", "import", &s(&bundle)]);
+    assert_exit(&out, 0);
+    assert!(profiles(&other).contains(&(digest, "tree".into())));
+}
+
+/// A file too large to hand whole to a hashing thread (over 64 MiB) is
+/// stored once: written as read when no stored file has its size; when one
+/// has, hashed only, and read again to be written when its object is
+/// missing after all (same size, other bytes); verify finds each object's
+/// bytes.
+#[test]
+fn a_large_file_is_stored_whether_or_not_its_size_is_known() {
+    let env = TestEnv::new();
+    let repo = env.path("large");
+    let size = 65 * 1024 * 1024;
+    let big = repo.join("big/a.bin");
+    write(&big, vec![b'a'; size]);
+    let first = ingest_json(&env, &["tree", &s(&repo), "--copy", "big"]);
+    assert_eq!(first["new_objects"], 1, "{first}");
+    assert_eq!(first["bytes_written"], size as u64, "{first}");
+    let again = ingest_json(&env, &["tree", &s(&repo), "--copy", "big"]);
+    assert_eq!(again["new_objects"], 0, "{again}");
+    assert_eq!(again["bytes_written"], 0, "{again}");
+    write(&big, vec![b'b'; size]);
+    let other = ingest_json(&env, &["tree", &s(&repo), "--copy", "big"]);
+    assert_eq!(other["new_objects"], 1, "{other}");
+    assert_eq!(other["bytes_written"], size as u64, "{other}");
+    let digest = other["manifest_digest"].as_str().unwrap();
+    let files = env.files(digest);
+    assert_eq!(files[0].sha256, sha_hex(&vec![b'b'; size]));
+    assert!(exists(&env.object(&files[0])));
+    let (code, report) = env.verify(&[]);
+    assert_eq!(code, 0, "{report}");
 }

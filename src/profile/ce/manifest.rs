@@ -93,6 +93,24 @@ pub fn canonical_bytes(entries: &[Entry]) -> Vec<u8> {
 /// most six, stay below it.
 pub const MAX_MANIFEST_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The most bytes a stored manifest of a tree kind (`tree`, `dependencies`,
+/// `task`) may hold where the store reads one whole (its manifest files, a
+/// bundle's manifest, a registry's config): 100,000 entries of the
+/// harness's bounds average far less than 2 KiB each. A CE manifest keeps
+/// [`MAX_MANIFEST_BYTES`] ([`over_bound`]).
+pub const MAX_TREE_MANIFEST_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Whether bytes read as a whole manifest are longer than their kind may
+/// be: [`MAX_MANIFEST_BYTES`] for a CE manifest (and bytes of no kind),
+/// [`MAX_TREE_MANIFEST_BYTES`] for a tree kind.
+pub fn over_bound(bytes: &[u8]) -> bool {
+    let max = match Kind::of(bytes) {
+        Kind::Ce => MAX_MANIFEST_BYTES,
+        Kind::Tree | Kind::Dependencies | Kind::Task => MAX_TREE_MANIFEST_BYTES,
+    };
+    bytes.len() as u64 > max
+}
+
 /// The longest run of hex digits whose every 64-digit window is taken for a
 /// name by [`object_ids_in`]; a longer run gives only its first and last 64.
 pub const LONGEST_SCANNED_RUN: usize = 128;

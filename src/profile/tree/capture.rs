@@ -460,15 +460,21 @@ pub fn open_relative(root: BorrowedFd<'_>, relative: &str) -> Result<OwnedFd, Ca
 /// `sha256`: the sink may return a stand-in it replaces once it has hashed
 /// the bytes.
 pub trait FileSink {
-    /// A file of `size` bytes (as `fstat` said) starts; `executable`: the
-    /// mode recorded for it has an execute bit.
-    fn start(&mut self, size: u64, executable: bool);
+    /// A file of `size` bytes (as `fstat` said), open as `fd`, starts;
+    /// `executable`: the mode recorded for it has an execute bit.
+    fn start(&mut self, size: u64, executable: bool, fd: BorrowedFd<'_>);
     /// The file's next bytes.
     fn bytes(&mut self, data: &[u8]);
     /// The file was read whole and is unchanged: the id to record.
     fn finish(&mut self) -> ObjectId;
     /// The file was refused: what was handed of it is dropped.
     fn abandon(&mut self);
+    /// Where the walk may read the current file's bytes straight into
+    /// (appending), instead of handing them to [`FileSink::bytes`]: a sink
+    /// that keeps the file whole. `None` by default.
+    fn buffer(&mut self) -> Option<&mut Vec<u8>> {
+        None
+    }
 }
 
 /// One walk's entries, as the harness's `_SnapshotBuilder` records them.
@@ -622,12 +628,12 @@ impl<'b> Builder<'b> {
             Flavour::SandboxCopy => 0,
         };
         if let Some(sink) = self.sink.as_mut() {
-            sink.start(size, mode & 0o111 != 0);
+            sink.start(size, mode & 0o111 != 0, fd);
         }
         let mut hasher = Sha256::new();
         let mut chunk = std::mem::take(&mut self.chunk);
         chunk.resize(CHUNK_BYTES, 0);
-        let read = self.hash_file(&mut file, &mut chunk, &mut hasher);
+        let read = self.hash_file(&mut file, size, &mut chunk, &mut hasher);
         self.chunk = chunk;
         let checked = read.and_then(|copied| {
             let after = fstat(fd)?;
@@ -664,13 +670,42 @@ impl<'b> Builder<'b> {
     /// Reads `file` to its end into `hasher`, a chunk at a time, refusing
     /// once the bytes counted would pass the total bound; returns the
     /// bytes read.
+    ///
+    /// A sink that keeps the file whole ([`FileSink::buffer`]) has the
+    /// bytes read straight into its buffer, at most one more than `size`;
+    /// only a file that grew is read on, a chunk at a time. The bytes
+    /// counted, and so the refusals, are the chunked read's.
     fn hash_file(
         &mut self,
         file: &mut std::fs::File,
+        size: u64,
         chunk: &mut [u8],
         hasher: &mut Sha256,
     ) -> Result<u64, CaptureError> {
         let mut copied: u64 = 0;
+        #[cfg(test)]
+        let direct = self.after_first_read.is_none();
+        #[cfg(not(test))]
+        let direct = true;
+        if let Some(buf) = self
+            .sink
+            .as_mut()
+            .and_then(|s| s.buffer())
+            .filter(|_| direct)
+        {
+            let limit = size.saturating_add(1);
+            let n = (&mut *file)
+                .take(limit)
+                .read_to_end(buf)
+                .map_err(|e| CaptureError::Os(OsCause::of_io(&e)))?;
+            copied = n as u64;
+            if self.budget.total_bytes.saturating_add(copied) > self.limits.max_total_bytes {
+                return Err(CaptureError::TotalBytes);
+            }
+            if copied < limit {
+                return Ok(copied);
+            }
+        }
         loop {
             let n = match file.read(chunk) {
                 Ok(0) => return Ok(copied),

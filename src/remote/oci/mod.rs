@@ -161,11 +161,21 @@ impl OciRemote {
     /// Fetches the config blob (the canonical manifest) and checks its hash,
     /// its size when the record names one, and its bounds.
     fn fetch_config(&self, config_id: &ObjectId, size: Option<u64>) -> Result<Vec<u8>> {
+        // A tree kind's manifest may be longer than a CE manifest's bound:
+        // a listed size up to a tree kind's is fetched, then held to its
+        // kind's bound.
+        let tree_max = crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES;
         let max = size.unwrap_or(MAX_CONFIG_BYTES);
-        if max > MAX_CONFIG_BYTES {
+        if max > tree_max {
             return Err(RecordError::ConfigTooLarge { size: max }.into());
         }
         let bytes = self.client.get_blob(config_id, max)?;
+        if crate::profile::ce::manifest::over_bound(&bytes) {
+            return Err(RecordError::ConfigTooLarge {
+                size: bytes.len() as u64,
+            }
+            .into());
+        }
         if bytes.len() as u64 > max
             || size.is_some_and(|s| s != bytes.len() as u64)
             || ObjectId::of(&bytes) != *config_id

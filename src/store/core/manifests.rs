@@ -398,16 +398,23 @@ pub fn read_manifest_file(path: &Path, digest: &ManifestDigest) -> Result<Manife
     }
 }
 
-/// Reads at most one byte more than the longest manifest from `path`.
+/// Reads at most one byte more than the longest manifest of its kind from
+/// `path` (a CE manifest's bound, or a tree kind's, read from its first
+/// bytes).
 fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    use crate::profile::ce::manifest::{MAX_MANIFEST_BYTES, MAX_TREE_MANIFEST_BYTES};
     use std::io::Read;
     let mut bytes = Vec::new();
     std::fs::File::open(path)
-        .and_then(|f| {
-            f.take(crate::profile::ce::manifest::MAX_MANIFEST_BYTES + 1)
-                .read_to_end(&mut bytes)
-        })
+        .and_then(|f| f.take(MAX_TREE_MANIFEST_BYTES + 1).read_to_end(&mut bytes))
         .ctx("read a manifest", path)?;
+    let cut = (MAX_MANIFEST_BYTES + 1) as usize;
+    if crate::profile::tree::stored::Kind::of(&bytes) == crate::profile::tree::stored::Kind::Ce
+        && bytes.len() > cut
+    {
+        // As a CE manifest file was always read: cut one byte past its bound.
+        bytes.truncate(cut);
+    }
     Ok(bytes)
 }
 
@@ -426,12 +433,18 @@ fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
         Ok(b) => b,
         Err(e) => return damaged(e, Vec::new()),
     };
-    if bytes.len() as u64 > crate::profile::ce::manifest::MAX_MANIFEST_BYTES {
+    if crate::profile::ce::manifest::over_bound(&bytes) {
+        let tree = crate::profile::tree::stored::Kind::of(&bytes)
+            != crate::profile::tree::stored::Kind::Ce;
         let e = Error::DamagedManifest {
             path: path.to_path_buf(),
             problem: format!(
                 "is damaged: it is longer than any manifest ({} bytes)",
-                crate::profile::ce::manifest::MAX_MANIFEST_BYTES
+                if tree {
+                    crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES
+                } else {
+                    crate::profile::ce::manifest::MAX_MANIFEST_BYTES
+                }
             ),
         };
         return damaged(e, bytes);

@@ -6,9 +6,11 @@
 //! as they are read (one read per file): files up to [`BUFFERED_FILE`]
 //! bytes are handed to hashing threads (one per core) which hash them,
 //! look their object up and, only when the store lacks it, write it into
-//! the work directory; a larger file is hashed on the walk's thread and
-//! written into the work directory as it is read, the written copy dropped
-//! unread when the store turns out to hold its object. What was written is
+//! the work directory; a larger file is hashed on the walk's thread and,
+//! when no stored file has its size (its object is then missing), written
+//! into the work directory as it is read; when one has, it is only hashed,
+//! and read a second time to be written should its object be missing after
+//! all (same size, other bytes). What was written is
 //! then published, made durable with one `syncfs` and recorded as a CE
 //! ingest is ([`publish_and_record`]): a failed ingest records nothing and
 //! leaves no object.
@@ -48,8 +50,12 @@ use crate::store::ingest::{
 use crate::store::{Need, ObjectKey, Opener, Store};
 
 /// The largest file handed whole to a hashing thread; a larger one is
-/// hashed on the walk's thread and written as it is read.
-pub const BUFFERED_FILE: u64 = 16 * 1024 * 1024;
+/// hashed on the walk's thread (see the module's documentation). A 1.26 GB
+/// `node_modules` keeps two thirds of its bytes in files of 16 to 48 MB.
+pub const BUFFERED_FILE: u64 = 64 * 1024 * 1024;
+
+/// The most bytes the free buffers kept for reuse may hold together.
+const FREE_BUFFER_BYTES: usize = 128 * 1024 * 1024;
 
 /// The most bytes of files waiting for, or in, the hashing threads.
 const IN_FLIGHT_BYTES: u64 = 256 * 1024 * 1024;
@@ -124,6 +130,16 @@ pub enum TreeIngestError {
         /// Why.
         reason: String,
     },
+    /// The manifest would be longer than the store reads a tree kind's.
+    #[error("could not record the {kind} manifest: {size} bytes, more than {max}")]
+    ManifestTooLarge {
+        /// Its kind.
+        kind: &'static str,
+        /// Its length.
+        size: u64,
+        /// The bound, [`crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES`].
+        max: u64,
+    },
     /// A review-case path is declared and no harness root was given.
     #[error("sandbox_copy path '{0}' is read from the harness root: pass --harness-root")]
     NoHarnessRoot(String),
@@ -135,7 +151,8 @@ impl Classify for TreeIngestError {
         match self {
             TreeIngestError::Declaration(_)
             | TreeIngestError::Capture(_)
-            | TreeIngestError::NotRealDirectory { .. } => ErrorKind::Rejected,
+            | TreeIngestError::NotRealDirectory { .. }
+            | TreeIngestError::ManifestTooLarge { .. } => ErrorKind::Rejected,
             TreeIngestError::Input { .. } | TreeIngestError::NoHarnessRoot(_) => ErrorKind::Usage,
         }
     }
@@ -145,6 +162,7 @@ impl Classify for TreeIngestError {
             TreeIngestError::Declaration(e) => Some(e.rule()),
             TreeIngestError::Capture(e) => Some(e.rule()),
             TreeIngestError::NotRealDirectory { .. } => Some("task-asset-real-directory"),
+            TreeIngestError::ManifestTooLarge { .. } => Some("tree-manifest-too-large"),
             TreeIngestError::Input { .. } | TreeIngestError::NoHarnessRoot(_) => None,
         }
     }
@@ -361,9 +379,40 @@ struct Shared<'s> {
     /// The first failure to write into the work directory.
     failed: Mutex<Option<Error>>,
     bytes_staged: AtomicU64,
+    /// Buffers handed back by the hashing threads, for the walk to reuse:
+    /// a fresh large allocation would be mapped, faulted in and unmapped
+    /// for every file.
+    buffers: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Shared<'_> {
+    /// An empty buffer that holds `size` bytes, reused when one is free.
+    fn buffer(&self, size: usize) -> Vec<u8> {
+        let reused = self.buffers.lock().ok().and_then(|mut free| {
+            // The smallest that fits, so that a large one stays for a large file.
+            let (at, _) = free
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.capacity() >= size)
+                .min_by_key(|(_, b)| b.capacity())?;
+            Some(free.swap_remove(at))
+        });
+        let mut buf = reused.unwrap_or_else(|| Vec::with_capacity(size.max(64 * 1024)));
+        buf.clear();
+        buf
+    }
+
+    /// Keeps a buffer for [`Shared::buffer`]: up to 32, holding at most
+    /// [`FREE_BUFFER_BYTES`] together.
+    fn give_back(&self, buf: Vec<u8>) {
+        if let Ok(mut free) = self.buffers.lock() {
+            let held: usize = free.iter().map(Vec::capacity).sum();
+            if free.len() < 32 && held + buf.capacity() <= FREE_BUFFER_BYTES {
+                free.push(buf);
+            }
+        }
+    }
+
     fn fail(&self, e: Error) {
         if let Ok(mut failed) = self.failed.lock() {
             failed.get_or_insert(e);
@@ -500,7 +549,7 @@ fn hash_and_stage(shared: &Shared<'_>, stager: &crate::store::core::objects::Sta
             Err(e) => shared.fail(e),
         }
     }
-    drop(job);
+    shared.give_back(job.data);
     shared.release(size);
 }
 
@@ -508,6 +557,9 @@ fn hash_and_stage(shared: &Shared<'_>, stager: &crate::store::core::objects::Sta
 struct Large {
     name: String,
     file: Option<std::fs::File>,
+    /// The source, kept to read again when the file is not written as read
+    /// (the store records a file of its size) and its object turns out missing.
+    source: Option<OwnedFd>,
     hasher: ObjectHasher,
     executable: bool,
     size: u64,
@@ -528,6 +580,9 @@ enum Current {
 /// hashes and writes large ones itself.
 struct ObjectSink<'a, 's> {
     shared: &'a Shared<'s>,
+    /// What the store records, asked (on the walk's thread) whether a file
+    /// of a large file's size is stored.
+    catalogue: &'a crate::catalogue::Catalogue,
     work: &'a WorkDir,
     jobs: mpsc::SyncSender<Job>,
     current: Current,
@@ -553,6 +608,50 @@ impl ObjectSink<'_, '_> {
         Ok((name, std::fs::File::from(fd)))
     }
 
+    /// Writes a large file read again from `source` into the work
+    /// directory, checking it still holds the bytes of `key`.
+    fn copy_again(
+        &self,
+        source: std::os::fd::BorrowedFd<'_>,
+        key: &ObjectKey,
+        size: u64,
+    ) -> Result<String> {
+        let name = format!("again-{}", key.name());
+        let path = self.work.path().join(&name);
+        let fd = rustix::fs::openat(
+            self.work.fd(),
+            name.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(|e| Error::io("create a staged object", &path, e))?;
+        let mut out = std::fs::File::from(fd);
+        let mut hasher = ObjectHasher::default();
+        let mut buf = vec![0u8; 1024 * 1024];
+        let mut at = 0u64;
+        loop {
+            let n = match rustix::io::pread(source, &mut buf, at) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::io("read a file again", &path, e)),
+            };
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| Error::io("write a staged object", &path, e))?;
+            at += n as u64;
+        }
+        if at != size || hasher.finish() != key.id {
+            return Err(Error::Integrity(format!(
+                "a file of {size} bytes ({}) changed between its two reads; capture it again",
+                key.id
+            )));
+        }
+        rustix::fs::fchmod(&out, Mode::from_raw_mode(key.mode()))
+            .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
+        Ok(name)
+    }
+
     fn finish_large(&mut self, large: Large) -> ObjectId {
         let id = large.hasher.finish();
         let key = ObjectKey {
@@ -560,7 +659,20 @@ impl ObjectSink<'_, '_> {
             executable: large.executable,
         };
         let Some(file) = large.file else {
-            self.unlink(&large.name);
+            if let Some(source) = large.source {
+                // Not written as read: written now only when the store lacks it.
+                if !self.shared.has_failed() && self.shared.claim(key) {
+                    let placed = self.shared.place(&key, large.size, &mut || {
+                        self.copy_again(source.as_fd(), &key, large.size)
+                    });
+                    match placed {
+                        Ok(state) => self.shared.settle(key, state),
+                        Err(e) => self.shared.fail(e),
+                    }
+                }
+            } else {
+                self.unlink(&large.name);
+            }
             return id;
         };
         let mut kept = false;
@@ -586,18 +698,31 @@ impl ObjectSink<'_, '_> {
 }
 
 impl FileSink for ObjectSink<'_, '_> {
-    fn start(&mut self, size: u64, executable: bool) {
+    fn start(&mut self, size: u64, executable: bool, fd: std::os::fd::BorrowedFd<'_>) {
         self.current = if size == 0 {
             Current::Empty
         } else if size <= BUFFERED_FILE {
             self.shared.reserve(size);
             Current::Buffered {
                 // `size` is bounded by BUFFERED_FILE.
-                data: Vec::with_capacity(usize::try_from(size).unwrap_or(0)),
+                data: self.shared.buffer(usize::try_from(size).unwrap_or(0)),
                 executable,
                 reserved: size,
             }
+        } else if self.catalogue.has_file_of_size(size).unwrap_or(false) {
+            // Likely stored already: hashed only, and read again to be
+            // written only when its object is missing after all.
+            Current::Large(Large {
+                name: String::new(),
+                file: None,
+                source: fd.try_clone_to_owned().ok(),
+                hasher: ObjectHasher::default(),
+                executable,
+                size,
+            })
         } else {
+            // No stored file has its size: its object is missing, and it is
+            // written as it is read.
             let file = match self.open_large() {
                 Ok((name, file)) => (name, Some(file)),
                 Err(e) => {
@@ -608,6 +733,7 @@ impl FileSink for ObjectSink<'_, '_> {
             Current::Large(Large {
                 name: file.0,
                 file: file.1,
+                source: None,
                 hasher: ObjectHasher::default(),
                 executable,
                 size,
@@ -652,6 +778,13 @@ impl FileSink for ObjectSink<'_, '_> {
                 ticket(number)
             }
             Current::Large(large) => self.finish_large(large),
+        }
+    }
+
+    fn buffer(&mut self) -> Option<&mut Vec<u8>> {
+        match &mut self.current {
+            Current::Buffered { data, .. } => Some(data),
+            Current::None | Current::Empty | Current::Large(_) => None,
         }
     }
 
@@ -836,6 +969,34 @@ fn plan(opts: &TreeIngestOptions<'_>) -> Result<Plan> {
     }
 }
 
+/// Refuses a capture that would walk the store itself: the store lies at
+/// or below a declared path of the repository (or of the harness root).
+fn refuse_store_inside(store: &Store, plan: &Plan) -> Result<()> {
+    let Ok(real) = std::fs::canonicalize(store.root()) else {
+        return Ok(());
+    };
+    let mut walked: Vec<PathBuf> = Vec::new();
+    if let Some(copies) = &plan.copies {
+        for path in &copies.paths {
+            let root = match (&plan.harness, is_harness_copy(path)) {
+                (Some(harness), true) => harness,
+                _ => &plan.repo,
+            };
+            walked.push(root.join(path));
+        }
+    }
+    for d in plan.dependencies.iter().flatten() {
+        walked.push(plan.repo.join(&d.source_path));
+    }
+    match walked.into_iter().find(|w| real.starts_with(w)) {
+        Some(source_dir) => Err(Error::StoreInsideSource {
+            path: real,
+            source_dir,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// What a capture gave.
 struct Captured {
     copy: Vec<TreeEntry>,
@@ -938,6 +1099,7 @@ fn capture_and_stage(
         freed: Condvar::new(),
         failed: Mutex::new(None),
         bytes_staged: AtomicU64::new(0),
+        buffers: Mutex::new(Vec::new()),
     };
     let stagers = (0..hashing_threads())
         .map(|i| work.stager(i))
@@ -960,6 +1122,7 @@ fn capture_and_stage(
         }
         let mut sink = ObjectSink {
             shared: &shared,
+            catalogue: store.catalogue(),
             work,
             jobs: tx,
             current: Current::None,
@@ -1009,6 +1172,7 @@ fn dependency_reports(deps: &[(Dependency, u64)]) -> Vec<DependencyReport> {
 pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<TreeIngestReport> {
     let plan = plan(opts)?;
     let mut store = open(Need::Creating)?;
+    refuse_store_inside(&store, &plan)?;
     let work = store.work_dir("ingest")?;
     let Written {
         captured,
@@ -1183,6 +1347,13 @@ fn record(
     source: &str,
     objects: Objects,
 ) -> Result<IngestReport> {
+    if crate::profile::ce::manifest::over_bound(&manifest.bytes) {
+        return Err(rejected(TreeIngestError::ManifestTooLarge {
+            kind: manifest.profile(),
+            size: manifest.bytes.len() as u64,
+            max: crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES,
+        }));
+    }
     publish_and_record(
         store,
         work,
