@@ -383,6 +383,12 @@ pub struct ProfileIngestArgs {
     /// The snapshot's name (default: its kind).
     #[arg(long, value_name = "NAME")]
     pub(super) name: Option<String>,
+    /// Sign each snapshot recorded (with task: the tree, the dependency
+    /// list and the task) with this private key (see `cestore sign`): its
+    /// attestation names the harness's digest and is kept with the ingest.
+    /// The key is checked before anything else.
+    #[arg(long, value_name = "FILE")]
+    pub(super) sign_with: Option<PathBuf>,
     /// Refuse more entries than this, all trees together (at most the default).
     #[arg(long, value_name = "N", default_value_t = crate::profile::tree::capture::MAX_TASK_ASSET_ENTRIES,
           value_parser = clap::value_parser!(u64).range(0..=crate::profile::tree::capture::MAX_TASK_ASSET_ENTRIES))]
@@ -454,6 +460,7 @@ impl ProfileIngestArgs {
             repo: &self.repo,
             form,
             name: self.name.as_deref(),
+            sign_with: None,
             limits: crate::profile::tree::capture::Limits {
                 max_entries: self.max_entries,
                 max_path_bytes: self.max_path_bytes,
