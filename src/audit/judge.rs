@@ -130,6 +130,71 @@ pub struct DigestAudit<'a> {
     pub signature: Option<&'a Signature>,
 }
 
+/// A tree digest's standing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TreeStatus {
+    /// In the store, a snapshot of the profile its field names.
+    Ok,
+    /// Not in the store.
+    Unknown,
+    /// In the store, but a snapshot of another profile than its field
+    /// names (a `task_asset_manifest_digest` naming a task, say).
+    ProfileMismatch,
+    /// `--trusted-key`: no stored attestation vouches for it under a key
+    /// trusted.
+    Unsigned,
+}
+
+impl TreeStatus {
+    /// The name as printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TreeStatus::Ok => "ok",
+            TreeStatus::Unknown => "unknown",
+            TreeStatus::ProfileMismatch => "profile-mismatch",
+            TreeStatus::Unsigned => "unsigned",
+        }
+    }
+}
+
+/// A place in the input, held: what [`Place`] says.
+#[derive(Debug, serde::Serialize)]
+pub struct RowAt {
+    /// The input: an absolute path, or `<stdin>`.
+    pub file: String,
+    /// The line, counted from 1.
+    pub line: u64,
+}
+
+/// Everything the audit says about one digest of one tree field
+/// ([`TREE_FIELDS`]).
+#[derive(Debug, serde::Serialize)]
+pub struct TreeDigestAudit {
+    /// The row field that names it.
+    pub field: &'static str,
+    /// The digest as the rows give it.
+    pub digest: ManifestDigest,
+    /// Its standing.
+    pub status: TreeStatus,
+    /// The profile the field names (`tree`, `dependencies` or `task`).
+    pub expected_profile: &'static str,
+    /// The profile of the snapshot the store holds, or null when unknown.
+    pub profile: Option<String>,
+    /// The snapshot's manifest digest, or null when unknown: the digest
+    /// itself, except for a content digest, whose dependency list it is.
+    pub snapshot: Option<ManifestDigest>,
+    /// The rows that name it.
+    pub rows: u64,
+    /// The first row naming it.
+    pub first: RowAt,
+    /// The last row naming it.
+    pub last: RowAt,
+    /// With `--trusted-key`, whether an attestation of its snapshot
+    /// vouches for it under a key trusted; null otherwise.
+    pub signature: Option<Signature>,
+}
+
 /// What the store knows of a held digest's source.
 #[derive(Debug, Default)]
 pub(super) struct DigestSource {
@@ -240,6 +305,9 @@ pub struct AuditReport {
     pub rows: u64,
     /// One entry per distinct digest, in digest order.
     pub digests: Digests,
+    /// One entry per distinct digest of each tree field the rows carry
+    /// ([`TREE_FIELDS`]), in field then digest order.
+    pub tree_digests: Vec<TreeDigestAudit>,
     /// How many rows break a rule.
     pub row_problem_count: u64,
     /// The first [`LISTED`] of them, in input order.
@@ -325,6 +393,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         problems,
         problem_count,
         with_fields,
+        tree,
     } = scan;
     let stored = stored_versions(store)?;
     let source_repo = opts
@@ -366,6 +435,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
             }
         })
         .collect();
+    let tree_digests = tree_digests(store, &tree, &lines, opts.trusted)?;
     let digests = Digests {
         tallies,
         values,
@@ -383,12 +453,18 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         *by.entry(d.status).or_default() += 1;
     }
     let empty = nothing_audited(&fields, rows, with_fields);
+    let mut trees: BTreeMap<TreeStatus, usize> = BTreeMap::new();
+    for d in &tree_digests {
+        *trees.entry(d.status).or_default() += 1;
+    }
     let passed = by.keys().all(|s| s.passes())
+        && trees.keys().all(|s| *s == TreeStatus::Ok)
         && problem_count == 0
         && empty.is_none()
         && (malformed_count == 0 || opts.allow_malformed);
     let verdict = verdict(
         &by,
+        &trees,
         digests.len(),
         problem_count,
         (malformed_count, opts.allow_malformed),
@@ -401,6 +477,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         inputs,
         rows,
         digests,
+        tree_digests,
         row_problem_count: problem_count,
         row_problems,
         malformed_count,
@@ -460,6 +537,65 @@ fn signatures(
             }
         };
         out.insert(t.digest, sig);
+    }
+    Ok(out)
+}
+
+/// Looks each tree field's digest up in the store: a manifest digest by
+/// itself, a content digest through the catalogue's content-digest index;
+/// with keys trusted, asks for an attestation of the snapshot found.
+fn tree_digests(
+    store: &Store,
+    tree: &BTreeMap<(usize, ManifestDigest), TreeTally>,
+    lines: &Lines,
+    trusted: &[PublicKey],
+) -> Result<Vec<TreeDigestAudit>> {
+    let cat = store.catalogue();
+    let mut out = Vec::with_capacity(tree.len());
+    for (&(i, digest), t) in tree {
+        let field = TREE_FIELDS[i];
+        let snapshot = if field.content {
+            cat.by_content_digest(&digest.to_hex())?
+        } else {
+            cat.has_snapshot(&digest)?.then_some(digest)
+        };
+        let profile = snapshot
+            .map(|d| cat.snapshot(&d).map(|row| row.profile))
+            .transpose()?;
+        let signature = match (trusted.is_empty(), snapshot) {
+            (true, _) => None,
+            (false, Some(d)) => Some(signature(&cat.attestations(&d)?, trusted, &d)),
+            (false, None) => Some(Signature::Unsigned {
+                why: "it is not in the store".into(),
+            }),
+        };
+        let status = match &profile {
+            None => TreeStatus::Unknown,
+            Some(p) if p != field.profile => TreeStatus::ProfileMismatch,
+            Some(_) if matches!(signature, Some(Signature::Unsigned { .. })) => {
+                TreeStatus::Unsigned
+            }
+            Some(_) => TreeStatus::Ok,
+        };
+        let place = |at| {
+            let p = lines.place(at);
+            RowAt {
+                file: p.file.to_string(),
+                line: p.line,
+            }
+        };
+        out.push(TreeDigestAudit {
+            field: field.name,
+            digest,
+            status,
+            expected_profile: field.profile,
+            profile,
+            snapshot,
+            rows: t.rows,
+            first: place(t.first),
+            last: place(t.last),
+            signature,
+        });
     }
     Ok(out)
 }
@@ -525,6 +661,7 @@ fn nothing_audited(fields: &Fields, rows: u64, with_fields: u64) -> Option<Strin
 /// was not audited (and whether `--allow-malformed` let that pass).
 fn verdict(
     by: &BTreeMap<Status, usize>,
+    trees: &BTreeMap<TreeStatus, usize>,
     digests: usize,
     problems: u64,
     (malformed, allowed): (u64, bool),
@@ -545,6 +682,17 @@ fn verdict(
             statuses.join(", ")
         }
     )];
+    if !trees.is_empty() {
+        let statuses: Vec<String> = trees
+            .iter()
+            .map(|(s, n)| format!("{n} {}", s.as_str()))
+            .collect();
+        parts.push(format!(
+            "{} ({})",
+            crate::error::counted(trees.values().sum::<usize>(), "tree digest", "tree digests"),
+            statuses.join(", ")
+        ));
+    }
     parts.push(crate::error::counted(
         problems,
         "row problem",

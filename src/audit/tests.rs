@@ -93,13 +93,14 @@ fn fields_must_be_distinct_and_not_nested() {
 fn row(line: &str, f: &Fields) -> Result<[Option<String>; 3], String> {
     let node = Node::of(f).unwrap();
     parse_row(line.as_bytes(), &node).map(|vals| {
-        vals.map(|v| match v {
+        let [a, b, c, ..] = vals.map(|v| match v {
             Val::Absent => None,
             Val::Null => Some("null".into()),
             Val::Str(s) => Some(format!("'{s}'")),
             Val::Lone(s) => Some(format!("lone {}", quoted_lone(&s))),
             Val::Other(k) => Some(k.to_string()),
-        })
+        });
+        [a, b, c]
     })
 }
 
@@ -743,7 +744,7 @@ fn ours(line: &[u8], nodes: &[Node; 2]) -> String {
     let mut fields = Vec::new();
     for node in nodes {
         match parse_row(line, node) {
-            Ok(vals) => fields.extend(vals.iter().map(describe)),
+            Ok(vals) => fields.extend(vals.iter().take(3).map(describe)),
             Err(why) if why.starts_with("invalid UTF-8 at byte") => {
                 return "malformed utf-8".into()
             }

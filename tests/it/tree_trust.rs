@@ -189,3 +189,229 @@ fn sign_and_attestations_work_on_every_tree_kind() {
     assert_eq!(r["manifest_digest"], t.dependency_manifest.as_str(), "{r}");
     assert_eq!(r["new"], false, "{r}");
 }
+
+/// A results file of `rows` (one JSON object a line) at `rel`.
+fn results(env: &TestEnv, rel: &str, rows: &[Value]) -> String {
+    let file = env.path(rel);
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    write(&file, text);
+    s(&file)
+}
+
+/// A row of a non-CE arm naming the task's four digests.
+fn task_row(t: &Task) -> Value {
+    json!({
+        "arm": "baseline",
+        "task_asset_snapshot_digest": t.snapshot,
+        "task_asset_manifest_digest": t.manifest,
+        "sandbox_dependency_manifest_digest": t.dependency_manifest,
+        "sandbox_dependency_content_digest": t.dependency_content,
+    })
+}
+
+/// `audit --json` of `file` (with `extra` flags): its exit code and report.
+fn audit(env: &TestEnv, file: &str, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["--json", "audit", file];
+    args.extend_from_slice(extra);
+    let out = env.run(&args);
+    (out.status.code().unwrap_or(-1), parse_json(&out))
+}
+
+/// Each tree digest audited: `(field, digest, status, profile)`.
+fn tree_statuses(report: &Value) -> Vec<(String, String, String, Value)> {
+    report["tree_digests"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"))
+        .iter()
+        .map(|d| {
+            (
+                d["field"].as_str().unwrap().to_string(),
+                d["digest"].as_str().unwrap().to_string(),
+                d["status"].as_str().unwrap().to_string(),
+                d["profile"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn tree(
+    field: &str,
+    digest: &str,
+    status: &str,
+    profile: Value,
+) -> (String, String, String, Value) {
+    (field.into(), digest.into(), status.into(), profile)
+}
+
+/// Rows naming a task's real digests audit as known, each with its
+/// profile (the content digest through the catalogue's content-digest
+/// index, as `show` finds it), and pass; a forged digest is unknown, a
+/// digest of another profile than its field names is a mismatch, a value
+/// that is no digest is a row problem, and each fails the audit.
+#[test]
+fn audit_looks_every_tree_digest_of_a_row_up_in_the_store() {
+    let env = TestEnv::new();
+    let t = ingest_task(&env, &[]);
+    let good = results(&env, "good.jsonl", &[task_row(&t)]);
+    let (code, r) = audit(&env, &good, &[]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["passed"], true, "{r}");
+    assert_eq!(
+        tree_statuses(&r),
+        vec![
+            tree(
+                "task_asset_snapshot_digest",
+                &t.snapshot,
+                "ok",
+                json!("task")
+            ),
+            tree(
+                "task_asset_manifest_digest",
+                &t.manifest,
+                "ok",
+                json!("tree")
+            ),
+            tree(
+                "sandbox_dependency_manifest_digest",
+                &t.dependency_manifest,
+                "ok",
+                json!("dependencies")
+            ),
+            tree(
+                "sandbox_dependency_content_digest",
+                &t.dependency_content,
+                "ok",
+                json!("dependencies")
+            ),
+        ]
+    );
+    assert_eq!(
+        r["tree_digests"][3]["snapshot"],
+        t.dependency_manifest.as_str()
+    );
+    assert_eq!(r["tree_digests"][0]["first"]["line"], 1);
+
+    let forged = "f".repeat(64);
+    let bad = results(
+        &env,
+        "bad.jsonl",
+        &[
+            task_row(&t),
+            json!({
+                "arm": "baseline",
+                "task_asset_snapshot_digest": forged,
+                "task_asset_manifest_digest": t.snapshot,
+                "sandbox_dependency_manifest_digest": null,
+                "sandbox_dependency_content_digest": "not-a-digest",
+            }),
+        ],
+    );
+    let (code, r) = audit(&env, &bad, &[]);
+    assert_eq!(code, 1, "{r}");
+    assert_eq!(r["passed"], false, "{r}");
+    let statuses = tree_statuses(&r);
+    assert!(statuses.contains(&tree(
+        "task_asset_snapshot_digest",
+        &forged,
+        "unknown",
+        Value::Null
+    )));
+    assert!(statuses.contains(&tree(
+        "task_asset_manifest_digest",
+        &t.snapshot,
+        "profile-mismatch",
+        json!("task")
+    )));
+    assert_eq!(statuses.len(), 6, "{r}");
+    assert_eq!(r["row_problem_count"], 1, "{r}");
+    assert_eq!(r["row_problems"][0]["kind"], "malformed-digest", "{r}");
+    assert_eq!(r["row_problems"][0]["line"], 2, "{r}");
+    let verdict = r["verdict"].as_str().unwrap();
+    assert!(
+        verdict.contains("6 tree digests (4 ok, 1 unknown, 1 profile-mismatch)"),
+        "{verdict}"
+    );
+    let text = env.run(["audit", &bad]);
+    assert_exit(&text, 1);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("task_asset_snapshot_digest  {forged}  unknown")),
+        "{text}"
+    );
+}
+
+/// With `--trusted-key`, a tree digest no trusted attestation vouches for
+/// is `unsigned` and fails; once signed (the content digest through its
+/// dependency list), the same rows pass.
+#[test]
+fn audit_with_a_trusted_key_asks_every_tree_digest_for_a_signature() {
+    let env = TestEnv::new();
+    let (private, public) = key(&env);
+    let t = ingest_task(&env, &[]);
+    let file = results(&env, "r.jsonl", &[task_row(&t)]);
+    let (code, r) = audit(&env, &file, &["--trusted-key", &public]);
+    assert_eq!(code, 1, "{r}");
+    assert!(
+        tree_statuses(&r).iter().all(|(_, _, s, _)| s == "unsigned"),
+        "{r}"
+    );
+    for digest in [&t.snapshot, &t.manifest, &t.dependency_manifest] {
+        assert_exit(&env.run(["sign", "--key", &private, digest]), 0);
+    }
+    let (code, r) = audit(&env, &file, &["--trusted-key", &public]);
+    assert_eq!(code, 0, "{r}");
+    assert!(
+        tree_statuses(&r).iter().all(|(_, _, s, _)| s == "ok"),
+        "{r}"
+    );
+    assert_eq!(r["tree_digests"][3]["signature"]["status"], "signed", "{r}");
+}
+
+/// A CE row's audit is the same whether or not the row also carries the
+/// tree digest fields: the CE digests, statuses and verdict's CE part do
+/// not change, and a results file without them has an empty
+/// `tree_digests`.
+#[test]
+fn audit_of_ce_digests_is_unchanged_by_tree_fields() {
+    let env = TestEnv::new();
+    let src = env.plugin("plugin", "1.0.0");
+    let ce = env.ingest_digest(&src, "1.0.0");
+    let t = ingest_task(&env, &[]);
+    let ce_row = json!({
+        "arm": "ce_workflow",
+        "ce_plugin_manifest_digest": ce,
+        "ce_plugin_version": "1.0.0",
+    });
+    let mut both = task_row(&t);
+    for (k, v) in ce_row.as_object().unwrap() {
+        both[k] = v.clone();
+    }
+    let plain = results(&env, "plain.jsonl", &[ce_row]);
+    let with = results(&env, "with.jsonl", &[both]);
+    let (code, p) = audit(&env, &plain, &[]);
+    assert_eq!(code, 0, "{p}");
+    assert_eq!(p["tree_digests"], json!([]), "{p}");
+    assert_eq!(
+        p["verdict"],
+        "PASS: 1 digest (1 ok), 0 row problems, 0 malformed lines in 1 row"
+    );
+    let (code, w) = audit(&env, &with, &[]);
+    assert_eq!(code, 0, "{w}");
+    let strip = |mut d: Value| {
+        for at in ["first", "last"] {
+            d[at]["file"] = Value::Null;
+        }
+        for a in d["arms"].as_array_mut().unwrap() {
+            a["first"]["file"] = Value::Null;
+        }
+        for v in d["claimed_versions"].as_array_mut().unwrap() {
+            v["first"]["file"] = Value::Null;
+        }
+        d
+    };
+    assert_eq!(
+        strip(p["digests"][0].clone()),
+        strip(w["digests"][0].clone())
+    );
+    assert_eq!(tree_statuses(&w).len(), 4, "{w}");
+}
