@@ -56,7 +56,10 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Validate a plugin release as the reference does, and store it.
+    /// Validate a plugin release as the reference does, and store it; with
+    /// --profile tree|dependency|task, capture a task's trees as the
+    /// benchmark harness does.
+    #[command(after_help = PROFILE_INGEST_HELP)]
     Ingest(IngestArgs),
     /// `ingest --profile tree|dependency|task`: capture a task's trees as
     /// the benchmark harness does, and store them (the command line routes
@@ -469,6 +472,14 @@ impl ProfileIngestArgs {
         })
     }
 }
+
+/// What `ingest --help` says of the tree kinds: `--profile` routes to a
+/// command of its own, with its own flags and help.
+const PROFILE_INGEST_HELP: &str =
+    "Tree snapshots: `cestore ingest --profile tree|dependency|task REPO ...` \
+captures a task's sandbox_copy tree (--copy REL), its dependency list (--source REL --target REL) \
+or the whole task (--task TASK.json --resolved-sha SHA) as the benchmark harness does, and stores \
+them; its flags are its own: `cestore ingest --profile tree --help`.";
 
 /// The command line with `ingest ... --profile ...` routed to the hidden
 /// `ingest-profile` command: a CE ingest's flags and messages stay as

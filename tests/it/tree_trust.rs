@@ -415,3 +415,62 @@ fn audit_of_ce_digests_is_unchanged_by_tree_fields() {
     );
     assert_eq!(tree_statuses(&w).len(), 4, "{w}");
 }
+
+/// `ingest --help` (and `help ingest`, and the command list of `help`)
+/// says that `--profile tree|dependency|task` exists and how to get its own
+/// help; that help, reached through `ingest --profile tree --help`, lists
+/// the profile's flags, `--sign-with` among them.
+#[test]
+fn ingest_help_points_at_the_profile_forms() {
+    let env = TestEnv::new();
+    let text = |args: &[&str]| {
+        let out = env.run(args);
+        assert_exit(&out, 0);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for help in [text(&["ingest", "--help"]), text(&["ingest", "-h"])] {
+        assert!(
+            help.contains("`cestore ingest --profile tree|dependency|task REPO ...`"),
+            "{help}"
+        );
+        assert!(
+            help.contains("`cestore ingest --profile tree --help`"),
+            "{help}"
+        );
+    }
+    let json = env.json(["--json", "help", "ingest"]);
+    assert!(
+        json["help"]
+            .as_str()
+            .unwrap()
+            .contains("cestore ingest --profile tree --help"),
+        "{json}"
+    );
+    let list = text(&["help"]);
+    let line = list
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("ingest "))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        line.contains("--profile") && line.contains("tree|dependency|task"),
+        "{list}"
+    );
+    for profile in ["tree", "dependency", "task"] {
+        let own = text(&["ingest", "--profile", profile, "--help"]);
+        assert!(
+            own.contains("Usage: cestore ingest --profile <tree|dependency|task> <REPO>"),
+            "{own}"
+        );
+        for flag in [
+            "--copy",
+            "--source",
+            "--task",
+            "--resolved-sha",
+            "--sign-with",
+        ] {
+            assert!(own.contains(flag), "{flag}: {own}");
+        }
+    }
+}
