@@ -463,8 +463,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         && empty.is_none()
         && (malformed_count == 0 || opts.allow_malformed);
     let verdict = verdict(
-        &by,
-        &trees,
+        (&by, &trees),
         digests.len(),
         problem_count,
         (malformed_count, opts.allow_malformed),
@@ -657,11 +656,11 @@ fn nothing_audited(fields: &Fields, rows: u64, with_fields: u64) -> Option<Strin
 }
 
 /// The one-line verdict: PASS or FAIL, why nothing was audited when so,
-/// the counts, and, when lines could not be read, that any digest in them
-/// was not audited (and whether `--allow-malformed` let that pass).
+/// the counts (the tree digests' after the digests', when there are any),
+/// and, when lines could not be read, that any digest in them was not
+/// audited (and whether `--allow-malformed` let that pass).
 fn verdict(
-    by: &BTreeMap<Status, usize>,
-    trees: &BTreeMap<TreeStatus, usize>,
+    (by, trees): (&BTreeMap<Status, usize>, &BTreeMap<TreeStatus, usize>),
     digests: usize,
     problems: u64,
     (malformed, allowed): (u64, bool),
