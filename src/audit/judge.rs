@@ -77,7 +77,7 @@ pub struct Claimed<'a> {
 }
 
 /// A damaged object of a snapshot, from `--verify`.
-#[derive(Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct DamagedObject {
     /// The problem's kind, as `verify` names it (`object-content`, …).
     pub kind: &'static str,
@@ -141,6 +141,8 @@ pub enum TreeStatus {
     /// In the store, but a snapshot of another profile than its field
     /// names (a `task_asset_manifest_digest` naming a task, say).
     ProfileMismatch,
+    /// `--verify` found an object of its snapshot that fails its re-hash.
+    Damaged,
     /// `--trusted-key`: no stored attestation vouches for it under a key
     /// trusted.
     Unsigned,
@@ -153,6 +155,7 @@ impl TreeStatus {
             TreeStatus::Ok => "ok",
             TreeStatus::Unknown => "unknown",
             TreeStatus::ProfileMismatch => "profile-mismatch",
+            TreeStatus::Damaged => "damaged",
             TreeStatus::Unsigned => "unsigned",
         }
     }
@@ -190,6 +193,8 @@ pub struct TreeDigestAudit {
     pub first: RowAt,
     /// The last row naming it.
     pub last: RowAt,
+    /// With `--verify`, the objects of its snapshot that fail their re-hash.
+    pub damaged: Vec<DamagedObject>,
     /// With `--trusted-key`, whether an attestation of its snapshot
     /// vouches for it under a key trusted; null otherwise.
     pub signature: Option<Signature>,
@@ -417,11 +422,27 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         .then(|| signatures(store, &tallies, &stored, opts.trusted))
         .transpose()?;
     drop(stored);
-    let damaged = if opts.verify && !held.is_empty() {
-        damaged_objects(store, &held, opts.progress)?
+    let mut tree_digests = tree_digests(store, &tree, &lines, opts.trusted)?;
+    // With --verify, the tree snapshots found are re-hashed with the rest.
+    let mut hashed = held;
+    if opts.verify {
+        hashed.extend(tree_digests.iter().filter_map(|d| d.snapshot));
+        hashed.sort_unstable();
+        hashed.dedup();
+    }
+    let damaged = if opts.verify && !hashed.is_empty() {
+        damaged_objects(store, &hashed, opts.progress)?
     } else {
         BTreeMap::new()
     };
+    for d in &mut tree_digests {
+        if let Some(objects) = d.snapshot.and_then(|s| damaged.get(&s)) {
+            d.damaged = objects.clone();
+            if d.status == TreeStatus::Ok || d.status == TreeStatus::Unsigned {
+                d.status = TreeStatus::Damaged;
+            }
+        }
+    }
     let row_problems: Vec<RowProblem> = problems
         .into_iter()
         .map(|(at, kind, arm, detail)| {
@@ -435,7 +456,6 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
             }
         })
         .collect();
-    let tree_digests = tree_digests(store, &tree, &lines, opts.trusted)?;
     let digests = Digests {
         tallies,
         values,
@@ -593,6 +613,7 @@ fn tree_digests(
             rows: t.rows,
             first: place(t.first),
             last: place(t.last),
+            damaged: Vec::new(),
             signature,
         });
     }

@@ -1301,6 +1301,7 @@ struct AuditTreeDigestOut {
     rows: u64,
     first: PlaceOut,
     last: PlaceOut,
+    damaged: Vec<DamagedOut>,
     signature: Option<SignatureOut>,
 }
 
@@ -1422,6 +1423,7 @@ fn audit_fits_the_documented_schema() {
     );
     is_digest(&t.digest);
     assert!(t.profile.is_none() && t.snapshot.is_none() && t.signature.is_none());
+    assert!(t.damaged.is_empty());
     assert_eq!((t.rows, t.first.line, t.last.line), (1, 1, 1));
     absolute(&t.first.file);
 

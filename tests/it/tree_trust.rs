@@ -474,3 +474,41 @@ fn ingest_help_points_at_the_profile_forms() {
         }
     }
 }
+
+/// `audit --verify` re-hashes the tree snapshots the rows name with the CE
+/// ones: an object of the tree changed in place makes its
+/// `task_asset_manifest_digest` `damaged`, naming the object, and fails the
+/// audit; the untouched dependency list stays `ok`.
+#[test]
+fn audit_verify_rehashes_the_tree_snapshots_the_rows_name() {
+    let env = TestEnv::new();
+    let t = ingest_task(&env, &[]);
+    let file = results(&env, "r.jsonl", &[task_row(&t)]);
+    let (code, r) = audit(&env, &file, &["--verify"]);
+    assert_eq!(code, 0, "{r}");
+    let object = object_path(&env.store, &sha_hex(b"alpha\n"), false);
+    chmod(&object, 0o644);
+    write(&object, "alphA\n");
+    chmod(&object, 0o444);
+    let (code, r) = audit(&env, &file, &["--verify"]);
+    assert_eq!(code, 1, "{r}");
+    let by_field = |f: &str| {
+        r["tree_digests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["field"] == f)
+            .unwrap_or_else(|| panic!("{f}: {r}"))
+            .clone()
+    };
+    let tree = by_field("task_asset_manifest_digest");
+    assert_eq!(tree["status"], "damaged", "{r}");
+    assert_eq!(tree["damaged"][0]["path"], s(&object), "{r}");
+    assert_eq!(
+        by_field("sandbox_dependency_manifest_digest")["status"],
+        "ok",
+        "{r}"
+    );
+    let (code, r) = audit(&env, &file, &[]);
+    assert_eq!(code, 0, "without --verify nothing is re-hashed: {r}");
+}

@@ -220,6 +220,9 @@ fn table(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<()> 
     }
     for d in &r.tree_digests {
         layout.line(w, &tree_line(r, layout, d), 2)?;
+        for n in tree_notes(d) {
+            layout.line(w, &format!("  {n}"), 4)?;
+        }
     }
     for (place, kind, detail) in problems(r) {
         layout.line(w, &format!("{place}: {kind}: {detail}"), 2)?;
@@ -277,6 +280,14 @@ fn tree_line(r: &AuditReport, layout: &Layout, d: &TreeDigestAudit) -> String {
         line.push_str(&format!("  signature: {why}"));
     }
     line
+}
+
+/// The notes under a tree digest: its damaged objects (`--verify`).
+fn tree_notes(d: &TreeDigestAudit) -> Vec<String> {
+    d.damaged
+        .iter()
+        .map(|o| format!("damaged: {} {}: {}", o.kind, o.path, o.detail))
+        .collect()
 }
 
 /// `N`, or `FILE:N` when several inputs were read.
@@ -362,12 +373,18 @@ fn markdown(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<(
         writeln!(w, "|---|---|---|---|---|---|")?;
         for d in &r.tree_digests {
             let profile = d.profile.as_deref().unwrap_or("-");
+            let notes = tree_notes(d);
+            let status = if notes.is_empty() {
+                d.status.as_str().to_string()
+            } else {
+                format!("{}: {}", d.status.as_str(), md(&notes.join("; ")))
+            };
             writeln!(
                 w,
                 "| {} | `{}` | {} | {} | {} | {}-{} |",
                 d.field,
                 d.digest.to_hex(),
-                d.status.as_str(),
+                status,
                 md(profile),
                 d.rows,
                 tree_at(r, &d.first),
