@@ -89,7 +89,8 @@ fn key(env: &TestEnv) -> (String, String) {
 }
 
 /// The attestations of `digest` trusted under `public`: each one's subject
-/// digests and whether it verified.
+/// digests and whether it verified (each subject named by the snapshot's
+/// kind, a tree kind having no version).
 fn attested(env: &TestEnv, digest: &str, public: &str) -> Vec<(Vec<String>, bool)> {
     let r = env.json(["--json", "attestations", "--trusted-key", public, digest]);
     assert_eq!(r["manifest_digest"], digest, "{r}");
@@ -106,6 +107,12 @@ fn attested(env: &TestEnv, digest: &str, public: &str) -> Vec<(Vec<String>, bool
                 .iter()
                 .map(|s| s["digest"]["sha256"].as_str().unwrap().to_string())
                 .collect();
+            let name = a["subjects"].as_array().unwrap();
+            assert!(
+                name.iter()
+                    .all(|n| ["tree", "dependencies", "task"].contains(&n.as_str().unwrap())),
+                "{a}"
+            );
             (subjects, a["verified"]["ok"] == true)
         })
         .collect()
