@@ -175,7 +175,8 @@ fn ingest_profile_signs_every_snapshot_it_records() {
 
 /// `sign` and `attestations` take a tree, a dependency list (by its digest
 /// or its content digest) and a task as they take a plugin snapshot: each
-/// attestation vouches for exactly the digest signed.
+/// attestation vouches for exactly the digest signed, and `export` and
+/// `import --trusted-key` carry it.
 #[test]
 fn sign_and_attestations_work_on_every_tree_kind() {
     let env = TestEnv::new();
@@ -195,6 +196,23 @@ fn sign_and_attestations_work_on_every_tree_kind() {
     let r = env.json(["--json", "sign", "--key", &private, &t.dependency_content]);
     assert_eq!(r["manifest_digest"], t.dependency_manifest.as_str(), "{r}");
     assert_eq!(r["new"], false, "{r}");
+
+    // A bundle carries each kind's attestation to a store that trusts the
+    // key, which takes it only so.
+    let other = TestEnv::new();
+    for (n, digest) in [&t.manifest, &t.dependency_manifest, &t.snapshot]
+        .into_iter()
+        .enumerate()
+    {
+        let bundle = s(&env.path(&format!("{n}.tar")));
+        assert_exit(&env.run(["export", digest, "-o", &bundle]), 0);
+        let out = other.run(["--json", "import", &bundle, "--trusted-key", &public]);
+        assert_exit(&out, 0);
+        assert_eq!(
+            attested(&other, digest, &public),
+            vec![(vec![digest.clone()], true)]
+        );
+    }
 }
 
 /// A results file of `rows` (one JSON object a line) at `rel`.
