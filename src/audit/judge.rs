@@ -143,6 +143,8 @@ pub enum TreeStatus {
     ProfileMismatch,
     /// `--verify` found an object of its snapshot that fails its re-hash.
     Damaged,
+    /// Unknown, then fetched from `--registry` and verified.
+    Pulled,
     /// `--trusted-key`: no stored attestation vouches for it under a key
     /// trusted.
     Unsigned,
@@ -156,6 +158,7 @@ impl TreeStatus {
             TreeStatus::Unknown => "unknown",
             TreeStatus::ProfileMismatch => "profile-mismatch",
             TreeStatus::Damaged => "damaged",
+            TreeStatus::Pulled => "pulled",
             TreeStatus::Unsigned => "unsigned",
         }
     }
@@ -195,6 +198,10 @@ pub struct TreeDigestAudit {
     pub last: RowAt,
     /// With `--verify`, the objects of its snapshot that fail their re-hash.
     pub damaged: Vec<DamagedObject>,
+    /// Whether it was fetched from `--registry` by this audit.
+    pub pulled: bool,
+    /// With `--registry`, why the digest could not be pulled.
+    pub pull_error: Option<String>,
     /// With `--trusted-key`, whether an attestation of its snapshot
     /// vouches for it under a key trusted; null otherwise.
     pub signature: Option<Signature>,
@@ -380,10 +387,29 @@ fn stored_versions(store: &Store) -> Result<HashMap<ManifestDigest, String>> {
         .collect())
 }
 
-/// The digests of `scan` the store does not hold.
+/// The digests of `scan` the store does not hold: the tree fields'
+/// manifest digests first (a tree and a dependency list before a task,
+/// which is taken only once both are held), then the CE digests. A content
+/// digest names no snapshot tag, and is not among them.
 pub fn unknown(store: &Store, scan: &Scan) -> Result<Vec<ManifestDigest>> {
     let stored = stored_versions(store)?;
-    Ok(scan.digests().filter(|d| !stored.contains_key(d)).collect())
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for kind in ["tree", "dependencies", "task"] {
+        for &(i, d) in scan.tree.keys() {
+            let field = TREE_FIELDS[i];
+            if field.profile == kind && !field.content && !stored.contains_key(&d) && seen.insert(d)
+            {
+                out.push(d);
+            }
+        }
+    }
+    for d in scan.digests() {
+        if !stored.contains_key(&d) && seen.insert(d) {
+            out.push(d);
+        }
+    }
+    Ok(out)
 }
 
 /// Looks every digest up in the store and decides its status.
@@ -422,7 +448,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         .then(|| signatures(store, &tallies, &stored, opts.trusted))
         .transpose()?;
     drop(stored);
-    let mut tree_digests = tree_digests(store, &tree, &lines, opts.trusted)?;
+    let mut tree_digests = tree_digests(store, &tree, &lines, opts)?;
     // With --verify, the tree snapshots found are re-hashed with the rest.
     let mut hashed = held;
     if opts.verify {
@@ -438,7 +464,10 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
     for d in &mut tree_digests {
         if let Some(objects) = d.snapshot.and_then(|s| damaged.get(&s)) {
             d.damaged = objects.clone();
-            if d.status == TreeStatus::Ok || d.status == TreeStatus::Unsigned {
+            if matches!(
+                d.status,
+                TreeStatus::Ok | TreeStatus::Unsigned | TreeStatus::Pulled
+            ) {
                 d.status = TreeStatus::Damaged;
             }
         }
@@ -478,7 +507,9 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         *trees.entry(d.status).or_default() += 1;
     }
     let passed = by.keys().all(|s| s.passes())
-        && trees.keys().all(|s| *s == TreeStatus::Ok)
+        && trees
+            .keys()
+            .all(|s| matches!(s, TreeStatus::Ok | TreeStatus::Pulled))
         && problem_count == 0
         && empty.is_none()
         && (malformed_count == 0 || opts.allow_malformed);
@@ -567,8 +598,9 @@ fn tree_digests(
     store: &Store,
     tree: &BTreeMap<(usize, ManifestDigest), TreeTally>,
     lines: &Lines,
-    trusted: &[PublicKey],
+    opts: &JudgeOptions<'_>,
 ) -> Result<Vec<TreeDigestAudit>> {
+    let (trusted, pulled, pull_errors) = (opts.trusted, opts.pulled, opts.pull_errors);
     let cat = store.catalogue();
     let mut out = Vec::with_capacity(tree.len());
     for (&(i, digest), t) in tree {
@@ -594,6 +626,7 @@ fn tree_digests(
             Some(_) if matches!(signature, Some(Signature::Unsigned { .. })) => {
                 TreeStatus::Unsigned
             }
+            Some(_) if pulled.contains(&digest) => TreeStatus::Pulled,
             Some(_) => TreeStatus::Ok,
         };
         let place = |at| {
@@ -614,6 +647,8 @@ fn tree_digests(
             first: place(t.first),
             last: place(t.last),
             damaged: Vec::new(),
+            pulled: pulled.contains(&digest),
+            pull_error: pull_errors.get(&digest).cloned(),
             signature,
         });
     }

@@ -1302,6 +1302,8 @@ struct AuditTreeDigestOut {
     first: PlaceOut,
     last: PlaceOut,
     damaged: Vec<DamagedOut>,
+    pulled: bool,
+    pull_error: Option<String>,
     signature: Option<SignatureOut>,
 }
 
@@ -1423,7 +1425,7 @@ fn audit_fits_the_documented_schema() {
     );
     is_digest(&t.digest);
     assert!(t.profile.is_none() && t.snapshot.is_none() && t.signature.is_none());
-    assert!(t.damaged.is_empty());
+    assert!(t.damaged.is_empty() && !t.pulled && t.pull_error.is_none());
     assert_eq!((t.rows, t.first.line, t.last.line), (1, 1, 1));
     absolute(&t.first.file);
 

@@ -537,3 +537,71 @@ fn audit_verify_rehashes_the_tree_snapshots_the_rows_name() {
     let (code, r) = audit(&env, &file, &[]);
     assert_eq!(code, 0, "without --verify nothing is re-hashed: {r}");
 }
+
+/// `audit --registry` pulls the tree snapshots a results file names and the
+/// store lacks, as `pull` takes them (the tree and the dependency list
+/// before the task that names them): each is then `pulled` with its
+/// profile, and the content digest, whose list came with them, `ok`; a
+/// forged digest stays `unknown`, with why.
+#[test]
+fn audit_registry_pulls_the_tree_snapshots_the_store_lacks() {
+    let test = "audit_registry_pulls_the_tree_snapshots_the_store_lacks";
+    let Some(registry) = crate::remote::registry(test) else {
+        return;
+    };
+    let repo = crate::remote::repo(&registry, "audit-trees");
+    let publisher = TestEnv::new();
+    let t = ingest_task(&publisher, &[]);
+    for digest in [&t.manifest, &t.dependency_manifest, &t.snapshot] {
+        let out = publisher.run(["--json", "push", digest, &repo, "--plain-http"]);
+        assert_exit(&out, 0);
+    }
+    let env = TestEnv::new();
+    let forged = "e".repeat(64);
+    let mut row = task_row(&t);
+    let file = results(&env, "r.jsonl", &[row.clone()]);
+    row["task_asset_snapshot_digest"] = json!(forged);
+    let bad = results(&env, "bad.jsonl", &[row]);
+    let (code, r) = audit(&env, &file, &["--registry", &repo, "--plain-http"]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(
+        tree_statuses(&r),
+        vec![
+            tree(
+                "task_asset_snapshot_digest",
+                &t.snapshot,
+                "pulled",
+                json!("task")
+            ),
+            tree(
+                "task_asset_manifest_digest",
+                &t.manifest,
+                "pulled",
+                json!("tree")
+            ),
+            tree(
+                "sandbox_dependency_manifest_digest",
+                &t.dependency_manifest,
+                "pulled",
+                json!("dependencies")
+            ),
+            tree(
+                "sandbox_dependency_content_digest",
+                &t.dependency_content,
+                "ok",
+                json!("dependencies")
+            ),
+        ]
+    );
+    assert_eq!(r["tree_digests"][0]["pulled"], true, "{r}");
+    let (code, r) = audit(&env, &bad, &["--registry", &repo, "--plain-http"]);
+    assert_eq!(code, 1, "{r}");
+    let first = &r["tree_digests"][0];
+    assert_eq!(
+        (&first["digest"], &first["status"]),
+        (&json!(forged), &json!("unknown")),
+        "{r}"
+    );
+    assert!(first["pull_error"].is_string(), "{r}");
+    assert_eq!(r["tree_digests"][1]["status"], "ok", "now held: {r}");
+}

@@ -282,12 +282,18 @@ fn tree_line(r: &AuditReport, layout: &Layout, d: &TreeDigestAudit) -> String {
     line
 }
 
-/// The notes under a tree digest: its damaged objects (`--verify`).
+/// The notes under a tree digest: its damaged objects (`--verify`), why
+/// `--registry` could not give it.
 fn tree_notes(d: &TreeDigestAudit) -> Vec<String> {
-    d.damaged
+    let mut out: Vec<String> = d
+        .damaged
         .iter()
         .map(|o| format!("damaged: {} {}: {}", o.kind, o.path, o.detail))
-        .collect()
+        .collect();
+    if let Some(e) = &d.pull_error {
+        out.push(format!("not pulled: {e}"));
+    }
+    out
 }
 
 /// `N`, or `FILE:N` when several inputs were read.
