@@ -4,9 +4,10 @@
 //! A results file is JSON Lines, one run per line, as the benchmark harness
 //! writes it: each row carries an arm, and the rows of the `ce_*` arms the
 //! plugin's version and manifest digest. [`scan`] reads the files once, as a
-//! stream: a line is parsed in place, only the three fields asked for are
-//! taken out of it, and only one tally per distinct digest is kept, so that
-//! memory grows with the digests, not the rows. [`judge`] then looks each
+//! stream: a line is parsed in place, only the three fields asked for (and
+//! the harness's tree digest fields, [`TREE_FIELDS`]) are taken out of it,
+//! and only one tally per distinct digest is kept, so that memory grows
+//! with the digests, not the rows. [`judge`] then looks each
 //! digest up in the store (and with `--verify` re-hashes its objects).
 //!
 //! Every list that grows with the rows (row problems, malformed lines, the
