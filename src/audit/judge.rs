@@ -164,13 +164,24 @@ impl TreeStatus {
     }
 }
 
-/// A place in the input, held: what [`Place`] says.
-#[derive(Debug, serde::Serialize)]
+/// A place in the input, held: what [`Place`] says, the input's name
+/// shared by every place in it.
+#[derive(Debug)]
 pub struct RowAt {
     /// The input: an absolute path, or `<stdin>`.
-    pub file: String,
+    pub file: std::sync::Arc<str>,
     /// The line, counted from 1.
     pub line: u64,
+}
+
+impl serde::Serialize for RowAt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("RowAt", 2)?;
+        st.serialize_field("file", &*self.file)?;
+        st.serialize_field("line", &self.line)?;
+        st.end()
+    }
 }
 
 /// Everything the audit says about one digest of one tree field
@@ -602,6 +613,7 @@ fn tree_digests(
 ) -> Result<Vec<TreeDigestAudit>> {
     let (trusted, pulled, pull_errors) = (opts.trusted, opts.pulled, opts.pull_errors);
     let cat = store.catalogue();
+    let names: Vec<std::sync::Arc<str>> = lines.names.iter().map(|n| n.as_str().into()).collect();
     let mut out = Vec::with_capacity(tree.len());
     for (&(i, digest), t) in tree {
         let field = TREE_FIELDS[i];
@@ -631,8 +643,9 @@ fn tree_digests(
         };
         let place = |at| {
             let p = lines.place(at);
+            let input = names.iter().find(|n| ***n == *p.file);
             RowAt {
-                file: p.file.to_string(),
+                file: input.cloned().unwrap_or_else(|| p.file.into()),
                 line: p.line,
             }
         };
