@@ -77,7 +77,7 @@ pub struct Claimed<'a> {
 }
 
 /// A damaged object of a snapshot, from `--verify`.
-#[derive(Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct DamagedObject {
     /// The problem's kind, as `verify` names it (`object-content`, …).
     pub kind: &'static str,
@@ -128,6 +128,94 @@ pub struct DigestAudit<'a> {
     /// key trusted (`unsigned` for a digest not in the store); null
     /// otherwise.
     pub signature: Option<&'a Signature>,
+}
+
+/// A tree digest's standing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TreeStatus {
+    /// In the store, a snapshot of the profile its field names.
+    Ok,
+    /// Not in the store.
+    Unknown,
+    /// In the store, but a snapshot of another profile than its field
+    /// names (a `task_asset_manifest_digest` naming a task, say).
+    ProfileMismatch,
+    /// `--verify` found an object of its snapshot that fails its re-hash.
+    Damaged,
+    /// Unknown, then fetched from `--registry` and verified.
+    Pulled,
+    /// `--trusted-key`: no stored attestation vouches for it under a key
+    /// trusted.
+    Unsigned,
+}
+
+impl TreeStatus {
+    /// The name as printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TreeStatus::Ok => "ok",
+            TreeStatus::Unknown => "unknown",
+            TreeStatus::ProfileMismatch => "profile-mismatch",
+            TreeStatus::Damaged => "damaged",
+            TreeStatus::Pulled => "pulled",
+            TreeStatus::Unsigned => "unsigned",
+        }
+    }
+}
+
+/// A place in the input, held: what [`Place`] says, the input's name
+/// shared by every place in it.
+#[derive(Debug)]
+pub struct RowAt {
+    /// The input: an absolute path, or `<stdin>`.
+    pub file: std::sync::Arc<str>,
+    /// The line, counted from 1.
+    pub line: u64,
+}
+
+impl serde::Serialize for RowAt {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("RowAt", 2)?;
+        st.serialize_field("file", &*self.file)?;
+        st.serialize_field("line", &self.line)?;
+        st.end()
+    }
+}
+
+/// Everything the audit says about one digest of one tree field
+/// ([`TREE_FIELDS`]).
+#[derive(Debug, serde::Serialize)]
+pub struct TreeDigestAudit {
+    /// The row field that names it.
+    pub field: &'static str,
+    /// The digest as the rows give it.
+    pub digest: ManifestDigest,
+    /// Its standing.
+    pub status: TreeStatus,
+    /// The profile the field names (`tree`, `dependencies` or `task`).
+    pub expected_profile: &'static str,
+    /// The profile of the snapshot the store holds, or null when unknown.
+    pub profile: Option<String>,
+    /// The snapshot's manifest digest, or null when unknown: the digest
+    /// itself, except for a content digest, whose dependency list it is.
+    pub snapshot: Option<ManifestDigest>,
+    /// The rows that name it.
+    pub rows: u64,
+    /// The first row naming it.
+    pub first: RowAt,
+    /// The last row naming it.
+    pub last: RowAt,
+    /// With `--verify`, the objects of its snapshot that fail their re-hash.
+    pub damaged: Vec<DamagedObject>,
+    /// Whether it was fetched from `--registry` by this audit.
+    pub pulled: bool,
+    /// With `--registry`, why the digest could not be pulled.
+    pub pull_error: Option<String>,
+    /// With `--trusted-key`, whether an attestation of its snapshot
+    /// vouches for it under a key trusted; null otherwise.
+    pub signature: Option<Signature>,
 }
 
 /// What the store knows of a held digest's source.
@@ -240,6 +328,9 @@ pub struct AuditReport {
     pub rows: u64,
     /// One entry per distinct digest, in digest order.
     pub digests: Digests,
+    /// One entry per distinct digest of each tree field the rows carry
+    /// ([`TREE_FIELDS`]), in field then digest order.
+    pub tree_digests: Vec<TreeDigestAudit>,
     /// How many rows break a rule.
     pub row_problem_count: u64,
     /// The first [`LISTED`] of them, in input order.
@@ -307,10 +398,29 @@ fn stored_versions(store: &Store) -> Result<HashMap<ManifestDigest, String>> {
         .collect())
 }
 
-/// The digests of `scan` the store does not hold.
+/// The digests of `scan` the store does not hold: the tree fields'
+/// manifest digests first (a tree and a dependency list before a task,
+/// which is taken only once both are held), then the CE digests. A content
+/// digest names no snapshot tag, and is not among them.
 pub fn unknown(store: &Store, scan: &Scan) -> Result<Vec<ManifestDigest>> {
     let stored = stored_versions(store)?;
-    Ok(scan.digests().filter(|d| !stored.contains_key(d)).collect())
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for kind in ["tree", "dependencies", "task"] {
+        for &(i, d) in scan.tree.keys() {
+            let field = TREE_FIELDS[i];
+            if field.profile == kind && !field.content && !stored.contains_key(&d) && seen.insert(d)
+            {
+                out.push(d);
+            }
+        }
+    }
+    for d in scan.digests() {
+        if !stored.contains_key(&d) && seen.insert(d) {
+            out.push(d);
+        }
+    }
+    Ok(out)
 }
 
 /// Looks every digest up in the store and decides its status.
@@ -325,6 +435,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         problems,
         problem_count,
         with_fields,
+        tree,
     } = scan;
     let stored = stored_versions(store)?;
     let source_repo = opts
@@ -348,11 +459,30 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         .then(|| signatures(store, &tallies, &stored, opts.trusted))
         .transpose()?;
     drop(stored);
-    let damaged = if opts.verify && !held.is_empty() {
-        damaged_objects(store, &held, opts.progress)?
+    let mut tree_digests = tree_digests(store, &tree, &lines, opts)?;
+    // With --verify, the tree snapshots found are re-hashed with the rest.
+    let mut hashed = held;
+    if opts.verify {
+        hashed.extend(tree_digests.iter().filter_map(|d| d.snapshot));
+        hashed.sort_unstable();
+        hashed.dedup();
+    }
+    let damaged = if opts.verify && !hashed.is_empty() {
+        damaged_objects(store, &hashed, opts.progress)?
     } else {
         BTreeMap::new()
     };
+    for d in &mut tree_digests {
+        if let Some(objects) = d.snapshot.and_then(|s| damaged.get(&s)) {
+            d.damaged = objects.clone();
+            if matches!(
+                d.status,
+                TreeStatus::Ok | TreeStatus::Unsigned | TreeStatus::Pulled
+            ) {
+                d.status = TreeStatus::Damaged;
+            }
+        }
+    }
     let row_problems: Vec<RowProblem> = problems
         .into_iter()
         .map(|(at, kind, arm, detail)| {
@@ -383,12 +513,19 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         *by.entry(d.status).or_default() += 1;
     }
     let empty = nothing_audited(&fields, rows, with_fields);
+    let mut trees: BTreeMap<TreeStatus, usize> = BTreeMap::new();
+    for d in &tree_digests {
+        *trees.entry(d.status).or_default() += 1;
+    }
     let passed = by.keys().all(|s| s.passes())
+        && trees
+            .keys()
+            .all(|s| matches!(s, TreeStatus::Ok | TreeStatus::Pulled))
         && problem_count == 0
         && empty.is_none()
         && (malformed_count == 0 || opts.allow_malformed);
     let verdict = verdict(
-        &by,
+        (&by, &trees),
         digests.len(),
         problem_count,
         (malformed_count, opts.allow_malformed),
@@ -401,6 +538,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         inputs,
         rows,
         digests,
+        tree_digests,
         row_problem_count: problem_count,
         row_problems,
         malformed_count,
@@ -464,6 +602,72 @@ fn signatures(
     Ok(out)
 }
 
+/// Looks each tree field's digest up in the store: a manifest digest by
+/// itself, a content digest through the catalogue's content-digest index;
+/// with keys trusted, asks for an attestation of the snapshot found.
+fn tree_digests(
+    store: &Store,
+    tree: &BTreeMap<(usize, ManifestDigest), TreeTally>,
+    lines: &Lines,
+    opts: &JudgeOptions<'_>,
+) -> Result<Vec<TreeDigestAudit>> {
+    let (trusted, pulled, pull_errors) = (opts.trusted, opts.pulled, opts.pull_errors);
+    let cat = store.catalogue();
+    let names: Vec<std::sync::Arc<str>> = lines.names.iter().map(|n| n.as_str().into()).collect();
+    let mut out = Vec::with_capacity(tree.len());
+    for (&(i, digest), t) in tree {
+        let field = TREE_FIELDS[i];
+        let snapshot = if field.content {
+            cat.by_content_digest(&digest.to_hex())?
+        } else {
+            cat.has_snapshot(&digest)?.then_some(digest)
+        };
+        let profile = snapshot
+            .map(|d| cat.snapshot(&d).map(|row| row.profile))
+            .transpose()?;
+        let signature = match (trusted.is_empty(), snapshot) {
+            (true, _) => None,
+            (false, Some(d)) => Some(signature(&cat.attestations(&d)?, trusted, &d)),
+            (false, None) => Some(Signature::Unsigned {
+                why: "it is not in the store".into(),
+            }),
+        };
+        let status = match &profile {
+            None => TreeStatus::Unknown,
+            Some(p) if p != field.profile => TreeStatus::ProfileMismatch,
+            Some(_) if matches!(signature, Some(Signature::Unsigned { .. })) => {
+                TreeStatus::Unsigned
+            }
+            Some(_) if pulled.contains(&digest) => TreeStatus::Pulled,
+            Some(_) => TreeStatus::Ok,
+        };
+        let place = |at| {
+            let p = lines.place(at);
+            let input = names.iter().find(|n| ***n == *p.file);
+            RowAt {
+                file: input.cloned().unwrap_or_else(|| p.file.into()),
+                line: p.line,
+            }
+        };
+        out.push(TreeDigestAudit {
+            field: field.name,
+            digest,
+            status,
+            expected_profile: field.profile,
+            profile,
+            snapshot,
+            rows: t.rows,
+            first: place(t.first),
+            last: place(t.last),
+            damaged: Vec::new(),
+            pulled: pulled.contains(&digest),
+            pull_error: pull_errors.get(&digest).cloned(),
+            signature,
+        });
+    }
+    Ok(out)
+}
+
 /// Re-hashes the snapshots the store holds of `held` and gathers, by
 /// snapshot, what corruption `verify` finds.
 fn damaged_objects(
@@ -521,10 +725,11 @@ fn nothing_audited(fields: &Fields, rows: u64, with_fields: u64) -> Option<Strin
 }
 
 /// The one-line verdict: PASS or FAIL, why nothing was audited when so,
-/// the counts, and, when lines could not be read, that any digest in them
-/// was not audited (and whether `--allow-malformed` let that pass).
+/// the counts (the tree digests' after the digests', when there are any),
+/// and, when lines could not be read, that any digest in them was not
+/// audited (and whether `--allow-malformed` let that pass).
 fn verdict(
-    by: &BTreeMap<Status, usize>,
+    (by, trees): (&BTreeMap<Status, usize>, &BTreeMap<TreeStatus, usize>),
     digests: usize,
     problems: u64,
     (malformed, allowed): (u64, bool),
@@ -545,6 +750,17 @@ fn verdict(
             statuses.join(", ")
         }
     )];
+    if !trees.is_empty() {
+        let statuses: Vec<String> = trees
+            .iter()
+            .map(|(s, n)| format!("{n} {}", s.as_str()))
+            .collect();
+        parts.push(format!(
+            "{} ({})",
+            crate::error::counted(trees.values().sum::<usize>(), "tree digest", "tree digests"),
+            statuses.join(", ")
+        ));
+    }
     parts.push(crate::error::counted(
         problems,
         "row problem",

@@ -4,9 +4,10 @@
 //! A results file is JSON Lines, one run per line, as the benchmark harness
 //! writes it: each row carries an arm, and the rows of the `ce_*` arms the
 //! plugin's version and manifest digest. [`scan`] reads the files once, as a
-//! stream: a line is parsed in place, only the three fields asked for are
-//! taken out of it, and only one tally per distinct digest is kept, so that
-//! memory grows with the digests, not the rows. [`judge`] then looks each
+//! stream: a line is parsed in place, only the three fields asked for (and
+//! the harness's tree digest fields, [`TREE_FIELDS`]) are taken out of it,
+//! and only one tally per distinct digest is kept, so that memory grows
+//! with the digests, not the rows. [`judge`] then looks each
 //! digest up in the store (and with `--verify` re-hashes its objects).
 //!
 //! Every list that grows with the rows (row problems, malformed lines, the
@@ -73,6 +74,45 @@ const CHUNK: usize = 4 << 20;
 
 /// The most characters of a bad value quoted in a problem.
 pub const QUOTED: usize = 80;
+
+/// A digest field of the harness's task assets: a results row's field
+/// whose value names a tree-kind snapshot, and the profile it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeField {
+    /// The row's top-level key.
+    pub name: &'static str,
+    /// The profile of the snapshot it names (`tree`, `dependencies` or `task`).
+    pub profile: &'static str,
+    /// Whether the value is a dependency list's content digest (found
+    /// through the catalogue's content-digest index, as `show` finds it)
+    /// rather than a manifest digest.
+    pub content: bool,
+}
+
+/// The harness's tree digest fields, each looked up in the store when a
+/// row carries it (null or absent: not audited).
+pub const TREE_FIELDS: [TreeField; 4] = [
+    TreeField {
+        name: "task_asset_snapshot_digest",
+        profile: "task",
+        content: false,
+    },
+    TreeField {
+        name: "task_asset_manifest_digest",
+        profile: "tree",
+        content: false,
+    },
+    TreeField {
+        name: "sandbox_dependency_manifest_digest",
+        profile: "dependencies",
+        content: false,
+    },
+    TreeField {
+        name: "sandbox_dependency_content_digest",
+        profile: "dependencies",
+        content: true,
+    },
+];
 
 /// The harness's digest field.
 pub const DEFAULT_DIGEST_FIELD: &str = "ce_plugin_manifest_digest";

@@ -47,6 +47,10 @@ impl Default for Fields {
     }
 }
 
+/// The slots of a row: the three fields of [`Fields`], then the harness's
+/// tree digest fields ([`TREE_FIELDS`]), in order.
+pub(super) const SLOTS: usize = 3 + TREE_FIELDS.len();
+
 /// The fields as one tree of object keys, each leaf a slot of a row.
 #[derive(Debug, Default)]
 pub(super) struct Node {
@@ -56,6 +60,9 @@ pub(super) struct Node {
 
 impl Node {
     /// The tree of the three field paths; overlapping paths are refused.
+    /// Each of [`TREE_FIELDS`] is a top-level key read into its slot too,
+    /// unless one of the three paths starts with that key (then the row's
+    /// value there is that field's, as before).
     pub(super) fn of(fields: &Fields) -> Result<Node> {
         let mut root = Node::default();
         let named = [
@@ -91,6 +98,17 @@ impl Node {
             }
             node.slot = Some(slot);
         }
+        for (i, field) in TREE_FIELDS.iter().enumerate() {
+            if root.child(field.name).is_none() {
+                root.children.push((
+                    field.name.to_string(),
+                    Node {
+                        children: Vec::new(),
+                        slot: Some(3 + i),
+                    },
+                ));
+            }
+        }
         Ok(root)
     }
 
@@ -104,7 +122,7 @@ impl Node {
     /// value whole, as in a Python dict (the last of a repeated key wins).
     /// Only a node on a field's path needs it: a field's own slot is
     /// overwritten by its next value.
-    fn clear(&self, vals: &mut [Val<'_>; 3]) {
+    fn clear(&self, vals: &mut [Val<'_>; SLOTS]) {
         if let Some(slot) = self.slot {
             vals[slot] = Val::Absent;
         }
@@ -162,7 +180,7 @@ impl Val<'_> {
 /// Reads one object, filling the slots its tree names.
 struct ObjectSeed<'n, 'v, 'a> {
     pub(super) node: &'n Node,
-    pub(super) vals: &'v mut [Val<'a>; 3],
+    pub(super) vals: &'v mut [Val<'a>; SLOTS],
     /// Whether anything but an object is an error (the row itself) or
     /// ignored (a nested value on a field's path).
     top: bool,
@@ -324,9 +342,9 @@ impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
 /// it does not keep without checking them, so the line is checked first).
 /// serde_json reads the line in place; what it refuses (or skips unread and
 /// Python might refuse) is read by Python's grammar, which decides.
-pub(super) fn parse_row<'a>(line: &'a [u8], node: &Node) -> Result<[Val<'a>; 3], String> {
+pub(super) fn parse_row<'a>(line: &'a [u8], node: &Node) -> Result<[Val<'a>; SLOTS], String> {
     let text = std::str::from_utf8(line).map_err(|e| not_utf8(&e))?;
-    let mut vals: [Val<'a>; 3] = Default::default();
+    let mut vals: [Val<'a>; SLOTS] = Default::default();
     let mut de = serde_json::Deserializer::from_str(text);
     let fast = ObjectSeed {
         node,
@@ -374,7 +392,7 @@ fn python_must_decide(line: &[u8]) -> bool {
 
 /// A line read as Python's `json.loads` reads it ([`pyjson::walk`], at
 /// [`ROW_MAX_DEPTH`]), taking the three fields as they pass.
-fn python_row(line: &[u8], node: &Node) -> Result<[Val<'static>; 3], String> {
+fn python_row(line: &[u8], node: &Node) -> Result<[Val<'static>; SLOTS], String> {
     let mut row = RowEvents {
         root: node,
         kind: None,
@@ -404,7 +422,7 @@ struct RowEvents<'n> {
     /// The node of the member whose value comes next, when its key is on a
     /// field's path.
     next: Option<&'n Node>,
-    vals: [Val<'static>; 3],
+    vals: [Val<'static>; SLOTS],
 }
 
 impl RowEvents<'_> {

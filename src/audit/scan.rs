@@ -2,7 +2,7 @@
 //! digest, with the bounded lists of the versions, arms and problems seen.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::num::NonZeroU32;
 
 use crate::digest::ManifestDigest;
@@ -170,6 +170,15 @@ pub(super) struct Tally {
     pub(super) pulled: bool,
 }
 
+/// What the rows say about one digest of one tree field
+/// ([`TREE_FIELDS`]): how many rows name it, the first and the last.
+#[derive(Debug)]
+pub(super) struct TreeTally {
+    pub(super) rows: u64,
+    pub(super) first: At,
+    pub(super) last: At,
+}
+
 /// Finds a digest's tally in 16 bytes an entry: a table from a keyed
 /// 64-bit hash of the digest to the tally's index, the tally holding the
 /// digest itself. The key is random per run, so that an input cannot choose
@@ -310,8 +319,12 @@ pub struct Scan {
     pub(super) values: Values,
     pub(super) problems: Vec<(At, &'static str, Option<String>, String)>,
     pub(super) problem_count: u64,
-    /// The rows that carry at least one of the three fields.
+    /// The rows that carry at least one of the three fields (or of
+    /// [`TREE_FIELDS`]).
     pub(super) with_fields: u64,
+    /// Each distinct digest of each tree field (its index in
+    /// [`TREE_FIELDS`]), in field then digest order.
+    pub(super) tree: BTreeMap<(usize, ManifestDigest), TreeTally>,
 }
 
 impl Scan {
@@ -320,14 +333,11 @@ impl Scan {
         self.tallies.iter().map(|t| t.digest)
     }
 
-    pub(super) fn row(&mut self, at: At, vals: [Val<'_>; 3]) {
-        let [digest, version, arm] = vals;
-        if ![&digest, &version, &arm]
-            .iter()
-            .all(|v| matches!(v, Val::Absent))
-        {
+    pub(super) fn row(&mut self, at: At, vals: [Val<'_>; SLOTS]) {
+        if !vals.iter().all(|v| matches!(v, Val::Absent)) {
             self.with_fields += 1;
         }
+        let [digest, version, arm, trees @ ..] = vals;
         // The arm as held and listed (as quoted in a problem's detail, when
         // one is made).
         let arm_shown: Option<Cow<'_, str>> = match &arm {
@@ -352,40 +362,28 @@ impl Scan {
             let detail = self.arm_mismatch(ce, arm_quoted.as_deref(), &carried);
             self.problem(at, "arm-mismatch", arm_shown.as_deref(), detail);
         }
-        let key = match &digest {
-            Val::Str(s) => match ManifestDigest::from_lower_hex(s) {
-                Some(d) => Some(d),
-                None => {
-                    let detail = format!(
-                        "{} {} is not 64 lowercase hex characters",
-                        self.fields.digest,
-                        quoted(&cut(s))
-                    );
-                    self.problem(at, "malformed-digest", arm_shown.as_deref(), detail);
-                    None
-                }
-            },
-            // No digest is a lone surrogate: the row names none the store
-            // could hold, and says so.
-            Val::Lone(s) => {
-                let detail = format!(
-                    "{} {} holds a lone surrogate, so it is not 64 lowercase hex characters",
-                    self.fields.digest,
-                    quoted_lone(s)
-                );
+        let key = match digest_in(&self.fields.digest, &digest) {
+            Ok(key) => key,
+            Err(detail) => {
                 self.problem(at, "malformed-digest", arm_shown.as_deref(), detail);
                 None
             }
-            Val::Other(kind) => {
-                let detail = format!(
-                    "{} is {kind}, not a string of 64 lowercase hex characters",
-                    self.fields.digest
-                );
-                self.problem(at, "malformed-digest", arm_shown.as_deref(), detail);
-                None
-            }
-            Val::Absent | Val::Null => None,
         };
+        for (i, val) in trees.iter().enumerate() {
+            match digest_in(TREE_FIELDS[i].name, val) {
+                Ok(Some(d)) => {
+                    let t = self.tree.entry((i, d)).or_insert(TreeTally {
+                        rows: 0,
+                        first: at,
+                        last: at,
+                    });
+                    t.rows += 1;
+                    t.last = at;
+                }
+                Ok(None) => {}
+                Err(detail) => self.problem(at, "malformed-digest", arm_shown.as_deref(), detail),
+            }
+        }
         let Some(key) = key else { return };
         let i = self.index.tally(&mut self.tallies, key, at);
         let t = &mut self.tallies[i];
@@ -450,6 +448,30 @@ impl Scan {
         self.index = Index::default();
         self.tallies.sort_unstable_by_key(|t| t.digest);
         self.tallies.shrink_to_fit();
+    }
+}
+
+/// The digest a row's `field` holds: none when absent or null, else the
+/// problem's detail when it is not 64 lowercase hex characters.
+fn digest_in(field: &str, val: &Val<'_>) -> std::result::Result<Option<ManifestDigest>, String> {
+    match val {
+        Val::Str(s) => match ManifestDigest::from_lower_hex(s) {
+            Some(d) => Ok(Some(d)),
+            None => Err(format!(
+                "{field} {} is not 64 lowercase hex characters",
+                quoted(&cut(s))
+            )),
+        },
+        // No digest is a lone surrogate: the row names none the store
+        // could hold, and says so.
+        Val::Lone(s) => Err(format!(
+            "{field} {} holds a lone surrogate, so it is not 64 lowercase hex characters",
+            quoted_lone(s)
+        )),
+        Val::Other(kind) => Err(format!(
+            "{field} is {kind}, not a string of 64 lowercase hex characters"
+        )),
+        Val::Absent | Val::Null => Ok(None),
     }
 }
 
@@ -518,6 +540,7 @@ impl Scan {
             problems: Vec::new(),
             problem_count: 0,
             with_fields: 0,
+            tree: BTreeMap::new(),
         }
     }
 }

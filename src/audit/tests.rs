@@ -90,16 +90,51 @@ fn fields_must_be_distinct_and_not_nested() {
     }
 }
 
+/// The tree digest fields are read beside the three, each into its own
+/// slot; a field named as one of the three (or under one) is that field's
+/// only, as before, and is no misuse.
+#[test]
+fn tree_fields_are_read_unless_one_of_the_three_claims_their_key() {
+    let line = r#"{"arm":"a","task_asset_manifest_digest":"t","sandbox_dependency_content_digest":{"x":"c"}}"#;
+    let node = Node::of(&Fields::default()).unwrap();
+    let vals = parse_row(line.as_bytes(), &node).unwrap();
+    assert_eq!(vals[3 + 1].as_str(), Some("t"));
+    assert!(matches!(vals[3 + 3], Val::Other("an object")));
+    assert!(matches!(vals[3], Val::Absent));
+    // Read by Python's grammar (a NaN), the same.
+    let nan = line.replacen('{', r#"{"n":NaN,"#, 1);
+    let vals = parse_row(nan.as_bytes(), &node).unwrap();
+    assert_eq!(vals[3 + 1].as_str(), Some("t"));
+    assert!(matches!(vals[3 + 3], Val::Other("an object")));
+    for f in [
+        fields("task_asset_manifest_digest", "v", "arm"),
+        fields("sandbox_dependency_content_digest.x", "v", "arm"),
+    ] {
+        let node = Node::of(&f).unwrap();
+        let vals = parse_row(line.as_bytes(), &node).unwrap();
+        let claimed = vals[0].as_str().map(str::to_string);
+        assert!(claimed.is_some(), "{f:?}");
+        // The key claimed is read as the digest field only.
+        let slot = if f.digest.starts_with("task") {
+            3 + 1
+        } else {
+            3 + 3
+        };
+        assert!(matches!(vals[slot], Val::Absent), "{f:?}");
+    }
+}
+
 fn row(line: &str, f: &Fields) -> Result<[Option<String>; 3], String> {
     let node = Node::of(f).unwrap();
     parse_row(line.as_bytes(), &node).map(|vals| {
-        vals.map(|v| match v {
+        let [a, b, c, ..] = vals.map(|v| match v {
             Val::Absent => None,
             Val::Null => Some("null".into()),
             Val::Str(s) => Some(format!("'{s}'")),
             Val::Lone(s) => Some(format!("lone {}", quoted_lone(&s))),
             Val::Other(k) => Some(k.to_string()),
-        })
+        });
+        [a, b, c]
     })
 }
 
@@ -743,7 +778,7 @@ fn ours(line: &[u8], nodes: &[Node; 2]) -> String {
     let mut fields = Vec::new();
     for node in nodes {
         match parse_row(line, node) {
-            Ok(vals) => fields.extend(vals.iter().map(describe)),
+            Ok(vals) => fields.extend(vals.iter().take(3).map(describe)),
             Err(why) if why.starts_with("invalid UTF-8 at byte") => {
                 return "malformed utf-8".into()
             }

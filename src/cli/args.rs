@@ -56,7 +56,10 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Validate a plugin release as the reference does, and store it.
+    /// Validate a plugin release as the reference does, and store it; with
+    /// --profile tree|dependency|task, capture a task's trees as the
+    /// benchmark harness does.
+    #[command(after_help = PROFILE_INGEST_HELP)]
     Ingest(IngestArgs),
     /// `ingest --profile tree|dependency|task`: capture a task's trees as
     /// the benchmark harness does, and store them (the command line routes
@@ -383,6 +386,12 @@ pub struct ProfileIngestArgs {
     /// The snapshot's name (default: its kind).
     #[arg(long, value_name = "NAME")]
     pub(super) name: Option<String>,
+    /// Sign each snapshot recorded (with task: the tree, the dependency
+    /// list and the task) with this private key (see `cestore sign`): its
+    /// attestation names the harness's digest and is kept with the ingest.
+    /// The key is checked before anything else.
+    #[arg(long, value_name = "FILE")]
+    pub(super) sign_with: Option<PathBuf>,
     /// Refuse more entries than this, all trees together (at most the default).
     #[arg(long, value_name = "N", default_value_t = crate::profile::tree::capture::MAX_TASK_ASSET_ENTRIES,
           value_parser = clap::value_parser!(u64).range(0..=crate::profile::tree::capture::MAX_TASK_ASSET_ENTRIES))]
@@ -454,6 +463,7 @@ impl ProfileIngestArgs {
             repo: &self.repo,
             form,
             name: self.name.as_deref(),
+            sign_with: None,
             limits: crate::profile::tree::capture::Limits {
                 max_entries: self.max_entries,
                 max_path_bytes: self.max_path_bytes,
@@ -462,6 +472,14 @@ impl ProfileIngestArgs {
         })
     }
 }
+
+/// What `ingest --help` says of the tree kinds: `--profile` routes to a
+/// command of its own, with its own flags and help.
+const PROFILE_INGEST_HELP: &str =
+    "Tree snapshots: `cestore ingest --profile tree|dependency|task REPO ...` \
+captures a task's sandbox_copy tree (--copy REL), its dependency list (--source REL --target REL) \
+or the whole task (--task TASK.json --resolved-sha SHA) as the benchmark harness does, and stores \
+them; its flags are its own: `cestore ingest --profile tree --help`.";
 
 /// The command line with `ingest ... --profile ...` routed to the hidden
 /// `ingest-profile` command: a CE ingest's flags and messages stay as

@@ -42,7 +42,9 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     match &cli.command {
         Command::Ingest(a) => ingest(output, &root, a, out),
         Command::IngestProfile(a) => {
-            let opts = a.options()?;
+            let key = args::signing_key(a.sign_with.as_deref())?;
+            let mut opts = a.options()?;
+            opts.sign_with = key.as_ref();
             emit(
                 output,
                 out,

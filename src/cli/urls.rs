@@ -60,6 +60,7 @@ fn local_inputs(command: &Command) -> Vec<(&'static str, &Path, Local)> {
             one("--task", a.task.as_ref(), Local::File),
             one("--harness-root", a.harness_root.as_ref(), Local::Directory),
             one("--expect-binding", a.expect_binding.as_ref(), Local::File),
+            one("--sign-with", a.sign_with.as_ref(), Local::File),
         ],
         Command::Digest(a) => vec![
             one("DIR", a.dir.as_ref(), Local::Directory),

@@ -89,7 +89,7 @@ impl Statement {
         Statement {
             statement_type: STATEMENT_TYPE.into(),
             subject: vec![Subject {
-                name: format!("{}@{}", facts.name, facts.version),
+                name: subject_name(facts.name, facts.version),
                 digest: BTreeMap::from([("sha256".to_string(), facts.digest.to_hex())]),
             }],
             predicate_type: SLSA_PROVENANCE.into(),
@@ -126,6 +126,16 @@ impl Statement {
         self.predicate
             .pointer("/runDetails/builder/id")
             .and_then(Value::as_str)
+    }
+}
+
+/// A subject's name: `NAME@VERSION`, or the name alone for a snapshot
+/// without a version (a tree kind: `tree`, `dependencies`, `task`).
+fn subject_name(name: &str, version: &str) -> String {
+    if version.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}@{version}")
     }
 }
 

@@ -1291,12 +1291,31 @@ struct RowProblemOut {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct AuditTreeDigestOut {
+    field: String,
+    digest: String,
+    status: String,
+    expected_profile: String,
+    profile: Option<String>,
+    snapshot: Option<String>,
+    rows: u64,
+    first: PlaceOut,
+    last: PlaceOut,
+    damaged: Vec<DamagedOut>,
+    pulled: bool,
+    pull_error: Option<String>,
+    signature: Option<SignatureOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct AuditOut {
     ok: bool,
     fields: AuditFieldsOut,
     inputs: Vec<AuditInputOut>,
     rows: u64,
     digests: Vec<AuditDigestOut>,
+    tree_digests: Vec<AuditTreeDigestOut>,
     row_problem_count: u64,
     row_problems: Vec<RowProblemOut>,
     malformed_count: u64,
@@ -1320,7 +1339,7 @@ fn audit_fits_the_documented_schema() {
         &results,
         format!(
             "{}\n{}\n{}\n{}\nnot json\n",
-            serde_json::json!({"arm": "ce_review", "run": 1, "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d}),
+            serde_json::json!({"arm": "ce_review", "run": 1, "ce_plugin_version": "1.0.0", "ce_plugin_manifest_digest": d, "task_asset_manifest_digest": "f".repeat(64)}),
             serde_json::json!({"arm": "ce_workflow", "run": 2, "ce_plugin_version": "0.9.0", "ce_plugin_manifest_digest": unknown}),
             serde_json::json!({"arm": "baseline", "run": 3, "ce_plugin_version": null, "ce_plugin_manifest_digest": "abc"}),
             serde_json::json!({"arm": 7, "ce_plugin_version": null, "ce_plugin_manifest_digest": null}),
@@ -1392,6 +1411,23 @@ fn audit_fits_the_documented_schema() {
     );
     assert!(audit.trusted_keys.is_empty());
     assert!(audit.digests.iter().all(|x| x.signature.is_none()));
+    // A tree digest field, looked up whatever the arm.
+    let [t] = &audit.tree_digests[..] else {
+        panic!("{:?}", audit.tree_digests)
+    };
+    assert_eq!(
+        (
+            t.field.as_str(),
+            t.status.as_str(),
+            t.expected_profile.as_str()
+        ),
+        ("task_asset_manifest_digest", "unknown", "tree")
+    );
+    is_digest(&t.digest);
+    assert!(t.profile.is_none() && t.snapshot.is_none() && t.signature.is_none());
+    assert!(t.damaged.is_empty() && !t.pulled && t.pull_error.is_none());
+    assert_eq!((t.rows, t.first.line, t.last.line), (1, 1, 1));
+    absolute(&t.first.file);
 
     // With a key trusted: every digest says whether it is signed.
     let key = env.path("key");

@@ -531,6 +531,8 @@ impl<'a> Fixture<'a> {
             ("find", "GLOB") => "skills/*/SKILL.md".to_string(),
             // A tree to compare with a snapshot.
             ("verify", "DIR") => self.view(),
+            // A sandbox_copy path of the repository.
+            ("ingest", "REL") => format!("plugins/{PLUGIN}"),
             // Paths a command makes, and so must not exist yet.
             ("checkout", "DEST") => self.path("dest"),
             ("materialize", "CLONE") => {

@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 
 use super::layout::{columns, Fitted, Layout, Named};
-use crate::audit::DigestAudit;
+use crate::audit::{DigestAudit, RowAt, TreeDigestAudit};
 use crate::cli::output::{Output, Report};
 use crate::cmd::audit::AuditReport;
 use crate::error::counted;
@@ -41,6 +41,7 @@ impl Fitted for AuditOutput {
                 .digests
                 .iter()
                 .map(|d| d.manifest_digest)
+                .chain(self.report.tree_digests.iter().filter_map(|d| d.snapshot))
                 .collect(),
             objects: Vec::new(),
         }
@@ -217,6 +218,12 @@ fn table(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<()> 
             }
         }
     }
+    for d in &r.tree_digests {
+        layout.line(w, &tree_line(r, layout, d), 2)?;
+        for n in tree_notes(d) {
+            layout.line(w, &format!("  {n}"), 4)?;
+        }
+    }
     for (place, kind, detail) in problems(r) {
         layout.line(w, &format!("{place}: {kind}: {detail}"), 2)?;
     }
@@ -242,6 +249,60 @@ fn table(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<()> 
         layout.line(w, &more, 2)?;
     }
     layout.line(w, &r.verdict, 2)
+}
+
+/// A tree digest as the text lists it: its field, the digest (a content
+/// digest always in full: only a full one finds its dependency list), its
+/// status, the profile the store holds, the rows and their lines, and why
+/// it is unsigned when so.
+fn tree_line(r: &AuditReport, layout: &Layout, d: &TreeDigestAudit) -> String {
+    let digest = if d.snapshot == Some(d.digest) {
+        layout.digest(&d.digest)
+    } else {
+        d.digest.to_hex()
+    };
+    let mut line = format!(
+        "{}  {digest}  {}  profile {}  {}  lines {}-{}",
+        d.field,
+        d.status.as_str(),
+        match &d.profile {
+            Some(p) if p != d.expected_profile => {
+                format!("{p} (the field names {})", d.expected_profile)
+            }
+            Some(p) => p.clone(),
+            None => "-".into(),
+        },
+        counted(d.rows, "row", "rows"),
+        tree_at(r, &d.first),
+        tree_at(r, &d.last),
+    );
+    if let (Some(Signature::Unsigned { why }), Some(_)) = (&d.signature, &d.profile) {
+        line.push_str(&format!("  signature: {why}"));
+    }
+    line
+}
+
+/// The notes under a tree digest: its damaged objects (`--verify`), why
+/// `--registry` could not give it.
+fn tree_notes(d: &TreeDigestAudit) -> Vec<String> {
+    let mut out: Vec<String> = d
+        .damaged
+        .iter()
+        .map(|o| format!("damaged: {} {}: {}", o.kind, o.path, o.detail))
+        .collect();
+    if let Some(e) = &d.pull_error {
+        out.push(format!("not pulled: {e}"));
+    }
+    out
+}
+
+/// `N`, or `FILE:N` when several inputs were read.
+fn tree_at(r: &AuditReport, p: &RowAt) -> String {
+    if r.inputs.len() > 1 {
+        format!("{}:{}", p.file, p.line)
+    } else {
+        p.line.to_string()
+    }
 }
 
 /// `line N`, or `FILE:N` when several inputs were read.
@@ -308,6 +369,34 @@ fn markdown(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<(
             c[1] = format!("{}: {}", c[1], md(&notes.join("; ")));
         }
         writeln!(w, "| {} |", c.join(" | "))?;
+    }
+    if !r.tree_digests.is_empty() {
+        writeln!(w)?;
+        writeln!(
+            w,
+            "| tree field | digest | status | profile | rows | lines |"
+        )?;
+        writeln!(w, "|---|---|---|---|---|---|")?;
+        for d in &r.tree_digests {
+            let profile = d.profile.as_deref().unwrap_or("-");
+            let notes = tree_notes(d);
+            let status = if notes.is_empty() {
+                d.status.as_str().to_string()
+            } else {
+                format!("{}: {}", d.status.as_str(), md(&notes.join("; ")))
+            };
+            writeln!(
+                w,
+                "| {} | `{}` | {} | {} | {} | {}-{} |",
+                d.field,
+                d.digest.to_hex(),
+                status,
+                md(profile),
+                d.rows,
+                tree_at(r, &d.first),
+                tree_at(r, &d.last)
+            )?;
+        }
     }
     let problems = problems(r);
     if !problems.is_empty() {

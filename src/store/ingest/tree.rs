@@ -100,6 +100,8 @@ pub struct TreeIngestOptions<'a> {
     pub name: Option<&'a str>,
     /// The capture's bounds: the harness's, or lower.
     pub limits: Limits,
+    /// The key each snapshot recorded is signed with, if any.
+    pub sign_with: Option<&'a crate::sign::PrivateKey>,
 }
 
 /// Why a tree-kind ingest is refused before anything is stored.
@@ -1227,7 +1229,7 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
     match &opts.form {
         TreeForm::Tree { .. } => {
             let manifest = Manifest::tree(captured.copy.clone());
-            let r = record(&mut store, work, &manifest, opts.name, &source, first)?;
+            let r = record(&mut store, work, &manifest, opts, opts.name, &source, first)?;
             Ok(TreeIngestReport::Tree(TreeReport {
                 profile: "tree",
                 name: r.provenance.name.clone(),
@@ -1244,7 +1246,7 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
         }
         TreeForm::Dependency { .. } => {
             let manifest = Manifest::dependencies(deps);
-            let r = record(&mut store, work, &manifest, opts.name, &source, first)?;
+            let r = record(&mut store, work, &manifest, opts, opts.name, &source, first)?;
             Ok(TreeIngestReport::Dependencies(DependenciesReport {
                 profile: "dependencies",
                 name: r.provenance.name.clone(),
@@ -1272,15 +1274,24 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
                 dependencies: digests,
             };
             let task = Manifest::task(record_task);
-            let r_tree = record(&mut store, work, &tree, None, &source, first)?;
+            let r_tree = record(&mut store, work, &tree, opts, None, &source, first)?;
             let rest = (|| {
                 let work = store.work_dir("ingest")?;
-                let r_list = record(&mut store, work, &list, None, &source, Objects::default())?;
+                let r_list = record(
+                    &mut store,
+                    work,
+                    &list,
+                    opts,
+                    None,
+                    &source,
+                    Objects::default(),
+                )?;
                 let work = store.work_dir("ingest")?;
                 match record(
                     &mut store,
                     work,
                     &task,
+                    opts,
                     opts.name,
                     &source,
                     Objects::default(),
@@ -1338,11 +1349,14 @@ struct Objects {
     bytes: u64,
 }
 
-/// Publishes `objects` and records `manifest` as one ingest.
+/// Publishes `objects` and records `manifest` as one ingest, signed with
+/// `opts.sign_with`'s key when one is given: the attestation names the
+/// manifest's digest, which is the harness's digest of its kind.
 fn record(
     store: &mut Store,
     work: WorkDir,
     manifest: &Manifest,
+    opts: &TreeIngestOptions<'_>,
     name: Option<&str>,
     source: &str,
     objects: Objects,
@@ -1354,6 +1368,23 @@ fn record(
             max: crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES,
         }));
     }
+    let attestations = match opts.sign_with {
+        Some(key) => {
+            let at = crate::clock::now();
+            let what = crate::sign::SnapshotFacts {
+                name: name.unwrap_or(manifest.profile()),
+                version: "",
+                digest: manifest.digest,
+                source: None,
+                ingested_at: &at,
+            };
+            match crate::store::trust::signed::sign_once(store.catalogue(), key, &what)? {
+                crate::store::trust::signed::Signing::New(kept) => vec![kept],
+                crate::store::trust::signed::Signing::Held(_) => Vec::new(),
+            }
+        }
+        None => Vec::new(),
+    };
     publish_and_record(
         store,
         work,
@@ -1365,7 +1396,7 @@ fn record(
             source,
             origin: None,
             sources: Vec::new(),
-            attestations: Vec::new(),
+            attestations,
             tree_digest: None,
             objects: objects.objects,
             drifted: objects.drifted,
