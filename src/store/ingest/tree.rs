@@ -698,7 +698,7 @@ impl ObjectSink<'_, '_> {
 }
 
 impl FileSink for ObjectSink<'_, '_> {
-    fn start(&mut self, size: u64, executable: bool, fd: std::os::fd::BorrowedFd<'_>) {
+    fn start(&mut self, size: u64, executable: bool, fd: Option<std::os::fd::BorrowedFd<'_>>) {
         self.current = if size == 0 {
             Current::Empty
         } else if size <= BUFFERED_FILE {
@@ -709,9 +709,12 @@ impl FileSink for ObjectSink<'_, '_> {
                 executable,
                 reserved: size,
             }
-        } else if self.catalogue.has_file_of_size(size).unwrap_or(false) {
+        } else if let Some(fd) =
+            fd.filter(|_| self.catalogue.has_file_of_size(size).unwrap_or(false))
+        {
             // Likely stored already: hashed only, and read again to be
-            // written only when its object is missing after all.
+            // written only when its object is missing after all. (Bytes
+            // with no file to read again are written as they come.)
             Current::Large(Large {
                 name: String::new(),
                 file: None,
