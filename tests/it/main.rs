@@ -31,6 +31,7 @@ mod secrets;
 mod signals;
 mod signing;
 mod tree_views;
+mod tree_git;
 mod trees;
 mod upkeep;
 mod urls;

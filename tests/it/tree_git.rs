@@ -1,0 +1,272 @@
+//! `ingest --profile tree|dependency|task --git REPO --rev REV`: a
+//! revision's trees read from its objects give exactly what capturing a
+//! fresh checkout of that revision gives, and refuse what it refuses.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::git::{commit_all, commit_tree, init, raw, raw_tree, write_object};
+use crate::util::*;
+
+/// A committed repository with nested directories, an executable, and a
+/// `node_modules` whose `.bin` holds a symlink to it; its work tree then
+/// changed after the commit (what `--git` must not read). Returns the
+/// repository and the commit.
+fn committed(env: &TestEnv) -> (PathBuf, String) {
+    let repo = env.path("repo");
+    init(&repo);
+    write(&repo.join("assets/a.txt"), "alpha\n");
+    write(&repo.join("assets/nested/deep/b.json"), "{}\n");
+    write(&repo.join("assets/tool.sh"), "#!/bin/sh\necho tool\n");
+    chmod(&repo.join("assets/tool.sh"), 0o755);
+    write(&repo.join("README.md"), "readme\n");
+    let nm = repo.join("node_modules");
+    write(&nm.join("pkg/cli.js"), "#!/usr/bin/env node\n");
+    chmod(&nm.join("pkg/cli.js"), 0o755);
+    write(&nm.join("pkg/index.js"), "module.exports = 1;\n");
+    std::fs::create_dir_all(nm.join(".bin")).unwrap();
+    std::os::unix::fs::symlink("../pkg/cli.js", nm.join(".bin/cli")).unwrap();
+    let commit = commit_all(&repo, "trees");
+    // The work tree moves on; the revision does not.
+    write(&repo.join("assets/a.txt"), "changed after the commit\n");
+    write(&repo.join("node_modules/pkg/new.js"), "new\n");
+    (repo, commit)
+}
+
+/// A fresh `git clone` of `repo` checked out at `commit`, made under umask 022.
+fn fresh_clone(env: &TestEnv, repo: &Path, commit: &str) -> PathBuf {
+    let clone = env.path("clone");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"umask 022 && git clone -q "$1" "$2" && cd "$2" && git -c advice.detachedHead=false checkout -q "$3""#)
+        .args(["sh", &s(repo), &s(&clone), commit])
+        .output()
+        .expect("run git clone");
+    assert!(out.status.success(), "{}", describe(&out));
+    clone
+}
+
+fn ingest(env: &TestEnv, args: &[&str]) -> Value {
+    let mut all = vec!["--json", "ingest", "--profile"];
+    all.extend_from_slice(args);
+    let out = env.run(&all);
+    assert_exit(&out, 0);
+    parse_json(&out)
+}
+
+/// The store holds no snapshot, object or event.
+fn nothing_recorded(env: &TestEnv) {
+    if !env.store.exists() {
+        return;
+    }
+    let list = env.json(["--json", "list"]);
+    assert_eq!(
+        list["snapshots"].as_array().map_or(0, Vec::len),
+        0,
+        "{list}"
+    );
+    assert!(object_sizes(&env.store).is_empty());
+    let log = env.json(["--json", "log"]);
+    assert_eq!(log["events"].as_array().map_or(0, Vec::len), 0, "{log}");
+}
+
+/// Every kind read from a revision gives the digests of a fresh clone's
+/// checkout of it: the tree (files at mode 0), the dependency (0644 and
+/// 0755 as a checkout under umask 022 gives, the `.bin` symlink kept), and
+/// the task (its repo_identity the clone's path, given by --repo-identity).
+#[test]
+fn a_revision_gives_the_digests_of_its_checkout() {
+    let env = TestEnv::new();
+    let (repo, commit) = committed(&env);
+    let clone = fresh_clone(&env, &repo, &commit);
+
+    let copies = ["--copy", "assets", "--copy", "README.md"];
+    let mut from_clone = vec!["tree", clone.to_str().unwrap()];
+    from_clone.extend_from_slice(&copies);
+    let mut from_git = vec!["tree", "--git", repo.to_str().unwrap(), "--rev", &commit];
+    from_git.extend_from_slice(&copies);
+    let checkout = ingest(&env, &from_clone);
+    let read = ingest(&env, &from_git);
+    assert_eq!(read["manifest_digest"], checkout["manifest_digest"], "{read}");
+    assert_eq!(read["entries"], checkout["entries"]);
+    assert_eq!(read["entries"], 7, "{read}");
+    // The work tree's later bytes are not what was read.
+    assert_eq!(read["total_bytes"], checkout["total_bytes"]);
+
+    let dep = ["--source", "node_modules", "--target", "node_modules"];
+    let mut from_clone = vec!["dependency", clone.to_str().unwrap()];
+    from_clone.extend_from_slice(&dep);
+    let mut from_git = vec!["dependency", "--git", repo.to_str().unwrap(), "--rev", "HEAD"];
+    from_git.extend_from_slice(&dep);
+    let checkout = ingest(&env, &from_clone);
+    let read = ingest(&env, &from_git);
+    assert_eq!(read["digest"], checkout["digest"], "{read}\n{checkout}");
+    assert_eq!(
+        read["dependency_content_digest"],
+        checkout["dependency_content_digest"]
+    );
+    let entries = read["dependencies"][0]["entries"].as_array().unwrap();
+    let mode = |path: &str| {
+        entries
+            .iter()
+            .find(|e| e["path"] == path)
+            .unwrap_or_else(|| panic!("{path}: {read}"))["mode"]
+            .clone()
+    };
+    assert_eq!(mode("payload/pkg/cli.js"), 0o755);
+    assert_eq!(mode("payload/pkg/index.js"), 0o644);
+    assert!(entries
+        .iter()
+        .any(|e| e["path"] == "payload/.bin/cli" && e["link_target"] == "../pkg/cli.js"));
+    assert!(entries.iter().all(|e| e["path"] != "payload/pkg/new.js"));
+
+    let task = env.path("task.json");
+    write(
+        &task,
+        r#"{"sandbox_copy": ["assets", "README.md"],
+            "sandbox_dependencies": [{"source": "node_modules", "target": "node_modules"}]}"#,
+    );
+    let checkout = ingest(
+        &env,
+        &["task", &s(&clone), "--task", &s(&task), "--resolved-sha", &commit],
+    );
+    let read = ingest(
+        &env,
+        &[
+            "task",
+            "--git",
+            &s(&repo),
+            "--rev",
+            &commit,
+            "--task",
+            &s(&task),
+            "--repo-identity",
+            &s(&clone),
+        ],
+    );
+    for field in [
+        "digest",
+        "manifest_digest",
+        "dependency_manifest_digest",
+        "dependency_content_digest",
+        "repo_identity",
+        "resolved_sha",
+    ] {
+        assert_eq!(read[field], checkout[field], "{field}: {read}");
+    }
+    // Without --repo-identity the identity is the repository's path.
+    let default = ingest(
+        &env,
+        &[
+            "task",
+            "--git",
+            &s(&repo),
+            "--rev",
+            &commit,
+            "--task",
+            &s(&task),
+        ],
+    );
+    assert_eq!(default["repo_identity"], s(&repo).as_str());
+    assert_eq!(default["manifest_digest"], checkout["manifest_digest"]);
+    let (code, report) = env.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+}
+
+/// A symlink committed in a `sandbox_copy` tree is refused with the
+/// harness's message and rule, exit 3, and nothing is recorded; in a
+/// dependency it is kept.
+#[test]
+fn a_committed_symlink_in_sandbox_copy_is_refused() {
+    let env = TestEnv::new();
+    let (repo, _) = committed(&env);
+    std::os::unix::fs::symlink("a.txt", repo.join("assets/link")).unwrap();
+    let commit = commit_all(&repo, "a link");
+    let out = env.run([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        "--git",
+        &s(&repo),
+        "--rev",
+        &commit,
+        "--copy",
+        "assets",
+    ]);
+    assert_exit(&out, 3);
+    let e = parse_json(&out);
+    assert_eq!(
+        e["error"]["message"],
+        "sandbox_copy must not traverse a symlink: assets/link"
+    );
+    assert_eq!(e["error"]["rule"], "task-asset-symlink", "{e}");
+    nothing_recorded(&env);
+}
+
+/// A revision whose tree git would not check out (one name listed twice)
+/// is refused by the revision's rule and records nothing; so is a
+/// submodule the capture reaches.
+#[test]
+fn a_malformed_tree_or_a_submodule_is_refused_and_records_nothing() {
+    let env = TestEnv::new();
+    let repo = env.path("hostile");
+    init(&repo);
+    let blob = write_object(&repo, "blob", b"x\n");
+    let twice = raw_tree(
+        &repo,
+        &[raw("100644", "f", &blob), raw("100644", "f", &blob)],
+    );
+    let root = raw_tree(&repo, &[raw("40000", "assets", &twice)]);
+    let commit = commit_tree(&repo, &root);
+    let out = env.run([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        "--git",
+        &s(&repo),
+        "--rev",
+        &commit,
+        "--copy",
+        "assets",
+    ]);
+    assert_exit(&out, 3);
+    let e = parse_json(&out);
+    assert_eq!(e["error"]["rule"], "git-tree-invalid", "{e}");
+    nothing_recorded(&env);
+
+    let inner = raw_tree(&repo, &[raw("100644", "f", &blob)]);
+    let sub = raw_tree(
+        &repo,
+        &[raw("100644", "a", &blob), raw("160000", "vendored", &commit)],
+    );
+    let root = raw_tree(
+        &repo,
+        &[raw("40000", "assets", &sub), raw("40000", "other", &inner)],
+    );
+    let with_submodule = commit_tree(&repo, &root);
+    let out = env.run([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        "--git",
+        &s(&repo),
+        "--rev",
+        &with_submodule,
+        "--copy",
+        "assets",
+    ]);
+    assert_exit(&out, 3);
+    let e = parse_json(&out);
+    assert_eq!(e["error"]["rule"], "git-submodule", "{e}");
+    nothing_recorded(&env);
+    // A path holding none is read.
+    let ok = ingest(
+        &env,
+        &["tree", "--git", &s(&repo), "--rev", &with_submodule, "--copy", "other"],
+    );
+    assert_eq!(ok["entries"], 2, "{ok}");
+}
