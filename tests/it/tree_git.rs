@@ -88,7 +88,10 @@ fn a_revision_gives_the_digests_of_its_checkout() {
     from_git.extend_from_slice(&copies);
     let checkout = ingest(&env, &from_clone);
     let read = ingest(&env, &from_git);
-    assert_eq!(read["manifest_digest"], checkout["manifest_digest"], "{read}");
+    assert_eq!(
+        read["manifest_digest"], checkout["manifest_digest"],
+        "{read}"
+    );
     assert_eq!(read["entries"], checkout["entries"]);
     assert_eq!(read["entries"], 7, "{read}");
     // The work tree's later bytes are not what was read.
@@ -97,7 +100,13 @@ fn a_revision_gives_the_digests_of_its_checkout() {
     let dep = ["--source", "node_modules", "--target", "node_modules"];
     let mut from_clone = vec!["dependency", clone.to_str().unwrap()];
     from_clone.extend_from_slice(&dep);
-    let mut from_git = vec!["dependency", "--git", repo.to_str().unwrap(), "--rev", "HEAD"];
+    let mut from_git = vec![
+        "dependency",
+        "--git",
+        repo.to_str().unwrap(),
+        "--rev",
+        "HEAD",
+    ];
     from_git.extend_from_slice(&dep);
     let checkout = ingest(&env, &from_clone);
     let read = ingest(&env, &from_git);
@@ -129,7 +138,14 @@ fn a_revision_gives_the_digests_of_its_checkout() {
     );
     let checkout = ingest(
         &env,
-        &["task", &s(&clone), "--task", &s(&task), "--resolved-sha", &commit],
+        &[
+            "task",
+            &s(&clone),
+            "--task",
+            &s(&task),
+            "--resolved-sha",
+            &commit,
+        ],
     );
     let read = ingest(
         &env,
@@ -240,7 +256,10 @@ fn a_malformed_tree_or_a_submodule_is_refused_and_records_nothing() {
     let inner = raw_tree(&repo, &[raw("100644", "f", &blob)]);
     let sub = raw_tree(
         &repo,
-        &[raw("100644", "a", &blob), raw("160000", "vendored", &commit)],
+        &[
+            raw("100644", "a", &blob),
+            raw("160000", "vendored", &commit),
+        ],
     );
     let root = raw_tree(
         &repo,
@@ -266,7 +285,15 @@ fn a_malformed_tree_or_a_submodule_is_refused_and_records_nothing() {
     // A path holding none is read.
     let ok = ingest(
         &env,
-        &["tree", "--git", &s(&repo), "--rev", &with_submodule, "--copy", "other"],
+        &[
+            "tree",
+            "--git",
+            &s(&repo),
+            "--rev",
+            &with_submodule,
+            "--copy",
+            "other",
+        ],
     );
     assert_eq!(ok["entries"], 2, "{ok}");
 }

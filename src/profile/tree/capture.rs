@@ -762,8 +762,8 @@ impl<'b> Builder<'b> {
     /// it: UTF-8, relative, non-empty, no NUL, within the path bound, and
     /// within the total bound once counted.
     fn checked_target(&self, relative: &[u8], raw: Vec<u8>) -> Result<String, CaptureError> {
-        let target = String::from_utf8(raw)
-            .map_err(|_| CaptureError::SymlinkUnreadable(shown(relative)))?;
+        let target =
+            String::from_utf8(raw).map_err(|_| CaptureError::SymlinkUnreadable(shown(relative)))?;
         if target.is_empty() || target.starts_with('/') || target.contains('\0') {
             return Err(CaptureError::SymlinkNotRelative(shown(relative)));
         }
@@ -811,7 +811,12 @@ impl<'b> Builder<'b> {
     /// # Errors
     ///
     /// The bounds' rejections, and [`CaptureError::Collide`].
-    pub fn add_file(&mut self, relative: &[u8], mode: u32, data: &[u8]) -> Result<(), CaptureError> {
+    pub fn add_file(
+        &mut self,
+        relative: &[u8],
+        mode: u32,
+        data: &[u8],
+    ) -> Result<(), CaptureError> {
         let relative = posix(relative);
         let size = data.len() as u64;
         self.prepare_file(&relative, size)?;
@@ -834,14 +839,7 @@ impl<'b> Builder<'b> {
         };
         self.total_bytes += size;
         self.budget.total_bytes += size;
-        self.record(
-            &relative,
-            Node::File {
-                size,
-                sha256,
-                mode,
-            },
-        )
+        self.record(&relative, Node::File { size, sha256, mode })
     }
 
     /// Records a symlink at `relative` whose target is `raw`, read from

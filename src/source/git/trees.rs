@@ -149,11 +149,7 @@ impl RevisionTrees {
 
     /// `e`, naming the revision, its commit and the path inside it.
     pub fn in_revision(&self, e: Error) -> Error {
-        e.in_revision(
-            self.tree.repo_path(),
-            self.tree.rev(),
-            Some(self.commit()),
-        )
+        e.in_revision(self.tree.repo_path(), self.tree.rev(), Some(self.commit()))
     }
 
     /// Where a checkout at the repository's path would put `rel`.
