@@ -463,6 +463,9 @@ impl ProfileIngestArgs {
                 _ => return usage("needs --task and --resolved-sha"),
             },
         };
+        if self.rev.is_some() && self.git.is_none() {
+            return usage("takes --rev only with --git REPO");
+        }
         if self.repo_identity.is_some() && !matches!(self.profile, TreeProfileArg::Task) {
             return usage("takes --repo-identity only with task");
         }

@@ -219,6 +219,29 @@ fn a_committed_symlink_in_sandbox_copy_is_refused() {
     );
     assert_eq!(e["error"]["rule"], "task-asset-symlink", "{e}");
     nothing_recorded(&env);
+    // --git needs --rev; --repo-identity is a task's, with --git; a
+    // directory and --git are one or the other.
+    let repo_s = s(&repo);
+    for args in [
+        vec!["tree", "--git", &repo_s],
+        vec![
+            "tree",
+            "--git",
+            &repo_s,
+            "--rev",
+            &commit,
+            "--repo-identity",
+            "/x",
+        ],
+        vec!["tree", &repo_s, "--git", &repo_s, "--rev", &commit],
+        vec!["tree", &repo_s, "--rev", &commit],
+    ] {
+        let mut all = vec!["--json", "ingest", "--profile"];
+        all.extend_from_slice(&args);
+        let out = env.run(&all);
+        assert_exit(&out, 2);
+    }
+    nothing_recorded(&env);
 }
 
 /// A revision whose tree git would not check out (one name listed twice)
