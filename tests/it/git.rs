@@ -1329,7 +1329,7 @@ fn hostile_entry_names_are_refused_by_rule() {
 /// Replaces the loose object `id` of the repository at `repo` with the file
 /// of the loose object `by`: the object database then answers `id` with
 /// `by`'s bytes, as `git fsck` says ("hash-path mismatch").
-fn tamper(repo: &Path, id: &str, by: &str) {
+pub(crate) fn tamper(repo: &Path, id: &str, by: &str) {
     let file = |id: &str| repo.join(".git/objects").join(&id[..2]).join(&id[2..]);
     let target = file(id);
     assert!(target.exists(), "{id} is not loose in {}", repo.display());

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::git::{commit_all, commit_tree, init, raw, raw_tree, write_object};
+use crate::git::{commit_all, commit_tree, init, raw, raw_tree, tamper, write_object};
 use crate::util::*;
 
 /// A committed repository with nested directories, an executable, and a
@@ -185,6 +185,7 @@ fn a_revision_gives_the_digests_of_its_checkout() {
         ],
     );
     assert_eq!(default["repo_identity"], s(&repo).as_str());
+    assert_eq!(default["resolved_sha"], commit.as_str());
     assert_eq!(default["manifest_digest"], checkout["manifest_digest"]);
     let (code, report) = env.verify(&[]);
     assert_eq!(code, 0, "{report}");
@@ -319,4 +320,66 @@ fn a_malformed_tree_or_a_submodule_is_refused_and_records_nothing() {
         ],
     );
     assert_eq!(ok["entries"], 2, "{ok}");
+}
+
+/// A blob whose bytes are another's (a loose object replaced) is refused
+/// (`git-object-corrupt`), and so is a file whose checkout would convert
+/// its bytes (`eol=crlf`); each records nothing.
+#[test]
+fn a_tampered_blob_or_a_converting_checkout_is_refused_and_records_nothing() {
+    let env = TestEnv::new();
+    let repo = env.path("tampered");
+    init(&repo);
+    let good = write_object(&repo, "blob", b"good\n");
+    let other = write_object(&repo, "blob", b"other\n");
+    let payload = raw_tree(&repo, &[raw("100644", "index.js", &good)]);
+    let root = raw_tree(
+        &repo,
+        &[
+            raw("40000", "node_modules", &payload),
+            raw("100644", "other", &other),
+        ],
+    );
+    let commit = commit_tree(&repo, &root);
+    tamper(&repo, &good, &other);
+    let out = env.run([
+        "--json",
+        "ingest",
+        "--profile",
+        "dependency",
+        "--git",
+        &s(&repo),
+        "--rev",
+        &commit,
+        "--source",
+        "node_modules",
+        "--target",
+        "node_modules",
+    ]);
+    assert_exit(&out, 3);
+    let e = parse_json(&out);
+    assert_eq!(e["error"]["rule"], "git-object-corrupt", "{e}");
+    nothing_recorded(&env);
+
+    let repo = env.path("crlf");
+    init(&repo);
+    write(&repo.join(".gitattributes"), "*.txt eol=crlf\n");
+    write(&repo.join("docs/a.txt"), "line\n");
+    let commit = commit_all(&repo, "crlf");
+    let out = env.run([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        "--git",
+        &s(&repo),
+        "--rev",
+        &commit,
+        "--copy",
+        "docs",
+    ]);
+    assert_exit(&out, 3);
+    let e = parse_json(&out);
+    assert_eq!(e["error"]["rule"], "checkout-converts", "{e}");
+    nothing_recorded(&env);
 }
