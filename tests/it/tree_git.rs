@@ -277,7 +277,13 @@ fn a_malformed_tree_or_a_submodule_is_refused_and_records_nothing() {
     assert_eq!(e["error"]["rule"], "git-tree-invalid", "{e}");
     nothing_recorded(&env);
 
-    let inner = raw_tree(&repo, &[raw("100644", "f", &blob)]);
+    // An empty tree, however deep, is written by no checkout.
+    let empty = raw_tree(&repo, &[]);
+    let hollow = raw_tree(&repo, &[raw("40000", "deeper", &empty)]);
+    let inner = raw_tree(
+        &repo,
+        &[raw("100644", "f", &blob), raw("40000", "hollow", &hollow)],
+    );
     let sub = raw_tree(
         &repo,
         &[
@@ -320,6 +326,21 @@ fn a_malformed_tree_or_a_submodule_is_refused_and_records_nothing() {
         ],
     );
     assert_eq!(ok["entries"], 2, "{ok}");
+    let out = env.run([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        "--git",
+        &s(&repo),
+        "--rev",
+        &with_submodule,
+        "--copy",
+        "other/hollow",
+    ]);
+    assert_exit(&out, 3);
+    let e = parse_json(&out);
+    assert_eq!(e["error"]["rule"], "task-asset-path-unavailable", "{e}");
 }
 
 /// A blob whose bytes are another's (a loose object replaced) is refused

@@ -159,6 +159,8 @@ impl RevisionTrees {
 
     /// Whether a checkout writes anything for `entry` (at `rel`): a tree
     /// holding no file, symlink or submodule, however deep, it does not.
+    /// Depth first with a stack of its own: a chain of empty trees may be
+    /// as deep as the revision has paths.
     fn is_written(&self, entry: &GitEntry, rel: &[u8]) -> Result<bool, TreeGitError> {
         if entry.kind != EntryKind::Tree {
             return Ok(true);
@@ -166,15 +168,42 @@ impl RevisionTrees {
         if let Some(known) = self.written.borrow().get(&entry.id) {
             return Ok(*known);
         }
-        let mut written = false;
-        for child in self.tree.entries(entry.id, rel)? {
-            if self.is_written(&child, &super::join(rel, &child.name))? {
-                written = true;
-                break;
+        // Each tree being looked into: its id, its path, its entries, and
+        // how many of them are looked at.
+        let mut stack = vec![(
+            entry.id,
+            rel.to_vec(),
+            self.tree.entries(entry.id, rel)?,
+            0usize,
+        )];
+        while let Some((id, at, entries, next)) = stack.last_mut() {
+            let Some(child) = entries.get(*next).cloned() else {
+                self.written.borrow_mut().insert(*id, false);
+                stack.pop();
+                continue;
+            };
+            *next += 1;
+            let known = match child.kind {
+                EntryKind::Tree => self.written.borrow().get(&child.id).copied(),
+                _ => Some(true),
+            };
+            match known {
+                Some(false) => {}
+                Some(true) => {
+                    let mut written = self.written.borrow_mut();
+                    for (id, ..) in &stack {
+                        written.insert(*id, true);
+                    }
+                    return Ok(true);
+                }
+                None => {
+                    let child_rel = super::join(at, &child.name);
+                    let entries = self.tree.entries(child.id, &child_rel)?;
+                    stack.push((child.id, child_rel, entries, 0));
+                }
             }
         }
-        self.written.borrow_mut().insert(entry.id, written);
-        Ok(written)
+        Ok(false)
     }
 
     /// The entries of tree `id` (at `rel`) a checkout writes, in Python's
