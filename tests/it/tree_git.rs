@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::git::{commit_all, commit_tree, init, raw, raw_tree, tamper, write_object};
+use crate::git::{commit_all, commit_tree, git, init, raw, raw_tree, tamper, write_object};
 use crate::util::*;
 
 /// A committed repository with nested directories, an executable, and a
@@ -36,7 +36,12 @@ fn committed(env: &TestEnv) -> (PathBuf, String) {
 
 /// A fresh `git clone` of `repo` checked out at `commit`, made under umask 022.
 fn fresh_clone(env: &TestEnv, repo: &Path, commit: &str) -> PathBuf {
-    let clone = env.path("clone");
+    fresh_clone_at(env, repo, commit, "clone")
+}
+
+/// [`fresh_clone`] at `name` in the test's directory.
+fn fresh_clone_at(env: &TestEnv, repo: &Path, commit: &str, name: &str) -> PathBuf {
+    let clone = env.path(name);
     let out = std::process::Command::new("sh")
         .arg("-c")
         .arg(r#"umask 022 && git clone -q "$1" "$2" && cd "$2" && git -c advice.detachedHead=false checkout -q "$3""#)
@@ -403,4 +408,50 @@ fn a_tampered_blob_or_a_converting_checkout_is_refused_and_records_nothing() {
     let e = parse_json(&out);
     assert_eq!(e["error"]["rule"], "checkout-converts", "{e}");
     nothing_recorded(&env);
+}
+
+/// A dependency's committed symlink is judged as in a checkout: dangling,
+/// leaving the workspace, or absolute, the refusal (exit 3, message and
+/// rule) is the one capturing a fresh clone gives; nothing is recorded.
+#[test]
+fn a_dependency_symlink_is_judged_as_in_its_checkout() {
+    let env = TestEnv::new();
+    let (repo, _) = committed(&env);
+    git(&repo, &["checkout", "-q", "--", "."]);
+    git(&repo, &["clean", "-qfd"]);
+    let cases = [
+        ("dangling", "../pkg/nope.js", "dependency-symlink-dangling"),
+        (
+            "escaping",
+            "../../../../../../outside",
+            "dependency-symlink-escapes-workspace",
+        ),
+        (
+            "absolute",
+            "/etc/hostname",
+            "dependency-symlink-not-relative",
+        ),
+    ];
+    for (name, target, rule) in cases {
+        let link = repo.join("node_modules/.bin/bad");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        let commit = commit_all(&repo, name);
+        let clone = fresh_clone_at(&env, &repo, &commit, name);
+        let dep = ["--source", "node_modules", "--target", "node_modules"];
+        let run = |from: &[&str]| {
+            let mut all = vec!["--json", "ingest", "--profile", "dependency"];
+            all.extend_from_slice(from);
+            all.extend_from_slice(&dep);
+            let out = env.run(&all);
+            assert_exit(&out, 3);
+            parse_json(&out)["error"].clone()
+        };
+        let checkout = run(&[&s(&clone)]);
+        let read = run(&["--git", &s(&repo), "--rev", &commit]);
+        assert_eq!(read["rule"], rule, "{name}: {read}");
+        assert_eq!(read["message"], checkout["message"], "{name}");
+        assert_eq!(read["rule"], checkout["rule"], "{name}");
+        nothing_recorded(&env);
+    }
 }
