@@ -384,7 +384,8 @@ pub struct ProfileIngestArgs {
     /// With task: the task JSON file (its sandbox_copy and sandbox_dependencies).
     #[arg(long, value_name = "TASK.json")]
     pub(super) task: Option<PathBuf>,
-    /// With task: the commit the task is bound to.
+    /// With task: the commit the task is bound to (with --git, by default
+    /// the revision's commit).
     #[arg(long, value_name = "SHA")]
     pub(super) resolved_sha: Option<String>,
     /// With task: where eval/workflow_bench/review_cases paths are read from.
