@@ -360,7 +360,20 @@ pub struct ProfileIngestArgs {
     #[arg(long, value_enum)]
     pub(super) profile: TreeProfileArg,
     /// The repository the trees are read from.
-    pub(super) repo: PathBuf,
+    #[arg(required_unless_present = "git", conflicts_with = "git")]
+    pub(super) repo: Option<PathBuf>,
+    /// Read the trees from this local git repository's objects (no
+    /// checkout), at --rev, as a checkout of that revision would hold them
+    /// (files 0644, or 0755 for git's 100755: a checkout under umask 022).
+    #[arg(long, value_name = "REPO", requires = "rev")]
+    pub(super) git: Option<PathBuf>,
+    /// The revision to read with --git: a tag, a branch or a commit.
+    #[arg(long, value_name = "REV", requires = "git")]
+    pub(super) rev: Option<String>,
+    /// With --git and task: the checkout path the task's repo_identity
+    /// names (default: the repository's absolute path).
+    #[arg(long, value_name = "PATH", requires = "git")]
+    pub(super) repo_identity: Option<PathBuf>,
     /// With tree: a sandbox_copy path of REPO (repeat; none: every name at
     /// REPO's top level).
     #[arg(long = "copy", value_name = "REL")]
@@ -374,7 +387,8 @@ pub struct ProfileIngestArgs {
     /// With task: the task JSON file (its sandbox_copy and sandbox_dependencies).
     #[arg(long, value_name = "TASK.json")]
     pub(super) task: Option<PathBuf>,
-    /// With task: the commit the task is bound to.
+    /// With task: the commit the task is bound to (with --git, by default
+    /// the revision's commit).
     #[arg(long, value_name = "SHA")]
     pub(super) resolved_sha: Option<String>,
     /// With task: where eval/workflow_bench/review_cases paths are read from.
@@ -450,7 +464,7 @@ impl ProfileIngestArgs {
                 return usage("reads the declarations from --task, not from --copy, --source or --target")
             }
             TreeProfileArg::Task => match (&self.task, &self.resolved_sha) {
-                (Some(task), Some(sha)) => TreeForm::Task {
+                (Some(task), sha) if sha.is_some() || self.git.is_some() => TreeForm::Task {
                     task: task.clone(),
                     resolved_sha: sha.clone(),
                     harness_root: self.harness_root.clone(),
@@ -459,8 +473,26 @@ impl ProfileIngestArgs {
                 _ => return usage("needs --task and --resolved-sha"),
             },
         };
+        if self.rev.is_some() && self.git.is_none() {
+            return usage("takes --rev only with --git REPO");
+        }
+        if self.repo_identity.is_some() && !matches!(self.profile, TreeProfileArg::Task) {
+            return usage("takes --repo-identity only with task");
+        }
+        let (repo, git) = match (&self.git, &self.repo, &self.rev) {
+            (Some(git), _, Some(rev)) => (
+                git.as_path(),
+                Some(crate::store::ingest::tree::GitRevision {
+                    rev: rev.as_str(),
+                    repo_identity: self.repo_identity.as_deref(),
+                }),
+            ),
+            (_, Some(repo), _) => (repo.as_path(), None),
+            _ => return usage("needs REPO, or --git REPO --rev REV"),
+        };
         Ok(crate::store::ingest::tree::TreeIngestOptions {
-            repo: &self.repo,
+            repo,
+            git,
             form,
             name: self.name.as_deref(),
             sign_with: None,

@@ -56,7 +56,8 @@ fn local_inputs(command: &Command) -> Vec<(&'static str, &Path, Local)> {
             one("--sign-with", a.sign_with.as_ref(), Local::File),
         ],
         Command::IngestProfile(a) => vec![
-            one("REPO", Some(&a.repo), Local::Directory),
+            one("REPO", a.repo.as_ref(), Local::Directory),
+            one("--git", a.git.as_ref(), Local::Repository),
             one("--task", a.task.as_ref(), Local::File),
             one("--harness-root", a.harness_root.as_ref(), Local::Directory),
             one("--expect-binding", a.expect_binding.as_ref(), Local::File),

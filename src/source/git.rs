@@ -66,6 +66,7 @@ use crate::profile::ce::rules::{self as ce_rules, Rejection};
 pub mod name;
 mod objects;
 mod revision;
+pub mod trees;
 
 use objects::Bad;
 use revision::{bad_object, Revision};
@@ -227,6 +228,13 @@ pub enum GitError {
         /// The bound.
         limit: u64,
     },
+    /// A tree capture reaches a submodule: what a checkout holds there
+    /// depends on whether it is initialised.
+    #[error("could not capture '{}': it is a submodule (git mode 160000), whose checkout holds what its own repository does or nothing; declare paths that hold no submodule", .path.display())]
+    Submodule {
+        /// Where a checkout would put it.
+        path: PathBuf,
+    },
     /// The revision holds a path git would not check out, or a tree `git
     /// fsck` calls broken in a way that leaves a checkout ill-defined.
     #[error("could not check out '{}' as git would: {reason}", .path.display())]
@@ -263,6 +271,7 @@ impl Classify for GitError {
             | GitError::ObjectCorrupt { .. }
             | GitError::ObjectMissing { .. }
             | GitError::ObjectTooLarge { .. }
+            | GitError::Submodule { .. }
             | GitError::TreeInvalid { .. } => ErrorKind::Rejected,
         }
     }
@@ -276,6 +285,7 @@ impl Classify for GitError {
             GitError::ObjectMissing { .. } => Some("git-object-missing"),
             GitError::ObjectTooLarge { .. } => Some("git-object-too-large"),
             GitError::TreeInvalid { .. } => Some("git-tree-invalid"),
+            GitError::Submodule { .. } => Some("git-submodule"),
             _ => None,
         }
     }
@@ -291,6 +301,7 @@ impl Classify for GitError {
             | GitError::ObjectCorrupt { path, .. }
             | GitError::ObjectMissing { path, .. }
             | GitError::ObjectTooLarge { path, .. }
+            | GitError::Submodule { path }
             | GitError::TreeInvalid { path, .. } => Some(path),
             GitError::Revision { repo, .. }
             | GitError::Read { repo, .. }

@@ -968,7 +968,7 @@ fn every_tag() {
 
 /// Writes a loose object of type `kind` holding `data` into the repository
 /// at `repo`, as git writes one; returns its id.
-fn write_object(repo: &Path, kind: &str, data: &[u8]) -> String {
+pub(crate) fn write_object(repo: &Path, kind: &str, data: &[u8]) -> String {
     write_object_streamed(repo, kind, data.len() as u64, &mut |out| {
         out(data);
     })
@@ -1010,15 +1010,15 @@ fn write_object_streamed(
 }
 
 /// A tree entry as a tree object spells it: mode, name, object id.
-type RawEntry = (String, Vec<u8>, String);
+pub(crate) type RawEntry = (String, Vec<u8>, String);
 
-fn raw(mode: &str, name: impl AsRef<[u8]>, id: &str) -> RawEntry {
+pub(crate) fn raw(mode: &str, name: impl AsRef<[u8]>, id: &str) -> RawEntry {
     (mode.into(), name.as_ref().to_vec(), id.into())
 }
 
 /// Writes a tree object listing `entries` as given: in this order, twice
 /// if twice, whatever their names; returns its id.
-fn raw_tree(repo: &Path, entries: &[RawEntry]) -> String {
+pub(crate) fn raw_tree(repo: &Path, entries: &[RawEntry]) -> String {
     let mut data = Vec::new();
     for (mode, name, id) in entries {
         data.extend_from_slice(mode.as_bytes());
@@ -1032,7 +1032,7 @@ fn raw_tree(repo: &Path, entries: &[RawEntry]) -> String {
 }
 
 /// A commit of `tree`.
-fn commit_tree(repo: &Path, tree: &str) -> String {
+pub(crate) fn commit_tree(repo: &Path, tree: &str) -> String {
     git(repo, &["commit-tree", tree, "-m", "raw"])
 }
 
@@ -1329,7 +1329,7 @@ fn hostile_entry_names_are_refused_by_rule() {
 /// Replaces the loose object `id` of the repository at `repo` with the file
 /// of the loose object `by`: the object database then answers `id` with
 /// `by`'s bytes, as `git fsck` says ("hash-path mismatch").
-fn tamper(repo: &Path, id: &str, by: &str) {
+pub(crate) fn tamper(repo: &Path, id: &str, by: &str) {
     let file = |id: &str| repo.join(".git/objects").join(&id[..2]).join(&id[2..]);
     let target = file(id);
     assert!(target.exists(), "{id} is not loose in {}", repo.display());

@@ -30,6 +30,7 @@ mod rules;
 mod secrets;
 mod signals;
 mod signing;
+mod tree_git;
 mod tree_trust;
 mod tree_views;
 mod trees;

@@ -460,9 +460,10 @@ pub fn open_relative(root: BorrowedFd<'_>, relative: &str) -> Result<OwnedFd, Ca
 /// `sha256`: the sink may return a stand-in it replaces once it has hashed
 /// the bytes.
 pub trait FileSink {
-    /// A file of `size` bytes (as `fstat` said), open as `fd`, starts;
-    /// `executable`: the mode recorded for it has an execute bit.
-    fn start(&mut self, size: u64, executable: bool, fd: BorrowedFd<'_>);
+    /// A file of `size` bytes (as `fstat` said), open as `fd` (`None` for
+    /// bytes read from elsewhere, a git blob), starts; `executable`: the
+    /// mode recorded for it has an execute bit.
+    fn start(&mut self, size: u64, executable: bool, fd: Option<BorrowedFd<'_>>);
     /// The file's next bytes.
     fn bytes(&mut self, data: &[u8]);
     /// The file was read whole and is unchanged: the id to record.
@@ -628,7 +629,7 @@ impl<'b> Builder<'b> {
             Flavour::SandboxCopy => 0,
         };
         if let Some(sink) = self.sink.as_mut() {
-            sink.start(size, mode & 0o111 != 0, fd);
+            sink.start(size, mode & 0o111 != 0, Some(fd));
         }
         let mut hasher = Sha256::new();
         let mut chunk = std::mem::take(&mut self.chunk);
@@ -741,17 +742,8 @@ impl<'b> Builder<'b> {
         if let Some(hook) = self.after_first_read.take() {
             hook();
         }
-        let target = String::from_utf8(raw.into_bytes()).map_err(|_| unreadable())?;
-        if target.is_empty() || target.starts_with('/') || target.contains('\0') {
-            return Err(CaptureError::SymlinkNotRelative(shown(relative)));
-        }
+        let target = self.checked_target(relative, raw.into_bytes())?;
         let length = target.len() as u64;
-        if length > self.limits.max_path_bytes {
-            return Err(CaptureError::SymlinkTooLong(shown(relative)));
-        }
-        if self.budget.total_bytes.saturating_add(length) > self.limits.max_total_bytes {
-            return Err(CaptureError::TotalBytes);
-        }
         let after =
             lstat_at(parent, name).map_err(|e| CaptureError::Os(OsCause::new(e, Some(name))))?;
         let again = rustix::fs::readlinkat(parent, name, Vec::new())
@@ -764,6 +756,111 @@ impl<'b> Builder<'b> {
         self.total_bytes += length;
         self.budget.total_bytes += length;
         self.record(relative, Node::Symlink { target })
+    }
+
+    /// A dependency's symlink target as the harness's `_copy_symlink` checks
+    /// it: UTF-8, relative, non-empty, no NUL, within the path bound, and
+    /// within the total bound once counted.
+    fn checked_target(&self, relative: &[u8], raw: Vec<u8>) -> Result<String, CaptureError> {
+        let target =
+            String::from_utf8(raw).map_err(|_| CaptureError::SymlinkUnreadable(shown(relative)))?;
+        if target.is_empty() || target.starts_with('/') || target.contains('\0') {
+            return Err(CaptureError::SymlinkNotRelative(shown(relative)));
+        }
+        let length = target.len() as u64;
+        if length > self.limits.max_path_bytes {
+            return Err(CaptureError::SymlinkTooLong(shown(relative)));
+        }
+        if self.budget.total_bytes.saturating_add(length) > self.limits.max_total_bytes {
+            return Err(CaptureError::TotalBytes);
+        }
+        Ok(target)
+    }
+
+    /// Records the directory `relative` (and its parents) of a tree read
+    /// from elsewhere than a directory handle, as the walk records one it
+    /// opened.
+    ///
+    /// # Errors
+    ///
+    /// The bounds' rejections, and [`CaptureError::Collide`].
+    pub fn add_directory(&mut self, relative: &[u8]) -> Result<(), CaptureError> {
+        self.record_directory(&posix(relative))
+    }
+
+    /// Checks, before a file of `size` bytes at `relative` is read from
+    /// elsewhere than a directory handle, what the walk checks before it
+    /// reads one: its parents recorded, and the total bound.
+    ///
+    /// # Errors
+    ///
+    /// The bounds' rejections, and [`CaptureError::Collide`].
+    pub fn prepare_file(&mut self, relative: &[u8], size: u64) -> Result<(), CaptureError> {
+        self.ensure_parents(parent_of(&posix(relative)))?;
+        if self.budget.total_bytes.saturating_add(size) > self.limits.max_total_bytes {
+            return Err(CaptureError::TotalBytes);
+        }
+        Ok(())
+    }
+
+    /// Records a file at `relative` holding `data`, read from elsewhere than
+    /// a directory handle (a git blob), with the mode `mode` its checkout
+    /// gives it: recorded as a walked file is (its parents, the bounds, mode
+    /// 0 in a `sandbox_copy` tree), its bytes handed to the sink if any.
+    ///
+    /// # Errors
+    ///
+    /// The bounds' rejections, and [`CaptureError::Collide`].
+    pub fn add_file(
+        &mut self,
+        relative: &[u8],
+        mode: u32,
+        data: &[u8],
+    ) -> Result<(), CaptureError> {
+        let relative = posix(relative);
+        let size = data.len() as u64;
+        self.prepare_file(&relative, size)?;
+        let mode = match self.flavour {
+            Flavour::Dependency => mode & 0o7777,
+            Flavour::SandboxCopy => 0,
+        };
+        let sha256 = match self.sink.as_mut() {
+            Some(sink) => {
+                sink.start(size, mode & 0o111 != 0, None);
+                if !data.is_empty() {
+                    match sink.buffer() {
+                        Some(buf) => buf.extend_from_slice(data),
+                        None => sink.bytes(data),
+                    }
+                }
+                sink.finish()
+            }
+            None => ObjectId::from_bytes(Sha256::digest(data).into()),
+        };
+        self.total_bytes += size;
+        self.budget.total_bytes += size;
+        self.record(&relative, Node::File { size, sha256, mode })
+    }
+
+    /// Records a symlink at `relative` whose target is `raw`, read from
+    /// elsewhere than a directory handle: refused in a `sandbox_copy` tree
+    /// as the walk refuses one, checked in a dependency as the walk checks
+    /// one.
+    ///
+    /// # Errors
+    ///
+    /// [`CaptureError::Symlink`] in a `sandbox_copy` tree; the target's
+    /// checks; the bounds' rejections.
+    pub fn add_symlink(&mut self, relative: &[u8], raw: &[u8]) -> Result<(), CaptureError> {
+        let relative = posix(relative);
+        if self.flavour == Flavour::SandboxCopy {
+            return Err(CaptureError::Symlink(shown(&relative)));
+        }
+        let target = self.checked_target(&relative, raw.to_vec())?;
+        let length = target.len() as u64;
+        self.total_bytes += length;
+        self.budget.total_bytes += length;
+        self.record(&relative, Node::Symlink { target })
     }
 
     /// Records the directory `relative` and its parents (`_record_directory`,
@@ -883,6 +980,21 @@ pub fn capture_dependency_into(
     let fd = open_relative(root, source)?;
     builder.copy_descriptor(fd.as_fd(), DEPENDENCY_ROOT.as_bytes())?;
     drop(fd);
+    finish_dependency(builder, target)
+}
+
+/// Finishes a dependency whose payload `builder` (a [`Flavour::Dependency`]
+/// builder) has recorded at [`DEPENDENCY_ROOT`], to be mounted at `target`:
+/// `payload/.vite-temp` when the payload is a directory and `target`'s name
+/// is `node_modules`, then [`validate_dependency_symlinks`].
+///
+/// # Errors
+///
+/// The harness's rejection ([`CaptureError`]).
+pub fn finish_dependency(
+    mut builder: Builder<'_>,
+    target: &str,
+) -> Result<CapturedDependency, CaptureError> {
     let payload_is_directory = builder
         .entry(DEPENDENCY_ROOT)
         .is_some_and(|e| e.node == Node::Directory);

@@ -43,6 +43,7 @@ use crate::profile::tree::stored::{index_dir, Stored, TaskRecord};
 use crate::profile::tree::{
     dependency_digests, manifest_digest, Dependency, TreeEntry, DEPENDENCY_ROOT,
 };
+use crate::source::git::trees::{RevisionTrees, TreeGitError};
 use crate::store::core::objects::WorkDir;
 use crate::store::ingest::{
     publish_and_record, undo_ingest, Drifted, IngestReport, Mend, Pending, Staged,
@@ -79,8 +80,9 @@ pub enum TreeForm {
         /// The task JSON file: an object with `sandbox_copy` and
         /// `sandbox_dependencies`.
         task: PathBuf,
-        /// The commit the task is bound to.
-        resolved_sha: String,
+        /// The commit the task is bound to (with a git revision, its
+        /// commit when not given).
+        resolved_sha: Option<String>,
         /// Where `eval/workflow_bench/review_cases` paths are read from.
         harness_root: Option<PathBuf>,
         /// A task binding (JSON object) whose dependency digests the
@@ -102,6 +104,20 @@ pub struct TreeIngestOptions<'a> {
     pub limits: Limits,
     /// The key each snapshot recorded is signed with, if any.
     pub sign_with: Option<&'a crate::sign::PrivateKey>,
+    /// Read the repository's revision from its objects instead of its
+    /// directory.
+    pub git: Option<GitRevision<'a>>,
+}
+
+/// A revision of the repository whose trees are captured as a checkout of
+/// it would hold them ([`RevisionTrees`]).
+#[derive(Clone, Copy, Debug)]
+pub struct GitRevision<'a> {
+    /// The revision: a tag, a branch, a commit.
+    pub rev: &'a str,
+    /// The checkout path a task's `repo_identity` names (default: the
+    /// repository's absolute path).
+    pub repo_identity: Option<&'a Path>,
 }
 
 /// Why a tree-kind ingest is refused before anything is stored.
@@ -700,7 +716,7 @@ impl ObjectSink<'_, '_> {
 }
 
 impl FileSink for ObjectSink<'_, '_> {
-    fn start(&mut self, size: u64, executable: bool, fd: std::os::fd::BorrowedFd<'_>) {
+    fn start(&mut self, size: u64, executable: bool, fd: Option<std::os::fd::BorrowedFd<'_>>) {
         self.current = if size == 0 {
             Current::Empty
         } else if size <= BUFFERED_FILE {
@@ -711,9 +727,12 @@ impl FileSink for ObjectSink<'_, '_> {
                 executable,
                 reserved: size,
             }
-        } else if self.catalogue.has_file_of_size(size).unwrap_or(false) {
+        } else if let Some(fd) =
+            fd.filter(|_| self.catalogue.has_file_of_size(size).unwrap_or(false))
+        {
             // Likely stored already: hashed only, and read again to be
-            // written only when its object is missing after all.
+            // written only when its object is missing after all. (Bytes
+            // with no file to read again are written as they come.)
             Current::Large(Large {
                 name: String::new(),
                 file: None,
@@ -890,7 +909,13 @@ fn top_level_names(repo: &OwnedFd) -> Result<Vec<String>> {
 struct Plan {
     copies: Option<CopyDeclarations>,
     dependencies: Option<Vec<DependencyDeclaration>>,
+    /// The repository: a real directory, or (with a revision) the
+    /// repository's absolute path.
     repo: PathBuf,
+    /// The task's `repo_identity`.
+    identity: PathBuf,
+    /// How the ingest event names the source.
+    source: String,
     harness: Option<PathBuf>,
     binding: Option<Map<String, Value>>,
     resolved_sha: String,
@@ -898,21 +923,50 @@ struct Plan {
 
 /// Reads the declarations as the harness's `prepare` does, before anything
 /// is walked.
-fn plan(opts: &TreeIngestOptions<'_>) -> Result<Plan> {
+fn plan(opts: &TreeIngestOptions<'_>, revision: Option<&RevisionTrees>) -> Result<Plan> {
     let max = opts.limits.max_path_bytes;
+    let repo_root = || match revision {
+        Some(r) => Ok(r.repo_path().to_path_buf()),
+        None => real_directory(opts.repo, "task asset repository"),
+    };
+    let mut plan = plan_forms(opts, revision, max, repo_root)?;
+    plan.identity = match (revision, opts.git.and_then(|g| g.repo_identity)) {
+        (Some(_), Some(identity)) => crate::source::absolute_like_python(identity),
+        _ => plan.repo.clone(),
+    };
+    plan.source = match revision {
+        Some(r) => format!("git:{}@{}", r.repo_path().display(), r.commit()),
+        None => plan.repo.display().to_string(),
+    };
+    Ok(plan)
+}
+
+/// [`plan`] for each form; `repo_root` finds the repository.
+fn plan_forms(
+    opts: &TreeIngestOptions<'_>,
+    revision: Option<&RevisionTrees>,
+    max: u64,
+    repo_root: impl Fn() -> Result<PathBuf>,
+) -> Result<Plan> {
     match &opts.form {
         TreeForm::Tree { copies } => {
-            let repo = real_directory(opts.repo, "task asset repository")?;
-            let copies = if copies.is_empty() {
-                top_level_names(&open_directory(&repo)?)?
-            } else {
+            let repo = repo_root()?;
+            let copies = if !copies.is_empty() {
                 copies.clone()
+            } else if let Some(revision) = revision {
+                revision
+                    .top_level_names()
+                    .map_err(|e| revision_error(revision, e))?
+            } else {
+                top_level_names(&open_directory(&repo)?)?
             };
             let mut task = Map::new();
             task.insert("sandbox_copy".into(), copies.into());
             Ok(Plan {
                 copies: Some(copy_declarations(&task, max).map_err(rejected)?),
                 dependencies: None,
+                identity: PathBuf::new(),
+                source: String::new(),
                 repo,
                 harness: None,
                 binding: None,
@@ -920,7 +974,7 @@ fn plan(opts: &TreeIngestOptions<'_>) -> Result<Plan> {
             })
         }
         TreeForm::Dependency { pairs } => {
-            let repo = real_directory(opts.repo, "task asset repository")?;
+            let repo = repo_root()?;
             let list: Vec<Value> = pairs
                 .iter()
                 .map(|(source, target)| serde_json::json!({"source": source, "target": target}))
@@ -930,6 +984,8 @@ fn plan(opts: &TreeIngestOptions<'_>) -> Result<Plan> {
             Ok(Plan {
                 copies: None,
                 dependencies: Some(dependency_declarations(&task, max).map_err(rejected)?),
+                identity: PathBuf::new(),
+                source: String::new(),
                 repo,
                 harness: None,
                 binding: None,
@@ -947,7 +1003,7 @@ fn plan(opts: &TreeIngestOptions<'_>) -> Result<Plan> {
                 .as_deref()
                 .map(|p| json_object("binding", p))
                 .transpose()?;
-            let repo = real_directory(opts.repo, "task asset repository")?;
+            let repo = repo_root()?;
             let copies = copy_declarations(&object, max).map_err(rejected)?;
             let dependencies = dependency_declarations(&object, max).map_err(rejected)?;
             let harness = match copies.paths.iter().find(|p| is_harness_copy(p)) {
@@ -959,13 +1015,24 @@ fn plan(opts: &TreeIngestOptions<'_>) -> Result<Plan> {
                     Some(real_directory(root, "harness sandbox_copy root")?)
                 }
             };
+            let resolved_sha = match (resolved_sha, revision) {
+                (Some(sha), _) => sha.clone(),
+                (None, Some(revision)) => revision.commit(),
+                (None, None) => {
+                    return Err(Error::Usage(
+                        "ingest --profile task: needs --resolved-sha".into(),
+                    ))
+                }
+            };
             Ok(Plan {
                 copies: Some(copies),
                 dependencies: Some(dependencies),
+                identity: PathBuf::new(),
+                source: String::new(),
                 repo,
                 harness,
                 binding,
-                resolved_sha: resolved_sha.clone(),
+                resolved_sha,
             })
         }
     }
@@ -973,21 +1040,22 @@ fn plan(opts: &TreeIngestOptions<'_>) -> Result<Plan> {
 
 /// Refuses a capture that would walk the store itself: the store lies at
 /// or below a declared path of the repository (or of the harness root).
-fn refuse_store_inside(store: &Store, plan: &Plan) -> Result<()> {
+fn refuse_store_inside(store: &Store, plan: &Plan, from_git: bool) -> Result<()> {
     let Ok(real) = std::fs::canonicalize(store.root()) else {
         return Ok(());
     };
     let mut walked: Vec<PathBuf> = Vec::new();
     if let Some(copies) = &plan.copies {
         for path in &copies.paths {
-            let root = match (&plan.harness, is_harness_copy(path)) {
-                (Some(harness), true) => harness,
-                _ => &plan.repo,
-            };
-            walked.push(root.join(path));
+            match (&plan.harness, is_harness_copy(path)) {
+                (Some(harness), true) => walked.push(harness.join(path)),
+                // A revision's trees are read from its objects.
+                _ if from_git => {}
+                _ => walked.push(plan.repo.join(path)),
+            }
         }
     }
-    for d in plan.dependencies.iter().flatten() {
+    for d in plan.dependencies.iter().flatten().filter(|_| !from_git) {
         walked.push(plan.repo.join(&d.source_path));
     }
     match walked.into_iter().find(|w| real.starts_with(w)) {
@@ -1008,8 +1076,16 @@ struct Captured {
 
 /// Walks what `plan` declares, in the harness's order, handing files to
 /// `sink` when given.
-fn capture(plan: &Plan, limits: Limits, mut sink: Option<&mut dyn FileSink>) -> Result<Captured> {
-    let repo_fd = open_directory(&plan.repo)?;
+fn capture(
+    plan: &Plan,
+    revision: Option<&RevisionTrees>,
+    limits: Limits,
+    mut sink: Option<&mut dyn FileSink>,
+) -> Result<Captured> {
+    let repo_fd = match revision {
+        Some(_) => None,
+        None => Some(open_directory(&plan.repo)?),
+    };
     let harness_fd = plan.harness.as_deref().map(open_directory).transpose()?;
     let mut budget = Budget::default();
     let mut copy = Vec::new();
@@ -1020,26 +1096,43 @@ fn capture(plan: &Plan, limits: Limits, mut sink: Option<&mut dyn FileSink>) -> 
             builder = builder.with_sink(&mut **sink);
         }
         for path in &copies.paths {
-            let root = match (&harness_fd, is_harness_copy(path)) {
-                (Some(harness), true) => harness,
-                _ => &repo_fd,
-            };
-            builder.capture(root.as_fd(), path).map_err(rejected)?;
+            match (&harness_fd, is_harness_copy(path), revision, &repo_fd) {
+                (Some(harness), true, _, _) | (_, _, None, Some(harness)) => {
+                    builder.capture(harness.as_fd(), path).map_err(rejected)?
+                }
+                (_, _, Some(revision), _) => revision
+                    .capture(&mut builder, path)
+                    .map_err(|e| revision_error(revision, e))?,
+                (_, _, None, None) => unreachable_root()?,
+            }
         }
         copy = builder.finished_entries();
         total_bytes += builder.total_bytes();
     }
     let mut dependencies = Vec::new();
     for declaration in plan.dependencies.iter().flatten() {
-        let captured = capture_dependency_into(
-            repo_fd.as_fd(),
-            &declaration.source_path,
-            &declaration.target_path,
-            limits,
-            &mut budget,
-            sink.as_mut().map(|s| &mut **s as &mut dyn FileSink),
-        )
-        .map_err(rejected)?;
+        let sink = sink.as_mut().map(|s| &mut **s as &mut dyn FileSink);
+        let captured = match (revision, &repo_fd) {
+            (Some(revision), _) => revision
+                .capture_dependency(
+                    &declaration.source_path,
+                    &declaration.target_path,
+                    limits,
+                    &mut budget,
+                    sink,
+                )
+                .map_err(|e| revision_error(revision, e))?,
+            (None, Some(repo_fd)) => capture_dependency_into(
+                repo_fd.as_fd(),
+                &declaration.source_path,
+                &declaration.target_path,
+                limits,
+                &mut budget,
+                sink,
+            )
+            .map_err(rejected)?,
+            (None, None) => unreachable_root()?,
+        };
         total_bytes += captured.total_bytes;
         dependencies.push((
             Dependency {
@@ -1055,6 +1148,24 @@ fn capture(plan: &Plan, limits: Limits, mut sink: Option<&mut dyn FileSink>) -> 
         dependencies,
         total_bytes,
     })
+}
+
+/// A revision's refusal as this command reports it: the harness's words for
+/// what a checkout holds, the revision named for its own refusals.
+fn revision_error(revision: &RevisionTrees, e: TreeGitError) -> Error {
+    match e {
+        TreeGitError::Capture(e) => rejected(e),
+        TreeGitError::Revision(e) if e.rule().is_some() => revision.in_revision(e),
+        TreeGitError::Revision(e) => e,
+    }
+}
+
+/// A capture with neither a directory nor a revision to read (not reached:
+/// one of them is always open).
+fn unreachable_root<T>() -> Result<T> {
+    Err(Error::Integrity(
+        "a capture has no repository to read".into(),
+    ))
 }
 
 /// Replaces every stand-in id by the id its file hashed to.
@@ -1090,6 +1201,7 @@ fn capture_and_stage(
     store: &Store,
     work: &WorkDir,
     plan: &Plan,
+    revision: Option<&RevisionTrees>,
     limits: Limits,
 ) -> Result<Written> {
     let shared = Shared {
@@ -1131,7 +1243,7 @@ fn capture_and_stage(
             next: 0,
             large: 0,
         };
-        let captured = capture(plan, limits, Some(&mut sink));
+        let captured = capture(plan, revision, limits, Some(&mut sink));
         // Closing the queue ends the threads once it is drained.
         drop(sink);
         captured
@@ -1172,15 +1284,19 @@ fn dependency_reports(deps: &[(Dependency, u64)]) -> Vec<DependencyReport> {
 
 /// Ingests a tree kind: captures, stores what the store lacks, records.
 pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<TreeIngestReport> {
-    let plan = plan(opts)?;
+    let revision = opts
+        .git
+        .map(|g| RevisionTrees::open(opts.repo, g.rev))
+        .transpose()?;
+    let plan = plan(opts, revision.as_ref())?;
     let mut store = open(Need::Creating)?;
-    refuse_store_inside(&store, &plan)?;
+    refuse_store_inside(&store, &plan, revision.is_some())?;
     let work = store.work_dir("ingest")?;
     let Written {
         captured,
         pending,
         bytes_staged,
-    } = capture_and_stage(&store, &work, &plan, opts.limits)?;
+    } = capture_and_stage(&store, &work, &plan, revision.as_ref(), opts.limits)?;
     let deps: Vec<Dependency> = captured
         .dependencies
         .iter()
@@ -1211,7 +1327,7 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
     }
     objects.sort_by_key(|(_, key)| *key);
     drifted.sort_by_key(|d| d.key);
-    let source = plan.repo.display().to_string();
+    let source = plan.source.clone();
     let first = Objects {
         objects,
         drifted,
@@ -1267,7 +1383,7 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
             let list = Manifest::dependencies(deps);
             let record_task = TaskRecord {
                 declarations: copies.declarations.clone(),
-                repo_identity: plan.repo.clone(),
+                repo_identity: plan.identity.clone(),
                 resolved_sha: plan.resolved_sha.clone(),
                 harness_identity: plan.harness.clone(),
                 manifest_digest: manifest_digest(&captured.copy),
@@ -1316,7 +1432,7 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
                 name: r_task.provenance.name.clone(),
                 digest: task.digest,
                 manifest_digest: tree.digest,
-                repo_identity: plan.repo.to_string_lossy().into_owned(),
+                repo_identity: plan.identity.to_string_lossy().into_owned(),
                 harness_identity: plan
                     .harness
                     .as_ref()
