@@ -616,7 +616,7 @@ fn copy_files_parallel(
                         if let Err(err) = made {
                             first_failure.fetch_min(k, Ordering::SeqCst);
                             let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
-                            if slot.as_ref().map_or(true, |(j, _)| i < *j) {
+                            if slot.as_ref().is_none_or(|(j, _)| i < *j) {
                                 *slot = Some((i, err));
                             }
                         }

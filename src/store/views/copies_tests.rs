@@ -384,7 +384,7 @@ fn of_many_failing_files_the_first_in_order_is_named_every_time() {
         datas
             .iter()
             .enumerate()
-            .map(|(i, d)| TreeEntry::file_of(&format!("d/f{i:03}"), d, 0)),
+            .map(|(i, d)| TreeEntry::file_of(format!("d/f{i:03}"), d, 0)),
     );
     crate::profile::tree::sort_entries(&mut entries);
     let objects_fd = crate::fsutil::open_dir(rustix::fs::CWD, &objects).unwrap();
