@@ -163,7 +163,16 @@ pub fn clone_or_copy(
             limit: budget.limit,
         });
     }
-    rustix::fs::ftruncate(dst, 0).map_err(os("empty the copy"))?;
+    // `dst` is new and a refused clone writes nothing, so it is empty; it
+    // is emptied only should it not be. (On ext4 a truncation to nothing
+    // also makes the file's close start writing it back, file by file.)
+    if rustix::fs::fstat(dst)
+        .map_err(os("examine the copy"))?
+        .st_size
+        != 0
+    {
+        rustix::fs::ftruncate(dst, 0).map_err(os("empty the copy"))?;
+    }
     let copied = copy_bounded(src, dst, size)?;
     budget.used += copied;
     Ok(Cloned::Copied(copied))
@@ -465,6 +474,13 @@ pub struct Written {
 /// cloned or copied from their objects, symlinks with their targets.
 /// Entries come parents first, as [`crate::profile::tree::sort_entries`]
 /// puts them.
+///
+/// Directories and symlinks are made first, in order; the files are then
+/// cloned or copied by one thread per core when their bytes together fit in
+/// what `budget` has left (so that no order of the copies can pass it), and
+/// in order otherwise. Either way the error returned is the one the first
+/// failing entry, in the entries' order, gives, as when each entry is made
+/// in turn.
 pub fn write_tree(
     objects: ObjectSource<'_>,
     entries: &[TreeEntry],
@@ -474,83 +490,226 @@ pub fn write_tree(
 ) -> Result<Written, CopyError> {
     let mut written = Written::default();
     let mut made = std::collections::HashSet::new();
-    for e in entries {
-        let target = display.join(&e.path);
-        if let Some((parent, _)) = e.path.rsplit_once('/') {
-            make_parents(root, parent, &mut made, display, &mut written)?;
-        }
-        match &e.node {
-            Node::Directory => {
-                if made.insert(e.path.clone()) {
-                    make_dir(root, &e.path, &target)?;
-                    written.directories += 1;
-                }
-            }
-            Node::Symlink { target: to } => {
-                rustix::fs::symlinkat(to.as_str(), root, e.path.as_str())
-                    .map_err(|err| CopyError::io("create a symlink", &target, err))?;
-                written.symlinks += 1;
-            }
-            Node::File { size, sha256, mode } => {
-                let dst = rustix::fs::openat(
-                    root,
-                    e.path.as_str(),
-                    OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
-                    Mode::from_raw_mode(0o600),
-                )
-                .map_err(|err| CopyError::io("create a file", &target, err))?;
-                if *size > 0 {
-                    let src = objects.open(sha256, mode & 0o111 != 0, *size, &e.path)?;
-                    let object = || {
-                        objects.path.join(
-                            ObjectKey {
-                                id: *sha256,
-                                executable: mode & 0o111 != 0,
-                            }
-                            .rel_path(),
-                        )
-                    };
-                    match clone_or_copy(src.as_fd(), dst.as_fd(), *size, budget) {
-                        Ok(Cloned::Reflinked) => written.reflinked += 1,
-                        Ok(Cloned::Copied(n)) => {
-                            written.copied += 1;
-                            written.bytes_copied += n;
-                        }
-                        Err(fault @ CopyFault::OverBudget { .. }) => {
-                            return Err(CopyError::FallbackLimit {
-                                path: target,
-                                fault,
-                            })
-                        }
-                        Err(CopyFault::BadClone { .. }) => {
-                            return Err(CopyError::InvalidReflink {
-                                relative: e.path.clone(),
-                                path: target,
-                            })
-                        }
-                        Err(CopyFault::Changed { .. }) => {
-                            return Err(CopyError::ChangedWhileCopying {
-                                relative: e.path.clone(),
-                                path: object(),
-                            })
-                        }
-                        Err(CopyFault::Os { op, source }) => {
-                            return Err(CopyError::Io {
-                                op,
-                                path: target,
-                                source,
-                            })
-                        }
-                    }
-                } else {
-                    written.copied += 1;
-                }
-                rustix::fs::fchmod(&dst, Mode::from_raw_mode(0o600))
-                    .map_err(|err| CopyError::io("set a file's mode", &target, err))?;
-            }
+    // The structure: every directory and symlink, up to the first failure.
+    let mut failed: Option<(usize, CopyError)> = None;
+    for (i, e) in entries.iter().enumerate() {
+        if let Err(err) = make_structure(root, e, &mut made, display, &mut written) {
+            failed = Some((i, err));
+            break;
         }
     }
-    Ok(written)
+    let stop = failed.as_ref().map_or(entries.len(), |(i, _)| *i);
+    let files: Vec<usize> = (0..stop)
+        .filter(|&i| matches!(entries[i].node, Node::File { .. }))
+        .collect();
+    let total: u64 = files
+        .iter()
+        .map(|&i| match entries[i].node {
+            Node::File { size, .. } => size,
+            _ => 0,
+        })
+        .fold(0u64, u64::saturating_add);
+    let threads = copy_threads().min(files.len());
+    let (file_written, file_failed) = if threads > 1 && total <= budget.remaining() {
+        copy_files_parallel(objects, entries, &files, root, display, budget, threads)
+    } else {
+        copy_files_in_order(objects, entries, &files, root, display, budget)
+    };
+    written.reflinked += file_written.reflinked;
+    written.copied += file_written.copied;
+    written.bytes_copied += file_written.bytes_copied;
+    // The first failure in the entries' order wins.
+    match (file_failed, failed) {
+        (Some((_, err)), _) | (None, Some((_, err))) => Err(err),
+        (None, None) => Ok(written),
+    }
+}
+
+/// How many threads copy a tree's files: one per core, at most 8.
+fn copy_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8))
+}
+
+/// Makes what entry `e` needs besides its bytes: its missing parents, and
+/// the entry itself when it is a directory or a symlink.
+fn make_structure(
+    root: BorrowedFd<'_>,
+    e: &TreeEntry,
+    made: &mut std::collections::HashSet<String>,
+    display: &Path,
+    written: &mut Written,
+) -> Result<(), CopyError> {
+    if let Some((parent, _)) = e.path.rsplit_once('/') {
+        make_parents(root, parent, made, display, written)?;
+    }
+    match &e.node {
+        Node::Directory => {
+            if made.insert(e.path.clone()) {
+                make_dir(root, &e.path, &display.join(&e.path))?;
+                written.directories += 1;
+            }
+        }
+        Node::Symlink { target: to } => {
+            rustix::fs::symlinkat(to.as_str(), root, e.path.as_str())
+                .map_err(|err| CopyError::io("create a symlink", display.join(&e.path), err))?;
+            written.symlinks += 1;
+        }
+        Node::File { .. } => {}
+    }
+    Ok(())
+}
+
+/// Makes the files `files` (indices into `entries`) one after another,
+/// stopping at the first failure: the index and error of that failure.
+fn copy_files_in_order(
+    objects: ObjectSource<'_>,
+    entries: &[TreeEntry],
+    files: &[usize],
+    root: BorrowedFd<'_>,
+    display: &Path,
+    budget: &mut FallbackBudget,
+) -> (Written, Option<(usize, CopyError)>) {
+    let mut written = Written::default();
+    for &i in files {
+        if let Err(err) = make_file(objects, &entries[i], root, display, budget, &mut written) {
+            return (written, Some((i, err)));
+        }
+    }
+    (written, None)
+}
+
+/// Makes the files `files` (indices into `entries`, in order) on `threads`
+/// threads, which take them in order; once a file fails, no file after it
+/// is begun, and of the failures the first in order is returned. The
+/// caller has checked that all their bytes fit in `budget`.
+fn copy_files_parallel(
+    objects: ObjectSource<'_>,
+    entries: &[TreeEntry],
+    files: &[usize],
+    root: BorrowedFd<'_>,
+    display: &Path,
+    budget: &mut FallbackBudget,
+    threads: usize,
+) -> (Written, Option<(usize, CopyError)>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    // The position (in `files`) of the first failure known so far.
+    let first_failure = AtomicUsize::new(usize::MAX);
+    let failure: Mutex<Option<(usize, CopyError)>> = Mutex::new(None);
+    let start = *budget;
+    let results: Vec<(Written, u64)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut written = Written::default();
+                    // Each thread's own share: all of it fits, as checked.
+                    let mut mine = FallbackBudget::new(start.remaining());
+                    loop {
+                        let k = next.fetch_add(1, Ordering::SeqCst);
+                        if k >= files.len() || k > first_failure.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let i = files[k];
+                        let made =
+                            make_file(objects, &entries[i], root, display, &mut mine, &mut written);
+                        if let Err(err) = made {
+                            first_failure.fetch_min(k, Ordering::SeqCst);
+                            let mut slot = failure.lock().unwrap_or_else(|p| p.into_inner());
+                            if slot.as_ref().is_none_or(|(j, _)| i < *j) {
+                                *slot = Some((i, err));
+                            }
+                        }
+                    }
+                    (written, mine.used())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut written = Written::default();
+    for (w, used) in results {
+        written.reflinked += w.reflinked;
+        written.copied += w.copied;
+        written.bytes_copied += w.bytes_copied;
+        budget.used = budget.used.saturating_add(used);
+    }
+    let failed = failure.into_inner().unwrap_or_else(|p| p.into_inner());
+    (written, failed)
+}
+
+/// Makes one file entry (its parents exist): created at 0600, its bytes
+/// cloned or copied from its object.
+fn make_file(
+    objects: ObjectSource<'_>,
+    e: &TreeEntry,
+    root: BorrowedFd<'_>,
+    display: &Path,
+    budget: &mut FallbackBudget,
+    written: &mut Written,
+) -> Result<(), CopyError> {
+    let Node::File { size, sha256, mode } = &e.node else {
+        return Ok(());
+    };
+    let target = display.join(&e.path);
+    let dst = rustix::fs::openat(
+        root,
+        e.path.as_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(|err| CopyError::io("create a file", &target, err))?;
+    if *size > 0 {
+        let src = objects.open(sha256, mode & 0o111 != 0, *size, &e.path)?;
+        let object = || {
+            objects.path.join(
+                ObjectKey {
+                    id: *sha256,
+                    executable: mode & 0o111 != 0,
+                }
+                .rel_path(),
+            )
+        };
+        match clone_or_copy(src.as_fd(), dst.as_fd(), *size, budget) {
+            Ok(Cloned::Reflinked) => written.reflinked += 1,
+            Ok(Cloned::Copied(n)) => {
+                written.copied += 1;
+                written.bytes_copied += n;
+            }
+            Err(fault @ CopyFault::OverBudget { .. }) => {
+                return Err(CopyError::FallbackLimit {
+                    path: target,
+                    fault,
+                })
+            }
+            Err(CopyFault::BadClone { .. }) => {
+                return Err(CopyError::InvalidReflink {
+                    relative: e.path.clone(),
+                    path: target,
+                })
+            }
+            Err(CopyFault::Changed { .. }) => {
+                return Err(CopyError::ChangedWhileCopying {
+                    relative: e.path.clone(),
+                    path: object(),
+                })
+            }
+            Err(CopyFault::Os { op, source }) => {
+                return Err(CopyError::Io {
+                    op,
+                    path: target,
+                    source,
+                })
+            }
+        }
+    } else {
+        written.copied += 1;
+    }
+    rustix::fs::fchmod(&dst, Mode::from_raw_mode(0o600))
+        .map_err(|err| CopyError::io("set a file's mode", &target, err))
 }
 
 /// Makes each missing directory of `dir` (a path below the root) at 0700.

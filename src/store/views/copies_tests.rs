@@ -358,3 +358,81 @@ fn on_xfs_every_file_is_a_reflink_sharing_its_object_s_extents() {
     );
     assert_eq!(std::fs::read(object).unwrap(), [7u8; 3000]);
 }
+
+#[test]
+fn of_many_failing_files_the_first_in_order_is_named_every_time() {
+    // Files are copied by several threads; the refusal must still name the
+    // first failing file in the entries' order, as a copy in turn would.
+    let tmp = tempfile::tempdir().unwrap();
+    let datas: Vec<Vec<u8>> = (0..300u32)
+        .map(|i| {
+            format!("file {i}\n")
+                .repeat(1 + (i as usize % 7) * 50)
+                .into_bytes()
+        })
+        .collect();
+    let missing = [97usize, 150, 151, 299];
+    let present: Vec<(&[u8], bool)> = datas
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !missing.contains(i))
+        .map(|(_, d)| (d.as_slice(), false))
+        .collect();
+    let objects = objects_with(tmp.path(), &present);
+    let mut entries = vec![TreeEntry::directory("d")];
+    entries.extend(
+        datas
+            .iter()
+            .enumerate()
+            .map(|(i, d)| TreeEntry::file_of(format!("d/f{i:03}"), d, 0)),
+    );
+    crate::profile::tree::sort_entries(&mut entries);
+    let objects_fd = crate::fsutil::open_dir(rustix::fs::CWD, &objects).unwrap();
+    let parent = crate::fsutil::open_dir(rustix::fs::CWD, tmp.path()).unwrap();
+    for round in 0..20 {
+        let mut budget = FallbackBudget::default();
+        let err = writable_copy(
+            ObjectSource {
+                dir: objects_fd.as_fd(),
+                path: &objects,
+            },
+            &entries,
+            parent.as_fd(),
+            OsStr::new("copy"),
+            &tmp.path().join("copy"),
+            &mut budget,
+            |_| Ok(()),
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "task asset snapshot file changed: d/f097",
+            "round {round}"
+        );
+        assert!(!tmp.path().join("copy").exists());
+    }
+    // With every object present, the copy holds every file's bytes.
+    let all: Vec<(&[u8], bool)> = datas.iter().map(|d| (d.as_slice(), false)).collect();
+    let objects = objects_with(tmp.path(), &all);
+    let mut budget = FallbackBudget::default();
+    let written = writable_copy(
+        ObjectSource {
+            dir: objects_fd.as_fd(),
+            path: &objects,
+        },
+        &entries,
+        parent.as_fd(),
+        OsStr::new("copy"),
+        &tmp.path().join("copy"),
+        &mut budget,
+        |_| Ok(()),
+    )
+    .unwrap();
+    assert_eq!(written.reflinked + written.copied, 300);
+    assert_eq!(budget.used(), written.bytes_copied);
+    for (i, d) in datas.iter().enumerate() {
+        let got = std::fs::read(tmp.path().join(format!("copy/d/f{i:03}"))).unwrap();
+        assert_eq!(&got, d);
+        assert_eq!(mode_of(&tmp.path().join(format!("copy/d/f{i:03}"))), 0o600);
+    }
+}
