@@ -56,7 +56,7 @@ use crate::store::{Need, ObjectKey, Opener, Store};
 pub const BUFFERED_FILE: u64 = 64 * 1024 * 1024;
 
 /// The most bytes the free buffers kept for reuse may hold together.
-const FREE_BUFFER_BYTES: usize = 128 * 1024 * 1024;
+const FREE_BUFFER_BYTES: usize = 256 * 1024 * 1024;
 
 /// The most bytes of files waiting for, or in, the hashing threads.
 const IN_FLIGHT_BYTES: u64 = 256 * 1024 * 1024;
@@ -420,12 +420,12 @@ impl Shared<'_> {
         buf
     }
 
-    /// Keeps a buffer for [`Shared::buffer`]: up to 32, holding at most
+    /// Keeps a buffer for [`Shared::buffer`]: up to 256, holding at most
     /// [`FREE_BUFFER_BYTES`] together.
     fn give_back(&self, buf: Vec<u8>) {
         if let Ok(mut free) = self.buffers.lock() {
             let held: usize = free.iter().map(Vec::capacity).sum();
-            if free.len() < 32 && held + buf.capacity() <= FREE_BUFFER_BYTES {
+            if free.len() < 256 && held + buf.capacity() <= FREE_BUFFER_BYTES {
                 free.push(buf);
             }
         }
