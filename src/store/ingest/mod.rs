@@ -119,6 +119,42 @@ pub(super) enum Pending {
     Replacing(String, String),
 }
 
+/// Where a walk's distinct contents came to stand, sorted out: the objects
+/// staged to publish, those found drifted with how each is mended (in key
+/// order), and how many were stored already.
+pub(super) struct Settled {
+    pub(super) staged: Vec<(String, ObjectKey)>,
+    pub(super) drifted: Vec<Drifted>,
+    pub(super) reused: u64,
+}
+
+/// Sorts out where each distinct content of a walk stands ([`Settled`]).
+pub(super) fn settle(pending: HashMap<ObjectKey, Pending>) -> Settled {
+    let mut settled = Settled {
+        staged: Vec::new(),
+        drifted: Vec::new(),
+        reused: 0,
+    };
+    for (key, state) in pending {
+        match state {
+            Pending::Reused => settled.reused += 1,
+            Pending::Staged(name) => settled.staged.push((name, key)),
+            Pending::ModeDrifted(was) => settled.drifted.push(Drifted {
+                key,
+                was,
+                mend: Mend::Mode,
+            }),
+            Pending::Replacing(name, was) => settled.drifted.push(Drifted {
+                key,
+                was,
+                mend: Mend::Bytes(name),
+            }),
+        }
+    }
+    settled.drifted.sort_by_key(|d| d.key);
+    settled
+}
+
 /// How an ingest mends an object it found drifted.
 #[derive(Debug)]
 pub enum Mend {
@@ -466,26 +502,11 @@ pub fn plan_ingest(store: &Store, source: &Source, opts: &IngestOptions<'_>) -> 
 
     let manifest = Manifest::new(std::mem::take(&mut walked.entries));
     let found = find_source(store, source, &manifest, opts);
-    let mut staged = Vec::new();
-    let mut drifted = Vec::new();
-    let mut reused = 0;
-    for (key, state) in pending {
-        match state {
-            Pending::Reused => reused += 1,
-            Pending::Staged(name) => staged.push((name, key)),
-            Pending::ModeDrifted(was) => drifted.push(Drifted {
-                key,
-                was,
-                mend: Mend::Mode,
-            }),
-            Pending::Replacing(name, was) => drifted.push(Drifted {
-                key,
-                was,
-                mend: Mend::Bytes(name),
-            }),
-        }
-    }
-    drifted.sort_by_key(|d| d.key);
+    let Settled {
+        staged,
+        drifted,
+        reused,
+    } = settle(pending);
     let attestations = match opts.sign_with {
         Some(key) => {
             let at = found

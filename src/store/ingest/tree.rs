@@ -46,7 +46,7 @@ use crate::profile::tree::{
 use crate::source::git::trees::{RevisionTrees, TreeGitError};
 use crate::store::core::objects::WorkDir;
 use crate::store::ingest::{
-    publish_and_record, undo_ingest, Drifted, IngestReport, Mend, Pending, Staged,
+    publish_and_record, undo_ingest, Drifted, IngestReport, Pending, Staged,
 };
 use crate::store::{Need, ObjectKey, Opener, Store};
 
@@ -1306,27 +1306,12 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
     if let Some(binding) = &plan.binding {
         check_dependency_binding(binding, &digests).map_err(rejected)?;
     }
-    let mut objects = Vec::new();
-    let mut drifted = Vec::new();
-    let mut reused = 0;
-    for (key, state) in pending {
-        match state {
-            Pending::Reused => reused += 1,
-            Pending::Staged(name) => objects.push((name, key)),
-            Pending::ModeDrifted(was) => drifted.push(Drifted {
-                key,
-                was,
-                mend: Mend::Mode,
-            }),
-            Pending::Replacing(name, was) => drifted.push(Drifted {
-                key,
-                was,
-                mend: Mend::Bytes(name),
-            }),
-        }
-    }
+    let super::Settled {
+        staged: mut objects,
+        drifted,
+        reused,
+    } = super::settle(pending);
     objects.sort_by_key(|(_, key)| *key);
-    drifted.sort_by_key(|d| d.key);
     let source = plan.source.clone();
     let first = Objects {
         objects,
