@@ -10,7 +10,8 @@ objects and records the ingest, so the digest can be audited later), checks
 the root out, hard-linked from the store, and discards it when the block
 ends (or when this process dies first).
 
-Used as it is, the module has its own `SandboxError` and `ReadOnlyMount`. A
+Used as it is, the module has cestore's `SandboxError` and `ReadOnlyMount`
+(the ones `task_assets` has too, as a harness has one of each). A
 harness binds it into its own module with `bind(globals(), ...)`, which fills
 that namespace with these names built on the harness's exception and mount
 classes. Every function reads the constants (`MAX_CE_PLUGIN_*`,
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import _contract, _errors
+from ._sandbox import ReadOnlyMount, SandboxError
 from ._store import Bounds, HeldStage, Store
 
 PINNED_GITNEXUS_VERSION = "1.6.9"
@@ -100,18 +102,6 @@ _PUBLIC = (
     "validate_ce_plugin_inputs",
     "staged_ce_plugin_snapshot",
 )
-
-
-class SandboxError(RuntimeError):
-    """A runtime view could not be prepared safely."""
-
-
-@dataclass(frozen=True)
-class ReadOnlyMount:
-    """One read-only bind mount: a host path and where the sandbox sees it."""
-
-    source: Path
-    target: str
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ store, not copied into a private directory.
   stood for; the shared views stay, as every shared view does, until `cestore
   gc`.
 
-Used as it is, the module has its own `SandboxError`, `ReadOnlyMount`,
-`real_directory` and `_prepare_clone_target`. A harness binds it into its
+Used as it is, the module has its own `real_directory` and
+`_prepare_clone_target`, and cestore's `SandboxError` and `ReadOnlyMount`
+(those `runtime_mounts` has). A harness binds it into its
 own module with `bind(globals(), ...)`, which fills that namespace with
 these names built on the harness's own (its `proposer_sandbox`). Every
 function reads the constants (`MAX_TASK_ASSET_*`,
@@ -61,6 +62,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Optional, Union
 
 from . import _errors
+from ._sandbox import ReadOnlyMount, SandboxError
 from ._store import Store
 
 # The harness's constants, kept as literals: a harness imports them, `bind`
@@ -126,18 +128,6 @@ _PUBLIC = (
     "capture_task_dependency_binding",
     "stage_task_assets",
 )
-
-
-class SandboxError(RuntimeError):
-    """A task's assets could not be captured or staged safely."""
-
-
-@dataclass(frozen=True)
-class ReadOnlyMount:
-    """One read-only bind mount: a host path and where the sandbox sees it."""
-
-    source: Path
-    target: str
 
 
 @dataclass(frozen=True)
