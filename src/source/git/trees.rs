@@ -2,7 +2,7 @@
 //! `ingest --profile tree|dependency|task --git REPO --rev REV`, read from
 //! the revision's objects as a checkout of that revision would hold them.
 //!
-//! The revision is opened as a release is ([`GitTree::open`]): every object
+//! The revision is opened as a release is (`GitTree::open`): every object
 //! read is checked against its id, every tree of the revision judged as
 //! `git checkout` judges it, every blob bounded from its header before it is
 //! inflated, and a file whose checkout bytes would differ from its blob
