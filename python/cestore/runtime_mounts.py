@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import _contract, _errors
-from ._sandbox import ReadOnlyMount, SandboxError
+from ._sandbox import ReadOnlyMount, SandboxError, namespace_store
 from ._store import Bounds, HeldStage, Store
 
 PINNED_GITNEXUS_VERSION = "1.6.9"
@@ -219,19 +219,7 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
         source = validated_root(plugin_dir, label="Compound Engineering plugin source")
         return ns["CePluginConfig"](source=source, version=plugin_version)
 
-    # The last Store made, by what decides it: looking the binary up costs
-    # some 0.3 ms a call, twice a sweep.
-    last: dict[tuple[Optional[Path], Optional[str], Optional[str]], Store] = {}
-
-    def store() -> Store:
-        location = ns.get("CESTORE_STORE")
-        path = Path(location).absolute() if location is not None else None
-        key = (path, os.environ.get("CESTORE_BIN"), os.environ.get("PATH"))
-        made = last.get(key)
-        if made is None or not os.access(made.binary, os.X_OK):
-            last.clear()
-            made = last[key] = Store(path)
-        return made
+    store = namespace_store(ns)
 
     def lowered_bounds(binary: str) -> Optional[Bounds]:
         """The namespace's bounds that are below the binary's (the reference's), for the CLI."""

@@ -62,7 +62,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Optional, Union
 
 from . import _errors
-from ._sandbox import ReadOnlyMount, SandboxError
+from ._sandbox import ReadOnlyMount, SandboxError, namespace_store
 from ._store import Store
 
 # The harness's constants, kept as literals: a harness imports them, `bind`
@@ -269,18 +269,7 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
     def err(message: str) -> BaseException:
         return ns["SandboxError"](message)
 
-    # The last Store made, by what decides it.
-    last: dict[tuple[Optional[Path], Optional[str], Optional[str]], Store] = {}
-
-    def store() -> Store:
-        location = ns.get("CESTORE_STORE")
-        path = Path(location).absolute() if location is not None else None
-        key = (path, os.environ.get("CESTORE_BIN"), os.environ.get("PATH"))
-        made = last.get(key)
-        if made is None or not os.access(made.binary, os.X_OK):
-            last.clear()
-            made = last[key] = Store(path)
-        return made
+    store = namespace_store(ns)
 
     def lowered(bounds: tuple[tuple[str, str, int], ...]) -> dict[str, int]:
         """The namespace's bounds that are below the binary's, by their flags."""
