@@ -24,6 +24,7 @@ pub mod contract;
 pub mod digest;
 pub mod dirent;
 pub mod error;
+pub mod filecopy;
 pub mod fsutil;
 pub mod gitnexus;
 pub mod interrupt;

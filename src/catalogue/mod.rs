@@ -75,6 +75,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_profiles",
         include_str!("../../migrations/0007_profiles.sql"),
     ),
+    (
+        "0008_files_size",
+        include_str!("../../migrations/0008_files_size.sql"),
+    ),
 ];
 
 /// The schema version this build writes.

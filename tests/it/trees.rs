@@ -789,3 +789,62 @@ fn a_large_file_is_stored_whether_or_not_its_size_is_known() {
     let (code, report) = env.verify(&[]);
     assert_eq!(code, 0, "{report}");
 }
+
+/// Files copied by the kernel (no stored file has their length), files
+/// hashed from their source (one has), and small ones read whole, side by
+/// side: each content is stored once per mode, holding its own bytes, and
+/// a length already stored with other bytes is copied after all.
+#[test]
+fn each_way_a_file_is_stored_keeps_its_bytes_once() {
+    let env = TestEnv::new();
+    let repo = env.path("ways");
+    let nm = repo.join("node_modules");
+    let big = |seed: u8| -> Vec<u8> { (0..300 * 1024).map(|i| (i % 251) as u8 ^ seed).collect() };
+    write(&nm.join("a/one.bin"), big(1));
+    write(&nm.join("a/same.bin"), big(1));
+    write(&nm.join("b/run.bin"), big(1));
+    set_mode(&nm.join("b/run.bin"), 0o755);
+    write(&nm.join("b/small.txt"), b"small\n");
+    let args = [
+        "dependency",
+        &s(&repo),
+        "--source",
+        "node_modules",
+        "--target",
+        "node_modules",
+    ];
+    let first = ingest_json(&env, &args);
+    // big(1) twice (plain and executable) and the small file.
+    assert_eq!(first["new_objects"], 3, "{first}");
+    assert_eq!(first["bytes_written"], 2 * 300 * 1024 + 6, "{first}");
+    let again = ingest_json(&env, &args);
+    assert_eq!(
+        (&again["new_objects"], &again["bytes_written"]),
+        (&0.into(), &0.into()),
+        "{again}"
+    );
+    // A length the store knows, with other bytes: hashed, then copied.
+    write(&nm.join("a/same.bin"), big(2));
+    let other = ingest_json(&env, &args);
+    assert_eq!(other["new_objects"], 1, "{other}");
+    assert_eq!(other["bytes_written"], 300 * 1024, "{other}");
+    let digest = other["digest"].as_str().unwrap();
+    let view = env.path("view");
+    assert_exit(&env.run(["checkout", digest, &s(&view)]), 0);
+    let payload = view.join("00000/payload");
+    assert_eq!(std::fs::read(payload.join("a/one.bin")).unwrap(), big(1));
+    assert_eq!(std::fs::read(payload.join("a/same.bin")).unwrap(), big(2));
+    assert_eq!(std::fs::read(payload.join("b/run.bin")).unwrap(), big(1));
+    assert_eq!(
+        std::fs::read(payload.join("b/small.txt")).unwrap(),
+        b"small\n"
+    );
+    let (code, report) = env.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+    // Nothing is left in the store's work area.
+    let tmp = env.store.join("tmp");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -476,6 +476,125 @@ pub trait FileSink {
     fn buffer(&mut self) -> Option<&mut Vec<u8>> {
         None
     }
+    /// Takes the current file, started and not yet read, to copy, judge
+    /// and hash off the walk's thread ([`DeferredFile`]), and returns the
+    /// stand-in id to record; or hands it back to be read by the walk, as
+    /// it does by default. A sink that takes files reports the failure of
+    /// the first of them, in the walk's order, in place of the walk's own
+    /// result, which assumed each unchanged.
+    fn defer(&mut self, file: Box<DeferredFile>) -> Result<ObjectId, Box<DeferredFile>> {
+        Err(file)
+    }
+}
+
+/// A file whose bytes the walk leaves to its sink to copy off the walk's
+/// thread ([`FileSink::defer`]), with what the walk's read would judge
+/// them by.
+#[derive(Debug)]
+pub struct DeferredFile {
+    fd: OwnedFd,
+    relative: String,
+    before: Stat,
+    size: u64,
+    /// The bytes counted against the total bound before this file's.
+    counted_before: u64,
+    max_total_bytes: u64,
+}
+
+/// Why a [`DeferredFile`]'s copy failed.
+#[derive(Debug)]
+pub enum DeferredFault {
+    /// The walk's refusal, had it read the file itself.
+    Capture(CaptureError),
+    /// Writing the copy.
+    Write(Errno),
+}
+
+impl DeferredFile {
+    /// The file's length, as `fstat` said before it was read.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The open file.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Reads the file to its end into `each`, a chunk of `chunk`'s length
+    /// at a time, and judges it as the walk's own read does: refused once
+    /// the bytes counted pass the total bound, or when it changed.
+    pub fn read_into(
+        &self,
+        chunk: &mut [u8],
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), CaptureError> {
+        let counted = self.count_from(0, chunk, each)?;
+        self.judge(counted)
+    }
+
+    /// Copies the file into `dst` ([`crate::filecopy::copy_prefix`]), and
+    /// judges it as [`DeferredFile::read_into`] does; a file that grew is
+    /// counted on, a chunk at a time, for the refusal.
+    pub fn copy_into(&self, dst: BorrowedFd<'_>) -> Result<(), DeferredFault> {
+        use crate::filecopy::{copy_prefix, CopyFailure};
+        let limit = self.size.saturating_add(1);
+        let copied =
+            copy_prefix(self.fd.as_fd(), dst, limit, CHUNK_BYTES).map_err(|e| match e {
+                CopyFailure::Read(e) => {
+                    DeferredFault::Capture(CaptureError::Os(OsCause::new(e, None)))
+                }
+                CopyFailure::Write(e) => DeferredFault::Write(e),
+            })?;
+        if self.over(copied) {
+            return Err(DeferredFault::Capture(CaptureError::TotalBytes));
+        }
+        let counted = if copied == limit {
+            let mut chunk = vec![0u8; CHUNK_BYTES];
+            self.count_from(copied, &mut chunk, &mut |_| {})
+                .map_err(DeferredFault::Capture)?
+        } else {
+            copied
+        };
+        self.judge(counted).map_err(DeferredFault::Capture)
+    }
+
+    fn over(&self, counted: u64) -> bool {
+        self.counted_before.saturating_add(counted) > self.max_total_bytes
+    }
+
+    /// Reads on from byte `at` to the end, as the walk's chunked read
+    /// does; returns the bytes counted in all.
+    fn count_from(
+        &self,
+        mut at: u64,
+        chunk: &mut [u8],
+        each: &mut dyn FnMut(&[u8]),
+    ) -> Result<u64, CaptureError> {
+        loop {
+            let n = match rustix::io::pread(&self.fd, &mut *chunk, at) {
+                Ok(0) => return Ok(at),
+                Ok(n) => n,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(CaptureError::Os(OsCause::new(e, None))),
+            };
+            at += n as u64;
+            if self.over(at) {
+                return Err(CaptureError::TotalBytes);
+            }
+            each(&chunk[..n]);
+        }
+    }
+
+    /// The walk's judgement once a file is read: `counted` bytes, its
+    /// `fstat` unchanged.
+    fn judge(&self, counted: u64) -> Result<(), CaptureError> {
+        let after = fstat(self.fd.as_fd())?;
+        if counted != self.size || mutation_identity(&self.before) != mutation_identity(&after) {
+            return Err(CaptureError::FileChanged(self.relative.clone()));
+        }
+        Ok(())
+    }
 }
 
 /// One walk's entries, as the harness's `_SnapshotBuilder` records them.
@@ -630,6 +749,28 @@ impl<'b> Builder<'b> {
         };
         if let Some(sink) = self.sink.as_mut() {
             sink.start(size, mode & 0o111 != 0, Some(fd));
+            #[cfg(test)]
+            let direct = self.after_first_read.is_none();
+            #[cfg(not(test))]
+            let direct = true;
+            if direct {
+                let deferred = Box::new(DeferredFile {
+                    fd: file.into(),
+                    relative: shown(relative),
+                    before: *before,
+                    size,
+                    counted_before: self.budget.total_bytes,
+                    max_total_bytes: self.limits.max_total_bytes,
+                });
+                match sink.defer(deferred) {
+                    Ok(sha256) => {
+                        self.total_bytes += size;
+                        self.budget.total_bytes += size;
+                        return self.record(relative, Node::File { size, sha256, mode });
+                    }
+                    Err(back) => file = std::fs::File::from(back.fd),
+                }
+            }
         }
         let mut hasher = Sha256::new();
         let mut chunk = std::mem::take(&mut self.chunk);
@@ -688,13 +829,13 @@ impl<'b> Builder<'b> {
         let direct = self.after_first_read.is_none();
         #[cfg(not(test))]
         let direct = true;
+        let limit = size.saturating_add(1);
         if let Some(buf) = self
             .sink
             .as_mut()
             .and_then(|s| s.buffer())
             .filter(|_| direct)
         {
-            let limit = size.saturating_add(1);
             let n = (&mut *file)
                 .take(limit)
                 .read_to_end(buf)

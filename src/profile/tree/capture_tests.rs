@@ -17,7 +17,10 @@
 use std::os::fd::AsFd;
 use std::path::Path;
 
-use super::capture::{capture_dependency, Budget, Builder, CaptureError, Flavour, Limits};
+use super::capture::{
+    capture_dependency, Budget, Builder, CaptureError, DeferredFault, DeferredFile, FileSink,
+    Flavour, Limits,
+};
 use super::TreeEntry;
 use crate::digest::ObjectId;
 
@@ -835,4 +838,145 @@ fn files_longer_than_one_read_record_their_own_bytes() {
         ]
     );
     assert_eq!(dep.total_bytes, (big.len() + small.len()) as u64);
+}
+
+/// A sink that takes every file it is offered, as the store's hashing
+/// threads do, to be judged after the walk.
+#[derive(Default)]
+struct Deferring {
+    taken: Vec<DeferredFile>,
+}
+
+impl FileSink for Deferring {
+    fn start(&mut self, _: u64, _: bool, _: Option<rustix::fd::BorrowedFd<'_>>) {}
+    fn bytes(&mut self, _: &[u8]) {}
+    fn finish(&mut self) -> ObjectId {
+        ObjectId::of(b"read by the walk")
+    }
+    fn abandon(&mut self) {}
+    fn defer(&mut self, file: Box<DeferredFile>) -> Result<ObjectId, Box<DeferredFile>> {
+        self.taken.push(*file);
+        Ok(ObjectId::of(b"stand-in"))
+    }
+}
+
+fn open_dir(root: &Path) -> rustix::fd::OwnedFd {
+    rustix::fs::open(
+        root,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap()
+}
+
+/// What the walk answers for `assets/sub/a.txt` ("a\n") changed by
+/// `change` after its first read, and what a deferred file of it, changed
+/// so after the walk, answers when copied and when read: each the error's
+/// text, or the bytes copied or read.
+fn judged_both_ways(limits: Limits, change: fn(&Path)) -> [Result<Vec<u8>, String>; 3] {
+    let dir = tempfile::tempdir().unwrap();
+    let walked = dir.path().join("walked");
+    let deferred = dir.path().join("deferred");
+    for root in [&walked, &deferred] {
+        std::fs::create_dir(root).unwrap();
+        build(root, &[F("assets/sub/a.txt", "a\n", 0o644)]);
+    }
+    let by_walk = {
+        let mut budget = Budget::default();
+        let mut builder = Builder::new(Flavour::SandboxCopy, limits, &mut budget);
+        let at = walked.clone();
+        builder.after_first_read = Some(Box::new(move || change(&at)));
+        builder
+            .capture(open_dir(&walked).as_fd(), "assets")
+            .map(|()| b"a\n".to_vec())
+            .map_err(|e| e.to_string())
+    };
+    let mut sink = Deferring::default();
+    let mut budget = Budget::default();
+    let mut builder = Builder::new(Flavour::SandboxCopy, limits, &mut budget).with_sink(&mut sink);
+    builder
+        .capture(open_dir(&deferred).as_fd(), "assets")
+        .unwrap();
+    let entry = builder.entry("assets/sub/a.txt").cloned().unwrap();
+    assert_eq!(
+        (entry.size(), entry.sha256()),
+        (2, Some(ObjectId::of(b"stand-in")))
+    );
+    drop(builder);
+    change(&deferred);
+    let [file] = &sink.taken[..] else {
+        panic!("one file deferred")
+    };
+    assert_eq!(file.size(), 2);
+    let copy = dir.path().join("copy");
+    let out = std::fs::File::create_new(&copy).unwrap();
+    let copied = match file.copy_into(out.as_fd()) {
+        Ok(()) => Ok(std::fs::read(&copy).unwrap()),
+        Err(DeferredFault::Capture(e)) => Err(e.to_string()),
+        Err(DeferredFault::Write(e)) => panic!("writing the copy failed: {e}"),
+    };
+    let mut read = Vec::new();
+    let mut chunk = [0u8; 1];
+    let read = file
+        .read_into(&mut chunk, &mut |d| read.extend_from_slice(d))
+        .map(|()| read)
+        .map_err(|e| e.to_string());
+    [by_walk, copied, read]
+}
+
+fn append(root: &Path) {
+    use std::io::Write as _;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(root.join("assets/sub/a.txt"))
+        .unwrap()
+        .write_all(b"more\n")
+        .unwrap();
+}
+
+/// A file left to the sink is judged as the walk judges it: unchanged,
+/// grown, grown past the total bound, touched, cut short.
+#[test]
+fn a_deferred_file_is_judged_as_the_walk_judges_it() {
+    let changed =
+        || Err("sandbox_copy file changed while snapshotting: assets/sub/a.txt".to_string());
+    let [walk, copied, read] = judged_both_ways(Limits::default(), |_| {});
+    assert_eq!(
+        (&walk, &copied, &read),
+        (&Ok(b"a\n".to_vec()), &walk, &walk)
+    );
+    let [walk, copied, read] = judged_both_ways(Limits::default(), append);
+    assert_eq!((&walk, &copied, &read), (&changed(), &walk, &walk));
+    let tight = Limits {
+        max_total_bytes: 4,
+        ..Limits::default()
+    };
+    let [walk, copied, read] = judged_both_ways(tight, append);
+    assert_eq!(
+        (&walk, &copied, &read),
+        (
+            &Err("sandbox_copy exceeds the total byte limit".to_string()),
+            &walk,
+            &walk
+        )
+    );
+    let [walk, copied, read] = judged_both_ways(Limits::default(), |root| {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(root.join("assets/sub/a.txt"))
+            .unwrap();
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(1);
+        file.set_times(std::fs::FileTimes::new().set_modified(old))
+            .unwrap();
+    });
+    assert_eq!((&walk, &copied, &read), (&changed(), &walk, &walk));
+    let [walk, copied, read] = judged_both_ways(Limits::default(), |root| {
+        std::fs::File::options()
+            .write(true)
+            .open(root.join("assets/sub/a.txt"))
+            .unwrap()
+            .set_len(1)
+            .unwrap();
+    });
+    assert_eq!((&walk, &copied, &read), (&changed(), &walk, &walk));
 }

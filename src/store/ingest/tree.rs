@@ -2,18 +2,30 @@
 //!
 //! The capture ([`crate::profile::tree::capture`]) walks a repository as
 //! the benchmark harness does, in its order and with its first rejection;
-//! this module gives the walk a [`FileSink`] that takes each file's bytes
-//! as they are read (one read per file): files up to [`BUFFERED_FILE`]
-//! bytes are handed to hashing threads (one per core) which hash them,
-//! look their object up and, only when the store lacks it, write it into
-//! the work directory; a larger file is hashed on the walk's thread and,
-//! when no stored file has its size (its object is then missing), written
-//! into the work directory as it is read; when one has, it is only hashed,
-//! and read a second time to be written should its object be missing after
-//! all (same size, other bytes). What was written is
-//! then published, made durable with one `syncfs` and recorded as a CE
-//! ingest is ([`publish_and_record`]): a failed ingest records nothing and
-//! leaves no object.
+//! this module gives the walk a [`FileSink`], and hashing threads (one per
+//! core) beside it. Each regular file takes one of three ways:
+//!
+//! ```text
+//!   file of the walk ──┬─ ≥ COPIED_FILE, a stored file has its size ─▶ thread: read and hash the
+//!                      │     (likely stored)                             source; copy it only if
+//!                      │                                                 its object is missing
+//!                      ├─ ≥ COPIED_FILE, no stored file has its size ─▶ thread: copy it by the
+//!                      │     (surely missing)                            kernel into the work
+//!                      │                                                 directory, hash the copy
+//!                      └─ smaller (or a git blob) ────────────────────▶ walk reads it whole,
+//!                                                                        thread hashes it and writes
+//!                                                                        it only if missing
+//! ```
+//!
+//! A file left to a thread ([`DeferredFile`]) is judged there as the walk
+//! would judge it (grown, changed, over the total bound); the first such
+//! refusal, in the walk's order, stands in place of the walk's result.
+//! An object is always named by the bytes it holds: those hashed are the
+//! ones written, or the copy is hashed again. A git blob over
+//! [`BUFFERED_FILE`] bytes is hashed on the walk's thread and written as
+//! it is read. What was written is then published, made durable with one
+//! `syncfs` and recorded as a CE ingest is ([`publish_and_record`]): a
+//! failed ingest records nothing and leaves no object.
 //!
 //! A task ingest records its `tree` and `dependencies` manifests, then its
 //! `task` manifest; should a later record fail, the earlier ones are taken
@@ -33,7 +45,8 @@ use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, Result};
 use crate::profile::ce::manifest::Manifest;
 use crate::profile::tree::capture::{
-    capture_dependency_into, Budget, Builder, CaptureError, FileSink, Flavour, Limits, OsCause,
+    capture_dependency_into, Budget, Builder, CaptureError, DeferredFault, DeferredFile, FileSink,
+    Flavour, Limits, OsCause,
 };
 use crate::profile::tree::declare::{
     check_dependency_binding, copy_declarations, dependency_declarations, is_harness_copy,
@@ -57,6 +70,14 @@ pub const BUFFERED_FILE: u64 = 64 * 1024 * 1024;
 
 /// The most bytes the free buffers kept for reuse may hold together.
 const FREE_BUFFER_BYTES: usize = 256 * 1024 * 1024;
+
+/// The smallest file copied by the kernel into the work directory, and
+/// hashed there, when no stored file has its size (see the module's
+/// documentation).
+pub const COPIED_FILE: u64 = 256 * 1024;
+
+/// How much a hashing thread reads of a copied file at a time.
+const HASH_CHUNK: usize = 1024 * 1024;
 
 /// The most bytes of files waiting for, or in, the hashing threads.
 const IN_FLIGHT_BYTES: u64 = 256 * 1024 * 1024;
@@ -396,6 +417,9 @@ struct Shared<'s> {
     freed: Condvar,
     /// The first failure to write into the work directory.
     failed: Mutex<Option<Error>>,
+    /// The refusal of the first file, in the walk's order, that the walk
+    /// left to a hashing thread and found changed.
+    refused: Mutex<Option<(u64, CaptureError)>>,
     bytes_staged: AtomicU64,
     /// Buffers handed back by the hashing threads, for the walk to reuse:
     /// a fresh large allocation would be mapped, faulted in and unmapped
@@ -427,6 +451,23 @@ impl Shared<'_> {
             let held: usize = free.iter().map(Vec::capacity).sum();
             if free.len() < 256 && held + buf.capacity() <= FREE_BUFFER_BYTES {
                 free.push(buf);
+            }
+        }
+    }
+
+    /// Records the id of file `number`, handed to a hashing thread.
+    fn identify(&self, number: u64, id: ObjectId) {
+        if let Ok(mut ids) = self.ids.lock() {
+            ids.insert(number, id);
+        }
+    }
+
+    /// Records the walk's refusal of file `number`, which it left to a
+    /// hashing thread: the first in the walk's order stands.
+    fn refuse(&self, number: u64, e: CaptureError) {
+        if let Ok(mut refused) = self.refused.lock() {
+            if refused.as_ref().is_none_or(|(n, _)| number < *n) {
+                *refused = Some((number, e));
             }
         }
     }
@@ -544,48 +585,245 @@ fn object_pending(
 }
 
 /// A file handed to a hashing thread.
-struct Job {
-    number: u64,
-    executable: bool,
-    data: Vec<u8>,
+enum Job {
+    /// Its bytes, read whole.
+    Bytes {
+        number: u64,
+        executable: bool,
+        data: Vec<u8>,
+    },
+    /// Its source, to hash (and copy, should the store lack it).
+    Hashed {
+        number: u64,
+        executable: bool,
+        source: Box<DeferredFile>,
+    },
+    /// Its source, to copy into `staged` (named `name` in the work
+    /// directory) and hash there.
+    Copied {
+        number: u64,
+        executable: bool,
+        name: String,
+        staged: std::fs::File,
+        source: Box<DeferredFile>,
+    },
 }
 
 /// Hashes each file it is handed, and writes those the store lacks.
-fn hash_and_stage(shared: &Shared<'_>, stager: &crate::store::core::objects::Stager, job: Job) {
-    let size = job.data.len() as u64;
-    let id = ObjectId::of(&job.data);
-    if let Ok(mut ids) = shared.ids.lock() {
-        ids.insert(job.number, id);
-    }
-    let key = ObjectKey {
-        id,
-        executable: job.executable,
-    };
-    if !shared.has_failed() && shared.claim(key) {
-        match shared.place(&key, size, &mut || stager.stage(&key, &job.data)) {
-            Ok(state) => shared.settle(key, state),
-            Err(e) => shared.fail(e),
+fn hash_and_stage(
+    shared: &Shared<'_>,
+    work: &WorkDir,
+    stager: &crate::store::core::objects::Stager,
+    job: Job,
+) {
+    match job {
+        Job::Bytes {
+            number,
+            executable,
+            data,
+        } => {
+            let size = data.len() as u64;
+            let key = ObjectKey {
+                id: ObjectId::of(&data),
+                executable,
+            };
+            shared.identify(number, key.id);
+            if !shared.has_failed() && shared.claim(key) {
+                match shared.place(&key, size, &mut || stager.stage(&key, &data)) {
+                    Ok(state) => shared.settle(key, state),
+                    Err(e) => shared.fail(e),
+                }
+            }
+            shared.give_back(data);
+            shared.release(size);
+        }
+        Job::Hashed {
+            number,
+            executable,
+            source,
+        } => {
+            if let Err(e) = hash_source(shared, work, number, executable, &source) {
+                shared.fail(e);
+            }
+        }
+        Job::Copied {
+            number,
+            executable,
+            name,
+            staged,
+            source,
+        } => {
+            let copied = source.copy_into(staged.as_fd());
+            let failed = copied.is_err();
+            let hashed = match copied {
+                Ok(()) => hash_copied(shared, work, number, executable, &name, staged.as_fd()),
+                Err(DeferredFault::Capture(e)) => {
+                    shared.refuse(number, e);
+                    Ok(())
+                }
+                Err(DeferredFault::Write(e)) => Err(Error::io(
+                    "write a staged object",
+                    work.path().join(&name),
+                    e,
+                )),
+            };
+            if failed || hashed.is_err() {
+                let _ = rustix::fs::unlinkat(work.fd(), name.as_str(), AtFlags::empty());
+            }
+            if let Err(e) = hashed {
+                shared.fail(e);
+            }
         }
     }
-    shared.give_back(job.data);
-    shared.release(size);
+}
+
+/// Hashes a file from its source and, should the store lack its object,
+/// copies it into the work directory ([`copy_checked`]).
+fn hash_source(
+    shared: &Shared<'_>,
+    work: &WorkDir,
+    number: u64,
+    executable: bool,
+    source: &DeferredFile,
+) -> Result<()> {
+    let mut buf = shared.buffer(HASH_CHUNK);
+    buf.resize(HASH_CHUNK, 0);
+    let mut hasher = ObjectHasher::default();
+    let read = source.read_into(&mut buf, &mut |data| hasher.update(data));
+    shared.give_back(buf);
+    if let Err(e) = read {
+        shared.refuse(number, e);
+        return Ok(());
+    }
+    let key = ObjectKey {
+        id: hasher.finish(),
+        executable,
+    };
+    shared.identify(number, key.id);
+    if !shared.has_failed() && shared.claim(key) {
+        let state = shared.place(&key, source.size(), &mut || {
+            copy_checked(work, source, &key)
+        })?;
+        shared.settle(key, state);
+    }
+    Ok(())
+}
+
+/// Copies a file read once already into the work directory, for the
+/// object `key` its first read named, and checks that the copy holds
+/// those bytes (the source may have changed since).
+fn copy_checked(work: &WorkDir, source: &DeferredFile, key: &ObjectKey) -> Result<String> {
+    let name = format!("again-{}", key.name());
+    let path = work.path().join(&name);
+    let fd = rustix::fs::openat(
+        work.fd(),
+        name.as_str(),
+        OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::from_raw_mode(0o600),
+    )
+    .map_err(|e| Error::io("create a staged object", &path, e))?;
+    let size = source.size();
+    let copied =
+        crate::filecopy::copy_prefix(source.fd(), fd.as_fd(), size.saturating_add(1), HASH_CHUNK)
+            .map_err(|e| match e {
+            crate::filecopy::CopyFailure::Read(e) => Error::io("read a file again", &path, e),
+            crate::filecopy::CopyFailure::Write(e) => Error::io("write a staged object", &path, e),
+        })?;
+    let (held, id) = hash_file(fd.as_fd(), &path, &mut vec![0u8; HASH_CHUNK])?;
+    if copied != size || held != size || id != key.id {
+        return Err(Error::Integrity(format!(
+            "a file of {size} bytes ({}) changed between its two reads; capture it again",
+            key.id
+        )));
+    }
+    rustix::fs::fchmod(&fd, Mode::from_raw_mode(key.mode()))
+        .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
+    Ok(name)
+}
+
+/// The length and id of the bytes of a file in the work directory.
+fn hash_file(
+    fd: std::os::fd::BorrowedFd<'_>,
+    path: &Path,
+    buf: &mut [u8],
+) -> Result<(u64, ObjectId)> {
+    let mut hasher = ObjectHasher::default();
+    let mut at = 0u64;
+    loop {
+        match rustix::io::pread(fd, &mut *buf, at) {
+            Ok(0) => return Ok((at, hasher.finish())),
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                at += n as u64;
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(Error::io("read a staged object", path, e)),
+        }
+    }
+}
+
+/// Hashes a file the walk copied into the work directory, and keeps the
+/// copy as its object's when the store lacks it (else removes it).
+///
+/// The object is named by the bytes it holds: those of the copy, which
+/// only this ingest writes.
+fn hash_copied(
+    shared: &Shared<'_>,
+    work: &WorkDir,
+    number: u64,
+    executable: bool,
+    name: &str,
+    staged: std::os::fd::BorrowedFd<'_>,
+) -> Result<()> {
+    let path = work.path().join(name);
+    let mut buf = shared.buffer(HASH_CHUNK);
+    buf.resize(HASH_CHUNK, 0);
+    let hashed = hash_file(staged, &path, &mut buf);
+    shared.give_back(buf);
+    let (size, id) = hashed?;
+    let key = ObjectKey { id, executable };
+    shared.identify(number, key.id);
+    let mut kept = false;
+    if !shared.has_failed() && shared.claim(key) {
+        let state = shared.place(&key, size, &mut || {
+            rustix::fs::fchmod(staged, Mode::from_raw_mode(key.mode()))
+                .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
+            kept = true;
+            Ok(name.to_owned())
+        })?;
+        shared.settle(key, state);
+    }
+    if !kept {
+        let _ = rustix::fs::unlinkat(work.fd(), name, AtFlags::empty());
+    }
+    Ok(())
 }
 
 /// A large file being written into the work directory as it is read.
 struct Large {
     name: String,
     file: Option<std::fs::File>,
-    /// The source, kept to read again when the file is not written as read
-    /// (the store records a file of its size) and its object turns out missing.
-    source: Option<OwnedFd>,
     hasher: ObjectHasher,
     executable: bool,
     size: u64,
 }
 
+/// A file to be copied into the work directory (`file`, named `name`) and
+/// hashed there, off the walk's thread ([`FileSink::defer`]).
+struct Copied {
+    name: String,
+    file: std::fs::File,
+    executable: bool,
+}
+
 enum Current {
     None,
     Empty,
+    /// To be hashed off the walk's thread ([`FileSink::defer`]).
+    Hashed {
+        executable: bool,
+    },
+    Copied(Copied),
     Buffered {
         data: Vec<u8>,
         executable: bool,
@@ -619,55 +857,11 @@ impl ObjectSink<'_, '_> {
         let fd = rustix::fs::openat(
             self.work.fd(),
             name.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
             Mode::from_raw_mode(0o600),
         )
         .map_err(|e| Error::io("create a staged object", self.work.path().join(&name), e))?;
         Ok((name, std::fs::File::from(fd)))
-    }
-
-    /// Writes a large file read again from `source` into the work
-    /// directory, checking it still holds the bytes of `key`.
-    fn copy_again(
-        &self,
-        source: std::os::fd::BorrowedFd<'_>,
-        key: &ObjectKey,
-        size: u64,
-    ) -> Result<String> {
-        let name = format!("again-{}", key.name());
-        let path = self.work.path().join(&name);
-        let fd = rustix::fs::openat(
-            self.work.fd(),
-            name.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::from_raw_mode(0o600),
-        )
-        .map_err(|e| Error::io("create a staged object", &path, e))?;
-        let mut out = std::fs::File::from(fd);
-        let mut hasher = ObjectHasher::default();
-        let mut buf = vec![0u8; 1024 * 1024];
-        let mut at = 0u64;
-        loop {
-            let n = match rustix::io::pread(source, &mut buf, at) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(Error::io("read a file again", &path, e)),
-            };
-            hasher.update(&buf[..n]);
-            out.write_all(&buf[..n])
-                .map_err(|e| Error::io("write a staged object", &path, e))?;
-            at += n as u64;
-        }
-        if at != size || hasher.finish() != key.id {
-            return Err(Error::Integrity(format!(
-                "a file of {size} bytes ({}) changed between its two reads; capture it again",
-                key.id
-            )));
-        }
-        rustix::fs::fchmod(&out, Mode::from_raw_mode(key.mode()))
-            .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
-        Ok(name)
     }
 
     fn finish_large(&mut self, large: Large) -> ObjectId {
@@ -677,20 +871,7 @@ impl ObjectSink<'_, '_> {
             executable: large.executable,
         };
         let Some(file) = large.file else {
-            if let Some(source) = large.source {
-                // Not written as read: written now only when the store lacks it.
-                if !self.shared.has_failed() && self.shared.claim(key) {
-                    let placed = self.shared.place(&key, large.size, &mut || {
-                        self.copy_again(source.as_fd(), &key, large.size)
-                    });
-                    match placed {
-                        Ok(state) => self.shared.settle(key, state),
-                        Err(e) => self.shared.fail(e),
-                    }
-                }
-            } else {
-                self.unlink(&large.name);
-            }
+            self.unlink(&large.name);
             return id;
         };
         let mut kept = false;
@@ -717,8 +898,27 @@ impl ObjectSink<'_, '_> {
 
 impl FileSink for ObjectSink<'_, '_> {
     fn start(&mut self, size: u64, executable: bool, fd: Option<std::os::fd::BorrowedFd<'_>>) {
+        let unstored = |sink: &Self| !sink.catalogue.has_file_of_size(size).unwrap_or(true);
         self.current = if size == 0 {
             Current::Empty
+        } else if size >= COPIED_FILE && fd.is_some() && !unstored(self) {
+            // Likely stored already: hashed off the walk's thread, and
+            // copied only should its object be missing after all.
+            Current::Hashed { executable }
+        } else if size >= COPIED_FILE && fd.is_some() {
+            // No stored file has its size: its object is missing, and the
+            // kernel copies it off the walk's thread, to be hashed there.
+            match self.open_large() {
+                Ok((name, file)) => Current::Copied(Copied {
+                    name,
+                    file,
+                    executable,
+                }),
+                Err(e) => {
+                    self.shared.fail(e);
+                    Current::None
+                }
+            }
         } else if size <= BUFFERED_FILE {
             self.shared.reserve(size);
             Current::Buffered {
@@ -727,23 +927,9 @@ impl FileSink for ObjectSink<'_, '_> {
                 executable,
                 reserved: size,
             }
-        } else if let Some(fd) =
-            fd.filter(|_| self.catalogue.has_file_of_size(size).unwrap_or(false))
-        {
-            // Likely stored already: hashed only, and read again to be
-            // written only when its object is missing after all. (Bytes
-            // with no file to read again are written as they come.)
-            Current::Large(Large {
-                name: String::new(),
-                file: None,
-                source: fd.try_clone_to_owned().ok(),
-                hasher: ObjectHasher::default(),
-                executable,
-                size,
-            })
         } else {
-            // No stored file has its size: its object is missing, and it is
-            // written as it is read.
+            // Bytes with no file to copy from (a git blob): written as they
+            // are read.
             let file = match self.open_large() {
                 Ok((name, file)) => (name, Some(file)),
                 Err(e) => {
@@ -754,7 +940,6 @@ impl FileSink for ObjectSink<'_, '_> {
             Current::Large(Large {
                 name: file.0,
                 file: file.1,
-                source: None,
                 hasher: ObjectHasher::default(),
                 executable,
                 size,
@@ -764,7 +949,8 @@ impl FileSink for ObjectSink<'_, '_> {
 
     fn bytes(&mut self, data: &[u8]) {
         match &mut self.current {
-            Current::None => {}
+            // A copied file that grew: the walk refuses it.
+            Current::None | Current::Hashed { .. } | Current::Copied(_) => {}
             // The file grew while read: the walk refuses it.
             Current::Empty => self.current = Current::None,
             Current::Buffered { data: buf, .. } => buf.extend_from_slice(data),
@@ -791,12 +977,18 @@ impl FileSink for ObjectSink<'_, '_> {
                 let number = self.next;
                 self.next += 1;
                 // The threads outlive the walk: a closed queue is a bug.
-                let _ = self.jobs.send(Job {
+                let _ = self.jobs.send(Job::Bytes {
                     number,
                     executable,
                     data,
                 });
                 ticket(number)
+            }
+            // Taken by `defer`, unless the walk read it (as tests make it).
+            Current::Hashed { .. } => ObjectId::of(b""),
+            Current::Copied(copied) => {
+                self.unlink(&copied.name);
+                ObjectId::of(b"")
             }
             Current::Large(large) => self.finish_large(large),
         }
@@ -805,15 +997,48 @@ impl FileSink for ObjectSink<'_, '_> {
     fn buffer(&mut self) -> Option<&mut Vec<u8>> {
         match &mut self.current {
             Current::Buffered { data, .. } => Some(data),
-            Current::None | Current::Empty | Current::Large(_) => None,
+            Current::None
+            | Current::Empty
+            | Current::Hashed { .. }
+            | Current::Copied(_)
+            | Current::Large(_) => None,
         }
+    }
+
+    fn defer(
+        &mut self,
+        file: Box<DeferredFile>,
+    ) -> std::result::Result<ObjectId, Box<DeferredFile>> {
+        let job = match std::mem::replace(&mut self.current, Current::None) {
+            Current::Hashed { executable } => Job::Hashed {
+                number: self.next,
+                executable,
+                source: file,
+            },
+            Current::Copied(copied) => Job::Copied {
+                number: self.next,
+                executable: copied.executable,
+                name: copied.name,
+                staged: copied.file,
+                source: file,
+            },
+            other => {
+                self.current = other;
+                return Err(file);
+            }
+        };
+        self.next += 1;
+        // The threads outlive the walk: a closed queue is a bug.
+        let _ = self.jobs.send(job);
+        Ok(ticket(self.next - 1))
     }
 
     fn abandon(&mut self) {
         match std::mem::replace(&mut self.current, Current::None) {
             Current::Buffered { reserved, .. } => self.shared.release(reserved),
             Current::Large(large) => self.unlink(&large.name),
-            Current::None | Current::Empty => {}
+            Current::Copied(copied) => self.unlink(&copied.name),
+            Current::None | Current::Empty | Current::Hashed { .. } => {}
         }
     }
 }
@@ -1212,6 +1437,7 @@ fn capture_and_stage(
         in_flight: Mutex::new(0),
         freed: Condvar::new(),
         failed: Mutex::new(None),
+        refused: Mutex::new(None),
         bytes_staged: AtomicU64::new(0),
         buffers: Mutex::new(Vec::new()),
     };
@@ -1229,7 +1455,7 @@ fn capture_and_stage(
                     Err(_) => return,
                 };
                 match job {
-                    Ok(job) => hash_and_stage(shared, stager, job),
+                    Ok(job) => hash_and_stage(shared, work, stager, job),
                     Err(_) => return,
                 }
             });
@@ -1247,7 +1473,12 @@ fn capture_and_stage(
         // Closing the queue ends the threads once it is drained.
         drop(sink);
         captured
-    })?;
+    });
+    // Every file left to the threads comes before any the walk refused.
+    if let Some((_, e)) = shared.refused.into_inner().ok().flatten() {
+        return Err(rejected(e));
+    }
+    let captured = captured?;
     if let Some(e) = shared.failed.into_inner().ok().flatten() {
         return Err(e);
     }

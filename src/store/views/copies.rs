@@ -179,8 +179,8 @@ pub fn clone_or_copy(
 }
 
 /// Copies exactly `size` bytes from the start of `src` to the start of
-/// `dst` (by `copy_file_range`, else by reads and writes of 1 MiB), and
-/// checks that `src` holds no more.
+/// `dst` ([`crate::filecopy::copy_prefix`], by 1 MiB at a time), and checks
+/// that `src` holds no more.
 fn copy_bounded(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, size: u64) -> Result<u64, CopyFault> {
     let os = |op: &'static str| {
         move |e: Errno| CopyFault::Os {
@@ -188,46 +188,11 @@ fn copy_bounded(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, size: u64) -> Result<u
             source: e.into(),
         }
     };
-    let mut done = 0u64;
-    let mut in_kernel = true;
-    let mut buf = Vec::new();
-    while done < size {
-        let want = (size - done).min(COPY_CHUNK_BYTES as u64) as usize;
-        if in_kernel {
-            let (mut from, mut to) = (done, done);
-            match rustix::fs::copy_file_range(src, Some(&mut from), dst, Some(&mut to), want) {
-                Ok(0) => break,
-                Ok(n) => {
-                    done += n as u64;
-                    continue;
-                }
-                Err(Errno::INTR) => continue,
-                Err(Errno::XDEV | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => {
-                    in_kernel = false;
-                }
-                Err(e) => return Err(os("copy the file")(e)),
-            }
-        }
-        if buf.is_empty() {
-            buf = vec![0u8; COPY_CHUNK_BYTES];
-        }
-        let n = match rustix::io::pread(src, &mut buf[..want], done) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(Errno::INTR) => continue,
-            Err(e) => return Err(os("read the file")(e)),
-        };
-        let mut written = 0;
-        while written < n {
-            match rustix::io::pwrite(dst, &buf[written..n], done + written as u64) {
-                Ok(0) => return Err(os("write the copy")(Errno::IO)),
-                Ok(w) => written += w,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(os("write the copy")(e)),
-            }
-        }
-        done += n as u64;
-    }
+    let done =
+        crate::filecopy::copy_prefix(src, dst, size, COPY_CHUNK_BYTES).map_err(|e| match e {
+            crate::filecopy::CopyFailure::Read(e) => os("read the file")(e),
+            crate::filecopy::CopyFailure::Write(e) => os("write the copy")(e),
+        })?;
     // One byte past the end tells a source that grew from one that did not.
     let mut probe = [0u8; 1];
     let more = loop {
