@@ -40,6 +40,21 @@ fn ingest_json(env: &TestEnv, args: &[&str]) -> Value {
     parse_json(&out)
 }
 
+/// `ingest --profile dependency` of REPO's `node_modules`, mounted at
+/// `node_modules`: its JSON report.
+fn ingest_node_modules(env: &TestEnv, repo: &Path) -> Value {
+    let repo = s(repo);
+    let args = [
+        "dependency",
+        &repo,
+        "--source",
+        "node_modules",
+        "--target",
+        "node_modules",
+    ];
+    ingest_json(env, &args)
+}
+
 /// The digest's manifest bytes as stored.
 fn manifest_bytes(env: &TestEnv, digest: &str) -> Vec<u8> {
     let out = env.run(["show", "--manifest", digest]);
@@ -121,17 +136,7 @@ fn a_tree_is_stored_listed_verified_and_kept_by_gc() {
 fn a_dependency_keeps_its_symlinks_and_executables() {
     let env = TestEnv::new();
     let repo = repo(&env);
-    let r = ingest_json(
-        &env,
-        &[
-            "dependency",
-            &s(&repo),
-            "--source",
-            "node_modules",
-            "--target",
-            "node_modules",
-        ],
-    );
+    let r = ingest_node_modules(&env, &repo);
     let digest = r["digest"].as_str().unwrap().to_string();
     assert_eq!(r["profile"], "dependencies");
     let bytes = manifest_bytes(&env, &digest);
@@ -805,19 +810,11 @@ fn each_way_a_file_is_stored_keeps_its_bytes_once() {
     write(&nm.join("b/run.bin"), big(1));
     set_mode(&nm.join("b/run.bin"), 0o755);
     write(&nm.join("b/small.txt"), b"small\n");
-    let args = [
-        "dependency",
-        &s(&repo),
-        "--source",
-        "node_modules",
-        "--target",
-        "node_modules",
-    ];
-    let first = ingest_json(&env, &args);
+    let first = ingest_node_modules(&env, &repo);
     // big(1) twice (plain and executable) and the small file.
     assert_eq!(first["new_objects"], 3, "{first}");
     assert_eq!(first["bytes_written"], 2 * 300 * 1024 + 6, "{first}");
-    let again = ingest_json(&env, &args);
+    let again = ingest_node_modules(&env, &repo);
     assert_eq!(
         (&again["new_objects"], &again["bytes_written"]),
         (&0.into(), &0.into()),
@@ -825,7 +822,7 @@ fn each_way_a_file_is_stored_keeps_its_bytes_once() {
     );
     // A length the store knows, with other bytes: hashed, then copied.
     write(&nm.join("a/same.bin"), big(2));
-    let other = ingest_json(&env, &args);
+    let other = ingest_node_modules(&env, &repo);
     assert_eq!(other["new_objects"], 1, "{other}");
     assert_eq!(other["bytes_written"], 300 * 1024, "{other}");
     let digest = other["digest"].as_str().unwrap();
