@@ -185,6 +185,7 @@ pub fn capture_samples() -> Vec<CaptureError> {
         SymlinkChanged(path()),
         SymlinkEscapesWorkspace(path()),
         SymlinkDangling(path()),
+        SymlinkEscapesRuntime(path()),
         Os(os_cause()),
     ]
 }
@@ -409,7 +410,8 @@ mod tests {
             SymlinkChanged(_) => 17,
             SymlinkEscapesWorkspace(_) => 18,
             SymlinkDangling(_) => 19,
-            Os(_) => 20,
+            SymlinkEscapesRuntime(_) => 20,
+            Os(_) => 21,
         }
     }
 

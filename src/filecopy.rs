@@ -39,7 +39,8 @@ pub fn copy_prefix(
         if in_kernel {
             let (mut from, mut to) = (done, done);
             match rustix::fs::copy_file_range(src, Some(&mut from), dst, Some(&mut to), want) {
-                Ok(0) => break,
+                // Some filesystems report 0 before the end: a read says.
+                Ok(0) => in_kernel = false,
                 Ok(n) => {
                     done += n as u64;
                     continue;

@@ -108,6 +108,49 @@ pub fn runtime_mounts(root: &Path, rules: &Rules) -> Result<Vec<ReadOnlyMount>, 
     }
 }
 
+/// One component of the runtime as its snapshot records it: the host
+/// directory it is read below, and its path there, which is also its path
+/// in the snapshot (`gitnexus/dist`, `gitnexus-shared/package.json`, …).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeComponent {
+    /// The checkout the component is read below (under upstream's rules, a
+    /// linked worktree's borrowed `node_modules` and `gitnexus-shared` are
+    /// read below the primary checkout).
+    pub base: PathBuf,
+    /// Its path below `base`, `/`-separated.
+    pub relative: String,
+}
+
+/// The seven components of the runtime under `root`, after every check
+/// `rules` make ([`runtime_mounts`]), in the reference's order, each where
+/// its mount's source lies.
+///
+/// # Errors
+///
+/// The rules' rejection ([`GitNexusError`]).
+pub fn runtime_components(
+    root: &Path,
+    rules: &Rules,
+) -> Result<Vec<RuntimeComponent>, GitNexusError> {
+    let mounts = runtime_mounts(root, rules)?;
+    Ok(mounts
+        .into_iter()
+        .zip(COMPONENTS)
+        .map(|(mount, (root, relative, _))| {
+            let relative = format!("{}/{relative}", root.dir_name());
+            // Every mount's source ends with its component's path (the
+            // checks above made it so): the base is what lies above.
+            let depth = Path::new(&relative).components().count();
+            let base = mount
+                .source
+                .ancestors()
+                .nth(depth)
+                .map_or_else(PathBuf::new, Path::to_path_buf);
+            RuntimeComponent { base, relative }
+        })
+        .collect())
+}
+
 /// One of the two runtime roots inside the harness root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Root {

@@ -67,7 +67,7 @@ pub enum Command {
     #[command(
         name = "ingest-profile",
         hide = true,
-        override_usage = "cestore ingest --profile <tree|dependency|task> <REPO> [OPTIONS]"
+        override_usage = "cestore ingest --profile <tree|dependency|task|runtime> <REPO> [OPTIONS]"
     )]
     IngestProfile(ProfileIngestArgs),
     /// Validate a plugin release as ingest does and print its manifest
@@ -351,15 +351,19 @@ pub enum TreeProfileArg {
     Dependency,
     /// A whole task (`--task`, `--resolved-sha`).
     Task,
+    /// The GitNexus runtime of a checkout (`--gitnexus-rules`): its seven
+    /// mounted components as one tree.
+    Runtime,
 }
 
 /// The arguments of `ingest --profile`.
 #[derive(Debug, Args)]
 pub struct ProfileIngestArgs {
-    /// What to capture: tree, dependency or task.
+    /// What to capture: tree, dependency, task or runtime.
     #[arg(long, value_enum)]
     pub(super) profile: TreeProfileArg,
-    /// The repository the trees are read from.
+    /// The repository the trees are read from (with runtime: the checkout
+    /// holding gitnexus/ and gitnexus-shared/).
     #[arg(required_unless_present = "git", conflicts_with = "git")]
     pub(super) repo: Option<PathBuf>,
     /// Read the trees from this local git repository's objects (no
@@ -397,7 +401,21 @@ pub struct ProfileIngestArgs {
     /// With task: a task binding whose dependency digests the capture must give.
     #[arg(long, value_name = "BINDING.json")]
     pub(super) expect_binding: Option<PathBuf>,
-    /// The snapshot's name (default: its kind).
+    /// With runtime: the harness revision whose rules check the runtime
+    /// before it is captured: seed (the pinned version) or upstream (any
+    /// version, linked worktrees).
+    #[arg(
+        long = "gitnexus-rules",
+        value_enum,
+        value_name = "REVISION",
+        default_value = "seed"
+    )]
+    pub(super) gitnexus_rules: crate::gitnexus::Revision,
+    /// With runtime, under the seed's rules: the version the runtime's
+    /// package.json must carry [default: 1.6.9].
+    #[arg(long = "gitnexus-version", value_name = "V")]
+    pub(super) gitnexus_version: Option<String>,
+    /// The snapshot's name (default: its kind; gitnexus-runtime for runtime).
     #[arg(long, value_name = "NAME")]
     pub(super) name: Option<String>,
     /// Sign each snapshot recorded (with task: the tree, the dependency
@@ -431,6 +449,7 @@ impl ProfileIngestArgs {
                     TreeProfileArg::Tree => "tree",
                     TreeProfileArg::Dependency => "dependency",
                     TreeProfileArg::Task => "task",
+                    TreeProfileArg::Runtime => "runtime",
                 }
             )))
         };
@@ -472,7 +491,24 @@ impl ProfileIngestArgs {
                 },
                 _ => return usage("needs --task and --resolved-sha"),
             },
+            TreeProfileArg::Runtime if !self.copies.is_empty() || pairs || task_flags => {
+                return usage("reads the runtime's seven components; it takes no --copy, --source, --target or task flags")
+            }
+            TreeProfileArg::Runtime if self.git.is_some() => {
+                return usage("reads the runtime from a checkout, not from --git")
+            }
+            TreeProfileArg::Runtime => TreeForm::Runtime {
+                rules: crate::gitnexus::Rules::new(
+                    self.gitnexus_rules,
+                    self.gitnexus_version.as_deref(),
+                )?,
+            },
         };
+        let runtime_flags = self.gitnexus_version.is_some()
+            || self.gitnexus_rules != crate::gitnexus::Revision::default();
+        if runtime_flags && self.profile != TreeProfileArg::Runtime {
+            return usage("takes --gitnexus-rules and --gitnexus-version only with runtime");
+        }
         if self.rev.is_some() && self.git.is_none() {
             return usage("takes --rev only with --git REPO");
         }

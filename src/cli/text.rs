@@ -825,6 +825,16 @@ impl Report for crate::store::ingest::tree::TreeIngestReport {
                 counted(r.total_bytes, "byte", "bytes"),
                 stored(&r.stored)
             ),
+            TreeIngestReport::Runtime(r) => writeln!(
+                w,
+                "{}  gitnexus_runtime_manifest_digest: {} ({} rules), {}, {}; {}",
+                r.manifest_digest,
+                named("runtime", &r.name),
+                r.rules,
+                counted(r.entries, "entry", "entries"),
+                counted(r.total_bytes, "byte", "bytes"),
+                stored(&r.stored)
+            ),
             TreeIngestReport::Dependencies(r) => {
                 writeln!(
                     w,

@@ -641,6 +641,32 @@ struct IngestTreeOut {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct IngestRuntimeOut {
+    ok: bool,
+    profile: String,
+    name: String,
+    manifest_digest: String,
+    rules: String,
+    components: Vec<RuntimeComponentOut>,
+    entries: u64,
+    total_bytes: u64,
+    already_present: bool,
+    new_objects: u64,
+    reused_objects: u64,
+    bytes_written: u64,
+    source: String,
+    store: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeComponentOut {
+    path: String,
+    source: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct IngestDependencyOut {
     ok: bool,
     profile: String,
@@ -2844,6 +2870,45 @@ fn tree_reports_fit_the_documented_schema() {
     write(
         &task,
         r#"{"sandbox_copy": ["assets"], "sandbox_dependencies": [{"source": "node_modules", "target": "node_modules"}]}"#,
+    );
+
+    let harness = env.path("harness");
+    util::gitnexus_harness(&harness, "1.6.9");
+    let runtime: IngestRuntimeOut = run_typed(
+        &env,
+        &[
+            os("ingest"),
+            os("--profile"),
+            os("runtime"),
+            harness.as_os_str(),
+        ],
+    );
+    assert!(runtime.ok && !runtime.already_present && runtime.new_objects > 0);
+    assert_eq!(
+        (
+            runtime.profile.as_str(),
+            runtime.name.as_str(),
+            runtime.rules.as_str()
+        ),
+        ("tree", "gitnexus-runtime", "seed")
+    );
+    assert_eq!(runtime.components.len(), 7);
+    assert_eq!(
+        (
+            runtime.components[2].path.as_str(),
+            runtime.components[2].source.as_str()
+        ),
+        (
+            "gitnexus/node_modules",
+            harness.join("gitnexus/node_modules").to_str().unwrap()
+        )
+    );
+    assert_eq!(runtime.manifest_digest.len(), 64);
+    assert!(runtime.entries >= 14 && runtime.total_bytes > 0 && runtime.bytes_written > 0);
+    assert!(
+        runtime.reused_objects == 0
+            && runtime.source.ends_with("harness")
+            && !runtime.store.is_empty()
     );
 
     let tree: IngestTreeOut = run_typed(

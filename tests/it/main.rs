@@ -27,6 +27,7 @@ mod readme;
 mod recovery;
 mod remote;
 mod rules;
+mod runtime;
 mod secrets;
 mod signals;
 mod signing;

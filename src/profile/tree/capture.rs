@@ -264,6 +264,11 @@ pub enum CaptureError {
     /// resolves to nothing there.
     #[error("dependency symlink is dangling or escapes its snapshot: {0}")]
     SymlinkDangling(String),
+    /// A runtime's symlink whose target, read from its own place, leaves
+    /// the runtime's snapshot: what it shows would be bytes the snapshot
+    /// does not name.
+    #[error("GitNexus runtime symlink leaves the runtime's snapshot: {0}")]
+    SymlinkEscapesRuntime(String),
     /// A system call the harness does not wrap failed (an `lstat` of a
     /// listed name, an `fstat`, a `read`): Python's `OSError` as it prints.
     #[error("{0}")]
@@ -295,6 +300,7 @@ impl CaptureError {
             SymlinkChanged(_) => "dependency-symlink-changed",
             SymlinkEscapesWorkspace(_) => "dependency-symlink-escapes-workspace",
             SymlinkDangling(_) => "dependency-symlink-dangling",
+            SymlinkEscapesRuntime(_) => "runtime-symlink-escapes",
             Os(_) => "task-asset-io",
         }
     }
@@ -521,6 +527,11 @@ impl DeferredFile {
         self.fd.as_fd()
     }
 
+    /// Its path in the walk's terms (`assets/sub/a.txt`).
+    pub fn relative(&self) -> &str {
+        &self.relative
+    }
+
     /// Reads the file to its end into `each`, a chunk of `chunk`'s length
     /// at a time, and judges it as the walk's own read does: refused once
     /// the bytes counted pass the total bound, or when it changed.
@@ -539,13 +550,23 @@ impl DeferredFile {
     pub fn copy_into(&self, dst: BorrowedFd<'_>) -> Result<(), DeferredFault> {
         use crate::filecopy::{copy_prefix, CopyFailure};
         let limit = self.size.saturating_add(1);
-        let copied =
-            copy_prefix(self.fd.as_fd(), dst, limit, CHUNK_BYTES).map_err(|e| match e {
-                CopyFailure::Read(e) => {
-                    DeferredFault::Capture(CaptureError::Os(OsCause::new(e, None)))
-                }
-                CopyFailure::Write(e) => DeferredFault::Write(e),
-            })?;
+        let copied = match copy_prefix(self.fd.as_fd(), dst, limit, CHUNK_BYTES) {
+            Ok(n) => n,
+            Err(CopyFailure::Read(e)) => {
+                return Err(DeferredFault::Capture(CaptureError::Os(OsCause::new(
+                    e, None,
+                ))))
+            }
+            Err(CopyFailure::Write(e)) => {
+                // The walk's refusal, had it read the file, comes first.
+                let mut chunk = vec![0u8; CHUNK_BYTES];
+                let counted = self.count_from(0, &mut chunk, &mut |_| {});
+                return Err(match counted.and_then(|n| self.judge(n)) {
+                    Err(refused) => DeferredFault::Capture(refused),
+                    Ok(()) => DeferredFault::Write(e),
+                });
+            }
+        };
         if self.over(copied) {
             return Err(DeferredFault::Capture(CaptureError::TotalBytes));
         }
@@ -1229,6 +1250,28 @@ pub fn validate_dependency_symlinks(
         match resolved {
             Some(path) if path.first().map(String::as_str) == Some(DEPENDENCY_ROOT) => {}
             _ => return Err(CaptureError::SymlinkDangling(entry.path.clone())),
+        }
+    }
+    Ok(())
+}
+
+/// Checks a GitNexus runtime's symlinks: each target, normalised from the
+/// link's own place as `posixpath.normpath` does, stays within the tree
+/// (its first part is not `..`), so that the snapshot names every byte the
+/// runtime's mounts show. A link may dangle, as it would in the checkout.
+///
+/// # Errors
+///
+/// [`CaptureError::SymlinkEscapesRuntime`] for the first symlink refused.
+pub fn validate_runtime_symlinks(entries: &[TreeEntry]) -> Result<(), CaptureError> {
+    for entry in entries {
+        let Node::Symlink { target } = &entry.node else {
+            continue;
+        };
+        let parent = entry.path.rsplit_once('/').map_or("", |(p, _)| p);
+        let resolved = normpath(parent.split('/').chain(target.split('/')), false);
+        if resolved.is_empty() || resolved.first() == Some(&"..") {
+            return Err(CaptureError::SymlinkEscapesRuntime(entry.path.clone()));
         }
     }
     Ok(())

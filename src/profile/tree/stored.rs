@@ -28,7 +28,9 @@ use super::{Dependency, Node, TreeEntry, DEPENDENCY_ROOT};
 /// The parsed content of a tree-kind manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Stored {
-    /// A `sandbox_copy` entry list (`tree`).
+    /// A tree's entry list (`tree`): a task's `sandbox_copy` roots (modes
+    /// 0, no symlink), or the GitNexus runtime's seven components
+    /// (permission bits, relative symlinks).
     Tree(Vec<TreeEntry>),
     /// A dependency list (`dependencies`).
     Dependencies(Vec<Dependency>),
@@ -599,7 +601,9 @@ pub fn check(stored: &Stored, present: &dyn Fn(&ManifestDigest) -> bool) -> Resu
         return Err(CheckError::TooManyBytes { kind, total });
     }
     match stored {
-        Stored::Tree(entries) => check_entries(entries, "", None, false, true),
+        // A `sandbox_copy` tree (modes 0, no symlink) or a runtime's
+        // (permission bits, relative symlinks): one check admits both.
+        Stored::Tree(entries) => check_entries(entries, "", None, true, false),
         Stored::Dependencies(deps) => deps.iter().enumerate().try_for_each(|(i, d)| {
             let prefix = format!("{}/", index_dir(i));
             check_entries(&d.entries, &prefix, Some(DEPENDENCY_ROOT), true, false)

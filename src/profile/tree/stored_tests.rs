@@ -304,6 +304,13 @@ fn stored_checks_refuse_what_no_capture_records() {
     let none = |_: &ManifestDigest| true;
     let refused = |entries: Vec<TreeEntry>| check(&Stored::Tree(entries), &none).unwrap_err();
     assert!(check(&Stored::Tree(tree()), &none).is_ok());
+    // A runtime's tree: permission bits and relative symlinks.
+    let runtime = vec![
+        TreeEntry::file_of("a", b"", 0o644),
+        TreeEntry::symlink("b", "a"),
+        TreeEntry::file_of("c", b"", 0o755),
+    ];
+    assert!(check(&Stored::Tree(runtime), &none).is_ok());
     assert!(check(&Stored::Dependencies(deps()), &none).is_ok());
     for bad in [
         vec![TreeEntry::file_of("a/b", b"", 0)],
@@ -318,8 +325,8 @@ fn stored_checks_refuse_what_no_capture_records() {
             TreeEntry::file_of("a", b"", 0),
             TreeEntry::file_of("a", b"", 0),
         ],
-        vec![TreeEntry::file_of("a", b"", 0o644)],
-        vec![TreeEntry::symlink("a", "b")],
+        vec![TreeEntry::file_of("a", b"", 0o10644)],
+        vec![TreeEntry::symlink("a", "/etc/passwd")],
         vec![TreeEntry::file_of("a".repeat(4097), b"", 0)],
     ] {
         assert!(matches!(refused(bad), CheckError::Path { .. }));

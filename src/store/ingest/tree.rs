@@ -45,8 +45,8 @@ use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
 use crate::error::{Classified, Classify, Error, ErrorKind, Result};
 use crate::profile::ce::manifest::Manifest;
 use crate::profile::tree::capture::{
-    capture_dependency_into, Budget, Builder, CaptureError, DeferredFault, DeferredFile, FileSink,
-    Flavour, Limits, OsCause,
+    capture_dependency_into, validate_runtime_symlinks, Budget, Builder, CaptureError,
+    DeferredFault, DeferredFile, FileSink, Flavour, Limits, OsCause,
 };
 use crate::profile::tree::declare::{
     check_dependency_binding, copy_declarations, dependency_declarations, is_harness_copy,
@@ -109,6 +109,12 @@ pub enum TreeForm {
         /// A task binding (JSON object) whose dependency digests the
         /// capture must give.
         expect_binding: Option<PathBuf>,
+    },
+    /// `--profile runtime`: the GitNexus runtime of a checkout, its seven
+    /// components after the checks `rules` make, as one tree.
+    Runtime {
+        /// The harness revision's rules.
+        rules: crate::gitnexus::Rules,
     },
 }
 
@@ -313,6 +319,39 @@ pub struct TreeReport {
     pub stored: StoredCounts,
 }
 
+/// The report of `ingest --profile runtime`.
+#[derive(Debug, serde::Serialize)]
+pub struct RuntimeReport {
+    /// `tree`: the runtime is a tree snapshot.
+    pub profile: &'static str,
+    /// The snapshot's name.
+    pub name: String,
+    /// The runtime's digest: its tree manifest's, over the seven
+    /// components (`gitnexus_runtime_manifest_digest`).
+    pub manifest_digest: ManifestDigest,
+    /// The rules the runtime was checked by: `seed` or `upstream`.
+    pub rules: &'static str,
+    /// Each component as recorded (`gitnexus/dist`, …) and the host path
+    /// it was read from.
+    pub components: Vec<RuntimeComponentReport>,
+    /// How many entries (directories, files, symlinks) the tree holds.
+    pub entries: usize,
+    /// The bytes of its files and its symlinks' targets.
+    pub total_bytes: u64,
+    /// What storing did.
+    #[serde(flatten)]
+    pub stored: StoredCounts,
+}
+
+/// One component of a runtime snapshot.
+#[derive(Debug, serde::Serialize)]
+pub struct RuntimeComponentReport {
+    /// Its path in the snapshot.
+    pub path: String,
+    /// The host path it was read from.
+    pub source: PathBuf,
+}
+
 /// The report of `ingest --profile dependency`.
 #[derive(Debug, serde::Serialize)]
 pub struct DependenciesReport {
@@ -382,6 +421,8 @@ pub enum TreeIngestReport {
     Dependencies(DependenciesReport),
     /// `--profile task`.
     Task(TaskReport),
+    /// `--profile runtime`.
+    Runtime(RuntimeReport),
 }
 
 /// A stand-in id for a file still being hashed: 24 bytes 0xff, then its
@@ -653,7 +694,12 @@ fn hash_and_stage(
             staged,
             source,
         } => {
-            let copied = source.copy_into(staged.as_fd());
+            // Once the ingest has failed, a copy is only wasted writing.
+            let copied = if shared.has_failed() {
+                Err(DeferredFault::Write(rustix::io::Errno::CANCELED))
+            } else {
+                source.copy_into(staged.as_fd())
+            };
             let failed = copied.is_err();
             let hashed = match copied {
                 Ok(()) => hash_copied(shared, work, number, executable, &name, staged.as_fd()),
@@ -726,7 +772,9 @@ fn copy_checked(work: &WorkDir, source: &DeferredFile, key: &ObjectKey) -> Resul
     let copied =
         crate::filecopy::copy_prefix(source.fd(), fd.as_fd(), size.saturating_add(1), HASH_CHUNK)
             .map_err(|e| match e {
-            crate::filecopy::CopyFailure::Read(e) => Error::io("read a file again", &path, e),
+            crate::filecopy::CopyFailure::Read(e) => {
+                Error::io("read a file again", source.relative(), e)
+            }
             crate::filecopy::CopyFailure::Write(e) => Error::io("write a staged object", &path, e),
         })?;
     let (held, id) = hash_file(fd.as_fd(), &path, &mut vec![0u8; HASH_CHUNK])?;
@@ -984,10 +1032,15 @@ impl FileSink for ObjectSink<'_, '_> {
                 });
                 ticket(number)
             }
-            // Taken by `defer`, unless the walk read it (as tests make it).
-            Current::Hashed { .. } => ObjectId::of(b""),
-            Current::Copied(copied) => {
-                self.unlink(&copied.name);
+            // `defer` takes these: a file the walk read instead would have
+            // no id, and the ingest fails rather than record one.
+            finished @ (Current::Hashed { .. } | Current::Copied(_)) => {
+                if let Current::Copied(copied) = &finished {
+                    self.unlink(&copied.name);
+                }
+                self.shared.fail(Error::Integrity(
+                    "a file left to the hashing threads was read by the walk".into(),
+                ));
                 ObjectId::of(b"")
             }
             Current::Large(large) => self.finish_large(large),
@@ -1131,8 +1184,11 @@ fn top_level_names(repo: &OwnedFd) -> Result<Vec<String>> {
 }
 
 /// The declarations and roots a capture reads.
+#[derive(Default)]
 struct Plan {
     copies: Option<CopyDeclarations>,
+    /// The GitNexus runtime's components (`--profile runtime`).
+    runtime: Option<Vec<crate::gitnexus::RuntimeComponent>>,
     dependencies: Option<Vec<DependencyDeclaration>>,
     /// The repository: a real directory, or (with a revision) the
     /// repository's absolute path.
@@ -1189,13 +1245,8 @@ fn plan_forms(
             task.insert("sandbox_copy".into(), copies.into());
             Ok(Plan {
                 copies: Some(copy_declarations(&task, max).map_err(rejected)?),
-                dependencies: None,
-                identity: PathBuf::new(),
-                source: String::new(),
                 repo,
-                harness: None,
-                binding: None,
-                resolved_sha: String::new(),
+                ..Plan::default()
             })
         }
         TreeForm::Dependency { pairs } => {
@@ -1207,14 +1258,9 @@ fn plan_forms(
             let mut task = Map::new();
             task.insert("sandbox_dependencies".into(), list.into());
             Ok(Plan {
-                copies: None,
                 dependencies: Some(dependency_declarations(&task, max).map_err(rejected)?),
-                identity: PathBuf::new(),
-                source: String::new(),
                 repo,
-                harness: None,
-                binding: None,
-                resolved_sha: String::new(),
+                ..Plan::default()
             })
         }
         TreeForm::Task {
@@ -1252,12 +1298,20 @@ fn plan_forms(
             Ok(Plan {
                 copies: Some(copies),
                 dependencies: Some(dependencies),
-                identity: PathBuf::new(),
-                source: String::new(),
                 repo,
                 harness,
                 binding,
                 resolved_sha,
+                ..Plan::default()
+            })
+        }
+        TreeForm::Runtime { rules } => {
+            let repo = repo_root()?;
+            let components = crate::gitnexus::runtime_components(&repo, rules)?;
+            Ok(Plan {
+                runtime: Some(components),
+                repo,
+                ..Plan::default()
             })
         }
     }
@@ -1282,6 +1336,9 @@ fn refuse_store_inside(store: &Store, plan: &Plan, from_git: bool) -> Result<()>
     }
     for d in plan.dependencies.iter().flatten().filter(|_| !from_git) {
         walked.push(plan.repo.join(&d.source_path));
+    }
+    for c in plan.runtime.iter().flatten() {
+        walked.push(c.base.join(&c.relative));
     }
     match walked.into_iter().find(|w| real.starts_with(w)) {
         Some(source_dir) => Err(Error::StoreInsideSource {
@@ -1333,6 +1390,21 @@ fn capture(
         }
         copy = builder.finished_entries();
         total_bytes += builder.total_bytes();
+    }
+    if let Some(components) = &plan.runtime {
+        let mut builder = Builder::new(Flavour::Dependency, limits, &mut budget);
+        if let Some(sink) = sink.as_mut() {
+            builder = builder.with_sink(&mut **sink);
+        }
+        for c in components {
+            let base = open_directory(&c.base)?;
+            builder
+                .capture(base.as_fd(), &c.relative)
+                .map_err(rejected)?;
+        }
+        copy = builder.finished_entries();
+        total_bytes += builder.total_bytes();
+        validate_runtime_symlinks(&copy).map_err(rejected)?;
     }
     let mut dependencies = Vec::new();
     for declaration in plan.dependencies.iter().flatten() {
@@ -1571,6 +1643,32 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
                     .as_ref()
                     .map(|c| c.declarations.clone())
                     .unwrap_or_default(),
+                entries: captured.copy.len(),
+                total_bytes: captured.total_bytes,
+                stored: stored(&store, &r, &r),
+            }))
+        }
+        TreeForm::Runtime { rules } => {
+            let manifest = Manifest::tree(captured.copy.clone());
+            let name = Some(opts.name.unwrap_or("gitnexus-runtime"));
+            let r = record(&mut store, work, &manifest, opts, name, &source, first)?;
+            Ok(TreeIngestReport::Runtime(RuntimeReport {
+                profile: "tree",
+                name: r.provenance.name.clone(),
+                manifest_digest: manifest.digest,
+                rules: match rules {
+                    crate::gitnexus::Rules::Seed { .. } => "seed",
+                    crate::gitnexus::Rules::Upstream => "upstream",
+                },
+                components: plan
+                    .runtime
+                    .iter()
+                    .flatten()
+                    .map(|c| RuntimeComponentReport {
+                        path: c.relative.clone(),
+                        source: c.base.join(&c.relative),
+                    })
+                    .collect(),
                 entries: captured.copy.len(),
                 total_bytes: captured.total_bytes,
                 stored: stored(&store, &r, &r),
