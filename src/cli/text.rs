@@ -829,7 +829,7 @@ impl Report for crate::store::ingest::tree::TreeIngestReport {
                 w,
                 "{}  gitnexus_runtime_manifest_digest: {} ({} rules), {}, {}; {}",
                 r.manifest_digest,
-                named("runtime", &r.name),
+                named("gitnexus-runtime", &r.name),
                 r.rules,
                 counted(r.entries, "entry", "entries"),
                 counted(r.total_bytes, "byte", "bytes"),
