@@ -47,9 +47,11 @@ impl Default for Fields {
     }
 }
 
-/// The slots of a row: the three fields of [`Fields`], then the harness's
-/// tree digest fields ([`TREE_FIELDS`]), in order.
-pub(super) const SLOTS: usize = 3 + TREE_FIELDS.len();
+/// The slots of a row: the three fields of [`Fields`], then the digest
+/// fields of the field table ([`FieldTable`]), in order; slots past the
+/// table's are never filled. A fixed array, so that a row's values are
+/// held in place, borrowed from the line, without allocating.
+pub(super) const SLOTS: usize = 3 + MAX_TABLE_FIELDS;
 
 /// The fields as one tree of object keys, each leaf a slot of a row.
 #[derive(Debug, Default)]
@@ -59,11 +61,18 @@ pub(super) struct Node {
 }
 
 impl Node {
-    /// The tree of the three field paths; overlapping paths are refused.
-    /// Each of [`TREE_FIELDS`] is a top-level key read into its slot too,
-    /// unless one of the three paths starts with that key (then the row's
-    /// value there is that field's, as before).
+    /// The tree of the three field paths and the default field table.
+    #[cfg(test)]
     pub(super) fn of(fields: &Fields) -> Result<Node> {
+        Node::with_table(fields, &FieldTable::default())
+    }
+
+    /// The tree of the three field paths; overlapping paths are refused.
+    /// Each field of `table` is read into its slot too, unless it overlaps
+    /// one of the three paths or a field before it: then a default field
+    /// is not read (the row's value there is the other field's, as
+    /// before), and a field given is a misuse.
+    pub(super) fn with_table(fields: &Fields, table: &FieldTable) -> Result<Node> {
         let mut root = Node::default();
         let named = [
             (RowField::Digest, &fields.digest),
@@ -98,18 +107,50 @@ impl Node {
             }
             node.slot = Some(slot);
         }
-        for (i, field) in TREE_FIELDS.iter().enumerate() {
-            if root.child(field.name).is_none() {
-                root.children.push((
-                    field.name.to_string(),
-                    Node {
-                        children: Vec::new(),
-                        slot: Some(3 + i),
-                    },
-                ));
+        for (i, field) in table.fields.iter().enumerate() {
+            let parts: Vec<&str> = field.name.split('.').collect();
+            if root.fits(&parts) {
+                root.insert(&parts, 3 + i);
+            } else if table.given.get(i).copied().unwrap_or(false) {
+                return Err(Misuse::FieldSpec {
+                    spec: format!("{}={}", field.name, field.kind.as_str()),
+                    why: "it is, holds or lies inside another field the audit reads".into(),
+                }
+                .into());
             }
         }
         Ok(root)
+    }
+
+    /// Whether a leaf at `parts` overlaps no slot already placed.
+    fn fits(&self, parts: &[&str]) -> bool {
+        let mut node = self;
+        for part in parts {
+            if node.slot.is_some() {
+                return false;
+            }
+            match node.child(part) {
+                Some(n) => node = n,
+                None => return true,
+            }
+        }
+        node.slot.is_none() && node.children.is_empty()
+    }
+
+    /// Places slot `slot` at `parts` (which [`Node::fits`]).
+    fn insert(&mut self, parts: &[&str], slot: usize) {
+        let mut node = self;
+        for part in parts {
+            let at = match node.children.iter().position(|(k, _)| k == part) {
+                Some(at) => at,
+                None => {
+                    node.children.push((part.to_string(), Node::default()));
+                    node.children.len() - 1
+                }
+            };
+            node = &mut node.children[at].1;
+        }
+        node.slot = Some(slot);
     }
 
     fn child(&self, key: &str) -> Option<&Node> {
