@@ -738,39 +738,40 @@ fn field_counts(
     ),
     lines: &Lines,
 ) -> Vec<FieldCount> {
-    let count = |field: String,
-                 kind: DigestKind,
-                 (rows, malformed): (u64, u64),
-                 each: &mut dyn Iterator<Item = (u64, At, ManifestDigest, &'static str, bool)>| {
-        let (mut digests, mut answered) = (0u64, 0u64);
-        let mut first: Option<(At, ManifestDigest, &'static str)> = None;
-        for (n, at, digest, status, passes) in each {
-            digests += 1;
-            if passes {
-                answered += n;
-            } else if first.is_none_or(|(f, ..)| at.0 < f.0) {
-                first = Some((at, digest, status));
-            }
-        }
-        FieldCount {
-            field,
-            kind,
-            rows,
-            digests,
-            rows_answered: answered,
-            rows_unanswered: rows.saturating_sub(answered),
-            rows_malformed: malformed,
-            first_unanswered: first.map(|(at, digest, status)| {
-                let p = lines.place(at);
-                Unanswered {
-                    file: p.file.to_string(),
-                    line: p.line,
-                    digest,
-                    status,
+    let count =
+        |field: String,
+         kind: DigestKind,
+         (rows, malformed): (u64, u64),
+         each: &mut dyn Iterator<Item = (u64, At, ManifestDigest, &'static str, bool)>| {
+            let (mut digests, mut answered) = (0u64, 0u64);
+            let mut first: Option<(At, ManifestDigest, &'static str)> = None;
+            for (n, at, digest, status, passes) in each {
+                digests += 1;
+                if passes {
+                    answered += n;
+                } else if first.is_none_or(|(f, ..)| at.0 < f.0) {
+                    first = Some((at, digest, status));
                 }
-            }),
-        }
-    };
+            }
+            FieldCount {
+                field,
+                kind,
+                rows,
+                digests,
+                rows_answered: answered,
+                rows_unanswered: rows.saturating_sub(answered),
+                rows_malformed: malformed,
+                first_unanswered: first.map(|(at, digest, status)| {
+                    let p = lines.place(at);
+                    Unanswered {
+                        file: p.file.to_string(),
+                        line: p.line,
+                        digest,
+                        status,
+                    }
+                }),
+            }
+        };
     let mut out = Vec::with_capacity(1 + table.len());
     out.push(count(
         fields.digest.clone(),

@@ -154,7 +154,10 @@ pub struct TableField {
 pub const DEFAULT_FIELDS: [(&str, DigestKind); 5] = [
     ("task_asset_snapshot_digest", DigestKind::Task),
     ("task_asset_manifest_digest", DigestKind::Tree),
-    ("sandbox_dependency_manifest_digest", DigestKind::Dependencies),
+    (
+        "sandbox_dependency_manifest_digest",
+        DigestKind::Dependencies,
+    ),
     (
         "sandbox_dependency_content_digest",
         DigestKind::DependenciesContent,
@@ -257,7 +260,10 @@ fn parse_spec(spec: &str) -> Result<TableField> {
         return Err(spec_misuse(spec, "it has no '='".into()));
     };
     if name.is_empty() || name.split('.').any(str::is_empty) {
-        return Err(spec_misuse(spec, "its NAME is empty or has an empty key".into()));
+        return Err(spec_misuse(
+            spec,
+            "its NAME is empty or has an empty key".into(),
+        ));
     }
     let Some(kind) = DigestKind::parse(kind) else {
         return Err(spec_misuse(spec, format!("'{kind}' is no KIND")));

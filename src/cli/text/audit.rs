@@ -451,7 +451,15 @@ fn markdown(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<(
         for f in shown {
             let first = f.first_unanswered.as_ref().map_or_else(
                 || "-".to_string(),
-                |u| format!("{} line {}: `{}` {}", u.file, u.line, u.digest.to_hex(), u.status),
+                |u| {
+                    format!(
+                        "{} line {}: `{}` {}",
+                        u.file,
+                        u.line,
+                        u.digest.to_hex(),
+                        u.status
+                    )
+                },
             );
             writeln!(
                 w,
