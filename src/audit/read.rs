@@ -383,21 +383,34 @@ impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
 /// it does not keep without checking them, so the line is checked first).
 /// serde_json reads the line in place; what it refuses (or skips unread and
 /// Python might refuse) is read by Python's grammar, which decides.
+#[cfg(test)]
 pub(super) fn parse_row<'a>(line: &'a [u8], node: &Node) -> Result<[Val<'a>; SLOTS], String> {
-    let text = std::str::from_utf8(line).map_err(|e| not_utf8(&e))?;
     let mut vals: [Val<'a>; SLOTS] = Default::default();
+    parse_row_into(line, node, &mut vals)?;
+    Ok(vals)
+}
+
+/// [`parse_row`] into slots the caller holds (all absent), so that the
+/// row is not moved.
+pub(super) fn parse_row_into<'a>(
+    line: &'a [u8],
+    node: &Node,
+    vals: &mut [Val<'a>; SLOTS],
+) -> Result<(), String> {
+    let text = std::str::from_utf8(line).map_err(|e| not_utf8(&e))?;
     let mut de = serde_json::Deserializer::from_str(text);
     let fast = ObjectSeed {
         node,
-        vals: &mut vals,
+        vals: &mut *vals,
         top: true,
     }
     .deserialize(&mut de)
     .and_then(|()| de.end());
     if fast.is_ok() && !python_must_decide(line) {
-        return Ok(vals);
+        return Ok(());
     }
-    python_row(line, node)
+    *vals = python_row(line, node)?;
+    Ok(())
 }
 
 /// Whether a line serde_json accepted may yet be one Python refuses.

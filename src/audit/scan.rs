@@ -339,7 +339,7 @@ impl Scan {
         self.tallies.iter().map(|t| t.digest)
     }
 
-    pub(super) fn row(&mut self, at: At, vals: [Val<'_>; SLOTS]) {
+    pub(super) fn row(&mut self, at: At, vals: &[Val<'_>; SLOTS]) {
         if !vals.iter().all(|v| matches!(v, Val::Absent)) {
             self.with_fields += 1;
         }
@@ -618,10 +618,11 @@ pub fn scan(
                     if is_blank(line) {
                         return;
                     }
-                    match parse_row(line, &node) {
-                        Ok(vals) => {
+                    let mut vals: [Val<'_>; SLOTS] = Default::default();
+                    match parse_row_into(line, &node, &mut vals) {
+                        Ok(()) => {
                             input.rows += 1;
-                            scan.row(at, vals);
+                            scan.row(at, &vals);
                         }
                         Err(reason) => malformed(&mut input, reason),
                     }
