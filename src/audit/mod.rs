@@ -197,9 +197,7 @@ impl Default for FieldTable {
     }
 }
 
-/// What a `--field` spec must be.
-pub const FIELD_SPEC_RULE: &str = "a digest field is NAME=KIND, NAME a key or a dotted path of \
-     keys with no empty key, KIND one of ce, tree, dependencies, task, dependencies-content";
+pub use crate::error::misuse::FIELD_SPEC_RULE;
 
 impl FieldTable {
     /// The default table with each spec (`NAME=KIND`) added, or re-mapping

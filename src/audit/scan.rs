@@ -368,7 +368,7 @@ impl Scan {
             let detail = self.arm_mismatch(ce, arm_quoted.as_deref(), &carried);
             self.problem(at, "arm-mismatch", arm_shown.as_deref(), detail);
         }
-        let key = match digest_in(&self.fields.digest, &digest) {
+        let key = match digest_in(&self.fields.digest, digest) {
             Ok(key) => key,
             Err(detail) => {
                 self.problem(at, "malformed-digest", arm_shown.as_deref(), detail);

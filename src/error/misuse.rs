@@ -57,7 +57,7 @@ pub enum Misuse {
         others: Vec<(RowField, String)>,
     },
     /// A digest field added to an audit's field table breaks its rule.
-    #[error("the digest field '{spec}': {why}; {}", crate::audit::FIELD_SPEC_RULE)]
+    #[error("the digest field '{spec}': {why}; {}", FIELD_SPEC_RULE)]
     FieldSpec {
         /// The spec as given.
         spec: String,
@@ -177,6 +177,10 @@ impl Misuse {
     }
 }
 
+/// What a digest field added to an audit's field table must be.
+pub const FIELD_SPEC_RULE: &str = "a digest field is NAME=KIND, NAME a key or a dotted path of \
+     keys with no empty key, KIND one of ce, tree, dependencies, task, dependencies-content";
+
 /// A field of the results rows an audit reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowField {
@@ -250,7 +254,7 @@ impl Misuse {
                 )
             }
             Misuse::FieldSpec { spec, why } => {
-                format!("--field '{spec}': {why}; {}", crate::audit::FIELD_SPEC_RULE)
+                format!("--field '{spec}': {why}; {}", FIELD_SPEC_RULE)
             }
             Misuse::NoStoreGiven => {
                 "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into()
