@@ -555,6 +555,10 @@ mod tests {
                     (RowField::Arm, "c".into()),
                 ],
             },
+            Misuse::FieldSpec {
+                spec: "x".into(),
+                why: "it has no '='".into(),
+            },
             Misuse::NoStoreGiven,
             Misuse::RegistryNotRepository {
                 registry: "r.example/repo:tag".into(),

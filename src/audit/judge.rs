@@ -184,17 +184,19 @@ impl serde::Serialize for RowAt {
     }
 }
 
-/// Everything the audit says about one digest of one tree field
-/// ([`TREE_FIELDS`]).
+/// Everything the audit says about one digest of one field of the field
+/// table ([`FieldTable`]).
 #[derive(Debug, serde::Serialize)]
 pub struct TreeDigestAudit {
     /// The row field that names it.
-    pub field: &'static str,
+    pub field: String,
+    /// What the field names.
+    pub kind: DigestKind,
     /// The digest as the rows give it.
     pub digest: ManifestDigest,
     /// Its standing.
     pub status: TreeStatus,
-    /// The profile the field names (`tree`, `dependencies` or `task`).
+    /// The profile the field names (`tree`, `dependencies`, `task` or `ce`).
     pub expected_profile: &'static str,
     /// The profile of the snapshot the store holds, or null when unknown.
     pub profile: Option<String>,
@@ -216,6 +218,42 @@ pub struct TreeDigestAudit {
     /// With `--trusted-key`, whether an attestation of its snapshot
     /// vouches for it under a key trusted; null otherwise.
     pub signature: Option<Signature>,
+}
+
+/// What the rows and the store say of one digest field.
+#[derive(Debug, serde::Serialize)]
+pub struct FieldCount {
+    /// The row's field.
+    pub field: String,
+    /// What it names.
+    pub kind: DigestKind,
+    /// The rows that carry it, not null.
+    pub rows: u64,
+    /// The distinct digests they name.
+    pub digests: u64,
+    /// The rows naming a digest the store answers for (`ok`, or `pulled`).
+    pub rows_answered: u64,
+    /// The rows that carry it and are not answered for: a digest of
+    /// another status, or a value that is no digest (`rows_malformed`).
+    pub rows_unanswered: u64,
+    /// Of those, the rows whose value is no digest (`malformed-digest`).
+    pub rows_malformed: u64,
+    /// The first row naming a digest the store does not answer for, or
+    /// null when every digest is answered for.
+    pub first_unanswered: Option<Unanswered>,
+}
+
+/// The first row of a field naming a digest the store does not answer for.
+#[derive(Debug, serde::Serialize)]
+pub struct Unanswered {
+    /// The input: an absolute path, or `<stdin>`.
+    pub file: String,
+    /// The line, counted from 1.
+    pub line: u64,
+    /// The digest it names.
+    pub digest: ManifestDigest,
+    /// The digest's status.
+    pub status: &'static str,
 }
 
 /// What the store knows of a held digest's source.
@@ -328,9 +366,12 @@ pub struct AuditReport {
     pub rows: u64,
     /// One entry per distinct digest, in digest order.
     pub digests: Digests,
-    /// One entry per distinct digest of each tree field the rows carry
-    /// ([`TREE_FIELDS`]), in field then digest order.
+    /// One entry per distinct digest of each field of the field table the
+    /// rows carry ([`FieldTable`]), in field then digest order.
     pub tree_digests: Vec<TreeDigestAudit>,
+    /// For the digest field, then each field of the table: how many rows
+    /// carry it and how many of them the store answers for.
+    pub field_counts: Vec<FieldCount>,
     /// How many rows break a rule.
     pub row_problem_count: u64,
     /// The first [`LISTED`] of them, in input order.
@@ -398,19 +439,24 @@ fn stored_versions(store: &Store) -> Result<HashMap<ManifestDigest, String>> {
         .collect())
 }
 
-/// The digests of `scan` the store does not hold: the tree fields'
+/// The digests of `scan` the store does not hold: the table fields'
 /// manifest digests first (a tree and a dependency list before a task,
-/// which is taken only once both are held), then the CE digests. A content
+/// which is taken only once both are held, then CE ones), then the CE
+/// digests. A content
 /// digest names no snapshot tag, and is not among them.
 pub fn unknown(store: &Store, scan: &Scan) -> Result<Vec<ManifestDigest>> {
     let stored = stored_versions(store)?;
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for kind in ["tree", "dependencies", "task"] {
+    for kind in [
+        DigestKind::Tree,
+        DigestKind::Dependencies,
+        DigestKind::Task,
+        DigestKind::Ce,
+    ] {
         for &(i, d) in scan.tree.keys() {
-            let field = TREE_FIELDS[i];
-            if field.profile == kind && !field.content && !stored.contains_key(&d) && seen.insert(d)
-            {
+            let field = scan.table.fields[i].kind;
+            if field == kind && !stored.contains_key(&d) && seen.insert(d) {
                 out.push(d);
             }
         }
@@ -435,7 +481,9 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         problems,
         problem_count,
         with_fields,
+        table,
         tree,
+        carried,
     } = scan;
     let stored = stored_versions(store)?;
     let source_repo = opts
@@ -459,7 +507,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         .then(|| signatures(store, &tallies, &stored, opts.trusted))
         .transpose()?;
     drop(stored);
-    let mut tree_digests = tree_digests(store, &tree, &lines, opts)?;
+    let mut tree_digests = tree_digests(store, &table, &tree, &lines, opts)?;
     // With --verify, the tree snapshots found are re-hashed with the rest.
     let mut hashed = held;
     if opts.verify {
@@ -506,6 +554,12 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         require_clean_source: opts.require_clean_source,
         signatures,
     };
+    let field_counts = field_counts(
+        (&fields, &table, &carried),
+        &digests,
+        (&tree, &tree_digests),
+        &digests.lines,
+    );
     let malformed_count = inputs.iter().map(|i| i.malformed_count).sum();
     let rows = inputs.iter().map(|i| i.rows).sum();
     let mut by: BTreeMap<Status, usize> = BTreeMap::new();
@@ -539,6 +593,7 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
         rows,
         digests,
         tree_digests,
+        field_counts,
         row_problem_count: problem_count,
         row_problems,
         malformed_count,
@@ -607,6 +662,7 @@ fn signatures(
 /// with keys trusted, asks for an attestation of the snapshot found.
 fn tree_digests(
     store: &Store,
+    table: &FieldTable,
     tree: &BTreeMap<(usize, ManifestDigest), TreeTally>,
     lines: &Lines,
     opts: &JudgeOptions<'_>,
@@ -616,8 +672,8 @@ fn tree_digests(
     let names: Vec<std::sync::Arc<str>> = lines.names.iter().map(|n| n.as_str().into()).collect();
     let mut out = Vec::with_capacity(tree.len());
     for (&(i, digest), t) in tree {
-        let field = TREE_FIELDS[i];
-        let snapshot = if field.content {
+        let field = &table.fields[i];
+        let snapshot = if field.kind.content() {
             cat.by_content_digest(&digest.to_hex())?
         } else {
             cat.has_snapshot(&digest)?.then_some(digest)
@@ -634,7 +690,7 @@ fn tree_digests(
         };
         let status = match &profile {
             None => TreeStatus::Unknown,
-            Some(p) if p != field.profile => TreeStatus::ProfileMismatch,
+            Some(p) if p != field.kind.profile() => TreeStatus::ProfileMismatch,
             Some(_) if matches!(signature, Some(Signature::Unsigned { .. })) => {
                 TreeStatus::Unsigned
             }
@@ -650,10 +706,11 @@ fn tree_digests(
             }
         };
         out.push(TreeDigestAudit {
-            field: field.name,
+            field: field.name.clone(),
+            kind: field.kind,
             digest,
             status,
-            expected_profile: field.profile,
+            expected_profile: field.kind.profile(),
             profile,
             snapshot,
             rows: t.rows,
@@ -666,6 +723,81 @@ fn tree_digests(
         });
     }
     Ok(out)
+}
+
+/// The counts of each digest field: the digest field's from its digests'
+/// tallies, each table field's from its own; a row is answered for when
+/// the digest it names passes (`ok` or `pulled`). The first row not
+/// answered for is the earliest first row of the digests that fail.
+fn field_counts(
+    (fields, table, carried): (&Fields, &FieldTable, &[(u64, u64)]),
+    digests: &Digests,
+    (tree, audits): (
+        &BTreeMap<(usize, ManifestDigest), TreeTally>,
+        &[TreeDigestAudit],
+    ),
+    lines: &Lines,
+) -> Vec<FieldCount> {
+    let count =
+        |field: String,
+         kind: DigestKind,
+         (rows, malformed): (u64, u64),
+         each: &mut dyn Iterator<Item = (u64, At, ManifestDigest, &'static str, bool)>| {
+            let (mut digests, mut answered) = (0u64, 0u64);
+            let mut first: Option<(At, ManifestDigest, &'static str)> = None;
+            for (n, at, digest, status, passes) in each {
+                digests += 1;
+                if passes {
+                    answered += n;
+                } else if first.is_none_or(|(f, ..)| at.0 < f.0) {
+                    first = Some((at, digest, status));
+                }
+            }
+            FieldCount {
+                field,
+                kind,
+                rows,
+                digests,
+                rows_answered: answered,
+                rows_unanswered: rows.saturating_sub(answered),
+                rows_malformed: malformed,
+                first_unanswered: first.map(|(at, digest, status)| {
+                    let p = lines.place(at);
+                    Unanswered {
+                        file: p.file.to_string(),
+                        line: p.line,
+                        digest,
+                        status,
+                    }
+                }),
+            }
+        };
+    let mut out = Vec::with_capacity(1 + table.len());
+    out.push(count(
+        fields.digest.clone(),
+        DigestKind::Ce,
+        carried.first().copied().unwrap_or_default(),
+        &mut digests.tallies.iter().map(|t| {
+            let status = digests.status(t);
+            (t.rows, t.first, t.digest, status.as_str(), status.passes())
+        }),
+    ));
+    for (i, field) in table.fields.iter().enumerate() {
+        out.push(count(
+            field.name.clone(),
+            field.kind,
+            carried.get(1 + i).copied().unwrap_or_default(),
+            &mut tree
+                .iter()
+                .zip(audits)
+                .filter(|(((f, _), _), _)| *f == i)
+                .map(|((_, t), a)| {
+                    let passes = matches!(a.status, TreeStatus::Ok | TreeStatus::Pulled);
+                    (t.rows, t.first, a.digest, a.status.as_str(), passes)
+                }),
+        ));
+    }
+    out
 }
 
 /// Re-hashes the snapshots the store holds of `held` and gathers, by

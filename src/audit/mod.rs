@@ -5,7 +5,7 @@
 //! writes it: each row carries an arm, and the rows of the `ce_*` arms the
 //! plugin's version and manifest digest. [`scan`] reads the files once, as a
 //! stream: a line is parsed in place, only the three fields asked for (and
-//! the harness's tree digest fields, [`TREE_FIELDS`]) are taken out of it,
+//! the digest fields of the field table, [`FieldTable`]) are taken out of it,
 //! and only one tally per distinct digest is kept, so that memory grows
 //! with the digests, not the rows. [`judge`] then looks each
 //! digest up in the store (and with `--verify` re-hashes its objects).
@@ -30,6 +30,8 @@ mod run;
 mod scan;
 #[cfg(test)]
 mod tests;
+
+use crate::error::Result;
 
 pub use judge::*;
 pub use read::*;
@@ -75,44 +77,208 @@ const CHUNK: usize = 4 << 20;
 /// The most characters of a bad value quoted in a problem.
 pub const QUOTED: usize = 80;
 
-/// A digest field of the harness's task assets: a results row's field
-/// whose value names a tree-kind snapshot, and the profile it names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TreeField {
-    /// The row's top-level key.
-    pub name: &'static str,
-    /// The profile of the snapshot it names (`tree`, `dependencies` or `task`).
-    pub profile: &'static str,
-    /// Whether the value is a dependency list's content digest (found
-    /// through the catalogue's content-digest index, as `show` finds it)
-    /// rather than a manifest digest.
-    pub content: bool,
+/// What a digest field of a row names: the kind of snapshot the store
+/// must hold for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DigestKind {
+    /// A CE plugin snapshot's manifest digest (profile `ce`).
+    Ce,
+    /// A tree-profile snapshot's manifest digest.
+    Tree,
+    /// A dependency list's manifest digest (profile `dependencies`).
+    Dependencies,
+    /// A task snapshot's manifest digest.
+    Task,
+    /// A dependency list's content digest, found through the catalogue's
+    /// content-digest index as `show` finds it.
+    DependenciesContent,
 }
 
-/// The harness's tree digest fields, each looked up in the store when a
-/// row carries it (null or absent: not audited).
-pub const TREE_FIELDS: [TreeField; 4] = [
-    TreeField {
-        name: "task_asset_snapshot_digest",
-        profile: "task",
-        content: false,
-    },
-    TreeField {
-        name: "task_asset_manifest_digest",
-        profile: "tree",
-        content: false,
-    },
-    TreeField {
-        name: "sandbox_dependency_manifest_digest",
-        profile: "dependencies",
-        content: false,
-    },
-    TreeField {
-        name: "sandbox_dependency_content_digest",
-        profile: "dependencies",
-        content: true,
-    },
+impl DigestKind {
+    /// Every kind, in the order `--field` lists them.
+    pub const ALL: [DigestKind; 5] = [
+        DigestKind::Ce,
+        DigestKind::Tree,
+        DigestKind::Dependencies,
+        DigestKind::Task,
+        DigestKind::DependenciesContent,
+    ];
+
+    /// The name `--field NAME=KIND` gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DigestKind::Ce => "ce",
+            DigestKind::Tree => "tree",
+            DigestKind::Dependencies => "dependencies",
+            DigestKind::Task => "task",
+            DigestKind::DependenciesContent => "dependencies-content",
+        }
+    }
+
+    /// The kind a name gives, if any.
+    pub fn parse(name: &str) -> Option<DigestKind> {
+        DigestKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
+    /// The profile of the snapshot it names.
+    pub fn profile(self) -> &'static str {
+        match self {
+            DigestKind::Ce => "ce",
+            DigestKind::Tree => "tree",
+            DigestKind::Dependencies | DigestKind::DependenciesContent => "dependencies",
+            DigestKind::Task => "task",
+        }
+    }
+
+    /// Whether the value is a dependency list's content digest rather
+    /// than a manifest digest.
+    pub fn content(self) -> bool {
+        self == DigestKind::DependenciesContent
+    }
+}
+
+/// A digest field of the field table: a row's key (or dotted path of
+/// keys) whose value names a snapshot, and the kind it names.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TableField {
+    /// The row's key, or a dotted path of keys.
+    pub name: String,
+    /// What it names.
+    pub kind: DigestKind,
+}
+
+/// The harness's digest fields besides the CE digest's (`--digest-field`),
+/// upstream's row schema: each looked up in the store when a row carries
+/// it (null or absent: not audited).
+pub const DEFAULT_FIELDS: [(&str, DigestKind); 5] = [
+    ("task_asset_snapshot_digest", DigestKind::Task),
+    ("task_asset_manifest_digest", DigestKind::Tree),
+    (
+        "sandbox_dependency_manifest_digest",
+        DigestKind::Dependencies,
+    ),
+    (
+        "sandbox_dependency_content_digest",
+        DigestKind::DependenciesContent,
+    ),
+    ("gitnexus_runtime_manifest_digest", DigestKind::Tree),
 ];
+
+/// The most digest fields a table holds, its defaults included: each is a
+/// slot of every row parsed, held in place without allocating.
+pub const MAX_TABLE_FIELDS: usize = 16;
+
+/// The digest fields audited besides the CE digest's: [`DEFAULT_FIELDS`],
+/// then each `--field NAME=KIND` (re-mapping a default of the same name in
+/// its place, or added after).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct FieldTable {
+    /// The fields, in slot order.
+    pub fields: Vec<TableField>,
+    /// How many of them were given (`--field`) rather than defaults.
+    #[serde(skip)]
+    pub(super) given: Vec<bool>,
+}
+
+impl Default for FieldTable {
+    fn default() -> Self {
+        FieldTable {
+            fields: DEFAULT_FIELDS
+                .iter()
+                .map(|&(name, kind)| TableField {
+                    name: name.to_string(),
+                    kind,
+                })
+                .collect(),
+            given: vec![false; DEFAULT_FIELDS.len()],
+        }
+    }
+}
+
+pub use crate::error::misuse::FIELD_SPEC_RULE;
+
+impl FieldTable {
+    /// The default table with each spec (`NAME=KIND`) added, or re-mapping
+    /// the default field of its name; a spec that breaks the rule is a
+    /// misuse naming it.
+    pub fn with_specs(specs: &[String]) -> Result<FieldTable> {
+        let mut table = FieldTable::default();
+        for spec in specs {
+            let field = parse_spec(spec)?;
+            match table.fields.iter().position(|f| f.name == field.name) {
+                Some(i) if table.given[i] && table.fields[i].kind != field.kind => {
+                    return Err(spec_misuse(
+                        spec,
+                        format!(
+                            "'{}' is given twice, as {} and as {}",
+                            field.name,
+                            table.fields[i].kind.as_str(),
+                            field.kind.as_str()
+                        ),
+                    ));
+                }
+                Some(i) => {
+                    table.fields[i] = field;
+                    table.given[i] = true;
+                }
+                None if table.fields.len() >= MAX_TABLE_FIELDS => {
+                    return Err(spec_misuse(
+                        spec,
+                        format!(
+                            "at most {MAX_TABLE_FIELDS} digest fields are read, the {} defaults included",
+                            DEFAULT_FIELDS.len()
+                        ),
+                    ));
+                }
+                None => {
+                    table.fields.push(field);
+                    table.given.push(true);
+                }
+            }
+        }
+        Ok(table)
+    }
+
+    /// How many fields there are.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+}
+
+/// One `NAME=KIND`, checked.
+fn parse_spec(spec: &str) -> Result<TableField> {
+    let Some((name, kind)) = spec.rsplit_once('=') else {
+        return Err(spec_misuse(spec, "it has no '='".into()));
+    };
+    if name.is_empty() || name.split('.').any(str::is_empty) {
+        return Err(spec_misuse(
+            spec,
+            "its NAME is empty or has an empty key".into(),
+        ));
+    }
+    let Some(kind) = DigestKind::parse(kind) else {
+        return Err(spec_misuse(spec, format!("'{kind}' is no KIND")));
+    };
+    Ok(TableField {
+        name: name.to_string(),
+        kind,
+    })
+}
+
+fn spec_misuse(spec: &str, why: String) -> crate::error::Error {
+    crate::error::Misuse::FieldSpec {
+        spec: spec.to_string(),
+        why,
+    }
+    .into()
+}
 
 /// The harness's digest field.
 pub const DEFAULT_DIGEST_FIELD: &str = "ce_plugin_manifest_digest";

@@ -47,9 +47,11 @@ impl Default for Fields {
     }
 }
 
-/// The slots of a row: the three fields of [`Fields`], then the harness's
-/// tree digest fields ([`TREE_FIELDS`]), in order.
-pub(super) const SLOTS: usize = 3 + TREE_FIELDS.len();
+/// The slots of a row: the three fields of [`Fields`], then the digest
+/// fields of the field table ([`FieldTable`]), in order; slots past the
+/// table's are never filled. A fixed array, so that a row's values are
+/// held in place, borrowed from the line, without allocating.
+pub(super) const SLOTS: usize = 3 + MAX_TABLE_FIELDS;
 
 /// The fields as one tree of object keys, each leaf a slot of a row.
 #[derive(Debug, Default)]
@@ -59,11 +61,18 @@ pub(super) struct Node {
 }
 
 impl Node {
-    /// The tree of the three field paths; overlapping paths are refused.
-    /// Each of [`TREE_FIELDS`] is a top-level key read into its slot too,
-    /// unless one of the three paths starts with that key (then the row's
-    /// value there is that field's, as before).
+    /// The tree of the three field paths and the default field table.
+    #[cfg(test)]
     pub(super) fn of(fields: &Fields) -> Result<Node> {
+        Node::with_table(fields, &FieldTable::default())
+    }
+
+    /// The tree of the three field paths; overlapping paths are refused.
+    /// Each field of `table` is read into its slot too, unless it overlaps
+    /// one of the three paths or a field before it: then a default field
+    /// is not read (the row's value there is the other field's, as
+    /// before), and a field given is a misuse.
+    pub(super) fn with_table(fields: &Fields, table: &FieldTable) -> Result<Node> {
         let mut root = Node::default();
         let named = [
             (RowField::Digest, &fields.digest),
@@ -98,18 +107,50 @@ impl Node {
             }
             node.slot = Some(slot);
         }
-        for (i, field) in TREE_FIELDS.iter().enumerate() {
-            if root.child(field.name).is_none() {
-                root.children.push((
-                    field.name.to_string(),
-                    Node {
-                        children: Vec::new(),
-                        slot: Some(3 + i),
-                    },
-                ));
+        for (i, field) in table.fields.iter().enumerate() {
+            let parts: Vec<&str> = field.name.split('.').collect();
+            if root.fits(&parts) {
+                root.insert(&parts, 3 + i);
+            } else if table.given.get(i).copied().unwrap_or(false) {
+                return Err(Misuse::FieldSpec {
+                    spec: format!("{}={}", field.name, field.kind.as_str()),
+                    why: "it is, holds or lies inside another field the audit reads".into(),
+                }
+                .into());
             }
         }
         Ok(root)
+    }
+
+    /// Whether a leaf at `parts` overlaps no slot already placed.
+    fn fits(&self, parts: &[&str]) -> bool {
+        let mut node = self;
+        for part in parts {
+            if node.slot.is_some() {
+                return false;
+            }
+            match node.child(part) {
+                Some(n) => node = n,
+                None => return true,
+            }
+        }
+        node.slot.is_none() && node.children.is_empty()
+    }
+
+    /// Places slot `slot` at `parts` (which [`Node::fits`]).
+    fn insert(&mut self, parts: &[&str], slot: usize) {
+        let mut node = self;
+        for part in parts {
+            let at = match node.children.iter().position(|(k, _)| k == part) {
+                Some(at) => at,
+                None => {
+                    node.children.push((part.to_string(), Node::default()));
+                    node.children.len() - 1
+                }
+            };
+            node = &mut node.children[at].1;
+        }
+        node.slot = Some(slot);
     }
 
     fn child(&self, key: &str) -> Option<&Node> {
@@ -342,21 +383,34 @@ impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
 /// it does not keep without checking them, so the line is checked first).
 /// serde_json reads the line in place; what it refuses (or skips unread and
 /// Python might refuse) is read by Python's grammar, which decides.
+#[cfg(test)]
 pub(super) fn parse_row<'a>(line: &'a [u8], node: &Node) -> Result<[Val<'a>; SLOTS], String> {
-    let text = std::str::from_utf8(line).map_err(|e| not_utf8(&e))?;
     let mut vals: [Val<'a>; SLOTS] = Default::default();
+    parse_row_into(line, node, &mut vals)?;
+    Ok(vals)
+}
+
+/// [`parse_row`] into slots the caller holds (all absent), so that the
+/// row is not moved.
+pub(super) fn parse_row_into<'a>(
+    line: &'a [u8],
+    node: &Node,
+    vals: &mut [Val<'a>; SLOTS],
+) -> Result<(), String> {
+    let text = std::str::from_utf8(line).map_err(|e| not_utf8(&e))?;
     let mut de = serde_json::Deserializer::from_str(text);
     let fast = ObjectSeed {
         node,
-        vals: &mut vals,
+        vals: &mut *vals,
         top: true,
     }
     .deserialize(&mut de)
     .and_then(|()| de.end());
     if fast.is_ok() && !python_must_decide(line) {
-        return Ok(vals);
+        return Ok(());
     }
-    python_row(line, node)
+    *vals = python_row(line, node)?;
+    Ok(())
 }
 
 /// Whether a line serde_json accepted may yet be one Python refuses.

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use super::{judge, scan, unknown, AuditReport, Fields, JudgeOptions, Source};
+use super::{judge, scan, unknown, AuditReport, FieldTable, Fields, JudgeOptions, Source};
 use crate::digest::ManifestDigest;
 use crate::error::{Misuse, Result};
 use crate::remote::{self, transfer, SnapshotRef};
@@ -17,6 +17,9 @@ pub struct AuditOptions<'a> {
     pub sources: &'a [Source],
     /// The fields read.
     pub fields: Fields,
+    /// The digest fields added to the default table, or re-mapped in it
+    /// (`NAME=KIND` each, as `--field` takes them).
+    pub field_specs: &'a [String],
     /// Re-hash every snapshot's objects.
     pub verify: bool,
     /// Fail every digest without a clean source record naming a commit.
@@ -45,7 +48,8 @@ pub fn audit(open: Opener<'_>, opts: &AuditOptions<'_>) -> Result<AuditReport> {
     if let Some(reg) = opts.registry {
         check_registry(reg)?;
     }
-    let scan = scan(opts.sources, &opts.fields, opts.progress)?;
+    let table = FieldTable::with_specs(opts.field_specs)?;
+    let scan = scan(opts.sources, &opts.fields, &table, opts.progress)?;
     let (pulled, pull_errors) = match opts.registry {
         Some(reg) => {
             let missing = {

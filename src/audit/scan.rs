@@ -171,7 +171,8 @@ pub(super) struct Tally {
 }
 
 /// What the rows say about one digest of one tree field
-/// ([`TREE_FIELDS`]): how many rows name it, the first and the last.
+/// of the field table ([`FieldTable`]): how many rows name it, the first
+/// and the last.
 #[derive(Debug)]
 pub(super) struct TreeTally {
     pub(super) rows: u64,
@@ -319,12 +320,17 @@ pub struct Scan {
     pub(super) values: Values,
     pub(super) problems: Vec<(At, &'static str, Option<String>, String)>,
     pub(super) problem_count: u64,
-    /// The rows that carry at least one of the three fields (or of
-    /// [`TREE_FIELDS`]).
+    /// The rows that carry at least one of the three fields (or of the
+    /// field table).
     pub(super) with_fields: u64,
-    /// Each distinct digest of each tree field (its index in
-    /// [`TREE_FIELDS`]), in field then digest order.
+    /// The digest fields read besides the CE digest's.
+    pub(super) table: FieldTable,
+    /// Each distinct digest of each field of the table (its index in
+    /// it), in field then digest order.
     pub(super) tree: BTreeMap<(usize, ManifestDigest), TreeTally>,
+    /// For the digest field, then each field of the table: the rows that
+    /// carry it (not null), and of those the rows whose value is no digest.
+    pub(super) carried: Vec<(u64, u64)>,
 }
 
 impl Scan {
@@ -333,7 +339,7 @@ impl Scan {
         self.tallies.iter().map(|t| t.digest)
     }
 
-    pub(super) fn row(&mut self, at: At, vals: [Val<'_>; SLOTS]) {
+    pub(super) fn row(&mut self, at: At, vals: &[Val<'_>; SLOTS]) {
         if !vals.iter().all(|v| matches!(v, Val::Absent)) {
             self.with_fields += 1;
         }
@@ -362,15 +368,24 @@ impl Scan {
             let detail = self.arm_mismatch(ce, arm_quoted.as_deref(), &carried);
             self.problem(at, "arm-mismatch", arm_shown.as_deref(), detail);
         }
-        let key = match digest_in(&self.fields.digest, &digest) {
+        let key = match digest_in(&self.fields.digest, digest) {
             Ok(key) => key,
             Err(detail) => {
                 self.problem(at, "malformed-digest", arm_shown.as_deref(), detail);
                 None
             }
         };
-        for (i, val) in trees.iter().enumerate() {
-            match digest_in(TREE_FIELDS[i].name, val) {
+        if digest.present() {
+            self.carried[0].0 += 1;
+            if key.is_none() {
+                self.carried[0].1 += 1;
+            }
+        }
+        for (i, val) in trees.iter().take(self.table.len()).enumerate() {
+            if val.present() {
+                self.carried[1 + i].0 += 1;
+            }
+            match digest_in(&self.table.fields[i].name, val) {
                 Ok(Some(d)) => {
                     let t = self.tree.entry((i, d)).or_insert(TreeTally {
                         rows: 0,
@@ -381,7 +396,10 @@ impl Scan {
                     t.last = at;
                 }
                 Ok(None) => {}
-                Err(detail) => self.problem(at, "malformed-digest", arm_shown.as_deref(), detail),
+                Err(detail) => {
+                    self.carried[1 + i].1 += 1;
+                    self.problem(at, "malformed-digest", arm_shown.as_deref(), detail)
+                }
             }
         }
         let Some(key) = key else { return };
@@ -528,8 +546,8 @@ fn lone_pieces(s: &PyString, mut each: impl FnMut(std::result::Result<char, u32>
 }
 
 impl Scan {
-    /// A scan of nothing yet, for `fields`.
-    fn empty(fields: &Fields) -> Scan {
+    /// A scan of nothing yet, for `fields` and `table`.
+    fn empty(fields: &Fields, table: &FieldTable) -> Scan {
         Scan {
             fields: fields.clone(),
             inputs: Vec::new(),
@@ -540,7 +558,9 @@ impl Scan {
             problems: Vec::new(),
             problem_count: 0,
             with_fields: 0,
+            table: table.clone(),
             tree: BTreeMap::new(),
+            carried: vec![(0, 0); 1 + table.len()],
         }
     }
 }
@@ -560,9 +580,15 @@ impl Input {
     }
 }
 
-/// Reads every input once and tallies its rows by digest.
-pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan> {
-    let node = Node::of(fields)?;
+/// Reads every input once and tallies its rows by digest, the digests of
+/// each field of `table` apart.
+pub fn scan(
+    sources: &[Source],
+    fields: &Fields,
+    table: &FieldTable,
+    progress: bool,
+) -> Result<Scan> {
+    let node = Node::with_table(fields, table)?;
     if sources
         .iter()
         .filter(|s| matches!(s, Source::Stdin))
@@ -571,7 +597,7 @@ pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan>
     {
         return Err(crate::error::Request::StdinTwice.into());
     }
-    let mut scan = Scan::empty(fields);
+    let mut scan = Scan::empty(fields, table);
     let mut buf = vec![0u8; CHUNK];
     let mut before = 0u64;
     for source in sources {
@@ -592,10 +618,11 @@ pub fn scan(sources: &[Source], fields: &Fields, progress: bool) -> Result<Scan>
                     if is_blank(line) {
                         return;
                     }
-                    match parse_row(line, &node) {
-                        Ok(vals) => {
+                    let mut vals: [Val<'_>; SLOTS] = Default::default();
+                    match parse_row_into(line, &node, &mut vals) {
+                        Ok(()) => {
                             input.rows += 1;
-                            scan.row(at, vals);
+                            scan.row(at, &vals);
                         }
                         Err(reason) => malformed(&mut input, reason),
                     }

@@ -870,3 +870,62 @@ fn rows_are_what_python_reads() {
         failures.join("\n")
     );
 }
+
+/// A `--field` spec is `NAME=KIND`: added after the defaults, or re-mapping
+/// a default in its place; anything else is a usage error naming the spec.
+#[test]
+fn field_specs_extend_or_remap_the_default_table() {
+    let specs =
+        |s: &[&str]| FieldTable::with_specs(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+    let table = specs(&[]).unwrap();
+    assert_eq!(table.len(), DEFAULT_FIELDS.len());
+    assert_eq!(table.fields[4].name, "gitnexus_runtime_manifest_digest");
+    assert_eq!(table.fields[4].kind, DigestKind::Tree);
+    let table = specs(&["x.y=ce", "task_asset_manifest_digest=task"]).unwrap();
+    assert_eq!(table.len(), DEFAULT_FIELDS.len() + 1);
+    assert_eq!(table.fields[1].kind, DigestKind::Task);
+    assert_eq!(table.fields[5].name, "x.y");
+    assert_eq!(table.fields[5].kind, DigestKind::Ce);
+    for bad in [
+        &["x"][..],
+        &["x=blob"],
+        &["=tree"],
+        &["a..b=tree"],
+        &["x.=tree"],
+        &["x=tree", "x=task"],
+    ] {
+        let e = specs(bad).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{bad:?}: {e}");
+        assert!(e.to_string().contains(FIELD_SPEC_RULE), "{bad:?}: {e}");
+    }
+    let many: Vec<String> = (0..=MAX_TABLE_FIELDS - DEFAULT_FIELDS.len())
+        .map(|i| format!("f{i}=tree"))
+        .collect();
+    assert!(FieldTable::with_specs(&many[1..]).is_ok());
+    assert_eq!(FieldTable::with_specs(&many).unwrap_err().exit_code(), 2);
+}
+
+/// A field given reads its slot, a dotted one from nested objects; one that
+/// overlaps the three fields or another of the table is refused, while a
+/// default one that does is not read, as before.
+#[test]
+fn a_given_field_reads_its_slot_and_may_not_overlap() {
+    let table = FieldTable::with_specs(&["r.m=tree".to_string()]).unwrap();
+    let node = Node::with_table(&Fields::default(), &table).unwrap();
+    let vals = parse_row(
+        br#"{"r": {"m": "d"}, "gitnexus_runtime_manifest_digest": "g"}"#,
+        &node,
+    )
+    .unwrap();
+    assert_eq!(vals[3 + 4].as_str(), Some("g"));
+    assert_eq!(vals[3 + 5].as_str(), Some("d"));
+    for spec in ["arm=tree", "arm.x=tree", "ce_plugin_version=task"] {
+        let table = FieldTable::with_specs(&[spec.to_string()]).unwrap();
+        let e = Node::with_table(&Fields::default(), &table).unwrap_err();
+        assert_eq!(e.exit_code(), 2, "{spec}: {e}");
+    }
+    let table = FieldTable::with_specs(&["r=tree".to_string(), "r.m=tree".to_string()]).unwrap();
+    assert!(Node::with_table(&Fields::default(), &table).is_err());
+    let f = fields("gitnexus_runtime_manifest_digest", "v", "arm");
+    assert!(Node::with_table(&f, &FieldTable::default()).is_ok());
+}

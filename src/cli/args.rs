@@ -926,6 +926,16 @@ pub struct AuditArgs {
     /// The arm's field.
     #[arg(long, value_name = "F", default_value = crate::audit::DEFAULT_ARM_FIELD)]
     pub(super) arm_field: String,
+    /// Audit the digest field NAME (a key, or a dotted path) as naming a
+    /// snapshot of KIND: ce, tree, dependencies, task, or
+    /// dependencies-content (a dependency list's content digest); a field
+    /// of the default table is re-mapped. Repeatable. The default table:
+    /// task_asset_snapshot_digest=task, task_asset_manifest_digest=tree,
+    /// sandbox_dependency_manifest_digest=dependencies,
+    /// sandbox_dependency_content_digest=dependencies-content,
+    /// gitnexus_runtime_manifest_digest=tree.
+    #[arg(long = "field", value_name = "NAME=KIND")]
+    pub(super) field: Vec<String>,
     /// Fail every digest that has no clean source record naming a commit.
     #[arg(long)]
     pub(super) require_clean_source: bool,
@@ -960,6 +970,7 @@ impl AuditArgs {
                 version: self.version_field.clone(),
                 arm: self.arm_field.clone(),
             },
+            field_specs: &self.field,
             verify: self.verify,
             require_clean_source: self.require_clean_source,
             source_repo: self.source_repo.as_deref(),

@@ -487,6 +487,17 @@ mod tests {
                     .into(),
             ),
             (
+                Misuse::FieldSpec {
+                    spec: "x".into(),
+                    why: "it has no '='".into(),
+                }
+                .into(),
+                format!(
+                    "--field 'x': it has no '='; {}",
+                    crate::audit::FIELD_SPEC_RULE
+                ),
+            ),
+            (
                 Misuse::NoStoreGiven.into(),
                 "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into(),
             ),

@@ -56,6 +56,14 @@ pub enum Misuse {
         /// The other two fields, with their paths.
         others: Vec<(RowField, String)>,
     },
+    /// A digest field added to an audit's field table breaks its rule.
+    #[error("the digest field '{spec}': {why}; {}", FIELD_SPEC_RULE)]
+    FieldSpec {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// No store was named, and the environment names none.
     #[error("no store given: name one, or set CESTORE_DIR, XDG_DATA_HOME or HOME")]
     NoStoreGiven,
@@ -151,6 +159,7 @@ impl Misuse {
             | Misuse::VersionWithUpstreamRules
             | Misuse::FieldWithEmptyKey { .. }
             | Misuse::FieldsOverlap { .. }
+            | Misuse::FieldSpec { .. }
             | Misuse::NoStoreGiven
             | Misuse::ObjectPrefix { .. }
             | Misuse::RegistryNotRepository { .. } => ErrorKind::Usage,
@@ -167,6 +176,10 @@ impl Misuse {
         }
     }
 }
+
+/// What a digest field added to an audit's field table must be.
+pub const FIELD_SPEC_RULE: &str = "a digest field is NAME=KIND, NAME a key or a dotted path of \
+     keys with no empty key, KIND one of ce, tree, dependencies, task, dependencies-content";
 
 /// A field of the results rows an audit reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,6 +252,9 @@ impl Misuse {
                     field.flag(),
                     others.join(", ")
                 )
+            }
+            Misuse::FieldSpec { spec, why } => {
+                format!("--field '{spec}': {why}; {}", FIELD_SPEC_RULE)
             }
             Misuse::NoStoreGiven => {
                 "no store given: pass --store, or set CESTORE_DIR, XDG_DATA_HOME or HOME".into()

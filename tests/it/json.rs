@@ -1319,6 +1319,7 @@ struct RowProblemOut {
 #[serde(deny_unknown_fields)]
 struct AuditTreeDigestOut {
     field: String,
+    kind: String,
     digest: String,
     status: String,
     expected_profile: String,
@@ -1335,6 +1336,28 @@ struct AuditTreeDigestOut {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct AuditUnansweredOut {
+    file: String,
+    line: u64,
+    digest: String,
+    status: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditFieldCountOut {
+    field: String,
+    kind: String,
+    rows: u64,
+    digests: u64,
+    rows_answered: u64,
+    rows_unanswered: u64,
+    rows_malformed: u64,
+    first_unanswered: Option<AuditUnansweredOut>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct AuditOut {
     ok: bool,
     fields: AuditFieldsOut,
@@ -1342,6 +1365,7 @@ struct AuditOut {
     rows: u64,
     digests: Vec<AuditDigestOut>,
     tree_digests: Vec<AuditTreeDigestOut>,
+    field_counts: Vec<AuditFieldCountOut>,
     row_problem_count: u64,
     row_problems: Vec<RowProblemOut>,
     malformed_count: u64,
@@ -1454,6 +1478,67 @@ fn audit_fits_the_documented_schema() {
     assert!(t.damaged.is_empty() && !t.pulled && t.pull_error.is_none());
     assert_eq!((t.rows, t.first.line, t.last.line), (1, 1, 1));
     absolute(&t.first.file);
+    assert_eq!(t.kind, "tree");
+    // The counts of each digest field: the CE digest's, then the table's.
+    let counts: Vec<(&str, &str, [u64; 5])> = audit
+        .field_counts
+        .iter()
+        .map(|f| {
+            (
+                f.field.as_str(),
+                f.kind.as_str(),
+                [
+                    f.rows,
+                    f.digests,
+                    f.rows_answered,
+                    f.rows_unanswered,
+                    f.rows_malformed,
+                ],
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("ce_plugin_manifest_digest", "ce", [3, 2, 0, 3, 1]),
+            ("task_asset_snapshot_digest", "task", [0; 5]),
+            ("task_asset_manifest_digest", "tree", [1, 1, 0, 1, 0]),
+            ("sandbox_dependency_manifest_digest", "dependencies", [0; 5]),
+            (
+                "sandbox_dependency_content_digest",
+                "dependencies-content",
+                [0; 5]
+            ),
+            ("gitnexus_runtime_manifest_digest", "tree", [0; 5]),
+        ]
+    );
+    let firsts: Vec<Option<(u64, &str, &str)>> = audit
+        .field_counts
+        .iter()
+        .map(|f| {
+            f.first_unanswered
+                .as_ref()
+                .map(|u| (u.line, u.status.as_str(), u.digest.as_str()))
+        })
+        .collect();
+    let tree_digest = "f".repeat(64);
+    assert_eq!(
+        firsts,
+        [
+            Some((1, "damaged", d.as_str())),
+            None,
+            Some((1, "unknown", tree_digest.as_str())),
+            None,
+            None,
+            None
+        ]
+    );
+    for f in &audit.field_counts {
+        if let Some(u) = &f.first_unanswered {
+            absolute(&u.file);
+            is_digest(&u.digest);
+        }
+    }
 
     // With a key trusted: every digest says whether it is signed.
     let key = env.path("key");

@@ -605,3 +605,285 @@ fn audit_registry_pulls_the_tree_snapshots_the_store_lacks() {
     assert!(first["pull_error"].is_string(), "{r}");
     assert_eq!(r["tree_digests"][1]["status"], "ok", "now held: {r}");
 }
+
+/// A `ce_review` row of the plugin at `ce` (version 1.0.0) naming the
+/// task's four digests and, as `gitnexus_runtime_manifest_digest`, `runtime`.
+fn six_field_row(ce: &str, t: &Task, runtime: &str) -> Value {
+    let mut row = task_row(t);
+    row["arm"] = json!("ce_review");
+    row["ce_plugin_version"] = json!("1.0.0");
+    row["ce_plugin_manifest_digest"] = json!(ce);
+    row["gitnexus_runtime_manifest_digest"] = json!(runtime);
+    row
+}
+
+/// Each digest field's counts: `(field, kind, [rows, digests, answered,
+/// unanswered])`.
+fn field_counts(report: &Value) -> Vec<(String, String, [u64; 4])> {
+    report["field_counts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{report}"))
+        .iter()
+        .map(|f| {
+            let n = |k: &str| f[k].as_u64().unwrap();
+            (
+                f["field"].as_str().unwrap().to_string(),
+                f["kind"].as_str().unwrap().to_string(),
+                [
+                    n("rows"),
+                    n("digests"),
+                    n("rows_answered"),
+                    n("rows_unanswered"),
+                ],
+            )
+        })
+        .collect()
+}
+
+/// Rows carrying all six digest fields of the default table (the CE
+/// digest, the task's four, the GitNexus runtime's tree) pass when the
+/// store holds every snapshot, and each field's rows are counted as
+/// answered for; when the store lacks the runtime's snapshot, the audit
+/// fails and names the field and the first row naming it, in every form.
+#[test]
+fn audit_checks_all_six_digest_fields_and_names_the_field_and_row_of_one_missing() {
+    let (env, _src, ce) = plugin_store("src", "1.0.0");
+    let t = ingest_task(&env, &[]);
+    // The runtime's snapshot: a tree-profile snapshot of its own.
+    let runtime_dir = env.path("runtime");
+    write(&runtime_dir.join("runtime/bin/gitnexus"), "#!/bin/sh\n");
+    let runtime = env.json([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        &s(&runtime_dir),
+        "--copy",
+        "runtime",
+    ])["manifest_digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let row = six_field_row(&ce, &t, &runtime);
+    let good = results(&env, "good.jsonl", &[row.clone(), row.clone()]);
+    let (code, r) = audit(&env, &good, &[]);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["passed"], true, "{r}");
+    let all = |n: u64| [n, 1, n, 0];
+    let want: Vec<(String, String, [u64; 4])> = [
+        ("ce_plugin_manifest_digest", "ce"),
+        ("task_asset_snapshot_digest", "task"),
+        ("task_asset_manifest_digest", "tree"),
+        ("sandbox_dependency_manifest_digest", "dependencies"),
+        ("sandbox_dependency_content_digest", "dependencies-content"),
+        ("gitnexus_runtime_manifest_digest", "tree"),
+    ]
+    .iter()
+    .map(|(f, k)| (f.to_string(), k.to_string(), all(2)))
+    .collect();
+    assert_eq!(field_counts(&r), want, "{r}");
+    assert!(r["field_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["first_unanswered"].is_null()));
+    let text = env.run(["audit", &good]);
+    assert_exit(&text, 0);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("field gitnexus_runtime_manifest_digest (tree): 2 rows, 1 digest, 2 answered for, 0 not"),
+        "{text}"
+    );
+
+    // The runtime's snapshot missing from the second row on: FAIL, naming
+    // the field and the row.
+    let forged = "e".repeat(64);
+    let bad = results(
+        &env,
+        "bad.jsonl",
+        &[
+            row.clone(),
+            six_field_row(&ce, &t, &forged),
+            six_field_row(&ce, &t, &forged),
+        ],
+    );
+    let (code, r) = audit(&env, &bad, &[]);
+    assert_eq!(code, 1, "{r}");
+    assert_eq!(r["passed"], false, "{r}");
+    let counts = field_counts(&r);
+    assert_eq!(
+        counts[5],
+        (
+            "gitnexus_runtime_manifest_digest".to_string(),
+            "tree".to_string(),
+            [3, 2, 1, 2]
+        ),
+        "{r}"
+    );
+    assert!(
+        counts[..5].iter().all(|(_, _, c)| *c == [3, 1, 3, 0]),
+        "{r}"
+    );
+    let first = &r["field_counts"][5]["first_unanswered"];
+    assert_eq!(first["line"], 2, "{r}");
+    assert_eq!(first["file"], bad.as_str(), "{r}");
+    assert_eq!(first["digest"], forged.as_str(), "{r}");
+    assert_eq!(first["status"], "unknown", "{r}");
+    let named =
+        format!("FAIL gitnexus_runtime_manifest_digest: {bad} line 2 names {forged} (unknown)");
+    let text = env.run(["audit", &bad]);
+    assert_exit(&text, 1);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&named), "{text}");
+    assert!(text.lines().last().unwrap().starts_with("FAIL: "), "{text}");
+    let md = env.run(["audit", &bad, "--markdown"]);
+    assert_exit(&md, 1);
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(
+        md.contains(&format!(
+            "| gitnexus_runtime_manifest_digest | tree | 3 | 2 | 1 | 2 | {bad} line 2: `{forged}` unknown |"
+        )),
+        "{md}"
+    );
+}
+
+/// `--field NAME=KIND` audits a field of the rows the default table does
+/// not name (or re-maps one it does) for this run only.
+#[test]
+fn audit_field_adds_a_custom_digest_field() {
+    let env = TestEnv::new();
+    let t = ingest_task(&env, &[]);
+    let file = results(
+        &env,
+        "r.jsonl",
+        &[
+            json!({"arm": "baseline", "my_tree": t.manifest, "task_asset_manifest_digest": t.manifest}),
+        ],
+    );
+    // Unnamed, the custom field is not read.
+    let (code, r) = audit(&env, &file, &[]);
+    assert_eq!(code, 0, "{r}");
+    assert!(
+        !tree_statuses(&r).iter().any(|(f, ..)| f == "my_tree"),
+        "{r}"
+    );
+
+    let (code, r) = audit(&env, &file, &["--field", "my_tree=tree"]);
+    assert_eq!(code, 0, "{r}");
+    assert!(
+        tree_statuses(&r).contains(&tree("my_tree", &t.manifest, "ok", json!("tree"))),
+        "{r}"
+    );
+    let last = r["field_counts"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["field"], "my_tree", "{r}");
+    assert_eq!(last["kind"], "tree", "{r}");
+    assert_eq!(last["rows_answered"], 1, "{r}");
+
+    // Named as another kind, the same digest is a profile mismatch, and
+    // the failure names the field and the row.
+    let (code, r) = audit(&env, &file, &["--field", "my_tree=task"]);
+    assert_eq!(code, 1, "{r}");
+    assert!(
+        tree_statuses(&r).contains(&tree(
+            "my_tree",
+            &t.manifest,
+            "profile-mismatch",
+            json!("tree")
+        )),
+        "{r}"
+    );
+    let last = r["field_counts"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["first_unanswered"]["line"], 1, "{r}");
+    assert_eq!(
+        last["first_unanswered"]["status"], "profile-mismatch",
+        "{r}"
+    );
+
+    // A default field re-mapped: the table keeps its place.
+    let (code, r) = audit(
+        &env,
+        &file,
+        &["--field", "task_asset_manifest_digest=dependencies"],
+    );
+    assert_eq!(code, 1, "{r}");
+    assert_eq!(
+        r["field_counts"][2]["field"], "task_asset_manifest_digest",
+        "{r}"
+    );
+    assert_eq!(r["field_counts"][2]["kind"], "dependencies", "{r}");
+    assert_eq!(r["field_counts"].as_array().unwrap().len(), 6, "{r}");
+    // A nested field, by its dotted path.
+    let nested = results(
+        &env,
+        "n.jsonl",
+        &[json!({"arm": "baseline", "runtime": {"manifest": t.manifest}})],
+    );
+    let (code, r) = audit(&env, &nested, &["--field", "runtime.manifest=tree"]);
+    assert_eq!(code, 0, "{r}");
+    assert!(
+        tree_statuses(&r).contains(&tree("runtime.manifest", &t.manifest, "ok", json!("tree"))),
+        "{r}"
+    );
+}
+
+/// A `--field` spec that breaks the rule is a usage error (exit 2) naming
+/// the spec and the rule, with nothing read.
+#[test]
+fn audit_refuses_a_bad_field_spec() {
+    let env = TestEnv::new();
+    let file = results(&env, "r.jsonl", &[json!({"arm": "baseline"})]);
+    for spec in [
+        "my_tree",
+        "my_tree=blob",
+        "=tree",
+        "a..b=tree",
+        "arm=tree",
+        "arm.x=ce",
+    ] {
+        let out = env.run(["--json", "audit", &file, "--field", spec]);
+        assert_exit(&out, 2);
+        let v = parse_json(&out);
+        assert_eq!(v["error"]["kind"], "usage", "{spec}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&format!("--field '{spec}'")),
+            "{spec}: {message}"
+        );
+        assert!(
+            message.contains("KIND one of ce, tree, dependencies, task, dependencies-content"),
+            "{spec}: {message}"
+        );
+        let text = env.run(["audit", &file, "--field", spec]);
+        assert_exit(&text, 2);
+    }
+    // The same field given twice as two kinds.
+    let out = env.run([
+        "--json", "audit", &file, "--field", "x=tree", "--field", "x=task",
+    ]);
+    assert_exit(&out, 2);
+    // More fields than a row holds slots for.
+    let mut args: Vec<String> = vec!["--json".into(), "audit".into(), file.clone()];
+    for i in 0..12 {
+        args.push("--field".into());
+        args.push(format!("f{i}=tree"));
+    }
+    let out = env.run(&args);
+    assert_exit(&out, 2);
+    assert!(
+        parse_json(&out)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 16 digest fields"),
+        "{out:?}"
+    );
+}

@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 
 use super::layout::{columns, Fitted, Layout, Named};
-use crate::audit::{DigestAudit, RowAt, TreeDigestAudit};
+use crate::audit::{DigestAudit, FieldCount, RowAt, TreeDigestAudit};
 use crate::cli::output::{Output, Report};
 use crate::cmd::audit::AuditReport;
 use crate::error::counted;
@@ -224,6 +224,9 @@ fn table(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<()> 
             layout.line(w, &format!("  {n}"), 4)?;
         }
     }
+    for f in shown_fields(r) {
+        layout.line(w, &field_line(f), 2)?;
+    }
     for (place, kind, detail) in problems(r) {
         layout.line(w, &format!("{place}: {kind}: {detail}"), 2)?;
     }
@@ -278,6 +281,45 @@ fn tree_line(r: &AuditReport, layout: &Layout, d: &TreeDigestAudit) -> String {
     );
     if let (Some(Signature::Unsigned { why }), Some(_)) = (&d.signature, &d.profile) {
         line.push_str(&format!("  signature: {why}"));
+    }
+    line
+}
+
+/// The digest fields whose counts the human forms give: when rows carry a
+/// field of the table, each field rows carry (the digest field's too);
+/// else none, and the CE digests' table says it all.
+fn shown_fields(r: &AuditReport) -> Vec<&FieldCount> {
+    if r.field_counts.iter().skip(1).all(|f| f.rows == 0) {
+        return Vec::new();
+    }
+    r.field_counts.iter().filter(|f| f.rows > 0).collect()
+}
+
+/// A digest field's counts as the text gives them, and, when a row names
+/// a digest the store does not answer for, the field and the first such
+/// row.
+fn field_line(f: &FieldCount) -> String {
+    let mut line = format!(
+        "field {} ({}): {}, {}, {} answered for, {} not",
+        f.field,
+        f.kind.as_str(),
+        counted(f.rows, "row", "rows"),
+        counted(f.digests, "digest", "digests"),
+        f.rows_answered,
+        f.rows_unanswered
+    );
+    if f.rows_malformed > 0 {
+        line.push_str(&format!(" ({} malformed)", f.rows_malformed));
+    }
+    if let Some(u) = &f.first_unanswered {
+        line.push_str(&format!(
+            "; FAIL {}: {} line {} names {} ({})",
+            f.field,
+            u.file,
+            u.line,
+            u.digest.to_hex(),
+            u.status
+        ));
     }
     line
 }
@@ -395,6 +437,40 @@ fn markdown(r: &AuditReport, layout: &Layout, w: &mut dyn Write) -> io::Result<(
                 d.rows,
                 tree_at(r, &d.first),
                 tree_at(r, &d.last)
+            )?;
+        }
+    }
+    let shown = shown_fields(r);
+    if !shown.is_empty() {
+        writeln!(w)?;
+        writeln!(
+            w,
+            "| field | kind | rows | digests | answered | unanswered | first unanswered |"
+        )?;
+        writeln!(w, "|---|---|---|---|---|---|---|")?;
+        for f in shown {
+            let first = f.first_unanswered.as_ref().map_or_else(
+                || "-".to_string(),
+                |u| {
+                    format!(
+                        "{} line {}: `{}` {}",
+                        u.file,
+                        u.line,
+                        u.digest.to_hex(),
+                        u.status
+                    )
+                },
+            );
+            writeln!(
+                w,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                md(&f.field),
+                f.kind.as_str(),
+                f.rows,
+                f.digests,
+                f.rows_answered,
+                f.rows_unanswered,
+                md(&first)
             )?;
         }
     }
