@@ -57,13 +57,13 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Validate a plugin release as the reference does, and store it; with
-    /// --profile tree|dependency|task, capture a task's trees as the
-    /// benchmark harness does.
+    /// --profile tree|dependency|task|runtime, capture a task's trees as the
+    /// benchmark harness does, or the GitNexus runtime.
     #[command(after_help = PROFILE_INGEST_HELP)]
     Ingest(IngestArgs),
-    /// `ingest --profile tree|dependency|task`: capture a task's trees as
-    /// the benchmark harness does, and store them (the command line routes
-    /// `ingest --profile` here).
+    /// `ingest --profile tree|dependency|task|runtime`: capture a task's
+    /// trees as the benchmark harness does, or the GitNexus runtime, and
+    /// store them (the command line routes `ingest --profile` here).
     #[command(
         name = "ingest-profile",
         hide = true,
@@ -544,10 +544,11 @@ impl ProfileIngestArgs {
 /// What `ingest --help` says of the tree kinds: `--profile` routes to a
 /// command of its own, with its own flags and help.
 const PROFILE_INGEST_HELP: &str =
-    "Tree snapshots: `cestore ingest --profile tree|dependency|task REPO ...` \
+    "Tree snapshots: `cestore ingest --profile tree|dependency|task|runtime REPO ...` \
 captures a task's sandbox_copy tree (--copy REL), its dependency list (--source REL --target REL) \
-or the whole task (--task TASK.json --resolved-sha SHA) as the benchmark harness does, and stores \
-them; its flags are its own: `cestore ingest --profile tree --help`.";
+or the whole task (--task TASK.json --resolved-sha SHA) as the benchmark harness does, or a \
+checkout's GitNexus runtime, and stores them; its flags are its own: \
+`cestore ingest --profile tree --help`.";
 
 /// The command line with `ingest ... --profile ...` routed to the hidden
 /// `ingest-profile` command: a CE ingest's flags and messages stay as

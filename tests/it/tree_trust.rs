@@ -442,7 +442,7 @@ fn audit_of_ce_digests_is_unchanged_by_tree_fields() {
 }
 
 /// `ingest --help` (and `help ingest`, and the command list of `help`)
-/// says that `--profile tree|dependency|task` exists and how to get its own
+/// says that `--profile tree|dependency|task|runtime` exists and how to get its own
 /// help; that help, reached through `ingest --profile tree --help`, lists
 /// the profile's flags, `--sign-with` among them.
 #[test]
@@ -455,7 +455,7 @@ fn ingest_help_points_at_the_profile_forms() {
     };
     for help in [text(&["ingest", "--help"]), text(&["ingest", "-h"])] {
         assert!(
-            help.contains("`cestore ingest --profile tree|dependency|task REPO ...`"),
+            help.contains("`cestore ingest --profile tree|dependency|task|runtime REPO ...`"),
             "{help}"
         );
         assert!(
@@ -479,13 +479,13 @@ fn ingest_help_points_at_the_profile_forms() {
         .collect::<Vec<_>>()
         .join(" ");
     assert!(
-        line.contains("--profile") && line.contains("tree|dependency|task"),
+        line.contains("--profile") && line.contains("tree|dependency|task|runtime"),
         "{list}"
     );
-    for profile in ["tree", "dependency", "task"] {
+    for profile in ["tree", "dependency", "task", "runtime"] {
         let own = text(&["ingest", "--profile", profile, "--help"]);
         assert!(
-            own.contains("Usage: cestore ingest --profile <tree|dependency|task> <REPO>"),
+            own.contains("Usage: cestore ingest --profile <tree|dependency|task|runtime> <REPO>"),
             "{own}"
         );
         for flag in [
