@@ -93,14 +93,7 @@ impl Node {
                 if node.slot.is_some() {
                     return Err(overlap(&named, field, path));
                 }
-                let at = match node.children.iter().position(|(k, _)| k == part) {
-                    Some(at) => at,
-                    None => {
-                        node.children.push((part.to_string(), Node::default()));
-                        node.children.len() - 1
-                    }
-                };
-                node = &mut node.children[at].1;
+                node = node.child_or_new(part);
             }
             if node.slot.is_some() || !node.children.is_empty() {
                 return Err(overlap(&named, field, path));
@@ -141,16 +134,21 @@ impl Node {
     fn insert(&mut self, parts: &[&str], slot: usize) {
         let mut node = self;
         for part in parts {
-            let at = match node.children.iter().position(|(k, _)| k == part) {
-                Some(at) => at,
-                None => {
-                    node.children.push((part.to_string(), Node::default()));
-                    node.children.len() - 1
-                }
-            };
-            node = &mut node.children[at].1;
+            node = node.child_or_new(part);
         }
         node.slot = Some(slot);
+    }
+
+    /// The child named `part`, made when there is none.
+    fn child_or_new(&mut self, part: &str) -> &mut Node {
+        let at = match self.children.iter().position(|(k, _)| k == part) {
+            Some(at) => at,
+            None => {
+                self.children.push((part.to_string(), Node::default()));
+                self.children.len() - 1
+            }
+        };
+        &mut self.children[at].1
     }
 
     fn child(&self, key: &str) -> Option<&Node> {

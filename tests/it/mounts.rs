@@ -10,6 +10,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
+use crate::git::git;
 use crate::util::{self, assert_exit, assert_ok, os, write, TestEnv};
 
 const CE_ARMS: [&str; 3] = ["ce_workflow", "ce_workflow_direct", "ce_review"];
@@ -1014,22 +1015,6 @@ fn a_view_must_be_one_cestore_recorded() {
 // ---------------------------------------------------------------------------
 // The GitNexus runtime by upstream's current rules (--gitnexus-rules upstream)
 // ---------------------------------------------------------------------------
-
-/// `git ARGS` in `dir`, which must succeed.
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@invalid"])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A primary checkout and a linked worktree of it (`git worktree add`),
 /// each with a GitNexus layout whose version upstream's tests use.

@@ -9,6 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::git::git;
 use crate::util::{assert_exit, gitnexus_harness, parse_json, write, TestEnv};
 
 /// A checkout with the reference's GitNexus layout at 1.6.9 and a fuller
@@ -216,20 +217,6 @@ fn a_linked_worktree_records_the_node_modules_it_borrows() {
     let env = TestEnv::new();
     let primary = env.path("primary");
     fs::create_dir(&primary).unwrap();
-    let git = |dir: &Path, args: &[&str]| {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@invalid"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     git(&primary, &["init", "-q"]);
     git(&primary, &["commit", "-q", "--allow-empty", "-m", "base"]);
     let worktree = env.path("worktree");
