@@ -24,6 +24,7 @@ from ._trees import (
     TaskIdentity,
     TaskIngest,
     TreeEntry,
+    RuntimeIngest,
     TreeIngest,
     TreeLimits,
     WritableCopy,
@@ -1102,6 +1103,30 @@ class Store:
             source, target = pair
             args += [f"--source={_str('source', source)}", f"--target={_str('target', target)}"]
         return DependenciesIngest._of(self._typed_tree(*args, "--", _path("repo", repo)))
+
+    def ingest_runtime(
+        self,
+        checkout: StrPath,
+        *,
+        rules: str = "seed",
+        version: Optional[str] = None,
+        name: Optional[str] = None,
+        limits: Optional[TreeLimits] = None,
+    ) -> RuntimeIngest:
+        """Records the GitNexus runtime of `checkout` (holding gitnexus/ and gitnexus-shared/) as one `tree` snapshot.
+
+        The runtime is first checked as `rules` check it: `seed` (its
+        package.json must carry `version`, the pinned 1.6.9 by default) or
+        `upstream` (any version; a linked worktree may borrow the primary
+        checkout's node_modules). A refusal raises `Rejected` with its rule;
+        nothing is recorded.
+        """
+        if rules not in ("seed", "upstream"):
+            raise ValueError(f"rules must be 'seed' or 'upstream', not {rules!r}")
+        args = ["ingest", "--profile", "runtime", f"--gitnexus-rules={rules}", *_tree_common(name, limits)]
+        if version is not None:
+            args.append(f"--gitnexus-version={_str('version', version)}")
+        return RuntimeIngest._of(self._typed_tree(*args, "--", _path("checkout", checkout)))
 
     def ingest_task(
         self,

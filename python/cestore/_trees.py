@@ -203,6 +203,58 @@ class TreeIngest:
 
 
 @dataclass(frozen=True)
+class RuntimeComponent:
+    """One of the GitNexus runtime's seven components: its path in the snapshot and the host path it was read from."""
+
+    path: str
+    source: Path
+
+
+@dataclass(frozen=True)
+class RuntimeIngest:
+    """The GitNexus runtime of a checkout recorded by `Store.ingest_runtime`: a `tree` snapshot of its seven components.
+
+    `manifest_digest` names every byte the runtime's mounts show (the row
+    field `gitnexus_runtime_manifest_digest`; docs/format.md defines it);
+    `rules` is `seed` or `upstream`; `components` lists the seven in the
+    mounts' order, each with where it was read (a linked worktree's
+    borrowed `node_modules` is the primary checkout's).
+    """
+
+    name: str
+    manifest_digest: str
+    rules: str
+    components: tuple[RuntimeComponent, ...]
+    entry_count: int
+    total_bytes: int
+    already_present: bool
+    new_objects: int
+    reused_objects: int
+    bytes_written: int
+    source: Path
+    store: Path
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> RuntimeIngest:
+        return cls(
+            d["name"],
+            d["manifest_digest"],
+            d["rules"],
+            tuple(RuntimeComponent(c["path"], Path(c["source"])) for c in d["components"]),
+            d["entries"],
+            d["total_bytes"],
+            d["already_present"],
+            d["new_objects"],
+            d["reused_objects"],
+            d["bytes_written"],
+            Path(d["source"]),
+            Path(d["store"]),
+            d,
+        )
+
+
+@dataclass(frozen=True)
 class DependenciesIngest:
     """A `dependencies` snapshot recorded by `Store.ingest_dependencies`.
 

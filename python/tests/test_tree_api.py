@@ -438,6 +438,7 @@ def test_every_tree_result_is_a_frozen_dataclass_all_the_way_down(tmp_path: Path
         "show(dependencies)": store.show(task.dependency_manifest_digest),
         "checkout(writable)": store.checkout(task.digest, tmp_path / "w", writable=True),
         "materialize": store.materialize(task.digest, clone),
+        "ingest_runtime": store.ingest_runtime(_gitnexus_checkout(tmp_path / "checkout", "1.6.9")),
     }
     for name, result in results.items():
         _frozen_all_the_way_down(result, name)
@@ -462,3 +463,62 @@ def test_a_review_case_is_read_from_the_harness_root(tmp_path: Path, store_dir: 
     assert notes.sha256 == hashlib.sha256(b"review notes\n").hexdigest()
     assert made.dependencies == () and made.dependency_declarations == ()
     assert store.show(made.digest).task.harness_identity == str(harness)  # type: ignore[union-attr]
+
+
+def _runtime_digest_from_docs() -> Any:
+    """docs/format.md's own `runtime_digest`, read from the checkout's docs."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "format.md").read_text(encoding="utf-8")
+    section = doc[doc.index("### The GitNexus runtime's digest") :]
+    start = section.index("```python\n") + len("```python\n")
+    namespace: dict[str, Any] = {}
+    exec(section[start : section.index("```", start)], namespace)  # noqa: S102 - the documented script
+    return namespace["runtime_digest"]
+
+
+def _gitnexus_checkout(root: Path, version: str) -> Path:
+    """A checkout whose GitNexus runtime the seed's rules accept at `version`, with a .bin link and an executable."""
+    files = {
+        "gitnexus/dist/cli/index.js": "#!/usr/bin/env node\n",
+        "gitnexus/package.json": json.dumps({"name": "gitnexus", "version": version}),
+        "gitnexus/node_modules/pkg/bin/cli.js": "#!/usr/bin/env node\n",
+        "gitnexus/vendor/README": "",
+        "gitnexus/hooks/claude/hook.sh": "",
+        "gitnexus-shared/dist/index.js": "",
+        "gitnexus-shared/package.json": json.dumps({"name": "gitnexus-shared", "version": version}),
+        "gitnexus/src/outside.ts": "not mounted\n",
+    }
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    (root / "gitnexus/node_modules/pkg/bin/cli.js").chmod(0o755)
+    (root / "gitnexus/node_modules/.bin").mkdir()
+    os.symlink("../pkg/bin/cli.js", root / "gitnexus/node_modules/.bin/cli")
+    os.symlink("../../gitnexus-shared", root / "gitnexus/node_modules/gitnexus-shared")
+    return root
+
+
+def test_ingest_runtime_gives_the_documented_digest(tmp_path: Path, store_dir: Path) -> None:
+    checkout = _gitnexus_checkout(tmp_path / "checkout", "1.6.9")
+    store = cestore.Store(store_dir)
+    got = store.ingest_runtime(checkout)
+    assert isinstance(got, cestore.RuntimeIngest)
+    assert (got.name, got.rules, got.already_present) == ("gitnexus-runtime", "seed", False)
+    assert [c.path for c in got.components] == [
+        "gitnexus/dist",
+        "gitnexus/package.json",
+        "gitnexus/node_modules",
+        "gitnexus/vendor",
+        "gitnexus-shared/dist",
+        "gitnexus-shared/package.json",
+        "gitnexus/hooks/claude",
+    ]
+    assert got.components[2].source == checkout / "gitnexus/node_modules"
+    assert got.manifest_digest == _runtime_digest_from_docs()(str(checkout))
+    again = store.ingest_runtime(checkout, name="runtime-again")
+    assert (again.manifest_digest, again.new_objects, again.bytes_written) == (got.manifest_digest, 0, 0)
+    # The seed's pin, and upstream's rules, which pin nothing.
+    with pytest.raises(cestore.Rejected):
+        store.ingest_runtime(checkout, version="9.9.9")
+    assert store.ingest_runtime(checkout, rules="upstream").manifest_digest == got.manifest_digest
+    with pytest.raises(ValueError):
+        store.ingest_runtime(checkout, rules="other")
