@@ -544,6 +544,12 @@ impl<'a> Fixture<'a> {
                 self.digest();
                 crate::tree_views::record_sample(&self.env).task
             }
+            // A checkout holding a GitNexus runtime the seed's rules accept.
+            ("ingest", "CHECKOUT") => {
+                let checkout = self.path("checkout");
+                util::gitnexus_harness(Path::new(&checkout), "1.6.9");
+                checkout
+            }
             ("export", "FILE") => self.path("export.tar"),
             ("key", "FILE") => self.path("new-key"),
             // Paths a command reads.
