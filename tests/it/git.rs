@@ -36,6 +36,21 @@ pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// A primary checkout (`primary`, one empty commit) and a linked worktree
+/// of it (`worktree`, by `git worktree add`) in `env`.
+pub(crate) fn primary_and_linked_worktree(env: &TestEnv) -> (PathBuf, PathBuf) {
+    let primary = env.path("primary");
+    std::fs::create_dir(&primary).unwrap();
+    git(&primary, &["init", "-q"]);
+    git(&primary, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    let worktree = env.path("worktree");
+    git(
+        &primary,
+        &["worktree", "add", "-q", worktree.to_str().unwrap()],
+    );
+    (primary, worktree)
+}
+
 /// Runs `git ARGS` in `dir` with a fixed identity and no signing.
 fn git_output(dir: &Path, args: &[&str]) -> Output {
     Command::new("git")

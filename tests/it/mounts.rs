@@ -10,7 +10,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-use crate::git::git;
+use crate::git::primary_and_linked_worktree;
 use crate::util::{self, assert_exit, assert_ok, os, write, TestEnv};
 
 const CE_ARMS: [&str; 3] = ["ce_workflow", "ce_workflow_direct", "ce_review"];
@@ -1019,15 +1019,7 @@ fn a_view_must_be_one_cestore_recorded() {
 /// A primary checkout and a linked worktree of it (`git worktree add`),
 /// each with a GitNexus layout whose version upstream's tests use.
 fn primary_and_worktree(env: &TestEnv) -> (PathBuf, PathBuf) {
-    let primary = env.path("primary");
-    fs::create_dir(&primary).unwrap();
-    git(&primary, &["init", "-q"]);
-    git(&primary, &["commit", "-q", "--allow-empty", "-m", "base"]);
-    let worktree = env.path("worktree");
-    git(
-        &primary,
-        &["worktree", "add", "-q", worktree.to_str().unwrap()],
-    );
+    let (primary, worktree) = primary_and_linked_worktree(env);
     for root in [&primary, &worktree] {
         good_harness(root);
         write(

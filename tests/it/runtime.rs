@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::git::git;
+use crate::git::primary_and_linked_worktree;
 use crate::util::{assert_exit, gitnexus_harness, parse_json, write, TestEnv};
 
 /// A checkout with the reference's GitNexus layout at 1.6.9 and a fuller
@@ -215,15 +215,7 @@ fn one_byte_in_a_component_changes_the_digest_and_none_outside_does() {
 #[test]
 fn a_linked_worktree_records_the_node_modules_it_borrows() {
     let env = TestEnv::new();
-    let primary = env.path("primary");
-    fs::create_dir(&primary).unwrap();
-    git(&primary, &["init", "-q"]);
-    git(&primary, &["commit", "-q", "--allow-empty", "-m", "base"]);
-    let worktree = env.path("worktree");
-    git(
-        &primary,
-        &["worktree", "add", "-q", worktree.to_str().unwrap()],
-    );
+    let (primary, worktree) = primary_and_linked_worktree(&env);
     gitnexus_harness(&primary, "2.0.0");
     gitnexus_harness(&worktree, "2.0.0");
     write(

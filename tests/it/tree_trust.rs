@@ -747,6 +747,15 @@ fn audit_checks_all_six_digest_fields_and_names_the_field_and_row_of_one_missing
     );
 }
 
+/// The last field of an audit report's `field_counts`.
+fn last_field_count(report: &Value) -> Value {
+    report["field_counts"]
+        .as_array()
+        .and_then(|counts| counts.last())
+        .cloned()
+        .expect("a field count")
+}
+
 /// `--field NAME=KIND` audits a field of the rows the default table does
 /// not name (or re-maps one it does) for this run only.
 #[test]
@@ -774,12 +783,7 @@ fn audit_field_adds_a_custom_digest_field() {
         tree_statuses(&r).contains(&tree("my_tree", &t.manifest, "ok", json!("tree"))),
         "{r}"
     );
-    let last = r["field_counts"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
+    let last = last_field_count(&r);
     assert_eq!(last["field"], "my_tree", "{r}");
     assert_eq!(last["kind"], "tree", "{r}");
     assert_eq!(last["rows_answered"], 1, "{r}");
@@ -797,12 +801,7 @@ fn audit_field_adds_a_custom_digest_field() {
         )),
         "{r}"
     );
-    let last = r["field_counts"]
-        .as_array()
-        .unwrap()
-        .last()
-        .unwrap()
-        .clone();
+    let last = last_field_count(&r);
     assert_eq!(last["first_unanswered"]["line"], 1, "{r}");
     assert_eq!(
         last["first_unanswered"]["status"], "profile-mismatch",
