@@ -15,6 +15,22 @@ from typing import Any, Optional
 PROFILES = ("ce", "tree", "dependencies", "task")
 
 
+def _stored(d: dict[str, Any]) -> tuple[bool, int, int, int, Path, Path]:
+    """What storing did, from an ingest report: the last fields of every tree-ingest type, in their order.
+
+    `already_present`, `new_objects`, `reused_objects`, `bytes_written`,
+    `source` and `store`.
+    """
+    return (
+        d["already_present"],
+        d["new_objects"],
+        d["reused_objects"],
+        d["bytes_written"],
+        Path(d["source"]),
+        Path(d["store"]),
+    )
+
+
 @dataclass(frozen=True)
 class TreeLimits:
     """Bounds for a tree capture, at most the harness's (the CLI's `--max-*` flags of `ingest --profile`).
@@ -192,12 +208,7 @@ class TreeIngest:
             tuple(d["declarations"]),
             d["entries"],
             d["total_bytes"],
-            d["already_present"],
-            d["new_objects"],
-            d["reused_objects"],
-            d["bytes_written"],
-            Path(d["source"]),
-            Path(d["store"]),
+            *_stored(d),
             d,
         )
 
@@ -244,12 +255,7 @@ class RuntimeIngest:
             tuple(RuntimeComponent(c["path"], Path(c["source"])) for c in d["components"]),
             d["entries"],
             d["total_bytes"],
-            d["already_present"],
-            d["new_objects"],
-            d["reused_objects"],
-            d["bytes_written"],
-            Path(d["source"]),
-            Path(d["store"]),
+            *_stored(d),
             d,
         )
 
@@ -294,12 +300,7 @@ class DependenciesIngest:
             tuple(Dependency._of(x) for x in d["dependencies"]),
             d["entries"],
             d["total_bytes"],
-            d["already_present"],
-            d["new_objects"],
-            d["reused_objects"],
-            d["bytes_written"],
-            Path(d["source"]),
-            Path(d["store"]),
+            *_stored(d),
             d,
         )
 
@@ -367,12 +368,7 @@ class TaskIngest:
             d["dependency_content_digest"],
             d["dependency_manifest_digest"],
             d["total_bytes"],
-            d["already_present"],
-            d["new_objects"],
-            d["reused_objects"],
-            d["bytes_written"],
-            Path(d["source"]),
-            Path(d["store"]),
+            *_stored(d),
             d,
         )
 
