@@ -265,20 +265,24 @@ fn a_malformed_tree_or_a_submodule_is_refused_and_records_nothing() {
     );
     let root = raw_tree(&repo, &[raw("40000", "assets", &twice)]);
     let commit = commit_tree(&repo, &root);
-    let out = env.run([
-        "--json",
-        "ingest",
-        "--profile",
-        "tree",
-        "--git",
-        &s(&repo),
-        "--rev",
-        &commit,
-        "--copy",
-        "assets",
-    ]);
-    assert_exit(&out, 3);
-    let e = parse_json(&out);
+    // `ingest --profile tree --copy assets` of revision `rev`, refused: its error.
+    let refused = |rev: &str| {
+        let out = env.run([
+            "--json",
+            "ingest",
+            "--profile",
+            "tree",
+            "--git",
+            &s(&repo),
+            "--rev",
+            rev,
+            "--copy",
+            "assets",
+        ]);
+        assert_exit(&out, 3);
+        parse_json(&out)
+    };
+    let e = refused(&commit);
     assert_eq!(e["error"]["rule"], "git-tree-invalid", "{e}");
     nothing_recorded(&env);
 
@@ -301,20 +305,7 @@ fn a_malformed_tree_or_a_submodule_is_refused_and_records_nothing() {
         &[raw("40000", "assets", &sub), raw("40000", "other", &inner)],
     );
     let with_submodule = commit_tree(&repo, &root);
-    let out = env.run([
-        "--json",
-        "ingest",
-        "--profile",
-        "tree",
-        "--git",
-        &s(&repo),
-        "--rev",
-        &with_submodule,
-        "--copy",
-        "assets",
-    ]);
-    assert_exit(&out, 3);
-    let e = parse_json(&out);
+    let e = refused(&with_submodule);
     assert_eq!(e["error"]["rule"], "git-submodule", "{e}");
     nothing_recorded(&env);
     // A path holding none is read.
