@@ -722,9 +722,15 @@ class Stage:
     view_kind: Optional[str]
     ingest: Optional[IngestStats]
     arms: tuple[ArmStage, ...]
+    #: The GitNexus runtime snapshot every arm mounts (a row's
+    #: `gitnexus_runtime_manifest_digest`), when one is staged.
+    gitnexus_runtime_manifest_digest: Optional[str] = None
+    #: That snapshot's shared view in the store, which the runtime's mounts point into.
+    gitnexus_runtime_view: Optional[Path] = None
 
     @classmethod
     def _of(cls, out: dict[str, Any]) -> Stage:
+        view = out.get("gitnexus_runtime_view")
         return cls(
             Provenance._of(out["provenance"]) if out["provenance"] else None,
             Path(out["view"]) if out["view"] else None,
@@ -738,6 +744,8 @@ class Stage:
                 )
                 for a in out["arms"]
             ),
+            out.get("gitnexus_runtime_manifest_digest"),
+            Path(view) if view else None,
         )
 
 
@@ -1334,11 +1342,17 @@ class Store:
         bounds: Optional[Bounds] = None,
         sign_with: Optional[StrPath] = None,
         refuse_secrets: bool = False,
+        gitnexus_runtime: Optional[str] = None,
     ) -> Stage:
         """Stages a run: checks the arms, ingests the release, makes its view, lists every arm's mounts.
 
+        With `gitnexus_root`, the GitNexus runtime there is checked, ingested
+        and mounted from its snapshot's view in the store
+        (`Stage.gitnexus_runtime_manifest_digest` names it); `gitnexus_runtime`
+        names a stored runtime snapshot to mount instead, the checkout (if
+        given) still checked but not read.
         `gitnexus_rules` is the harness revision whose GitNexus runtime check
-        applies with `gitnexus_root`: `"seed"` (the default) or `"upstream"`.
+        applies: `"seed"` (the default) or `"upstream"`.
         With `sign_with` (a private key file), the staged snapshot is signed,
         as `ingest(..., sign_with=...)` signs it; the key is checked first.
         With `refuse_secrets`, a kept file whose content looks like a secret
@@ -1347,6 +1361,8 @@ class Store:
         args = _stage_args(
             arms, plugin_dir, plugin_version, digest, dest, gitnexus_root, gitnexus_rules, strict_arms, bounds
         ) + _sign_args(sign_with) + _secrets_args(refuse_secrets)
+        if gitnexus_runtime is not None:
+            args += ["--gitnexus-runtime", _str("gitnexus_runtime", gitnexus_runtime)]
         return Stage._of(self._typed(*args))
 
     def hold_stage(

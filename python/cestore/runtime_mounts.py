@@ -99,9 +99,23 @@ _PUBLIC = (
     "ce_plugin_mounts_for_arm",
     "ce_plugin_dir_for_arm",
     "trusted_gitnexus_runtime_mounts",
+    "staged_gitnexus_runtime",
+    "StagedGitNexusRuntime",
     "validate_ce_plugin_inputs",
     "staged_ce_plugin_snapshot",
 )
+
+
+@dataclass(frozen=True)
+class StagedGitNexusRuntime:
+    """The GitNexus runtime a process mounts: a snapshot in the store, read once."""
+
+    #: The runtime snapshot's digest: a results row's `gitnexus_runtime_manifest_digest`.
+    manifest_digest: str
+    #: Its shared view in the store, which every runtime mount points into.
+    view: Path
+    #: Each component's path in the snapshot and the host path it was read from.
+    components: tuple[tuple[str, Path], ...]
 
 
 @dataclass(frozen=True)
@@ -170,20 +184,55 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
             raise err(f"{label} must be a real directory: {root}")
         return root
 
+    # The runtime each checkout gave in this process, by store and rules:
+    # read and hashed once, then mounted from the store by digest.
+    pinned: dict[tuple[Any, ...], StagedGitNexusRuntime] = {}
+    last: list[StagedGitNexusRuntime] = []
+
     def gitnexus_mounts(checkout: Path, *rules: str) -> tuple[Any, ...]:
-        """The runtime's mounts under `checkout`, as `cestore mounts` checks them by `rules`;
-        a refusal raised as the harness's revision raises it."""
+        """The runtime's mounts, from its snapshot in the store, after `cestore mounts` checks
+        `checkout` by `rules`; a refusal raised as the harness's revision raises it.
+
+        The first call for a checkout in this process ingests its runtime (instant when the
+        store holds it); later ones check the checkout again and mount that same snapshot,
+        so a runtime rebuilt during a sweep changes nothing the sweep's runs see.
+        """
+        current = store()
+        checkout_text = os.fspath(Path(checkout).expanduser().absolute())
+        key = (current.location, os.environ.get("CESTORE_DIR"), current.binary, checkout_text, rules)
+        known = pinned.get(key)
+        args = ["mounts", "--arm=baseline", f"--gitnexus-root={os.fspath(checkout)}", *rules]
         try:
-            out = store().run("mounts", "--arm=baseline", f"--gitnexus-root={os.fspath(checkout)}", *rules)
+            try:
+                out = current.run(*args, *([f"--gitnexus-runtime={known.manifest_digest}"] if known else []))
+            except _errors.NotFound as exc:
+                if known is None or exc.rule is not None:
+                    raise
+                # The pinned snapshot left the store (rm, gc): read the checkout again.
+                del pinned[key]
+                known = None
+                out = current.run(*args)
         except (_errors.Rejected, _errors.NotFound) as exc:
             if exc.rule is None:
                 raise
             raise _gitnexus_error(err, exc, checkout) from None
+        if known is None:
+            known = pinned[key] = StagedGitNexusRuntime(
+                out["gitnexus_runtime_manifest_digest"],
+                Path(out["gitnexus_runtime_view"]),
+                tuple((c["path"], Path(c["source"])) for c in out["gitnexus_runtime_components"]),
+            )
+        last[:] = [known]
         mount = ns["ReadOnlyMount"]
         return tuple(
             mount(source=Path(m["source"]), target=_retarget(m["target"], ns))
             for m in out["mounts"]
         )
+
+    def staged_gitnexus_runtime() -> Optional[StagedGitNexusRuntime]:
+        """The GitNexus runtime the last `trusted_gitnexus_runtime_mounts` call mounted, if any:
+        its snapshot's digest goes into each row as `gitnexus_runtime_manifest_digest`."""
+        return last[0] if last else None
 
     def trusted_gitnexus_runtime_mounts() -> tuple[Any, ...]:
         """Expose only the files needed by the pinned CLI and linked shared package."""
@@ -325,6 +374,7 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
         ce_plugin_mounts_for_arm,
         ce_plugin_dir_for_arm,
         trusted_gitnexus_runtime_mounts,
+        staged_gitnexus_runtime,
         validate_ce_plugin_inputs,
         staged_ce_plugin_snapshot,
     ):

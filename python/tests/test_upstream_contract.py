@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import shutil
 import stat
 import subprocess
@@ -100,8 +101,21 @@ def link_node_modules(checkout: Path, target: Path) -> None:
     node_modules.symlink_to(target, target_is_directory=True)
 
 
-def by_target(mounts: tuple[Any, ...]) -> dict[str, Path]:
-    return {m.target: m.source for m in mounts}
+def read_from(harness: Any, mounts: tuple[Any, ...]) -> list[tuple[Path, str]]:
+    """Each mount as (the host path its bytes were read from, its target), after checking
+    that it points into the staged runtime's view in the store."""
+    staged = harness.staged_gitnexus_runtime()
+    assert staged is not None
+    view = staged.view.resolve()
+    out = []
+    for m, (path, source) in zip(mounts, staged.components, strict=True):
+        assert m.source == view / path
+        out.append((source, m.target))
+    return out
+
+
+def by_target(harness: Any, mounts: tuple[Any, ...]) -> dict[str, Path]:
+    return {target: source for source, target in read_from(harness, mounts)}
 
 
 def test_the_minimal_runtime_is_mounted_in_order(harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,7 +125,7 @@ def test_the_minimal_runtime_is_mounted_in_order(harness: Any, tmp_path: Path, m
     runtime, shared = root / "gitnexus", root / "gitnexus-shared"
     mounts = harness.trusted_gitnexus_runtime_mounts()
     assert all(isinstance(m, harness.ReadOnlyMount) for m in mounts)
-    assert [(m.source, m.target) for m in mounts] == [
+    assert read_from(harness, mounts) == [
         (runtime / "dist", f"{GN}/dist"),
         (runtime / "package.json", f"{GN}/package.json"),
         (runtime / "node_modules", f"{GN}/node_modules"),
@@ -120,9 +134,50 @@ def test_the_minimal_runtime_is_mounted_in_order(harness: Any, tmp_path: Path, m
         (shared / "package.json", f"{GNS}/package.json"),
         (runtime / "hooks" / "claude", f"{GN}/hooks/claude"),
     ]
-    sources = {m.source for m in mounts}
+    sources = {source for source, _ in read_from(harness, mounts)}
     for never in (runtime, shared, runtime / "hooks", runtime / ".env", runtime / ".npmrc"):
         assert never not in sources
+
+
+def test_a_process_mounts_the_runtime_it_first_read(harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime is read and hashed once per process; a rebuild during the sweep changes nothing it mounts."""
+    root = tmp_path.resolve() / "checkout"
+    install_runtime(root, TEST_VERSION if harness.revision == "upstream" else "1.6.9")
+    (root / "gitnexus" / "node_modules" / "pkg").mkdir()
+    (root / "gitnexus" / "node_modules" / "pkg" / "index.js").write_text("one\n")
+    monkeypatch.setattr(harness, "HARNESS_ROOT", root)
+    assert harness.staged_gitnexus_runtime() is None
+    first = by_target(harness, harness.trusted_gitnexus_runtime_mounts())
+    staged = harness.staged_gitnexus_runtime()
+    rules = ["--gitnexus-rules", harness.revision]
+    if harness.revision == "seed":
+        rules += ["--gitnexus-version", "1.6.9"]
+    done = subprocess.run(
+        [os.environ.get("CESTORE_BIN", "cestore"), "--json", "ingest", "--profile", "runtime", str(root), *rules],
+        capture_output=True,
+        check=True,
+    )
+    assert staged.manifest_digest == json.loads(done.stdout)["manifest_digest"]
+    assert first[f"{GN}/node_modules"] == root / "gitnexus" / "node_modules"
+
+    (root / "gitnexus" / "node_modules" / "pkg" / "index.js").write_text("two\n")
+    mounts = harness.trusted_gitnexus_runtime_mounts()
+    assert harness.staged_gitnexus_runtime() == staged
+    node_modules = {m.target: m.source for m in mounts}[f"{GN}/node_modules"]
+    assert (node_modules / "pkg" / "index.js").read_text() == "one\n"
+    # The checkout is still checked on every call, as the harness checks it.
+    package = root / "gitnexus" / "package.json"
+    package.write_text("{}")
+    with pytest.raises(harness.SandboxError):
+        harness.trusted_gitnexus_runtime_mounts()
+    package.write_text(json.dumps({"version": TEST_VERSION if harness.revision == "upstream" else "1.6.9"}))
+    # Another process reads the rebuilt runtime: a new digest.
+    fresh = bound_harness(tmp_path / "again", harness.revision)
+    monkeypatch.setattr(fresh, "HARNESS_ROOT", root)
+    fresh_mounts = {m.target: m.source for m in fresh.trusted_gitnexus_runtime_mounts()}
+    assert fresh.staged_gitnexus_runtime().manifest_digest != staged.manifest_digest
+    assert (fresh_mounts[f"{GN}/node_modules"] / "pkg" / "index.js").read_text() == "two\n"
+    assert (node_modules / "pkg" / "index.js").read_text() == "one\n"
 
 
 def test_the_version_is_pinned_only_at_the_seed(harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -160,7 +215,7 @@ def test_the_checkout_is_a_keyword_at_upstream(harness: Any, tmp_path: Path, mon
     parameter = inspect.signature(harness.trusted_gitnexus_runtime_mounts).parameters["root"]
     assert parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.default is None
     mounts = harness.trusted_gitnexus_runtime_mounts(root=other)
-    assert by_target(mounts)[f"{GN}/dist"] == other / "gitnexus" / "dist"
+    assert by_target(harness, mounts)[f"{GN}/dist"] == other / "gitnexus" / "dist"
     with pytest.raises(TypeError):
         harness.trusted_gitnexus_runtime_mounts(other)
     # Without root=, HARNESS_ROOT is the checkout, and it is checked first.
@@ -180,7 +235,7 @@ def test_a_worktree_borrows_the_primary_node_modules(harness: Any, tmp_path: Pat
         with pytest.raises(harness.SandboxError, match="must be a real directory"):
             harness.trusted_gitnexus_runtime_mounts()
         return
-    mounts = by_target(harness.trusted_gitnexus_runtime_mounts())
+    mounts = by_target(harness, harness.trusted_gitnexus_runtime_mounts())
     assert mounts[f"{GN}/node_modules"] == primary / "gitnexus" / "node_modules"
     assert mounts[f"{GNS}/package.json"] == primary / "gitnexus-shared" / "package.json"
     assert mounts[f"{GNS}/dist"] == primary / "gitnexus-shared" / "dist"
@@ -201,7 +256,7 @@ def test_a_worktree_whose_inner_link_points_at_the_primary_mounts_its_shared(
             harness.trusted_gitnexus_runtime_mounts()
         assert str(raised.value) == "pinned GitNexus runtime has an unexpected gitnexus-shared dependency"
         return
-    mounts = by_target(harness.trusted_gitnexus_runtime_mounts())
+    mounts = by_target(harness, harness.trusted_gitnexus_runtime_mounts())
     assert mounts[f"{GN}/node_modules"] == worktree / "gitnexus" / "node_modules"
     assert mounts[f"{GNS}/package.json"] == primary / "gitnexus-shared" / "package.json"
 

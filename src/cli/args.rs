@@ -1351,12 +1351,26 @@ impl ImportArgs {
 
 /// The GitNexus runtime's arguments, shared by `mounts` and `stage`.
 #[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("gitnexus_runtime").multiple(true)))]
 struct GitNexusArgs {
     /// The harness root holding gitnexus/ and gitnexus-shared/: adds the
     /// GitNexus runtime's mounts to every arm, checked as the harness
-    /// checks them.
-    #[arg(long = "gitnexus-root", value_name = "ROOT")]
+    /// checks them. The runtime is ingested (instant when unchanged) and
+    /// mounted from its snapshot's shared view in the store.
+    #[arg(
+        long = "gitnexus-root",
+        value_name = "ROOT",
+        group = "gitnexus_runtime"
+    )]
     pub(super) root: Option<PathBuf>,
+    /// Mount this stored runtime snapshot (digest or unique prefix) instead
+    /// of ingesting the checkout's; a --gitnexus-root given is still checked.
+    #[arg(
+        long = "gitnexus-runtime",
+        value_name = "DIGEST",
+        group = "gitnexus_runtime"
+    )]
+    pub(super) stored: Option<String>,
     /// The harness revision whose rules check the GitNexus runtime: seed
     /// (the pinned version) or upstream (any version, linked worktrees).
     #[arg(
@@ -1364,12 +1378,16 @@ struct GitNexusArgs {
         value_enum,
         value_name = "REVISION",
         default_value = "seed",
-        requires = "root"
+        requires = "gitnexus_runtime"
     )]
     pub(super) rules: crate::gitnexus::Revision,
     /// The version the GitNexus runtime's package.json must carry under
     /// the seed's rules [default: 1.6.9].
-    #[arg(long = "gitnexus-version", value_name = "V", requires = "root")]
+    #[arg(
+        long = "gitnexus-version",
+        value_name = "V",
+        requires = "gitnexus_runtime"
+    )]
     pub(super) version: Option<String>,
 }
 
@@ -1380,6 +1398,7 @@ impl GitNexusArgs {
             root: self.root.as_deref(),
             revision: self.rules,
             version: self.version.as_deref(),
+            stored: self.stored.as_deref(),
         }
     }
 }

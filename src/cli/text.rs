@@ -393,6 +393,10 @@ impl Report for StageReport {
             }
             _ => writeln!(w, "no ce_* arm: nothing staged")?,
         }
+        let runtime = &self.gitnexus_runtime;
+        if let (Some(d), Some(v)) = (&runtime.manifest_digest, &runtime.view) {
+            writeln!(w, "gitnexus runtime: {d} ({v})")?;
+        }
         for a in &self.arms {
             writeln!(
                 w,
@@ -641,6 +645,9 @@ impl Report for MountsReport {
         match &self.manifest_digest {
             Some(d) => writeln!(w, "digest:     {d}")?,
             None => writeln!(w, "digest:     -")?,
+        }
+        if let Some(d) = &self.gitnexus_runtime.manifest_digest {
+            writeln!(w, "runtime:    {d}")?;
         }
         writeln!(w, "mounts:     {}", self.mounts.len())?;
         for m in &self.mounts {

@@ -93,18 +93,31 @@ fn a_failed_stage_leaves_no_view_no_record_and_no_event() {
         "a failed stage recorded an event"
     );
 
-    // The retry, with everything right, works at once.
+    // A release the rules refuse, beside a runtime they accept: the
+    // runtime, staged first, is taken back with its view.
     let good = env.path("harness");
     harness(&good, "1.6.9");
-    let out = stage(
-        &env,
-        &release,
-        &["--dest", &dest_s, "--gitnexus-root", good.to_str().unwrap()],
-    );
+    let gn = good.to_str().unwrap();
+    let link = release.join("skills/ce-plan/escape.md");
+    std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
+    let out = stage(&env, &release, &["--dest", &dest_s, "--gitnexus-root", gn]);
+    assert_exit(&out, 3);
+    assert!(!dest.exists(), "a refused stage made its view");
+    assert_eq!(views_dir_entries(&env), Vec::<String>::new());
+    assert_eq!(events(&env), Vec::<Value>::new());
+    let listed = env.json(["list", "--json"]);
+    assert_eq!(listed["snapshots"], serde_json::json!([]), "{listed}");
+    fs::remove_file(&link).unwrap();
+
+    // The retry, with everything right, works at once: the runtime is
+    // recorded and viewed beside the release.
+    let out = stage(&env, &release, &["--dest", &dest_s, "--gitnexus-root", gn]);
     assert_ok(&out);
     let v = parse_json(&out);
     assert_eq!(v["view"], dest_s.as_str());
-    assert_eq!(events(&env).len(), 1);
+    assert_eq!(events(&env).len(), 2);
+    let runtime = v["gitnexus_runtime_manifest_digest"].as_str().unwrap();
+    assert_eq!(views_dir_entries(&env), vec![runtime.to_string()]);
 }
 
 #[test]
@@ -133,6 +146,28 @@ fn a_stage_whose_view_fails_takes_its_ingest_back() {
         events(&env),
         before,
         "the failed stage's ingest event stayed"
+    );
+    // The runtime's view refused: its ingest is taken back too, and the
+    // release is not staged.
+    let gn = env.path("harness");
+    harness(&gn, "1.6.9");
+    let out = stage(
+        &env,
+        &release,
+        &[
+            "--dest",
+            dest.to_str().unwrap(),
+            "--gitnexus-root",
+            gn.to_str().unwrap(),
+        ],
+    );
+    assert_exit(&out, 7);
+    assert!(!dest.exists());
+    assert_eq!(views_dir_entries(&env), Vec::<String>::new());
+    assert_eq!(
+        events(&env),
+        before,
+        "the failed stage's runtime event stayed"
     );
     let list = env.json(["list", "--json"]);
     assert_eq!(list["snapshots"].as_array().unwrap().len(), 1, "{list}");

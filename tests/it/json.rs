@@ -446,7 +446,23 @@ struct MountsOut {
     arm: String,
     plugin_dir: Option<String>,
     manifest_digest: Option<String>,
+    gitnexus_runtime_manifest_digest: Option<String>,
+    gitnexus_runtime_view: Option<String>,
+    gitnexus_runtime_ingest: Option<StoredOut>,
+    gitnexus_runtime_components: Vec<RuntimeComponentOut>,
     mounts: Vec<MountOut>,
+}
+
+/// What storing a tree-kind snapshot did, as a runtime staged reports it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredOut {
+    already_present: bool,
+    new_objects: u64,
+    reused_objects: u64,
+    bytes_written: u64,
+    source: String,
+    store: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -465,6 +481,10 @@ struct StageOut {
     view: Option<String>,
     view_kind: Option<String>,
     ingest: Option<IngestStats>,
+    gitnexus_runtime_manifest_digest: Option<String>,
+    gitnexus_runtime_view: Option<String>,
+    gitnexus_runtime_ingest: Option<StoredOut>,
+    gitnexus_runtime_components: Vec<RuntimeComponentOut>,
     arms: Vec<ArmOut>,
 }
 
@@ -1100,6 +1120,62 @@ fn every_command_fits_the_documented_schema() {
     absolute(&stats.source);
     assert!(stats.already_present);
     assert_eq!(stage.view_kind.as_deref(), Some("checkout"));
+    assert!(stage.gitnexus_runtime_manifest_digest.is_none());
+    assert!(stage.gitnexus_runtime_view.is_none() && stage.gitnexus_runtime_ingest.is_none());
+    assert!(stage.gitnexus_runtime_components.is_empty());
+
+    // With a GitNexus runtime: its snapshot, view, ingest and components.
+    let harness = env.path("harness");
+    crate::util::gitnexus_harness(&harness, "1.6.9");
+    let stage: StageOut = run_typed(
+        &env,
+        &[
+            os("stage"),
+            os("--arm"),
+            os("baseline"),
+            os("--gitnexus-root"),
+            harness.as_os_str(),
+        ],
+    );
+    let runtime = stage
+        .gitnexus_runtime_manifest_digest
+        .as_deref()
+        .expect("a runtime digest");
+    let runtime_view = stage.gitnexus_runtime_view.as_deref().expect("its view");
+    absolute(runtime_view);
+    assert!(runtime_view.ends_with(runtime));
+    let stored = stage.gitnexus_runtime_ingest.expect("its ingest");
+    assert!(!stored.already_present && stored.new_objects > 0);
+    absolute(&stored.source);
+    absolute(&stored.store);
+    assert_eq!(stage.gitnexus_runtime_components.len(), 7);
+    assert_eq!(stage.arms[0].mounts.len(), 7);
+    for (m, c) in stage.arms[0]
+        .mounts
+        .iter()
+        .zip(&stage.gitnexus_runtime_components)
+    {
+        assert_eq!(m.source, format!("{runtime_view}/{}", c.path));
+        absolute(&c.source);
+    }
+    let mounts: MountsOut = run_typed(
+        &env,
+        &[
+            os("mounts"),
+            os("--arm"),
+            os("baseline"),
+            os("--gitnexus-runtime"),
+            os(runtime),
+        ],
+    );
+    assert_eq!(
+        mounts.gitnexus_runtime_manifest_digest.as_deref(),
+        Some(runtime)
+    );
+    assert!(mounts.gitnexus_runtime_ingest.is_none());
+    assert!(mounts.gitnexus_runtime_components.is_empty());
+    assert_eq!(mounts.gitnexus_runtime_view.as_deref(), Some(runtime_view));
+    assert_eq!(mounts.mounts.len(), 7);
 
     // `--hold`: one object per phase, the stage's and then the discard's.
     let held = env.path("held");

@@ -967,6 +967,10 @@ fn harness_doc_lists_the_seven_gitnexus_mounts() {
         harness.as_os_str(),
         util::os("--json"),
     ]);
+    // Each mount's source lies in the runtime's view in the store, at the
+    // component's path.
+    let view = std::fs::canonicalize(json["gitnexus_runtime_view"].as_str().expect("a view"))
+        .expect("the view");
     let mounts: Vec<(String, String)> = json["mounts"]
         .as_array()
         .expect("mounts")
@@ -974,8 +978,8 @@ fn harness_doc_lists_the_seven_gitnexus_mounts() {
         .map(|m: &Value| {
             let source = m["source"].as_str().expect("source");
             let rel = Path::new(source)
-                .strip_prefix(&harness)
-                .unwrap_or_else(|_| panic!("{source} is not under the root"));
+                .strip_prefix(&view)
+                .unwrap_or_else(|_| panic!("{source} is not under the view"));
             (
                 util::s(rel),
                 m["target"].as_str().expect("target").to_string(),

@@ -303,6 +303,26 @@ fn a_runtime_is_refused_by_its_rules_and_for_a_link_out_of_it() {
             .contains("gitnexus/node_modules/escape"),
         "{report}"
     );
+    // An absolute link leaves it too, even one naming a file inside.
+    fs::remove_file(h.join("gitnexus/node_modules/escape")).unwrap();
+    symlink(
+        h.join("gitnexus/package.json"),
+        h.join("gitnexus/node_modules/absolute"),
+    )
+    .unwrap();
+    let (code, report) = ingest(&env, &h, &[]);
+    assert_eq!(code, 3, "{report}");
+    assert_eq!(
+        report["error"]["rule"], "runtime-symlink-escapes",
+        "{report}"
+    );
+    assert!(
+        report["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("gitnexus/node_modules/absolute"),
+        "{report}"
+    );
     // Nothing was recorded.
     let list = env.json(["list", "--json"]);
     assert_eq!(
@@ -331,4 +351,115 @@ fn a_runtime_is_refused_by_its_rules_and_for_a_link_out_of_it() {
         "1.6.9",
     ]);
     assert_exit(&out, 2);
+}
+
+#[test]
+fn the_shared_link_is_recorded_as_the_sandbox_resolves_it() {
+    let env = TestEnv::new();
+    let h = checkout(&env, "checkout");
+    let relative = digest_of(&env, &h, &[]);
+    // The same runtime whose `node_modules/gitnexus-shared` is absolute:
+    // the rules accept it, and the snapshot records the relative link.
+    let link = h.join("gitnexus/node_modules/gitnexus-shared");
+    fs::remove_file(&link).unwrap();
+    symlink(h.join("gitnexus-shared"), &link).unwrap();
+    assert_eq!(digest_of(&env, &h, &[]), relative);
+    assert_eq!(recomputed(&h, &serde_json::json!({})), relative);
+    let view = env.json(["path", "--json", relative.as_str()]);
+    let shown = PathBuf::from(view["path"].as_str().unwrap());
+    assert_eq!(
+        fs::read_link(shown.join("gitnexus/node_modules/gitnexus-shared")).unwrap(),
+        PathBuf::from("../../gitnexus-shared")
+    );
+}
+
+/// `stage --arm baseline --gitnexus-root CHECKOUT --json`.
+fn stage(env: &TestEnv, checkout: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "stage",
+        "--json",
+        "--arm",
+        "baseline",
+        "--gitnexus-root",
+        checkout.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    env.json(&args)
+}
+
+/// The host path mounted at `target` in a stage's only arm.
+fn mounted(report: &Value, target: &str) -> PathBuf {
+    let mounts = report["arms"][0]["mounts"].as_array().unwrap();
+    let m = mounts.iter().find(|m| m["target"] == target).expect(target);
+    PathBuf::from(m["source"].as_str().unwrap())
+}
+
+#[test]
+fn a_run_staged_before_a_runtime_changes_keeps_its_bytes() {
+    let env = TestEnv::new();
+    let h = checkout(&env, "checkout");
+    let first = stage(&env, &h, &[]);
+    let digest = first["gitnexus_runtime_manifest_digest"].as_str().unwrap();
+    assert_eq!(digest, digest_of(&env, &h, &[]));
+    let node_modules = mounted(&first, "/opt/gitnexus/node_modules");
+    let view = PathBuf::from(first["gitnexus_runtime_view"].as_str().unwrap());
+    assert!(node_modules.starts_with(fs::canonicalize(&view).unwrap()));
+    let before = fs::read(node_modules.join("pkg/package.json")).unwrap();
+
+    // The operator rebuilds a package in place.
+    write(
+        &h.join("gitnexus/node_modules/pkg/package.json"),
+        r#"{"name": "pkg", "version": "2"}"#,
+    );
+    assert_eq!(
+        fs::read(node_modules.join("pkg/package.json")).unwrap(),
+        before,
+        "a staged run saw the operator's edit"
+    );
+    let second = stage(&env, &h, &[]);
+    let changed = second["gitnexus_runtime_manifest_digest"].as_str().unwrap();
+    assert_ne!(changed, digest);
+    assert_eq!(changed, recomputed(&h, &serde_json::json!({})));
+    let now = mounted(&second, "/opt/gitnexus/node_modules");
+    assert_eq!(
+        fs::read_to_string(now.join("pkg/package.json")).unwrap(),
+        r#"{"name": "pkg", "version": "2"}"#
+    );
+    // Both views stay, each its snapshot's bytes.
+    assert_eq!(
+        fs::read(node_modules.join("pkg/package.json")).unwrap(),
+        before
+    );
+    let verify = env.run(["verify"]);
+    assert_eq!(verify.status.code(), Some(0), "{verify:?}");
+
+    // A stored runtime named by digest mounts the first bytes again, with
+    // the checkout still checked by the rules and not read.
+    let again = stage(&env, &h, &["--gitnexus-runtime", digest]);
+    assert_eq!(again["gitnexus_runtime_manifest_digest"], digest);
+    assert_eq!(again["gitnexus_runtime_ingest"], Value::Null);
+    assert_eq!(mounted(&again, "/opt/gitnexus/node_modules"), node_modules);
+    write(&h.join("gitnexus/package.json"), r#"{"version": "1.7.0"}"#);
+    let out = env.run([
+        "stage",
+        "--json",
+        "--arm",
+        "baseline",
+        "--gitnexus-root",
+        h.to_str().unwrap(),
+        "--gitnexus-runtime",
+        digest,
+    ]);
+    assert_exit(&out, 3);
+    // With no checkout at all, the stored runtime is checked in its view.
+    let alone = env.json([
+        "mounts",
+        "--json",
+        "--arm",
+        "baseline",
+        "--gitnexus-runtime",
+        digest,
+    ]);
+    assert_eq!(alone["gitnexus_runtime_manifest_digest"], digest);
+    assert_eq!(alone["mounts"].as_array().unwrap().len(), 7);
 }

@@ -629,6 +629,8 @@ pub struct Builder<'b> {
     total_bytes: u64,
     /// The read buffer, made at the first file and kept for every other.
     chunk: Vec<u8>,
+    /// Whether this builder captures a GitNexus runtime ([`Builder::runtime`]).
+    runtime: bool,
     /// Run once, after the walk's first read of a file's bytes or of a
     /// symlink's target: how tests change a tree mid-walk, as upstream's
     /// tests patch its chunk reader.
@@ -659,6 +661,7 @@ impl<'b> Builder<'b> {
             entries: BTreeMap::new(),
             total_bytes: 0,
             chunk: Vec::new(),
+            runtime: false,
             sink: None,
             #[cfg(test)]
             after_first_read: None,
@@ -668,6 +671,17 @@ impl<'b> Builder<'b> {
     /// This builder, handing each file's bytes to `sink` ([`FileSink`]).
     pub fn with_sink(mut self, sink: &'b mut dyn FileSink) -> Builder<'b> {
         self.sink = Some(sink);
+        self
+    }
+
+    /// Makes this (dependency-flavoured) builder capture a GitNexus runtime:
+    /// an absolute symlink leaves the runtime's snapshot
+    /// ([`CaptureError::SymlinkEscapesRuntime`]), and
+    /// [`RUNTIME_SHARED_LINK`], whose place the mount rules have checked,
+    /// is recorded as [`RUNTIME_SHARED_LINK_TARGET`] whatever the checkout's
+    /// link says (that link is still read, and must not change meanwhile).
+    pub fn runtime(mut self) -> Builder<'b> {
+        self.runtime = true;
         self
     }
 
@@ -904,15 +918,18 @@ impl<'b> Builder<'b> {
         if let Some(hook) = self.after_first_read.take() {
             hook();
         }
-        let target = self.checked_target(relative, raw.into_bytes())?;
+        let raw = raw.into_bytes();
+        let target = if self.runtime && relative == RUNTIME_SHARED_LINK.as_bytes() {
+            self.checked_target(relative, RUNTIME_SHARED_LINK_TARGET.as_bytes().to_vec())?
+        } else {
+            self.checked_target(relative, raw.clone())?
+        };
         let length = target.len() as u64;
         let after =
             lstat_at(parent, name).map_err(|e| CaptureError::Os(OsCause::new(e, Some(name))))?;
         let again = rustix::fs::readlinkat(parent, name, Vec::new())
             .map_err(|e| CaptureError::Os(OsCause::new(e, Some(name))))?;
-        if mutation_identity(before) != mutation_identity(&after)
-            || again.as_bytes() != target.as_bytes()
-        {
+        if mutation_identity(before) != mutation_identity(&after) || again.as_bytes() != raw {
             return Err(CaptureError::SymlinkChanged(shown(relative)));
         }
         self.total_bytes += length;
@@ -926,6 +943,9 @@ impl<'b> Builder<'b> {
     fn checked_target(&self, relative: &[u8], raw: Vec<u8>) -> Result<String, CaptureError> {
         let target =
             String::from_utf8(raw).map_err(|_| CaptureError::SymlinkUnreadable(shown(relative)))?;
+        if self.runtime && target.starts_with('/') {
+            return Err(CaptureError::SymlinkEscapesRuntime(shown(relative)));
+        }
         if target.is_empty() || target.starts_with('/') || target.contains('\0') {
             return Err(CaptureError::SymlinkNotRelative(shown(relative)));
         }
@@ -1254,6 +1274,15 @@ pub fn validate_dependency_symlinks(
     }
     Ok(())
 }
+
+/// A GitNexus runtime's link to its shared package, which the mount rules
+/// check resolves to the `gitnexus-shared` mounted.
+pub const RUNTIME_SHARED_LINK: &str = "gitnexus/node_modules/gitnexus-shared";
+
+/// What a runtime snapshot records [`RUNTIME_SHARED_LINK`] as: the shared
+/// package the snapshot holds, as the sandbox resolves it
+/// (`/opt/gitnexus/node_modules/gitnexus-shared` to `/opt/gitnexus-shared`).
+pub const RUNTIME_SHARED_LINK_TARGET: &str = "../../gitnexus-shared";
 
 /// Checks a GitNexus runtime's symlinks: each target, normalised from the
 /// link's own place as `posixpath.normpath` does, stays within the tree

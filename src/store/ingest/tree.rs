@@ -344,7 +344,7 @@ pub struct RuntimeReport {
 }
 
 /// One component of a runtime snapshot.
-#[derive(Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct RuntimeComponentReport {
     /// Its path in the snapshot.
     pub path: String,
@@ -1392,7 +1392,7 @@ fn capture(
         total_bytes += builder.total_bytes();
     }
     if let Some(components) = &plan.runtime {
-        let mut builder = Builder::new(Flavour::Dependency, limits, &mut budget);
+        let mut builder = Builder::new(Flavour::Dependency, limits, &mut budget).runtime();
         if let Some(sink) = sink.as_mut() {
             builder = builder.with_sink(&mut **sink);
         }
@@ -1593,13 +1593,53 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
         .transpose()?;
     let plan = plan(opts, revision.as_ref())?;
     let mut store = open(Need::Creating)?;
-    refuse_store_inside(&store, &plan, revision.is_some())?;
+    ingest_planned(&mut store, opts, &plan, revision.as_ref()).map(|(report, _)| report)
+}
+
+/// Ingests the GitNexus runtime of `checkout`, checked by `rules`, into an
+/// open store as [`ingest_tree`] does with [`TreeForm::Runtime`], and
+/// returns the record too, so that a command failing later can take it back
+/// ([`super::undo_ingest`]).
+pub fn ingest_runtime(
+    store: &mut Store,
+    checkout: &Path,
+    rules: &crate::gitnexus::Rules,
+    sign_with: Option<&crate::sign::PrivateKey>,
+) -> Result<(RuntimeReport, IngestReport)> {
+    let opts = TreeIngestOptions {
+        repo: checkout,
+        form: TreeForm::Runtime {
+            rules: rules.clone(),
+        },
+        name: None,
+        limits: Limits::default(),
+        sign_with,
+        git: None,
+    };
+    let plan = plan(&opts, None)?;
+    match ingest_planned(store, &opts, &plan, None)? {
+        (TreeIngestReport::Runtime(report), Some(record)) => Ok((report, record)),
+        _ => Err(Error::Integrity(
+            "a runtime's ingest gave another kind of report".into(),
+        )),
+    }
+}
+
+/// Captures and records what `plan` names in an open store; the record of
+/// a single-snapshot form comes back beside the report.
+fn ingest_planned(
+    store: &mut Store,
+    opts: &TreeIngestOptions<'_>,
+    plan: &Plan,
+    revision: Option<&RevisionTrees>,
+) -> Result<(TreeIngestReport, Option<IngestReport>)> {
+    refuse_store_inside(store, plan, revision.is_some())?;
     let work = store.work_dir("ingest")?;
     let Written {
         captured,
         pending,
         bytes_staged,
-    } = capture_and_stage(&store, &work, &plan, revision.as_ref(), opts.limits)?;
+    } = capture_and_stage(store, &work, plan, revision, opts.limits)?;
     let deps: Vec<Dependency> = captured
         .dependencies
         .iter()
@@ -1633,8 +1673,8 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
     match &opts.form {
         TreeForm::Tree { .. } => {
             let manifest = Manifest::tree(captured.copy.clone());
-            let r = record(&mut store, work, &manifest, opts, opts.name, &source, first)?;
-            Ok(TreeIngestReport::Tree(TreeReport {
+            let r = record(store, work, &manifest, opts, opts.name, &source, first)?;
+            let report = TreeIngestReport::Tree(TreeReport {
                 profile: "tree",
                 name: r.provenance.name.clone(),
                 manifest_digest: manifest.digest,
@@ -1645,14 +1685,15 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
                     .unwrap_or_default(),
                 entries: captured.copy.len(),
                 total_bytes: captured.total_bytes,
-                stored: stored(&store, &r, &r),
-            }))
+                stored: stored(store, &r, &r),
+            });
+            Ok((report, Some(r)))
         }
         TreeForm::Runtime { rules } => {
             let manifest = Manifest::tree(captured.copy.clone());
             let name = Some(opts.name.unwrap_or("gitnexus-runtime"));
-            let r = record(&mut store, work, &manifest, opts, name, &source, first)?;
-            Ok(TreeIngestReport::Runtime(RuntimeReport {
+            let r = record(store, work, &manifest, opts, name, &source, first)?;
+            let report = TreeIngestReport::Runtime(RuntimeReport {
                 profile: "tree",
                 name: r.provenance.name.clone(),
                 manifest_digest: manifest.digest,
@@ -1671,13 +1712,14 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
                     .collect(),
                 entries: captured.copy.len(),
                 total_bytes: captured.total_bytes,
-                stored: stored(&store, &r, &r),
-            }))
+                stored: stored(store, &r, &r),
+            });
+            Ok((report, Some(r)))
         }
         TreeForm::Dependency { .. } => {
             let manifest = Manifest::dependencies(deps);
-            let r = record(&mut store, work, &manifest, opts, opts.name, &source, first)?;
-            Ok(TreeIngestReport::Dependencies(DependenciesReport {
+            let r = record(store, work, &manifest, opts, opts.name, &source, first)?;
+            let report = TreeIngestReport::Dependencies(DependenciesReport {
                 profile: "dependencies",
                 name: r.provenance.name.clone(),
                 digest: manifest.digest,
@@ -1685,8 +1727,9 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
                 dependencies: dependency_reports(&captured.dependencies),
                 entries: manifest.tree.as_ref().map_or(0, Stored::entry_count),
                 total_bytes: captured.total_bytes,
-                stored: stored(&store, &r, &r),
-            }))
+                stored: stored(store, &r, &r),
+            });
+            Ok((report, Some(r)))
         }
         TreeForm::Task { .. } => {
             let copies = plan.copies.clone().unwrap_or(CopyDeclarations {
@@ -1704,21 +1747,13 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
                 dependencies: digests,
             };
             let task = Manifest::task(record_task);
-            let r_tree = record(&mut store, work, &tree, opts, None, &source, first)?;
+            let r_tree = record(store, work, &tree, opts, None, &source, first)?;
             let rest = (|| {
                 let work = store.work_dir("ingest")?;
-                let r_list = record(
-                    &mut store,
-                    work,
-                    &list,
-                    opts,
-                    None,
-                    &source,
-                    Objects::default(),
-                )?;
+                let r_list = record(store, work, &list, opts, None, &source, Objects::default())?;
                 let work = store.work_dir("ingest")?;
                 match record(
-                    &mut store,
+                    store,
                     work,
                     &task,
                     opts,
@@ -1728,7 +1763,7 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
                 ) {
                     Ok(r_task) => Ok((r_list, r_task)),
                     Err(e) => {
-                        let _ = undo_ingest(&mut store, &r_list);
+                        let _ = undo_ingest(store, &r_list);
                         Err(e)
                     }
                 }
@@ -1736,12 +1771,12 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
             let (r_list, r_task) = match rest {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = undo_ingest(&mut store, &r_tree);
+                    let _ = undo_ingest(store, &r_tree);
                     return Err(e);
                 }
             };
             let _ = r_list;
-            Ok(TreeIngestReport::Task(TaskReport {
+            let report = TreeIngestReport::Task(TaskReport {
                 profile: "task",
                 name: r_task.provenance.name.clone(),
                 digest: task.digest,
@@ -1764,8 +1799,9 @@ pub fn ingest_tree(open: Opener<'_>, opts: &TreeIngestOptions<'_>) -> Result<Tre
                 dependency_content_digest: digests.content.to_hex(),
                 dependency_manifest_digest: list.digest,
                 total_bytes: captured.total_bytes,
-                stored: stored(&store, &r_tree, &r_task),
-            }))
+                stored: stored(store, &r_tree, &r_task),
+            });
+            Ok((report, None))
         }
     }
 }

@@ -484,6 +484,32 @@ pub fn shared_view(store: &mut Store, digest: ManifestDigest) -> Result<PathRepo
     })
 }
 
+/// Takes back a shared view that [`shared_view`] made in this command
+/// (`made.created`), for a command that then failed: the view is set aside
+/// (a rename within the views directory), its record forgotten (the view
+/// goes back when that fails), and then removed. A view this command found
+/// already made is left as it is.
+pub fn take_back_shared_view(store: &mut Store, made: &PathReport) -> Result<()> {
+    if !made.created {
+        return Ok(());
+    }
+    let hex = made.manifest_digest.to_hex();
+    let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
+        .ctx("open the views directory", store.views_dir())?;
+    let aside = view::temp_name(std::ffi::OsStr::new(&hex));
+    rustix::fs::renameat(&views, hex.as_str(), &views, aside.as_str())
+        .ctx("set the shared view aside", &made.path)?;
+    if let Err(e) = store
+        .catalogue_mut()
+        .remove_view(&made.path.to_string_lossy())
+    {
+        let _ = rustix::fs::renameat(&views, aside.as_str(), &views, hex.as_str());
+        return Err(e);
+    }
+    remove_tree_at(views.as_fd(), Path::new(&aside)).ctx("remove the shared view", &made.path)?;
+    Ok(())
+}
+
 /// What to discard.
 pub struct DiscardOptions<'a> {
     /// The view's path.

@@ -13,23 +13,48 @@
 //! follow, for every arm: the harness's `trusted_gitnexus_runtime_mounts`
 //! takes no arm, so the runtime is the same for all of them.
 //!
+//! The runtime's mounts come from the store, not from the operator's
+//! checkout: the checkout is checked by the revision's rules, ingested as a
+//! runtime snapshot ([`crate::store::ingest::tree::ingest_runtime`]), and
+//! its shared view, checked by the same rules, is what the seven mounts
+//! point into. A runtime rebuilt or edited later cannot change what a run
+//! staged before it sees. A runtime snapshot already stored can be named
+//! instead ([`GitNexusRuntime::stored`]), and then nothing is read from a
+//! checkout but the rules' checks.
+//!
+//! ```text
+//! checkout/gitnexus/{dist,package.json,node_modules,vendor,hooks/claude}
+//! checkout/gitnexus-shared/{dist,package.json}
+//!        │ checked, ingested (one `tree` snapshot, its digest the runtime's)
+//!        ▼
+//! STORE/views/<digest>/gitnexus/…  gitnexus-shared/…   (frozen, shared)
+//!        │ checked again; each mount's source
+//!        ▼
+//! /opt/gitnexus/dist …  /opt/gitnexus-shared/package.json  (in the sandbox)
+//! ```
+//!
 //! A view given by path must be one cestore made ([`crate::store::views::recorded_view`])
 //! unless the caller asks for none of that check.
 
 use std::path::{Path, PathBuf};
 
+use crate::catalogue::resolve;
 use crate::catalogue::{Provenance, ViewKind};
 use crate::digest::ManifestDigest;
+use crate::error::IoContext;
 use crate::error::Result;
 use crate::gitnexus::{self, ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, ReadOnlyMount};
 use crate::profile::ce::rules::{is_ce_arm, ArmRule, Rejection};
-use crate::store::ingest::{open_source, IngestOptions, IngestStats};
+use crate::store::ingest::tree::{
+    ingest_runtime, RuntimeComponentReport, RuntimeReport, StoredCounts,
+};
+use crate::store::ingest::{open_source, undo_ingest, IngestOptions, IngestReport, IngestStats};
 use crate::store::views::build::Method;
 use crate::store::views::{
-    effective_method, existing_shared_view, recorded_view, view_dir, view_for_run, Destination,
-    ViewOf,
+    effective_method, existing_shared_view, recorded_view, shared_view, take_back_shared_view,
+    view_dir, view_for_run, Destination, PathReport, ViewOf,
 };
-use crate::store::{Need, Opener};
+use crate::store::{Need, Opener, Store};
 
 /// The GitNexus runtime to mount, if any.
 #[derive(Clone, Copy, Debug)]
@@ -40,20 +65,139 @@ pub struct GitNexusRuntime<'a> {
     pub revision: gitnexus::Revision,
     /// The version the seed's rules pin, when not the seed's own.
     pub version: Option<&'a str>,
+    /// A runtime snapshot already in the store (a digest or unique prefix)
+    /// to mount in place of the checkout's: the checkout, when given, is
+    /// still checked by the rules, but not read.
+    pub stored: Option<&'a str>,
 }
 
 impl GitNexusRuntime<'_> {
-    /// The runtime's seven mounts, checked by the revision's rules; none
-    /// without a harness root.
-    pub fn mounts(&self) -> Result<Vec<ReadOnlyMount>> {
-        match self.root {
-            Some(root) => {
-                let rules = gitnexus::Rules::new(self.revision, self.version)?;
-                Ok(gitnexus::runtime_mounts(root, &rules)?)
-            }
-            None => Ok(Vec::new()),
+    /// The rules a runtime is mounted by, after checking the checkout, if
+    /// one is given, by them; `None` when no runtime is asked for.
+    fn check(&self) -> Result<Option<gitnexus::Rules>> {
+        if self.root.is_none() && self.stored.is_none() {
+            return Ok(None);
+        }
+        let rules = gitnexus::Rules::new(self.revision, self.version)?;
+        if let Some(root) = self.root {
+            gitnexus::runtime_mounts(root, &rules)?;
+        }
+        Ok(Some(rules))
+    }
+
+    /// Whether mounting the runtime ingests a checkout (and so may make
+    /// the store).
+    fn ingests(&self) -> bool {
+        self.root.is_some() && self.stored.is_none()
+    }
+}
+
+/// A runtime mounted from the store: its snapshot's shared view and what
+/// made it, so that a command failing later can take both back.
+struct StagedRuntime {
+    /// The shared view the mounts point into.
+    view: PathReport,
+    /// The ingest of the checkout, when the snapshot was not named.
+    ingested: Option<(RuntimeReport, IngestReport)>,
+    /// The seven mounts, checked by the rules in the view.
+    mounts: Vec<ReadOnlyMount>,
+}
+
+impl StagedRuntime {
+    /// The report's fields: the runtime's digest, its view and what the
+    /// ingest stored.
+    fn report(&self) -> RuntimeStaged {
+        RuntimeStaged {
+            manifest_digest: Some(self.view.manifest_digest),
+            view: Some(self.view.path.to_string_lossy().into_owned()),
+            ingest: self.ingested.as_ref().map(|(r, _)| r.stored.clone()),
+            components: self
+                .ingested
+                .as_ref()
+                .map(|(r, _)| r.components.clone())
+                .unwrap_or_default(),
         }
     }
+}
+
+/// What a stage or mount set says of the GitNexus runtime it mounts: every
+/// field null (and no component) when it mounts none.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct RuntimeStaged {
+    /// The runtime snapshot's digest (`gitnexus_runtime_manifest_digest`).
+    #[serde(rename = "gitnexus_runtime_manifest_digest")]
+    pub manifest_digest: Option<ManifestDigest>,
+    /// The snapshot's shared view, which the runtime's mounts point into.
+    #[serde(rename = "gitnexus_runtime_view")]
+    pub view: Option<String>,
+    /// What ingesting the checkout stored; null for a snapshot named by digest.
+    #[serde(rename = "gitnexus_runtime_ingest")]
+    pub ingest: Option<StoredCounts>,
+    /// Each component, in the mounts' order: its path in the snapshot and
+    /// the host path it was read from (none for a snapshot named by digest).
+    #[serde(rename = "gitnexus_runtime_components")]
+    pub components: Vec<RuntimeComponentReport>,
+}
+
+/// Mounts the runtime from the store: ingests the checkout (or takes the
+/// snapshot named), makes its shared view and checks the view by `rules`.
+/// A failure takes back what this call made.
+fn stage_runtime(
+    store: &mut Store,
+    runtime: &GitNexusRuntime<'_>,
+    rules: &gitnexus::Rules,
+    sign_with: Option<&crate::sign::PrivateKey>,
+) -> Result<StagedRuntime> {
+    let (ingested, digest) = match (runtime.stored, runtime.root) {
+        (Some(d), _) => (None, resolve(store.catalogue(), d)?),
+        (None, Some(root)) => {
+            let (report, record) = ingest_runtime(store, root, rules, sign_with)?;
+            let digest = report.manifest_digest;
+            (Some((report, record)), digest)
+        }
+        (None, None) => {
+            return Err(crate::error::Error::Integrity(
+                "a runtime to mount names neither a checkout nor a snapshot".into(),
+            ))
+        }
+    };
+    let viewed = shared_view(store, digest).and_then(|view| match view_mounts(&view, rules) {
+        Ok(mounts) => Ok((view, mounts)),
+        Err(e) => {
+            take_back_shared_view(store, &view)?;
+            Err(e)
+        }
+    });
+    match viewed {
+        Ok((view, mounts)) => Ok(StagedRuntime {
+            view,
+            ingested,
+            mounts,
+        }),
+        Err(e) => {
+            if let Some((_, record)) = &ingested {
+                undo_ingest(store, record)?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The seven mounts of a runtime's view: the rules' checks made again in
+/// the view, whose real path each mount's source then lies under.
+fn view_mounts(view: &PathReport, rules: &gitnexus::Rules) -> Result<Vec<ReadOnlyMount>> {
+    let real = std::fs::canonicalize(&view.path).ctx("resolve the runtime's view", &view.path)?;
+    Ok(gitnexus::runtime_mounts(&real, rules)?)
+}
+
+/// Takes back a runtime this command mounted: its view, when this command
+/// made it, then its ingest.
+fn unstage_runtime(store: &mut Store, staged: &StagedRuntime) -> Result<()> {
+    take_back_shared_view(store, &staged.view)?;
+    if let Some((_, record)) = &staged.ingested {
+        undo_ingest(store, record)?;
+    }
+    Ok(())
 }
 
 /// Which release a CE arm sees.
@@ -116,6 +260,9 @@ pub struct StageReport {
     pub view_kind: Option<ViewKind>,
     /// What the ingest did, when a source directory was given.
     pub ingest: Option<IngestStats>,
+    /// The GitNexus runtime mounted, if any.
+    #[serde(flatten)]
+    pub gitnexus_runtime: RuntimeStaged,
     /// Every arm's mounts, in the order given.
     pub arms: Vec<ArmMounts>,
 }
@@ -132,27 +279,29 @@ fn check_arms(opts: &StageOptions<'_>) -> Result<bool> {
     Ok(has_ce_arm)
 }
 
-/// Applies the reference's preflight, stages the release and computes every arm's mounts.
+/// Applies the reference's preflight, stages the release and the GitNexus
+/// runtime and computes every arm's mounts.
 ///
 /// Every input is checked before anything changes: the arms, the release
 /// inputs, the GitNexus runtime and the destination. What fails after a
-/// change takes that change back: a failed view takes back the ingest that
-/// preceded it, so a failed stage leaves no view, record or event.
-/// The store is opened through `open` only for a CE arm: to add the
-/// release when it is given as a source (made when it is not there), else
-/// to read it.
+/// change takes that change back: a failed plugin view takes back its
+/// ingest and the runtime staged before it, so a failed stage leaves no
+/// view, record or event. The store is opened through `open` only for a CE
+/// arm or a runtime: made when a release or a runtime is read from a
+/// source, else only read.
 pub fn stage(open: Opener<'_>, opts: &StageOptions<'_>) -> Result<StageReport> {
     let has_ce_arm = check_arms(opts)?;
-    let gitnexus = opts.gitnexus.mounts()?;
+    let rules = opts.gitnexus.check()?;
     let mut report = StageReport {
         provenance: None,
         view: None,
         view_kind: None,
         ingest: None,
+        gitnexus_runtime: RuntimeStaged::default(),
         arms: Vec::new(),
     };
-    if has_ce_arm {
-        let source = match opts.release {
+    let source = if has_ce_arm {
+        match opts.release {
             Release::Source {
                 dir: Some(dir),
                 version: Some(version),
@@ -171,32 +320,54 @@ pub fn stage(open: Opener<'_>, opts: &StageOptions<'_>) -> Result<StageReport> {
             Release::None | Release::Source { .. } => {
                 return Err(Rejection::CeArmWithoutPluginInputs.into())
             }
-        };
-        let mut store = open(if source.is_some() {
+        }
+    } else {
+        None
+    };
+    let mut runtime_mounts = Vec::new();
+    if has_ce_arm || rules.is_some() {
+        let mut store = open(if source.is_some() || opts.gitnexus.ingests() {
             Need::Creating
         } else {
             Need::Existing
         })?;
-        let dest = opts
-            .dest
-            .map(|d| Destination::check(&store, d))
-            .transpose()?;
-        let method = effective_method(opts.method, false)?;
-        let of = match (&source, opts.release) {
-            (Some((source, ingest)), _) => ViewOf::Source(source, ingest),
-            (None, Release::Digest(d)) => ViewOf::Digest(d),
-            (None, _) => return Err(Rejection::CeArmWithoutPluginInputs.into()),
+        let dest = match opts.dest {
+            Some(d) if has_ce_arm => Some(Destination::check(&store, d)?),
+            _ => None,
         };
-        let made = view_for_run(&mut store, of, dest.as_ref(), method)?;
-        report.provenance = Some(Provenance::from(&made.snapshot));
-        report.view = Some(made.path);
-        report.view_kind = Some(made.kind);
-        report.ingest = made.ingested.map(|done| done.ingest);
+        let method = effective_method(opts.method, false)?;
+        let runtime = rules
+            .map(|rules| stage_runtime(&mut store, &opts.gitnexus, &rules, opts.sign_with))
+            .transpose()?;
+        if has_ce_arm {
+            let of = match (&source, opts.release) {
+                (Some((source, ingest)), _) => ViewOf::Source(source, ingest),
+                (None, Release::Digest(d)) => ViewOf::Digest(d),
+                (None, _) => return Err(Rejection::CeArmWithoutPluginInputs.into()),
+            };
+            let made = match view_for_run(&mut store, of, dest.as_ref(), method) {
+                Ok(made) => made,
+                Err(e) => {
+                    if let Some(runtime) = &runtime {
+                        unstage_runtime(&mut store, runtime)?;
+                    }
+                    return Err(e);
+                }
+            };
+            report.provenance = Some(Provenance::from(&made.snapshot));
+            report.view = Some(made.path);
+            report.view_kind = Some(made.kind);
+            report.ingest = made.ingested.map(|done| done.ingest);
+        }
+        if let Some(runtime) = runtime {
+            report.gitnexus_runtime = runtime.report();
+            runtime_mounts = runtime.mounts;
+        }
     }
     let view = report.view.as_deref().map(Path::new);
     for arm in opts.arms {
         let mut mounts = ce_plugin_mounts_for_arm(arm, view)?;
-        mounts.extend(gitnexus.iter().cloned());
+        mounts.extend(runtime_mounts.iter().cloned());
         report.arms.push(ArmMounts {
             arm: arm.clone(),
             plugin_dir: ce_plugin_dir_for_arm(arm, view)?,
@@ -246,6 +417,9 @@ pub struct MountsReport {
     pub plugin_dir: Option<&'static str>,
     /// The snapshot the view shows; null without a view or with `--unchecked`.
     pub manifest_digest: Option<ManifestDigest>,
+    /// The GitNexus runtime mounted, if any.
+    #[serde(flatten)]
+    pub gitnexus_runtime: RuntimeStaged,
     /// The mounts, plugin first, then the GitNexus runtime's.
     pub mounts: Vec<ReadOnlyMount>,
 }
@@ -273,17 +447,33 @@ fn find_view(
 }
 
 /// Computes an arm's mounts: the plugin view's for a CE arm, then the
-/// GitNexus runtime's.
+/// GitNexus runtime's, from its snapshot's shared view (the checkout
+/// ingested first, unless a stored runtime is named). A runtime that fails
+/// to mount takes back what this call made.
 pub fn mounts(open: Opener<'_>, opts: &MountsOptions<'_>) -> Result<MountsReport> {
     opts.arm_rule.check([opts.arm])?;
+    let rules = opts.gitnexus.check()?;
     let (view, manifest_digest) = find_view(open, opts.view)?;
     let plugin_dir = ce_plugin_dir_for_arm(opts.arm, view.as_deref())?;
     let mut mounts = ce_plugin_mounts_for_arm(opts.arm, view.as_deref())?;
-    mounts.extend(opts.gitnexus.mounts()?);
+    let gitnexus_runtime = match rules {
+        Some(rules) => {
+            let mut store = open(if opts.gitnexus.ingests() {
+                Need::Creating
+            } else {
+                Need::Existing
+            })?;
+            let runtime = stage_runtime(&mut store, &opts.gitnexus, &rules, None)?;
+            mounts.extend(runtime.mounts.iter().cloned());
+            runtime.report()
+        }
+        None => RuntimeStaged::default(),
+    };
     Ok(MountsReport {
         arm: opts.arm.to_owned(),
         plugin_dir,
         manifest_digest,
+        gitnexus_runtime,
         mounts,
     })
 }
