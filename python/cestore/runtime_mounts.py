@@ -19,8 +19,9 @@ classes. Every function reads the constants (`MAX_CE_PLUGIN_*`,
 called, so a test may monkeypatch them.
 
 When the environment variable `CESTORE_SIGNING_KEY` names a private key
-file (`cestore key generate`), each staged snapshot is also signed with it
-(`stage --sign-with`): its attestation is kept with it in the store. Unset
+file (`cestore key generate`), each staged snapshot, the plugin's and the
+GitNexus runtime's, is also signed with it (`stage --sign-with`, `mounts
+--sign-with`): its attestation is kept with it in the store. Unset
 or empty, nothing is signed. A key that cannot be used (not a key, or
 readable by others) fails the staging with the harness's `SandboxError`,
 whose cause is the `cestore.Untrusted` naming the file.
@@ -202,6 +203,9 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
         key = (current.location, os.environ.get("CESTORE_DIR"), current.binary, checkout_text, rules)
         known = pinned.get(key)
         args = ["mounts", "--arm=baseline", f"--gitnexus-root={os.fspath(checkout)}", *rules]
+        sign_with = _signing_key()
+        if sign_with is not None:
+            args.append(f"--sign-with={os.fspath(sign_with)}")
         try:
             try:
                 out = current.run(*args, *([f"--gitnexus-runtime={known.manifest_digest}"] if known else []))
@@ -216,6 +220,9 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
             if exc.rule is None:
                 raise
             raise _gitnexus_error(err, exc, checkout) from None
+        except _errors.Untrusted as exc:
+            # The signing key, as the plugin's staging reports it.
+            raise err(exc.message) from exc
         if known is None:
             known = pinned[key] = StagedGitNexusRuntime(
                 out["gitnexus_runtime_manifest_digest"],

@@ -266,6 +266,30 @@ def test_the_drop_in_fails_staging_on_a_bad_key_with_the_harness_error(
     assert not store_dir.exists() or store.run("list")["snapshots"] == []
 
 
+def test_the_drop_in_signs_the_gitnexus_runtime_it_stores(
+    tmp_path: Path, store_dir: Path, key: cestore.GeneratedKey, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_upstream_contract import install_runtime
+
+    store = cestore.Store()
+    root = tmp_path.resolve() / "checkout"
+    install_runtime(root, "1.6.9")
+    monkeypatch.setenv("CESTORE_SIGNING_KEY", str(key.private_key))
+    harness: Any = bound_harness(tmp_path / "harness", "seed")
+    monkeypatch.setattr(harness, "HARNESS_ROOT", root)
+    assert len(harness.trusted_gitnexus_runtime_mounts()) == 7
+    digest = harness.staged_gitnexus_runtime().manifest_digest
+    (att,) = verify_all(store, digest, key.public_key)
+    assert att.keyid == key.keyid
+    # A key others can read fails the mounts with the harness's error.
+    os.chmod(key.private_key, 0o644)
+    other: Any = bound_harness(tmp_path / "other", "seed")
+    monkeypatch.setattr(other, "HARNESS_ROOT", root)
+    with pytest.raises(other.SandboxError) as info:
+        other.trusted_gitnexus_runtime_mounts()
+    assert isinstance(info.value.__cause__, cestore.Untrusted)
+
+
 def test_signing_again_with_the_same_key_keeps_the_one_attestation(tmp_path: Path, store_dir: Path) -> None:
     store = cestore.Store()
     key = store.generate_key(tmp_path / "k")

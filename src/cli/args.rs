@@ -1116,6 +1116,10 @@ pub struct MountsArgs {
     pub(super) unchecked: bool,
     #[command(flatten)]
     gitnexus: GitNexusArgs,
+    /// Sign the runtime snapshot --gitnexus-root ingests with this private
+    /// key (see `cestore sign`); the key is checked before anything else.
+    #[arg(long, value_name = "FILE", requires = "root")]
+    pub(super) sign_with: Option<PathBuf>,
     #[command(flatten)]
     arm_rule: ArmRuleArgs,
     /// Print the JSON report or bubblewrap arguments (bwrap0: NUL-separated,
@@ -1139,6 +1143,7 @@ impl MountsArgs {
             view,
             gitnexus: self.gitnexus.runtime(),
             arm_rule: self.arm_rule.rule(),
+            sign_with: None,
         }
     }
 }

@@ -96,7 +96,11 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
             &cmd::gc::gc(&root, a.dry_run, a.force, progress)?,
         ),
         Command::Mounts(a) => {
-            let opts = a.options();
+            let key = args::signing_key(a.sign_with.as_deref())?;
+            let opts = cmd::mounts::MountsOptions {
+                sign_with: key.as_ref(),
+                ..a.options()
+            };
             warn_of_arms([opts.arm], &opts.arm_rule);
             output::emit_mounts(output, out, &cmd::mounts::mounts(&root, &opts)?)
         }

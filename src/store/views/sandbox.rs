@@ -406,6 +406,8 @@ pub struct MountsOptions<'a> {
     pub gitnexus: GitNexusRuntime<'a>,
     /// Which arms may be named.
     pub arm_rule: ArmRule<'a>,
+    /// Sign the runtime snapshot ingested with this key.
+    pub sign_with: Option<&'a crate::sign::PrivateKey>,
 }
 
 /// The report of `cestore mounts`.
@@ -463,7 +465,7 @@ pub fn mounts(open: Opener<'_>, opts: &MountsOptions<'_>) -> Result<MountsReport
             } else {
                 Need::Existing
             })?;
-            let runtime = stage_runtime(&mut store, &opts.gitnexus, &rules, None)?;
+            let runtime = stage_runtime(&mut store, &opts.gitnexus, &rules, opts.sign_with)?;
             mounts.extend(runtime.mounts.iter().cloned());
             runtime.report()
         }
