@@ -877,3 +877,25 @@ impl Report for crate::store::ingest::tree::TreeIngestReport {
         }
     }
 }
+
+impl Report for crate::store::ingest::environment::EnvironmentReport {
+    /// The environment's digest, then one line per member: digest, role, kind.
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            w,
+            "{}  environment_digest: environment {:?}, {}; {}",
+            self.manifest_digest,
+            self.name,
+            counted(self.members.len(), "member", "members"),
+            if self.stored {
+                "stored"
+            } else {
+                "already stored"
+            }
+        )?;
+        for m in &self.members {
+            writeln!(w, "{}  {} ({})", m.digest, m.role, m.kind)?;
+        }
+        Ok(())
+    }
+}

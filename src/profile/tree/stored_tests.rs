@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::stored::{check, CheckError, Stored, TaskRecord};
+use super::stored::{check, CheckError, Kind, Stored, TaskRecord};
 use super::{dependency_digests, manifest_digest, Dependency, Node, TreeEntry};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::profile::ce::manifest::{Entry, Manifest, ManifestError};
@@ -288,7 +288,7 @@ fn the_harness_answers_give_their_digests_through_the_manifest() {
             },
         });
         assert_eq!(task.digest.to_string(), answer["digest"], "{name}");
-        let present = |d: &ManifestDigest| *d == tree.digest || *d == deps.digest;
+        let present = |d: &ManifestDigest| (*d == tree.digest || *d == deps.digest).then_some(Kind::Tree);
         for m in [&tree, &deps, &task] {
             let parsed = Manifest::parse(&m.bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(&parsed, m, "{name}");
@@ -301,7 +301,7 @@ fn the_harness_answers_give_their_digests_through_the_manifest() {
 
 #[test]
 fn stored_checks_refuse_what_no_capture_records() {
-    let none = |_: &ManifestDigest| true;
+    let none = |_: &ManifestDigest| Some(Kind::Tree);
     let refused = |entries: Vec<TreeEntry>| check(&Stored::Tree(entries), &none).unwrap_err();
     assert!(check(&Stored::Tree(tree()), &none).is_ok());
     // A runtime's tree: permission bits and relative symlinks.
@@ -352,7 +352,7 @@ fn stored_checks_refuse_what_no_capture_records() {
     assert_eq!(refused(huge).rule(), "tree-manifest-bytes");
     let task = Stored::Task(record("/r".into(), None));
     let tree_digest = task.named()[0];
-    let e = check(&task, &|d: &ManifestDigest| *d == tree_digest).unwrap_err();
+    let e = check(&task, &|d: &ManifestDigest| (*d == tree_digest).then_some(Kind::Tree)).unwrap_err();
     assert_eq!(e.rule(), "tree-task-names-missing");
     assert!(check(&task, &none).is_ok());
 }

@@ -349,6 +349,9 @@ pub struct HarnessDigests {
     /// A dependency list's content digest, or the one a task names.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox_dependency_content_digest: Option<String>,
+    /// An environment's own digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment_digest: Option<String>,
 }
 
 impl HarnessDigests {
@@ -372,6 +375,11 @@ impl HarnessDigests {
                 task_asset_manifest_digest: Some(t.manifest_digest.to_hex()),
                 sandbox_dependency_manifest_digest: Some(t.dependencies.manifest.to_hex()),
                 sandbox_dependency_content_digest: Some(t.dependencies.content.to_hex()),
+                ..HarnessDigests::default()
+            },
+            Stored::Environment(_) => HarnessDigests {
+                environment_digest: own,
+                ..HarnessDigests::default()
             },
         })
     }
@@ -395,6 +403,7 @@ impl HarnessDigests {
                 "sandbox_dependency_content_digest",
                 &self.sandbox_dependency_content_digest,
             ),
+            ("environment_digest", &self.environment_digest),
         ]
         .into_iter()
         .filter_map(|(name, d)| d.as_deref().map(|d| (name, d)))

@@ -165,9 +165,7 @@ pub fn check_for_recording(
         None => CE.check_entries(&manifest.entries)?,
         Some(stored) => {
             let catalogue = store.catalogue();
-            crate::profile::tree::stored::check(stored, &|d| {
-                catalogue.has_snapshot(d).unwrap_or(false)
-            })?;
+            crate::profile::tree::stored::check(stored, &|d| catalogue.kind_of(d))?;
         }
     }
     for e in manifest.entries.iter().filter(|e| e.size > 0) {
@@ -403,7 +401,7 @@ fn mend_recorded(
             .check_entries(&manifest.entries)
             .err()
             .map(|r| r.to_string()),
-        Some(stored) => crate::profile::tree::stored::check(stored, &|_| true)
+        Some(stored) => crate::profile::tree::stored::check_alone(stored)
             .err()
             .map(|r| r.to_string()),
     };
