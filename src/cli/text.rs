@@ -204,6 +204,9 @@ impl Report for crate::cmd::key::GeneratedKey {
 
 impl Report for crate::cmd::sign::SignReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for m in &self.members {
+            m.human(w)?;
+        }
         let how = if self.new { "signed" } else { "already signed" };
         writeln!(
             w,
@@ -652,6 +655,9 @@ impl Report for MountsReport {
 
 impl Report for PushReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for m in &self.members {
+            m.human(w)?;
+        }
         let s = &self.stats;
         let p = &self.published;
         writeln!(w, "{}", p.reference)?;
@@ -679,6 +685,16 @@ impl Report for PushReport {
 
 impl Report for PullReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for m in &self.members {
+            writeln!(
+                w,
+                "{}  pulled first from {}: {} new, {} reused",
+                m.manifest_digest,
+                m.source,
+                counted(m.new_objects, "object", "objects"),
+                m.reused_objects
+            )?;
+        }
         self.ingest.human(w)?;
         let f = &self.pull.fetched;
         writeln!(

@@ -171,6 +171,41 @@ struct ShowOut {
     sources: Vec<SourceEntryOut>,
     attestations: Vec<ShownAttestationOut>,
     files: Option<Vec<FileOut>>,
+    #[serde(default)]
+    members: Option<Vec<ShownMemberOut>>,
+    #[serde(default)]
+    environments: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ShownMemberOut {
+    pub(crate) role: String,
+    pub(crate) kind: String,
+    pub(crate) digest: String,
+    pub(crate) name: Option<String>,
+}
+
+/// The report of `ingest --profile environment` (docs/json.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EnvironmentIngestOut {
+    pub(crate) ok: bool,
+    pub(crate) profile: String,
+    pub(crate) name: String,
+    pub(crate) manifest_digest: String,
+    pub(crate) members: Vec<EnvironmentMemberOut>,
+    pub(crate) stored: bool,
+    pub(crate) store: String,
+}
+
+/// One member in [`EnvironmentIngestOut`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EnvironmentMemberOut {
+    pub(crate) role: String,
+    pub(crate) kind: String,
+    pub(crate) digest: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -827,7 +862,7 @@ pub(crate) fn one_object<T: DeserializeOwned>(out: &Output, what: &str) -> T {
 }
 
 /// Runs a command that must succeed with `--json` and parses it as `T`.
-fn run_typed<T: DeserializeOwned>(env: &TestEnv, args: &[&OsStr]) -> T {
+pub(crate) fn run_typed<T: DeserializeOwned>(env: &TestEnv, args: &[&OsStr]) -> T {
     let mut all = args.to_vec();
     all.push(os("--json"));
     let out = env.run(&all);

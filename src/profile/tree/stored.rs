@@ -843,3 +843,35 @@ pub fn check_alone(stored: &Stored) -> Result<(), CheckError> {
         Stored::Task(_) | Stored::Environment(_) => Ok(()),
     }
 }
+
+/// Every manifest `root` names, directly or through another (an
+/// environment's members, a task member's tree and dependency list), each
+/// once, in dependency order: whatever a manifest names comes before it.
+/// `root` itself is not listed. `named_of` gives what one manifest names.
+///
+/// # Errors
+///
+/// The first error `named_of` gives.
+pub fn closure<E>(
+    root: &ManifestDigest,
+    named_of: &mut dyn FnMut(&ManifestDigest) -> Result<Vec<ManifestDigest>, E>,
+) -> Result<Vec<ManifestDigest>, E> {
+    fn visit<E>(
+        digest: &ManifestDigest,
+        named_of: &mut dyn FnMut(&ManifestDigest) -> Result<Vec<ManifestDigest>, E>,
+        seen: &mut std::collections::HashSet<ManifestDigest>,
+        out: &mut Vec<ManifestDigest>,
+    ) -> Result<(), E> {
+        for named in named_of(digest)? {
+            if seen.insert(named) {
+                visit(&named, named_of, seen, out)?;
+                out.push(named);
+            }
+        }
+        Ok(())
+    }
+    let mut seen = std::collections::HashSet::from([*root]);
+    let mut out = Vec::new();
+    visit(root, named_of, &mut seen, &mut out)?;
+    Ok(out)
+}
