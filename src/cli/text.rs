@@ -712,6 +712,9 @@ impl Report for PullReport {
 impl Report for ExportReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "{}", self.file)?;
+        for m in &self.members {
+            writeln!(w, "{m}  member")?;
+        }
         writeln!(
             w,
             "{}: {} objects, {} bytes ({}), sha256 {}",
@@ -729,6 +732,20 @@ impl Report for ExportReport {
 
 impl Report for ImportReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for m in &self.members {
+            writeln!(
+                w,
+                "{}  member {}: {} new, {} reused",
+                m.manifest_digest,
+                if m.already_present {
+                    "already stored"
+                } else {
+                    "stored"
+                },
+                counted(m.new_objects, "object", "objects"),
+                m.reused_objects
+            )?;
+        }
         match &self.ingest {
             Some(ingest) => ingest.human(w),
             None => writeln!(
