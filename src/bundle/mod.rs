@@ -331,8 +331,7 @@ fn write_archive_with<'a>(
     }
     for m in members {
         let digest = m.manifest.digest;
-        write_entry(w, &member_manifest_entry(&digest), 0o444, &m.manifest.bytes)
-            .map_err(werr)?;
+        write_entry(w, &member_manifest_entry(&digest), 0o444, &m.manifest.bytes).map_err(werr)?;
         let prefix = member_attestations_prefix(&digest);
         for (id, data) in sorted_attestations(&m.attestations) {
             write_entry(w, &format!("{prefix}{id}.json"), 0o444, data).map_err(werr)?;
@@ -843,9 +842,23 @@ fn read_small_entry(r: &mut dyn Read, name: &str, max: u64) -> Result<Vec<u8>> {
 
 /// The name a header block gives, as far as it is text.
 fn entry_name_of(block: &[u8; BLOCK]) -> String {
-    let name = &block[..100];
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    String::from_utf8_lossy(&name[..end]).into_owned()
+    let field = |bytes: &[u8]| {
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        String::from_utf8_lossy(&bytes[..end]).into_owned()
+    };
+    let name = field(&block[..100]);
+    // A name longer than 100 bytes (a member's attestation) keeps its
+    // first part in the ustar prefix field.
+    let prefix = if &block[257..262] == b"ustar" {
+        field(&block[345..500])
+    } else {
+        String::new()
+    };
+    if prefix.is_empty() {
+        name
+    } else {
+        format!("{prefix}/{name}")
+    }
 }
 
 /// Reads the data of a small entry whose header block is already read.

@@ -489,7 +489,9 @@ impl ProfileIngestArgs {
             )))
         };
         if self.profile == TreeProfileArg::Environment {
-            return usage("records stored snapshots (--member ROLE=DIGEST); it reads no repository");
+            return usage(
+                "records stored snapshots (--member ROLE=DIGEST); it reads no repository",
+            );
         }
         if !self.members.is_empty() {
             return usage("takes --member only with environment");

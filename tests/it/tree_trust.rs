@@ -820,7 +820,7 @@ fn audit_field_adds_a_custom_digest_field() {
         "{r}"
     );
     assert_eq!(r["field_counts"][2]["kind"], "dependencies", "{r}");
-    assert_eq!(r["field_counts"].as_array().unwrap().len(), 6, "{r}");
+    assert_eq!(r["field_counts"].as_array().unwrap().len(), 7, "{r}");
     // A nested field, by its dotted path.
     let nested = results(
         &env,

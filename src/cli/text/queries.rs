@@ -88,7 +88,10 @@ impl Fitted for ShowReport {
             }
         }
         if !self.environments.is_empty() {
-            line(w, format!("environments:            {}", self.environments.len()))?;
+            line(
+                w,
+                format!("environments:            {}", self.environments.len()),
+            )?;
             for d in &self.environments {
                 line(w, format!("  {d}"))?;
             }

@@ -799,19 +799,21 @@ pub fn check(
             Some(missing) => Err(CheckError::Missing(missing)),
             None => Ok(()),
         },
-        Stored::Environment(members) => members.iter().try_for_each(|m| match recorded(&m.digest) {
-            None => Err(CheckError::MemberMissing {
-                role: m.role.clone(),
-                digest: m.digest,
-            }),
-            Some(found) if found != m.kind => Err(CheckError::MemberKind {
-                role: m.role.clone(),
-                digest: m.digest,
-                recorded: m.kind.name(),
-                found: found.name(),
-            }),
-            Some(_) => Ok(()),
-        }),
+        Stored::Environment(members) => {
+            members.iter().try_for_each(|m| match recorded(&m.digest) {
+                None => Err(CheckError::MemberMissing {
+                    role: m.role.clone(),
+                    digest: m.digest,
+                }),
+                Some(found) if found != m.kind => Err(CheckError::MemberKind {
+                    role: m.role.clone(),
+                    digest: m.digest,
+                    recorded: m.kind.name(),
+                    found: found.name(),
+                }),
+                Some(_) => Ok(()),
+            })
+        }
         Stored::Tree(_) | Stored::Dependencies(_) => Ok(()),
     }
 }

@@ -288,7 +288,8 @@ fn the_harness_answers_give_their_digests_through_the_manifest() {
             },
         });
         assert_eq!(task.digest.to_string(), answer["digest"], "{name}");
-        let present = |d: &ManifestDigest| (*d == tree.digest || *d == deps.digest).then_some(Kind::Tree);
+        let present =
+            |d: &ManifestDigest| (*d == tree.digest || *d == deps.digest).then_some(Kind::Tree);
         for m in [&tree, &deps, &task] {
             let parsed = Manifest::parse(&m.bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(&parsed, m, "{name}");
@@ -352,7 +353,10 @@ fn stored_checks_refuse_what_no_capture_records() {
     assert_eq!(refused(huge).rule(), "tree-manifest-bytes");
     let task = Stored::Task(record("/r".into(), None));
     let tree_digest = task.named()[0];
-    let e = check(&task, &|d: &ManifestDigest| (*d == tree_digest).then_some(Kind::Tree)).unwrap_err();
+    let e = check(&task, &|d: &ManifestDigest| {
+        (*d == tree_digest).then_some(Kind::Tree)
+    })
+    .unwrap_err();
     assert_eq!(e.rule(), "tree-task-names-missing");
     assert!(check(&task, &none).is_ok());
 }

@@ -254,7 +254,7 @@ pub fn check_named(store: &Store, manifest: &Manifest) -> Result<()> {
     if let Some(stored) = &manifest.tree {
         let catalogue = store.catalogue();
         crate::profile::tree::stored::check(stored, &|d| catalogue.kind_of(d))
-        .map_err(AdoptError::from)?;
+            .map_err(AdoptError::from)?;
     }
     Ok(())
 }

@@ -134,7 +134,8 @@ pub fn record(
         });
     }
     sort_members(&mut typed);
-    check_members(&typed).map_err(|e| Error::Usage(format!("ingest --profile environment: {e}")))?;
+    check_members(&typed)
+        .map_err(|e| Error::Usage(format!("ingest --profile environment: {e}")))?;
     let manifest = Manifest::stored(Stored::Environment(typed.clone()));
     crate::store::ingest::adopt::check_named(&store, &manifest)?;
     let name = name.unwrap_or("environment");
