@@ -360,3 +360,86 @@ fn stored_checks_refuse_what_no_capture_records() {
     assert_eq!(e.rule(), "tree-task-names-missing");
     assert!(check(&task, &none).is_ok());
 }
+
+/// An environment's manifest: read back from its bytes, refused when out
+/// of (role, digest) order, with a pair twice, a bad role, a nested
+/// environment, no member or a kind unknown; `check` wants each member
+/// recorded with its kind; `closure` lists what is named before what names
+/// it.
+#[test]
+fn an_environment_is_read_back_and_refused_by_its_rules() {
+    use super::stored::{check_members, closure, parse, sort_members, MemberError};
+    use super::EnvironmentMember;
+    let d = |n: u8| ManifestDigest::from_bytes([n; 32]);
+    let m = |role: &str, n: u8, kind: Kind| EnvironmentMember {
+        role: role.into(),
+        digest: d(n),
+        kind,
+    };
+    let mut members = vec![
+        m("b", 1, Kind::Tree),
+        m("a", 2, Kind::Ce),
+        m("a", 1, Kind::Task),
+    ];
+    sort_members(&mut members);
+    assert_eq!(members[0], m("a", 1, Kind::Task));
+    let env = Stored::Environment(members.clone());
+    let bytes = env.bytes();
+    assert!(bytes.starts_with(b"{\"members\":[{\"digest\":\"0101"));
+    assert_eq!(Kind::of(&bytes), Kind::Environment);
+    assert_eq!(parse(Kind::Environment, &bytes).unwrap(), env);
+    let manifest = Manifest::parse(&bytes).unwrap();
+    assert_eq!(manifest.profile(), "environment");
+    assert!(manifest.entries.is_empty());
+    assert_eq!(env.named(), vec![d(1), d(2), d(1)]);
+    // Out of order, twice, bad role, nested, empty.
+    let refused = |ms: Vec<EnvironmentMember>| {
+        let bytes = Stored::Environment(ms).bytes();
+        parse(Kind::Environment, &bytes).unwrap_err().to_string()
+    };
+    assert!(refused(vec![m("b", 1, Kind::Tree), m("a", 1, Kind::Tree)]).contains("order"));
+    assert!(refused(vec![m("a", 1, Kind::Tree), m("a", 1, Kind::Tree)]).contains("twice"));
+    assert!(refused(vec![m("A", 1, Kind::Tree)]).contains("role"));
+    assert!(refused(vec![m("a", 1, Kind::Environment)]).contains("unknown kind"));
+    assert!(refused(Vec::new()).contains("at least one"));
+    assert_eq!(
+        check_members(&[m("a", 1, Kind::Environment)]),
+        Err(MemberError::Nested {
+            role: "a".into(),
+            digest: d(1)
+        })
+    );
+    assert!(check_members(&[m(&"r".repeat(65), 1, Kind::Ce)]).is_err());
+    let other = br#"{"members":[],"schema_version":2}"#;
+    assert!(parse(Kind::Environment, other).is_err());
+    let spaced = String::from_utf8(bytes.clone())
+        .unwrap()
+        .replace(":[", ": [");
+    assert!(parse(Kind::Environment, spaced.as_bytes()).is_err());
+    // Recorded with its kind, or refused naming the member.
+    let all = |_: &ManifestDigest| Some(Kind::Task);
+    let e = check(&env, &all).unwrap_err();
+    assert_eq!(e.rule(), "environment-member-kind");
+    let kinds = |x: &ManifestDigest| {
+        if *x == d(1) {
+            Some(Kind::Task)
+        } else {
+            None
+        }
+    };
+    let only_task = Stored::Environment(vec![m("a", 1, Kind::Task)]);
+    assert!(check(&only_task, &kinds).is_ok());
+    let e = check(&env, &kinds).unwrap_err();
+    assert_eq!(e.rule(), "environment-member-missing");
+    assert!(e.to_string().contains(&d(2).to_string()), "{e}");
+    // What names comes after what it names, each once.
+    let order = closure(&d(9), &mut |x| {
+        Ok::<_, ()>(match x.as_bytes()[0] {
+            9 => vec![d(3), d(1), d(2)],
+            3 => vec![d(1), d(2)],
+            _ => Vec::new(),
+        })
+    })
+    .unwrap();
+    assert_eq!(order, vec![d(1), d(2), d(3)]);
+}
