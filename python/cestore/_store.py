@@ -19,6 +19,7 @@ from ._find import find_binary
 from ._trees import (
     Dependency,
     DependenciesIngest,
+    EnvironmentIngest,
     HarnessDigests,
     Materialized,
     TaskIdentity,
@@ -1127,6 +1128,33 @@ class Store:
         if version is not None:
             args.append(f"--gitnexus-version={_str('version', version)}")
         return RuntimeIngest._of(self._typed_tree(*args, "--", _path("checkout", checkout)))
+
+    def ingest_environment(
+        self,
+        members: Union[Mapping[str, str], Sequence[tuple[str, str]]],
+        *,
+        name: Optional[str] = None,
+        sign_with: Optional[StrPath] = None,
+    ) -> EnvironmentIngest:
+        """Records stored snapshots as one environment: `members` maps each results-row field (its role) to a digest.
+
+        A list of `(role, digest)` pairs may name a role twice. Each digest
+        must be a stored snapshot (`NotFound` otherwise, exit 4); a role is
+        1 to 64 of `a-z`, `0-9` and `_` (`UsageError` otherwise). The same
+        set again records nothing new. With `sign_with` (a private key
+        file), the environment's manifest is signed; `sign(digest, key)`
+        signs it with every member.
+        """
+        pairs = list(members.items()) if isinstance(members, Mapping) else list(members)
+        args = ["ingest", "--profile", "environment"]
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise TypeError(f"members must be (role, digest) pairs, not {pair!r}")
+            role, digest = pair
+            args.append(f"--member={_str('role', role)}={_str('digest', digest)}")
+        if name is not None:
+            args.append(f"--name={_str('name', name)}")
+        return EnvironmentIngest._of(self._typed(*args, *_sign_args(sign_with)))
 
     def ingest_task(
         self,
