@@ -1258,9 +1258,9 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
 
 /// Reads the member entries, from the header `next` on, and leaves in
 /// `next` the header after them. Each manifest must hash to the digest its
-/// entry is named by, and the members must be exactly what `manifest`
-/// names, directly or through another, in dependency order (as export
-/// writes them).
+/// entry is named by, and the members, when there are any, must be exactly
+/// what `manifest` names, directly or through another, in dependency order
+/// (as export writes them).
 fn read_members(
     body: &mut dyn Read,
     next: &mut [u8; BLOCK],
@@ -1303,6 +1303,11 @@ fn read_members(
             manifest: member,
             attestations,
         });
+    }
+    // A bundle with no member at all is one as earlier cestores wrote: its
+    // snapshot is taken alone, once the store holds what it names.
+    if out.is_empty() {
+        return Ok(out);
     }
     let named_of = |d: &ManifestDigest| -> Vec<ManifestDigest> {
         let m = if *d == manifest.digest {
