@@ -663,3 +663,70 @@ fn audit_answers_for_an_environment_only_when_every_member_is_stored() {
         "{report}"
     );
 }
+
+/// Sends `DELETE /v2/REPOSITORY/manifests/DIGEST` to the registry at
+/// `reg` (plain HTTP): the manifest, and the tags naming it, are gone.
+fn delete_manifest(reg: &str, repository: &str, digest: &str) {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(reg).expect("connect to the registry");
+    write!(
+        conn,
+        "DELETE /v2/{repository}/manifests/{digest} HTTP/1.1\r\nHost: {reg}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
+}
+
+#[test]
+fn a_pull_missing_a_member_on_the_registry_records_no_environment() {
+    let Some(reg) =
+        crate::remote::registry("a_pull_missing_a_member_on_the_registry_records_no_environment")
+    else {
+        return;
+    };
+    let env = TestEnv::new();
+    let m = members(&env);
+    let r = record(&env, &m.roles(), &[]);
+    let repo = crate::remote::repo(&reg, "environment-gone");
+    let out = env.run(["--json", "push", &r.manifest_digest, &repo, "--plain-http"]);
+    assert_exit(&out, 0);
+    let pushed = parse_json(&out);
+    // The runtime's record is removed from the registry.
+    let runtime = pushed["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["manifest_digest"] == m.runtime.as_str())
+        .unwrap_or_else(|| panic!("{pushed}"));
+    let repository = repo.split_once('/').unwrap().1;
+    delete_manifest(&reg, repository, runtime["remote_digest"].as_str().unwrap());
+    let other = TestEnv::new();
+    let out = other.run([
+        "--json",
+        "pull",
+        &format!("{repo}:sha256-{}", r.manifest_digest),
+        "--plain-http",
+    ]);
+    let code = out.status.code();
+    assert!(code != Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let said = parse_json(&out)["error"]["message"].to_string();
+    assert!(said.contains(&m.runtime), "{said}");
+    // Nothing entered the store: the members are resolved before any is taken.
+    assert!(stored(&other).is_empty(), "{:?}", stored(&other));
+    // With the runtime in the store already, the rest comes and the
+    // environment last.
+    let bundle = env.path("runtime.tar");
+    assert_exit(&env.run(["export", &m.runtime, "-o", &s(&bundle)]), 0);
+    assert_exit(&other.run(["import", &s(&bundle)]), 0);
+    let out = other.run([
+        "--json",
+        "pull",
+        &format!("{repo}:sha256-{}", r.manifest_digest),
+        "--plain-http",
+    ]);
+    assert_exit(&out, 0);
+    assert_eq!(parse_json(&out)["members"].as_array().unwrap().len(), 4);
+    same_snapshots(&env, &other);
+}
