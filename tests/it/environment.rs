@@ -730,3 +730,30 @@ fn a_pull_missing_a_member_on_the_registry_records_no_environment() {
     assert_eq!(parse_json(&out)["members"].as_array().unwrap().len(), 4);
     same_snapshots(&env, &other);
 }
+
+#[test]
+fn recover_rebuilds_an_environment_after_its_members() {
+    let env = TestEnv::new();
+    let m = members(&env);
+    let r = record(&env, &m.roles(), &["--name", "sweep"]);
+    let before = listed_profiles(&env);
+    for name in std::fs::read_dir(&env.store).unwrap() {
+        let path = name.unwrap().path();
+        if path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("catalogue")
+        {
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    let out = env.run(["--json", "recover"]);
+    assert_exit(&out, 0);
+    assert_eq!(listed_profiles(&env), before);
+    // Its members are named again: rm of one is refused.
+    let err = assert_exit(&env.run(["rm", &m.runtime]), 6);
+    assert!(err.contains(&r.manifest_digest), "{err}");
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 0, "{v}");
+}
