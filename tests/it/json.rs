@@ -3402,7 +3402,7 @@ fn an_environments_transfers_fit_the_documented_schema() {
     let exported: ExportOut =
         run_typed(&env, &[os("export"), os(&d), os("-o"), bundle.as_os_str()]);
     assert!(exported.ok);
-    assert_eq!(exported.members, [ce.clone()]);
+    assert_eq!(exported.members, std::slice::from_ref(&ce));
     let other = TestEnv::new();
     let imported: ImportOut = run_typed(&other, &[os("import"), bundle.as_os_str()]);
     assert!(imported.ok);
