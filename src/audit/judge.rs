@@ -467,7 +467,8 @@ fn stored_versions(store: &Store) -> Result<HashMap<ManifestDigest, String>> {
 
 /// The digests of `scan` the store does not hold: the table fields'
 /// manifest digests first (a tree and a dependency list before a task,
-/// which is taken only once both are held, then CE ones), then the CE
+/// which is taken only once both are held, then CE ones, then
+/// environments, whose pull brings their members), then the CE
 /// digests. A content
 /// digest names no snapshot tag, and is not among them.
 pub fn unknown(store: &Store, scan: &Scan) -> Result<Vec<ManifestDigest>> {

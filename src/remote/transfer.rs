@@ -550,7 +550,7 @@ pub fn pull(
     let incoming = remote.resolve(reference)?;
     let check = crate::store::trust::signed::trust_check(trusted);
     check(&incoming.attestations, &incoming.snapshot)?;
-    let members = incoming_members(open, remote, &incoming)?;
+    let members = incoming_members(open, remote, &incoming, trusted)?;
     for m in &members {
         check(&m.attestations, &m.snapshot)?;
     }
@@ -571,11 +571,13 @@ pub fn pull(
 
 /// The snapshots `incoming` names, directly or not, that the store (when
 /// there is one) lacks, each resolved by its digest tag on `remote`, in
-/// dependency order.
+/// dependency order. With keys `trusted`, one the store holds already must
+/// be signed by one of them there.
 fn incoming_members(
     open: Opener<'_>,
     remote: &dyn Remote,
     incoming: &super::Incoming,
+    trusted: &[crate::sign::PublicKey],
 ) -> Result<Vec<super::Incoming>> {
     let named = |bytes: &[u8]| {
         crate::profile::ce::manifest::Manifest::parse(bytes)
@@ -601,6 +603,14 @@ fn incoming_members(
             return Ok(first.clone());
         }
         if present(d) {
+            if let (false, Some(store)) = (trusted.is_empty(), store.as_ref()) {
+                let held = crate::store::trust::signed::stored_envelopes(store, d)?;
+                crate::store::trust::signed::require_trusted(
+                    held.iter().map(Vec::as_slice),
+                    trusted,
+                    d,
+                )?;
+            }
             return Ok(Vec::new());
         }
         // The tag promises the digest; resolve checks the record keeps it.

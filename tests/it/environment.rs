@@ -516,6 +516,11 @@ fn an_environment_travels_whole_through_a_registry_and_is_trusted_whole() {
     let members = [&m.ce, &m.runtime, &m.task, &m.tree, &m.deps];
     assert!(members.iter().any(|d| said.contains(d.as_str())), "{said}");
     assert!(stored(&other).is_empty(), "{:?}", stored(&other));
+    // A store holding a member unsigned: it is not trusted there either.
+    let holding = TestEnv::new();
+    let unsigned = env.path("runtime-unsigned.tar");
+    assert_exit(&env.run(["export", &m.runtime, "-o", &s(&unsigned)]), 0);
+    assert_exit(&holding.run(["import", &s(&unsigned)]), 0);
     // Signed whole and pushed again: taken whole into an empty store.
     assert_exit(
         &env.run(["sign", &r.manifest_digest, "--key", &s(&private)]),
@@ -542,6 +547,18 @@ fn an_environment_travels_whole_through_a_registry_and_is_trusted_whole() {
         "{pulled}"
     );
     same_snapshots(&env, &other);
+    let out = holding.run([
+        "--json",
+        "pull",
+        &format!("{repo}:sweep"),
+        "--plain-http",
+        "--trusted-key",
+        &s(&public),
+    ]);
+    assert_exit(&out, 9);
+    let said = parse_json(&out)["error"]["message"].to_string();
+    assert!(said.contains(&m.runtime), "{said}");
+    assert_eq!(stored(&holding), vec![m.runtime.clone()]);
     // Without keys too, into a third store.
     let third = TestEnv::new();
     let out = third.run([
