@@ -256,6 +256,25 @@ impl Catalogue {
                         params![id, named.to_hex()],
                     )
                     .map_err(err("record the manifests a task names"))?;
+                    // Checked in the transaction that records it: an `rm`
+                    // of what it names either came first (and it is not
+                    // recorded) or is refused after.
+                    let held = tx
+                        .query_row(
+                            "SELECT 1 FROM snapshots WHERE digest = ?1",
+                            [named.to_hex()],
+                            |_| Ok(()),
+                        )
+                        .optional()
+                        .map_err(err("look up a snapshot it names"))?
+                        .is_some();
+                    if !held {
+                        return Err(Error::Conflict(format!(
+                            "could not record {}: the snapshot {named} it names is not in the \
+                             store (it was forgotten meanwhile); record that snapshot again first",
+                            snap.digest
+                        )));
+                    }
                 }
             }
             if let Some(origin) = origin.filter(|_| inserted) {

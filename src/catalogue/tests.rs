@@ -794,3 +794,35 @@ fn a_catalogue_before_environments_is_migrated_and_records_one() {
         )
         .is_err());
 }
+
+/// A snapshot naming another is recorded only while that one is, checked
+/// in the recording transaction itself: an `rm` of a member just before an
+/// environment is recorded leaves no environment naming what is gone.
+#[test]
+fn a_snapshot_naming_one_not_recorded_is_not_recorded() {
+    use crate::profile::tree::stored::{Kind, Stored};
+    use crate::profile::tree::EnvironmentMember;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let ce = manifest("gone");
+    let env = Manifest::stored(Stored::Environment(vec![EnvironmentMember {
+        role: "ce_plugin_manifest_digest".into(),
+        digest: ce.digest,
+        kind: Kind::Ce,
+    }]));
+    let err = cat
+        .record_ingest(
+            &snap(&env, ""),
+            None,
+            &event(env.digest, "ingest", "/src"),
+            &[],
+            Attached::default(),
+        )
+        .unwrap_err();
+    assert_eq!(err.error_kind(), ErrorKind::Conflict, "{err}");
+    assert!(err.to_string().contains(&ce.digest.to_string()), "{err}");
+    assert!(!cat.has_snapshot(&env.digest).unwrap());
+    ingest(&mut cat, &ce, "1", "/src");
+    ingest(&mut cat, &env, "", "/src");
+    assert!(cat.has_snapshot(&env.digest).unwrap());
+}
