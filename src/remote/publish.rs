@@ -69,13 +69,21 @@ pub fn push_snapshot(store: &mut Store, opts: &PushOptions<'_>) -> Result<PushRe
         )
     })?;
     // Members go under their digest tags: the repository without the tag.
-    let repository = match opts.remote.rsplit_once('/') {
+    let (repository, reference) = match opts.remote.rsplit_once('/') {
         Some((head, last)) => match last.find([':', '@']) {
-            Some(at) => &opts.remote[..head.len() + 1 + at],
-            None => opts.remote,
+            Some(at) => (&opts.remote[..head.len() + 1 + at], Some(&last[at..])),
+            None => (opts.remote, None),
         },
-        None => opts.remote,
+        None => (opts.remote, None),
     };
+    // A reference the push refuses (a digest, another snapshot's digest
+    // tag) is refused before any member is pushed.
+    let refused = reference.is_some_and(|r| {
+        r.starts_with('@') || super::tag_digest(&r[1..]).is_some_and(|d| d != digest)
+    });
+    if named.is_empty() || refused {
+        return push_one(store, opts);
+    }
     let mut members = Vec::new();
     for d in named {
         let hex = d.to_hex();

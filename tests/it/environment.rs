@@ -707,6 +707,17 @@ fn a_pull_missing_a_member_on_the_registry_records_no_environment() {
     let m = members(&env);
     let r = record(&env, &m.roles(), &[]);
     let repo = crate::remote::repo(&reg, "environment-gone");
+    // A reference the push refuses pushes no member either.
+    let out = env.run([
+        "push",
+        &r.manifest_digest,
+        &format!("{repo}:sha256-{}", m.ce),
+        "--plain-http",
+    ]);
+    assert_ne!(out.status.code(), Some(0));
+    let other = TestEnv::new();
+    let out = other.run(["pull", &format!("{repo}:sha256-{}", m.ce), "--plain-http"]);
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
     let out = env.run(["--json", "push", &r.manifest_digest, &repo, "--plain-http"]);
     assert_exit(&out, 0);
     let pushed = parse_json(&out);
