@@ -785,3 +785,68 @@ fn recover_rebuilds_an_environment_after_its_members() {
     let (code, v) = env.verify(&[]);
     assert_eq!(code, 0, "{v}");
 }
+
+/// `bundle` with its snapshot's manifest replaced by `manifest` (and its
+/// digest entry with it), every other entry as it was.
+fn with_manifest(bundle: &Path, manifest: &[u8], to: &Path) {
+    let mut archive = tar::Archive::new(std::fs::File::open(bundle).unwrap());
+    let mut out = tar::Builder::new(Vec::new());
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let name = entry.path().unwrap().to_string_lossy().into_owned();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut data).unwrap();
+        let data = match name.as_str() {
+            "manifest.json" => manifest.to_vec(),
+            "manifest.sha256" => format!("{}  manifest.json\n", sha_hex(manifest)).into_bytes(),
+            _ => data,
+        };
+        let mut header = entry.header().clone();
+        header.set_size(data.len() as u64);
+        header.set_cksum();
+        out.append(&header, &data[..]).unwrap();
+    }
+    write(to, out.into_inner().unwrap());
+}
+
+#[test]
+fn an_environment_recording_a_members_kind_wrongly_is_not_imported() {
+    let env = TestEnv::new();
+    let m = members(&env);
+    let r = record(&env, &m.roles(), &[]);
+    let bundle = env.path("env.tar");
+    assert_exit(
+        &env.run(["export", &r.manifest_digest, "-o", &s(&bundle)]),
+        0,
+    );
+    let bytes = env.run(["show", "--manifest", &r.manifest_digest]).stdout;
+    let claimed = String::from_utf8(bytes).unwrap().replacen(
+        &format!("{{\"digest\":\"{}\",\"kind\":\"ce\"", m.ce),
+        &format!("{{\"digest\":\"{}\",\"kind\":\"tree\"", m.ce),
+        1,
+    );
+    assert!(
+        claimed.contains("\"kind\":\"tree\",\"role\":\"ce_plugin"),
+        "{claimed}"
+    );
+    let forged = env.path("forged.tar");
+    with_manifest(&bundle, claimed.as_bytes(), &forged);
+    let other = TestEnv::new();
+    let out = other.run(["--json", "import", &s(&forged)]);
+    assert_exit(&out, 1);
+    let message = parse_json(&out)["error"]["message"].to_string();
+    assert!(
+        message.contains(&format!(
+            "its member ce_plugin_manifest_digest={} is recorded as tree, but the store holds a ce snapshot",
+            m.ce
+        )),
+        "{message}"
+    );
+    // No environment is recorded; the members taken before it stay, each whole.
+    let held = stored(&other);
+    assert!(!held.contains(&sha_hex(claimed.as_bytes())), "{held:?}");
+    assert!(!held.contains(&r.manifest_digest), "{held:?}");
+    assert_eq!(held.len(), 5, "{held:?}");
+    let (code, v) = other.verify(&[]);
+    assert_eq!(code, 0, "{v}");
+}
