@@ -336,7 +336,8 @@ class SignReport:
     """An attestation `sign` made: the snapshot it vouches for, the key that signed, its id and time.
 
     `new` is false when the key had signed the snapshot already: the
-    attestation it had is the one named.
+    attestation it had is the one named. Signing an environment signs
+    every snapshot it names first: `members` lists them, in that order.
     """
 
     manifest_digest: str
@@ -344,6 +345,18 @@ class SignReport:
     attestation: str
     at: str
     new: bool = True
+    members: tuple[SignReport, ...] = ()
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> SignReport:
+        return cls(
+            d["manifest_digest"],
+            d["keyid"],
+            d["attestation"],
+            d["at"],
+            d["new"],
+            tuple(cls._of(m) for m in d.get("members", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -1331,7 +1344,7 @@ class Store:
         when others can read it or another user owns it.
         """
         out = self._typed("sign", "--key", _path("key", key), "--", _str("digest", digest))
-        return SignReport(out["manifest_digest"], out["keyid"], out["attestation"], out["at"], out["new"])
+        return SignReport._of(out)
 
     def attestations(self, digest: str, *, trusted_keys: Sequence[StrPath] = ()) -> tuple[Attestation, ...]:
         """The attestations of a snapshot; with `trusted_keys` (public key files), whether each vouches for it.

@@ -568,6 +568,12 @@ def test_ingest_environment_records_stored_snapshots_as_one(tmp_path: Path, stor
         store.ingest_environment({})
     with pytest.raises(TypeError):
         store.ingest_environment([("x", one.manifest_digest, "extra")])  # type: ignore[list-item]
+    # Signed as one unit: the environment and each member, once.
+    key = store.generate_key(tmp_path / "k.key")
+    signed = store.sign(got.manifest_digest, key.private_key)
+    assert {m.manifest_digest for m in signed.members} == set(members.values())
+    assert all(m.new for m in signed.members)
+    assert not any(m.new for m in store.sign(got.manifest_digest, key.private_key).members)
     # A member is not forgotten while the environment names it.
     with pytest.raises(cestore.Conflict):
         store.run("rm", one.manifest_digest)
