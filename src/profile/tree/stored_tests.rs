@@ -410,6 +410,23 @@ fn an_environment_is_read_back_and_refused_by_its_rules() {
         })
     );
     assert!(check_members(&[m(&"r".repeat(65), 1, Kind::Ce)]).is_err());
+    // At most 65,536 members.
+    let many = |n: usize| -> Vec<EnvironmentMember> {
+        let mut v: Vec<EnvironmentMember> = (0..n)
+            .map(|i| EnvironmentMember {
+                role: format!("r{i:06}"),
+                digest: d(1),
+                kind: Kind::Tree,
+            })
+            .collect();
+        sort_members(&mut v);
+        v
+    };
+    assert!(check_members(&many(super::MAX_ENVIRONMENT_MEMBERS)).is_ok());
+    assert_eq!(
+        check_members(&many(super::MAX_ENVIRONMENT_MEMBERS + 1)),
+        Err(MemberError::TooMany(super::MAX_ENVIRONMENT_MEMBERS + 1))
+    );
     let other = br#"{"members":[],"schema_version":2}"#;
     assert!(parse(Kind::Environment, other).is_err());
     let spaced = String::from_utf8(bytes.clone())
