@@ -246,6 +246,16 @@ pub fn check_samples() -> Vec<CheckError> {
             rule: "{rule}",
         },
         CheckError::Missing(crate::digest::ManifestDigest::from_bytes([0; 32])),
+        CheckError::MemberMissing {
+            role: "{role}".into(),
+            digest: crate::digest::ManifestDigest::from_bytes([0; 32]),
+        },
+        CheckError::MemberKind {
+            role: "{role}".into(),
+            digest: crate::digest::ManifestDigest::from_bytes([0; 32]),
+            recorded: "{kind}",
+            found: "{other}",
+        },
     ]
 }
 
@@ -451,6 +461,8 @@ mod tests {
             CheckError::TooManyBytes { .. } => 1,
             CheckError::Path { .. } => 2,
             CheckError::Missing(_) => 3,
+            CheckError::MemberMissing { .. } => 4,
+            CheckError::MemberKind { .. } => 5,
         }
     }
 

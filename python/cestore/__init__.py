@@ -64,6 +64,8 @@ from ._store import (
 from ._trees import (
     Dependency,
     DependenciesIngest,
+    EnvironmentIngest,
+    EnvironmentMember,
     HarnessDigests,
     Materialized,
     RuntimeComponent,
@@ -113,6 +115,8 @@ __all__ = [
     "RowProblem",
     "RuntimeComponent",
     "RuntimeIngest",
+    "EnvironmentIngest",
+    "EnvironmentMember",
     "SecretFound",
     "SignReport",
     "SignedBy",

@@ -19,6 +19,7 @@ from ._find import find_binary
 from ._trees import (
     Dependency,
     DependenciesIngest,
+    EnvironmentIngest,
     HarnessDigests,
     Materialized,
     TaskIdentity,
@@ -335,7 +336,8 @@ class SignReport:
     """An attestation `sign` made: the snapshot it vouches for, the key that signed, its id and time.
 
     `new` is false when the key had signed the snapshot already: the
-    attestation it had is the one named.
+    attestation it had is the one named. Signing an environment signs
+    every snapshot it names first: `members` lists them, in that order.
     """
 
     manifest_digest: str
@@ -343,6 +345,18 @@ class SignReport:
     attestation: str
     at: str
     new: bool = True
+    members: tuple[SignReport, ...] = ()
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> SignReport:
+        return cls(
+            d["manifest_digest"],
+            d["keyid"],
+            d["attestation"],
+            d["at"],
+            d["new"],
+            tuple(cls._of(m) for m in d.get("members", ())),
+        )
 
 
 @dataclass(frozen=True)
@@ -1136,6 +1150,33 @@ class Store:
             args.append(f"--gitnexus-version={_str('version', version)}")
         return RuntimeIngest._of(self._typed_tree(*args, "--", _path("checkout", checkout)))
 
+    def ingest_environment(
+        self,
+        members: Union[Mapping[str, str], Sequence[tuple[str, str]]],
+        *,
+        name: Optional[str] = None,
+        sign_with: Optional[StrPath] = None,
+    ) -> EnvironmentIngest:
+        """Records stored snapshots as one environment: `members` maps each results-row field (its role) to a digest.
+
+        A list of `(role, digest)` pairs may name a role twice. Each digest
+        must be a stored snapshot (`NotFound` otherwise, exit 4); a role is
+        1 to 64 of `a-z`, `0-9` and `_` (`UsageError` otherwise). The same
+        set again records nothing new. With `sign_with` (a private key
+        file), the environment's manifest is signed; `sign(digest, key)`
+        signs it with every member.
+        """
+        pairs = list(members.items()) if isinstance(members, Mapping) else list(members)
+        args = ["ingest", "--profile", "environment"]
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise TypeError(f"members must be (role, digest) pairs, not {pair!r}")
+            role, digest = pair
+            args.append(f"--member={_str('role', role)}={_str('digest', digest)}")
+        if name is not None:
+            args.append(f"--name={_str('name', name)}")
+        return EnvironmentIngest._of(self._typed(*args, *_sign_args(sign_with)))
+
     def ingest_task(
         self,
         repo: StrPath,
@@ -1311,7 +1352,7 @@ class Store:
         when others can read it or another user owns it.
         """
         out = self._typed("sign", "--key", _path("key", key), "--", _str("digest", digest))
-        return SignReport(out["manifest_digest"], out["keyid"], out["attestation"], out["at"], out["new"])
+        return SignReport._of(out)
 
     def attestations(self, digest: str, *, trusted_keys: Sequence[StrPath] = ()) -> tuple[Attestation, ...]:
         """The attestations of a snapshot; with `trusted_keys` (public key files), whether each vouches for it.

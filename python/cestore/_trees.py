@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-#: The kinds of stored manifest (`SnapshotInfo.profile`): a CE plugin's and the three tree kinds.
-PROFILES = ("ce", "tree", "dependencies", "task")
+#: The kinds of stored manifest (`SnapshotInfo.profile`): a CE plugin's, the three tree kinds and an environment.
+PROFILES = ("ce", "tree", "dependencies", "task", "environment")
 
 
 def _stored(d: dict[str, Any]) -> tuple[bool, int, int, int, Path, Path]:
@@ -131,6 +131,7 @@ class HarnessDigests:
     task_asset_manifest_digest: Optional[str] = None
     sandbox_dependency_manifest_digest: Optional[str] = None
     sandbox_dependency_content_digest: Optional[str] = None
+    environment_digest: Optional[str] = None
 
     def as_dict(self) -> dict[str, str]:
         """The fields it has, by the harness's names."""
@@ -256,6 +257,44 @@ class RuntimeIngest:
             d["entries"],
             d["total_bytes"],
             *_stored(d),
+            d,
+        )
+
+
+@dataclass(frozen=True)
+class EnvironmentMember:
+    """One member of an environment: the results-row field it fills, its kind, its digest."""
+
+    role: str
+    kind: str
+    digest: str
+
+
+@dataclass(frozen=True)
+class EnvironmentIngest:
+    """An environment recorded by `Store.ingest_environment`: a named set of stored snapshots kept as one.
+
+    `manifest_digest` is the environment's digest (docs/format.md, "An
+    environment's digest"; a row's `environment_digest`); `members` lists
+    them in (role, digest) order, each with the kind the store records;
+    `stored` is False when the same set was recorded already.
+    """
+
+    name: str
+    manifest_digest: str
+    members: tuple[EnvironmentMember, ...]
+    stored: bool
+    store: Path
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @classmethod
+    def _of(cls, d: dict[str, Any]) -> EnvironmentIngest:
+        return cls(
+            d["name"],
+            d["manifest_digest"],
+            tuple(EnvironmentMember(m["role"], m["kind"], m["digest"]) for m in d["members"]),
+            d["stored"],
+            Path(d["store"]),
             d,
         )
 

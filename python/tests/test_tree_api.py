@@ -522,3 +522,58 @@ def test_ingest_runtime_gives_the_documented_digest(tmp_path: Path, store_dir: P
     assert store.ingest_runtime(checkout, rules="upstream").manifest_digest == got.manifest_digest
     with pytest.raises(ValueError):
         store.ingest_runtime(checkout, rules="other")
+
+
+def _environment_digest_from_docs() -> Any:
+    """docs/format.md's `environment_digest`, read from the document."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "format.md").read_text()
+    section = doc[doc.index("### An environment's digest") :]
+    start = section.index("```python\n") + len("```python\n")
+    scope: dict[str, Any] = {}
+    exec(section[start : section.index("```", start)], scope)
+    return scope["environment_digest"]
+
+
+def test_ingest_environment_records_stored_snapshots_as_one(tmp_path: Path, store_dir: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "a").mkdir(parents=True)
+    (repo / "a" / "x.txt").write_text("x\n")
+    (repo / "b").mkdir()
+    (repo / "b" / "y.txt").write_text("y\n")
+    store = cestore.Store(store_dir)
+    one = store.ingest_tree(repo, copy=["a"])
+    two = store.ingest_tree(repo, copy=["b"])
+    members = {"gitnexus_runtime_manifest_digest": one.manifest_digest, "task_asset_manifest_digest": two.manifest_digest}
+    got = store.ingest_environment(members, name="sweep")
+    assert isinstance(got, cestore.EnvironmentIngest)
+    assert (got.name, got.stored, got.store) == ("sweep", True, store_dir)
+    assert got.members == tuple(
+        cestore.EnvironmentMember(role, "tree", digest) for role, digest in sorted(members.items())
+    )
+    triples = [(role, "tree", digest) for role, digest in members.items()]
+    assert got.manifest_digest == _environment_digest_from_docs()(triples)
+    # Pairs in another order, one twice: the same environment, nothing new.
+    pairs = list(reversed(members.items())) + [next(iter(members.items()))]
+    again = store.ingest_environment(pairs)
+    assert (again.manifest_digest, again.stored) == (got.manifest_digest, False)
+    info = store.show(got.manifest_digest)
+    assert info.profile == "environment"
+    assert info.harness_digests.environment_digest == got.manifest_digest
+    # Refusals: a role out of its alphabet, an unknown digest, no member.
+    with pytest.raises(cestore.UsageError):
+        store.ingest_environment({"Bad": one.manifest_digest})
+    with pytest.raises(cestore.NotFound):
+        store.ingest_environment({"x": "ab" * 32})
+    with pytest.raises(cestore.UsageError):
+        store.ingest_environment({})
+    with pytest.raises(TypeError):
+        store.ingest_environment([("x", one.manifest_digest, "extra")])  # type: ignore[list-item]
+    # Signed as one unit: the environment and each member, once.
+    key = store.generate_key(tmp_path / "k.key")
+    signed = store.sign(got.manifest_digest, key.private_key)
+    assert {m.manifest_digest for m in signed.members} == set(members.values())
+    assert all(m.new for m in signed.members)
+    assert not any(m.new for m in store.sign(got.manifest_digest, key.private_key).members)
+    # A member is not forgotten while the environment names it.
+    with pytest.raises(cestore.Conflict):
+        store.run("rm", one.manifest_digest)

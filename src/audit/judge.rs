@@ -148,6 +148,10 @@ pub enum TreeStatus {
     /// `--trusted-key`: no stored attestation vouches for it under a key
     /// trusted.
     Unsigned,
+    /// An environment in the store, one of whose members fails: not in
+    /// the store (or, for a task member, its tree or dependency list not),
+    /// unsigned under `--trusted-key`, or damaged under `--verify`.
+    MemberFailing,
 }
 
 impl TreeStatus {
@@ -160,6 +164,7 @@ impl TreeStatus {
             TreeStatus::Damaged => "damaged",
             TreeStatus::Pulled => "pulled",
             TreeStatus::Unsigned => "unsigned",
+            TreeStatus::MemberFailing => "member-failing",
         }
     }
 }
@@ -218,6 +223,27 @@ pub struct TreeDigestAudit {
     /// With `--trusted-key`, whether an attestation of its snapshot
     /// vouches for it under a key trusted; null otherwise.
     pub signature: Option<Signature>,
+    /// For an environment in the store, each member that fails, by role
+    /// and digest; absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failing_members: Vec<FailingMember>,
+    /// For an environment in the store, its members and what a task
+    /// member names (their snapshots are re-hashed with `--verify`).
+    #[serde(skip)]
+    pub member_snapshots: Vec<(String, ManifestDigest)>,
+}
+
+/// A member of an environment that fails its audit.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FailingMember {
+    /// The role it fills.
+    pub role: String,
+    /// Its digest.
+    pub digest: ManifestDigest,
+    /// Why: `unknown` (not in the store), `incomplete` (a task whose tree or
+    /// dependency list is not), `unsigned` (`--trusted-key`) or `damaged`
+    /// (`--verify`).
+    pub status: &'static str,
 }
 
 /// What the rows and the store say of one digest field.
@@ -441,7 +467,8 @@ fn stored_versions(store: &Store) -> Result<HashMap<ManifestDigest, String>> {
 
 /// The digests of `scan` the store does not hold: the table fields'
 /// manifest digests first (a tree and a dependency list before a task,
-/// which is taken only once both are held, then CE ones), then the CE
+/// which is taken only once both are held, then CE ones, then
+/// environments, whose pull brings their members), then the CE
 /// digests. A content
 /// digest names no snapshot tag, and is not among them.
 pub fn unknown(store: &Store, scan: &Scan) -> Result<Vec<ManifestDigest>> {
@@ -453,6 +480,7 @@ pub fn unknown(store: &Store, scan: &Scan) -> Result<Vec<ManifestDigest>> {
         DigestKind::Dependencies,
         DigestKind::Task,
         DigestKind::Ce,
+        DigestKind::Environment,
     ] {
         for &(i, d) in scan.tree.keys() {
             let field = scan.table.fields[i].kind;
@@ -512,6 +540,11 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
     let mut hashed = held;
     if opts.verify {
         hashed.extend(tree_digests.iter().filter_map(|d| d.snapshot));
+        hashed.extend(
+            tree_digests
+                .iter()
+                .flat_map(|d| d.member_snapshots.iter().map(|(_, m)| *m)),
+        );
         hashed.sort_unstable();
         hashed.dedup();
     }
@@ -528,6 +561,22 @@ pub fn judge(store: &Store, scan: Scan, opts: &JudgeOptions<'_>) -> Result<Audit
                 TreeStatus::Ok | TreeStatus::Unsigned | TreeStatus::Pulled
             ) {
                 d.status = TreeStatus::Damaged;
+            }
+        }
+        let broken: Vec<FailingMember> = d
+            .member_snapshots
+            .iter()
+            .filter(|(_, m)| damaged.contains_key(m))
+            .map(|(role, m)| FailingMember {
+                role: role.clone(),
+                digest: *m,
+                status: "damaged",
+            })
+            .collect();
+        if !broken.is_empty() {
+            d.failing_members.extend(broken);
+            if matches!(d.status, TreeStatus::Ok | TreeStatus::Pulled) {
+                d.status = TreeStatus::MemberFailing;
             }
         }
     }
@@ -688,12 +737,19 @@ fn tree_digests(
                 why: "it is not in the store".into(),
             }),
         };
+        let (member_snapshots, failing_members) = match (&profile, snapshot) {
+            (Some(p), Some(d)) if p == "environment" && field.kind == DigestKind::Environment => {
+                environment_members(store, &d, trusted)?
+            }
+            _ => (Vec::new(), Vec::new()),
+        };
         let status = match &profile {
             None => TreeStatus::Unknown,
             Some(p) if p != field.kind.profile() => TreeStatus::ProfileMismatch,
             Some(_) if matches!(signature, Some(Signature::Unsigned { .. })) => {
                 TreeStatus::Unsigned
             }
+            Some(_) if !failing_members.is_empty() => TreeStatus::MemberFailing,
             Some(_) if pulled.contains(&digest) => TreeStatus::Pulled,
             Some(_) => TreeStatus::Ok,
         };
@@ -720,9 +776,64 @@ fn tree_digests(
             pulled: pulled.contains(&digest),
             pull_error: pull_errors.get(&digest).cloned(),
             signature,
+            failing_members,
+            member_snapshots,
         });
     }
     Ok(out)
+}
+
+/// An environment's members and what a task member names (what
+/// `--verify` re-hashes), by role.
+type MemberSnapshots = Vec<(String, ManifestDigest)>;
+
+/// The members of a stored environment and those that fail: not in the
+/// store (or not of the kind it records), a task whose tree or dependency
+/// list is not, or, with keys `trusted`, not signed by one.
+fn environment_members(
+    store: &Store,
+    digest: &ManifestDigest,
+    trusted: &[PublicKey],
+) -> Result<(MemberSnapshots, Vec<FailingMember>)> {
+    use crate::profile::tree::stored::Stored;
+    let cat = store.catalogue();
+    let parsed = |d: &ManifestDigest| -> Result<Option<Stored>> {
+        Ok(
+            crate::profile::ce::manifest::Manifest::parse(&cat.manifest_bytes(d)?)
+                .ok()
+                .and_then(|m| m.tree),
+        )
+    };
+    let Some(Stored::Environment(members)) = parsed(digest)? else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let mut held = Vec::new();
+    let mut failing = Vec::new();
+    for m in members {
+        let fail = |status| FailingMember {
+            role: m.role.clone(),
+            digest: m.digest,
+            status,
+        };
+        if cat.kind_of(&m.digest) != Some(m.kind) {
+            failing.push(fail("unknown"));
+            continue;
+        }
+        let named = parsed(&m.digest)?.map(|t| t.named()).unwrap_or_default();
+        if named.iter().any(|n| !cat.has_snapshot(n).unwrap_or(false)) {
+            failing.push(fail("incomplete"));
+        } else if !trusted.is_empty()
+            && matches!(
+                signature(&cat.attestations(&m.digest)?, trusted, &m.digest),
+                Signature::Unsigned { .. }
+            )
+        {
+            failing.push(fail("unsigned"));
+        }
+        held.push((m.role.clone(), m.digest));
+        held.extend(named.into_iter().map(|n| (m.role.clone(), n)));
+    }
+    Ok((held, failing))
 }
 
 /// The counts of each digest field: the digest field's from its digests'

@@ -93,16 +93,20 @@ pub enum DigestKind {
     /// A dependency list's content digest, found through the catalogue's
     /// content-digest index as `show` finds it.
     DependenciesContent,
+    /// An environment's digest (profile `environment`): it passes only
+    /// when every member passes too.
+    Environment,
 }
 
 impl DigestKind {
     /// Every kind, in the order `--field` lists them.
-    pub const ALL: [DigestKind; 5] = [
+    pub const ALL: [DigestKind; 6] = [
         DigestKind::Ce,
         DigestKind::Tree,
         DigestKind::Dependencies,
         DigestKind::Task,
         DigestKind::DependenciesContent,
+        DigestKind::Environment,
     ];
 
     /// The name `--field NAME=KIND` gives it.
@@ -113,6 +117,7 @@ impl DigestKind {
             DigestKind::Dependencies => "dependencies",
             DigestKind::Task => "task",
             DigestKind::DependenciesContent => "dependencies-content",
+            DigestKind::Environment => "environment",
         }
     }
 
@@ -128,6 +133,7 @@ impl DigestKind {
             DigestKind::Tree => "tree",
             DigestKind::Dependencies | DigestKind::DependenciesContent => "dependencies",
             DigestKind::Task => "task",
+            DigestKind::Environment => "environment",
         }
     }
 
@@ -151,7 +157,7 @@ pub struct TableField {
 /// The harness's digest fields besides the CE digest's (`--digest-field`),
 /// upstream's row schema: each looked up in the store when a row carries
 /// it (null or absent: not audited).
-pub const DEFAULT_FIELDS: [(&str, DigestKind); 5] = [
+pub const DEFAULT_FIELDS: [(&str, DigestKind); 6] = [
     ("task_asset_snapshot_digest", DigestKind::Task),
     ("task_asset_manifest_digest", DigestKind::Tree),
     (
@@ -163,6 +169,7 @@ pub const DEFAULT_FIELDS: [(&str, DigestKind); 5] = [
         DigestKind::DependenciesContent,
     ),
     ("gitnexus_runtime_manifest_digest", DigestKind::Tree),
+    ("environment_digest", DigestKind::Environment),
 ];
 
 /// The most digest fields a table holds, its defaults included: each is a

@@ -884,8 +884,10 @@ fn field_specs_extend_or_remap_the_default_table() {
     let table = specs(&["x.y=ce", "task_asset_manifest_digest=task"]).unwrap();
     assert_eq!(table.len(), DEFAULT_FIELDS.len() + 1);
     assert_eq!(table.fields[1].kind, DigestKind::Task);
-    assert_eq!(table.fields[5].name, "x.y");
-    assert_eq!(table.fields[5].kind, DigestKind::Ce);
+    assert_eq!(table.fields[5].name, "environment_digest");
+    assert_eq!(table.fields[5].kind, DigestKind::Environment);
+    assert_eq!(table.fields[6].name, "x.y");
+    assert_eq!(table.fields[6].kind, DigestKind::Ce);
     for bad in [
         &["x"][..],
         &["x=blob"],
@@ -918,7 +920,7 @@ fn a_given_field_reads_its_slot_and_may_not_overlap() {
     )
     .unwrap();
     assert_eq!(vals[3 + 4].as_str(), Some("g"));
-    assert_eq!(vals[3 + 5].as_str(), Some("d"));
+    assert_eq!(vals[3 + 6].as_str(), Some("d"));
     for spec in ["arm=tree", "arm.x=tree", "ce_plugin_version=task"] {
         let table = FieldTable::with_specs(&[spec.to_string()]).unwrap();
         let e = Node::with_table(&Fields::default(), &table).unwrap_err();

@@ -18,11 +18,19 @@
 //!                        optional: one per attestation (a DSSE envelope,
 //!                        its bytes as given), named by its SHA-256, sorted
 //!                        by name (0444)
+//! members/<64 hex>/manifest.json
+//!                        optional: for a snapshot that names others (an
+//!                        environment its members, a task its tree and
+//!                        dependency list), each of them, in dependency
+//!                        order (whatever one names comes before it) (0444)
+//! members/<64 hex>/attestations/<64 hex>.json
+//!                        optional: that member's attestations, as above
 //! objects/<64 hex>       one per non-executable object, by SHA-256 (0444)
 //! objects/<64 hex>.x     one per executable object (0555)
 //! ```
 //!
-//! Objects are sorted by name; zero-length files have no object. Every header
+//! Objects are sorted by name, those of the members with the snapshot's,
+//! each once; zero-length files have no object. Every header
 //! has uid, gid and mtime 0 and empty user and group names, so the same
 //! snapshot always gives the same archive, byte for byte. Import reads the
 //! bundle as a stream: it checks the manifest and its bounds (through
@@ -68,6 +76,8 @@ pub const SOURCES_ENTRY: &str = "sources.json";
 pub const ATTESTATIONS_PREFIX: &str = "attestations/";
 /// The objects' directory inside a bundle.
 pub const OBJECTS_PREFIX: &str = "objects/";
+/// The directory of the optional member entries.
+pub const MEMBERS_PREFIX: &str = "members/";
 /// The zstd frame magic number, as it starts a compressed bundle.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// The magic number of the zstd skippable frame that seals a compressed bundle.
@@ -125,6 +135,10 @@ pub struct ExportReport {
     pub sha256: ObjectId,
     /// The attestations it carries.
     pub attestations: u64,
+    /// The snapshots it holds beside the one exported (the ones it names),
+    /// in dependency order; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<ManifestDigest>,
 }
 
 /// What to import.
@@ -168,6 +182,29 @@ pub struct ImportReport {
     /// the accept check saw them; not part of the report's JSON.
     #[serde(skip)]
     pub attestations: Vec<Vec<u8>>,
+    /// The snapshots the bundle held beside its own (the ones it names),
+    /// taken first, in dependency order; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberImported>,
+}
+
+/// A snapshot an import took because the bundle's snapshot names it.
+#[derive(Debug, serde::Serialize)]
+pub struct MemberImported {
+    /// Its digest.
+    pub manifest_digest: ManifestDigest,
+    /// Whether the store held it already.
+    pub already_present: bool,
+    /// Objects written.
+    pub new_objects: u64,
+    /// Objects found already stored.
+    pub reused_objects: u64,
+}
+
+/// One member a bundle carries: its manifest and attestations.
+struct MemberEntry {
+    manifest: Manifest,
+    attestations: Vec<Vec<u8>>,
 }
 
 /// A writer that hashes and counts what passes through it.
@@ -196,6 +233,14 @@ fn object_entry(key: &ObjectKey) -> String {
 }
 
 /// The entry name of an attestation whose SHA-256 is `id`.
+fn member_manifest_entry(digest: &ManifestDigest) -> String {
+    format!("{MEMBERS_PREFIX}{digest}/{MANIFEST_ENTRY}")
+}
+
+fn member_attestations_prefix(digest: &ManifestDigest) -> String {
+    format!("{MEMBERS_PREFIX}{digest}/{ATTESTATIONS_PREFIX}")
+}
+
 fn attestation_entry(id: &ObjectId) -> String {
     format!("{ATTESTATIONS_PREFIX}{id}.json")
 }
@@ -252,10 +297,23 @@ struct About<'a> {
 }
 
 /// Writes the canonical archive of a manifest and its objects (sorted by key).
+#[cfg(test)]
 fn write_archive<'a>(
     w: &mut dyn Write,
     manifest: &Manifest,
     about: About<'_>,
+    objects: impl Iterator<Item = Result<(ObjectKey, std::borrow::Cow<'a, [u8]>)>>,
+) -> Result<u64> {
+    write_archive_with(w, manifest, about, &[], objects)
+}
+
+/// Writes the canonical archive of a manifest, the members it carries and
+/// all their objects (sorted by key).
+fn write_archive_with<'a>(
+    w: &mut dyn Write,
+    manifest: &Manifest,
+    about: About<'_>,
+    members: &[MemberEntry],
     objects: impl Iterator<Item = Result<(ObjectKey, std::borrow::Cow<'a, [u8]>)>>,
 ) -> Result<u64> {
     let werr = |e| Error::io("write the bundle", "<bundle>", e);
@@ -270,6 +328,14 @@ fn write_archive<'a>(
     }
     for (id, data) in sorted_attestations(about.attestations) {
         write_entry(w, &attestation_entry(&id), 0o444, data).map_err(werr)?;
+    }
+    for m in members {
+        let digest = m.manifest.digest;
+        write_entry(w, &member_manifest_entry(&digest), 0o444, &m.manifest.bytes).map_err(werr)?;
+        let prefix = member_attestations_prefix(&digest);
+        for (id, data) in sorted_attestations(&m.attestations) {
+            write_entry(w, &format!("{prefix}{id}.json"), 0o444, data).map_err(werr)?;
+        }
     }
     let mut count = 0;
     for o in objects {
@@ -299,6 +365,26 @@ pub fn export(store: &Store, opts: &ExportOptions<'_>) -> Result<ExportReport> {
         manifest,
         attestations,
     } = crate::remote::preflight(store, opts.digest)?;
+    // What it names goes with it, in dependency order.
+    let named = crate::profile::tree::stored::closure(&digest, &mut |d| {
+        Ok::<_, Error>(
+            store
+                .read_manifest(d)?
+                .tree
+                .map(|t| t.named())
+                .unwrap_or_default(),
+        )
+    })?;
+    let members = named
+        .iter()
+        .map(|d| {
+            let out = crate::remote::preflight(store, &d.to_hex())?;
+            Ok(MemberEntry {
+                manifest: out.manifest,
+                attestations: out.attestations,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     let format = if opts.zstd {
         Format::TarZstd
     } else {
@@ -323,7 +409,7 @@ pub fn export(store: &Store, opts: &ExportOptions<'_>) -> Result<ExportReport> {
         .file_name()
         .map_or_else(|| "bundle".into(), |n| n.to_string_lossy().into_owned());
     let tmp = dest.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    let result = write_bundle(store, &manifest, &attestations, &tmp, format);
+    let result = write_bundle(store, &manifest, &attestations, &members, &tmp, format);
     let (objects, bytes, sha256) = match result {
         Ok(r) => r,
         Err(e) => {
@@ -353,6 +439,7 @@ pub fn export(store: &Store, opts: &ExportOptions<'_>) -> Result<ExportReport> {
         bytes,
         sha256,
         attestations: sorted_attestations(&attestations).len() as u64,
+        members: named,
     })
 }
 
@@ -362,6 +449,7 @@ fn write_bundle(
     store: &Store,
     manifest: &Manifest,
     attestations: &[Vec<u8>],
+    members: &[MemberEntry],
     tmp: &Path,
     format: Format,
 ) -> Result<(u64, u64, ObjectId)> {
@@ -388,7 +476,11 @@ fn write_bundle(
         hasher: ObjectHasher::default(),
         bytes: 0,
     };
-    let objects = objects_of(manifest).into_iter().map(|(key, size)| {
+    let mut all = objects_of(manifest);
+    for m in members {
+        all.extend(objects_of(&m.manifest));
+    }
+    let objects = all.into_iter().map(|(key, size)| {
         let path = store.object_path(&key);
         let data = std::fs::read(&path).ctx("read an object", &path)?;
         if data.len() as u64 != size || ObjectId::of(&data) != key.id {
@@ -397,13 +489,13 @@ fn write_bundle(
         Ok((key, std::borrow::Cow::Owned(data)))
     });
     let count = match format {
-        Format::Tar => write_archive(&mut out, manifest, about, objects)?,
+        Format::Tar => write_archive_with(&mut out, manifest, about, members, objects)?,
         Format::TarZstd => {
             let mut enc = zstd::stream::write::Encoder::new(&mut out, ZSTD_LEVEL)
                 .ctx("start compressing the bundle", tmp)?;
             enc.include_checksum(true)
                 .ctx("start compressing the bundle", tmp)?;
-            let count = write_archive(&mut enc, manifest, about, objects)?;
+            let count = write_archive_with(&mut enc, manifest, about, members, objects)?;
             enc.finish().ctx("finish compressing the bundle", tmp)?;
             let sealed = out.hasher.clone().finish();
             let mut seal = Vec::with_capacity(SEAL_LEN);
@@ -635,6 +727,15 @@ pub enum Damage {
         /// The attestation's entry.
         name: String,
     },
+    /// Its members are not exactly what its snapshot names, in dependency
+    /// order.
+    #[error("its members are not what its snapshot names, in dependency order ({found} held, {expected} named)")]
+    Members {
+        /// How many its snapshot names, directly or not.
+        expected: usize,
+        /// How many it holds.
+        found: usize,
+    },
     /// It does not end with two zero blocks.
     #[error("it does not end with the two zero blocks after its manifest's objects")]
     NoEndBlocks,
@@ -741,9 +842,23 @@ fn read_small_entry(r: &mut dyn Read, name: &str, max: u64) -> Result<Vec<u8>> {
 
 /// The name a header block gives, as far as it is text.
 fn entry_name_of(block: &[u8; BLOCK]) -> String {
-    let name = &block[..100];
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    String::from_utf8_lossy(&name[..end]).into_owned()
+    let field = |bytes: &[u8]| {
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        String::from_utf8_lossy(&bytes[..end]).into_owned()
+    };
+    let name = field(&block[..100]);
+    // A name longer than 100 bytes (a member's attestation) keeps its
+    // first part in the ustar prefix field.
+    let prefix = if &block[257..262] == b"ustar" {
+        field(&block[345..500])
+    } else {
+        String::new()
+    };
+    if prefix.is_empty() {
+        name
+    } else {
+        format!("{prefix}/{name}")
+    }
 }
 
 /// Reads the data of a small entry whose header block is already read.
@@ -816,9 +931,13 @@ pub fn import(open: Opener<'_>, opts: &ImportOptions<'_>) -> Result<ImportReport
         origin,
         sources,
         attestations,
+        members,
         pending,
     } = read_head(&mut body)?;
-    let objects = objects_of(&manifest);
+    let mut objects = objects_of(&manifest);
+    for m in &members {
+        objects.extend(objects_of(&m.manifest));
+    }
     let bundle = BundleStats {
         file: label,
         format,
@@ -828,18 +947,39 @@ pub fn import(open: Opener<'_>, opts: &ImportOptions<'_>) -> Result<ImportReport
     };
     // The digest is the hash of the manifest bytes read, so the check sees
     // the snapshot that would be adopted.
-    crate::store::trust::signed::trust_check(opts.trusted)(&attestations, &manifest.digest)?;
+    let check = crate::store::trust::signed::trust_check(opts.trusted);
+    check(&attestations, &manifest.digest)?;
+    for m in &members {
+        check(&m.attestations, &m.manifest.digest)?;
+    }
     let rest = Rest {
         body,
         pending,
         objects,
     };
+    if !members.is_empty() {
+        return import_with_members(
+            open,
+            opts,
+            expected,
+            Carried {
+                manifest,
+                origin,
+                sources,
+                attestations,
+                members,
+            },
+            bundle,
+            rest,
+        );
+    }
     if opts.check {
         check_only(&manifest, expected, rest)?;
         return Ok(ImportReport {
             ingest: None,
             bundle,
             attestations,
+            members: Vec::new(),
         });
     }
     // `adopt` checks the manifest and its bounds before it asks for objects.
@@ -867,6 +1007,117 @@ pub fn import(open: Opener<'_>, opts: &ImportOptions<'_>) -> Result<ImportReport
         ingest: Some(ingest),
         bundle,
         attestations,
+        members: Vec::new(),
+    })
+}
+
+/// What a bundle with members carries before its objects.
+struct Carried {
+    manifest: Manifest,
+    origin: Option<Origin>,
+    sources: Vec<SourceEntry>,
+    attestations: Vec<Vec<u8>>,
+    members: Vec<MemberEntry>,
+}
+
+/// Imports a bundle that carries members: every manifest is checked before
+/// any object is read; the objects (each checked against its name) are then
+/// spooled into a work directory of the store, and each member is adopted
+/// from there in dependency order, the bundle's snapshot last. With
+/// `--check`, the objects are only read and checked.
+fn import_with_members(
+    open: Opener<'_>,
+    opts: &ImportOptions<'_>,
+    expected: Option<ManifestDigest>,
+    carried: Carried,
+    bundle: BundleStats,
+    rest: Rest,
+) -> Result<ImportReport> {
+    crate::store::ingest::adopt::check_received(&carried.manifest.bytes, expected)?;
+    for m in &carried.members {
+        crate::store::ingest::adopt::check_received(&m.manifest.bytes, Some(m.manifest.digest))?;
+    }
+    if opts.check {
+        rest.read_objects(&mut |_, _| Ok(false))?;
+        return Ok(ImportReport {
+            ingest: None,
+            bundle,
+            attestations: carried.attestations,
+            members: Vec::new(),
+        });
+    }
+    let store = open(crate::store::Need::Creating)?;
+    let spool = store.work_dir("import")?;
+    rest.read_objects(&mut |key, data| {
+        let path = spool.path().join(key.file_name());
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .ctx("spool an object", &path)?;
+        let mut hashing = HashingWriter {
+            inner: io::BufWriter::new(file),
+            hasher: ObjectHasher::default(),
+            bytes: 0,
+        };
+        io::copy(data, &mut hashing).map_err(unreadable)?;
+        hashing.flush().ctx("spool an object", &path)?;
+        if hashing.hasher.finish() != key.id {
+            return Err(damaged(Damage::ObjectHash {
+                entry: object_entry(key),
+            }));
+        }
+        Ok(true)
+    })?;
+    let source = format!("bundle:{}", bundle.file);
+    let take = |manifest: &Manifest,
+                origin: Option<&Origin>,
+                sources: Vec<SourceEntry>,
+                attestations: &[Vec<u8>]| {
+        adopt(
+            open,
+            &manifest.bytes,
+            Some(manifest.digest),
+            &Arrival {
+                event: "import",
+                source: &source,
+                origin,
+                sources,
+                attestations: crate::store::trust::signed::received(attestations, opts.trusted),
+            },
+            |wanted, staging| {
+                for w in wanted {
+                    let path = spool.path().join(w.key.file_name());
+                    let mut file = File::open(&path).ctx("read a spooled object", &path)?;
+                    staging.stage(w, &mut file, &|e| unreadable(e))?;
+                }
+                Ok(())
+            },
+        )
+    };
+    let mut members = Vec::new();
+    for m in &carried.members {
+        let r = take(&m.manifest, None, Vec::new(), &m.attestations)?;
+        members.push(MemberImported {
+            manifest_digest: m.manifest.digest,
+            already_present: r.ingest.already_present,
+            new_objects: r.ingest.new_objects,
+            reused_objects: r.ingest.reused_objects,
+        });
+    }
+    let ingest = take(
+        &carried.manifest,
+        carried.origin.as_ref(),
+        carried.sources,
+        &carried.attestations,
+    )?;
+    drop(spool);
+    drop(store);
+    Ok(ImportReport {
+        ingest: Some(ingest),
+        bundle,
+        attestations: carried.attestations,
+        members,
     })
 }
 
@@ -934,6 +1185,8 @@ struct Head {
     sources: Vec<SourceEntry>,
     /// Its attestations, in the bundle's order.
     attestations: Vec<Vec<u8>>,
+    /// The members it carries, in the bundle's (dependency) order.
+    members: Vec<MemberEntry>,
     /// The header after them: the first object's (read to tell), or the
     /// first end block.
     pending: Option<[u8; BLOCK]>,
@@ -991,27 +1244,109 @@ fn read_head(body: &mut dyn Read) -> Result<Head> {
             .map_err(|error| damaged(Damage::Sources { error }))?;
         next = read_header(body, "its objects")?;
     }
-    let attestations = read_attestations(body, &mut next)?;
+    let attestations = read_attestations(body, &mut next, ATTESTATIONS_PREFIX)?;
+    let members = read_members(body, &mut next, &manifest)?;
     Ok(Head {
         manifest,
         origin,
         sources,
         attestations,
+        members,
         pending: Some(next),
     })
 }
 
-/// Reads the attestation entries, from the header `next` on, and leaves in
-/// `next` the header after them. Each must be named by its bytes' SHA-256,
+/// Reads the member entries, from the header `next` on, and leaves in
+/// `next` the header after them. Each manifest must hash to the digest its
+/// entry is named by, and the members, when there are any, must be exactly
+/// what `manifest` names, directly or through another, in dependency order
+/// (as export writes them).
+fn read_members(
+    body: &mut dyn Read,
+    next: &mut [u8; BLOCK],
+    manifest: &Manifest,
+) -> Result<Vec<MemberEntry>> {
+    let mut out: Vec<MemberEntry> = Vec::new();
+    loop {
+        let name = entry_name_of(next);
+        if !name.starts_with(MEMBERS_PREFIX) {
+            break;
+        }
+        let digest = name
+            .strip_prefix(MEMBERS_PREFIX)
+            .and_then(|rest| rest.strip_suffix(&format!("/{MANIFEST_ENTRY}")))
+            .and_then(|hex| hex.parse::<ManifestDigest>().ok())
+            .ok_or_else(|| damaged(Damage::Header { name: name.clone() }))?;
+        let bytes = read_small_entry_after(
+            body,
+            next,
+            &name,
+            crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES,
+        )?;
+        if crate::profile::ce::manifest::over_bound(&bytes) {
+            return Err(damaged(Damage::TooLarge {
+                name,
+                size: bytes.len() as u64,
+                max: MAX_MANIFEST_BYTES,
+            }));
+        }
+        let member = Manifest::parse(&bytes).map_err(AdoptError::from)?;
+        if member.digest != digest {
+            return Err(damaged(Damage::HashesTo {
+                name,
+                found: ObjectId::from_bytes(*member.digest.as_bytes()),
+            }));
+        }
+        *next = read_header(body, "its objects")?;
+        let attestations = read_attestations(body, next, &member_attestations_prefix(&digest))?;
+        out.push(MemberEntry {
+            manifest: member,
+            attestations,
+        });
+    }
+    // A bundle with no member at all is one as earlier cestores wrote: its
+    // snapshot is taken alone, once the store holds what it names.
+    if out.is_empty() {
+        return Ok(out);
+    }
+    let named_of = |d: &ManifestDigest| -> Vec<ManifestDigest> {
+        let m = if *d == manifest.digest {
+            Some(manifest)
+        } else {
+            out.iter().map(|e| &e.manifest).find(|m| m.digest == *d)
+        };
+        m.and_then(|m| m.tree.as_ref())
+            .map(|t| t.named())
+            .unwrap_or_default()
+    };
+    let expected = crate::profile::tree::stored::closure(&manifest.digest, &mut |d| {
+        Ok::<_, Error>(named_of(d))
+    })?;
+    let found: Vec<ManifestDigest> = out.iter().map(|e| e.manifest.digest).collect();
+    if found != expected {
+        return Err(damaged(Damage::Members {
+            expected: expected.len(),
+            found: found.len(),
+        }));
+    }
+    Ok(out)
+}
+
+/// Reads the attestation entries (named under `prefix`), from the header
+/// `next` on, and leaves in `next` the header after them. Each must be named by its bytes' SHA-256,
 /// in increasing order (so each comes once), and there are at most
 /// [`MAX_ATTESTATIONS`](crate::sign::limits::MAX_ATTESTATIONS), each at most
 /// [`MAX_ATTESTATION_BYTES`](crate::sign::limits::MAX_ATTESTATION_BYTES).
-fn read_attestations(body: &mut dyn Read, next: &mut [u8; BLOCK]) -> Result<Vec<Vec<u8>>> {
+fn read_attestations(
+    body: &mut dyn Read,
+    next: &mut [u8; BLOCK],
+    prefix: &str,
+) -> Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     let mut last: Option<ObjectId> = None;
     loop {
         let name = entry_name_of(next);
-        if !name.starts_with(ATTESTATIONS_PREFIX) {
+        if !name.starts_with(prefix) {
             return Ok(out);
         }
         crate::sign::limits::check_count(out.len() + 1)
@@ -1023,7 +1358,7 @@ fn read_attestations(body: &mut dyn Read, next: &mut [u8; BLOCK]) -> Result<Vec<
             crate::sign::limits::MAX_ATTESTATION_BYTES,
         )?;
         let id = ObjectId::of(&data);
-        if name != attestation_entry(&id) {
+        if name != format!("{prefix}{id}.json") {
             return Err(damaged(Damage::HashesTo {
                 name: name.clone(),
                 found: id,

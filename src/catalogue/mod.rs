@@ -79,7 +79,16 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0008_files_size",
         include_str!("../../migrations/0008_files_size.sql"),
     ),
+    (
+        "0009_environments",
+        include_str!("../../migrations/0009_environments.sql"),
+    ),
 ];
+
+/// The migrations that edit a table's definition in place (under
+/// `writable_schema`): their runner bumps the schema cookie after them, in
+/// the same transaction, so that every connection reads the new definition.
+const EDITS_SCHEMA_IN_PLACE: &[&str] = &["0009_environments"];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -250,8 +259,15 @@ impl Catalogue {
             drop(tx);
             return self.check_not_newer(found);
         }
-        for (_name, sql) in &MIGRATIONS[found as usize..] {
+        for (name, sql) in &MIGRATIONS[found as usize..] {
             tx.execute_batch(sql).map_err(err("apply a migration"))?;
+            if EDITS_SCHEMA_IN_PLACE.contains(name) {
+                let cookie: i64 = tx
+                    .query_row("PRAGMA schema_version", [], |r| r.get(0))
+                    .map_err(err("read the schema cookie"))?;
+                tx.pragma_update(None, "schema_version", cookie + 1)
+                    .map_err(err("bump the schema cookie"))?;
+            }
         }
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(err("record the schema version"))?;

@@ -101,7 +101,8 @@ pub struct SnapshotRow {
     pub total_bytes: i64,
     /// When the snapshot was first ingested (UTC, RFC 3339).
     pub first_ingested_at: String,
-    /// The snapshot's profile: `ce`, `tree`, `dependencies` or `task`.
+    /// The snapshot's profile: `ce`, `tree`, `dependencies`, `task` or
+    /// `environment`.
     pub profile: String,
 }
 
@@ -137,6 +138,41 @@ impl Catalogue {
             .optional()
             .map(|r| r.is_some())
             .map_err(self.err("look up a snapshot"))
+    }
+
+    /// The kind of stored manifest recorded under this digest, `None` when
+    /// none is (or the catalogue cannot say).
+    pub fn kind_of(&self, digest: &ManifestDigest) -> Option<crate::profile::tree::stored::Kind> {
+        self.conn
+            .query_row(
+                "SELECT profile FROM snapshots WHERE digest = ?1",
+                [digest.to_hex()],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()
+            .ok()
+            .flatten()
+            .and_then(|p| crate::profile::tree::stored::Kind::from_name(&p))
+    }
+
+    /// The snapshots whose manifests name this one (tasks, environments),
+    /// with their profiles, by digest.
+    pub fn named_by(&self, digest: &ManifestDigest) -> Result<Vec<(ManifestDigest, String)>> {
+        let rows: Vec<(String, String)> = self
+            .conn
+            .prepare(
+                "SELECT s.digest, s.profile FROM snapshot_refs r JOIN snapshots s ON s.id = r.task_id
+                 WHERE r.digest = ?1 AND s.digest <> ?1 ORDER BY s.digest",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map([digest.to_hex()], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            })
+            .map_err(self.err("list the snapshots naming a snapshot"))?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(d, p)| d.parse().ok().map(|d| (d, p)))
+            .collect())
     }
 
     /// Records an ingest: the snapshot and its files when new, the event
@@ -220,6 +256,25 @@ impl Catalogue {
                         params![id, named.to_hex()],
                     )
                     .map_err(err("record the manifests a task names"))?;
+                    // Checked in the transaction that records it: an `rm`
+                    // of what it names either came first (and it is not
+                    // recorded) or is refused after.
+                    let held = tx
+                        .query_row(
+                            "SELECT 1 FROM snapshots WHERE digest = ?1",
+                            [named.to_hex()],
+                            |_| Ok(()),
+                        )
+                        .optional()
+                        .map_err(err("look up a snapshot it names"))?
+                        .is_some();
+                    if !held {
+                        return Err(Error::Conflict(format!(
+                            "could not record {}: the snapshot {named} it names is not in the \
+                             store (it was forgotten meanwhile); record that snapshot again first",
+                            snap.digest
+                        )));
+                    }
                 }
             }
             if let Some(origin) = origin.filter(|_| inserted) {
@@ -406,18 +461,30 @@ impl Catalogue {
                     .collect()
             })
             .map_err(err("list a snapshot's views"))?;
-        // A task names its tree and dependency list: they stay while it does.
-        let tasks: Vec<String> = tx
+        // A task names its tree and dependency list, an environment its
+        // members: they stay while it does.
+        let tasks: Vec<(String, String)> = tx
             .prepare(
-                "SELECT s.digest FROM snapshot_refs r JOIN snapshots s ON s.id = r.task_id
+                "SELECT s.digest, s.profile FROM snapshot_refs r JOIN snapshots s ON s.id = r.task_id
                  WHERE r.digest = ?1 AND s.digest <> ?1 ORDER BY s.digest",
             )
-            .and_then(|mut stmt| stmt.query_map([&hex], |r| r.get(0))?.collect())
+            .and_then(|mut stmt| {
+                stmt.query_map([&hex], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            })
             .map_err(err("list the tasks naming a snapshot"))?;
         if !tasks.is_empty() {
+            let noun = if tasks.iter().all(|(_, p)| p == "task") {
+                "task"
+            } else if tasks.iter().all(|(_, p)| p == "environment") {
+                "environment"
+            } else {
+                "snapshot"
+            };
             return Err(Misuse::SnapshotNamedByTask {
                 digest: *digest,
-                tasks: tasks.iter().filter_map(|t| t.parse().ok()).collect(),
+                tasks: tasks.iter().filter_map(|(t, _)| t.parse().ok()).collect(),
+                noun,
             }
             .into());
         }

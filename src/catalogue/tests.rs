@@ -729,3 +729,100 @@ fn tree_kinds_are_recorded_with_their_profile_and_a_task_keeps_its_parts() {
     cat.remove_snapshot(&tree.digest, false, || Ok(())).unwrap();
     cat.remove_snapshot(&list.digest, false, || Ok(())).unwrap();
 }
+
+/// A catalogue of schema 8 (before environments) is migrated in place: its
+/// rows stay, the profile check admits `environment`, every connection
+/// reads the new definition, and an environment's row names its members,
+/// which `rm` then refuses to forget.
+#[test]
+fn a_catalogue_before_environments_is_migrated_and_records_one() {
+    use crate::profile::tree::stored::{Kind, Stored};
+    use crate::profile::tree::EnvironmentMember;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("catalogue.sqlite");
+    let ce = manifest("old");
+    {
+        let conn = Connection::open(&path).unwrap();
+        for (_, sql) in &MIGRATIONS[..8] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 8).unwrap();
+        let insert = |profile: &str, digest: &ManifestDigest| {
+            conn.execute(
+                "INSERT INTO snapshots (digest, name, version, schema_version, file_count,
+                 total_bytes, manifest, first_ingested_at, profile)
+                 VALUES (?1, 'n', '', 1, 0, 0, x'', '2026-01-01T00:00:00.000Z', ?2)",
+                rusqlite::params![digest.to_hex(), profile],
+            )
+        };
+        insert("ce", &ce.digest).unwrap();
+        // Schema 8 refuses the profile.
+        assert!(insert("environment", &ManifestDigest::from_bytes([7; 32])).is_err());
+    }
+    let mut cat = Catalogue::open(&path, || Ok(true)).unwrap();
+    assert_eq!(Catalogue::user_version(&cat.conn).unwrap(), SCHEMA_VERSION);
+    assert_eq!(cat.kind_of(&ce.digest), Some(Kind::Ce));
+    let env = Manifest::stored(Stored::Environment(vec![EnvironmentMember {
+        role: "ce_plugin_manifest_digest".into(),
+        digest: ce.digest,
+        kind: Kind::Ce,
+    }]));
+    ingest(&mut cat, &env, "", "/src");
+    assert_eq!(cat.kind_of(&env.digest), Some(Kind::Environment));
+    let err = cat
+        .remove_snapshot(&ce.digest, false, || Ok(()))
+        .unwrap_err();
+    assert!(err.to_string().contains("1 recorded environment"), "{err}");
+    assert_eq!(err.error_kind(), ErrorKind::Conflict);
+    let ok: String = cat
+        .conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok");
+    drop(cat);
+    // Another connection reads the new definition.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute(
+        "UPDATE snapshots SET profile = 'environment' WHERE digest = ?1",
+        [ce.digest.to_hex()],
+    )
+    .unwrap();
+    assert!(conn
+        .execute(
+            "UPDATE snapshots SET profile = 'other' WHERE digest = ?1",
+            [ce.digest.to_hex()],
+        )
+        .is_err());
+}
+
+/// A snapshot naming another is recorded only while that one is, checked
+/// in the recording transaction itself: an `rm` of a member just before an
+/// environment is recorded leaves no environment naming what is gone.
+#[test]
+fn a_snapshot_naming_one_not_recorded_is_not_recorded() {
+    use crate::profile::tree::stored::{Kind, Stored};
+    use crate::profile::tree::EnvironmentMember;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let ce = manifest("gone");
+    let env = Manifest::stored(Stored::Environment(vec![EnvironmentMember {
+        role: "ce_plugin_manifest_digest".into(),
+        digest: ce.digest,
+        kind: Kind::Ce,
+    }]));
+    let err = cat
+        .record_ingest(
+            &snap(&env, ""),
+            None,
+            &event(env.digest, "ingest", "/src"),
+            &[],
+            Attached::default(),
+        )
+        .unwrap_err();
+    assert_eq!(err.error_kind(), ErrorKind::Conflict, "{err}");
+    assert!(err.to_string().contains(&ce.digest.to_string()), "{err}");
+    assert!(!cat.has_snapshot(&env.digest).unwrap());
+    ingest(&mut cat, &ce, "1", "/src");
+    ingest(&mut cat, &env, "", "/src");
+    assert!(cat.has_snapshot(&env.digest).unwrap());
+}

@@ -67,7 +67,8 @@ pub enum Command {
     #[command(
         name = "ingest-profile",
         hide = true,
-        override_usage = "cestore ingest --profile <tree|dependency|task|runtime> <REPO> [OPTIONS]"
+        override_usage = "cestore ingest --profile <tree|dependency|task|runtime> <REPO> [OPTIONS]\n       \
+                          cestore ingest --profile environment --member ROLE=DIGEST... [OPTIONS]"
     )]
     IngestProfile(ProfileIngestArgs),
     /// Validate a plugin release as ingest does and print its manifest
@@ -354,18 +355,24 @@ pub enum TreeProfileArg {
     /// The GitNexus runtime of a checkout (`--gitnexus-rules`): its seven
     /// mounted components as one tree.
     Runtime,
+    /// A named set of stored snapshots (`--member ROLE=DIGEST`, repeated).
+    Environment,
 }
 
 /// The arguments of `ingest --profile`.
 #[derive(Debug, Args)]
 pub struct ProfileIngestArgs {
-    /// What to capture: tree, dependency, task or runtime.
+    /// What to capture: tree, dependency, task, runtime or environment.
     #[arg(long, value_enum)]
     pub(super) profile: TreeProfileArg,
     /// The repository the trees are read from (with runtime: the checkout
-    /// holding gitnexus/ and gitnexus-shared/).
-    #[arg(required_unless_present = "git", conflicts_with = "git")]
+    /// holding gitnexus/ and gitnexus-shared/; none with environment).
+    #[arg(required_unless_present_any = ["git", "members"], conflicts_with = "git")]
     pub(super) repo: Option<PathBuf>,
+    /// With environment: a member, ROLE=DIGEST (repeat): the results-row
+    /// field it fills (a-z, 0-9, _) and a stored snapshot's full digest.
+    #[arg(long = "member", value_name = "ROLE=DIGEST")]
+    pub(super) members: Vec<String>,
     /// Read the trees from this local git repository's objects (no
     /// checkout), at --rev, as a checkout of that revision would hold them
     /// (files 0644, or 0755 for git's 100755: a checkout under umask 022).
@@ -439,6 +446,33 @@ pub struct ProfileIngestArgs {
 }
 
 impl ProfileIngestArgs {
+    /// With environment: the members, or why the flags do not fit.
+    pub(super) fn environment_members(
+        &self,
+    ) -> Result<Vec<crate::store::ingest::environment::Member>> {
+        let usage = |m: &str| Err(Error::Usage(format!("ingest --profile environment: {m}")));
+        let other = self.repo.is_some()
+            || self.git.is_some()
+            || self.rev.is_some()
+            || self.repo_identity.is_some()
+            || !self.copies.is_empty()
+            || !self.sources.is_empty()
+            || !self.targets.is_empty()
+            || self.task.is_some()
+            || self.resolved_sha.is_some()
+            || self.harness_root.is_some()
+            || self.expect_binding.is_some()
+            || self.gitnexus_version.is_some()
+            || self.gitnexus_rules != crate::gitnexus::Revision::default();
+        if other {
+            return usage("takes --member, --name and --sign-with only; it reads no repository");
+        }
+        if self.members.is_empty() {
+            return usage("needs at least one --member ROLE=DIGEST");
+        }
+        self.members.iter().map(|m| m.parse()).collect()
+    }
+
     /// The options, or why the flags do not fit the profile.
     pub(super) fn options(&self) -> Result<crate::store::ingest::tree::TreeIngestOptions<'_>> {
         use crate::store::ingest::tree::TreeForm;
@@ -450,9 +484,18 @@ impl ProfileIngestArgs {
                     TreeProfileArg::Dependency => "dependency",
                     TreeProfileArg::Task => "task",
                     TreeProfileArg::Runtime => "runtime",
+                    TreeProfileArg::Environment => "environment",
                 }
             )))
         };
+        if self.profile == TreeProfileArg::Environment {
+            return usage(
+                "records stored snapshots (--member ROLE=DIGEST); it reads no repository",
+            );
+        }
+        if !self.members.is_empty() {
+            return usage("takes --member only with environment");
+        }
         let task_flags = self.task.is_some()
             || self.resolved_sha.is_some()
             || self.harness_root.is_some()
@@ -497,6 +540,7 @@ impl ProfileIngestArgs {
             TreeProfileArg::Runtime if self.git.is_some() => {
                 return usage("reads the runtime from a checkout, not from --git")
             }
+            TreeProfileArg::Environment => return usage("reads no repository"),
             TreeProfileArg::Runtime => TreeForm::Runtime {
                 rules: crate::gitnexus::Rules::new(
                     self.gitnexus_rules,
@@ -548,7 +592,8 @@ const PROFILE_INGEST_HELP: &str =
 captures a task's sandbox_copy tree (--copy REL), its dependency list (--source REL --target REL) \
 or the whole task (--task TASK.json --resolved-sha SHA) as the benchmark harness does, or a \
 checkout's GitNexus runtime, and stores them; its flags are its own: \
-`cestore ingest --profile tree --help`.";
+`cestore ingest --profile tree --help`. `cestore ingest --profile environment --member ROLE=DIGEST ...` \
+records stored snapshots as one environment.";
 
 /// The command line with `ingest ... --profile ...` routed to the hidden
 /// `ingest-profile` command: a CE ingest's flags and messages stay as

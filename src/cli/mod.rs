@@ -41,6 +41,20 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
     let output = output::Output::choose(cli)?;
     match &cli.command {
         Command::Ingest(a) => ingest(output, &root, a, out),
+        Command::IngestProfile(a) if a.profile == args::TreeProfileArg::Environment => {
+            let members = a.environment_members()?;
+            let key = args::signing_key(a.sign_with.as_deref())?;
+            emit(
+                output,
+                out,
+                &crate::store::ingest::environment::record(
+                    &|need| cmd::open(&root, need),
+                    &members,
+                    a.name.as_deref(),
+                    key.as_ref(),
+                )?,
+            )
+        }
         Command::IngestProfile(a) => {
             let key = args::signing_key(a.sign_with.as_deref())?;
             let mut opts = a.options()?;

@@ -204,6 +204,9 @@ impl Report for crate::cmd::key::GeneratedKey {
 
 impl Report for crate::cmd::sign::SignReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for m in &self.members {
+            m.human(w)?;
+        }
         let how = if self.new { "signed" } else { "already signed" };
         writeln!(
             w,
@@ -659,6 +662,9 @@ impl Report for MountsReport {
 
 impl Report for PushReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for m in &self.members {
+            m.human(w)?;
+        }
         let s = &self.stats;
         let p = &self.published;
         writeln!(w, "{}", p.reference)?;
@@ -686,6 +692,16 @@ impl Report for PushReport {
 
 impl Report for PullReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for m in &self.members {
+            writeln!(
+                w,
+                "{}  pulled first from {}: {} new, {} reused",
+                m.manifest_digest,
+                m.source,
+                counted(m.new_objects, "object", "objects"),
+                m.reused_objects
+            )?;
+        }
         self.ingest.human(w)?;
         let f = &self.pull.fetched;
         writeln!(
@@ -703,6 +719,9 @@ impl Report for PullReport {
 impl Report for ExportReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "{}", self.file)?;
+        for m in &self.members {
+            writeln!(w, "{m}  member")?;
+        }
         writeln!(
             w,
             "{}: {} objects, {} bytes ({}), sha256 {}",
@@ -720,6 +739,20 @@ impl Report for ExportReport {
 
 impl Report for ImportReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        for m in &self.members {
+            writeln!(
+                w,
+                "{}  member {}: {} new, {} reused",
+                m.manifest_digest,
+                if m.already_present {
+                    "already stored"
+                } else {
+                    "stored"
+                },
+                counted(m.new_objects, "object", "objects"),
+                m.reused_objects
+            )?;
+        }
         match &self.ingest {
             Some(ingest) => ingest.human(w),
             None => writeln!(
@@ -882,5 +915,27 @@ impl Report for crate::store::ingest::tree::TreeIngestReport {
                 )
             }
         }
+    }
+}
+
+impl Report for crate::store::ingest::environment::EnvironmentReport {
+    /// The environment's digest, then one line per member: digest, role, kind.
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            w,
+            "{}  environment_digest: environment {:?}, {}; {}",
+            self.manifest_digest,
+            self.name,
+            counted(self.members.len(), "member", "members"),
+            if self.stored {
+                "stored"
+            } else {
+                "already stored"
+            }
+        )?;
+        for m in &self.members {
+            writeln!(w, "{}  {} ({})", m.digest, m.role, m.kind)?;
+        }
+        Ok(())
     }
 }

@@ -122,15 +122,27 @@ pub enum Misuse {
         /// Its recorded views.
         views: Vec<String>,
     },
-    /// A tree or dependency list a recorded task names is to be forgotten:
-    /// the task would name what the store no longer holds.
-    #[error("{digest} is named by {} recorded {} ({}); remove {} first", .tasks.len(), if .tasks.len() == 1 { "task" } else { "tasks" }, tasks_list(.tasks), if .tasks.len() == 1 { "it" } else { "them" })]
+    /// A snapshot a recorded task or environment names is to be forgotten
+    /// (a task's tree or dependency list, an environment's member): it
+    /// would name what the store no longer holds.
+    #[error("{digest} is named by {} recorded {} ({}); remove {} first", .tasks.len(), plural(.noun, .tasks.len()), tasks_list(.tasks), if .tasks.len() == 1 { "it" } else { "them" })]
     SnapshotNamedByTask {
         /// The snapshot.
         digest: ManifestDigest,
-        /// The tasks that name it.
+        /// The tasks (or environments) that name it.
         tasks: Vec<ManifestDigest>,
+        /// What they are: `task`, `environment`, or `snapshot` when both.
+        noun: &'static str,
     },
+}
+
+/// `noun`, with an `s` unless `n` is 1.
+fn plural(noun: &str, n: usize) -> String {
+    if n == 1 {
+        noun.to_string()
+    } else {
+        format!("{noun}s")
+    }
 }
 
 /// Digests as a comma-separated list.
@@ -319,10 +331,10 @@ impl Misuse {
                     discards.join(" and ")
                 ))
             }
-            Misuse::SnapshotNamedByTask { tasks, .. } => Some(format!(
+            Misuse::SnapshotNamedByTask { tasks, noun, .. } => Some(format!(
                 "`cestore rm {}` forgets the {} first",
                 tasks_list(tasks).replace(", ", " "),
-                if tasks.len() == 1 { "task" } else { "tasks" }
+                plural(noun, tasks.len())
             )),
             _ => None,
         }

@@ -38,6 +38,11 @@ pub struct PushReport {
     pub stats: PushStats,
     /// The requests sent and the bytes they carried.
     pub requests: Traffic,
+    /// The snapshots it names (an environment's members, a task's tree and
+    /// dependency list), pushed before it in dependency order, each under
+    /// its digest tag only; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<PushReport>,
 }
 
 /// Pushes a stored snapshot to a remote.
@@ -47,7 +52,60 @@ pub struct PushReport {
 /// manifest or index, tagged `sha256-<hex>`) goes last, so a snapshot is
 /// visible only once it is complete. Its attestations follow, each an
 /// artifact that refers to that record.
+///
+/// A snapshot that names others (an environment its members, a task its
+/// tree and dependency list) pushes them first, each as an ordinary
+/// snapshot under its digest tag, so that the record of the snapshot named
+/// is published only once everything it names is.
 pub fn push_snapshot(store: &mut Store, opts: &PushOptions<'_>) -> Result<PushReport> {
+    let digest = crate::catalogue::resolve(store.catalogue(), opts.digest)?;
+    let named = crate::profile::tree::stored::closure(&digest, &mut |d| {
+        Ok::<_, crate::error::Error>(
+            store
+                .read_manifest(d)?
+                .tree
+                .map(|t| t.named())
+                .unwrap_or_default(),
+        )
+    })?;
+    // Members go under their digest tags: the repository without the tag.
+    let (repository, reference) = match opts.remote.rsplit_once('/') {
+        Some((head, last)) => match last.find([':', '@']) {
+            Some(at) => (&opts.remote[..head.len() + 1 + at], Some(&last[at..])),
+            None => (opts.remote, None),
+        },
+        None => (opts.remote, None),
+    };
+    // A reference the push refuses (a digest, another snapshot's digest
+    // tag) is refused before any member is pushed.
+    let refused = reference.is_some_and(|r| {
+        r.starts_with('@') || super::tag_digest(&r[1..]).is_some_and(|d| d != digest)
+    });
+    if named.is_empty() || refused {
+        return push_one(store, opts);
+    }
+    let mut members = Vec::new();
+    for d in named {
+        let hex = d.to_hex();
+        members.push(push_one(
+            store,
+            &PushOptions {
+                digest: &hex,
+                remote: repository,
+                remote_options: opts.remote_options.clone(),
+                jobs: opts.jobs,
+                format: opts.format,
+                progress: opts.progress,
+            },
+        )?);
+    }
+    let mut report = push_one(store, opts)?;
+    report.members = members;
+    Ok(report)
+}
+
+/// Pushes one stored snapshot (see [`push_snapshot`]).
+fn push_one(store: &mut Store, opts: &PushOptions<'_>) -> Result<PushReport> {
     // A registry gets only what a view could hold.
     let Outbound {
         digest,
@@ -124,5 +182,6 @@ pub fn push_snapshot(store: &mut Store, opts: &PushOptions<'_>) -> Result<PushRe
         published,
         stats,
         requests,
+        members: Vec::new(),
     })
 }

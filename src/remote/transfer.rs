@@ -499,6 +499,24 @@ pub struct PullReport {
     /// bytes), as the trust check saw them; not part of the report's JSON.
     #[serde(skip)]
     pub attestations: Vec<Vec<u8>>,
+    /// The snapshots it names (an environment's members, a task's tree and
+    /// dependency list) that the store lacked and took first, in the order
+    /// taken; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberPulled>,
+}
+
+/// A snapshot a pull took because the one pulled names it.
+#[derive(Debug, serde::Serialize)]
+pub struct MemberPulled {
+    /// Its digest.
+    pub manifest_digest: crate::digest::ManifestDigest,
+    /// Where it came from, as `oci://REGISTRY/REPOSITORY@sha256:<hex>`.
+    pub source: String,
+    /// Objects written.
+    pub new_objects: u64,
+    /// Objects found already stored.
+    pub reused_objects: u64,
 }
 
 /// Takes the snapshot `reference` names on `remote` into the store at
@@ -514,6 +532,13 @@ pub struct PullReport {
 /// kept with the snapshot; with keys `trusted`, a snapshot none of them
 /// vouches for is refused before any object is fetched or anything enters
 /// the store ([`crate::store::trust::signed::trust_check`]).
+///
+/// A snapshot that names others (an environment its members, a task its
+/// tree and dependency list) comes with them: each the store lacks is
+/// resolved on the same repository by its digest tag and trust-checked
+/// before any is taken, then each is taken in dependency order, and the
+/// snapshot named by `reference` last: a pull that fails leaves it
+/// unrecorded (the members taken before stay: each is a whole snapshot).
 pub fn pull(
     open: Opener<'_>,
     remote: &dyn Remote,
@@ -523,7 +548,93 @@ pub fn pull(
     trusted: &[crate::sign::PublicKey],
 ) -> Result<PullReport> {
     let incoming = remote.resolve(reference)?;
-    crate::store::trust::signed::trust_check(trusted)(&incoming.attestations, &incoming.snapshot)?;
+    let check = crate::store::trust::signed::trust_check(trusted);
+    check(&incoming.attestations, &incoming.snapshot)?;
+    let members = incoming_members(open, remote, &incoming, trusted)?;
+    for m in &members {
+        check(&m.attestations, &m.snapshot)?;
+    }
+    let mut pulled = Vec::new();
+    for m in members {
+        let r = adopt_incoming(open, remote, m, jobs, progress, trusted)?;
+        pulled.push(MemberPulled {
+            manifest_digest: r.ingest.provenance.manifest_digest,
+            source: r.pull.source,
+            new_objects: r.ingest.ingest.new_objects,
+            reused_objects: r.ingest.ingest.reused_objects,
+        });
+    }
+    let mut report = adopt_incoming(open, remote, incoming, jobs, progress, trusted)?;
+    report.members = pulled;
+    Ok(report)
+}
+
+/// The snapshots `incoming` names, directly or not, that the store (when
+/// there is one) lacks, each resolved by its digest tag on `remote`, in
+/// dependency order. With keys `trusted`, one the store holds already must
+/// be signed by one of them there.
+fn incoming_members(
+    open: Opener<'_>,
+    remote: &dyn Remote,
+    incoming: &super::Incoming,
+    trusted: &[crate::sign::PublicKey],
+) -> Result<Vec<super::Incoming>> {
+    let named = |bytes: &[u8]| {
+        crate::profile::ce::manifest::Manifest::parse(bytes)
+            .ok()
+            .and_then(|m| m.tree)
+            .map(|t| t.named())
+            .unwrap_or_default()
+    };
+    let first = named(&incoming.manifest_bytes);
+    if first.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Only a store that is there may hold some already; none is made here.
+    let store = open(crate::store::Need::Existing).ok();
+    let present = |d: &crate::digest::ManifestDigest| {
+        store
+            .as_ref()
+            .is_some_and(|s| s.catalogue().has_snapshot(d).unwrap_or(false))
+    };
+    let mut resolved: BTreeMap<crate::digest::ManifestDigest, super::Incoming> = BTreeMap::new();
+    let order = crate::profile::tree::stored::closure(&incoming.snapshot, &mut |d| {
+        if *d == incoming.snapshot {
+            return Ok(first.clone());
+        }
+        if present(d) {
+            if let (false, Some(store)) = (trusted.is_empty(), store.as_ref()) {
+                let held = crate::store::trust::signed::stored_envelopes(store, d)?;
+                crate::store::trust::signed::require_trusted(
+                    held.iter().map(Vec::as_slice),
+                    trusted,
+                    d,
+                )?;
+            }
+            return Ok(Vec::new());
+        }
+        // The tag promises the digest; resolve checks the record keeps it.
+        let member = remote.resolve(&SnapshotRef::Tag(super::snapshot_tag(d)))?;
+        let next = named(&member.manifest_bytes);
+        resolved.insert(*d, member);
+        Ok::<_, Error>(next)
+    })?;
+    drop(store);
+    Ok(order
+        .into_iter()
+        .filter_map(|d| resolved.remove(&d))
+        .collect())
+}
+
+/// Takes one resolved snapshot into the store (see [`pull`]).
+fn adopt_incoming(
+    open: Opener<'_>,
+    remote: &dyn Remote,
+    incoming: super::Incoming,
+    jobs: usize,
+    progress: bool,
+    trusted: &[crate::sign::PublicKey],
+) -> Result<PullReport> {
     let mut fetched = FetchStats::default();
     let ingest = adopt(
         open,
@@ -557,6 +668,7 @@ pub fn pull(
                 .unwrap_or_default(),
         },
         attestations: incoming.attestations,
+        members: Vec::new(),
     })
 }
 

@@ -171,6 +171,41 @@ struct ShowOut {
     sources: Vec<SourceEntryOut>,
     attestations: Vec<ShownAttestationOut>,
     files: Option<Vec<FileOut>>,
+    #[serde(default)]
+    members: Option<Vec<ShownMemberOut>>,
+    #[serde(default)]
+    environments: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ShownMemberOut {
+    pub(crate) role: String,
+    pub(crate) kind: String,
+    pub(crate) digest: String,
+    pub(crate) name: Option<String>,
+}
+
+/// The report of `ingest --profile environment` (docs/json.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EnvironmentIngestOut {
+    pub(crate) ok: bool,
+    pub(crate) profile: String,
+    pub(crate) name: String,
+    pub(crate) manifest_digest: String,
+    pub(crate) members: Vec<EnvironmentMemberOut>,
+    pub(crate) stored: bool,
+    pub(crate) store: String,
+}
+
+/// One member in [`EnvironmentIngestOut`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EnvironmentMemberOut {
+    pub(crate) role: String,
+    pub(crate) kind: String,
+    pub(crate) digest: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -499,6 +534,8 @@ struct ExportOut {
     bytes: u64,
     sha256: String,
     attestations: u64,
+    #[serde(default)]
+    members: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -518,6 +555,18 @@ struct ImportOut {
     provenance: Option<Provenance>,
     ingest: Option<IngestStats>,
     bundle: BundleOut,
+    #[serde(default)]
+    members: Vec<ImportedMemberOut>,
+}
+
+/// A member an import took first (a bundle of an environment or a task).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportedMemberOut {
+    manifest_digest: String,
+    already_present: bool,
+    new_objects: u64,
+    reused_objects: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -847,7 +896,7 @@ pub(crate) fn one_object<T: DeserializeOwned>(out: &Output, what: &str) -> T {
 }
 
 /// Runs a command that must succeed with `--json` and parses it as `T`.
-fn run_typed<T: DeserializeOwned>(env: &TestEnv, args: &[&OsStr]) -> T {
+pub(crate) fn run_typed<T: DeserializeOwned>(env: &TestEnv, args: &[&OsStr]) -> T {
     let mut all = args.to_vec();
     all.push(os("--json"));
     let out = env.run(&all);
@@ -1408,6 +1457,17 @@ struct AuditTreeDigestOut {
     pulled: bool,
     pull_error: Option<String>,
     signature: Option<SignatureOut>,
+    #[serde(default)]
+    failing_members: Vec<FailingMemberOut>,
+}
+
+/// A failing member of an environment in an audit's tree digest.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FailingMemberOut {
+    pub(crate) role: String,
+    pub(crate) digest: String,
+    pub(crate) status: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1586,6 +1646,7 @@ fn audit_fits_the_documented_schema() {
                 [0; 5]
             ),
             ("gitnexus_runtime_manifest_digest", "tree", [0; 5]),
+            ("environment_digest", "environment", [0; 5]),
         ]
     );
     let firsts: Vec<Option<(u64, &str, &str)>> = audit
@@ -1606,7 +1667,8 @@ fn audit_fits_the_documented_schema() {
             Some((1, "unknown", tree_digest.as_str())),
             None,
             None,
-            None
+            None,
+            None,
         ]
     );
     for f in &audit.field_counts {
@@ -2406,6 +2468,32 @@ struct PushOut {
     packs_uploaded: u64,
     attestations_pushed: u64,
     attestations_present: u64,
+    #[serde(default)]
+    members: Vec<PushedMemberOut>,
+}
+
+/// A snapshot a push published first because the one pushed names it: a
+/// push report without `ok` or members of its own.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PushedMemberOut {
+    requests: RequestsOut,
+    manifest_digest: String,
+    reference: String,
+    tag_reference: Option<String>,
+    remote_digest: String,
+    media_type: String,
+    manifests: u64,
+    layers: u64,
+    format: u8,
+    blobs_total: u64,
+    blobs_uploaded: u64,
+    blobs_present: u64,
+    bytes_uploaded: u64,
+    packs_total: u64,
+    packs_uploaded: u64,
+    attestations_pushed: u64,
+    attestations_present: u64,
 }
 
 /// The `requests` object of push and pull reports.
@@ -2447,6 +2535,18 @@ struct PullOut {
     provenance: Provenance,
     ingest: IngestStats,
     pull: PullStatsOut,
+    #[serde(default)]
+    members: Vec<PulledMemberOut>,
+}
+
+/// A snapshot a pull took first because the one pulled names it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PulledMemberOut {
+    manifest_digest: String,
+    source: String,
+    new_objects: u64,
+    reused_objects: u64,
 }
 
 /// Needs a registry (`CESTORE_TEST_REGISTRY`, as `.ci/run` starts one).
@@ -3352,4 +3452,68 @@ fn tree_failures_print_one_json_error_object() {
         Path::new("elsewhere")
     );
     assert!(!missing.exists() && !env.path("copy").exists());
+}
+
+/// An environment's export, import, push and pull reports fit their
+/// documented schema, each member listed (the push and pull need a
+/// registry, `CESTORE_TEST_REGISTRY`).
+#[test]
+fn an_environments_transfers_fit_the_documented_schema() {
+    let env = TestEnv::new();
+    let src = env.plugin("src", "1.0.0");
+    let ce = env.ingest_digest(&src, "1.0.0");
+    let member = format!("ce_plugin_manifest_digest={ce}");
+    let e: EnvironmentIngestOut = run_typed(
+        &env,
+        &[
+            os("ingest"),
+            os("--profile"),
+            os("environment"),
+            os("--member"),
+            os(&member),
+        ],
+    );
+    let d = e.manifest_digest.clone();
+    let bundle = env.path("env.tar");
+    let exported: ExportOut =
+        run_typed(&env, &[os("export"), os(&d), os("-o"), bundle.as_os_str()]);
+    assert!(exported.ok);
+    assert_eq!(exported.members, std::slice::from_ref(&ce));
+    let other = TestEnv::new();
+    let imported: ImportOut = run_typed(&other, &[os("import"), bundle.as_os_str()]);
+    assert!(imported.ok);
+    assert_eq!(imported.members.len(), 1);
+    assert_eq!(imported.members[0].manifest_digest, ce);
+    assert!(!imported.members[0].already_present);
+    assert!(imported.members[0].new_objects > 0);
+    assert_eq!(imported.members[0].reused_objects, 0);
+    let Some(reg) = crate::remote::registry("an_environments_transfers_fit_the_documented_schema")
+    else {
+        return;
+    };
+    let repo = crate::remote::repo(&reg, "environment-schema");
+    let pushed: PushOut = run_typed(&env, &[os("push"), os(&d), os(&repo), os("--plain-http")]);
+    assert_eq!(pushed.members.len(), 1);
+    assert_eq!(pushed.members[0].manifest_digest, ce);
+    assert_eq!(pushed.members[0].reference, format!("{repo}:sha256-{ce}"));
+    assert!(pushed.members[0].tag_reference.is_none());
+    let third = TestEnv::new();
+    let pulled: PullOut = run_typed(
+        &third,
+        &[
+            os("pull"),
+            os(&format!("{repo}:sha256-{d}")),
+            os("--plain-http"),
+        ],
+    );
+    assert_eq!(pulled.provenance.manifest_digest, d);
+    assert_eq!(pulled.members.len(), 1);
+    assert_eq!(pulled.members[0].manifest_digest, ce);
+    assert!(
+        pulled.members[0]
+            .source
+            .starts_with(&format!("oci://{repo}@sha256:")),
+        "{}",
+        pulled.members[0].source
+    );
 }

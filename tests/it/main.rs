@@ -11,6 +11,7 @@ mod bounds;
 mod cli;
 mod conformance;
 mod contract;
+mod environment;
 mod exact;
 mod fulldisk;
 mod gen;

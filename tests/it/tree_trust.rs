@@ -680,6 +680,11 @@ fn audit_checks_all_six_digest_fields_and_names_the_field_and_row_of_one_missing
     ]
     .iter()
     .map(|(f, k)| (f.to_string(), k.to_string(), all(2)))
+    .chain([(
+        "environment_digest".to_string(),
+        "environment".to_string(),
+        [0; 4],
+    )])
     .collect();
     assert_eq!(field_counts(&r), want, "{r}");
     assert!(r["field_counts"]
@@ -820,7 +825,7 @@ fn audit_field_adds_a_custom_digest_field() {
         "{r}"
     );
     assert_eq!(r["field_counts"][2]["kind"], "dependencies", "{r}");
-    assert_eq!(r["field_counts"].as_array().unwrap().len(), 6, "{r}");
+    assert_eq!(r["field_counts"].as_array().unwrap().len(), 7, "{r}");
     // A nested field, by its dotted path.
     let nested = results(
         &env,

@@ -335,6 +335,9 @@ fn tree_notes(d: &TreeDigestAudit) -> Vec<String> {
     if let Some(e) = &d.pull_error {
         out.push(format!("not pulled: {e}"));
     }
+    for m in &d.failing_members {
+        out.push(format!("member {} {}: {}", m.role, m.digest, m.status));
+    }
     out
 }
 

@@ -80,6 +80,22 @@ impl Fitted for ShowReport {
                 line(w, format!("  {name}: {digest}"))?;
             }
         }
+        if let Some(members) = &self.members {
+            line(w, format!("members:                 {}", members.len()))?;
+            for m in members {
+                let name = m.name.as_deref().unwrap_or("(not in the store)");
+                line(w, format!("  {}: {} {} {name}", m.role, m.kind, m.digest))?;
+            }
+        }
+        if !self.environments.is_empty() {
+            line(
+                w,
+                format!("environments:            {}", self.environments.len()),
+            )?;
+            for d in &self.environments {
+                line(w, format!("  {d}"))?;
+            }
+        }
         line(
             w,
             format!(

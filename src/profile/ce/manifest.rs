@@ -106,7 +106,7 @@ pub const MAX_TREE_MANIFEST_BYTES: u64 = 256 * 1024 * 1024;
 pub fn over_bound(bytes: &[u8]) -> bool {
     let max = match Kind::of(bytes) {
         Kind::Ce => MAX_MANIFEST_BYTES,
-        Kind::Tree | Kind::Dependencies | Kind::Task => MAX_TREE_MANIFEST_BYTES,
+        Kind::Tree | Kind::Dependencies | Kind::Task | Kind::Environment => MAX_TREE_MANIFEST_BYTES,
     };
     bytes.len() as u64 > max
 }

@@ -238,3 +238,46 @@ pub fn snapshot_bytes(id: &SnapshotIdentity<'_>) -> Vec<u8> {
 pub fn snapshot_digest(id: &SnapshotIdentity<'_>) -> TreeSnapshotDigest {
     TreeSnapshotDigest::of(&snapshot_bytes(id))
 }
+
+/// The `schema_version` of an environment manifest.
+pub const ENVIRONMENT_SCHEMA_VERSION: u32 = 1;
+
+/// The most members an environment may name.
+pub const MAX_ENVIRONMENT_MEMBERS: usize = 65_536;
+
+/// One member of an environment: a stored snapshot, the kind the store
+/// records for it, and the results-row field it stands for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvironmentMember {
+    /// The results-row field the member fills (`[a-z0-9_]{1,64}`), e.g.
+    /// `ce_plugin_manifest_digest`.
+    pub role: String,
+    /// The member's store digest.
+    pub digest: crate::digest::ManifestDigest,
+    /// The member's kind: `ce`, `tree`, `dependencies` or `task`.
+    pub kind: super::stored::Kind,
+}
+
+/// The bytes of an environment manifest: `{"members":[{"digest":…,
+/// "kind":…,"role":…},…],"schema_version":1}`, the members in the order
+/// given ([`super::stored::check_members`] asks for (role, digest) order).
+pub fn environment_bytes(members: &[EnvironmentMember]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(b"{\"members\":[");
+    for (i, m) in members.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"digest\":");
+        write_json_string(&mut out, &m.digest.to_hex());
+        out.extend_from_slice(b",\"kind\":");
+        write_json_string(&mut out, m.kind.name());
+        out.extend_from_slice(b",\"role\":");
+        write_json_string(&mut out, &m.role);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"],\"schema_version\":");
+    write_int(&mut out, u64::from(ENVIRONMENT_SCHEMA_VERSION));
+    out.push(b'}');
+    out
+}

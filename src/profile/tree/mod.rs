@@ -38,9 +38,10 @@ mod stored_tests;
 mod tests;
 
 pub use digests::{
-    dependency_content_bytes, dependency_digests, dependency_manifest_bytes, manifest_bytes,
-    manifest_digest, snapshot_bytes, snapshot_digest, DependencyDigests, SnapshotIdentity,
-    DEPENDENCY_SCHEMA_VERSION, SNAPSHOT_SCHEMA_VERSION,
+    dependency_content_bytes, dependency_digests, dependency_manifest_bytes, environment_bytes,
+    manifest_bytes, manifest_digest, snapshot_bytes, snapshot_digest, DependencyDigests,
+    EnvironmentMember, SnapshotIdentity, DEPENDENCY_SCHEMA_VERSION, ENVIRONMENT_SCHEMA_VERSION,
+    MAX_ENVIRONMENT_MEMBERS, SNAPSHOT_SCHEMA_VERSION,
 };
 
 use crate::digest::ObjectId;

@@ -1,10 +1,11 @@
-//! The three tree kinds of stored manifest: a tree, a dependency list and a task snapshot.
+//! The tree kinds of stored manifest: a tree, a dependency list, a task snapshot and an environment.
 //!
 //! Each harness digest is a store manifest whose bytes are exactly the
 //! digest's preimage ([`super::digests`]): a `tree` manifest is the JSON
 //! array of a `sandbox_copy`'s entries, a `dependencies` manifest the
 //! schema 1 dependency object, a `task` manifest the schema 3 snapshot
-//! identity. [`parse`] reads each back from its bytes and refuses bytes
+//! identity, an `environment` manifest a named set of snapshot digests
+//! ([`super::digests::environment_bytes`]). [`parse`] reads each back from its bytes and refuses bytes
 //! that do not re-encode to themselves; [`check`] is what the store
 //! re-checks of such a manifest when it did not come from a walk (adopt,
 //! recover): the harness's bounds and the shape of the entry lists.
@@ -20,8 +21,9 @@ use crate::pyjson::{self, PyString, Value};
 
 use super::capture::{MAX_TASK_ASSET_BYTES, MAX_TASK_ASSET_ENTRIES, MAX_TASK_ASSET_PATH_BYTES};
 use super::digests::{
-    dependency_content_bytes, dependency_manifest_bytes, manifest_bytes, snapshot_bytes,
-    DependencyDigests, SnapshotIdentity,
+    dependency_content_bytes, dependency_manifest_bytes, environment_bytes, manifest_bytes,
+    snapshot_bytes, DependencyDigests, EnvironmentMember, SnapshotIdentity,
+    ENVIRONMENT_SCHEMA_VERSION, MAX_ENVIRONMENT_MEMBERS,
 };
 use super::{Dependency, Node, TreeEntry, DEPENDENCY_ROOT};
 
@@ -36,6 +38,9 @@ pub enum Stored {
     Dependencies(Vec<Dependency>),
     /// A task snapshot's identity (`task`).
     Task(TaskRecord),
+    /// A named set of stored snapshots (`environment`), in (role, digest)
+    /// order ([`check_members`]).
+    Environment(Vec<EnvironmentMember>),
 }
 
 /// A task snapshot's identity as its manifest holds it.
@@ -90,6 +95,8 @@ pub enum Kind {
     Dependencies,
     /// A task snapshot, `{"declarations":`.
     Task,
+    /// An environment, `{"members":`.
+    Environment,
 }
 
 impl Kind {
@@ -102,24 +109,41 @@ impl Kind {
             Kind::Dependencies
         } else if bytes.starts_with(b"{\"declarations\":") {
             Kind::Task
+        } else if bytes.starts_with(b"{\"members\":") {
+            Kind::Environment
         } else {
             Kind::Ce
         }
     }
 
-    /// The profile name: `ce`, `tree`, `dependencies` or `task`.
+    /// The profile name: `ce`, `tree`, `dependencies`, `task` or
+    /// `environment`.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Ce => "ce",
             Kind::Tree => "tree",
             Kind::Dependencies => "dependencies",
             Kind::Task => "task",
+            Kind::Environment => "environment",
         }
+    }
+
+    /// The kind a profile name names, if any.
+    pub fn from_name(name: &str) -> Option<Kind> {
+        [
+            Kind::Ce,
+            Kind::Tree,
+            Kind::Dependencies,
+            Kind::Task,
+            Kind::Environment,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
     }
 }
 
 /// The profile names a snapshot row may carry, `ce` first.
-pub const PROFILES: [&str; 4] = ["ce", "tree", "dependencies", "task"];
+pub const PROFILES: [&str; 5] = ["ce", "tree", "dependencies", "task", "environment"];
 
 impl Stored {
     /// The profile name of this kind.
@@ -133,6 +157,7 @@ impl Stored {
             Stored::Tree(_) => Kind::Tree,
             Stored::Dependencies(_) => Kind::Dependencies,
             Stored::Task(_) => Kind::Task,
+            Stored::Environment(_) => Kind::Environment,
         }
     }
 
@@ -142,12 +167,13 @@ impl Stored {
             Stored::Tree(entries) => manifest_bytes(entries),
             Stored::Dependencies(deps) => dependency_manifest_bytes(deps),
             Stored::Task(record) => snapshot_bytes(&record.identity()),
+            Stored::Environment(members) => environment_bytes(members),
         }
     }
 
     /// The file objects the manifest names, as the store's entries: a tree's
     /// files; every dependency's files at `<index, 5 digits>/payload/...`;
-    /// none for a task. A file is executable when any execute bit of its
+    /// none for a task or an environment. A file is executable when any execute bit of its
     /// recorded mode is set.
     pub fn files(&self) -> Vec<crate::profile::ce::manifest::Entry> {
         fn file(path: String, e: &TreeEntry) -> Option<crate::profile::ce::manifest::Entry> {
@@ -175,7 +201,7 @@ impl Stored {
                         .filter_map(move |e| file(format!("{}/{}", index_dir(i), e.path), e))
                 })
                 .collect(),
-            Stored::Task(_) => Vec::new(),
+            Stored::Task(_) | Stored::Environment(_) => Vec::new(),
         }
     }
 
@@ -185,14 +211,16 @@ impl Stored {
             Stored::Dependencies(deps) => {
                 Some(DependencyContentDigest::of(&dependency_content_bytes(deps)))
             }
-            Stored::Tree(_) | Stored::Task(_) => None,
+            Stored::Tree(_) | Stored::Task(_) | Stored::Environment(_) => None,
         }
     }
 
-    /// The manifests this one names by digest (a task's two), none otherwise.
+    /// The manifests this one names by digest (a task's two, an
+    /// environment's members), none otherwise.
     pub fn named(&self) -> Vec<ManifestDigest> {
         match self {
             Stored::Task(record) => record.named().to_vec(),
+            Stored::Environment(members) => members.iter().map(|m| m.digest).collect(),
             Stored::Tree(_) | Stored::Dependencies(_) => Vec::new(),
         }
     }
@@ -202,7 +230,7 @@ impl Stored {
         match self {
             Stored::Tree(entries) => entries.len(),
             Stored::Dependencies(deps) => deps.iter().map(|d| d.entries.len()).sum(),
-            Stored::Task(_) => 0,
+            Stored::Task(_) | Stored::Environment(_) => 0,
         }
     }
 
@@ -213,7 +241,7 @@ impl Stored {
         match self {
             Stored::Tree(entries) => sum(entries),
             Stored::Dependencies(deps) => deps.iter().map(|d| sum(&d.entries)).sum(),
-            Stored::Task(_) => 0,
+            Stored::Task(_) | Stored::Environment(_) => 0,
         }
     }
 }
@@ -342,6 +370,7 @@ pub fn parse(kind: Kind, bytes: &[u8]) -> Result<Stored, ParseError> {
             Stored::Dependencies(deps)
         }
         Kind::Task => Stored::Task(task(bytes)?),
+        Kind::Environment => Stored::Environment(environment(bytes)?),
     };
     if stored.bytes() != bytes {
         return Err(ParseError::NotCanonical);
@@ -437,6 +466,152 @@ fn task(bytes: &[u8]) -> Result<TaskRecord, ParseError> {
     })
 }
 
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireMember {
+    digest: String,
+    kind: String,
+    role: String,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireEnvironment {
+    members: Vec<WireMember>,
+    schema_version: u64,
+}
+
+/// Reads an environment's members, refusing any that break
+/// [`check_members`].
+fn environment(bytes: &[u8]) -> Result<Vec<EnvironmentMember>, ParseError> {
+    let kind = Kind::Environment;
+    let wire: WireEnvironment =
+        serde_json::from_slice(bytes).map_err(|e| shape(kind, e.to_string()))?;
+    if wire.schema_version != u64::from(ENVIRONMENT_SCHEMA_VERSION) {
+        return Err(shape(
+            kind,
+            format!("schema version {} is not supported", wire.schema_version),
+        ));
+    }
+    let members = wire
+        .members
+        .into_iter()
+        .map(|m| {
+            let digest = m
+                .digest
+                .parse()
+                .map_err(|_| shape(kind, format!("member '{}': not a digest", m.role)))?;
+            let member_kind = Kind::from_name(&m.kind)
+                .filter(|k| *k != Kind::Environment)
+                .ok_or_else(|| {
+                    shape(
+                        kind,
+                        format!("member '{}': unknown kind '{}'", m.role, m.kind),
+                    )
+                })?;
+            Ok(EnvironmentMember {
+                role: m.role,
+                digest,
+                kind: member_kind,
+            })
+        })
+        .collect::<Result<Vec<_>, ParseError>>()?;
+    check_members(&members).map_err(|e| shape(kind, e.to_string()))?;
+    Ok(members)
+}
+
+/// Why a set of members is no environment.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemberError {
+    /// No member at all.
+    #[error("an environment names at least one member")]
+    Empty,
+    /// More members than [`MAX_ENVIRONMENT_MEMBERS`].
+    #[error("{0} members, more than {MAX_ENVIRONMENT_MEMBERS}")]
+    TooMany(usize),
+    /// A role that is not a results-row field name.
+    #[error("the role '{0}' is not 1 to 64 of a-z, 0-9 and _")]
+    Role(String),
+    /// A member whose kind cannot be a member.
+    #[error("the member {role}={digest} is an environment; environments do not nest")]
+    Nested {
+        /// The member's role.
+        role: String,
+        /// The member's digest.
+        digest: ManifestDigest,
+    },
+    /// The same (role, digest) twice.
+    #[error("the member {role}={digest} is named twice")]
+    Duplicate {
+        /// The member's role.
+        role: String,
+        /// The member's digest.
+        digest: ManifestDigest,
+    },
+    /// Members out of (role, digest) order.
+    #[error("the members are not in (role, digest) order at '{0}'")]
+    Unsorted(String),
+}
+
+/// Whether `role` is a results-row field name: 1 to 64 of `a-z`, `0-9`, `_`.
+pub fn valid_role(role: &str) -> bool {
+    (1..=64).contains(&role.len())
+        && role
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// Checks an environment's members: 1 to [`MAX_ENVIRONMENT_MEMBERS`], each
+/// role a results-row field name, no environment among them, in (role,
+/// digest) order with no (role, digest) pair twice.
+///
+/// # Errors
+///
+/// The first [`MemberError`] found.
+pub fn check_members(members: &[EnvironmentMember]) -> Result<(), MemberError> {
+    if members.is_empty() {
+        return Err(MemberError::Empty);
+    }
+    if members.len() > MAX_ENVIRONMENT_MEMBERS {
+        return Err(MemberError::TooMany(members.len()));
+    }
+    let mut previous: Option<(&str, ManifestDigest)> = None;
+    for m in members {
+        if !valid_role(&m.role) {
+            return Err(MemberError::Role(m.role.clone()));
+        }
+        if m.kind == Kind::Environment {
+            return Err(MemberError::Nested {
+                role: m.role.clone(),
+                digest: m.digest,
+            });
+        }
+        let key = (m.role.as_str(), m.digest);
+        if let Some(before) = previous {
+            if before == key {
+                return Err(MemberError::Duplicate {
+                    role: m.role.clone(),
+                    digest: m.digest,
+                });
+            }
+            if (before.0, before.1.as_bytes()) > (key.0, key.1.as_bytes()) {
+                return Err(MemberError::Unsorted(m.role.clone()));
+            }
+        }
+        previous = Some(key);
+    }
+    Ok(())
+}
+
+/// Sorts members into (role, digest) order and drops a (role, digest) pair
+/// given twice, as an environment records them.
+pub fn sort_members(members: &mut Vec<EnvironmentMember>) {
+    members.sort_by(|a, b| {
+        (a.role.as_str(), a.digest.as_bytes()).cmp(&(b.role.as_str(), b.digest.as_bytes()))
+    });
+    members.dedup_by(|a, b| a.role == b.role && a.digest == b.digest);
+}
+
 /// The raw path a Python `str` of a path stands for: U+DC80..U+DCFF are the
 /// bytes `surrogateescape` put there; any other lone surrogate is no path.
 fn path_of(s: &PyString) -> Option<PathBuf> {
@@ -490,6 +665,26 @@ pub enum CheckError {
     /// A task names a manifest the store does not hold.
     #[error("could not accept the task: it names the manifest {0}, which is not in the store")]
     Missing(ManifestDigest),
+    /// An environment names a member the store does not hold.
+    #[error("could not accept the environment: its member {role}={digest} is not in the store")]
+    MemberMissing {
+        /// The member's role.
+        role: String,
+        /// The member's digest.
+        digest: ManifestDigest,
+    },
+    /// An environment records a member's kind other than the store's.
+    #[error("could not accept the environment: its member {role}={digest} is recorded as {recorded}, but the store holds a {found} snapshot")]
+    MemberKind {
+        /// The member's role.
+        role: String,
+        /// The member's digest.
+        digest: ManifestDigest,
+        /// The kind the environment records.
+        recorded: &'static str,
+        /// The kind the store holds.
+        found: &'static str,
+    },
 }
 
 impl CheckError {
@@ -500,6 +695,8 @@ impl CheckError {
             CheckError::TooManyBytes { .. } => "tree-manifest-bytes",
             CheckError::Path { .. } => "tree-manifest-entry",
             CheckError::Missing(_) => "tree-task-names-missing",
+            CheckError::MemberMissing { .. } => "environment-member-missing",
+            CheckError::MemberKind { .. } => "environment-member-kind",
         }
     }
 }
@@ -585,12 +782,49 @@ fn check_entries(
 
 /// Checks a stored tree-kind manifest that did not come from a walk against
 /// the harness's bounds and the shape of its entry lists; for a task, that
-/// the two manifests it names are `present`.
+/// the two manifests it names are recorded; for an environment, that every
+/// member is recorded with the kind it names. `recorded` gives the kind the
+/// store records for a digest, `None` when it records none.
 ///
 /// # Errors
 ///
 /// The first [`CheckError`] found.
-pub fn check(stored: &Stored, present: &dyn Fn(&ManifestDigest) -> bool) -> Result<(), CheckError> {
+pub fn check(
+    stored: &Stored,
+    recorded: &dyn Fn(&ManifestDigest) -> Option<Kind>,
+) -> Result<(), CheckError> {
+    check_alone(stored)?;
+    match stored {
+        Stored::Task(record) => match record.named().into_iter().find(|d| recorded(d).is_none()) {
+            Some(missing) => Err(CheckError::Missing(missing)),
+            None => Ok(()),
+        },
+        Stored::Environment(members) => {
+            members.iter().try_for_each(|m| match recorded(&m.digest) {
+                None => Err(CheckError::MemberMissing {
+                    role: m.role.clone(),
+                    digest: m.digest,
+                }),
+                Some(found) if found != m.kind => Err(CheckError::MemberKind {
+                    role: m.role.clone(),
+                    digest: m.digest,
+                    recorded: m.kind.name(),
+                    found: found.name(),
+                }),
+                Some(_) => Ok(()),
+            })
+        }
+        Stored::Tree(_) | Stored::Dependencies(_) => Ok(()),
+    }
+}
+
+/// [`check`] without asking the store about the manifests a task or an
+/// environment names: the bounds and the shape of the entry lists only.
+///
+/// # Errors
+///
+/// The first [`CheckError`] found.
+pub fn check_alone(stored: &Stored) -> Result<(), CheckError> {
     let kind = stored.profile();
     let count = stored.entry_count() as u64;
     if count > MAX_TASK_ASSET_ENTRIES {
@@ -608,9 +842,38 @@ pub fn check(stored: &Stored, present: &dyn Fn(&ManifestDigest) -> bool) -> Resu
             let prefix = format!("{}/", index_dir(i));
             check_entries(&d.entries, &prefix, Some(DEPENDENCY_ROOT), true, false)
         }),
-        Stored::Task(record) => match record.named().into_iter().find(|d| !present(d)) {
-            Some(missing) => Err(CheckError::Missing(missing)),
-            None => Ok(()),
-        },
+        Stored::Task(_) | Stored::Environment(_) => Ok(()),
     }
+}
+
+/// Every manifest `root` names, directly or through another (an
+/// environment's members, a task member's tree and dependency list), each
+/// once, in dependency order: whatever a manifest names comes before it.
+/// `root` itself is not listed. `named_of` gives what one manifest names.
+///
+/// # Errors
+///
+/// The first error `named_of` gives.
+pub fn closure<E>(
+    root: &ManifestDigest,
+    named_of: &mut dyn FnMut(&ManifestDigest) -> Result<Vec<ManifestDigest>, E>,
+) -> Result<Vec<ManifestDigest>, E> {
+    fn visit<E>(
+        digest: &ManifestDigest,
+        named_of: &mut dyn FnMut(&ManifestDigest) -> Result<Vec<ManifestDigest>, E>,
+        seen: &mut std::collections::HashSet<ManifestDigest>,
+        out: &mut Vec<ManifestDigest>,
+    ) -> Result<(), E> {
+        for named in named_of(digest)? {
+            if seen.insert(named) {
+                visit(&named, named_of, seen, out)?;
+                out.push(named);
+            }
+        }
+        Ok(())
+    }
+    let mut seen = std::collections::HashSet::from([*root]);
+    let mut out = Vec::new();
+    visit(root, named_of, &mut seen, &mut out)?;
+    Ok(out)
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::stored::{check, CheckError, Stored, TaskRecord};
+use super::stored::{check, CheckError, Kind, Stored, TaskRecord};
 use super::{dependency_digests, manifest_digest, Dependency, Node, TreeEntry};
 use crate::digest::{ManifestDigest, ObjectId};
 use crate::profile::ce::manifest::{Entry, Manifest, ManifestError};
@@ -288,7 +288,8 @@ fn the_harness_answers_give_their_digests_through_the_manifest() {
             },
         });
         assert_eq!(task.digest.to_string(), answer["digest"], "{name}");
-        let present = |d: &ManifestDigest| *d == tree.digest || *d == deps.digest;
+        let present =
+            |d: &ManifestDigest| (*d == tree.digest || *d == deps.digest).then_some(Kind::Tree);
         for m in [&tree, &deps, &task] {
             let parsed = Manifest::parse(&m.bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(&parsed, m, "{name}");
@@ -301,7 +302,7 @@ fn the_harness_answers_give_their_digests_through_the_manifest() {
 
 #[test]
 fn stored_checks_refuse_what_no_capture_records() {
-    let none = |_: &ManifestDigest| true;
+    let none = |_: &ManifestDigest| Some(Kind::Tree);
     let refused = |entries: Vec<TreeEntry>| check(&Stored::Tree(entries), &none).unwrap_err();
     assert!(check(&Stored::Tree(tree()), &none).is_ok());
     // A runtime's tree: permission bits and relative symlinks.
@@ -352,7 +353,110 @@ fn stored_checks_refuse_what_no_capture_records() {
     assert_eq!(refused(huge).rule(), "tree-manifest-bytes");
     let task = Stored::Task(record("/r".into(), None));
     let tree_digest = task.named()[0];
-    let e = check(&task, &|d: &ManifestDigest| *d == tree_digest).unwrap_err();
+    let e = check(&task, &|d: &ManifestDigest| {
+        (*d == tree_digest).then_some(Kind::Tree)
+    })
+    .unwrap_err();
     assert_eq!(e.rule(), "tree-task-names-missing");
     assert!(check(&task, &none).is_ok());
+}
+
+/// An environment's manifest: read back from its bytes, refused when out
+/// of (role, digest) order, with a pair twice, a bad role, a nested
+/// environment, no member or a kind unknown; `check` wants each member
+/// recorded with its kind; `closure` lists what is named before what names
+/// it.
+#[test]
+fn an_environment_is_read_back_and_refused_by_its_rules() {
+    use super::stored::{check_members, closure, parse, sort_members, MemberError};
+    use super::EnvironmentMember;
+    let d = |n: u8| ManifestDigest::from_bytes([n; 32]);
+    let m = |role: &str, n: u8, kind: Kind| EnvironmentMember {
+        role: role.into(),
+        digest: d(n),
+        kind,
+    };
+    let mut members = vec![
+        m("b", 1, Kind::Tree),
+        m("a", 2, Kind::Ce),
+        m("a", 1, Kind::Task),
+    ];
+    sort_members(&mut members);
+    assert_eq!(members[0], m("a", 1, Kind::Task));
+    let env = Stored::Environment(members.clone());
+    let bytes = env.bytes();
+    assert!(bytes.starts_with(b"{\"members\":[{\"digest\":\"0101"));
+    assert_eq!(Kind::of(&bytes), Kind::Environment);
+    assert_eq!(parse(Kind::Environment, &bytes).unwrap(), env);
+    let manifest = Manifest::parse(&bytes).unwrap();
+    assert_eq!(manifest.profile(), "environment");
+    assert!(manifest.entries.is_empty());
+    assert_eq!(env.named(), vec![d(1), d(2), d(1)]);
+    // Out of order, twice, bad role, nested, empty.
+    let refused = |ms: Vec<EnvironmentMember>| {
+        let bytes = Stored::Environment(ms).bytes();
+        parse(Kind::Environment, &bytes).unwrap_err().to_string()
+    };
+    assert!(refused(vec![m("b", 1, Kind::Tree), m("a", 1, Kind::Tree)]).contains("order"));
+    assert!(refused(vec![m("a", 1, Kind::Tree), m("a", 1, Kind::Tree)]).contains("twice"));
+    assert!(refused(vec![m("A", 1, Kind::Tree)]).contains("role"));
+    assert!(refused(vec![m("a", 1, Kind::Environment)]).contains("unknown kind"));
+    assert!(refused(Vec::new()).contains("at least one"));
+    assert_eq!(
+        check_members(&[m("a", 1, Kind::Environment)]),
+        Err(MemberError::Nested {
+            role: "a".into(),
+            digest: d(1)
+        })
+    );
+    assert!(check_members(&[m(&"r".repeat(65), 1, Kind::Ce)]).is_err());
+    // At most 65,536 members.
+    let many = |n: usize| -> Vec<EnvironmentMember> {
+        let mut v: Vec<EnvironmentMember> = (0..n)
+            .map(|i| EnvironmentMember {
+                role: format!("r{i:06}"),
+                digest: d(1),
+                kind: Kind::Tree,
+            })
+            .collect();
+        sort_members(&mut v);
+        v
+    };
+    assert!(check_members(&many(super::MAX_ENVIRONMENT_MEMBERS)).is_ok());
+    assert_eq!(
+        check_members(&many(super::MAX_ENVIRONMENT_MEMBERS + 1)),
+        Err(MemberError::TooMany(super::MAX_ENVIRONMENT_MEMBERS + 1))
+    );
+    let other = br#"{"members":[],"schema_version":2}"#;
+    assert!(parse(Kind::Environment, other).is_err());
+    let spaced = String::from_utf8(bytes.clone())
+        .unwrap()
+        .replace(":[", ": [");
+    assert!(parse(Kind::Environment, spaced.as_bytes()).is_err());
+    // Recorded with its kind, or refused naming the member.
+    let all = |_: &ManifestDigest| Some(Kind::Task);
+    let e = check(&env, &all).unwrap_err();
+    assert_eq!(e.rule(), "environment-member-kind");
+    let kinds = |x: &ManifestDigest| {
+        if *x == d(1) {
+            Some(Kind::Task)
+        } else {
+            None
+        }
+    };
+    let only_task = Stored::Environment(vec![m("a", 1, Kind::Task)]);
+    assert!(check(&only_task, &kinds).is_ok());
+    let e = check(&env, &kinds).unwrap_err();
+    assert_eq!(e.rule(), "environment-member-missing");
+    assert!(e.to_string().contains(&d(2).to_string()), "{e}");
+    // What names comes after what it names, each once.
+    let order = closure(&d(9), &mut |x| {
+        Ok::<_, ()>(match x.as_bytes()[0] {
+            9 => vec![d(3), d(1), d(2)],
+            3 => vec![d(1), d(2)],
+            _ => Vec::new(),
+        })
+    })
+    .unwrap();
+    assert_eq!(order, vec![d(1), d(2), d(3)]);
 }

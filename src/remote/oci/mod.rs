@@ -189,7 +189,7 @@ impl OciRemote {
                 crate::profile::Profile::check_entries(&crate::profile::ce::CE, &manifest.entries)
                     .map_err(crate::store::ingest::adopt::AdoptError::from)?
             }
-            Some(stored) => crate::profile::tree::stored::check(stored, &|_| true)
+            Some(stored) => crate::profile::tree::stored::check_alone(stored)
                 .map_err(crate::store::ingest::adopt::AdoptError::from)?,
         }
         Ok(bytes)

@@ -200,7 +200,7 @@ impl Store {
             let bytes = self.catalogue().manifest_bytes(digest)?;
             let manifest = Manifest::parse(&bytes).map_err(|e| breaks(e.to_string()))?;
             if let Some(stored) = &manifest.tree {
-                crate::profile::tree::stored::check(stored, &|_| true)
+                crate::profile::tree::stored::check_alone(stored)
                     .map_err(|e| breaks(e.to_string()))?;
             }
             return Ok(entries);

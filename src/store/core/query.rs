@@ -331,6 +331,25 @@ pub struct ShowReport {
     /// The files in manifest order, when asked for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<Entry>>,
+    /// An environment's members, in (role, digest) order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub members: Option<Vec<ShownMember>>,
+    /// The recorded environments that name this snapshot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<ManifestDigest>,
+}
+
+/// One member of an environment, as `show` gives it.
+#[derive(Debug, serde::Serialize)]
+pub struct ShownMember {
+    /// The results-row field it fills.
+    pub role: String,
+    /// Its kind.
+    pub kind: &'static str,
+    /// Its digest.
+    pub digest: ManifestDigest,
+    /// Its name in the store, `None` when the store does not record it.
+    pub name: Option<String>,
 }
 
 /// The harness's digests a tree-kind snapshot gives, by the harness's
@@ -349,6 +368,9 @@ pub struct HarnessDigests {
     /// A dependency list's content digest, or the one a task names.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox_dependency_content_digest: Option<String>,
+    /// An environment's own digest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment_digest: Option<String>,
 }
 
 impl HarnessDigests {
@@ -372,6 +394,11 @@ impl HarnessDigests {
                 task_asset_manifest_digest: Some(t.manifest_digest.to_hex()),
                 sandbox_dependency_manifest_digest: Some(t.dependencies.manifest.to_hex()),
                 sandbox_dependency_content_digest: Some(t.dependencies.content.to_hex()),
+                ..HarnessDigests::default()
+            },
+            Stored::Environment(_) => HarnessDigests {
+                environment_digest: own,
+                ..HarnessDigests::default()
             },
         })
     }
@@ -395,6 +422,7 @@ impl HarnessDigests {
                 "sandbox_dependency_content_digest",
                 &self.sandbox_dependency_content_digest,
             ),
+            ("environment_digest", &self.environment_digest),
         ]
         .into_iter()
         .filter_map(|(name, d)| d.as_deref().map(|d| (name, d)))
@@ -450,14 +478,32 @@ pub fn show(store: &Store, opts: &ShowOptions<'_>) -> Result<ShowReport> {
     let digest = resolve(cat, opts.digest)?;
     let row = cat.snapshot(&digest)?;
     let (_, last, count) = cat.ingest_summary(&digest)?;
-    let harness_digests = if row.profile == "ce" {
+    let parsed = if row.profile == "ce" {
         None
     } else {
-        crate::profile::ce::manifest::Manifest::parse(&cat.manifest_bytes(&digest)?)
-            .ok()
-            .as_ref()
-            .and_then(HarnessDigests::of)
+        crate::profile::ce::manifest::Manifest::parse(&cat.manifest_bytes(&digest)?).ok()
     };
+    let harness_digests = parsed.as_ref().and_then(HarnessDigests::of);
+    let members = match parsed.as_ref().and_then(|m| m.tree.as_ref()) {
+        Some(crate::profile::tree::stored::Stored::Environment(members)) => Some(
+            members
+                .iter()
+                .map(|m| ShownMember {
+                    role: m.role.clone(),
+                    kind: m.kind.name(),
+                    digest: m.digest,
+                    name: cat.snapshot(&m.digest).ok().map(|r| r.name),
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    let environments = cat
+        .named_by(&digest)?
+        .into_iter()
+        .filter(|(_, profile)| profile == "environment")
+        .map(|(d, _)| d)
+        .collect();
     Ok(ShowReport {
         provenance: Provenance::from(&row),
         profile: row.profile.clone(),
@@ -486,6 +532,8 @@ pub fn show(store: &Store, opts: &ShowOptions<'_>) -> Result<ShowReport> {
         } else {
             None
         },
+        members,
+        environments,
     })
 }
 

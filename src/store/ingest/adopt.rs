@@ -243,7 +243,7 @@ pub fn check_received(
     match &manifest.tree {
         None => CE.check_entries(&manifest.entries)?,
         // Whether a task's parts are recorded is asked once the store is open.
-        Some(stored) => crate::profile::tree::stored::check(stored, &|_| true)?,
+        Some(stored) => crate::profile::tree::stored::check_alone(stored)?,
     }
     Ok(manifest)
 }
@@ -253,10 +253,8 @@ pub fn check_received(
 pub fn check_named(store: &Store, manifest: &Manifest) -> Result<()> {
     if let Some(stored) = &manifest.tree {
         let catalogue = store.catalogue();
-        crate::profile::tree::stored::check(stored, &|d| {
-            catalogue.has_snapshot(d).unwrap_or(false)
-        })
-        .map_err(AdoptError::from)?;
+        crate::profile::tree::stored::check(stored, &|d| catalogue.kind_of(d))
+            .map_err(AdoptError::from)?;
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! [`Store`] handle.
 
 pub mod adopt;
+pub mod environment;
 pub mod tree;
 
 use std::collections::HashMap;

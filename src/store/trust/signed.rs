@@ -30,6 +30,11 @@ pub struct SignReport {
     /// Whether it was made now: false when the key had signed the snapshot
     /// already.
     pub new: bool,
+    /// With an environment: each snapshot it names (its members, a task
+    /// member's tree and dependency list), signed before it in dependency
+    /// order; absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<SignReport>,
 }
 
 /// The attestation of a snapshot that `key` signs now: its statement names
@@ -96,8 +101,34 @@ pub fn sign_once(
 /// the attestation beside it; a snapshot this key has signed already keeps
 /// the attestation it has (`new` is false). The key is checked before the
 /// store is opened.
+///
+/// An environment is signed as one unit: every snapshot it names (its
+/// members, and a task member's tree and dependency list) first, each the
+/// key has not signed yet, then the environment.
 pub fn sign_snapshot(store: &mut Store, digest: &str, key: &PrivateKey) -> Result<SignReport> {
     let digest = resolve(store.catalogue(), digest)?;
+    let mut members = Vec::new();
+    if store.catalogue().kind_of(&digest) == Some(crate::profile::tree::stored::Kind::Environment) {
+        let named = crate::profile::tree::stored::closure(&digest, &mut |d| {
+            Ok::<_, Error>(
+                store
+                    .read_manifest(d)?
+                    .tree
+                    .map(|t| t.named())
+                    .unwrap_or_default(),
+            )
+        })?;
+        for d in named {
+            members.push(sign_one(store, d, key)?);
+        }
+    }
+    let mut report = sign_one(store, digest, key)?;
+    report.members = members;
+    Ok(report)
+}
+
+/// Signs one recorded snapshot (see [`sign_snapshot`]).
+fn sign_one(store: &mut Store, digest: ManifestDigest, key: &PrivateKey) -> Result<SignReport> {
     let row = store.catalogue().snapshot(&digest)?;
     let sources = store.catalogue().sources(&digest)?;
     let what = SnapshotFacts {
@@ -120,6 +151,7 @@ pub fn sign_snapshot(store: &mut Store, digest: &str, key: &PrivateKey) -> Resul
         attestation: kept.id,
         at: kept.at,
         new,
+        members: Vec::new(),
     })
 }
 

@@ -165,9 +165,7 @@ pub fn check_for_recording(
         None => CE.check_entries(&manifest.entries)?,
         Some(stored) => {
             let catalogue = store.catalogue();
-            crate::profile::tree::stored::check(stored, &|d| {
-                catalogue.has_snapshot(d).unwrap_or(false)
-            })?;
+            crate::profile::tree::stored::check(stored, &|d| catalogue.kind_of(d))?;
         }
     }
     for e in manifest.entries.iter().filter(|e| e.size > 0) {
@@ -271,21 +269,27 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
 
     let work = store.work_dir("recover")?;
     let mut seen = BTreeSet::new();
-    // A task is recorded only after the tree and dependency list it names:
-    // manifests of the other kinds first (a task's kind is in its first bytes).
+    // A task is recorded only after the tree and dependency list it names,
+    // an environment after its members (tasks among them): manifests of the
+    // other kinds first, then tasks, then environments (a kind is in its
+    // first bytes).
     let mut found_manifests = store.list_manifests()?;
     found_manifests.sort_by_key(|found| {
-        found.digest.is_some_and(|d| {
+        use crate::profile::tree::stored::Kind;
+        let kind = found.digest.and_then(|d| {
             std::fs::File::open(store.manifest_path(&d))
                 .and_then(|mut f| {
                     let mut head = [0u8; 16];
                     f.read_exact(&mut head).map(|()| head)
                 })
-                .is_ok_and(|head| {
-                    crate::profile::tree::stored::Kind::of(&head)
-                        == crate::profile::tree::stored::Kind::Task
-                })
-        })
+                .ok()
+                .map(|head| Kind::of(&head))
+        });
+        match kind {
+            Some(Kind::Task) => 1u8,
+            Some(Kind::Environment) => 2,
+            _ => 0,
+        }
     });
     for found in &found_manifests {
         let Some(digest) = found.digest else {
@@ -403,7 +407,7 @@ fn mend_recorded(
             .check_entries(&manifest.entries)
             .err()
             .map(|r| r.to_string()),
-        Some(stored) => crate::profile::tree::stored::check(stored, &|_| true)
+        Some(stored) => crate::profile::tree::stored::check_alone(stored)
             .err()
             .map(|r| r.to_string()),
     };

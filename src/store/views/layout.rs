@@ -108,7 +108,7 @@ pub fn stored_to_hand_out(store: &Store, digest: &ManifestDigest) -> Result<Stor
         }
         .into());
     };
-    let present = |d: &ManifestDigest| store.catalogue().has_snapshot(d).unwrap_or(false);
+    let present = |d: &ManifestDigest| store.catalogue().kind_of(d);
     check(&stored, &present).map_err(|e| Damage::SnapshotBreaksRule {
         digest: *digest,
         rule: e.to_string(),
@@ -136,6 +136,8 @@ pub fn tree_layout(store: &Store, digest: &ManifestDigest) -> Result<Option<Vec<
             };
             task_layout(&tree, &deps)
         }
+        // An environment holds no file: its members have views of their own.
+        Stored::Environment(_) => Vec::new(),
     }))
 }
 
