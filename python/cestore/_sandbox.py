@@ -1,8 +1,10 @@
-"""The sandbox's two names both drop-ins use when no harness binds its own.
+"""What both drop-ins share: the sandbox's two names, the store, and what this process staged.
 
 A harness defines `SandboxError` and `ReadOnlyMount` once (in its
 `proposer_sandbox`) and binds them into `runtime_mounts` and `task_assets`
-alike; used as they are, the two drop-ins share these.
+alike; used as they are, the two drop-ins share these. Each snapshot either
+drop-in stages is noted here (`note_staged`), so that `record_environment`
+can record the process's whole environment as one.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ._store import Store
+from ._trees import EnvironmentIngest
 
 
 class SandboxError(RuntimeError):
@@ -48,3 +51,40 @@ def namespace_store(ns: Mapping[str, Any]) -> Callable[[], Store]:
         return made
 
     return store
+
+
+#: The (role, digest) pairs this process's drop-ins staged, by store, in the order first staged.
+_STAGED: dict[tuple[Optional[Path], Optional[str], str], dict[tuple[str, str], None]] = {}
+
+
+def _staged_key(store: Store) -> tuple[Optional[Path], Optional[str], str]:
+    """Which store a staging went to: its location (or the default's), and the binary."""
+    return (store.location, os.environ.get("CESTORE_DIR"), store.binary)
+
+
+def note_staged(store: Store, role: str, digest: str) -> None:
+    """Notes that this process staged `digest` in `store`, filling the results-row field `role`."""
+    _STAGED.setdefault(_staged_key(store), {})[(role, digest)] = None
+
+
+def environment_recorder(store: Callable[[], Store]) -> Callable[[str], EnvironmentIngest]:
+    """`record_environment(name)` for a bound namespace whose store `store()` gives."""
+
+    def record_environment(name: str) -> EnvironmentIngest:
+        """Records every snapshot this process staged in the store as one environment named `name`.
+
+        The CE plugin (`ce_plugin_mounts_for_arm`'s release, as
+        `ce_plugin_manifest_digest`), the GitNexus runtime
+        (`gitnexus_runtime_manifest_digest`) and each task's snapshot
+        (`task_asset_snapshot_digest`), as either drop-in staged them; its
+        `manifest_digest` is a row's `environment_digest`. The same set again
+        records nothing new. A ValueError when nothing was staged yet.
+        """
+        current = store()
+        staged = list(_STAGED.get(_staged_key(current), {}))
+        if not staged:
+            raise ValueError("no snapshot was staged in this process yet: nothing to record as an environment")
+        key = os.environ.get("CESTORE_SIGNING_KEY", "")
+        return current.ingest_environment(staged, name=name, sign_with=Path(key).expanduser() if key else None)
+
+    return record_environment

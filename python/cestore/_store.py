@@ -741,6 +741,8 @@ class Stage:
     gitnexus_runtime_manifest_digest: Optional[str] = None
     #: That snapshot's shared view in the store, which the runtime's mounts point into.
     gitnexus_runtime_view: Optional[Path] = None
+    #: The environment recorded (`stage(..., environment=NAME)`), if any.
+    environment: Optional[EnvironmentIngest] = None
 
     @classmethod
     def _of(cls, out: dict[str, Any]) -> Stage:
@@ -760,6 +762,7 @@ class Stage:
             ),
             out.get("gitnexus_runtime_manifest_digest"),
             Path(view) if view else None,
+            EnvironmentIngest._of(out["environment"]) if out.get("environment") else None,
         )
 
 
@@ -1384,6 +1387,8 @@ class Store:
         sign_with: Optional[StrPath] = None,
         refuse_secrets: bool = False,
         gitnexus_runtime: Optional[str] = None,
+        environment: Optional[str] = None,
+        members: Union[Mapping[str, str], Sequence[tuple[str, str]]] = (),
     ) -> Stage:
         """Stages a run: checks the arms, ingests the release, makes its view, lists every arm's mounts.
 
@@ -1394,6 +1399,9 @@ class Store:
         given) still checked but not read.
         `gitnexus_rules` is the harness revision whose GitNexus runtime check
         applies: `"seed"` (the default) or `"upstream"`.
+        With `environment=NAME`, the release and the runtime staged, and
+        each of `members` (role to digest: `task_asset_snapshot_digest`, …),
+        are recorded as one environment (`Stage.environment`).
         With `sign_with` (a private key file), the staged snapshot is signed,
         as `ingest(..., sign_with=...)` signs it; the key is checked first.
         With `refuse_secrets`, a kept file whose content looks like a secret
@@ -1404,6 +1412,11 @@ class Store:
         ) + _sign_args(sign_with) + _secrets_args(refuse_secrets)
         if gitnexus_runtime is not None:
             args += ["--gitnexus-runtime", _str("gitnexus_runtime", gitnexus_runtime)]
+        if environment is not None:
+            args += ["--environment", _str("environment", environment)]
+        pairs = list(members.items()) if isinstance(members, Mapping) else list(members)
+        for role, digest in pairs:
+            args.append(f"--member={_str('role', role)}={_str('digest', digest)}")
         return Stage._of(self._typed(*args))
 
     def hold_stage(

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import _contract, _errors
-from ._sandbox import ReadOnlyMount, SandboxError, namespace_store
+from ._sandbox import ReadOnlyMount, SandboxError, environment_recorder, namespace_store, note_staged
 from ._store import Bounds, HeldStage, Store
 
 PINNED_GITNEXUS_VERSION = "1.6.9"
@@ -102,6 +102,7 @@ _PUBLIC = (
     "trusted_gitnexus_runtime_mounts",
     "staged_gitnexus_runtime",
     "StagedGitNexusRuntime",
+    "record_environment",
     "validate_ce_plugin_inputs",
     "staged_ce_plugin_snapshot",
 )
@@ -230,6 +231,7 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
                 tuple((c["path"], Path(c["source"])) for c in out["gitnexus_runtime_components"]),
             )
         last[:] = [known]
+        note_staged(current, "gitnexus_runtime_manifest_digest", known.manifest_digest)
         mount = ns["ReadOnlyMount"]
         return tuple(
             mount(source=Path(m["source"]), target=_retarget(m["target"], ns))
@@ -276,6 +278,7 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
         return ns["CePluginConfig"](source=source, version=plugin_version)
 
     store = namespace_store(ns)
+    ns["record_environment"] = environment_recorder(store)
 
     def lowered_bounds(binary: str) -> Optional[Bounds]:
         """The namespace's bounds that are below the binary's (the reference's), for the CLI."""
@@ -328,6 +331,7 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
             held.release()
             raise err(f"could not stage a snapshot under {parent}")
         prov = staged.provenance
+        note_staged(st, "ce_plugin_manifest_digest", prov.manifest_digest)
         snapshot = ns["CePluginSnapshot"](
             root=staged.view,
             version=config.version,

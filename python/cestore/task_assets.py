@@ -62,7 +62,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Optional, Union
 
 from . import _errors
-from ._sandbox import ReadOnlyMount, SandboxError, namespace_store
+from ._sandbox import ReadOnlyMount, SandboxError, environment_recorder, namespace_store, note_staged
 from ._store import Store
 
 # The harness's constants, kept as literals: a harness imports them, `bind`
@@ -127,6 +127,7 @@ _PUBLIC = (
     "TaskAssetCache",
     "capture_task_dependency_binding",
     "stage_task_assets",
+    "record_environment",
 )
 
 
@@ -270,6 +271,7 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
         return ns["SandboxError"](message)
 
     store = namespace_store(ns)
+    ns["record_environment"] = environment_recorder(store)
 
     def lowered(bounds: tuple[tuple[str, str, int], ...]) -> dict[str, int]:
         """The namespace's bounds that are below the binary's, by their flags."""
@@ -480,6 +482,7 @@ def _populate(ns: MutableMapping[str, Any]) -> None:
                 raise harness_error(exc) from None
             self.last_ingest = out
             digest = out["digest"]
+            note_staged(store(), "task_asset_snapshot_digest", digest)
             snapshot = self._by_digest.get(digest)
             if snapshot is None:
                 snapshot = ns["TaskAssetSnapshot"](

@@ -180,6 +180,55 @@ def test_a_process_mounts_the_runtime_it_first_read(harness: Any, tmp_path: Path
     assert (node_modules / "pkg" / "index.js").read_text() == "one\n"
 
 
+def test_a_process_records_its_environment_as_one(harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin, the runtime and each task a process staged, recorded as one environment that audits as one."""
+    import cestore
+    from cestore import task_assets
+    from conftest import write_release
+
+    with pytest.raises(ValueError, match="nothing to record"):
+        harness.record_environment("sweep")
+    root = tmp_path.resolve() / "checkout"
+    install_runtime(root, TEST_VERSION if harness.revision == "upstream" else "1.6.9")
+    monkeypatch.setattr(harness, "HARNESS_ROOT", root)
+    harness.trusted_gitnexus_runtime_mounts()
+    runtime = harness.staged_gitnexus_runtime().manifest_digest
+    parent = tmp_path / "runs"
+    parent.mkdir()
+    config = harness.validate_ce_plugin_inputs(["ce_review"], write_release(tmp_path / "release"), "1.2.3")
+    with harness.staged_ce_plugin_snapshot(config, destination_parent=parent) as snapshot:
+        ce = snapshot.manifest_digest
+    repo = tmp_path.resolve() / "repo"
+    (repo / "assets").mkdir(parents=True)
+    (repo / "assets" / "a.txt").write_text("a\n")
+    with task_assets.TaskAssetCache(tmp_path / "cache") as cache:
+        task = cache.prepare({"sandbox_copy": ["assets"]}, repo=repo, resolved_sha="0" * 40)
+
+    recorded = harness.record_environment("sweep")
+    assert recorded.name == "sweep" and recorded.stored
+    assert {(m.role, m.digest) for m in recorded.members} == {
+        ("ce_plugin_manifest_digest", ce),
+        ("gitnexus_runtime_manifest_digest", runtime),
+        ("task_asset_snapshot_digest", task.digest),
+    }
+    # Either drop-in records the same environment; again, nothing new.
+    again = task_assets.record_environment("sweep")
+    assert again.manifest_digest == recorded.manifest_digest and not again.stored
+    # A results file naming it audits as one.
+    rows = tmp_path / "results.jsonl"
+    row = {
+        "arm": "ce_review",
+        "ce_plugin_version": "1.2.3",
+        "ce_plugin_manifest_digest": ce,
+        "gitnexus_runtime_manifest_digest": runtime,
+        "task_asset_snapshot_digest": task.digest,
+        "environment_digest": recorded.manifest_digest,
+    }
+    rows.write_text(json.dumps(row) + "\n")
+    report = cestore.Store().run("audit", str(rows))
+    assert report["ok"], report
+
+
 def test_the_version_is_pinned_only_at_the_seed(harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path.resolve() / "checkout"
     install_runtime(root)

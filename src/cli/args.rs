@@ -782,9 +782,23 @@ pub struct StageArgs {
     /// is looked at, not a --digest already stored.
     #[arg(long)]
     pub(super) refuse_secrets: bool,
+    /// Record an environment named NAME of what the stage mounts: the
+    /// release (ce_plugin_manifest_digest), the GitNexus runtime
+    /// (gitnexus_runtime_manifest_digest) and each --member.
+    #[arg(long, value_name = "NAME")]
+    pub(super) environment: Option<String>,
+    /// With --environment: another stored snapshot it names, ROLE=DIGEST
+    /// (a task's: task_asset_snapshot_digest=D); repeat for each.
+    #[arg(long = "member", value_name = "ROLE=DIGEST", requires = "environment")]
+    pub(super) members: Vec<String>,
 }
 
 impl StageArgs {
+    /// The members `--member` names, read.
+    pub(super) fn members(&self) -> Result<Vec<crate::store::ingest::environment::Member>> {
+        self.members.iter().map(|m| m.parse()).collect()
+    }
+
     /// The release the CE arms see: a stored snapshot (`--digest`), a source
     /// directory and version (either may be missing; stage names the gap), or
     /// none.
@@ -812,6 +826,7 @@ impl<'a> From<&'a StageArgs> for cmd::stage::StageOptions<'a> {
             bounds: a.bounds.into(),
             sign_with: None,
             refuse_secrets: a.refuse_secrets,
+            environment: None,
         }
     }
 }

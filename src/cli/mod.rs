@@ -179,8 +179,16 @@ fn stage(
     out: &mut dyn Write,
 ) -> Result<u8> {
     let key = args::signing_key(a.sign_with.as_deref())?;
+    let members = a.members()?;
     let mut opts = cmd::stage::StageOptions::from(a);
     opts.sign_with = key.as_ref();
+    opts.environment = a
+        .environment
+        .as_deref()
+        .map(|name| cmd::stage::EnvironmentRequest {
+            name,
+            members: &members,
+        });
     warn_of_arms(opts.arms.iter().map(String::as_str), &opts.arm_rule);
     if a.hold {
         hold::held_stage(output, root, &opts, out)

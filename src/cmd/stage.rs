@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::error::Result;
 use crate::interrupt::Signal;
 pub use crate::store::views::sandbox::{
-    ArmMounts, GitNexusRuntime, Release, StageOptions, StageReport,
+    ArmMounts, EnvironmentRequest, GitNexusRuntime, Release, StageOptions, StageReport,
 };
 use crate::store::views::{DiscardOptions, DiscardReport};
 

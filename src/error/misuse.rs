@@ -134,6 +134,13 @@ pub enum Misuse {
         /// What they are: `task`, `environment`, or `snapshot` when both.
         noun: &'static str,
     },
+    /// A view of an environment was asked for: it holds no file, its
+    /// members have views of their own.
+    #[error("could not make a view of {digest}: an environment holds no file; make a view of each member it names (`cestore show {digest}` lists them)")]
+    EnvironmentHasNoView {
+        /// The environment.
+        digest: ManifestDigest,
+    },
 }
 
 /// `noun`, with an `s` unless `n` is 1.
@@ -174,7 +181,8 @@ impl Misuse {
             | Misuse::FieldSpec { .. }
             | Misuse::NoStoreGiven
             | Misuse::ObjectPrefix { .. }
-            | Misuse::RegistryNotRepository { .. } => ErrorKind::Usage,
+            | Misuse::RegistryNotRepository { .. }
+            | Misuse::EnvironmentHasNoView { .. } => ErrorKind::Usage,
         }
     }
 
@@ -306,7 +314,9 @@ impl Misuse {
                     views.join(", ")
                 )
             }
-            named @ Misuse::SnapshotNamedByTask { .. } => named.to_string(),
+            named @ (Misuse::SnapshotNamedByTask { .. } | Misuse::EnvironmentHasNoView { .. }) => {
+                named.to_string()
+            }
         }
     }
 

@@ -250,6 +250,41 @@ fn an_environment_names_its_members_and_its_digest_is_docs_formats_recomputation
     assert!(!r2.stored, "{r2:?}");
     // list gives its profile.
     assert!(listed_profiles(&env).contains(&(r.manifest_digest.clone(), "environment".into())));
+    // It holds no file: no view of it is made, and the refusal says where
+    // the members are.
+    let dest = env.path("env-view");
+    for args in [
+        vec!["--json", "path", r.manifest_digest.as_str()],
+        vec![
+            "--json",
+            "checkout",
+            r.manifest_digest.as_str(),
+            s(&dest).as_str(),
+        ],
+        vec![
+            "--json",
+            "checkout",
+            "--writable",
+            r.manifest_digest.as_str(),
+            s(&dest).as_str(),
+        ],
+    ] {
+        let out = env.run(&args);
+        assert_exit(&out, 2);
+        let message = parse_json(&out)["error"]["message"].clone();
+        assert!(
+            message
+                .as_str()
+                .unwrap()
+                .contains("an environment holds no file"),
+            "{message}"
+        );
+        assert!(!dest.exists());
+    }
+    assert_eq!(
+        std::fs::read_dir(env.store.join("views")).map_or(0, |d| d.count()),
+        0
+    );
     // A member it names is not forgotten while it is recorded.
     for digest in [&m.ce, &m.runtime, &m.task] {
         let out = env.run(["rm", digest]);
@@ -849,4 +884,151 @@ fn an_environment_recording_a_members_kind_wrongly_is_not_imported() {
     assert_eq!(held.len(), 5, "{held:?}");
     let (code, v) = other.verify(&[]);
     assert_eq!(code, 0, "{v}");
+}
+
+#[test]
+fn a_stage_records_the_environment_it_mounts_and_a_failed_one_records_nothing() {
+    let env = TestEnv::new();
+    let m = members(&env);
+    let plugin = env.path("plugin");
+    let harness = env.path("harness");
+    gitnexus_harness(&harness, "1.6.9");
+    let task = format!("task_asset_snapshot_digest={}", m.task);
+    let staged = env.json([
+        "--json",
+        "stage",
+        "--arm",
+        "ce_review",
+        "--plugin-dir",
+        &s(&plugin),
+        "--plugin-version",
+        "1.0.0",
+        "--gitnexus-root",
+        &s(&harness),
+        "--environment",
+        "sweep-2",
+        "--member",
+        &task,
+    ]);
+    let recorded = &staged["environment"];
+    assert_eq!(recorded["name"], "sweep-2", "{staged}");
+    let runtime = staged["gitnexus_runtime_manifest_digest"].as_str().unwrap();
+    let mut got: Vec<(String, String)> = recorded["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["role"].as_str().unwrap().to_string(),
+                x["digest"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("ce_plugin_manifest_digest".to_string(), m.ce.clone()),
+            (
+                "gitnexus_runtime_manifest_digest".to_string(),
+                runtime.to_string()
+            ),
+            ("task_asset_snapshot_digest".to_string(), m.task.clone()),
+        ]
+    );
+    let digest = recorded["manifest_digest"].as_str().unwrap();
+    let shown = env.json(["--json", "show", digest]);
+    assert_eq!(shown["profile"], "environment", "{shown}");
+
+    // A member the store lacks: refused before anything changes.
+    let before = env.json(["--json", "log"]);
+    let views = std::fs::read_dir(env.store.join("views")).unwrap().count();
+    let missing = format!("task_asset_snapshot_digest={}", "ab".repeat(32));
+    let dest = env.path("run-view");
+    let out = env.run([
+        "--json",
+        "stage",
+        "--arm",
+        "ce_review",
+        "--plugin-dir",
+        &s(&plugin),
+        "--plugin-version",
+        "1.0.0",
+        "--dest",
+        &s(&dest),
+        "--gitnexus-root",
+        &s(&harness),
+        "--environment",
+        "sweep-3",
+        "--member",
+        &missing,
+    ]);
+    assert_exit(&out, 4);
+    assert!(!dest.exists());
+    assert_eq!(env.json(["--json", "log"]), before);
+    assert_eq!(
+        std::fs::read_dir(env.store.join("views")).unwrap().count(),
+        views
+    );
+    // The environment's record refused by the catalogue after the views
+    // were made: the stage takes back its views, its ingests and their
+    // events, new runtime and release alike.
+    let other = env.plugin("other-plugin", "2.0.0");
+    write(&harness.join("gitnexus/vendor/new.js"), "changed\n");
+    let trigger = "CREATE TRIGGER refuse_environments BEFORE INSERT ON snapshots \
+                   WHEN NEW.profile = 'environment' \
+                   BEGIN SELECT RAISE(FAIL, 'environments refused'); END;";
+    let done = Command::new("python3")
+        .arg("-c")
+        .arg("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.close()")
+        .arg(env.store.join("catalogue.sqlite"))
+        .arg(trigger)
+        .output()
+        .unwrap();
+    assert!(done.status.success(), "{done:?}");
+    let listed = env.json(["--json", "list"]);
+    for shared in [false, true] {
+        let mut args = vec![
+            "--json".to_string(),
+            "stage".into(),
+            "--arm".into(),
+            "ce_review".into(),
+            "--plugin-dir".into(),
+            s(&other),
+            "--plugin-version".into(),
+            "2.0.0".into(),
+            "--gitnexus-root".into(),
+            s(&harness),
+            "--environment".into(),
+            "sweep-4".into(),
+        ];
+        if !shared {
+            args.extend(["--dest".into(), s(&dest)]);
+        }
+        let out = env.run(&args);
+        assert_exit(&out, 7);
+        let message = parse_json(&out)["error"]["message"].to_string();
+        assert!(message.contains("environments refused"), "{message}");
+        assert!(!dest.exists());
+        assert_eq!(env.json(["--json", "log"]), before, "shared: {shared}");
+        assert_eq!(env.json(["--json", "list"]), listed, "shared: {shared}");
+        assert_eq!(
+            std::fs::read_dir(env.store.join("views")).unwrap().count(),
+            views,
+            "shared: {shared}"
+        );
+    }
+    // A bad member spec is a usage error; --member needs --environment.
+    let out = env.run([
+        "stage",
+        "--arm",
+        "baseline",
+        "--environment",
+        "e",
+        "--member",
+        "x",
+    ]);
+    assert_exit(&out, 2);
+    let out = env.run(["stage", "--arm", "baseline", "--member", &task]);
+    assert_exit(&out, 2);
 }

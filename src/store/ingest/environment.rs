@@ -113,6 +113,26 @@ pub fn record(
         )));
     }
     let mut store = open(Need::Existing)?;
+    record_in(&mut store, members, name, sign_with).map(|(report, _)| report)
+}
+
+/// [`record`] in an open store, returning the record too, so that a
+/// command failing later can take it back ([`crate::store::ingest::undo_ingest`]).
+///
+/// # Errors
+///
+/// As [`record`].
+pub fn record_in(
+    store: &mut crate::store::Store,
+    members: &[Member],
+    name: Option<&str>,
+    sign_with: Option<&crate::sign::PrivateKey>,
+) -> Result<(EnvironmentReport, crate::store::ingest::IngestReport)> {
+    if members.is_empty() {
+        return Err(Error::Usage(
+            "an environment needs at least one member".into(),
+        ));
+    }
     let mut typed = Vec::with_capacity(members.len());
     for m in members {
         let kind = store
@@ -137,7 +157,7 @@ pub fn record(
     check_members(&typed)
         .map_err(|e| Error::Usage(format!("ingest --profile environment: {e}")))?;
     let manifest = Manifest::stored(Stored::Environment(typed.clone()));
-    crate::store::ingest::adopt::check_named(&store, &manifest)?;
+    crate::store::ingest::adopt::check_named(store, &manifest)?;
     let name = name.unwrap_or("environment");
     let attestations = match sign_with {
         Some(key) => {
@@ -159,7 +179,7 @@ pub fn record(
     let work = store.work_dir("ingest")?;
     let source = store.root().display().to_string();
     let r = publish_and_record(
-        &mut store,
+        store,
         work,
         Staged {
             manifest: &manifest,
@@ -179,12 +199,13 @@ pub fn record(
             bytes: 0,
         },
     )?;
-    Ok(EnvironmentReport {
+    let report = EnvironmentReport {
         profile: "environment",
-        name: r.provenance.name,
+        name: r.provenance.name.clone(),
         manifest_digest: manifest.digest,
         members: typed.iter().map(MemberReport::from).collect(),
         stored: !r.ingest.already_present,
         store: store.root().display().to_string(),
-    })
+    };
+    Ok((report, r))
 }

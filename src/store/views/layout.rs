@@ -137,7 +137,9 @@ pub fn tree_layout(store: &Store, digest: &ManifestDigest) -> Result<Option<Vec<
             task_layout(&tree, &deps)
         }
         // An environment holds no file: its members have views of their own.
-        Stored::Environment(_) => Vec::new(),
+        Stored::Environment(_) => {
+            return Err(crate::error::Misuse::EnvironmentHasNoView { digest: *digest }.into())
+        }
     }))
 }
 

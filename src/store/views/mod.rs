@@ -207,6 +207,34 @@ pub struct RunView {
     pub kind: ViewKind,
     /// What the ingest did, for a source.
     pub ingested: Option<IngestReport>,
+    /// Whether this call made the view (a shared view may have been there).
+    pub created: bool,
+}
+
+/// Takes back a run's view that a command then failing made
+/// ([`view_for_run`]): a checkout is discarded, a shared view this call made
+/// removed, and the ingest before it undone.
+pub fn take_back_run_view(store: &mut Store, made: &RunView) -> Result<()> {
+    match made.kind {
+        ViewKind::Checkout => {
+            discard_view(
+                store,
+                &DiscardOptions {
+                    dest: Path::new(&made.path),
+                    force_digest: None,
+                    spare: false,
+                },
+            )?;
+        }
+        ViewKind::Shared if made.created => {
+            unshare(store, made.snapshot.digest, Path::new(&made.path))?;
+        }
+        ViewKind::Shared => {}
+    }
+    match &made.ingested {
+        Some(done) => undo_ingest(store, done),
+        None => Ok(()),
+    }
 }
 
 /// Makes a run's view: ingests a source first, then checks the snapshot
@@ -226,6 +254,7 @@ pub fn view_for_run(
                 path: view.view,
                 kind: ViewKind::Checkout,
                 ingested: Some(done),
+                created: true,
             });
         }
         (ViewOf::Source(source, opts), None) => {
@@ -241,12 +270,14 @@ pub fn view_for_run(
             path: done.view,
             kind: ViewKind::Checkout,
             ingested: None,
+            created: true,
         }),
         None => shared_view(store, digest).map(|done| RunView {
             snapshot: done.snapshot,
             path: done.path.to_string_lossy().into_owned(),
             kind: ViewKind::Shared,
             ingested: None,
+            created: done.created,
         }),
     };
     match viewed {
@@ -493,20 +524,23 @@ pub fn take_back_shared_view(store: &mut Store, made: &PathReport) -> Result<()>
     if !made.created {
         return Ok(());
     }
-    let hex = made.manifest_digest.to_hex();
+    unshare(store, made.manifest_digest, &made.path)
+}
+
+/// Removes the shared view of `digest` at `path` and its record, the view
+/// set aside first and put back when its record cannot be forgotten.
+fn unshare(store: &mut Store, digest: ManifestDigest, path: &Path) -> Result<()> {
+    let hex = digest.to_hex();
     let views = crate::fsutil::open_dir(store.dir(), VIEWS_DIR)
         .ctx("open the views directory", store.views_dir())?;
     let aside = view::temp_name(std::ffi::OsStr::new(&hex));
     rustix::fs::renameat(&views, hex.as_str(), &views, aside.as_str())
-        .ctx("set the shared view aside", &made.path)?;
-    if let Err(e) = store
-        .catalogue_mut()
-        .remove_view(&made.path.to_string_lossy())
-    {
+        .ctx("set the shared view aside", path)?;
+    if let Err(e) = store.catalogue_mut().remove_view(&path.to_string_lossy()) {
         let _ = rustix::fs::renameat(&views, aside.as_str(), &views, hex.as_str());
         return Err(e);
     }
-    remove_tree_at(views.as_fd(), Path::new(&aside)).ctx("remove the shared view", &made.path)?;
+    remove_tree_at(views.as_fd(), Path::new(&aside)).ctx("remove the shared view", path)?;
     Ok(())
 }
 

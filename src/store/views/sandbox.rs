@@ -45,14 +45,15 @@ use crate::error::IoContext;
 use crate::error::Result;
 use crate::gitnexus::{self, ce_plugin_dir_for_arm, ce_plugin_mounts_for_arm, ReadOnlyMount};
 use crate::profile::ce::rules::{is_ce_arm, ArmRule, Rejection};
+use crate::store::ingest::environment::{record_in, EnvironmentReport, Member};
 use crate::store::ingest::tree::{
     ingest_runtime, RuntimeComponentReport, RuntimeReport, StoredCounts,
 };
 use crate::store::ingest::{open_source, undo_ingest, IngestOptions, IngestReport, IngestStats};
 use crate::store::views::build::Method;
 use crate::store::views::{
-    effective_method, existing_shared_view, recorded_view, shared_view, take_back_shared_view,
-    view_dir, view_for_run, Destination, PathReport, ViewOf,
+    effective_method, existing_shared_view, recorded_view, shared_view, take_back_run_view,
+    take_back_shared_view, view_dir, view_for_run, Destination, PathReport, ViewOf,
 };
 use crate::store::{Need, Opener, Store};
 
@@ -236,7 +237,26 @@ pub struct StageOptions<'a> {
     pub sign_with: Option<&'a crate::sign::PrivateKey>,
     /// Refuse a source a file of which looks like a secret by its content.
     pub refuse_secrets: bool,
+    /// Record an environment of what the stage mounts, if asked.
+    pub environment: Option<EnvironmentRequest<'a>>,
 }
+
+/// The environment a stage records when asked: the release and the
+/// GitNexus runtime it mounts (as `ce_plugin_manifest_digest` and
+/// `gitnexus_runtime_manifest_digest`), and any other stored snapshot named.
+#[derive(Clone, Copy, Debug)]
+pub struct EnvironmentRequest<'a> {
+    /// The environment's name.
+    pub name: &'a str,
+    /// Members beyond the stage's own (a task's snapshot, say).
+    pub members: &'a [Member],
+}
+
+/// The role of the release a stage mounts in its environment.
+const CE_ROLE: &str = "ce_plugin_manifest_digest";
+
+/// The role of the GitNexus runtime a stage mounts in its environment.
+const RUNTIME_ROLE: &str = "gitnexus_runtime_manifest_digest";
 
 /// One arm's sandbox inputs.
 #[derive(Debug, serde::Serialize)]
@@ -263,6 +283,8 @@ pub struct StageReport {
     /// The GitNexus runtime mounted, if any.
     #[serde(flatten)]
     pub gitnexus_runtime: RuntimeStaged,
+    /// The environment recorded, when one was asked for.
+    pub environment: Option<EnvironmentReport>,
     /// Every arm's mounts, in the order given.
     pub arms: Vec<ArmMounts>,
 }
@@ -298,6 +320,7 @@ pub fn stage(open: Opener<'_>, opts: &StageOptions<'_>) -> Result<StageReport> {
         view_kind: None,
         ingest: None,
         gitnexus_runtime: RuntimeStaged::default(),
+        environment: None,
         arms: Vec::new(),
     };
     let source = if has_ce_arm {
@@ -325,7 +348,7 @@ pub fn stage(open: Opener<'_>, opts: &StageOptions<'_>) -> Result<StageReport> {
         None
     };
     let mut runtime_mounts = Vec::new();
-    if has_ce_arm || rules.is_some() {
+    if has_ce_arm || rules.is_some() || opts.environment.is_some() {
         let mut store = open(if source.is_some() || opts.gitnexus.ingests() {
             Need::Creating
         } else {
@@ -336,9 +359,22 @@ pub fn stage(open: Opener<'_>, opts: &StageOptions<'_>) -> Result<StageReport> {
             _ => None,
         };
         let method = effective_method(opts.method, false)?;
+        if let Some(asked) = opts.environment {
+            // Every member named must be stored before anything changes.
+            if let Some(m) = asked
+                .members
+                .iter()
+                .find(|m| store.catalogue().kind_of(&m.digest).is_none())
+            {
+                return Err(crate::error::Error::UnknownDigest {
+                    prefix: m.digest.to_hex(),
+                });
+            }
+        }
         let runtime = rules
             .map(|rules| stage_runtime(&mut store, &opts.gitnexus, &rules, opts.sign_with))
             .transpose()?;
+        let mut plugin = None;
         if has_ce_arm {
             let of = match (&source, opts.release) {
                 (Some((source, ingest)), _) => ViewOf::Source(source, ingest),
@@ -355,10 +391,36 @@ pub fn stage(open: Opener<'_>, opts: &StageOptions<'_>) -> Result<StageReport> {
                 }
             };
             report.provenance = Some(Provenance::from(&made.snapshot));
-            report.view = Some(made.path);
+            report.view = Some(made.path.clone());
             report.view_kind = Some(made.kind);
-            report.ingest = made.ingested.map(|done| done.ingest);
+            plugin = Some(made);
         }
+        if let Some(asked) = opts.environment {
+            let mut members = asked.members.to_vec();
+            members.extend(plugin.as_ref().map(|made| Member {
+                role: CE_ROLE.into(),
+                digest: made.snapshot.digest,
+            }));
+            members.extend(runtime.as_ref().map(|r| Member {
+                role: RUNTIME_ROLE.into(),
+                digest: r.view.manifest_digest,
+            }));
+            match record_in(&mut store, &members, Some(asked.name), opts.sign_with) {
+                Ok((recorded, _)) => report.environment = Some(recorded),
+                Err(e) => {
+                    if let Some(made) = &plugin {
+                        take_back_run_view(&mut store, made)?;
+                    }
+                    if let Some(runtime) = &runtime {
+                        unstage_runtime(&mut store, runtime)?;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        report.ingest = plugin
+            .and_then(|made| made.ingested)
+            .map(|done| done.ingest);
         if let Some(runtime) = runtime {
             report.gitnexus_runtime = runtime.report();
             runtime_mounts = runtime.mounts;
