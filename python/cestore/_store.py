@@ -645,6 +645,21 @@ class AuditInput:
 
 
 @dataclass(frozen=True)
+class FieldCount:
+    """How many rows name a digest of one field of the audit's table, and how many the store answers for."""
+
+    field: str
+    kind: str
+    rows: int
+    digests: int
+    rows_answered: int
+    rows_unanswered: int
+    rows_malformed: int
+    #: The first row naming a digest the store cannot answer for: its file, line, digest and status.
+    first_unanswered: Optional[dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class AuditReport:
     """The result of `audit`: `passed` is false when a digest is not `ok` or `pulled`,
     a row breaks a rule, no line is a row, no row carries any of the three fields,
@@ -670,6 +685,8 @@ class AuditReport:
     listed_at_most: int
     fields: dict[str, str]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    #: Each digest field of the table (the CE digest's first), with its counts.
+    field_counts: tuple[FieldCount, ...] = ()
 
     def digest(self, manifest_digest: str) -> DigestAudit:
         """The entry of one digest; KeyError when no row names it."""
@@ -706,6 +723,19 @@ class AuditReport:
             d["listed_at_most"],
             dict(d["fields"]),
             d,
+            tuple(
+                FieldCount(
+                    f["field"],
+                    f["kind"],
+                    f["rows"],
+                    f["digests"],
+                    f["rows_answered"],
+                    f["rows_unanswered"],
+                    f["rows_malformed"],
+                    f["first_unanswered"],
+                )
+                for f in d.get("field_counts", ())
+            ),
         )
 
 
@@ -1290,6 +1320,7 @@ class Store:
         require_clean_source: bool = False,
         source_repo: Optional[StrPath] = None,
         allow_malformed: bool = False,
+        fields: Mapping[str, str] = {},
     ) -> AuditReport:
         """Checks every digest of results files (JSON Lines; `.gz`, `.zst`) against the store.
 
@@ -1303,7 +1334,10 @@ class Store:
         from its recorded commit and fails as `source-mismatch` when it differs.
         A line `json.loads` cannot read as a row fails the audit, since any
         digest in it was not audited; with `allow_malformed`, such lines are
-        listed and counted but fail nothing.
+        listed and counted but fail nothing. `fields` adds digest fields to
+        the default table, or re-maps one (name to kind: `ce`, `tree`,
+        `dependencies`, `task`, `dependencies-content` or `environment`), as
+        `--field NAME=KIND` does.
         """
         if isinstance(paths, (str, os.PathLike)):
             paths = [paths]
@@ -1330,6 +1364,10 @@ class Store:
         ):
             if value is not None:
                 args += [flag, value]
+        if not isinstance(fields, Mapping):
+            raise TypeError(f"fields must be a mapping of field to kind, not {type(fields).__name__}")
+        for name, kind in fields.items():
+            args.append(f"--field={_str('fields', name)}={_str('fields', kind)}")
         out = self.run(*args, "--", *[_abs(f) for f in files])
         return AuditReport._of(out)
 

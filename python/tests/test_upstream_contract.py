@@ -225,8 +225,13 @@ def test_a_process_records_its_environment_as_one(harness: Any, tmp_path: Path, 
         "environment_digest": recorded.manifest_digest,
     }
     rows.write_text(json.dumps(row) + "\n")
-    report = cestore.Store().run("audit", str(rows))
-    assert report["ok"], report
+    report = cestore.Store().audit(rows, fields={"sweep.environment": "environment"})
+    assert report.passed, report.raw
+    counts = {c.field: c for c in report.field_counts}
+    assert counts["environment_digest"].kind == "environment"
+    assert counts["environment_digest"].rows_answered == 1
+    assert counts["gitnexus_runtime_manifest_digest"].rows_answered == 1
+    assert counts["sweep.environment"].rows == 0
 
 
 def test_the_version_is_pinned_only_at_the_seed(harness: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
