@@ -366,15 +366,7 @@ pub fn export(store: &Store, opts: &ExportOptions<'_>) -> Result<ExportReport> {
         attestations,
     } = crate::remote::preflight(store, opts.digest)?;
     // What it names goes with it, in dependency order.
-    let named = crate::profile::tree::stored::closure(&digest, &mut |d| {
-        Ok::<_, Error>(
-            store
-                .read_manifest(d)?
-                .tree
-                .map(|t| t.named())
-                .unwrap_or_default(),
-        )
-    })?;
+    let named = store.named_closure(&digest)?;
     let members = named
         .iter()
         .map(|d| {

@@ -59,15 +59,7 @@ pub struct PushReport {
 /// is published only once everything it names is.
 pub fn push_snapshot(store: &mut Store, opts: &PushOptions<'_>) -> Result<PushReport> {
     let digest = crate::catalogue::resolve(store.catalogue(), opts.digest)?;
-    let named = crate::profile::tree::stored::closure(&digest, &mut |d| {
-        Ok::<_, crate::error::Error>(
-            store
-                .read_manifest(d)?
-                .tree
-                .map(|t| t.named())
-                .unwrap_or_default(),
-        )
-    })?;
+    let named = store.named_closure(&digest)?;
     // Members go under their digest tags: the repository without the tag.
     let (repository, reference) = match opts.remote.rsplit_once('/') {
         Some((head, last)) => match last.find([':', '@']) {

@@ -176,6 +176,19 @@ impl Store {
         read_manifest_file(&self.manifest_path(digest), digest)
     }
 
+    /// Every stored snapshot `digest` names, directly or through another,
+    /// each once, in dependency order ([`crate::profile::tree::stored::closure`]),
+    /// read from the stored manifests.
+    pub fn named_closure(&self, digest: &ManifestDigest) -> Result<Vec<ManifestDigest>> {
+        crate::profile::tree::stored::closure(digest, &mut |d| {
+            Ok(self
+                .read_manifest(d)?
+                .tree
+                .map(|t| t.named())
+                .unwrap_or_default())
+        })
+    }
+
     /// A recorded snapshot's entries, once they pass the reference's rules
     /// and bounds (the profile's [`crate::profile::Profile::check_entries`]): what a view
     /// or a bundle of it may hold. A snapshot that breaks them (recorded by

@@ -109,15 +109,7 @@ pub fn sign_snapshot(store: &mut Store, digest: &str, key: &PrivateKey) -> Resul
     let digest = resolve(store.catalogue(), digest)?;
     let mut members = Vec::new();
     if store.catalogue().kind_of(&digest) == Some(crate::profile::tree::stored::Kind::Environment) {
-        let named = crate::profile::tree::stored::closure(&digest, &mut |d| {
-            Ok::<_, Error>(
-                store
-                    .read_manifest(d)?
-                    .tree
-                    .map(|t| t.named())
-                    .unwrap_or_default(),
-            )
-        })?;
+        let named = store.named_closure(&digest)?;
         for d in named {
             members.push(sign_one(store, d, key)?);
         }
