@@ -163,17 +163,7 @@ fn recomputed(members: &[(&str, &str, &str)]) -> String {
 /// Every snapshot digest `list` gives, with its profile.
 fn listed_profiles(env: &TestEnv) -> Vec<(String, String)> {
     let list = env.json(["--json", "list"]);
-    let mut out: Vec<(String, String)> = list["snapshots"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{list}"))
-        .iter()
-        .map(|r| {
-            (
-                r["manifest_digest"].as_str().unwrap().to_string(),
-                r["profile"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let mut out = field_pairs(&list["snapshots"], "manifest_digest", "profile");
     out.sort();
     out
 }
@@ -913,17 +903,7 @@ fn a_stage_records_the_environment_it_mounts_and_a_failed_one_records_nothing() 
     let recorded = &staged["environment"];
     assert_eq!(recorded["name"], "sweep-2", "{staged}");
     let runtime = staged["gitnexus_runtime_manifest_digest"].as_str().unwrap();
-    let mut got: Vec<(String, String)> = recorded["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| {
-            (
-                x["role"].as_str().unwrap().to_string(),
-                x["digest"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let mut got = field_pairs(&recorded["members"], "role", "digest");
     got.sort();
     assert_eq!(
         got,
