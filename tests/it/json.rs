@@ -520,7 +520,21 @@ struct StageOut {
     gitnexus_runtime_view: Option<String>,
     gitnexus_runtime_ingest: Option<StoredOut>,
     gitnexus_runtime_components: Vec<RuntimeComponentOut>,
+    environment: Option<StagedEnvironmentOut>,
     arms: Vec<ArmOut>,
+}
+
+/// The environment `stage --environment` records: `ingest --profile
+/// environment`'s report without `ok`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StagedEnvironmentOut {
+    profile: String,
+    name: String,
+    manifest_digest: String,
+    members: Vec<EnvironmentMemberOut>,
+    stored: bool,
+    store: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1172,8 +1186,10 @@ fn every_command_fits_the_documented_schema() {
     assert!(stage.gitnexus_runtime_manifest_digest.is_none());
     assert!(stage.gitnexus_runtime_view.is_none() && stage.gitnexus_runtime_ingest.is_none());
     assert!(stage.gitnexus_runtime_components.is_empty());
+    assert!(stage.environment.is_none());
 
-    // With a GitNexus runtime: its snapshot, view, ingest and components.
+    // With a GitNexus runtime: its snapshot, view, ingest and components,
+    // and the environment of what it mounts.
     let harness = env.path("harness");
     crate::util::gitnexus_harness(&harness, "1.6.9");
     let stage: StageOut = run_typed(
@@ -1184,7 +1200,24 @@ fn every_command_fits_the_documented_schema() {
             os("baseline"),
             os("--gitnexus-root"),
             harness.as_os_str(),
+            os("--environment"),
+            os("sweep"),
         ],
+    );
+    let recorded = stage.environment.as_ref().expect("the environment");
+    assert_eq!(
+        (recorded.profile.as_str(), recorded.name.as_str()),
+        ("environment", "sweep")
+    );
+    assert!(recorded.stored);
+    is_digest(&recorded.manifest_digest);
+    absolute(&recorded.store);
+    let [member] = recorded.members.as_slice() else {
+        panic!("{recorded:?}")
+    };
+    assert_eq!(
+        (member.role.as_str(), member.kind.as_str()),
+        ("gitnexus_runtime_manifest_digest", "tree")
     );
     let runtime = stage
         .gitnexus_runtime_manifest_digest
