@@ -148,6 +148,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
                 &cmd::sign::attestations(&root, &a.digest, &keys)?,
             )
         }
+        Command::Substituters => emit(output, out, &cmd::substituters::substituters(&root)?),
         Command::ExitCodes => emit(output, out, &cmd::exit_codes::exit_codes()),
         Command::Rules => emit(output, out, &cmd::rules::rules()),
         Command::Help(a) => emit(output, out, &help(&a.command)?),
