@@ -771,14 +771,20 @@ impl Report for crate::cmd::substituters::Config {
         let file = if self.file_exists { "" } else { " (absent)" };
         writeln!(w, "file          {}{file}", self.file.display())?;
         if self.substituters.is_empty() {
-            writeln!(w, "substituters  none: a snapshot the store lacks is not fetched")?;
+            writeln!(
+                w,
+                "substituters  none: a snapshot the store lacks is not fetched"
+            )?;
         }
         for s in &self.substituters {
             let http = if s.plain_http { " (plain HTTP)" } else { "" };
             writeln!(w, "substituter   {}{http}", s.registry)?;
         }
         if self.trusted_keys.is_empty() {
-            writeln!(w, "trusted keys  none: any snapshot a substituter serves is taken")?;
+            writeln!(
+                w,
+                "trusted keys  none: any snapshot a substituter serves is taken"
+            )?;
         }
         for k in &self.trusted_keys {
             writeln!(w, "trusted key   {}", k.display())?;

@@ -37,6 +37,8 @@ pub const ENV_SUBSTITUTERS: &str = "CESTORE_SUBSTITUTERS";
 pub const ENV_TRUSTED_KEYS: &str = "CESTORE_SUBSTITUTER_TRUSTED_KEYS";
 /// The directory of lock files, in the store's directory.
 pub const LOCKS_DIR: &str = "locks";
+/// The event recorded after the pull of a snapshot substituted.
+pub const SUBSTITUTE_EVENT: &str = "substitute";
 /// The seconds a registry may go without answering, by default.
 pub const DEFAULT_TIMEOUT: u64 = 30;
 /// The seconds a process waits, by default, for another's substitution of
@@ -158,7 +160,9 @@ pub enum SubstituteError {
         name: String,
     },
     /// No substituter has the snapshot.
-    #[error("no snapshot in the store matches '{digest}', and no substituter has it ({registries})")]
+    #[error(
+        "no snapshot in the store matches '{digest}', and no substituter has it ({registries})"
+    )]
     NotOnAny {
         /// The snapshot.
         digest: ManifestDigest,
@@ -299,7 +303,13 @@ pub fn parse_config(path: &Path, text: &str) -> std::result::Result<Config, Conf
     let timeout = bounded("timeout", raw.timeout, DEFAULT_TIMEOUT)?;
     let wait = bounded("wait", raw.wait, DEFAULT_WAIT)?;
     let base = path.parent().unwrap_or(Path::new("."));
-    let from = |present: bool| if present { ConfigSource::File } else { ConfigSource::Default };
+    let from = |present: bool| {
+        if present {
+            ConfigSource::File
+        } else {
+            ConfigSource::Default
+        }
+    };
     Ok(Config {
         file: path.to_path_buf(),
         file_exists: true,
@@ -383,11 +393,12 @@ pub fn config(root: &Path) -> Result<Config> {
     )?)
 }
 
-/// Whether the store holds the snapshot named `name`: `None` when the name
+/// Whether the store (opened for `need`) holds the snapshot named `name`:
+/// `None` when the name
 /// cannot be resolved for another reason than its absence (the command
 /// then reports that reason itself).
-fn present(open: Opener<'_>, name: &str) -> Result<Option<bool>> {
-    let store = match open(Need::Existing) {
+fn present(open: Opener<'_>, need: Need, name: &str) -> Result<Option<bool>> {
+    let store = match open(need) {
         Ok(store) => store,
         Err(Error::StoreNotFound { .. }) => return Ok(Some(false)),
         Err(e) => return Err(e),
@@ -414,7 +425,8 @@ pub fn ensure_present(root: &Path, open: Opener<'_>, name: &str) -> Result<()> {
         return Ok(());
     }
     let Some(digest) = prefix.full() else {
-        return match present(open, name)? {
+        // A store that cannot be opened is the command's to report.
+        return match present(open, Need::Existing, name).unwrap_or(None) {
             Some(false) => Err(SubstituteError::Prefix {
                 name: name.to_string(),
             }
@@ -422,7 +434,8 @@ pub fn ensure_present(root: &Path, open: Opener<'_>, name: &str) -> Result<()> {
             _ => Ok(()),
         };
     };
-    if present(open, name)? != Some(false) {
+    // The store is made (or its layout completed) as a pull makes it.
+    if present(open, Need::Creating, name)? != Some(false) {
         return Ok(());
     }
     substitute(root, open, &config, &digest)
@@ -455,7 +468,12 @@ fn registries(config: &Config) -> String {
 
 /// Pulls `digest` under its lock file, unless another process brought it
 /// (or failed to) meanwhile.
-fn substitute(root: &Path, open: Opener<'_>, config: &Config, digest: &ManifestDigest) -> Result<()> {
+fn substitute(
+    root: &Path,
+    open: Opener<'_>,
+    config: &Config,
+    digest: &ManifestDigest,
+) -> Result<()> {
     let started = now_ms();
     let dir = root.join(LOCKS_DIR);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io("create the lock directory", &dir, e))?;
@@ -487,7 +505,7 @@ fn substitute(root: &Path, open: Opener<'_>, config: &Config, digest: &ManifestD
         }
     }
     // The lock is released when `file` is closed, on every path out.
-    if present(open, &digest.to_string())? != Some(false) {
+    if present(open, Need::Creating, &digest.to_string())? != Some(false) {
         return Ok(());
     }
     let mut text = String::new();
@@ -532,6 +550,24 @@ fn substitute(root: &Path, open: Opener<'_>, config: &Config, digest: &ManifestD
     result
 }
 
+/// Records that the snapshot just pulled from `source` was substituted: a
+/// `substitute` event after the pull's, which `cestore show` reads as
+/// where the snapshot came from.
+fn record(open: Opener<'_>, digest: &ManifestDigest, source: &str) -> Result<()> {
+    let store = open(Need::Existing)?;
+    store.catalogue().add_event(&crate::catalogue::IngestEvent {
+        digest: *digest,
+        event: SUBSTITUTE_EVENT.into(),
+        at: String::new(),
+        source: source.to_string(),
+        host: crate::store::core::who::host_name(),
+        user: crate::store::core::who::user_name(),
+        tool_version: crate::store::core::who::TOOL_VERSION.to_string(),
+        new_objects: 0,
+        reused_objects: 0,
+    })
+}
+
 /// How grave a failure is, to report the gravest of several.
 fn gravity(kind: ErrorKind) -> u8 {
     match kind {
@@ -570,7 +606,7 @@ fn pull_from_any(open: Opener<'_>, config: &Config, digest: &ManifestDigest) -> 
             )
         });
         match pulled {
-            Ok(_) => return Ok(()),
+            Ok(report) => return record(open, digest, &report.pull.source),
             Err(e) => {
                 let k = e.error_kind();
                 if gravity(k) > gravity(kind) {
@@ -634,7 +670,9 @@ mod tests {
         assert_eq!(rule(parse("[")), "substituters-json");
         assert_eq!(rule(parse(r#"{"substituter":[]}"#)), "substituters-json");
         assert_eq!(
-            rule(parse(r#"{"substituters":[{"registry":"r.example/a:tag"}]}"#)),
+            rule(parse(
+                r#"{"substituters":[{"registry":"r.example/a:tag"}]}"#
+            )),
             "substituter-registry"
         );
         assert_eq!(
@@ -647,8 +685,8 @@ mod tests {
 
     #[test]
     fn the_environment_replaces_the_files_lists() {
-        let c = parse(r#"{"substituters":[{"registry":"r.example/a"}],"trusted_keys":["k"]}"#)
-            .unwrap();
+        let c =
+            parse(r#"{"substituters":[{"registry":"r.example/a"}],"trusted_keys":["k"]}"#).unwrap();
         let e = apply_env(c.clone(), Some(" localhost:1/x  [::1]:2/y "), None).unwrap();
         assert_eq!(e.substituters_from, ConfigSource::Environment);
         assert_eq!(

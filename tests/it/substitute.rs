@@ -1,0 +1,408 @@
+//! Substituters: a store configured with registries fetches a snapshot it
+//! lacks, by its full digest, when checkout, path, stage or mounts need it.
+//!
+//! Two stores and one local registry: store A ingests and pushes, store B
+//! names the registry in `STORE/substituters.json` (or
+//! `CESTORE_SUBSTITUTERS`) and never runs `pull`. The tests need
+//! `CESTORE_TEST_REGISTRY` (`scripts/registry start DIR`) and skip without it.
+
+use std::fs;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::proxy::{Behaviour, Proxy};
+use crate::remote::{registry, repo};
+use crate::util::*;
+
+/// Store A: a CE plugin (its `salt` in a file, so that each test has its
+/// own digest) and a tree-kind snapshot, both pushed to `target`; their
+/// digests.
+fn publish(target: &str, salt: &str) -> (TestEnv, String, String) {
+    let a = TestEnv::new();
+    let plugin = a.plugin("plugin", "1.0.0");
+    write(&plugin.join("skills/ce-plan/salt.md"), format!("{salt}\n"));
+    let ce = a.ingest_digest(&plugin, "1.0.0");
+    let runtime = a.path("runtime");
+    write(
+        &runtime.join("gitnexus/dist/index.js"),
+        format!("// {salt}\n"),
+    );
+    write(&runtime.join("gitnexus/package.json"), "{}\n");
+    let tree = a.json([
+        "--json",
+        "ingest",
+        "--profile",
+        "tree",
+        &s(&runtime),
+        "--copy",
+        "gitnexus",
+        "--name",
+        "runtime",
+    ])["manifest_digest"]
+        .as_str()
+        .expect("tree digest")
+        .to_string();
+    for d in [&ce, &tree] {
+        a.json(["push", d, target, "--plain-http", "--json"]);
+    }
+    (a, ce, tree)
+}
+
+/// A fresh store B whose substituters file is `config`.
+fn configured(config: Value) -> TestEnv {
+    let b = TestEnv::new();
+    fs::create_dir_all(&b.store).expect("store dir");
+    write(&b.store.join("substituters.json"), config.to_string());
+    b
+}
+
+/// A substituters file naming `targets` in order, with `extra` fields.
+fn config_of(targets: &[&str], extra: Value) -> Value {
+    let mut c = json!({
+        "substituters": targets.iter().map(|t| json!({"registry": t})).collect::<Vec<_>>(),
+    });
+    if let (Some(c), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+        c.extend(e.clone());
+    }
+    c
+}
+
+/// The digests store `env` lists.
+fn listed(env: &TestEnv) -> Vec<String> {
+    let v = env.json(["list", "--json"]);
+    v["snapshots"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|r| {
+                    r["manifest_digest"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `path`, `checkout` and `stage --digest` of snapshots store B lacks
+/// fetch them from its substituter; without a substituter, the same
+/// commands answer as before (unknown digest).
+#[test]
+fn missing_snapshots_are_substituted_without_a_pull() {
+    let Some(reg) = registry("missing_snapshots_are_substituted_without_a_pull") else {
+        return;
+    };
+    let target = repo(&reg, "subst-basic");
+    let (a, ce, tree) = publish(&target, "basic");
+
+    // Without configuration: today's answer.
+    let plain = TestEnv::new();
+    let other = plain.plugin("other", "2.0.0");
+    plain.ingest_digest(&other, "2.0.0");
+    let out = plain.run(["path", &ce, "--json"]);
+    assert_exit(&out, 4);
+    assert_eq!(parse_json(&out)["error"]["kind"], "unknown-digest");
+
+    // path: the shared view, the same files as A's.
+    let b = configured(config_of(&[&target], json!({})));
+    let v = b.json(["path", &ce, "--json"]);
+    let view = Path::new(v["path"].as_str().expect("path"));
+    assert_eq!(
+        fs::read(view.join("skills/ce-plan/salt.md")).expect("view file"),
+        b"basic\n"
+    );
+    let a_view = a.json(["path", &ce, "--json"]);
+    assert_eq!(
+        names_in(view),
+        names_in(Path::new(a_view["path"].as_str().expect("path")))
+    );
+    // checkout of a tree-kind snapshot.
+    let dest = b.path("tree-view");
+    b.json([os("checkout"), os(&tree), dest.as_os_str(), os("--json")]);
+    assert!(dest.join("gitnexus/dist/index.js").is_file());
+    let (code, report) = b.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+    // show says where each came from.
+    let shown = b.json(["show", &ce, "--json"]);
+    assert_eq!(shown["came_from"]["how"], "substituted", "{shown}");
+    let source = shown["came_from"]["source"].as_str().unwrap_or_default();
+    assert!(
+        source.starts_with(&format!("oci://{target}@sha256:")),
+        "{shown}"
+    );
+    let shown_a = a.json(["show", &ce, "--json"]);
+    assert_eq!(shown_a["came_from"]["how"], "ingested", "{shown_a}");
+    // A pull by hand is a pull.
+    let p = TestEnv::new();
+    p.json([
+        "pull",
+        &format!("{target}:sha256-{ce}"),
+        "--plain-http",
+        "--json",
+    ]);
+    assert_eq!(
+        p.json(["show", &ce, "--json"])["came_from"]["how"],
+        "pulled"
+    );
+
+    // stage --digest in another store, configured by the environment alone.
+    let c = TestEnv::new();
+    let out = c
+        .cmd(["stage", "--arm", "ce_review", "--digest", &ce, "--json"])
+        .env("CESTORE_SUBSTITUTERS", &target)
+        .output()
+        .expect("run cestore");
+    assert_ok(&out);
+    let staged = parse_json(&out);
+    assert_eq!(
+        staged["provenance"]["manifest_digest"],
+        ce.as_str(),
+        "{staged}"
+    );
+    assert_eq!(listed(&c), [ce.clone()]);
+    // An empty list is none: a miss is today's unknown digest.
+    write(
+        &c.store.join("substituters.json"),
+        config_of(&[&target], json!({})).to_string(),
+    );
+    let out = c
+        .cmd(["path", &tree, "--json"])
+        .env("CESTORE_SUBSTITUTERS", "")
+        .output()
+        .expect("run cestore");
+    assert_exit(&out, 4);
+    assert_eq!(listed(&c), [ce.clone()]);
+}
+
+/// A prefix is never substituted, and the error's hint says so; a digest
+/// no substituter has is an unknown digest naming them.
+#[test]
+fn a_prefix_is_never_substituted() {
+    let Some(reg) = registry("a_prefix_is_never_substituted") else {
+        return;
+    };
+    let target = repo(&reg, "subst-prefix");
+    let (_a, ce, _) = publish(&target, "prefix");
+    let b = configured(config_of(&[&target], json!({})));
+    let absent = "ab".repeat(32);
+    let out = b.run(["path", &absent, "--json"]);
+    assert_exit(&out, 4);
+    let err = &parse_json(&out)["error"];
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&target),
+        "{err}"
+    );
+    let out = b.run(["path", &ce[..12], "--json"]);
+    assert_exit(&out, 4);
+    let err = &parse_json(&out)["error"];
+    assert_eq!(err["kind"], "unknown-digest", "{err}");
+    assert!(
+        err["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("prefix is never fetched"),
+        "{err}"
+    );
+    assert!(listed(&b).is_empty());
+}
+
+/// With trusted keys configured, an unsigned snapshot is refused (exit 9)
+/// and nothing enters the store; signed by the key, it is taken.
+#[test]
+fn untrusted_substitutes_are_refused() {
+    let Some(reg) = registry("untrusted_substitutes_are_refused") else {
+        return;
+    };
+    let target = repo(&reg, "subst-trust");
+    let (a, ce, tree) = publish(&target, "trust");
+    let key = a.path("k");
+    assert_ok(&a.run(["key", "generate", &s(&key)]));
+    let public = format!("{}.pub", s(&key));
+    // The tree is signed and pushed again, with its attestation.
+    assert_ok(&a.run(["sign", &tree, "--key", &s(&key)]));
+    a.json(["push", &tree, &target, "--plain-http", "--json"]);
+
+    let b = configured(config_of(&[&target], json!({"trusted_keys": [public]})));
+    let before = store_state(&b.store);
+    let out = b.run(["path", &ce, "--json"]);
+    assert_exit(&out, 9);
+    let err = &parse_json(&out)["error"];
+    assert_eq!(err["kind"], "untrusted", "{err}");
+    assert!(listed(&b).is_empty());
+    let after = store_state(&b.store);
+    assert_eq!(before.snapshots, after.snapshots);
+    assert_eq!(before.files, after.files);
+
+    let dest = b.path("view");
+    b.json([os("checkout"), os(&tree), dest.as_os_str(), os("--json")]);
+    assert_eq!(listed(&b), [tree.clone()]);
+}
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    drop(l);
+    port
+}
+
+/// A substituter that is down costs at most its timeout, for each of 16
+/// concurrent stages: exit 8, a message naming it; with a second
+/// substituter that has the snapshot, the stage succeeds.
+#[test]
+fn a_down_substituter_fails_in_bounded_time() {
+    let Some(reg) = registry("a_down_substituter_fails_in_bounded_time") else {
+        return;
+    };
+    let target = repo(&reg, "subst-down");
+    let (_a, ce, _) = publish(&target, "down");
+    let down = format!("127.0.0.1:{}/bench/envs", closed_port());
+    let timeout = 2;
+    let b = configured(config_of(&[&down], json!({"timeout": timeout})));
+    let start = Instant::now();
+    let children: Vec<_> = (0..16)
+        .map(|_| {
+            b.cmd(["stage", "--arm", "ce_review", "--digest", &ce, "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn cestore")
+        })
+        .collect();
+    let limit = Duration::from_secs(timeout + 2);
+    for child in children {
+        let out = finish(child, Duration::from_secs(60), "stage");
+        let took = start.elapsed();
+        assert!(took < limit, "took {took:?}");
+        assert_exit(&out, 8);
+        let err = &parse_json(&out)["error"];
+        assert_eq!(err["kind"], "remote", "{err}");
+        assert!(
+            err["message"].as_str().unwrap_or_default().contains(&down),
+            "{err}"
+        );
+    }
+    assert!(listed(&b).is_empty());
+
+    // The next substituter is asked.
+    let c = configured(config_of(&[&down, &target], json!({"timeout": timeout})));
+    let out = c.run(["stage", "--arm", "ce_review", "--digest", &ce, "--json"]);
+    assert_ok(&out);
+    assert_eq!(listed(&c), [ce]);
+}
+
+/// 16 concurrent `stage --digest D` against an empty store download D once:
+/// the registry (behind a counting proxy) sees exactly the requests of one
+/// substitution, every stage gets the one shared view, and verify is clean.
+#[test]
+fn sixteen_concurrent_stages_download_once() {
+    let Some(reg) = registry("sixteen_concurrent_stages_download_once") else {
+        return;
+    };
+    let proxy = Proxy::start(&reg, Behaviour::default());
+    let target = repo(&proxy.address, "subst-once");
+    let (_a, ce, _) = publish(&target, "once");
+
+    // What one substitution asks of the registry.
+    let one = configured(config_of(&[&target], json!({})));
+    proxy.reset();
+    one.json(["path", &ce, "--json"]);
+    let single = proxy.counts();
+    assert!(single.get("GET").copied().unwrap_or(0) > 0, "{single:?}");
+
+    let b = configured(config_of(&[&target], json!({})));
+    proxy.reset();
+    let children: Vec<_> = (0..16)
+        .map(|_| {
+            b.cmd(["stage", "--arm", "ce_review", "--digest", &ce, "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn cestore")
+        })
+        .collect();
+    let mut views = std::collections::BTreeSet::new();
+    for child in children {
+        let out = finish(child, Duration::from_secs(120), "stage");
+        assert_ok(&out);
+        let v = parse_json(&out);
+        assert_eq!(v["provenance"]["manifest_digest"], ce.as_str(), "{v}");
+        views.insert(v["view"].as_str().expect("view").to_string());
+    }
+    assert_eq!(proxy.counts(), single, "{}", stdout_note(&b));
+    assert_eq!(views.len(), 1, "{views:?}");
+    let view = Path::new(views.iter().next().expect("one view"));
+    assert_eq!(
+        fs::read(view.join("skills/ce-plan/salt.md")).expect("view file"),
+        b"once\n"
+    );
+    let (code, report) = b.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+}
+
+fn stdout_note(env: &TestEnv) -> String {
+    stdout(&env.run(["list"]))
+}
+
+/// The configuration is printed as it takes effect, and a file breaking a
+/// rule is refused as a usage error naming the file and the rule.
+#[test]
+fn the_configuration_is_printed_and_checked() {
+    let b = configured(json!({
+        "substituters": [{"registry": "127.0.0.1:5000/bench/envs"},
+                         {"registry": "registry.example/bench/envs"}],
+        "trusted_keys": ["keys/k.pub"],
+        "timeout": 7
+    }));
+    let v = b.json(["substituters", "--json"]);
+    assert_eq!(
+        v["substituters"],
+        json!([{"registry": "127.0.0.1:5000/bench/envs", "plain_http": true},
+               {"registry": "registry.example/bench/envs", "plain_http": false}])
+    );
+    assert_eq!(v["substituters_from"], "file");
+    assert_eq!(v["trusted_keys"], json!([s(&b.store.join("keys/k.pub"))]));
+    assert_eq!(
+        (v["timeout"].as_u64(), v["wait"].as_u64()),
+        (Some(7), Some(600))
+    );
+    let out = b
+        .cmd(["substituters", "--json"])
+        .env("CESTORE_SUBSTITUTERS", "localhost:1/a")
+        .output()
+        .expect("run cestore");
+    let v = parse_json(&out);
+    assert_eq!(v["substituters_from"], "environment");
+    assert_eq!(
+        v["substituters"],
+        json!([{"registry": "localhost:1/a", "plain_http": true}])
+    );
+
+    let bad = configured(json!({"substituters": [{"registry": "r.example/a:tag"}]}));
+    for args in [
+        vec!["substituters", "--json"],
+        vec!["path", &"ab".repeat(32), "--json"],
+    ] {
+        let out = bad.run(&args);
+        assert_exit(&out, 2);
+        let err = &parse_json(&out)["error"];
+        assert_eq!(err["rule"], "substituter-registry", "{err}");
+        assert_eq!(
+            err["path"],
+            s(&bad.store.join("substituters.json")).as_str(),
+            "{err}"
+        );
+    }
+}
