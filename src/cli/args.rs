@@ -1048,6 +1048,7 @@ impl AuditArgs {
                 ..crate::remote::Options::default()
             },
             progress,
+            substitute_root: None,
             allow_malformed: self.allow_malformed,
         }
     }

@@ -304,7 +304,11 @@ fn audit(
         .map(|f| cmd::audit::Source::from_arg(f))
         .collect();
     let keys = a.trust.keys()?;
-    let report = cmd::audit::audit(root, &a.options(&sources, &keys, progress))?;
+    let opts = cmd::audit::AuditOptions {
+        substitute_root: Some(root),
+        ..a.options(&sources, &keys, progress)
+    };
+    let report = cmd::audit::audit(root, &opts)?;
     fitted(
         cli,
         output,

@@ -406,3 +406,75 @@ fn the_configuration_is_printed_and_checked() {
         );
     }
 }
+
+/// `mounts --digest` and `audit` (digests of rows the store lacks, an
+/// environment's with its members) are substituted too, and verify is
+/// clean after.
+#[test]
+fn mounts_and_audit_substitute_too() {
+    let Some(reg) = registry("mounts_and_audit_substitute_too") else {
+        return;
+    };
+    let target = repo(&reg, "subst-audit");
+    let (a, ce, tree) = publish(&target, "audit");
+    let environment = a.json([
+        "--json",
+        "ingest",
+        "--profile",
+        "environment",
+        "--member",
+        &format!("ce_plugin_manifest_digest={ce}"),
+        "--member",
+        &format!("gitnexus_runtime_manifest_digest={tree}"),
+    ])["manifest_digest"]
+        .as_str()
+        .expect("environment digest")
+        .to_string();
+    a.json(["push", &environment, &target, "--plain-http", "--json"]);
+
+    // mounts --digest fetches the snapshot on the miss; its shared view is
+    // still `path`'s to make, as for a snapshot stored by hand.
+    let m = configured(config_of(&[&target], json!({})));
+    let out = m.run(["mounts", "--arm", "ce_review", "--digest", &ce, "--json"]);
+    assert_exit(&out, 4);
+    let err = &parse_json(&out)["error"];
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("has no shared view"),
+        "{err}"
+    );
+    assert_eq!(listed(&m), [ce.as_str()]);
+    m.json(["path", &ce, "--json"]);
+    let v = m.json(["mounts", "--arm", "ce_review", "--digest", &ce, "--json"]);
+    assert_eq!(v["manifest_digest"], ce.as_str(), "{v}");
+
+    // audit: the environment a row names, and its members.
+    let b = configured(config_of(&[&target], json!({})));
+    let file = b.path("results.jsonl");
+    write_lines(
+        &file,
+        &[json!({
+            "task_id": "task-001",
+            "arm": "ce_review",
+            "run": 1,
+            "ce_plugin_version": "1.0.0",
+            "ce_plugin_manifest_digest": ce,
+            "environment_digest": environment,
+        })],
+    );
+    let out = b.run([os("audit"), file.as_os_str(), os("--verify"), os("--json")]);
+    let v = parse_json(&out);
+    for d in array(&v["digests"]) {
+        assert!(d["status"] == "pulled" || d["status"] == "ok", "{d} in {v}");
+        assert_eq!(d["pull_error"], Value::Null, "{d}");
+    }
+    let mut all = listed(&b);
+    all.sort();
+    let mut want = vec![ce.clone(), tree.clone(), environment.clone()];
+    want.sort();
+    assert_eq!(all, want);
+    let (code, report) = b.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+}
