@@ -478,3 +478,101 @@ fn mounts_and_audit_substitute_too() {
     let (code, report) = b.verify(&[]);
     assert_eq!(code, 0, "{report}");
 }
+
+/// A substituter that never answers costs the timeout (exit 8, naming
+/// it); one that serves another snapshot's bytes under the digest's tag is
+/// refused (exit 1, naming it) and nothing of it enters the store; with a
+/// sound substituter after either, the snapshot comes from that one.
+#[test]
+fn slow_and_lying_substituters_are_bounded_and_passed_over() {
+    let Some(reg) = registry("slow_and_lying_substituters_are_bounded_and_passed_over") else {
+        return;
+    };
+    let target = repo(&reg, "subst-liar");
+    let (_a, ce, tree) = publish(&target, "liar");
+
+    // A server that takes connections and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let slow = format!("{}/bench/envs", silent.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in silent.incoming() {
+            held.push(c);
+        }
+    });
+    let b = configured(config_of(&[&slow], json!({"timeout": 2})));
+    let start = Instant::now();
+    let out = b.run(["path", &ce, "--json"]);
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert_exit(&out, 8);
+    let err = &parse_json(&out)["error"];
+    assert!(
+        err["message"].as_str().unwrap_or_default().contains(&slow),
+        "{err}"
+    );
+
+    // The liar's tag for CE names the tree's image manifest.
+    let liar = repo(&reg, "subst-liar-lies");
+    let (host, path) = target.split_once('/').expect("registry/repository");
+    let (_, liar_path) = liar.split_once('/').expect("registry/repository");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let media = "application/vnd.oci.image.manifest.v1+json";
+    let bytes = agent
+        .get(&format!("http://{host}/v2/{path}/manifests/sha256-{tree}"))
+        .header("Accept", media)
+        .call()
+        .expect("GET manifest")
+        .body_mut()
+        .read_to_vec()
+        .expect("read manifest");
+    // The blobs the manifest names, mounted into the liar's repository.
+    let doc: Value = serde_json::from_slice(&bytes).expect("manifest JSON");
+    let mut blobs = vec![doc["config"]["digest"]
+        .as_str()
+        .expect("config")
+        .to_string()];
+    blobs.extend(
+        array(&doc["layers"])
+            .iter()
+            .map(|l| l["digest"].as_str().expect("layer").to_string()),
+    );
+    for d in &blobs {
+        let r = agent
+            .post(&format!(
+                "http://{host}/v2/{liar_path}/blobs/uploads/?mount={d}&from={path}"
+            ))
+            .send_empty()
+            .expect("mount a blob");
+        assert_eq!(r.status().as_u16(), 201, "mount {d}");
+    }
+    let put = agent
+        .put(&format!(
+            "http://{host}/v2/{liar_path}/manifests/sha256-{ce}"
+        ))
+        .header("Content-Type", media)
+        .send(&bytes[..])
+        .expect("PUT manifest");
+    assert_eq!(put.status().as_u16(), 201);
+
+    let c = configured(config_of(&[&liar], json!({"timeout": 5})));
+    let out = c.run(["path", &ce, "--json"]);
+    assert_exit(&out, 1);
+    let err = &parse_json(&out)["error"];
+    assert_eq!(err["kind"], "integrity", "{err}");
+    assert!(
+        err["message"].as_str().unwrap_or_default().contains(&liar),
+        "{err}"
+    );
+    assert!(listed(&c).is_empty());
+
+    // Each is passed over for the next.
+    let d = configured(config_of(&[&slow, &liar, &target], json!({"timeout": 2})));
+    d.json(["path", &ce, "--json"]);
+    assert_eq!(listed(&d), [ce.as_str()]);
+    let (code, report) = d.verify(&[]);
+    assert_eq!(code, 0, "{report}");
+}
