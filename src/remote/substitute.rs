@@ -352,6 +352,7 @@ pub fn apply_env(
 /// The effective configuration of the store at `root`: its file, if any,
 /// then the environment.
 pub fn config(root: &Path) -> Result<Config> {
+    let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
     let path = root.join(CONFIG_FILE);
     let base = match std::fs::File::open(&path) {
         Ok(file) => {
@@ -386,11 +387,17 @@ pub fn config(root: &Path) -> Result<Config> {
         Err(source) => return Err(ConfigError::Unreadable { path, source }.into()),
     };
     let var = |k| std::env::var(k).ok();
-    Ok(apply_env(
+    let mut config = apply_env(
         base,
         var(ENV_SUBSTITUTERS).as_deref(),
         var(ENV_TRUSTED_KEYS).as_deref(),
-    )?)
+    )?;
+    for k in &mut config.trusted_keys {
+        if let Ok(abs) = std::path::absolute(&*k) {
+            *k = abs;
+        }
+    }
+    Ok(config)
 }
 
 /// Whether the store (opened for `need`) holds the snapshot named `name`:
