@@ -354,7 +354,15 @@ pub fn apply_env(
 pub fn config(root: &Path) -> Result<Config> {
     let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
     let path = root.join(CONFIG_FILE);
-    let base = match std::fs::File::open(&path) {
+    // A store directory that cannot be looked into holds no configuration:
+    // the command then reports the store as it always has.
+    let exists = std::fs::metadata(&path).is_ok();
+    let opened = if exists {
+        std::fs::File::open(&path)
+    } else {
+        Err(std::io::ErrorKind::NotFound.into())
+    };
+    let base = match opened {
         Ok(file) => {
             let mut text = String::new();
             file.take(MAX_CONFIG_BYTES + 1)

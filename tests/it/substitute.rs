@@ -282,9 +282,11 @@ fn a_down_substituter_fails_in_bounded_time() {
         })
         .collect();
     let limit = Duration::from_secs(timeout + 2);
+    let mut slowest = Duration::ZERO;
     for child in children {
         let out = finish(child, Duration::from_secs(60), "stage");
         let took = start.elapsed();
+        slowest = slowest.max(took);
         assert!(took < limit, "took {took:?}");
         assert_exit(&out, 8);
         let err = &parse_json(&out)["error"];
@@ -294,6 +296,9 @@ fn a_down_substituter_fails_in_bounded_time() {
             "{err}"
         );
     }
+    eprintln!(
+        "16 stages against a closed port (timeout {timeout} s): the last ended after {slowest:?}"
+    );
     assert!(listed(&b).is_empty());
 
     // The next substituter is asked.
@@ -324,6 +329,7 @@ fn sixteen_concurrent_stages_download_once() {
 
     let b = configured(config_of(&[&target], json!({})));
     proxy.reset();
+    let start = Instant::now();
     let children: Vec<_> = (0..16)
         .map(|_| {
             b.cmd(["stage", "--arm", "ce_review", "--digest", &ce, "--json"])
@@ -341,6 +347,11 @@ fn sixteen_concurrent_stages_download_once() {
         assert_eq!(v["provenance"]["manifest_digest"], ce.as_str(), "{v}");
         views.insert(v["view"].as_str().expect("view").to_string());
     }
+    eprintln!(
+        "16 concurrent stages: {:?}; requests {:?}, one substitution's {single:?}",
+        start.elapsed(),
+        proxy.counts()
+    );
     assert_eq!(proxy.counts(), single, "{}", stdout_note(&b));
     assert_eq!(views.len(), 1, "{views:?}");
     let view = Path::new(views.iter().next().expect("one view"));
@@ -504,6 +515,7 @@ fn slow_and_lying_substituters_are_bounded_and_passed_over() {
     let start = Instant::now();
     let out = b.run(["path", &ce, "--json"]);
     let took = start.elapsed();
+    eprintln!("a silent substituter (timeout 2 s): {took:?}");
     assert!(took < Duration::from_secs(4), "took {took:?}");
     assert_exit(&out, 8);
     let err = &parse_json(&out)["error"];
