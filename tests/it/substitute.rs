@@ -139,6 +139,13 @@ fn missing_snapshots_are_substituted_without_a_pull() {
         source.starts_with(&format!("oci://{target}@sha256:")),
         "{shown}"
     );
+    let text = String::from_utf8_lossy(&b.run(["show", &ce]).stdout).into_owned();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("came_from:")
+                && l.contains(&format!("substituted oci://{target}@"))),
+        "{text}"
+    );
     let shown_a = a.json(["show", &ce, "--json"]);
     assert_eq!(shown_a["came_from"]["how"], "ingested", "{shown_a}");
     // A pull by hand is a pull.
