@@ -467,6 +467,24 @@ fn mounts_and_audit_substitute_too() {
     m.json(["path", &ce, "--json"]);
     let v = m.json(["mounts", "--arm", "ce_review", "--digest", &ce, "--json"]);
     assert_eq!(v["manifest_digest"], ce.as_str(), "{v}");
+    // --gitnexus-runtime D: fetched before its rules are asked.
+    let out = m.run([
+        "mounts",
+        "--arm",
+        "baseline",
+        "--gitnexus-runtime",
+        &tree,
+        "--json",
+    ]);
+    eprintln!(
+        "mounts --gitnexus-runtime: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let mut held = listed(&m);
+    held.sort();
+    let mut want = vec![ce.clone(), tree.clone()];
+    want.sort();
+    assert_eq!(held, want);
 
     // audit: the environment a row names, and its members.
     let b = configured(config_of(&[&target], json!({})));
