@@ -476,9 +476,14 @@ fn mounts_and_audit_substitute_too() {
         &tree,
         "--json",
     ]);
-    eprintln!(
-        "mounts --gitnexus-runtime: {}",
-        String::from_utf8_lossy(&out.stdout)
+    // The test's tree is no whole runtime: past the store, its rules refuse
+    // it (without the substitution, the digest would be unknown).
+    assert_exit(&out, 4);
+    assert_eq!(
+        parse_json(&out)["error"]["rule"],
+        "gitnexus-root-unavailable",
+        "{}",
+        stdout(&out)
     );
     let mut held = listed(&m);
     held.sort();
