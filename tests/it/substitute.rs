@@ -131,6 +131,18 @@ fn missing_snapshots_are_substituted_without_a_pull() {
     assert!(dest.join("gitnexus/dist/index.js").is_file());
     let (code, report) = b.verify(&[]);
     assert_eq!(code, 0, "{report}");
+    // checkout --writable too, in a store of its own.
+    let w = configured(config_of(&[&target], json!({})));
+    let copy = w.path("copy");
+    w.json([
+        os("checkout"),
+        os("--writable"),
+        os(&tree),
+        copy.as_os_str(),
+        os("--json"),
+    ]);
+    assert!(copy.join("gitnexus/dist/index.js").is_file());
+    assert_eq!(listed(&w), [tree.as_str()]);
     // show says where each came from.
     let shown = b.json(["show", &ce, "--json"]);
     assert_eq!(shown["came_from"]["how"], "substituted", "{shown}");
