@@ -409,15 +409,10 @@ pub fn config(root: &Path) -> Result<Config> {
 }
 
 /// Whether the store (opened for `need`) holds the snapshot named `name`:
-/// `None` when the name
-/// cannot be resolved for another reason than its absence (the command
-/// then reports that reason itself).
+/// `None` when the name cannot be resolved for another reason than its
+/// absence (the command then reports that reason itself).
 fn present(open: Opener<'_>, need: Need, name: &str) -> Result<Option<bool>> {
-    let store = match open(need) {
-        Ok(store) => store,
-        Err(Error::StoreNotFound { .. }) => return Ok(Some(false)),
-        Err(e) => return Err(e),
-    };
+    let store = open(need)?;
     match crate::catalogue::resolve(store.catalogue(), name) {
         Ok(_) => Ok(Some(true)),
         Err(Error::UnknownDigest { .. }) => Ok(Some(false)),
@@ -440,7 +435,8 @@ pub fn ensure_present(root: &Path, open: Opener<'_>, name: &str) -> Result<()> {
         return Ok(());
     }
     let Some(digest) = prefix.full() else {
-        // A store that cannot be opened is the command's to report.
+        // A store that is not there, or cannot be opened, is the
+        // command's to report, as it always has.
         return match present(open, Need::Existing, name).unwrap_or(None) {
             Some(false) => Err(SubstituteError::Prefix {
                 name: name.to_string(),
