@@ -35,6 +35,10 @@ pub struct AuditOptions<'a> {
     pub remote_options: crate::remote::Options,
     /// Whether to draw progress lines on a terminal.
     pub progress: bool,
+    /// The store directory whose substituters (`STORE/substituters.json`,
+    /// `CESTORE_SUBSTITUTERS`) supply the digests it lacks when no
+    /// `registry` is named; `None` asks none.
+    pub substitute_root: Option<&'a Path>,
     /// Pass an audit with malformed lines when all else passes
     /// (`--allow-malformed`); by default one fails it, since any digest in
     /// it was not audited.
@@ -58,7 +62,10 @@ pub fn audit(open: Opener<'_>, opts: &AuditOptions<'_>) -> Result<AuditReport> {
             };
             pull_unknown(open, reg, missing, opts)
         }
-        None => Default::default(),
+        None => match opts.substitute_root {
+            Some(root) => substitute_unknown(open, root, &scan)?,
+            None => Default::default(),
+        },
     };
     let store = open(Need::Existing)?;
     judge(
@@ -120,6 +127,35 @@ fn pull_unknown(
         }
     }
     (pulled, pull_errors)
+}
+
+/// Fetches each digest the store lacks from the store's substituters
+/// ([`remote::substitute::ensure_present`]), when it has any: returns those
+/// fetched, and why each other one was not.
+fn substitute_unknown(
+    open: Opener<'_>,
+    root: &Path,
+    scan: &scan::Scan,
+) -> Result<(BTreeSet<ManifestDigest>, BTreeMap<ManifestDigest, String>)> {
+    let (mut pulled, mut pull_errors) = (BTreeSet::new(), BTreeMap::new());
+    if remote::substitute::config(root)?.substituters.is_empty() {
+        return Ok((pulled, pull_errors));
+    }
+    let missing = {
+        let store = open(Need::Creating)?;
+        unknown(&store, scan)?
+    };
+    for d in missing {
+        match remote::substitute::ensure_present(root, open, &d.to_string()) {
+            Ok(()) => {
+                pulled.insert(d);
+            }
+            Err(e) => {
+                pull_errors.insert(d, crate::error::error_chain(&e));
+            }
+        }
+    }
+    Ok((pulled, pull_errors))
 }
 
 /// The registry names a repository, not a tag or digest: audit adds the

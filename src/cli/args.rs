@@ -193,6 +193,11 @@ pub enum Command {
     /// List a snapshot's attestations: who signed, when, and with
     /// --trusted-key whether each vouches for the snapshot.
     Attestations(AttestationsArgs),
+    /// Print the substituters: the registries checkout, path, stage and
+    /// mounts fetch a full digest the store lacks from (STORE/substituters.json,
+    /// or CESTORE_SUBSTITUTERS and CESTORE_SUBSTITUTER_TRUSTED_KEYS), with the
+    /// keys trusted and the timeouts. See docs/remote.md.
+    Substituters,
     /// List each kind of error, as `--json` names it, with its exit code.
     ExitCodes,
     /// Print the decisions bindings read: the plugin's constants, the CE
@@ -1043,6 +1048,7 @@ impl AuditArgs {
                 ..crate::remote::Options::default()
             },
             progress,
+            substitute_root: None,
             allow_malformed: self.allow_malformed,
         }
     }

@@ -148,6 +148,7 @@ pub fn execute(cli: &Cli, out: &mut dyn Write) -> Result<u8> {
                 &cmd::sign::attestations(&root, &a.digest, &keys)?,
             )
         }
+        Command::Substituters => emit(output, out, &cmd::substituters::substituters(&root)?),
         Command::ExitCodes => emit(output, out, &cmd::exit_codes::exit_codes()),
         Command::Rules => emit(output, out, &cmd::rules::rules()),
         Command::Help(a) => emit(output, out, &help(&a.command)?),
@@ -303,7 +304,11 @@ fn audit(
         .map(|f| cmd::audit::Source::from_arg(f))
         .collect();
     let keys = a.trust.keys()?;
-    let report = cmd::audit::audit(root, &a.options(&sources, &keys, progress))?;
+    let opts = cmd::audit::AuditOptions {
+        substitute_root: Some(root),
+        ..a.options(&sources, &keys, progress)
+    };
+    let report = cmd::audit::audit(root, &opts)?;
     fitted(
         cli,
         output,

@@ -154,6 +154,14 @@ pub fn hint(err: &Error) -> Option<String> {
                 path.display()
             ))
         }
+        Error::Remote(c) => match c.downcast_ref::<crate::remote::substitute::SubstituteError>()? {
+            crate::remote::substitute::SubstituteError::Prefix { .. } => Some(
+                "substituters are configured, but a digest prefix is never fetched from \
+                 them (it may name several snapshots): give the full 64-digit digest"
+                    .into(),
+            ),
+            _ => None,
+        },
         _ => None,
     }
 }

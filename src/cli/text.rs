@@ -766,6 +766,34 @@ impl Report for ImportReport {
     }
 }
 
+impl Report for crate::cmd::substituters::Config {
+    fn human(&self, w: &mut dyn Write) -> io::Result<()> {
+        let file = if self.file_exists { "" } else { " (absent)" };
+        writeln!(w, "file          {}{file}", self.file.display())?;
+        if self.substituters.is_empty() {
+            writeln!(
+                w,
+                "substituters  none: a snapshot the store lacks is not fetched"
+            )?;
+        }
+        for s in &self.substituters {
+            let http = if s.plain_http { " (plain HTTP)" } else { "" };
+            writeln!(w, "substituter   {}{http}", s.registry)?;
+        }
+        if self.trusted_keys.is_empty() {
+            writeln!(
+                w,
+                "trusted keys  none: any snapshot a substituter serves is taken"
+            )?;
+        }
+        for k in &self.trusted_keys {
+            writeln!(w, "trusted key   {}", k.display())?;
+        }
+        writeln!(w, "timeout       {} s", self.timeout)?;
+        writeln!(w, "wait          {} s", self.wait)
+    }
+}
+
 impl Report for ExitCodesReport {
     fn human(&self, w: &mut dyn Write) -> io::Result<()> {
         writeln!(w, "code  kind               meaning")?;

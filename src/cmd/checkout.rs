@@ -11,8 +11,10 @@ use crate::error::Result;
 pub use crate::store::views::writable::{MaterializeReport, WritableReport};
 pub use crate::store::views::{CheckoutOptions, CheckoutReport};
 
-/// Checks a snapshot out at a new path.
+/// Checks a snapshot out at a new path (a full digest the store lacks is
+/// fetched from the substituters first).
 pub fn checkout(root: &Path, opts: &CheckoutOptions<'_>) -> Result<CheckoutReport> {
+    crate::remote::substitute::ensure_present(root, &|need| open(root, need), opts.digest)?;
     let mut store = open(root, Need::Existing)?;
     crate::store::views::checkout(&mut store, opts)
 }
@@ -25,6 +27,7 @@ pub fn writable(
     dest: &Path,
     max_fallback_bytes: Option<u64>,
 ) -> Result<WritableReport> {
+    crate::remote::substitute::ensure_present(root, &|need| open(root, need), digest)?;
     let store = open(root, Need::Existing)?;
     crate::store::views::writable::checkout_writable(&store, digest, dest, max_fallback_bytes)
 }
@@ -36,6 +39,7 @@ pub fn materialize(
     clone: &Path,
     max_fallback_bytes: Option<u64>,
 ) -> Result<MaterializeReport> {
+    crate::remote::substitute::ensure_present(root, &|need| open(root, need), digest)?;
     let store = open(root, Need::Existing)?;
     crate::store::views::writable::materialize(&store, digest, clone, max_fallback_bytes)
 }

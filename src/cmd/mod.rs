@@ -30,6 +30,7 @@ pub mod rules;
 pub mod show;
 pub mod sign;
 pub mod stage;
+pub mod substituters;
 pub mod verify;
 
 use std::path::{Path, PathBuf};

@@ -12,8 +12,17 @@ pub use crate::store::views::sandbox::{
 use crate::store::views::{DiscardOptions, DiscardReport};
 
 /// Stages a run: its view (the store opened only for a CE arm, and made
-/// when the release is given as a source) and each arm's mounts.
+/// when the release is given as a source) and each arm's mounts. A full
+/// digest of `--digest` or `--gitnexus-runtime` the store lacks is fetched
+/// from the substituters first.
 pub fn stage(root: &Path, opts: &StageOptions<'_>) -> Result<StageReport> {
+    let open = |need| super::open(root, need);
+    if let Release::Digest(d) = opts.release {
+        crate::remote::substitute::ensure_present(root, &open, d)?;
+    }
+    if let Some(d) = opts.gitnexus.stored {
+        crate::remote::substitute::ensure_present(root, &open, d)?;
+    }
     crate::store::views::sandbox::stage(&|need| super::open(root, need), opts)
 }
 

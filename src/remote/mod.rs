@@ -29,6 +29,7 @@ pub mod oci;
 pub mod pack;
 pub mod preflight;
 pub mod publish;
+pub mod substitute;
 pub mod transfer;
 
 pub use errors::{

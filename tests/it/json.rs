@@ -175,6 +175,17 @@ struct ShowOut {
     members: Option<Vec<ShownMemberOut>>,
     #[serde(default)]
     environments: Vec<String>,
+    came_from: Option<CameFromOut>,
+}
+
+/// `show`'s `came_from` (docs/json.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CameFromOut {
+    how: String,
+    source: String,
+    at: String,
 }
 
 #[derive(Debug, Deserialize)]

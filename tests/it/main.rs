@@ -32,6 +32,7 @@ mod runtime;
 mod secrets;
 mod signals;
 mod signing;
+mod substitute;
 mod tree_git;
 mod tree_trust;
 mod tree_views;

@@ -111,6 +111,12 @@ impl Fitted for ShowReport {
             ),
         )?;
         line(w, format!("ingest_count:            {}", self.ingest_count))?;
+        if let Some(c) = &self.came_from {
+            line(
+                w,
+                format!("came_from:               {} {}", c.how, c.source),
+            )?;
+        }
         line(w, format!("views:                   {}", self.views.len()))?;
         for ShownView { row: v, on_disk } in &self.views {
             let gone = if *on_disk { "" } else { " gone from disk" };

@@ -337,6 +337,9 @@ pub struct ShowReport {
     /// The recorded environments that name this snapshot.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub environments: Vec<ManifestDigest>,
+    /// How the snapshot came into this store, from its first event other
+    /// than `origin`; null when the store recorded none.
+    pub came_from: Option<CameFrom>,
 }
 
 /// One member of an environment, as `show` gives it.
@@ -534,7 +537,52 @@ pub fn show(store: &Store, opts: &ShowOptions<'_>) -> Result<ShowReport> {
         },
         members,
         environments,
+        came_from: CameFrom::of(&cat.ingests(Some(&digest))?),
     })
+}
+
+/// How a snapshot came into a store: its first event there other than an
+/// `origin` (which says where it was first ingested, elsewhere maybe).
+#[derive(Debug, serde::Serialize)]
+pub struct CameFrom {
+    /// `ingested` (from a directory or git), `pulled` (by `cestore pull`
+    /// or an audit's `--registry`), `substituted` (pulled on a miss from a
+    /// substituter), `imported` (from a bundle), `recovered` (a catalogue
+    /// rebuilt by `cestore recover`), or another event's name.
+    pub how: String,
+    /// The event's source: a path, an `oci://` reference, a bundle.
+    pub source: String,
+    /// When (UTC, RFC 3339).
+    pub at: String,
+}
+
+impl CameFrom {
+    /// How the snapshot of `events` (its ingest log, oldest first) came.
+    pub fn of(events: &[crate::catalogue::IngestEvent]) -> Option<CameFrom> {
+        // The event a substitution records after its pull.
+        const SUBSTITUTE: &str = "substitute";
+        let first = events
+            .iter()
+            .find(|e| e.event != "origin" && e.event != SUBSTITUTE)?;
+        let how = match first.event.as_str() {
+            "pull"
+                if events
+                    .iter()
+                    .any(|e| e.event == SUBSTITUTE && e.source == first.source) =>
+            {
+                "substituted".to_string()
+            }
+            "ingest" => "ingested".into(),
+            "pull" => "pulled".into(),
+            "import" => "imported".into(),
+            other => other.to_string(),
+        };
+        Some(CameFrom {
+            how,
+            source: first.source.clone(),
+            at: first.at.clone(),
+        })
+    }
 }
 
 /// Reads a snapshot's canonical manifest bytes.
