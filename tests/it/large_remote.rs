@@ -5,7 +5,7 @@
 //! exact push count, `CESTORE_TEST_REGISTRY_DIR`), as `remote.rs`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
