@@ -248,8 +248,10 @@ fn blob_jobs<'a>(
 }
 
 /// Pushes one blob unless the remote has it: an object is asked for before
-/// it is read; a pack is built first, since its digest is its bytes'. The
-/// blob's bytes are taken from `budget` before it is read.
+/// it is read; a pack is built first, since its digest is its bytes'. An
+/// object goes to a registry streamed from its file, hashed as it is sent
+/// (to another remote it is read whole first); a pack's bytes are taken
+/// from `budget` before it is built.
 fn push_blob(remote: &dyn Remote, job: &BlobJob<'_>, budget: &Budget) -> Result<Done> {
     let owned;
     let _held;
@@ -261,6 +263,23 @@ fn push_blob(remote: &dyn Remote, job: &BlobJob<'_>, budget: &Budget) -> Result<
                     id: job.id,
                     size: job.size,
                     uploaded: false,
+                });
+            }
+            if let Some(oci) = remote.as_oci() {
+                let payload = super::oci::client::Payload::File {
+                    path,
+                    len: job.size,
+                    id: &job.id,
+                };
+                if let Err(e) = oci.client().put_payload(&job.id, payload) {
+                    // A file that changed under the push is named as such.
+                    read_object(path, &job.id, job.size)?;
+                    return Err(e.into());
+                }
+                return Ok(Done {
+                    id: job.id,
+                    size: job.size,
+                    uploaded: true,
                 });
             }
             _held = budget.take(job.size);

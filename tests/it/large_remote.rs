@@ -160,8 +160,12 @@ fn a_pull_killed_mid_way_resumes_and_fetches_only_what_it_lacked() {
         resumed["ingest"]["new_objects"], full["ingest"]["new_objects"],
         "{resumed}"
     );
-    // Stored now, the snapshot leaves nothing in the partial area.
-    assert_eq!(partial_files(&b), Vec::new());
+    // Stored now, the snapshot leaves no partial area behind.
+    assert!(
+        !b.store.join("tmp/partial").exists(),
+        "{:?}",
+        partial_files(&b)
+    );
     let view = b.path("view");
     b.json(["checkout", &digest, view.to_str().expect("utf-8"), "--json"]);
     let (code, differences) = b.verify_tree(&view, &digest);
@@ -255,4 +259,68 @@ fn a_push_killed_mid_way_uploads_only_what_the_registry_lacks() {
     // A third push has nothing left to upload.
     let again = a.json(["push", &digest, &target, "--plain-http", "--json"]);
     assert_eq!(again["blobs_uploaded"], 0, "{again}");
+}
+
+/// The status a registry answers `HEAD` of one blob with.
+fn blob_status(target: &str, sha256: &str) -> u16 {
+    let (registry, repository) = target.split_once('/').expect("registry/repository");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    agent
+        .head(format!(
+            "http://{registry}/v2/{repository}/blobs/sha256:{sha256}"
+        ))
+        .call()
+        .expect("HEAD the registry")
+        .status()
+        .as_u16()
+}
+
+#[test]
+fn a_push_streaming_an_object_changed_in_place_is_refused_and_the_registry_never_holds_it() {
+    let Some(reg) = registry("changed_object_push") else {
+        return;
+    };
+    let (a, digest) = large_store();
+    let show = a.json(["show", &digest, "--files", "--json"]);
+    let sha = show["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .find(|f| f["path"] == "skills/large/f03.bin")
+        .and_then(|f| f["sha256"].as_str())
+        .expect("the large file's sha256")
+        .to_string();
+    // The same size, one byte changed: only hashing it finds the change.
+    let object = a.store.join("objects").join(&sha[..2]).join(&sha[2..]);
+    let mut bytes = fs::read(&object).expect("read the object");
+    bytes[LARGE / 2] ^= 1;
+    chmod(&object, 0o644);
+    fs::write(&object, &bytes).expect("change the object");
+    chmod(&object, 0o444);
+
+    let target = repo(&reg, "changed-object-push");
+    let out = a.run(["push", &digest, &target, "--plain-http", "--jobs", "1"]);
+    let stderr = assert_exit(&out, 1);
+    assert!(
+        stderr.contains("no longer matches its key") && stderr.contains(&sha[2..]),
+        "{stderr}"
+    );
+    assert_eq!(
+        blob_status(&target, &sha),
+        404,
+        "the changed bytes reached the registry"
+    );
+    // The unchanged objects went up as blobs of their own, streamed.
+    let other = show["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .find(|f| f["path"] == "skills/large/f00.bin")
+        .and_then(|f| f["sha256"].as_str())
+        .expect("sha256")
+        .to_string();
+    assert_eq!(blob_status(&target, &other), 200);
 }

@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -122,8 +123,9 @@ pub struct Wanted {
 pub struct Staging<'w> {
     work: &'w WorkDir,
     staged: Mutex<BTreeMap<ObjectKey, String>>,
-    /// The store's partial area, once [`Staging::keep_partial`] opened it.
-    partial: OnceLock<OwnedFd>,
+    /// The store's partial area and its path, once
+    /// [`Staging::keep_partial`] opened it.
+    partial: OnceLock<(OwnedFd, PathBuf)>,
 }
 
 /// The directory under the store's `tmp/` where a pull keeps every object
@@ -200,7 +202,7 @@ impl Staging<'_> {
             .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
         // Kept for a resumed pull: a link, so no byte is written twice. A
         // link that cannot be made costs only a fetch again.
-        if let Some(partial) = self.partial.get() {
+        if let Some((partial, _)) = self.partial.get() {
             let _ = rustix::fs::linkat(
                 self.work.fd(),
                 name.as_str(),
@@ -240,7 +242,7 @@ impl Staging<'_> {
             Err(_) => return,
         }
         if let Ok(fd) = crate::fsutil::open_dir(rustix::fs::CWD, &dir) {
-            let _ = self.partial.set(fd);
+            let _ = self.partial.set((fd, dir));
         }
     }
 
@@ -248,7 +250,7 @@ impl Staging<'_> {
     /// there and it still has its size and hash; tells whether it did. One
     /// that does not is removed from the partial area and must be fetched.
     pub fn resume(&self, w: &Wanted) -> Result<bool> {
-        let Some(partial) = self.partial.get() else {
+        let Some((partial, _)) = self.partial.get() else {
             return Ok(false);
         };
         let kept = w.key.name();
@@ -297,13 +299,16 @@ impl Staging<'_> {
         })
     }
 
-    /// Removes from the partial area the objects of a snapshot now stored.
-    fn forget_partial(partial: Option<OwnedFd>, keys: &[Wanted]) {
-        if let Some(partial) = partial {
+    /// Removes from the partial area the objects of a snapshot now stored,
+    /// and the area itself once it is empty.
+    fn forget_partial(partial: Option<(OwnedFd, PathBuf)>, keys: &[Wanted]) {
+        if let Some((partial, path)) = partial {
             for w in keys {
                 let _ =
                     rustix::fs::unlinkat(partial.as_fd(), w.key.name().as_str(), AtFlags::empty());
             }
+            // Refused while it holds what another transfer kept.
+            let _ = rustix::fs::rmdir(&path);
         }
     }
 
