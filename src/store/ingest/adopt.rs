@@ -123,9 +123,16 @@ pub struct Wanted {
 pub struct Staging<'w> {
     work: &'w WorkDir,
     staged: Mutex<BTreeMap<ObjectKey, String>>,
-    /// The store's partial area and its path, once
-    /// [`Staging::keep_partial`] opened it.
-    partial: OnceLock<(OwnedFd, PathBuf)>,
+    /// The store's partial area, once [`Staging::keep_partial`] opened it.
+    partial: OnceLock<Partial>,
+}
+
+/// The store's partial area, open.
+struct Partial {
+    fd: OwnedFd,
+    path: PathBuf,
+    /// The names it held when it was opened: only those are looked for.
+    held: std::collections::HashSet<String>,
 }
 
 /// The directory under the store's `tmp/` where a pull keeps every object
@@ -202,11 +209,11 @@ impl Staging<'_> {
             .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
         // Kept for a resumed pull: a link, so no byte is written twice. A
         // link that cannot be made costs only a fetch again.
-        if let Some((partial, _)) = self.partial.get() {
+        if let Some(partial) = self.partial.get() {
             let _ = rustix::fs::linkat(
                 self.work.fd(),
                 name.as_str(),
-                partial,
+                &partial.fd,
                 w.key.name().as_str(),
                 AtFlags::empty(),
             );
@@ -242,7 +249,16 @@ impl Staging<'_> {
             Err(_) => return,
         }
         if let Ok(fd) = crate::fsutil::open_dir(rustix::fs::CWD, &dir) {
-            let _ = self.partial.set((fd, dir));
+            let held = crate::fsutil::list_names(fd.as_fd())
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|n| String::from_utf8(n).ok())
+                .collect();
+            let _ = self.partial.set(Partial {
+                fd,
+                path: dir,
+                held,
+            });
         }
     }
 
@@ -250,10 +266,16 @@ impl Staging<'_> {
     /// there and it still has its size and hash; tells whether it did. One
     /// that does not is removed from the partial area and must be fetched.
     pub fn resume(&self, w: &Wanted) -> Result<bool> {
-        let Some((partial, _)) = self.partial.get() else {
+        let Some(Partial {
+            fd: partial, held, ..
+        }) = self.partial.get()
+        else {
             return Ok(false);
         };
         let kept = w.key.name();
+        if !held.contains(&kept) {
+            return Ok(false);
+        }
         let name = w.key.file_name();
         if rustix::fs::linkat(
             partial,
@@ -299,16 +321,26 @@ impl Staging<'_> {
         })
     }
 
-    /// Removes from the partial area the objects of a snapshot now stored,
-    /// and the area itself once it is empty.
-    fn forget_partial(partial: Option<(OwnedFd, PathBuf)>, keys: &[Wanted]) {
-        if let Some((partial, path)) = partial {
-            for w in keys {
-                let _ =
-                    rustix::fs::unlinkat(partial.as_fd(), w.key.name().as_str(), AtFlags::empty());
-            }
+    /// Removes from the partial area the objects of a snapshot now stored
+    /// (on two threads: a large tree's are many), and the area itself once
+    /// it is empty.
+    fn forget_partial(partial: Option<Partial>, keys: &[Wanted]) {
+        if let Some(partial) = partial {
+            let _ = crate::pool::map(
+                keys,
+                2,
+                || (),
+                |(), w| {
+                    let _ = rustix::fs::unlinkat(
+                        partial.fd.as_fd(),
+                        w.key.name().as_str(),
+                        AtFlags::empty(),
+                    );
+                    Ok::<(), ()>(())
+                },
+            );
             // Refused while it holds what another transfer kept.
-            let _ = rustix::fs::rmdir(&path);
+            let _ = rustix::fs::rmdir(&partial.path);
         }
     }
 
