@@ -22,9 +22,9 @@ use crate::store::{Opener, Store};
 pub const DEFAULT_JOBS: usize = 4;
 
 /// The most bytes of blobs a push holds in memory at once, whatever the
-/// number of jobs: a blob waits until its bytes fit (one larger than this
-/// waits until it is alone), so a push of large files stays within this
-/// and a buffer per job.
+/// number of jobs: a blob read whole (a pack; an object, to a remote that
+/// is not a registry, which gets its objects streamed) waits until its
+/// bytes fit, one larger than this until it is alone.
 pub const PUSH_MEMORY: u64 = 64 * 1024 * 1024;
 
 /// A count of bytes that jobs take before they read a blob into memory and
