@@ -324,3 +324,74 @@ fn a_push_streaming_an_object_changed_in_place_is_refused_and_the_registry_never
         .to_string();
     assert_eq!(blob_status(&target, &other), 200);
 }
+
+#[test]
+fn a_pull_that_failed_on_a_bad_blob_fetches_only_the_rest_once_the_registry_is_mended() {
+    let Some(reg) = registry("failed_pull_resumes") else {
+        return;
+    };
+    let Ok(storage) = std::env::var("CESTORE_TEST_REGISTRY_DIR") else {
+        crate::util::skip(
+            "failed_pull_resumes",
+            "CESTORE_TEST_REGISTRY_DIR is not set (the test damages a stored blob)",
+        );
+        return;
+    };
+    let (a, digest) = large_store();
+    let show = a.json(["show", &digest, "--files", "--json"]);
+    // Raw blobs are fetched in the order of their digests: the last one is bad.
+    let sha = show["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter(|f| {
+            f["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("skills/large/"))
+        })
+        .filter_map(|f| f["sha256"].as_str())
+        .max()
+        .expect("sha256")
+        .to_string();
+    let target = repo(&reg, "failed-pull-resumes");
+    a.json(["push", &digest, &target, "--plain-http", "--json"]);
+    let reference = format!("{target}:sha256-{digest}");
+    let whole = TestEnv::new();
+    let (full_blobs, full_bytes) =
+        fetched(&whole.json(["pull", &reference, "--plain-http", "--json"]));
+
+    // The registry serves one raw blob with a byte changed: the pull fails.
+    let data = PathBuf::from(&storage).join(format!(
+        "docker/registry/v2/blobs/sha256/{}/{sha}/data",
+        &sha[..2]
+    ));
+    let good = fs::read(&data).expect("read the stored blob");
+    let mut bad = good.clone();
+    bad[100] ^= 1;
+    fs::write(&data, &bad).expect("damage the stored blob");
+    let b = TestEnv::new();
+    let out = b.run(["pull", &reference, "--plain-http", "--jobs", "1"]);
+    fs::write(&data, &good).expect("mend the stored blob");
+    let stderr = assert_exit(&out, 1);
+    assert!(stderr.contains(&sha), "{stderr}");
+    let list = b.json(["list", "--json"]);
+    assert_eq!(list["snapshots"], serde_json::json!([]), "{list}");
+    let kept: Vec<(String, u64)> = partial_files(&b)
+        .into_iter()
+        .filter(|(_, s)| *s == LARGE as u64)
+        .collect();
+    assert!(!kept.is_empty(), "the failed pull kept nothing");
+    assert!(
+        !kept.iter().any(|(name, _)| name.starts_with(&sha)),
+        "the bad blob was kept: {kept:?}"
+    );
+
+    let resumed = b.json(["pull", &reference, "--plain-http", "--json"]);
+    let n = kept.len() as u64;
+    assert_eq!(
+        fetched(&resumed),
+        (full_blobs - n, full_bytes - n * LARGE as u64),
+        "{resumed}"
+    );
+    assert!(!b.store.join("tmp/partial").exists());
+}
