@@ -358,25 +358,32 @@ pub fn fetch(
     for w in wanted {
         by_id.entry(w.key.id).or_default().push(w);
     }
-    let mut resumed = Vec::new();
-    for (id, ws) in &by_id {
-        let mut from = None;
-        for w in ws {
-            if staging.resume(w)? {
-                from = Some(w.key);
-                break;
+    // Each kept object is hashed again before it is taken: `jobs` at a time.
+    let groups: Vec<(&ObjectId, &Vec<&Wanted>)> = by_id.iter().collect();
+    let resumed = crate::pool::map(
+        &groups,
+        jobs.max(1),
+        || (),
+        |(), (id, ws)| {
+            let mut from = None;
+            for w in ws.iter() {
+                if staging.resume(w)? {
+                    from = Some(w.key);
+                    break;
+                }
             }
-        }
-        if let Some(from) = from {
-            for other in ws {
+            let Some(from) = from else {
+                return Ok::<_, Error>(None);
+            };
+            for other in ws.iter() {
                 if other.key != from && !staging.resume(other)? {
                     staging.copy(&from, other)?;
                 }
             }
-            resumed.push(*id);
-        }
-    }
-    for id in resumed {
+            Ok(Some(**id))
+        },
+    )?;
+    for id in resumed.into_iter().flatten() {
         by_id.remove(&id);
     }
     let mut in_pack: BTreeMap<ObjectId, usize> = BTreeMap::new();
