@@ -21,6 +21,68 @@ use crate::store::{Opener, Store};
 /// Transfers in flight at once, unless the caller asks for another number.
 pub const DEFAULT_JOBS: usize = 4;
 
+/// The most bytes of blobs a push holds in memory at once, whatever the
+/// number of jobs: a blob read whole (a pack; an object, to a remote that
+/// is not a registry, which gets its objects streamed) waits until its
+/// bytes fit, one larger than this until it is alone.
+pub const PUSH_MEMORY: u64 = 64 * 1024 * 1024;
+
+/// A count of bytes that jobs take before they read a blob into memory and
+/// give back once it is sent.
+struct Budget {
+    free: std::sync::Mutex<u64>,
+    freed: std::sync::Condvar,
+    total: u64,
+}
+
+/// Bytes taken from a [`Budget`], given back when dropped.
+struct Held<'b> {
+    budget: &'b Budget,
+    bytes: u64,
+}
+
+impl Budget {
+    fn new(total: u64) -> Budget {
+        Budget {
+            free: std::sync::Mutex::new(total),
+            freed: std::sync::Condvar::new(),
+            total,
+        }
+    }
+
+    /// Waits until `bytes` (at most the whole budget) are free, and takes them.
+    fn take(&self, bytes: u64) -> Held<'_> {
+        let bytes = bytes.min(self.total);
+        let mut free = self
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while *free < bytes {
+            free = self
+                .freed
+                .wait(free)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        *free -= bytes;
+        Held {
+            budget: self,
+            bytes,
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut free = self
+            .budget
+            .free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *free += self.bytes;
+        self.budget.freed.notify_all();
+    }
+}
+
 /// What a push transferred.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct PushStats {
@@ -100,7 +162,10 @@ pub fn push(
         Format::V2 => pack::layout(outgoing.manifest),
     };
     let list = blob_jobs(store, outgoing, &layout);
-    let done = parallel(&list, jobs, "push", progress, |job| push_blob(remote, job))?;
+    let budget = Budget::new(PUSH_MEMORY);
+    let done = parallel(&list, jobs, "push", progress, |job| {
+        push_blob(remote, job, &budget)
+    })?;
     let mut stats = PushStats {
         blobs_total: list.len() as u64,
         ..PushStats::default()
@@ -183,9 +248,13 @@ fn blob_jobs<'a>(
 }
 
 /// Pushes one blob unless the remote has it: an object is asked for before
-/// it is read; a pack is built first, since its digest is its bytes'.
-fn push_blob(remote: &dyn Remote, job: &BlobJob<'_>) -> Result<Done> {
+/// it is read; a pack is built first, since its digest is its bytes'. An
+/// object goes to a registry streamed from its file, hashed as it is sent
+/// (to another remote it is read whole first); a pack's bytes are taken
+/// from `budget` before it is built.
+fn push_blob(remote: &dyn Remote, job: &BlobJob<'_>, budget: &Budget) -> Result<Done> {
     let owned;
+    let _held;
     let (id, data) = match &job.source {
         Source::Memory(b) => (job.id, *b),
         Source::Object(path) => {
@@ -196,10 +265,29 @@ fn push_blob(remote: &dyn Remote, job: &BlobJob<'_>) -> Result<Done> {
                     uploaded: false,
                 });
             }
+            if let Some(oci) = remote.as_oci() {
+                let payload = super::oci::client::Payload::File {
+                    path,
+                    len: job.size,
+                    id: &job.id,
+                };
+                if let Err(e) = oci.client().put_payload(&job.id, payload) {
+                    // A file that changed under the push is named as such.
+                    read_object(path, &job.id, job.size)?;
+                    return Err(e.into());
+                }
+                return Ok(Done {
+                    id: job.id,
+                    size: job.size,
+                    uploaded: true,
+                });
+            }
+            _held = budget.take(job.size);
             owned = read_object(path, &job.id, job.size)?;
             (job.id, &owned[..])
         }
         Source::Pack(objects, paths) => {
+            _held = budget.take(job.size);
             let mut w = pack::PackWriter::with_capacity(job.size);
             for (o, path) in objects.iter().zip(paths) {
                 let data = read_object(path, &o.key.id, o.size)?;
@@ -263,10 +351,40 @@ pub fn fetch(
     progress: bool,
     staging: &Staging<'_>,
 ) -> Result<FetchStats> {
-    // The same content wanted executable and not is fetched once.
+    // The same content wanted executable and not is fetched once. What an
+    // earlier pull fetched, checked and kept is not fetched again.
+    staging.keep_partial();
     let mut by_id: BTreeMap<ObjectId, Vec<&Wanted>> = BTreeMap::new();
     for w in wanted {
         by_id.entry(w.key.id).or_default().push(w);
+    }
+    // Each kept object is hashed again before it is taken: `jobs` at a time.
+    let groups: Vec<(&ObjectId, &Vec<&Wanted>)> = by_id.iter().collect();
+    let resumed = crate::pool::map(
+        &groups,
+        jobs.max(1),
+        || (),
+        |(), (id, ws)| {
+            let mut from = None;
+            for w in ws.iter() {
+                if staging.resume(w)? {
+                    from = Some(w.key);
+                    break;
+                }
+            }
+            let Some(from) = from else {
+                return Ok::<_, Error>(None);
+            };
+            for other in ws.iter() {
+                if other.key != from && !staging.resume(other)? {
+                    staging.copy(&from, other)?;
+                }
+            }
+            Ok(Some(**id))
+        },
+    )?;
+    for id in resumed.into_iter().flatten() {
+        by_id.remove(&id);
     }
     let mut in_pack: BTreeMap<ObjectId, usize> = BTreeMap::new();
     for (i, p) in carriers.packs.iter().enumerate() {

@@ -19,6 +19,7 @@ mod git;
 mod hardening;
 mod json;
 mod key_files;
+mod large_remote;
 mod mounts;
 mod next_step;
 mod provenance;

@@ -106,10 +106,85 @@ struct Request<'a> {
     method: &'a Method,
     url: &'a str,
     headers: &'a [(&'a str, &'a str)],
-    body: Option<&'a [u8]>,
+    body: Option<Payload<'a>>,
     /// The `Authorization` header's value, if any.
     authorization: Option<&'a str>,
     kind: Kind,
+}
+
+/// A request's body: bytes in memory, or a file of the store streamed as
+/// it is sent (opened again for every attempt), so that an upload holds a
+/// buffer, not the blob.
+#[derive(Clone, Copy, Debug)]
+pub enum Payload<'a> {
+    /// Bytes in memory.
+    Bytes(&'a [u8]),
+    /// A file's first `len` bytes, which must hash to `id`: a file that
+    /// does not (it changed) fails the request before its last byte is sent.
+    File {
+        /// The file.
+        path: &'a std::path::Path,
+        /// Its size.
+        len: u64,
+        /// The SHA-256 its bytes must hash to.
+        id: &'a ObjectId,
+    },
+}
+
+impl Payload<'_> {
+    /// The body's size in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Payload::Bytes(b) => b.len() as u64,
+            Payload::File { len, .. } => *len,
+        }
+    }
+
+    /// Whether the body is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read for an upload, hashed on the way: the read that would hand
+/// over its last byte fails instead when the bytes do not hash to the
+/// expected SHA-256, or when the file is longer or shorter than its size.
+struct Checked {
+    file: std::fs::File,
+    left: u64,
+    hasher: crate::digest::ObjectHasher,
+    id: ObjectId,
+}
+
+impl Read for Checked {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 || buf.is_empty() {
+            return Ok(0);
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.file.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the object is shorter than its size",
+            ));
+        }
+        self.hasher.update(&buf[..n]);
+        self.left -= n as u64;
+        if self.left == 0 {
+            let hasher = std::mem::take(&mut self.hasher);
+            let mut one = [0u8; 1];
+            if hasher.finish() != self.id || self.file.read(&mut one)? != 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "the object no longer hashes to its id",
+                ));
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// What a request is counted as.
@@ -274,12 +349,12 @@ impl Client {
         &self,
         method: &Method,
         url: &str,
-        sent: Option<&[u8]>,
+        sent: Option<Payload<'_>>,
         e: ureq::Error,
     ) -> RemoteError {
         let budget = sent
             .filter(|b| !b.is_empty())
-            .and_then(|b| Some((b.len(), self.timeouts.upload_budget(b.len())?)));
+            .and_then(|b| Some((b.len(), self.timeouts.upload_budget(b.len() as usize)?)));
         if let (Some((len, budget)), true) = (budget, is_slow_upload(&e)) {
             return self.too_slow(
                 method,
@@ -472,23 +547,44 @@ impl Client {
             builder = builder.header("Authorization", a);
         }
         match body {
-            Some(data) => {
-                c.bytes_sent.fetch_add(data.len() as u64, Ordering::Relaxed);
+            Some(payload) => {
+                let len = payload.len();
+                c.bytes_sent.fetch_add(len, Ordering::Relaxed);
                 // The upload and the wait for its answer share one budget.
-                let budget = self.timeouts.upload_budget(data.len());
-                let mut request = self
-                    .agent
-                    .configure_request(builder.body(data)?)
-                    .timeout_send_body(budget);
-                if budget.is_some() {
-                    request = request
-                        .timeout_recv_response(budget)
-                        .timeout_per_read(budget);
+                let budget = self.timeouts.upload_budget(len as usize);
+                match payload {
+                    Payload::Bytes(data) => self.run_body(builder.body(data)?, budget),
+                    Payload::File { path, len, id } => {
+                        let mut checked = Checked {
+                            file: std::fs::File::open(path)?,
+                            left: len,
+                            hasher: crate::digest::ObjectHasher::default(),
+                            id: *id,
+                        };
+                        let builder = builder.header("Content-Length", len.to_string());
+                        let body = ureq::SendBody::from_reader(&mut checked);
+                        self.run_body(builder.body(body)?, budget)
+                    }
                 }
-                self.agent.run(request.build())
             }
             None => self.agent.run(builder.body(())?),
         }
+    }
+
+    /// Sends a request with a body; the upload and the wait for its answer
+    /// share `budget`.
+    fn run_body(
+        &self,
+        req: http::Request<impl ureq::AsSendBody>,
+        budget: Option<Duration>,
+    ) -> Result<Response<Body>, ureq::Error> {
+        let mut request = self.agent.configure_request(req).timeout_send_body(budget);
+        if budget.is_some() {
+            request = request
+                .timeout_recv_response(budget)
+                .timeout_per_read(budget);
+        }
+        self.agent.run(request.build())
     }
 
     /// Sends one request, again after a `429`, a retryable `5xx` or a reset
@@ -530,7 +626,7 @@ impl Client {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
     ) -> Result<Response<Body>, RemoteError> {
-        self.send_scoped(method, url, headers, body, None)
+        self.send_scoped(method, url, headers, body.map(Payload::Bytes), None)
     }
 
     /// Sends one request; on a `401`, answers the challenge once and sends
@@ -540,7 +636,7 @@ impl Client {
         method: Method,
         url: &str,
         headers: &[(&str, &str)],
-        body: Option<&[u8]>,
+        body: Option<Payload<'_>>,
         from: Option<&str>,
     ) -> Result<Response<Body>, RemoteError> {
         let scope = self.scope(from);
@@ -731,6 +827,12 @@ impl Client {
     /// it goes in one `POST ?digest=` where the registry takes that (asked
     /// once per client, with the empty blob), else in a `POST` then a `PUT`.
     pub fn put_blob(&self, id: &ObjectId, data: &[u8]) -> Result<(), RemoteError> {
+        self.put_payload(id, Payload::Bytes(data))
+    }
+
+    /// Uploads a blob as [`Client::put_blob`] does, its bytes from memory
+    /// or streamed from a file.
+    pub fn put_payload(&self, id: &ObjectId, data: Payload<'_>) -> Result<(), RemoteError> {
         let from = lock(&self.mount_sources).get(id).cloned();
         if let Some(from) = from {
             match self.mount(id, &from)? {
@@ -753,7 +855,7 @@ impl Client {
     }
 
     /// Uploads a blob in one request or two, as the registry allows.
-    fn upload(&self, id: &ObjectId, data: &[u8]) -> Result<(), RemoteError> {
+    fn upload(&self, id: &ObjectId, data: Payload<'_>) -> Result<(), RemoteError> {
         let known = *lock(&self.monolithic);
         match known {
             Some(true) => match self.post_monolithic(id, data)? {
@@ -772,7 +874,7 @@ impl Client {
                 let mut state = lock(&self.monolithic);
                 if state.is_none() {
                     let empty = empty_blob();
-                    match self.post_monolithic(&empty, &[])? {
+                    match self.post_monolithic(&empty, Payload::Bytes(&[]))? {
                         Opened::Done => {
                             *state = Some(true);
                             if *id == empty {
@@ -796,13 +898,14 @@ impl Client {
     /// `POST ?digest=` with the whole blob: `201` is done, `202` opened a
     /// session instead (the registry ignored the body, as the distribution
     /// spec allows), and a `400`, `404`, `405`, `415` or `501` refuses it.
-    fn post_monolithic(&self, id: &ObjectId, data: &[u8]) -> Result<Opened, RemoteError> {
+    fn post_monolithic(&self, id: &ObjectId, data: Payload<'_>) -> Result<Opened, RemoteError> {
         let url = self.url(&format!("blobs/uploads/?digest=sha256%3A{id}"));
-        let resp = self.send(
+        let resp = self.send_scoped(
             Method::POST,
             &url,
             &[("Content-Type", "application/octet-stream")],
             Some(data),
+            None,
         )?;
         match resp.status().as_u16() {
             201 => Ok(Opened::Done),
@@ -819,7 +922,13 @@ impl Client {
             "blobs/uploads/?mount=sha256%3A{id}&from={}",
             auth::query_escape(from)
         ));
-        let resp = self.send_scoped(Method::POST, &url, &[], Some(&[]), Some(from))?;
+        let resp = self.send_scoped(
+            Method::POST,
+            &url,
+            &[],
+            Some(Payload::Bytes(&[])),
+            Some(from),
+        )?;
         match resp.status().as_u16() {
             201 => Ok(Opened::Done),
             202 => Ok(Opened::Session(self.location(&url, &resp)?)),
@@ -829,7 +938,7 @@ impl Client {
     }
 
     /// Opens an upload session (`POST`) and fills it (`PUT`).
-    fn post_then_put(&self, id: &ObjectId, data: &[u8]) -> Result<(), RemoteError> {
+    fn post_then_put(&self, id: &ObjectId, data: Payload<'_>) -> Result<(), RemoteError> {
         let url = self.url("blobs/uploads/");
         let resp = self.send(Method::POST, &url, &[], Some(&[]))?;
         if resp.status() != 202 {
@@ -860,14 +969,15 @@ impl Client {
     }
 
     /// Closes an upload session with the whole blob: `PUT ?digest=`.
-    fn put_to(&self, location: &str, id: &ObjectId, data: &[u8]) -> Result<(), RemoteError> {
+    fn put_to(&self, location: &str, id: &ObjectId, data: Payload<'_>) -> Result<(), RemoteError> {
         let sep = if location.contains('?') { '&' } else { '?' };
         let put = format!("{location}{sep}digest=sha256%3A{id}");
-        let resp = self.send(
+        let resp = self.send_scoped(
             Method::PUT,
             &put,
             &[("Content-Type", "application/octet-stream")],
             Some(data),
+            None,
         )?;
         if resp.status() != 201 {
             return Err(self.unexpected(&Method::PUT, &put, resp));

@@ -12,9 +12,11 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
-use std::sync::Mutex;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 use crate::catalogue::Origin;
 use crate::digest::{ManifestDigest, ObjectHasher, ObjectId};
@@ -121,7 +123,27 @@ pub struct Wanted {
 pub struct Staging<'w> {
     work: &'w WorkDir,
     staged: Mutex<BTreeMap<ObjectKey, String>>,
+    /// The store's partial area, once [`Staging::keep_partial`] opened it.
+    partial: OnceLock<Partial>,
 }
+
+/// The store's partial area, open.
+struct Partial {
+    fd: OwnedFd,
+    path: PathBuf,
+    /// The names it held when it was opened: only those are looked for.
+    held: std::collections::HashSet<String>,
+}
+
+/// The directory under the store's `tmp/` where a pull keeps every object
+/// it fetched and checked, named `<64 hex>[.x]`, so that a pull that dies
+/// (killed, a lost connection) is resumed by the next one without
+/// fetching them again. Its files are not synced: each is hashed again
+/// before it is reused. A pull that succeeds removes what it took from it;
+/// gc removes it whole (it holds no flock, so it is a stale temporary
+/// directory to gc and `verify`), and nothing in it is ever an object of
+/// the store until a pull stages it again and publishes it.
+pub const PARTIAL_DIR: &str = "partial";
 
 /// The most bytes of an object read from a source per read call.
 const STAGE_BUFFER: usize = 64 * 1024;
@@ -185,13 +207,108 @@ impl Staging<'_> {
         }
         rustix::fs::fchmod(&file, Mode::from_raw_mode(w.key.mode()))
             .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
+        // Kept for a resumed pull: a link, so no byte is written twice. A
+        // link that cannot be made costs only a fetch again.
+        if let Some(partial) = self.partial.get() {
+            let _ = rustix::fs::linkat(
+                self.work.fd(),
+                name.as_str(),
+                &partial.fd,
+                w.key.name().as_str(),
+                AtFlags::empty(),
+            );
+        }
+        self.note(w.key, name)
+    }
+
+    /// Records that `key` is staged under `name` in the work directory.
+    fn note(&self, key: ObjectKey, name: String) -> Result<()> {
         let mut staged = self
             .staged
             .lock()
             // A poisoned lock follows a panic: a bug, not a case a caller handles.
             .map_err(|_| Error::Integrity("a staging thread panicked".into()))?;
-        staged.insert(w.key, name);
+        staged.insert(key, name);
         Ok(())
+    }
+
+    /// Opens the store's partial area ([`PARTIAL_DIR`]), made when it is
+    /// not there: from then on every object staged is also kept there, and
+    /// [`Staging::resume`] takes objects from it. A store where it cannot
+    /// be made keeps nothing; the transfer goes on as before.
+    pub fn keep_partial(&self) {
+        if self.partial.get().is_some() {
+            return;
+        }
+        let Some(tmp) = self.work.path().parent() else {
+            return;
+        };
+        let dir = tmp.join(PARTIAL_DIR);
+        match rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(_) => return,
+        }
+        if let Ok(fd) = crate::fsutil::open_dir(rustix::fs::CWD, &dir) {
+            let held = crate::fsutil::list_names(fd.as_fd())
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|n| String::from_utf8(n).ok())
+                .collect();
+            let _ = self.partial.set(Partial {
+                fd,
+                path: dir,
+                held,
+            });
+        }
+    }
+
+    /// Stages `w` from the partial area when an earlier transfer left it
+    /// there and it still has its size and hash; tells whether it did. One
+    /// that does not is removed from the partial area and must be fetched.
+    pub fn resume(&self, w: &Wanted) -> Result<bool> {
+        let Some(Partial {
+            fd: partial, held, ..
+        }) = self.partial.get()
+        else {
+            return Ok(false);
+        };
+        let kept = w.key.name();
+        if !held.contains(&kept) {
+            return Ok(false);
+        }
+        let name = w.key.file_name();
+        if rustix::fs::linkat(
+            partial,
+            kept.as_str(),
+            self.work.fd(),
+            name.as_str(),
+            AtFlags::empty(),
+        )
+        .is_err()
+        {
+            return Ok(false);
+        }
+        let path = self.work.path().join(&name);
+        let intact = rustix::fs::openat(
+            self.work.fd(),
+            name.as_str(),
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+            Mode::empty(),
+        )
+        .ok()
+        .map(std::fs::File::from)
+        .filter(|f| {
+            f.metadata().is_ok_and(|m| m.is_file() && m.len() == w.size) && hashes_to(f, &w.key.id)
+        });
+        let Some(file) = intact else {
+            let _ = rustix::fs::unlinkat(partial, kept.as_str(), AtFlags::empty());
+            let _ = rustix::fs::unlinkat(self.work.fd(), name.as_str(), AtFlags::empty());
+            return Ok(false);
+        };
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(w.key.mode()))
+            .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
+        self.note(w.key, name)?;
+        Ok(true)
     }
 
     /// Stages `to` as a copy of the object staged under `from` (the same
@@ -204,9 +321,46 @@ impl Staging<'_> {
         })
     }
 
+    /// Removes from the partial area the objects of a snapshot now stored
+    /// (on two threads: a large tree's are many), and the area itself once
+    /// it is empty.
+    fn forget_partial(partial: Option<Partial>, keys: &[Wanted]) {
+        if let Some(partial) = partial {
+            let _ = crate::pool::map(
+                keys,
+                2,
+                || (),
+                |(), w| {
+                    let _ = rustix::fs::unlinkat(
+                        partial.fd.as_fd(),
+                        w.key.name().as_str(),
+                        AtFlags::empty(),
+                    );
+                    Ok::<(), ()>(())
+                },
+            );
+            // Refused while it holds what another transfer kept.
+            let _ = rustix::fs::rmdir(&partial.path);
+        }
+    }
+
     /// The name in the work directory of a staged object.
     fn name(&self, key: &ObjectKey) -> Option<String> {
         self.staged.lock().ok()?.get(key).cloned()
+    }
+}
+
+/// Whether the whole of `file` hashes to `id`.
+fn hashes_to(mut file: &std::fs::File, id: &ObjectId) -> bool {
+    let mut hasher = ObjectHasher::default();
+    let mut buf = vec![0u8; STAGE_BUFFER];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return hasher.finish() == *id,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
     }
 }
 
@@ -304,9 +458,10 @@ where
         }
     }
     let work = store.work_dir("adopt")?;
-    let staging = Staging {
+    let mut staging = Staging {
         work: &work,
         staged: Mutex::new(BTreeMap::new()),
+        partial: OnceLock::new(),
     };
     fetch(&wanted, &staging)?;
     let mut staged = Vec::with_capacity(wanted.len());
@@ -319,8 +474,9 @@ where
         staged.push((name, w.key));
     }
     let version = check_content(&store, &manifest, &staging)?;
+    let partial = staging.partial.take();
     drop(staging);
-    publish_and_record(
+    let report = publish_and_record(
         &mut store,
         work,
         Staged {
@@ -340,7 +496,10 @@ where
             reused,
             bytes,
         },
-    )
+    )?;
+    // Stored now: what an earlier transfer kept of it is no longer needed.
+    Staging::forget_partial(partial, &wanted);
+    Ok(report)
 }
 
 /// Checks the profile's content entry ([`Profile::content_entry`]) as an
