@@ -83,6 +83,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0009_environments",
         include_str!("../../migrations/0009_environments.sql"),
     ),
+    (
+        "0010_snapshot_listing",
+        include_str!("../../migrations/0010_snapshot_listing.sql"),
+    ),
 ];
 
 /// The migrations that edit a table's definition in place (under
