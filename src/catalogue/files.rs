@@ -238,16 +238,28 @@ impl Catalogue {
 
     /// The files of every snapshot that `filter` selects, by snapshot (oldest
     /// first) then manifest order.
+    ///
+    /// Each filter is a range of the `files_path` (or `files_sha256`) index,
+    /// so that a search reads the rows it returns, not every snapshot's:
+    /// paths compare as their UTF-8 bytes, in code point order, so the paths
+    /// below `p/` are those from `p/` up to `p0` (`0` follows `/`), and those
+    /// starting with a text are those from it up to its successor.
     pub fn files_matching(&self, filter: &FileFilter<'_>) -> Result<Vec<FileHit>> {
-        let (clause, value) = match filter {
-            FileFilter::Object(id) => ("f.sha256 = ?1", id.to_hex()),
+        let (clause, value, bound) = match filter {
+            FileFilter::Object(id) => ("f.sha256 = ?1", id.to_hex(), None),
             FileFilter::PathOrUnder(p) => (
-                "(f.path = ?1 OR substr(f.path, 1, length(?1) + 1) = ?1 || '/')",
+                "(f.path = ?1 OR (f.path >= ?1 || '/' AND f.path < ?1 || '0'))",
                 (*p).to_owned(),
+                None,
             ),
-            FileFilter::PathStartsWith(p) => {
-                ("substr(f.path, 1, length(?1)) = ?1", (*p).to_owned())
-            }
+            FileFilter::PathStartsWith(p) => match successor(p) {
+                Some(end) => (
+                    "f.path >= ?1 AND f.path < ?2 AND substr(f.path, 1, length(?1)) = ?1",
+                    (*p).to_owned(),
+                    Some(end),
+                ),
+                None => ("substr(f.path, 1, length(?1)) = ?1", (*p).to_owned(), None),
+            },
         };
         let mut stmt = self
             .conn
@@ -257,10 +269,12 @@ impl Catalogue {
                  WHERE {clause} ORDER BY s.first_ingested_at, s.digest, f.seq"
             ))
             .map_err(self.err("prepare the file search"))?;
-        let rows = stmt
-            .query_map([value], |r| {
-                Ok((r.get(0)?, r.get::<_, String>(1)?, file_cols(r, 2)?))
-            })
+        let map = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get::<_, String>(1)?, file_cols(r, 2)?));
+        let rows = match &bound {
+            Some(end) => stmt.query_map(params![value, end], map),
+            None => stmt.query_map([value], map),
+        };
+        let rows = rows
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(self.err("search the files"))?;
         rows.into_iter()
@@ -273,4 +287,16 @@ impl Catalogue {
             })
             .collect()
     }
+}
+
+/// The least text greater than every text starting with `prefix`: its last
+/// character replaced by the next one (code point order, which is UTF-8's
+/// byte order); `None` for an empty prefix, or one ending in the last
+/// character, which bound nothing.
+pub(super) fn successor(prefix: &str) -> Option<String> {
+    let last = prefix.chars().next_back()?;
+    let next = (last as u32 + 1..=char::MAX as u32).find_map(char::from_u32)?;
+    let mut out = prefix[..prefix.len() - last.len_utf8()].to_owned();
+    out.push(next);
+    Some(out)
 }

@@ -826,3 +826,43 @@ fn a_snapshot_naming_one_not_recorded_is_not_recorded() {
     ingest(&mut cat, &env, "", "/src");
     assert!(cat.has_snapshot(&env.digest).unwrap());
 }
+
+#[test]
+fn a_path_search_reads_a_range_and_finds_exactly_what_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cat = fresh(dir.path());
+    let paths = [
+        "p", "p/x", "p/y/z", "p.x", "p0", "pa", "q/p", "é", "é/x", "ê",
+    ];
+    let m = Manifest::new(
+        paths
+            .iter()
+            .map(|p| entry(p, p.as_bytes(), false))
+            .collect(),
+    );
+    ingest(&mut cat, &m, "1.0.0", "/src");
+    let found = |filter: FileFilter<'_>| -> Vec<String> {
+        let mut out: Vec<String> = cat
+            .files_matching(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|h| h.entry.path)
+            .collect();
+        out.sort();
+        out
+    };
+    assert_eq!(found(FileFilter::PathOrUnder("p")), ["p", "p/x", "p/y/z"]);
+    assert_eq!(found(FileFilter::PathOrUnder("p/y")), ["p/y/z"]);
+    assert_eq!(found(FileFilter::PathOrUnder("é")), ["é", "é/x"]);
+    assert_eq!(
+        found(FileFilter::PathStartsWith("p")),
+        ["p", "p.x", "p/x", "p/y/z", "p0", "pa"]
+    );
+    assert_eq!(found(FileFilter::PathStartsWith("é")), ["é", "é/x"]);
+    assert_eq!(found(FileFilter::PathStartsWith("")).len(), paths.len());
+    assert_eq!(files::successor("ab").as_deref(), Some("ac"));
+    assert_eq!(files::successor("a/").as_deref(), Some("a0"));
+    assert_eq!(files::successor("\u{D7FF}").as_deref(), Some("\u{E000}"));
+    assert_eq!(files::successor(""), None);
+    assert_eq!(files::successor("a\u{10FFFF}"), None);
+}
