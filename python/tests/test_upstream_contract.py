@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -149,15 +148,10 @@ def test_a_process_mounts_the_runtime_it_first_read(harness: Any, tmp_path: Path
     assert harness.staged_gitnexus_runtime() is None
     first = by_target(harness, harness.trusted_gitnexus_runtime_mounts())
     staged = harness.staged_gitnexus_runtime()
-    rules = ["--gitnexus-rules", harness.revision]
-    if harness.revision == "seed":
-        rules += ["--gitnexus-version", "1.6.9"]
-    done = subprocess.run(
-        [os.environ.get("CESTORE_BIN", "cestore"), "--json", "ingest", "--profile", "runtime", str(root), *rules],
-        capture_output=True,
-        check=True,
-    )
-    assert staged.manifest_digest == json.loads(done.stdout)["manifest_digest"]
+    import cestore
+
+    ingested = cestore.Store().ingest_runtime(root, rules=harness.revision)
+    assert staged.manifest_digest == ingested.manifest_digest
     assert first[f"{GN}/node_modules"] == root / "gitnexus" / "node_modules"
 
     (root / "gitnexus" / "node_modules" / "pkg" / "index.js").write_text("two\n")
