@@ -159,23 +159,12 @@ pub fn record_in(
     let manifest = Manifest::stored(Stored::Environment(typed.clone()));
     crate::store::ingest::adopt::check_named(store, &manifest)?;
     let name = name.unwrap_or("environment");
-    let attestations = match sign_with {
-        Some(key) => {
-            let at = crate::clock::now();
-            let what = crate::sign::SnapshotFacts {
-                name,
-                version: "",
-                digest: manifest.digest,
-                source: None,
-                ingested_at: &at,
-            };
-            match crate::store::trust::signed::sign_once(store.catalogue(), key, &what)? {
-                crate::store::trust::signed::Signing::New(kept) => vec![kept],
-                crate::store::trust::signed::Signing::Held(_) => Vec::new(),
-            }
-        }
-        None => Vec::new(),
-    };
+    let attestations = crate::store::trust::signed::sign_ingest(
+        store.catalogue(),
+        sign_with,
+        name,
+        manifest.digest,
+    )?;
     let work = store.work_dir("ingest")?;
     let source = store.root().display().to_string();
     let r = publish_and_record(

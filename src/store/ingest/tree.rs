@@ -1834,23 +1834,12 @@ fn record(
             max: crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES,
         }));
     }
-    let attestations = match opts.sign_with {
-        Some(key) => {
-            let at = crate::clock::now();
-            let what = crate::sign::SnapshotFacts {
-                name: name.unwrap_or(manifest.profile()),
-                version: "",
-                digest: manifest.digest,
-                source: None,
-                ingested_at: &at,
-            };
-            match crate::store::trust::signed::sign_once(store.catalogue(), key, &what)? {
-                crate::store::trust::signed::Signing::New(kept) => vec![kept],
-                crate::store::trust::signed::Signing::Held(_) => Vec::new(),
-            }
-        }
-        None => Vec::new(),
-    };
+    let attestations = crate::store::trust::signed::sign_ingest(
+        store.catalogue(),
+        opts.sign_with,
+        name.unwrap_or(manifest.profile()),
+        manifest.digest,
+    )?;
     publish_and_record(
         store,
         work,

@@ -97,6 +97,33 @@ pub fn sign_once(
     attestation(key, what).map(Signing::New)
 }
 
+/// What an ingest of a snapshot with no source record keeps beside it
+/// when asked to sign it with `key`: `key`'s new attestation of `name` at
+/// `digest`, made now; none when the store holds one by `key` already, or
+/// when no key is given.
+pub fn sign_ingest(
+    cat: &crate::catalogue::Catalogue,
+    key: Option<&PrivateKey>,
+    name: &str,
+    digest: ManifestDigest,
+) -> Result<Vec<KeptAttestation>> {
+    let Some(key) = key else {
+        return Ok(Vec::new());
+    };
+    let at = crate::clock::now();
+    let what = SnapshotFacts {
+        name,
+        version: "",
+        digest,
+        source: None,
+        ingested_at: &at,
+    };
+    Ok(match sign_once(cat, key, &what)? {
+        Signing::New(kept) => vec![kept],
+        Signing::Held(_) => Vec::new(),
+    })
+}
+
 /// Signs a recorded snapshot with the private key at `key_file`, and keeps
 /// the attestation beside it; a snapshot this key has signed already keeps
 /// the attestation it has (`new` is false). The key is checked before the
