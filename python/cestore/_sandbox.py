@@ -53,6 +53,16 @@ def namespace_store(ns: Mapping[str, Any]) -> Callable[[], Store]:
     return store
 
 
+#: The environment variable naming the private key that signs each staged snapshot.
+SIGNING_KEY_ENV = "CESTORE_SIGNING_KEY"
+
+
+def signing_key() -> Optional[Path]:
+    """The private key file `CESTORE_SIGNING_KEY` names, read at each staging; None when unset or empty."""
+    value = os.environ.get(SIGNING_KEY_ENV, "")
+    return Path(value).expanduser().absolute() if value else None
+
+
 #: The (role, digest) pairs this process's drop-ins staged, by store, in the order first staged.
 _STAGED: dict[tuple[Optional[Path], Optional[str], str], dict[tuple[str, str], None]] = {}
 
@@ -84,7 +94,6 @@ def environment_recorder(store: Callable[[], Store]) -> Callable[[str], Environm
         staged = list(_STAGED.get(_staged_key(current), {}))
         if not staged:
             raise ValueError("no snapshot was staged in this process yet: nothing to record as an environment")
-        key = os.environ.get("CESTORE_SIGNING_KEY", "")
-        return current.ingest_environment(staged, name=name, sign_with=Path(key).expanduser() if key else None)
+        return current.ingest_environment(staged, name=name, sign_with=signing_key())
 
     return record_environment

@@ -56,7 +56,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import _contract, _errors
-from ._sandbox import ReadOnlyMount, SandboxError, environment_recorder, namespace_store, note_staged
+from ._sandbox import (
+    SIGNING_KEY_ENV,
+    ReadOnlyMount,
+    SandboxError,
+    environment_recorder,
+    namespace_store,
+    note_staged,
+)
+from ._sandbox import signing_key as _signing_key
 from ._store import Bounds, HeldStage, Store
 
 PINNED_GITNEXUS_VERSION = "1.6.9"
@@ -393,16 +401,6 @@ def _populate(ns: MutableMapping[str, Any], revision: str = "seed") -> None:
         fn.__qualname__ = fn.__name__
         ns[fn.__name__] = fn
     ns["CePluginSnapshot"] = CePluginSnapshot
-
-
-#: The environment variable naming the private key that signs each staged snapshot.
-SIGNING_KEY_ENV = "CESTORE_SIGNING_KEY"
-
-
-def _signing_key() -> Optional[Path]:
-    """The private key file `CESTORE_SIGNING_KEY` names, read at each staging; None when unset or empty."""
-    value = os.environ.get(SIGNING_KEY_ENV, "")
-    return Path(value).expanduser().absolute() if value else None
 
 
 def _reference_error(ns: MutableMapping[str, Any], exc: _errors.Error, config: CePluginConfig) -> BaseException:
