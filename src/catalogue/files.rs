@@ -1,7 +1,7 @@
 //! The `files` table: each snapshot's manifest entries, in manifest order,
 //! and the searches over them.
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 use super::{errors, immediate, Catalogue};
 use crate::digest::{ManifestDigest, ObjectId};
@@ -11,19 +11,42 @@ use crate::profile::ce::manifest::Entry;
 impl Catalogue {
     /// A snapshot's file rows, in manifest order.
     pub fn files(&self, digest: &ManifestDigest) -> Result<Vec<Entry>> {
+        let blob: Option<Vec<u8>> = self
+            .conn
+            .query_row(
+                "SELECT f.entry_ids FROM snapshot_files f JOIN snapshots s ON s.id = f.snapshot_id
+                 WHERE s.digest = ?1",
+                [digest.to_hex()],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(self.err("read the file list"))?;
+        let Some(blob) = blob else {
+            return Ok(Vec::new());
+        };
+        let ids = decode_ids(&blob).map_err(|why| self.damaged_list(digest, &why))?;
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT f.path, f.sha256, f.size, f.executable
-                 FROM files f JOIN snapshots s ON s.id = f.snapshot_id
-                 WHERE s.digest = ?1 ORDER BY f.seq",
-            )
+            .prepare_cached("SELECT path, sha256, size, executable FROM entries WHERE id = ?1")
             .map_err(self.err("prepare the file list"))?;
-        let rows = stmt
-            .query_map([digest.to_hex()], |r| file_cols(r, 0))
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-            .map_err(self.err("read the file list"))?;
-        rows.into_iter().map(entry_of).collect()
+        ids.iter()
+            .map(|id| {
+                let cols = stmt
+                    .query_row([id], |r| file_cols(r, 0))
+                    .optional()
+                    .map_err(self.err("read the file list"))?
+                    .ok_or_else(|| self.damaged_list(digest, &format!("it names no row {id}")))?;
+                entry_of(cols)
+            })
+            .collect()
+    }
+
+    /// The damage of a snapshot's file list that cannot be read.
+    fn damaged_list(&self, digest: &ManifestDigest, why: &str) -> crate::error::Error {
+        crate::error::Error::Integrity(format!(
+            "the catalogue '{}' holds a damaged file list for {digest}: {why}; run `cestore recover`",
+            self.path.display()
+        ))
     }
 
     /// Whether the rows recorded for a snapshot are exactly those of its
@@ -45,8 +68,9 @@ impl Catalogue {
             && row.profile == manifest.profile()
     }
 
-    /// Rewrites a recorded snapshot's manifest bytes, sums and file rows
-    /// from its manifest, keeping its name, version and history.
+    /// Rewrites a recorded snapshot's manifest, sums and file rows from its
+    /// manifest, keeping its name, version and history. The manifest is
+    /// kept whole: whatever names it as a base reads the same bytes.
     pub fn rewrite_rows(
         &mut self,
         manifest: &crate::profile::ce::manifest::Manifest,
@@ -61,11 +85,10 @@ impl Catalogue {
             )
             .map_err(err("find a snapshot"))?;
         tx.execute(
-            "UPDATE snapshots SET manifest = ?2, file_count = ?3, total_bytes = ?4, schema_version = ?5,
-             profile = ?6, content_digest = ?7 WHERE id = ?1",
+            "UPDATE snapshots SET file_count = ?2, total_bytes = ?3, schema_version = ?4,
+             profile = ?5, content_digest = ?6 WHERE id = ?1",
             params![
                 id,
-                manifest.bytes,
                 manifest.entries.len() as i64,
                 manifest.total_bytes() as i64,
                 crate::profile::ce::manifest::SCHEMA_VERSION,
@@ -78,6 +101,11 @@ impl Catalogue {
             ],
         )
         .map_err(err("rewrite a snapshot's row"))?;
+        tx.execute(
+            "INSERT OR REPLACE INTO manifests (snapshot_id, base, depth, kept) VALUES (?1, NULL, 0, ?2)",
+            params![id, manifest.bytes],
+        )
+        .map_err(err("rewrite a snapshot's manifest"))?;
         tx.execute("DELETE FROM snapshot_refs WHERE task_id = ?1", [id])
             .map_err(err("forget the manifests a task names"))?;
         for named in manifest
@@ -92,9 +120,8 @@ impl Catalogue {
             )
             .map_err(err("record the manifests a task names"))?;
         }
-        tx.execute("DELETE FROM files WHERE snapshot_id = ?1", [id])
-            .map_err(err("forget a snapshot's file rows"))?;
         insert_files(&tx, id, &manifest.entries).map_err(err("record a file row"))?;
+        prune_entries(&tx).map_err(err("forget file rows no snapshot lists"))?;
         tx.commit().map_err(err("commit the rewritten rows"))
     }
 
@@ -102,7 +129,7 @@ impl Catalogue {
     pub fn has_file_of_size(&self, size: u64) -> Result<bool> {
         self.conn
             .query_row(
-                "SELECT 1 FROM files WHERE size = ?1 LIMIT 1",
+                "SELECT 1 FROM entries WHERE size = ?1 LIMIT 1",
                 [size as i64],
                 |_| Ok(()),
             )
@@ -118,7 +145,7 @@ impl Catalogue {
     pub fn live_objects(&self) -> Result<std::collections::HashSet<crate::digest::ObjectKey>> {
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT DISTINCT sha256, executable FROM files WHERE size > 0")
+            .prepare_cached("SELECT DISTINCT sha256, executable FROM entries WHERE size > 0")
             .map_err(self.err("prepare the live-object query"))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, bool>(1)?)))
@@ -136,27 +163,144 @@ impl Catalogue {
     }
 }
 
-/// Inserts a snapshot's file rows, in manifest order.
+/// Records a snapshot's file list, in manifest order: each entry's shared
+/// row (added when no snapshot listed it yet), and the list of their ids.
 pub(super) fn insert_files(
     tx: &rusqlite::Transaction<'_>,
     id: i64,
     entries: &[Entry],
 ) -> rusqlite::Result<()> {
-    let mut stmt = tx.prepare_cached(
-        "INSERT INTO files (snapshot_id, seq, path, sha256, size, executable)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    let mut find = tx.prepare_cached(
+        "SELECT id FROM entries WHERE path = ?1 AND sha256 = ?2 AND size = ?3 AND executable = ?4",
     )?;
-    for (seq, e) in entries.iter().enumerate() {
-        stmt.execute(params![
-            id,
-            seq as i64,
-            e.path,
-            e.sha256.to_hex(),
-            e.size as i64,
-            e.executable
-        ])?;
+    let mut add = tx.prepare_cached(
+        "INSERT INTO entries (path, sha256, size, executable) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    let mut ids = Vec::with_capacity(entries.len());
+    for e in entries {
+        let cols = params![e.path, e.sha256.to_hex(), e.size as i64, e.executable];
+        let found: Option<i64> = find.query_row(cols, |r| r.get(0)).optional()?;
+        ids.push(match found {
+            Some(id) => id,
+            None => {
+                add.execute(cols)?;
+                tx.last_insert_rowid()
+            }
+        });
+    }
+    tx.execute(
+        "INSERT OR REPLACE INTO snapshot_files (snapshot_id, entry_ids) VALUES (?1, ?2)",
+        params![id, encode_ids(&ids)],
+    )?;
+    Ok(())
+}
+
+/// Lists the files of every snapshot from the per-snapshot rows of the
+/// schema before migration 0011 (which made the shared rows).
+pub(super) fn list_files_of_every_snapshot(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let snapshots: Vec<i64> = tx
+        .prepare("SELECT id FROM snapshots ORDER BY id")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut rows = tx.prepare(
+        "SELECT e.id FROM files f JOIN entries e ON e.path = f.path AND e.sha256 = f.sha256
+         AND e.size = f.size AND e.executable = f.executable
+         WHERE f.snapshot_id = ?1 ORDER BY f.seq",
+    )?;
+    for id in snapshots {
+        let ids: Vec<i64> = rows
+            .query_map([id], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        tx.execute(
+            "INSERT INTO snapshot_files (snapshot_id, entry_ids) VALUES (?1, ?2)",
+            params![id, encode_ids(&ids)],
+        )?;
     }
     Ok(())
+}
+
+/// Forgets every shared file row no snapshot lists any more, after a
+/// snapshot is forgotten or its list rewritten: what is left is what
+/// [`Catalogue::live_objects`] and the searches read.
+pub(super) fn prune_entries(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<()> {
+    let mut listed = std::collections::HashSet::new();
+    {
+        let mut stmt = tx.prepare("SELECT entry_ids FROM snapshot_files")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let blob: Vec<u8> = row.get(0)?;
+            // A list that cannot be read keeps every row: nothing it may
+            // name is forgotten.
+            match decode_ids(&blob) {
+                Ok(ids) => listed.extend(ids),
+                Err(_) => return Ok(()),
+            }
+        }
+    }
+    let all: Vec<i64> = tx
+        .prepare("SELECT id FROM entries")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut forget = tx.prepare_cached("DELETE FROM entries WHERE id = ?1")?;
+    for id in all.into_iter().filter(|id| !listed.contains(id)) {
+        forget.execute([id])?;
+    }
+    Ok(())
+}
+
+/// The longest id list read: ten bytes an id, for more entries than any
+/// manifest holds.
+const MAX_ID_LIST_BYTES: u64 = 1 << 30;
+
+/// A file list's ids as stored: each id less the one before (zigzag, as a
+/// LEB128 varint), the whole compressed as one zstd frame. A snapshot whose
+/// files were first listed together holds runs of `+1`, a few bytes.
+pub(super) fn encode_ids(ids: &[i64]) -> Vec<u8> {
+    let mut raw = Vec::with_capacity(ids.len() + 8);
+    let mut prev = 0i64;
+    for &id in ids {
+        let delta = id.wrapping_sub(prev);
+        prev = id;
+        let mut z = ((delta << 1) ^ (delta >> 63)) as u64;
+        loop {
+            let byte = (z & 0x7f) as u8;
+            z >>= 7;
+            if z == 0 {
+                raw.push(byte);
+                break;
+            }
+            raw.push(byte | 0x80);
+        }
+    }
+    zstd::bulk::compress(&raw, 3).unwrap_or(raw)
+}
+
+/// Reads what [`encode_ids`] wrote; why not, in words.
+pub(super) fn decode_ids(blob: &[u8]) -> std::result::Result<Vec<i64>, String> {
+    use std::io::Read;
+    let mut raw = Vec::new();
+    zstd::stream::read::Decoder::new(blob)
+        .and_then(|d| d.take(MAX_ID_LIST_BYTES).read_to_end(&mut raw))
+        .map_err(|e| format!("its ids do not decompress: {e}"))?;
+    let mut ids = Vec::with_capacity(raw.len());
+    let (mut prev, mut z, mut shift) = (0i64, 0u64, 0u32);
+    for &byte in &raw {
+        if shift > 63 {
+            return Err("an id is longer than 64 bits".into());
+        }
+        z |= u64::from(byte & 0x7f) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
+            prev = prev.wrapping_add(delta);
+            ids.push(prev);
+            (z, shift) = (0, 0);
+        }
+    }
+    if shift != 0 {
+        return Err("its last id is cut short".into());
+    }
+    Ok(ids)
 }
 
 type FileCols = (String, String, i64, bool);
@@ -215,7 +359,7 @@ impl Catalogue {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT DISTINCT sha256 FROM files
+                "SELECT DISTINCT sha256 FROM entries
                  WHERE sha256 >= ?1 AND sha256 < ?1 || 'g' ORDER BY sha256 LIMIT ?2",
             )
             .map_err(self.err("prepare an object lookup"))?;
@@ -239,37 +383,36 @@ impl Catalogue {
     /// The files of every snapshot that `filter` selects, by snapshot (oldest
     /// first) then manifest order.
     ///
-    /// Each filter is a range of the `files_path` (or `files_sha256`) index,
-    /// so that a search reads the rows it returns, not every snapshot's:
-    /// paths compare as their UTF-8 bytes, in code point order, so the paths
+    /// Each filter is a range of the shared rows' path (or sha256) index,
+    /// so that a search reads the rows it returns, not every file's: paths
+    /// compare as their UTF-8 bytes, in code point order, so the paths
     /// below `p/` are those from `p/` up to `p0` (`0` follows `/`), and those
-    /// starting with a text are those from it up to its successor.
+    /// starting with a text are those from it up to its successor. Each
+    /// snapshot's list of ids then says where, if anywhere, it holds them.
     pub fn files_matching(&self, filter: &FileFilter<'_>) -> Result<Vec<FileHit>> {
         let (clause, value, bound) = match filter {
-            FileFilter::Object(id) => ("f.sha256 = ?1", id.to_hex(), None),
+            FileFilter::Object(id) => ("sha256 = ?1", id.to_hex(), None),
             FileFilter::PathOrUnder(p) => (
-                "(f.path = ?1 OR (f.path >= ?1 || '/' AND f.path < ?1 || '0'))",
+                "(path = ?1 OR (path >= ?1 || '/' AND path < ?1 || '0'))",
                 (*p).to_owned(),
                 None,
             ),
             FileFilter::PathStartsWith(p) => match successor(p) {
                 Some(end) => (
-                    "f.path >= ?1 AND f.path < ?2 AND substr(f.path, 1, length(?1)) = ?1",
+                    "path >= ?1 AND path < ?2 AND substr(path, 1, length(?1)) = ?1",
                     (*p).to_owned(),
                     Some(end),
                 ),
-                None => ("substr(f.path, 1, length(?1)) = ?1", (*p).to_owned(), None),
+                None => ("substr(path, 1, length(?1)) = ?1", (*p).to_owned(), None),
             },
         };
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
-                "SELECT s.digest, s.version, f.path, f.sha256, f.size, f.executable
-                 FROM files f JOIN snapshots s ON s.id = f.snapshot_id
-                 WHERE {clause} ORDER BY s.first_ingested_at, s.digest, f.seq"
+                "SELECT id, path, sha256, size, executable FROM entries WHERE {clause}"
             ))
             .map_err(self.err("prepare the file search"))?;
-        let map = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get::<_, String>(1)?, file_cols(r, 2)?));
+        let map = |r: &rusqlite::Row<'_>| Ok((r.get::<_, i64>(0)?, file_cols(r, 1)?));
         let rows = match &bound {
             Some(end) => stmt.query_map(params![value, end], map),
             None => stmt.query_map([value], map),
@@ -277,15 +420,45 @@ impl Catalogue {
         let rows = rows
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .map_err(self.err("search the files"))?;
-        rows.into_iter()
-            .map(|(digest, version, cols)| {
-                Ok(FileHit {
-                    digest,
-                    version,
-                    entry: entry_of(cols)?,
-                })
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut wanted = std::collections::HashMap::with_capacity(rows.len());
+        for (id, cols) in rows {
+            wanted.insert(id, entry_of(cols)?);
+        }
+        let mut lists = self
+            .conn
+            .prepare_cached(
+                "SELECT s.digest, s.version, f.entry_ids
+                 FROM snapshots s JOIN snapshot_files f ON f.snapshot_id = s.id
+                 ORDER BY s.first_ingested_at, s.digest",
+            )
+            .map_err(self.err("prepare the file search"))?;
+        let lists = lists
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, ManifestDigest>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Vec<u8>>(2)?,
+                ))
             })
-            .collect()
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(self.err("search the files"))?;
+        let mut hits = Vec::new();
+        for (digest, version, blob) in lists {
+            let ids = decode_ids(&blob).map_err(|why| self.damaged_list(&digest, &why))?;
+            for id in ids {
+                if let Some(entry) = wanted.get(&id) {
+                    hits.push(FileHit {
+                        digest,
+                        version: version.clone(),
+                        entry: entry.clone(),
+                    });
+                }
+            }
+        }
+        Ok(hits)
     }
 }
 

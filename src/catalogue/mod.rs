@@ -26,6 +26,7 @@
 mod attestations;
 mod events;
 mod files;
+pub mod kept;
 mod remote_blobs;
 mod snapshots;
 mod sources;
@@ -44,7 +45,7 @@ use crate::error::{Error, Result};
 pub use attestations::KeptAttestation;
 pub use events::{IngestEvent, Origin};
 pub use files::{FileFilter, FileHit};
-pub use snapshots::{resolve, NewSnapshot, Provenance, RecordedIngest, SnapshotRow};
+pub use snapshots::{resolve, Delta, NewSnapshot, Provenance, RecordedIngest, SnapshotRow};
 pub use sources::{Attached, KeptSource};
 pub use views::{ViewKind, ViewRow};
 
@@ -87,7 +88,24 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0010_snapshot_listing",
         include_str!("../../migrations/0010_snapshot_listing.sql"),
     ),
+    (
+        "0011_shared_file_rows",
+        include_str!("../../migrations/0011_shared_file_rows.sql"),
+    ),
+    (
+        "0012_rows_moved",
+        include_str!("../../migrations/0012_rows_moved.sql"),
+    ),
 ];
+
+/// A step of a migration written in Rust.
+type AfterMigration = fn(&rusqlite::Transaction<'_>) -> rusqlite::Result<()>;
+
+/// What a migration's SQL cannot do, run by its runner right after it in
+/// the same transaction: 0011's file lists, encoded as catalogue/files.rs
+/// reads them.
+const AFTER: &[(&str, AfterMigration)] =
+    &[("0011_shared_file_rows", files::list_files_of_every_snapshot)];
 
 /// The migrations that edit a table's definition in place (under
 /// `writable_schema`): their runner bumps the schema cookie after them, in
@@ -265,6 +283,9 @@ impl Catalogue {
         }
         for (name, sql) in &MIGRATIONS[found as usize..] {
             tx.execute_batch(sql).map_err(err("apply a migration"))?;
+            for (_, after) in AFTER.iter().filter(|(n, _)| n == name) {
+                after(&tx).map_err(err("apply a migration"))?;
+            }
             if EDITS_SCHEMA_IN_PLACE.contains(name) {
                 let cookie: i64 = tx
                     .query_row("PRAGMA schema_version", [], |r| r.get(0))

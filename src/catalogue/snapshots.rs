@@ -4,7 +4,7 @@
 use rusqlite::{params, OptionalExtension};
 
 use super::events::insert_event;
-use super::files::insert_files;
+use super::files::{insert_files, prune_entries};
 use super::{errors, immediate, Attached, Catalogue, IngestEvent, ViewKind};
 use crate::digest::{DigestPrefix, ManifestDigest};
 use crate::error::{Candidate, Error, Misuse, Result};
@@ -124,6 +124,20 @@ pub struct NewSnapshot<'a> {
     /// What a tree-kind manifest holds (its profile, a dependency list's
     /// content digest, the manifests a task names); `None` for CE.
     pub tree: Option<&'a Stored>,
+    /// `manifest` kept as a delta against a recorded manifest
+    /// (catalogue/kept.rs), kept so when that base is still recorded and
+    /// its chain short enough; else the manifest is kept whole.
+    pub delta: Option<Delta<'a>>,
+}
+
+/// A manifest's delta against a recorded one, as [`super::kept::delta`]
+/// wrote it.
+#[derive(Clone, Copy, Debug)]
+pub struct Delta<'a> {
+    /// The base manifest.
+    pub base: ManifestDigest,
+    /// The kept bytes.
+    pub kept: &'a [u8],
 }
 
 impl Catalogue {
@@ -218,9 +232,9 @@ impl Catalogue {
             let inserted = tx
                 .execute(
                     "INSERT OR IGNORE INTO snapshots
-                     (digest, name, version, schema_version, file_count, total_bytes, manifest,
+                     (digest, name, version, schema_version, file_count, total_bytes,
                       first_ingested_at, profile, content_digest)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, coalesce(?8, ?9), ?10, ?11)",
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, coalesce(?7, ?8), ?9, ?10)",
                     params![
                         snap.digest.to_hex(),
                         snap.name,
@@ -228,7 +242,6 @@ impl Catalogue {
                         crate::profile::ce::manifest::SCHEMA_VERSION,
                         snap.entries.len() as i64,
                         snap.entries.iter().map(|e| e.size).sum::<u64>() as i64,
-                        snap.manifest,
                         snap.first_ingested_at,
                         // Its first event's time: the origin's, else this ingest's.
                         origin
@@ -249,6 +262,7 @@ impl Catalogue {
             }
             if inserted {
                 let id = tx.last_insert_rowid();
+                insert_manifest(&tx, id, snap).map_err(err("record the manifest"))?;
                 insert_files(&tx, id, snap.entries).map_err(err("record a file row"))?;
                 for named in snap.tree.map(Stored::named).unwrap_or_default() {
                     tx.execute(
@@ -315,6 +329,9 @@ impl Catalogue {
         let tx = immediate(&mut self.conn).map_err(err("begin taking back an ingest"))?;
         tx.execute("DELETE FROM ingests WHERE id = ?1", [done.event_id])
             .map_err(err("take back an ingest event"))?;
+        if done.new_snapshot {
+            keep_dependents_whole(&tx, digest)?;
+        }
         let forgotten = done.new_snapshot
             && tx
                 .execute(
@@ -326,6 +343,7 @@ impl Catalogue {
                 .map_err(err("take back a snapshot"))?
                 == 1;
         if forgotten {
+            prune_entries(&tx).map_err(err("forget file rows no snapshot lists"))?;
             forget()?;
         }
         tx.commit().map_err(err("commit taking back an ingest"))?;
@@ -422,15 +440,47 @@ impl Catalogue {
             .map_err(self.err("list snapshots"))
     }
 
-    /// A snapshot's canonical manifest bytes, exactly as stored.
+    /// A snapshot's canonical manifest bytes, unfolded from how the
+    /// catalogue keeps them (whole, or a chain of deltas).
     pub fn manifest_bytes(&self, digest: &ManifestDigest) -> Result<Vec<u8>> {
+        canonical(&self.conn, &self.path, digest)
+    }
+
+    /// How the catalogue keeps a snapshot's manifest: its base, when it is
+    /// a delta, and its depth in its chain.
+    pub fn manifest_base(
+        &self,
+        digest: &ManifestDigest,
+    ) -> Result<Option<(Option<ManifestDigest>, i64)>> {
         self.conn
             .query_row(
-                "SELECT manifest FROM snapshots WHERE digest = ?1",
+                "SELECT m.base, m.depth FROM manifests m JOIN snapshots s ON s.id = m.snapshot_id
+                 WHERE s.digest = ?1",
                 [digest.to_hex()],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
-            .map_err(self.err("read a manifest"))
+            .optional()
+            .map_err(self.err("read how a manifest is kept"))
+    }
+
+    /// The recorded snapshot a new manifest of `name` and `profile` is best
+    /// kept against: the one of that name and profile recorded last, unless
+    /// its chain of deltas is already [`super::kept::MAX_DEPTH`] long.
+    pub fn delta_base(&self, name: &str, profile: &str) -> Result<Option<ManifestDigest>> {
+        self.conn
+            .query_row(
+                "SELECT s.digest, m.depth FROM snapshots s JOIN manifests m ON m.snapshot_id = s.id
+                 WHERE s.name = ?1 AND s.profile = ?2 ORDER BY s.id DESC LIMIT 1",
+                params![name, profile],
+                |r| Ok((r.get::<_, ManifestDigest>(0)?, r.get::<_, i64>(1)?)),
+            )
+            .optional()
+            .map(|found| {
+                found
+                    .filter(|(_, depth)| *depth < super::kept::MAX_DEPTH)
+                    .map(|(d, _)| d)
+            })
+            .map_err(self.err("choose a manifest's base"))
     }
 
     /// Forgets a snapshot with the records of its shared views and, with
@@ -505,16 +555,117 @@ impl Catalogue {
             [&hex],
         )
         .map_err(err("forget a snapshot's views"))?;
+        keep_dependents_whole(&tx, digest)?;
         let removed = tx
             .execute("DELETE FROM snapshots WHERE digest = ?1", [&hex])
             .map_err(err("forget a snapshot"))?;
         if removed == 0 {
             return Err(Error::UnknownDigest { prefix: hex });
         }
+        prune_entries(&tx).map_err(err("forget file rows no snapshot lists"))?;
         forget()?;
         tx.commit().map_err(err("commit forgetting a snapshot"))?;
         Ok(views)
     }
+}
+
+/// The kept bytes of a recorded snapshot's manifest.
+fn kept_of(conn: &rusqlite::Connection, digest: &ManifestDigest) -> rusqlite::Result<Vec<u8>> {
+    conn.query_row(
+        "SELECT m.kept FROM manifests m JOIN snapshots s ON s.id = m.snapshot_id
+         WHERE s.digest = ?1",
+        [digest.to_hex()],
+        |r| r.get(0),
+    )
+}
+
+/// A recorded snapshot's canonical manifest bytes, unfolded through the
+/// catalogue's chain of deltas.
+fn canonical(
+    conn: &rusqlite::Connection,
+    path: &std::path::Path,
+    digest: &ManifestDigest,
+) -> Result<Vec<u8>> {
+    let read = |d: &ManifestDigest| {
+        kept_of(conn, d).map_err(|source| Error::Catalogue {
+            op: "read a manifest",
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let kept = read(digest)?;
+    super::kept::unfold(
+        kept,
+        crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES,
+        read,
+    )
+    .map_err(|e| match e {
+        super::kept::Unfold::Kept(why) => Error::Integrity(format!(
+            "the catalogue '{}' keeps the manifest of {digest} damaged: {why}; run `cestore recover`",
+            path.display()
+        )),
+        super::kept::Unfold::Fetch(e) => e,
+    })
+}
+
+/// Records a new snapshot's manifest: as its delta when the base is
+/// recorded and its chain short enough, else whole.
+fn insert_manifest(
+    tx: &rusqlite::Transaction<'_>,
+    id: i64,
+    snap: &NewSnapshot<'_>,
+) -> rusqlite::Result<()> {
+    let base = match snap.delta {
+        Some(delta) => tx
+            .query_row(
+                "SELECT m.depth FROM manifests m JOIN snapshots s ON s.id = m.snapshot_id
+                 WHERE s.digest = ?1",
+                [delta.base.to_hex()],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()?
+            .filter(|depth| *depth < super::kept::MAX_DEPTH)
+            .map(|depth| (delta, depth + 1)),
+        None => None,
+    };
+    match base {
+        Some((delta, depth)) => tx.execute(
+            "INSERT INTO manifests (snapshot_id, base, depth, kept) VALUES (?1, ?2, ?3, ?4)",
+            params![id, delta.base.to_hex(), depth, delta.kept],
+        ),
+        None => tx.execute(
+            "INSERT INTO manifests (snapshot_id, base, depth, kept) VALUES (?1, NULL, 0, ?2)",
+            params![id, snap.manifest],
+        ),
+    }
+    .map(drop)
+}
+
+/// Keeps whole every manifest kept as a delta against `digest`, about to
+/// be forgotten (inside the transaction that forgets it), so that each
+/// still unfolds.
+fn keep_dependents_whole(tx: &rusqlite::Transaction<'_>, digest: &ManifestDigest) -> Result<()> {
+    let path = std::path::PathBuf::from(tx.path().unwrap_or_default());
+    let err = errors(&path);
+    let dependents: Vec<(i64, ManifestDigest)> = tx
+        .prepare(
+            "SELECT m.snapshot_id, s.digest FROM manifests m JOIN snapshots s ON s.id = m.snapshot_id
+             WHERE m.base = ?1",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map([digest.to_hex()], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+        })
+        .map_err(err("list the manifests kept against a snapshot"))?;
+    for (id, dependent) in dependents {
+        let bytes = canonical(tx, &path, &dependent)?;
+        tx.execute(
+            "UPDATE manifests SET base = NULL, depth = 0, kept = ?2 WHERE snapshot_id = ?1",
+            params![id, bytes],
+        )
+        .map_err(err("keep a manifest whole"))?;
+    }
+    Ok(())
 }
 
 /// The one snapshot a name matches; `name` as given, for the refusal.

@@ -27,6 +27,7 @@ fn snap<'a>(m: &'a Manifest, version: &'a str) -> NewSnapshot<'a> {
         entries: &m.entries,
         first_ingested_at: None,
         tree: m.tree.as_ref(),
+        delta: None,
     }
 }
 
@@ -492,9 +493,10 @@ fn rows_match_notices_damaged_rows_and_rewrite_rows_mends_them() {
 
     let other = Connection::open(cat.path()).unwrap();
     let damages = [
-        "UPDATE files SET size = size + 1 WHERE seq = 1",
-        "DELETE FROM files WHERE seq = 0",
-        "UPDATE snapshots SET manifest = X'00'",
+        "UPDATE entries SET size = size + 1 WHERE id = (SELECT max(id) FROM entries)",
+        "DELETE FROM entries WHERE id = (SELECT min(id) FROM entries)",
+        "UPDATE snapshot_files SET entry_ids = X'00'",
+        "UPDATE manifests SET kept = X'00'",
         "UPDATE snapshots SET total_bytes = 1",
         "UPDATE snapshots SET file_count = 5",
     ];
@@ -865,4 +867,189 @@ fn a_path_search_reads_a_range_and_finds_exactly_what_it_names() {
     assert_eq!(files::successor("\u{D7FF}").as_deref(), Some("\u{E000}"));
     assert_eq!(files::successor(""), None);
     assert_eq!(files::successor("a\u{10FFFF}"), None);
+}
+
+/// Two manifests sharing their first file (`lib/shared.js`).
+fn sharing(tag: &str) -> Manifest {
+    Manifest::new(vec![
+        entry("lib/shared.js", b"shared\n", false),
+        entry(&format!("lib/{tag}.js"), tag.as_bytes(), false),
+    ])
+}
+
+fn count(cat: &Catalogue, table: &str) -> i64 {
+    cat.conn
+        .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+/// A catalogue of schema 10 (a row per file of each snapshot, each
+/// manifest in its snapshot's row) is migrated: every snapshot's files,
+/// manifest and sums read back as they were, a file two snapshots list is
+/// one row, and the old table and column are gone.
+#[test]
+fn a_catalogue_with_a_row_per_file_is_migrated_to_shared_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("catalogue.sqlite");
+    let (a, b) = (sharing("a"), sharing("b"));
+    {
+        let conn = Connection::open(&path).unwrap();
+        for (_, sql) in &MIGRATIONS[..10] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 10).unwrap();
+        for (i, m) in [&a, &b].into_iter().enumerate() {
+            conn.execute(
+                "INSERT INTO snapshots (digest, name, version, schema_version, file_count,
+                 total_bytes, manifest, first_ingested_at, profile)
+                 VALUES (?1, 'plug', ?2, 1, ?3, ?4, ?5, '2026-01-01T00:00:00.000Z', 'ce')",
+                rusqlite::params![
+                    m.digest.to_hex(),
+                    i.to_string(),
+                    m.entries.len() as i64,
+                    m.total_bytes() as i64,
+                    m.bytes
+                ],
+            )
+            .unwrap();
+            let id = conn.last_insert_rowid();
+            for (seq, e) in m.entries.iter().enumerate() {
+                conn.execute(
+                    "INSERT INTO files (snapshot_id, seq, path, sha256, size, executable)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    rusqlite::params![
+                        id,
+                        seq as i64,
+                        e.path,
+                        e.sha256.to_hex(),
+                        e.size as i64,
+                        e.executable
+                    ],
+                )
+                .unwrap();
+            }
+        }
+    }
+    let cat = Catalogue::open(&path, || Ok(true)).unwrap();
+    assert_eq!(Catalogue::user_version(&cat.conn).unwrap(), SCHEMA_VERSION);
+    for m in [&a, &b] {
+        assert_eq!(cat.files(&m.digest).unwrap(), m.entries);
+        assert_eq!(cat.manifest_bytes(&m.digest).unwrap(), m.bytes);
+        assert!(cat.rows_match(m));
+    }
+    assert_eq!(count(&cat, "entries"), 3);
+    assert!(cat.conn.prepare("SELECT 1 FROM files").is_err());
+    assert!(cat.conn.prepare("SELECT manifest FROM snapshots").is_err());
+    assert_eq!(cat.integrity_problems().unwrap(), Vec::<String>::new());
+}
+
+/// A file listed by several snapshots is one row, found for each, and goes
+/// with the last snapshot that lists it; the live objects go with it.
+#[test]
+fn a_file_row_is_shared_and_forgotten_with_the_last_snapshot_listing_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let (a, b) = (sharing("a"), sharing("b"));
+    ingest(&mut cat, &a, "1", "/a");
+    ingest(&mut cat, &b, "2", "/b");
+    assert_eq!(count(&cat, "entries"), 3);
+    let shared = a.entries[0].sha256;
+    let hits = cat.files_matching(&FileFilter::Object(shared)).unwrap();
+    let found: Vec<_> = hits
+        .iter()
+        .map(|h| (h.digest, h.entry.path.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [(a.digest, "lib/shared.js"), (b.digest, "lib/shared.js")]
+    );
+    let under = cat.files_matching(&FileFilter::PathOrUnder("lib")).unwrap();
+    assert_eq!(under.len(), 4);
+
+    cat.remove_snapshot(&a.digest, false, || Ok(())).unwrap();
+    assert_eq!(count(&cat, "entries"), 2);
+    assert_eq!(cat.files(&b.digest).unwrap(), b.entries);
+    let live = cat.live_objects().unwrap();
+    assert!(!live.contains(&a.entries[1].key()));
+    assert!(live.contains(&b.entries[0].key()) && live.contains(&b.entries[1].key()));
+    cat.remove_snapshot(&b.digest, false, || Ok(())).unwrap();
+    assert_eq!(count(&cat, "entries"), 0);
+    assert!(cat.live_objects().unwrap().is_empty());
+}
+
+/// A file list's ids round-trip, whatever their order and size, and a
+/// damaged list is refused rather than read short.
+#[test]
+fn an_id_list_round_trips_and_a_damaged_one_is_refused() {
+    use super::files::{decode_ids, encode_ids};
+    for ids in [
+        vec![],
+        vec![1, 2, 3, 4, 5],
+        vec![i64::MAX, 1, i64::MIN, 0, -5, 300, 299],
+        (1..20_000).chain(5..9).collect(),
+    ] {
+        assert_eq!(decode_ids(&encode_ids(&ids)).unwrap(), ids);
+    }
+    let run: Vec<i64> = (1..12_646).collect();
+    assert!(encode_ids(&run).len() < 64, "{}", encode_ids(&run).len());
+    assert!(decode_ids(b"not zstd").is_err());
+    let cut = zstd::bulk::compress(&[0x80], 3).unwrap();
+    assert!(decode_ids(&cut).is_err());
+}
+
+/// A manifest is recorded as its delta while its base is recorded and its
+/// chain short; when the base is forgotten it is kept whole, and reads the
+/// same bytes throughout.
+#[test]
+fn a_delta_is_kept_whole_once_its_base_is_forgotten() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let (a, b, c) = (manifest("a"), manifest("b"), manifest("c"));
+    ingest(&mut cat, &a, "1", "/a");
+    let as_delta = |cat: &mut Catalogue, m: &Manifest, base: &Manifest, version: &str| {
+        let kept = kept::delta(&base.digest, &base.bytes, &m.bytes);
+        cat.record_ingest(
+            &NewSnapshot {
+                delta: Some(Delta {
+                    base: base.digest,
+                    kept: &kept,
+                }),
+                ..snap(m, version)
+            },
+            None,
+            &event(m.digest, "ingest", "/"),
+            &[],
+            Default::default(),
+        )
+        .unwrap();
+    };
+    as_delta(&mut cat, &b, &a, "2");
+    as_delta(&mut cat, &c, &b, "3");
+    assert_eq!(
+        cat.manifest_base(&b.digest).unwrap(),
+        Some((Some(a.digest), 1))
+    );
+    assert_eq!(
+        cat.manifest_base(&c.digest).unwrap(),
+        Some((Some(b.digest), 2))
+    );
+    assert_eq!(cat.manifest_bytes(&c.digest).unwrap(), c.bytes);
+    assert_eq!(cat.delta_base("plug", "ce").unwrap(), Some(c.digest));
+
+    cat.remove_snapshot(&b.digest, false, || Ok(())).unwrap();
+    assert_eq!(cat.manifest_base(&c.digest).unwrap(), Some((None, 0)));
+    assert_eq!(cat.manifest_bytes(&c.digest).unwrap(), c.bytes);
+    assert!(cat.rows_match(&c) && cat.rows_match(&a));
+
+    // A delta against a snapshot no longer recorded is kept whole.
+    let d = manifest("d");
+    as_delta(&mut cat, &d, &b, "4");
+    assert_eq!(cat.manifest_base(&d.digest).unwrap(), Some((None, 0)));
+    assert_eq!(cat.manifest_bytes(&d.digest).unwrap(), d.bytes);
+
+    // A chain as long as any is kept no longer.
+    cat.conn
+        .execute("UPDATE manifests SET depth = ?1", [kept::MAX_DEPTH])
+        .unwrap();
+    assert_eq!(cat.delta_base("plug", "ce").unwrap(), None);
 }

@@ -48,6 +48,7 @@ pub fn record(store: &mut Store, m: &Manifest) {
         entries: &m.entries,
         first_ingested_at: None,
         tree: m.tree.as_ref(),
+        delta: None,
     };
     store
         .catalogue_mut()

@@ -1099,9 +1099,9 @@ fn verify_finds_a_catalogue_row_pointing_at_a_missing_object() {
     let bogus = sha_hex(b"bytes the store never held");
     let n = python_sql(
         &env.store,
-        "UPDATE files SET sha256 = ? WHERE path = ? \
-         AND snapshot_id = (SELECT id FROM snapshots WHERE digest = ?)",
-        &[&bogus, ONLY_A, &p.a],
+        // The one shared row of that file: only snapshot a lists it.
+        "UPDATE entries SET sha256 = ? WHERE path = ?",
+        &[&bogus, ONLY_A],
     );
     assert_eq!(n, 1, "one row updated");
     assert_eq!(env.file(&p.a, ONLY_A).sha256, bogus);

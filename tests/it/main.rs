@@ -18,6 +18,7 @@ mod gen;
 mod git;
 mod hardening;
 mod json;
+mod kept;
 mod key_files;
 mod large_remote;
 mod mounts;

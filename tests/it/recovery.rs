@@ -969,7 +969,7 @@ fn a_recorded_snapshot_that_breaks_a_rule_is_never_handed_out() {
         .arg("-c")
         .arg(
             "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
-             c.execute(\"update files set path='skills/ce-code-review/.env' \
+             c.execute(\"update entries set path='skills/ce-code-review/.env' \
              where path='skills/ce-code-review/notes.md'\"); c.commit()",
         )
         .arg(env.store.join("catalogue.sqlite"))

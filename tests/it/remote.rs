@@ -2416,7 +2416,8 @@ fn push_and_export_refuse_a_damaged_catalogue_manifest_alike() {
     let set_manifest = |bytes: &[u8]| {
         let db = rusqlite::Connection::open(&catalogue).unwrap();
         db.execute(
-            "UPDATE snapshots SET manifest = ?1 WHERE digest = ?2",
+            "UPDATE manifests SET kept = ?1
+             WHERE snapshot_id = (SELECT id FROM snapshots WHERE digest = ?2)",
             rusqlite::params![bytes, digest],
         )
         .unwrap();

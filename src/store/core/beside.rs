@@ -375,6 +375,10 @@ pub struct SetAside {
     places: Vec<(PathBuf, &'static str)>,
     /// How many of `places` were moved.
     moved: usize,
+    /// The snapshot.
+    digest: ManifestDigest,
+    /// The store's `manifests/`.
+    manifests: PathBuf,
 }
 
 impl SetAside {
@@ -388,12 +392,22 @@ impl SetAside {
             work: store.work_dir("forget")?,
             places,
             moved: 0,
+            digest: *digest,
+            manifests: store.root().join(crate::store::MANIFESTS_DIR),
         })
     }
 
     /// Moves each file into the work directory; one that is not there is
-    /// skipped.
+    /// skipped. The manifests kept as deltas against the snapshot's are
+    /// first rewritten whole, durably, so that each still unfolds.
     pub fn take(&mut self) -> Result<()> {
+        if self.moved == 0 {
+            crate::store::core::manifests::keep_dependents_whole(
+                &self.manifests,
+                &self.digest,
+                self.work.fd(),
+            )?;
+        }
         for (from, name) in &self.places[self.moved..] {
             match rustix::fs::rename(from, self.work.path().join(name)) {
                 Ok(()) | Err(Errno::NOENT) => self.moved += 1,

@@ -26,21 +26,26 @@
 //! there too, unless `gc --force` lets them go.
 
 use std::collections::HashSet;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode};
 use rustix::io::Errno;
 
+use crate::catalogue::kept;
 use crate::digest::ManifestDigest;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{publish_noreplace, Published};
 use crate::profile::ce::manifest::Manifest;
+use crate::profile::ce::manifest::{MAX_MANIFEST_BYTES, MAX_TREE_MANIFEST_BYTES};
 use crate::store::core::objects::WorkDir;
 use crate::store::{holds_data, ObjectKey, Store};
 
 /// The manifests directory's name inside the store.
 pub use crate::store::MANIFESTS_DIR;
+/// The shortest manifest kept as a delta: below it, the bytes a delta saves
+/// are not worth unfolding.
+const MIN_DELTA_BYTES: usize = 16 * 1024;
 /// Where `cestore recover` moves the manifests it refuses to record.
 pub const SET_ASIDE_DIR: &str = "manifests-set-aside";
 /// The suffix of the file beside a set-aside manifest that says why.
@@ -115,10 +120,22 @@ impl Store {
     /// directory, never overwriting. Returns whether it was new. Durable only
     /// after the next [`Store::sync`].
     pub fn write_manifest(&self, work: &WorkDir, manifest: &Manifest) -> Result<bool> {
+        self.write_manifest_as(work, manifest, None)
+    }
+
+    /// [`Store::write_manifest`], keeping the manifest as `delta` (its
+    /// delta against a stored manifest, from [`Store::delta_for`]) when
+    /// given.
+    pub fn write_manifest_as(
+        &self,
+        work: &WorkDir,
+        manifest: &Manifest,
+        delta: Option<&(ManifestDigest, Vec<u8>)>,
+    ) -> Result<bool> {
         let hex = manifest.digest.to_hex();
         let dest = self.manifest_path(&manifest.digest);
         // A stored snapshot's manifest is usually there already, intact.
-        if std::fs::read(&dest).is_ok_and(|b| b == manifest.bytes) {
+        if read_bounded(&dest).is_ok_and(|b| b == manifest.bytes) {
             return Ok(false);
         }
         match rustix::fs::mkdirat(
@@ -130,7 +147,8 @@ impl Store {
             Err(e) => return Err(Error::io("create a manifest shard", dest, e)),
         }
         let staged = format!("manifest-{hex}");
-        write_read_only(&work.path().join(&staged), &manifest.bytes)?;
+        let kept = delta.map_or(&manifest.bytes, |(_, kept)| kept);
+        write_read_only(&work.path().join(&staged), kept)?;
         let rel = rel_path(&manifest.digest);
         let manifests = crate::fsutil::open_dir(self.dir(), MANIFESTS_DIR).ctx(
             "open the manifests directory",
@@ -147,11 +165,36 @@ impl Store {
         }
     }
 
-    /// Replaces a manifest file whose bytes no longer hash to its name with
-    /// the right bytes (published beside it, then renamed over it).
-    fn heal_manifest(&self, manifest: &Manifest) -> Result<()> {
+    /// The delta a new manifest of `name` is best kept as, against the
+    /// manifest of that name and profile recorded last (catalogue/kept.rs),
+    /// with that manifest's digest; `None` when there is none, its file is
+    /// not on disk, or the delta would not take less than half the bytes.
+    pub fn delta_for(&self, manifest: &Manifest, name: &str) -> Option<(ManifestDigest, Vec<u8>)> {
+        // Tasks and environments are kept whole: `recover` reads their kind
+        // from their first bytes, to record them after what they name.
+        if manifest.bytes.len() < MIN_DELTA_BYTES
+            || matches!(manifest.profile(), "task" | "environment")
+        {
+            return None;
+        }
+        let cat = self.catalogue();
+        let base = cat.delta_base(name, manifest.profile()).ok()??;
+        if base == manifest.digest || !self.manifest_path(&base).exists() {
+            return None;
+        }
+        let bytes = cat.manifest_bytes(&base).ok()?;
+        if ManifestDigest::of(&bytes) != base {
+            return None;
+        }
+        let delta = kept::delta(&base, &bytes, &manifest.bytes);
+        (delta.len() * 2 < manifest.bytes.len()).then_some((base, delta))
+    }
+
+    /// Replaces a manifest file whose bytes no longer unfold to its canonical
+    /// bytes with those bytes, whole (published beside it, then renamed over it).
+    pub fn heal_manifest(&self, manifest: &Manifest) -> Result<()> {
         let path = self.manifest_path(&manifest.digest);
-        if std::fs::read(&path).is_ok_and(|b| b == manifest.bytes) {
+        if read_bounded(&path).is_ok_and(|b| b == manifest.bytes) {
             return Ok(());
         }
         let tmp = path.with_extension("repair");
@@ -411,24 +454,133 @@ pub fn read_manifest_file(path: &Path, digest: &ManifestDigest) -> Result<Manife
     }
 }
 
+/// Reads the canonical bytes a manifest file keeps ([`read_raw`]), a delta
+/// unfolded through the files of its bases (catalogue/kept.rs); what comes
+/// out is checked by the caller.
+fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    let raw = read_raw(path)?;
+    if !raw.starts_with(kept::DELTA_MAGIC) {
+        return Ok(raw);
+    }
+    kept::unfold(raw, MAX_TREE_MANIFEST_BYTES, |base| {
+        read_raw(&base_file(path, base))
+    })
+    .map_err(|e| Error::DamagedManifest {
+        path: path.to_path_buf(),
+        problem: match e {
+            kept::Unfold::Kept(why) => format!("is damaged: {why}"),
+            kept::Unfold::Fetch(e) => format!(
+                "is damaged: a manifest it is kept against cannot be read: {}",
+                crate::error::error_chain(&e)
+            ),
+        },
+    })
+}
+
+/// The file of the manifest a delta at `path` is kept against: beside it
+/// under `manifests/`, or, for a set-aside manifest, set aside too when it
+/// is not there.
+fn base_file(path: &Path, base: &ManifestDigest) -> PathBuf {
+    let up = path.parent().and_then(Path::parent).unwrap_or(path);
+    let store = if up.file_name() == Some(std::ffi::OsStr::new(MANIFESTS_DIR)) {
+        up.parent().unwrap_or(up)
+    } else {
+        up
+    };
+    let beside = store.join(MANIFESTS_DIR).join(rel_path(base));
+    if beside.exists() {
+        return beside;
+    }
+    (1..10)
+        .map(|n| {
+            store
+                .join(SET_ASIDE_DIR)
+                .join(format!("{}.{n}", base.to_hex()))
+        })
+        .find(|p| p.exists())
+        .unwrap_or(beside)
+}
+
 /// Reads at most one byte more than the longest manifest of its kind from
 /// `path` (a CE manifest's bound, or a tree kind's, read from its first
-/// bytes).
-fn read_bounded(path: &Path) -> Result<Vec<u8>> {
-    use crate::profile::ce::manifest::{MAX_MANIFEST_BYTES, MAX_TREE_MANIFEST_BYTES};
+/// bytes), as the file holds it.
+fn read_raw(path: &Path) -> Result<Vec<u8>> {
     use std::io::Read;
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .and_then(|f| f.take(MAX_TREE_MANIFEST_BYTES + 1).read_to_end(&mut bytes))
         .ctx("read a manifest", path)?;
     let cut = (MAX_MANIFEST_BYTES + 1) as usize;
-    if crate::profile::tree::stored::Kind::of(&bytes) == crate::profile::tree::stored::Kind::Ce
+    if !bytes.starts_with(kept::DELTA_MAGIC)
+        && crate::profile::tree::stored::Kind::of(&bytes) == crate::profile::tree::stored::Kind::Ce
         && bytes.len() > cut
     {
         // As a CE manifest file was always read: cut one byte past its bound.
         bytes.truncate(cut);
     }
     Ok(bytes)
+}
+
+/// Rewrites whole, each by a rename over it, every manifest file kept as a
+/// delta against `digest`'s, and makes them durable, before that file goes
+/// (`rm`, an ingest taken back): each still unfolds without it.
+pub fn keep_dependents_whole(
+    manifests: &Path,
+    digest: &ManifestDigest,
+    sync: BorrowedFd<'_>,
+) -> Result<()> {
+    let mut rewrote = false;
+    for shard in std::fs::read_dir(manifests).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(shard.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let path = file.path();
+            let Some(named) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.parse::<ManifestDigest>().ok())
+            else {
+                continue;
+            };
+            if !names_base(&path, digest) {
+                continue;
+            }
+            let bytes = match read_bounded(&path) {
+                Ok(b) if ManifestDigest::of(&b) == named => b,
+                // Damaged already: left as it is, for verify to report.
+                _ => continue,
+            };
+            let tmp = path.with_extension("whole");
+            let _ = std::fs::remove_file(&tmp);
+            write_read_only(&tmp, &bytes)?;
+            std::fs::rename(&tmp, &path).ctx("keep a manifest whole", &path)?;
+            rewrote = true;
+        }
+    }
+    if rewrote {
+        rustix::fs::syncfs(sync).ctx("make the manifests durable", manifests)?;
+    }
+    Ok(())
+}
+
+/// Whether the manifest file at `path` is a delta against `base`, read
+/// from its header alone.
+fn names_base(path: &Path, base: &ManifestDigest) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 81];
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let mut got = 0;
+    while got < head.len() {
+        match f.read(&mut head[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    matches!(kept::form(&head[..got]), Ok(kept::Form::Delta { base: b, .. }) if b == *base)
 }
 
 /// What a manifest file holds: the canonical manifest of its name, or, when

@@ -656,9 +656,9 @@ fn record(
     s: &Staged<'_>,
     kept: &[KeptSource],
     sync: bool,
-    new_objects: u64,
-    reused: u64,
+    (new_objects, reused): (u64, u64),
     repaired: &[Repaired],
+    delta: Option<&(ManifestDigest, Vec<u8>)>,
 ) -> Result<(bool, RecordedIngest)> {
     if sync {
         store.sync()?;
@@ -703,6 +703,7 @@ fn record(
             entries: &s.manifest.entries,
             first_ingested_at: None,
             tree: s.manifest.tree.as_ref(),
+            delta: delta.map(|(base, kept)| crate::catalogue::Delta { base: *base, kept }),
         },
         s.origin.map(|o| o.event(digest)).as_ref(),
         &event(s.event, s.source.to_string(), new_objects, reused),
@@ -781,7 +782,14 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
         }
     }
     let repaired = mend_drifted(store, &work, &s.drifted)?;
-    let new_manifest = store.write_manifest(&work, s.manifest)?;
+    // A new snapshot's manifest is kept as its delta against the last of
+    // its name, when that saves bytes (catalogue/kept.rs).
+    let name = s.name.unwrap_or(snapshot_name(s.manifest));
+    let delta = match store.catalogue().has_snapshot(&digest)? {
+        true => None,
+        false => store.delta_for(s.manifest, name),
+    };
+    let new_manifest = store.write_manifest_as(&work, s.manifest, delta.as_ref())?;
     let kept: Vec<KeptSource> = s.sources.iter().cloned().map(KeptSource::new).collect();
     let mut written = Written::new(digest);
     let recorded = kept
@@ -794,7 +802,15 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
         })
         .and_then(|()| {
             let sync = new_objects > 0 || new_manifest || !repaired.is_empty() || written.any();
-            record(store, &s, &kept, sync, new_objects, reused, &repaired)
+            record(
+                store,
+                &s,
+                &kept,
+                sync,
+                (new_objects, reused),
+                &repaired,
+                delta.as_ref(),
+            )
         });
     let (already_present, recorded) = match recorded {
         Ok(r) => r,
@@ -814,6 +830,12 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
     // manifest back just before this one recorded it: a look suffices, the
     // bytes were checked above.
     if !store.manifest_path(&digest).exists() && store.write_manifest(&work, s.manifest)? {
+        store.sync()?;
+    }
+    // The manifest its delta was made against may have been forgotten
+    // meanwhile (the catalogue then kept this one whole): so is its file.
+    if delta.is_some_and(|(base, _)| !store.manifest_path(&base).exists()) {
+        store.heal_manifest(s.manifest)?;
         store.sync()?;
     }
     drop(work);

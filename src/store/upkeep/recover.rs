@@ -276,6 +276,8 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
     let mut found_manifests = store.list_manifests()?;
     found_manifests.sort_by_key(|found| {
         use crate::profile::tree::stored::Kind;
+        // A delta (catalogue/kept.rs) reads as a CE manifest here: no task
+        // or environment is kept as one.
         let kind = found.digest.and_then(|d| {
             std::fs::File::open(store.manifest_path(&d))
                 .and_then(|mut f| {
@@ -441,6 +443,7 @@ fn record_recovered(
         entries: &manifest.entries,
         first_ingested_at,
         tree: manifest.tree.as_ref(),
+        delta: None,
     };
     let event = IngestEvent {
         digest,

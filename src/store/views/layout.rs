@@ -25,8 +25,9 @@ pub const SANDBOX_COPY_DIR: &str = "sandbox-copy";
 pub const DEPENDENCIES_DIR: &str = "dependencies";
 
 /// The kind of a recorded snapshot, read from the first bytes of its
-/// manifest file; a manifest that cannot be read is taken for a CE
-/// plugin's, whose views are made from the catalogue as ever.
+/// manifest file (of the manifest it unfolds to, when it is kept as a
+/// delta); a manifest that cannot be read is taken for a CE plugin's, whose
+/// views are made from the catalogue as ever.
 pub fn kind_of(store: &Store, digest: &ManifestDigest) -> Kind {
     let mut head = [0u8; 16];
     let mut got = 0;
@@ -37,6 +38,11 @@ pub fn kind_of(store: &Store, digest: &ManifestDigest) -> Kind {
                 Ok(n) => got += n,
             }
         }
+    }
+    if head[..got] == *crate::catalogue::kept::DELTA_MAGIC {
+        return store
+            .read_manifest(digest)
+            .map_or(Kind::Ce, |m| Kind::of(&m.bytes));
     }
     Kind::of(&head[..got])
 }

@@ -1,0 +1,197 @@
+//! Manifests kept as deltas (catalogue/kept.rs): a snapshot that differs
+//! from the last of its name in a few files keeps its manifest, on disk and
+//! in the catalogue, as a zstd delta against that one's; every command
+//! reads its canonical bytes; forgetting a base keeps what names it whole;
+//! a lost catalogue is rebuilt from the deltas.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::util::*;
+
+/// Files enough for a manifest worth a delta (well over 16 KiB).
+const FILES: usize = 300;
+
+/// A tree of [`FILES`] packages, `changed` of them rewritten by `round`.
+fn tree(env: &TestEnv, round: usize, changed: &[usize]) -> PathBuf {
+    let root = env.path("tree");
+    for i in 0..FILES {
+        let body = if changed.contains(&i) {
+            format!("module.exports = {i}; // round {round}\n")
+        } else {
+            format!("module.exports = {i};\n")
+        };
+        write(&root.join(format!("node_modules/pkg-{i}/index.js")), &body);
+    }
+    root
+}
+
+fn ingest(env: &TestEnv, root: &Path) -> String {
+    let v = env.json([
+        "ingest",
+        "--profile",
+        "tree",
+        &s(root),
+        "--name",
+        "deps",
+        "--json",
+    ]);
+    v["manifest_digest"].as_str().unwrap().to_string()
+}
+
+fn manifest_file(env: &TestEnv, digest: &str) -> PathBuf {
+    env.store.join("manifests").join(&digest[..2]).join(digest)
+}
+
+/// The canonical bytes `show --manifest` prints, checked against the digest.
+fn shown(env: &TestEnv, digest: &str) -> Vec<u8> {
+    let out = env.run(["show", "--manifest", digest]);
+    assert_exit(&out, 0);
+    assert_eq!(hex(&Sha256::digest(&out.stdout)), digest);
+    out.stdout
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn verify_clean(env: &TestEnv) {
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 0, "{v:#}");
+    assert!(problems(&v).is_empty(), "{v:#}");
+}
+
+/// Three snapshots of one name, each two files from the one before.
+fn three(env: &TestEnv) -> [String; 3] {
+    let d1 = ingest(env, &tree(env, 0, &[]));
+    let d2 = ingest(env, &tree(env, 1, &[3, 200]));
+    let d3 = ingest(env, &tree(env, 2, &[3, 200, 150, 299]));
+    [d1, d2, d3]
+}
+
+#[test]
+fn a_near_copy_is_kept_as_a_delta_and_every_command_reads_its_bytes() {
+    let env = TestEnv::new();
+    let [d1, d2, d3] = three(&env);
+    let whole = std::fs::read(manifest_file(&env, &d1)).unwrap();
+    assert!(whole.starts_with(b"["), "the first is kept whole");
+    for (d, base) in [(&d2, &d1), (&d3, &d2)] {
+        let kept = std::fs::read(manifest_file(&env, d)).unwrap();
+        let header = format!("cestore-delta 1 {base}\n");
+        assert!(
+            kept.starts_with(header.as_bytes()),
+            "{d} is a delta against {base}"
+        );
+        let bytes = shown(&env, d);
+        assert!(
+            kept.len() * 10 < bytes.len(),
+            "{} of {}",
+            kept.len(),
+            bytes.len()
+        );
+    }
+    // Views, find and verify read the canonical bytes.
+    let view = env.run(["path", &d3]);
+    assert_exit(&view, 0);
+    let view = PathBuf::from(String::from_utf8(view.stdout).unwrap().trim());
+    assert_eq!(
+        std::fs::read_to_string(view.join("node_modules/pkg-299/index.js")).unwrap(),
+        "module.exports = 299; // round 2\n"
+    );
+    let found = env.json(["find", "--path", "node_modules/pkg-3/index.js", "--json"]);
+    assert_eq!(
+        found["matches"].as_array().map(Vec::len),
+        Some(3),
+        "{found:#}"
+    );
+    verify_clean(&env);
+}
+
+#[test]
+fn forgetting_a_base_keeps_what_names_it_whole_and_loses_nothing() {
+    let env = TestEnv::new();
+    let [d1, d2, d3] = three(&env);
+    let before = shown(&env, &d3);
+    assert_exit(&env.run(["rm", &d2]), 0);
+    let kept = std::fs::read(manifest_file(&env, &d3)).unwrap();
+    assert_eq!(kept, before, "d3 is kept whole once its base is forgotten");
+    assert!(!manifest_file(&env, &d2).exists());
+    assert_exit(&env.run(["gc"]), 0);
+    verify_clean(&env);
+    assert_eq!(shown(&env, &d3), before);
+    // The next snapshot of the name is kept against the last one.
+    let d4 = ingest(&env, &tree(&env, 3, &[7]));
+    let header = format!("cestore-delta 1 {d3}\n");
+    assert!(std::fs::read(manifest_file(&env, &d4))
+        .unwrap()
+        .starts_with(header.as_bytes()));
+    assert_exit(&env.run(["rm", &d1]), 0);
+    assert_exit(&env.run(["gc"]), 0);
+    verify_clean(&env);
+    shown(&env, &d4);
+}
+
+#[test]
+fn a_lost_catalogue_is_rebuilt_from_the_deltas() {
+    let env = TestEnv::new();
+    let digests = three(&env);
+    for name in [
+        "catalogue.sqlite",
+        "catalogue.sqlite-wal",
+        "catalogue.sqlite-shm",
+    ] {
+        let _ = std::fs::remove_file(env.store.join(name));
+    }
+    let r = env.json(["recover", "--json"]);
+    assert_eq!(r["snapshots"], 3, "{r:#}");
+    for d in &digests {
+        shown(&env, d);
+    }
+    verify_clean(&env);
+    assert_exit(&env.run(["gc"]), 0);
+    verify_clean(&env);
+}
+
+#[test]
+fn a_delta_whose_base_is_lost_is_damaged_and_gc_keeps_every_object() {
+    let env = TestEnv::new();
+    let [d1, d2, d3] = three(&env);
+    std::fs::remove_file(manifest_file(&env, &d1)).unwrap();
+    let (code, v) = env.verify(&[]);
+    assert_eq!(code, 1, "{v:#}");
+    // Both that were kept against it, one through the other.
+    let damaged: std::collections::BTreeSet<&str> = problems(&v)
+        .iter()
+        .filter(|p| p["kind"] == "damaged-manifest")
+        .filter_map(|p| p["path"].as_str())
+        .collect();
+    let expected = [s(&manifest_file(&env, &d2)), s(&manifest_file(&env, &d3))];
+    assert_eq!(
+        damaged,
+        expected.iter().map(String::as_str).collect(),
+        "{v:#}"
+    );
+    let objects = |env: &TestEnv| walk_files(&env.store.join("objects")).len();
+    let before = objects(&env);
+    let out = env.run(["gc", "--json"]);
+    assert_ne!(out.status.code(), Some(0), "gc refuses to sweep: {out:?}");
+    assert_eq!(objects(&env), before);
+    // `recover` writes the lost manifest from the catalogue, and all is well.
+    env.json(["recover", "--json"]);
+    verify_clean(&env);
+}
+
+/// Every file under `dir`.
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk_files(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
