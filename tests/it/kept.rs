@@ -108,6 +108,43 @@ fn a_near_copy_is_kept_as_a_delta_and_every_command_reads_its_bytes() {
     verify_clean(&env);
 }
 
+/// docs/format.md's reading of a delta: the bytes after its 81-byte header
+/// are one zstd frame that `zstd -d --patch-from BASE` unfolds.
+#[test]
+fn a_delta_unfolds_with_the_zstd_command_as_documented() {
+    let Ok(zstd) = which("zstd") else {
+        return skip(
+            "kept::a_delta_unfolds_with_the_zstd_command_as_documented",
+            "zstd is not on PATH",
+        );
+    };
+    let env = TestEnv::new();
+    let [d1, d2, _] = three(&env);
+    let kept = std::fs::read(manifest_file(&env, &d2)).unwrap();
+    let frame = env.path("frame.zst");
+    std::fs::write(&frame, &kept[81..]).unwrap();
+    let base = env.path("base");
+    std::fs::write(&base, shown(&env, &d1)).unwrap();
+    let out = std::process::Command::new(zstd)
+        .args(["-d", "-q", "-c", "--patch-from"])
+        .arg(&base)
+        .arg(&frame)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, shown(&env, &d2));
+}
+
+/// The path of `program` on PATH.
+fn which(program: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
 #[test]
 fn forgetting_a_base_keeps_what_names_it_whole_and_loses_nothing() {
     let env = TestEnv::new();

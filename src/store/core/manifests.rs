@@ -323,18 +323,20 @@ impl Store {
         }
         let mut scan = ManifestScan::default();
         let mut on_disk = HashSet::new();
-        for found in self.list_manifests()? {
-            let Some(digest) = found.digest else {
-                scan.stray.push(found.path);
-                continue;
-            };
+        let (named, stray): (Vec<_>, Vec<_>) = self
+            .list_manifests()?
+            .into_iter()
+            .partition(|f| f.digest.is_some());
+        scan.stray.extend(stray.into_iter().map(|f| f.path));
+        let mut unfolder = Unfolder::new(named);
+        while let Some((found, digest, read)) = unfolder.next() {
             on_disk.insert(digest);
             let known = recorded.contains(&digest) || in_flight.contains(&digest);
             if !known && left_by_dead.contains(&digest) {
                 scan.abandoned.push((digest, found.path));
                 continue;
             }
-            match read_checked(&found.path, &digest) {
+            match read {
                 ManifestFile::Sound(manifest) => scan.live_objects.extend(
                     manifest
                         .entries
@@ -544,7 +546,7 @@ pub fn keep_dependents_whole(
             else {
                 continue;
             };
-            if !names_base(&path, digest) {
+            if header_base(&path) != Some(*digest) {
                 continue;
             }
             let bytes = match read_bounded(&path) {
@@ -565,24 +567,6 @@ pub fn keep_dependents_whole(
     Ok(())
 }
 
-/// Whether the manifest file at `path` is a delta against `base`, read
-/// from its header alone.
-fn names_base(path: &Path, base: &ManifestDigest) -> bool {
-    use std::io::Read;
-    let mut head = [0u8; 81];
-    let Ok(mut f) = std::fs::File::open(path) else {
-        return false;
-    };
-    let mut got = 0;
-    while got < head.len() {
-        match f.read(&mut head[got..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got += n,
-        }
-    }
-    matches!(kept::form(&head[..got]), Ok(kept::Form::Delta { base: b, .. }) if b == *base)
-}
-
 /// What a manifest file holds: the canonical manifest of its name, or, when
 /// damaged, why and the bytes read (none when it could not be read), for
 /// [`mark_named`].
@@ -593,8 +577,14 @@ enum ManifestFile {
 
 /// Reads a manifest file and checks it against the digest of its name.
 fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
+    check(path, digest, read_bounded(path))
+}
+
+/// Checks the canonical bytes read from a manifest file against the digest
+/// of its name.
+fn check(path: &Path, digest: &ManifestDigest, read: Result<Vec<u8>>) -> ManifestFile {
     let damaged = |e: Error, bytes: Vec<u8>| ManifestFile::Damaged(Box::new((e, bytes)));
-    let bytes = match read_bounded(path) {
+    let bytes = match read {
         Ok(b) => b,
         Err(e) => return damaged(e, Vec::new()),
     };
@@ -632,6 +622,120 @@ fn read_checked(path: &Path, digest: &ManifestDigest) -> ManifestFile {
         return damaged(e, bytes);
     }
     ManifestFile::Sound(Box::new(manifest))
+}
+
+/// Every manifest file of a scan read once, bases before what is kept
+/// against them, each delta unfolded against its base's bytes, kept only
+/// while a delta still needs them: a chain of deltas costs one unfolding
+/// a file, not one a file and base.
+struct Unfolder {
+    /// The files still to read, in reverse: the next is last.
+    order: Vec<FoundManifest>,
+    /// Each file's base, as its header names it.
+    bases: std::collections::HashMap<ManifestDigest, ManifestDigest>,
+    /// The sound canonical bytes of files with deltas still to read, and
+    /// how many.
+    kept: std::collections::HashMap<ManifestDigest, (Vec<u8>, usize)>,
+    /// How many files name each as their base.
+    children: std::collections::HashMap<ManifestDigest, usize>,
+}
+
+impl Unfolder {
+    /// Orders the files whose names are digests (others are skipped).
+    fn new(found: Vec<FoundManifest>) -> Unfolder {
+        let mut bases = std::collections::HashMap::new();
+        for f in &found {
+            if let (Some(d), Some(b)) = (f.digest, header_base(&f.path)) {
+                bases.insert(d, b);
+            }
+        }
+        let mut children = std::collections::HashMap::new();
+        for b in bases.values() {
+            *children.entry(*b).or_insert(0usize) += 1;
+        }
+        // Depth first from each file, bases before what names them; a
+        // circle or a chain too long is read as it is (and found damaged).
+        let depth = |d: &ManifestDigest| {
+            let mut n = 0usize;
+            let mut at = *d;
+            while let Some(b) = bases.get(&at) {
+                n += 1;
+                at = *b;
+                if n > 4096 {
+                    break;
+                }
+            }
+            n
+        };
+        let mut order: Vec<(usize, FoundManifest)> = found
+            .into_iter()
+            .map(|f| (f.digest.as_ref().map_or(0, depth), f))
+            .collect();
+        order.sort_by(|a, b| (b.0, &b.1.path).cmp(&(a.0, &a.1.path)));
+        Unfolder {
+            order: order.into_iter().map(|(_, f)| f).collect(),
+            bases,
+            kept: std::collections::HashMap::new(),
+            children,
+        }
+    }
+
+    /// The next file, its digest and what it holds.
+    fn next(&mut self) -> Option<(FoundManifest, ManifestDigest, ManifestFile)> {
+        let (found, digest) = loop {
+            let found = self.order.pop()?;
+            if let Some(digest) = found.digest {
+                break (found, digest);
+            }
+        };
+        let from_base = self.bases.get(&digest).and_then(|base| {
+            let (bytes, left) = self.kept.get_mut(base)?;
+            *left -= 1;
+            let raw = read_raw(&found.path);
+            let unfolded = raw.and_then(|raw| match kept::form(&raw) {
+                Ok(kept::Form::Delta { frame, .. }) => {
+                    kept::apply(base, bytes, frame, MAX_TREE_MANIFEST_BYTES).map_err(|why| {
+                        Error::DamagedManifest {
+                            path: found.path.clone(),
+                            problem: format!("is damaged: {why}"),
+                        }
+                    })
+                }
+                _ => read_bounded(&found.path),
+            });
+            if *left == 0 {
+                self.kept.remove(base);
+            }
+            Some(unfolded)
+        });
+        let read = check(
+            &found.path,
+            &digest,
+            from_base.unwrap_or_else(|| read_bounded(&found.path)),
+        );
+        if let (ManifestFile::Sound(m), Some(&n)) = (&read, self.children.get(&digest)) {
+            self.kept.insert(digest, (m.bytes.clone(), n));
+        }
+        Some((found, digest, read))
+    }
+}
+
+/// The base a manifest file's header names, when it is a delta.
+fn header_base(path: &Path) -> Option<ManifestDigest> {
+    use std::io::Read;
+    let mut head = [0u8; 81];
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut got = 0;
+    while got < head.len() {
+        match f.read(&mut head[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    match kept::form(&head[..got]) {
+        Ok(kept::Form::Delta { base, .. }) => Some(base),
+        _ => None,
+    }
 }
 
 /// Adds to `live` every object among `present` that `bytes` name, read
