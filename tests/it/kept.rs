@@ -185,6 +185,20 @@ fn a_lost_catalogue_is_rebuilt_from_the_deltas() {
     for d in &digests {
         shown(&env, d);
     }
+    // The catalogue keeps each as the disk does: the same deltas.
+    let db = rusqlite::Connection::open(env.store.join("catalogue.sqlite")).unwrap();
+    let base = |d: &str| -> Option<String> {
+        db.query_row(
+            "SELECT m.base FROM manifests m JOIN snapshots s ON s.id = m.snapshot_id
+             WHERE s.digest = ?1",
+            [d],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(base(&digests[0]), None);
+    assert_eq!(base(&digests[1]).as_deref(), Some(digests[0].as_str()));
+    assert_eq!(base(&digests[2]).as_deref(), Some(digests[1].as_str()));
     verify_clean(&env);
     assert_exit(&env.run(["gc"]), 0);
     verify_clean(&env);

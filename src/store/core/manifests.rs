@@ -190,6 +190,32 @@ impl Store {
         (delta.len() * 2 < manifest.bytes.len()).then_some((base, delta))
     }
 
+    /// How many deltas a manifest file is from a whole one, read from the
+    /// headers of its chain on disk (a chain that circles or runs past any
+    /// cestore writes counts as its bound).
+    pub fn kept_depth(&self, digest: &ManifestDigest) -> usize {
+        let mut depth = 0;
+        let mut at = *digest;
+        while let Some(base) = header_base(&self.manifest_path(&at)) {
+            depth += 1;
+            at = base;
+            if depth > kept::MAX_DEPTH as usize * 4 {
+                break;
+            }
+        }
+        depth
+    }
+
+    /// The manifest file of `digest` as it keeps it, with its base, when it
+    /// is a delta: what `recover` records in the catalogue as it is.
+    pub fn kept_delta(&self, digest: &ManifestDigest) -> Option<(ManifestDigest, Vec<u8>)> {
+        let raw = read_raw(&self.manifest_path(digest)).ok()?;
+        match kept::form(&raw) {
+            Ok(kept::Form::Delta { base, .. }) => Some((base, raw)),
+            _ => None,
+        }
+    }
+
     /// Replaces a manifest file whose bytes no longer unfold to its canonical
     /// bytes with those bytes, whole (published beside it, then renamed over it).
     pub fn heal_manifest(&self, manifest: &Manifest) -> Result<()> {
@@ -332,7 +358,8 @@ impl Store {
         while let Some((found, digest, read)) = unfolder.next() {
             on_disk.insert(digest);
             let known = recorded.contains(&digest) || in_flight.contains(&digest);
-            if !known && left_by_dead.contains(&digest) {
+            // A manifest another file is kept against stays, whoever left it.
+            if !known && left_by_dead.contains(&digest) && !unfolder.is_base(&digest) {
                 scan.abandoned.push((digest, found.path));
                 continue;
             }
@@ -678,6 +705,11 @@ impl Unfolder {
             kept: std::collections::HashMap::new(),
             children,
         }
+    }
+
+    /// Whether some manifest file is kept as a delta against `digest`'s.
+    fn is_base(&self, digest: &ManifestDigest) -> bool {
+        self.children.contains_key(digest)
     }
 
     /// The next file, its digest and what it holds.

@@ -377,16 +377,22 @@ pub struct HarnessDigests {
 }
 
 impl HarnessDigests {
+    /// The digests a `tree` manifest gives: its own, as the task's manifest
+    /// digest.
+    pub fn tree(digest: &ManifestDigest) -> HarnessDigests {
+        HarnessDigests {
+            task_asset_manifest_digest: Some(digest.to_hex()),
+            ..HarnessDigests::default()
+        }
+    }
+
     /// The digests a tree-kind manifest gives; `None` for a CE manifest.
     pub fn of(manifest: &crate::profile::ce::manifest::Manifest) -> Option<HarnessDigests> {
         use crate::profile::tree::stored::Stored;
         let stored = manifest.tree.as_ref()?;
         let own = Some(manifest.digest.to_hex());
         Some(match stored {
-            Stored::Tree(_) => HarnessDigests {
-                task_asset_manifest_digest: own,
-                ..HarnessDigests::default()
-            },
+            Stored::Tree(_) => HarnessDigests::tree(&manifest.digest),
             Stored::Dependencies(_) => HarnessDigests {
                 sandbox_dependency_manifest_digest: own,
                 sandbox_dependency_content_digest: stored.content_digest().map(|d| d.to_hex()),
@@ -481,12 +487,17 @@ pub fn show(store: &Store, opts: &ShowOptions<'_>) -> Result<ShowReport> {
     let digest = resolve(cat, opts.digest)?;
     let row = cat.snapshot(&digest)?;
     let (_, last, count) = cat.ingest_summary(&digest)?;
-    let parsed = if row.profile == "ce" {
-        None
-    } else {
-        crate::profile::ce::manifest::Manifest::parse(&cat.manifest_bytes(&digest)?).ok()
+    // A tree's one harness digest is its own: its manifest (megabytes for a
+    // runtime, perhaps kept as a chain of deltas) is read only for the kinds
+    // whose manifests name more.
+    let parsed = match row.profile.as_str() {
+        "ce" | "tree" => None,
+        _ => crate::profile::ce::manifest::Manifest::parse(&cat.manifest_bytes(&digest)?).ok(),
     };
-    let harness_digests = parsed.as_ref().and_then(HarnessDigests::of);
+    let harness_digests = match row.profile.as_str() {
+        "tree" => Some(HarnessDigests::tree(&digest)),
+        _ => parsed.as_ref().and_then(HarnessDigests::of),
+    };
     let members = match parsed.as_ref().and_then(|m| m.tree.as_ref()) {
         Some(crate::profile::tree::stored::Stored::Environment(members)) => Some(
             members

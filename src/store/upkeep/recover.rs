@@ -287,11 +287,14 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
                 .ok()
                 .map(|head| Kind::of(&head))
         });
-        match kind {
+        let order = match kind {
             Some(Kind::Task) => 1u8,
             Some(Kind::Environment) => 2,
             _ => 0,
-        }
+        };
+        // Within a kind, each manifest after the one it is kept against, so
+        // that the catalogue keeps it as the same delta.
+        (order, found.digest.map_or(0, |d| store.kept_depth(&d)))
     });
     for found in &found_manifests {
         let Some(digest) = found.digest else {
@@ -435,6 +438,9 @@ fn record_recovered(
     first_ingested_at: Option<&str>,
 ) -> Result<()> {
     let digest = manifest.digest;
+    // Kept in the catalogue as on disk: as the same delta, when its base is
+    // recorded (else whole).
+    let kept = store.kept_delta(&digest);
     let snapshot = NewSnapshot {
         name,
         version,
@@ -443,7 +449,9 @@ fn record_recovered(
         entries: &manifest.entries,
         first_ingested_at,
         tree: manifest.tree.as_ref(),
-        delta: None,
+        delta: kept
+            .as_ref()
+            .map(|(base, kept)| crate::catalogue::Delta { base: *base, kept }),
     };
     let event = IngestEvent {
         digest,
