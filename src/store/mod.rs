@@ -33,7 +33,9 @@
 //! ├── .lock                  flock: shared for writers, exclusive for gc and recover
 //! ├── catalogue.sqlite       the catalogue (plus -wal and -shm), an index
 //! ├── manifests/
-//! │   └── ab/<64 hex>        every snapshot's canonical manifest, by digest
+//! │   └── ab/<64 hex>        every snapshot's manifest, by digest: its canonical
+//! │                          bytes, or their delta against another's
+//! │                          (`crate::catalogue::kept`)
 //! ├── sources/
 //! │   └── ab/<64 hex>/       a snapshot's source records (`beside`)
 //! ├── attestations/

@@ -4,7 +4,9 @@
 //! ```text
 //! STORE/manifests/
 //! └── ab/
-//!     └── <64 hex>     the canonical manifest bytes; their SHA-256 is the name
+//!     └── <64 hex>     the canonical manifest bytes, whose SHA-256 is the
+//!                      name, or their delta against another manifest here
+//!                      (`crate::catalogue::kept`), unfolded on every read
 //! STORE/manifests-set-aside/
 //! ├── <64 hex>.<n>     a manifest `cestore recover` refused to record
 //! └── <64 hex>.<n>.why why it was refused, one line
