@@ -242,11 +242,13 @@ impl WorkDir {
         threads: usize,
     ) -> Result<u64> {
         let to = Destination::of(store);
-        let threads = if staged.len() < PUBLISH_SHARED_FROM {
-            1
-        } else {
-            threads
-        };
+        if staged.len() < PUBLISH_SHARED_FROM || threads <= 1 {
+            let mut created = 0;
+            for (name, key) in staged {
+                created += u64::from(self.publish_to(&to, name, key)?);
+            }
+            return Ok(created);
+        }
         let created = crate::pool::map(
             staged,
             threads,
