@@ -407,6 +407,14 @@ pub fn fetch(
     for (i, objects) in assigned {
         list.push(FetchJob::Pack(&carriers.packs[i], objects));
     }
+    // The largest first: the jobs then end together, with no large blob
+    // left to one thread at the end.
+    list.sort_by_key(|job| {
+        std::cmp::Reverse(match job {
+            FetchJob::Raw(ws) => ws[0].size,
+            FetchJob::Pack(p, _) => p.size,
+        })
+    });
     let sizes = parallel(&list, jobs, "pull", progress, |job| match job {
         FetchJob::Raw(ws) => {
             let w = ws[0];

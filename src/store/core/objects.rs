@@ -11,7 +11,7 @@ use crate::digest::{ManifestDigest, ObjectKey};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{publish_noreplace, Published};
 pub use crate::store::unique_suffix;
-use crate::store::{create_shards, Store, TMP_DIR};
+use crate::store::{create_shards, Store, OBJECTS_DIR, TMP_DIR};
 
 /// What is at an object's path.
 #[derive(Debug, PartialEq, Eq)]
@@ -226,12 +226,45 @@ impl WorkDir {
     /// Moves a staged file into `objects/` without overwriting. Returns
     /// `false` when the object was already stored (the staged copy is dropped).
     pub fn publish(&self, store: &Store, staged: &str, key: &ObjectKey) -> Result<bool> {
+        self.publish_to(&Destination::of(store), staged, key)
+    }
+
+    /// Publishes every staged file of `staged` as [`WorkDir::publish`] does
+    /// one, on up to `threads` threads: each is one rename of its own, and
+    /// a large tree has thousands. Returns how many were new to the store
+    /// (the others were stored already, their staged copies dropped). After
+    /// the first failure no further one is started, and the failure of the
+    /// first in list order among those tried is returned.
+    pub fn publish_all(
+        &self,
+        store: &Store,
+        staged: &[(String, ObjectKey)],
+        threads: usize,
+    ) -> Result<u64> {
+        let to = Destination::of(store);
+        if staged.len() < PUBLISH_SHARED_FROM || threads <= 1 {
+            let mut created = 0;
+            for (name, key) in staged {
+                created += u64::from(self.publish_to(&to, name, key)?);
+            }
+            return Ok(created);
+        }
+        let created = crate::pool::map(
+            staged,
+            threads,
+            || (),
+            |(), (name, key)| self.publish_to(&to, name, key),
+        )?;
+        Ok(created.into_iter().filter(|c| *c).count() as u64)
+    }
+
+    fn publish_to(&self, to: &Destination<'_>, staged: &str, key: &ObjectKey) -> Result<bool> {
         let dest = key.rel_path();
-        let publish = || publish_noreplace(self.fd.as_fd(), staged, store.objects(), dest.as_str());
+        let publish = || publish_noreplace(self.fd.as_fd(), staged, to.objects, dest.as_str());
         let result = match publish() {
             Err(Errno::NOENT) => {
                 // A shard directory removed by hand: recreate it and retry once.
-                create_shards(store.dir(), store.root())?;
+                create_shards(to.dir, to.root)?;
                 publish()
             }
             other => other,
@@ -242,7 +275,33 @@ impl WorkDir {
                 let _ = rustix::fs::unlinkat(&self.fd, staged, AtFlags::empty());
                 Ok(false)
             }
-            Err(e) => Err(Error::io("publish an object", store.object_path(key), e)),
+            Err(e) => Err(Error::io(
+                "publish an object",
+                to.root.join(OBJECTS_DIR).join(&dest),
+                e,
+            )),
+        }
+    }
+}
+
+/// Below this many objects, [`WorkDir::publish_all`] publishes on one
+/// thread: starting others would cost more than it saves.
+const PUBLISH_SHARED_FROM: usize = 256;
+
+/// What publishing needs of a store, shareable among threads (the store's
+/// handle, which holds the catalogue, is not).
+struct Destination<'s> {
+    dir: BorrowedFd<'s>,
+    objects: BorrowedFd<'s>,
+    root: &'s Path,
+}
+
+impl<'s> Destination<'s> {
+    fn of(store: &'s Store) -> Destination<'s> {
+        Destination {
+            dir: store.dir(),
+            objects: store.objects(),
+            root: store.root(),
         }
     }
 }
@@ -506,6 +565,69 @@ mod tests {
         assert!(work.publish(&store, &staged, &k).unwrap());
         assert_eq!(std::fs::read(store.object_path(&k)).unwrap(), b"threaded");
         assert!(names(&work.path().join("s3")).is_empty());
+    }
+
+    #[test]
+    fn publishing_many_on_threads_counts_each_once_and_never_overwrites() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let data: Vec<Vec<u8>> = (0..PUBLISH_SHARED_FROM + 44)
+            .map(|i| format!("object {i}\n").into_bytes())
+            .collect();
+        // Every tenth is stored already, by another operation.
+        let stored: Vec<(ObjectKey, u64)> = data
+            .iter()
+            .step_by(10)
+            .map(|d| {
+                let (k, path) = publish(&store, d, false);
+                (k, lstat(&path).st_ino)
+            })
+            .collect();
+        let mut work = store.work_dir("put").unwrap();
+        let staged: Vec<(String, ObjectKey)> = data
+            .iter()
+            .map(|d| {
+                let k = key(d, false);
+                (work.stage(&k, d).unwrap(), k)
+            })
+            .collect();
+        let created = work.publish_all(&store, &staged, 4).unwrap();
+        assert_eq!(created, (data.len() - stored.len()) as u64);
+        for d in &data {
+            let k = key(d, false);
+            assert_eq!(std::fs::read(store.object_path(&k)).unwrap(), *d);
+            assert_eq!(mode(&store.object_path(&k)), 0o444);
+        }
+        for (k, inode) in &stored {
+            assert_eq!(
+                lstat(&store.object_path(k)).st_ino,
+                *inode,
+                "never replaced"
+            );
+        }
+        assert!(
+            names(work.path()).is_empty(),
+            "every staged copy moved or dropped"
+        );
+
+        // A staged file that is not there fails the whole, naming the object.
+        let k = key(b"never staged", false);
+        let mut missing: Vec<(String, ObjectKey)> = (0..PUBLISH_SHARED_FROM)
+            .map(|i| {
+                let d = format!("more {i}\n").into_bytes();
+                let k = key(&d, false);
+                (work.stage(&k, &d).unwrap(), k)
+            })
+            .collect();
+        missing.insert(7, (k.name(), k));
+        let err = work.publish_all(&store, &missing, 4).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "could not publish an object '{}'",
+                store.object_path(&k).display()
+            )
+        );
     }
 
     #[test]

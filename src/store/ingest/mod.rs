@@ -764,6 +764,9 @@ pub struct Staged<'a> {
     pub bytes: u64,
 }
 
+/// The most threads that publish one snapshot's objects.
+const PUBLISH_THREADS: usize = 4;
+
 /// The common end of ingest and adopt: lists the staged objects as in flight,
 /// publishes them without overwriting, writes the manifest, source records
 /// and attestations, makes them durable with one `syncfs`, and records the
@@ -772,15 +775,8 @@ pub struct Staged<'a> {
 pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Result<IngestReport> {
     let digest = s.manifest.digest;
     work.note_publishing(s.objects.iter().map(|(_, key)| key), &digest)?;
-    let mut new_objects = 0u64;
-    let mut reused = s.reused;
-    for (name, key) in &s.objects {
-        if work.publish(store, name, key)? {
-            new_objects += 1;
-        } else {
-            reused += 1;
-        }
-    }
+    let new_objects = work.publish_all(store, &s.objects, crate::pool::cores(PUBLISH_THREADS))?;
+    let reused = s.reused + (s.objects.len() as u64 - new_objects);
     let repaired = mend_drifted(store, &work, &s.drifted)?;
     // A new snapshot's manifest is kept as its delta against the last of
     // its name, when that saves bytes (catalogue/kept.rs).
