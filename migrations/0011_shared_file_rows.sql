@@ -3,7 +3,9 @@
 --
 -- `entries` holds each distinct (path, content, size, mode) once, whatever
 -- number of snapshots list it: a snapshot that differs from a stored one in
--- a few files adds the rows of those files, not of every file.
+-- a few files adds the rows of those files, not of every file. Its ids are
+-- never reused, so that a list read while its snapshot is forgotten never
+-- names another file.
 -- `snapshot_files.entry_ids` lists a snapshot's entries in manifest order
 -- (zigzag varint deltas of the ids, compressed as one zstd frame; written and
 -- read by catalogue/files.rs), filled from `files` by the migration's runner.
@@ -14,7 +16,7 @@
 -- a manifest's overflow pages.
 
 CREATE TABLE entries (
-    id         INTEGER PRIMARY KEY,
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
     path       TEXT    NOT NULL,
     sha256     TEXT    NOT NULL CHECK (length(sha256) = 64),
     size       INTEGER NOT NULL,

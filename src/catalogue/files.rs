@@ -1,5 +1,6 @@
-//! The `files` table: each snapshot's manifest entries, in manifest order,
-//! and the searches over them.
+//! The file rows: each distinct entry once (`entries`), each snapshot's
+//! list of them in manifest order (`snapshot_files`), and the searches over
+//! them.
 
 use rusqlite::{params, OptionalExtension};
 
@@ -11,6 +12,8 @@ use crate::profile::ce::manifest::Entry;
 impl Catalogue {
     /// A snapshot's file rows, in manifest order.
     pub fn files(&self, digest: &ManifestDigest) -> Result<Vec<Entry>> {
+        // One read of the list and its rows, whatever commits meanwhile.
+        let _read = self.read_snapshot()?;
         let blob: Option<Vec<u8>> = self
             .conn
             .query_row(
@@ -248,9 +251,11 @@ pub(super) fn prune_entries(tx: &rusqlite::Transaction<'_>) -> rusqlite::Result<
     Ok(())
 }
 
-/// The longest id list read: ten bytes an id, for more entries than any
-/// manifest holds.
-const MAX_ID_LIST_BYTES: u64 = 1 << 30;
+/// The most ids a list holds: more entries than any manifest's bound.
+const MAX_IDS: usize = 1 << 20;
+
+/// The longest id list read, decompressed: ten bytes an id at most.
+const MAX_ID_LIST_BYTES: u64 = 10 * MAX_IDS as u64;
 
 /// A file list's ids as stored: each id less the one before (zigzag, as a
 /// LEB128 varint), the whole compressed as one zstd frame. A snapshot whose
@@ -280,9 +285,14 @@ pub(super) fn decode_ids(blob: &[u8]) -> std::result::Result<Vec<i64>, String> {
     use std::io::Read;
     let mut raw = Vec::new();
     zstd::stream::read::Decoder::new(blob)
-        .and_then(|d| d.take(MAX_ID_LIST_BYTES).read_to_end(&mut raw))
+        .and_then(|d| d.take(MAX_ID_LIST_BYTES + 1).read_to_end(&mut raw))
         .map_err(|e| format!("its ids do not decompress: {e}"))?;
-    let mut ids = Vec::with_capacity(raw.len());
+    if raw.len() as u64 > MAX_ID_LIST_BYTES {
+        return Err(format!(
+            "it holds more than {MAX_ID_LIST_BYTES} bytes of ids"
+        ));
+    }
+    let mut ids = Vec::new();
     let (mut prev, mut z, mut shift) = (0i64, 0u64, 0u32);
     for &byte in &raw {
         if shift > 63 {
@@ -293,6 +303,9 @@ pub(super) fn decode_ids(blob: &[u8]) -> std::result::Result<Vec<i64>, String> {
         if byte & 0x80 == 0 {
             let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
             prev = prev.wrapping_add(delta);
+            if ids.len() == MAX_IDS {
+                return Err(format!("it lists more than {MAX_IDS} files"));
+            }
             ids.push(prev);
             (z, shift) = (0, 0);
         }
@@ -390,6 +403,7 @@ impl Catalogue {
     /// starting with a text are those from it up to its successor. Each
     /// snapshot's list of ids then says where, if anywhere, it holds them.
     pub fn files_matching(&self, filter: &FileFilter<'_>) -> Result<Vec<FileHit>> {
+        let _read = self.read_snapshot()?;
         let (clause, value, bound) = match filter {
             FileFilter::Object(id) => ("sha256 = ?1", id.to_hex(), None),
             FileFilter::PathOrUnder(p) => (

@@ -33,9 +33,11 @@ pub const DELTA_MAGIC: &[u8] = b"cestore-delta 1 ";
 /// whole.
 pub const MAX_DEPTH: i64 = 32;
 
-/// The longest chain a reader follows before calling the bytes damaged
-/// (older stores, or bytes written by hand, may not keep [`MAX_DEPTH`]).
-const MAX_UNFOLD: usize = 1024;
+/// The longest chain a reader follows before calling the bytes damaged:
+/// twice [`MAX_DEPTH`], for a chain on disk whose catalogue rows were kept
+/// whole meanwhile (`recover`), never more, so that crafted bytes cost at
+/// most this many unfoldings.
+pub const MAX_UNFOLD: usize = 2 * MAX_DEPTH as usize;
 
 /// The zstd level of a delta: what `zstd --patch-from` uses by default.
 const LEVEL: i32 = 3;
@@ -143,7 +145,11 @@ pub fn apply(
         why: e.to_string(),
     };
     let mut dec = zstd::stream::read::Decoder::with_ref_prefix(frame, base).map_err(why)?;
-    dec.set_parameter(DParameter::WindowLogMax(31))
+    // No window larger than the writer's for bytes this long: a frame
+    // asking for more is refused rather than given the memory.
+    let span = (base.len() as u64).saturating_add(bound).max(1 << 10);
+    let log = (64 - (span - 1).leading_zeros()).clamp(10, 30);
+    dec.set_parameter(DParameter::WindowLogMax(log))
         .map_err(why)?;
     let mut out = Vec::new();
     dec.take(bound + 1).read_to_end(&mut out).map_err(why)?;

@@ -256,6 +256,18 @@ impl Catalogue {
             .map(|m| m.to_ascii_lowercase())
     }
 
+    /// A read transaction while the connection is in none: what is read
+    /// until it drops is one state of the catalogue. Dropped, it ends.
+    fn read_snapshot(&self) -> Result<Option<rusqlite::Transaction<'_>>> {
+        if !self.conn.is_autocommit() {
+            return Ok(None);
+        }
+        self.conn
+            .unchecked_transaction()
+            .map(Some)
+            .map_err(self.err("begin a read"))
+    }
+
     fn err(&self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + '_ {
         move |source| Error::Catalogue {
             op,

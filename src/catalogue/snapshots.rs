@@ -1,5 +1,6 @@
-//! The `snapshots` table: one row per snapshot, with its canonical manifest,
-//! and the ingest that records one (its file rows and events with it).
+//! The `snapshots` table: one row per snapshot, its manifest as kept
+//! (`manifests`), and the ingest that records one (its file rows and events
+//! with it).
 
 use rusqlite::{params, OptionalExtension};
 
@@ -443,6 +444,8 @@ impl Catalogue {
     /// A snapshot's canonical manifest bytes, unfolded from how the
     /// catalogue keeps them (whole, or a chain of deltas).
     pub fn manifest_bytes(&self, digest: &ManifestDigest) -> Result<Vec<u8>> {
+        // One read of the whole chain, whatever an `rm` commits meanwhile.
+        let _read = self.read_snapshot()?;
         canonical(&self.conn, &self.path, digest)
     }
 
@@ -594,10 +597,25 @@ fn canonical(
         })
     };
     let kept = read(digest)?;
-    super::kept::unfold(
+    let whole = !kept.starts_with(super::kept::DELTA_MAGIC);
+    let base = |base: &ManifestDigest| {
+        kept_of(conn, base).map_err(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Error::Integrity(format!(
+                "the catalogue '{}' keeps the manifest of {digest} as a delta against {base}, \
+                 which it does not record; run `cestore recover`",
+                path.display()
+            )),
+            source => Error::Catalogue {
+                op: "read a manifest",
+                path: path.to_path_buf(),
+                source,
+            },
+        })
+    };
+    let bytes = super::kept::unfold(
         kept,
         crate::profile::ce::manifest::MAX_TREE_MANIFEST_BYTES,
-        read,
+        base,
     )
     .map_err(|e| match e {
         super::kept::Unfold::Kept(why) => Error::Integrity(format!(
@@ -605,7 +623,18 @@ fn canonical(
             path.display()
         )),
         super::kept::Unfold::Fetch(e) => e,
-    })
+    })?;
+    // What a delta unfolds to is checked here; whole bytes, as ever, by
+    // whoever parses them.
+    if !whole && ManifestDigest::of(&bytes) != *digest {
+        return Err(Error::Integrity(format!(
+            "the catalogue '{}' keeps the manifest of {digest} damaged: its delta unfolds to bytes \
+             that hash to {}; run `cestore recover`",
+            path.display(),
+            ManifestDigest::of(&bytes)
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Records a new snapshot's manifest: as its delta when the base is

@@ -1053,3 +1053,40 @@ fn a_delta_is_kept_whole_once_its_base_is_forgotten() {
         .unwrap();
     assert_eq!(cat.delta_base("plug", "ce").unwrap(), None);
 }
+
+/// A file row's id is never given again once its row is forgotten: a list
+/// read while its snapshot goes never names another snapshot's file.
+#[test]
+fn a_forgotten_file_rows_id_is_never_given_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cat = fresh(tmp.path());
+    let (a, b, c) = (sharing("a"), sharing("b"), sharing("c"));
+    ingest(&mut cat, &a, "1", "/a");
+    ingest(&mut cat, &b, "2", "/b");
+    let top: i64 = cat
+        .conn
+        .query_row("SELECT max(id) FROM entries", [], |r| r.get(0))
+        .unwrap();
+    cat.remove_snapshot(&b.digest, false, || Ok(())).unwrap();
+    ingest(&mut cat, &c, "3", "/c");
+    let new: i64 = cat
+        .conn
+        .query_row("SELECT id FROM entries WHERE path = 'lib/c.js'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(new > top, "{new} reuses an id up to {top}");
+    assert_eq!(cat.files(&c.digest).unwrap(), c.entries);
+}
+
+/// A list that decompresses past its bound is refused before it is
+/// decoded: a small row cannot ask for gigabytes.
+#[test]
+fn an_id_list_past_its_bound_is_refused() {
+    use super::files::decode_ids;
+    let zeros = vec![0u8; 10 * (1 << 20) + 1];
+    let bomb = zstd::bulk::compress(&zeros, 3).unwrap();
+    assert!(bomb.len() < 4096, "{}", bomb.len());
+    let err = decode_ids(&bomb).unwrap_err();
+    assert!(err.contains("more than"), "{err}");
+}

@@ -223,6 +223,10 @@ fn a_delta_whose_base_is_lost_is_damaged_and_gc_keeps_every_object() {
         expected.iter().map(String::as_str).collect(),
         "{v:#}"
     );
+    // Its view is refused, never made as another kind's.
+    let out = env.run(["path", &d3]);
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    assert!(!env.store.join("views").join(&d3).exists());
     let objects = |env: &TestEnv| walk_files(&env.store.join("objects")).len();
     let before = objects(&env);
     let out = env.run(["gc", "--json"]);
@@ -231,6 +235,45 @@ fn a_delta_whose_base_is_lost_is_damaged_and_gc_keeps_every_object() {
     // `recover` writes the lost manifest from the catalogue, and all is well.
     env.json(["recover", "--json"]);
     verify_clean(&env);
+}
+
+/// A manifest `recover` sets aside is set aside whole, so that what it names
+/// stays readable, and kept by gc, once the manifest it was kept against is
+/// forgotten.
+#[test]
+fn a_delta_set_aside_is_kept_whole_and_its_objects_with_it() {
+    let env = TestEnv::new();
+    let [d1, d2, d3] = three(&env);
+    // An object only the third names goes, and the catalogue with it.
+    let object = |body: &str| {
+        let hex = hex(&Sha256::digest(body.as_bytes()));
+        env.store.join("objects").join(&hex[..2]).join(&hex[2..])
+    };
+    let gone = object("module.exports = 150; // round 2\n");
+    let kept = object("module.exports = 299; // round 2\n");
+    assert!(gone.exists() && kept.exists());
+    std::fs::remove_file(&gone).unwrap();
+    for name in [
+        "catalogue.sqlite",
+        "catalogue.sqlite-wal",
+        "catalogue.sqlite-shm",
+    ] {
+        let _ = std::fs::remove_file(env.store.join(name));
+    }
+    let out = env.run(["recover", "--json"]);
+    assert_exit(&out, 1);
+    let aside = env
+        .store
+        .join("manifests-set-aside")
+        .join(format!("{d3}.1"));
+    assert!(
+        std::fs::read(&aside).unwrap().starts_with(b"["),
+        "set aside whole"
+    );
+    assert_exit(&env.run(["rm", &d2]), 0);
+    assert_exit(&env.run(["rm", &d1]), 0);
+    assert_exit(&env.run(["gc"]), 0);
+    assert!(kept.exists(), "gc keeps what a set-aside manifest names");
 }
 
 /// Every file under `dir`.

@@ -405,7 +405,7 @@ impl SetAside {
             crate::store::core::manifests::keep_dependents_whole(
                 &self.manifests,
                 &self.digest,
-                self.work.fd(),
+                &self.work,
             )?;
         }
         for (from, name) in &self.places[self.moved..] {

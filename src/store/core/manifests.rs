@@ -28,7 +28,7 @@
 //! there too, unless `gc --force` lets them go.
 
 use std::collections::HashSet;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode};
@@ -181,7 +181,12 @@ impl Store {
         }
         let cat = self.catalogue();
         let base = cat.delta_base(name, manifest.profile()).ok()??;
-        if base == manifest.digest || !self.manifest_path(&base).exists() {
+        // The chain on disk may be longer than the catalogue's (whose rows
+        // `recover` may have kept whole): both stay within the bound.
+        if base == manifest.digest
+            || !self.manifest_path(&base).exists()
+            || self.kept_depth(&base) >= kept::MAX_DEPTH as usize
+        {
             return None;
         }
         let bytes = cat.manifest_bytes(&base).ok()?;
@@ -201,7 +206,7 @@ impl Store {
         while let Some(base) = header_base(&self.manifest_path(&at)) {
             depth += 1;
             at = base;
-            if depth > kept::MAX_DEPTH as usize * 4 {
+            if depth > kept::MAX_UNFOLD {
                 break;
             }
         }
@@ -391,9 +396,25 @@ impl Store {
             .collect();
         missing.sort();
         scan.missing = missing;
+        let manifests = self.root().join(MANIFESTS_DIR);
         for (path, why) in self.list_set_aside()? {
-            let bytes = read_bounded(&path).unwrap_or_default();
-            mark_named(&bytes, present, &mut scan.set_aside_objects);
+            match read_bounded_in(&path, &manifests) {
+                Ok(bytes) => mark_named(&bytes, present, &mut scan.set_aside_objects),
+                // A delta that no longer unfolds names nothing readable: what
+                // it named may be anywhere, so no sweep while it stays.
+                Err(e) if header_base(&path).is_some() => {
+                    let named = path
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(|n| n.split('.').next())
+                        .and_then(|hex| hex.parse::<ManifestDigest>().ok());
+                    if let Some(d) = named {
+                        scan.damaged
+                            .push((d, path.clone(), crate::error::error_chain(&e)));
+                    }
+                }
+                Err(_) => {}
+            }
             scan.set_aside.push((path, why));
         }
         Ok(scan)
@@ -441,6 +462,14 @@ impl Store {
             self.root().join(MANIFESTS_DIR),
         )?;
         let hex = digest.to_hex();
+        // A delta is set aside whole when it unfolds, so that what it names
+        // stays readable whatever becomes of its base.
+        let whole = match header_base(&from) {
+            Some(_) => read_bounded(&from)
+                .ok()
+                .filter(|b| ManifestDigest::of(b) == *digest),
+            None => None,
+        };
         for n in 1u32.. {
             let name = format!("{hex}.{n}");
             let why_path = root.join(format!("{name}{WHY_SUFFIX}"));
@@ -455,6 +484,15 @@ impl Store {
                 AtFlags::empty(),
             );
             write_read_only(&why_path, format!("{why}\n").as_bytes())?;
+            if let Some(bytes) = &whole {
+                let to = root.join(&name);
+                write_read_only(&to, bytes)?;
+                std::fs::File::open(&to)
+                    .and_then(|f| f.sync_all())
+                    .ctx("flush a manifest set aside", &to)?;
+                remove_file(&from)?;
+                return Ok(to);
+            }
             match publish_noreplace(
                 manifests.as_fd(),
                 rel_path(digest).as_str(),
@@ -485,16 +523,28 @@ pub fn read_manifest_file(path: &Path, digest: &ManifestDigest) -> Result<Manife
     }
 }
 
-/// Reads the canonical bytes a manifest file keeps ([`read_raw`]), a delta
-/// unfolded through the files of its bases (catalogue/kept.rs); what comes
-/// out is checked by the caller.
+/// Reads the canonical bytes a manifest file under `manifests/ab/` keeps
+/// ([`read_bounded_in`]).
 fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    read_bounded_in(path, path.parent().and_then(Path::parent).unwrap_or(path))
+}
+
+/// Reads the canonical bytes a manifest file keeps ([`read_raw`]), a delta
+/// unfolded through the files of its bases in `manifests` (the store's
+/// `manifests/`; catalogue/kept.rs); what comes out is checked by the
+/// caller. A chain read while an `rm` rewrites part of it whole may find a
+/// base gone: it is read once more before it is called damaged.
+fn read_bounded_in(path: &Path, manifests: &Path) -> Result<Vec<u8>> {
+    unfold_file(path, manifests).or_else(|_| unfold_file(path, manifests))
+}
+
+fn unfold_file(path: &Path, manifests: &Path) -> Result<Vec<u8>> {
     let raw = read_raw(path)?;
     if !raw.starts_with(kept::DELTA_MAGIC) {
         return Ok(raw);
     }
     kept::unfold(raw, MAX_TREE_MANIFEST_BYTES, |base| {
-        read_raw(&base_file(path, base))
+        read_raw(&base_file(manifests, base))
     })
     .map_err(|e| Error::DamagedManifest {
         path: path.to_path_buf(),
@@ -508,28 +558,31 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>> {
     })
 }
 
-/// The file of the manifest a delta at `path` is kept against: beside it
-/// under `manifests/`, or, for a set-aside manifest, set aside too when it
-/// is not there.
-fn base_file(path: &Path, base: &ManifestDigest) -> PathBuf {
-    let up = path.parent().and_then(Path::parent).unwrap_or(path);
-    let store = if up.file_name() == Some(std::ffi::OsStr::new(MANIFESTS_DIR)) {
-        up.parent().unwrap_or(up)
-    } else {
-        up
-    };
-    let beside = store.join(MANIFESTS_DIR).join(rel_path(base));
+/// The file of the manifest a delta is kept against: in `manifests`, or,
+/// when it is not there, set aside beside it (`manifests-set-aside/<hex>.<n>`).
+fn base_file(manifests: &Path, base: &ManifestDigest) -> PathBuf {
+    let beside = manifests.join(rel_path(base));
     if beside.exists() {
         return beside;
     }
-    (1..10)
-        .map(|n| {
-            store
-                .join(SET_ASIDE_DIR)
-                .join(format!("{}.{n}", base.to_hex()))
+    let aside = manifests
+        .parent()
+        .map(|root| root.join(SET_ASIDE_DIR))
+        .unwrap_or_default();
+    let prefix = format!("{}.", base.to_hex());
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&aside)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && !n.ends_with(WHY_SUFFIX))
         })
-        .find(|p| p.exists())
-        .unwrap_or(beside)
+        .collect();
+    found.sort();
+    found.into_iter().next().unwrap_or(beside)
 }
 
 /// Reads at most one byte more than the longest manifest of its kind from
@@ -553,14 +606,18 @@ fn read_raw(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// Rewrites whole, each by a rename over it, every manifest file kept as a
-/// delta against `digest`'s, and makes them durable, before that file goes
-/// (`rm`, an ingest taken back): each still unfolds without it.
+/// delta against `digest`'s, under `manifests/` and set aside, and makes
+/// them durable, before that file goes (`rm`, an ingest taken back): each
+/// still unfolds without it. Each whole file is written in `work` and
+/// flushed before its rename, so a full disk or a kill leaves the old file
+/// in place. A file that cannot be read (rather than one read and found
+/// damaged) stops the forgetting.
 pub fn keep_dependents_whole(
     manifests: &Path,
     digest: &ManifestDigest,
-    sync: BorrowedFd<'_>,
+    work: &WorkDir,
 ) -> Result<()> {
-    let mut rewrote = false;
+    let mut files: Vec<(PathBuf, ManifestDigest)> = Vec::new();
     for shard in std::fs::read_dir(manifests).into_iter().flatten().flatten() {
         for file in std::fs::read_dir(shard.path())
             .into_iter()
@@ -568,30 +625,46 @@ pub fn keep_dependents_whole(
             .flatten()
         {
             let path = file.path();
-            let Some(named) = path
+            let named = path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(|n| n.parse::<ManifestDigest>().ok())
-            else {
-                continue;
-            };
-            if header_base(&path) != Some(*digest) {
-                continue;
-            }
-            let bytes = match read_bounded(&path) {
-                Ok(b) if ManifestDigest::of(&b) == named => b,
-                // Damaged already: left as it is, for verify to report.
-                _ => continue,
-            };
-            let tmp = path.with_extension("whole");
-            let _ = std::fs::remove_file(&tmp);
-            write_read_only(&tmp, &bytes)?;
-            std::fs::rename(&tmp, &path).ctx("keep a manifest whole", &path)?;
-            rewrote = true;
+                .and_then(|n| n.parse::<ManifestDigest>().ok());
+            files.extend(named.map(|d| (path, d)));
         }
     }
+    let aside = manifests.parent().map(|root| root.join(SET_ASIDE_DIR));
+    for file in aside.iter().flat_map(std::fs::read_dir).flatten().flatten() {
+        let path = file.path();
+        let named = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| !n.ends_with(WHY_SUFFIX))
+            .and_then(|n| n.split('.').next())
+            .and_then(|hex| hex.parse::<ManifestDigest>().ok());
+        files.extend(named.map(|d| (path, d)));
+    }
+    let mut rewrote = false;
+    for (path, named) in files {
+        if header_base(&path) != Some(*digest) {
+            continue;
+        }
+        let bytes = match read_bounded_in(&path, manifests) {
+            Ok(b) if ManifestDigest::of(&b) == named => b,
+            // Damaged already: left as it is, for verify to report.
+            Ok(_) | Err(Error::DamagedManifest { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        let staged = work.path().join(format!("whole-{}", named.to_hex()));
+        let _ = std::fs::remove_file(&staged);
+        write_read_only(&staged, &bytes)?;
+        std::fs::File::open(&staged)
+            .and_then(|f| f.sync_all())
+            .ctx("flush a manifest kept whole", &staged)?;
+        std::fs::rename(&staged, &path).ctx("keep a manifest whole", &path)?;
+        rewrote = true;
+    }
     if rewrote {
-        rustix::fs::syncfs(sync).ctx("make the manifests durable", manifests)?;
+        rustix::fs::syncfs(work.fd()).ctx("make the manifests durable", manifests)?;
     }
     Ok(())
 }
@@ -682,27 +755,45 @@ impl Unfolder {
         for b in bases.values() {
             *children.entry(*b).or_insert(0usize) += 1;
         }
-        // Depth first from each file, bases before what names them; a
-        // circle or a chain too long is read as it is (and found damaged).
-        let depth = |d: &ManifestDigest| {
-            let mut n = 0usize;
-            let mut at = *d;
-            while let Some(b) = bases.get(&at) {
-                n += 1;
-                at = *b;
-                if n > 4096 {
-                    break;
-                }
+        // Depth first from each whole file (or one whose base is not
+        // here), bases before what is kept against them, so that a base's
+        // bytes are kept only while its chain is read; a file on a circle
+        // comes last, read as it is (and found damaged).
+        let mut below: std::collections::HashMap<ManifestDigest, Vec<usize>> =
+            std::collections::HashMap::new();
+        let here: HashSet<ManifestDigest> = found.iter().filter_map(|f| f.digest).collect();
+        let mut roots = Vec::new();
+        for (i, f) in found.iter().enumerate() {
+            match f
+                .digest
+                .and_then(|d| bases.get(&d))
+                .filter(|b| here.contains(b))
+            {
+                Some(base) => below.entry(*base).or_default().push(i),
+                None => roots.push(i),
             }
-            n
-        };
-        let mut order: Vec<(usize, FoundManifest)> = found
+        }
+        let mut seen = vec![false; found.len()];
+        let mut preorder = Vec::with_capacity(found.len());
+        let mut stack: Vec<usize> = roots.into_iter().rev().collect();
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut seen[i], true) {
+                continue;
+            }
+            preorder.push(i);
+            if let Some(kids) = found[i].digest.and_then(|d| below.get(&d)) {
+                stack.extend(kids.iter().rev());
+            }
+        }
+        preorder.extend((0..found.len()).filter(|i| !seen[*i]));
+        let mut slots: Vec<Option<FoundManifest>> = found.into_iter().map(Some).collect();
+        let order: Vec<FoundManifest> = preorder
             .into_iter()
-            .map(|f| (f.digest.as_ref().map_or(0, depth), f))
+            .rev()
+            .filter_map(|i| slots[i].take())
             .collect();
-        order.sort_by(|a, b| (b.0, &b.1.path).cmp(&(a.0, &a.1.path)));
         Unfolder {
-            order: order.into_iter().map(|(_, f)| f).collect(),
+            order,
             bases,
             kept: std::collections::HashMap::new(),
             children,

@@ -274,7 +274,7 @@ fn rebuild(mut store: Store, set_aside: Option<PathBuf>) -> Result<Recovery> {
     // other kinds first, then tasks, then environments (a kind is in its
     // first bytes).
     let mut found_manifests = store.list_manifests()?;
-    found_manifests.sort_by_key(|found| {
+    found_manifests.sort_by_cached_key(|found| {
         use crate::profile::tree::stored::Kind;
         // A delta (catalogue/kept.rs) reads as a CE manifest here: no task
         // or environment is kept as one.
