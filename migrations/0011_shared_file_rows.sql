@@ -11,8 +11,8 @@
 -- read by catalogue/files.rs), filled from `files` by the migration's runner.
 --
 -- `manifests` holds each snapshot's manifest as it is kept (catalogue/kept.rs:
--- whole, or a delta against the manifest named by `base`, `depth` deltas from
--- a whole one), out of the snapshot's row, so that reading a row never walks
+-- whole, packed, or a delta against the manifest named by `base`, `depth`
+-- deltas from one with no base), out of the snapshot's row, so that reading a row never walks
 -- a manifest's overflow pages.
 
 CREATE TABLE entries (

@@ -106,7 +106,7 @@ impl Catalogue {
         .map_err(err("rewrite a snapshot's row"))?;
         tx.execute(
             "INSERT OR REPLACE INTO manifests (snapshot_id, base, depth, kept) VALUES (?1, NULL, 0, ?2)",
-            params![id, manifest.bytes],
+            params![id, super::kept::keep_whole(&manifest.bytes)],
         )
         .map_err(err("rewrite a snapshot's manifest"))?;
         tx.execute("DELETE FROM snapshot_refs WHERE task_id = ?1", [id])

@@ -1,37 +1,51 @@
-//! How a manifest is kept, in the catalogue and on disk: whole, or as a
-//! zstd delta against another stored manifest.
+//! How a manifest is kept, in the catalogue and on disk: whole, packed, or
+//! as a zstd delta against another stored manifest.
 //!
 //! ```text
 //! whole:  the canonical manifest bytes, as ever (`{"files":…`, `[…`, `{…`)
+//! packed: "cestore-zstd 1\n" <one zstd frame of the canonical bytes>
 //! delta:  "cestore-delta 1 " <base digest, 64 hex> "\n" <one zstd frame>
 //!                              │                          │
 //!                              └ a stored manifest        └ compressed with the
-//!                                kept the same way          base's canonical bytes
-//!                                                           as its prefix, with
-//!                                                           zstd's content checksum
+//!                                kept any of these ways     base's canonical bytes
+//!                                                           as its prefix
 //! ```
 //!
-//! A snapshot that differs from the one before it in a few files is kept
-//! in a few kilobytes (`zstd --patch-from`'s encoding), where its
-//! canonical bytes take megabytes for a runtime tree. A chain of deltas is
-//! at most [`MAX_DEPTH`] long: the next is kept whole, so that reading a
-//! manifest unfolds a bounded number of frames. What unfolding yields is
-//! checked against the digest it is read for, every time, by the caller
-//! that hashes it ([`crate::profile::ce::manifest::Manifest::parse`]).
+//! Both frames carry zstd's content checksum. A snapshot that differs from
+//! the one before it in a few files is kept in a few kilobytes (`zstd
+//! --patch-from`'s encoding), where its canonical bytes take megabytes for a
+//! runtime tree. A chain of deltas is at most [`MAX_DEPTH`] long: the next
+//! is kept packed, so that reading a manifest unfolds a bounded number of
+//! frames. What a delta unfolds to is hashed against the digest it is read
+//! for, every time, by the reader ([`unfold`]'s callers).
 //!
 //! The bytes are the same in both places: the catalogue's `manifests` row
-//! and the file `manifests/ab/<digest>` of one snapshot hold one kept form.
+//! and the file `manifests/ab/<digest>` of one snapshot hold one kept form
+//! (each place may keep it whole after a base is forgotten: [`keep_whole`]).
+//! Manifests under [`MIN_KEPT_BYTES`], and every task's and environment's
+//! (whose kind `recover` reads from their first bytes), are kept whole.
 
 use std::io::Read;
 
 use crate::digest::ManifestDigest;
 
-/// The first bytes of a delta; no canonical manifest starts so.
+/// The first bytes of every kept form but the whole one; no canonical
+/// manifest starts so.
+pub const KEPT_PREFIX: &[u8] = b"cestore-";
+
+/// The first bytes of a delta.
 pub const DELTA_MAGIC: &[u8] = b"cestore-delta 1 ";
 
+/// The first bytes of a packed manifest.
+pub const PACK_MAGIC: &[u8] = b"cestore-zstd 1\n";
+
 /// The longest chain of deltas: a manifest whose base is this deep is kept
-/// whole.
-pub const MAX_DEPTH: i64 = 32;
+/// packed.
+pub const MAX_DEPTH: i64 = 16;
+
+/// The shortest manifest kept packed or as a delta: below it, the bytes
+/// saved are not worth the unfolding.
+pub const MIN_KEPT_BYTES: usize = 16 * 1024;
 
 /// The longest chain a reader follows before calling the bytes damaged:
 /// twice [`MAX_DEPTH`], for a chain on disk whose catalogue rows were kept
@@ -47,6 +61,8 @@ const LEVEL: i32 = 3;
 pub enum Form<'a> {
     /// The canonical bytes themselves.
     Whole(&'a [u8]),
+    /// A zstd frame of the canonical bytes.
+    Packed(&'a [u8]),
     /// A zstd frame to unfold against `base`'s canonical bytes.
     Delta {
         /// The manifest whose canonical bytes are the frame's prefix.
@@ -62,6 +78,9 @@ pub enum KeptError {
     /// The header of a delta does not name a digest.
     #[error("its delta header does not name a base manifest")]
     Header,
+    /// A packed manifest's frame does not decompress within its bound.
+    #[error("its packed frame does not decompress: {0}")]
+    Packed(String),
     /// The frame does not decompress against its base.
     #[error("its delta against {base} does not decompress: {why}")]
     Frame {
@@ -85,6 +104,9 @@ pub enum KeptError {
 
 /// Reads what kept bytes hold.
 pub fn form(kept: &[u8]) -> Result<Form<'_>, KeptError> {
+    if let Some(frame) = kept.strip_prefix(PACK_MAGIC) {
+        return Ok(Form::Packed(frame));
+    }
     let Some(rest) = kept.strip_prefix(DELTA_MAGIC) else {
         return Ok(Form::Whole(kept));
     };
@@ -113,6 +135,22 @@ pub fn delta(base_digest: &ManifestDigest, base: &[u8], bytes: &[u8]) -> Vec<u8>
     }
 }
 
+/// How a manifest with no base is kept: packed when it is
+/// [`MIN_KEPT_BYTES`] or longer and neither a task's nor an environment's,
+/// else its canonical bytes.
+pub fn keep_whole(bytes: &[u8]) -> Vec<u8> {
+    use crate::profile::tree::stored::Kind;
+    if bytes.len() < MIN_KEPT_BYTES || matches!(Kind::of(bytes), Kind::Task | Kind::Environment) {
+        return bytes.to_vec();
+    }
+    let mut out = Vec::with_capacity(PACK_MAGIC.len() + bytes.len() / 4);
+    out.extend_from_slice(PACK_MAGIC);
+    match compress(&[], bytes, &mut out) {
+        Ok(()) => out,
+        Err(_) => bytes.to_vec(),
+    }
+}
+
 /// A window that reaches from the end of `bytes` back over all of `base`.
 fn window_log(base: &[u8], bytes: &[u8]) -> u32 {
     let span = (base.len() + bytes.len()).max(1 << 10) as u64;
@@ -131,6 +169,32 @@ fn compress(base: &[u8], bytes: &[u8], out: &mut Vec<u8>) -> std::io::Result<()>
     Ok(())
 }
 
+/// The canonical bytes of a packed manifest's frame, at most `bound`.
+fn unpack(frame: &[u8], bound: u64) -> Result<Vec<u8>, KeptError> {
+    let mut out = Vec::new();
+    let why = |e: std::io::Error| KeptError::Packed(e.to_string());
+    let mut dec = zstd::stream::read::Decoder::new(frame).map_err(why)?;
+    dec.set_parameter(zstd::stream::raw::DParameter::WindowLogMax(window_for(
+        0, bound,
+    )))
+    .map_err(why)?;
+    dec.take(bound + 1).read_to_end(&mut out).map_err(why)?;
+    if out.len() as u64 > bound {
+        return Err(KeptError::Packed(format!(
+            "it unfolds to more than {bound} bytes"
+        )));
+    }
+    Ok(out)
+}
+
+/// The largest window a frame of at most `bound` bytes over a `base` of
+/// `base_len` needs: a frame asking for more is refused rather than given
+/// the memory.
+fn window_for(base_len: usize, bound: u64) -> u32 {
+    let span = (base_len as u64).saturating_add(bound).max(1 << 10);
+    (64 - (span - 1).leading_zeros()).clamp(10, 30)
+}
+
 /// Unfolds a delta's frame against its base's canonical bytes, reading at
 /// most `bound` bytes.
 pub fn apply(
@@ -145,11 +209,7 @@ pub fn apply(
         why: e.to_string(),
     };
     let mut dec = zstd::stream::read::Decoder::with_ref_prefix(frame, base).map_err(why)?;
-    // No window larger than the writer's for bytes this long: a frame
-    // asking for more is refused rather than given the memory.
-    let span = (base.len() as u64).saturating_add(bound).max(1 << 10);
-    let log = (64 - (span - 1).leading_zeros()).clamp(10, 30);
-    dec.set_parameter(DParameter::WindowLogMax(log))
+    dec.set_parameter(DParameter::WindowLogMax(window_for(base.len(), bound)))
         .map_err(why)?;
     let mut out = Vec::new();
     dec.take(bound + 1).read_to_end(&mut out).map_err(why)?;
@@ -192,6 +252,7 @@ pub fn unfold<E>(
     let whole = loop {
         let base = match form(&next)? {
             Form::Whole(_) => break next,
+            Form::Packed(frame) => break unpack(frame, bound)?,
             Form::Delta { base, .. } => base,
         };
         if chain.len() >= MAX_UNFOLD || chain.iter().any(|(_, b)| *b == base) {
@@ -244,6 +305,30 @@ mod tests {
             Ok(base.clone())
         });
         assert_eq!(out.ok(), Some(next));
+    }
+
+    #[test]
+    fn a_large_manifest_is_packed_and_a_small_task_or_environment_one_is_whole() {
+        let big = lines(2000, &[]);
+        let packed = keep_whole(&big);
+        assert!(packed.starts_with(PACK_MAGIC) && packed.len() * 4 < big.len());
+        assert!(matches!(form(&packed), Ok(Form::Packed(_))));
+        let none = |_: &ManifestDigest| -> Result<Vec<u8>, ()> { Err(()) };
+        assert_eq!(
+            unfold(packed.clone(), 1 << 30, none).ok(),
+            Some(big.clone())
+        );
+        assert!(matches!(
+            unfold(packed, 100, none),
+            Err(Unfold::Kept(KeptError::Packed(_)))
+        ));
+        let small = lines(10, &[]);
+        assert_eq!(keep_whole(&small), small);
+        for head in [&b"{\"declarations\":"[..], b"{\"members\":"] {
+            let mut task = head.to_vec();
+            task.extend(std::iter::repeat_n(b' ', MIN_KEPT_BYTES));
+            assert_eq!(keep_whole(&task), task);
+        }
     }
 
     #[test]

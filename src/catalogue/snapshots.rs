@@ -597,7 +597,7 @@ fn canonical(
         })
     };
     let kept = read(digest)?;
-    let whole = !kept.starts_with(super::kept::DELTA_MAGIC);
+    let whole = !kept.starts_with(super::kept::KEPT_PREFIX);
     let base = |base: &ManifestDigest| {
         kept_of(conn, base).map_err(|e| match e {
             rusqlite::Error::QueryReturnedNoRows => Error::Integrity(format!(
@@ -624,12 +624,12 @@ fn canonical(
         )),
         super::kept::Unfold::Fetch(e) => e,
     })?;
-    // What a delta unfolds to is checked here; whole bytes, as ever, by
-    // whoever parses them.
+    // What a delta or a packed frame unfolds to is checked here; whole
+    // bytes, as ever, by whoever parses them.
     if !whole && ManifestDigest::of(&bytes) != *digest {
         return Err(Error::Integrity(format!(
-            "the catalogue '{}' keeps the manifest of {digest} damaged: its delta unfolds to bytes \
-             that hash to {}; run `cestore recover`",
+            "the catalogue '{}' keeps the manifest of {digest} damaged: it unfolds to bytes that \
+             hash to {}; run `cestore recover`",
             path.display(),
             ManifestDigest::of(&bytes)
         )));
@@ -664,7 +664,7 @@ fn insert_manifest(
         ),
         None => tx.execute(
             "INSERT INTO manifests (snapshot_id, base, depth, kept) VALUES (?1, NULL, 0, ?2)",
-            params![id, snap.manifest],
+            params![id, super::kept::keep_whole(snap.manifest)],
         ),
     }
     .map(drop)
@@ -690,7 +690,7 @@ fn keep_dependents_whole(tx: &rusqlite::Transaction<'_>, digest: &ManifestDigest
         let bytes = canonical(tx, &path, &dependent)?;
         tx.execute(
             "UPDATE manifests SET base = NULL, depth = 0, kept = ?2 WHERE snapshot_id = ?1",
-            params![id, bytes],
+            params![id, super::kept::keep_whole(&bytes)],
         )
         .map_err(err("keep a manifest whole"))?;
     }

@@ -34,7 +34,7 @@
 //! ├── catalogue.sqlite       the catalogue (plus -wal and -shm), an index
 //! ├── manifests/
 //! │   └── ab/<64 hex>        every snapshot's manifest, by digest: its canonical
-//! │                          bytes, or their delta against another's
+//! │                          bytes, packed, or their delta against another's
 //! │                          (`crate::catalogue::kept`)
 //! ├── sources/
 //! │   └── ab/<64 hex>/       a snapshot's source records (`beside`)

@@ -74,8 +74,12 @@ fn three(env: &TestEnv) -> [String; 3] {
 fn a_near_copy_is_kept_as_a_delta_and_every_command_reads_its_bytes() {
     let env = TestEnv::new();
     let [d1, d2, d3] = three(&env);
-    let whole = std::fs::read(manifest_file(&env, &d1)).unwrap();
-    assert!(whole.starts_with(b"["), "the first is kept whole");
+    let first = std::fs::read(manifest_file(&env, &d1)).unwrap();
+    assert!(
+        first.starts_with(b"cestore-zstd 1\n"),
+        "the first is kept packed"
+    );
+    assert!(first.len() * 3 < shown(&env, &d1).len());
     for (d, base) in [(&d2, &d1), (&d3, &d2)] {
         let kept = std::fs::read(manifest_file(&env, d)).unwrap();
         let header = format!("cestore-delta 1 {base}\n");
@@ -108,13 +112,14 @@ fn a_near_copy_is_kept_as_a_delta_and_every_command_reads_its_bytes() {
     verify_clean(&env);
 }
 
-/// docs/format.md's reading of a delta: the bytes after its 81-byte header
-/// are one zstd frame that `zstd -d --patch-from BASE` unfolds.
+/// docs/format.md's reading of a kept manifest: the bytes after a packed
+/// one's 15-byte header are one zstd frame that `zstd -d` reads; after a
+/// delta's 81-byte header, one that `zstd -d --patch-from BASE` unfolds.
 #[test]
-fn a_delta_unfolds_with_the_zstd_command_as_documented() {
+fn a_kept_manifest_unfolds_with_the_zstd_command_as_documented() {
     let Ok(zstd) = which("zstd") else {
         return skip(
-            "kept::a_delta_unfolds_with_the_zstd_command_as_documented",
+            "kept::a_kept_manifest_unfolds_with_the_zstd_command_as_documented",
             "zstd is not on PATH",
         );
     };
@@ -125,7 +130,7 @@ fn a_delta_unfolds_with_the_zstd_command_as_documented() {
     std::fs::write(&frame, &kept[81..]).unwrap();
     let base = env.path("base");
     std::fs::write(&base, shown(&env, &d1)).unwrap();
-    let out = std::process::Command::new(zstd)
+    let out = std::process::Command::new(&zstd)
         .args(["-d", "-q", "-c", "--patch-from"])
         .arg(&base)
         .arg(&frame)
@@ -133,6 +138,15 @@ fn a_delta_unfolds_with_the_zstd_command_as_documented() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(out.stdout, shown(&env, &d2));
+    let packed = std::fs::read(manifest_file(&env, &d1)).unwrap();
+    std::fs::write(&frame, &packed[15..]).unwrap();
+    let out = std::process::Command::new(&zstd)
+        .args(["-d", "-q", "-c"])
+        .arg(&frame)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, shown(&env, &d1));
 }
 
 /// The path of `program` on PATH.
@@ -152,7 +166,10 @@ fn forgetting_a_base_keeps_what_names_it_whole_and_loses_nothing() {
     let before = shown(&env, &d3);
     assert_exit(&env.run(["rm", &d2]), 0);
     let kept = std::fs::read(manifest_file(&env, &d3)).unwrap();
-    assert_eq!(kept, before, "d3 is kept whole once its base is forgotten");
+    assert!(
+        kept.starts_with(b"cestore-zstd 1\n"),
+        "d3 is kept packed, with no base, once its base is forgotten"
+    );
     assert!(!manifest_file(&env, &d2).exists());
     assert_exit(&env.run(["gc"]), 0);
     verify_clean(&env);

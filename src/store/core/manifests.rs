@@ -5,8 +5,8 @@
 //! STORE/manifests/
 //! └── ab/
 //!     └── <64 hex>     the canonical manifest bytes, whose SHA-256 is the
-//!                      name, or their delta against another manifest here
-//!                      (`crate::catalogue::kept`), unfolded on every read
+//!                      name, packed, or their delta against another manifest
+//!                      here (`crate::catalogue::kept`), unfolded on every read
 //! STORE/manifests-set-aside/
 //! ├── <64 hex>.<n>     a manifest `cestore recover` refused to record
 //! └── <64 hex>.<n>.why why it was refused, one line
@@ -45,9 +45,6 @@ use crate::store::{holds_data, ObjectKey, Store};
 
 /// The manifests directory's name inside the store.
 pub use crate::store::MANIFESTS_DIR;
-/// The shortest manifest kept as a delta: below it, the bytes a delta saves
-/// are not worth unfolding.
-const MIN_DELTA_BYTES: usize = 16 * 1024;
 /// Where `cestore recover` moves the manifests it refuses to record.
 pub const SET_ASIDE_DIR: &str = "manifests-set-aside";
 /// The suffix of the file beside a set-aside manifest that says why.
@@ -149,8 +146,11 @@ impl Store {
             Err(e) => return Err(Error::io("create a manifest shard", dest, e)),
         }
         let staged = format!("manifest-{hex}");
-        let kept = delta.map_or(&manifest.bytes, |(_, kept)| kept);
-        write_read_only(&work.path().join(&staged), kept)?;
+        let kept = match delta {
+            Some((_, delta)) => std::borrow::Cow::Borrowed(delta),
+            None => std::borrow::Cow::Owned(kept::keep_whole(&manifest.bytes)),
+        };
+        write_read_only(&work.path().join(&staged), &kept)?;
         let rel = rel_path(&manifest.digest);
         let manifests = crate::fsutil::open_dir(self.dir(), MANIFESTS_DIR).ctx(
             "open the manifests directory",
@@ -174,7 +174,7 @@ impl Store {
     pub fn delta_for(&self, manifest: &Manifest, name: &str) -> Option<(ManifestDigest, Vec<u8>)> {
         // Tasks and environments are kept whole: `recover` reads their kind
         // from their first bytes, to record them after what they name.
-        if manifest.bytes.len() < MIN_DELTA_BYTES
+        if manifest.bytes.len() < kept::MIN_KEPT_BYTES
             || matches!(manifest.profile(), "task" | "environment")
         {
             return None;
@@ -232,7 +232,7 @@ impl Store {
         }
         let tmp = path.with_extension("repair");
         let _ = std::fs::remove_file(&tmp);
-        write_read_only(&tmp, &manifest.bytes)?;
+        write_read_only(&tmp, &kept::keep_whole(&manifest.bytes))?;
         std::fs::rename(&tmp, &path).ctx("replace a damaged manifest", &path)
     }
 
@@ -540,7 +540,7 @@ fn read_bounded_in(path: &Path, manifests: &Path) -> Result<Vec<u8>> {
 
 fn unfold_file(path: &Path, manifests: &Path) -> Result<Vec<u8>> {
     let raw = read_raw(path)?;
-    if !raw.starts_with(kept::DELTA_MAGIC) {
+    if !raw.starts_with(kept::KEPT_PREFIX) {
         return Ok(raw);
     }
     kept::unfold(raw, MAX_TREE_MANIFEST_BYTES, |base| {
@@ -595,7 +595,7 @@ fn read_raw(path: &Path) -> Result<Vec<u8>> {
         .and_then(|f| f.take(MAX_TREE_MANIFEST_BYTES + 1).read_to_end(&mut bytes))
         .ctx("read a manifest", path)?;
     let cut = (MAX_MANIFEST_BYTES + 1) as usize;
-    if !bytes.starts_with(kept::DELTA_MAGIC)
+    if !bytes.starts_with(kept::KEPT_PREFIX)
         && crate::profile::tree::stored::Kind::of(&bytes) == crate::profile::tree::stored::Kind::Ce
         && bytes.len() > cut
     {
@@ -656,7 +656,7 @@ pub fn keep_dependents_whole(
         };
         let staged = work.path().join(format!("whole-{}", named.to_hex()));
         let _ = std::fs::remove_file(&staged);
-        write_read_only(&staged, &bytes)?;
+        write_read_only(&staged, &kept::keep_whole(&bytes))?;
         std::fs::File::open(&staged)
             .and_then(|f| f.sync_all())
             .ctx("flush a manifest kept whole", &staged)?;

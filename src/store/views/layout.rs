@@ -25,9 +25,9 @@ pub const SANDBOX_COPY_DIR: &str = "sandbox-copy";
 pub const DEPENDENCIES_DIR: &str = "dependencies";
 
 /// The kind of a recorded snapshot, read from the first bytes of its
-/// manifest file (from its catalogue row, when the file is kept as a
-/// delta); a manifest that cannot be read is taken for a CE plugin's, whose
-/// views are made from the catalogue as ever, unless it is a delta: a
+/// manifest file (from its catalogue row, when the file is kept packed or
+/// as a delta); a manifest that cannot be read is taken for a CE plugin's,
+/// whose views are made from the catalogue as ever, unless it is kept so: a
 /// tree's view then fails on its manifest rather than come out a plugin's.
 pub fn kind_of(store: &Store, digest: &ManifestDigest) -> Kind {
     let mut head = [0u8; 16];
@@ -40,9 +40,9 @@ pub fn kind_of(store: &Store, digest: &ManifestDigest) -> Kind {
             }
         }
     }
-    if head[..got] == *crate::catalogue::kept::DELTA_MAGIC {
-        // A delta's first bytes name no kind: the catalogue's row does,
-        // else the bytes it unfolds to.
+    if head[..got].starts_with(crate::catalogue::kept::KEPT_PREFIX) {
+        // A packed manifest's or a delta's first bytes name no kind: the
+        // catalogue's row does, else the bytes it unfolds to.
         return store.catalogue().kind_of(digest).unwrap_or_else(|| {
             store
                 .read_manifest(digest)
