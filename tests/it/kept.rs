@@ -190,13 +190,7 @@ fn forgetting_a_base_keeps_what_names_it_whole_and_loses_nothing() {
 fn a_lost_catalogue_is_rebuilt_from_the_deltas() {
     let env = TestEnv::new();
     let digests = three(&env);
-    for name in [
-        "catalogue.sqlite",
-        "catalogue.sqlite-wal",
-        "catalogue.sqlite-shm",
-    ] {
-        let _ = std::fs::remove_file(env.store.join(name));
-    }
+    lose_catalogue(&env);
     let r = env.json(["recover", "--json"]);
     assert_eq!(r["snapshots"], 3, "{r:#}");
     for d in &digests {
@@ -270,13 +264,7 @@ fn a_delta_set_aside_is_kept_whole_and_its_objects_with_it() {
     let kept = object("module.exports = 299; // round 2\n");
     assert!(gone.exists() && kept.exists());
     std::fs::remove_file(&gone).unwrap();
-    for name in [
-        "catalogue.sqlite",
-        "catalogue.sqlite-wal",
-        "catalogue.sqlite-shm",
-    ] {
-        let _ = std::fs::remove_file(env.store.join(name));
-    }
+    lose_catalogue(&env);
     let out = env.run(["recover", "--json"]);
     assert_exit(&out, 1);
     let aside = env
@@ -291,6 +279,17 @@ fn a_delta_set_aside_is_kept_whole_and_its_objects_with_it() {
     assert_exit(&env.run(["rm", &d1]), 0);
     assert_exit(&env.run(["gc"]), 0);
     assert!(kept.exists(), "gc keeps what a set-aside manifest names");
+}
+
+/// Removes the store's catalogue, its log and its shared memory.
+fn lose_catalogue(env: &TestEnv) {
+    for name in [
+        "catalogue.sqlite",
+        "catalogue.sqlite-wal",
+        "catalogue.sqlite-shm",
+    ] {
+        let _ = std::fs::remove_file(env.store.join(name));
+    }
 }
 
 /// Every file under `dir`.
