@@ -99,6 +99,17 @@ pub fn publish_noreplace<P: rustix::path::Arg + Copy, Q: rustix::path::Arg + Cop
     }
 }
 
+/// The first `n` bytes of the file at `path`, fewer when it is shorter or
+/// cannot be read to its end; none when it cannot be opened.
+pub fn read_head(path: &Path, n: usize) -> Vec<u8> {
+    use std::io::Read;
+    let mut head = Vec::with_capacity(n);
+    if let Ok(file) = std::fs::File::open(path) {
+        let _ = file.take(n as u64).read_to_end(&mut head);
+    }
+    head
+}
+
 /// Writes a new file at `mode` (less the umask), refusing to replace one;
 /// returns it, still open.
 pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<std::fs::File> {

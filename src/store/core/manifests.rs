@@ -403,12 +403,7 @@ impl Store {
                 // A delta that no longer unfolds names nothing readable: what
                 // it named may be anywhere, so no sweep while it stays.
                 Err(e) if header_base(&path).is_some() => {
-                    let named = path
-                        .file_name()
-                        .and_then(|n| n.to_str())
-                        .and_then(|n| n.split('.').next())
-                        .and_then(|hex| hex.parse::<ManifestDigest>().ok());
-                    if let Some(d) = named {
+                    if let Some(d) = set_aside_digest(&path) {
                         scan.damaged
                             .push((d, path.clone(), crate::error::error_chain(&e)));
                     }
@@ -569,20 +564,25 @@ fn base_file(manifests: &Path, base: &ManifestDigest) -> PathBuf {
         .parent()
         .map(|root| root.join(SET_ASIDE_DIR))
         .unwrap_or_default();
-    let prefix = format!("{}.", base.to_hex());
     let mut found: Vec<PathBuf> = std::fs::read_dir(&aside)
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix) && !n.ends_with(WHY_SUFFIX))
-        })
+        .filter(|p| set_aside_digest(p) == Some(*base))
         .collect();
     found.sort();
     found.into_iter().next().unwrap_or(beside)
+}
+
+/// The digest a set-aside manifest's name (`<64 hex>.<n>`) claims; `None`
+/// for its `.why` file and any other name.
+fn set_aside_digest(path: &Path) -> Option<ManifestDigest> {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.ends_with(WHY_SUFFIX))
+        .and_then(|n| n.split_once('.'))
+        .and_then(|(hex, _)| hex.parse().ok())
 }
 
 /// Reads at most one byte more than the longest manifest of its kind from
@@ -635,13 +635,7 @@ pub fn keep_dependents_whole(
     let aside = manifests.parent().map(|root| root.join(SET_ASIDE_DIR));
     for file in aside.iter().flat_map(std::fs::read_dir).flatten().flatten() {
         let path = file.path();
-        let named = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .filter(|n| !n.ends_with(WHY_SUFFIX))
-            .and_then(|n| n.split('.').next())
-            .and_then(|hex| hex.parse::<ManifestDigest>().ok());
-        files.extend(named.map(|d| (path, d)));
+        files.extend(set_aside_digest(&path).map(|d| (path, d)));
     }
     let mut rewrote = false;
     for (path, named) in files {
@@ -847,17 +841,10 @@ impl Unfolder {
 
 /// The base a manifest file's header names, when it is a delta.
 fn header_base(path: &Path) -> Option<ManifestDigest> {
-    use std::io::Read;
-    let mut head = [0u8; 81];
-    let mut f = std::fs::File::open(path).ok()?;
-    let mut got = 0;
-    while got < head.len() {
-        match f.read(&mut head[got..]) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got += n,
-        }
-    }
-    match kept::form(&head[..got]) {
+    match kept::form(&crate::fsutil::read_head(
+        path,
+        kept::DELTA_MAGIC.len() + 65,
+    )) {
         Ok(kept::Form::Delta { base, .. }) => Some(base),
         _ => None,
     }

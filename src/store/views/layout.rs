@@ -9,8 +9,6 @@
 //! empty). A CE snapshot has no such layout: its views are made from the
 //! catalogue's files, as ever.
 
-use std::io::Read;
-
 use crate::digest::ManifestDigest;
 use crate::error::{Damage, Result};
 use crate::profile::ce::manifest::Entry;
@@ -30,17 +28,8 @@ pub const DEPENDENCIES_DIR: &str = "dependencies";
 /// whose views are made from the catalogue as ever, unless it is kept so: a
 /// tree's view then fails on its manifest rather than come out a plugin's.
 pub fn kind_of(store: &Store, digest: &ManifestDigest) -> Kind {
-    let mut head = [0u8; 16];
-    let mut got = 0;
-    if let Ok(mut file) = std::fs::File::open(store.manifest_path(digest)) {
-        while got < head.len() {
-            match file.read(&mut head[got..]) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => got += n,
-            }
-        }
-    }
-    if head[..got].starts_with(crate::catalogue::kept::KEPT_PREFIX) {
+    let head = crate::fsutil::read_head(&store.manifest_path(digest), 16);
+    if head.starts_with(crate::catalogue::kept::KEPT_PREFIX) {
         // A packed manifest's or a delta's first bytes name no kind: the
         // catalogue's row does, else the bytes it unfolds to.
         return store.catalogue().kind_of(digest).unwrap_or_else(|| {
@@ -49,7 +38,7 @@ pub fn kind_of(store: &Store, digest: &ManifestDigest) -> Kind {
                 .map_or(Kind::Tree, |m| Kind::of(&m.bytes))
         });
     }
-    Kind::of(&head[..got])
+    Kind::of(&head)
 }
 
 /// Entries placed under `prefix/` (none when `prefix` is empty).
