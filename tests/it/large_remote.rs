@@ -107,6 +107,39 @@ fn killed_pull(env: &TestEnv, reg: &str, reference: &str, kept: usize) -> Vec<(S
     partial_files(env)
 }
 
+/// Pushes `digest` of `env`'s store to a new repository `name` of the
+/// registry; the reference a pull of it names.
+fn push_to(env: &TestEnv, digest: &str, reg: &str, name: &str) -> String {
+    let target = repo(reg, name);
+    env.json(["push", digest, &target, "--plain-http", "--json"]);
+    format!("{target}:sha256-{digest}")
+}
+
+/// [`large_store`], pushed to a new repository `name`: the store, the
+/// digest and the reference a pull of it names.
+fn pushed(reg: &str, name: &str) -> (TestEnv, String, String) {
+    let (a, digest) = large_store();
+    let reference = push_to(&a, &digest, reg, name);
+    (a, digest, reference)
+}
+
+/// Each file of a stored snapshot, as `show --files` gives it: its path and
+/// its sha256.
+fn files_of(env: &TestEnv, digest: &str) -> Vec<(String, String)> {
+    let show = env.json(["show", digest, "--files", "--json"]);
+    show["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().expect("path").to_string(),
+                f["sha256"].as_str().expect("sha256").to_string(),
+            )
+        })
+        .collect()
+}
+
 fn fetched(report: &serde_json::Value) -> (u64, u64) {
     let pull = &report["pull"];
     (
@@ -120,10 +153,7 @@ fn a_pull_killed_mid_way_resumes_and_fetches_only_what_it_lacked() {
     let Some(reg) = registry("killed_pull_resumes") else {
         return;
     };
-    let (a, digest) = large_store();
-    let target = repo(&reg, "killed-pull-resumes");
-    a.json(["push", &digest, &target, "--plain-http", "--json"]);
-    let reference = format!("{target}:sha256-{digest}");
+    let (_a, digest, reference) = pushed(&reg, "killed-pull-resumes");
 
     // What a whole pull fetches, into an empty store.
     let whole = TestEnv::new();
@@ -183,11 +213,9 @@ fn gc_removes_what_a_killed_pull_kept() {
     let Some(reg) = registry("gc_removes_partial") else {
         return;
     };
-    let (a, digest) = large_store();
-    let target = repo(&reg, "gc-removes-partial");
-    a.json(["push", &digest, &target, "--plain-http", "--json"]);
+    let (_a, _, reference) = pushed(&reg, "gc-removes-partial");
     let b = TestEnv::new();
-    let kept = killed_pull(&b, &reg, &format!("{target}:sha256-{digest}"), 2);
+    let kept = killed_pull(&b, &reg, &reference, 2);
     assert!(!kept.is_empty());
     let gc = b.json(["gc", "--json"]);
     let temporary = gc["temporary"].as_array().expect("temporary");
@@ -284,15 +312,15 @@ fn a_push_streaming_an_object_changed_in_place_is_refused_and_the_registry_never
         return;
     };
     let (a, digest) = large_store();
-    let show = a.json(["show", &digest, "--files", "--json"]);
-    let sha = show["files"]
-        .as_array()
-        .expect("files")
-        .iter()
-        .find(|f| f["path"] == "skills/large/f03.bin")
-        .and_then(|f| f["sha256"].as_str())
-        .expect("the large file's sha256")
-        .to_string();
+    let files = files_of(&a, &digest);
+    let sha_of = |wanted: &str| {
+        files
+            .iter()
+            .find(|(path, _)| path == wanted)
+            .map(|(_, sha)| sha.clone())
+            .expect("the large file's sha256")
+    };
+    let sha = sha_of("skills/large/f03.bin");
     // The same size, one byte changed: only hashing it finds the change.
     let object = a.store.join("objects").join(&sha[..2]).join(&sha[2..]);
     let mut bytes = fs::read(&object).expect("read the object");
@@ -314,14 +342,7 @@ fn a_push_streaming_an_object_changed_in_place_is_refused_and_the_registry_never
         "the changed bytes reached the registry"
     );
     // The unchanged objects went up as blobs of their own, streamed.
-    let other = show["files"]
-        .as_array()
-        .expect("files")
-        .iter()
-        .find(|f| f["path"] == "skills/large/f00.bin")
-        .and_then(|f| f["sha256"].as_str())
-        .expect("sha256")
-        .to_string();
+    let other = sha_of("skills/large/f00.bin");
     assert_eq!(blob_status(&target, &other), 200);
 }
 
@@ -338,24 +359,14 @@ fn a_pull_that_failed_on_a_bad_blob_fetches_only_the_rest_once_the_registry_is_m
         return;
     };
     let (a, digest) = large_store();
-    let show = a.json(["show", &digest, "--files", "--json"]);
     // Raw blobs are fetched in the order of their digests: the last one is bad.
-    let sha = show["files"]
-        .as_array()
-        .expect("files")
-        .iter()
-        .filter(|f| {
-            f["path"]
-                .as_str()
-                .is_some_and(|p| p.starts_with("skills/large/"))
-        })
-        .filter_map(|f| f["sha256"].as_str())
+    let sha = files_of(&a, &digest)
+        .into_iter()
+        .filter(|(path, _)| path.starts_with("skills/large/"))
+        .map(|(_, sha)| sha)
         .max()
-        .expect("sha256")
-        .to_string();
-    let target = repo(&reg, "failed-pull-resumes");
-    a.json(["push", &digest, &target, "--plain-http", "--json"]);
-    let reference = format!("{target}:sha256-{digest}");
+        .expect("sha256");
+    let reference = push_to(&a, &digest, &reg, "failed-pull-resumes");
     let whole = TestEnv::new();
     let (full_blobs, full_bytes) =
         fetched(&whole.json(["pull", &reference, "--plain-http", "--json"]));

@@ -220,6 +220,31 @@ pub(crate) fn manifest_url(target: &str, reference: &str) -> String {
     format!("http://{registry}/v2/{repository}/manifests/{reference}")
 }
 
+/// The OCI image manifest's media type.
+pub(crate) const IMAGE_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// A client that answers every status rather than failing on one, for raw
+/// requests to a registry.
+pub(crate) fn raw_agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// The image manifest bytes `target` (`registry/repository`) holds under
+/// `reference`, by raw HTTP.
+pub(crate) fn image_manifest(agent: &ureq::Agent, target: &str, reference: &str) -> Vec<u8> {
+    agent
+        .get(&manifest_url(target, reference))
+        .header("Accept", IMAGE_MANIFEST)
+        .call()
+        .expect("GET manifest")
+        .body_mut()
+        .read_to_vec()
+        .expect("read manifest")
+}
+
 #[test]
 fn push_then_pull_into_an_empty_store_checks_out_the_same_tree() {
     let Some(reg) = registry("push_then_pull") else {
@@ -380,19 +405,9 @@ fn a_tag_that_names_another_snapshot_is_refused() {
     let target = repo(&reg, "lying");
     push(&a, &digest, &target, &[]);
     // Copy the manifest under the tag of a snapshot it is not, by raw HTTP.
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let media = "application/vnd.oci.image.manifest.v1+json";
-    let bytes = agent
-        .get(&manifest_url(&target, &format!("sha256-{digest}")))
-        .header("Accept", media)
-        .call()
-        .expect("GET manifest")
-        .body_mut()
-        .read_to_vec()
-        .expect("read manifest");
+    let agent = raw_agent();
+    let media = IMAGE_MANIFEST;
+    let bytes = image_manifest(&agent, &target, &format!("sha256-{digest}"));
     let fake = "ab".repeat(32);
     let put = agent
         .put(&manifest_url(&target, &format!("sha256-{fake}")))

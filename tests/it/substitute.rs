@@ -270,6 +270,20 @@ fn untrusted_substitutes_are_refused() {
 }
 
 /// A port nothing listens on.
+/// `n` concurrent `stage --arm ce_review --digest DIGEST --json` of `env`'s
+/// store, started at once.
+fn stages(env: &TestEnv, digest: &str, n: usize) -> Vec<std::process::Child> {
+    (0..n)
+        .map(|_| {
+            env.cmd(["stage", "--arm", "ce_review", "--digest", digest, "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn cestore")
+        })
+        .collect()
+}
+
 fn closed_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = l.local_addr().expect("addr").port();
@@ -291,15 +305,7 @@ fn a_down_substituter_fails_in_bounded_time() {
     let timeout = 2;
     let b = configured(config_of(&[&down], json!({"timeout": timeout})));
     let start = Instant::now();
-    let children: Vec<_> = (0..16)
-        .map(|_| {
-            b.cmd(["stage", "--arm", "ce_review", "--digest", &ce, "--json"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn cestore")
-        })
-        .collect();
+    let children = stages(&b, &ce, 16);
     let limit = Duration::from_secs(timeout + 2);
     let mut slowest = Duration::ZERO;
     for child in children {
@@ -349,15 +355,7 @@ fn sixteen_concurrent_stages_download_once() {
     let b = configured(config_of(&[&target], json!({})));
     proxy.reset();
     let start = Instant::now();
-    let children: Vec<_> = (0..16)
-        .map(|_| {
-            b.cmd(["stage", "--arm", "ce_review", "--digest", &ce, "--json"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn cestore")
-        })
-        .collect();
+    let children = stages(&b, &ce, 16);
     let mut views = std::collections::BTreeSet::new();
     for child in children {
         let out = finish(child, Duration::from_secs(120), "stage");
@@ -570,19 +568,9 @@ fn slow_and_lying_substituters_are_bounded_and_passed_over() {
     let liar = repo(&reg, "subst-liar-lies");
     let (host, path) = target.split_once('/').expect("registry/repository");
     let (_, liar_path) = liar.split_once('/').expect("registry/repository");
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let media = "application/vnd.oci.image.manifest.v1+json";
-    let bytes = agent
-        .get(&format!("http://{host}/v2/{path}/manifests/sha256-{tree}"))
-        .header("Accept", media)
-        .call()
-        .expect("GET manifest")
-        .body_mut()
-        .read_to_vec()
-        .expect("read manifest");
+    let agent = crate::remote::raw_agent();
+    let media = crate::remote::IMAGE_MANIFEST;
+    let bytes = crate::remote::image_manifest(&agent, &target, &format!("sha256-{tree}"));
     // The blobs the manifest names, mounted into the liar's repository.
     let doc: Value = serde_json::from_slice(&bytes).expect("manifest JSON");
     let mut blobs = vec![doc["config"]["digest"]
