@@ -19,9 +19,10 @@ use crate::remote::{registry, repo};
 use crate::util::*;
 
 /// Store A: a CE plugin (its `salt` in a file, so that each test has its
-/// own digest) and a tree-kind snapshot, both pushed to `target`; their
-/// digests.
-fn publish(target: &str, salt: &str) -> (TestEnv, String, String) {
+/// own digest) and a tree-kind snapshot, both pushed to the repository
+/// `subst-<salt>` of `registry`; that target and their digests.
+fn publish(registry: &str, salt: &str) -> (TestEnv, String, String, String) {
+    let target = &repo(registry, &format!("subst-{salt}"));
     let a = TestEnv::new();
     let plugin = a.plugin("plugin", "1.0.0");
     write(&plugin.join("skills/ce-plan/salt.md"), format!("{salt}\n"));
@@ -49,7 +50,7 @@ fn publish(target: &str, salt: &str) -> (TestEnv, String, String) {
     for d in [&ce, &tree] {
         a.json(["push", d, target, "--plain-http", "--json"]);
     }
-    (a, ce, tree)
+    (a, target.clone(), ce, tree)
 }
 
 /// A fresh store B whose substituters file is `config`.
@@ -101,8 +102,7 @@ fn missing_snapshots_are_substituted_without_a_pull() {
     let Some(reg) = registry("missing_snapshots_are_substituted_without_a_pull") else {
         return;
     };
-    let target = repo(&reg, "subst-basic");
-    let (a, ce, tree) = publish(&target, "basic");
+    let (a, target, ce, tree) = publish(&reg, "basic");
 
     // Without configuration: today's answer.
     let plain = TestEnv::new();
@@ -209,8 +209,7 @@ fn a_prefix_is_never_substituted() {
     let Some(reg) = registry("a_prefix_is_never_substituted") else {
         return;
     };
-    let target = repo(&reg, "subst-prefix");
-    let (_a, ce, _) = publish(&target, "prefix");
+    let (_a, target, ce, _) = publish(&reg, "prefix");
     let b = configured(config_of(&[&target], json!({})));
     let absent = "ab".repeat(32);
     let out = b.run(["path", &absent, "--json"]);
@@ -244,8 +243,7 @@ fn untrusted_substitutes_are_refused() {
     let Some(reg) = registry("untrusted_substitutes_are_refused") else {
         return;
     };
-    let target = repo(&reg, "subst-trust");
-    let (a, ce, tree) = publish(&target, "trust");
+    let (a, target, ce, tree) = publish(&reg, "trust");
     let key = a.path("k");
     assert_ok(&a.run(["key", "generate", &s(&key)]));
     let public = format!("{}.pub", s(&key));
@@ -299,8 +297,7 @@ fn a_down_substituter_fails_in_bounded_time() {
     let Some(reg) = registry("a_down_substituter_fails_in_bounded_time") else {
         return;
     };
-    let target = repo(&reg, "subst-down");
-    let (_a, ce, _) = publish(&target, "down");
+    let (_a, target, ce, _) = publish(&reg, "down");
     let down = format!("127.0.0.1:{}/bench/envs", closed_port());
     let timeout = 2;
     let b = configured(config_of(&[&down], json!({"timeout": timeout})));
@@ -342,8 +339,7 @@ fn sixteen_concurrent_stages_download_once() {
         return;
     };
     let proxy = Proxy::start(&reg, Behaviour::default());
-    let target = repo(&proxy.address, "subst-once");
-    let (_a, ce, _) = publish(&target, "once");
+    let (_a, target, ce, _) = publish(&proxy.address, "once");
 
     // What one substitution asks of the registry.
     let one = configured(config_of(&[&target], json!({})));
@@ -443,8 +439,7 @@ fn mounts_and_audit_substitute_too() {
     let Some(reg) = registry("mounts_and_audit_substitute_too") else {
         return;
     };
-    let target = repo(&reg, "subst-audit");
-    let (a, ce, tree) = publish(&target, "audit");
+    let (a, target, ce, tree) = publish(&reg, "audit");
     let environment = a.json([
         "--json",
         "ingest",
@@ -539,8 +534,7 @@ fn slow_and_lying_substituters_are_bounded_and_passed_over() {
     let Some(reg) = registry("slow_and_lying_substituters_are_bounded_and_passed_over") else {
         return;
     };
-    let target = repo(&reg, "subst-liar");
-    let (_a, ce, tree) = publish(&target, "liar");
+    let (_a, target, ce, tree) = publish(&reg, "liar");
 
     // A server that takes connections and never answers.
     let silent = TcpListener::bind("127.0.0.1:0").expect("bind");
