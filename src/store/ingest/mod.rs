@@ -696,7 +696,7 @@ fn record(
         .collect();
     let recorded = store.catalogue_mut().record_ingest(
         &NewSnapshot {
-            name: s.name.unwrap_or(snapshot_name(s.manifest)),
+            name: s.snapshot_name(),
             version: s.version,
             digest,
             manifest: &s.manifest.bytes,
@@ -764,6 +764,14 @@ pub struct Staged<'a> {
     pub bytes: u64,
 }
 
+impl Staged<'_> {
+    /// The name the snapshot's row carries: the one given, else
+    /// [`snapshot_name`]'s.
+    fn snapshot_name(&self) -> &str {
+        self.name.unwrap_or(snapshot_name(self.manifest))
+    }
+}
+
 /// The most threads that publish one snapshot's objects.
 const PUBLISH_THREADS: usize = 4;
 
@@ -780,10 +788,9 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
     let repaired = mend_drifted(store, &work, &s.drifted)?;
     // A new snapshot's manifest is kept as its delta against the last of
     // its name, when that saves bytes (catalogue/kept.rs).
-    let name = s.name.unwrap_or(snapshot_name(s.manifest));
     let delta = match store.catalogue().has_snapshot(&digest)? {
         true => None,
-        false => store.delta_for(s.manifest, name),
+        false => store.delta_for(s.manifest, s.snapshot_name()),
     };
     let new_manifest = store.write_manifest_as(&work, s.manifest, delta.as_ref())?;
     let kept: Vec<KeptSource> = s.sources.iter().cloned().map(KeptSource::new).collect();
@@ -844,7 +851,7 @@ pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Re
     }
     Ok(IngestReport {
         provenance: Provenance {
-            name: s.name.unwrap_or(snapshot_name(s.manifest)).to_string(),
+            name: s.snapshot_name().to_string(),
             version: s.version.to_string(),
             manifest_schema_version: i64::from(SCHEMA_VERSION),
             manifest_digest: digest,
