@@ -295,6 +295,11 @@ impl ObjectKey {
         }
     }
 
+    /// Parses a key's [`ObjectKey::name`], `<64 hex>[.x]`, back into it.
+    pub fn from_name(name: &str) -> Option<ObjectKey> {
+        ObjectKey::from_parts(name.get(..2)?, name.get(2..)?)
+    }
+
     /// Parses `ab` and `<62 hex>[.x]` back into a key.
     pub fn from_parts(shard: &str, name: &str) -> Option<ObjectKey> {
         let (rest, executable) = match name.strip_suffix(".x") {

@@ -517,9 +517,6 @@ pub enum PackDamage {
     /// Bytes follow its end.
     #[error("is longer than its {0} bytes")]
     Longer(u64),
-    /// The whole pack hashes to another digest.
-    #[error("does not hash to its digest (it hashes to {0})")]
-    Digest(ObjectId),
 }
 
 /// A request of a remote that cannot be made as given.

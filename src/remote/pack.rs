@@ -15,17 +15,72 @@ use crate::digest::{ObjectId, ObjectKey};
 use crate::profile::ce::manifest::Manifest;
 use crate::remote::{PackError, SlotsError};
 
-/// A content of at least this many bytes travels as its own raw blob.
+/// A content of at least this many bytes travels as its own raw blob
+/// ([`Scale::SMALL`]).
 pub const RAW_MIN_BYTES: u64 = 256 * 1024;
 /// A pack is closed before an object that would take it past this many
-/// bytes (headers and padding included, end blocks excluded).
+/// bytes (headers and padding included, end blocks excluded)
+/// ([`Scale::SMALL`]).
 pub const PACK_MAX_BYTES: u64 = 2 * 1024 * 1024;
 /// A group of at least this many bytes gets packs of its own; smaller
-/// groups share packs with their neighbours.
+/// groups share packs with their neighbours ([`Scale::SMALL`]).
 pub const GROUP_OWN_BYTES: u64 = 1024 * 1024;
 /// A shared pack of at least this many bytes closes after a group whose name
-/// marks a boundary (see [`is_boundary`]).
+/// marks a boundary (see [`is_boundary`]) ([`Scale::SMALL`]).
 pub const SHARED_MIN_BYTES: u64 = 512 * 1024;
+/// A snapshot whose contents hold more than this many bytes is laid out at
+/// [`Scale::LARGE`]: more than four times a CE release's bound, so no
+/// release is.
+pub const LARGE_TREE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The sizes a layout cuts at, chosen by a snapshot's size alone.
+///
+/// A registry spends about as much on a request as on megabytes of data
+/// (the CNCF registry: about 3 ms of CPU per blob served, as much as on
+/// 6 MB of a blob's bytes; a hosted one, a round trip), so a gigabyte tree
+/// in blobs of a release's sizes would cost more in requests than in
+/// bytes. The large scale keeps the small one's proportions between pack
+/// sizes, eight times over, and takes contents raw from sixteen times the
+/// size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scale {
+    /// A content of at least this many bytes is its own raw blob.
+    pub raw_min: u64,
+    /// A pack closes before an object that would take it past this.
+    pub pack_max: u64,
+    /// A group of at least this many bytes gets packs of its own.
+    pub group_own: u64,
+    /// A shared pack of at least this many bytes closes at a boundary.
+    pub shared_min: u64,
+}
+
+impl Scale {
+    /// The scale of every snapshot up to [`LARGE_TREE_BYTES`].
+    pub const SMALL: Scale = Scale {
+        raw_min: RAW_MIN_BYTES,
+        pack_max: PACK_MAX_BYTES,
+        group_own: GROUP_OWN_BYTES,
+        shared_min: SHARED_MIN_BYTES,
+    };
+
+    /// The scale of a snapshot of more than [`LARGE_TREE_BYTES`].
+    pub const LARGE: Scale = Scale {
+        raw_min: 4 * 1024 * 1024,
+        pack_max: 16 * 1024 * 1024,
+        group_own: 8 * 1024 * 1024,
+        shared_min: 4 * 1024 * 1024,
+    };
+
+    /// The scale a snapshot is laid out at: a step, so that a small edit
+    /// of a large tree keeps its scale.
+    pub fn of(manifest: &Manifest) -> Scale {
+        if manifest.total_bytes() > LARGE_TREE_BYTES {
+            Scale::LARGE
+        } else {
+            Scale::SMALL
+        }
+    }
+}
 /// The tar block size.
 pub const BLOCK: u64 = 512;
 
@@ -34,13 +89,15 @@ pub const BLOCK: u64 = 512;
 pub struct PackObject {
     /// A key the store holds the content under (the first path's exec bit).
     pub key: ObjectKey,
-    /// Its size, more than zero and less than [`RAW_MIN_BYTES`].
+    /// Its size, more than zero and less than its layout's
+    /// [`Scale::raw_min`].
     pub size: u64,
     /// The first path in manifest order that uses it, for messages.
     pub path: String,
 }
 
-/// A raw object: a content of at least [`RAW_MIN_BYTES`], its own blob.
+/// A raw object: a content of at least its layout's [`Scale::raw_min`],
+/// its own blob.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RawObject {
     /// A key the store holds the content under.
@@ -84,24 +141,26 @@ pub fn entry_bytes(size: u64) -> u64 {
     BLOCK + size.div_ceil(BLOCK) * BLOCK
 }
 
-/// Lays out a snapshot's objects: contents of [`RAW_MIN_BYTES`] or more
-/// raw, in manifest order of first use; the others in packs, by group.
+/// Lays out a snapshot's objects at its [`Scale`]: contents of
+/// [`Scale::raw_min`] or more raw, in manifest order of first use; the
+/// others in packs, by group.
 ///
 /// Groups are taken in manifest order of first appearance, each with its
-/// distinct contents in manifest order. A group of [`GROUP_OWN_BYTES`] or
+/// distinct contents in manifest order. A group of [`Scale::group_own`] or
 /// more gets packs of its own, cut before an object that would take a pack
-/// past [`PACK_MAX_BYTES`]. Smaller groups are appended, whole, to the
+/// past [`Scale::pack_max`]. Smaller groups are appended, whole, to the
 /// current shared pack (skipping contents it already holds), which closes
-/// before a group that would take it past [`PACK_MAX_BYTES`], and after a
-/// group that [`is_boundary`] once it holds [`SHARED_MIN_BYTES`]. Packs are
-/// listed in the order they close; the last shared pack closes last.
+/// before a group that would take it past [`Scale::pack_max`], and after a
+/// group that [`is_boundary`] once it holds [`Scale::shared_min`]. Packs
+/// are listed in the order they close; the last shared pack closes last.
 pub fn layout(manifest: &Manifest) -> Layout {
+    let scale = Scale::of(manifest);
     let mut raw_seen = BTreeSet::new();
     let mut raw = Vec::new();
     let mut groups: Vec<(&str, Vec<PackObject>)> = Vec::new();
     let mut group_index: BTreeMap<&str, (usize, BTreeSet<ObjectId>)> = BTreeMap::new();
     for e in manifest.entries.iter().filter(|e| e.size > 0) {
-        if e.size >= RAW_MIN_BYTES {
+        if e.size >= scale.raw_min {
             if raw_seen.insert(e.sha256) {
                 raw.push(RawObject {
                     key: e.key(),
@@ -130,12 +189,12 @@ pub fn layout(manifest: &Manifest) -> Layout {
     let mut shared_bytes = 0u64;
     for (name, objects) in groups {
         let bytes: u64 = objects.iter().map(|o| entry_bytes(o.size)).sum();
-        if bytes >= GROUP_OWN_BYTES {
+        if bytes >= scale.group_own {
             let mut current = Vec::new();
             let mut current_bytes = 0;
             for o in objects {
                 let b = entry_bytes(o.size);
-                if !current.is_empty() && current_bytes + b > PACK_MAX_BYTES {
+                if !current.is_empty() && current_bytes + b > scale.pack_max {
                     packs.push(std::mem::take(&mut current));
                     current_bytes = 0;
                 }
@@ -145,7 +204,7 @@ pub fn layout(manifest: &Manifest) -> Layout {
             packs.push(current);
             continue;
         }
-        if !shared.is_empty() && shared_bytes + bytes > PACK_MAX_BYTES {
+        if !shared.is_empty() && shared_bytes + bytes > scale.pack_max {
             packs.push(std::mem::take(&mut shared));
             shared_ids.clear();
             shared_bytes = 0;
@@ -156,7 +215,7 @@ pub fn layout(manifest: &Manifest) -> Layout {
                 shared.push(o);
             }
         }
-        if shared_bytes >= SHARED_MIN_BYTES && is_boundary(name) {
+        if shared_bytes >= scale.shared_min && is_boundary(name) {
             packs.push(std::mem::take(&mut shared));
             shared_ids.clear();
             shared_bytes = 0;
@@ -223,20 +282,40 @@ pub struct PackWriter {
 }
 
 impl PackWriter {
-    /// A writer for a pack of about `capacity` bytes.
-    pub fn with_capacity(capacity: u64) -> PackWriter {
-        PackWriter {
-            bytes: Vec::with_capacity(usize::try_from(capacity).unwrap_or(0)),
-        }
+    /// A writer that writes into `buffer`, emptied first.
+    pub fn with_buffer(mut buffer: Vec<u8>) -> PackWriter {
+        buffer.clear();
+        PackWriter { bytes: buffer }
+    }
+
+    /// Appends one object of `size` bytes that `fill` appends to the pack's
+    /// bytes (read in place, never held twice): its header, its data, zero
+    /// padding. What `fill` fails with is returned.
+    pub fn add_with<E>(
+        &mut self,
+        id: &ObjectId,
+        size: u64,
+        fill: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.bytes.extend_from_slice(&header(id, size));
+        let start = self.bytes.len();
+        fill(&mut self.bytes)?;
+        // Padded after what was appended, whatever `fill` did.
+        let appended = (self.bytes.len() - start) as u64;
+        let padded = appended.div_ceil(BLOCK) * BLOCK;
+        self.bytes
+            .resize(self.bytes.len() + (padded - appended) as usize, 0);
+        Ok(())
     }
 
     /// Appends one object: its header, its data, zero padding.
     pub fn add(&mut self, id: &ObjectId, data: &[u8]) {
-        self.bytes.extend_from_slice(&header(id, data.len() as u64));
-        self.bytes.extend_from_slice(data);
-        let padded = (data.len() as u64).div_ceil(BLOCK) * BLOCK;
-        self.bytes
-            .resize(self.bytes.len() + (padded - data.len() as u64) as usize, 0);
+        let added: Result<(), std::convert::Infallible> =
+            self.add_with(id, data.len() as u64, |bytes| {
+                bytes.extend_from_slice(data);
+                Ok(())
+            });
+        let Ok(()) = added;
     }
 
     /// The pack: the objects and two zero blocks.
@@ -489,6 +568,52 @@ mod tests {
     fn layers(m: &Manifest) -> usize {
         let l = layout(m);
         l.packs.len() + l.raw.len()
+    }
+
+    /// A snapshot of more than 64 MiB is laid out at the large scale, and
+    /// one of 64 MiB or less, as every release is, at the small one.
+    #[test]
+    fn a_tree_over_64_mib_is_laid_out_in_larger_blobs() {
+        const MIB: u64 = 1024 * 1024;
+        let files = |mid: u64| -> Vec<(String, u64)> {
+            let mut f: Vec<(String, u64)> = (0..mid)
+                .map(|i| (format!("nm/mid/m{i:03}.bin"), 3 * MIB))
+                .collect();
+            f.push(("nm/big/a.wasm".into(), 4 * MIB));
+            f.push(("nm/big/b.wasm".into(), 4 * MIB - 1));
+            f.extend((0..400).map(|i| (format!("nm/p{:02}/f{i:03}.js", i % 40), 900)));
+            f
+        };
+        // 20 × 3 MiB + 8 MiB + 0.4 MB: over 64 MiB.
+        let large = manifest(&files(20));
+        assert_eq!(Scale::of(&large), Scale::LARGE);
+        let l = layout(&large);
+        assert_eq!(l.raw.len(), 1);
+        assert_eq!(l.raw[0].size, 4 * MIB);
+        for p in &l.packs {
+            let bytes: u64 = p.iter().map(|o| entry_bytes(o.size)).sum();
+            assert!(bytes <= Scale::LARGE.pack_max, "{bytes}");
+            assert!(p.iter().all(|o| o.size < Scale::LARGE.raw_min));
+        }
+        // The 20 of 3 MiB in packs of their own group, five to a pack; the
+        // rest shared.
+        assert_eq!(
+            l.packs.len(),
+            6,
+            "{:?}",
+            l.packs.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        // A small edit keeps the scale and the cuts.
+        let mut edited = files(20);
+        edited[3].1 += 100;
+        let edited = layout(&manifest(&edited));
+        assert_eq!(edited.packs.len(), l.packs.len());
+        assert_eq!(edited.raw, l.raw);
+
+        // 18 × 3 MiB + 8 MiB + 0.4 MB: 62.4 MiB, the small scale.
+        let small = manifest(&files(18));
+        assert_eq!(Scale::of(&small), Scale::SMALL);
+        assert_eq!(layout(&small).raw.len(), 20);
     }
 
     #[test]

@@ -36,23 +36,41 @@ fn large_store() -> (TestEnv, String) {
     (env, digest)
 }
 
-/// The files of the store's partial area, by name, with their sizes.
-fn partial_files(env: &TestEnv) -> Vec<(String, u64)> {
-    let dir = env.store.join("tmp/partial");
-    let Ok(entries) = fs::read_dir(&dir) else {
+/// The work directories pulls left under the store's `tmp/` (`adopt-…`).
+fn left_dirs(env: &TestEnv) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(env.store.join("tmp")) else {
         return Vec::new();
     };
-    let mut out: Vec<(String, u64)> = entries
+    let mut out: Vec<PathBuf> = entries
         .filter_map(Result::ok)
-        .map(|e| {
-            (
-                e.file_name().to_string_lossy().into_owned(),
-                e.metadata().map(|m| m.len()).unwrap_or(0),
-            )
-        })
+        .filter(|e| e.file_name().to_string_lossy().starts_with("adopt-"))
+        .map(|e| e.path())
         .collect();
     out.sort();
     out
+}
+
+/// The objects pulls left in their work directories, by path, with their
+/// sizes: what the next pull takes over.
+fn left_files(env: &TestEnv) -> Vec<(PathBuf, u64)> {
+    let mut out: Vec<(PathBuf, u64)> = left_dirs(env)
+        .iter()
+        .filter_map(|d| fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().len() >= 64)
+        .map(|e| (e.path(), e.metadata().map(|m| m.len()).unwrap_or(0)))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The name of a file [`left_files`] lists.
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name()
+        .expect("a file name")
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Waits until `done` holds, then SIGKILLs `child`; panics when the child
@@ -76,9 +94,9 @@ fn kill_when(mut child: Child, what: &str, done: impl Fn() -> bool) {
 }
 
 /// Pulls `reference` into `env`'s store through a proxy that waits before
-/// every request, one download at a time, and kills the pull once the
-/// partial area keeps at least `kept` large objects. Returns what it keeps.
-fn killed_pull(env: &TestEnv, reg: &str, reference: &str, kept: usize) -> Vec<(String, u64)> {
+/// every request, one download at a time, and kills the pull once its work
+/// directory holds at least `kept` large objects. Returns what it left.
+fn killed_pull(env: &TestEnv, reg: &str, reference: &str, kept: usize) -> Vec<(PathBuf, u64)> {
     let proxy = Proxy::start(
         reg,
         Behaviour {
@@ -98,13 +116,13 @@ fn killed_pull(env: &TestEnv, reg: &str, reference: &str, kept: usize) -> Vec<(S
         .spawn()
         .expect("spawn the pull");
     kill_when(child, "pull", || {
-        partial_files(env)
+        left_files(env)
             .iter()
             .filter(|(_, size)| *size == LARGE as u64)
             .count()
             >= kept
     });
-    partial_files(env)
+    left_files(env)
 }
 
 /// Pushes `digest` of `env`'s store to a new repository `name` of the
@@ -163,7 +181,7 @@ fn a_pull_killed_mid_way_resumes_and_fetches_only_what_it_lacked() {
 
     let b = TestEnv::new();
     let kept = killed_pull(&b, &reg, &reference, 5);
-    let large: Vec<&(String, u64)> = kept.iter().filter(|(_, s)| *s == LARGE as u64).collect();
+    let large: Vec<&(PathBuf, u64)> = kept.iter().filter(|(_, s)| *s == LARGE as u64).collect();
     assert!(
         (5..LARGE_FILES).contains(&large.len()),
         "not killed mid-way: {kept:?}"
@@ -173,11 +191,11 @@ fn a_pull_killed_mid_way_resumes_and_fetches_only_what_it_lacked() {
     assert_eq!(list["snapshots"], serde_json::json!([]), "{list}");
 
     // A kept object whose bytes changed since is not trusted: it is fetched again.
-    let damaged = b.store.join("tmp/partial").join(&large[0].0);
-    let mut bytes = fs::read(&damaged).expect("read a kept object");
+    let damaged = &large[0].0;
+    let mut bytes = fs::read(damaged).expect("read a kept object");
     bytes[7] ^= 1;
-    chmod(&damaged, 0o644);
-    fs::write(&damaged, &bytes).expect("damage a kept object");
+    chmod(damaged, 0o644);
+    fs::write(damaged, &bytes).expect("damage a kept object");
     let trusted = large.len() as u64 - 1;
 
     let resumed = b.json(["pull", &reference, "--plain-http", "--json"]);
@@ -190,12 +208,8 @@ fn a_pull_killed_mid_way_resumes_and_fetches_only_what_it_lacked() {
         resumed["ingest"]["new_objects"], full["ingest"]["new_objects"],
         "{resumed}"
     );
-    // Stored now, the snapshot leaves no partial area behind.
-    assert!(
-        !b.store.join("tmp/partial").exists(),
-        "{:?}",
-        partial_files(&b)
-    );
+    // Stored now, the snapshot leaves nothing of either pull behind.
+    assert_eq!(left_dirs(&b), Vec::<PathBuf>::new());
     let view = b.path("view");
     b.json(["checkout", &digest, view.to_str().expect("utf-8"), "--json"]);
     let (code, differences) = b.verify_tree(&view, &digest);
@@ -210,22 +224,22 @@ fn a_pull_killed_mid_way_resumes_and_fetches_only_what_it_lacked() {
 
 #[test]
 fn gc_removes_what_a_killed_pull_kept() {
-    let Some(reg) = registry("gc_removes_partial") else {
+    let Some(reg) = registry("gc_removes_left") else {
         return;
     };
-    let (_a, _, reference) = pushed(&reg, "gc-removes-partial");
+    let (_a, _, reference) = pushed(&reg, "gc-removes-left");
     let b = TestEnv::new();
     let kept = killed_pull(&b, &reg, &reference, 2);
     assert!(!kept.is_empty());
     let gc = b.json(["gc", "--json"]);
     let temporary = gc["temporary"].as_array().expect("temporary");
+    assert_eq!(left_dirs(&b), Vec::<PathBuf>::new(), "{gc}");
     assert!(
         temporary
             .iter()
-            .any(|t| t.as_str().is_some_and(|t| t.ends_with("partial"))),
+            .any(|t| t.as_str().is_some_and(|t| t.contains("adopt-"))),
         "{gc}"
     );
-    assert!(!b.store.join("tmp/partial").exists(), "{gc}");
     assert!(b.store.join("tmp").is_dir());
 }
 
@@ -387,13 +401,15 @@ fn a_pull_that_failed_on_a_bad_blob_fetches_only_the_rest_once_the_registry_is_m
     assert!(stderr.contains(&sha), "{stderr}");
     let list = b.json(["list", "--json"]);
     assert_eq!(list["snapshots"], serde_json::json!([]), "{list}");
-    let kept: Vec<(String, u64)> = partial_files(&b)
+    let kept: Vec<(PathBuf, u64)> = left_files(&b)
         .into_iter()
         .filter(|(_, s)| *s == LARGE as u64)
         .collect();
     assert!(!kept.is_empty(), "the failed pull kept nothing");
     assert!(
-        !kept.iter().any(|(name, _)| name.starts_with(&sha)),
+        !left_files(&b)
+            .iter()
+            .any(|(path, _)| file_name(path).starts_with(&sha)),
         "the bad blob was kept: {kept:?}"
     );
 
@@ -404,5 +420,141 @@ fn a_pull_that_failed_on_a_bad_blob_fetches_only_the_rest_once_the_registry_is_m
         (full_blobs - n, full_bytes - n * LARGE as u64),
         "{resumed}"
     );
-    assert!(!b.store.join("tmp/partial").exists());
+    assert_eq!(left_dirs(&b), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn a_tree_over_64_mib_travels_in_fewer_larger_blobs_and_pulls_back_equal() {
+    let Some(reg) = registry("large_scale_layout") else {
+        return;
+    };
+    const MIB: usize = 1024 * 1024;
+    let a = TestEnv::new();
+    let h = a.path("checkout");
+    crate::util::gitnexus_harness(&h, "1.6.9");
+    let nm = h.join("gitnexus/node_modules");
+    let s = salt();
+    // 20 files of 3.5 MiB (packed at this scale, raw at a release's), two
+    // of 5 MiB (raw) and 300 small ones: 77 MiB in all.
+    for i in 0..20u64 {
+        write(
+            &nm.join(format!("mid/m{i:02}.bin")),
+            noise(s, i, 7 * MIB / 2),
+        );
+    }
+    for i in 0..2u64 {
+        write(
+            &nm.join(format!("big/b{i}.wasm")),
+            noise(s, 100 + i, 5 * MIB),
+        );
+    }
+    for i in 0..300u64 {
+        write(
+            &nm.join(format!("p{:02}/lib/f{i:03}.js", i % 30)),
+            noise(s, 1000 + i, 700 + i as usize),
+        );
+    }
+    let ingest = a.json([
+        "ingest",
+        "--profile",
+        "runtime",
+        h.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    let digest = ingest["manifest_digest"]
+        .as_str()
+        .expect("digest")
+        .to_string();
+    let target = repo(&reg, "large-scale-layout");
+    let pushed = a.json(["push", &digest, &target, "--plain-http", "--json"]);
+
+    let doc: serde_json::Value = serde_json::from_slice(&crate::remote::image_manifest(
+        &crate::remote::raw_agent(),
+        &target,
+        &format!("sha256-{digest}"),
+    ))
+    .expect("an image manifest");
+    let layers = doc["layers"].as_array().expect("layers");
+    let (packs, raw): (Vec<&serde_json::Value>, Vec<&serde_json::Value>) = layers
+        .iter()
+        .partition(|l| l["mediaType"] == "application/vnd.cestore.pack.v1.tar");
+    // Only the contents of 4 MiB or more are raw; every pack holds at most
+    // 16 MiB of objects (and its end blocks), and most hold more than 8.
+    assert_eq!(raw.len(), 2, "{doc}");
+    assert!(raw.iter().all(|l| l["size"] == 5 * MIB), "{doc}");
+    let sizes: Vec<u64> = packs
+        .iter()
+        .map(|l| l["size"].as_u64().expect("size"))
+        .collect();
+    assert!(
+        sizes.iter().all(|&b| b <= 16 * MIB as u64 + 1024),
+        "{sizes:?}"
+    );
+    assert!(
+        (5..=8).contains(&sizes.len()),
+        "70 MiB of packed objects in {} packs: {sizes:?}",
+        sizes.len()
+    );
+    assert_eq!(pushed["layers"], layers.len(), "{pushed}");
+
+    let b = TestEnv::new();
+    let pulled = b.json([
+        "pull",
+        &format!("{target}:sha256-{digest}"),
+        "--plain-http",
+        "--json",
+    ]);
+    assert_eq!(
+        fetched(&pulled).0,
+        layers.len() as u64,
+        "one download per layer: {pulled}"
+    );
+    assert_eq!(files_of(&b, &digest), files_of(&a, &digest));
+    let verify = b.run(["verify", "--json"]);
+    assert_exit(&verify, 0);
+    let view = b.json(["path", &digest, "--json"]);
+    let view = PathBuf::from(view["path"].as_str().expect("a view"));
+    assert_eq!(
+        fs::read(view.join("gitnexus/node_modules/mid/m07.bin")).expect("a packed file"),
+        noise(s, 7, 7 * MIB / 2)
+    );
+    assert_eq!(left_dirs(&b), Vec::<PathBuf>::new());
+}
+
+#[test]
+fn a_pull_under_umask_077_stores_its_objects_at_their_modes() {
+    let Some(reg) = registry("pull_under_umask") else {
+        return;
+    };
+    let (a, digest, reference) = pushed(&reg, "pull-under-umask");
+    let b = TestEnv::new();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("umask 077; exec \"$0\" --store \"$1\" pull \"$2\" --plain-http --json")
+        .arg(crate::util::bin())
+        .arg(&b.store)
+        .arg(&reference)
+        .env_remove("CESTORE_DIR")
+        .output()
+        .expect("run the pull");
+    assert_exit(&out, 0);
+    let verify = b.run(["verify", "--json"]);
+    assert_exit(&verify, 0);
+    // Every plain file's object is 0444 whatever the umask (`verify` also
+    // checks each object's mode).
+    let mut checked = 0;
+    for (_, sha) in files_of(&a, &digest) {
+        let object = b.store.join("objects").join(&sha[..2]).join(&sha[2..]);
+        if let Ok(meta) = fs::metadata(&object) {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                meta.permissions().mode() & 0o777,
+                0o444,
+                "{}",
+                object.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= LARGE_FILES, "{checked} objects checked");
 }

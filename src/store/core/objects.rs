@@ -102,12 +102,15 @@ pub fn judge(st: &Stat, key: &ObjectKey, size: u64) -> ObjectState {
 }
 
 /// A directory under `tmp/` where one operation stages its files, locked
-/// exclusively while the operation lives and removed when it ends.
+/// exclusively while the operation lives and removed when it ends (or left,
+/// unlocked, for a later operation to take over: [`WorkDir::leave`]).
 pub struct WorkDir {
     path: PathBuf,
     name: String,
     fd: OwnedFd,
     tmp: OwnedFd,
+    /// Whether dropping it removes it: false once [`WorkDir::leave`] ran.
+    remove: bool,
 }
 
 impl Store {
@@ -123,16 +126,23 @@ pub const PUBLISHING_LIST: &str = "publishing";
 const MANIFEST_LINE: &str = "manifest ";
 /// The file in a work directory that names the temporary view it is building.
 pub const TARGET_MARKER: &str = "target";
+/// The most work directories of dead operations one operation takes over.
+pub const MAX_TAKEN_OVER: usize = 32;
 
 impl WorkDir {
-    /// Creates a new locked work directory for the operation `op`.
+    /// Creates a new locked work directory for the operation `op`. It is
+    /// made and locked under a hidden name (`.op-…`), then renamed into
+    /// place, so that no other process ever sees it under its name unlocked
+    /// and takes it for one a dead operation left
+    /// ([`WorkDir::take_over_stale`]).
     pub(super) fn create(store: &Store, op: &str) -> Result<WorkDir> {
         let tmp_path = store.root().join(TMP_DIR);
         let tmp = crate::fsutil::open_dir(store.dir(), TMP_DIR)
             .ctx("open the store's tmp directory", &tmp_path)?;
         let name = format!("{op}-{}", unique_suffix());
+        let hidden = format!(".{name}");
         let path = tmp_path.join(&name);
-        match rustix::fs::mkdirat(&tmp, name.as_str(), Mode::from_raw_mode(0o700)) {
+        match rustix::fs::mkdirat(&tmp, hidden.as_str(), Mode::from_raw_mode(0o700)) {
             Ok(()) => {}
             // Every change goes through a work directory: a store that
             // refuses one is a store this user cannot write.
@@ -144,16 +154,94 @@ impl WorkDir {
             }
             Err(e) => return Err(Error::io("create a work directory", &path, e)),
         }
-        let fd = crate::fsutil::open_dir(tmp.as_fd(), name.as_str())
-            .ctx("open a work directory", &path)?;
-        rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
-            .ctx("lock a work directory", &path)?;
+        let locked = crate::fsutil::open_dir(tmp.as_fd(), hidden.as_str())
+            .ctx("open a work directory", &path)
+            .and_then(|fd| {
+                rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive)
+                    .ctx("lock a work directory", &path)?;
+                rustix::fs::renameat(&tmp, hidden.as_str(), &tmp, name.as_str())
+                    .ctx("name a work directory", &path)?;
+                Ok(fd)
+            });
+        let fd = match locked {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(&tmp, hidden.as_str(), AtFlags::REMOVEDIR);
+                return Err(e);
+            }
+        };
         Ok(WorkDir {
             path,
             name,
             fd,
             tmp,
+            remove: true,
         })
+    }
+
+    /// Locks every work directory of the operation `op` (named `op-…`)
+    /// whose operation died, leaving those another operation holds or has
+    /// taken over, and those that name objects being published or a view
+    /// being built (`gc` and `recover` read those): what each staged is
+    /// this one's to reuse, file by file ([`WorkDir::take_from`]). At most
+    /// [`MAX_TAKEN_OVER`], the oldest first; none when `tmp/` cannot be
+    /// listed.
+    pub fn take_over_stale(&self, op: &str) -> Vec<StaleWorkDir> {
+        let prefix = format!("{op}-");
+        let Ok(names) = crate::fsutil::list_names(self.tmp.as_fd()) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = names
+            .into_iter()
+            .filter_map(|n| String::from_utf8(n).ok())
+            .filter(|n| n.starts_with(&prefix) && *n != self.name)
+            .collect();
+        names.sort();
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let fd = crate::fsutil::open_dir(self.tmp.as_fd(), name.as_str()).ok()?;
+                rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive).ok()?;
+                let held: std::collections::HashSet<String> = crate::fsutil::list_names(fd.as_fd())
+                    .ok()?
+                    .into_iter()
+                    .filter_map(|n| String::from_utf8(n).ok())
+                    .collect();
+                if held.contains(PUBLISHING_LIST) || held.contains(TARGET_MARKER) {
+                    return None;
+                }
+                let tmp = self.tmp.try_clone().ok()?;
+                Some(StaleWorkDir {
+                    fd,
+                    tmp,
+                    name,
+                    held,
+                })
+            })
+            .take(MAX_TAKEN_OVER)
+            .collect()
+    }
+
+    /// Moves the file `name` of a stale work directory into this one,
+    /// under the same name; tells whether it did.
+    pub fn take_from(&self, stale: &StaleWorkDir, name: &str) -> bool {
+        stale.held.contains(name)
+            && rustix::fs::renameat_with(
+                &stale.fd,
+                name,
+                &self.fd,
+                name,
+                rustix::fs::RenameFlags::NOREPLACE,
+            )
+            .is_ok()
+    }
+
+    /// Leaves the work directory under `tmp/` with what it staged, unlocked:
+    /// for a transfer that failed, whose checked objects the next one takes
+    /// over ([`WorkDir::take_over_stale`]); `gc` removes it otherwise, as
+    /// any stale work directory.
+    pub fn leave(mut self) {
+        self.remove = false;
     }
 
     /// The work directory's absolute path.
@@ -402,9 +490,15 @@ fn stage_at(
     let mut file = std::fs::File::from(fd);
     file.write_all(data)
         .map_err(|e| Error::io("write a staged object", dir_path.join(&name), e))?;
-    rustix::fs::fchmod(&file, Mode::from_raw_mode(key.mode()))
-        .map_err(|e| Error::io("set a staged object's mode", dir_path.join(&name), e))?;
+    set_staged_mode(&file, key, &dir_path.join(&name))?;
     Ok(format!("{prefix}{name}"))
+}
+
+/// Sets a staged object's file, at `path`, to the object's mode, whatever
+/// the umask it was created under.
+pub fn set_staged_mode(file: &std::fs::File, key: &ObjectKey, path: &Path) -> Result<()> {
+    rustix::fs::fchmod(file, Mode::from_raw_mode(key.mode()))
+        .map_err(|e| Error::io("set a staged object's mode", path, e))
 }
 
 impl WorkDir {
@@ -417,7 +511,40 @@ impl WorkDir {
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        let _ = crate::fsutil::remove_tree_at(self.tmp.as_fd(), &self.name);
+        if self.remove {
+            let _ = crate::fsutil::remove_tree_at(self.tmp.as_fd(), &self.name);
+        }
+    }
+}
+
+/// The work directory of an operation that died, locked by a live one that
+/// takes over what it staged ([`WorkDir::take_over_stale`]); unlocked when
+/// dropped.
+pub struct StaleWorkDir {
+    fd: OwnedFd,
+    tmp: OwnedFd,
+    name: String,
+    /// The names it held when it was taken over.
+    held: std::collections::HashSet<String>,
+}
+
+impl StaleWorkDir {
+    /// Whether it held a file of this name when it was taken over.
+    pub fn holds(&self, name: &str) -> bool {
+        self.held.contains(name)
+    }
+
+    /// Removes it once nothing in it is an object another transfer could
+    /// take (what remains is its own bookkeeping); else leaves it, unlocked.
+    pub fn remove_if_spent(self) {
+        let spent = crate::fsutil::list_names(self.fd.as_fd()).is_ok_and(|names| {
+            !names
+                .iter()
+                .any(|n| std::str::from_utf8(n).is_ok_and(|n| ObjectKey::from_name(n).is_some()))
+        });
+        if spent {
+            let _ = crate::fsutil::remove_tree_at(self.tmp.as_fd(), &self.name);
+        }
     }
 }
 

@@ -12,8 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
-use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -26,8 +24,8 @@ use crate::profile::ce::rules as ce_rules;
 use crate::profile::ce::CE;
 use crate::profile::{ContentError, Profile};
 use crate::source::SourceEntry;
-use crate::store::core::objects::WorkDir;
 use crate::store::core::objects::{check_object, ObjectState};
+use crate::store::core::objects::{set_staged_mode, StaleWorkDir, WorkDir};
 use crate::store::ingest::{publish_and_record, IngestReport, Staged};
 use crate::store::{Need, ObjectKey, Opener, Store};
 
@@ -118,32 +116,21 @@ pub struct Wanted {
 }
 
 /// Where the objects of an adoption are staged while they arrive: files in
-/// the store's work directory, written as they are read and hashed on the
-/// way, so that memory never holds more than a buffer of any object.
+/// the store's work directory, named `<64 hex>[.x]`, written as they are
+/// read and hashed on the way, so that memory never holds more than a
+/// buffer of any object.
 pub struct Staging<'w> {
     work: &'w WorkDir,
     staged: Mutex<BTreeMap<ObjectKey, String>>,
-    /// The store's partial area, once [`Staging::keep_partial`] opened it.
-    partial: OnceLock<Partial>,
+    /// The work directories of adoptions that died, once
+    /// [`Staging::resume_stale`] took them over: set only for a transfer
+    /// that resumes, and leaves its own work directory to the next one if
+    /// it fails.
+    stale: OnceLock<Vec<StaleWorkDir>>,
 }
 
-/// The store's partial area, open.
-struct Partial {
-    fd: OwnedFd,
-    path: PathBuf,
-    /// The names it held when it was opened: only those are looked for.
-    held: std::collections::HashSet<String>,
-}
-
-/// The directory under the store's `tmp/` where a pull keeps every object
-/// it fetched and checked, named `<64 hex>[.x]`, so that a pull that dies
-/// (killed, a lost connection) is resumed by the next one without
-/// fetching them again. Its files are not synced: each is hashed again
-/// before it is reused. A pull that succeeds removes what it took from it;
-/// gc removes it whole (it holds no flock, so it is a stale temporary
-/// directory to gc and `verify`), and nothing in it is ever an object of
-/// the store until a pull stages it again and publishes it.
-pub const PARTIAL_DIR: &str = "partial";
+/// The operation name of an adoption's work directory (`tmp/adopt-…`).
+const WORK_OP: &str = "adopt";
 
 /// The most bytes of an object read from a source per read call.
 const STAGE_BUFFER: usize = 64 * 1024;
@@ -171,25 +158,46 @@ fn write_behind(file: &std::fs::File, offset: u64, len: u64) {
 
 impl Staging<'_> {
     /// Streams one wanted object from `src` into a new file in the work
-    /// directory, hashing as it goes. Reads at most one byte more than the
-    /// manifest's size, and refuses a blob of another size or hash. A failed
-    /// read becomes the error `read_error` makes of it.
+    /// directory, hashing as it goes, then sets the object's mode. Reads at most
+    /// one byte more than the manifest's size, and refuses a blob of
+    /// another size or hash, removing what it wrote. A failed read becomes
+    /// the error `read_error` makes of it.
     pub fn stage(
         &self,
         w: &Wanted,
         src: &mut dyn Read,
         read_error: &dyn Fn(io::Error) -> Error,
     ) -> Result<()> {
-        let name = w.key.file_name();
-        let path = self.work.path().join(&name);
+        let name = w.key.name();
         let fd = rustix::fs::openat(
             self.work.fd(),
             name.as_str(),
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::CLOEXEC | OFlags::NOFOLLOW,
             Mode::from_raw_mode(0o400),
-        )
-        .map_err(|e| Error::io("create a staged object", &path, e))?;
-        let mut file = std::fs::File::from(fd);
+        );
+        let path = self.work.path().join(&name);
+        let file = std::fs::File::from(fd.ctx("create a staged object", &path)?);
+        let written = Self::write_checked(w, &file, &path, src, read_error)
+            .and_then(|()| set_staged_mode(&file, &w.key, &path));
+        match written {
+            Ok(()) => self.note(w.key, name),
+            Err(e) => {
+                // Nothing unchecked stays for a later transfer to look at.
+                let _ = rustix::fs::unlinkat(self.work.fd(), name.as_str(), AtFlags::empty());
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes `src` into `file`, checking its size and hash (see
+    /// [`Staging::stage`]).
+    fn write_checked(
+        w: &Wanted,
+        mut file: &std::fs::File,
+        path: &std::path::Path,
+        src: &mut dyn Read,
+        read_error: &dyn Fn(io::Error) -> Error,
+    ) -> Result<()> {
         let mut hasher = ObjectHasher::default();
         let mut buf = vec![0u8; STAGE_BUFFER];
         let mut src = src.take(w.size.saturating_add(1));
@@ -208,9 +216,9 @@ impl Staging<'_> {
             }
             hasher.update(&buf[..n]);
             file.write_all(&buf[..n])
-                .ctx("write a staged object", &path)?;
+                .ctx("write a staged object", path)?;
             if w.size >= WRITE_BEHIND_MIN && found - handed >= WRITE_BEHIND_STEP {
-                write_behind(&file, handed, found - handed);
+                write_behind(file, handed, found - handed);
                 handed = found;
             }
         }
@@ -232,22 +240,9 @@ impl Staging<'_> {
             .into());
         }
         if w.size >= WRITE_BEHIND_MIN {
-            write_behind(&file, handed, found - handed);
+            write_behind(file, handed, found - handed);
         }
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(w.key.mode()))
-            .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
-        // Kept for a resumed pull: a link, so no byte is written twice. A
-        // link that cannot be made costs only a fetch again.
-        if let Some(partial) = self.partial.get() {
-            let _ = rustix::fs::linkat(
-                self.work.fd(),
-                name.as_str(),
-                &partial.fd,
-                w.key.name().as_str(),
-                AtFlags::empty(),
-            );
-        }
-        self.note(w.key, name)
+        Ok(())
     }
 
     /// Records that `key` is staged under `name` in the work directory.
@@ -261,116 +256,58 @@ impl Staging<'_> {
         Ok(())
     }
 
-    /// Opens the store's partial area ([`PARTIAL_DIR`]), made when it is
-    /// not there: from then on every object staged is also kept there, and
-    /// [`Staging::resume`] takes objects from it. A store where it cannot
-    /// be made keeps nothing; the transfer goes on as before.
-    pub fn keep_partial(&self) {
-        if self.partial.get().is_some() {
-            return;
-        }
-        let Some(tmp) = self.work.path().parent() else {
-            return;
-        };
-        let dir = tmp.join(PARTIAL_DIR);
-        match rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o700)) {
-            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
-            Err(_) => return,
-        }
-        if let Ok(fd) = crate::fsutil::open_dir(rustix::fs::CWD, &dir) {
-            let held = crate::fsutil::list_names(fd.as_fd())
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|n| String::from_utf8(n).ok())
-                .collect();
-            let _ = self.partial.set(Partial {
-                fd,
-                path: dir,
-                held,
-            });
-        }
+    /// Takes over the work directories of adoptions that died (killed, or
+    /// failed after [`Staging::resume_stale`]), so that [`Staging::resume`]
+    /// reuses the objects they checked; and makes this adoption's own work
+    /// directory one the next takes over if this one fails too.
+    pub fn resume_stale(&self) {
+        let _ = self.stale.set(self.work.take_over_stale(WORK_OP));
     }
 
-    /// Stages `w` from the partial area when an earlier transfer left it
-    /// there and it still has its size and hash; tells whether it did. One
-    /// that does not is removed from the partial area and must be fetched.
+    /// Stages `w` from a work directory taken over when an adoption that
+    /// died left it there and it still has its size and hash; tells whether
+    /// it did. One that does not is removed, and must be fetched.
     pub fn resume(&self, w: &Wanted) -> Result<bool> {
-        let Some(Partial {
-            fd: partial, held, ..
-        }) = self.partial.get()
-        else {
+        let Some(stale) = self.stale.get() else {
             return Ok(false);
         };
-        let kept = w.key.name();
-        if !held.contains(&kept) {
-            return Ok(false);
+        let name = w.key.name();
+        for from in stale.iter().filter(|s| s.holds(&name)) {
+            if !self.work.take_from(from, &name) {
+                continue;
+            }
+            let intact = rustix::fs::openat(
+                self.work.fd(),
+                name.as_str(),
+                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                Mode::empty(),
+            )
+            .ok()
+            .map(std::fs::File::from)
+            .filter(|f| {
+                f.metadata().is_ok_and(|m| m.is_file() && m.len() == w.size)
+                    && hashes_to(f, &w.key.id)
+            });
+            let Some(file) = intact else {
+                let _ = rustix::fs::unlinkat(self.work.fd(), name.as_str(), AtFlags::empty());
+                continue;
+            };
+            set_staged_mode(&file, &w.key, &self.work.path().join(&name))?;
+            self.note(w.key, name)?;
+            return Ok(true);
         }
-        let name = w.key.file_name();
-        if rustix::fs::linkat(
-            partial,
-            kept.as_str(),
-            self.work.fd(),
-            name.as_str(),
-            AtFlags::empty(),
-        )
-        .is_err()
-        {
-            return Ok(false);
-        }
-        let path = self.work.path().join(&name);
-        let intact = rustix::fs::openat(
-            self.work.fd(),
-            name.as_str(),
-            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::empty(),
-        )
-        .ok()
-        .map(std::fs::File::from)
-        .filter(|f| {
-            f.metadata().is_ok_and(|m| m.is_file() && m.len() == w.size) && hashes_to(f, &w.key.id)
-        });
-        let Some(file) = intact else {
-            let _ = rustix::fs::unlinkat(partial, kept.as_str(), AtFlags::empty());
-            let _ = rustix::fs::unlinkat(self.work.fd(), name.as_str(), AtFlags::empty());
-            return Ok(false);
-        };
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(w.key.mode()))
-            .map_err(|e| Error::io("set a staged object's mode", &path, e))?;
-        self.note(w.key, name)?;
-        Ok(true)
+        Ok(false)
     }
 
     /// Stages `to` as a copy of the object staged under `from` (the same
     /// content with the other exec bit), hashing the copy again.
     pub fn copy(&self, from: &ObjectKey, to: &Wanted) -> Result<()> {
-        let path = self.work.path().join(from.file_name());
+        let staged = self.name(from).ok_or(AdoptError::BlobMissing(from.id))?;
+        let path = self.work.path().join(staged);
         let mut file = std::fs::File::open(&path).ctx("read a staged object", &path)?;
         self.stage(to, &mut file, &|e| {
             Error::io("read a staged object", &path, e)
         })
-    }
-
-    /// Removes from the partial area the objects of a snapshot now stored
-    /// (on two threads: a large tree's are many), and the area itself once
-    /// it is empty.
-    fn forget_partial(partial: Option<Partial>, keys: &[Wanted]) {
-        if let Some(partial) = partial {
-            let _ = crate::pool::map(
-                keys,
-                2,
-                || (),
-                |(), w| {
-                    let _ = rustix::fs::unlinkat(
-                        partial.fd.as_fd(),
-                        w.key.name().as_str(),
-                        AtFlags::empty(),
-                    );
-                    Ok::<(), ()>(())
-                },
-            );
-            // Refused while it holds what another transfer kept.
-            let _ = rustix::fs::rmdir(&partial.path);
-        }
     }
 
     /// The name in the work directory of a staged object.
@@ -486,25 +423,43 @@ where
             }
         }
     }
-    let work = store.work_dir("adopt")?;
+    let work = store.work_dir(WORK_OP)?;
     let mut staging = Staging {
         work: &work,
         staged: Mutex::new(BTreeMap::new()),
-        partial: OnceLock::new(),
+        stale: OnceLock::new(),
     };
-    fetch(&wanted, &staging)?;
-    let mut staged = Vec::with_capacity(wanted.len());
-    let mut bytes = 0;
-    for w in &wanted {
-        let name = staging
-            .name(&w.key)
-            .ok_or(AdoptError::BlobMissing(w.key.id))?;
-        bytes += w.size;
-        staged.push((name, w.key));
-    }
-    let version = check_content(&store, &manifest, &staging)?;
-    let partial = staging.partial.take();
+    let fetched = fetch(&wanted, &staging).and_then(|()| {
+        let mut staged = Vec::with_capacity(wanted.len());
+        let mut bytes = 0;
+        for w in &wanted {
+            let name = staging
+                .name(&w.key)
+                .ok_or(AdoptError::BlobMissing(w.key.id))?;
+            bytes += w.size;
+            staged.push((name, w.key));
+        }
+        Ok((staged, bytes, check_content(&store, &manifest, &staging)?))
+    });
+    // Set only for a transfer that resumes (see `Staging::resume_stale`).
+    let stale = staging.stale.take();
+    let resumable = stale.is_some();
+    let stale = stale.unwrap_or_default();
+    let kept_any = staging.staged.lock().is_ok_and(|s| !s.is_empty());
     drop(staging);
+    let (staged, bytes, version) = match fetched {
+        Ok(done) => done,
+        Err(e) => {
+            // A transfer that resumes leaves what it checked to the next one.
+            for s in stale {
+                s.remove_if_spent();
+            }
+            if resumable && kept_any {
+                work.leave();
+            }
+            return Err(e);
+        }
+    };
     let report = publish_and_record(
         &mut store,
         work,
@@ -526,8 +481,11 @@ where
             bytes,
         },
     )?;
-    // Stored now: what an earlier transfer kept of it is no longer needed.
-    Staging::forget_partial(partial, &wanted);
+    // Stored now: a directory taken over that holds nothing more for
+    // another transfer goes.
+    for s in stale {
+        s.remove_if_spent();
+    }
     Ok(report)
 }
 
@@ -569,6 +527,7 @@ mod tests {
     use super::*;
     use crate::digest::ObjectId;
     use crate::error::error_chain;
+    use std::os::unix::fs::PermissionsExt;
 
     /// Bytes that repeat nowhere, `len` of them.
     fn varied(len: usize) -> Vec<u8> {
@@ -586,7 +545,7 @@ mod tests {
         Staging {
             work,
             staged: Mutex::new(BTreeMap::new()),
-            partial: OnceLock::new(),
+            stale: OnceLock::new(),
         }
     }
 
@@ -633,6 +592,99 @@ mod tests {
             "{err}"
         );
         assert_eq!(staging.name(&other), None);
+        assert!(
+            !work.path().join(other.name()).exists(),
+            "a refused object stays staged"
+        );
+    }
+
+    /// What an adoption that failed left is taken over by the next one,
+    /// object by object, each hashed again; an object whose bytes changed
+    /// meanwhile is removed, and a work directory still locked by a live
+    /// adoption is not touched.
+    #[test]
+    fn a_later_adoption_takes_over_what_a_failed_one_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = crate::store::testutil::open(tmp.path());
+        let read_error = |e: io::Error| Error::io("read", "/src", e);
+        let objects: Vec<(Wanted, Vec<u8>)> = (0..3u8)
+            .map(|i| {
+                let data = varied(1000 + usize::from(i));
+                let w = Wanted {
+                    key: ObjectKey {
+                        id: ObjectId::of(&data),
+                        executable: i == 2,
+                    },
+                    size: data.len() as u64,
+                    path: format!("f{i}"),
+                };
+                (w, data)
+            })
+            .collect();
+        let first = store.work_dir(WORK_OP).unwrap();
+        {
+            let staging = staging(&first);
+            staging.resume_stale();
+            for (w, data) in &objects {
+                staging.stage(w, &mut &data[..], &read_error).unwrap();
+            }
+        }
+        let first_path = first.path().to_path_buf();
+        first.leave();
+        // The second object's bytes change while nobody holds them.
+        let changed = first_path.join(objects[1].0.key.name());
+        std::fs::set_permissions(&changed, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(
+            &changed,
+            varied(1001).iter().map(|b| b ^ 1).collect::<Vec<u8>>(),
+        )
+        .unwrap();
+        // A live adoption's work directory is never taken over, nor a dead
+        // one's that was publishing (gc and recover read its list).
+        let live = store.work_dir(WORK_OP).unwrap();
+        std::fs::write(live.path().join(objects[0].0.key.name()), &objects[0].1).unwrap();
+        let publishing = store.work_dir(WORK_OP).unwrap();
+        std::fs::write(
+            publishing.path().join(objects[1].0.key.name()),
+            &objects[1].1,
+        )
+        .unwrap();
+        std::fs::write(
+            publishing
+                .path()
+                .join(crate::store::core::objects::PUBLISHING_LIST),
+            "manifest x\n",
+        )
+        .unwrap();
+        let publishing_path = publishing.path().to_path_buf();
+        publishing.leave();
+
+        let second = store.work_dir(WORK_OP).unwrap();
+        let staging = staging(&second);
+        staging.resume_stale();
+        assert!(staging.resume(&objects[0].0).unwrap());
+        assert!(!staging.resume(&objects[1].0).unwrap());
+        assert!(staging.resume(&objects[2].0).unwrap());
+        assert!(live.path().join(objects[0].0.key.name()).exists());
+        assert!(publishing_path.join(objects[1].0.key.name()).exists());
+        for i in [0, 2] {
+            let staged = second.path().join(staging.name(&objects[i].0.key).unwrap());
+            assert_eq!(std::fs::read(&staged).unwrap(), objects[i].1);
+            assert_eq!(
+                crate::store::testutil::mode(&staged),
+                objects[i].0.key.mode()
+            );
+        }
+        assert!(
+            !changed.exists(),
+            "a changed object stays to be tried again"
+        );
+        assert!(!second.path().join(objects[1].0.key.name()).exists());
+        // Spent, the directory taken over goes once the adoption succeeds.
+        for s in staging.stale.into_inner().unwrap() {
+            s.remove_if_spent();
+        }
+        assert!(!first_path.exists());
     }
 
     /// An adoption's error keeps its type and its sources, and is `integrity`.
