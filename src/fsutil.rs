@@ -20,6 +20,105 @@ pub fn open_dir<P: rustix::path::Arg>(dir: BorrowedFd<'_>, path: P) -> Result<Ow
     )
 }
 
+/// Syncs a filesystem in the background while an operation writes to it:
+/// a head start for the one `syncfs` that must come after the last write.
+///
+/// Handing written pages to the disk as they are written
+/// (`POSIX_FADV_DONTNEED`) is not enough where the device itself keeps them
+/// until a flush: a loop device on a file, a disk with a volatile cache
+/// behind a virtual machine. Every `step` bytes that [`Flusher::wrote`] is
+/// told of, it starts one `syncfs` on a thread of its own, unless one is
+/// still running, so that the device writes while the CPU hashes.
+/// [`Flusher::start`] starts one at once (while renames run, say). It only
+/// ever adds durability: nothing waits on it, a failure is ignored, and
+/// the `syncfs` that decides still runs after the last write. Dropping it
+/// waits for the one running.
+pub struct Flusher {
+    fd: std::sync::Arc<OwnedFd>,
+    step: u64,
+    written: std::sync::atomic::AtomicU64,
+    running: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+    #[cfg(test)]
+    started: std::sync::atomic::AtomicU64,
+}
+
+impl Flusher {
+    /// A flusher of the filesystem `dir` is on, every `step` bytes written.
+    pub fn new(dir: BorrowedFd<'_>, step: u64) -> std::io::Result<Flusher> {
+        Ok(Flusher {
+            fd: std::sync::Arc::new(rustix::io::fcntl_dupfd_cloexec(dir, 0)?),
+            step: step.max(1),
+            written: std::sync::atomic::AtomicU64::new(0),
+            running: std::sync::Mutex::new(None),
+            #[cfg(test)]
+            started: std::sync::atomic::AtomicU64::new(0),
+        })
+    }
+
+    /// Counts `bytes` more written, and starts a `syncfs` when they cross a
+    /// multiple of the step.
+    pub fn wrote(&self, bytes: u64) {
+        use std::sync::atomic::Ordering;
+        let before = self.written.fetch_add(bytes, Ordering::Relaxed);
+        if before / self.step != before.saturating_add(bytes) / self.step {
+            self.start();
+        }
+    }
+
+    /// Starts a `syncfs` now, unless one is running. Never blocks on
+    /// another writer: a thread that finds the handle busy leaves it.
+    pub fn start(&self) {
+        let Ok(mut running) = self.running.try_lock() else {
+            return;
+        };
+        if running.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        if let Some(done) = running.take() {
+            let _ = done.join();
+        }
+        let fd = std::sync::Arc::clone(&self.fd);
+        let spawned = std::thread::Builder::new()
+            .name("syncfs".into())
+            .spawn(move || {
+                let _ = rustix::fs::syncfs(fd.as_fd());
+            });
+        if let Ok(handle) = spawned {
+            #[cfg(test)]
+            self.started
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            *running = Some(handle);
+        }
+    }
+}
+
+#[cfg(test)]
+impl Flusher {
+    /// How many `syncfs` it started.
+    fn started(&self) -> u64 {
+        self.started.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits for the `syncfs` running, if any.
+    fn settle(&self) {
+        if let Some(h) = self.running.lock().unwrap().take() {
+            h.join().unwrap();
+        }
+    }
+}
+
+impl Drop for Flusher {
+    fn drop(&mut self) {
+        let running = match self.running.get_mut() {
+            Ok(r) => r.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(handle) = running {
+            let _ = handle.join();
+        }
+    }
+}
+
 /// The names in a directory, sorted, without `.` and `..`.
 pub fn read_names(dir: BorrowedFd<'_>, path: &Path) -> Result<Vec<String>> {
     let mut names: Vec<String> = crate::fsutil::list_names(dir)
@@ -213,6 +312,30 @@ fn remove_tree_inner(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A flusher starts one `syncfs` each time the bytes it is told of
+    /// cross a multiple of its step (one for several steps crossed at
+    /// once), none in between, and one when asked.
+    #[test]
+    fn a_flusher_syncs_as_the_bytes_written_cross_each_step() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = open_dir(rustix::fs::CWD, tmp.path()).unwrap();
+        let f = Flusher::new(dir.as_fd(), 100).unwrap();
+        f.wrote(99);
+        assert_eq!(f.started(), 0);
+        f.wrote(1);
+        assert_eq!(f.started(), 1);
+        f.settle();
+        f.wrote(99);
+        assert_eq!(f.started(), 1, "no step was crossed");
+        f.wrote(250);
+        assert_eq!(f.started(), 2, "three steps crossed at once");
+        f.settle();
+        f.start();
+        assert_eq!(f.started(), 3);
+        // Dropping it waits for the one running.
+        drop(f);
+    }
 
     #[test]
     fn publishing_never_replaces_a_file_or_a_directory() {

@@ -111,6 +111,9 @@ pub struct WorkDir {
     tmp: OwnedFd,
     /// Whether dropping it removes it: false once [`WorkDir::leave`] ran.
     remove: bool,
+    /// Syncs the filesystem ahead as objects are staged and published, once
+    /// [`WorkDir::flush_ahead`] set it.
+    flusher: Option<crate::fsutil::Flusher>,
 }
 
 impl Store {
@@ -176,7 +179,24 @@ impl WorkDir {
             fd,
             tmp,
             remove: true,
+            flusher: None,
         })
+    }
+
+    /// Syncs the store's filesystem in the background every `step` bytes
+    /// staged ([`WorkDir::staged`]) and while the staged objects are
+    /// published ([`crate::fsutil::Flusher`]): for an operation that stages
+    /// many bytes. Without a flusher (a handle that cannot be duplicated)
+    /// the one `syncfs` does all the work, as it does for small operations.
+    pub fn flush_ahead(&mut self, step: u64) {
+        self.flusher = crate::fsutil::Flusher::new(self.fd.as_fd(), step).ok();
+    }
+
+    /// Tells the flusher, if there is one, that `bytes` more were staged.
+    pub fn staged(&self, bytes: u64) {
+        if let Some(f) = &self.flusher {
+            f.wrote(bytes);
+        }
     }
 
     /// Locks every work directory of the operation `op` (named `op-…`)
@@ -330,6 +350,11 @@ impl WorkDir {
         threads: usize,
     ) -> Result<u64> {
         let to = Destination::of(store);
+        // The renames change only directories: the staged bytes are synced
+        // beside them, before the `syncfs` that follows the last one.
+        if let Some(f) = &self.flusher {
+            f.start();
+        }
         if staged.len() < PUBLISH_SHARED_FROM || threads <= 1 {
             let mut created = 0;
             for (name, key) in staged {

@@ -144,6 +144,13 @@ const WRITE_BEHIND_MIN: u64 = 256 * 1024;
 /// the disk.
 const WRITE_BEHIND_STEP: u64 = 8 * 1024 * 1024;
 
+/// An adoption that stages more bytes than this syncs the filesystem in the
+/// background every this many bytes, and while its objects are published
+/// ([`WorkDir::flush_ahead`]): the `syncfs` before the catalogue records
+/// the snapshot then finds them on the disk, even where the device keeps
+/// what [`write_behind`] hands it until a flush.
+const FLUSH_AHEAD_STEP: u64 = 64 * 1024 * 1024;
+
 /// Starts writing `len` bytes of `file` from `offset` to the disk, without
 /// waiting for them: `POSIX_FADV_DONTNEED` starts the write-back of the
 /// range's dirty pages (and drops those already clean). The single `syncfs`
@@ -180,7 +187,10 @@ impl Staging<'_> {
         let written = Self::write_checked(w, &file, &path, src, read_error)
             .and_then(|()| set_staged_mode(&file, &w.key, &path));
         match written {
-            Ok(()) => self.note(w.key, name),
+            Ok(()) => {
+                self.work.staged(w.size);
+                self.note(w.key, name)
+            }
             Err(e) => {
                 // Nothing unchecked stays for a later transfer to look at.
                 let _ = rustix::fs::unlinkat(self.work.fd(), name.as_str(), AtFlags::empty());
@@ -423,7 +433,10 @@ where
             }
         }
     }
-    let work = store.work_dir(WORK_OP)?;
+    let mut work = store.work_dir(WORK_OP)?;
+    if wanted.iter().map(|w| w.size).sum::<u64>() > FLUSH_AHEAD_STEP {
+        work.flush_ahead(FLUSH_AHEAD_STEP);
+    }
     let mut staging = Staging {
         work: &work,
         staged: Mutex::new(BTreeMap::new()),
