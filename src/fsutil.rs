@@ -95,7 +95,7 @@ impl Flusher {
 #[cfg(test)]
 impl Flusher {
     /// How many `syncfs` it started.
-    fn started(&self) -> u64 {
+    pub(crate) fn started(&self) -> u64 {
         self.started.load(std::sync::atomic::Ordering::Relaxed)
     }
 

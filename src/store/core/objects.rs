@@ -529,7 +529,9 @@ pub fn set_staged_mode(file: &std::fs::File, key: &ObjectKey, path: &Path) -> Re
 impl WorkDir {
     /// Leaves the work directory, and the marker in it, for gc: for an
     /// operation that could not remove what the marker names.
-    pub fn abandon(self) {
+    pub fn abandon(mut self) {
+        // Its flusher, if any, ends here: only the directory is left.
+        drop(self.flusher.take());
         std::mem::forget(self);
     }
 }
@@ -717,6 +719,35 @@ mod tests {
         assert!(work.publish(&store, &staged, &k).unwrap());
         assert_eq!(std::fs::read(store.object_path(&k)).unwrap(), b"threaded");
         assert!(names(&work.path().join("s3")).is_empty());
+    }
+
+    /// A work directory syncs ahead only once asked to, and then also as
+    /// its objects are published, each published at its mode.
+    #[test]
+    fn a_work_dir_that_flushes_ahead_syncs_as_it_stages_and_as_it_publishes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = open(tmp.path());
+        let mut work = store.work_dir("put").unwrap();
+        let started = |w: &WorkDir| w.flusher.as_ref().map_or(0, |f| f.started());
+        work.stage(&key(b"before", false), b"before").unwrap();
+        work.staged(6);
+        assert_eq!(started(&work), 0, "no flusher until one is asked for");
+        work.flush_ahead(1 << 40);
+        let staged: Vec<(String, ObjectKey)> = (0..3)
+            .map(|i| {
+                let d = format!("object {i}\n").into_bytes();
+                let k = key(&d, false);
+                let name = work.stage(&k, &d).unwrap();
+                work.staged(d.len() as u64);
+                (name, k)
+            })
+            .collect();
+        assert_eq!(started(&work), 0, "no step crossed");
+        assert_eq!(work.publish_all(&store, &staged, 1).unwrap(), 3);
+        assert_eq!(started(&work), 1, "one beside the renames");
+        for (_, k) in &staged {
+            assert_eq!(mode(&store.object_path(k)), 0o444);
+        }
     }
 
     #[test]
