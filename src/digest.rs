@@ -256,6 +256,26 @@ impl ObjectHasher {
     }
 }
 
+impl ObjectId {
+    /// The SHA-256 of everything `r` yields, and how many bytes that was.
+    pub fn of_reader(mut r: impl std::io::Read) -> std::io::Result<(ObjectId, u64)> {
+        let mut hasher = ObjectHasher::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut len = 0u64;
+        loop {
+            match r.read(&mut buf) {
+                Ok(0) => return Ok((hasher.finish(), len)),
+                Ok(n) => {
+                    hasher.update(&buf[..n]);
+                    len += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
 /// An object's identity: its content hash and whether it is executable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
@@ -315,6 +335,22 @@ impl ObjectKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader's bytes hash as the same bytes in one slice do, across
+    /// reads of any size, and are counted.
+    #[test]
+    fn a_reader_hashes_as_its_bytes_do() {
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let chained = std::io::Read::chain(&data[..70_000], &data[70_000..]);
+        assert_eq!(
+            ObjectId::of_reader(chained).unwrap(),
+            (ObjectId::of(&data), data.len() as u64)
+        );
+        assert_eq!(
+            ObjectId::of_reader(&b""[..]).unwrap(),
+            (ObjectId::of(b""), 0)
+        );
+    }
 
     #[test]
     fn hex_round_trip() {

@@ -9,7 +9,6 @@
 //! pack. `docs/remote.md` describes the format for other clients.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 
 use crate::digest::{ObjectId, ObjectKey};
 use crate::profile::ce::manifest::Manifest;
@@ -501,38 +500,6 @@ fn check_pack(
         });
     }
     Ok(in_pack)
-}
-
-/// A reader that hashes and counts what passes through it.
-pub struct Hashing<R> {
-    inner: R,
-    hasher: crate::digest::ObjectHasher,
-    count: u64,
-}
-
-impl<R: Read> Hashing<R> {
-    /// Wraps `inner`.
-    pub fn new(inner: R) -> Hashing<R> {
-        Hashing {
-            inner,
-            hasher: crate::digest::ObjectHasher::default(),
-            count: 0,
-        }
-    }
-
-    /// The SHA-256 and the count of the bytes read so far.
-    pub fn finish(self) -> (ObjectId, u64) {
-        (self.hasher.finish(), self.count)
-    }
-}
-
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.count += n as u64;
-        Ok(n)
-    }
 }
 
 #[cfg(test)]

@@ -363,9 +363,9 @@ fn send(remote: &dyn Remote, id: &ObjectId, data: &[u8]) -> Result<Done> {
 /// a stream.
 fn check_object_file(path: &std::path::Path, id: &ObjectId, size: u64) -> Result<()> {
     let file = std::fs::File::open(path).ctx("read an object", path)?;
-    let mut h = pack::Hashing::new(file.take(size.saturating_add(1)));
-    std::io::copy(&mut h, &mut std::io::sink()).ctx("read an object", path)?;
-    if h.finish() != (*id, size) {
+    let found =
+        ObjectId::of_reader(file.take(size.saturating_add(1))).ctx("read an object", path)?;
+    if found != (*id, size) {
         return Err(OutgoingError::ObjectChanged {
             path: path.to_path_buf(),
         }
@@ -558,9 +558,7 @@ fn extract(
             }));
         }
         if !stage(s, &mut (&mut r).take(s.size))? {
-            let mut h = pack::Hashing::new((&mut r).take(s.size));
-            std::io::copy(&mut h, &mut std::io::sink()).map_err(super::read_error)?;
-            let (id, n) = h.finish();
+            let (id, n) = ObjectId::of_reader((&mut r).take(s.size)).map_err(super::read_error)?;
             if n != s.size {
                 return Err(damaged(PackDamage::TruncatedIn(s.id)));
             }

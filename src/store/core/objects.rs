@@ -45,7 +45,6 @@ pub fn holds_its_bytes(
     key: &ObjectKey,
     size: u64,
 ) -> Result<bool> {
-    use std::io::Read;
     let fd = match rustix::fs::openat(
         objects,
         key.rel_path().as_str(),
@@ -60,19 +59,9 @@ pub fn holds_its_bytes(
     if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_size as u64 != size {
         return Ok(false);
     }
-    let mut file = std::fs::File::from(fd);
-    let mut hasher = crate::digest::ObjectHasher::default();
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut read = 0u64;
-    loop {
-        let n = file.read(&mut buf).ctx("read an object", path)?;
-        if n == 0 {
-            break;
-        }
-        read += n as u64;
-        hasher.update(&buf[..n]);
-    }
-    Ok(read == size && hasher.finish() == key.id)
+    let (id, read) =
+        crate::digest::ObjectId::of_reader(std::fs::File::from(fd)).ctx("read an object", path)?;
+    Ok(read == size && id == key.id)
 }
 
 /// Sets an object back to the mode its key gives it.

@@ -296,7 +296,7 @@ impl Staging<'_> {
             .map(std::fs::File::from)
             .filter(|f| {
                 f.metadata().is_ok_and(|m| m.is_file() && m.len() == w.size)
-                    && hashes_to(f, &w.key.id)
+                    && ObjectId::of_reader(f).is_ok_and(|(id, _)| id == w.key.id)
             });
             let Some(file) = intact else {
                 let _ = rustix::fs::unlinkat(self.work.fd(), name.as_str(), AtFlags::empty());
@@ -323,20 +323,6 @@ impl Staging<'_> {
     /// The name in the work directory of a staged object.
     fn name(&self, key: &ObjectKey) -> Option<String> {
         self.staged.lock().ok()?.get(key).cloned()
-    }
-}
-
-/// Whether the whole of `file` hashes to `id`.
-fn hashes_to(mut file: &std::fs::File, id: &ObjectId) -> bool {
-    let mut hasher = ObjectHasher::default();
-    let mut buf = vec![0u8; STAGE_BUFFER];
-    loop {
-        match file.read(&mut buf) {
-            Ok(0) => return hasher.finish() == *id,
-            Ok(n) => hasher.update(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return false,
-        }
     }
 }
 
