@@ -308,6 +308,7 @@ impl PackWriter {
     }
 
     /// Appends one object: its header, its data, zero padding.
+    #[cfg(test)]
     pub fn add(&mut self, id: &ObjectId, data: &[u8]) {
         let added: Result<(), std::convert::Infallible> =
             self.add_with(id, data.len() as u64, |bytes| {

@@ -545,11 +545,6 @@ pub struct StaleWorkDir {
 }
 
 impl StaleWorkDir {
-    /// Whether it held a file of this name when it was taken over.
-    pub fn holds(&self, name: &str) -> bool {
-        self.held.contains(name)
-    }
-
     /// Removes it once nothing in it is an object another transfer could
     /// take (what remains is its own bookkeeping); else leaves it, unlocked.
     pub fn remove_if_spent(self) {

@@ -282,7 +282,7 @@ impl Staging<'_> {
             return Ok(false);
         };
         let name = w.key.name();
-        for from in stale.iter().filter(|s| s.holds(&name)) {
+        for from in stale {
             if !self.work.take_from(from, &name) {
                 continue;
             }
