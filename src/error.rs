@@ -523,6 +523,22 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
     s
 }
 
+/// Text from outside (a registry's answer, a bundle's bytes) as a message
+/// may quote it: every control character and every byte that was not
+/// UTF-8 shown as `?`, so that it stays on one line and writes no escape
+/// sequence to a terminal.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() || c == '\u{fffd}' {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 /// A count and its noun in the number the count calls for: `1 file`, `2 files`.
 pub fn counted(n: impl std::fmt::Display, one: &str, many: &str) -> String {
     let n = n.to_string();

@@ -198,6 +198,64 @@ pub fn publish_noreplace<P: rustix::path::Arg + Copy, Q: rustix::path::Arg + Cop
     }
 }
 
+/// Why [`open_regular`] opened nothing.
+#[derive(Debug)]
+pub enum NotOpened {
+    /// The path could not be looked at or opened.
+    Io(std::io::Error),
+    /// The path (through a symlink) is something else than a regular file:
+    /// what it is, in words (`a FIFO`, `a directory`, …).
+    NotRegular(&'static str),
+}
+
+/// What a file that is not a regular file is, as a refusal names it.
+pub fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Opens a file to read, refusing anything but a regular file before any
+/// open that could block: the path is looked at first (through a
+/// symlink), opened without blocking (`O_NONBLOCK`: a FIFO that no one
+/// writes, or a device, never holds the command up), and what was opened
+/// must be that same regular file (its device and inode).
+pub fn open_regular(path: &Path) -> std::result::Result<std::fs::File, NotOpened> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let looked = std::fs::metadata(path).map_err(NotOpened::Io)?;
+    if !looked.is_file() {
+        return Err(NotOpened::NotRegular(kind_of(looked.file_type())));
+    }
+    let flags = OFlags::NONBLOCK | OFlags::NOCTTY;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        // The flags' bits, as open(2) takes them.
+        .custom_flags(flags.bits() as i32)
+        .open(path)
+        .map_err(NotOpened::Io)?;
+    let opened = file.metadata().map_err(NotOpened::Io)?;
+    if !opened.is_file() {
+        return Err(NotOpened::NotRegular(kind_of(opened.file_type())));
+    }
+    if (opened.dev(), opened.ino()) != (looked.dev(), looked.ino()) {
+        return Err(NotOpened::NotRegular(
+            "another file than the one looked at: it was replaced",
+        ));
+    }
+    Ok(file)
+}
+
 /// The first `n` bytes of the file at `path`, fewer when it is shorter or
 /// cannot be read to its end; none when it cannot be opened.
 pub fn read_head(path: &Path, n: usize) -> Vec<u8> {

@@ -117,6 +117,7 @@ fn pull_unknown(
             transfer::DEFAULT_JOBS,
             opts.progress,
             opts.trusted,
+            transfer::Arrived::Pulled,
         ) {
             Ok(_) => {
                 pulled.insert(d);

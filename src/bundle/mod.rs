@@ -767,16 +767,8 @@ fn unreadable(said: impl std::fmt::Display) -> Error {
 /// A damage's words as one short line of printable text: a reader's
 /// message, or an entry's name, may quote the bundle's bytes.
 fn printable(damage: &Damage) -> String {
-    damage
-        .to_string()
+    crate::error::printable(&damage.to_string())
         .chars()
-        .map(|c| {
-            if c.is_control() || c == '\u{fffd}' {
-                '?'
-            } else {
-                c
-            }
-        })
         .take(200)
         .collect()
 }
@@ -977,7 +969,7 @@ pub fn import(open: Opener<'_>, opts: &ImportOptions<'_>) -> Result<ImportReport
     // `adopt` checks the manifest and its bounds before it asks for objects.
     let ingest = adopt(
         open,
-        &manifest.bytes,
+        &manifest,
         expected,
         &Arrival {
             event: "import",
@@ -1025,9 +1017,9 @@ fn import_with_members(
     bundle: BundleStats,
     rest: Rest,
 ) -> Result<ImportReport> {
-    crate::store::ingest::adopt::check_received(&carried.manifest.bytes, expected)?;
+    crate::store::ingest::adopt::check_received(&carried.manifest, expected)?;
     for m in &carried.members {
-        crate::store::ingest::adopt::check_received(&m.manifest.bytes, Some(m.manifest.digest))?;
+        crate::store::ingest::adopt::check_received(&m.manifest, Some(m.manifest.digest))?;
     }
     if opts.check {
         rest.read_objects(&mut |_, _| Ok(false))?;
@@ -1068,7 +1060,7 @@ fn import_with_members(
                 attestations: &[Vec<u8>]| {
         adopt(
             open,
-            &manifest.bytes,
+            manifest,
             Some(manifest.digest),
             &Arrival {
                 event: "import",
@@ -1414,7 +1406,7 @@ impl Rest {
 /// ingest checks it.
 fn check_only(manifest: &Manifest, expected: Option<ManifestDigest>, rest: Rest) -> Result<()> {
     use crate::profile::Profile;
-    crate::store::ingest::adopt::check_received(&manifest.bytes, expected)?;
+    crate::store::ingest::adopt::check_received(manifest, expected)?;
     let content = crate::profile::ce::CE
         .content_entry(&manifest.entries)
         .key();

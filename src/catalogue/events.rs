@@ -7,6 +7,11 @@ use super::{Catalogue, NOW};
 use crate::digest::ManifestDigest;
 use crate::error::Result;
 
+/// The event a snapshot fetched from a substituter on a miss arrives with,
+/// where `cestore pull` records `pull`. (An older store has, for a
+/// substitution, a `pull` followed by a `substitute` of the same source.)
+pub const SUBSTITUTE_EVENT: &str = "substitute";
+
 /// One ingest event.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct IngestEvent {

@@ -43,7 +43,7 @@ use crate::digest::ManifestDigest;
 use crate::error::{Error, Result};
 
 pub use attestations::KeptAttestation;
-pub use events::{IngestEvent, Origin};
+pub use events::{IngestEvent, Origin, SUBSTITUTE_EVENT};
 pub use files::{FileFilter, FileHit};
 pub use snapshots::{resolve, Delta, NewSnapshot, Provenance, RecordedIngest, SnapshotRow};
 pub use sources::{Attached, KeptSource};

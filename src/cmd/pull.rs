@@ -35,5 +35,6 @@ pub fn pull(root: &Path, opts: &PullOptions<'_>) -> Result<PullReport> {
         opts.jobs,
         opts.progress,
         opts.trusted,
+        transfer::Arrived::Pulled,
     )
 }

@@ -10,6 +10,7 @@
 //! request that cannot be made as given ([`RequestError`]).
 
 use crate::digest::{ManifestDigest, ObjectId};
+use crate::error::printable;
 use crate::remote::oci::mapping::{CONFIG_MEDIA_TYPE, PACK_ANNOTATION, SNAPSHOT_ANNOTATION};
 use crate::remote::oci::referrers::DSSE_MEDIA_TYPE;
 use crate::sign::limits::AttestationLimit;
@@ -63,7 +64,7 @@ pub enum AnswerError {
         max: usize,
     },
     /// The registry stored a manifest under another digest than its bytes'.
-    #[error("the registry stored the manifest under {stored}, not {ours}")]
+    #[error("the registry stored the manifest under {}, not {ours}", printable(.stored))]
     StoredUnder {
         /// The digest the registry answered with.
         stored: String,
@@ -89,7 +90,7 @@ pub enum RecordError {
         found: u32,
     },
     /// A digest is not `sha256:<hex>`.
-    #[error("'{text}' is not a sha256 digest")]
+    #[error("'{}' is not a sha256 digest", printable(.text))]
     NotDigest {
         /// The digest as written.
         text: String,
@@ -99,7 +100,8 @@ pub enum RecordError {
     NoConfig,
     /// An image manifest's config is not a canonical manifest.
     #[error(
-        "not a cestore snapshot: the config's media type is '{found}', not '{CONFIG_MEDIA_TYPE}'"
+        "not a cestore snapshot: the config's media type is '{}', not '{CONFIG_MEDIA_TYPE}'",
+        printable(.found)
     )]
     ConfigMediaType {
         /// The media type it has.
@@ -133,7 +135,7 @@ pub enum RecordError {
         objects: usize,
     },
     /// An index lists a manifest the registry does not have.
-    #[error("the index lists manifest {part} that the registry does not have")]
+    #[error("the index lists manifest {} that the registry does not have", printable(.part))]
     MissingPart {
         /// The manifest's digest, as listed.
         part: String,
@@ -143,7 +145,9 @@ pub enum RecordError {
     NestedIndex,
     /// A manifest of an index names another config than the index's snapshot.
     #[error(
-        "the index's manifest {part} names another config ({config}) than snapshot {snapshot}"
+        "the index's manifest {} names another config ({}) than snapshot {snapshot}",
+        printable(.part),
+        printable(.config)
     )]
     PartConfig {
         /// The manifest's digest, as listed.
@@ -154,13 +158,13 @@ pub enum RecordError {
         snapshot: ManifestDigest,
     },
     /// A manifest of an index lists no layers.
-    #[error("the index's manifest {part} lists no layers")]
+    #[error("the index's manifest {} lists no layers", printable(.part))]
     PartWithoutLayers {
         /// The manifest's digest, as listed.
         part: String,
     },
     /// An index's snapshot annotation is not a digest.
-    #[error("the index's {SNAPSHOT_ANNOTATION} annotation '{hex}' is not a digest")]
+    #[error("the index's {SNAPSHOT_ANNOTATION} annotation '{}' is not a digest", printable(.hex))]
     SnapshotAnnotation {
         /// The annotation's value.
         hex: String,
@@ -179,7 +183,7 @@ pub enum RecordError {
         pull: String,
     },
     /// A layer has a media type cestore does not write.
-    #[error("layer {layer} has the media type '{media_type}', which is no cestore layer")]
+    #[error("layer {} has the media type '{}', which is no cestore layer", printable(.layer), printable(.media_type))]
     LayerMediaType {
         /// The layer's digest, as listed.
         layer: String,
@@ -198,13 +202,13 @@ pub enum SlotsError {
         max: usize,
     },
     /// An item is not `<sha256>:<offset>:<size>`.
-    #[error("a pack's index is malformed: '{item}' is not <sha256>:<offset>:<size>")]
+    #[error("a pack's index is malformed: '{}' is not <sha256>:<offset>:<size>", printable(.item))]
     NotSlot {
         /// The item, cut to 100 characters.
         item: String,
     },
     /// An item's SHA-256 is not lowercase.
-    #[error("a pack's index is malformed: '{item}' is not lowercase hex")]
+    #[error("a pack's index is malformed: '{}' is not lowercase hex", printable(.item))]
     NotLowercase {
         /// The item, cut to 100 characters.
         item: String,
@@ -216,19 +220,19 @@ pub enum SlotsError {
 #[derive(Debug, thiserror::Error)]
 pub enum PackError {
     /// A pack layer has no index.
-    #[error("pack {pack} has no {PACK_ANNOTATION} annotation (its index)")]
+    #[error("pack {} has no {PACK_ANNOTATION} annotation (its index)", printable(.pack))]
     NoIndex {
         /// The pack's digest, as listed.
         pack: String,
     },
     /// A pack is listed twice with different indexes or sizes.
-    #[error("pack {pack} is listed twice with different objects")]
+    #[error("pack {} is listed twice with different objects", printable(.pack))]
     ListedTwice {
         /// The pack's digest, as listed.
         pack: String,
     },
     /// A pack's index does not parse.
-    #[error("pack {pack}: {error}")]
+    #[error("pack {}: {error}", printable(.pack))]
     Index {
         /// The pack's digest, as listed.
         pack: String,
@@ -369,7 +373,7 @@ pub enum ReferrersError {
         layers: usize,
     },
     /// An attestation's layer is no DSSE envelope.
-    #[error("the attestation sha256:{attestation} holds a layer of media type '{media_type}', not '{DSSE_MEDIA_TYPE}'")]
+    #[error("the attestation sha256:{attestation} holds a layer of media type '{}', not '{DSSE_MEDIA_TYPE}'", printable(.media_type))]
     LayerMediaType {
         /// The attestation's manifest.
         attestation: ObjectId,
@@ -428,7 +432,7 @@ pub enum Mismatch {
         found: ObjectId,
     },
     /// A manifest an index lists hashes to another digest.
-    #[error("the registry served a manifest for {part} that hashes to sha256:{found}")]
+    #[error("the registry served a manifest for {} that hashes to sha256:{found}", printable(.part))]
     Part {
         /// The manifest's digest, as the index lists it.
         part: String,

@@ -354,8 +354,10 @@ pub struct Published {
 /// A snapshot a remote offers: its canonical manifest bytes, not yet trusted.
 #[derive(Clone, Debug)]
 pub struct Incoming {
-    /// The canonical manifest bytes as the remote served them.
-    pub manifest_bytes: Vec<u8>,
+    /// The canonical manifest as the remote served it: parsed (so
+    /// canonical) and within the bounds; `adopt` checks it hashes to
+    /// `snapshot`.
+    pub manifest: crate::profile::ce::manifest::Manifest,
     /// The snapshot digest the remote's record claims; `adopt` checks the
     /// bytes against it.
     pub snapshot: ManifestDigest,

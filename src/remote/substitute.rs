@@ -12,11 +12,13 @@
 //! the closure of an environment or task, and trust apply as they do for
 //! `cestore pull`). One process per digest pulls at a time, under the lock
 //! file `STORE/locks/substitute-<hex>`; the others wait, then find it
-//! present, or find the failure the one pulling recorded there and report
-//! it without asking the registries again.
+//! present, or find the failure the one pulling recorded there (with the
+//! same configuration) and report it without asking the registries again.
 
+use std::ffi::OsStr;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -25,6 +27,7 @@ use rustix::fs::FlockOperation;
 use super::{oci, transfer, SnapshotRef};
 use crate::digest::{DigestPrefix, ManifestDigest};
 use crate::error::{Classified, Classify, Error, ErrorKind, Result};
+use crate::fsutil::NotOpened;
 use crate::store::{Need, Opener};
 
 /// The configuration file, in the store's directory.
@@ -37,8 +40,6 @@ pub const ENV_SUBSTITUTERS: &str = "CESTORE_SUBSTITUTERS";
 pub const ENV_TRUSTED_KEYS: &str = "CESTORE_SUBSTITUTER_TRUSTED_KEYS";
 /// The directory of lock files, in the store's directory.
 pub const LOCKS_DIR: &str = "locks";
-/// The event recorded after the pull of a snapshot substituted.
-pub const SUBSTITUTE_EVENT: &str = "substitute";
 /// The seconds a registry may go without answering, by default.
 pub const DEFAULT_TIMEOUT: u64 = 30;
 /// The seconds a process waits, by default, for another's substitution of
@@ -46,6 +47,8 @@ pub const DEFAULT_TIMEOUT: u64 = 30;
 pub const DEFAULT_WAIT: u64 = 600;
 /// The most bytes of the configuration file read.
 const MAX_CONFIG_BYTES: u64 = 1 << 20;
+/// The most bytes of a lock file's failure record read.
+const MAX_RECORD_BYTES: u64 = 1 << 20;
 
 /// One registry repository to fetch snapshots from.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -102,6 +105,15 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is something else than a regular file (followed through a
+    /// symlink), refused before any open that could block.
+    #[error("could not read the substituters configuration '{}': it is {what}; it must be a regular file", .path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        what: &'static str,
+    },
     /// The file or a variable breaks a rule.
     #[error("could not accept the substituters configuration '{origin}': {detail}")]
     Invalid {
@@ -120,21 +132,23 @@ impl Classify for ConfigError {
     /// `io` for a file that cannot be read, else `usage`.
     fn kind(&self) -> ErrorKind {
         match self {
-            ConfigError::Unreadable { .. } => ErrorKind::Io,
+            ConfigError::Unreadable { .. } | ConfigError::NotRegular { .. } => ErrorKind::Io,
             ConfigError::Invalid { .. } => ErrorKind::Usage,
         }
     }
 
     fn rule(&self) -> Option<&'static str> {
         match self {
-            ConfigError::Unreadable { .. } => None,
+            ConfigError::Unreadable { .. } | ConfigError::NotRegular { .. } => None,
             ConfigError::Invalid { rule, .. } => Some(rule),
         }
     }
 
     fn path(&self) -> Option<&Path> {
         match self {
-            ConfigError::Unreadable { path, .. } => Some(path),
+            ConfigError::Unreadable { path, .. } | ConfigError::NotRegular { path, .. } => {
+                Some(path)
+            }
             ConfigError::Invalid { file, .. } => file.as_deref(),
         }
     }
@@ -237,26 +251,33 @@ struct RawSubstituter {
 }
 
 /// Whether the registry host is the loopback interface, where plain HTTP
-/// is spoken unless configured otherwise.
+/// is spoken unless configured otherwise: `localhost`, or an IP address
+/// of the loopback network (a name is never taken for one by its look).
 fn loopback(registry: &str) -> bool {
-    let host = registry.split('/').next().unwrap_or(registry);
+    let rest = registry.strip_prefix("oci://").unwrap_or(registry);
+    let host = rest.split('/').next().unwrap_or(rest);
     let host = match host.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(rest),
         None => host.split(':').next().unwrap_or(host),
     };
-    host == "localhost" || host == "::1" || host.starts_with("127.")
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Checks that `registry` names a repository (`REGISTRY/REPOSITORY`, no
-/// tag or digest): the substitution adds the digest tag itself.
+/// tag or digest): the substitution adds the digest tag itself. The
+/// message shows the address without any credential it carries.
 fn check_registry(registry: &str) -> std::result::Result<(), String> {
     let rest = registry.strip_prefix("oci://").unwrap_or(registry);
     match oci::Address::parse(rest) {
         Ok((_, None)) => Ok(()),
         Ok((_, Some(_))) => Err(format!(
-            "'{registry}' names a tag or digest; give REGISTRY/REPOSITORY"
+            "'{}' names a tag or digest; give REGISTRY/REPOSITORY",
+            crate::source::url::redact_address(registry)
         )),
-        Err(e) => Err(format!("'{registry}': {e}")),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -323,11 +344,13 @@ pub fn parse_config(path: &Path, text: &str) -> std::result::Result<Config, Conf
 }
 
 /// Applies the environment's values (`None` for a variable not set) to a
-/// configuration: a list replaces the file's, empty or not.
+/// configuration: a list replaces the file's, empty or not. A variable
+/// set is never taken for one unset: a registry list that is not UTF-8 is
+/// refused (`substituter-registry`), and key paths are taken as bytes.
 pub fn apply_env(
     mut config: Config,
-    substituters: Option<&str>,
-    trusted_keys: Option<&str>,
+    substituters: Option<&OsStr>,
+    trusted_keys: Option<&OsStr>,
 ) -> std::result::Result<Config, ConfigError> {
     if let Some(list) = substituters {
         let invalid = |rule: &'static str, detail: String| ConfigError::Invalid {
@@ -336,6 +359,12 @@ pub fn apply_env(
             rule,
             detail,
         };
+        let list = list.to_str().ok_or_else(|| {
+            invalid(
+                "substituter-registry",
+                "the value is not UTF-8; a registry address is".into(),
+            )
+        })?;
         config.substituters = list
             .split_whitespace()
             .map(|r| substituter(r, None, &invalid))
@@ -343,7 +372,12 @@ pub fn apply_env(
         config.substituters_from = ConfigSource::Environment;
     }
     if let Some(keys) = trusted_keys {
-        config.trusted_keys = keys.split_whitespace().map(PathBuf::from).collect();
+        config.trusted_keys = keys
+            .as_bytes()
+            .split(u8::is_ascii_whitespace)
+            .filter(|k| !k.is_empty())
+            .map(|k| PathBuf::from(OsStr::from_bytes(k)))
+            .collect();
         config.trusted_keys_from = ConfigSource::Environment;
     }
     Ok(config)
@@ -354,16 +388,18 @@ pub fn apply_env(
 pub fn config(root: &Path) -> Result<Config> {
     let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
     let path = root.join(CONFIG_FILE);
-    // A store directory that cannot be looked into holds no configuration:
-    // the command then reports the store as it always has.
-    let exists = std::fs::metadata(&path).is_ok();
-    let opened = if exists {
-        std::fs::File::open(&path)
-    } else {
-        Err(std::io::ErrorKind::NotFound.into())
+    let file = match crate::fsutil::open_regular(&path) {
+        Ok(file) => Some(file),
+        // No file, or a store directory that cannot be looked into: no
+        // configuration (the command then reports the store as it always has).
+        Err(NotOpened::Io(_)) if std::fs::metadata(&path).is_err() => None,
+        Err(NotOpened::Io(source)) => return Err(ConfigError::Unreadable { path, source }.into()),
+        Err(NotOpened::NotRegular(what)) => {
+            return Err(ConfigError::NotRegular { path, what }.into())
+        }
     };
-    let base = match opened {
-        Ok(file) => {
+    let base = match file {
+        Some(file) => {
             let mut text = String::new();
             file.take(MAX_CONFIG_BYTES + 1)
                 .read_to_string(&mut text)
@@ -382,7 +418,7 @@ pub fn config(root: &Path) -> Result<Config> {
             }
             parse_config(&path, &text)?
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config {
+        None => Config {
             file: path.clone(),
             file_exists: false,
             substituters: Vec::new(),
@@ -392,9 +428,8 @@ pub fn config(root: &Path) -> Result<Config> {
             timeout: DEFAULT_TIMEOUT,
             wait: DEFAULT_WAIT,
         },
-        Err(source) => return Err(ConfigError::Unreadable { path, source }.into()),
     };
-    let var = |k| std::env::var(k).ok();
+    let var = |k| std::env::var_os(k);
     let mut config = apply_env(
         base,
         var(ENV_SUBSTITUTERS).as_deref(),
@@ -425,12 +460,22 @@ fn present(open: Opener<'_>, need: Need, name: &str) -> Result<Option<bool>> {
 /// configured, a full digest it lacks is pulled from the first that has
 /// it. A prefix it lacks is refused with a hint (never substituted: it may
 /// name several snapshots); `@VERSION`, a malformed name and any name
-/// without substituters are left to the command.
+/// without substituters are left to the command. A configuration that
+/// cannot be read or breaks a rule fails the command only when a
+/// substituter would be asked: a snapshot the store holds needs none.
 pub fn ensure_present(root: &Path, open: Opener<'_>, name: &str) -> Result<()> {
     let Ok(prefix) = name.parse::<DigestPrefix>() else {
         return Ok(());
     };
-    let config = config(root)?;
+    let config = match config(root) {
+        Ok(config) => config,
+        Err(e) => {
+            return match present(open, Need::Existing, name) {
+                Ok(Some(true)) => Ok(()),
+                _ => Err(e),
+            }
+        }
+    };
     if config.substituters.is_empty() {
         return Ok(());
     }
@@ -466,6 +511,18 @@ struct Failure {
     at_ms: u128,
     kind: String,
     message: String,
+    /// The [`fingerprint`] of the configuration it pulled with: a waiting
+    /// process takes the failure as its own only when it would have asked
+    /// the same registries the same way.
+    config: String,
+}
+
+/// What of a configuration decides how a substitution goes: the
+/// registries in order (with `plain_http`), the keys trusted and the
+/// timeout.
+fn fingerprint(config: &Config) -> String {
+    serde_json::to_string(&(&config.substituters, &config.trusted_keys, config.timeout))
+        .unwrap_or_default()
 }
 
 fn registries(config: &Config) -> String {
@@ -475,6 +532,18 @@ fn registries(config: &Config) -> String {
         .map(|s| s.registry.as_str())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The failure recorded in a lock file (`record`) that a process which
+/// started waiting at `started` (milliseconds since the epoch), configured
+/// as `config`, reports as its own instead of asking the registries again:
+/// one recorded after it started waiting, by a process that asked the same
+/// registries the same way. A record that does not parse (cut short by a
+/// full disk, say) is none.
+fn reusable(record: &[u8], started: u128, config: &Config) -> Option<Failure> {
+    serde_json::from_slice::<Failure>(record)
+        .ok()
+        .filter(|f| f.at_ms >= started && f.config == fingerprint(config))
 }
 
 /// Pulls `digest` under its lock file, unless another process brought it
@@ -519,22 +588,20 @@ fn substitute(
     if present(open, Need::Creating, &digest.to_string())? != Some(false) {
         return Ok(());
     }
-    let mut text = String::new();
-    file.read_to_string(&mut text)
-        .map_err(|e| Error::io("read the lock file", &path, e))?;
-    if let Ok(f) = serde_json::from_str::<Failure>(&text) {
-        if f.at_ms >= started {
-            let kind = ErrorKind::ALL
-                .into_iter()
-                .find(|k| k.name() == f.kind)
-                .unwrap_or(ErrorKind::Remote);
-            return Err(SubstituteError::Failed {
-                digest: *digest,
-                tried: f.message,
-                kind,
-            }
-            .into());
+    // A record that cannot be read is no failure to report either.
+    let mut record = Vec::new();
+    let _ = (&mut file).take(MAX_RECORD_BYTES).read_to_end(&mut record);
+    if let Some(f) = reusable(&record, started, config) {
+        let kind = ErrorKind::ALL
+            .into_iter()
+            .find(|k| k.name() == f.kind)
+            .unwrap_or(ErrorKind::Remote);
+        return Err(SubstituteError::Failed {
+            digest: *digest,
+            tried: f.message,
+            kind,
         }
+        .into());
     }
     let result = pull_from_any(open, config, digest);
     let record = match &result {
@@ -549,6 +616,7 @@ fn substitute(
                 },
                 _ => crate::error::error_chain(e),
             },
+            config: fingerprint(config),
         })
         .unwrap_or_default(),
     };
@@ -559,24 +627,6 @@ fn substitute(
         .and_then(|()| file.rewind())
         .and_then(|()| file.write_all(record.as_bytes()));
     result
-}
-
-/// Records that the snapshot just pulled from `source` was substituted: a
-/// `substitute` event after the pull's, which `cestore show` reads as
-/// where the snapshot came from.
-fn record(open: Opener<'_>, digest: &ManifestDigest, source: &str) -> Result<()> {
-    let store = open(Need::Existing)?;
-    store.catalogue().add_event(&crate::catalogue::IngestEvent {
-        digest: *digest,
-        event: SUBSTITUTE_EVENT.into(),
-        at: String::new(),
-        source: source.to_string(),
-        host: crate::store::core::who::host_name(),
-        user: crate::store::core::who::user_name(),
-        tool_version: crate::store::core::who::TOOL_VERSION.to_string(),
-        new_objects: 0,
-        reused_objects: 0,
-    })
 }
 
 /// How grave a failure is, to report the gravest of several.
@@ -614,10 +664,11 @@ fn pull_from_any(open: Opener<'_>, config: &Config, digest: &ManifestDigest) -> 
                 transfer::DEFAULT_JOBS,
                 false,
                 &trusted,
+                transfer::Arrived::Substituted,
             )
         });
         match pulled {
-            Ok(report) => return record(open, digest, &report.pull.source),
+            Ok(_) => return Ok(()),
             Err(e) => {
                 let k = e.error_kind();
                 if gravity(k) > gravity(kind) {
@@ -698,7 +749,8 @@ mod tests {
     fn the_environment_replaces_the_files_lists() {
         let c =
             parse(r#"{"substituters":[{"registry":"r.example/a"}],"trusted_keys":["k"]}"#).unwrap();
-        let e = apply_env(c.clone(), Some(" localhost:1/x  [::1]:2/y "), None).unwrap();
+        let os = |s: &'static str| Some(OsStr::new(s));
+        let e = apply_env(c.clone(), os(" localhost:1/x  [::1]:2/y "), None).unwrap();
         assert_eq!(e.substituters_from, ConfigSource::Environment);
         assert_eq!(
             e.substituters,
@@ -714,16 +766,114 @@ mod tests {
             ]
         );
         assert_eq!(e.trusted_keys, c.trusted_keys);
-        let none = apply_env(c, Some(""), Some("a.pub b.pub")).unwrap();
+        let none = apply_env(c, os(""), os("a.pub\tb.pub ")).unwrap();
         assert!(none.substituters.is_empty());
         assert_eq!(none.trusted_keys.len(), 2);
+        assert_eq!(
+            none.trusted_keys,
+            [PathBuf::from("a.pub"), PathBuf::from("b.pub")]
+        );
         assert!(matches!(
-            apply_env(none, Some("r.example/a@sha256:00"), None),
+            apply_env(none.clone(), os("r.example/a@sha256:00"), None),
             Err(ConfigError::Invalid {
                 rule: "substituter-registry",
                 file: None,
                 ..
             })
         ));
+        // A variable set is never taken for one unset: a list that is not
+        // UTF-8 is refused, a key path that is not is kept as it is.
+        let bytes = |b: &'static [u8]| Some(OsStr::from_bytes(b));
+        assert!(matches!(
+            apply_env(none.clone(), bytes(b"127.0.0.1:1/x\xff"), None),
+            Err(ConfigError::Invalid {
+                rule: "substituter-registry",
+                ..
+            })
+        ));
+        let keys = apply_env(none, None, bytes(b"/k\xff.pub")).unwrap();
+        assert_eq!(keys.trusted_keys_from, ConfigSource::Environment);
+        assert_eq!(
+            keys.trusted_keys,
+            [PathBuf::from(OsStr::from_bytes(b"/k\xff.pub"))]
+        );
+    }
+
+    #[test]
+    fn plain_http_is_the_default_for_a_loopback_address_only() {
+        for registry in [
+            "127.0.0.1:5000/a",
+            "127.3.4.5/a",
+            "localhost:5000/a",
+            "LOCALHOST/a",
+            "[::1]:5000/a",
+            "oci://127.0.0.1:5000/a",
+        ] {
+            assert!(loopback(registry), "{registry}");
+        }
+        for registry in [
+            "127.attacker.example/a",
+            "127.0.0.1.nip.io/a",
+            "localhost.example/a",
+            "r.example/a",
+            "10.0.0.5:5000/a",
+            "[::2]:5000/a",
+        ] {
+            assert!(!loopback(registry), "{registry}");
+        }
+    }
+
+    #[test]
+    fn a_refused_registry_is_shown_without_its_credentials() {
+        for registry in [
+            "user:s3cret@r.example/a",
+            "https://user:s3cret@r.example/a",
+            "r.example/a?token=s3cret",
+            "user:s3cret@r.example/a:tag",
+        ] {
+            let text = match parse(&format!(
+                r#"{{"substituters":[{{"registry":"{registry}"}}]}}"#
+            )) {
+                Err(e) => e.to_string(),
+                Ok(c) => panic!("{registry} was accepted: {c:?}"),
+            };
+            assert!(!text.contains("s3cret"), "{text}");
+            assert!(text.contains("r.example"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_failure_recorded_is_reused_only_when_recent_and_configured_alike() {
+        let config = parse(r#"{"substituters":[{"registry":"r.example/a"}]}"#).unwrap();
+        let record = |at_ms: u128, config: &Config| {
+            serde_json::to_vec(&Failure {
+                at_ms,
+                kind: "remote".into(),
+                message: "r.example/a: down".into(),
+                config: fingerprint(config),
+            })
+            .unwrap()
+        };
+        assert!(reusable(&record(10, &config), 5, &config).is_some());
+        assert!(
+            reusable(&record(4, &config), 5, &config).is_none(),
+            "older than the wait"
+        );
+        let other = apply_env(config.clone(), Some(OsStr::new("s.example/b")), None).unwrap();
+        assert!(
+            reusable(&record(10, &other), 5, &config).is_none(),
+            "other registries"
+        );
+        let keys = apply_env(config.clone(), None, Some(OsStr::new("/k.pub"))).unwrap();
+        assert!(
+            reusable(&record(10, &keys), 5, &config).is_none(),
+            "other keys"
+        );
+        let whole = record(10, &config);
+        assert!(
+            reusable(&whole[..whole.len() / 2], 5, &config).is_none(),
+            "cut short"
+        );
+        assert!(reusable(b"{\"at_ms\":1,\"message\":\"\xe2\x82", 0, &config).is_none());
     }
 }

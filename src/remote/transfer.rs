@@ -708,6 +708,26 @@ pub struct MemberPulled {
     pub reused_objects: u64,
 }
 
+/// How a pull records each snapshot it takes in the ingest log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arrived {
+    /// `pull`: asked for, by `cestore pull` or an audit's `--registry`.
+    Pulled,
+    /// `substitute`: fetched from a substituter because a command needed
+    /// it ([`super::substitute`]); `cestore show` says `substituted`.
+    Substituted,
+}
+
+impl Arrived {
+    /// The event's name in the ingest log.
+    pub fn event(self) -> &'static str {
+        match self {
+            Arrived::Pulled => "pull",
+            Arrived::Substituted => crate::catalogue::SUBSTITUTE_EVENT,
+        }
+    }
+}
+
 /// Takes the snapshot `reference` names on `remote` into the store at
 /// `open` gives (made when it is not there, once the snapshot is known),
 /// `jobs` downloads at a time.
@@ -725,9 +745,11 @@ pub struct MemberPulled {
 /// A snapshot that names others (an environment its members, a task its
 /// tree and dependency list) comes with them: each the store lacks is
 /// resolved on the same repository by its digest tag and trust-checked
-/// before any is taken, then each is taken in dependency order, and the
-/// snapshot named by `reference` last: a pull that fails leaves it
-/// unrecorded (the members taken before stay: each is a whole snapshot).
+/// before any is taken, then each is taken in dependency order (resolved
+/// again as it is taken, and checked again: memory holds one member's
+/// manifest at a time, however many are named), and the snapshot named by
+/// `reference` last: a pull that fails leaves it unrecorded (the members
+/// taken before stay: each is a whole snapshot).
 pub fn pull(
     open: Opener<'_>,
     remote: &dyn Remote,
@@ -735,17 +757,20 @@ pub fn pull(
     jobs: usize,
     progress: bool,
     trusted: &[crate::sign::PublicKey],
+    arrived: Arrived,
 ) -> Result<PullReport> {
     let incoming = remote.resolve(reference)?;
     let check = crate::store::trust::signed::trust_check(trusted);
     check(&incoming.attestations, &incoming.snapshot)?;
     let members = incoming_members(open, remote, &incoming, trusted)?;
-    for m in &members {
-        check(&m.attestations, &m.snapshot)?;
+    for (digest, attestations) in &members {
+        check(attestations, digest)?;
     }
     let mut pulled = Vec::new();
-    for m in members {
-        let r = adopt_incoming(open, remote, m, jobs, progress, trusted)?;
+    for (digest, _) in members {
+        let m = remote.resolve(&SnapshotRef::Tag(super::snapshot_tag(&digest)))?;
+        check(&m.attestations, &m.snapshot)?;
+        let r = adopt_incoming(open, remote, m, jobs, progress, trusted, arrived)?;
         pulled.push(MemberPulled {
             manifest_digest: r.ingest.provenance.manifest_digest,
             source: r.pull.source,
@@ -753,29 +778,27 @@ pub fn pull(
             reused_objects: r.ingest.ingest.reused_objects,
         });
     }
-    let mut report = adopt_incoming(open, remote, incoming, jobs, progress, trusted)?;
+    let mut report = adopt_incoming(open, remote, incoming, jobs, progress, trusted, arrived)?;
     report.members = pulled;
     Ok(report)
 }
 
 /// The snapshots `incoming` names, directly or not, that the store (when
-/// there is one) lacks, each resolved by its digest tag on `remote`, in
-/// dependency order. With keys `trusted`, one the store holds already must
-/// be signed by one of them there.
+/// there is one) lacks, in dependency order, each with the attestations
+/// `remote` holds for it: each is resolved by its digest tag to read what
+/// it names in turn, and only its digest and attestations are kept. With
+/// keys `trusted`, one the store holds already must be signed by one of
+/// them there.
 fn incoming_members(
     open: Opener<'_>,
     remote: &dyn Remote,
     incoming: &super::Incoming,
     trusted: &[crate::sign::PublicKey],
-) -> Result<Vec<super::Incoming>> {
-    let named = |bytes: &[u8]| {
-        crate::profile::ce::manifest::Manifest::parse(bytes)
-            .ok()
-            .and_then(|m| m.tree)
-            .map(|t| t.named())
-            .unwrap_or_default()
+) -> Result<Vec<(crate::digest::ManifestDigest, Vec<Vec<u8>>)>> {
+    let named = |m: &crate::profile::ce::manifest::Manifest| {
+        m.tree.as_ref().map(|t| t.named()).unwrap_or_default()
     };
-    let first = named(&incoming.manifest_bytes);
+    let first = named(&incoming.manifest);
     if first.is_empty() {
         return Ok(Vec::new());
     }
@@ -786,7 +809,7 @@ fn incoming_members(
             .as_ref()
             .is_some_and(|s| s.catalogue().has_snapshot(d).unwrap_or(false))
     };
-    let mut resolved: BTreeMap<crate::digest::ManifestDigest, super::Incoming> = BTreeMap::new();
+    let mut resolved: BTreeMap<crate::digest::ManifestDigest, Vec<Vec<u8>>> = BTreeMap::new();
     let order = crate::profile::tree::stored::closure(&incoming.snapshot, &mut |d| {
         if *d == incoming.snapshot {
             return Ok(first.clone());
@@ -804,14 +827,14 @@ fn incoming_members(
         }
         // The tag promises the digest; resolve checks the record keeps it.
         let member = remote.resolve(&SnapshotRef::Tag(super::snapshot_tag(d)))?;
-        let next = named(&member.manifest_bytes);
-        resolved.insert(*d, member);
+        let next = named(&member.manifest);
+        resolved.insert(*d, member.attestations);
         Ok::<_, Error>(next)
     })?;
     drop(store);
     Ok(order
         .into_iter()
-        .filter_map(|d| resolved.remove(&d))
+        .filter_map(|d| resolved.remove(&d).map(|a| (d, a)))
         .collect())
 }
 
@@ -823,14 +846,15 @@ fn adopt_incoming(
     jobs: usize,
     progress: bool,
     trusted: &[crate::sign::PublicKey],
+    arrived: Arrived,
 ) -> Result<PullReport> {
     let mut fetched = FetchStats::default();
     let ingest = adopt(
         open,
-        &incoming.manifest_bytes,
+        &incoming.manifest,
         Some(incoming.snapshot),
         &Arrival {
-            event: "pull",
+            event: arrived.event(),
             source: &incoming.source,
             origin: incoming.origin.as_ref(),
             sources: incoming.sources.clone(),

@@ -11,7 +11,7 @@
 //! a symlink to one) is refused at once, before any open that could block,
 //! and the file opened must be the regular file looked at.
 
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
@@ -239,58 +239,20 @@ fn pem_blocks(text: &str) -> Vec<&str> {
     out
 }
 
-/// What a file that is not a regular file is, as a refusal names it.
-fn kind_of(file_type: std::fs::FileType) -> &'static str {
-    if file_type.is_dir() {
-        "a directory"
-    } else if file_type.is_fifo() {
-        "a FIFO"
-    } else if file_type.is_socket() {
-        "a socket"
-    } else if file_type.is_char_device() {
-        "a character device"
-    } else if file_type.is_block_device() {
-        "a block device"
-    } else {
-        "not a regular file"
-    }
-}
-
-/// Opens a key file to read, refusing anything but a regular file before
-/// any open that could block: the path is looked at first (through a
-/// symlink), opened without blocking (`O_NONBLOCK`: a FIFO that no one
-/// writes, or a device, never holds the command up), and what was opened
-/// must be that same regular file (its device and inode).
+/// Opens a key file to read through [`crate::fsutil::open_regular`]: a
+/// path that is not a regular file is refused before any open that could
+/// block.
 fn open_key(path: &Path) -> Result<std::fs::File, SignError> {
-    let read = |source| SignError::ReadKey {
-        path: path.to_path_buf(),
-        source,
-    };
-    let not_regular = |what| SignError::NotRegular {
-        path: path.to_path_buf(),
-        what,
-    };
-    let looked = std::fs::metadata(path).map_err(read)?;
-    if !looked.is_file() {
-        return Err(not_regular(kind_of(looked.file_type())));
-    }
-    let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        // The flags' bits, as open(2) takes them.
-        .custom_flags(flags.bits() as i32)
-        .open(path)
-        .map_err(read)?;
-    let opened = file.metadata().map_err(read)?;
-    if !opened.is_file() {
-        return Err(not_regular(kind_of(opened.file_type())));
-    }
-    if (opened.dev(), opened.ino()) != (looked.dev(), looked.ino()) {
-        return Err(not_regular(
-            "another file than the one looked at: it was replaced",
-        ));
-    }
-    Ok(file)
+    crate::fsutil::open_regular(path).map_err(|e| match e {
+        crate::fsutil::NotOpened::Io(source) => SignError::ReadKey {
+            path: path.to_path_buf(),
+            source,
+        },
+        crate::fsutil::NotOpened::NotRegular(what) => SignError::NotRegular {
+            path: path.to_path_buf(),
+            what,
+        },
+    })
 }
 
 /// Reads a key file's text, at most `max` bytes.

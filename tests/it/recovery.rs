@@ -995,3 +995,122 @@ fn a_recorded_snapshot_that_breaks_a_rule_is_never_handed_out() {
     assert!(!bundle.exists());
     assert_exit(&env.run(["push", d.as_str(), "127.0.0.1:9/ce/x"]), 1);
 }
+
+/// The lines of an `strace -f -y` log of `args` run against `env`'s store,
+/// tracing `syncfs` and the renames; `None` (with the skip printed) when
+/// strace cannot run here.
+fn traced(env: &TestEnv, test: &str, args: &[&str]) -> Option<Vec<String>> {
+    let log = env.path(&format!("strace-{}.log", args[0]));
+    let out = Command::new("strace")
+        .args([
+            "-f",
+            "-y",
+            "-qq",
+            "-e",
+            "trace=syncfs,rename,renameat,renameat2",
+            "-o",
+        ])
+        .arg(&log)
+        .arg(util::bin())
+        .arg("--store")
+        .arg(&env.store)
+        .args(args)
+        .output();
+    match out {
+        Ok(out) if out.status.success() => Some(
+            fs::read_to_string(&log)
+                .unwrap()
+                .lines()
+                .map(str::to_string)
+                .collect(),
+        ),
+        Ok(out) if String::from_utf8_lossy(&out.stderr).contains("PTRACE") => {
+            util::skip(test, "strace cannot trace here (ptrace refused)");
+            None
+        }
+        Ok(out) => panic!("{}", util::describe(&out)),
+        Err(e) => {
+            util::skip(test, &format!("strace cannot run here: {e}"));
+            None
+        }
+    }
+}
+
+/// Checks, in a trace from [`traced`], that a `syncfs` comes before the
+/// first rename that names a file in the store (into `objects/`,
+/// `manifests/`, `sources/` or `attestations/`), and another after the
+/// last: every byte is on the disk before its name, and every name before
+/// the catalogue records it.
+fn assert_synced_around_names(lines: &[String], what: &str) {
+    let names = |l: &String| {
+        l.contains("rename")
+            && [
+                "/objects>",
+                "/manifests>",
+                "/sources>",
+                "/attestations>",
+                "/sources/",
+                "/attestations/",
+            ]
+            .iter()
+            .any(|d| l.split(',').nth(2).is_some_and(|to| to.contains(d)))
+    };
+    let first = lines.iter().position(names);
+    let last = lines.iter().rposition(names);
+    let (Some(first), Some(last)) = (first, last) else {
+        panic!(
+            "{what}: no file was named in the store:\n{}",
+            lines.join("\n")
+        );
+    };
+    assert!(
+        lines[..first].iter().any(|l| l.contains("syncfs(")),
+        "{what}: a file was named before any syncfs:\n{}",
+        lines.join("\n")
+    );
+    assert!(
+        lines[last..].iter().any(|l| l.contains("syncfs(")),
+        "{what}: no syncfs after the last name:\n{}",
+        lines.join("\n")
+    );
+}
+
+#[test]
+fn ingest_and_pull_sync_every_byte_before_they_name_it() {
+    let test = "recovery::ingest_and_pull_sync_every_byte_before_they_name_it";
+    let env = TestEnv::new();
+    let src = env.path("src");
+    util::minimal_plugin(&src, "1.0.0");
+    write(&src.join("skills/ce-plan/extra.md"), "extra\n");
+    let Some(lines) = traced(
+        &env,
+        test,
+        &[
+            "ingest",
+            src.to_str().unwrap(),
+            "--version",
+            "1.0.0",
+            "--json",
+        ],
+    ) else {
+        return;
+    };
+    assert_synced_around_names(&lines, "ingest");
+    let Some(reg) = crate::remote::registry(test) else {
+        return;
+    };
+    let digest = env.listed()[0].clone();
+    let target = crate::remote::repo(&reg, "synced-names");
+    env.json(["push", &digest, &target, "--plain-http", "--json"]);
+    let other = TestEnv::new();
+    let reference = format!("{target}:sha256-{digest}");
+    let Some(lines) = traced(
+        &other,
+        test,
+        &["pull", &reference, "--plain-http", "--json"],
+    ) else {
+        return;
+    };
+    assert_synced_around_names(&lines, "pull");
+    assert_ok(&other.run(["verify"]));
+}

@@ -1671,6 +1671,7 @@ fn pull_attested(
         4,
         false,
         trusted,
+        cestore::remote::transfer::Arrived::Pulled,
     )
 }
 

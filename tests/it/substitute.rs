@@ -112,8 +112,13 @@ fn missing_snapshots_are_substituted_without_a_pull() {
     assert_exit(&out, 4);
     assert_eq!(parse_json(&out)["error"]["kind"], "unknown-digest");
 
-    // path: the shared view, the same files as A's.
+    // path: the shared view, the same files as A's. A lock file whose
+    // record was cut short (a full disk, say) is no failure to report.
     let b = configured(config_of(&[&target], json!({})));
+    write(
+        &b.store.join(format!("locks/substitute-{ce}")),
+        b"{\"at_ms\":99999999999999,\"kind\":\"remote\",\"message\":\"\xe2\x82",
+    );
     let v = b.json(["path", &ce, "--json"]);
     let view = Path::new(v["path"].as_str().expect("path"));
     assert_eq!(
@@ -429,6 +434,59 @@ fn the_configuration_is_printed_and_checked() {
             "{err}"
         );
     }
+    // A snapshot the store holds needs no substituter: the broken file is
+    // reported only when one would be asked, by digest as by version.
+    let held = bad.plugin("held", "1.0.0");
+    let digest = bad.ingest_digest(&held, "1.0.0");
+    for name in [digest.as_str(), &digest[..12], "@1.0.0"] {
+        let v = bad.json(["path", name, "--json"]);
+        assert!(v["path"].is_string(), "{name}: {v}");
+    }
+
+    // A credential in a refused address is never shown, from the file or
+    // from the environment.
+    let secret = configured(json!({"substituters": [{"registry": "user:s3cret@r.example/a"}]}));
+    let out = secret.run(["substituters", "--json"]);
+    assert_exit(&out, 2);
+    assert!(!describe(&out).contains("s3cret"), "{}", describe(&out));
+    let out = secret
+        .cmd(["path", &"cd".repeat(32), "--json"])
+        .env("CESTORE_SUBSTITUTERS", "alice:hunter2@r.example/a")
+        .output()
+        .expect("run cestore");
+    assert_exit(&out, 2);
+    assert!(!describe(&out).contains("hunter2"), "{}", describe(&out));
+    // A variable set but not UTF-8 is refused, never taken for unset.
+    let out = b
+        .cmd(["substituters", "--json"])
+        .env(
+            "CESTORE_SUBSTITUTERS",
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"127.0.0.1:1/x\xff"),
+        )
+        .output()
+        .expect("run cestore");
+    assert_exit(&out, 2);
+    assert_eq!(parse_json(&out)["error"]["rule"], "substituter-registry");
+
+    // A FIFO in the file's place is refused at once, never opened to wait
+    // on a writer.
+    let fifo = TestEnv::new().within(Duration::from_secs(20));
+    fs::create_dir_all(&fifo.store).expect("store dir");
+    mkfifo(&fifo.store.join("substituters.json"));
+    let out = fifo.run(["substituters", "--json"]);
+    assert_exit(&out, 7);
+    let err = &parse_json(&out)["error"];
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("a FIFO"),
+        "{err}"
+    );
+    assert_eq!(
+        err["path"],
+        s(&fifo.store.join("substituters.json")).as_str()
+    );
 }
 
 /// `mounts --digest` and `audit` (digests of rows the store lacks, an
@@ -521,6 +579,18 @@ fn mounts_and_audit_substitute_too() {
     let mut want = vec![ce.clone(), tree.clone(), environment.clone()];
     want.sort();
     assert_eq!(all, want);
+    // Each came by substitution, members included, with one event each.
+    for d in [&ce, &tree, &environment] {
+        let shown = b.json(["show", d, "--json"]);
+        assert_eq!(shown["came_from"]["how"], "substituted", "{d}: {shown}");
+        let log = b.json(["log", d, "--json"]);
+        let events: Vec<&str> = array(&log["ingests"])
+            .iter()
+            .filter_map(|e| e["event"].as_str())
+            .filter(|e| *e != "origin")
+            .collect();
+        assert_eq!(events, ["substitute"], "{d}: {log}");
+    }
     let (code, report) = b.verify(&[]);
     assert_eq!(code, 0, "{report}");
 }

@@ -906,3 +906,33 @@ fn proxy_with(reg: &str, set: impl FnOnce(&mut Behaviour)) -> Proxy {
     set(&mut behaviour);
     Proxy::start(reg, behaviour)
 }
+
+/// A Docker client configuration that is a FIFO is never opened to wait on
+/// a writer: the pull goes on without its credentials and fails on the
+/// closed port (exit 8), at once.
+#[test]
+fn a_docker_config_that_is_a_fifo_is_never_waited_on() {
+    let env = TestEnv::new();
+    let docker = env.path("docker");
+    fs::create_dir_all(&docker).expect("docker dir");
+    mkfifo(&docker.join("config.json"));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut cmd = env.cmd([
+        "pull",
+        &format!("127.0.0.1:{port}/cestore-it/fifo:latest"),
+        "--plain-http",
+        "--json",
+    ]);
+    cmd.env("DOCKER_CONFIG", &docker)
+        .env_remove("CESTORE_REGISTRY_TOKEN")
+        .env_remove("CESTORE_REGISTRY_USER");
+    let out = run_within(
+        cmd,
+        Duration::from_secs(20),
+        "a pull with a FIFO for its Docker config",
+    );
+    assert_exit(&out, 8);
+}

@@ -278,9 +278,13 @@ impl Manifest {
         Ok(manifest)
     }
 
-    /// The number of bytes in all files together.
+    /// The number of bytes in all files together (saturating: sizes a
+    /// received manifest declares never wrap around).
     pub fn total_bytes(&self) -> u64 {
-        self.entries.iter().map(|e| e.size).sum()
+        self.entries
+            .iter()
+            .map(|e| e.size)
+            .fold(0, u64::saturating_add)
     }
 }
 

@@ -235,12 +235,21 @@ impl Stored {
     }
 
     /// The harness's `total_bytes` of the lists: file sizes and symlink
-    /// target lengths.
+    /// target lengths. Saturates rather than wrapping: sizes a manifest
+    /// declares never add up to less than one of them.
     pub fn total_bytes(&self) -> u64 {
-        let sum = |entries: &[TreeEntry]| entries.iter().map(TreeEntry::size).sum::<u64>();
+        let sum = |entries: &[TreeEntry]| {
+            entries
+                .iter()
+                .map(TreeEntry::size)
+                .fold(0, u64::saturating_add)
+        };
         match self {
             Stored::Tree(entries) => sum(entries),
-            Stored::Dependencies(deps) => deps.iter().map(|d| sum(&d.entries)).sum(),
+            Stored::Dependencies(deps) => deps
+                .iter()
+                .map(|d| sum(&d.entries))
+                .fold(0, u64::saturating_add),
             Stored::Task(_) | Stored::Environment(_) => 0,
         }
     }

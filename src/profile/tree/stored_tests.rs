@@ -351,6 +351,18 @@ fn stored_checks_refuse_what_no_capture_records() {
         },
     }];
     assert_eq!(refused(huge).rule(), "tree-manifest-bytes");
+    // Sizes whose sum wraps around to 0 in 64 bits are still too many bytes.
+    let half = |path: &str| TreeEntry {
+        path: path.into(),
+        node: Node::File {
+            size: 1 << 63,
+            sha256: ObjectId::of(b""),
+            mode: 0,
+        },
+    };
+    let wrapping = vec![half("a"), half("b")];
+    assert_eq!(Stored::Tree(wrapping.clone()).total_bytes(), u64::MAX);
+    assert_eq!(refused(wrapping).rule(), "tree-manifest-bytes");
     let task = Stored::Task(record("/r".into(), None));
     let tree_digest = task.named()[0];
     let e = check(&task, &|d: &ManifestDigest| {

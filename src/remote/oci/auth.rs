@@ -343,9 +343,25 @@ pub fn lookup(registry: &str) -> Credentials {
     let path = var("DOCKER_CONFIG")
         .map(|d| PathBuf::from(d).join("config.json"))
         .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".docker/config.json")));
-    path.and_then(|p| std::fs::read(p).ok())
+    path.and_then(|p| read_docker_config(&p))
         .and_then(|bytes| from_docker_config(&bytes, registry))
         .unwrap_or_default()
+}
+
+/// The most bytes of the Docker client configuration read.
+const DOCKER_CONFIG_BYTES: u64 = 4 << 20;
+
+/// The Docker client configuration's bytes, when it is a regular file that
+/// can be read (a FIFO is never opened to wait on) and not over
+/// [`DOCKER_CONFIG_BYTES`].
+fn read_docker_config(path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let file = crate::fsutil::open_regular(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(DOCKER_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    (bytes.len() as u64 <= DOCKER_CONFIG_BYTES).then_some(bytes)
 }
 
 /// The host a Docker config `auths` key names: without scheme and path.

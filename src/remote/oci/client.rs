@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ureq::http::{self, Method, Response};
 use ureq::{Agent, Body};
@@ -16,8 +16,8 @@ use ureq::{Agent, Body};
 use super::auth::{self, Credentials};
 pub use super::retry::Timeouts;
 use super::retry::{
-    backoff, io_is_timeout, is_reset, is_slow_upload, is_timeout, retry_after, retryable, Floor,
-    MAX_ATTEMPTS,
+    backoff, io_is_timeout, is_reset, is_slow_upload, is_timeout, retry_after, retry_fits,
+    retryable, Floor, MAX_ATTEMPTS,
 };
 use crate::digest::ObjectId;
 use crate::remote::{AnswerError, RemoteError};
@@ -224,6 +224,13 @@ fn transport(
     }
 }
 
+/// Whether `url` is on the registry whose base URL is `base`
+/// (`SCHEME://HOST[:PORT]`): the base itself, or a path under it.
+fn same_origin(url: &str, base: &str) -> bool {
+    url.strip_prefix(base)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?']))
+}
+
 /// The registry's own words from an error body: `CODE: message; …`, or the text.
 fn error_detail(bytes: &[u8]) -> String {
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) {
@@ -237,12 +244,18 @@ fn error_detail(bytes: &[u8]) -> String {
                 })
                 .collect();
             if !parts.is_empty() {
-                return parts.join("; ");
+                return crate::error::printable(&parts.join("; "))
+                    .chars()
+                    .take(1000)
+                    .collect();
             }
         }
     }
     let text = String::from_utf8_lossy(bytes);
-    text.trim().chars().take(200).collect()
+    crate::error::printable(text.trim())
+        .chars()
+        .take(200)
+        .collect()
 }
 
 /// The SHA-256 of no bytes: the blob a registry's support for a monolithic
@@ -589,13 +602,18 @@ impl Client {
 
     /// Sends one request, again after a `429`, a retryable `5xx` or a reset
     /// connection: at most [`MAX_ATTEMPTS`] times, waiting what `Retry-After`
-    /// asks or a doubling backoff, and never more in all than the idle
-    /// timeout. The last answer is returned as it is.
+    /// asks or a doubling backoff. A retry is sent only when the time since
+    /// the first attempt, the wait and the last attempt's time once more fit
+    /// in the idle timeout ([`retry_fits`]), so a registry that answers
+    /// slowly and then fails costs about one timeout, not one per attempt.
+    /// The last answer is returned as it is.
     fn execute(&self, req: &Request<'_>) -> Result<Response<Body>, RemoteError> {
-        let mut waited = Duration::ZERO;
+        let started = Instant::now();
         let mut attempt = 0;
         loop {
+            let sent = Instant::now();
             let result = self.run_once(req);
+            let took = sent.elapsed();
             let wait = match &result {
                 Ok(resp) if retryable(resp.status().as_u16()) => {
                     Some(retry_after(resp.headers()).unwrap_or_else(|| backoff(attempt)))
@@ -603,15 +621,16 @@ impl Client {
                 Err(e) if is_reset(e) => Some(backoff(attempt)),
                 _ => None,
             };
-            let wait =
-                wait.filter(|w| attempt + 1 < MAX_ATTEMPTS && waited + *w <= self.timeouts.idle);
+            let wait = wait.filter(|w| {
+                attempt + 1 < MAX_ATTEMPTS
+                    && retry_fits(started.elapsed(), *w, took, self.timeouts.idle)
+            });
             match (result, wait) {
                 (Ok(resp), None) => return Ok(resp),
                 (Err(e), None) => return Err(self.failed(req.method, req.url, req.body, e)),
                 (_, Some(w)) => {
                     self.counters.retried.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(w);
-                    waited += w;
                     attempt += 1;
                 }
             }
@@ -640,9 +659,13 @@ impl Client {
         from: Option<&str>,
     ) -> Result<Response<Body>, RemoteError> {
         let scope = self.scope(from);
+        // Credentials go to this registry's own URLs alone: a URL elsewhere
+        // that it names (an upload's `Location`, a referrers page's `Link`)
+        // is asked without them, and its challenge is not answered.
+        let ours = same_origin(url, &self.base);
         let mut answered = false;
         loop {
-            let sent = self.authorization(&scope);
+            let sent = ours.then(|| self.authorization(&scope)).flatten();
             let resp = self.execute(&Request {
                 method: &method,
                 url,
@@ -651,7 +674,7 @@ impl Client {
                 authorization: sent.as_deref(),
                 kind: Kind::Registry,
             })?;
-            if resp.status() != 401 || answered {
+            if resp.status() != 401 || answered || !ours {
                 return Ok(resp);
             }
             answered = true;
@@ -1234,6 +1257,34 @@ impl Read for BodyReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_go_to_the_registrys_own_urls_only() {
+        let base = "https://r.example:5000";
+        assert!(same_origin(
+            "https://r.example:5000/v2/a/blobs/uploads/x",
+            base
+        ));
+        assert!(same_origin("https://r.example:5000", base));
+        for elsewhere in [
+            "https://r.example:5001/v2/a",
+            "https://r.example:50000/v2/a",
+            "https://r.example:5000.evil.example/v2/a",
+            "https://r.example:5000@evil.example/v2/a",
+            "http://r.example:5000/v2/a",
+            "https://evil.example/v2/a?https://r.example:5000/",
+        ] {
+            assert!(!same_origin(elsewhere, base), "{elsewhere}");
+        }
+    }
+
+    #[test]
+    fn a_registrys_words_are_quoted_on_one_line_without_escapes() {
+        let body = b"\x1b]0;TITLE\x07\x1b[2J\x1b[31mcestore: pull ok\n\xff";
+        assert_eq!(error_detail(body), "?]0;TITLE??[2J?[31mcestore: pull ok??");
+        let json = br#"{"errors":[{"code":"DENIED","message":"line one\nline two \u001b[2J"}]}"#;
+        assert_eq!(error_detail(json), "DENIED: line one?line two ?[2J");
+    }
 
     #[test]
     fn the_next_page_of_a_referrers_list_is_its_next_link() {

@@ -159,8 +159,12 @@ impl OciRemote {
     }
 
     /// Fetches the config blob (the canonical manifest) and checks its hash,
-    /// its size when the record names one, and its bounds.
-    fn fetch_config(&self, config_id: &ObjectId, size: Option<u64>) -> Result<Vec<u8>> {
+    /// its size when the record names one, and its bounds; returns it parsed.
+    fn fetch_config(
+        &self,
+        config_id: &ObjectId,
+        size: Option<u64>,
+    ) -> Result<crate::profile::ce::manifest::Manifest> {
         // A tree kind's manifest may be longer than a CE manifest's bound:
         // a listed size up to a tree kind's is fetched, then held to its
         // kind's bound.
@@ -192,7 +196,7 @@ impl OciRemote {
             Some(stored) => crate::profile::tree::stored::check_alone(stored)
                 .map_err(crate::store::ingest::adopt::AdoptError::from)?,
         }
-        Ok(bytes)
+        Ok(manifest)
     }
 
     /// Resolves an index: the snapshot it names and its config first (the
@@ -206,9 +210,7 @@ impl OciRemote {
         let listed = doc.manifests.as_deref().unwrap_or_default();
         let snapshot = index_snapshot(&doc, listed, promised)?;
         let config_id = ObjectId::from_bytes(*snapshot.as_bytes());
-        let manifest_bytes = self.fetch_config(&config_id, None)?;
-        let manifest = crate::profile::ce::manifest::Manifest::parse(&manifest_bytes)
-            .map_err(crate::store::ingest::adopt::AdoptError::from)?;
+        let manifest = self.fetch_config(&config_id, None)?;
         // Format 1 writes one layer per object: a content and its exec bit.
         let files: BTreeSet<crate::digest::ObjectKey> =
             manifest.entries.iter().map(|e| e.key()).collect();
@@ -226,7 +228,7 @@ impl OciRemote {
                 }
                 .into());
             }
-            let config = (config_id, manifest_bytes.len() as u64);
+            let config = (config_id, manifest.bytes.len() as u64);
             let part = self.fetch_part(d, id, config, snapshot)?;
             for l in &part.layers {
                 collector.add(l)?;
@@ -236,7 +238,6 @@ impl OciRemote {
             media_type: mapping::INDEX_MEDIA_TYPE,
             manifests: distinct.len(),
             snapshot,
-            manifest_bytes,
             manifest,
             collector,
         })
@@ -298,9 +299,7 @@ impl OciRemote {
         let config_id = mapping::parse_digest(&config.digest)?;
         let snapshot = ManifestDigest::from_bytes(*config_id.as_bytes());
         check_promise(promised, snapshot)?;
-        let manifest_bytes = self.fetch_config(&config_id, Some(config.size))?;
-        let manifest = crate::profile::ce::manifest::Manifest::parse(&manifest_bytes)
-            .map_err(crate::store::ingest::adopt::AdoptError::from)?;
+        let manifest = self.fetch_config(&config_id, Some(config.size))?;
         let mut collector = Collector::new(&manifest);
         for l in &doc.layers {
             collector.add(l)?;
@@ -309,7 +308,6 @@ impl OciRemote {
             media_type: mapping::MANIFEST_MEDIA_TYPE,
             manifests: 1,
             snapshot,
-            manifest_bytes,
             manifest,
             collector,
         })
@@ -502,7 +500,6 @@ impl Remote for OciRemote {
             media_type,
             manifests,
             snapshot,
-            manifest_bytes,
             manifest,
             collector,
         } = if doc.is_index() {
@@ -514,7 +511,7 @@ impl Remote for OciRemote {
         pack::check(&manifest, &carriers)?;
         let attestations = self.attestations_of(&top)?;
         Ok(Incoming {
-            manifest_bytes,
+            manifest,
             snapshot,
             source: format!("{}@sha256:{top}", self.location()),
             remote_digest: format!("sha256:{top}"),
@@ -559,9 +556,8 @@ struct Resolved {
     manifests: usize,
     /// The snapshot it holds.
     snapshot: ManifestDigest,
-    /// The snapshot's canonical manifest, as the config blob holds it.
-    manifest_bytes: Vec<u8>,
-    /// That manifest, parsed.
+    /// The snapshot's canonical manifest, as the config blob holds it,
+    /// parsed and checked against the bounds.
     manifest: crate::profile::ce::manifest::Manifest,
     /// What the layers carry.
     collector: Collector,
@@ -608,9 +604,12 @@ fn index_snapshot(
 /// list the same objects). The slots read in all are bounded by the
 /// snapshot's file count: cestore lists each content at most once per pack
 /// and a pack's contents once per group, so a snapshot's packs together
-/// hold at most one slot per file.
+/// hold at most one slot per file. A raw layer that is no content of the
+/// snapshot is refused as it is read, so the raw blobs kept are bounded by
+/// the snapshot's contents too, however many the record lists.
 struct Collector {
     carriers: Carriers,
+    contents: std::collections::HashSet<ObjectId>,
     seen: std::collections::BTreeMap<ObjectId, usize>,
     slots_left: usize,
 }
@@ -619,6 +618,7 @@ impl Collector {
     fn new(manifest: &crate::profile::ce::manifest::Manifest) -> Collector {
         Collector {
             carriers: Carriers::default(),
+            contents: manifest.entries.iter().map(|e| e.sha256).collect(),
             seen: std::collections::BTreeMap::new(),
             slots_left: manifest.entries.len(),
         }
@@ -628,6 +628,9 @@ impl Collector {
         let digest = mapping::parse_digest(&d.digest)?;
         match d.media_type.as_str() {
             mapping::LAYER_MEDIA_TYPE => {
+                if !self.contents.contains(&digest) {
+                    return Err(PackError::ForeignLayer { layer: digest }.into());
+                }
                 self.carriers.raw.insert(digest);
             }
             mapping::PACK_MEDIA_TYPE => {
@@ -694,6 +697,31 @@ fn check_promise(promised: Option<ManifestDigest>, snapshot: ManifestDigest) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_raw_layer_that_is_no_content_is_refused_as_it_is_read() {
+        use crate::profile::ce::manifest::{Entry, Manifest};
+        let manifest = Manifest::new(vec![Entry {
+            executable: false,
+            path: "a.md".into(),
+            sha256: ObjectId::of(b"a"),
+            size: 1,
+        }]);
+        let raw = |id: ObjectId| mapping::Descriptor {
+            media_type: mapping::LAYER_MEDIA_TYPE.into(),
+            artifact_type: None,
+            digest: format!("sha256:{id}"),
+            size: 1,
+            annotations: Default::default(),
+        };
+        let mut c = Collector::new(&manifest);
+        c.add(&raw(ObjectId::of(b"a"))).unwrap();
+        for i in 0..3u8 {
+            let e = c.add(&raw(ObjectId::of(&[i, 0xff]))).unwrap_err();
+            assert!(e.to_string().contains("no content of the snapshot"), "{e}");
+        }
+        assert_eq!(c.carriers.raw.len(), 1);
+    }
 
     #[test]
     fn parses_addresses() {

@@ -227,9 +227,35 @@ pub(super) fn backoff(attempt: u32) -> Duration {
     base + base / 4 * (nanos % 1000) / 1000
 }
 
+/// Whether a retry fits in the idle timeout `idle`: the time since the
+/// first attempt (`elapsed`), the wait before the retry and the last
+/// attempt's time (`took`, the retry's likely cost) together within it.
+pub(super) fn retry_fits(
+    elapsed: Duration,
+    wait: Duration,
+    took: Duration,
+    idle: Duration,
+) -> bool {
+    elapsed.saturating_add(wait).saturating_add(took) <= idle
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_fits_only_with_the_last_attempts_time_again() {
+        let s = Duration::from_millis;
+        let idle = Duration::from_secs(3);
+        // Quick failures: several retries fit.
+        assert!(retry_fits(s(10), s(200), s(10), idle));
+        assert!(retry_fits(s(1_500), s(800), s(10), idle));
+        // An answer after 2.5 s: a second one would end past the timeout.
+        assert!(!retry_fits(s(2_500), s(200), s(2_500), idle));
+        // A registry's Retry-After past the timeout is not waited for.
+        assert!(!retry_fits(s(10), s(5_000), s(10), idle));
+        assert!(retry_fits(s(1_000), s(1_000), s(1_000), idle));
+    }
 
     #[test]
     fn reads_retry_after_as_seconds_or_an_http_date() {

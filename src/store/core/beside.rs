@@ -238,7 +238,8 @@ impl Store {
     }
 
     /// Writes a file beside a snapshot through the work directory, never
-    /// overwriting. Returns whether it was new. Durable only after the next
+    /// overwriting. Returns whether it was new. Its bytes are on the disk
+    /// before it is named; the name is durable after the next
     /// [`Store::sync`].
     pub fn write_beside<K: Beside>(
         &self,
@@ -246,9 +247,56 @@ impl Store {
         digest: &ManifestDigest,
         kept: &K,
     ) -> Result<bool> {
+        let Some(staged) = self.stage_beside(work, digest, kept)? else {
+            return Ok(false);
+        };
+        staged
+            .file
+            .sync_data()
+            .ctx(staged.kind.words().write, work.path().join(&staged.name))?;
+        self.publish_beside(work, digest, &staged)
+    }
+
+    /// Writes a file to keep beside `digest` into the work directory, to be
+    /// named by [`Store::publish_beside`] once its bytes are durable; `None`
+    /// when the file is there already (its name is its bytes' hash).
+    pub fn stage_beside<K: Beside>(
+        &self,
+        work: &WorkDir,
+        digest: &ManifestDigest,
+        kept: &K,
+    ) -> Result<Option<StagedBeside>> {
         let w = K::KIND.words();
-        let dir = self.beside_dir(K::KIND, digest);
-        let rel = K::KIND.rel_dir(digest);
+        let id = kept.id().to_string();
+        let there = self
+            .beside_dir(K::KIND, digest)
+            .join(format!("{id}{SUFFIX}"));
+        if rustix::fs::stat(&there).is_ok() {
+            return Ok(None);
+        }
+        let name = format!("{}{id}", w.staged_prefix);
+        let path = work.path().join(&name);
+        let file =
+            crate::fsutil::write_new(&path, kept.file().as_bytes(), 0o444).ctx(w.write, &path)?;
+        Ok(Some(StagedBeside {
+            kind: K::KIND,
+            id,
+            name,
+            file,
+        }))
+    }
+
+    /// Names a file [`Store::stage_beside`] wrote, beside `digest`, never
+    /// overwriting; returns whether it was new.
+    pub fn publish_beside(
+        &self,
+        work: &WorkDir,
+        digest: &ManifestDigest,
+        staged: &StagedBeside,
+    ) -> Result<bool> {
+        let w = staged.kind.words();
+        let dir = self.beside_dir(staged.kind, digest);
+        let rel = staged.kind.rel_dir(digest);
         let mut made = String::new();
         for part in rel.split('/') {
             if !made.is_empty() {
@@ -260,17 +308,17 @@ impl Store {
                 Err(e) => return Err(Error::io(w.mkdir, &dir, e)),
             }
         }
-        let id = kept.id();
-        let name = format!("{id}{SUFFIX}");
-        let staged = format!("{}{id}", w.staged_prefix);
-        let staged_path = work.path().join(&staged);
-        crate::fsutil::write_new_read_only(&staged_path, kept.file().as_bytes())
-            .ctx(w.write, &staged_path)?;
+        let name = format!("{}{SUFFIX}", staged.id);
         let target = crate::fsutil::open_dir(self.dir(), rel.as_str()).ctx(w.open, &dir)?;
-        match publish_noreplace(work.fd(), staged.as_str(), target.as_fd(), name.as_str()) {
+        match publish_noreplace(
+            work.fd(),
+            staged.name.as_str(),
+            target.as_fd(),
+            name.as_str(),
+        ) {
             Ok(Published::Created) => Ok(true),
             Ok(Published::Existed) => {
-                let _ = rustix::fs::unlinkat(work.fd(), staged.as_str(), AtFlags::empty());
+                let _ = rustix::fs::unlinkat(work.fd(), staged.name.as_str(), AtFlags::empty());
                 Ok(false)
             }
             Err(e) => Err(Error::io(w.publish, dir.join(name), e)),
@@ -308,11 +356,26 @@ impl Store {
 /// A file's name suffix.
 const SUFFIX: &str = ".json";
 
+/// A file written into a work directory by [`Store::stage_beside`], not
+/// yet named beside its snapshot.
+#[derive(Debug)]
+pub struct StagedBeside {
+    kind: Kind,
+    /// Its id (64 hex): its name beside the snapshot, less the suffix.
+    id: String,
+    /// Its name in the work directory.
+    name: String,
+    /// The file, still open, to sync alone when nothing else is.
+    file: std::fs::File,
+}
+
 /// Files written beside one snapshot by an operation that has not recorded
-/// them yet, to take back should it fail.
+/// them yet: staged in a work directory, then named once their bytes are
+/// durable ([`Written::publish`]), and taken back should the operation fail.
 #[derive(Debug)]
 pub struct Written {
     digest: ManifestDigest,
+    staged: Vec<StagedBeside>,
     files: Vec<(Kind, String)>,
 }
 
@@ -321,21 +384,36 @@ impl Written {
     pub fn new(digest: ManifestDigest) -> Written {
         Written {
             digest,
+            staged: Vec::new(),
             files: Vec::new(),
         }
     }
 
-    /// Writes `kept` as [`Store::write_beside`] does, remembering it when
-    /// it is new; returns whether it was.
-    pub fn write<K: Beside>(&mut self, store: &Store, work: &WorkDir, kept: &K) -> Result<bool> {
-        let new = store.write_beside(work, &self.digest, kept)?;
-        if new {
-            self.files.push((K::KIND, kept.id().to_string()));
-        }
-        Ok(new)
+    /// Writes `kept` into the work directory ([`Store::stage_beside`]), to
+    /// publish with the others.
+    pub fn stage<K: Beside>(&mut self, store: &Store, work: &WorkDir, kept: &K) -> Result<()> {
+        self.staged
+            .extend(store.stage_beside(work, &self.digest, kept)?);
+        Ok(())
     }
 
-    /// Whether any file was new.
+    /// Whether any file waits to be published.
+    pub fn staged_any(&self) -> bool {
+        !self.staged.is_empty()
+    }
+
+    /// Names every staged file beside the snapshot ([`Store::publish_beside`]),
+    /// remembering those that were new. Their bytes must be durable first.
+    pub fn publish(&mut self, store: &Store, work: &WorkDir) -> Result<()> {
+        for staged in std::mem::take(&mut self.staged) {
+            if store.publish_beside(work, &self.digest, &staged)? {
+                self.files.push((staged.kind, staged.id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether any file published was new.
     pub fn any(&self) -> bool {
         !self.files.is_empty()
     }
@@ -640,12 +718,22 @@ mod tests {
         let old = attestation(1);
         assert!(store.write_beside(&work, &digest, &old).unwrap());
         let mut written = Written::new(digest);
-        assert!(!written.write(&store, &work, &old).unwrap());
-        assert!(!written.any());
+        written.stage(&store, &work, &old).unwrap();
+        assert!(!written.staged_any(), "a file there already is not staged");
+        written.publish(&store, &work).unwrap();
+        assert!(!written.any(), "nor new");
         let new = attestation(2);
-        assert!(written.write(&store, &work, &new).unwrap());
-        assert!(written.write(&store, &work, &source()).unwrap());
+        written.stage(&store, &work, &new).unwrap();
+        written.stage(&store, &work, &source()).unwrap();
+        assert!(
+            store.read_beside::<KeptSource>(&digest).unwrap().is_empty(),
+            "a staged file is not named before it is published"
+        );
+        assert!(written.staged_any());
+        written.publish(&store, &work).unwrap();
+        assert!(!written.staged_any());
         assert!(written.any());
+        assert_eq!(store.read_beside::<KeptSource>(&digest).unwrap().len(), 1);
         written.take_back(&store);
         let left = store.read_beside::<KeptAttestation>(&digest).unwrap();
         assert!(

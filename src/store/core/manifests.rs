@@ -100,6 +100,16 @@ impl ManifestScan {
     }
 }
 
+/// A manifest written into a work directory by [`Store::stage_manifest`],
+/// not yet named in `manifests/`.
+#[derive(Debug)]
+pub struct StagedManifest {
+    /// Its name in the work directory.
+    name: String,
+    /// The file, still open, to sync alone when nothing else is.
+    file: std::fs::File,
+}
+
 /// A manifest file found under `manifests/`.
 #[derive(Debug)]
 pub struct FoundManifest {
@@ -116,8 +126,9 @@ impl Store {
     }
 
     /// Writes a snapshot's manifest into `manifests/` through the work
-    /// directory, never overwriting. Returns whether it was new. Durable only
-    /// after the next [`Store::sync`].
+    /// directory, never overwriting. Returns whether it was new. Its bytes
+    /// are on the disk before it is named; the name is durable after the
+    /// next [`Store::sync`].
     pub fn write_manifest(&self, work: &WorkDir, manifest: &Manifest) -> Result<bool> {
         self.write_manifest_as(work, manifest, None)
     }
@@ -131,12 +142,50 @@ impl Store {
         manifest: &Manifest,
         delta: Option<&(ManifestDigest, Vec<u8>)>,
     ) -> Result<bool> {
+        let Some(staged) = self.stage_manifest(work, manifest, delta)? else {
+            return Ok(false);
+        };
+        staged
+            .file
+            .sync_data()
+            .ctx("write a manifest", work.path().join(&staged.name))?;
+        self.publish_manifest(work, manifest, staged)
+    }
+
+    /// Writes a snapshot's manifest (as `delta` when given) into the work
+    /// directory, to be named by [`Store::publish_manifest`] once its bytes
+    /// are durable; `None` when the store holds it intact already.
+    pub fn stage_manifest(
+        &self,
+        work: &WorkDir,
+        manifest: &Manifest,
+        delta: Option<&(ManifestDigest, Vec<u8>)>,
+    ) -> Result<Option<StagedManifest>> {
+        // A stored snapshot's manifest is usually there already, intact.
+        if read_bounded(&self.manifest_path(&manifest.digest)).is_ok_and(|b| b == manifest.bytes) {
+            return Ok(None);
+        }
+        let name = format!("manifest-{}", manifest.digest.to_hex());
+        let kept = match delta {
+            Some((_, delta)) => std::borrow::Cow::Borrowed(delta),
+            None => std::borrow::Cow::Owned(kept::keep_whole(&manifest.bytes)),
+        };
+        let path = work.path().join(&name);
+        let file = crate::fsutil::write_new(&path, &kept, 0o444).ctx("write a manifest", &path)?;
+        Ok(Some(StagedManifest { name, file }))
+    }
+
+    /// Names a manifest [`Store::stage_manifest`] wrote, never
+    /// overwriting; returns whether it was new. One found there already is
+    /// healed ([`Store::heal_manifest`]) when damaged.
+    pub fn publish_manifest(
+        &self,
+        work: &WorkDir,
+        manifest: &Manifest,
+        staged: StagedManifest,
+    ) -> Result<bool> {
         let hex = manifest.digest.to_hex();
         let dest = self.manifest_path(&manifest.digest);
-        // A stored snapshot's manifest is usually there already, intact.
-        if read_bounded(&dest).is_ok_and(|b| b == manifest.bytes) {
-            return Ok(false);
-        }
         match rustix::fs::mkdirat(
             self.dir(),
             format!("{MANIFESTS_DIR}/{}", &hex[..2]).as_str(),
@@ -145,21 +194,16 @@ impl Store {
             Ok(()) | Err(Errno::EXIST) => {}
             Err(e) => return Err(Error::io("create a manifest shard", dest, e)),
         }
-        let staged = format!("manifest-{hex}");
-        let kept = match delta {
-            Some((_, delta)) => std::borrow::Cow::Borrowed(delta),
-            None => std::borrow::Cow::Owned(kept::keep_whole(&manifest.bytes)),
-        };
-        write_read_only(&work.path().join(&staged), &kept)?;
         let rel = rel_path(&manifest.digest);
         let manifests = crate::fsutil::open_dir(self.dir(), MANIFESTS_DIR).ctx(
             "open the manifests directory",
             self.root().join(MANIFESTS_DIR),
         )?;
-        match publish_noreplace(work.fd(), staged.as_str(), manifests.as_fd(), rel.as_str()) {
+        let name = staged.name.as_str();
+        match publish_noreplace(work.fd(), name, manifests.as_fd(), rel.as_str()) {
             Ok(Published::Created) => Ok(true),
             Ok(Published::Existed) => {
-                let _ = rustix::fs::unlinkat(work.fd(), staged.as_str(), AtFlags::empty());
+                let _ = rustix::fs::unlinkat(work.fd(), name, AtFlags::empty());
                 self.heal_manifest(manifest)?;
                 Ok(false)
             }
@@ -232,7 +276,10 @@ impl Store {
         }
         let tmp = path.with_extension("repair");
         let _ = std::fs::remove_file(&tmp);
-        write_read_only(&tmp, &kept::keep_whole(&manifest.bytes))?;
+        // The bytes are on the disk before they replace the damaged file.
+        crate::fsutil::write_new(&tmp, &kept::keep_whole(&manifest.bytes), 0o444)
+            .and_then(|file| file.sync_data())
+            .ctx("write a manifest", &tmp)?;
         std::fs::rename(&tmp, &path).ctx("replace a damaged manifest", &path)
     }
 

@@ -570,12 +570,12 @@ pub struct CameFrom {
 impl CameFrom {
     /// How the snapshot of `events` (its ingest log, oldest first) came.
     pub fn of(events: &[crate::catalogue::IngestEvent]) -> Option<CameFrom> {
-        // The event a substitution records after its pull.
-        const SUBSTITUTE: &str = "substitute";
-        let first = events
-            .iter()
-            .find(|e| e.event != "origin" && e.event != SUBSTITUTE)?;
+        use crate::catalogue::SUBSTITUTE_EVENT as SUBSTITUTE;
+        let first = events.iter().find(|e| e.event != "origin")?;
         let how = match first.event.as_str() {
+            SUBSTITUTE => "substituted".to_string(),
+            // As an older store recorded a substitution: its pull, then a
+            // `substitute` event of the same source.
             "pull"
                 if events
                     .iter()

@@ -289,7 +289,8 @@ impl Staging<'_> {
             let intact = rustix::fs::openat(
                 self.work.fd(),
                 name.as_str(),
-                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+                // Never waiting on a FIFO put in a regular file's place.
+                OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW | OFlags::NONBLOCK,
                 Mode::empty(),
             )
             .ok()
@@ -342,14 +343,14 @@ pub struct Arrival<'a> {
     pub attestations: Vec<crate::catalogue::KeptAttestation>,
 }
 
-/// Checks manifest bytes received from elsewhere before anything else of the
-/// snapshot is read: canonical, hashing to `expected` when given, and within
-/// the profile's rules and bounds ([`Profile::check_entries`]).
+/// Checks a manifest received from elsewhere (parsed from its bytes, so
+/// canonical) before anything else of the snapshot is read: hashing to
+/// `expected` when given, and within the profile's rules and bounds
+/// ([`Profile::check_entries`]).
 pub fn check_received(
-    bytes: &[u8],
+    manifest: &Manifest,
     expected: Option<ManifestDigest>,
-) -> std::result::Result<Manifest, AdoptError> {
-    let manifest = CE.parse_manifest(bytes)?;
+) -> std::result::Result<(), AdoptError> {
     if let Some(expected) = expected.filter(|e| *e != manifest.digest) {
         return Err(AdoptError::DigestMismatch {
             expected,
@@ -361,7 +362,7 @@ pub fn check_received(
         // Whether a task's parts are recorded is asked once the store is open.
         Some(stored) => crate::profile::tree::stored::check_alone(stored)?,
     }
-    Ok(manifest)
+    Ok(())
 }
 
 /// Checks that the store records the manifests a task names (its tree and
@@ -375,15 +376,15 @@ pub fn check_named(store: &Store, manifest: &Manifest) -> Result<()> {
     Ok(())
 }
 
-/// Adopts a snapshot: checks `manifest_bytes` (against `expected` when
-/// given) and the bounds before anything else, then lets `fetch` stream the
+/// Adopts a snapshot: checks `manifest` (against `expected` when given) and
+/// the bounds before anything else, then lets `fetch` stream the
 /// objects the store lacks into a work directory (it is called even when
 /// none is wanted, so that a bundle is read to its end), and records the
 /// snapshot with an event as `arrival` says. The store is opened through
 /// `open` once the manifest passes, and made when it is not there.
 pub fn adopt<F>(
     open: Opener<'_>,
-    manifest_bytes: &[u8],
+    manifest: &Manifest,
     expected: Option<ManifestDigest>,
     arrival: &Arrival<'_>,
     fetch: F,
@@ -391,9 +392,9 @@ pub fn adopt<F>(
 where
     F: FnOnce(&[Wanted], &Staging<'_>) -> Result<()>,
 {
-    let manifest = check_received(manifest_bytes, expected)?;
+    check_received(manifest, expected)?;
     let mut store = open(Need::Creating)?;
-    check_named(&store, &manifest)?;
+    check_named(&store, manifest)?;
 
     let mut needed: BTreeMap<ObjectKey, (u64, String)> = BTreeMap::new();
     for e in manifest.entries.iter().filter(|e| e.size > 0) {
@@ -420,7 +421,7 @@ where
         }
     }
     let mut work = store.work_dir(WORK_OP)?;
-    if wanted.iter().map(|w| w.size).sum::<u64>() > FLUSH_AHEAD_STEP {
+    if wanted.iter().map(|w| w.size).fold(0, u64::saturating_add) > FLUSH_AHEAD_STEP {
         work.flush_ahead(FLUSH_AHEAD_STEP);
     }
     let mut staging = Staging {
@@ -438,7 +439,7 @@ where
             bytes += w.size;
             staged.push((name, w.key));
         }
-        Ok((staged, bytes, check_content(&store, &manifest, &staging)?))
+        Ok((staged, bytes, check_content(&store, manifest, &staging)?))
     });
     // Set only for a transfer that resumes (see `Staging::resume_stale`).
     let stale = staging.stale.take();
@@ -463,7 +464,7 @@ where
         &mut store,
         work,
         Staged {
-            manifest: &manifest,
+            manifest,
             name: None,
             version: &version,
             event: arrival.event,

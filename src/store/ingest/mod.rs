@@ -775,46 +775,59 @@ impl Staged<'_> {
 /// The most threads that publish one snapshot's objects.
 const PUBLISH_THREADS: usize = 4;
 
-/// The common end of ingest and adopt: lists the staged objects as in flight,
-/// publishes them without overwriting, writes the manifest, source records
-/// and attestations, makes them durable with one `syncfs`, and records the
-/// snapshot, its ingest event, source records and attestations in one
-/// transaction.
+/// The common end of ingest and adopt: writes the manifest, source records
+/// and attestations into the work directory beside the staged objects,
+/// makes every byte staged durable with one `syncfs` before any of it is
+/// named (so a crash never leaves a named file short of its bytes), lists
+/// the staged objects as in flight, publishes them without overwriting,
+/// publishes the rest, makes the names durable with a second `syncfs`, and
+/// records the snapshot, its ingest event, source records and attestations
+/// in one transaction.
 pub fn publish_and_record(store: &mut Store, work: WorkDir, s: Staged<'_>) -> Result<IngestReport> {
     let digest = s.manifest.digest;
-    work.note_publishing(s.objects.iter().map(|(_, key)| key), &digest)?;
-    let new_objects = work.publish_all(store, &s.objects, crate::pool::cores(PUBLISH_THREADS))?;
-    let reused = s.reused + (s.objects.len() as u64 - new_objects);
-    let repaired = mend_drifted(store, &work, &s.drifted)?;
     // A new snapshot's manifest is kept as its delta against the last of
     // its name, when that saves bytes (catalogue/kept.rs).
     let delta = match store.catalogue().has_snapshot(&digest)? {
         true => None,
         false => store.delta_for(s.manifest, s.snapshot_name()),
     };
-    let new_manifest = store.write_manifest_as(&work, s.manifest, delta.as_ref())?;
+    let staged_manifest = store.stage_manifest(&work, s.manifest, delta.as_ref())?;
     let kept: Vec<KeptSource> = s.sources.iter().cloned().map(KeptSource::new).collect();
     let mut written = Written::new(digest);
-    let recorded = kept
-        .iter()
-        .try_for_each(|k| written.write(store, &work, k).map(drop))
+    kept.iter()
+        .try_for_each(|k| written.stage(store, &work, k))
         .and_then(|()| {
             s.attestations
                 .iter()
-                .try_for_each(|a| written.write(store, &work, a).map(drop))
-        })
-        .and_then(|()| {
-            let sync = new_objects > 0 || new_manifest || !repaired.is_empty() || written.any();
-            record(
-                store,
-                &s,
-                &kept,
-                sync,
-                (new_objects, reused),
-                &repaired,
-                delta.as_ref(),
-            )
-        });
+                .try_for_each(|a| written.stage(store, &work, a))
+        })?;
+    if !s.objects.is_empty()
+        || !s.drifted.is_empty()
+        || staged_manifest.is_some()
+        || written.staged_any()
+    {
+        store.sync()?;
+    }
+    work.note_publishing(s.objects.iter().map(|(_, key)| key), &digest)?;
+    let new_objects = work.publish_all(store, &s.objects, crate::pool::cores(PUBLISH_THREADS))?;
+    let reused = s.reused + (s.objects.len() as u64 - new_objects);
+    let repaired = mend_drifted(store, &work, &s.drifted)?;
+    let new_manifest = match staged_manifest {
+        Some(staged) => store.publish_manifest(&work, s.manifest, staged)?,
+        None => false,
+    };
+    let recorded = written.publish(store, &work).and_then(|()| {
+        let sync = new_objects > 0 || new_manifest || !repaired.is_empty() || written.any();
+        record(
+            store,
+            &s,
+            &kept,
+            sync,
+            (new_objects, reused),
+            &repaired,
+            delta.as_ref(),
+        )
+    });
     let (already_present, recorded) = match recorded {
         Ok(r) => r,
         Err(e) => {

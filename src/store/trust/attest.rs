@@ -38,9 +38,19 @@ fn keep_and_record(
 ) -> Result<Vec<bool>> {
     let work = store.work_dir("attach")?;
     let mut written = Written::new(*digest);
+    // The files' bytes are on the disk before they are named, and their
+    // names before the catalogue records them: one `syncfs` each.
     let done = attestations
         .iter()
-        .try_for_each(|a| written.write(store, &work, a).map(drop))
+        .try_for_each(|a| written.stage(store, &work, a))
+        .and_then(|()| {
+            if written.staged_any() {
+                store.sync()
+            } else {
+                Ok(())
+            }
+        })
+        .and_then(|()| written.publish(store, &work))
         .and_then(|()| if written.any() { store.sync() } else { Ok(()) })
         .and_then(|()| {
             store
