@@ -248,7 +248,7 @@ pub enum PackError {
         layer: ObjectId,
     },
     /// A content of the snapshot is carried by no layer.
-    #[error("no layer of the registry's manifest carries '{path}' (sha256:{content})")]
+    #[error("no layer of the registry's manifest carries '{}' (sha256:{content})", printable(.path))]
     NotCarried {
         /// The first file with the content.
         path: String,
@@ -271,7 +271,8 @@ pub enum PackError {
     },
     /// A pack lists an object with another size than the snapshot's.
     #[error(
-        "pack sha256:{pack} lists object {object} with {listed} bytes, but '{path}' has {size}"
+        "pack sha256:{pack} lists object {object} with {listed} bytes, but '{}' has {size}",
+        printable(.path)
     )]
     ObjectSize {
         /// The pack.

@@ -521,8 +521,12 @@ struct Failure {
 /// registries in order (with `plain_http`), the keys trusted and the
 /// timeout.
 fn fingerprint(config: &Config) -> String {
-    serde_json::to_string(&(&config.substituters, &config.trusted_keys, config.timeout))
-        .unwrap_or_default()
+    // Debug writes a path that is not UTF-8 with its bytes escaped: every
+    // configuration has a fingerprint of its own.
+    format!(
+        "{:?}",
+        (&config.substituters, &config.trusted_keys, config.timeout)
+    )
 }
 
 fn registries(config: &Config) -> String {
@@ -869,6 +873,14 @@ mod tests {
             reusable(&record(10, &keys), 5, &config).is_none(),
             "other keys"
         );
+        let raw =
+            |b: &'static [u8]| apply_env(config.clone(), None, Some(OsStr::from_bytes(b))).unwrap();
+        let (k1, k2) = (raw(b"/k\xfe.pub"), raw(b"/k\xff.pub"));
+        assert!(
+            reusable(&record(10, &k1), 5, &k2).is_none(),
+            "keys not UTF-8"
+        );
+        assert!(reusable(&record(10, &k1), 5, &k1).is_some());
         let whole = record(10, &config);
         assert!(
             reusable(&whole[..whole.len() / 2], 5, &config).is_none(),

@@ -225,10 +225,15 @@ fn transport(
 }
 
 /// Whether `url` is on the registry whose base URL is `base`
-/// (`SCHEME://HOST[:PORT]`): the base itself, or a path under it.
+/// (`SCHEME://HOST[:PORT]`, its scheme and host in any case): the base
+/// itself, or a path under it.
 fn same_origin(url: &str, base: &str) -> bool {
-    url.strip_prefix(base)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['/', '?']))
+    match (url.get(..base.len()), url.get(base.len()..)) {
+        (Some(head), Some(rest)) => {
+            head.eq_ignore_ascii_case(base) && (rest.is_empty() || rest.starts_with(['/', '?']))
+        }
+        _ => false,
+    }
 }
 
 /// The registry's own words from an error body: `CODE: message; …`, or the text.
@@ -604,11 +609,21 @@ impl Client {
     /// connection: at most [`MAX_ATTEMPTS`] times, waiting what `Retry-After`
     /// asks or a doubling backoff. A retry is sent only when the time since
     /// the first attempt, the wait and the last attempt's time once more fit
-    /// in the idle timeout ([`retry_fits`]), so a registry that answers
-    /// slowly and then fails costs about one timeout, not one per attempt.
+    /// in the idle timeout, or an upload's own budget ([`retry_fits`]), so a
+    /// registry that answers slowly and then fails costs about one timeout,
+    /// not one per attempt.
     /// The last answer is returned as it is.
     fn execute(&self, req: &Request<'_>) -> Result<Response<Body>, RemoteError> {
         let started = Instant::now();
+        // An upload may take longer than the idle timeout: its own budget
+        // ([`Timeouts::upload_budget`]), none without a transfer-rate floor.
+        let limit = match req.body {
+            None => self.timeouts.idle,
+            Some(p) => self
+                .timeouts
+                .upload_budget(usize::try_from(p.len()).unwrap_or(usize::MAX))
+                .map_or(Duration::MAX, |b| b.max(self.timeouts.idle)),
+        };
         let mut attempt = 0;
         loop {
             let sent = Instant::now();
@@ -622,8 +637,7 @@ impl Client {
                 _ => None,
             };
             let wait = wait.filter(|w| {
-                attempt + 1 < MAX_ATTEMPTS
-                    && retry_fits(started.elapsed(), *w, took, self.timeouts.idle)
+                attempt + 1 < MAX_ATTEMPTS && retry_fits(started.elapsed(), *w, took, limit)
             });
             match (result, wait) {
                 (Ok(resp), None) => return Ok(resp),
@@ -1266,6 +1280,8 @@ mod tests {
             base
         ));
         assert!(same_origin("https://r.example:5000", base));
+        assert!(same_origin("HTTPS://R.Example:5000/v2/a", base));
+        assert!(!same_origin("https://r.exa", base));
         for elsewhere in [
             "https://r.example:5001/v2/a",
             "https://r.example:50000/v2/a",

@@ -392,6 +392,12 @@ impl Written {
     /// Writes `kept` into the work directory ([`Store::stage_beside`]), to
     /// publish with the others.
     pub fn stage<K: Beside>(&mut self, store: &Store, work: &WorkDir, kept: &K) -> Result<()> {
+        // Two items of one id are one file (a registry may send an
+        // attestation twice, differing only in its JSON's spacing).
+        let id = kept.id().to_string();
+        if self.staged.iter().any(|s| s.kind == K::KIND && s.id == id) {
+            return Ok(());
+        }
         self.staged
             .extend(store.stage_beside(work, &self.digest, kept)?);
         Ok(())
@@ -724,6 +730,8 @@ mod tests {
         assert!(!written.any(), "nor new");
         let new = attestation(2);
         written.stage(&store, &work, &new).unwrap();
+        written.stage(&store, &work, &new).unwrap();
+        written.stage(&store, &work, &source()).unwrap();
         written.stage(&store, &work, &source()).unwrap();
         assert!(
             store.read_beside::<KeptSource>(&digest).unwrap().is_empty(),

@@ -280,7 +280,14 @@ impl Store {
         crate::fsutil::write_new(&tmp, &kept::keep_whole(&manifest.bytes), 0o444)
             .and_then(|file| file.sync_data())
             .ctx("write a manifest", &tmp)?;
-        std::fs::rename(&tmp, &path).ctx("replace a damaged manifest", &path)
+        std::fs::rename(&tmp, &path).ctx("replace a damaged manifest", &path)?;
+        // The new name is durable before the catalogue records anything.
+        match path.parent() {
+            Some(shard) => std::fs::File::open(shard)
+                .and_then(|d| d.sync_all())
+                .ctx("sync a manifest shard", shard),
+            None => Ok(()),
+        }
     }
 
     /// Removes a snapshot's manifest unless the catalogue records the

@@ -385,6 +385,7 @@ fn repair(
     }
     let mut work = store.work_dir("repair")?;
     let mut old_inodes: HashMap<(u64, u64), ObjectKey> = HashMap::new();
+    let mut staged_all = Vec::new();
     for key in broken.iter().copied() {
         let Some(src) = by_id.get(&key.id) else {
             continue;
@@ -393,7 +394,14 @@ fn repair(
         if ObjectId::of(&data) != key.id {
             continue;
         }
-        let staged = work.stage(&key, &data)?;
+        staged_all.push((key, work.stage(&key, &data)?, src));
+    }
+    // Every repaired byte is on the disk before it replaces a damaged
+    // object; the names are, before the command reports them.
+    if !staged_all.is_empty() {
+        store.sync()?;
+    }
+    for (key, staged, src) in staged_all {
         // Replacing the damaged object is intended here: views that still
         // link the damaged inode keep it, and are named for renewal.
         let old = rustix::fs::statat(
