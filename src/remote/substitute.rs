@@ -75,6 +75,7 @@ pub enum ConfigSource {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Config {
     /// The configuration file, whether or not it exists.
+    #[serde(serialize_with = "lossy_path")]
     pub file: PathBuf,
     /// Whether the file exists.
     pub file_exists: bool,
@@ -84,6 +85,7 @@ pub struct Config {
     pub substituters_from: ConfigSource,
     /// The public key files one of which must vouch for a snapshot
     /// substituted; none trusts any.
+    #[serde(serialize_with = "lossy_paths")]
     pub trusted_keys: Vec<PathBuf>,
     /// Where the keys came from.
     pub trusted_keys_from: ConfigSource,
@@ -91,6 +93,20 @@ pub struct Config {
     pub timeout: u64,
     /// Seconds a process waits for another's substitution of one digest.
     pub wait: u64,
+}
+
+/// A path as a JSON string, as the human report shows it: a byte that is
+/// not UTF-8 becomes U+FFFD (a key path may hold one).
+fn lossy_path<S: serde::Serializer>(path: &Path, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_string_lossy())
+}
+
+/// [`lossy_path`] for each path of a list.
+fn lossy_paths<S: serde::Serializer>(
+    paths: &[PathBuf],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_seq(paths.iter().map(|p| p.to_string_lossy()))
 }
 
 /// The configuration could not be read or broke a rule.

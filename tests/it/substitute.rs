@@ -467,6 +467,19 @@ fn the_configuration_is_printed_and_checked() {
         .expect("run cestore");
     assert_exit(&out, 2);
     assert_eq!(parse_json(&out)["error"]["rule"], "substituter-registry");
+    // A key path that is not UTF-8 is kept, and reported as one JSON object.
+    let out = b
+        .cmd(["substituters", "--json"])
+        .env(
+            "CESTORE_SUBSTITUTER_TRUSTED_KEYS",
+            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"/k\xff.pub"),
+        )
+        .output()
+        .expect("run cestore");
+    assert_exit(&out, 0);
+    let v = parse_json(&out);
+    assert_eq!(v["trusted_keys"], json!(["/k\u{fffd}.pub"]), "{v}");
+    assert_eq!(v["trusted_keys_from"], "environment");
 
     // A FIFO in the file's place is refused at once, never opened to wait
     // on a writer.
