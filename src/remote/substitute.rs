@@ -266,15 +266,14 @@ struct RawSubstituter {
     plain_http: Option<bool>,
 }
 
-/// Whether the registry host is the loopback interface, where plain HTTP
-/// is spoken unless configured otherwise: `localhost`, or an IP address
-/// of the loopback network (a name is never taken for one by its look).
-fn loopback(registry: &str) -> bool {
-    let rest = registry.strip_prefix("oci://").unwrap_or(registry);
-    let host = rest.split('/').next().unwrap_or(rest);
-    let host = match host.strip_prefix('[') {
+/// Whether a registry host (`HOST[:PORT]`, as [`oci::Address`] holds it) is
+/// the loopback interface, where plain HTTP is spoken unless configured
+/// otherwise: `localhost`, or an IP address of the loopback network (a name
+/// is never taken for one by its look).
+fn loopback(registry_host: &str) -> bool {
+    let host = match registry_host.strip_prefix('[') {
         Some(rest) => rest.split(']').next().unwrap_or(rest),
-        None => host.split(':').next().unwrap_or(host),
+        None => registry_host.split(':').next().unwrap_or(registry_host),
     };
     host.eq_ignore_ascii_case("localhost")
         || host
@@ -282,13 +281,14 @@ fn loopback(registry: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// Checks that `registry` names a repository (`REGISTRY/REPOSITORY`, no
-/// tag or digest): the substitution adds the digest tag itself. The
-/// message shows the address without any credential it carries.
-fn check_registry(registry: &str) -> std::result::Result<(), String> {
+/// Reads `registry` as a repository (`REGISTRY/REPOSITORY`, an `oci://`
+/// prefix allowed, no tag or digest: the substitution adds the digest tag
+/// itself). The message shows the address without any credential it
+/// carries.
+fn check_registry(registry: &str) -> std::result::Result<oci::Address, String> {
     let rest = registry.strip_prefix("oci://").unwrap_or(registry);
     match oci::Address::parse(rest) {
-        Ok((_, None)) => Ok(()),
+        Ok((address, None)) => Ok(address),
         Ok((_, Some(_))) => Err(format!(
             "'{}' names a tag or digest; give REGISTRY/REPOSITORY",
             crate::source::url::redact_address(registry)
@@ -302,10 +302,10 @@ fn substituter(
     plain_http: Option<bool>,
     invalid: &dyn Fn(&'static str, String) -> ConfigError,
 ) -> std::result::Result<Substituter, ConfigError> {
-    check_registry(registry).map_err(|d| invalid("substituter-registry", d))?;
+    let address = check_registry(registry).map_err(|d| invalid("substituter-registry", d))?;
     Ok(Substituter {
         registry: registry.to_string(),
-        plain_http: plain_http.unwrap_or_else(|| loopback(registry)),
+        plain_http: plain_http.unwrap_or_else(|| loopback(&address.registry)),
     })
 }
 
@@ -821,6 +821,13 @@ mod tests {
 
     #[test]
     fn plain_http_is_the_default_for_a_loopback_address_only() {
+        let plain = |registry: &str| {
+            parse(&format!(
+                r#"{{"substituters":[{{"registry":"{registry}"}}]}}"#
+            ))
+            .map(|c| c.substituters[0].plain_http)
+            .unwrap_or_else(|e| panic!("{registry}: {e}"))
+        };
         for registry in [
             "127.0.0.1:5000/a",
             "127.3.4.5/a",
@@ -829,7 +836,7 @@ mod tests {
             "[::1]:5000/a",
             "oci://127.0.0.1:5000/a",
         ] {
-            assert!(loopback(registry), "{registry}");
+            assert!(plain(registry), "{registry}");
         }
         for registry in [
             "127.attacker.example/a",
@@ -839,7 +846,7 @@ mod tests {
             "10.0.0.5:5000/a",
             "[::2]:5000/a",
         ] {
-            assert!(!loopback(registry), "{registry}");
+            assert!(!plain(registry), "{registry}");
         }
     }
 

@@ -456,26 +456,22 @@ fn the_configuration_is_printed_and_checked() {
         .expect("run cestore");
     assert_exit(&out, 2);
     assert!(!describe(&out).contains("hunter2"), "{}", describe(&out));
+    // `substituters --json` with a variable set to bytes that are not UTF-8.
+    let with_bytes = |var: &str, bytes: &[u8]| {
+        b.cmd(["substituters", "--json"])
+            .env(
+                var,
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes),
+            )
+            .output()
+            .expect("run cestore")
+    };
     // A variable set but not UTF-8 is refused, never taken for unset.
-    let out = b
-        .cmd(["substituters", "--json"])
-        .env(
-            "CESTORE_SUBSTITUTERS",
-            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"127.0.0.1:1/x\xff"),
-        )
-        .output()
-        .expect("run cestore");
+    let out = with_bytes("CESTORE_SUBSTITUTERS", b"127.0.0.1:1/x\xff");
     assert_exit(&out, 2);
     assert_eq!(parse_json(&out)["error"]["rule"], "substituter-registry");
     // A key path that is not UTF-8 is kept, and reported as one JSON object.
-    let out = b
-        .cmd(["substituters", "--json"])
-        .env(
-            "CESTORE_SUBSTITUTER_TRUSTED_KEYS",
-            <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"/k\xff.pub"),
-        )
-        .output()
-        .expect("run cestore");
+    let out = with_bytes("CESTORE_SUBSTITUTER_TRUSTED_KEYS", b"/k\xff.pub");
     assert_exit(&out, 0);
     let v = parse_json(&out);
     assert_eq!(v["trusted_keys"], json!(["/k\u{fffd}.pub"]), "{v}");

@@ -227,16 +227,17 @@ pub(super) fn backoff(attempt: u32) -> Duration {
     base + base / 4 * (nanos % 1000) / 1000
 }
 
-/// Whether a retry fits in the idle timeout `idle`: the time since the
-/// first attempt (`elapsed`), the wait before the retry and the last
-/// attempt's time (`took`, the retry's likely cost) together within it.
+/// Whether a retry fits in `limit` (the idle timeout, or an upload's own
+/// budget): the time since the first attempt (`elapsed`), the wait before
+/// the retry and the last attempt's time (`took`, the retry's likely cost)
+/// together within it.
 pub(super) fn retry_fits(
     elapsed: Duration,
     wait: Duration,
     took: Duration,
-    idle: Duration,
+    limit: Duration,
 ) -> bool {
-    elapsed.saturating_add(wait).saturating_add(took) <= idle
+    elapsed.saturating_add(wait).saturating_add(took) <= limit
 }
 
 #[cfg(test)]
