@@ -9,7 +9,8 @@
 //!
 //! The database runs in WAL mode with a busy timeout, so readers never block
 //! writers. An ingest that records a new snapshot (or a repair) commits with
-//! `synchronous=FULL`, so that it survives a power loss once reported; the
+//! `synchronous=FULL`, so that it survives a power loss once reported, and
+//! so does a migration (a new catalogue's schema included); the
 //! event of a snapshot already recorded, and view records, commit with
 //! `synchronous=NORMAL`, which in WAL mode may lose the last records on power
 //! loss but never consistency.
@@ -287,6 +288,12 @@ impl Catalogue {
             return Ok(());
         }
         let err = errors(&self.path);
+        // A migration, a new catalogue's schema above all, is on the disk
+        // once committed: a store whose first command lost power after
+        // naming objects must still open, not come back without a schema.
+        self.conn
+            .execute_batch("PRAGMA synchronous = FULL")
+            .map_err(err("choose the migration's durability"))?;
         let tx = immediate(&mut self.conn).map_err(err("begin the migration"))?;
         let found = Self::user_version(&tx).map_err(err("read the schema version"))?;
         if !(0..=SCHEMA_VERSION).contains(&found) {
@@ -308,7 +315,10 @@ impl Catalogue {
         }
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(err("record the schema version"))?;
-        tx.commit().map_err(err("commit the migration"))
+        tx.commit().map_err(err("commit the migration"))?;
+        self.conn
+            .execute_batch("PRAGMA synchronous = NORMAL")
+            .map_err(err("choose the commits' durability"))
     }
 
     fn check_not_newer(&self, found: i64) -> Result<()> {

@@ -236,6 +236,14 @@ impl Classify for SubstituteError {
         }
     }
 
+    /// The lock file waited on, after a wait.
+    fn path(&self) -> Option<&Path> {
+        match self {
+            SubstituteError::Waited { lock, .. } => Some(lock),
+            _ => None,
+        }
+    }
+
     fn as_error(&self) -> &(dyn std::error::Error + 'static) {
         self
     }
@@ -255,7 +263,9 @@ struct RawFile {
     substituters: Vec<RawSubstituter>,
     #[serde(default)]
     trusted_keys: Vec<PathBuf>,
+    #[serde(default, deserialize_with = "given")]
     timeout: Option<u64>,
+    #[serde(default, deserialize_with = "given")]
     wait: Option<u64>,
 }
 
@@ -263,7 +273,18 @@ struct RawFile {
 #[serde(deny_unknown_fields)]
 struct RawSubstituter {
     registry: String,
+    #[serde(default, deserialize_with = "given")]
     plain_http: Option<bool>,
+}
+
+/// An optional field that, when present, holds a value: `null` is refused
+/// as any other value of the wrong type is, never taken for the default.
+fn given<'de, D, T>(d: D) -> std::result::Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
 }
 
 /// Whether a registry host (`HOST[:PORT]`, as [`oci::Address`] holds it) is
@@ -312,9 +333,9 @@ fn substituter(
 /// Parses the configuration file's text (`path` names it in errors):
 /// `{"substituters": [{"registry": "REGISTRY/REPOSITORY", "plain_http":
 /// BOOL}], "trusted_keys": ["PUB", …], "timeout": SECS, "wait": SECS}`,
-/// every field optional, no other field. `plain_http` defaults to true for
-/// a loopback registry only; a relative key path is taken from the store's
-/// directory (`path`'s parent).
+/// every field optional (`null` refused where present), no other field.
+/// `plain_http` defaults to true for a loopback registry only; a relative
+/// key path is taken from the store's directory (`path`'s parent).
 pub fn parse_config(path: &Path, text: &str) -> std::result::Result<Config, ConfigError> {
     let invalid = |rule: &'static str, detail: String| ConfigError::Invalid {
         origin: path.display().to_string(),
@@ -750,6 +771,14 @@ mod tests {
     #[test]
     fn every_rule_is_named() {
         assert_eq!(rule(parse("[")), "substituters-json");
+        for null in [
+            r#"{"timeout":null}"#,
+            r#"{"wait":null}"#,
+            r#"{"substituters":[{"registry":"r.example/a","plain_http":null}]}"#,
+            r#"{"substituters":null}"#,
+        ] {
+            assert_eq!(rule(parse(null)), "substituters-json", "{null}");
+        }
         assert_eq!(rule(parse(r#"{"substituter":[]}"#)), "substituters-json");
         assert_eq!(
             rule(parse(

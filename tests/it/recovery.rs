@@ -997,7 +997,7 @@ fn a_recorded_snapshot_that_breaks_a_rule_is_never_handed_out() {
 }
 
 /// The lines of an `strace -f -y` log of `args` run against `env`'s store,
-/// tracing `syncfs` and the renames; `None` (with the skip printed) when
+/// tracing `syncfs`, the renames, and the writes and syncs of files; `None` (with the skip printed) when
 /// strace cannot run here.
 fn traced(env: &TestEnv, test: &str, args: &[&str]) -> Option<Vec<String>> {
     let log = env.path(&format!("strace-{}.log", args[0]));
@@ -1007,7 +1007,7 @@ fn traced(env: &TestEnv, test: &str, args: &[&str]) -> Option<Vec<String>> {
             "-y",
             "-qq",
             "-e",
-            "trace=syncfs,rename,renameat,renameat2",
+            "trace=syncfs,rename,renameat,renameat2,pwrite64,fsync,fdatasync",
             "-o",
         ])
         .arg(&log)
@@ -1072,6 +1072,21 @@ fn assert_synced_around_names(lines: &[String], what: &str) {
         lines[last..].iter().any(|l| l.contains("syncfs(")),
         "{what}: no syncfs after the last name:\n{}",
         lines.join("\n")
+    );
+    // The new store's schema: its log's last write before the first name
+    // is followed by a sync of the log, so that a power loss after the
+    // names leaves a catalogue that opens.
+    let wal = |l: &String| l.contains("catalogue.sqlite-wal>");
+    let written = lines[..first]
+        .iter()
+        .rposition(|l| wal(l) && l.contains("pwrite64("))
+        .unwrap_or_else(|| panic!("{what}: no catalogue log was written before the first name"));
+    assert!(
+        lines[written..first]
+            .iter()
+            .any(|l| wal(l) && (l.contains("fsync(") || l.contains("fdatasync("))),
+        "{what}: the new catalogue's schema was not synced before a file was named:\n{}",
+        lines[..first].join("\n")
     );
 }
 

@@ -335,6 +335,36 @@ fn a_down_substituter_fails_in_bounded_time() {
     assert_eq!(listed(&c), [ce]);
 }
 
+/// A process that finds another holding a digest's substitution lock
+/// waits at most `wait` seconds, then fails as `remote` naming the
+/// registries and, as its `path`, the lock it waited on. Needs no registry:
+/// nothing is asked of the substituter.
+#[test]
+fn a_wait_on_another_substitution_is_bounded_and_names_its_lock() {
+    let digest = "ab".repeat(32);
+    let down = format!("127.0.0.1:{}/bench/envs", closed_port());
+    let b = configured(config_of(&[&down], json!({"wait": 1})));
+    let locks = b.store.join("locks");
+    fs::create_dir_all(&locks).expect("lock dir");
+    let lock = locks.join(format!("substitute-{digest}"));
+    let held = fs::File::create(&lock).expect("lock file");
+    held.lock().expect("hold the lock");
+    let start = Instant::now();
+    let out = b.run(["path", &digest, "--json"]);
+    let took = start.elapsed();
+    drop(held);
+    assert!(took >= Duration::from_secs(1), "did not wait: {took:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_exit(&out, 8);
+    let err = &parse_json(&out)["error"];
+    assert_eq!(err["kind"], "remote", "{err}");
+    assert_eq!(err["path"], s(&lock), "{err}");
+    let message = err["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&down), "{err}");
+    assert!(message.contains("another process"), "{err}");
+    assert!(listed(&b).is_empty());
+}
+
 /// 16 concurrent `stage --digest D` against an empty store download D once:
 /// the registry (behind a counting proxy) sees exactly the requests of one
 /// substitution, every stage gets the one shared view, and verify is clean.
