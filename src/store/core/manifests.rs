@@ -277,9 +277,11 @@ impl Store {
         let tmp = path.with_extension("repair");
         let _ = std::fs::remove_file(&tmp);
         // The bytes are on the disk before they replace the damaged file.
-        crate::fsutil::write_new(&tmp, &kept::keep_whole(&manifest.bytes), 0o444)
-            .and_then(|file| file.sync_data())
-            .ctx("write a manifest", &tmp)?;
+        write_read_only_synced(
+            &tmp,
+            &kept::keep_whole(&manifest.bytes),
+            "flush a repaired manifest",
+        )?;
         std::fs::rename(&tmp, &path).ctx("replace a damaged manifest", &path)?;
         // The new name is durable before the catalogue records anything.
         match path.parent() {
@@ -535,10 +537,7 @@ impl Store {
             write_read_only(&why_path, format!("{why}\n").as_bytes())?;
             if let Some(bytes) = &whole {
                 let to = root.join(&name);
-                write_read_only(&to, bytes)?;
-                std::fs::File::open(&to)
-                    .and_then(|f| f.sync_all())
-                    .ctx("flush a manifest set aside", &to)?;
+                write_read_only_synced(&to, bytes, "flush a manifest set aside")?;
                 remove_file(&from)?;
                 return Ok(to);
             }
@@ -704,10 +703,11 @@ pub fn keep_dependents_whole(
         };
         let staged = work.path().join(format!("whole-{}", named.to_hex()));
         let _ = std::fs::remove_file(&staged);
-        write_read_only(&staged, &kept::keep_whole(&bytes))?;
-        std::fs::File::open(&staged)
-            .and_then(|f| f.sync_all())
-            .ctx("flush a manifest kept whole", &staged)?;
+        write_read_only_synced(
+            &staged,
+            &kept::keep_whole(&bytes),
+            "flush a manifest kept whole",
+        )?;
         std::fs::rename(&staged, &path).ctx("keep a manifest whole", &path)?;
         rewrote = true;
     }
@@ -930,6 +930,14 @@ pub fn remove_file(path: &std::path::Path) -> Result<()> {
 /// Writes a new file at mode 0444, as objects are: a manifest never changes.
 fn write_read_only(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     crate::fsutil::write_new_read_only(path, bytes).ctx("write a manifest", path)
+}
+
+/// Writes a new read-only manifest file as [`write_read_only`] does and
+/// syncs it, so that its bytes are on the disk before a rename names it;
+/// `flush` is the sync's operation in an error.
+fn write_read_only_synced(path: &std::path::Path, bytes: &[u8], flush: &'static str) -> Result<()> {
+    let file = crate::fsutil::write_new(path, bytes, 0o444).ctx("write a manifest", path)?;
+    file.sync_all().ctx(flush, path)
 }
 
 #[cfg(test)]
