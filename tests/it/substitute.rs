@@ -90,6 +90,11 @@ fn listed(env: &TestEnv) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The message of a JSON error object; empty when it has none.
+fn message(err: &Value) -> &str {
+    err["message"].as_str().unwrap_or_default()
+}
+
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -220,13 +225,7 @@ fn a_prefix_is_never_substituted() {
     let out = b.run(["path", &absent, "--json"]);
     assert_exit(&out, 4);
     let err = &parse_json(&out)["error"];
-    assert!(
-        err["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains(&target),
-        "{err}"
-    );
+    assert!(message(err).contains(&target), "{err}");
     let out = b.run(["path", &ce[..12], "--json"]);
     assert_exit(&out, 4);
     let err = &parse_json(&out)["error"];
@@ -318,10 +317,7 @@ fn a_down_substituter_fails_in_bounded_time() {
         assert_exit(&out, 8);
         let err = &parse_json(&out)["error"];
         assert_eq!(err["kind"], "remote", "{err}");
-        assert!(
-            err["message"].as_str().unwrap_or_default().contains(&down),
-            "{err}"
-        );
+        assert!(message(err).contains(&down), "{err}");
     }
     eprintln!(
         "16 stages against a closed port (timeout {timeout} s): the last ended after {slowest:?}"
@@ -359,9 +355,9 @@ fn a_wait_on_another_substitution_is_bounded_and_names_its_lock() {
     let err = &parse_json(&out)["error"];
     assert_eq!(err["kind"], "remote", "{err}");
     assert_eq!(err["path"], s(&lock), "{err}");
-    let message = err["message"].as_str().unwrap_or_default();
-    assert!(message.contains(&down), "{err}");
-    assert!(message.contains("another process"), "{err}");
+    let said = message(err);
+    assert!(said.contains(&down), "{err}");
+    assert!(said.contains("another process"), "{err}");
     assert!(listed(&b).is_empty());
 }
 
@@ -515,13 +511,7 @@ fn the_configuration_is_printed_and_checked() {
     let out = fifo.run(["substituters", "--json"]);
     assert_exit(&out, 7);
     let err = &parse_json(&out)["error"];
-    assert!(
-        err["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("a FIFO"),
-        "{err}"
-    );
+    assert!(message(err).contains("a FIFO"), "{err}");
     assert_eq!(
         err["path"],
         s(&fifo.store.join("substituters.json")).as_str()
@@ -558,13 +548,7 @@ fn mounts_and_audit_substitute_too() {
     let out = m.run(["mounts", "--arm", "ce_review", "--digest", &ce, "--json"]);
     assert_exit(&out, 4);
     let err = &parse_json(&out)["error"];
-    assert!(
-        err["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("has no shared view"),
-        "{err}"
-    );
+    assert!(message(err).contains("has no shared view"), "{err}");
     assert_eq!(listed(&m), [ce.as_str()]);
     m.json(["path", &ce, "--json"]);
     let v = m.json(["mounts", "--arm", "ce_review", "--digest", &ce, "--json"]);
@@ -662,10 +646,7 @@ fn slow_and_lying_substituters_are_bounded_and_passed_over() {
     assert!(took < Duration::from_secs(4), "took {took:?}");
     assert_exit(&out, 8);
     let err = &parse_json(&out)["error"];
-    assert!(
-        err["message"].as_str().unwrap_or_default().contains(&slow),
-        "{err}"
-    );
+    assert!(message(err).contains(&slow), "{err}");
 
     // The liar's tag for CE names the tree's image manifest.
     let liar = repo(&reg, "subst-liar-lies");
@@ -708,10 +689,7 @@ fn slow_and_lying_substituters_are_bounded_and_passed_over() {
     assert_exit(&out, 1);
     let err = &parse_json(&out)["error"];
     assert_eq!(err["kind"], "integrity", "{err}");
-    assert!(
-        err["message"].as_str().unwrap_or_default().contains(&liar),
-        "{err}"
-    );
+    assert!(message(err).contains(&liar), "{err}");
     assert!(listed(&c).is_empty());
 
     // Each is passed over for the next.
